@@ -1,0 +1,258 @@
+"""The cloud port: the one typed interface through which npa-pulumi reads and changes Nebius.
+
+Two adapters implement it: `nebius` (the official SDK against the real API) and `local` (the embedded
+SQLite simulator). Nothing above this layer may tell them apart, so every record here is normalised:
+
+* states and enums are upper-case words without the API's `STATE_` / `USAGE_STATE_` prefixes
+  (`ACTIVE`, `PROVISIONING`, `NOT_USED`, ...);
+* sizes are integers in bytes unless the field name says otherwise;
+* secrets (access-key secrets, tokens) are `pydantic.SecretStr`, so a stray `repr` or log line never
+  shows them.
+
+Mutations block until the long-running operation has finished (or `timeout_s` passed, which raises
+`OperationTimeout`). List calls are paged to completion inside the adapter.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+DEFAULT_OPERATION_TIMEOUT_S = 600.0
+
+
+class CloudRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Project(CloudRecord):
+    id: str
+    name: str
+    tenant_id: str
+    region: str
+    state: str = "ACTIVE"  # ACTIVE | CREATING | DELETING | DELETED
+    suspension_state: str = "NONE"  # NONE | SUSPENDED | SUSPENDING
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Network(CloudRecord):
+    id: str
+    project_id: str
+    name: str
+    state: str = "READY"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Subnet(CloudRecord):
+    id: str
+    project_id: str
+    network_id: str
+    name: str
+    cidr: str = ""
+    state: str = "READY"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class QuotaAllowance(CloudRecord):
+    """One allowance record as the quotas service reports it. `limit=None` means unlimited."""
+
+    id: str = ""
+    name: str
+    region: str
+    limit: int | None = None
+    usage: int | None = None
+    usage_percentage: float | None = None  # a fraction; values above 1 mean over the limit
+    usage_state: str = ""  # USED | NOT_USED | "" (unknown)
+    unit: str = "count"
+    state: str = "ACTIVE"
+    parent_id: str = ""  # the scope: a tenant id, a project id, or "" when unscoped
+    container_id: str = ""
+
+
+class CapacityBlockGroup(CloudRecord):
+    id: str
+    parent_id: str  # tenant id
+    region: str
+    platform: str
+    fabric: str = ""
+    state: str = "ACTIVE"
+    limit: int  # GPUs currently reserved by the block
+    usage: int | None = None
+    usage_percentage: float | None = None
+    usage_state: str = ""
+
+
+class Bucket(CloudRecord):
+    id: str
+    project_id: str
+    name: str
+    region: str
+    storage_class: str  # standard | enhanced_throughput | intelligent
+    max_size_bytes: int
+    state: str = "ACTIVE"
+    suspension_state: str = "NOT_SUSPENDED"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ServiceAccount(CloudRecord):
+    id: str
+    project_id: str
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class AccessKey(CloudRecord):
+    id: str
+    service_account_id: str
+    project_id: str
+    aws_access_key_id: str
+    state: str = "ACTIVE"
+
+
+class AccessKeySecret(CloudRecord):
+    """Returned once, at creation. The secret is never readable again."""
+
+    key: AccessKey
+    secret: SecretStr
+
+
+class Filesystem(CloudRecord):
+    id: str
+    project_id: str
+    name: str
+    size_bytes: int
+    state: str = "READY"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class GpuCluster(CloudRecord):
+    id: str
+    project_id: str
+    name: str
+    fabric: str
+    state: str = "READY"
+
+
+class Cluster(CloudRecord):
+    """A Managed Kubernetes (mk8s) cluster."""
+
+    id: str
+    project_id: str
+    name: str
+    state: str  # PROVISIONING | RUNNING | DELETING | ERROR
+    endpoint: str = ""
+    k8s_version: str = ""
+    subnet_id: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class NodeGroupCondition(CloudRecord):
+    """An event on a node group, e.g. a QuotaFailure that keeps it PROVISIONING."""
+
+    kind: str
+    message: str
+    quota: str = ""
+    limit: int | None = None
+    requested: int | None = None
+
+
+class NodeGroup(CloudRecord):
+    id: str
+    cluster_id: str
+    name: str
+    state: str  # PROVISIONING | RUNNING | DELETING | ERROR
+    target_node_count: int
+    ready_node_count: int = 0
+    platform: str = ""
+    preset: str = ""
+    preemptible: bool = False
+    reservation_policy: str = ""  # "" | AUTO | FORBID | STRICT
+    reservation_ids: tuple[str, ...] = ()
+    disk_size_gib: int = 0
+    conditions: tuple[NodeGroupCondition, ...] = ()
+
+
+class Principal(CloudRecord):
+    """Who the adapter authenticates as, and the tenant that principal belongs to."""
+
+    tenant_id: str
+    profile: str = ""
+    subject: str = ""
+
+
+@runtime_checkable
+class CloudPort(Protocol):
+    """Everything the fleet needs from Nebius. See the module docstring for the conventions."""
+
+    name: str  # "local" | "nebius"
+
+    # identity
+    def principal(self) -> Principal: ...
+
+    # IAM projects
+    def list_projects(self, tenant_id: str) -> list[Project]: ...
+    def get_project(self, project_id: str) -> Project: ...
+    def create_project(
+        self, tenant_id: str, name: str, region: str, labels: dict[str, str] | None = None,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+    ) -> Project: ...
+
+    # VPC
+    def list_networks(self, project_id: str) -> list[Network]: ...
+    def get_network(self, network_id: str) -> Network: ...
+    def create_network(
+        self, project_id: str, name: str, labels: dict[str, str] | None = None,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+    ) -> Network: ...
+    def delete_network(self, network_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
+    def list_subnets(self, project_id: str) -> list[Subnet]: ...
+    def get_subnet(self, subnet_id: str) -> Subnet: ...
+    def create_subnet(
+        self, project_id: str, network_id: str, name: str, labels: dict[str, str] | None = None,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+    ) -> Subnet: ...
+    def delete_subnet(self, subnet_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
+
+    # quotas and reserved capacity
+    def list_quota_allowances(self, tenant_id: str) -> list[QuotaAllowance]: ...
+    def list_capacity_block_groups(self, tenant_id: str) -> list[CapacityBlockGroup]: ...
+    def get_capacity_block_group(self, block_id: str) -> CapacityBlockGroup: ...
+
+    # object storage
+    def get_bucket(self, bucket_id: str) -> Bucket: ...
+    def find_bucket(self, project_id: str, name: str) -> Bucket | None: ...
+    def create_bucket(
+        self, project_id: str, name: str, storage_class: str, max_size_bytes: int,
+        labels: dict[str, str] | None = None, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+    ) -> Bucket: ...
+    def delete_bucket(self, bucket_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
+    def probe_bucket(self, bucket: Bucket, credentials: AccessKeySecret) -> None:
+        """Write, read back and delete one object with the given key; raise on any mismatch."""
+        ...
+
+    # IAM service accounts and access keys
+    def find_service_account(self, project_id: str, name: str) -> ServiceAccount | None: ...
+    def create_service_account(
+        self, project_id: str, name: str, labels: dict[str, str] | None = None,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+    ) -> ServiceAccount: ...
+    def delete_service_account(
+        self, service_account_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> None: ...
+    def create_access_key(
+        self, project_id: str, service_account_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> AccessKeySecret: ...
+    def delete_access_key(self, access_key_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
+
+    # Managed Kubernetes and what hangs off it
+    def get_cluster(self, cluster_id: str) -> Cluster: ...
+    def list_clusters(self, project_id: str) -> list[Cluster]: ...
+    def delete_cluster(self, cluster_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
+    def get_node_group(self, node_group_id: str) -> NodeGroup: ...
+    def list_node_groups(self, cluster_id: str) -> list[NodeGroup]: ...
+    def delete_node_group(
+        self, node_group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> None: ...
+    def list_filesystems(self, project_id: str) -> list[Filesystem]: ...
+    def list_gpu_clusters(self, project_id: str) -> list[GpuCluster]: ...

@@ -1,0 +1,5 @@
+//go:build tools
+
+// Package tools pins the Pulumi engine modules this wrapper builds. The build
+// tag keeps it out of every normal build; `go build` names the packages itself.
+package tools
