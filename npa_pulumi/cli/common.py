@@ -1,0 +1,65 @@
+"""Shared CLI plumbing: output formats, the one-JSON-document rule, and error reporting.
+
+Contract: with `--output json`, stdout carries exactly one JSON document; everything else (progress,
+logs, warnings) goes to stderr. Expected failures print a clear message and exit 1 (operation failed)
+or 2 (invalid input), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from npa_pulumi.errors import EXIT_FAILED, NpaError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Progress and human messages go to stderr so stdout stays machine-readable.
+stderr_console = Console(stderr=True, highlight=False)
+
+
+def output_option(*choices: str, default: str = "text") -> Callable[[F], F]:
+    values = choices or ("text", "json")
+    return click.option(
+        "--output",
+        "-o",
+        "output",
+        type=click.Choice(values),
+        default=default,
+        show_default=True,
+        help="Output format. json prints one JSON document on stdout; progress goes to stderr.",
+    )
+
+
+def emit_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def report_error(err: NpaError, output: str = "text") -> int:
+    """Print an expected error in the requested format and return its exit code."""
+    if output == "json":
+        emit_json({"ok": False, "error": err.to_dict()})
+    else:
+        stderr_console.print(f"[bold red]error:[/] {err}", markup=True, soft_wrap=True)
+    return err.exit_code
+
+
+def run_guarded(func: Callable[[], int | None], output: str = "text") -> None:
+    """Run a command body, turning expected errors into their exit codes."""
+    try:
+        code = func()
+    except NpaError as err:
+        sys.exit(report_error(err, output))
+    except KeyboardInterrupt:
+        stderr_console.print("interrupted", style="yellow")
+        sys.exit(130)
+    sys.exit(code or 0)
+
+
+__all__ = ["EXIT_FAILED", "emit_json", "output_option", "report_error", "run_guarded", "stderr_console"]
