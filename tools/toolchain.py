@@ -364,13 +364,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     ensure = sub.add_parser("ensure", help="provide the toolchain (idempotent)")
-    ensure.add_argument("components", nargs="*", default=["all"], choices=["all", "venv", "pulumi", "terraform"])
+    ensure.add_argument("components", nargs="*", metavar="COMPONENT", help="all (default), venv, pulumi, terraform")
     st = sub.add_parser("status", help="show what is linked in .tools/bin")
     st.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "status":
         return status(args.json)
-    wanted = set(args.components)
+    wanted = set(args.components or ["all"])
+    unknown = wanted - {"all", "venv", "pulumi", "terraform"}
+    if unknown:
+        parser.error(f"unknown component(s): {', '.join(sorted(unknown))}; expected all, venv, pulumi or terraform")
     if "all" in wanted:
         wanted = {"venv", "pulumi", "terraform"}
     pins = load_pins()

@@ -1,0 +1,183 @@
+"""Where the fleet's Pulumi state lives and how every Automation API workspace is set up.
+
+* Backend: `--backend URL`, else `PULUMI_BACKEND_URL`, else the DIY backend `file://~/.npa-pulumi/state`
+  (the repository's Pulumi.yaml names the same URL, so `pulumi stack ls` there lists the fleet's stacks).
+* Secrets: the passphrase provider. A passphrase the user supplies (`PULUMI_CONFIG_PASSPHRASE`, or a file
+  named by `PULUMI_CONFIG_PASSPHRASE_FILE` / `--passphrase-file`) wins; otherwise a random passphrase is
+  generated once into `~/.npa-pulumi/passphrase` with mode 0600. Losing that file loses the secrets in
+  state, so the README says to keep it with the backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.engine.toolchain import engine_env, find_pulumi
+from npa_pulumi.errors import NpaError, UserInputError
+
+if TYPE_CHECKING:  # the Automation API is imported lazily: npa_pulumi must import without the engine
+    from pulumi import automation as auto
+
+PROJECT_NAME = "npa-fleet"
+DEFAULT_BACKEND_URL = "file://~/.npa-pulumi/state"
+
+
+class PassphraseError(NpaError):
+    kind = "passphrase"
+
+
+def npa_home() -> Path:
+    """The per-user directory for state, passphrase, work dirs and the local cloud."""
+    return Path(os.environ.get("NPA_PULUMI_HOME") or Path.home() / ".npa-pulumi")
+
+
+def resolve_backend_url(flag: str | None = None) -> str:
+    url = flag or os.environ.get("PULUMI_BACKEND_URL") or DEFAULT_BACKEND_URL
+    if url.startswith("file://"):
+        path = Path(os.path.expanduser(url[len("file://") :]))
+        if url == DEFAULT_BACKEND_URL and "NPA_PULUMI_HOME" in os.environ:
+            # Tests and sandboxes move the whole npa home; keep the default backend inside it.
+            path = npa_home() / "state"
+            url = f"file://{path}"
+        path.mkdir(parents=True, exist_ok=True)
+    elif "://" not in url:
+        raise UserInputError(f"backend URL {url!r} has no scheme; expected e.g. file:///path, s3://bucket or https://")
+    return url
+
+
+@dataclass(frozen=True)
+class SecretsSettings:
+    """How the passphrase reaches the engine: exactly one of the two env vars is set."""
+
+    env: dict[str, str]
+    source: str  # "env" | "file:<path>" | "generated:<path>"
+
+
+def _write_private_file(path: Path, content: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(content)
+
+
+def _check_private(path: Path) -> None:
+    mode = path.stat().st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        # A readable passphrase file is a leaked secret; tighten it rather than refuse to run.
+        path.chmod(0o600)
+
+
+def resolve_secrets(passphrase_file: str | Path | None = None) -> SecretsSettings:
+    if passphrase_file:
+        path = Path(passphrase_file).expanduser().resolve()
+        if not path.is_file():
+            raise PassphraseError(f"passphrase file {path} does not exist")
+        _check_private(path)
+        return SecretsSettings({"PULUMI_CONFIG_PASSPHRASE_FILE": str(path)}, f"file:{path}")
+    from_env = os.environ.get("PULUMI_CONFIG_PASSPHRASE")
+    if from_env:
+        return SecretsSettings({}, "env")
+    env_file = os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+    if env_file:
+        return resolve_secrets(env_file)
+    path = npa_home() / "passphrase"
+    if not path.exists():
+        with contextlib.suppress(FileExistsError):  # another process generated it first
+            _write_private_file(path, secrets.token_urlsafe(32) + "\n")
+    _check_private(path)
+    return SecretsSettings({"PULUMI_CONFIG_PASSPHRASE_FILE": str(path)}, f"generated:{path}")
+
+
+@dataclass
+class EngineSettings:
+    backend_url: str
+    secrets: SecretsSettings
+    work_dir: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def resolve(
+        cls,
+        backend: str | None = None,
+        passphrase_file: str | Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> EngineSettings:
+        if os.environ.get("PULUMI_CONFIG_PASSPHRASE") == "":
+            # An exported *empty* passphrase shadows the file (an engine gotcha); treat it as unset.
+            del os.environ["PULUMI_CONFIG_PASSPHRASE"]
+        work_dir = npa_home() / "workspace"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        return cls(
+            backend_url=resolve_backend_url(backend),
+            secrets=resolve_secrets(passphrase_file),
+            work_dir=work_dir,
+            extra_env=dict(extra_env or {}),
+        )
+
+    def env(self) -> dict[str, str]:
+        env = engine_env()
+        env["PULUMI_BACKEND_URL"] = self.backend_url
+        env.update(self.secrets.env)
+        env.update(self.extra_env)
+        return env
+
+
+@lru_cache(maxsize=1)
+def pulumi_command() -> auto.PulumiCommand:
+    from pulumi import automation as auto
+
+    binary = find_pulumi()
+    # PulumiCommand(root=R) runs R/bin/pulumi; both .tools/bin and the toolchain cache fit that shape.
+    return auto.PulumiCommand(root=str(binary.parent.parent))
+
+
+def workspace_options(
+    settings: EngineSettings,
+    program: Callable[[], None] | None = None,
+    project_name: str = PROJECT_NAME,
+) -> auto.LocalWorkspaceOptions:
+    from pulumi import automation as auto
+
+    return auto.LocalWorkspaceOptions(
+        work_dir=str(settings.work_dir),
+        program=program,
+        env_vars=settings.env(),
+        secrets_provider="passphrase",
+        pulumi_command=pulumi_command(),
+        project_settings=auto.ProjectSettings(
+            name=project_name,
+            runtime="python",
+            backend=auto.ProjectBackend(url=settings.backend_url),
+        ),
+    )
+
+
+def select_or_create_stack(
+    settings: EngineSettings,
+    stack_name: str,
+    program: Callable[[], None],
+    project_name: str = PROJECT_NAME,
+) -> auto.Stack:
+    from pulumi import automation as auto
+
+    return auto.create_or_select_stack(
+        stack_name,
+        project_name=project_name,
+        program=program,
+        opts=workspace_options(settings, program, project_name),
+    )
+
+
+def list_stack_summaries(settings: EngineSettings, project_name: str = PROJECT_NAME) -> list[Any]:
+    from pulumi import automation as auto
+
+    ws = auto.LocalWorkspace(**workspace_options(settings, None, project_name).__dict__)
+    return list(ws.list_stacks())
