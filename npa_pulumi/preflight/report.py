@@ -154,8 +154,8 @@ def describe_requirement(ln: RequirementLine) -> str:
     if ln.status == "unlimited":
         return f"{needs}; tenant allowance is unlimited"
     text = (
-        f"{needs}, {human_amount(ln.available, ln.unit)} available from tenant limit "
-        f"{human_amount(ln.limit, ln.unit)}"
+        f"{needs}, {human_amount(ln.available, ln.unit)} {unit} available from tenant limit "
+        f"{human_amount(ln.limit, ln.unit)} {unit}"
     )
     return f"{text}; shortfall {human_amount(ln.shortfall, ln.unit)} {unit}" if ln.shortfall else text
 
