@@ -9,6 +9,6 @@ from setuptools import find_packages, setup
 
 packages = find_packages(include=["npa_pulumi", "npa_pulumi.*"])
 packages += ["npa_pulumi.components"] + [f"npa_pulumi.components.{p}" for p in find_packages("components")]
-packages += ["npa_pulumi.policies", "npa_pulumi.recipes"]
+packages += ["npa_pulumi.policies", "npa_pulumi.policies.fleet_guardrails_lib", "npa_pulumi.recipes"]
 
 setup(packages=packages)

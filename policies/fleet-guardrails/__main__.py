@@ -1,0 +1,29 @@
+"""The `fleet-guardrails` CrossGuard policy pack.
+
+The engine starts this file with `python -m pulumi.policy <engine> .` from this directory. The policy logic
+is in `npa_pulumi.policies.fleet_guardrails_lib` (this directory's name has a hyphen, so it cannot be a
+package); descriptions, levels and config schemas come from `npa_pulumi.policy_catalog`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pulumi_policy import PolicyPack
+
+HERE = Path(__file__).resolve().parent
+
+try:
+    from npa_pulumi.policies import fleet_guardrails_lib as lib
+except ImportError:
+    # A plain source checkout without `pip install -e .`: import the library from policies/ and the
+    # catalog from the repository root.
+    sys.path[:0] = [str(HERE.parent), str(HERE.parent.parent)]
+    import fleet_guardrails_lib as lib  # type: ignore[no-redef]
+
+# Before the pack starts serving: keep secrets wrapped so policies can tell a secret from plaintext.
+lib.install_secret_marking()
+
+_readme = HERE / "README.md"
+PolicyPack(**lib.build_policy_pack_kwargs(readme=_readme.read_text(encoding="utf-8") if _readme.is_file() else None))
