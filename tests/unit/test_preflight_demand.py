@@ -23,9 +23,9 @@ R = "eu-north1"
 CBG = "capacityblockgroup-e00reserved0000h200a1b2"
 
 
-def demand(*clusters: ClusterDemandInput, **kw: object) -> dict[str, int]:
+def demand(*clusters: ClusterDemandInput, projects: list[ProjectDemandInput] | None = None) -> dict[str, int]:
     """Requirements of one region as {name: amount}; fails if a second region shows up."""
-    reqs = compute_requirements(clusters, **kw)
+    reqs = compute_requirements(clusters, projects or [])
     assert {r.region for r in reqs} <= {R}
     return {r.name: r.amount for r in reqs}
 
