@@ -32,7 +32,7 @@ _LEVELS = {
 
 def violation_message(info: catalog.PolicyInfo, problems: list[str]) -> str:
     """One violation per resource: every problem, then the catalog's remediation hint."""
-    return f"{info.name}: {'; '.join(problems)}. Remediation: {info.remediation}."
+    return f"{'; '.join(problems)}. Remediation: {info.remediation}."
 
 
 def effective_config(info: catalog.PolicyInfo, given: Mapping[str, Any] | None) -> dict[str, Any]:

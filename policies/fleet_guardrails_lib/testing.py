@@ -92,20 +92,22 @@ def base_tfvars() -> dict[str, Any]:
     }
 
 
-def module_props(
-    tfvars: dict[str, Any] | None = None,
-    runtime_tfvars: dict[str, Any] | None = None,
-    facts: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def _copy(value: Any) -> Any:
+    # Outputs cannot be deep-copied outside serialization; plain data is copied so callers can mutate.
+    return value if isinstance(value, pulumi.Output) else copy.deepcopy(value)
+
+
+def module_props(tfvars: Any = None, runtime_tfvars: Any = None, facts: Any = None) -> dict[str, Any]:
+    """TerraformModule inputs; any argument may also be a pulumi Output (e.g. Output.secret(...))."""
     return {
         "fleet": "f1",
         "project_key": "p1",
         "cluster": "c1",
         "module_kind": "k8s-training",
-        "tfvars": copy.deepcopy(tfvars if tfvars is not None else base_tfvars()),
-        "runtime_tfvars": copy.deepcopy(runtime_tfvars or {}),
+        "tfvars": _copy(tfvars if tfvars is not None else base_tfvars()),
+        "runtime_tfvars": _copy(runtime_tfvars if runtime_tfvars is not None else {}),
         "recipe": {"source": "local-stand-in", "location": "recipes/local-k8s-training", "digest": "0" * 64},
-        "recipe_facts": copy.deepcopy(facts if facts is not None else recipe_facts()),
+        "recipe_facts": _copy(facts if facts is not None else recipe_facts()),
         "identity_env": ["TF_VAR_tenant_id", "TF_VAR_parent_id", "TF_VAR_region", "TF_VAR_subnet_id", "TF_VAR_iam_token"],
     }
 
