@@ -1,0 +1,34 @@
+"""One entry point for both adapters, so callers never import an adapter module themselves."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Literal
+
+from .port import CloudPort
+
+CloudKind = Literal["local", "nebius"]
+
+
+def make_cloud(
+    kind: CloudKind, *, profile: str | None = None, region: str | None = None, **options: Any
+) -> CloudPort:
+    """Build the adapter named by `kind`.
+
+    `nebius`: `profile` (the explicit `--profile`/spec profile) and `region` (picks the API domain) plus
+    any `NebiusSettings` field as an option (`tenant_id`, `endpoint`, `insecure`, `ca_file`, ...);
+    unset options fall back to the `NPA_NEBIUS_*` environment (see `nebius/settings.py`).
+    `local`: options go to `LocalCloud` unchanged (`profile`/`region` too, when given).
+    Adapters are imported lazily: the one not chosen is never loaded.
+    """
+    if kind == "nebius":
+        from .nebius import NebiusCloud, NebiusSettings
+
+        settings = NebiusSettings.from_options({"profile": profile, "region": region, **options})
+        return NebiusCloud(settings)
+    if kind == "local":
+        local = importlib.import_module("npa_pulumi.cloud.local")
+        extra = {k: v for k, v in (("profile", profile), ("region", region)) if v is not None}
+        cloud: CloudPort = local.LocalCloud(**extra, **options)
+        return cloud
+    raise ValueError(f"unknown cloud kind {kind!r} (expected 'local' or 'nebius')")
