@@ -1,0 +1,127 @@
+"""`TerraformModule`: the Terraform bridge as a Pulumi dynamic resource.
+
+One instance runs one recipe for one cluster stack. Its provider materializes the recipe into the stack's
+work dir, writes `terraform.tfvars.json`, and runs terraform init/apply/output/destroy through
+`npa_pulumi.bridge`. Identity (tenant, project, region, subnet) and the IAM token reach Terraform only as
+`TF_VAR_*` at run time; the token is minted in the provider process and never enters Pulumi state.
+
+The Terraform state is returned as the `tf_state` output (a Pulumi secret), so a fresh machine with the same
+backend and passphrase can update or destroy the cluster; the work dir keeps the newest copy when an apply
+fails half-way (see `TerraformWorkspace.restore_state`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+
+# Inputs whose change means Terraform has work to do (all applied in place; the recipe decides what is
+# replaced inside the cluster).
+_APPLY_KEYS = ("tfvars", "runtime_tfvars", "recipe", "identity")
+
+
+def _npa_home() -> Path:
+    return Path(os.environ.get("NPA_PULUMI_HOME") or Path.home() / ".npa-pulumi")
+
+
+def _workspace(props: dict[str, Any]) -> Any:
+    from npa_pulumi.bridge.terraform import TerraformWorkspace
+
+    return TerraformWorkspace(root=_npa_home() / "work" / props["work_key"])
+
+
+def _token(props: dict[str, Any]) -> str | None:
+    """Mint the IAM token for this run, from the cloud adapter's own credentials."""
+    from npa_pulumi.cloud.factory import make_cloud
+
+    cloud = make_cloud(props["cloud"], profile=props.get("profile") or None, region=props["identity"]["region"])
+    mint = getattr(cloud, "access_token", None)
+    token = mint() if callable(mint) else None
+    if token is None:
+        return None
+    return token.get_secret_value() if hasattr(token, "get_secret_value") else str(token)
+
+
+def _prepare(props: dict[str, Any], old_state: dict[str, Any] | None) -> tuple[Any, dict[str, str]]:
+    from npa_pulumi.bridge.recipe import RecipeSource, materialize
+    from npa_pulumi.bridge.terraform import runtime_env
+
+    workspace = _workspace(props)
+    source = RecipeSource(props["recipe"]["source"], props["recipe"]["location"])
+    recipe = materialize(source, workspace.root, props["identity"]["region"], _npa_home() / "cache")
+    if recipe.digest != props["recipe"]["digest"]:
+        raise RuntimeError(
+            f"the recipe at {source.location} changed between preview and apply (digest {recipe.digest[:12]} != "
+            f"{props['recipe']['digest'][:12]}); run the command again"
+        )
+    workspace.write_tfvars(props["tfvars"])
+    workspace.restore_state(old_state)
+    identity = dict(props["identity"])
+    token = _token(props)
+    if token is not None:
+        identity["iam_token"] = token
+    extra = {"NPA_PYTHON": sys.executable}
+    env = runtime_env(identity, props.get("runtime_tfvars") or {}, _npa_home() / "cache" / "tf-plugins", extra)
+    workspace.init(env, plugin_cache_lock=_npa_home() / "cache" / "tf-plugins.lock")
+    return workspace, env
+
+
+def _outs(props: dict[str, Any], workspace: Any, env: dict[str, str]) -> dict[str, Any]:
+    from npa_pulumi.bridge.terraform import split_outputs
+
+    plain, sensitive = split_outputs(workspace.outputs(env))
+    return {**props, "outputs": plain, "sensitive_outputs": sensitive, "tf_state": workspace.read_state()}
+
+
+class TerraformModuleProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        workspace, env = _prepare(props, None)
+        workspace.apply(env)
+        return CreateResult(id_=props["work_key"], outs=_outs(props, workspace, env))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = [k for k in _APPLY_KEYS if olds.get(k) != news.get(k)]
+        replaces = ["work_key"] if olds.get("work_key") != news.get("work_key") else []
+        return DiffResult(changes=bool(changed or replaces), replaces=replaces, delete_before_replace=True)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        workspace, env = _prepare(news, olds.get("tf_state"))
+        workspace.apply(env)
+        return UpdateResult(outs=_outs(news, workspace, env))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        workspace, env = _prepare(props, props.get("tf_state"))
+        workspace.refresh(env)
+        return ReadResult(id_=id_, outs=_outs(props, workspace, env))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        workspace, env = _prepare(props, props.get("tf_state"))
+        workspace.destroy(env)
+        if not workspace.state_is_empty():
+            raise RuntimeError(f"terraform destroy left resources in {workspace.state_path}; state kept for a retry")
+
+
+class TerraformModule(pulumi.dynamic.Resource, module="npa", name="TerraformModule"):
+    outputs: pulumi.Output[dict[str, Any]]
+    sensitive_outputs: pulumi.Output[dict[str, Any]]
+    tf_state: pulumi.Output[dict[str, Any]]
+
+    def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+        opts = pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(
+                additional_secret_outputs=["runtime_tfvars", "sensitive_outputs", "tf_state"],
+                custom_timeouts=pulumi.CustomTimeouts(create="180m", update="180m", delete="120m"),
+            ),
+        )
+        super().__init__(
+            TerraformModuleProvider(),
+            resource_name,
+            {**props, "outputs": None, "sensitive_outputs": None, "tf_state": None},
+            opts,
+        )

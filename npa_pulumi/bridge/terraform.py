@@ -1,0 +1,250 @@
+"""Running a Terraform recipe for one stack: materialize, render, init, plan, apply, output, destroy.
+
+This module knows nothing about Pulumi; the `TerraformModule` dynamic resource (components/) drives it.
+Its guarantees:
+
+* each stack gets its own work dir (`<npa home>/work/<stack>/`) holding the materialized recipe, the
+  rendered `terraform.tfvars.json`, the Terraform state and a full `terraform.log`;
+* identity (tenant, project, region, subnet, token) and run-time secrets (capacity-block reservations) reach
+  Terraform only as `TF_VAR_*` environment variables, never in files;
+* the provider plugin cache is shared, and `init` holds an exclusive lock on it so parallel stacks never
+  corrupt it;
+* Terraform state is never lost: it is handed back to the caller after every run (to be kept in Pulumi
+  state), and a copy from Pulumi is restored only when it is newer than what the work dir holds (same
+  lineage, higher serial) or the work dir has none — a half-failed apply's newer local state always wins.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from npa_pulumi.engine.toolchain import find_terraform
+from npa_pulumi.errors import NpaError
+
+log = logging.getLogger(__name__)
+
+MIN_TERRAFORM = (1, 5, 0)
+TFVARS_FILE = "terraform.tfvars.json"
+LOG_FILE = "terraform.log"
+TAIL_LINES = 25
+
+# Environment variables that must never reach Terraform or its provisioners.
+_SCRUBBED_ENV = (
+    "PULUMI_CONFIG_PASSPHRASE",
+    "PULUMI_CONFIG_PASSPHRASE_FILE",
+    "PULUMI_ACCESS_TOKEN",
+    "TF_CLI_ARGS",
+    "TF_DATA_DIR",
+    "TF_WORKSPACE",
+)
+
+
+class TerraformError(NpaError):
+    kind = "terraform"
+
+    def __init__(self, message: str, tail: str = "", log_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.tail = tail
+        self.log_path = log_path
+
+    def __str__(self) -> str:
+        parts = [self.args[0]]
+        if self.tail:
+            parts.append("terraform said:\n" + self.tail)
+        if self.log_path:
+            parts.append(f"full log: {self.log_path}")
+        return "\n".join(parts)
+
+
+def terraform_version(binary: Path) -> tuple[int, int, int]:
+    proc = subprocess.run([str(binary), "version", "-json"], capture_output=True, text=True,
+                          env=_base_env(), check=False)
+    if proc.returncode != 0:
+        raise TerraformError(f"`{binary} version -json` failed", tail=_tail(proc.stdout + proc.stderr))
+    raw = json.loads(proc.stdout).get("terraform_version", "")
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", raw)
+    if not match:
+        raise TerraformError(f"cannot parse terraform version {raw!r} from {binary}")
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
+def check_terraform(binary: Path | None = None, minimum: tuple[int, int, int] = MIN_TERRAFORM) -> Path:
+    binary = binary or find_terraform()
+    version = terraform_version(binary)
+    if version < minimum:
+        raise TerraformError(
+            f"{binary} is version {'.'.join(map(str, version))}; npa-pulumi needs terraform or tofu >= "
+            f"{'.'.join(map(str, minimum))} (set NPA_TERRAFORM_BIN to a newer one)"
+        )
+    return binary
+
+
+def _tail(text: str, lines: int = TAIL_LINES) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and not k.startswith("TF_CLI_ARGS")}
+    env.update({"TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1"})
+    return env
+
+
+def _hcl_value(value: Any) -> str:
+    """A TF_VAR_* value: strings verbatim, everything else as JSON (valid HCL expression syntax)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def runtime_env(
+    identity: Mapping[str, str],
+    runtime_vars: Mapping[str, Any],
+    plugin_cache: Path | None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    env = _base_env()
+    for name, value in {**identity, **runtime_vars}.items():
+        env[f"TF_VAR_{name}"] = _hcl_value(value)
+    if plugin_cache is not None:
+        plugin_cache.mkdir(parents=True, exist_ok=True)
+        env["TF_PLUGIN_CACHE_DIR"] = str(plugin_cache)
+    env.update(extra or {})
+    return env
+
+
+@contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass
+class TerraformWorkspace:
+    """One stack's Terraform work dir. `module_dir` is where terraform runs (the recipe root)."""
+
+    root: Path
+    module_subdir: str = "k8s-training"
+    terraform_bin: Path | None = None
+
+    @property
+    def module_dir(self) -> Path:
+        return self.root / self.module_subdir
+
+    @property
+    def state_path(self) -> Path:
+        return self.module_dir / "terraform.tfstate"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / LOG_FILE
+
+    def binary(self) -> Path:
+        if self.terraform_bin is None:
+            self.terraform_bin = check_terraform()
+        return self.terraform_bin
+
+    # -------------------------------------------------------------------------------- files
+
+    def write_tfvars(self, file_vars: Mapping[str, Any]) -> Path:
+        path = self.module_dir / TFVARS_FILE
+        path.write_text(json.dumps(dict(file_vars), indent=2, sort_keys=True) + "\n")
+        return path
+
+    def read_state(self) -> dict[str, Any] | None:
+        if not self.state_path.is_file():
+            return None
+        text = self.state_path.read_text()
+        return json.loads(text) if text.strip() else None
+
+    def restore_state(self, state: Mapping[str, Any] | None) -> bool:
+        """Put `state` (from Pulumi) into the work dir unless the work dir already holds the same or a
+        newer revision of it. Returns True when the file was written."""
+        if not state:
+            return False
+        current = self.read_state()
+        if current is not None:
+            same_lineage = current.get("lineage") == state.get("lineage")
+            if not same_lineage or int(current.get("serial", 0)) >= int(state.get("serial", 0)):
+                return False
+        self.module_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tfstate.tmp")
+        tmp.write_text(json.dumps(dict(state), indent=2))
+        tmp.chmod(0o600)
+        tmp.replace(self.state_path)
+        return True
+
+    # -------------------------------------------------------------------------------- runs
+
+    def _run(self, args: list[str], env: Mapping[str, str], what: str) -> str:
+        cmd = [str(self.binary()), *args]
+        started = time.monotonic()
+        proc = subprocess.run(cmd, cwd=self.module_dir, env=dict(env), capture_output=True, text=True, check=False)
+        output = proc.stdout + proc.stderr
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a") as handle:
+            handle.write(f"\n===== {time.strftime('%Y-%m-%dT%H:%M:%S')} terraform {' '.join(args)}"
+                         f" (exit {proc.returncode}, {time.monotonic() - started:.1f}s)\n")
+            handle.write(output)
+        self.log_path.chmod(0o600)
+        if proc.returncode != 0:
+            raise TerraformError(f"terraform {what} failed in {self.module_dir}", _tail(output), self.log_path)
+        return proc.stdout
+
+    def init(self, env: Mapping[str, str], plugin_cache_lock: Path | None = None) -> None:
+        args = ["init", "-input=false", "-no-color"]
+        if plugin_cache_lock is None:
+            self._run(args, env, "init")
+            return
+        # The plugin cache is shared by every stack; concurrent inits into it can corrupt it.
+        with _exclusive(plugin_cache_lock):
+            self._run(args, env, "init")
+
+    def apply(self, env: Mapping[str, str]) -> None:
+        self._run(["apply", "-auto-approve", "-input=false", "-no-color"], env, "apply")
+
+    def plan_changes(self, env: Mapping[str, str]) -> bool:
+        """True when a plan would change something (`-detailed-exitcode` 2)."""
+        cmd = [str(self.binary()), "plan", "-input=false", "-no-color", "-detailed-exitcode", "-lock=false"]
+        proc = subprocess.run(cmd, cwd=self.module_dir, env=dict(env), capture_output=True, text=True, check=False)
+        if proc.returncode == 1:
+            raise TerraformError(f"terraform plan failed in {self.module_dir}", _tail(proc.stdout + proc.stderr),
+                                 self.log_path)
+        return proc.returncode == 2
+
+    def refresh(self, env: Mapping[str, str]) -> None:
+        self._run(["apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color"], env, "refresh")
+
+    def outputs(self, env: Mapping[str, str]) -> dict[str, Any]:
+        raw = json.loads(self._run(["output", "-json", "-no-color"], env, "output") or "{}")
+        return {name: entry for name, entry in raw.items()}
+
+    def destroy(self, env: Mapping[str, str]) -> None:
+        self._run(["destroy", "-auto-approve", "-input=false", "-no-color"], env, "destroy")
+
+    def state_is_empty(self) -> bool:
+        state = self.read_state()
+        return state is None or not state.get("resources")
+
+
+def split_outputs(raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`terraform output -json` entries → (plain values, sensitive values)."""
+    plain: dict[str, Any] = {}
+    sensitive: dict[str, Any] = {}
+    for name, entry in raw.items():
+        (sensitive if entry.get("sensitive") else plain)[name] = entry.get("value")
+    return plain, sensitive
