@@ -91,7 +91,12 @@ def _str_prop(default: str, description: str) -> dict[str, Any]:
 
 
 def _str_list_prop(default: tuple[str, ...], description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "string", **extra}, "default": list(default), "description": description}
+    return {
+        "type": "array",
+        "items": {"type": "string", **extra},
+        "default": list(default),
+        "description": description,
+    }
 
 
 POLICIES: tuple[PolicyInfo, ...] = (
@@ -100,13 +105,15 @@ POLICIES: tuple[PolicyInfo, ...] = (
         level="mandatory",
         kind="resource",
         description=(
-            "A GPU pool bound to a capacity block renders reservation policy STRICT with exactly that block id "
-            "(passed as a secret runtime variable): no AUTO, no missing policy, no preemptible reserved pool."
+            "A GPU pool bound to a capacity block renders reservation policy STRICT with exactly that block "
+            "id (passed as a secret runtime variable): no AUTO, no missing policy, no preemptible reserved "
+            "pool."
         ),
         remediation=(
             "bind the GPU pool through gpu_nodes.capacity_block_group and let the K8sTrainingCluster render "
-            "runtime_tfvars.gpu_nodes_reservation_policy = {policy: STRICT, reservation_ids: [<that block>]} as a "
-            "Pulumi secret; never set gpu_nodes_preemptible on a reserved pool or write the block id to tfvars"
+            "runtime_tfvars.gpu_nodes_reservation_policy = {policy: STRICT, reservation_ids: [<that block>]} "
+            "as a Pulumi secret; never set gpu_nodes_preemptible on a reserved pool or write the block id to "
+            "tfvars"
         ),
         applies_to=(TERRAFORM_MODULE, K8S_TRAINING_CLUSTER),
     ),
@@ -115,21 +122,24 @@ POLICIES: tuple[PolicyInfo, ...] = (
         level="mandatory",
         kind="resource",
         description=(
-            "With a shared filesystem, the recipe attaches it READ_WRITE to every CPU and GPU node group with the "
-            "configured tag and mounts it at the configured absolute path as virtiofs with `nofail` (without "
-            "`nofail` a node may not boot when the filesystem is missing)."
+            "With a shared filesystem, the recipe attaches it READ_WRITE to every CPU and GPU node group "
+            "with the configured tag and mounts it at the configured absolute path as virtiofs with `nofail` "
+            "(without `nofail` a node may not boot when the filesystem is missing)."
         ),
         remediation=(
-            "use a recipe whose node-group templates attach the filesystem READ_WRITE with filestore_mount_tag and "
-            "whose cloud-init mounts that tag at filestore_mount_path as virtiofs with options `defaults,nofail`; "
-            "set filestore_mount_path to an absolute path and filestore_mount_tag to a tag without spaces or commas"
+            "use a recipe whose node-group templates attach the filesystem READ_WRITE with "
+            "filestore_mount_tag and whose cloud-init mounts that tag at filestore_mount_path as virtiofs "
+            "with options `defaults,nofail`; set filestore_mount_path to an absolute path and "
+            "filestore_mount_tag to a tag without spaces or commas"
         ),
         applies_to=(TERRAFORM_MODULE,),
         config_schema={
             "required_node_groups": _str_list_prop(
                 ("cpu", "gpu"), "node groups that must carry a READ_WRITE attachment", enum=["cpu", "gpu"]
             ),
-            "required_mount_options": _str_list_prop(("nofail",), "options the filesystem mount must include"),
+            "required_mount_options": _str_list_prop(
+                ("nofail",), "options the filesystem mount must include"
+            ),
         },
     ),
     PolicyInfo(
@@ -137,20 +147,23 @@ POLICIES: tuple[PolicyInfo, ...] = (
         level="mandatory",
         kind="resource",
         description=(
-            "A MIG-enabled cluster pins GPU Operator v26.3.3, driver 580.173.02, device plugin and GFD v0.19.3, "
-            "MIG Manager v0.14.2, strategy mixed, config all-balanced, exactly two reserved gpu-rtx6000 / "
-            "1gpu-24vcpu-218gb workers with 128 GiB boot disks, and operator driver mode."
+            "A MIG-enabled cluster pins GPU Operator v26.3.3, driver 580.173.02, device plugin and GFD "
+            "v0.19.3, MIG Manager v0.14.2, strategy mixed, config all-balanced, exactly two reserved "
+            "gpu-rtx6000 / 1gpu-24vcpu-218gb workers with 128 GiB boot disks, and operator driver mode."
         ),
         remediation=(
             "declare `mig: {enabled: true, strategy: mixed, config: all-balanced}` only on a cluster with "
-            "exactly two strict-reserved gpu-rtx6000 / 1gpu-24vcpu-218gb workers and 128 GiB disks, gpu_driver_mode "
-            "operator, and keep the pinned versions (override them only through this policy's config)"
+            "exactly two strict-reserved gpu-rtx6000 / 1gpu-24vcpu-218gb workers and 128 GiB disks, "
+            "gpu_driver_mode operator, and keep the pinned versions (override them only through this "
+            "policy's config)"
         ),
         applies_to=(TERRAFORM_MODULE, K8S_TRAINING_CLUSTER),
         config_schema={
             "gpu_operator_version": _str_prop(MIG_PINS["gpu_operator_version"], "pinned NVIDIA GPU Operator"),
             "gpu_driver_version": _str_prop(MIG_PINS["gpu_driver_version"], "pinned NVIDIA driver"),
-            "gpu_device_plugin_version": _str_prop(MIG_PINS["gpu_device_plugin_version"], "pinned device plugin"),
+            "gpu_device_plugin_version": _str_prop(
+                MIG_PINS["gpu_device_plugin_version"], "pinned device plugin"
+            ),
             "gpu_gfd_version": _str_prop(MIG_PINS["gpu_gfd_version"], "pinned GPU feature discovery"),
             "gpu_mig_manager_version": _str_prop(MIG_PINS["gpu_mig_manager_version"], "pinned MIG Manager"),
             "mig_strategy": _str_prop(MIG_PINS["mig_strategy"], "MIG strategy"),
@@ -177,8 +190,9 @@ POLICIES: tuple[PolicyInfo, ...] = (
         level="mandatory",
         kind="resource",
         description=(
-            "Operator driver mode on an NVSwitch topology (GPUs and either GPU clustering or more than one GPU per "
-            "node on an -sxm/-nvl platform) requires the explicit allow_unsafe_nvswitch_operator acknowledgement."
+            "Operator driver mode on an NVSwitch topology (GPUs and either GPU clustering or more than one "
+            "GPU per node on an -sxm/-nvl platform) requires the explicit allow_unsafe_nvswitch_operator "
+            "acknowledgement."
         ),
         remediation=(
             "use gpu_driver_mode managed-image (or auto) on NVSwitch nodes, or set "
@@ -191,11 +205,12 @@ POLICIES: tuple[PolicyInfo, ...] = (
         level="mandatory",
         kind="resource",
         description=(
-            "GPU clustering (enable_gpu_cluster) is only allowed on fabric-capable 8-GPU SXM/NVL presets with an "
-            "InfiniBand fabric."
+            "GPU clustering (enable_gpu_cluster) is only allowed on fabric-capable 8-GPU SXM/NVL presets "
+            "with an InfiniBand fabric."
         ),
         remediation=(
-            "set enable_gpu_cluster: false, or use an 8-GPU -sxm/-nvl platform and preset and set infiniband_fabric"
+            "set enable_gpu_cluster: false, or use an 8-GPU -sxm/-nvl platform and preset and set "
+            "infiniband_fabric"
         ),
         applies_to=(TERRAFORM_MODULE,),
         config_schema={
@@ -215,13 +230,13 @@ POLICIES: tuple[PolicyInfo, ...] = (
         level="mandatory",
         kind="resource",
         description=(
-            "Tokens, access-key secrets, passwords and passphrases on fleet resources are Pulumi secrets, and an "
-            "npa:AccessKey's `secret` output is always stored as a secret."
+            "Tokens, access-key secrets, passwords and passphrases on fleet resources are Pulumi secrets, "
+            "and an npa:AccessKey's `secret` output is always stored as a secret."
         ),
         remediation=(
-            "wrap the value with pulumi.Output.secret(...) (or read it from secret config), register npa:AccessKey "
-            "with ResourceOptions(additional_secret_outputs=['secret']), and pass IAM tokens only as TF_VAR_* at "
-            "run time (identity_env), never as a property"
+            "wrap the value with pulumi.Output.secret(...) (or read it from secret config), register "
+            "npa:AccessKey with ResourceOptions(additional_secret_outputs=['secret']), and pass IAM tokens "
+            "only as TF_VAR_* at run time (identity_env), never as a property"
         ),
         applies_to=FLEET_TYPE_PREFIXES,
         config_schema={
@@ -249,12 +264,12 @@ POLICIES: tuple[PolicyInfo, ...] = (
         level="advisory",
         kind="stack",
         description=(
-            "Every fleet stack carries the npa stack tags npa:fleet, npa:project and npa:kind, and cluster stacks "
-            "also npa:cluster, so `pulumi stack ls --tag` and the fleet commands can find them."
+            "Every fleet stack carries the npa stack tags npa:fleet, npa:project and npa:kind, and cluster "
+            "stacks also npa:cluster, so `pulumi stack ls --tag` and the fleet commands can find them."
         ),
         remediation=(
-            "deploy through npa-pulumi (it tags every stack), or add the tags with "
-            "`pulumi stack tag set <name> <value>`"
+            "deploy through npa-pulumi (it tags every stack), or add the tags with `pulumi stack tag set "
+            "<name> <value>`"
         ),
         applies_to=("stack",),
         config_schema={

@@ -23,8 +23,8 @@ def _text_listing() -> str:
             lines.append(f"{'':<{width}}  config: {settings}")
     lines += [
         "",
-        "Change a level with a policy config file, e.g. {\"fleet-tags-present\": \"mandatory\"} or "
-        "{\"all\": \"advisory\"}; see policies/fleet-guardrails/README.md.",
+        'Change a level with a policy config file, e.g. {"fleet-tags-present": "mandatory"} or '
+        '{"all": "advisory"}; see policies/fleet-guardrails/README.md.',
     ]
     return "\n".join(lines)
 

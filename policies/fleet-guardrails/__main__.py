@@ -20,10 +20,12 @@ except ImportError:
     # A plain source checkout without `pip install -e .`: import the library from policies/ and the
     # catalog from the repository root.
     sys.path[:0] = [str(HERE.parent), str(HERE.parent.parent)]
-    import fleet_guardrails_lib as lib  # type: ignore[no-redef]
+    import fleet_guardrails_lib as lib
 
 # Before the pack starts serving: keep secrets wrapped so policies can tell a secret from plaintext.
 lib.install_secret_marking()
 
 _readme = HERE / "README.md"
-PolicyPack(**lib.build_policy_pack_kwargs(readme=_readme.read_text(encoding="utf-8") if _readme.is_file() else None))
+PolicyPack(
+    **lib.build_policy_pack_kwargs(readme=_readme.read_text(encoding="utf-8") if _readme.is_file() else None)
+)

@@ -100,7 +100,9 @@ def _nvswitch(tfvars: Mapping[str, Any]) -> tuple[bool, str]:
 # --- strict-capacity-reservation ------------------------------------------------------------------
 
 
-def check_strict_capacity_reservation(subject: Subject, config: Mapping[str, Any], ctx: CheckContext) -> list[str]:
+def check_strict_capacity_reservation(
+    subject: Subject, config: Mapping[str, Any], ctx: CheckContext
+) -> list[str]:
     if subject.resource_type == catalog.K8S_TRAINING_CLUSTER:
         facts = cluster_facts(subject.urn, subject.props)
         if facts.bound and ctx.secrets_visible and facts.block_is_secret is False:
@@ -125,7 +127,9 @@ def check_strict_capacity_reservation(subject: Subject, config: Mapping[str, Any
         )
     in_runtime = RESERVATION_KEY in runtime and runtime.get(RESERVATION_KEY) is not None
     if in_runtime and ctx.secrets_visible and not runtime_secret:
-        problems.append(f"runtime_tfvars is not a Pulumi secret, so the block id ({MASK}) would be stored in plaintext")
+        problems.append(
+            f"runtime_tfvars is not a Pulumi secret, so the block id ({MASK}) would be stored in plaintext"
+        )
     policy_obj = runtime.get(RESERVATION_KEY) if in_runtime else plain_policy
 
     if policy_obj is None:
@@ -145,7 +149,10 @@ def check_strict_capacity_reservation(subject: Subject, config: Mapping[str, Any
     if not policy:
         problems.append(f"{RESERVATION_KEY} has no `policy`; it must be STRICT")
     elif policy.strip().upper() == "AUTO":
-        problems.append("reservation policy is AUTO, which may place GPU nodes outside the reserved block; it must be STRICT")
+        problems.append(
+            "reservation policy is AUTO, which may place GPU nodes outside the reserved block; "
+            "it must be STRICT"
+        )
     elif policy != "STRICT":
         shown = repr(policy) if re.fullmatch(r"[A-Za-z_]{1,16}", policy) else MASK
         problems.append(f"reservation policy is {shown}; it must be exactly STRICT")
@@ -154,7 +161,9 @@ def check_strict_capacity_reservation(subject: Subject, config: Mapping[str, Any
     id_values = [as_str(i) for i in ids] if ids is not None else []
     if ids is None or len(id_values) != 1 or not (id_values[0] or "").strip():
         count = "no" if ids is None else str(len(id_values))
-        problems.append(f"reservation_ids holds {count} usable block id(s); exactly one capacity block id is required")
+        problems.append(
+            f"reservation_ids holds {count} usable block id(s); exactly one capacity block id is required"
+        )
     elif parent is not None and parent.bound is not None:
         block = (id_values[0] or "").strip()
         if parent.bound is False:
@@ -164,13 +173,16 @@ def check_strict_capacity_reservation(subject: Subject, config: Mapping[str, Any
             )
         elif parent.block_fingerprint is not None and fingerprint(block) != parent.block_fingerprint:
             problems.append(
-                f"reservation_ids names a different capacity block ({MASK}) than the cluster's capacity_block_group"
+                f"reservation_ids names a different capacity block ({MASK}) than the cluster's "
+                "capacity_block_group"
             )
 
     if _gpu_nodes(tfvars) <= 0:
         problems.append("a capacity reservation is rendered but the GPU pool has no nodes")
     if as_bool(tfvars.get("gpu_nodes_preemptible")) is True:
-        problems.append("the reserved GPU pool is preemptible (gpu_nodes_preemptible = true); reserved capacity cannot be")
+        problems.append(
+            "the reserved GPU pool is preemptible (gpu_nodes_preemptible = true); reserved capacity cannot be"
+        )
     return problems
 
 
@@ -190,11 +202,15 @@ def check_filestore_nofail_mount(subject: Subject, config: Mapping[str, Any], ct
     if not path or not posixpath.isabs(path) or re.search(r"\s", path):
         problems.append(f"filestore_mount_path is {show(path)}; it must be an absolute path without spaces")
     if not tag or re.search(r"[\s,]", tag):
-        problems.append(f"filestore_mount_tag is {show(tag)}; it must be a non-empty tag without spaces or commas")
+        problems.append(
+            f"filestore_mount_tag is {show(tag)}; it must be a non-empty tag without spaces or commas"
+        )
 
     facts = as_mapping(subject.props.get("recipe_facts"))
     if facts is None:
-        problems.append("recipe_facts are missing, so the recipe's filesystem attachments and mount cannot be proven")
+        problems.append(
+            "recipe_facts are missing, so the recipe's filesystem attachments and mount cannot be proven"
+        )
         return problems
 
     attachments = [as_mapping(a) or {} for a in (as_list(facts.get("filesystem_attachments")) or [])]
@@ -206,15 +222,20 @@ def check_filestore_nofail_mount(subject: Subject, config: Mapping[str, Any], ct
         for att in mine:
             mode = as_str(att.get("attach_mode")) or ""
             if mode.upper() != "READ_WRITE":
-                problems.append(f"the {group} node group attaches the filesystem {show(mode)}, not READ_WRITE")
+                problems.append(
+                    f"the {group} node group attaches the filesystem {show(mode)}, not READ_WRITE"
+                )
             if tag and as_str(att.get("mount_tag")) != tag:
                 problems.append(
-                    f"the {group} node group attaches tag {show(att.get('mount_tag'))}, not filestore_mount_tag {tag!r}"
+                    f"the {group} node group attaches tag {show(att.get('mount_tag'))}, "
+                    f"not filestore_mount_tag {tag!r}"
                 )
 
     mount = as_mapping(facts.get("filesystem_mount"))
     if mount is None:
-        problems.append("the recipe does not mount the shared filesystem on the nodes (filesystem_mount is null)")
+        problems.append(
+            "the recipe does not mount the shared filesystem on the nodes (filesystem_mount is null)"
+        )
         return problems
     if path and as_str(mount.get("path")) != path:
         problems.append(f"the recipe mounts at {show(mount.get('path'))}, not filestore_mount_path {path!r}")
@@ -227,7 +248,8 @@ def check_filestore_nofail_mount(subject: Subject, config: Mapping[str, Any], ct
     for required in config.get("required_mount_options") or ("nofail",):
         if required not in options:
             problems.append(
-                f"the mount options {show(mount.get('options'))} lack `{required}`: a node may not boot when the "
+                f"the mount options {show(mount.get('options'))} lack `{required}`: "
+                "a node may not boot when the "
                 "filesystem is missing"
             )
     return problems
@@ -250,7 +272,9 @@ def _mig_requested(tfvars: Mapping[str, Any], parent: ClusterFacts | None) -> bo
     strategy = (as_str(tfvars.get("mig_strategy")) or "").strip().lower()
     if strategy not in ("", "none"):
         return True
-    return bool(as_str(tfvars.get("mig_parted_config"))) or bool(as_str(tfvars.get("gpu_mig_manager_version")))
+    return bool(as_str(tfvars.get("mig_parted_config"))) or bool(
+        as_str(tfvars.get("gpu_mig_manager_version"))
+    )
 
 
 def check_mig_version_pinning(subject: Subject, config: Mapping[str, Any], ctx: CheckContext) -> list[str]:
@@ -258,14 +282,14 @@ def check_mig_version_pinning(subject: Subject, config: Mapping[str, Any], ctx: 
     if subject.resource_type == catalog.K8S_TRAINING_CLUSTER:
         if as_bool(subject.props.get("mig_enabled")) is not True:
             return []
-        problems = []
+        cluster_problems: list[str] = []
         mode = as_str(subject.props.get("gpu_driver_mode"))
         if mode != "operator":
-            problems.append(f"MIG needs gpu_driver_mode operator, got {show(mode)}")
+            cluster_problems.append(f"MIG needs gpu_driver_mode operator, got {show(mode)}")
         block, _ = reveal(subject.props.get("capacity_block_group"), "capacity_block_group")
         if not (isinstance(block, str) and block.strip()):
-            problems.append("MIG needs strict-reserved GPU workers but capacity_block_group is empty")
-        return problems
+            cluster_problems.append("MIG needs strict-reserved GPU workers but capacity_block_group is empty")
+        return cluster_problems
     if subject.resource_type != catalog.TERRAFORM_MODULE:
         return []
 
@@ -284,7 +308,9 @@ def check_mig_version_pinning(subject: Subject, config: Mapping[str, Any], ctx: 
         if actual != pins[pin_key]:
             problems.append(f"{key} is {show(actual)}, must be {pins[pin_key]!r}")
     if _platform(tfvars) != pins["gpu_platform"]:
-        problems.append(f"gpu_nodes_platform is {show(_platform(tfvars))}, MIG runs only on {pins['gpu_platform']!r}")
+        problems.append(
+            f"gpu_nodes_platform is {show(_platform(tfvars))}, MIG runs only on {pins['gpu_platform']!r}"
+        )
     if _preset(tfvars) != pins["gpu_preset"]:
         problems.append(f"gpu_nodes_preset is {show(_preset(tfvars))}, MIG needs {pins['gpu_preset']!r}")
     workers = _gpu_nodes(tfvars)
@@ -292,7 +318,10 @@ def check_mig_version_pinning(subject: Subject, config: Mapping[str, Any], ctx: 
         problems.append(f"{workers} GPU worker(s) rendered; MIG needs exactly {int(pins['gpu_workers'])}")
     disk = as_int(tfvars.get("gpu_disk_size"))
     if disk != int(pins["gpu_disk_size_gib"]):
-        problems.append(f"gpu_disk_size is {show(tfvars.get('gpu_disk_size'))}, MIG needs {int(pins['gpu_disk_size_gib'])} GiB")
+        problems.append(
+            f"gpu_disk_size is {show(tfvars.get('gpu_disk_size'))}, "
+            f"MIG needs {int(pins['gpu_disk_size_gib'])} GiB"
+        )
 
     runtime, _, _ = _runtime_tfvars(subject)
     reserved = runtime.get(RESERVATION_KEY) is not None or tfvars.get(RESERVATION_KEY) is not None
@@ -303,7 +332,8 @@ def check_mig_version_pinning(subject: Subject, config: Mapping[str, Any], ctx: 
 
     if as_bool(tfvars.get("gpu_nodes_driverfull_image")) is not False:
         problems.append(
-            f"gpu_nodes_driverfull_image is {show(tfvars.get('gpu_nodes_driverfull_image'))}; MIG needs the operator "
+            f"gpu_nodes_driverfull_image is {show(tfvars.get('gpu_nodes_driverfull_image'))}; "
+            "MIG needs the operator "
             "driver (false)"
         )
     if as_bool(tfvars.get("custom_driver")) is not True:
@@ -311,12 +341,16 @@ def check_mig_version_pinning(subject: Subject, config: Mapping[str, Any], ctx: 
     if as_bool(tfvars.get("gpu_mig_with_reboot")) is not True:
         problems.append(f"gpu_mig_with_reboot is {show(tfvars.get('gpu_mig_with_reboot'))}; MIG needs true")
     if as_bool(tfvars.get("gpu_operator_rdma_enabled")) is not False:
-        problems.append(f"gpu_operator_rdma_enabled is {show(tfvars.get('gpu_operator_rdma_enabled'))}; MIG needs false")
+        problems.append(
+            f"gpu_operator_rdma_enabled is {show(tfvars.get('gpu_operator_rdma_enabled'))}; MIG needs false"
+        )
     k8s = as_str(tfvars.get("k8s_version"))
     if k8s and k8s != pins["k8s_version"]:
         problems.append(f"k8s_version is {k8s!r}; MIG is verified on {pins['k8s_version']!r}")
     if parent is not None and parent.gpu_driver_mode not in (None, "operator"):
-        problems.append(f"the cluster's gpu_driver_mode is {show(parent.gpu_driver_mode)}; MIG needs operator")
+        problems.append(
+            f"the cluster's gpu_driver_mode is {show(parent.gpu_driver_mode)}; MIG needs operator"
+        )
     return problems
 
 
@@ -350,7 +384,8 @@ def check_nvswitch_operator_acknowledged(
         return []
     where = "its cluster does not set" if parent is not None else "no K8sTrainingCluster parent carries"
     return [
-        f"the module renders the operator driver (gpu_nodes_driverfull_image is not true) on an NVSwitch topology "
+        "the module renders the operator driver (gpu_nodes_driverfull_image is not true) "
+        "on an NVSwitch topology "
         f"({why}) and {where} allow_unsafe_nvswitch_operator"
     ]
 
@@ -358,7 +393,9 @@ def check_nvswitch_operator_acknowledged(
 # --- gpu-cluster-needs-fabric ---------------------------------------------------------------------
 
 
-def check_gpu_cluster_needs_fabric(subject: Subject, config: Mapping[str, Any], ctx: CheckContext) -> list[str]:
+def check_gpu_cluster_needs_fabric(
+    subject: Subject, config: Mapping[str, Any], ctx: CheckContext
+) -> list[str]:
     if subject.resource_type != catalog.TERRAFORM_MODULE:
         return []
     tfvars = _tfvars(subject)
@@ -383,7 +420,9 @@ def check_gpu_cluster_needs_fabric(subject: Subject, config: Mapping[str, Any], 
 
 CREDENTIAL_WORDS = frozenset({"token", "secret", "passphrase", "password", "passwd", "apikey"})
 # A credential-looking key ending in one of these names or locates the credential, not holds it.
-NEUTRAL_LAST_WORDS = frozenset({"env", "envs", "name", "names", "file", "path", "ref", "id", "ids", "kind", "type", "ttl"})
+NEUTRAL_LAST_WORDS = frozenset(
+    {"env", "envs", "name", "names", "file", "path", "ref", "id", "ids", "kind", "type", "ttl"}
+)
 
 
 def key_words(key: str) -> list[str]:
@@ -411,7 +450,12 @@ def _plain_credentials(value: Any, path: str) -> Iterator[str]:
                 child = value[key]
             except UnknownValueError:
                 continue  # not known during preview; judged again on update
-            if looks_like_credential(key) and isinstance(child, str) and child.strip() and not is_secret(child):
+            if (
+                looks_like_credential(key)
+                and isinstance(child, str)
+                and child.strip()
+                and not is_secret(child)
+            ):
                 yield child_path
             else:
                 yield from _plain_credentials(child, child_path)
@@ -424,13 +468,16 @@ def _plain_credentials(value: Any, path: str) -> Iterator[str]:
             yield from _plain_credentials(item, f"{path}[{i}]")
 
 
-def check_no_plaintext_credentials(subject: Subject, config: Mapping[str, Any], ctx: CheckContext) -> list[str]:
+def check_no_plaintext_credentials(
+    subject: Subject, config: Mapping[str, Any], ctx: CheckContext
+) -> list[str]:
     if not subject.resource_type.startswith(catalog.FLEET_TYPE_PREFIXES):
         return []
     problems: list[str] = []
     if subject.resource_type == catalog.ACCESS_KEY and "secret" not in subject.additional_secret_outputs:
         problems.append(
-            "npa:AccessKey does not list `secret` in additional_secret_outputs, so the access-key secret would be "
+            "npa:AccessKey does not list `secret` in additional_secret_outputs, "
+            "so the access-key secret would be "
             "stored in plaintext state"
         )
     if ctx.secrets_visible:
@@ -466,7 +513,9 @@ def check_fleet_tags_present(
     cluster_kind = config.get("cluster_kind") or "cluster"
     is_cluster = stack_tags.get("npa:kind") == cluster_kind or any(t in CLUSTER_TYPES for t in resource_types)
     if is_cluster:
-        required += [t for t in (config.get("cluster_tags") or catalog.STACK_TAGS_CLUSTER) if t not in required]
+        required += [
+            t for t in (config.get("cluster_tags") or catalog.STACK_TAGS_CLUSTER) if t not in required
+        ]
     missing = [t for t in required if not str(stack_tags.get(t) or "").strip()]
     if not missing:
         return []

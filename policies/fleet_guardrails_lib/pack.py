@@ -36,7 +36,7 @@ def violation_message(info: catalog.PolicyInfo, problems: list[str]) -> str:
 
 
 def effective_config(info: catalog.PolicyInfo, given: Mapping[str, Any] | None) -> dict[str, Any]:
-    # The engine already fills schema defaults; merging them again keeps hand-built args (tests, tools) honest.
+    # The engine already fills schema defaults; merging them here too keeps hand-built args (tests) honest.
     return {**info.config_defaults(), **dict(given or {})}
 
 
@@ -109,8 +109,10 @@ def build_policy_pack_kwargs(readme: str | None = None) -> dict[str, Any]:
     """Keyword arguments for `PolicyPack(...)` (the pack's __main__ passes them straight through)."""
     kwargs: dict[str, Any] = {
         "name": catalog.PACK_NAME,
-        "description": "npa-pulumi fleet guardrails: reservations, nofail mounts, MIG pins, NVSwitch, fabric, "
-        "credentials, retention and stack tags.",
+        "description": (
+            "npa-pulumi fleet guardrails: reservations, nofail mounts, MIG pins, NVSwitch, fabric, "
+            "credentials, retention and stack tags."
+        ),
         "display_name": "npa-pulumi fleet guardrails",
         "policies": build_policies(),
     }

@@ -108,7 +108,13 @@ def module_props(tfvars: Any = None, runtime_tfvars: Any = None, facts: Any = No
         "runtime_tfvars": _copy(runtime_tfvars if runtime_tfvars is not None else {}),
         "recipe": {"source": "local-stand-in", "location": "recipes/local-k8s-training", "digest": "0" * 64},
         "recipe_facts": _copy(facts if facts is not None else recipe_facts()),
-        "identity_env": ["TF_VAR_tenant_id", "TF_VAR_parent_id", "TF_VAR_region", "TF_VAR_subnet_id", "TF_VAR_iam_token"],
+        "identity_env": [
+            "TF_VAR_tenant_id",
+            "TF_VAR_parent_id",
+            "TF_VAR_region",
+            "TF_VAR_subnet_id",
+            "TF_VAR_iam_token",
+        ],
     }
 
 
@@ -183,3 +189,64 @@ def cluster_props(
         "nvswitch_topology": nvswitch_topology,
         "mig_enabled": mig_enabled,
     }
+
+
+# --- hand-built validation args (pulumi-notes §C "Unit-testing packs") ---------------------------------
+
+
+def resource_args(
+    resource_type: str,
+    props: dict[str, Any],
+    *,
+    name: str = "r",
+    urn: str | None = None,
+    parent: str | None = None,
+    additional_secret_outputs: tuple[str, ...] = (),
+    config: dict[str, Any] | None = None,
+    stack_tags: dict[str, str] | None = None,
+) -> Any:
+    """ResourceValidationArgs as the SDK builds them: props behind the unknown-checking proxy."""
+    from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    urn = urn or f"urn:pulumi:s::p::{resource_type}::{name}"
+    opts = PolicyResourceOptions(
+        False, [], None, [], PolicyCustomTimeouts(0, 0, 0), list(additional_secret_outputs), parent
+    )
+    return ResourceValidationArgs(
+        resource_type, unknown_checking_proxy(props), urn, name, opts, None, config, stack_tags or {}
+    )
+
+
+def stack_args(
+    stack_tags: dict[str, str], resource_types: tuple[str, ...] = (), config: dict[str, Any] | None = None
+) -> Any:
+    from pulumi_policy import (
+        PolicyCustomTimeouts,
+        PolicyResource,
+        PolicyResourceOptions,
+        StackValidationArgs,
+    )
+
+    resources = [
+        PolicyResource(
+            t,
+            {},
+            f"urn:pulumi:s::p::{t}::r{i}",
+            f"r{i}",
+            PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None),
+            None,
+            None,
+            [],
+            {},
+        )
+        for i, t in enumerate(resource_types)
+    ]
+    return StackValidationArgs(resources, config, stack_tags)
+
+
+def run_policy(policy: Any, args: Any) -> list[str]:
+    """Call a policy's validate like the SDK does; the reported messages."""
+    messages: list[str] = []
+    policy.validate(args, lambda message, urn=None: messages.append(message))
+    return messages
