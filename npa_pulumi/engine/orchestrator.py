@@ -1,0 +1,292 @@
+"""Fleet operations: project stacks first, then cluster stacks on a bounded worker pool.
+
+    fleet = Fleet(spec, targets, FleetOptions(cloud="local", concurrency=4))
+    result = fleet.up()        # or preview / destroy / status / refresh
+
+Ordering and safety:
+* everything that can be checked offline or read-only (recipe materialization and compatibility, tfvars,
+  preflight) happens before the first mutation; a failure there touches nothing;
+* a project stack (project, network, storage) is updated once, before any of its cluster stacks, so many
+  clusters deploying in parallel never race to create the same network;
+* `continue-on-error` (default) keeps going past a failing target; `fail-fast` stops scheduling new work;
+* destroy runs cluster stacks first, and a project stack only when none of its cluster stacks remain;
+  projects and buckets are retained, an owned network is reclaimed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.engine.plans import FleetPlans, build_plans
+from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
+from npa_pulumi.engine.progress import Progress
+from npa_pulumi.engine.results import FleetResult, StackResult
+from npa_pulumi.engine.runner import StackExecutor, StackOp
+from npa_pulumi.engine.stacks import stack_tags
+from npa_pulumi.engine.workspace import EngineSettings, list_stack_summaries, npa_home
+from npa_pulumi.errors import NpaError
+
+if TYPE_CHECKING:
+    from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.plan import Target
+    from npa_pulumi.spec import FleetSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONCURRENCY = 4
+POLICY_PACK_DIR = Path(__file__).resolve().parents[2] / "policies" / "fleet-guardrails"
+
+
+def builtin_policy_pack() -> Path:
+    if POLICY_PACK_DIR.is_dir():
+        return POLICY_PACK_DIR
+    import npa_pulumi.policies
+
+    return Path(npa_pulumi.policies.__file__).parent / "fleet-guardrails"
+
+
+@dataclass
+class FleetOptions:
+    cloud: str = "local"
+    profile: str | None = None
+    backend: str | None = None
+    passphrase_file: str | None = None
+    recipe_dir: str | None = None
+    recipe_ref: str | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    fail_fast: bool = False
+    policy_packs: list[str] = field(default_factory=list)
+    policy_config: str | None = None
+    create_projects: bool = True
+    preflight: bool = True
+    refresh: bool = False
+    spec_path: str | None = None  # for exact retry commands
+    show_progress: bool = True
+
+
+class FleetAborted(NpaError):
+    kind = "aborted"
+
+
+class Fleet:
+    def __init__(self, spec: FleetSpec, targets: Sequence[Target], options: FleetOptions,
+                 progress: Progress | None = None) -> None:
+        self.spec = spec
+        self.targets = list(targets)
+        self.options = options
+        self.progress = progress or Progress(enabled=options.show_progress)
+        self.settings = EngineSettings.resolve(options.backend, options.passphrase_file)
+        self._cloud: CloudPort | None = None
+        self._plans: FleetPlans | None = None
+        packs = [str(builtin_policy_pack()), *options.policy_packs]
+        configs = [options.policy_config] if options.policy_config else []
+        self.executor = StackExecutor(self.settings, self.progress, npa_home() / "logs" / spec.name, packs, configs)
+
+    # ----------------------------------------------------------------------------------- context
+
+    @property
+    def cloud(self) -> CloudPort:
+        if self._cloud is None:
+            from npa_pulumi.cloud.factory import make_cloud
+
+            self._cloud = make_cloud(self.options.cloud, profile=self.profile or None,  # type: ignore[arg-type]
+                                     region=self.spec.region or None)
+        return self._cloud
+
+    @property
+    def profile(self) -> str:
+        return self.options.profile or self.spec.profile or ""
+
+    def tenant_id(self) -> str:
+        return self.spec.tenant_id or self.cloud.principal().tenant_id
+
+    def plans(self) -> FleetPlans:
+        if self._plans is None:
+            self._plans = build_plans(self.spec, self.targets, self.options, self.tenant_id())
+        return self._plans
+
+    def _result(self, command: str) -> FleetResult:
+        return FleetResult(command=command, fleet=self.spec.name, cloud=self.options.cloud,
+                           backend=self.settings.backend_url)
+
+    def _project_op(self, plan: ProjectPlan) -> StackOp:
+        return StackOp(plan.stack, "project", plan.project_key, None,
+                       project_program(plan, self.options.cloud, self.profile),
+                       stack_tags(plan.fleet, plan.project_key, None))
+
+    def _cluster_op(self, plan: ClusterPlan, project_ready: bool = True) -> StackOp:
+        return StackOp(plan.stack, "cluster", plan.project_key, plan.cluster_name,
+                       cluster_program(plan, self.options.cloud, self.profile, project_ready),
+                       stack_tags(plan.fleet, plan.project_key, plan.cluster_name))
+
+    def _retry_command(self, command: str, project_key: str, cluster: str | None) -> str:
+        spec = self.options.spec_path or "<fleet.yaml>"
+        parts = [f"npa-pulumi {command} --spec {spec} --cloud {self.options.cloud}"]
+        if self.options.backend:
+            parts.append(f"--backend {self.options.backend}")
+        parts.append(f"--only-projects {project_key}")
+        if cluster:
+            parts.append(f"--only-clusters {cluster}")
+        parts.append("--yes")
+        return " ".join(parts)
+
+    # ------------------------------------------------------------------------------------ pools
+
+    def _pool(self, ops: Sequence[StackOp], work: Callable[[StackOp], StackResult]) -> list[StackResult]:
+        """Run `work` over `ops` with the configured concurrency; with fail-fast, stop scheduling after
+        the first failure and report the rest as skipped."""
+        results: dict[str, StackResult] = {}
+        pending = list(ops)
+        for op in pending:
+            self.progress.add(op.stack)
+        stop = False
+        with ThreadPoolExecutor(max_workers=max(1, self.options.concurrency)) as pool:
+            running: dict[Future[StackResult], StackOp] = {}
+            try:
+                while pending or running:
+                    while pending and not stop and len(running) < max(1, self.options.concurrency):
+                        op = pending.pop(0)
+                        running[pool.submit(work, op)] = op
+                    if not running:
+                        break
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        op = running.pop(future)
+                        try:
+                            result = future.result()
+                        except NpaError as err:
+                            result = op.result("failed", error=str(err))
+                        except Exception as err:  # noqa: BLE001 - one target's bug must not sink the fleet
+                            log.exception("stack %s failed unexpectedly", op.stack)
+                            result = op.result("failed", error=f"{type(err).__name__}: {err}")
+                        results[op.stack] = result
+                        if result.failed and self.options.fail_fast:
+                            stop = True
+            except KeyboardInterrupt:
+                stop = True
+                pending.clear()
+                self.progress.message("interrupted: waiting for running stacks to stop cleanly ...")
+                for future, op in running.items():
+                    try:
+                        results[op.stack] = future.result()
+                    except Exception as err:  # noqa: BLE001
+                        results[op.stack] = op.result("failed", error=f"interrupted: {err}")
+                raise
+        for op in pending:
+            results[op.stack] = op.result("skipped", error="not started: an earlier target failed (--fail-fast)")
+            self.progress.phase(op.stack, "skipped")
+        return [results[op.stack] for op in ops if op.stack in results]
+
+    # --------------------------------------------------------------------------------- commands
+
+    def preview(self) -> FleetResult:
+        result = self._result("preview")
+        plans = self.plans()
+        result.stacks.extend(plans.unsupported)
+        project_ops = [self._project_op(p) for p in plans.projects]
+        result.stacks.extend(self._pool(project_ops, lambda op: self.executor.run(op, "preview")))
+        cluster_ops = [self._cluster_op(c, self.executor.outputs(self._project_op(plans.project(c.project_key)))
+                                        is not None) for c in plans.clusters]
+        result.stacks.extend(self._pool(cluster_ops, lambda op: self.executor.run(op, "preview")))
+        self._fill_identity(result)
+        return result
+
+    def up(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
+        result = self._result("up")
+        plans = self.plans()
+        if preflight is not None:
+            report = preflight(plans)
+            result.preflight = report
+            if report is not None and not report.get("ok", False):
+                result.error = "preflight failed: the fleet does not fit the tenant's quota or reserved capacity"
+                return result
+        result.stacks.extend(plans.unsupported)
+        project_ops = [self._project_op(p) for p in plans.projects]
+        project_results = self._pool(project_ops, lambda op: self.executor.run(op, "up"))
+        result.stacks.extend(project_results)
+        failed_projects = {r.project_key: r for r in project_results if r.failed}
+        ready = [c for c in plans.clusters if c.project_key not in failed_projects]
+        for cluster in plans.clusters:
+            if cluster.project_key in failed_projects:
+                result.stacks.append(self._cluster_op(cluster).result(
+                    "skipped", error=f"project stack {cluster.project_stack} failed; cluster not attempted"))
+        if not (failed_projects and self.options.fail_fast):
+            cluster_ops = [self._cluster_op(c) for c in ready]
+            result.stacks.extend(self._pool(cluster_ops, lambda op: self._up_cluster(op)))
+        for stack in result.stacks:
+            if stack.failed and stack.retry_command is None:
+                stack.retry_command = self._retry_command("up", stack.project_key, stack.cluster_name)
+        self._fill_identity(result)
+        return result
+
+    def _up_cluster(self, op: StackOp) -> StackResult:
+        result = self.executor.run(op, "up")
+        plan = self.plans().cluster(op.stack)
+        if result.status in ("deployed", "unchanged") and plan.has_gpus:
+            # The GPU health gate is not implemented yet: say so instead of pretending it ran.
+            result.validation = "skipped"
+        return result
+
+    def destroy(self) -> FleetResult:
+        result = self._result("destroy")
+        plans = self.plans()
+        result.stacks.extend(plans.unsupported)
+        cluster_ops = [self._cluster_op(c) for c in plans.clusters]
+        destroyed = self._pool(cluster_ops, lambda op: self.executor.run(op, "destroy"))
+        for item in destroyed:
+            if item.status == "failed":
+                item.status = "destroy-incomplete"
+                item.retry_command = self._retry_command("destroy", item.project_key, item.cluster_name)
+        result.stacks.extend(destroyed)
+        remaining = self._remaining_cluster_stacks()
+        project_ops = []
+        for plan in plans.projects:
+            prefix = f"{plan.stack}."
+            if any(name.startswith(prefix) for name in remaining):
+                continue  # other clusters of this project are still deployed: keep its network
+            project_ops.append(self._project_op(plan))
+        project_results = self._pool(project_ops, lambda op: self.executor.run(op, "destroy"))
+        for item in project_results:
+            if item.status == "failed":
+                item.status = "destroy-incomplete"
+                item.retry_command = self._retry_command("destroy", item.project_key, None)
+            elif item.status == "destroyed":
+                item.outputs["retained"] = "project and object storage are retained; an owned network was deleted"
+        result.stacks.extend(project_results)
+        return result
+
+    def _remaining_cluster_stacks(self) -> set[str]:
+        names = {s.name for s in list_stack_summaries(self.settings)}
+        return {n for n in names if n.count(".") >= 2 and n.startswith(f"{self.spec.name}.")}
+
+    def refresh(self) -> FleetResult:
+        result = self._result("refresh")
+        plans = self.plans()
+        ops = [self._project_op(p) for p in plans.projects] + [self._cluster_op(c) for c in plans.clusters]
+        result.stacks.extend(self._pool(ops, lambda op: self.executor.run(op, "refresh")))
+        return result
+
+    def status(self) -> FleetResult:
+        from npa_pulumi.engine.status import cluster_status
+
+        result = self._result("status")
+        plans = self.plans()
+        result.stacks.extend(plans.unsupported)
+        ops = [self._cluster_op(c) for c in plans.clusters]
+        started = time.monotonic()
+        result.stacks.extend(self._pool(ops, lambda op: cluster_status(self, op)))
+        log.debug("status took %.1fs", time.monotonic() - started)
+        return result
+
+    def _fill_identity(self, result: FleetResult) -> None:
+        """Give every cluster entry its project id and kube context when the stacks know them."""
+        project_ids = {s.project_key: s.project_id for s in result.stacks if s.kind == "project" and s.project_id}
+        for stack in result.stacks:
+            if stack.kind == "cluster":
+                stack.project_id = stack.project_id or project_ids.get(stack.project_key)

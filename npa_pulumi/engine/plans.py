@@ -1,0 +1,160 @@
+"""From resolved spec targets to what the engine runs: project plans and cluster plans.
+
+Everything here happens before the first mutation and touches no cloud: recipe materialization and its
+compatibility checks, tfvars rendering, reading the recipe's filesystem facts. A problem with any target
+stops the whole run here, listing every problem found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.bridge.recipe import RecipeSource, compatibility_problems, materialize, resolve_source
+from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
+from npa_pulumi.engine.results import StackResult
+from npa_pulumi.engine.workspace import npa_home
+from npa_pulumi.errors import UserInputError
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.orchestrator import FleetOptions
+    from npa_pulumi.plan import Target
+    from npa_pulumi.spec import FleetSpec
+
+
+class RecipeIncompatible(UserInputError):
+    kind = "recipe-incompatible"
+
+
+@dataclass
+class FleetPlans:
+    projects: list[ProjectPlan] = field(default_factory=list)
+    clusters: list[ClusterPlan] = field(default_factory=list)
+    unsupported: list[StackResult] = field(default_factory=list)
+    recipe: RecipeSource | None = None
+
+    def project(self, key: str) -> ProjectPlan:
+        return next(p for p in self.projects if p.project_key == key)
+
+    def cluster(self, stack: str) -> ClusterPlan:
+        return next(c for c in self.clusters if c.stack == stack)
+
+
+def default_ssh_public_key(spec: FleetSpec) -> str | None:
+    if spec.ssh_public_key:
+        return spec.ssh_public_key
+    for name in ("id_ed25519.pub", "id_rsa.pub"):
+        path = Path.home() / ".ssh" / name
+        if path.is_file():
+            return path.read_text().strip()
+    return None
+
+
+def resolve_facts(facts: dict[str, Any], tfvars: dict[str, Any]) -> dict[str, Any]:
+    """Replace `${var.NAME}` references the recipe left in its filesystem facts with the applied values."""
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: resolve(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        if isinstance(value, str) and value.startswith("${var.") and value.endswith("}"):
+            name = value[len("${var.") : -1]
+            return tfvars.get(name, value)
+        return value
+
+    return resolve(facts)
+
+
+def _storage_plan(target: Target) -> StoragePlan | None:
+    storage = target.object_storage
+    if storage is None or not storage.enabled:
+        return None
+    return StoragePlan(storage_class=storage.storage_class, size_gibibytes=storage.size_gibibytes,
+                       bucket_name=storage.bucket_name)
+
+
+def _project_plan(target: Target, tenant_id: str, create_missing: bool) -> ProjectPlan:
+    return ProjectPlan(
+        fleet=target.fleet,
+        project_key=target.project_key,
+        display_name=target.display_name,
+        project_id=target.project_id,
+        region=target.region,
+        tenant_id=tenant_id,
+        stack=target.project_stack,
+        object_storage=_storage_plan(target),
+        create_missing=create_missing,
+    )
+
+
+def _cluster_plan(target: Target, tenant_id: str, source: RecipeSource, ssh_key: str | None,
+                  problems: list[str]) -> ClusterPlan | None:
+    from npa_pulumi.plan import render_tfvars
+
+    cluster = target.cluster
+    work_root = npa_home() / "work" / target.cluster_stack
+    recipe = materialize(source, work_root, target.region, npa_home() / "cache")
+    mig = cluster.mig is not None and cluster.mig.enabled
+    found = compatibility_problems(
+        recipe.variables,
+        mig=mig,
+        rtx_profile=cluster.gpu_workload_profile == "rtx-rendering",
+        managed_image=cluster.gpu_nodes.count > 0 and cluster.gpu_driver_mode == "managed-image",
+    )
+    problems.extend(f"{target.cluster_stack}: {p}" for p in found)
+    rendered = render_tfvars(target, recipe.variables, ssh_key)
+    return ClusterPlan(
+        fleet=target.fleet,
+        project_key=target.project_key,
+        project_stack=target.project_stack,
+        cluster_name=target.cluster_name,
+        stack=target.cluster_stack,
+        region=target.region,
+        tenant_id=tenant_id,
+        backend=target.backend,
+        subnet_id=cluster.subnet_id,
+        tfvars=rendered.file_vars,
+        runtime_tfvars=rendered.runtime_vars,
+        recipe={**source.to_dict(), "digest": recipe.digest},
+        recipe_facts=resolve_facts(recipe.facts, rendered.file_vars),
+        capacity_block_group=cluster.gpu_nodes.capacity_block_group,
+        gpu_driver_mode=cluster.gpu_driver_mode,
+        allow_unsafe_nvswitch_operator=cluster.allow_unsafe_nvswitch_operator,
+        nvswitch_topology=cluster.nvswitch_topology,
+        mig_enabled=mig,
+        has_gpus=cluster.gpu_nodes.count > 0,
+    )
+
+
+def build_plans(spec: FleetSpec, targets: Sequence[Target], options: FleetOptions, tenant_id: str) -> FleetPlans:
+    plans = FleetPlans()
+    source = resolve_source(options.cloud, options.recipe_dir, options.recipe_ref)
+    plans.recipe = source
+    ssh_key = default_ssh_public_key(spec)
+    if options.cloud == "nebius" and not ssh_key:
+        raise UserInputError("no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub")
+    problems: list[str] = []
+    seen_projects: set[str] = set()
+    for target in targets:
+        if target.project_key not in seen_projects:
+            seen_projects.add(target.project_key)
+            plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
+        if target.backend != "mk8s":
+            plans.unsupported.append(StackResult(
+                stack=target.cluster_stack, kind="cluster", project_key=target.project_key,
+                cluster_name=target.cluster_name, status="not-supported",
+                error=f"backend {target.backend!r} is planned and validated, but deploying it is not supported yet",
+            ))
+            continue
+        plan = _cluster_plan(target, tenant_id, source, ssh_key, problems)
+        if plan is not None:
+            plans.clusters.append(plan)
+    if problems:
+        raise RecipeIncompatible(
+            "the recipe cannot represent the requested clusters (nothing was changed):\n  - "
+            + "\n  - ".join(problems)
+        )
+    return plans

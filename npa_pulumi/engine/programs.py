@@ -1,0 +1,159 @@
+"""The inline Pulumi programs of a fleet: one for each project stack, one for each cluster stack.
+
+Programs take engine-level plans (`ProjectPlan`, `ClusterPlan`), never spec objects, so the spec can evolve
+without touching what runs inside the engine. Component classes are imported inside the programs: they
+pull in the Pulumi SDK, which the rest of npa_pulumi must not need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+PENDING = "pending-project-stack"  # identity placeholder in a preview before the project stack exists
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    storage_class: str  # standard | enhanced_throughput | intelligent
+    size_gibibytes: int
+    bucket_name: str = ""
+
+
+@dataclass(frozen=True)
+class ProjectPlan:
+    fleet: str
+    project_key: str
+    display_name: str
+    project_id: str | None
+    region: str
+    tenant_id: str
+    stack: str
+    object_storage: StoragePlan | None = None
+    create_missing: bool = True
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    fleet: str
+    project_key: str
+    project_stack: str
+    cluster_name: str
+    stack: str
+    region: str
+    tenant_id: str
+    backend: str
+    subnet_id: str = ""
+    tfvars: dict[str, Any] = field(default_factory=dict)
+    runtime_tfvars: dict[str, Any] = field(default_factory=dict)
+    recipe: dict[str, str] = field(default_factory=dict)
+    recipe_facts: dict[str, Any] = field(default_factory=dict)
+    capacity_block_group: str = ""
+    gpu_driver_mode: str = ""
+    allow_unsafe_nvswitch_operator: bool = False
+    nvswitch_topology: bool = False
+    mig_enabled: bool = False
+    has_gpus: bool = False
+
+
+def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[], None]:
+    def program() -> None:
+        import pulumi
+
+        from npa_pulumi.components import FleetProject, ObjectStorage, ProjectNetwork
+
+        project = FleetProject(
+            plan.project_key,
+            cloud=cloud,
+            profile=profile,
+            fleet=plan.fleet,
+            project_key=plan.project_key,
+            tenant_id=plan.tenant_id,
+            region=plan.region,
+            display_name=plan.display_name,
+            project_id=plan.project_id,
+            create_missing=plan.create_missing,
+        )
+        network = ProjectNetwork(
+            f"{plan.project_key}-network",
+            cloud=cloud,
+            profile=profile,
+            fleet=plan.fleet,
+            project_key=plan.project_key,
+            project_id=project.project_id,
+            region=plan.region,
+        )
+        pulumi.export("project_id", project.project_id)
+        pulumi.export("project_created", project.created)
+        pulumi.export("tenant_id", plan.tenant_id)
+        pulumi.export("region", plan.region)
+        pulumi.export("network_id", network.network_id)
+        pulumi.export("subnet_id", network.subnet_id)
+        pulumi.export("network_owned", network.owned)
+        if plan.object_storage is not None:
+            storage = ObjectStorage(
+                f"{plan.project_key}-storage",
+                cloud=cloud,
+                profile=profile,
+                fleet=plan.fleet,
+                project_key=plan.project_key,
+                tenant_id=plan.tenant_id,
+                project_id=project.project_id,
+                region=plan.region,
+                storage_class=plan.object_storage.storage_class,
+                size_gibibytes=plan.object_storage.size_gibibytes,
+                bucket_name=plan.object_storage.bucket_name,
+            )
+            pulumi.export("bucket_id", storage.bucket_id)
+            pulumi.export("bucket_name", storage.bucket_name)
+            pulumi.export("storage_access_key_id", storage.access_key_id)
+            pulumi.export("storage_secret_access_key", storage.secret_access_key)
+            pulumi.export("storage_verified", storage.verified)
+
+    return program
+
+
+def cluster_program(plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool) -> Callable[[], None]:
+    def program() -> None:
+        import pulumi
+
+        from npa_pulumi.components import K8sTrainingCluster
+        from npa_pulumi.engine.stacks import stack_reference_name
+
+        project_id: Any
+        subnet_id: Any
+        if project_stack_ready:
+            ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
+            project_id = ref.require_output("project_id")
+            subnet_id = plan.subnet_id or ref.require_output("subnet_id")
+        else:  # preview of a fleet whose project stack has not been deployed yet
+            project_id, subnet_id = PENDING, plan.subnet_id or PENDING
+        cluster = K8sTrainingCluster(
+            plan.cluster_name,
+            cloud=cloud,
+            profile=profile,
+            fleet=plan.fleet,
+            project_key=plan.project_key,
+            cluster=plan.cluster_name,
+            work_key=plan.stack,
+            identity={"tenant_id": plan.tenant_id, "parent_id": project_id, "region": plan.region,
+                      "subnet_id": subnet_id},
+            tfvars=plan.tfvars,
+            runtime_tfvars=plan.runtime_tfvars,
+            recipe=plan.recipe,
+            recipe_facts=plan.recipe_facts,
+            capacity_block_group=plan.capacity_block_group,
+            gpu_driver_mode=plan.gpu_driver_mode,
+            allow_unsafe_nvswitch_operator=plan.allow_unsafe_nvswitch_operator,
+            nvswitch_topology=plan.nvswitch_topology,
+            mig_enabled=plan.mig_enabled,
+        )
+        pulumi.export("project_id", project_id)
+        pulumi.export("cluster_id", cluster.cluster_id)
+        pulumi.export("endpoint", cluster.endpoint)
+        pulumi.export("node_group_ids", cluster.node_group_ids)
+        pulumi.export("filesystem", cluster.filesystem)
+        pulumi.export("kube_context", cluster.kube_context)
+
+    return program

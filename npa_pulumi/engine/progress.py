@@ -1,0 +1,108 @@
+"""Live progress on stderr: one line per stack (phase, resource counts, elapsed).
+
+On a terminal it is a rich live table; otherwise (CI logs, pipes, `--output json` into a file) each phase
+change is one plain line, so logs stay readable and stdout is never touched.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+
+@dataclass
+class StackLine:
+    stack: str
+    phase: str = "queued"
+    started: float | None = None
+    finished: float | None = None
+    resources_started: int = 0
+    resources_done: int = 0
+    note: str = ""
+
+    def elapsed(self) -> float:
+        if self.started is None:
+            return 0.0
+        return (self.finished or time.monotonic()) - self.started
+
+
+@dataclass
+class Progress:
+    console: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    lines: dict[str, StackLine] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _live: Live | None = None
+    enabled: bool = True
+
+    @property
+    def interactive(self) -> bool:
+        return self.enabled and self.console.is_terminal and sys.stderr.isatty()
+
+    def __enter__(self) -> Progress:
+        if self.interactive:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+    def add(self, stack: str) -> None:
+        with self._lock:
+            self.lines.setdefault(stack, StackLine(stack))
+        self._refresh()
+
+    def phase(self, stack: str, phase: str, note: str = "") -> None:
+        with self._lock:
+            line = self.lines.setdefault(stack, StackLine(stack))
+            if line.started is None and phase not in ("queued",):
+                line.started = time.monotonic()
+            if phase in ("done", "failed", "skipped", "unchanged", "absent", "destroyed"):
+                line.finished = time.monotonic()
+            line.phase = phase
+            line.note = note
+        if not self.interactive and self.enabled:
+            suffix = f" - {note}" if note else ""
+            self.console.print(f"[{line.elapsed():6.1f}s] {stack}: {phase}{suffix}", markup=False)
+        self._refresh()
+
+    def resource_event(self, stack: str, finished: bool) -> None:
+        with self._lock:
+            line = self.lines.setdefault(stack, StackLine(stack))
+            if finished:
+                line.resources_done += 1
+            else:
+                line.resources_started += 1
+        self._refresh()
+
+    def message(self, text: str) -> None:
+        if self.enabled:
+            self.console.print(text, markup=False, soft_wrap=True)
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def _render(self) -> Table:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        table.add_column("stack")
+        table.add_column("phase")
+        table.add_column("resources", justify="right")
+        table.add_column("elapsed", justify="right")
+        table.add_column("")
+        with self._lock:
+            lines = list(self.lines.values())
+        for line in lines:
+            style = {"failed": "red", "done": "green", "unchanged": "dim"}.get(line.phase, "")
+            table.add_row(line.stack, f"[{style}]{line.phase}[/]" if style else line.phase,
+                          f"{line.resources_done}/{line.resources_started}", f"{line.elapsed():.0f}s", line.note)
+        return table

@@ -1,0 +1,125 @@
+"""What a fleet operation reports: one entry per stack, totals, and the JSON/text forms of both."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+StackKind = Literal["project", "cluster"]
+
+# Per-stack outcomes. `status` vocabulary by command:
+#   up:      deployed | unchanged | failed | skipped | not-supported
+#   preview: changes | no-changes | failed | not-supported
+#   destroy: destroyed | absent | destroy-incomplete | retained | skipped
+#   status:  deployed | provisioning | failed | destroyed | absent | unknown
+#   refresh: in-sync | drifted | absent | failed
+FAILED_STATUSES = {"failed", "destroy-incomplete", "status-error"}
+
+
+class PolicyViolation(BaseModel):
+    policy: str
+    pack: str = ""
+    level: str  # mandatory | advisory | remediate
+    message: str
+    resource: str = ""
+
+
+class StackResult(BaseModel):
+    stack: str
+    kind: StackKind
+    project_key: str
+    project_id: str | None = None
+    cluster_name: str | None = None
+    status: str
+    changes: dict[str, int] = Field(default_factory=dict)
+    diff: list[dict[str, Any]] = Field(default_factory=list)
+    policy: list[PolicyViolation] = Field(default_factory=list)
+    cluster_id: str | None = None
+    kube_context: str | None = None
+    validation: str | None = None
+    node_groups: list[dict[str, Any]] = Field(default_factory=list)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+    retry_command: str | None = None
+    elapsed_s: float = 0.0
+    log_file: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED_STATUSES
+
+
+class FleetResult(BaseModel):
+    command: str
+    fleet: str
+    cloud: str
+    backend: str
+    stacks: list[StackResult] = Field(default_factory=list)
+    preflight: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for s in self.stacks if s.failed) + (1 if self.error else 0)
+
+    def clusters(self) -> list[StackResult]:
+        return [s for s in self.stacks if s.kind == "cluster"]
+
+    def totals(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for stack in self.stacks:
+            counts[stack.status] = counts.get(stack.status, 0) + 1
+        return {"stacks": len(self.stacks), "clusters": len(self.clusters()), "failed": self.failed, **counts}
+
+    def to_json(self) -> dict[str, Any]:
+        clusters = [
+            {
+                "project_key": s.project_key,
+                "project_id": s.project_id,
+                "cluster_name": s.cluster_name,
+                "stack": s.stack,
+                "status": s.status,
+                "cluster_id": s.cluster_id,
+                "kube_context": s.kube_context,
+                "validation": s.validation,
+                "changes": s.changes,
+                "policy": [v.model_dump() for v in s.policy],
+                "node_groups": s.node_groups,
+                "error": s.error,
+                "retry_command": s.retry_command,
+            }
+            for s in self.clusters()
+        ]
+        projects = [
+            {
+                "project_key": s.project_key,
+                "project_id": s.project_id,
+                "stack": s.stack,
+                "status": s.status,
+                "changes": s.changes,
+                "policy": [v.model_dump() for v in s.policy],
+                "outputs": s.outputs,
+                "error": s.error,
+                "retry_command": s.retry_command,
+            }
+            for s in self.stacks
+            if s.kind == "project"
+        ]
+        return {
+            "command": self.command,
+            "fleet": self.fleet,
+            "cloud": self.cloud,
+            "backend": self.backend,
+            "ok": self.failed == 0,
+            "clusters": clusters,
+            "projects": projects,
+            "stacks": [self._stack_json(s) for s in self.stacks],
+            "totals": self.totals(),
+            "preflight": self.preflight,
+            "error": self.error,
+        }
+
+    @staticmethod
+    def _stack_json(stack: StackResult) -> dict[str, Any]:
+        return stack.model_dump(exclude={"outputs"})

@@ -1,0 +1,147 @@
+"""Stack bookkeeping: tags, listing the fleet's stacks, stale locks and pending operations.
+
+A killed `npa-pulumi up` leaves two things behind in a DIY backend: a lock file naming the dead process,
+and `pending_operations` for the resources that were mid-change. Both are recovered automatically:
+* a lock whose owner is a dead process on this host is removed (`pulumi cancel`); a lock held by a live
+  process — another run — is reported as such, with who holds it and since when;
+* pending operations are dropped from the checkpoint (export → edit → import). That is safe here because
+  every fleet resource's create is idempotent: it first finds what it would create (projects by name,
+  owned subnets by label, clusters through the Terraform state kept in the stack's work dir).
+Backends other than `file://` get the exact command to run instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.engine.workspace import PROJECT_NAME
+from npa_pulumi.errors import NpaError
+
+if TYPE_CHECKING:
+    from pulumi import automation as auto
+
+log = logging.getLogger(__name__)
+
+TAG_FLEET = "npa:fleet"
+TAG_PROJECT = "npa:project"
+TAG_CLUSTER = "npa:cluster"
+TAG_KIND = "npa:kind"
+
+
+class StackLocked(NpaError):
+    kind = "stack-locked"
+
+
+def stack_tags(fleet: str, project_key: str, cluster: str | None) -> dict[str, str]:
+    tags = {TAG_FLEET: fleet, TAG_PROJECT: project_key, TAG_KIND: "cluster" if cluster else "project"}
+    if cluster:
+        tags[TAG_CLUSTER] = cluster
+    return tags
+
+
+def ensure_tags(stack: auto.Stack, tags: dict[str, str]) -> None:
+    """Set only the tags that differ (each tag call is a CLI round trip)."""
+    try:
+        current = stack.list_tags()
+    except Exception:  # noqa: BLE001 - a backend without tag support just gets every tag set
+        current = {}
+    for name, value in tags.items():
+        if current.get(name) != value:
+            stack.set_tag(name, value)
+
+
+def stack_reference_name(stack: str, project_name: str = PROJECT_NAME) -> str:
+    """The fully qualified name a StackReference needs on a DIY backend (the org is literally
+    `organization`)."""
+    return f"organization/{project_name}/{stack}"
+
+
+def _diy_root(backend_url: str) -> Path | None:
+    if not backend_url.startswith("file://"):
+        return None
+    return Path(os.path.expanduser(backend_url[len("file://") :]))
+
+
+def _lock_dir(backend_url: str, stack: str, project_name: str = PROJECT_NAME) -> Path | None:
+    root = _diy_root(backend_url)
+    if root is None:
+        return None
+    return root / ".pulumi" / "locks" / "organization" / project_name / stack
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    path: Path
+    pid: int
+    hostname: str
+    username: str
+    timestamp: str
+
+    @property
+    def owner_alive(self) -> bool:
+        if self.hostname != socket.gethostname():
+            return True  # cannot tell for another host: assume it is a real, running update
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def read_locks(backend_url: str, stack: str) -> list[LockInfo]:
+    lock_dir = _lock_dir(backend_url, stack)
+    if lock_dir is None or not lock_dir.is_dir():
+        return []
+    locks = []
+    for path in sorted(lock_dir.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        locks.append(LockInfo(path, int(data.get("pid", 0)), str(data.get("hostname", "")),
+                              str(data.get("username", "")), str(data.get("timestamp", ""))))
+    return locks
+
+
+def clear_stale_lock(stack: auto.Stack, backend_url: str) -> str | None:
+    """Remove a lock left by a dead process; raise StackLocked if a live process holds it.
+    Returns a note describing what was recovered, or None when there was no lock."""
+    locks = read_locks(backend_url, stack.name)
+    if not locks:
+        return None
+    live = [lock for lock in locks if lock.owner_alive]
+    if live:
+        lock = live[0]
+        raise StackLocked(
+            f"stack {stack.name} is being changed by another run (pid {lock.pid} on {lock.hostname}, user "
+            f"{lock.username}, since {lock.timestamp}); wait for it to finish. If that run is gone, clear the "
+            f"lock with: pulumi cancel --stack {stack.name} --yes"
+        )
+    stack.cancel()
+    return f"removed a stale lock left by pid {locks[0].pid} ({locks[0].timestamp})"
+
+
+def clear_pending_operations(stack: auto.Stack) -> list[str]:
+    """Drop pending operations from the checkpoint; returns the URNs that were pending."""
+    deployment = stack.export_stack()
+    body: dict[str, Any] = deployment.deployment or {}
+    pending = body.get("pending_operations") or []
+    if not pending:
+        return []
+    urns = [op.get("resource", {}).get("urn", "?") for op in pending]
+    body["pending_operations"] = []
+    deployment.deployment = body
+    stack.import_stack(deployment)
+    return urns
+
+
+def recovery_command(stack: str) -> str:
+    return f"pulumi cancel --stack {stack} --yes && pulumi refresh --stack {stack} --clear-pending-creates --yes"

@@ -1,0 +1,84 @@
+"""`status`: what each cluster stack says, checked against the live cloud.
+
+    absent        no stack for the target
+    failed        the stack exists but its last update failed or recorded no cluster, or the cloud reports
+                  the cluster / a node group in ERROR
+    provisioning  the cluster or a node group is still PROVISIONING (a QuotaFailure condition, the classic
+                  quota wall, is surfaced in `error`)
+    deployed      the cluster and every node group are RUNNING with their target node counts
+    destroyed     the stack records a cluster that the cloud no longer has (deleted outside the fleet)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.results import StackResult
+from npa_pulumi.engine.runner import StackOp
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.orchestrator import Fleet
+
+
+def _node_group_view(group: Any) -> dict[str, Any]:
+    view = {"id": group.id, "name": group.name, "state": group.state, "target": group.target_node_count,
+            "ready": group.ready_node_count}
+    if group.conditions:
+        view["conditions"] = [c.model_dump(exclude_none=True) for c in group.conditions]
+    return view
+
+
+def _last_update_failed(fleet: Fleet, op: StackOp) -> bool:
+    stack = fleet.executor.select(op, create=False)
+    if stack is None:
+        return False
+    history = stack.history(page_size=1)
+    return bool(history) and history[0].result == "failed"
+
+
+def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
+    fleet.progress.phase(op.stack, "checking")
+    outputs = fleet.executor.outputs(op)
+    if outputs is None:
+        fleet.progress.phase(op.stack, "absent")
+        return op.result("absent")
+    base: dict[str, Any] = {
+        "project_id": outputs.get("project_id"),
+        "cluster_id": outputs.get("cluster_id") or None,
+        "kube_context": outputs.get("kube_context"),
+    }
+    plan = fleet.plans().cluster(op.stack)
+    if plan.has_gpus:
+        base["validation"] = "skipped"
+    if not base["cluster_id"]:
+        status = "failed" if _last_update_failed(fleet, op) else "unknown"
+        fleet.progress.phase(op.stack, "done", status)
+        return op.result(status, error="the stack records no cluster; run up to converge", **base)
+    try:
+        cluster = fleet.cloud.get_cluster(base["cluster_id"])
+        groups = fleet.cloud.list_node_groups(cluster.id)
+    except NotFound:
+        fleet.progress.phase(op.stack, "done", "destroyed")
+        return op.result("destroyed", error="the cluster was deleted outside the fleet; run up to recreate it",
+                         **base)
+    except CloudError as err:
+        fleet.progress.phase(op.stack, "failed")
+        return op.result("status-error", error=str(err), **base)
+    views = [_node_group_view(g) for g in groups]
+    states = {cluster.state, *(g.state for g in groups)}
+    quota_walls = [c for g in groups for c in g.conditions if c.kind.lower().startswith("quota")]
+    error = None
+    if quota_walls:
+        wall = quota_walls[0]
+        error = f"node group waiting on quota {wall.quota}: requested {wall.requested}, limit {wall.limit}"
+    if "ERROR" in states or "FAILED" in states:
+        status = "failed"
+    elif "PROVISIONING" in states or any(g.ready_node_count < g.target_node_count for g in groups):
+        status = "provisioning"
+    elif _last_update_failed(fleet, op):
+        status, error = "failed", error or "the last update of this stack failed; run up again"
+    else:
+        status = "deployed"
+    fleet.progress.phase(op.stack, "done", status)
+    return op.result(status, node_groups=views, error=error, **base)
