@@ -1,0 +1,261 @@
+"""`up` (alias `deploy`), `preview`, `destroy`, `status`, `refresh` and `stacks`: the fleet engine's CLI."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
+from npa_pulumi.errors import EXIT_FAILED, UserInputError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+def fleet_options(func: F) -> F:
+    """Options every fleet command shares: the spec, the cloud, the backend and target selection."""
+    decorators = [
+        click.option("--spec", "-f", "spec_path", required=True, type=click.Path(dir_okay=False),
+                     help="The npa.fleet/v0.0.1 spec file."),
+        click.option("--cloud", type=click.Choice(["local", "nebius"]), default="local", show_default=True,
+                     help="local: the embedded simulated cloud; nebius: the real API."),
+        click.option("--backend", default=None, metavar="URL",
+                     help="Pulumi backend (default: $PULUMI_BACKEND_URL, else file://~/.npa-pulumi/state)."),
+        click.option("--passphrase-file", default=None, type=click.Path(dir_okay=False),
+                     help="Secrets passphrase file (default: generated once into ~/.npa-pulumi/passphrase)."),
+        click.option("--profile", default=None, help="~/.nebius profile; wins over the spec's profile."),
+        click.option("--only-projects", multiple=True, metavar="KEYS",
+                     help="Only these projects (key or display name; comma-separated or repeated)."),
+        click.option("--only-clusters", multiple=True, metavar="NAMES",
+                     help="Only these clusters (comma-separated or repeated)."),
+        click.option("--project-prefix", default=None, help="Override the spec's project_prefix."),
+        click.option("--recipe-dir", default=None, type=click.Path(file_okay=False),
+                     help="A local k8s-training checkout (library root or k8s-training/)."),
+        click.option("--recipe-ref", default=None, metavar="REF", help="Clone the upstream library at REF."),
+        click.option("-j", "--concurrency", default=4, show_default=True, type=click.IntRange(1, 64),
+                     help="Cluster stacks processed at once."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def _load(spec_path: str, only_projects: tuple[str, ...], only_clusters: tuple[str, ...],
+          project_prefix: str | None) -> tuple[Any, list[Any]]:
+    from npa_pulumi.plan import resolve_targets
+    from npa_pulumi.spec import load_spec
+
+    spec = load_spec(spec_path)
+    targets = resolve_targets(spec, _split(only_projects), _split(only_clusters), project_prefix)
+    return spec, targets
+
+
+def _fleet(spec: Any, targets: list[Any], options: dict[str, Any]) -> Any:
+    from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
+
+    return Fleet(spec, targets, FleetOptions(**options))
+
+
+def _engine_options(kw: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "cloud": kw["cloud"],
+        "profile": kw["profile"],
+        "backend": kw["backend"],
+        "passphrase_file": kw["passphrase_file"],
+        "recipe_dir": kw["recipe_dir"],
+        "recipe_ref": kw["recipe_ref"],
+        "concurrency": kw["concurrency"],
+        "spec_path": kw["spec_path"],
+        **extra,
+    }
+
+
+def confirm(banner: list[str], yes: bool, action: str) -> None:
+    """Destructive or mutating commands ask first; without a terminal they refuse unless --yes."""
+    for line in banner:
+        stderr_console.print(line, markup=False, soft_wrap=True)
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UserInputError(f"refusing to {action} without --yes: this session is not interactive")
+    if not click.confirm(f"Proceed to {action}?", default=False, err=True):
+        stderr_console.print("Aborted.")
+        sys.exit(EXIT_FAILED)
+
+
+def _banner(verb: str, spec: Any, targets: list[Any]) -> list[str]:
+    projects = sorted({t.project_key for t in targets})
+    lines = [f"About to {verb} fleet '{spec.name}': {len(targets)} cluster(s) across {len(projects)} project(s)."]
+    for target in targets:
+        where = target.project_id or f"{target.display_name} (created if missing)"
+        lines.append(f"  - {target.cluster_stack}  [{target.backend}] project {where}, region {target.region}")
+    return lines
+
+
+def _finish(result: Any, output: str) -> int:
+    from npa_pulumi.output.text import print_fleet_result
+
+    if output == "json":
+        emit_json(result.to_json())
+    else:
+        print_fleet_result(result)
+    return EXIT_FAILED if result.failed else 0
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+
+@click.command("up")
+@fleet_options
+@output_option()
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--continue-on-error/--fail-fast", default=True, show_default=True,
+              help="Keep deploying other targets after one fails, or stop scheduling new ones.")
+@click.option("--preflight/--no-preflight", default=True, show_default=True,
+              help="Check quota and reserved capacity for the whole selection before any change.")
+@click.option("--create-projects/--no-create-projects", default=True, show_default=True,
+              help="Create missing named projects (prefix + name).")
+@click.option("--policy-pack", "policy_packs", multiple=True, type=click.Path(file_okay=False),
+              help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.")
+@click.option("--policy-config", default=None, type=click.Path(dir_okay=False),
+              help="Policy config JSON (enforcement levels and settings).")
+def up_command(**kw: Any) -> None:
+    """Deploy the fleet: project stacks first, then cluster stacks in parallel."""
+
+    def body() -> int:
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        if not targets:
+            stderr_console.print("nothing to do")
+            return 0
+        fleet = _fleet(spec, targets, _engine_options(
+            kw, fail_fast=not kw["continue_on_error"], policy_packs=list(kw["policy_packs"]),
+            policy_config=kw["policy_config"], create_projects=kw["create_projects"], preflight=kw["preflight"],
+        ))
+        fleet.plans()  # every offline check (recipe, tfvars) before asking
+        confirm(_banner("create/update", spec, targets), kw["yes"], "deploy")
+        from npa_pulumi.engine.preflight_gate import preflight_gate
+
+        with fleet.progress:
+            result = fleet.up(preflight=preflight_gate(fleet) if kw["preflight"] else None)
+        return _finish(result, kw["output"])
+
+    run_guarded(body, kw["output"])
+
+
+@click.command("preview")
+@fleet_options
+@output_option("text", "json", "markdown")
+@click.option("--out", "out_file", default=None, type=click.Path(dir_okay=False),
+              help="Write the text/markdown/json document to this file instead of stdout.")
+@click.option("--json-out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the full JSON result to this file.")
+@click.option("--policy-pack", "policy_packs", multiple=True, type=click.Path(file_okay=False))
+@click.option("--policy-config", default=None, type=click.Path(dir_okay=False))
+def preview_command(**kw: Any) -> None:
+    """Show what `up` would change, per stack, with policy results."""
+
+    def body() -> int:
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        fleet = _fleet(spec, targets, _engine_options(kw, policy_packs=list(kw["policy_packs"]),
+                                                      policy_config=kw["policy_config"]))
+        with fleet.progress:
+            result = fleet.preview()
+        from npa_pulumi.output.documents import write_preview
+
+        return write_preview(result, kw["output"], kw["out_file"], kw["json_out"])
+
+    run_guarded(body, kw["output"])
+
+
+@click.command("destroy")
+@fleet_options
+@output_option()
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Same as --yes.")
+def destroy_command(**kw: Any) -> None:
+    """Destroy the selected clusters (then their project stacks once no cluster remains).
+    Projects and buckets are retained."""
+
+    def body() -> int:
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        if not targets:
+            stderr_console.print("nothing to do")
+            return 0
+        fleet = _fleet(spec, targets, _engine_options(kw))
+        confirm(_banner("DESTROY", spec, targets) + ["Projects and buckets are retained."],
+                kw["yes"] or kw["force"], "destroy")
+        with fleet.progress:
+            result = fleet.destroy()
+        return _finish(result, kw["output"])
+
+    run_guarded(body, kw["output"])
+
+
+@click.command("status")
+@fleet_options
+@output_option()
+def status_command(**kw: Any) -> None:
+    """Stack outputs plus live cloud state per cluster."""
+
+    def body() -> int:
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        fleet = _fleet(spec, targets, _engine_options(kw))
+        with fleet.progress:
+            result = fleet.status()
+        return _finish(result, kw["output"])
+
+    run_guarded(body, kw["output"])
+
+
+@click.command("refresh")
+@fleet_options
+@output_option()
+def refresh_command(**kw: Any) -> None:
+    """Compare every stack with the live cloud and record drift."""
+
+    def body() -> int:
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        fleet = _fleet(spec, targets, _engine_options(kw))
+        with fleet.progress:
+            result = fleet.refresh()
+        return _finish(result, kw["output"])
+
+    run_guarded(body, kw["output"])
+
+
+@click.command("stacks")
+@click.option("--backend", default=None, metavar="URL")
+@click.option("--fleet", "fleet_name", default=None, help="Only this fleet's stacks (by the npa:fleet tag).")
+@output_option()
+def stacks_command(backend: str | None, fleet_name: str | None, output: str) -> None:
+    """List the fleet stacks in the backend (what `pulumi stack ls` shows in this repository)."""
+
+    def body() -> int:
+        from npa_pulumi.engine.listing import list_fleet_stacks
+
+        stacks = list_fleet_stacks(backend, fleet_name)
+        if output == "json":
+            emit_json({"stacks": stacks})
+        else:
+            from npa_pulumi.output.text import print_stack_list
+
+            print_stack_list(stacks)
+        return 0
+
+    run_guarded(body, output)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(up_command)
+    group.add_command(up_command, name="deploy")
+    group.add_command(preview_command)
+    group.add_command(destroy_command)
+    group.add_command(status_command)
+    group.add_command(refresh_command)
+    group.add_command(stacks_command)

@@ -1,0 +1,41 @@
+"""Writing a preview in the requested format to stdout or a file (and the full JSON beside it)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from npa_pulumi.cli.common import emit_json
+from npa_pulumi.engine.results import FleetResult
+from npa_pulumi.errors import EXIT_FAILED
+
+
+def write_preview(result: FleetResult, output: str, out_file: str | None, json_out: str | None) -> int:
+    if json_out:
+        Path(json_out).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+    if output == "json":
+        if out_file:
+            Path(out_file).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+        else:
+            emit_json(result.to_json())
+    elif output == "markdown":
+        from npa_pulumi.output.markdown import render_preview_markdown
+
+        document = render_preview_markdown(result)
+        if out_file:
+            Path(out_file).write_text(document)
+        else:
+            print(document, end="")
+    else:
+        from npa_pulumi.output.text import print_fleet_result
+
+        if out_file:
+            buffer = io.StringIO()
+            print_fleet_result(result, Console(file=buffer, width=160, highlight=False, no_color=True))
+            Path(out_file).write_text(buffer.getvalue())
+        else:
+            print_fleet_result(result)
+    return EXIT_FAILED if result.failed else 0

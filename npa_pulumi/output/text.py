@@ -1,0 +1,61 @@
+"""Human-readable (text) renderings of fleet results, printed to stdout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from npa_pulumi.engine.results import FleetResult
+
+_STYLE = {
+    "deployed": "green", "unchanged": "dim", "destroyed": "green", "absent": "dim", "no-changes": "dim",
+    "changes": "yellow", "provisioning": "yellow", "drifted": "yellow", "in-sync": "green",
+    "failed": "red", "destroy-incomplete": "red", "status-error": "red", "skipped": "yellow",
+    "not-supported": "yellow",
+}
+
+
+def _changes(changes: dict[str, int]) -> str:
+    shown = [f"{op} {n}" for op, n in sorted(changes.items()) if n and op != "same"]
+    return ", ".join(shown) or "-"
+
+
+def print_fleet_result(result: FleetResult, console: Console | None = None) -> None:
+    console = console or Console(highlight=False)
+    table = Table(title=f"{result.command}: fleet {result.fleet} ({result.cloud})", title_justify="left")
+    for column in ("stack", "status", "changes", "cluster id", "kube context"):
+        table.add_column(column)
+    for stack in result.stacks:
+        style = _STYLE.get(stack.status, "")
+        status = f"[{style}]{stack.status}[/]" if style else stack.status
+        if stack.validation:
+            status += f" (validation: {stack.validation})"
+        table.add_row(stack.stack, status, _changes(stack.changes), stack.cluster_id or "-",
+                      stack.kube_context or "-")
+    console.print(table)
+    for stack in result.stacks:
+        for violation in stack.policy:
+            console.print(f"[yellow]policy[/] {stack.stack}: [{violation.level}] {violation.policy}: "
+                          f"{violation.message}", soft_wrap=True)
+        if stack.error:
+            console.print(f"[red]{stack.stack}[/]: {stack.error}", soft_wrap=True, markup=True)
+        if stack.retry_command:
+            console.print(f"  retry: {stack.retry_command}", soft_wrap=True, markup=False)
+    if result.error:
+        console.print(f"[red]error:[/] {result.error}", soft_wrap=True)
+    totals = result.totals()
+    summary = ", ".join(f"{k} {v}" for k, v in totals.items() if k not in ("stacks", "clusters", "failed"))
+    console.print(f"{totals['stacks']} stack(s): {summary or 'nothing'}; failed {totals['failed']}")
+
+
+def print_stack_list(stacks: list[dict[str, Any]], console: Console | None = None) -> None:
+    console = console or Console(highlight=False)
+    table = Table(title="npa-fleet stacks", title_justify="left")
+    for column in ("name", "last update", "resources"):
+        table.add_column(column)
+    for stack in stacks:
+        table.add_row(stack["name"] or "", str(stack.get("last_update") or "-"),
+                      str(stack.get("resource_count") if stack.get("resource_count") is not None else "-"))
+    console.print(table)
