@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `make demo`: deploy the example fleet to the embedded local cloud, show its state, and say how to tear
+# it down. Everything runs against ~/.npa-pulumi (state, passphrase, local cloud), the same default
+# backend that this repository's Pulumi.yaml names, so `pulumi stack ls` here shows the demo's stacks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.tools/bin:$PATH"
+NPA=.venv/bin/npa-pulumi
+SPEC=examples/fleet1-test.yaml
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+step "The embedded local cloud (a SQLite Nebius simulator seeded from examples/local-tenant.yaml)"
+"$NPA" local-cloud init
+
+step "Plan (offline: no cloud calls): $SPEC"
+"$NPA" plan --spec "$SPEC"
+
+step "Preflight: quota and reserved capacity for the whole fleet, before any change"
+"$NPA" preflight --spec "$SPEC" --cloud local
+
+step "Deploy: project stacks first, then one stack per cluster, 4 at a time"
+"$NPA" up --spec "$SPEC" --cloud local --yes -j 4
+
+step "Status: stack outputs checked against the live (local) cloud"
+"$NPA" status --spec "$SPEC" --cloud local
+
+step "Per-cluster state in Pulumi itself: pulumi stack ls (in this directory)"
+pulumi stack ls --project npa-fleet 2>/dev/null || pulumi stack ls
+
+cat >&2 <<'MSG'
+
+Done. Next steps:
+  make demo                      # again: an unchanged fleet is a no-op
+  .venv/bin/npa-pulumi preview --spec examples/fleet1-test.yaml --output markdown   # a PR-style preview
+  .venv/bin/npa-pulumi destroy --spec examples/fleet1-test.yaml --yes              # tear the clusters down
+      (projects and buckets are retained, like on Nebius; `npa-pulumi local-cloud reset --yes` wipes the
+       simulated cloud, and `rm -rf ~/.npa-pulumi` everything the demo created)
+MSG
