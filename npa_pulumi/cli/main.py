@@ -10,7 +10,11 @@ from npa_pulumi import __version__
 
 # Command modules, each exposing `register(group: click.Group) -> None`. A module is listed here once it
 # exists; keeping the list explicit makes the CLI surface easy to audit.
-COMMAND_MODULES: tuple[str, ...] = ("npa_pulumi.cli.policy_commands", "npa_pulumi.cli.fleet_commands")
+COMMAND_MODULES: tuple[str, ...] = (
+    "npa_pulumi.cli.policy_commands",
+    "npa_pulumi.cli.fleet_commands",
+    "npa_pulumi.cli.local_cloud",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

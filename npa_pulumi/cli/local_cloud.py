@@ -1,0 +1,363 @@
+"""`npa-pulumi local-cloud …`: set up, inspect and perturb the embedded local Nebius cloud.
+
+    local-cloud init [--tenant-fixture F] [--force]    seed it (the default fixture unless F)
+    local-cloud show [--output json]                   everything in it, with quota/capacity usage
+    local-cloud reset [--yes]                          forget everything (re-seeded on next use)
+    local-cloud fault add|list|clear                   fail or slow the next N calls of an operation
+    local-cloud set provisioning-seconds|wait-timeout-seconds N
+    local-cloud settings [--output json]
+    local-cloud api OPERATION [--args JSON]            the machine-facing API (see npa_pulumi.cloud.local.api)
+
+The location is `--dir`, else `$NPA_LOCAL_CLOUD_DIR`, else `~/.npa-pulumi/local-cloud/`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
+from npa_pulumi.cloud.errors import ERROR_KINDS, CloudError
+from npa_pulumi.cloud.local import db
+from npa_pulumi.cloud.local.simulator import OPERATIONS, LocalSimulator
+from npa_pulumi.errors import NpaError, UserInputError
+
+SETTING_NAMES = {
+    "provisioning-seconds": "provisioning_seconds",
+    "wait-timeout-seconds": "wait_timeout_seconds",
+}
+
+
+class LocalCloudCommandError(NpaError):
+    """A cloud-side refusal surfaced by a local-cloud command."""
+
+    kind = "local-cloud-error"
+
+    def __init__(self, err: CloudError) -> None:
+        super().__init__(str(err))
+        self.cloud_error = err
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.cloud_error.to_dict()
+
+
+def _simulator(ctx: click.Context, *, auto_init: bool = True) -> LocalSimulator:
+    directory: Path | None = ctx.obj.get("dir") if ctx.obj else None
+    return LocalSimulator(directory, auto_init=auto_init)
+
+
+def _guard(body: Callable[[], int | None], output: str = "text") -> None:
+    """run_guarded, with cloud errors and bad values turned into the CLI's exit codes."""
+
+    def wrapped() -> int | None:
+        try:
+            return body()
+        except CloudError as err:
+            raise LocalCloudCommandError(err) from None
+        except ValueError as err:
+            raise UserInputError(str(err)) from None
+
+    run_guarded(wrapped, output)
+
+
+@click.group("local-cloud")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar=db.ENV_DIR,
+    default=None,
+    help=f"Local cloud directory [env {db.ENV_DIR}; default ~/.npa-pulumi/local-cloud].",
+)
+@click.pass_context
+def local_cloud(ctx: click.Context, directory: Path | None) -> None:
+    """The embedded local Nebius cloud (SQLite) used by --cloud local, demos and tests."""
+    ctx.ensure_object(dict)
+    ctx.obj["dir"] = directory
+
+
+@local_cloud.command("init")
+@click.option(
+    "--tenant-fixture",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Tenant fixture YAML to seed from (default: the shipped local-tenant.yaml).",
+)
+@click.option("--force", is_flag=True, help="Re-seed even if already initialised (deletes everything in it).")
+@output_option()
+@click.pass_context
+def init_cmd(ctx: click.Context, tenant_fixture: Path | None, force: bool, output: str) -> None:
+    """Seed the local cloud from a tenant fixture."""
+
+    def body() -> int:
+        result = _simulator(ctx).initialise(tenant_fixture, force=force)
+        if result["status"] == "conflict":
+            raise NpaError(
+                f"the local cloud at {result['directory']} was seeded from a different fixture; "
+                "pass --force to re-seed it (this deletes everything in it), or `local-cloud reset`"
+            )
+        if output == "json":
+            emit_json({"ok": True, **result})
+        elif result["status"] == "unchanged":
+            stderr_console.print(
+                f"local cloud at {result['directory']} is already initialised from this fixture"
+            )
+        else:
+            stderr_console.print(
+                f"initialised local cloud at {result['directory']} (tenant {result['tenant_id']}) "
+                f"from {result['fixture']}"
+            )
+        return 0
+
+    _guard(body, output)
+
+
+@local_cloud.command("show")
+@output_option()
+@click.pass_context
+def show_cmd(ctx: click.Context, output: str) -> None:
+    """Everything in the local cloud, with current quota and capacity-block usage."""
+
+    def body() -> int:
+        simulator = _simulator(ctx)
+        inventory = simulator.inventory()
+        if output == "json":
+            emit_json(inventory)
+        else:
+            _print_inventory(simulator, inventory)
+        return 0
+
+    _guard(body, output)
+
+
+@local_cloud.command("reset")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def reset_cmd(ctx: click.Context, yes: bool) -> None:
+    """Delete everything in the local cloud; the next use re-seeds it from the default fixture."""
+
+    def body() -> int:
+        simulator = _simulator(ctx, auto_init=False)
+        if not yes and not click.confirm(f"Delete everything in the local cloud at {simulator.directory}?"):
+            stderr_console.print("Aborted.")
+            return 1
+        simulator.reset()
+        stderr_console.print(f"local cloud at {simulator.directory} reset")
+        return 0
+
+    _guard(body)
+
+
+@local_cloud.group("fault")
+def fault_group() -> None:
+    """Fault injection: fail or slow down the next calls of an operation (works across processes)."""
+
+
+@fault_group.command("add")
+@click.option("--op", required=True, help="Operation name (e.g. create_project), or '*' for every operation.")
+@click.option(
+    "--error", "error_kind", type=click.Choice(sorted(ERROR_KINDS)), default=None, help="Error to raise."
+)
+@click.option(
+    "--count", type=click.IntRange(min=1), default=1, show_default=True, help="How many calls it hits."
+)
+@click.option("--forever", is_flag=True, help="Stay armed until `fault clear` (ignores --count).")
+@click.option(
+    "--latency-ms", type=click.IntRange(min=0), default=0, show_default=True, help="Delay before the call."
+)
+@click.option("--message", default="", help="Error message (default: a generic one naming the operation).")
+@output_option()
+@click.pass_context
+def fault_add_cmd(
+    ctx: click.Context,
+    op: str,
+    error_kind: str | None,
+    count: int,
+    forever: bool,
+    latency_ms: int,
+    message: str,
+    output: str,
+) -> None:
+    """Arm a fault, e.g. `fault add --op create_project --error unavailable --count 2`."""
+
+    def body() -> int:
+        if op != "*" and op not in OPERATIONS:
+            raise UserInputError(f"unknown operation {op!r}; one of: {', '.join(OPERATIONS)}, or '*'")
+        fault = _simulator(ctx).add_fault(
+            op, error_kind, count=None if forever else count, latency_ms=latency_ms, message=message
+        )
+        if output == "json":
+            emit_json(fault)
+        else:
+            stderr_console.print(f"armed fault #{fault['id']}: {_describe_fault(fault)}")
+        return 0
+
+    _guard(body, output)
+
+
+@fault_group.command("list")
+@output_option()
+@click.pass_context
+def fault_list_cmd(ctx: click.Context, output: str) -> None:
+    """The armed faults, oldest (applied first) first."""
+
+    def body() -> int:
+        armed = _simulator(ctx).list_faults()
+        if output == "json":
+            emit_json(armed)
+        elif not armed:
+            click.echo("no faults armed")
+        else:
+            for fault in armed:
+                click.echo(f"#{fault['id']}: {_describe_fault(fault)}")
+        return 0
+
+    _guard(body, output)
+
+
+@fault_group.command("clear")
+@click.option("--op", default=None, help="Only the faults armed for this operation.")
+@click.pass_context
+def fault_clear_cmd(ctx: click.Context, op: str | None) -> None:
+    """Disarm faults (all of them unless --op)."""
+
+    def body() -> int:
+        removed = _simulator(ctx).clear_faults(op)
+        stderr_console.print(f"cleared {removed} fault(s)")
+        return 0
+
+    _guard(body)
+
+
+@local_cloud.command("set")
+@click.argument("name", type=click.Choice(sorted(SETTING_NAMES)))
+@click.argument("value", type=click.FloatRange(min=0))
+@click.pass_context
+def set_cmd(ctx: click.Context, name: str, value: float) -> None:
+    """Change a setting: provisioning-seconds (how long new clusters and node groups stay PROVISIONING)
+    or wait-timeout-seconds (how long the stand-in recipe waits for RUNNING)."""
+
+    def body() -> int:
+        _simulator(ctx).set_setting(SETTING_NAMES[name], value)
+        stderr_console.print(f"{name} = {value:g}")
+        return 0
+
+    _guard(body)
+
+
+@local_cloud.command("settings")
+@output_option()
+@click.pass_context
+def settings_cmd(ctx: click.Context, output: str) -> None:
+    """The tenant, regions and settings of the local cloud."""
+
+    def body() -> int:
+        settings = _simulator(ctx).settings()
+        if output == "json":
+            emit_json(settings)
+        else:
+            for key, value in settings.items():
+                click.echo(f"{key}: {value}")
+        return 0
+
+    _guard(body, output)
+
+
+@local_cloud.command(
+    "api",
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+        "help_option_names": [],
+    },
+    add_help_option=False,
+)
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def api_cmd(ctx: click.Context, arguments: tuple[str, ...]) -> None:
+    """Machine-facing API: OPERATION [--args JSON | --args-env VAR]; prints one JSON document.
+    (The stand-in recipe calls `python -m npa_pulumi.cloud.local.api` directly, which starts faster.)"""
+    from npa_pulumi.cloud.local import api
+
+    directory: Path | None = ctx.obj.get("dir") if ctx.obj else None
+    if directory is not None:
+        import os
+
+        os.environ[db.ENV_DIR] = str(directory)
+    sys.exit(api.main(list(arguments)))
+
+
+def _describe_fault(fault: dict[str, Any]) -> str:
+    times = "every call until cleared" if fault["remaining"] is None else f"next {fault['remaining']} call(s)"
+    parts = [f"op {fault['op']}", times]
+    if fault["latency_ms"]:
+        parts.append(f"+{fault['latency_ms']} ms")
+    if fault["error"]:
+        parts.append(f"-> {fault['error']}")
+    return ", ".join(parts)
+
+
+_TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "projects": ("id", "name", "region", "tenant_id", "state"),
+    "networks": ("id", "name", "project_id", "state"),
+    "subnets": ("id", "name", "network_id", "cidr", "state"),
+    "mk8s_clusters": ("id", "name", "project_id", "state", "k8s_version"),
+    "node_groups": (
+        "id",
+        "name",
+        "cluster_id",
+        "state",
+        "target_node_count",
+        "ready_node_count",
+        "platform",
+        "preset",
+    ),
+    "filesystems": ("id", "name", "project_id", "size_bytes", "state"),
+    "gpu_clusters": ("id", "name", "project_id", "fabric", "state"),
+    "buckets": ("id", "name", "project_id", "storage_class", "max_size_bytes"),
+    "service_accounts": ("id", "name", "project_id"),
+    "access_keys": ("id", "aws_access_key_id", "service_account_id", "state"),
+    "capacity_block_groups": ("id", "region", "platform", "fabric", "state", "limit", "usage"),
+}
+
+
+def _print_inventory(simulator: LocalSimulator, inventory: dict[str, list[dict[str, Any]]]) -> None:
+    console = Console(highlight=False)
+    settings = simulator.settings()
+    console.print(
+        f"local cloud {settings['directory']}: tenant {settings['tenant_id']}, regions "
+        f"{', '.join(settings['regions'])}, provisioning {settings['provisioning_seconds']:g}s"
+    )
+    for key, columns in _TABLE_COLUMNS.items():
+        rows = inventory[key]
+        if not rows:
+            continue
+        table = Table(title=key.replace("_", " "), title_justify="left")
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(str(row.get(c, "")) for c in columns))
+            for condition in row.get("conditions", []):
+                table.add_row("", f"[yellow]{condition['kind']}: {condition['message']}[/]")
+        console.print(table)
+    used = [q for q in inventory["quotas"] if q.get("usage")]
+    table = Table(
+        title=f"quotas in use ({len(used)} of {len(inventory['quotas'])} records)", title_justify="left"
+    )
+    for column in ("name", "region", "usage", "limit", "unit", "scope"):
+        table.add_column(column)
+    for quota in used:
+        limit = "unlimited" if quota["limit"] is None else str(quota["limit"])
+        scope = quota["parent_id"] or "unscoped"
+        table.add_row(quota["name"], quota["region"], str(quota["usage"]), limit, quota["unit"], scope)
+    console.print(table)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(local_cloud)

@@ -1,0 +1,102 @@
+"""Administration of the local cloud: settings, fault injection and the full inventory.
+
+These are not cloud API calls (no fault injection applies to them); the `local-cloud` CLI uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from npa_pulumi.cloud.local import accounting as acct
+from npa_pulumi.cloud.local import db, faults, records
+from npa_pulumi.cloud.local.base import SimulatorBase
+
+ENV_WAIT_TIMEOUT = "NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S"
+SETTINGS: dict[str, float] = {"provisioning_seconds": 0.0, "wait_timeout_seconds": 30.0}
+
+
+class AdminMixin(SimulatorBase):
+    def settings(self) -> dict[str, Any]:
+        conn = self._connect()
+        try:
+            stored = {key: float(db.get_meta(conn, key) or default) for key, default in SETTINGS.items()}
+            return {
+                **stored,
+                "tenant_id": db.get_meta(conn, "tenant_id"),
+                "regions": json.loads(db.get_meta(conn, "regions") or "[]"),
+                "fixture_source": db.get_meta(conn, "fixture_source"),
+                "directory": str(self.directory),
+                "wait_timeout_env_override": os.environ.get(ENV_WAIT_TIMEOUT),
+            }
+        finally:
+            conn.close()
+
+    def set_setting(self, name: str, value: float) -> None:
+        """provisioning_seconds: how long new clusters, node groups, filesystems and GPU clusters take;
+        wait_timeout_seconds: how long the stand-in recipe waits for them (see `wait_timeout`)."""
+        if name not in SETTINGS:
+            raise ValueError(f"unknown setting {name!r}; choose one of {', '.join(SETTINGS)}")
+        if value < 0 or (name == "wait_timeout_seconds" and value == 0):
+            raise ValueError(
+                f"{name} must be {'positive' if name == 'wait_timeout_seconds' else 'non-negative'}"
+            )
+        conn = self._connect()
+        try:
+            with db.transaction(conn, write=True):
+                db.set_meta(conn, name, repr(float(value)))
+        finally:
+            conn.close()
+
+    def add_fault(
+        self,
+        op: str,
+        error_kind: str | None,
+        *,
+        count: int | None = 1,
+        latency_ms: int = 0,
+        message: str = "",
+    ) -> dict[str, Any]:
+        """Fail (error_kind) and/or slow (latency_ms) the next `count` calls of `op` (`*`: any);
+        `count=None` keeps the fault armed until cleared."""
+        from npa_pulumi.cloud.local.simulator import OPERATIONS
+
+        if op != faults.ANY_OPERATION and op not in OPERATIONS:
+            raise ValueError(f"unknown operation {op!r}; choose one of {', '.join(OPERATIONS)} or '*'")
+        conn = self._connect()
+        try:
+            with db.transaction(conn, write=True):
+                return faults.add(
+                    conn, op=op, error_kind=error_kind, count=count, latency_ms=latency_ms, message=message
+                )
+        finally:
+            conn.close()
+
+    def list_faults(self) -> list[dict[str, Any]]:
+        conn = self._connect()
+        try:
+            return faults.list_all(conn)
+        finally:
+            conn.close()
+
+    def clear_faults(self, op: str | None = None) -> int:
+        conn = self._connect()
+        try:
+            with db.transaction(conn, write=True):
+                return faults.clear(conn, op)
+        finally:
+            conn.close()
+
+    def inventory(self) -> dict[str, list[dict[str, Any]]]:
+        """Everything in the cloud, as `local-cloud show --output json` prints it: one list per kind,
+        plus quotas and capacity block groups with their current usage. Never a secret."""
+        with self._op("inventory", {}, write=False, inject=False, reconcile=True) as ctx:
+            out: dict[str, list[dict[str, Any]]] = {name: [] for name in records.KIND_LISTS.values()}
+            for row in ctx.conn.execute("SELECT * FROM resources ORDER BY created_at, id"):
+                out[records.KIND_LISTS[row["kind"]]].append(records.to_inventory_record(row, ctx.now))
+            quota_rows = ctx.conn.execute("SELECT * FROM quotas ORDER BY position").fetchall()
+            out["quotas"] = [acct.quota_record(ctx.conn, row, ctx.tenant_id) for row in quota_rows]
+            block_rows = ctx.conn.execute("SELECT * FROM capacity_blocks ORDER BY position").fetchall()
+            out["capacity_block_groups"] = [acct.capacity_block_record(ctx.conn, row) for row in block_rows]
+            return out

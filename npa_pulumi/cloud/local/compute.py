@@ -1,0 +1,125 @@
+"""Compute objects that node groups hang off: shared filesystems and InfiniBand GPU clusters.
+
+Both become READY once the simulated provisioning time has passed, and neither can be deleted while a
+node group still uses it (FailedPrecondition), as on the real service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument
+from npa_pulumi.cloud.local import accounting as acct
+from npa_pulumi.cloud.local.base import SimulatorBase, clean_labels
+
+
+class ComputeMixin(SimulatorBase):
+    # ------------------------------------------------------------------ shared filesystems
+
+    def create_filesystem(
+        self,
+        project_id: str,
+        name: str,
+        size_bytes: int,
+        disk_type: str = "NETWORK_SSD",
+        block_size_bytes: int = 4096,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        params = {
+            "project_id": project_id,
+            "name": name,
+            "size_bytes": size_bytes,
+            "disk_type": disk_type,
+            "block_size_bytes": block_size_bytes,
+            "labels": clean_labels(labels),
+        }
+        with self._op("create_filesystem", params, write=True, timeout_s=timeout_s) as ctx:
+            project = self._project_row(ctx, project_id)
+            if not isinstance(size_bytes, int) or isinstance(size_bytes, bool) or size_bytes <= 0:
+                raise InvalidArgument("a filesystem needs a positive integer size_bytes")
+            stored = {k: v for k, v in params.items() if k not in ("project_id", "name")}
+            return self._create(
+                ctx,
+                "filesystem",
+                name=name,
+                scope=project_id,
+                project_id=project_id,
+                parent_id=project_id,
+                region=project["region"],
+                key=idempotency_key,
+                data=stored,
+                params=params,
+                charges=[
+                    acct.Charge(acct.FILESYSTEM_COUNT, 1),
+                    acct.Charge(acct.size_quota(acct.FILESYSTEM_SIZE_PREFIX, disk_type), size_bytes),
+                ],
+                ready_at=ctx.now + ctx.provisioning_seconds,
+            )
+
+    def get_filesystem(self, filesystem_id: str) -> dict[str, Any]:
+        with self._op("get_filesystem", {"filesystem_id": filesystem_id}, write=False) as ctx:
+            return self._fetch(ctx, "filesystem", filesystem_id)
+
+    def list_filesystems(self, project_id: str) -> list[dict[str, Any]]:
+        with self._op("list_filesystems", {"project_id": project_id}, write=False) as ctx:
+            self._project_row(ctx, project_id)
+            return self._list(ctx, "filesystem", "project_id", project_id)
+
+    def delete_filesystem(self, filesystem_id: str, timeout_s: float | None = None) -> None:
+        params = {"filesystem_id": filesystem_id}
+        with self._op("delete_filesystem", params, write=True, timeout_s=timeout_s) as ctx:
+            filesystem = self._row(ctx, "filesystem", filesystem_id)
+            users = self._node_groups_using(ctx, filesystem["project_id"], "filesystems", filesystem_id)
+            if users:
+                raise FailedPrecondition(f"filesystem {filesystem_id} is attached to {', '.join(users)}")
+            self._delete_row(ctx, filesystem_id)
+
+    # ------------------------------------------------------------------ GPU clusters
+
+    def create_gpu_cluster(
+        self,
+        project_id: str,
+        name: str,
+        fabric: str,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        params = {"project_id": project_id, "name": name, "fabric": fabric}
+        with self._op("create_gpu_cluster", params, write=True, timeout_s=timeout_s) as ctx:
+            project = self._project_row(ctx, project_id)
+            if not (fabric or "").strip():
+                raise InvalidArgument("a GPU cluster needs an InfiniBand fabric")
+            return self._create(
+                ctx,
+                "gpu_cluster",
+                name=name,
+                scope=project_id,
+                project_id=project_id,
+                parent_id=project_id,
+                region=project["region"],
+                key=idempotency_key,
+                data={"fabric": fabric.strip()},
+                params=params,
+                charges=[acct.Charge(acct.GPU_CLUSTER_COUNT, 1)],
+                ready_at=ctx.now + ctx.provisioning_seconds,
+            )
+
+    def get_gpu_cluster(self, gpu_cluster_id: str) -> dict[str, Any]:
+        with self._op("get_gpu_cluster", {"gpu_cluster_id": gpu_cluster_id}, write=False) as ctx:
+            return self._fetch(ctx, "gpu_cluster", gpu_cluster_id)
+
+    def list_gpu_clusters(self, project_id: str) -> list[dict[str, Any]]:
+        with self._op("list_gpu_clusters", {"project_id": project_id}, write=False) as ctx:
+            self._project_row(ctx, project_id)
+            return self._list(ctx, "gpu_cluster", "project_id", project_id)
+
+    def delete_gpu_cluster(self, gpu_cluster_id: str, timeout_s: float | None = None) -> None:
+        params = {"gpu_cluster_id": gpu_cluster_id}
+        with self._op("delete_gpu_cluster", params, write=True, timeout_s=timeout_s) as ctx:
+            gpu_cluster = self._row(ctx, "gpu_cluster", gpu_cluster_id)
+            users = self._node_groups_using(ctx, gpu_cluster["project_id"], "gpu_cluster_id", gpu_cluster_id)
+            if users:
+                raise FailedPrecondition(f"GPU cluster {gpu_cluster_id} is used by {', '.join(users)}")
+            self._delete_row(ctx, gpu_cluster_id)

@@ -1,0 +1,99 @@
+"""Fault injection: fail or slow down the next N calls of an operation, across processes.
+
+Faults live in the database, so a test (or a person at the CLI) can arm one in one process and have it
+hit the Pulumi dynamic-provider host or a terraform local-exec in another. Each call of an operation
+takes at most one fault, the oldest armed one that matches (`*` matches every operation).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from npa_pulumi.cloud.errors import ERROR_KINDS
+
+ANY_OPERATION = "*"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What one call must suffer: a delay, then (optionally) a typed error."""
+
+    latency_ms: int
+    error_kind: str | None
+    message: str
+
+
+def validate_error_kind(kind: str | None) -> None:
+    if kind is not None and kind not in ERROR_KINDS:
+        raise ValueError(f"unknown error kind {kind!r}; choose one of {', '.join(sorted(ERROR_KINDS))}")
+
+
+def add(
+    conn: sqlite3.Connection,
+    *,
+    op: str,
+    error_kind: str | None,
+    count: int | None,
+    latency_ms: int = 0,
+    message: str = "",
+) -> dict[str, Any]:
+    """Arm a fault. `count=None` keeps it armed until cleared."""
+    validate_error_kind(error_kind)
+    if count is not None and count < 1:
+        raise ValueError("count must be at least 1 (omit it to keep the fault armed until cleared)")
+    if latency_ms < 0:
+        raise ValueError("latency must not be negative")
+    if error_kind is None and latency_ms == 0:
+        raise ValueError("a fault needs an error kind, a latency, or both")
+    cursor = conn.execute(
+        "INSERT INTO faults (op, error_kind, remaining, latency_ms, message, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (op, error_kind, count, latency_ms, message, time.time()),
+    )
+    row = conn.execute("SELECT * FROM faults WHERE id = ?", (cursor.lastrowid,)).fetchone()
+    return record(row)
+
+
+def record(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "op": row["op"],
+        "error": row["error_kind"],
+        "remaining": row["remaining"],
+        "latency_ms": row["latency_ms"],
+        "message": row["message"],
+    }
+
+
+def list_all(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [record(row) for row in conn.execute("SELECT * FROM faults ORDER BY id")]
+
+
+def clear(conn: sqlite3.Connection, op: str | None = None) -> int:
+    if op is None:
+        return conn.execute("DELETE FROM faults").rowcount
+    return conn.execute("DELETE FROM faults WHERE op = ?", (op,)).rowcount
+
+
+def any_armed(conn: sqlite3.Connection, op: str) -> bool:
+    row = conn.execute("SELECT 1 FROM faults WHERE op IN (?, ?) LIMIT 1", (op, ANY_OPERATION)).fetchone()
+    return row is not None
+
+
+def take(conn: sqlite3.Connection, op: str) -> Fault | None:
+    """Consume one use of the oldest matching fault (inside the caller's write transaction)."""
+    row = conn.execute(
+        "SELECT * FROM faults WHERE op IN (?, ?) ORDER BY id LIMIT 1", (op, ANY_OPERATION)
+    ).fetchone()
+    if row is None:
+        return None
+    if row["remaining"] is not None:
+        if row["remaining"] <= 1:
+            conn.execute("DELETE FROM faults WHERE id = ?", (row["id"],))
+        else:
+            conn.execute("UPDATE faults SET remaining = remaining - 1 WHERE id = ?", (row["id"],))
+    message = row["message"] or f"injected {row['error_kind'] or 'latency'} fault on {op}"
+    return Fault(latency_ms=int(row["latency_ms"]), error_kind=row["error_kind"], message=message)

@@ -1,0 +1,189 @@
+"""Identity, IAM projects, VPC networks and subnets, quota allowances and capacity block groups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument
+from npa_pulumi.cloud.local import accounting as acct
+from npa_pulumi.cloud.local import records
+from npa_pulumi.cloud.local.base import SimulatorBase, clean_labels
+
+
+class ProjectsMixin(SimulatorBase):
+    def principal(self) -> dict[str, Any]:
+        with self._op("principal", {}, write=False) as ctx:
+            return {"tenant_id": ctx.tenant_id, "profile": "local", "subject": "local-cloud-user"}
+
+    # ------------------------------------------------------------------ IAM projects
+
+    def list_projects(self, tenant_id: str) -> list[dict[str, Any]]:
+        with self._op("list_projects", {"tenant_id": tenant_id}, write=False) as ctx:
+            self._check_tenant(ctx, tenant_id)
+            return self._list(ctx, "project", "tenant_id", tenant_id)
+
+    def get_project(self, project_id: str) -> dict[str, Any]:
+        with self._op("get_project", {"project_id": project_id}, write=False) as ctx:
+            return self._fetch(ctx, "project", project_id)
+
+    def create_project(
+        self,
+        tenant_id: str,
+        name: str,
+        region: str,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        params = {"tenant_id": tenant_id, "name": name, "region": region, "labels": clean_labels(labels)}
+        with self._op("create_project", params, write=True, timeout_s=timeout_s) as ctx:
+            self._check_tenant(ctx, tenant_id)
+            if region not in ctx.regions:
+                raise InvalidArgument(f"unknown region {region!r}; this tenant has {', '.join(ctx.regions)}")
+            return self._create(
+                ctx,
+                "project",
+                name=name,
+                scope=tenant_id,
+                project_id="",  # the new project's own id
+                parent_id=tenant_id,
+                region=region,
+                key=idempotency_key,
+                data={"labels": clean_labels(labels)},
+                params=params,
+                charges=[acct.Charge(acct.PROJECT_COUNT, 1)],
+            )
+
+    # ------------------------------------------------------------------ VPC
+
+    def list_networks(self, project_id: str) -> list[dict[str, Any]]:
+        with self._op("list_networks", {"project_id": project_id}, write=False) as ctx:
+            self._project_row(ctx, project_id)
+            return self._list(ctx, "network", "project_id", project_id)
+
+    def get_network(self, network_id: str) -> dict[str, Any]:
+        with self._op("get_network", {"network_id": network_id}, write=False) as ctx:
+            return self._fetch(ctx, "network", network_id)
+
+    def create_network(
+        self,
+        project_id: str,
+        name: str,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        params = {"project_id": project_id, "name": name, "labels": clean_labels(labels)}
+        with self._op("create_network", params, write=True, timeout_s=timeout_s) as ctx:
+            project = self._project_row(ctx, project_id)
+            return self._create(
+                ctx,
+                "network",
+                name=name,
+                scope=project_id,
+                project_id=project_id,
+                parent_id=project_id,
+                region=project["region"],
+                key=idempotency_key,
+                data={"labels": clean_labels(labels)},
+                params=params,
+                # A network brings its private pool, a route table and its default route.
+                charges=[
+                    acct.Charge(acct.VPC_NETWORK_COUNT, 1),
+                    acct.Charge(acct.VPC_POOL_COUNT, 1),
+                    acct.Charge(acct.VPC_ROUTETABLE_COUNT, 1),
+                    acct.Charge(acct.VPC_ROUTE_COUNT, 1),
+                ],
+            )
+
+    def delete_network(self, network_id: str, timeout_s: float | None = None) -> None:
+        with self._op("delete_network", {"network_id": network_id}, write=True, timeout_s=timeout_s) as ctx:
+            self._row(ctx, "network", network_id)
+            subnets = ctx.conn.execute(
+                "SELECT id FROM resources WHERE kind = 'subnet' AND parent_id = ?", (network_id,)
+            ).fetchall()
+            if subnets:
+                names = ", ".join(row["id"] for row in subnets)
+                raise FailedPrecondition(f"network {network_id} still has subnets: {names}")
+            self._delete_row(ctx, network_id)
+
+    def list_subnets(self, project_id: str) -> list[dict[str, Any]]:
+        with self._op("list_subnets", {"project_id": project_id}, write=False) as ctx:
+            self._project_row(ctx, project_id)
+            return self._list(ctx, "subnet", "project_id", project_id)
+
+    def get_subnet(self, subnet_id: str) -> dict[str, Any]:
+        with self._op("get_subnet", {"subnet_id": subnet_id}, write=False) as ctx:
+            return self._fetch(ctx, "subnet", subnet_id)
+
+    def create_subnet(
+        self,
+        project_id: str,
+        network_id: str,
+        name: str,
+        labels: dict[str, str] | None = None,
+        cidr: str = "",
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        params = {
+            "project_id": project_id,
+            "network_id": network_id,
+            "name": name,
+            "labels": clean_labels(labels),
+            "cidr": cidr,
+        }
+        with self._op("create_subnet", params, write=True, timeout_s=timeout_s) as ctx:
+            project = self._project_row(ctx, project_id)
+            network = self._row(ctx, "network", network_id)
+            if network["project_id"] != project_id:
+                raise InvalidArgument(f"network {network_id} is not in project {project_id}")
+            if not cidr:
+                count = ctx.conn.execute("SELECT COUNT(*) FROM resources WHERE kind = 'subnet'").fetchone()[0]
+                cidr = f"10.{count % 250}.0.0/16"
+            return self._create(
+                ctx,
+                "subnet",
+                name=name,
+                scope=project_id,
+                project_id=project_id,
+                parent_id=network_id,
+                region=project["region"],
+                key=idempotency_key,
+                data={"labels": clean_labels(labels), "network_id": network_id, "cidr": cidr},
+                params=params,
+                charges=[acct.Charge(acct.VPC_SUBNET_COUNT, 1), acct.Charge(acct.VPC_POOL_COUNT, 1)],
+            )
+
+    def delete_subnet(self, subnet_id: str, timeout_s: float | None = None) -> None:
+        with self._op("delete_subnet", {"subnet_id": subnet_id}, write=True, timeout_s=timeout_s) as ctx:
+            subnet = self._row(ctx, "subnet", subnet_id)
+            clusters = ctx.conn.execute(
+                "SELECT id, data FROM resources WHERE kind = 'cluster' AND project_id = ?",
+                (subnet["project_id"],),
+            ).fetchall()
+            users = [row["id"] for row in clusters if records.data_of(row).get("subnet_id") == subnet_id]
+            if users:
+                raise FailedPrecondition(f"subnet {subnet_id} is still used by {', '.join(users)}")
+            self._delete_row(ctx, subnet_id)
+
+    # ------------------------------------------------------------------ quotas and reserved capacity
+
+    def list_quota_allowances(self, tenant_id: str) -> list[dict[str, Any]]:
+        """Every allowance record, of every scope; choosing among them is the preflight's job."""
+        with self._op("list_quota_allowances", {"tenant_id": tenant_id}, write=False) as ctx:
+            self._check_tenant(ctx, tenant_id)
+            rows = ctx.conn.execute("SELECT * FROM quotas ORDER BY position").fetchall()
+            return [acct.quota_record(ctx.conn, row, ctx.tenant_id) for row in rows]
+
+    def list_capacity_block_groups(self, tenant_id: str) -> list[dict[str, Any]]:
+        with self._op("list_capacity_block_groups", {"tenant_id": tenant_id}, write=False) as ctx:
+            self._check_tenant(ctx, tenant_id)
+            rows = ctx.conn.execute(
+                "SELECT * FROM capacity_blocks WHERE parent_id = ? ORDER BY position", (tenant_id,)
+            ).fetchall()
+            return [acct.capacity_block_record(ctx.conn, row) for row in rows]
+
+    def get_capacity_block_group(self, block_id: str) -> dict[str, Any]:
+        with self._op("get_capacity_block_group", {"block_id": block_id}, write=False) as ctx:
+            return acct.capacity_block_record(ctx.conn, self._block_row(ctx, block_id))

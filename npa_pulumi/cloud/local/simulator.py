@@ -1,0 +1,48 @@
+"""The embedded Nebius simulator: every operation of the local cloud, on plain dicts.
+
+`LocalCloud` (the port adapter) turns these dicts into port records; the machine-facing API
+(`python -m npa_pulumi.cloud.local.api`) prints them as JSON for the stand-in recipe. The simulator and
+its modules stay free of pydantic and other heavy imports so that API starts fast.
+
+    base.py        seeding, the operation envelope (faults, transactions), shared helpers
+    projects.py    identity, IAM projects, VPC networks/subnets, quota allowances, capacity blocks
+    storage.py     buckets, service accounts, access keys, the bucket probe
+    compute.py     shared filesystems, GPU clusters
+    mk8s.py        mk8s clusters and node groups, bounded waits for the recipe
+    admin.py       settings, fault injection, the inventory
+    scheduling.py  starting node groups when their quota or capacity block fits
+    accounting.py  what each object consumes, and current usage
+"""
+
+from __future__ import annotations
+
+from npa_pulumi.cloud.local.admin import ENV_WAIT_TIMEOUT, SETTINGS
+from npa_pulumi.cloud.local.base import LocalCloudUnusable
+from npa_pulumi.cloud.local.compute import ComputeMixin
+from npa_pulumi.cloud.local.mk8s import Mk8sMixin
+from npa_pulumi.cloud.local.projects import ProjectsMixin
+from npa_pulumi.cloud.local.storage import StorageMixin
+
+# Every operation fault injection can target (`*` targets them all).
+OPERATIONS: tuple[str, ...] = (
+    "principal",
+    "list_projects", "get_project", "create_project",
+    "list_networks", "get_network", "create_network", "delete_network",
+    "list_subnets", "get_subnet", "create_subnet", "delete_subnet",
+    "list_quota_allowances", "list_capacity_block_groups", "get_capacity_block_group",
+    "get_bucket", "find_bucket", "create_bucket", "delete_bucket", "probe_bucket",
+    "find_service_account", "create_service_account", "delete_service_account",
+    "create_access_key", "delete_access_key",
+    "create_cluster", "get_cluster", "list_clusters", "delete_cluster",
+    "create_node_group", "get_node_group", "list_node_groups", "delete_node_group",
+    "create_filesystem", "get_filesystem", "list_filesystems", "delete_filesystem",
+    "create_gpu_cluster", "get_gpu_cluster", "list_gpu_clusters", "delete_gpu_cluster",
+)  # fmt: skip
+
+
+class LocalSimulator(ProjectsMixin, StorageMixin, ComputeMixin, Mk8sMixin):
+    """The local Nebius simulator bound to one directory (`$NPA_LOCAL_CLOUD_DIR`, else
+    `~/.npa-pulumi/local-cloud/`); seeded from the default tenant fixture on first use."""
+
+
+__all__ = ["ENV_WAIT_TIMEOUT", "OPERATIONS", "SETTINGS", "LocalCloudUnusable", "LocalSimulator"]

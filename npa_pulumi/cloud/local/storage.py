@@ -1,0 +1,216 @@
+"""Object storage buckets, IAM service accounts and their access keys.
+
+Access-key secrets are shown once, at creation, and only their SHA-256 is stored: `probe_bucket` checks
+a presented secret against it, as S3 would check a signature.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from typing import Any
+
+from npa_pulumi.cloud.errors import AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied
+from npa_pulumi.cloud.local import accounting as acct
+from npa_pulumi.cloud.local import records
+from npa_pulumi.cloud.local.base import SimulatorBase, clean_labels
+
+STORAGE_CLASSES = ("standard", "enhanced_throughput", "intelligent")
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_AWS_ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_bucket_request(name: str, storage_class: str, max_size_bytes: int) -> None:
+    if storage_class not in STORAGE_CLASSES:
+        raise InvalidArgument(f"storage class {storage_class!r} is not one of {', '.join(STORAGE_CLASSES)}")
+    if not _BUCKET_NAME.match(name or ""):
+        raise InvalidArgument(
+            f"bucket name {name!r} must be 3-63 characters of a-z, 0-9, '.' and '-', "
+            "starting and ending with a letter or digit"
+        )
+    if not isinstance(max_size_bytes, int) or isinstance(max_size_bytes, bool) or max_size_bytes < 0:
+        raise InvalidArgument("max_size_bytes must be a non-negative integer")
+
+
+class StorageMixin(SimulatorBase):
+    # ------------------------------------------------------------------ buckets
+
+    def get_bucket(self, bucket_id: str) -> dict[str, Any]:
+        with self._op("get_bucket", {"bucket_id": bucket_id}, write=False) as ctx:
+            return self._fetch(ctx, "bucket", bucket_id)
+
+    def find_bucket(self, project_id: str, name: str) -> dict[str, Any] | None:
+        with self._op("find_bucket", {"project_id": project_id, "name": name}, write=False) as ctx:
+            self._project_row(ctx, project_id)
+            return self._find_named(ctx, "bucket", project_id, name)
+
+    def create_bucket(
+        self,
+        project_id: str,
+        name: str,
+        storage_class: str,
+        max_size_bytes: int,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        storage_class = (storage_class or "").strip().lower().removeprefix("storage_class_")
+        params = {
+            "project_id": project_id,
+            "name": name,
+            "storage_class": storage_class,
+            "max_size_bytes": max_size_bytes,
+            "labels": clean_labels(labels),
+        }
+        with self._op("create_bucket", params, write=True, timeout_s=timeout_s) as ctx:
+            project = self._project_row(ctx, project_id)
+            _check_bucket_request(name, storage_class, max_size_bytes)
+            size_quota = acct.BUCKET_SIZE_PREFIX + storage_class.replace("_", "-")
+            return self._create(
+                ctx,
+                "bucket",
+                name=name,
+                scope="",  # bucket names are global, as in S3
+                project_id=project_id,
+                parent_id=project_id,
+                region=project["region"],
+                key=idempotency_key,
+                data={
+                    "labels": clean_labels(labels),
+                    "storage_class": storage_class,
+                    "max_size_bytes": max_size_bytes,
+                },
+                params=params,
+                charges=[acct.Charge(acct.BUCKET_COUNT, 1), acct.Charge(size_quota, max_size_bytes)],
+            )
+
+    def delete_bucket(self, bucket_id: str, timeout_s: float | None = None) -> None:
+        with self._op("delete_bucket", {"bucket_id": bucket_id}, write=True, timeout_s=timeout_s) as ctx:
+            self._row(ctx, "bucket", bucket_id)
+            ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ?", (bucket_id,))
+            self._delete_row(ctx, bucket_id)
+
+    def probe_bucket(self, bucket_id: str, access_key_id: str, aws_access_key_id: str, secret: str) -> None:
+        """Write, read back and delete one object, authenticating with the access key as S3 would."""
+        params = {
+            "bucket_id": bucket_id,
+            "access_key_id": access_key_id,
+            "aws_access_key_id": aws_access_key_id,
+        }
+        with self._op("probe_bucket", params, write=True) as ctx:
+            bucket = self._row(ctx, "bucket", bucket_id)
+            key_row = ctx.conn.execute(
+                "SELECT * FROM resources WHERE kind = 'access_key' AND id = ?", (access_key_id,)
+            ).fetchone()
+            key_data = records.data_of(key_row) if key_row is not None else {}
+            if key_row is None or key_data.get("aws_access_key_id") != aws_access_key_id:
+                raise PermissionDenied(f"InvalidAccessKeyId: access key {aws_access_key_id} does not exist")
+            if key_row["project_id"] != bucket["project_id"]:
+                raise PermissionDenied(
+                    f"AccessDenied: access key {aws_access_key_id} is in project {key_row['project_id']}, "
+                    f"bucket {bucket['name']} in {bucket['project_id']}"
+                )
+            if not secrets.compare_digest(key_data["secret_sha256"], _sha256(secret)):
+                raise PermissionDenied(
+                    f"SignatureDoesNotMatch: wrong secret for access key {aws_access_key_id}"
+                )
+            object_key, body = f".npa-probe/{secrets.token_hex(8)}", secrets.token_bytes(32)
+            where = (bucket_id, object_key)
+            ctx.conn.execute("INSERT INTO objects (bucket_id, key, body) VALUES (?, ?, ?)", (*where, body))
+            read = ctx.conn.execute(
+                "SELECT body FROM objects WHERE bucket_id = ? AND key = ?", where
+            ).fetchone()
+            if read is None or bytes(read["body"]) != body:
+                raise FailedPrecondition(
+                    f"the probe object in bucket {bucket['name']} did not read back intact"
+                )
+            ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ? AND key = ?", where)
+
+    # ------------------------------------------------------------------ service accounts and access keys
+
+    def find_service_account(self, project_id: str, name: str) -> dict[str, Any] | None:
+        with self._op("find_service_account", {"project_id": project_id, "name": name}, write=False) as ctx:
+            self._project_row(ctx, project_id)
+            return self._find_named(ctx, "service_account", project_id, name)
+
+    def create_service_account(
+        self,
+        project_id: str,
+        name: str,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        params = {"project_id": project_id, "name": name, "labels": clean_labels(labels)}
+        with self._op("create_service_account", params, write=True, timeout_s=timeout_s) as ctx:
+            project = self._project_row(ctx, project_id)
+            return self._create(
+                ctx,
+                "service_account",
+                name=name,
+                scope=project_id,
+                project_id=project_id,
+                parent_id=project_id,
+                region=project["region"],
+                key=idempotency_key,
+                data={"labels": clean_labels(labels)},
+                params=params,
+                charges=[],
+            )
+
+    def delete_service_account(self, service_account_id: str, timeout_s: float | None = None) -> None:
+        params = {"service_account_id": service_account_id}
+        with self._op("delete_service_account", params, write=True, timeout_s=timeout_s) as ctx:
+            self._row(ctx, "service_account", service_account_id)
+            keys = ctx.conn.execute(
+                "SELECT id FROM resources WHERE kind = 'access_key' AND parent_id = ?", (service_account_id,)
+            ).fetchall()
+            for key in keys:  # an account's keys go with it
+                self._delete_row(ctx, key["id"])
+            self._delete_row(ctx, service_account_id)
+
+    def create_access_key(
+        self,
+        project_id: str,
+        service_account_id: str,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """`{"key": <access key record>, "secret": <secret>}`; the secret is never readable again, so a
+        replayed idempotency key is refused rather than answered without it."""
+        params = {"project_id": project_id, "service_account_id": service_account_id}
+        with self._op("create_access_key", params, write=True, timeout_s=timeout_s) as ctx:
+            if self._replay(ctx, "access_key", idempotency_key, params) is not None:
+                raise AlreadyExists(
+                    "an access key's secret is shown once; create a new key instead of replaying"
+                )
+            project = self._project_row(ctx, project_id)
+            account = self._row(ctx, "service_account", service_account_id)
+            if account["project_id"] != project_id:
+                raise InvalidArgument(f"service account {service_account_id} is not in project {project_id}")
+            secret = secrets.token_urlsafe(30)
+            aws_id = "NPALOCAL" + "".join(secrets.choice(_AWS_ID_ALPHABET) for _ in range(12))
+            rid = self._insert(
+                ctx,
+                "access_key",
+                name=aws_id,
+                scope=project_id,
+                project_id=project_id,
+                parent_id=service_account_id,
+                region=project["region"],
+                key=idempotency_key,
+                data={"aws_access_key_id": aws_id, "secret_sha256": _sha256(secret)},
+                params=params,
+            )
+            return {"key": self._fetch(ctx, "access_key", rid), "secret": secret}
+
+    def delete_access_key(self, access_key_id: str, timeout_s: float | None = None) -> None:
+        params = {"access_key_id": access_key_id}
+        with self._op("delete_access_key", params, write=True, timeout_s=timeout_s) as ctx:
+            self._row(ctx, "access_key", access_key_id)
+            self._delete_row(ctx, access_key_id)
