@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.tools/bin:$PATH"
+export PULUMI_SKIP_UPDATE_CHECK=true
 NPA=.venv/bin/npa-pulumi
 SPEC=examples/fleet1-test.yaml
 
