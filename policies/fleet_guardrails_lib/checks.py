@@ -189,6 +189,13 @@ def check_strict_capacity_reservation(
 # --- filestore-nofail-mount -----------------------------------------------------------------------
 
 
+def _is_configured(fact: Any, configured: str, variable: str) -> bool:
+    """The recipe uses the configured value: literally, or by referencing the variable that carries it
+    (facts read from HCL may keep `var.X` / `${var.X}` where the value is not a literal)."""
+    value = (as_str(fact) or "").strip()
+    return value in (configured, f"var.{variable}", f"${{var.{variable}}}")
+
+
 def check_filestore_nofail_mount(subject: Subject, config: Mapping[str, Any], ctx: CheckContext) -> list[str]:
     if subject.resource_type != catalog.TERRAFORM_MODULE:
         return []
@@ -225,7 +232,7 @@ def check_filestore_nofail_mount(subject: Subject, config: Mapping[str, Any], ct
                 problems.append(
                     f"the {group} node group attaches the filesystem {show(mode)}, not READ_WRITE"
                 )
-            if tag and as_str(att.get("mount_tag")) != tag:
+            if tag and not _is_configured(att.get("mount_tag"), tag, "filestore_mount_tag"):
                 problems.append(
                     f"the {group} node group attaches tag {show(att.get('mount_tag'))}, "
                     f"not filestore_mount_tag {tag!r}"
@@ -237,9 +244,9 @@ def check_filestore_nofail_mount(subject: Subject, config: Mapping[str, Any], ct
             "the recipe does not mount the shared filesystem on the nodes (filesystem_mount is null)"
         )
         return problems
-    if path and as_str(mount.get("path")) != path:
+    if path and not _is_configured(mount.get("path"), path, "filestore_mount_path"):
         problems.append(f"the recipe mounts at {show(mount.get('path'))}, not filestore_mount_path {path!r}")
-    if tag and as_str(mount.get("tag")) != tag:
+    if tag and not _is_configured(mount.get("tag"), tag, "filestore_mount_tag"):
         problems.append(f"the recipe mounts tag {show(mount.get('tag'))}, not filestore_mount_tag {tag!r}")
     fs_type = as_str(mount.get("fs_type"))
     if fs_type != "virtiofs":

@@ -535,3 +535,14 @@ def test_tags_config() -> None:
     policy = policies()[TAGS]
     args = t.stack_args({"npa:fleet": "f1"}, config={"required_tags": ["npa:fleet"]})
     assert_clean(t.run_policy(policy, args))
+
+
+def test_filestore_facts_may_reference_the_configured_variables() -> None:
+    def by_reference(f: dict[str, Any]) -> None:
+        for att in f["filesystem_attachments"]:
+            att["mount_tag"] = "var.filestore_mount_tag"
+        f["filesystem_mount"].update(tag="${var.filestore_mount_tag}", path="var.filestore_mount_path")
+
+    assert_clean(run_module(FS, t.module_props(facts=_facts(by_reference))))
+    wrong = _facts(lambda f: f["filesystem_mount"].update(path="var.other_path"))
+    assert_violation(FS, run_module(FS, t.module_props(facts=wrong)), "not filestore_mount_path")
