@@ -337,11 +337,11 @@ def check_mig_version_pinning(subject: Subject, config: Mapping[str, Any], ctx: 
     if as_bool(tfvars.get("gpu_nodes_preemptible")) is True:
         problems.append("the MIG GPU workers are preemptible")
 
-    if as_bool(tfvars.get("gpu_nodes_driverfull_image")) is not False:
+    # As for NVSwitch: without the variable the recipe's own default, the operator driver, applies.
+    if as_bool(tfvars.get("gpu_nodes_driverfull_image")) is True:
         problems.append(
             f"gpu_nodes_driverfull_image is {show(tfvars.get('gpu_nodes_driverfull_image'))}; "
-            "MIG needs the operator "
-            "driver (false)"
+            "MIG needs the operator driver (false, or the variable left out)"
         )
     if as_bool(tfvars.get("custom_driver")) is not True:
         problems.append(f"custom_driver is {show(tfvars.get('custom_driver'))}; MIG needs true")

@@ -546,3 +546,10 @@ def test_filestore_facts_may_reference_the_configured_variables() -> None:
     assert_clean(run_module(FS, t.module_props(facts=_facts(by_reference))))
     wrong = _facts(lambda f: f["filesystem_mount"].update(path="var.other_path"))
     assert_violation(FS, run_module(FS, t.module_props(facts=wrong)), "not filestore_mount_path")
+
+
+def test_mig_without_the_driverfull_variable_is_operator_mode() -> None:
+    # A recipe that does not declare gpu_nodes_driverfull_image gets none rendered: its default is operator.
+    tfvars = t.mig_tfvars()
+    del tfvars["gpu_nodes_driverfull_image"]
+    assert_clean(run_module(MIG, mig_props(tfvars=tfvars), cluster=mig_cluster()))
