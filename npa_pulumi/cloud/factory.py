@@ -18,7 +18,8 @@ def make_cloud(
     `nebius`: `profile` (the explicit `--profile`/spec profile) and `region` (picks the API domain) plus
     any `NebiusSettings` field as an option (`tenant_id`, `endpoint`, `insecure`, `ca_file`, ...);
     unset options fall back to the `NPA_NEBIUS_*` environment (see `nebius/settings.py`).
-    `local`: options go to `LocalCloud` unchanged (`profile`/`region` too, when given).
+    `local`: options go to `LocalCloud` unchanged (e.g. `directory`); `profile` and `region` mean nothing
+    to the embedded simulator and are ignored.
     Adapters are imported lazily: the one not chosen is never loaded.
     """
     if kind == "nebius":
@@ -28,7 +29,6 @@ def make_cloud(
         return NebiusCloud(settings)
     if kind == "local":
         local = importlib.import_module("npa_pulumi.cloud.local")
-        extra = {k: v for k, v in (("profile", profile), ("region", region)) if v is not None}
-        cloud: CloudPort = local.LocalCloud(**extra, **options)
+        cloud: CloudPort = local.LocalCloud(**options)
         return cloud
     raise ValueError(f"unknown cloud kind {kind!r} (expected 'local' or 'nebius')")

@@ -228,20 +228,18 @@ def condition(event: Any) -> NodeGroupCondition:
     """One node-group event. A QuotaFailure names the quota in its structured error details."""
     last = event.last_occurrence
     quota, limit, requested = "", None, None
-    if last.HasField("error"):
-        from nebius.aio.request_status import request_status_from_rpc_status
-
-        status = request_status_from_rpc_status(last.error)
-        for err in getattr(status, "service_errors", []):
-            details = err.details
-            if details is not None and details.field == "quota_failure" and details.value.violations:
-                v = details.value.violations[0]
-                quota, limit, requested = v.quota, _int_or_none(v.limit), _int_or_none(v.requested)
-                break
+    # The SDK surfaces a google.rpc.Status field as its RequestStatus, ServiceErrors already unpacked.
+    error = last.error if last.HasField("error") else None
+    for err in getattr(error, "service_errors", None) or []:
+        details = err.details
+        if details is not None and details.field == "quota_failure" and details.value.violations:
+            v = details.value.violations[0]
+            quota, limit, requested = v.quota, _int_or_none(v.limit), _int_or_none(v.requested)
+            break
     kind = last.code or ("QuotaFailure" if quota else word(last.level))
     return NodeGroupCondition(
         kind=kind,
-        message=last.message or (last.error.message if last.HasField("error") else ""),
+        message=last.message or (getattr(error, "message", None) or ""),
         quota=quota,
         limit=limit,
         requested=requested,

@@ -1,0 +1,263 @@
+"""The cloud-port scenario suite, run against every adapter backend.
+
+`nebius` runs through the official SDK to the loopback gRPC fake (tests/wire); `local` runs against the
+embedded simulator when it exists. Both are seeded from the same tenant fixture, so each scenario
+asserts what any faithful adapter must do. Wire-only behaviour (retries, idempotency keys, auth
+metadata, profiles) lives in test_nebius_wire_behaviour.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from npa_pulumi.cloud.errors import CloudError, NotFound
+from tests.wire.backends import REGION, Backend, backend_kinds, open_backend
+from tests.wire.coverage import covers, declared
+
+pytestmark = pytest.mark.integration
+
+GIB = 1024**3
+
+
+@pytest.fixture(params=backend_kinds())
+def backend(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Backend]:
+    with open_backend(request.param, tmp_path, monkeypatch) as b:
+        yield b
+        missing = declared(request.function) - b.cloud.called
+        assert not missing, (
+            f"{request.function.__name__} declares coverage of {sorted(missing)} but never calls them"
+        )
+
+
+@covers("principal", "list_projects", "get_project", "create_project")
+def test_project_create_then_verify(backend: Backend) -> None:
+    cloud = backend.cloud
+    me = cloud.principal()
+    assert me.tenant_id == backend.tenant_id
+
+    before = {p.name: p for p in cloud.list_projects(backend.tenant_id)}
+    assert before["existing"].id == "project-e00existing"
+    assert before["existing"].region == REGION
+
+    created = cloud.create_project(backend.tenant_id, "fleet1-test-a", REGION, labels={"npa:fleet": "fleet1"})
+    assert created.id.startswith("project-")
+    assert (created.name, created.tenant_id, created.region) == ("fleet1-test-a", backend.tenant_id, REGION)
+    assert created.state == "ACTIVE"
+    assert created.suspension_state == "NONE"
+    assert created.labels.get("npa:fleet") == "fleet1"
+
+    # Verification is a provider read of the exact id, as preflight does.
+    assert cloud.get_project(created.id) == created
+    after = {p.id for p in cloud.list_projects(backend.tenant_id)}
+    assert after == {p.id for p in before.values()} | {created.id}
+
+    with pytest.raises(NotFound) as err:
+        cloud.get_project("project-e00missing")
+    assert err.value.request is not None and "project-e00missing" in err.value.request.params.values()
+
+
+@covers(
+    "list_networks",
+    "get_network",
+    "create_network",
+    "delete_network",
+    "list_subnets",
+    "get_subnet",
+    "create_subnet",
+    "delete_subnet",
+)
+def test_subnet_reuse_or_create(backend: Backend) -> None:
+    cloud = backend.cloud
+    project = "project-e00existing"
+    assert cloud.list_subnets(project) == []
+    assert cloud.list_networks(project) == []
+
+    network = cloud.create_network(project, "fleet1-net")
+    assert network.id.startswith("vpcnetwork-") and network.project_id == project and network.state == "READY"
+    subnet = cloud.create_subnet(project, network.id, "fleet1-subnet")
+    assert subnet.id.startswith("vpcsubnet-")
+    assert (subnet.project_id, subnet.network_id, subnet.state) == (project, network.id, "READY")
+    assert subnet.cidr
+
+    # A second resolution reuses what exists instead of creating again.
+    reused = [s for s in cloud.list_subnets(project) if s.name == "fleet1-subnet"]
+    assert [s.id for s in reused] == [subnet.id]
+    assert cloud.get_subnet(subnet.id) == subnet
+    assert cloud.get_network(network.id) == network
+    assert [n.id for n in cloud.list_networks(project)] == [network.id]
+
+    # An owned pair is reclaimed subnet first, then network.
+    cloud.delete_subnet(subnet.id)
+    cloud.delete_network(network.id)
+    assert cloud.list_subnets(project) == []
+    assert cloud.list_networks(project) == []
+    with pytest.raises(NotFound):
+        cloud.get_subnet(subnet.id)
+
+
+@covers("list_quota_allowances")
+def test_allowances_listed_to_completion(backend: Backend) -> None:
+    allowances = backend.cloud.list_quota_allowances(backend.tenant_id)
+    assert len(allowances) == 7  # the fake serves them two per page
+
+    scoped = {(q.name, q.parent_id): q for q in allowances}
+    tenant_instances = scoped[("compute.instance.count", backend.tenant_id)]
+    assert (tenant_instances.limit, tenant_instances.usage, tenant_instances.unit) == (100, 3, "count")
+    assert tenant_instances.state == "ACTIVE"
+    assert tenant_instances.region == REGION
+    assert scoped[("compute.instance.count", "project-e00existing")].limit == 10
+    assert scoped[("compute.instance.count", "")].limit == 5
+
+    gpu = scoped[("compute.instance.gpu.h100", backend.tenant_id)]
+    assert gpu.limit == 0 and gpu.usage == 0
+    assert gpu.usage_state == "NOT_USED"
+
+    disk = scoped[("compute.disk.size.network-ssd", backend.tenant_id)]
+    assert disk.unit == "byte" and disk.limit == 10 * 1024**4
+    assert disk.usage is None
+    assert disk.usage_percentage == pytest.approx(0.25)
+
+    assert scoped[("vpc.network.count", backend.tenant_id)].limit is None  # unlimited
+
+
+@covers("list_capacity_block_groups", "get_capacity_block_group")
+def test_capacity_block_reads(backend: Backend) -> None:
+    cloud = backend.cloud
+    blocks = {b.id: b for b in cloud.list_capacity_block_groups(backend.tenant_id)}
+    assert set(blocks) == {"capacityblockgroup-e00h100", "capacityblockgroup-e00rtx"}
+
+    h100 = cloud.get_capacity_block_group("capacityblockgroup-e00h100")
+    assert h100 == blocks["capacityblockgroup-e00h100"]
+    assert (h100.parent_id, h100.region, h100.platform, h100.fabric) == (
+        backend.tenant_id,
+        REGION,
+        "gpu-h100-sxm",
+        "fabric-3",
+    )
+    assert (h100.state, h100.limit, h100.usage) == ("ACTIVE", 16, 8)
+
+    rtx = blocks["capacityblockgroup-e00rtx"]
+    assert rtx.usage is None  # only a percentage is known
+    assert rtx.usage_percentage == pytest.approx(0.5)
+
+    with pytest.raises(NotFound):
+        cloud.get_capacity_block_group("capacityblockgroup-e00missing")
+
+
+@covers(
+    "find_bucket",
+    "create_bucket",
+    "get_bucket",
+    "probe_bucket",
+    "delete_bucket",
+    "create_service_account",
+    "create_access_key",
+)
+def test_bucket_create_read_back_probe_delete(backend: Backend) -> None:
+    cloud = backend.cloud
+    project = "project-e00existing"
+    assert cloud.find_bucket(project, "fleet1-artifacts") is None
+
+    bucket = cloud.create_bucket(
+        project, "fleet1-artifacts", "enhanced_throughput", 2 * GIB, labels={"a": "b"}
+    )
+    assert bucket.id.startswith("bucket-")
+    read_back = cloud.get_bucket(bucket.id)
+    assert read_back == bucket
+    assert (read_back.project_id, read_back.name, read_back.region) == (project, "fleet1-artifacts", REGION)
+    assert (read_back.storage_class, read_back.max_size_bytes) == ("enhanced_throughput", 2 * GIB)
+    assert (read_back.state, read_back.suspension_state) == ("ACTIVE", "NOT_SUSPENDED")
+    assert cloud.find_bucket(project, "fleet1-artifacts") == bucket
+
+    account = cloud.create_service_account(project, "npa-fleet-storage")
+    key = cloud.create_access_key(project, account.id)
+    cloud.probe_bucket(bucket, key)
+
+    cloud.delete_bucket(bucket.id)
+    assert cloud.find_bucket(project, "fleet1-artifacts") is None
+
+
+@covers(
+    "find_service_account",
+    "create_service_account",
+    "create_access_key",
+    "delete_access_key",
+    "delete_service_account",
+)
+def test_service_account_and_key_lifecycle(backend: Backend) -> None:
+    cloud = backend.cloud
+    project = "project-e00existing"
+    assert cloud.find_service_account(project, "npa-fleet-storage") is None
+
+    account = cloud.create_service_account(project, "npa-fleet-storage", labels={"npa:fleet": "fleet1"})
+    assert account.id.startswith("serviceaccount-")
+    assert (account.project_id, account.name) == (project, "npa-fleet-storage")
+    assert cloud.find_service_account(project, "npa-fleet-storage") == account
+
+    created = cloud.create_access_key(project, account.id)
+    assert isinstance(created.secret, SecretStr)
+    secret = created.secret.get_secret_value()
+    assert len(secret) >= 16
+    assert secret not in repr(created) and secret not in str(created)
+    assert created.key.service_account_id == account.id
+    assert created.key.project_id == project
+    assert created.key.aws_access_key_id and created.key.state == "ACTIVE"
+
+    cloud.delete_access_key(created.key.id)
+    cloud.delete_service_account(account.id)
+    assert cloud.find_service_account(project, "npa-fleet-storage") is None
+
+
+@covers(
+    "list_clusters",
+    "get_cluster",
+    "list_node_groups",
+    "get_node_group",
+    "list_filesystems",
+    "list_gpu_clusters",
+    "delete_node_group",
+    "delete_cluster",
+)
+def test_cluster_and_node_group_status(backend: Backend) -> None:
+    cloud = backend.cloud
+    project = "project-e00existing"
+    seeded = backend.seed_cluster(project)
+
+    cluster = cloud.get_cluster(seeded.cluster_id)
+    assert [c.id for c in cloud.list_clusters(project)] == [cluster.id]
+    assert (cluster.project_id, cluster.name, cluster.state) == (project, "train-a", "RUNNING")
+    assert cluster.endpoint and cluster.k8s_version.startswith("1.31")
+
+    groups = {g.id: g for g in cloud.list_node_groups(cluster.id)}
+    assert set(groups) == {seeded.running_group, seeded.starved_group}
+    running = cloud.get_node_group(seeded.running_group)
+    assert running == groups[seeded.running_group]
+    assert (running.state, running.target_node_count, running.ready_node_count) == ("RUNNING", 2, 2)
+    assert running.cluster_id == cluster.id
+
+    # The real failure mode: a quota-starved group is accepted and stays PROVISIONING, with the reason
+    # visible only in its own events.
+    starved = cloud.get_node_group(seeded.starved_group)
+    assert (starved.state, starved.target_node_count, starved.ready_node_count) == ("PROVISIONING", 4, 0)
+    assert starved.platform == "gpu-h100-sxm"
+    failure = next(c for c in starved.conditions if c.kind == "QuotaFailure")
+    assert failure.quota.startswith("compute.instance.gpu")
+    assert failure.limit == 0
+
+    assert [f.id for f in cloud.list_filesystems(project)] == [seeded.filesystem_id]
+    assert cloud.list_filesystems(project)[0].size_bytes == 100 * GIB
+    gpu_clusters = cloud.list_gpu_clusters(project)
+    assert [(g.id, g.fabric) for g in gpu_clusters] == [(seeded.gpu_cluster_id, "fabric-3")]
+
+    cloud.delete_node_group(seeded.starved_group)
+    assert [g.id for g in cloud.list_node_groups(cluster.id)] == [seeded.running_group]
+    cloud.delete_cluster(cluster.id)
+    with pytest.raises(CloudError) as err:
+        cloud.get_cluster(cluster.id)
+    assert isinstance(err.value, NotFound)
