@@ -68,6 +68,11 @@ class LocalCloud:
     def principal(self) -> Principal:
         return _as(Principal, self.simulator.principal())
 
+    def access_token(self) -> SecretStr:
+        """A stand-in IAM token, so the Terraform bridge passes TF_VAR_iam_token as it does for Nebius.
+        The local cloud does not check it."""
+        return SecretStr(f"npa-local-iam-token.{self.principal().tenant_id}")
+
     # IAM projects
     def list_projects(self, tenant_id: str) -> list[Project]:
         return [_as(Project, p) for p in self.simulator.list_projects(tenant_id)]
