@@ -121,6 +121,8 @@ def _finish(result: Any, output: str) -> int:
               help="Check quota and reserved capacity for the whole selection before any change.")
 @click.option("--create-projects/--no-create-projects", default=True, show_default=True,
               help="Create missing named projects (prefix + name).")
+@click.option("--refresh", is_flag=True,
+              help="Run every stack, even those deployed from the same spec whose live objects match.")
 @click.option("--policy-pack", "policy_packs", multiple=True, type=click.Path(file_okay=False),
               help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.")
 @click.option("--policy-config", default=None, type=click.Path(dir_okay=False),
@@ -136,6 +138,7 @@ def up_command(**kw: Any) -> None:
         fleet = _fleet(spec, targets, _engine_options(
             kw, fail_fast=not kw["continue_on_error"], policy_packs=list(kw["policy_packs"]),
             policy_config=kw["policy_config"], create_projects=kw["create_projects"], preflight=kw["preflight"],
+            refresh=kw["refresh"],
         ))
         fleet.plans()  # every offline check (recipe, tfvars) before asking
         confirm(_banner("create/update", spec, targets), kw["yes"], "deploy")

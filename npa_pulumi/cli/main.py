@@ -14,6 +14,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "npa_pulumi.cli.policy_commands",
     "npa_pulumi.cli.fleet_commands",
     "npa_pulumi.cli.local_cloud",
+    "npa_pulumi.cli.preflight_commands",
 )
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
@@ -84,6 +85,8 @@ class Fleet:
         self.settings = EngineSettings.resolve(options.backend, options.passphrase_file)
         self._cloud: CloudPort | None = None
         self._plans: FleetPlans | None = None
+        self._outputs: dict[str, dict[str, Any] | None] = {}
+        self._unchanged_clusters: set[str] | None = None
         packs = [str(builtin_policy_pack()), *options.policy_packs]
         configs = [options.policy_config] if options.policy_config else []
         self.executor = StackExecutor(self.settings, self.progress, npa_home() / "logs" / spec.name, packs, configs)
@@ -135,6 +138,77 @@ class Fleet:
             parts.append(f"--only-clusters {cluster}")
         parts.append("--yes")
         return " ".join(parts)
+
+    # ------------------------------------------------------------------------------ skip logic
+
+    def stack_outputs(self, ops: Sequence[StackOp], refresh: bool = False) -> dict[str, dict[str, Any] | None]:
+        """Outputs of each stack (None when it does not exist), read in parallel and cached."""
+        wanted = [op for op in ops if refresh or op.stack not in self._outputs]
+        if wanted:
+            with ThreadPoolExecutor(max_workers=max(1, self.options.concurrency)) as pool:
+                for op, outputs in zip(wanted, pool.map(self.executor.outputs, wanted), strict=True):
+                    self._outputs[op.stack] = outputs
+        return {op.stack: self._outputs.get(op.stack) for op in ops}
+
+    def _fingerprint_matches(self, plan: ProjectPlan | ClusterPlan, outputs: dict[str, Any] | None) -> bool:
+        return bool(outputs) and outputs.get(FINGERPRINT_OUTPUT) == fingerprint(  # type: ignore[union-attr]
+            plan, self.options.cloud, self.profile)
+
+    def _project_live(self, outputs: dict[str, Any]) -> bool:
+        from npa_pulumi.cloud.errors import CloudError
+
+        try:
+            project = self.cloud.get_project(str(outputs.get("project_id")))
+            self.cloud.get_subnet(str(outputs.get("subnet_id")))
+        except CloudError:
+            return False
+        return project.state == "ACTIVE"
+
+    def _cluster_live(self, outputs: dict[str, Any]) -> bool:
+        from npa_pulumi.cloud.errors import CloudError
+
+        cluster_id = outputs.get("cluster_id")
+        if not cluster_id:
+            return False
+        try:
+            cluster = self.cloud.get_cluster(str(cluster_id))
+            groups = self.cloud.list_node_groups(cluster.id)
+        except CloudError:
+            return False
+        return cluster.state == "RUNNING" and all(
+            g.state == "RUNNING" and g.ready_node_count >= g.target_node_count for g in groups)
+
+    def unchanged_projects(self) -> set[str]:
+        plans = self.plans().projects
+        outputs = self.stack_outputs([self._project_op(p) for p in plans])
+        return {p.stack for p in plans
+                if self._fingerprint_matches(p, outputs[p.stack]) and self._project_live(outputs[p.stack] or {})}
+
+    def unchanged_clusters(self) -> set[str]:
+        """Cluster stacks deployed from exactly the current plan, whose identity still matches their project
+        stack and whose live cluster and node groups all run: nothing for `up` to do, no new quota."""
+        if self._unchanged_clusters is None:
+            plans = self.plans()
+            project_outputs = self.stack_outputs([self._project_op(p) for p in plans.projects])
+            outputs = self.stack_outputs([self._cluster_op(c) for c in plans.clusters])
+            unchanged = set()
+            for plan in plans.clusters:
+                mine, project = outputs[plan.stack], project_outputs.get(plan.project_stack)
+                if not (mine and project and self._fingerprint_matches(plan, mine)):
+                    continue
+                same_identity = mine.get("project_id") == project.get("project_id") and \
+                    mine.get("subnet_id") == (plan.subnet_id or project.get("subnet_id"))
+                if same_identity and self._cluster_live(mine):
+                    unchanged.add(plan.stack)
+            self._unchanged_clusters = unchanged
+        return self._unchanged_clusters
+
+    def _unchanged_result(self, op: StackOp) -> StackResult:
+        outputs = self._outputs.get(op.stack) or {}
+        self.progress.add(op.stack)
+        self.progress.phase(op.stack, "unchanged", "inputs and live state match; skipped")
+        return op.result("unchanged", project_id=outputs.get("project_id"), cluster_id=outputs.get("cluster_id"),
+                         kube_context=outputs.get("kube_context"))
 
     # ------------------------------------------------------------------------------------ pools
 
@@ -207,21 +281,35 @@ class Fleet:
                 result.error = "preflight failed: the fleet does not fit the tenant's quota or reserved capacity"
                 return result
         result.stacks.extend(plans.unsupported)
+        skip_projects = set() if self.options.refresh else self.unchanged_projects()
         project_ops = [self._project_op(p) for p in plans.projects]
-        project_results = self._pool(project_ops, lambda op: self.executor.run(op, "up"))
+        result.stacks.extend(self._unchanged_result(op) for op in project_ops if op.stack in skip_projects)
+        changed_projects = [op for op in project_ops if op.stack not in skip_projects]
+        project_results = self._pool(changed_projects, lambda op: self.executor.run(op, "up"))
         result.stacks.extend(project_results)
-        failed_projects = {r.project_key: r for r in project_results if r.failed}
-        ready = [c for c in plans.clusters if c.project_key not in failed_projects]
+        if changed_projects:
+            # Cluster stacks read these outputs; re-read what the updates just wrote.
+            self.stack_outputs(changed_projects, refresh=True)
+            self._unchanged_clusters = None
+        failed_projects = {r.project_key for r in project_results if r.failed}
+        skip_clusters = set() if self.options.refresh else self.unchanged_clusters()
+        cluster_ops: list[StackOp] = []
         for cluster in plans.clusters:
+            op = self._cluster_op(cluster)
             if cluster.project_key in failed_projects:
-                result.stacks.append(self._cluster_op(cluster).result(
+                result.stacks.append(op.result(
                     "skipped", error=f"project stack {cluster.project_stack} failed; cluster not attempted"))
+            elif op.stack in skip_clusters:
+                result.stacks.append(self._unchanged_result(op))
+            else:
+                cluster_ops.append(op)
         if not (failed_projects and self.options.fail_fast):
-            cluster_ops = [self._cluster_op(c) for c in ready]
             result.stacks.extend(self._pool(cluster_ops, lambda op: self._up_cluster(op)))
         for stack in result.stacks:
             if stack.failed and stack.retry_command is None:
                 stack.retry_command = self._retry_command("up", stack.project_key, stack.cluster_name)
+            if stack.kind == "cluster" and stack.status == "unchanged" and self.plans().cluster(stack.stack).has_gpus:
+                stack.validation = "skipped"
         self._fill_identity(result)
         return result
 

@@ -70,10 +70,10 @@ def resolve_facts(facts: dict[str, Any], tfvars: dict[str, Any]) -> dict[str, An
 
 def _storage_plan(target: Target) -> StoragePlan | None:
     storage = target.object_storage
-    if storage is None or not storage.enabled:
+    if storage is None:
         return None
     return StoragePlan(storage_class=storage.storage_class, size_gibibytes=storage.size_gibibytes,
-                       bucket_name=storage.bucket_name)
+                       bucket_name=storage.bucket_name or "")
 
 
 def _project_plan(target: Target, tenant_id: str, create_missing: bool) -> ProjectPlan:
@@ -97,12 +97,12 @@ def _cluster_plan(target: Target, tenant_id: str, source: RecipeSource, ssh_key:
     cluster = target.cluster
     work_root = npa_home() / "work" / target.cluster_stack
     recipe = materialize(source, work_root, target.region, npa_home() / "cache")
-    mig = cluster.mig is not None and cluster.mig.enabled
+    mig = cluster.mig is not None
     found = compatibility_problems(
         recipe.variables,
         mig=mig,
         rtx_profile=cluster.gpu_workload_profile == "rtx-rendering",
-        managed_image=cluster.gpu_nodes.count > 0 and cluster.gpu_driver_mode == "managed-image",
+        managed_image=cluster.gpu_count() > 0 and cluster.gpu_driver_mode == "managed-image",
     )
     problems.extend(f"{target.cluster_stack}: {p}" for p in found)
     rendered = render_tfvars(target, recipe.variables, ssh_key)
@@ -115,17 +115,17 @@ def _cluster_plan(target: Target, tenant_id: str, source: RecipeSource, ssh_key:
         region=target.region,
         tenant_id=tenant_id,
         backend=target.backend,
-        subnet_id=cluster.subnet_id,
+        subnet_id=cluster.subnet_id or "",
         tfvars=rendered.file_vars,
         runtime_tfvars=rendered.runtime_vars,
         recipe={**source.to_dict(), "digest": recipe.digest},
         recipe_facts=resolve_facts(recipe.facts, rendered.file_vars),
-        capacity_block_group=cluster.gpu_nodes.capacity_block_group,
+        capacity_block_group=cluster.capacity_block_group_value(),
         gpu_driver_mode=cluster.gpu_driver_mode,
         allow_unsafe_nvswitch_operator=cluster.allow_unsafe_nvswitch_operator,
         nvswitch_topology=cluster.nvswitch_topology,
         mig_enabled=mig,
-        has_gpus=cluster.gpu_nodes.count > 0,
+        has_gpus=cluster.gpu_count() > 0,
     )
 
 
@@ -138,6 +138,9 @@ def build_plans(spec: FleetSpec, targets: Sequence[Target], options: FleetOption
         raise UserInputError("no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub")
     problems: list[str] = []
     seen_projects: set[str] = set()
+    missing_region = sorted({t.cluster_stack for t in targets if not t.region})
+    if missing_region:
+        raise UserInputError(f"no region for {', '.join(missing_region)}: set `region` in the spec or the project")
     for target in targets:
         if target.project_key not in seen_projects:
             seen_projects.add(target.project_key)

@@ -61,6 +61,8 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
     def program() -> None:
         import pulumi
 
+        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
+
         from npa_pulumi.components import FleetProject, ObjectStorage, ProjectNetwork
 
         project = FleetProject(
@@ -91,6 +93,7 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
         pulumi.export("network_id", network.network_id)
         pulumi.export("subnet_id", network.subnet_id)
         pulumi.export("network_owned", network.owned)
+        pulumi.export(FINGERPRINT_OUTPUT, fingerprint(plan, cloud, profile))
         if plan.object_storage is not None:
             storage = ObjectStorage(
                 f"{plan.project_key}-storage",
@@ -119,6 +122,7 @@ def cluster_program(plan: ClusterPlan, cloud: str, profile: str, project_stack_r
         import pulumi
 
         from npa_pulumi.components import K8sTrainingCluster
+        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
         from npa_pulumi.engine.stacks import stack_reference_name
 
         project_id: Any
@@ -150,6 +154,8 @@ def cluster_program(plan: ClusterPlan, cloud: str, profile: str, project_stack_r
             mig_enabled=plan.mig_enabled,
         )
         pulumi.export("project_id", project_id)
+        pulumi.export("subnet_id", subnet_id)
+        pulumi.export(FINGERPRINT_OUTPUT, fingerprint(plan, cloud, profile))
         pulumi.export("cluster_id", cluster.cluster_id)
         pulumi.export("endpoint", cluster.endpoint)
         pulumi.export("node_group_ids", cluster.node_group_ids)

@@ -1,0 +1,42 @@
+"""`npa-pulumi preflight`: quota and capacity-block budgeting for the selected targets, read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from npa_pulumi.cli.common import emit_json, output_option, run_guarded
+from npa_pulumi.cli.fleet_commands import _engine_options, _fleet, _load, fleet_options
+from npa_pulumi.errors import EXIT_FAILED
+
+
+@click.command("preflight")
+@fleet_options
+@output_option()
+def preflight_command(**kw: Any) -> None:
+    """Check that the tenant's quota and reserved capacity fit the selection (exit 1 on any shortfall).
+
+    Reads only; nothing is created. Clusters already deployed from the same spec and running count as zero
+    new demand."""
+
+    def body() -> int:
+        from npa_pulumi.preflight import print_report
+        from npa_pulumi.preflight.targets import preflight_targets
+
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        fleet = _fleet(spec, targets, _engine_options(kw, show_progress=False))
+        report = preflight_targets(fleet.cloud, fleet.tenant_id(), targets, fleet.unchanged_clusters())
+        if kw["output"] == "json":
+            emit_json(report.to_json())
+        else:
+            from rich.console import Console
+
+            print_report(report, Console(highlight=False))
+        return 0 if report.ok else EXIT_FAILED
+
+    run_guarded(body, kw["output"])
+
+
+def register(group: click.Group) -> None:
+    group.add_command(preflight_command)
