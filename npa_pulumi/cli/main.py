@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "npa_pulumi.cli.fleet_commands",
     "npa_pulumi.cli.local_cloud",
     "npa_pulumi.cli.preflight_commands",
+    "npa_pulumi.cli.spec_commands",
 )
 
 

@@ -1,0 +1,164 @@
+"""Offline spec commands: `plan`, `tfvars`, `schema`. None of them calls a cloud."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
+from npa_pulumi.errors import UserInputError
+from npa_pulumi.plan.document import plan_document
+from npa_pulumi.plan.recipe_surface import IDENTITY_VARIABLES, default_recipe_variables, read_recipe_variables
+from npa_pulumi.plan.targets import Target, resolve_targets
+from npa_pulumi.plan.text import render_plan_text
+from npa_pulumi.plan.tfvars import render_tfvars
+from npa_pulumi.spec.models import FleetSpec
+from npa_pulumi.spec.parse import load_spec
+from npa_pulumi.spec.schema import fleet_json_schema
+
+_SPEC_HELP = "The npa.fleet/v0.0.1 spec file."
+
+
+def _spec_option(func: Any) -> Any:
+    return click.option("--spec", "-f", "spec_path", type=click.Path(path_type=Path), help=_SPEC_HELP)(func)
+
+
+def _load(spec_path: Path | None) -> FleetSpec:
+    if spec_path is None:
+        raise UserInputError("--spec is required (the fleet spec file)")
+    return load_spec(spec_path)
+
+
+@click.command("plan")
+@_spec_option
+@output_option("text", "json")
+@click.option(
+    "--only-projects",
+    multiple=True,
+    metavar="KEY[,KEY]",
+    help="Only these projects (key or display name). Repeatable or comma-separated.",
+)
+@click.option(
+    "--only-clusters",
+    multiple=True,
+    metavar="NAME[,NAME]",
+    help="Only these clusters of the selected projects. Repeatable or comma-separated.",
+)
+@click.option("--project-prefix", default=None, help="Override the spec's project_prefix for display names.")
+def plan_command(
+    spec_path: Path | None,
+    output: str,
+    only_projects: Sequence[str],
+    only_clusters: Sequence[str],
+    project_prefix: str | None,
+) -> None:
+    """Show what the fleet would deploy (offline; no cloud calls)."""
+
+    def body() -> int:
+        spec = _load(spec_path)
+        targets = resolve_targets(spec, only_projects, only_clusters, project_prefix)
+        document = plan_document(spec, targets, project_prefix)
+        if output == "json":
+            emit_json(document)
+        else:
+            sys.stdout.write(render_plan_text(document))
+        return 0
+
+    run_guarded(body, output)
+
+
+@click.command("tfvars")
+@_spec_option
+@click.option(
+    "--project", "project", default=None, help="Project key or display name (optional with one project)."
+)
+@click.option("--cluster", "cluster", default=None, help="Cluster name (optional when the project has one).")
+@click.option(
+    "--recipe-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A k8s-training root module (or a checkout holding k8s-training/) whose variables.tf decides "
+    "which variables are emitted. Default: the shipped local stand-in recipe.",
+)
+@click.option("--project-prefix", default=None, help="Override the spec's project_prefix.")
+def tfvars_command(
+    spec_path: Path | None,
+    project: str | None,
+    cluster: str | None,
+    recipe_dir: Path | None,
+    project_prefix: str | None,
+) -> None:
+    """Print the terraform.tfvars.json one cluster would be applied with.
+
+    Runtime-only variables (a capacity-block reservation) are named on stderr with masked values: they are
+    passed as TF_VAR_* at deploy time and never written to disk. Identity is never part of tfvars.
+    """
+
+    def body() -> int:
+        spec = _load(spec_path)
+        target = _single_target(spec, project, cluster, project_prefix)
+        variables = (
+            read_recipe_variables(recipe_dir) if recipe_dir is not None else default_recipe_variables()
+        )
+        rendered = render_tfvars(target, variables, ssh_public_key=spec.ssh_public_key or None)
+        sys.stdout.write(json.dumps(rendered.file_vars, indent=2) + "\n")
+        sys.stdout.flush()
+        for name, value in rendered.runtime_vars.items():
+            stderr_console.print(
+                f"runtime variable TF_VAR_{name} (passed at deploy, never written): "
+                f"{json.dumps(_masked(value))}",
+                markup=False,
+                soft_wrap=True,
+            )
+        if rendered.omitted:
+            stderr_console.print(
+                f"not declared by the recipe, left out: {', '.join(rendered.omitted)}",
+                markup=False,
+                soft_wrap=True,
+            )
+        stderr_console.print(
+            "identity is supplied at deploy as " + ", ".join(f"TF_VAR_{name}" for name in IDENTITY_VARIABLES),
+            markup=False,
+            soft_wrap=True,
+        )
+        return 0
+
+    run_guarded(body)
+
+
+def _single_target(
+    spec: FleetSpec, project: str | None, cluster: str | None, project_prefix: str | None
+) -> Target:
+    targets = resolve_targets(
+        spec, [project] if project else [], [cluster] if cluster else [], project_prefix
+    )
+    if len(targets) != 1:
+        choices = ", ".join(f"--project {t.project_key} --cluster {t.cluster_name}" for t in targets)
+        raise UserInputError(f"{len(targets)} clusters match; choose one: {choices}")
+    return targets[0]
+
+
+def _masked(value: Any) -> Any:
+    """Keep the shape, hide every id (a capacity block id must never reach a terminal or a log)."""
+    if isinstance(value, dict):
+        return {key: item if key == "policy" else _masked(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked(item) for item in value]
+    return "****" if isinstance(value, str) else value
+
+
+@click.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of the fleet spec (for yaml-language-server and other editors)."""
+    run_guarded(lambda: emit_json(fleet_json_schema()), "json")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(plan_command)
+    group.add_command(tfvars_command)
+    group.add_command(schema_command)

@@ -1,0 +1,142 @@
+"""The offline plan: what a fleet would deploy, as the JSON document of `plan --output json` and as text.
+
+Nothing here calls a cloud. Capacity-block ids, chart repositories and package-repository contents never
+appear: the document says *that* a pool is strictly reserved, not *what* it is reserved on.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from npa_pulumi.plan.targets import ResolvedPool, Target, resolve_object_storage
+from npa_pulumi.spec.constants import API_VERSION
+from npa_pulumi.spec.models import FleetSpec, SoperatorSpec
+
+
+def plan_document(
+    spec: FleetSpec, targets: Sequence[Target], project_prefix: str | None = None
+) -> dict[str, Any]:
+    """The plan of the selected targets (projects without a selected target are left out).
+
+    `project_prefix` is the --project-prefix override the targets were resolved with, if any.
+    """
+    projects: dict[int, dict[str, Any]] = {}
+    for target in targets:
+        entry = projects.get(target.project_index)
+        if entry is None:
+            entry = projects[target.project_index] = _project(spec, target)
+        entry["clusters"].append(_cluster(target))
+    backends = Counter(target.backend for target in targets)
+    return {
+        "api_version": API_VERSION,
+        "name": spec.name,
+        "tenant_id": spec.tenant_id or None,  # None: resolved from the Nebius profile at deploy time
+        "region": spec.region or None,
+        "project_prefix": spec.project_prefix if project_prefix is None else project_prefix,
+        "profile": spec.profile or None,
+        "project_count": len(projects),
+        "cluster_count": len(targets),
+        "backend_counts": {"mk8s": backends.get("mk8s", 0), "soperator": backends.get("soperator", 0)},
+        "projects": [projects[index] for index in sorted(projects)],
+    }
+
+
+def _project(spec: FleetSpec, target: Target) -> dict[str, Any]:
+    project = spec.projects[target.project_index]
+    storage = resolve_object_storage(project)
+    return {
+        "key": target.project_key,
+        "display_name": target.display_name,
+        "project_id": target.project_id,
+        "will_create": target.project_id is None,
+        "region": target.region or None,
+        "stack": target.project_stack,
+        "object_storage": None
+        if storage is None
+        else {
+            "enabled": True,
+            "storage_class": storage.display_storage_class,
+            "size_gibibytes": storage.size_gibibytes,
+            "bucket_name": storage.bucket_name,  # None: derived privately at deploy time
+        },
+        "clusters": [],
+    }
+
+
+def _pool(pool: ResolvedPool | None, *, gpu: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "count": pool.count if pool else 0,
+        "platform": pool.platform if pool else None,
+        "preset": (pool.preset or None) if pool else None,
+        "disk_size_gib": pool.disk_size_gib if pool and pool.count > 0 else None,
+    }
+    if gpu:
+        out["preemptible"] = bool(pool and pool.preemptible)
+        out["gpus_per_node"] = pool.gpus_per_node if pool else 0
+    return out
+
+
+def _cluster(target: Target) -> dict[str, Any]:
+    cluster = target.cluster
+    gpu = _pool(cluster.gpu_nodes, gpu=True)
+    gpu["node_groups"] = cluster.gpu_node_groups
+    gpu["nodes_per_group"] = cluster.gpu_nodes_per_group
+    return {
+        "name": target.cluster_name,
+        "stack": target.cluster_stack,
+        "backend": target.backend,
+        "cpu_nodes": _pool(cluster.cpu_nodes, gpu=False),
+        "gpu_nodes": gpu,
+        "gpu_reservation": cluster.gpu_reservation,
+        "enable_gpu_cluster": cluster.enable_gpu_cluster,
+        "infiniband_fabric": cluster.infiniband_fabric or None,
+        "gpu_driver_mode": cluster.gpu_driver_mode,
+        "managed_driver_preset": cluster.managed_driver_preset,
+        "nvswitch_topology": cluster.nvswitch_topology,
+        "enable_filestore": cluster.enable_filestore,
+        "existing_filestore": cluster.existing_filestore or None,
+        "filestore_disk_size_gibibytes": cluster.filestore_disk_size_gibibytes,
+        "filestore_mount_path": cluster.filestore_mount_path,
+        "filestore_mount_tag": cluster.filestore_mount_tag,
+        "filesystem_csi_enabled": cluster.enable_filestore,
+        "k8s_version": cluster.k8s_version or None,  # None: the backend's default
+        "subnet_id": cluster.subnet_id,
+        "mig": None
+        if cluster.mig is None
+        else {
+            "strategy": cluster.mig.strategy,
+            "config": cluster.mig.config,
+            "versions": cluster.mig.versions,
+            "resources_per_node": cluster.mig.resources_per_node,
+        },
+        "kuberay": None if cluster.kuberay is None else cluster.kuberay.model_dump(),
+        "gpu_workload_profile": cluster.gpu_workload_profile,
+        "gpu_driver_package_repositories": sorted(cluster.gpu_driver_package_repositories),  # names only
+        "gpu_health": {
+            "stabilization_seconds": cluster.health.stabilization_seconds,
+            "timeout_minutes": cluster.health.timeout_minutes,
+            "cuda_smoke": cluster.health.cuda_smoke,
+            "graphics_smoke": cluster.health.graphics_smoke,
+        },
+        "soperator": None if cluster.soperator is None else _soperator(cluster.soperator),
+    }
+
+
+def _soperator(payload: SoperatorSpec) -> dict[str, Any]:
+    return {
+        "workers": [
+            {
+                "name": worker.name,
+                "platform": worker.platform,
+                "preset": worker.preset,
+                "size": worker.size,
+                "preemptible": worker.preemptible,
+                "reservation": "strict" if worker.capacity_block_group else "on-demand",
+            }
+            for worker in payload.workers
+        ],
+        "slurm_operator_version": payload.slurm_operator_version,
+        "k8s_version": payload.k8s_version or None,
+    }

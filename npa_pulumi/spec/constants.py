@@ -1,0 +1,82 @@
+"""Values the spec semantics are built on, spelled once (original `npa fleet` semantics, reference §2–§4)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+API_VERSION: Final = "npa.fleet/v0.0.1"
+SOPERATOR_API_VERSION: Final = "npa.soperator/v0.0.1"
+BACKENDS: Final = ("mk8s", "soperator")
+
+# Node pools.
+DEFAULT_CPU_PLATFORM: Final = "cpu-d3"
+DEFAULT_GPU_PLATFORM: Final = "gpu-rtx6000"
+DEFAULT_CPU_DISK_GIB: Final = 128
+DEFAULT_GPU_DISK_GIB: Final = 1023
+
+# Shared filesystem.
+DEFAULT_FILESTORE_GIB: Final = 1024
+DEFAULT_FILESTORE_MOUNT_PATH: Final = "/mnt/data"
+DEFAULT_FILESTORE_MOUNT_TAG: Final = "data"
+FILESYSTEM_CSI_CHART_VERSION: Final = "0.1.6"
+FILESYSTEM_CSI_NAMESPACE: Final = "kube-system"
+FILESYSTEM_CSI_PREVIOUS_DEFAULT_SC: Final = "compute-csi-default-sc"
+
+# GPU driver strategy.
+GPU_DRIVER_MODES: Final = ("auto", "managed-image", "operator")
+DEFAULT_MANAGED_DRIVER_PRESET: Final = "cuda13.0"
+
+# GPU health gate.
+DEFAULT_STABILIZATION_SECONDS: Final = 120
+DEFAULT_HEALTH_TIMEOUT_MINUTES: Final = 60
+DEFAULT_CUDA_SMOKE_IMAGE: Final = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+DEFAULT_GRAPHICS_SMOKE_IMAGE: Final = "nvcr.io/nvidia/cuda:13.0.1-runtime-ubuntu24.04"
+
+# RTX PRO 6000 rendering profile.
+RTX_RENDERING_PROFILE: Final = "rtx-rendering"
+GPU_WORKLOAD_PROFILES: Final = ("", RTX_RENDERING_PROFILE)
+RTX_PLATFORM: Final = "gpu-rtx6000"
+RTX_PLATFORM_PATTERN: Final = r"gpu-rtx6000(?:-[a-z])?"
+RTX_1GPU_PRESET: Final = "1gpu-24vcpu-218gb"
+RTX_8GPU_PRESET: Final = "8gpu-192vcpu-1744gb"
+RTX_PRESETS: Final = (RTX_1GPU_PRESET, RTX_8GPU_PRESET)
+
+# RTX PRO 6000 hardware MIG: the one tested tuple, with pinned component versions.
+MIG_PLATFORM: Final = RTX_PLATFORM
+MIG_PRESET: Final = RTX_1GPU_PRESET
+MIG_GPU_WORKERS: Final = 2
+MIG_BOOT_DISK_GIB: Final = 128
+MIG_KUBERNETES_VERSION: Final = "1.34"
+MIG_STRATEGY: Final = "mixed"
+MIG_CONFIG: Final = "all-balanced"
+MIG_PINNED_VERSIONS: Final[dict[str, str]] = {
+    "gpu_operator_version": "v26.3.3",
+    "gpu_driver_version": "580.173.02",
+    "gpu_device_plugin_version": "v0.19.3",
+    "gpu_gfd_version": "v0.19.3",
+    "gpu_mig_manager_version": "v0.14.2",
+}
+MIG_RESOURCES_PER_GPU: Final[dict[str, int]] = {
+    "nvidia.com/gpu": 0,
+    "nvidia.com/mig-1g.24gb": 2,
+    "nvidia.com/mig-2g.48gb": 1,
+}
+
+# KubeRay (CPU RayCluster only).
+KUBERAY_HEAD_CPUS: Final = 1
+KUBERAY_HEAD_MEMORY_GIB: Final = 4
+RAY_VERSION: Final = "2.58.0"
+RAY_IMAGE: Final = (
+    "docker.io/rayproject/ray@sha256:507464fe56b3d24cec2e812a25850db91b97d52752d63119fecf6914f7b0a37a"
+)
+
+# Object storage.
+STORAGE_CLASSES: Final[dict[str, str]] = {
+    "standard": "standard",
+    "enhanced": "enhanced_throughput",
+    "enhanced_throughput": "enhanced_throughput",
+    "intelligent": "intelligent",
+}
+
+# Soperator payload: identity belongs to the fleet envelope, never to the payload.
+SOPERATOR_IDENTITY_FIELDS: Final = ("tenant_id", "project_id", "region", "subnet_id")

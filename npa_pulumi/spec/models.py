@@ -1,0 +1,545 @@
+"""The npa.fleet/v0.0.1 model: a fleet of projects, each with clusters whose `defaults` are already merged.
+
+These are the *resolved* declarations the SDK works with: `ProjectSpec.clusters` holds every cluster of a
+project (the implicit one included), each carrying its own values. The YAML surface (defaults, backend
+envelopes, unnamed clusters) is handled by `npa_pulumi.spec.parse`; semantic rules live in
+`npa_pulumi.spec.rules`. The models enforce types only, so an invalid combination is reported with every
+other problem instead of failing at construction.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from npa_pulumi.spec import constants as c
+from npa_pulumi.spec.effective import (
+    DriverSelection,
+    gpus_per_node,
+    is_fabric_capable_topology,
+    resolve_driver,
+)
+from npa_pulumi.spec.names import slug
+from npa_pulumi.spec.types import Boolean, Integer, LowerText, StrictInteger, StrictText, Text
+
+_RTX_PLATFORM_RE = re.compile(c.RTX_PLATFORM_PATTERN)
+
+
+def drop_nulls(data: Any) -> Any:
+    """`key: null` means "not set" (as `or default` did in the original), so nulls fall back to defaults."""
+    if isinstance(data, dict):
+        return {key: value for key, value in data.items() if value is not None}
+    return data
+
+
+class SpecModel(BaseModel):
+    """Base for every spec model: unknown keys are errors, `null` means unset."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_unset(cls, data: Any) -> Any:
+        return drop_nulls(data)
+
+
+class NodePoolSpec(SpecModel):
+    """A node group of a cluster: `cpu_nodes` or `gpu_nodes`."""
+
+    count: Integer = Field(0, description="Number of nodes.")
+    platform: Text | None = Field(
+        None, description="Compute platform; unset means cpu-d3 for cpu_nodes and gpu-rtx6000 for gpu_nodes."
+    )
+    preset: Text = Field("", description="Node preset, e.g. 16vcpu-64gb or 8gpu-128vcpu-1600gb.")
+    disk_size_gib: Integer = Field(
+        0, description="Boot disk GiB; 0 means the default (128 for CPU, gpu_disk_size_gib or 128 under MIG)."
+    )
+    capacity_block_group: Text = Field(
+        "",
+        description="GPU pools only: a capacity block group id. Renders a STRICT reservation (never falls "
+        "back to on-demand). Runtime-only: never printed, never written to disk.",
+    )
+    preemptible: Boolean = Field(False, description="Preemptible nodes.")
+
+    @field_validator("capacity_block_group")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+    def is_gpu(self) -> bool:
+        return (self.platform or "").startswith("gpu-")
+
+
+class MigSpec(SpecModel):
+    """RTX PRO 6000 hardware MIG. A present block is enabled unless `enabled: false`."""
+
+    enabled: Boolean = Field(
+        True, description="Enable hardware MIG (default true when the block is present)."
+    )
+    strategy: LowerText = Field(
+        c.MIG_STRATEGY, description="MIG strategy: 'mixed' (or 'none' when disabled)."
+    )
+    config: LowerText = Field(
+        c.MIG_CONFIG, description="mig-parted config: 'all-balanced' ('' when disabled)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults_follow_enabled(cls, data: Any) -> Any:
+        data = drop_nulls(data)
+        if isinstance(data, dict) and data.get("enabled", True) is False:
+            data = {"strategy": "none", "config": "", **data}
+        return data
+
+
+class KubeRaySpec(SpecModel):
+    """Opt-in CPU RayCluster with a fixed worker group (mk8s only)."""
+
+    enabled: Boolean = Field(False, description="Deploy the RayCluster.")
+    worker_replicas: StrictInteger = Field(1, description="Fixed worker count.")
+    worker_cpus: StrictInteger = Field(2, description="vCPUs per worker.")
+    worker_memory_gib: StrictInteger = Field(4, description="Memory GiB per worker.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _settings_need_enabled(cls, data: Any) -> Any:
+        data = drop_nulls(data)
+        if isinstance(data, dict) and data.get("enabled") is not True and set(data) - {"enabled"}:
+            raise ValueError("kuberay worker settings require enabled: true")
+        return data
+
+    def policy(self) -> dict[str, Any]:
+        return {
+            "worker_replicas": self.worker_replicas,
+            "worker_cpus": self.worker_cpus,
+            "worker_memory_gib": self.worker_memory_gib,
+        }
+
+
+class ObjectStorageSpec(SpecModel):
+    """A project's object-storage bucket, independent of any cluster's shared filesystem."""
+
+    enabled: Boolean = Field(
+        True, description="Provision the bucket (default true when the block is present)."
+    )
+    storage_class: Text = Field(
+        "standard", description="standard, enhanced (Enhanced Throughput) or intelligent."
+    )
+    size_gibibytes: Integer = Field(
+        0, description="Bucket capacity cap in GiB; must be positive when enabled."
+    )
+    bucket_name: Text = Field(
+        "", description="Explicit bucket name; leave empty to derive a stable private name."
+    )
+
+    @field_validator("bucket_name")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+    def normalized_storage_class(self) -> str:
+        key = self.storage_class.strip().lower().replace("-", "_")
+        return c.STORAGE_CLASSES.get(key, key)
+
+    def display_storage_class(self) -> str:
+        normalized = self.normalized_storage_class()
+        return "enhanced" if normalized == "enhanced_throughput" else normalized
+
+
+class SoperatorWorkerSpec(SpecModel):
+    """One Slurm worker pool of a soperator cluster."""
+
+    name: Text = ""
+    platform: Text = "cpu-d3"
+    preset: Text = "8vcpu-32gb"
+    size: Integer = 1
+    boot_disk_gib: Integer = 512
+    fabric: Text = Field(
+        "", description="InfiniBand fabric; required for GPU pools, forbidden for CPU pools."
+    )
+    preemptible: Boolean = False
+    docker_cache: Boolean = False
+    docker_cache_gib: Integer = Field(372, description="Node-local image cache GiB (a multiple of 93).")
+    docker_cache_disk_type: Text = "NETWORK_SSD_IO_M3"
+    capacity_block_group: Text = Field("", description="Runtime-only capacity block group id (STRICT).")
+    capacity_block_group_name: Text = ""
+
+    def is_gpu(self) -> bool:
+        return self.platform.startswith("gpu-")
+
+
+class SoperatorRoleSpec(SpecModel):
+    preset: Text = Field("", description="Node preset; empty means the role's minimum sufficient preset.")
+
+
+class SoperatorSystemRoleSpec(SoperatorRoleSpec):
+    min_size: Integer = 3
+    max_size: Integer | None = None
+
+
+class SoperatorControlPlaneSpec(SpecModel):
+    system: SoperatorSystemRoleSpec = Field(default_factory=SoperatorSystemRoleSpec)
+    controller: SoperatorRoleSpec = Field(default_factory=SoperatorRoleSpec)
+    accounting: SoperatorRoleSpec = Field(default_factory=SoperatorRoleSpec)
+    login: SoperatorRoleSpec = Field(default_factory=SoperatorRoleSpec)
+
+
+SOPERATOR_ROLE_PRESETS: dict[str, str] = {
+    "system": "8vcpu-32gb",
+    "controller": "4vcpu-16gb",
+    "accounting": "8vcpu-32gb",
+    "login": "16vcpu-64gb",
+}
+
+
+class SoperatorSpec(SpecModel):
+    """The `soperator:` payload (npa.soperator/v0.0.1): a Slurm-on-Kubernetes cluster.
+
+    Target identity (tenant, project, region, subnet) is owned by the fleet and rejected here.
+    """
+
+    name: Text = Field("", description="Must equal the fleet target name when set.")
+    workers: list[SoperatorWorkerSpec] = Field(default_factory=list)
+    control_plane: SoperatorControlPlaneSpec = Field(default_factory=SoperatorControlPlaneSpec)
+    root_login_ssh_public_key: Text = ""
+    ssh_public_keys: list[StrictText] = Field(default_factory=list)
+    accounting: Boolean = False
+    slurm_rest_enabled: Boolean = False
+    telemetry: Boolean = False
+    use_default_apparmor_profile: Boolean = False
+    jail_size_gib: Integer = 512
+    slurm_operator_version: Text = "4.1.0"
+    k8s_version: Text = ""
+    node_group_version: Text = ""
+
+
+# The mk8s cluster fields as written in YAML (flat/legacy form, `defaults`, and the `mk8s:` envelope).
+MK8S_FIELDS: tuple[str, ...] = (
+    "k8s_version",
+    "cpu_nodes",
+    "gpu_nodes",
+    "enable_gpu_cluster",
+    "infiniband_fabric",
+    "enable_filestore",
+    "existing_filestore",
+    "filestore_disk_size_gibibytes",
+    "gpu_disk_size_gib",
+    "subnet_id",
+    "filestore_mount_path",
+    "filestore_mount_tag",
+    "filesystem_csi_chart_repository",
+    "gpu_driver_mode",
+    "managed_driver_preset",
+    "allow_unsafe_nvswitch_operator",
+    "gpu_health_stabilization_seconds",
+    "gpu_health_timeout_minutes",
+    "gpu_cuda_smoke",
+    "gpu_cuda_smoke_image",
+    "gpu_workload_profile",
+    "gpu_driver_package_repositories",
+    "mig",
+    "kuberay",
+)
+
+
+class ClusterSpec(SpecModel):
+    """One cluster target: an mk8s (k8s-training) cluster, or a soperator cluster (`backend: soperator`)."""
+
+    name: Text = Field(
+        "cluster", description="DNS label; unset means 'cluster', or 'cluster-<i>' when several."
+    )
+    k8s_version: Text = Field("", description="Kubernetes minor version; empty means the backend default.")
+    cpu_nodes: NodePoolSpec | None = None
+    gpu_nodes: NodePoolSpec | None = None
+    enable_gpu_cluster: Boolean | None = Field(
+        None,
+        description="InfiniBand GPU cluster; unset means auto (8 GPUs per node on an -sxm/-nvl platform).",
+    )
+    infiniband_fabric: Text = Field("", description="Required when GPU clustering is on.")
+    enable_filestore: Boolean = Field(False, description="Create (or attach) a shared filesystem.")
+    existing_filestore: Text = Field(
+        "", description="Attach this existing filesystem instead of creating one."
+    )
+    filestore_disk_size_gibibytes: Integer = c.DEFAULT_FILESTORE_GIB
+    gpu_disk_size_gib: Integer = Field(
+        c.DEFAULT_GPU_DISK_GIB, description="GPU boot disk GiB when the pool sets none."
+    )
+    subnet_id: Text = Field("", description="Explicit subnet; empty means the project's shared subnet.")
+    filestore_mount_path: Text = c.DEFAULT_FILESTORE_MOUNT_PATH
+    filestore_mount_tag: Text = c.DEFAULT_FILESTORE_MOUNT_TAG
+    filesystem_csi_chart_repository: Text = Field(
+        "", description="Filesystem CSI chart source (runtime/operator supplied); never shown in plan output."
+    )
+    gpu_driver_mode: Text = Field(
+        "auto", description="auto (managed image with GPUs), managed-image or operator."
+    )
+    managed_driver_preset: Text = c.DEFAULT_MANAGED_DRIVER_PRESET
+    allow_unsafe_nvswitch_operator: Boolean = False
+    gpu_health_stabilization_seconds: Integer = c.DEFAULT_STABILIZATION_SECONDS
+    gpu_health_timeout_minutes: Integer = c.DEFAULT_HEALTH_TIMEOUT_MINUTES
+    gpu_cuda_smoke: Boolean = True
+    gpu_cuda_smoke_image: Text = c.DEFAULT_CUDA_SMOKE_IMAGE
+    gpu_workload_profile: Text = Field("", description="'' or 'rtx-rendering'.")
+    gpu_driver_package_repositories: dict[str, StrictText] = Field(
+        default_factory=dict, description="RTX profile only: package-source files for the driver container."
+    )
+    mig: MigSpec | None = None
+    kuberay: KubeRaySpec | None = None
+    backend: Literal["mk8s", "soperator"] = "mk8s"
+    soperator: SoperatorSpec | None = None
+    # Set by the RTX rendering profile; not spec fields.
+    gpu_graphics_smoke: Boolean = False
+    gpu_graphics_smoke_image: Text = c.DEFAULT_GRAPHICS_SMOKE_IMAGE
+    # Whether the spec named the backend (`backend:` or an `mk8s:` envelope); kept for plan output only.
+    backend_explicit: bool = Field(False, exclude=True, repr=False)
+
+    @field_validator("cpu_nodes", "gpu_nodes", mode="before")
+    @classmethod
+    def _empty_pool_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, dict) and not drop_nulls(value) else value
+
+    @field_validator("gpu_driver_mode", "gpu_workload_profile")
+    @classmethod
+    def _normalize_choice(cls, value: str) -> str:
+        return value.strip().lower()
+
+    @field_validator("filesystem_csi_chart_repository")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _normalize_backend(cls, value: Any) -> Any:
+        return value.strip().lower() or "mk8s" if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _resolve_declared_defaults(self) -> ClusterSpec:
+        # Empty values fall back to the defaults, as `value or default` did in the original parser.
+        if not self.gpu_driver_mode:
+            self.gpu_driver_mode = "auto"
+        if not self.managed_driver_preset:
+            self.managed_driver_preset = c.DEFAULT_MANAGED_DRIVER_PRESET
+        if not self.gpu_cuda_smoke_image:
+            self.gpu_cuda_smoke_image = c.DEFAULT_CUDA_SMOKE_IMAGE
+        # Pools are copied, never mutated: an SDK caller may share one NodePoolSpec between clusters.
+        if self.cpu_nodes is not None and self.cpu_nodes.platform is None:
+            self.cpu_nodes = self.cpu_nodes.model_copy(update={"platform": c.DEFAULT_CPU_PLATFORM})
+        if self.gpu_nodes is not None and self.gpu_nodes.platform is None:
+            self.gpu_nodes = self.gpu_nodes.model_copy(update={"platform": c.DEFAULT_GPU_PLATFORM})
+        self._apply_workload_profile()
+        return self
+
+    def _apply_workload_profile(self) -> None:
+        """The RTX rendering profile fills the GPU pool and forces the operator driver with graphics smoke.
+
+        A profile that conflicts with the declared topology is left unapplied; `rules` reports why.
+        """
+        if self.gpu_workload_profile != c.RTX_RENDERING_PROFILE or rtx_profile_problems(self):
+            return
+        gpu = self.gpu_nodes
+        if gpu is None:
+            self.gpu_nodes = NodePoolSpec(count=1, platform=c.RTX_PLATFORM, preset=c.RTX_1GPU_PRESET)
+        else:
+            self.gpu_nodes = gpu.model_copy(
+                update={"platform": gpu.platform or c.RTX_PLATFORM, "preset": gpu.preset or c.RTX_1GPU_PRESET}
+            )
+        self.gpu_driver_mode = "operator"
+        self.gpu_graphics_smoke = True
+
+    # Effective values (reference §3) -------------------------------------------------------------------
+
+    def backend_name(self) -> str:
+        return self.backend
+
+    def cpu_count(self) -> int:
+        return self.cpu_nodes.count if self.cpu_nodes else 0
+
+    def gpu_count(self) -> int:
+        return self.gpu_nodes.count if self.gpu_nodes else 0
+
+    def gpu_platform(self) -> str:
+        return (self.gpu_nodes.platform or "") if self.gpu_nodes else ""
+
+    def gpu_preset(self) -> str:
+        return self.gpu_nodes.preset if self.gpu_nodes else ""
+
+    def mig_enabled(self) -> bool:
+        return bool(self.mig and self.mig.enabled)
+
+    def kuberay_enabled(self) -> bool:
+        return bool(self.kuberay and self.kuberay.enabled)
+
+    def capacity_block_group(self) -> str:
+        return self.gpu_nodes.capacity_block_group if self.gpu_nodes else ""
+
+    def resolved_k8s_version(self) -> str:
+        """MIG pins the tested Kubernetes version."""
+        if self.mig_enabled():
+            return self.k8s_version or c.MIG_KUBERNETES_VERSION
+        return self.k8s_version
+
+    def resolved_cpu_disk_size_gib(self) -> int:
+        disk = self.cpu_nodes.disk_size_gib if self.cpu_nodes else 0
+        return disk if disk > 0 else c.DEFAULT_CPU_DISK_GIB
+
+    def resolved_gpu_disk_size_gib(self) -> int:
+        """The GPU boot disk (rendered and budgeted): the pool's, else 128 under MIG, else the default."""
+        if self.gpu_nodes and self.gpu_nodes.disk_size_gib > 0:
+            return self.gpu_nodes.disk_size_gib
+        if self.mig_enabled():
+            return c.MIG_BOOT_DISK_GIB
+        return self.gpu_disk_size_gib
+
+    def resolved_gpu_driver_mode(self) -> str:
+        """The requested mode, except that MIG needs the pinned in-cluster (operator) driver."""
+        return "operator" if self.mig_enabled() else self.gpu_driver_mode
+
+    def resolved_enable_gpu_cluster(self) -> bool:
+        if self.enable_gpu_cluster is not None:
+            return self.enable_gpu_cluster
+        return self.gpu_count() > 0 and is_fabric_capable_topology(self.gpu_platform(), self.gpu_preset())
+
+    def driver_selection(self) -> DriverSelection:
+        return resolve_driver(
+            gpu_count=self.gpu_count(),
+            platform=self.gpu_platform(),
+            preset=self.gpu_preset(),
+            mode=self.resolved_gpu_driver_mode(),
+            managed_driver_preset=self.managed_driver_preset,
+            gpu_cluster=self.resolved_enable_gpu_cluster(),
+            allow_unsafe_nvswitch_operator=self.allow_unsafe_nvswitch_operator,
+        )
+
+    def gpu_node_layout(self) -> tuple[int, int]:
+        """(nodes per group, groups): a reserved PCIe pool gets one node per group so a stuck slot cannot
+        strand its healthy siblings; fabric-coupled and on-demand pools stay one group."""
+        count = self.gpu_count()
+        if count <= 0:
+            return 0, 0
+        if self.capacity_block_group() and count > 1 and not self.resolved_enable_gpu_cluster():
+            return 1, count
+        return count, 1
+
+    def gpus_per_node(self) -> int:
+        return gpus_per_node(self.gpu_preset())
+
+
+def rtx_profile_problems(cluster: ClusterSpec) -> list[tuple[str, str, str | None]]:
+    """(field, message, hint) for an RTX rendering profile that conflicts with the declared topology."""
+    profile = cluster.gpu_workload_profile
+    if profile not in c.GPU_WORKLOAD_PROFILES:
+        return [
+            (
+                "gpu_workload_profile",
+                f"unsupported GPU workload profile {profile!r}",
+                f"expected '{c.RTX_RENDERING_PROFILE}' or leave it empty",
+            )
+        ]
+    if not profile:
+        return []
+    problems: list[tuple[str, str, str | None]] = []
+    gpu = cluster.gpu_nodes
+    if gpu is not None and gpu.count == 0:
+        problems.append(
+            (
+                "gpu_nodes.count",
+                "the 'rtx-rendering' profile requires at least one GPU node",
+                "set gpu_nodes.count to 1 or more, or remove gpu_nodes to get one RTX PRO 6000 node",
+            )
+        )
+    if gpu is not None and gpu.platform and not _RTX_PLATFORM_RE.fullmatch(gpu.platform):
+        problems.append(
+            (
+                "gpu_nodes.platform",
+                f"the 'rtx-rendering' profile requires platform "
+                f"{c.RTX_PLATFORM!r} or a zonal variant, got {gpu.platform!r}",
+                "e.g. gpu-rtx6000 or gpu-rtx6000-a",
+            )
+        )
+    if gpu is not None and gpu.preset and gpu.preset not in c.RTX_PRESETS:
+        problems.append(
+            (
+                "gpu_nodes.preset",
+                f"the 'rtx-rendering' profile requires an RTX PRO 6000 preset, got {gpu.preset!r}",
+                "expected one of: " + ", ".join(c.RTX_PRESETS),
+            )
+        )
+    if cluster.gpu_driver_mode and cluster.gpu_driver_mode not in ("auto", "operator"):
+        problems.append(
+            (
+                "gpu_driver_mode",
+                "the 'rtx-rendering' profile uses the GPU Operator driver",
+                "set gpu_driver_mode to 'operator' or 'auto', or remove it",
+            )
+        )
+    return problems
+
+
+class ProjectSpec(SpecModel):
+    """A deployment target project: an existing `project_id`, or a `name` found or created on demand."""
+
+    name: Text = Field("", description="Logical name; the project display name is project_prefix + name.")
+    project_id: Text = Field("", description="An existing project id, used verbatim (never created).")
+    region: Text = Field("", description="Per-project region override.")
+    clusters: list[ClusterSpec] = Field(default_factory=list)
+    object_storage: ObjectStorageSpec | None = None
+
+    def key(self) -> str:
+        """The stable key naming the project's stacks and local state: slug of name, else of project_id."""
+        return slug(self.name or self.project_id or "project")
+
+    def display_name(self, prefix: str) -> str:
+        """prefix + name, never doubling a prefix the name already has; the project_id when unnamed."""
+        if self.name:
+            if prefix and not self.name.startswith(prefix):
+                return f"{prefix}{self.name}"
+            return self.name
+        return self.project_id
+
+
+class FleetSpec(SpecModel):
+    """A whole fleet: clusters across projects of one tenant."""
+
+    api_version: Text = Field(c.API_VERSION, alias="apiVersion")
+    name: Text = Field("", description="Fleet name, a DNS label.")
+    tenant_id: Text = Field("", description="Empty means resolved at deploy time from the Nebius profile.")
+    region: Text = Field(
+        "", description="Default region of every project; empty means resolved at deploy time."
+    )
+    project_prefix: Text = Field("", description="Prefix of created project display names.")
+    ssh_public_key: Text = Field(
+        "", description="SSH public key for the nodes; empty means ~/.ssh at deploy."
+    )
+    profile: Text = Field("", description="~/.nebius profile to authenticate as; empty means the active one.")
+    projects: list[ProjectSpec] = Field(default_factory=list)
+
+    def cluster_targets(self) -> list[tuple[ProjectSpec, ClusterSpec]]:
+        return [(project, cluster) for project in self.projects for cluster in project.clusters]
+
+    def to_yaml_data(self) -> dict[str, Any]:
+        """The spec as plain data in YAML spelling (`apiVersion`), every cluster written out in full."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+__all__ = [
+    "MK8S_FIELDS",
+    "SOPERATOR_ROLE_PRESETS",
+    "ClusterSpec",
+    "FleetSpec",
+    "KubeRaySpec",
+    "MigSpec",
+    "NodePoolSpec",
+    "ObjectStorageSpec",
+    "ProjectSpec",
+    "SoperatorControlPlaneSpec",
+    "SoperatorRoleSpec",
+    "SoperatorSpec",
+    "SoperatorSystemRoleSpec",
+    "SoperatorWorkerSpec",
+    "SpecModel",
+    "drop_nulls",
+    "rtx_profile_problems",
+]
