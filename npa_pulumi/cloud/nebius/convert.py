@@ -189,7 +189,7 @@ def service_account(sa: Any) -> ServiceAccount:
 def access_key(k: Any) -> AccessKey:
     return AccessKey(
         id=k.metadata.id,
-        service_account_id=k.spec.account.service_account.id,
+        service_account_id=getattr(k.spec.account.service_account, "id", "") or "",
         project_id=k.metadata.parent_id,
         aws_access_key_id=k.status.aws_access_key_id,
         state=word(k.status.state, "STATE_"),
@@ -248,7 +248,11 @@ def condition(event: Any) -> NodeGroupCondition:
 
 def node_group(ng: Any) -> NodeGroup:
     spec, status, template = ng.spec, ng.status, ng.spec.template
-    target = int(status.target_node_count) or int(spec.fixed_node_count)
+    # `fixed_node_count`, `autoscaling` and `preset` sit in oneofs: an unset member reads as None.
+    fixed = spec.fixed_node_count
+    autoscaling = spec.autoscaling
+    planned = fixed if fixed is not None else (autoscaling.min_node_count if autoscaling is not None else 0)
+    target = int(status.target_node_count) or int(planned or 0)
     policy = template.reservation_policy
     return NodeGroup(
         id=ng.metadata.id,
@@ -258,7 +262,7 @@ def node_group(ng: Any) -> NodeGroup:
         target_node_count=target,
         ready_node_count=int(status.ready_node_count),
         platform=template.resources.platform,
-        preset=template.resources.preset,
+        preset=template.resources.preset or "",
         preemptible=template.HasField("preemptible"),
         reservation_policy=policy.policy.name if template.HasField("reservation_policy") else "",
         reservation_ids=tuple(policy.reservation_ids),
