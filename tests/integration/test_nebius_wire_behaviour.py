@@ -7,6 +7,7 @@ attempts, with which idempotency keys.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -102,6 +103,18 @@ def test_operations_are_polled_through_the_operation_service(world: WireWorld) -
     polls = world.fake.calls_to("OperationService/Get")
     assert len(polls) == 3
     assert {c.request.id for c in polls} == {next(iter(world.fake.operations))}
+
+
+def test_the_port_works_from_async_code(world: WireWorld) -> None:
+    # Pulumi programs run on an asyncio loop; the SDK refuses synchronous waits there.
+    cloud = world.cloud()
+
+    async def inside_a_loop() -> list[str]:
+        network = cloud.create_network(PROJECT, "from-async")
+        return [n.id for n in cloud.list_networks(PROJECT)] + [network.id]
+
+    ids = asyncio.run(inside_a_loop())
+    assert ids[0] == ids[1] and ids[0].startswith("vpcnetwork-")
 
 
 # ---------------------------------------------------------------------------- retries

@@ -21,6 +21,7 @@ reports a project's suspension state, which preflight must check); access keys u
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import os
@@ -30,6 +31,7 @@ import time
 import urllib.error
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -112,7 +114,7 @@ class NebiusCloud:
             sdk, self._sdk = self._sdk, None
             self._clients.clear()
         if sdk is not None:
-            sdk.sync_close(timeout=10)
+            _off_loop(lambda: sdk.sync_close(timeout=10))
 
     def __enter__(self) -> NebiusCloud:
         return self
@@ -204,7 +206,7 @@ class NebiusCloud:
             kwargs["metadata"] = metadata
         log.debug("nebius call %s", request.describe())
         try:
-            return send(kwargs).wait()
+            return _off_loop(lambda: send(kwargs).wait())
         except CloudError:
             raise
         except Exception as exc:
@@ -820,6 +822,20 @@ class NebiusCloud:
             ),
         )
         return [convert.gpu_cluster(g) for g in items]
+
+
+def _off_loop(fn: Callable[[], T]) -> T:
+    """Run a blocking SDK wait, from a worker thread when this thread runs an asyncio loop.
+
+    The port is synchronous, but callers may sit in async code (a Pulumi program, an async CLI); the
+    SDK refuses synchronous waits there. Blocking that loop for the call is the port's contract anyway.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="npa-nebius") as pool:
+        return pool.submit(fn).result()
 
 
 class _UpdateRequest:
