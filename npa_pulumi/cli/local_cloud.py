@@ -21,6 +21,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
 from npa_pulumi.cloud.errors import ERROR_KINDS, CloudError
@@ -105,11 +106,9 @@ def init_cmd(ctx: click.Context, tenant_fixture: Path | None, force: bool, outpu
         if output == "json":
             emit_json({"ok": True, **result})
         elif result["status"] == "unchanged":
-            stderr_console.print(
-                f"local cloud at {result['directory']} is already initialised from this fixture"
-            )
+            _say(f"local cloud at {result['directory']} is already initialised from this fixture")
         else:
-            stderr_console.print(
+            _say(
                 f"initialised local cloud at {result['directory']} (tenant {result['tenant_id']}) "
                 f"from {result['fixture']}"
             )
@@ -145,10 +144,10 @@ def reset_cmd(ctx: click.Context, yes: bool) -> None:
     def body() -> int:
         simulator = _simulator(ctx, auto_init=False)
         if not yes and not click.confirm(f"Delete everything in the local cloud at {simulator.directory}?"):
-            stderr_console.print("Aborted.")
+            _say("Aborted.")
             return 1
         simulator.reset()
-        stderr_console.print(f"local cloud at {simulator.directory} reset")
+        _say(f"local cloud at {simulator.directory} reset")
         return 0
 
     _guard(body)
@@ -195,7 +194,7 @@ def fault_add_cmd(
         if output == "json":
             emit_json(fault)
         else:
-            stderr_console.print(f"armed fault #{fault['id']}: {_describe_fault(fault)}")
+            _say(f"armed fault #{fault['id']}: {_describe_fault(fault)}")
         return 0
 
     _guard(body, output)
@@ -229,7 +228,7 @@ def fault_clear_cmd(ctx: click.Context, op: str | None) -> None:
 
     def body() -> int:
         removed = _simulator(ctx).clear_faults(op)
-        stderr_console.print(f"cleared {removed} fault(s)")
+        _say(f"cleared {removed} fault(s)")
         return 0
 
     _guard(body)
@@ -245,7 +244,7 @@ def set_cmd(ctx: click.Context, name: str, value: float) -> None:
 
     def body() -> int:
         _simulator(ctx).set_setting(SETTING_NAMES[name], value)
-        stderr_console.print(f"{name} = {value:g}")
+        _say(f"{name} = {value:g}")
         return 0
 
     _guard(body)
@@ -293,6 +292,10 @@ def api_cmd(ctx: click.Context, arguments: tuple[str, ...]) -> None:
     sys.exit(api.main(list(arguments)))
 
 
+def _say(message: str) -> None:
+    stderr_console.print(message, soft_wrap=True, markup=False)
+
+
 def _describe_fault(fault: dict[str, Any]) -> str:
     times = "every call until cleared" if fault["remaining"] is None else f"next {fault['remaining']} call(s)"
     parts = [f"op {fault['op']}", times]
@@ -328,7 +331,8 @@ _TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
 
 
 def _print_inventory(simulator: LocalSimulator, inventory: dict[str, list[dict[str, Any]]]) -> None:
-    console = Console(highlight=False)
+    # IDs are what people copy from here: never elide them (wide when piped, folded on a narrow terminal).
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
     settings = simulator.settings()
     console.print(
         f"local cloud {settings['directory']}: tenant {settings['tenant_id']}, regions "
@@ -340,18 +344,18 @@ def _print_inventory(simulator: LocalSimulator, inventory: dict[str, list[dict[s
             continue
         table = Table(title=key.replace("_", " "), title_justify="left")
         for column in columns:
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(*(str(row.get(c, "")) for c in columns))
             for condition in row.get("conditions", []):
-                table.add_row("", f"[yellow]{condition['kind']}: {condition['message']}[/]")
+                table.add_row("", Text(f"{condition['kind']}: {condition['message']}", style="yellow"))
         console.print(table)
     used = [q for q in inventory["quotas"] if q.get("usage")]
     table = Table(
         title=f"quotas in use ({len(used)} of {len(inventory['quotas'])} records)", title_justify="left"
     )
     for column in ("name", "region", "usage", "limit", "unit", "scope"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for quota in used:
         limit = "unlimited" if quota["limit"] is None else str(quota["limit"])
         scope = quota["parent_id"] or "unscoped"

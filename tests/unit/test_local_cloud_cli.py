@@ -1,0 +1,128 @@
+"""`npa-pulumi local-cloud …`: init, show, reset, faults, settings and the api passthrough."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from npa_pulumi.cli.local_cloud import local_cloud
+from npa_pulumi.cloud.local import LocalSimulator
+
+TIGHT = Path(__file__).resolve().parents[1] / "fixtures" / "local_cloud" / "tight-tenant.yaml"
+SHORT = Path(__file__).resolve().parents[2] / "examples" / "local-tenant-short.yaml"
+INVENTORY_KEYS = [
+    "projects", "networks", "subnets", "mk8s_clusters", "node_groups", "filesystems", "gpu_clusters",
+    "buckets", "service_accounts", "access_keys", "quotas", "capacity_block_groups",
+]  # fmt: skip
+
+
+@pytest.fixture
+def cloud_dir(tmp_path: Path) -> Path:
+    return tmp_path / "cloud"
+
+
+def run(cloud_dir: Path, *args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(local_cloud, ["--dir", str(cloud_dir), *args], input=input)
+
+
+def test_the_command_is_registered_on_the_main_cli() -> None:
+    from npa_pulumi.cli.main import COMMAND_MODULES, cli
+
+    assert "npa_pulumi.cli.local_cloud" in COMMAND_MODULES
+    assert "local-cloud" in cli.commands
+
+
+def test_init_seeds_and_is_idempotent(cloud_dir: Path) -> None:
+    first = run(cloud_dir, "init", "--tenant-fixture", str(TIGHT), "--output", "json")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["status"] == "initialised"
+    again = run(cloud_dir, "init", "--tenant-fixture", str(TIGHT))
+    assert again.exit_code == 0 and "already initialised" in again.stderr
+    other = run(cloud_dir, "init", "--tenant-fixture", str(SHORT))
+    assert other.exit_code == 1 and "--force" in other.stderr
+    forced = run(cloud_dir, "init", "--tenant-fixture", str(SHORT), "--force")
+    assert forced.exit_code == 0
+    assert LocalSimulator(cloud_dir).settings()["fixture_source"] == str(SHORT)
+
+
+def test_init_with_a_bad_fixture_is_invalid_input(cloud_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tenant_id: t\nregions: []\n")
+    result = run(cloud_dir, "init", "--tenant-fixture", str(bad))
+    assert result.exit_code == 2
+    assert "regions" in result.stderr and "Traceback" not in result.output
+
+
+def test_show_json_is_one_document_of_lists_with_usage_and_no_secrets(cloud_dir: Path) -> None:
+    run(cloud_dir, "init", "--tenant-fixture", str(TIGHT))
+    simulator = LocalSimulator(cloud_dir)
+    account = simulator.create_service_account("project-existing1", "sa")
+    secret = simulator.create_access_key("project-existing1", account["id"])["secret"]
+    simulator.create_cluster("project-existing1", "c1", simulator.list_subnets("project-existing1")[0]["id"])
+    result = run(cloud_dir, "show", "--output", "json")
+    assert result.exit_code == 0
+    document = json.loads(result.stdout)
+    assert list(document) == INVENTORY_KEYS
+    assert all(isinstance(value, list) for value in document.values())
+    assert secret not in result.stdout
+    clusters = {q["name"]: q["usage"] for q in document["quotas"] if q["region"] == "us-central1"}
+    assert clusters["mk8s.cluster.count"] == 1
+    assert {b["id"]: b["usage"] for b in document["capacity_block_groups"]}["capacityblockgroup-local1"] == 2
+
+
+def test_show_text_lists_what_exists(cloud_dir: Path) -> None:
+    run(cloud_dir, "init", "--tenant-fixture", str(TIGHT))
+    result = run(cloud_dir, "show")
+    assert result.exit_code == 0
+    assert "project-existing1" in result.stdout and "capacityblockgroup-local1" in result.stdout
+
+
+def test_reset_asks_unless_yes(cloud_dir: Path) -> None:
+    run(cloud_dir, "init", "--tenant-fixture", str(TIGHT))
+    declined = run(cloud_dir, "reset", input="n\n")
+    assert declined.exit_code == 1 and LocalSimulator(cloud_dir).is_initialised()
+    accepted = run(cloud_dir, "reset", "--yes")
+    assert accepted.exit_code == 0 and not LocalSimulator(cloud_dir).is_initialised()
+
+
+def test_fault_commands(cloud_dir: Path) -> None:
+    added = run(cloud_dir, "fault", "add", "--op", "create_project", "--error", "unavailable", "--count", "2",
+                "--latency-ms", "5", "--output", "json")  # fmt: skip
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.stdout)["remaining"] == 2
+    listed = run(cloud_dir, "fault", "list", "--output", "json")
+    assert [(f["op"], f["error"], f["latency_ms"]) for f in json.loads(listed.stdout)] == [
+        ("create_project", "unavailable", 5)
+    ]
+    assert "next 2 call(s)" in run(cloud_dir, "fault", "list").stdout
+    unknown_op = run(cloud_dir, "fault", "add", "--op", "make_project", "--error", "unavailable")
+    assert unknown_op.exit_code == 2 and "unknown operation" in unknown_op.stderr
+    unknown_kind = run(cloud_dir, "fault", "add", "--op", "create_project", "--error", "flaky")
+    assert unknown_kind.exit_code == 2
+    cleared = run(cloud_dir, "fault", "clear")
+    assert cleared.exit_code == 0 and "cleared 1" in cleared.stderr
+    assert json.loads(run(cloud_dir, "fault", "list", "--output", "json").stdout) == []
+
+
+def test_settings_can_be_changed(cloud_dir: Path) -> None:
+    assert run(cloud_dir, "set", "provisioning-seconds", "2.5").exit_code == 0
+    assert run(cloud_dir, "set", "wait-timeout-seconds", "7").exit_code == 0
+    shown = json.loads(run(cloud_dir, "settings", "--output", "json").stdout)
+    assert (shown["provisioning_seconds"], shown["wait_timeout_seconds"]) == (2.5, 7.0)
+    assert run(cloud_dir, "set", "wait-timeout-seconds", "0").exit_code == 2
+    assert run(cloud_dir, "set", "speed", "1").exit_code == 2
+
+
+def test_api_passthrough_prints_one_json_document(cloud_dir: Path) -> None:
+    args = json.dumps({"tenant_id": "tenant-local", "name": "via-api", "region": "us-central1"})
+    created = run(cloud_dir, "api", "create_project", "--args", args)
+    assert created.exit_code == 0, created.output
+    project = json.loads(created.stdout)["result"]
+    assert project["id"].startswith("project-e00") and project["name"] == "via-api"
+    refused = run(cloud_dir, "api", "create_project", "--args", args)
+    assert refused.exit_code == 1
+    assert json.loads(refused.stdout)["error"]["kind"] == "already-exists"
+    assert run(cloud_dir, "api", "no_such_operation").exit_code == 2
