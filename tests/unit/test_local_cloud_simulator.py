@@ -3,6 +3,7 @@ for quota, capacity blocks, provisioning time, idempotency, fault injection, the
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -151,7 +152,7 @@ def test_project_count_quota(sim: LocalSimulator) -> None:
 def test_networks_charge_vpc_quota_and_release_it(sim: LocalSimulator) -> None:
     first = sim.create_network("project-existing1", "n1")
     sim.create_network("project-existing1", "n2")
-    with pytest.raises(QuotaExceeded, match="vpc.network.count"):
+    with pytest.raises(QuotaExceeded, match=re.escape("vpc.network.count")):
         sim.create_network("project-existing1", "n3")
     assert _usage(sim, "vpc.network.count") == 2
     sim.delete_network(first["id"])
@@ -175,7 +176,7 @@ def test_a_network_with_subnets_cannot_be_deleted(sim: LocalSimulator) -> None:
 def test_project_scoped_quota_binds_only_its_project(sim: LocalSimulator) -> None:
     existing = sim.list_networks("project-existing1")[0]["id"]
     sim.create_subnet("project-existing1", existing, "second")
-    with pytest.raises(QuotaExceeded, match="vpc.subnet.count"):
+    with pytest.raises(QuotaExceeded, match=re.escape("vpc.subnet.count")):
         sim.create_subnet("project-existing1", existing, "third")
     other = sim.create_project(TENANT, "other", "us-central1")
     network = sim.create_network(other["id"], "net")
@@ -210,7 +211,7 @@ def test_buckets_charge_count_and_size_and_names_are_global(sim: LocalSimulator)
     assert _usage(sim, "storage.bucket.size.standard") == 50 * GIB
     with pytest.raises(AlreadyExists):
         sim.create_bucket(other["id"], "shared-data", "standard", GIB)
-    with pytest.raises(QuotaExceeded, match="storage.bucket.count"):
+    with pytest.raises(QuotaExceeded, match=re.escape("storage.bucket.count")):
         sim.create_bucket(other["id"], "more-data", "standard", GIB)
     with pytest.raises(InvalidArgument, match="storage class"):
         sim.create_bucket(other["id"], "x-data", "glacier", GIB)
@@ -282,7 +283,7 @@ def test_cluster_and_node_groups_consume_quota_and_release_it_on_delete(sim: Loc
 def test_cluster_count_quota_refuses_the_cluster(sim: LocalSimulator) -> None:
     sim.create_cluster("project-existing1", "c1", _subnet(sim))
     sim.create_cluster("project-existing1", "c2", _subnet(sim))
-    with pytest.raises(QuotaExceeded, match="mk8s.cluster.count"):
+    with pytest.raises(QuotaExceeded, match=re.escape("mk8s.cluster.count")):
         sim.create_cluster("project-existing1", "c3", _subnet(sim))
 
 
@@ -400,7 +401,7 @@ def test_filesystems_and_gpu_clusters_cannot_go_while_node_groups_use_them(sim: 
     cluster = sim.create_cluster("project-existing1", "c1", _subnet(sim))
     filesystem = sim.create_filesystem("project-existing1", "fs", 100 * GIB)
     assert filesystem["id"].startswith("computefilesystem-e00") and filesystem["state"] == "READY"
-    with pytest.raises(QuotaExceeded, match="compute.filesystem.count"):
+    with pytest.raises(QuotaExceeded, match=re.escape("compute.filesystem.count")):
         sim.create_filesystem("project-existing1", "fs2", GIB)
     gpu_cluster = sim.create_gpu_cluster("project-existing1", "ib", "fabric-1")
     assert gpu_cluster["id"].startswith("computegpucluster-e00")
