@@ -362,6 +362,19 @@ def test_probe_of_a_missing_bucket_is_not_found(world: WireWorld) -> None:
         world.cloud().probe_bucket(bucket.model_copy(update={"name": "no-such-bucket"}), key)
 
 
+@pytest.mark.parametrize(
+    ("control", "complaint"),
+    [("s3_ignore_deletes", "still readable after delete"), ("s3_corrupt_reads", "read back differs")],
+)
+def test_probe_fails_unless_write_read_and_delete_are_all_proven(
+    world: WireWorld, control: str, complaint: str
+) -> None:
+    bucket, key = _bucket_and_key(world)
+    setattr(world.fake, control, True)
+    with pytest.raises(FailedPrecondition, match=complaint):
+        world.cloud().probe_bucket(bucket, key)
+
+
 def test_nothing_secret_in_logs_reprs_or_errors(world: WireWorld, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     cloud = world.cloud()

@@ -167,6 +167,8 @@ class FakeNebius:
     idempotency: dict[tuple[str, str], Any] = field(default_factory=dict)
     objects: dict[str, dict[str, bytes]] = field(default_factory=dict)  # bucket name -> key -> body
     subnet_counter: int = 0
+    s3_ignore_deletes: bool = False  # answer 204 to DELETE but keep the object (a broken store)
+    s3_corrupt_reads: bool = False  # answer GET with other bytes than were written
 
     # ------------------------------------------------------------------ seeding
 

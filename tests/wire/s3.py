@@ -117,11 +117,12 @@ def make_handler(fake: FakeNebius, log: S3Log) -> type[BaseHTTPRequestHandler]:
                     self._reply(200)
                 elif self.command == "GET":
                     if key in objects:
-                        self._reply(200, objects[key])
+                        self._reply(200, b"corrupted" if fake.s3_corrupt_reads else objects[key])
                     else:
                         self._reply(404, _error("NoSuchKey", key))
                 elif self.command == "DELETE":
-                    objects.pop(key, None)
+                    if not fake.s3_ignore_deletes:
+                        objects.pop(key, None)
                     self._reply(204)
                 else:
                     self._reply(405, _error("MethodNotAllowed", self.command))

@@ -619,11 +619,12 @@ class NebiusCloud:
             )
         _expect(step("DELETE"), (200, 204), "delete the probe object", request)
         gone = step("GET")
-        if gone.status != 404:
+        if gone.status == 200:
             raise FailedPrecondition(
-                f"bucket {bucket.name}: the probe object is still readable after delete (HTTP {gone.status})",
-                request,
+                f"bucket {bucket.name}: the probe object is still readable after delete", request
             )
+        if gone.status != 404:
+            _expect(gone, (404,), "verify the probe object's deletion", request)
 
     # ------------------------------------------------------------------ IAM service accounts and access keys
 
