@@ -16,6 +16,16 @@ from pathlib import Path
 import grpc
 import pytest
 from pydantic import SecretStr
+from wire.world import (
+    FAST,
+    OTHER_TENANT,
+    OTHER_TOKEN,
+    STALE_TOKEN,
+    TENANT,
+    TOKEN,
+    WireWorld,
+    wire_world,
+)
 
 from npa_pulumi.cloud.errors import (
     AlreadyExists,
@@ -31,16 +41,6 @@ from npa_pulumi.cloud.errors import (
 )
 from npa_pulumi.cloud.nebius import ProfileError
 from npa_pulumi.cloud.port import AccessKeySecret, Bucket
-from tests.wire.world import (
-    FAST,
-    OTHER_TENANT,
-    OTHER_TOKEN,
-    STALE_TOKEN,
-    TENANT,
-    TOKEN,
-    WireWorld,
-    wire_world,
-)
 
 pytestmark = pytest.mark.integration
 

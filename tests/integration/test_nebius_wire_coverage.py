@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from wire.backends import backend_kinds
+from wire.coverage import REGISTRY, port_methods
 
 from npa_pulumi.cloud.nebius import NebiusCloud
-from tests.wire.backends import backend_kinds
-from tests.wire.coverage import REGISTRY, port_methods
 
 pytestmark = pytest.mark.integration
 

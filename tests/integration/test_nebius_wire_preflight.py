@@ -14,10 +14,10 @@ from pathlib import Path
 
 import grpc
 import pytest
+from wire.world import TENANT, WireWorld, wire_world
 
 from npa_pulumi.preflight.demand import ClusterDemandInput
 from npa_pulumi.preflight.runner import run_preflight
-from tests.wire.world import TENANT, WireWorld, wire_world
 
 pytestmark = pytest.mark.integration
 

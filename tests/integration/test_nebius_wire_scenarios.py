@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
+from wire.backends import REGION, Backend, backend_kinds, open_backend
+from wire.coverage import covers, declared
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from tests.wire.backends import REGION, Backend, backend_kinds, open_backend
-from tests.wire.coverage import covers, declared
 
 pytestmark = pytest.mark.integration
 
