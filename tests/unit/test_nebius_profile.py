@@ -131,3 +131,13 @@ def test_home_locates_the_default_config(tmp_path: Path) -> None:
     ident = resolve_identity(NebiusSettings(), env={"HOME": str(tmp_path)})
     assert ident.config_file == tmp_path / ".nebius" / "config.yaml"
     assert "token-file" not in ident.describe()  # describes, never dumps the profile
+
+
+def test_profile_errors_are_user_input_errors() -> None:
+    from npa_pulumi.cloud.errors import InvalidArgument
+    from npa_pulumi.errors import EXIT_INVALID_INPUT, NpaError
+
+    err = ProfileError("bad profile")
+    assert isinstance(err, InvalidArgument) and isinstance(err, NpaError)
+    assert err.exit_code == EXIT_INVALID_INPUT
+    assert err.to_dict()["kind"] == "invalid-argument" and str(err) == "invalid-argument: bad profile"

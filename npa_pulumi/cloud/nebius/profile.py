@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ...errors import UserInputError
 from ..errors import InvalidArgument, Unauthenticated
 from .settings import DEFAULT_CONFIG_FILE, ENV_IAM_TOKEN, ENV_PROFILE, NebiusSettings
 
@@ -29,8 +30,12 @@ from .settings import DEFAULT_CONFIG_FILE, ENV_IAM_TOKEN, ENV_PROFILE, NebiusSet
 DISABLED_TOKEN_ENV = "NPA_NEBIUS_IAM_TOKEN_DISABLED"
 
 
-class ProfileError(InvalidArgument):
-    """The Nebius CLI configuration cannot give an unambiguous identity."""
+class ProfileError(InvalidArgument, UserInputError):
+    """The Nebius CLI configuration cannot give an unambiguous identity.
+
+    Both a cloud error (kind `invalid-argument`) and the product's user-input error, so the CLI reports
+    it without a traceback and exits 2.
+    """
 
 
 CredentialsKind = Literal["profile", "credentials-file", "env-token"]
