@@ -21,7 +21,10 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
-        raise PydanticCustomError("string_type", "must be text, not a boolean")
+        # YAML 1.1 (as in the original) reads unquoted yes/no/on/off/true/false as booleans.
+        raise PydanticCustomError(
+            "string_type", "must be text, not a boolean (quote values such as 'on' or 'no')"
+        )
     if isinstance(value, (int, float)):
         # Numbers parsed from YAML remember their source text (`1.30` stays "1.30").
         return str(getattr(value, "yaml_text", value))

@@ -27,6 +27,7 @@ from npa_pulumi.spec.names import PathTuple, format_path
 
 MAX_SPEC_BYTES = 4 * 1024 * 1024  # a real fleet spec is a few KiB
 MAX_DEPTH = 64  # real specs nest ~6 levels
+MAX_EVENTS = 50_000  # values as written; the pure-Python parser needs ~0.1 ms each, so this bounds time
 MAX_NODES = 200_000  # after alias expansion; bounds alias bombs
 
 _TAG = "tag:yaml.org,2002:"
@@ -34,6 +35,8 @@ _STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP = (
     _TAG + name for name in ("str", "int", "float", "bool", "null", "timestamp")
 )
 _MAP, _SEQ, _MERGE = _TAG + "map", _TAG + "seq", _TAG + "merge"
+# ruamel's YAML 1.1 resolver reads y/n as booleans; PyYAML (the original's parser) keeps them as text.
+_NOT_BOOLEANS = frozenset({"y", "Y", "n", "N"})
 
 
 class SourceInt(int):
@@ -143,6 +146,7 @@ def load_yaml(text: str, source: str) -> tuple[Any, LocationIndex]:
     if root is None:
         return None, index
     builder = _Builder(yaml, index)
+    builder.mark((), root)  # problems about the document itself, or a missing top-level key, point here
     data = builder.build(root, (), 0)
     if builder.problems:
         raise SpecError(builder.problems, source)
@@ -150,9 +154,19 @@ def load_yaml(text: str, source: str) -> tuple[Any, LocationIndex]:
 
 
 def _check_depth(yaml: YAML, text: str, source: str) -> None:
-    """Reject over-deep documents from the event stream, before composing (composition is recursive)."""
+    """Reject over-deep or over-large documents from the event stream, before composing (composition is
+    recursive, and slow enough on millions of nodes to be a denial of service)."""
     depth = 0
-    for event in yaml.parse(text):
+    for count, event in enumerate(yaml.parse(text)):
+        if count > MAX_EVENTS:
+            mark = event.start_mark
+            raise single_problem(
+                f"spec has more than {MAX_EVENTS} values",
+                source,
+                line=mark.line + 1 if mark else None,
+                column=mark.column + 1 if mark else None,
+                hint="a fleet spec is a small YAML file; check that the right file was given",
+            )
         if isinstance(event, (MappingStartEvent, SequenceStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:
@@ -295,8 +309,8 @@ class _Builder:
     def scalar(self, node: ScalarNode, path: PathTuple) -> Any:
         tag = _tag(node)
         text = str(node.value)
-        if tag in (_STR, _TIMESTAMP):  # dates stay the text the user wrote
-            return text
+        if tag in (_STR, _TIMESTAMP) or (tag == _BOOL and text in _NOT_BOOLEANS):
+            return text  # dates stay the text the user wrote
         try:
             if tag == _NULL:
                 return None
