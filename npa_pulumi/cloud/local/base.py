@@ -139,9 +139,8 @@ class SimulatorBase:
                 conn.close()
 
     def _secure_files(self) -> None:
-        # The database holds access-key hashes and the tenant's inventory: private to the user.
-        with contextlib.suppress(OSError):
-            self.directory.chmod(0o700)
+        # The database holds access-key hashes and the tenant's inventory: private to the user. (A new
+        # directory is created 0700 by init_lock; an existing one the user chose is left as it is.)
         if not self.path.exists():
             self.path.touch(mode=0o600)
 

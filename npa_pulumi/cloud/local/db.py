@@ -177,9 +177,3 @@ def is_initialised(path: Path) -> bool:
         return row is not None and get_meta(conn, "initialised_at") is not None
     finally:
         conn.close()
-
-
-def remove_database(directory: Path) -> None:
-    for name in (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            (directory / name).unlink()

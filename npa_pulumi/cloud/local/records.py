@@ -28,8 +28,6 @@ KIND_LISTS: dict[str, str] = {
     "access_key": "access_keys",
 }
 
-SECRET_FIELDS = frozenset({"secret_sha256"})
-
 
 def endpoint_for(cluster_id: str, region: str) -> str:
     """The public endpoint; the stand-in recipe computes the same string in HCL."""
