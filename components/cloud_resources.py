@@ -11,6 +11,7 @@ an interrupted `up` whose pending create was cleared can simply run again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from typing import Any
 
@@ -23,7 +24,9 @@ GIB = 2**30
 def _cloud(props: dict[str, Any]) -> Any:
     from npa_pulumi.cloud.factory import make_cloud
 
-    return make_cloud(props["cloud"], profile=props.get("profile") or None, region=props.get("region") or None)
+    return make_cloud(
+        props["cloud"], profile=props.get("profile") or None, region=props.get("region") or None
+    )
 
 
 def _labels(props: dict[str, Any]) -> dict[str, str]:
@@ -88,8 +91,10 @@ class ProjectProvider(_FleetProvider):
             matches = [p for p in cloud.list_projects(tenant_id) if p.name == name]
             if len(matches) > 1:
                 ids = ", ".join(sorted(p.id for p in matches))
-                raise ProjectError(f"project name {name!r} is ambiguous in tenant {tenant_id} ({ids}); "
-                                   "use an explicit project_id")
+                raise ProjectError(
+                    f"project name {name!r} is ambiguous in tenant {tenant_id} ({ids}); "
+                    "use an explicit project_id"
+                )
             if matches:
                 project = matches[0]
                 _verify_project(project, tenant_id, region, name)
@@ -98,8 +103,10 @@ class ProjectProvider(_FleetProvider):
             else:
                 project = cloud.create_project(tenant_id, name, region, labels=_labels(props))
                 created = True
-        return CreateResult(id_=project.id, outs={**props, "resolved_id": project.id, "name": project.name,
-                                                   "created": created})
+        return CreateResult(
+            id_=project.id,
+            outs={**props, "resolved_id": project.id, "name": project.name, "created": created},
+        )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         project = _cloud(props).get_project(id_)
@@ -118,8 +125,12 @@ class Project(pulumi.dynamic.Resource, module="npa", name="Project"):
 
     def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
-        super().__init__(ProjectProvider(), resource_name,
-                         {**props, "retain_on_delete": True, "resolved_id": None, "name": None, "created": None}, opts)
+        super().__init__(
+            ProjectProvider(),
+            resource_name,
+            {**props, "retain_on_delete": True, "resolved_id": None, "name": None, "created": None},
+            opts,
+        )
 
 
 # ---------------------------------------------------------------------------------------- network
@@ -150,8 +161,11 @@ class NetworkProvider(_FleetProvider):
             subnet, owned = _pick_subnet(subnets), False
         else:
             networks = [n for n in cloud.list_networks(project_id) if n.name == f"{props['project_key']}-net"]
-            network = networks[0] if networks else cloud.create_network(project_id, f"{props['project_key']}-net",
-                                                                        labels=labels)
+            network = (
+                networks[0]
+                if networks
+                else cloud.create_network(project_id, f"{props['project_key']}-net", labels=labels)
+            )
             subnet, owned = cloud.create_subnet(project_id, network.id, owned_name, labels=labels), True
         outs = {**props, "network_id": subnet.network_id, "subnet_id": subnet.id, "owned": owned}
         return CreateResult(id_=subnet.id, outs=outs)
@@ -166,14 +180,10 @@ class NetworkProvider(_FleetProvider):
         from npa_pulumi.cloud.errors import NotFound
 
         cloud = _cloud(props)
-        try:
+        with contextlib.suppress(NotFound):  # already gone counts as deleted
             cloud.delete_subnet(id_)
-        except NotFound:
-            pass
-        try:
+        with contextlib.suppress(NotFound):
             cloud.delete_network(props["network_id"])
-        except NotFound:
-            pass
         return None
 
 
@@ -183,8 +193,12 @@ class Network(pulumi.dynamic.Resource, module="npa", name="Network"):
     owned: pulumi.Output[bool]
 
     def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
-        super().__init__(NetworkProvider(), resource_name,
-                         {**props, "network_id": None, "subnet_id": None, "owned": None}, opts)
+        super().__init__(
+            NetworkProvider(),
+            resource_name,
+            {**props, "network_id": None, "subnet_id": None, "owned": None},
+            opts,
+        )
 
 
 # ---------------------------------------------------------------------------------------- storage
@@ -225,23 +239,32 @@ class BucketProvider(_FleetProvider):
         existing = cloud.find_bucket(props["project_id"], props["bucket_name"])
         created = existing is None
         bucket = existing or cloud.create_bucket(
-            props["project_id"], props["bucket_name"], props["storage_class"],
-            int(props["size_gibibytes"]) * GIB, labels=_labels(props),
+            props["project_id"],
+            props["bucket_name"],
+            props["storage_class"],
+            int(props["size_gibibytes"]) * GIB,
+            labels=_labels(props),
         )
         _verify_bucket(cloud.get_bucket(bucket.id), props)  # provider read-back, not the create response
         return CreateResult(id_=bucket.id, outs={**props, "bucket_id": bucket.id, "created": created})
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         raise BucketError(
-            f"bucket {news['bucket_name']}: changing storage_class or size_gibibytes of an existing bucket is not "
-            "supported by npa-pulumi yet; change it with the Nebius console/CLI, then update the spec to match"
+            f"bucket {news['bucket_name']}: changing storage_class or size_gibibytes of an existing bucket"
+            " is not supported by npa-pulumi yet; change it with the Nebius console/CLI, then update the spec"
         )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         bucket = _cloud(props).get_bucket(id_)
-        return ReadResult(id_=id_, outs={**props, "bucket_id": bucket.id,
-                                         "size_gibibytes": bucket.max_size_bytes // GIB,
-                                         "storage_class": bucket.storage_class})
+        return ReadResult(
+            id_=id_,
+            outs={
+                **props,
+                "bucket_id": bucket.id,
+                "size_gibibytes": bucket.max_size_bytes // GIB,
+                "storage_class": bucket.storage_class,
+            },
+        )
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         return None  # buckets hold durable artifacts: retained, never deleted by a fleet destroy
@@ -253,8 +276,12 @@ class Bucket(pulumi.dynamic.Resource, module="npa", name="Bucket"):
 
     def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
-        super().__init__(BucketProvider(), resource_name,
-                         {**props, "retain_on_delete": True, "bucket_id": None, "created": None}, opts)
+        super().__init__(
+            BucketProvider(),
+            resource_name,
+            {**props, "retain_on_delete": True, "bucket_id": None, "created": None},
+            opts,
+        )
 
 
 STORAGE_SERVICE_ACCOUNT = "npa-fleet-storage"
@@ -265,8 +292,9 @@ class ServiceAccountProvider(_FleetProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         cloud = _cloud(props)
-        account = cloud.find_service_account(props["project_id"], props["account_name"]) or \
-            cloud.create_service_account(props["project_id"], props["account_name"], labels=_labels(props))
+        account = cloud.find_service_account(
+            props["project_id"], props["account_name"]
+        ) or cloud.create_service_account(props["project_id"], props["account_name"], labels=_labels(props))
         return CreateResult(id_=account.id, outs={**props, "service_account_id": account.id})
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
@@ -278,8 +306,12 @@ class ServiceAccount(pulumi.dynamic.Resource, module="npa", name="ServiceAccount
 
     def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
-        super().__init__(ServiceAccountProvider(), resource_name,
-                         {**props, "retain_on_delete": True, "service_account_id": None}, opts)
+        super().__init__(
+            ServiceAccountProvider(),
+            resource_name,
+            {**props, "retain_on_delete": True, "service_account_id": None},
+            opts,
+        )
 
 
 class AccessKeyProvider(_FleetProvider):
@@ -287,8 +319,12 @@ class AccessKeyProvider(_FleetProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         created = _cloud(props).create_access_key(props["project_id"], props["service_account_id"])
-        outs = {**props, "access_key_id": created.key.id, "aws_access_key_id": created.key.aws_access_key_id,
-                "secret": created.secret.get_secret_value()}
+        outs = {
+            **props,
+            "access_key_id": created.key.id,
+            "aws_access_key_id": created.key.aws_access_key_id,
+            "secret": created.secret.get_secret_value(),
+        }
         return CreateResult(id_=created.key.id, outs=outs)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
@@ -304,9 +340,18 @@ class AccessKey(pulumi.dynamic.Resource, module="npa", name="AccessKey"):
         opts = pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(retain_on_delete=True, additional_secret_outputs=["secret"])
         )
-        super().__init__(AccessKeyProvider(), resource_name,
-                         {**props, "retain_on_delete": True, "access_key_id": None, "aws_access_key_id": None,
-                          "secret": None}, opts)
+        super().__init__(
+            AccessKeyProvider(),
+            resource_name,
+            {
+                **props,
+                "retain_on_delete": True,
+                "access_key_id": None,
+                "aws_access_key_id": None,
+                "secret": None,
+            },
+            opts,
+        )
 
 
 class BucketProbeProvider(_FleetProvider):
@@ -322,8 +367,12 @@ class BucketProbeProvider(_FleetProvider):
 
         cloud = _cloud(props)
         bucket = cloud.get_bucket(props["bucket_id"])
-        key = KeyRecord(id=props["access_key_id"], service_account_id=props["service_account_id"],
-                        project_id=props["project_id"], aws_access_key_id=props["aws_access_key_id"])
+        key = KeyRecord(
+            id=props["access_key_id"],
+            service_account_id=props["service_account_id"],
+            project_id=props["project_id"],
+            aws_access_key_id=props["aws_access_key_id"],
+        )
         cloud.probe_bucket(bucket, AccessKeySecret(key=key, secret=SecretStr(props["secret"])))
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -342,5 +391,7 @@ class BucketProbe(pulumi.dynamic.Resource, module="npa", name="BucketProbe"):
     verified: pulumi.Output[bool]
 
     def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["secret"]))
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["secret"])
+        )
         super().__init__(BucketProbeProvider(), resource_name, {**props, "verified": None}, opts)

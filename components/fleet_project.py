@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-
 from npa_pulumi.components.cloud_resources import Project
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-
 from npa_pulumi.components.terraform_module import TerraformModule
 
 
@@ -108,9 +107,18 @@ class K8sTrainingCluster(pulumi.ComponentResource):
         self.endpoint = outputs.apply(lambda o: _endpoint(o or {}))
         self.node_group_ids = outputs.apply(lambda o: _node_group_ids(o or {}))
         self.filesystem = outputs.apply(
-            lambda o: {"id": (o or {}).get("filesystem_id") or "", "mount": (o or {}).get("filesystem_mount"),
-                       "attachments": (o or {}).get("filesystem_attachments") or []}
+            lambda o: {
+                "id": (o or {}).get("filesystem_id") or "",
+                "mount": (o or {}).get("filesystem_mount"),
+                "attachments": (o or {}).get("filesystem_attachments") or [],
+            }
         )
         self.kube_context = pulumi.Output.from_input(kube_context_name(fleet, project_key, cluster))
-        self.register_outputs({"cluster_id": self.cluster_id, "endpoint": self.endpoint,
-                               "node_group_ids": self.node_group_ids, "kube_context": self.kube_context})
+        self.register_outputs(
+            {
+                "cluster_id": self.cluster_id,
+                "endpoint": self.endpoint,
+                "node_group_ids": self.node_group_ids,
+                "kube_context": self.kube_context,
+            }
+        )

@@ -5,7 +5,6 @@ ready. Everything here is retained when the fleet is destroyed: buckets hold dur
 from __future__ import annotations
 
 import pulumi
-
 from npa_pulumi.components.cloud_resources import (
     STORAGE_SERVICE_ACCOUNT,
     AccessKey,
@@ -42,25 +41,48 @@ class ObjectStorage(pulumi.ComponentResource):
         super().__init__(
             "npa:fleet:ObjectStorage",
             name,
-            {"fleet": fleet, "project_key": project_key, "storage_class": storage_class,
-             "size_gibibytes": size_gibibytes},
+            {
+                "fleet": fleet,
+                "project_key": project_key,
+                "storage_class": storage_class,
+                "size_gibibytes": size_gibibytes,
+            },
             opts,
         )
         child = pulumi.ResourceOptions(parent=self)
-        common = {"cloud": cloud, "profile": profile, "fleet": fleet, "project_key": project_key,
-                  "project_id": project_id, "region": region}
+        common = {
+            "cloud": cloud,
+            "profile": profile,
+            "fleet": fleet,
+            "project_key": project_key,
+            "project_id": project_id,
+            "region": region,
+        }
         resolved_name = pulumi.Output.from_input(project_id).apply(
             lambda pid: bucket_name or derived_bucket_name(tenant_id, pid, fleet)
         )
-        bucket = Bucket(f"{name}-bucket", {**common, "bucket_name": resolved_name, "storage_class": storage_class,
-                                            "size_gibibytes": size_gibibytes}, child)
+        bucket = Bucket(
+            f"{name}-bucket",
+            {
+                **common,
+                "bucket_name": resolved_name,
+                "storage_class": storage_class,
+                "size_gibibytes": size_gibibytes,
+            },
+            child,
+        )
         account = ServiceAccount(f"{name}-sa", {**common, "account_name": STORAGE_SERVICE_ACCOUNT}, child)
         key = AccessKey(f"{name}-key", {**common, "service_account_id": account.service_account_id}, child)
         probe = BucketProbe(
             f"{name}-probe",
-            {**common, "bucket_id": bucket.bucket_id, "service_account_id": account.service_account_id,
-             "access_key_id": key.access_key_id, "aws_access_key_id": key.aws_access_key_id,
-             "secret": key.secret},
+            {
+                **common,
+                "bucket_id": bucket.bucket_id,
+                "service_account_id": account.service_account_id,
+                "access_key_id": key.access_key_id,
+                "aws_access_key_id": key.aws_access_key_id,
+                "secret": key.secret,
+            },
             child,
         )
         self.bucket_id = bucket.bucket_id
@@ -68,5 +90,6 @@ class ObjectStorage(pulumi.ComponentResource):
         self.access_key_id = key.aws_access_key_id
         self.secret_access_key = pulumi.Output.secret(key.secret)
         self.verified = probe.verified
-        self.register_outputs({"bucket_id": self.bucket_id, "bucket_name": self.bucket_name,
-                               "verified": self.verified})
+        self.register_outputs(
+            {"bucket_id": self.bucket_id, "bucket_name": self.bucket_name, "verified": self.verified}
+        )

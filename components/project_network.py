@@ -6,7 +6,6 @@ is reclaimed when the project stack is destroyed, after its last cluster."""
 from __future__ import annotations
 
 import pulumi
-
 from npa_pulumi.components.cloud_resources import Network
 
 
@@ -43,4 +42,6 @@ class ProjectNetwork(pulumi.ComponentResource):
         self.network_id = binding.network_id
         self.subnet_id = binding.subnet_id
         self.owned = binding.owned
-        self.register_outputs({"network_id": self.network_id, "subnet_id": self.subnet_id, "owned": self.owned})
+        self.register_outputs(
+            {"network_id": self.network_id, "subnet_id": self.subnet_id, "owned": self.owned}
+        )

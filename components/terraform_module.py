@@ -39,7 +39,9 @@ def _token(props: dict[str, Any]) -> str | None:
     """Mint the IAM token for this run, from the cloud adapter's own credentials."""
     from npa_pulumi.cloud.factory import make_cloud
 
-    cloud = make_cloud(props["cloud"], profile=props.get("profile") or None, region=props["identity"]["region"])
+    cloud = make_cloud(
+        props["cloud"], profile=props.get("profile") or None, region=props["identity"]["region"]
+    )
     mint = getattr(cloud, "access_token", None)
     token = mint() if callable(mint) else None
     if token is None:
@@ -56,8 +58,8 @@ def _prepare(props: dict[str, Any], old_state: dict[str, Any] | None) -> tuple[A
     recipe = materialize(source, workspace.root, props["identity"]["region"], _npa_home() / "cache")
     if recipe.digest != props["recipe"]["digest"]:
         raise RuntimeError(
-            f"the recipe at {source.location} changed between preview and apply (digest {recipe.digest[:12]} != "
-            f"{props['recipe']['digest'][:12]}); run the command again"
+            f"the recipe at {source.location} changed between preview and apply (digest "
+            f"{recipe.digest[:12]} != {props['recipe']['digest'][:12]}); run the command again"
         )
     workspace.write_tfvars(props["tfvars"])
     workspace.restore_state(old_state)
@@ -66,7 +68,9 @@ def _prepare(props: dict[str, Any], old_state: dict[str, Any] | None) -> tuple[A
     if token is not None:
         identity["iam_token"] = token
     extra = {"NPA_PYTHON": sys.executable}
-    env = runtime_env(identity, props.get("runtime_tfvars") or {}, _npa_home() / "cache" / "tf-plugins", extra)
+    env = runtime_env(
+        identity, props.get("runtime_tfvars") or {}, _npa_home() / "cache" / "tf-plugins", extra
+    )
     workspace.init(env, plugin_cache_lock=_npa_home() / "cache" / "tf-plugins.lock")
     return workspace, env
 
@@ -103,7 +107,9 @@ class TerraformModuleProvider(ResourceProvider):
         workspace, env = _prepare(props, props.get("tf_state"))
         workspace.destroy(env)
         if not workspace.state_is_empty():
-            raise RuntimeError(f"terraform destroy left resources in {workspace.state_path}; state kept for a retry")
+            raise RuntimeError(
+                f"terraform destroy left resources in {workspace.state_path}; state kept for a retry"
+            )
 
 
 class TerraformModule(pulumi.dynamic.Resource, module="npa", name="TerraformModule"):

@@ -21,6 +21,11 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("PULUMI_HOME", str(home / ".pulumi"))
     monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(tf_config))
     monkeypatch.setenv("CHECKPOINT_DISABLE", "1")
-    for var in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "NEBIUS_IAM_TOKEN"):
+    for var in (
+        "PULUMI_BACKEND_URL",
+        "PULUMI_CONFIG_PASSPHRASE",
+        "PULUMI_CONFIG_PASSPHRASE_FILE",
+        "NEBIUS_IAM_TOKEN",
+    ):
         monkeypatch.delenv(var, raising=False)
     yield home

@@ -69,23 +69,28 @@ def _upstream_facts(module_dir: Path, modules_dir: Path | None) -> dict[str, Any
         matches = list(_NODE_GROUP.finditer(text))
         for index, match in enumerate(matches):
             end = matches[index + 1].start() if index + 1 < len(matches) else len(text)
-            body = text[match.end():end]
+            body = text[match.end() : end]
             attach = _ATTACH.search(body)
             if not attach:
                 continue
             name = match.group(1).lower()
             kind = "gpu" if any(k in name for k in NODE_GROUP_KINDS["gpu"]) else "cpu"
             tag = _TAG.search(body)
-            attachments.append({"node_group": kind, "attach_mode": attach.group(1),
-                                "mount_tag": tag.group(2) if tag else ""})
+            attachments.append(
+                {"node_group": kind, "attach_mode": attach.group(1), "mount_tag": tag.group(2) if tag else ""}
+            )
     mount: dict[str, str] | None = None
     search_roots = [module_dir] + ([modules_dir] if modules_dir else [])
     for root in search_roots:
         for template in sorted(root.rglob("*.tftpl")):
             found = _MOUNT.search(template.read_text(errors="replace"))
             if found:
-                mount = {"tag": found.group(1), "path": found.group(2), "fs_type": found.group(3),
-                         "options": found.group(4)}
+                mount = {
+                    "tag": found.group(1),
+                    "path": found.group(2),
+                    "fs_type": found.group(3),
+                    "options": found.group(4),
+                }
                 break
         if mount:
             break

@@ -27,22 +27,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from npa_pulumi.errors import NpaError, UserInputError
+from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES, read_recipe_variables, shipped_recipe_dir
 
 log = logging.getLogger(__name__)
 
-STAND_IN_DIR = Path(__file__).resolve().parents[2] / "recipes" / "local-k8s-training"
 UPSTREAM_REPO_URL = "https://github.com/nebius/nebius-solutions-library"
-PRESERVED = {"terraform.tfstate", "terraform.tfstate.backup", ".terraform", ".terraform.lock.hcl",
-             "terraform.tfvars.json"}
-MIG_RECIPE_VARIABLES = (
-    "gpu_operator_version",
-    "gpu_driver_version",
-    "gpu_device_plugin_version",
-    "gpu_gfd_version",
-    "gpu_mig_manager_version",
-    "gpu_mig_with_reboot",
-    "gpu_operator_rdma_enabled",
-)
+PRESERVED = {
+    "terraform.tfstate",
+    "terraform.tfstate.backup",
+    ".terraform",
+    ".terraform.lock.hcl",
+    "terraform.tfvars.json",
+}
 
 SourceKind = Literal["local-stand-in", "dir", "git"]
 
@@ -70,12 +66,10 @@ class MaterializedRecipe:
 
 
 def stand_in_dir() -> Path:
-    if STAND_IN_DIR.is_dir():
-        return STAND_IN_DIR
-    # Installed from a wheel: recipes/ is shipped as the package npa_pulumi.recipes.
-    import npa_pulumi.recipes
-
-    return Path(npa_pulumi.recipes.__file__).parent / "local-k8s-training"
+    found = shipped_recipe_dir()
+    if found is None:
+        raise RecipeError("the shipped stand-in recipe (npa_pulumi.recipes/local-k8s-training) is missing")
+    return found
 
 
 def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | None = None) -> RecipeSource:
@@ -109,8 +103,12 @@ def _git_checkout(location: str, cache_root: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    proc = subprocess.run(["git", "clone", "--depth", "1", "--branch", ref, url, str(tmp)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["git", "clone", "--depth", "1", "--branch", ref, url, str(tmp)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RecipeError(f"git clone of {url} at {ref!r} failed: {proc.stderr.strip()[-500:]}")
     tmp.rename(dest)
@@ -159,7 +157,9 @@ def _patch_provider_domain(module_dir: Path, region: str, warnings: list[str]) -
     wanted = "api.eu.nebius.cloud:443" if region.startswith("eu") else "api.nebius.cloud:443"
     patched = re.sub(r"api(\.eu)?\.nebius\.cloud:443", wanted, text)
     if wanted not in patched:
-        warnings.append(f"WARNING: could not point {provider} at {wanted}; the recipe may talk to the wrong API")
+        warnings.append(
+            f"WARNING: could not point {provider} at {wanted}; the recipe may talk to the wrong API"
+        )
     provider.write_text(patched)
 
 
@@ -200,13 +200,6 @@ def tree_digest(*roots: Path) -> str:
     return digest.hexdigest()
 
 
-def read_variables(module_dir: Path) -> set[str]:
-    names: set[str] = set()
-    for path in module_dir.glob("*.tf"):
-        names.update(re.findall(r'^\s*variable\s+"([^"]+)"', path.read_text(errors="replace"), re.MULTILINE))
-    return names
-
-
 def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: Path) -> MaterializedRecipe:
     """Copy the recipe into `work_root` (as `k8s-training/` and `modules/`) and prepare it."""
     if source.kind == "git":
@@ -233,12 +226,14 @@ def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: 
         module_dir=module_dir,
         digest=tree_digest(*roots),
         facts=read_recipe_facts(module_dir, work_root / "modules" if modules_src else None),
-        variables=read_variables(module_dir),
+        variables=read_recipe_variables(module_dir),
         warnings=warnings,
     )
 
 
-def compatibility_problems(variables: set[str], *, mig: bool, rtx_profile: bool, managed_image: bool) -> list[str]:
+def compatibility_problems(
+    variables: set[str], *, mig: bool, rtx_profile: bool, managed_image: bool
+) -> list[str]:
     """What the selected cluster shape needs from the recipe that this recipe does not declare."""
     problems: list[str] = []
     if mig:

@@ -68,8 +68,9 @@ class TerraformError(NpaError):
 
 
 def terraform_version(binary: Path) -> tuple[int, int, int]:
-    proc = subprocess.run([str(binary), "version", "-json"], capture_output=True, text=True,
-                          env=_base_env(), check=False)
+    proc = subprocess.run(
+        [str(binary), "version", "-json"], capture_output=True, text=True, env=_base_env(), check=False
+    )
     if proc.returncode != 0:
         raise TerraformError(f"`{binary} version -json` failed", tail=_tail(proc.stdout + proc.stderr))
     raw = json.loads(proc.stdout).get("terraform_version", "")
@@ -193,16 +194,22 @@ class TerraformWorkspace:
     def _run(self, args: list[str], env: Mapping[str, str], what: str) -> str:
         cmd = [str(self.binary()), *args]
         started = time.monotonic()
-        proc = subprocess.run(cmd, cwd=self.module_dir, env=dict(env), capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            cmd, cwd=self.module_dir, env=dict(env), capture_output=True, text=True, check=False
+        )
         output = proc.stdout + proc.stderr
         self.root.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a") as handle:
-            handle.write(f"\n===== {time.strftime('%Y-%m-%dT%H:%M:%S')} terraform {' '.join(args)}"
-                         f" (exit {proc.returncode}, {time.monotonic() - started:.1f}s)\n")
+            handle.write(
+                f"\n===== {time.strftime('%Y-%m-%dT%H:%M:%S')} terraform {' '.join(args)}"
+                f" (exit {proc.returncode}, {time.monotonic() - started:.1f}s)\n"
+            )
             handle.write(output)
         self.log_path.chmod(0o600)
         if proc.returncode != 0:
-            raise TerraformError(f"terraform {what} failed in {self.module_dir}", _tail(output), self.log_path)
+            raise TerraformError(
+                f"terraform {what} failed in {self.module_dir}", _tail(output), self.log_path
+            )
         return proc.stdout
 
     def init(self, env: Mapping[str, str], plugin_cache_lock: Path | None = None) -> None:
@@ -220,10 +227,13 @@ class TerraformWorkspace:
     def plan_changes(self, env: Mapping[str, str]) -> bool:
         """True when a plan would change something (`-detailed-exitcode` 2)."""
         cmd = [str(self.binary()), "plan", "-input=false", "-no-color", "-detailed-exitcode", "-lock=false"]
-        proc = subprocess.run(cmd, cwd=self.module_dir, env=dict(env), capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            cmd, cwd=self.module_dir, env=dict(env), capture_output=True, text=True, check=False
+        )
         if proc.returncode == 1:
-            raise TerraformError(f"terraform plan failed in {self.module_dir}", _tail(proc.stdout + proc.stderr),
-                                 self.log_path)
+            raise TerraformError(
+                f"terraform plan failed in {self.module_dir}", _tail(proc.stdout + proc.stderr), self.log_path
+            )
         return proc.returncode == 2
 
     def refresh(self, env: Mapping[str, str]) -> None:

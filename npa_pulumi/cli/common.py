@@ -50,12 +50,30 @@ def report_error(err: NpaError, output: str = "text") -> int:
     return err.exit_code
 
 
+class CloudFailure(NpaError):
+    """A cloud error that reached the CLI: the operation failed (exit 1), reported without a traceback."""
+
+    kind = "cloud"
+
+    def __init__(self, err: Exception) -> None:
+        super().__init__(str(err))
+        self.cause = err
+
+    def to_dict(self) -> dict[str, Any]:
+        cause = self.cause
+        return cause.to_dict() if hasattr(cause, "to_dict") else super().to_dict()
+
+
 def run_guarded(func: Callable[[], int | None], output: str = "text") -> None:
     """Run a command body, turning expected errors into their exit codes."""
+    from npa_pulumi.cloud.errors import CloudError
+
     try:
         code = func()
     except NpaError as err:
         sys.exit(report_error(err, output))
+    except CloudError as err:
+        sys.exit(report_error(CloudFailure(err), output))
     except KeyboardInterrupt:
         stderr_console.print("interrupted", style="yellow")
         sys.exit(130)

@@ -21,33 +21,71 @@ def _split(values: tuple[str, ...]) -> list[str]:
 def fleet_options(func: F) -> F:
     """Options every fleet command shares: the spec, the cloud, the backend and target selection."""
     decorators = [
-        click.option("--spec", "-f", "spec_path", required=True, type=click.Path(dir_okay=False),
-                     help="The npa.fleet/v0.0.1 spec file."),
-        click.option("--cloud", type=click.Choice(["local", "nebius"]), default="local", show_default=True,
-                     help="local: the embedded simulated cloud; nebius: the real API."),
-        click.option("--backend", default=None, metavar="URL",
-                     help="Pulumi backend (default: $PULUMI_BACKEND_URL, else file://~/.npa-pulumi/state)."),
-        click.option("--passphrase-file", default=None, type=click.Path(dir_okay=False),
-                     help="Secrets passphrase file (default: generated once into ~/.npa-pulumi/passphrase)."),
+        click.option(
+            "--spec",
+            "-f",
+            "spec_path",
+            required=True,
+            type=click.Path(dir_okay=False),
+            help="The npa.fleet/v0.0.1 spec file.",
+        ),
+        click.option(
+            "--cloud",
+            type=click.Choice(["local", "nebius"]),
+            default="local",
+            show_default=True,
+            help="local: the embedded simulated cloud; nebius: the real API.",
+        ),
+        click.option(
+            "--backend",
+            default=None,
+            metavar="URL",
+            help="Pulumi backend (default: $PULUMI_BACKEND_URL, else file://~/.npa-pulumi/state).",
+        ),
+        click.option(
+            "--passphrase-file",
+            default=None,
+            type=click.Path(dir_okay=False),
+            help="Secrets passphrase file (default: generated once into ~/.npa-pulumi/passphrase).",
+        ),
         click.option("--profile", default=None, help="~/.nebius profile; wins over the spec's profile."),
-        click.option("--only-projects", multiple=True, metavar="KEYS",
-                     help="Only these projects (key or display name; comma-separated or repeated)."),
-        click.option("--only-clusters", multiple=True, metavar="NAMES",
-                     help="Only these clusters (comma-separated or repeated)."),
+        click.option(
+            "--only-projects",
+            multiple=True,
+            metavar="KEYS",
+            help="Only these projects (key or display name; comma-separated or repeated).",
+        ),
+        click.option(
+            "--only-clusters",
+            multiple=True,
+            metavar="NAMES",
+            help="Only these clusters (comma-separated or repeated).",
+        ),
         click.option("--project-prefix", default=None, help="Override the spec's project_prefix."),
-        click.option("--recipe-dir", default=None, type=click.Path(file_okay=False),
-                     help="A local k8s-training checkout (library root or k8s-training/)."),
+        click.option(
+            "--recipe-dir",
+            default=None,
+            type=click.Path(file_okay=False),
+            help="A local k8s-training checkout (library root or k8s-training/).",
+        ),
         click.option("--recipe-ref", default=None, metavar="REF", help="Clone the upstream library at REF."),
-        click.option("-j", "--concurrency", default=4, show_default=True, type=click.IntRange(1, 64),
-                     help="Cluster stacks processed at once."),
+        click.option(
+            "-j",
+            "--concurrency",
+            default=4,
+            show_default=True,
+            type=click.IntRange(1, 64),
+            help="Cluster stacks processed at once.",
+        ),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
     return func
 
 
-def _load(spec_path: str, only_projects: tuple[str, ...], only_clusters: tuple[str, ...],
-          project_prefix: str | None) -> tuple[Any, list[Any]]:
+def _load(
+    spec_path: str, only_projects: tuple[str, ...], only_clusters: tuple[str, ...], project_prefix: str | None
+) -> tuple[Any, list[Any]]:
     from npa_pulumi.plan import resolve_targets
     from npa_pulumi.spec import load_spec
 
@@ -91,10 +129,14 @@ def confirm(banner: list[str], yes: bool, action: str) -> None:
 
 def _banner(verb: str, spec: Any, targets: list[Any]) -> list[str]:
     projects = sorted({t.project_key for t in targets})
-    lines = [f"About to {verb} fleet '{spec.name}': {len(targets)} cluster(s) across {len(projects)} project(s)."]
+    lines = [
+        f"About to {verb} fleet '{spec.name}': {len(targets)} cluster(s) across {len(projects)} project(s)."
+    ]
     for target in targets:
         where = target.project_id or f"{target.display_name} (created if missing)"
-        lines.append(f"  - {target.cluster_stack}  [{target.backend}] project {where}, region {target.region}")
+        lines.append(
+            f"  - {target.cluster_stack}  [{target.backend}] project {where}, region {target.region}"
+        )
     return lines
 
 
@@ -115,18 +157,42 @@ def _finish(result: Any, output: str) -> int:
 @fleet_options
 @output_option()
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--continue-on-error/--fail-fast", default=True, show_default=True,
-              help="Keep deploying other targets after one fails, or stop scheduling new ones.")
-@click.option("--preflight/--no-preflight", default=True, show_default=True,
-              help="Check quota and reserved capacity for the whole selection before any change.")
-@click.option("--create-projects/--no-create-projects", default=True, show_default=True,
-              help="Create missing named projects (prefix + name).")
-@click.option("--refresh", is_flag=True,
-              help="Run every stack, even those deployed from the same spec whose live objects match.")
-@click.option("--policy-pack", "policy_packs", multiple=True, type=click.Path(file_okay=False),
-              help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.")
-@click.option("--policy-config", default=None, type=click.Path(dir_okay=False),
-              help="Policy config JSON (enforcement levels and settings).")
+@click.option(
+    "--continue-on-error/--fail-fast",
+    default=True,
+    show_default=True,
+    help="Keep deploying other targets after one fails, or stop scheduling new ones.",
+)
+@click.option(
+    "--preflight/--no-preflight",
+    default=True,
+    show_default=True,
+    help="Check quota and reserved capacity for the whole selection before any change.",
+)
+@click.option(
+    "--create-projects/--no-create-projects",
+    default=True,
+    show_default=True,
+    help="Create missing named projects (prefix + name).",
+)
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Run every stack, even those deployed from the same spec whose live objects match.",
+)
+@click.option(
+    "--policy-pack",
+    "policy_packs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.",
+)
+@click.option(
+    "--policy-config",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Policy config JSON (enforcement levels and settings).",
+)
 def up_command(**kw: Any) -> None:
     """Deploy the fleet: project stacks first, then cluster stacks in parallel."""
 
@@ -135,11 +201,19 @@ def up_command(**kw: Any) -> None:
         if not targets:
             stderr_console.print("nothing to do")
             return 0
-        fleet = _fleet(spec, targets, _engine_options(
-            kw, fail_fast=not kw["continue_on_error"], policy_packs=list(kw["policy_packs"]),
-            policy_config=kw["policy_config"], create_projects=kw["create_projects"], preflight=kw["preflight"],
-            refresh=kw["refresh"],
-        ))
+        fleet = _fleet(
+            spec,
+            targets,
+            _engine_options(
+                kw,
+                fail_fast=not kw["continue_on_error"],
+                policy_packs=list(kw["policy_packs"]),
+                policy_config=kw["policy_config"],
+                create_projects=kw["create_projects"],
+                preflight=kw["preflight"],
+                refresh=kw["refresh"],
+            ),
+        )
         fleet.plans()  # every offline check (recipe, tfvars) before asking
         confirm(_banner("create/update", spec, targets), kw["yes"], "deploy")
         from npa_pulumi.engine.preflight_gate import preflight_gate
@@ -154,10 +228,19 @@ def up_command(**kw: Any) -> None:
 @click.command("preview")
 @fleet_options
 @output_option("text", "json", "markdown")
-@click.option("--out", "out_file", default=None, type=click.Path(dir_okay=False),
-              help="Write the text/markdown/json document to this file instead of stdout.")
-@click.option("--json-out", default=None, type=click.Path(dir_okay=False),
-              help="Also write the full JSON result to this file.")
+@click.option(
+    "--out",
+    "out_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Write the text/markdown/json document to this file instead of stdout.",
+)
+@click.option(
+    "--json-out",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Also write the full JSON result to this file.",
+)
 @click.option("--policy-pack", "policy_packs", multiple=True, type=click.Path(file_okay=False))
 @click.option("--policy-config", default=None, type=click.Path(dir_okay=False))
 def preview_command(**kw: Any) -> None:
@@ -165,8 +248,11 @@ def preview_command(**kw: Any) -> None:
 
     def body() -> int:
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
-        fleet = _fleet(spec, targets, _engine_options(kw, policy_packs=list(kw["policy_packs"]),
-                                                      policy_config=kw["policy_config"]))
+        fleet = _fleet(
+            spec,
+            targets,
+            _engine_options(kw, policy_packs=list(kw["policy_packs"]), policy_config=kw["policy_config"]),
+        )
         with fleet.progress:
             result = fleet.preview()
         from npa_pulumi.output.documents import write_preview
@@ -191,8 +277,11 @@ def destroy_command(**kw: Any) -> None:
             stderr_console.print("nothing to do")
             return 0
         fleet = _fleet(spec, targets, _engine_options(kw))
-        confirm(_banner("DESTROY", spec, targets) + ["Projects and buckets are retained."],
-                kw["yes"] or kw["force"], "destroy")
+        confirm(
+            [*_banner("DESTROY", spec, targets), "Projects and buckets are retained."],
+            kw["yes"] or kw["force"],
+            "destroy",
+        )
         with fleet.progress:
             result = fleet.destroy()
         return _finish(result, kw["output"])

@@ -20,6 +20,7 @@ FINGERPRINT_OUTPUT = "npa_fingerprint"
 
 def fingerprint(plan: Any, cloud: str, profile: str) -> str:
     body = asdict(plan) if is_dataclass(plan) and not isinstance(plan, type) else dict(plan)
-    payload = json.dumps({"plan": body, "cloud": cloud, "profile": profile, "npa": __version__},
-                         sort_keys=True, default=str)
+    payload = json.dumps(
+        {"plan": body, "cloud": cloud, "profile": profile, "npa": __version__}, sort_keys=True, default=str
+    )
     return hashlib.sha256(payload.encode()).hexdigest()

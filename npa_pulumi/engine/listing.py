@@ -22,8 +22,14 @@ def list_fleet_stacks(backend: str | None = None, fleet: str | None = None) -> l
     cmd = [str(find_pulumi()), "stack", "ls", "--json", "--project", PROJECT_NAME]
     if fleet:
         cmd += ["--tag", f"{TAG_FLEET}={fleet}"]
-    proc = subprocess.run(cmd, cwd=settings.work_dir, env={**os.environ, **settings.env()},
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        cmd,
+        cwd=settings.work_dir,
+        env={**os.environ, **settings.env()},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise StackListingFailed(f"pulumi stack ls failed: {proc.stderr.strip()[-500:]}")
     stacks = json.loads(proc.stdout or "[]")

@@ -76,8 +76,13 @@ class FleetAborted(NpaError):
 
 
 class Fleet:
-    def __init__(self, spec: FleetSpec, targets: Sequence[Target], options: FleetOptions,
-                 progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        spec: FleetSpec,
+        targets: Sequence[Target],
+        options: FleetOptions,
+        progress: Progress | None = None,
+    ) -> None:
         self.spec = spec
         self.targets = list(targets)
         self.options = options
@@ -89,7 +94,9 @@ class Fleet:
         self._unchanged_clusters: set[str] | None = None
         packs = [str(builtin_policy_pack()), *options.policy_packs]
         configs = [options.policy_config] if options.policy_config else []
-        self.executor = StackExecutor(self.settings, self.progress, npa_home() / "logs" / spec.name, packs, configs)
+        self.executor = StackExecutor(
+            self.settings, self.progress, npa_home() / "logs" / spec.name, packs, configs
+        )
 
     # ----------------------------------------------------------------------------------- context
 
@@ -98,8 +105,11 @@ class Fleet:
         if self._cloud is None:
             from npa_pulumi.cloud.factory import make_cloud
 
-            self._cloud = make_cloud(self.options.cloud, profile=self.profile or None,  # type: ignore[arg-type]
-                                     region=self.spec.region or None)
+            self._cloud = make_cloud(
+                self.options.cloud,
+                profile=self.profile or None,  # type: ignore[arg-type]
+                region=self.spec.region or None,
+            )
         return self._cloud
 
     @property
@@ -115,18 +125,29 @@ class Fleet:
         return self._plans
 
     def _result(self, command: str) -> FleetResult:
-        return FleetResult(command=command, fleet=self.spec.name, cloud=self.options.cloud,
-                           backend=self.settings.backend_url)
+        return FleetResult(
+            command=command, fleet=self.spec.name, cloud=self.options.cloud, backend=self.settings.backend_url
+        )
 
     def _project_op(self, plan: ProjectPlan) -> StackOp:
-        return StackOp(plan.stack, "project", plan.project_key, None,
-                       project_program(plan, self.options.cloud, self.profile),
-                       stack_tags(plan.fleet, plan.project_key, None))
+        return StackOp(
+            plan.stack,
+            "project",
+            plan.project_key,
+            None,
+            project_program(plan, self.options.cloud, self.profile),
+            stack_tags(plan.fleet, plan.project_key, None),
+        )
 
     def _cluster_op(self, plan: ClusterPlan, project_ready: bool = True) -> StackOp:
-        return StackOp(plan.stack, "cluster", plan.project_key, plan.cluster_name,
-                       cluster_program(plan, self.options.cloud, self.profile, project_ready),
-                       stack_tags(plan.fleet, plan.project_key, plan.cluster_name))
+        return StackOp(
+            plan.stack,
+            "cluster",
+            plan.project_key,
+            plan.cluster_name,
+            cluster_program(plan, self.options.cloud, self.profile, project_ready),
+            stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
+        )
 
     def _retry_command(self, command: str, project_key: str, cluster: str | None) -> str:
         spec = self.options.spec_path or "<fleet.yaml>"
@@ -141,7 +162,9 @@ class Fleet:
 
     # ------------------------------------------------------------------------------ skip logic
 
-    def stack_outputs(self, ops: Sequence[StackOp], refresh: bool = False) -> dict[str, dict[str, Any] | None]:
+    def stack_outputs(
+        self, ops: Sequence[StackOp], refresh: bool = False
+    ) -> dict[str, dict[str, Any] | None]:
         """Outputs of each stack (None when it does not exist), read in parallel and cached."""
         wanted = [op for op in ops if refresh or op.stack not in self._outputs]
         if wanted:
@@ -152,7 +175,8 @@ class Fleet:
 
     def _fingerprint_matches(self, plan: ProjectPlan | ClusterPlan, outputs: dict[str, Any] | None) -> bool:
         return bool(outputs) and outputs.get(FINGERPRINT_OUTPUT) == fingerprint(  # type: ignore[union-attr]
-            plan, self.options.cloud, self.profile)
+            plan, self.options.cloud, self.profile
+        )
 
     def _project_live(self, outputs: dict[str, Any]) -> bool:
         from npa_pulumi.cloud.errors import CloudError
@@ -176,13 +200,17 @@ class Fleet:
         except CloudError:
             return False
         return cluster.state == "RUNNING" and all(
-            g.state == "RUNNING" and g.ready_node_count >= g.target_node_count for g in groups)
+            g.state == "RUNNING" and g.ready_node_count >= g.target_node_count for g in groups
+        )
 
     def unchanged_projects(self) -> set[str]:
         plans = self.plans().projects
         outputs = self.stack_outputs([self._project_op(p) for p in plans])
-        return {p.stack for p in plans
-                if self._fingerprint_matches(p, outputs[p.stack]) and self._project_live(outputs[p.stack] or {})}
+        return {
+            p.stack
+            for p in plans
+            if self._fingerprint_matches(p, outputs[p.stack]) and self._project_live(outputs[p.stack] or {})
+        }
 
     def unchanged_clusters(self) -> set[str]:
         """Cluster stacks deployed from exactly the current plan, whose identity still matches their project
@@ -196,8 +224,9 @@ class Fleet:
                 mine, project = outputs[plan.stack], project_outputs.get(plan.project_stack)
                 if not (mine and project and self._fingerprint_matches(plan, mine)):
                     continue
-                same_identity = mine.get("project_id") == project.get("project_id") and \
-                    mine.get("subnet_id") == (plan.subnet_id or project.get("subnet_id"))
+                same_identity = mine.get("project_id") == project.get("project_id") and mine.get(
+                    "subnet_id"
+                ) == (plan.subnet_id or project.get("subnet_id"))
                 if same_identity and self._cluster_live(mine):
                     unchanged.add(plan.stack)
             self._unchanged_clusters = unchanged
@@ -207,8 +236,12 @@ class Fleet:
         outputs = self._outputs.get(op.stack) or {}
         self.progress.add(op.stack)
         self.progress.phase(op.stack, "unchanged", "inputs and live state match; skipped")
-        return op.result("unchanged", project_id=outputs.get("project_id"), cluster_id=outputs.get("cluster_id"),
-                         kube_context=outputs.get("kube_context"))
+        return op.result(
+            "unchanged",
+            project_id=outputs.get("project_id"),
+            cluster_id=outputs.get("cluster_id"),
+            kube_context=outputs.get("kube_context"),
+        )
 
     # ------------------------------------------------------------------------------------ pools
 
@@ -236,7 +269,7 @@ class Fleet:
                             result = future.result()
                         except NpaError as err:
                             result = op.result("failed", error=str(err))
-                        except Exception as err:  # noqa: BLE001 - one target's bug must not sink the fleet
+                        except Exception as err:
                             log.exception("stack %s failed unexpectedly", op.stack)
                             result = op.result("failed", error=f"{type(err).__name__}: {err}")
                         results[op.stack] = result
@@ -249,11 +282,13 @@ class Fleet:
                 for future, op in running.items():
                     try:
                         results[op.stack] = future.result()
-                    except Exception as err:  # noqa: BLE001
+                    except Exception as err:
                         results[op.stack] = op.result("failed", error=f"interrupted: {err}")
                 raise
         for op in pending:
-            results[op.stack] = op.result("skipped", error="not started: an earlier target failed (--fail-fast)")
+            results[op.stack] = op.result(
+                "skipped", error="not started: an earlier target failed (--fail-fast)"
+            )
             self.progress.phase(op.stack, "skipped")
         return [results[op.stack] for op in ops if op.stack in results]
 
@@ -265,8 +300,12 @@ class Fleet:
         result.stacks.extend(plans.unsupported)
         project_ops = [self._project_op(p) for p in plans.projects]
         result.stacks.extend(self._pool(project_ops, lambda op: self.executor.run(op, "preview")))
-        cluster_ops = [self._cluster_op(c, self.executor.outputs(self._project_op(plans.project(c.project_key)))
-                                        is not None) for c in plans.clusters]
+        # A project stack that was never deployed has no outputs yet (a preview creates the empty stack).
+        project_outputs = self.stack_outputs([self._project_op(p) for p in plans.projects], refresh=True)
+        cluster_ops = [
+            self._cluster_op(c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id")))
+            for c in plans.clusters
+        ]
         result.stacks.extend(self._pool(cluster_ops, lambda op: self.executor.run(op, "preview")))
         self._fill_identity(result)
         return result
@@ -278,7 +317,9 @@ class Fleet:
             report = preflight(plans)
             result.preflight = report
             if report is not None and not report.get("ok", False):
-                result.error = "preflight failed: the fleet does not fit the tenant's quota or reserved capacity"
+                result.error = (
+                    "preflight failed: the fleet does not fit the tenant's quota or reserved capacity"
+                )
                 return result
         result.stacks.extend(plans.unsupported)
         skip_projects = set() if self.options.refresh else self.unchanged_projects()
@@ -297,8 +338,12 @@ class Fleet:
         for cluster in plans.clusters:
             op = self._cluster_op(cluster)
             if cluster.project_key in failed_projects:
-                result.stacks.append(op.result(
-                    "skipped", error=f"project stack {cluster.project_stack} failed; cluster not attempted"))
+                result.stacks.append(
+                    op.result(
+                        "skipped",
+                        error=f"project stack {cluster.project_stack} failed; cluster not attempted",
+                    )
+                )
             elif op.stack in skip_clusters:
                 result.stacks.append(self._unchanged_result(op))
             else:
@@ -308,7 +353,11 @@ class Fleet:
         for stack in result.stacks:
             if stack.failed and stack.retry_command is None:
                 stack.retry_command = self._retry_command("up", stack.project_key, stack.cluster_name)
-            if stack.kind == "cluster" and stack.status == "unchanged" and self.plans().cluster(stack.stack).has_gpus:
+            if (
+                stack.kind == "cluster"
+                and stack.status == "unchanged"
+                and self.plans().cluster(stack.stack).has_gpus
+            ):
                 stack.validation = "skipped"
         self._fill_identity(result)
         return result
@@ -345,7 +394,9 @@ class Fleet:
                 item.status = "destroy-incomplete"
                 item.retry_command = self._retry_command("destroy", item.project_key, None)
             elif item.status == "destroyed":
-                item.outputs["retained"] = "project and object storage are retained; an owned network was deleted"
+                item.outputs["retained"] = (
+                    "project and object storage are retained; an owned network was deleted"
+                )
         result.stacks.extend(project_results)
         return result
 
@@ -374,7 +425,9 @@ class Fleet:
 
     def _fill_identity(self, result: FleetResult) -> None:
         """Give every cluster entry its project id and kube context when the stacks know them."""
-        project_ids = {s.project_key: s.project_id for s in result.stacks if s.kind == "project" and s.project_id}
+        project_ids = {
+            s.project_key: s.project_id for s in result.stacks if s.kind == "project" and s.project_id
+        }
         for stack in result.stacks:
             if stack.kind == "cluster":
                 stack.project_id = stack.project_id or project_ids.get(stack.project_key)

@@ -72,8 +72,11 @@ def _storage_plan(target: Target) -> StoragePlan | None:
     storage = target.object_storage
     if storage is None:
         return None
-    return StoragePlan(storage_class=storage.storage_class, size_gibibytes=storage.size_gibibytes,
-                       bucket_name=storage.bucket_name or "")
+    return StoragePlan(
+        storage_class=storage.storage_class,
+        size_gibibytes=storage.size_gibibytes,
+        bucket_name=storage.bucket_name or "",
+    )
 
 
 def _project_plan(target: Target, tenant_id: str, create_missing: bool) -> ProjectPlan:
@@ -90,8 +93,9 @@ def _project_plan(target: Target, tenant_id: str, create_missing: bool) -> Proje
     )
 
 
-def _cluster_plan(target: Target, tenant_id: str, source: RecipeSource, ssh_key: str | None,
-                  problems: list[str]) -> ClusterPlan | None:
+def _cluster_plan(
+    target: Target, tenant_id: str, source: RecipeSource, ssh_key: str | None, problems: list[str]
+) -> ClusterPlan | None:
     from npa_pulumi.plan import render_tfvars
 
     cluster = target.cluster
@@ -129,28 +133,40 @@ def _cluster_plan(target: Target, tenant_id: str, source: RecipeSource, ssh_key:
     )
 
 
-def build_plans(spec: FleetSpec, targets: Sequence[Target], options: FleetOptions, tenant_id: str) -> FleetPlans:
+def build_plans(
+    spec: FleetSpec, targets: Sequence[Target], options: FleetOptions, tenant_id: str
+) -> FleetPlans:
     plans = FleetPlans()
     source = resolve_source(options.cloud, options.recipe_dir, options.recipe_ref)
     plans.recipe = source
     ssh_key = default_ssh_public_key(spec)
     if options.cloud == "nebius" and not ssh_key:
-        raise UserInputError("no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub")
+        raise UserInputError(
+            "no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub"
+        )
     problems: list[str] = []
     seen_projects: set[str] = set()
     missing_region = sorted({t.cluster_stack for t in targets if not t.region})
     if missing_region:
-        raise UserInputError(f"no region for {', '.join(missing_region)}: set `region` in the spec or the project")
+        raise UserInputError(
+            f"no region for {', '.join(missing_region)}: set `region` in the spec or the project"
+        )
     for target in targets:
         if target.project_key not in seen_projects:
             seen_projects.add(target.project_key)
             plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
         if target.backend != "mk8s":
-            plans.unsupported.append(StackResult(
-                stack=target.cluster_stack, kind="cluster", project_key=target.project_key,
-                cluster_name=target.cluster_name, status="not-supported",
-                error=f"backend {target.backend!r} is planned and validated, but deploying it is not supported yet",
-            ))
+            plans.unsupported.append(
+                StackResult(
+                    stack=target.cluster_stack,
+                    kind="cluster",
+                    project_key=target.project_key,
+                    cluster_name=target.cluster_name,
+                    status="not-supported",
+                    error=f"backend {target.backend!r} is planned and validated, but deploying it is not "
+                    "supported yet",
+                )
+            )
             continue
         plan = _cluster_plan(target, tenant_id, source, ssh_key, problems)
         if plan is not None:

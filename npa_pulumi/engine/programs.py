@@ -61,9 +61,8 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
     def program() -> None:
         import pulumi
 
-        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
-
         from npa_pulumi.components import FleetProject, ObjectStorage, ProjectNetwork
+        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
 
         project = FleetProject(
             plan.project_key,
@@ -117,7 +116,9 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
     return program
 
 
-def cluster_program(plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool) -> Callable[[], None]:
+def cluster_program(
+    plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool
+) -> Callable[[], None]:
     def program() -> None:
         import pulumi
 
@@ -141,8 +142,12 @@ def cluster_program(plan: ClusterPlan, cloud: str, profile: str, project_stack_r
             project_key=plan.project_key,
             cluster=plan.cluster_name,
             work_key=plan.stack,
-            identity={"tenant_id": plan.tenant_id, "parent_id": project_id, "region": plan.region,
-                      "subnet_id": subnet_id},
+            identity={
+                "tenant_id": plan.tenant_id,
+                "parent_id": project_id,
+                "region": plan.region,
+                "subnet_id": subnet_id,
+            },
             tfvars=plan.tfvars,
             runtime_tfvars=plan.runtime_tfvars,
             recipe=plan.recipe,

@@ -103,6 +103,11 @@ class Progress:
             lines = list(self.lines.values())
         for line in lines:
             style = {"failed": "red", "done": "green", "unchanged": "dim"}.get(line.phase, "")
-            table.add_row(line.stack, f"[{style}]{line.phase}[/]" if style else line.phase,
-                          f"{line.resources_done}/{line.resources_started}", f"{line.elapsed():.0f}s", line.note)
+            table.add_row(
+                line.stack,
+                f"[{style}]{line.phase}[/]" if style else line.phase,
+                f"{line.resources_done}/{line.resources_started}",
+                f"{line.elapsed():.0f}s",
+                line.note,
+            )
         return table

@@ -48,8 +48,14 @@ class StackOp:
     tags: dict[str, str]
 
     def result(self, status: str, **fields: Any) -> StackResult:
-        return StackResult(stack=self.stack, kind=self.kind, project_key=self.project_key,
-                           cluster_name=self.cluster_name, status=status, **fields)
+        return StackResult(
+            stack=self.stack,
+            kind=self.kind,
+            project_key=self.project_key,
+            cluster_name=self.cluster_name,
+            status=status,
+            **fields,
+        )
 
 
 @dataclass
@@ -69,17 +75,23 @@ class EventCollector:
             if meta.type != "pulumi:pulumi:Stack":
                 self.progress.resource_event(self.stack, finished=False)
                 if op not in ("same", "read"):
-                    self.diff.append({"urn": meta.urn, "type": meta.type, "op": op,
-                                      "diffs": list(meta.diffs or [])})
+                    self.diff.append(
+                        {"urn": meta.urn, "type": meta.type, "op": op, "diffs": list(meta.diffs or [])}
+                    )
         elif event.res_outputs_event is not None:
             if event.res_outputs_event.metadata.type != "pulumi:pulumi:Stack":
                 self.progress.resource_event(self.stack, finished=True)
         elif event.policy_event is not None:
             pe = event.policy_event
-            self.policy.append(PolicyViolation(
-                policy=pe.policy_name, pack=pe.policy_pack_name, level=str(pe.enforcement_level).lower(),
-                message=_plain(pe.message), resource=pe.resource_urn or "",
-            ))
+            self.policy.append(
+                PolicyViolation(
+                    policy=pe.policy_name,
+                    pack=pe.policy_pack_name,
+                    level=str(pe.enforcement_level).lower(),
+                    message=_plain(pe.message),
+                    resource=pe.resource_urn or "",
+                )
+            )
         elif event.diagnostic_event is not None:
             diag = event.diagnostic_event
             if diag.severity == "error":
@@ -129,10 +141,13 @@ class StackExecutor:
         opts = workspace_options(self.settings, op.program, self.project_name)
         try:
             if create:
-                stack = auto.create_or_select_stack(op.stack, project_name=self.project_name,
-                                                    program=op.program, opts=opts)
+                stack = auto.create_or_select_stack(
+                    op.stack, project_name=self.project_name, program=op.program, opts=opts
+                )
             else:
-                stack = auto.select_stack(op.stack, project_name=self.project_name, program=op.program, opts=opts)
+                stack = auto.select_stack(
+                    op.stack, project_name=self.project_name, program=op.program, opts=opts
+                )
         except auto.StackNotFoundError:
             return None
         return stack
@@ -167,8 +182,12 @@ class StackExecutor:
         from pulumi import automation as auto
 
         started = time.monotonic()
-        self.progress.phase(op.stack, {"up": "updating", "preview": "previewing", "destroy": "destroying",
-                                       "refresh": "refreshing"}[command])
+        self.progress.phase(
+            op.stack,
+            {"up": "updating", "preview": "previewing", "destroy": "destroying", "refresh": "refreshing"}[
+                command
+            ],
+        )
         write_log = self._log(op, command)
         log_path = write_log.path
         collector = EventCollector(op.stack, self.progress)
@@ -183,17 +202,29 @@ class StackExecutor:
             result = self._invoke(op, stack, command, collector, write_log, **kwargs)
         except StackLocked as err:
             self.progress.phase(op.stack, "failed", "locked")
-            return op.result("failed", error=str(err), elapsed_s=time.monotonic() - started, log_file=str(log_path))
+            return op.result(
+                "failed", error=str(err), elapsed_s=time.monotonic() - started, log_file=str(log_path)
+            )
         except auto.ConcurrentUpdateError:
             self.progress.phase(op.stack, "failed", "locked")
-            return op.result("failed", error=f"stack {op.stack} is locked by another update; if no other run is "
-                             f"active: {recovery_command(op.stack)}", elapsed_s=time.monotonic() - started,
-                             log_file=str(log_path))
+            return op.result(
+                "failed",
+                error=f"stack {op.stack} is locked by another update; if no other run is "
+                f"active: {recovery_command(op.stack)}",
+                elapsed_s=time.monotonic() - started,
+                log_file=str(log_path),
+            )
         except auto.CommandError as err:
             message = "; ".join(collector.errors) or _plain(str(err))[-2000:]
             self.progress.phase(op.stack, "failed")
-            return op.result("failed", error=message, diff=collector.diff, policy=collector.policy,
-                             elapsed_s=time.monotonic() - started, log_file=str(log_path))
+            return op.result(
+                "failed",
+                error=message,
+                diff=collector.diff,
+                policy=collector.policy,
+                elapsed_s=time.monotonic() - started,
+                log_file=str(log_path),
+            )
         finally:
             write_log.close()
         result.diff = collector.diff
@@ -203,22 +234,48 @@ class StackExecutor:
         self.progress.phase(op.stack, "done" if result.status != "unchanged" else "unchanged")
         return result
 
-    def _invoke(self, op: StackOp, stack: auto.Stack, command: str, collector: EventCollector,
-                write_log: Callable[[str], None], **kwargs: Any) -> StackResult:
-        policy_args = {"policy_packs": self.policy_packs, "policy_pack_configs": self.policy_configs}
+    def _invoke(
+        self,
+        op: StackOp,
+        stack: auto.Stack,
+        command: str,
+        collector: EventCollector,
+        write_log: Callable[[str], None],
+        **kwargs: Any,
+    ) -> StackResult:
+        packs, configs = self.policy_packs, self.policy_configs
         if command == "preview":
-            preview = stack.preview(on_output=write_log, on_event=collector, **policy_args, **kwargs)
+            preview = stack.preview(
+                on_output=write_log,
+                on_event=collector,
+                policy_packs=packs,
+                policy_pack_configs=configs,
+                **kwargs,
+            )
             changes = {k: int(v) for k, v in preview.change_summary.items()}
             changed = any(v for k, v in changes.items() if k != "same")
             return op.result("changes" if changed else "no-changes", changes=changes)
         if command == "up":
-            up = stack.up(on_output=write_log, on_event=collector, **policy_args, **kwargs)
+            up = stack.up(
+                on_output=write_log,
+                on_event=collector,
+                policy_packs=packs,
+                policy_pack_configs=configs,
+                **kwargs,
+            )
             changes = {k: int(v) for k, v in (up.summary.resource_changes or {}).items()}
             changed = any(v for k, v in changes.items() if k != "same")
-            outputs = {name: (value.value if not value.secret else "[secret]") for name, value in up.outputs.items()}
-            return op.result("deployed" if changed else "unchanged", changes=changes, outputs=outputs,
-                             project_id=outputs.get("project_id"), cluster_id=outputs.get("cluster_id"),
-                             kube_context=outputs.get("kube_context"))
+            outputs = {
+                name: (value.value if not value.secret else "[secret]") for name, value in up.outputs.items()
+            }
+            return op.result(
+                "deployed" if changed else "unchanged",
+                changes=changes,
+                outputs=outputs,
+                project_id=outputs.get("project_id"),
+                cluster_id=outputs.get("cluster_id"),
+                kube_context=outputs.get("kube_context"),
+            )
         if command == "destroy":
             destroyed = stack.destroy(on_output=write_log, on_event=collector, **kwargs)
             changes = {k: int(v) for k, v in (destroyed.summary.resource_changes or {}).items()}

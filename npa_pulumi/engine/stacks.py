@@ -49,7 +49,7 @@ def ensure_tags(stack: auto.Stack, tags: dict[str, str]) -> None:
     """Set only the tags that differ (each tag call is a CLI round trip)."""
     try:
         current = stack.list_tags()
-    except Exception:  # noqa: BLE001 - a backend without tag support just gets every tag set
+    except Exception:
         current = {}
     for name, value in tags.items():
         if current.get(name) != value:
@@ -106,8 +106,15 @@ def read_locks(backend_url: str, stack: str) -> list[LockInfo]:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        locks.append(LockInfo(path, int(data.get("pid", 0)), str(data.get("hostname", "")),
-                              str(data.get("username", "")), str(data.get("timestamp", ""))))
+        locks.append(
+            LockInfo(
+                path,
+                int(data.get("pid", 0)),
+                str(data.get("hostname", "")),
+                str(data.get("username", "")),
+                str(data.get("timestamp", "")),
+            )
+        )
     return locks
 
 
@@ -121,9 +128,9 @@ def clear_stale_lock(stack: auto.Stack, backend_url: str) -> str | None:
     if live:
         lock = live[0]
         raise StackLocked(
-            f"stack {stack.name} is being changed by another run (pid {lock.pid} on {lock.hostname}, user "
-            f"{lock.username}, since {lock.timestamp}); wait for it to finish. If that run is gone, clear the "
-            f"lock with: pulumi cancel --stack {stack.name} --yes"
+            f"stack {stack.name} is being changed by another run (pid {lock.pid} on {lock.hostname}, "
+            f"user {lock.username}, since {lock.timestamp}); wait for it to finish. If that run is gone, "
+            f"clear the lock with: pulumi cancel --stack {stack.name} --yes"
         )
     stack.cancel()
     return f"removed a stale lock left by pid {locks[0].pid} ({locks[0].timestamp})"
@@ -132,7 +139,7 @@ def clear_stale_lock(stack: auto.Stack, backend_url: str) -> str | None:
 def clear_pending_operations(stack: auto.Stack) -> list[str]:
     """Drop pending operations from the checkpoint; returns the URNs that were pending."""
     deployment = stack.export_stack()
-    body: dict[str, Any] = deployment.deployment or {}
+    body: dict[str, Any] = dict(deployment.deployment or {})
     pending = body.get("pending_operations") or []
     if not pending:
         return []
@@ -144,4 +151,6 @@ def clear_pending_operations(stack: auto.Stack) -> list[str]:
 
 
 def recovery_command(stack: str) -> str:
-    return f"pulumi cancel --stack {stack} --yes && pulumi refresh --stack {stack} --clear-pending-creates --yes"
+    return (
+        f"pulumi cancel --stack {stack} --yes && pulumi refresh --stack {stack} --clear-pending-creates --yes"
+    )

@@ -1,12 +1,12 @@
 """`status`: what each cluster stack says, checked against the live cloud.
 
-    absent        no stack for the target
-    failed        the stack exists but its last update failed or recorded no cluster, or the cloud reports
-                  the cluster / a node group in ERROR
-    provisioning  the cluster or a node group is still PROVISIONING (a QuotaFailure condition, the classic
-                  quota wall, is surfaced in `error`)
-    deployed      the cluster and every node group are RUNNING with their target node counts
-    destroyed     the stack records a cluster that the cloud no longer has (deleted outside the fleet)
+absent        no stack for the target
+failed        the stack exists but its last update failed or recorded no cluster, or the cloud reports
+              the cluster / a node group in ERROR
+provisioning  the cluster or a node group is still PROVISIONING (a QuotaFailure condition, the classic
+              quota wall, is surfaced in `error`)
+deployed      the cluster and every node group are RUNNING with their target node counts
+destroyed     the stack records a cluster that the cloud no longer has (deleted outside the fleet)
 """
 
 from __future__ import annotations
@@ -22,8 +22,13 @@ if TYPE_CHECKING:
 
 
 def _node_group_view(group: Any) -> dict[str, Any]:
-    view = {"id": group.id, "name": group.name, "state": group.state, "target": group.target_node_count,
-            "ready": group.ready_node_count}
+    view = {
+        "id": group.id,
+        "name": group.name,
+        "state": group.state,
+        "target": group.target_node_count,
+        "ready": group.ready_node_count,
+    }
     if group.conditions:
         view["conditions"] = [c.model_dump(exclude_none=True) for c in group.conditions]
     return view
@@ -60,8 +65,9 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
         groups = fleet.cloud.list_node_groups(cluster.id)
     except NotFound:
         fleet.progress.phase(op.stack, "done", "destroyed")
-        return op.result("destroyed", error="the cluster was deleted outside the fleet; run up to recreate it",
-                         **base)
+        return op.result(
+            "destroyed", error="the cluster was deleted outside the fleet; run up to recreate it", **base
+        )
     except CloudError as err:
         fleet.progress.phase(op.stack, "failed")
         return op.result("status-error", error=str(err), **base)

@@ -49,7 +49,9 @@ def resolve_backend_url(flag: str | None = None) -> str:
             url = f"file://{path}"
         path.mkdir(parents=True, exist_ok=True)
     elif "://" not in url:
-        raise UserInputError(f"backend URL {url!r} has no scheme; expected e.g. file:///path, s3://bucket or https://")
+        raise UserInputError(
+            f"backend URL {url!r} has no scheme; expected e.g. file:///path, s3://bucket or https://"
+        )
     return url
 
 

@@ -211,7 +211,9 @@ def _resource_name(urn: str) -> str:
 
 
 def _short_type(type_token: str) -> str:
-    return type_token.rsplit("$", 1)[-1]
+    # The last link of a parent chain, and dynamic resources by their own name (`npa:Bucket`), not the
+    # provider plumbing (`pulumi-python:dynamic/npa:Bucket`).
+    return type_token.rsplit("$", 1)[-1].removeprefix("pulumi-python:dynamic/")
 
 
 # ----------------------------------------------------------------------------------------- header
@@ -572,6 +574,8 @@ def _diff_rows(diff: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key = (entry.get("urn"), entry.get("op"))
         if key in seen or (entry.get("op") in _REPLACEMENT_STEPS and entry.get("urn") in replaced):
             continue
+        if entry.get("op") == "create" and str(entry.get("type") or "").startswith("pulumi:providers:"):
+            continue  # a new stack's provider instance is plumbing, not a change a reviewer weighs
         seen.add(key)
         rows.append(entry)
     return sorted(rows, key=lambda d: _OP_RANK.get(str(d.get("op")), 4))

@@ -10,9 +10,19 @@ from rich.table import Table
 from npa_pulumi.engine.results import FleetResult
 
 _STYLE = {
-    "deployed": "green", "unchanged": "dim", "destroyed": "green", "absent": "dim", "no-changes": "dim",
-    "changes": "yellow", "provisioning": "yellow", "drifted": "yellow", "in-sync": "green",
-    "failed": "red", "destroy-incomplete": "red", "status-error": "red", "skipped": "yellow",
+    "deployed": "green",
+    "unchanged": "dim",
+    "destroyed": "green",
+    "absent": "dim",
+    "no-changes": "dim",
+    "changes": "yellow",
+    "provisioning": "yellow",
+    "drifted": "yellow",
+    "in-sync": "green",
+    "failed": "red",
+    "destroy-incomplete": "red",
+    "status-error": "red",
+    "skipped": "yellow",
     "not-supported": "yellow",
 }
 
@@ -32,13 +42,17 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
         status = f"[{style}]{stack.status}[/]" if style else stack.status
         if stack.validation:
             status += f" (validation: {stack.validation})"
-        table.add_row(stack.stack, status, _changes(stack.changes), stack.cluster_id or "-",
-                      stack.kube_context or "-")
+        table.add_row(
+            stack.stack, status, _changes(stack.changes), stack.cluster_id or "-", stack.kube_context or "-"
+        )
     console.print(table)
     for stack in result.stacks:
         for violation in stack.policy:
-            console.print(f"[yellow]policy[/] {stack.stack}: [{violation.level}] {violation.policy}: "
-                          f"{violation.message}", soft_wrap=True)
+            console.print(
+                f"[yellow]policy[/] {stack.stack}: [{violation.level}] {violation.policy}: "
+                f"{violation.message}",
+                soft_wrap=True,
+            )
         if stack.error:
             console.print(f"[red]{stack.stack}[/]: {stack.error}", soft_wrap=True, markup=True)
         if stack.retry_command:
@@ -56,6 +70,9 @@ def print_stack_list(stacks: list[dict[str, Any]], console: Console | None = Non
     for column in ("name", "last update", "resources"):
         table.add_column(column)
     for stack in stacks:
-        table.add_row(stack["name"] or "", str(stack.get("last_update") or "-"),
-                      str(stack.get("resource_count") if stack.get("resource_count") is not None else "-"))
+        table.add_row(
+            stack["name"] or "",
+            str(stack.get("last_update") or "-"),
+            str(stack.get("resource_count") if stack.get("resource_count") is not None else "-"),
+        )
     console.print(table)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.preflight.demand import BucketDemandInput, ClusterDemandInput, ProjectDemandInput
 from npa_pulumi.preflight.report import PreflightReport
-from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.preflight.runner import evaluate_preflight, run_preflight
 
 if TYPE_CHECKING:
@@ -80,8 +80,11 @@ def build_inputs(
         if target.project_key in seen:
             continue
         seen.add(target.project_key)
-        projects.append(ProjectDemandInput(key=target.project_key, region=target.region,
-                                           exists=target.project_key in existing))
+        projects.append(
+            ProjectDemandInput(
+                key=target.project_key, region=target.region, exists=target.project_key in existing
+            )
+        )
         storage = target.object_storage
         if storage is None:
             continue
@@ -90,11 +93,20 @@ def build_inputs(
         name = storage.bucket_name or (bucket_names or {}).get(target.project_key)
         if project_id and name:
             bucket = cloud.find_bucket(project_id, name)
-            exists = bucket is not None and bucket.max_size_bytes == storage.size_bytes and \
-                bucket.storage_class == storage.storage_class
-        buckets.append(BucketDemandInput(key=target.project_key, region=target.region,
-                                         storage_class=storage.storage_class, size_gib=storage.size_gibibytes,
-                                         exists_verified=exists))
+            exists = (
+                bucket is not None
+                and bucket.max_size_bytes == storage.size_bytes
+                and bucket.storage_class == storage.storage_class
+            )
+        buckets.append(
+            BucketDemandInput(
+                key=target.project_key,
+                region=target.region,
+                storage_class=storage.storage_class,
+                size_gib=storage.size_gibibytes,
+                exists_verified=exists,
+            )
+        )
     return clusters, projects, buckets
 
 

@@ -24,14 +24,28 @@ class CliResult:
         return json.loads(self.stdout)
 
 
-def npa(*args: str, env: dict[str, str] | None = None, timeout: float = 900, check: bool = False,
-        input_text: str | None = None) -> CliResult:
-    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=timeout, input=input_text, cwd=REPO)
+def npa(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+    check: bool = False,
+    input_text: str | None = None,
+) -> CliResult:
+    proc = subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        input=input_text,
+        cwd=REPO,
+    )
     result = CliResult(proc.returncode, proc.stdout, proc.stderr)
     if check and proc.returncode != 0:
-        raise AssertionError(f"npa-pulumi {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-4000:]}\n"
-                             f"{proc.stdout[-2000:]}")
+        raise AssertionError(
+            f"npa-pulumi {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-4000:]}\n"
+            f"{proc.stdout[-2000:]}"
+        )
     return result
 
 

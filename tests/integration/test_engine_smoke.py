@@ -76,13 +76,21 @@ def test_engine_smoke_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     env = dict(os.environ, **settings.env())
     listing = subprocess.run(
         [str(find_pulumi()), "stack", "ls", "--json", "--tag", "npa:fleet=smoke", "--project", "npa-smoke"],
-        cwd=settings.work_dir, env=env, capture_output=True, text=True, check=True,
+        cwd=settings.work_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     names = [s["name"] for s in json.loads(listing.stdout)]
     assert names == ["smoke.dev"]
     none = subprocess.run(
         [str(find_pulumi()), "stack", "ls", "--json", "--tag", "npa:fleet=other", "--project", "npa-smoke"],
-        cwd=settings.work_dir, env=env, capture_output=True, text=True, check=True,
+        cwd=settings.work_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert json.loads(none.stdout) == []
 

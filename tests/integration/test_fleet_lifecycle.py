@@ -50,7 +50,9 @@ def _spec_with_extra(base: str) -> str:
 
 
 def _up(spec: Path, *extra: str) -> dict:
-    result = npa("up", "--spec", str(spec), "--cloud", "local", "--yes", "-j", "2", "--output", "json", *extra)
+    result = npa(
+        "up", "--spec", str(spec), "--cloud", "local", "--yes", "-j", "2", "--output", "json", *extra
+    )
     assert result.code == 0, result.stderr[-4000:] + result.stdout[-3000:]
     return result.json()
 
@@ -63,9 +65,12 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     first = _up(spec)
     stacks = by_stack(first)
     assert set(stacks) == {
-        "lifecycle.alpha", "lifecycle.project-existing1",
-        "lifecycle.alpha.train", "lifecycle.alpha.infer",
-        "lifecycle.project-existing1.one", "lifecycle.project-existing1.two",
+        "lifecycle.alpha",
+        "lifecycle.project-existing1",
+        "lifecycle.alpha.train",
+        "lifecycle.alpha.infer",
+        "lifecycle.project-existing1.one",
+        "lifecycle.project-existing1.two",
     }
     assert {s["status"] for s in first["stacks"]} == {"deployed"}
     clusters = {c["stack"]: c for c in first["clusters"]}
@@ -103,9 +108,19 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     assert len(inventory()["mk8s_clusters"]) == 5
 
     # ---- destroy just that cluster
-    gone = npa("destroy", "--spec", str(spec_plus), "--cloud", "local", "--only-clusters", "extra", "--yes",
-               "--output", "json")
-    assert gone.code == 0, gone.stderr[-3000:]
+    gone = npa(
+        "destroy",
+        "--spec",
+        str(spec_plus),
+        "--cloud",
+        "local",
+        "--only-clusters",
+        "extra",
+        "--yes",
+        "--output",
+        "json",
+    )
+    assert gone.code == 0, gone.stderr[-3000:] + gone.stdout[-3000:]
     gone_stacks = by_stack(gone.json())
     assert gone_stacks["lifecycle.alpha.extra"]["status"] == "destroyed"
     assert "lifecycle.alpha" not in gone_stacks  # the project still has clusters: its stack stays
@@ -113,18 +128,36 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
 
     # ---- pulumi stack ls (the plain CLI, in the repository) lists the fleet's stacks
     env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}
-    listing = subprocess.run([str(find_pulumi()), "stack", "ls", "--json", "--project", "npa-fleet",
-                              "--tag", "npa:fleet=lifecycle"],
-                             cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True,
-                             check=True)
+    listing = subprocess.run(
+        [
+            str(find_pulumi()),
+            "stack",
+            "ls",
+            "--json",
+            "--project",
+            "npa-fleet",
+            "--tag",
+            "npa:fleet=lifecycle",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert listing.returncode == 0, listing.stderr
     names = {s["name"] for s in json.loads(listing.stdout)}
-    assert names == {"lifecycle.alpha", "lifecycle.project-existing1", "lifecycle.alpha.train",
-                     "lifecycle.alpha.infer", "lifecycle.project-existing1.one",
-                     "lifecycle.project-existing1.two"}
+    assert names == {
+        "lifecycle.alpha",
+        "lifecycle.project-existing1",
+        "lifecycle.alpha.train",
+        "lifecycle.alpha.infer",
+        "lifecycle.project-existing1.one",
+        "lifecycle.project-existing1.two",
+    }
 
     # ---- full destroy: only the retained project and bucket remain of what the fleet created
     final = npa("destroy", "--spec", str(spec), "--cloud", "local", "--yes", "--output", "json")
-    assert final.code == 0, final.stderr[-3000:]
+    assert final.code == 0, final.stderr[-3000:] + final.stdout[-3000:]
     assert {s["status"] for s in final.json()["stacks"]} == {"destroyed"}
     cloud = inventory()
     assert cloud["mk8s_clusters"] == []

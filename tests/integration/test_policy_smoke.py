@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pulumi
 import pytest
 from pulumi import automation as auto
 
@@ -28,7 +27,9 @@ def _program(message: str):
 
 @pytest.fixture
 def settings(isolated_home: Path, tmp_path: Path) -> EngineSettings:
-    return EngineSettings.resolve(backend=f"file://{tmp_path / 'backend'}", extra_env={"PYTHONPATH": str(SUPPORT_DIR)})
+    return EngineSettings.resolve(
+        backend=f"file://{tmp_path / 'backend'}", extra_env={"PYTHONPATH": str(SUPPORT_DIR)}
+    )
 
 
 def test_mandatory_policy_fails_violating_preview(settings: EngineSettings) -> None:

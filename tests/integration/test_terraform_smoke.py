@@ -19,7 +19,9 @@ MODULE = Path(__file__).parent / "support" / "tf_smoke"
 
 
 def _tf(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(find_terraform()), *args], cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    return subprocess.run(
+        [str(find_terraform()), *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
 
 
 def test_terraform_builtin_module_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
@@ -29,8 +31,14 @@ def test_terraform_builtin_module_lifecycle(isolated_home: Path, tmp_path: Path)
     markers.mkdir()
     cache = tmp_path / "plugin-cache"
     cache.mkdir()
-    env = dict(os.environ, TF_PLUGIN_CACHE_DIR=str(cache), TF_IN_AUTOMATION="1", TF_INPUT="0",
-               TF_VAR_greeting="fleet", TF_VAR_marker_dir=str(markers))
+    env = dict(
+        os.environ,
+        TF_PLUGIN_CACHE_DIR=str(cache),
+        TF_IN_AUTOMATION="1",
+        TF_INPUT="0",
+        TF_VAR_greeting="fleet",
+        TF_VAR_marker_dir=str(markers),
+    )
 
     version = json.loads(_tf(["version", "-json"], work, env).stdout)
     assert version["terraform_version"]

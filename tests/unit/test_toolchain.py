@@ -35,15 +35,24 @@ def test_installed_sdk_is_the_pinned_one() -> None:
 
 @pytest.mark.integration
 def test_engine_reports_pinned_version() -> None:
-    out = subprocess.run([str(find_pulumi()), "version"], env=dict(os.environ, **engine_env()),
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(find_pulumi()), "version"],
+        env=dict(os.environ, **engine_env()),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == f"v{PINS['pulumi']['version']}"
 
 
 @pytest.mark.integration
 def test_engine_bundled_helpers_are_executable() -> None:
     real_dir = find_pulumi().resolve().parent
-    for name in ("pulumi-language-python-exec", "pulumi-resource-pulumi-python", "pulumi-analyzer-policy-python"):
+    for name in (
+        "pulumi-language-python-exec",
+        "pulumi-resource-pulumi-python",
+        "pulumi-analyzer-policy-python",
+    ):
         helper = real_dir / name
         assert helper.is_file(), f"{name} missing next to the engine"
         assert os.access(helper, os.X_OK), f"{name} is not executable"
@@ -59,7 +68,9 @@ def test_engine_env_is_offline_and_uses_this_python() -> None:
 
 @pytest.mark.integration
 def test_terraform_is_recent_enough() -> None:
-    out = subprocess.run([str(find_terraform()), "version", "-json"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(find_terraform()), "version", "-json"], capture_output=True, text=True, check=True
+    )
     version = tuple(int(x) for x in re.findall(r"\d+", json.loads(out.stdout)["terraform_version"])[:3])
     minimum = tuple(int(x) for x in PINS["terraform"]["min_version"].split("."))
     assert version >= minimum
@@ -67,8 +78,12 @@ def test_terraform_is_recent_enough() -> None:
 
 def test_toolchain_script_is_idempotent(tmp_path: Path) -> None:
     """A second `ensure` finds everything in place and says so instead of rebuilding."""
-    proc = subprocess.run([sys.executable, str(REPO / "tools" / "toolchain.py"), "ensure", "pulumi", "terraform"],
-                          capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "toolchain.py"), "ensure", "pulumi", "terraform"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "building" not in proc.stderr
     assert "nothing to do" in proc.stderr or "from PATH" in proc.stderr

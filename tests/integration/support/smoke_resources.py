@@ -14,7 +14,10 @@ from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateRes
 
 class EchoProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(id_=f"echo-{props['message']}", outs={"message": props["message"], "shout": props["message"].upper()})
+        return CreateResult(
+            id_=f"echo-{props['message']}",
+            outs={"message": props["message"], "shout": props["message"].upper()},
+        )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = olds.get("message") != news.get("message")
