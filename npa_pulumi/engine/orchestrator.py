@@ -34,6 +34,7 @@ from npa_pulumi.engine.workspace import EngineSettings, list_stack_summaries, np
 from npa_pulumi.errors import NpaError
 
 if TYPE_CHECKING:
+    from npa_pulumi.cloud.factory import CloudKind
     from npa_pulumi.cloud.port import CloudPort
     from npa_pulumi.plan import Target
     from npa_pulumi.spec import FleetSpec
@@ -105,11 +106,8 @@ class Fleet:
         if self._cloud is None:
             from npa_pulumi.cloud.factory import make_cloud
 
-            self._cloud = make_cloud(
-                self.options.cloud,
-                profile=self.profile or None,  # type: ignore[arg-type]
-                region=self.spec.region or None,
-            )
+            kind: CloudKind = "nebius" if self.options.cloud == "nebius" else "local"
+            self._cloud = make_cloud(kind, profile=self.profile or None, region=self.spec.region or None)
         return self._cloud
 
     @property

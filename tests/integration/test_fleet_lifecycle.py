@@ -127,7 +127,10 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     assert len(inventory()["mk8s_clusters"]) == 4
 
     # ---- pulumi stack ls (the plain CLI, in the repository) lists the fleet's stacks
-    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    # Pulumi expands the `~` of Pulumi.yaml's backend with the account's home, not $HOME; point the plain
+    # CLI at the same default backend the tool used inside this test's private HOME.
+    backend = f"file://{isolated_home / '.npa-pulumi' / 'state'}"
+    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_BACKEND_URL": backend}
     listing = subprocess.run(
         [
             str(find_pulumi()),
