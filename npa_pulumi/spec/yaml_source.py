@@ -309,8 +309,12 @@ class _Builder:
     def scalar(self, node: ScalarNode, path: PathTuple) -> Any:
         tag = _tag(node)
         text = str(node.value)
-        if tag in (_STR, _TIMESTAMP) or (tag == _BOOL and text in _NOT_BOOLEANS):
-            return text  # dates stay the text the user wrote
+        if (
+            tag in (_STR, _TIMESTAMP)
+            or (tag == _BOOL and text in _NOT_BOOLEANS)
+            or (tag == _FLOAT and "." not in text)
+        ):
+            return text  # dates stay the text the user wrote; YAML 1.1 floats need a dot (`1e5` is text)
         try:
             if tag == _NULL:
                 return None

@@ -9,7 +9,6 @@ import pytest
 from npa_pulumi.spec import FleetSpec, SpecError, SpecProblem, parse_spec
 from npa_pulumi.spec.parse import merge_tracked
 
-
 HEAD = """\
 apiVersion: npa.fleet/v0.0.1
 name: demo

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from npa_pulumi.errors import EXIT_INVALID_INPUT, UserInputError
-from npa_pulumi.spec import SpecError, load_spec, parse_spec
-from npa_pulumi.spec import yaml_source
+from npa_pulumi.spec import SpecError, load_spec, parse_spec, yaml_source
 from npa_pulumi.spec.yaml_source import MAX_DEPTH, MAX_SPEC_BYTES, load_yaml
 
 VALID = """\
