@@ -107,7 +107,7 @@ def mixed_result() -> FleetResult:
             project_key="research",
             project_id="project-e00research01",
             status="changes",
-            changes={"create": 3, "same": 0},
+            changes={"create": 5, "same": 0},
             diff=[
                 change("demo.research", "create", "npa:fleet:FleetProject", "research"),
                 change(
@@ -117,6 +117,10 @@ def mixed_result() -> FleetResult:
                     "research-net",
                 ),
                 change("demo.research", "create", "npa:fleet:ObjectStorage", "research-bucket"),
+                # What the engine reports for a new stack's dynamic resources: the provider instance (left
+                # out of the table) and `pulumi-python:dynamic/...` types (shown by their own name).
+                change("demo.research", "create", "pulumi:providers:pulumi-python", "default"),
+                change("demo.research", "create", "pulumi-python:dynamic/npa:Bucket", "research-bucket-b"),
             ],
         ),
         StackResult(
@@ -403,7 +407,7 @@ def test_one_table_per_project_with_counts_and_policy_result() -> None:
     assert big in document
     assert "| <code>eval</code> | <code>demo.prod.eval</code> | 🔴 failed | · | · | · | · | — |" in document
     assert (
-        "| _project resources_ | <code>demo.research</code> | 🟡 changes | 3 | · | · | · | ✅ pass |"
+        "| _project resources_ | <code>demo.research</code> | 🟡 changes | 5 | · | · | · | ✅ pass |"
         in document
     )
 
@@ -426,6 +430,14 @@ def test_details_put_failures_and_mandatory_violations_first() -> None:
     document = render_preview_markdown(mixed_result())
     order = re.findall(r"<summary><code>([^<]+)</code>", document)
     assert order == ["demo.prod.eval", "demo.prod.big", "demo.research.train-a", "demo.research"]
+
+
+def test_provider_plumbing_is_left_out_and_dynamic_types_shortened() -> None:
+    document = render_preview_markdown(mixed_result())
+    research = document.split("<code>demo.research</code> — ")[1].split("</details>")[0]
+    assert "**Resource changes** (4)" in research
+    assert "pulumi:providers" not in research and "<code>default</code>" not in research
+    assert "| <code>research-bucket-b</code> | <code>npa:Bucket</code> |" in research
 
 
 def test_replacement_steps_collapse_into_one_replace_row() -> None:
