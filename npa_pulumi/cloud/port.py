@@ -189,12 +189,19 @@ class CloudPort(Protocol):
 
     # identity
     def principal(self) -> Principal: ...
+    def access_token(self) -> SecretStr:
+        """A short-lived IAM token for the recipe's `TF_VAR_iam_token`; never stored."""
+        ...
 
     # IAM projects
     def list_projects(self, tenant_id: str) -> list[Project]: ...
     def get_project(self, project_id: str) -> Project: ...
     def create_project(
-        self, tenant_id: str, name: str, region: str, labels: dict[str, str] | None = None,
+        self,
+        tenant_id: str,
+        name: str,
+        region: str,
+        labels: dict[str, str] | None = None,
         timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
     ) -> Project: ...
 
@@ -202,14 +209,21 @@ class CloudPort(Protocol):
     def list_networks(self, project_id: str) -> list[Network]: ...
     def get_network(self, network_id: str) -> Network: ...
     def create_network(
-        self, project_id: str, name: str, labels: dict[str, str] | None = None,
+        self,
+        project_id: str,
+        name: str,
+        labels: dict[str, str] | None = None,
         timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
     ) -> Network: ...
     def delete_network(self, network_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
     def list_subnets(self, project_id: str) -> list[Subnet]: ...
     def get_subnet(self, subnet_id: str) -> Subnet: ...
     def create_subnet(
-        self, project_id: str, network_id: str, name: str, labels: dict[str, str] | None = None,
+        self,
+        project_id: str,
+        network_id: str,
+        name: str,
+        labels: dict[str, str] | None = None,
         timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
     ) -> Subnet: ...
     def delete_subnet(self, subnet_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
@@ -223,8 +237,13 @@ class CloudPort(Protocol):
     def get_bucket(self, bucket_id: str) -> Bucket: ...
     def find_bucket(self, project_id: str, name: str) -> Bucket | None: ...
     def create_bucket(
-        self, project_id: str, name: str, storage_class: str, max_size_bytes: int,
-        labels: dict[str, str] | None = None, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+        self,
+        project_id: str,
+        name: str,
+        storage_class: str,
+        max_size_bytes: int,
+        labels: dict[str, str] | None = None,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
     ) -> Bucket: ...
     def delete_bucket(self, bucket_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
     def probe_bucket(self, bucket: Bucket, credentials: AccessKeySecret) -> None:
@@ -234,7 +253,10 @@ class CloudPort(Protocol):
     # IAM service accounts and access keys
     def find_service_account(self, project_id: str, name: str) -> ServiceAccount | None: ...
     def create_service_account(
-        self, project_id: str, name: str, labels: dict[str, str] | None = None,
+        self,
+        project_id: str,
+        name: str,
+        labels: dict[str, str] | None = None,
         timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
     ) -> ServiceAccount: ...
     def delete_service_account(
@@ -243,7 +265,9 @@ class CloudPort(Protocol):
     def create_access_key(
         self, project_id: str, service_account_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
     ) -> AccessKeySecret: ...
-    def delete_access_key(self, access_key_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
+    def delete_access_key(
+        self, access_key_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> None: ...
 
     # Managed Kubernetes and what hangs off it
     def get_cluster(self, cluster_id: str) -> Cluster: ...

@@ -35,6 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from pydantic import SecretStr
+
 from ... import __version__
 from ..errors import (
     CloudError,
@@ -291,6 +293,20 @@ class NebiusCloud:
         return {"page_size": self.settings.page_size, "page_token": token}
 
     # ------------------------------------------------------------------ identity
+
+    def access_token(self) -> SecretStr:
+        """An IAM token minted from this adapter's identity, for the recipe's `TF_VAR_iam_token`.
+
+        Minted per Terraform run (never stored), so a long fleet run does not reuse a stale token."""
+        sdk = self._get_sdk()
+        request = CloudRequest("iam.TokenExchange", {"profile": self.identity.describe()})
+        try:
+            token = _off_loop(lambda: sdk.get_token_sync(timeout=self.settings.call_timeout_s))
+        except CloudError:
+            raise
+        except Exception as exc:
+            raise map_exception(exc, request) from None
+        return SecretStr(token.token)
 
     def principal(self) -> Principal:
         if self._principal is not None:
