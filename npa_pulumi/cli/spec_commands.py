@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.text import Text
 
 from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
-from npa_pulumi.errors import UserInputError
+from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.plan.document import plan_document
 from npa_pulumi.plan.recipe_surface import IDENTITY_VARIABLES, default_recipe_variables, read_recipe_variables
 from npa_pulumi.plan.targets import Target, resolve_targets
@@ -26,6 +27,22 @@ _SPEC_HELP = "The npa.fleet/v0.0.1 spec file."
 
 def _spec_option(func: Any) -> Any:
     return click.option("--spec", "-f", "spec_path", type=click.Path(path_type=Path), help=_SPEC_HELP)(func)
+
+
+def _guarded(body: Callable[[], int], output: str = "text") -> None:
+    """run_guarded, printing text-mode errors as plain text: a spec problem quotes user-written keys and
+    values, and those must never be read as rich markup (`[/bold]` in a key would crash the printer)."""
+
+    def safely() -> int:
+        try:
+            return body()
+        except NpaError as err:
+            if output == "json":
+                raise  # emitted as JSON by run_guarded; no markup involved
+            stderr_console.print(Text.assemble(("error: ", "bold red"), str(err)), soft_wrap=True)
+            return err.exit_code
+
+    run_guarded(safely, output)
 
 
 def _load(spec_path: Path | None) -> FleetSpec:
@@ -69,7 +86,7 @@ def plan_command(
             sys.stdout.write(render_plan_text(document))
         return 0
 
-    run_guarded(body, output)
+    _guarded(body, output)
 
 
 @click.command("tfvars")
@@ -128,7 +145,7 @@ def tfvars_command(
         )
         return 0
 
-    run_guarded(body)
+    _guarded(body)
 
 
 def _single_target(

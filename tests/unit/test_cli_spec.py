@@ -250,3 +250,14 @@ def test_console_script_plan_json(spec_file: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "spec file not found" in bad.stderr
+
+
+def test_markup_like_keys_are_printed_verbatim(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        'name: demo\n"[/bold]": 1\n"[red]x": 2\nprojects: [{name: a, clusters: [{cpu_nodes: {count: 1}}]}]\n'
+    )
+    result = run("plan", "--spec", str(path))
+    assert result.exit_code == 2
+    assert "unknown field '[/bold]'" in result.stderr and "unknown field '[red]x'" in result.stderr
+    assert "Traceback" not in result.stderr
