@@ -23,6 +23,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 stderr_console = Console(stderr=True, highlight=False)
 
 
+def stdout_console() -> Console:
+    """The console for text reports on stdout: wide tables when piped into a file or a CI log, where
+    rich would otherwise squeeze them into 80 columns."""
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
 def output_option(*choices: str, default: str = "text") -> Callable[[F], F]:
     values = choices or ("text", "json")
     return click.option(

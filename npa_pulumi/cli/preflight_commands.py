@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from npa_pulumi.cli.common import emit_json, output_option, run_guarded
+from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stdout_console
 from npa_pulumi.cli.fleet_commands import _engine_options, _fleet, _load, fleet_options
 from npa_pulumi.errors import EXIT_FAILED
 
@@ -30,9 +30,7 @@ def preflight_command(**kw: Any) -> None:
         if kw["output"] == "json":
             emit_json(report.to_json())
         else:
-            from rich.console import Console
-
-            print_report(report, Console(highlight=False))
+            print_report(report, stdout_console())
         return 0 if report.ok else EXIT_FAILED
 
     run_guarded(body, kw["output"])

@@ -27,13 +27,19 @@ _STYLE = {
 }
 
 
+def _stdout() -> Console:
+    from npa_pulumi.cli.common import stdout_console
+
+    return stdout_console()
+
+
 def _changes(changes: dict[str, int]) -> str:
     shown = [f"{op} {n}" for op, n in sorted(changes.items()) if n and op != "same"]
     return ", ".join(shown) or "-"
 
 
 def print_fleet_result(result: FleetResult, console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or _stdout()
     table = Table(title=f"{result.command}: fleet {result.fleet} ({result.cloud})", title_justify="left")
     for column in ("stack", "status", "changes", "cluster id", "kube context"):
         table.add_column(column)
@@ -65,7 +71,7 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
 
 
 def print_stack_list(stacks: list[dict[str, Any]], console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or _stdout()
     table = Table(title="npa-fleet stacks", title_justify="left")
     for column in ("name", "last update", "resources"):
         table.add_column(column)
