@@ -37,15 +37,27 @@ def _clusters(document: dict) -> dict[str, dict]:
 def test_fault_in_one_cluster_continue_on_error(isolated_home: Path, tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "fleet.yaml", THREE_CLUSTERS)
     npa("local-cloud", "init", check=True)
-    npa("local-cloud", "fault", "add", "--op", "create_cluster", "--error", "unavailable", "--count", "1",
-        check=True)
+    npa(
+        "local-cloud",
+        "fault",
+        "add",
+        "--op",
+        "create_cluster",
+        "--error",
+        "unavailable",
+        "--count",
+        "1",
+        check=True,
+    )
 
     first = npa("up", "--spec", str(spec), "--yes", "-j", "1", "--output", "json")
     assert first.code == 1, first.stderr[-3000:]
     clusters = _clusters(first.json())
     assert clusters["c1"]["status"] == "failed"
     assert "unavailable" in (clusters["c1"]["error"] or "").lower()
-    assert clusters["c1"]["retry_command"].endswith("--only-projects project-existing1 --only-clusters c1 --yes")
+    assert clusters["c1"]["retry_command"].endswith(
+        "--only-projects project-existing1 --only-clusters c1 --yes"
+    )
     assert clusters["c2"]["status"] == clusters["c3"]["status"] == "deployed"
     assert len(inventory()["mk8s_clusters"]) == 2
 
@@ -77,8 +89,10 @@ def _wait_for(stream_path: Path, needle: str, timeout: float) -> None:
         if stream_path.exists() and needle in stream_path.read_text(errors="replace"):
             return
         time.sleep(0.2)
-    raise AssertionError(f"{needle!r} did not appear in {stream_path} within {timeout}s:\n"
-                         f"{stream_path.read_text(errors='replace')[-3000:]}")
+    raise AssertionError(
+        f"{needle!r} did not appear in {stream_path} within {timeout}s:\n"
+        f"{stream_path.read_text(errors='replace')[-3000:]}"
+    )
 
 
 def test_killed_up_recovers(isolated_home: Path, tmp_path: Path) -> None:
@@ -89,9 +103,14 @@ def test_killed_up_recovers(isolated_home: Path, tmp_path: Path) -> None:
 
     stderr_path = tmp_path / "up.stderr"
     with stderr_path.open("w") as stderr:
-        proc = subprocess.Popen([*CLI, "up", "--spec", str(spec), "--yes", "-j", "3"], cwd=REPO,
-                                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
-                                env=dict(os.environ))
+        proc = subprocess.Popen(
+            [*CLI, "up", "--spec", str(spec), "--yes", "-j", "3"],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+            env=dict(os.environ),
+        )
         try:
             _wait_for(stderr_path, "faults.project-existing1.c2: updating", timeout=240)
             time.sleep(3)
@@ -131,16 +150,23 @@ def test_fresh_machine_with_backend_and_passphrase(isolated_home: Path, tmp_path
     # A second machine: a new HOME with no work dirs, logs or caches; the same cloud, backend, passphrase.
     other_home = tmp_path / "other-home"
     other_home.mkdir()
-    env = {"HOME": str(other_home), "NPA_PULUMI_HOME": str(other_home / ".npa-pulumi"),
-           "PULUMI_HOME": str(other_home / ".pulumi"), "NPA_LOCAL_CLOUD_DIR": str(cloud_dir)}
+    env = {
+        "HOME": str(other_home),
+        "NPA_PULUMI_HOME": str(other_home / ".npa-pulumi"),
+        "PULUMI_HOME": str(other_home / ".pulumi"),
+        "NPA_LOCAL_CLOUD_DIR": str(cloud_dir),
+    }
     status = npa("status", *common, "--output", "json", env=env)
     assert status.code == 0, status.stderr[-3000:]
     assert {c["status"] for c in status.json()["clusters"]} == {"deployed"}
 
     destroyed = npa("destroy", *common, "--yes", "--output", "json", env=env)
     assert destroyed.code == 0, destroyed.stderr[-3000:] + destroyed.stdout[-2000:]
-    assert set(by_stack(destroyed.json())) == {"faults.project-existing1", "faults.project-existing1.c1",
-                                               "faults.project-existing1.c2"}
+    assert set(by_stack(destroyed.json())) == {
+        "faults.project-existing1",
+        "faults.project-existing1.c1",
+        "faults.project-existing1.c2",
+    }
     assert inventory()["mk8s_clusters"] == []
     # Nothing of the first machine's work dirs was needed: the Terraform state came from Pulumi state.
     assert (other_home / ".npa-pulumi" / "work").is_dir()
