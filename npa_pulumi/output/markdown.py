@@ -254,6 +254,10 @@ def preflight_fit(preflight: dict[str, Any] | None) -> str:
     return "preflight: ❌ **does not fit**" + (f" ({', '.join(reasons)})" if reasons else "")
 
 
+# Preview statuses the summary counts by name; anything else (not-supported) is listed as "other".
+_COUNTED = {"changes", "no-changes", "failed"}
+
+
 def _summary_line(result: FleetResult) -> str:
     stacks = result.stacks
     changed = sum(1 for s in stacks if s.status == "changes")
@@ -266,13 +270,9 @@ def _summary_line(result: FleetResult) -> str:
         f"**{failed} failed**" if failed else "0 failed",
     ]
     if other:
-        parts.append(
-            f"{other} other ({', '.join(sorted({md(s.status) for s in stacks if s.status not in _COUNTED}))})"
-        )
+        statuses = sorted({md(s.status) for s in stacks if s.status not in _COUNTED and not s.failed})
+        parts.append(f"{other} other ({', '.join(statuses)})")
     return " · ".join([", ".join(parts), _policy_summary(stacks), preflight_fit(result.preflight)])
-
-
-_COUNTED = {"changes", "no-changes", "failed"}
 
 
 def _verdict(result: FleetResult) -> str:
@@ -280,7 +280,8 @@ def _verdict(result: FleetResult) -> str:
     preflight_failed = result.preflight is not None and not result.preflight.get("ok")
     if result.failed or mandatory or preflight_failed:
         return "❌"
-    return "🟡" if any(_has_changes(s) for s in result.stacks) else "✅"
+    # Green only when every stack previewed and none would change; anything else deserves a look.
+    return "✅" if all(s.status == "no-changes" for s in result.stacks) else "🟡"
 
 
 def _header(result: FleetResult) -> str:

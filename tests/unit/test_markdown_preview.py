@@ -426,6 +426,30 @@ def test_preflight_not_run_is_said() -> None:
     assert "_Preflight did not run" in document
 
 
+def test_fleet_error_without_stacks_is_shown() -> None:
+    result = FleetResult(
+        command="preview", fleet="demo", cloud="nebius", backend="s3://b", error="spec invalid:\n  line 3 <x>"
+    )
+    document = render_preview_markdown(result)
+    assert_valid_comment(document)
+    assert document.splitlines()[1].startswith("### ❌ ")
+    assert "**Fleet error**\n\n<pre>spec invalid:\n  line 3 &lt;x&gt;</pre>" in document
+    assert "#### Project" not in document and "#### Stack details" not in document
+
+
+def test_stacks_that_could_not_be_previewed_are_other_not_green() -> None:
+    stack = StackResult(
+        stack="d.p.c", kind="cluster", project_key="p", cluster_name="c", status="not-supported"
+    )
+    result = FleetResult(command="preview", fleet="d", cloud="local", backend="file:///s", stacks=[stack])
+    document = render_preview_markdown(result)
+    assert summary_line(document).startswith(
+        "0 stacks changed, 0 unchanged, 0 failed, 1 other (not-supported)"
+    )
+    assert document.splitlines()[1].startswith("### 🟡 ")
+    assert "| <code>c</code> | <code>d.p.c</code> | ⚫ not supported | · | · | · | · | — |" in document
+
+
 def test_details_put_failures_and_mandatory_violations_first() -> None:
     document = render_preview_markdown(mixed_result())
     order = re.findall(r"<summary><code>([^<]+)</code>", document)
