@@ -701,8 +701,9 @@ def trim_notice(trim: Trim) -> str:
     if trim.details_omitted:
         parts.append(f"details of {trim.details_omitted} of {trim.details_total} stacks omitted")
     if trim.diffs_omitted:
+        more = "more " if trim.details_omitted else ""
         parts.append(
-            f"resource-level diffs of {trim.diffs_omitted} more stacks omitted (errors and violations shown)"
+            f"resource-level diffs of {trim.diffs_omitted} {more}stacks omitted (errors and violations shown)"
         )
     if trim.rows_omitted:
         parts.append(f"{trim.rows_omitted} unchanged stacks left out of the project tables")
@@ -710,11 +711,15 @@ def trim_notice(trim: Trim) -> str:
         parts.append("project tables collapsed to one row per project")
     if trim.projects_omitted:
         parts.append(f"{trim.projects_omitted} projects left out of that table")
+    order = (
+        "Details are kept in this order: failed stacks, mandatory policy violations, replacements and "
+        "deletions, then the rest. "
+        if trim.details_omitted or trim.diffs_omitted
+        else ""
+    )
     return (
         f"> ✂️ **Trimmed to fit GitHub's {COMMENT_LIMIT:,}-character comment limit:** {'; '.join(parts)}. "
-        "Details are kept in this order: failed stacks, mandatory policy violations, replacements and "
-        "deletions, then the rest. The full preview is in the JSON (`--json-out`; in CI, the workflow "
-        "artifact).\n"
+        f"{order}The full preview is in the JSON (`--json-out`; in CI, the workflow artifact).\n"
     )
 
 

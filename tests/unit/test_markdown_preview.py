@@ -497,6 +497,32 @@ def test_200_cluster_fleet_fits_one_comment_and_says_what_was_trimmed() -> None:
     assert kept[: len(failed)] == failed
 
 
+def test_unchanged_rows_go_before_the_tables_collapse() -> None:
+    # 1,000 quiet clusters and 3 changed ones: listing every row cannot fit, listing the changed ones can.
+    def quiet(i: int) -> StackResult:
+        project = f"p{i // 50}"
+        return StackResult(
+            stack=f"q.{project}.c{i}",
+            kind="cluster",
+            project_key=project,
+            cluster_name=f"c{i}",
+            status="no-changes",
+        )
+
+    stacks = [quiet(i) for i in range(1000)]
+    for i in (3, 420, 999):
+        stacks[i] = stacks[i].model_copy(update={"status": "changes", "changes": {"update": 1}})
+    result = FleetResult(command="preview", fleet="q", cloud="local", backend="file:///s", stacks=stacks)
+    document = render_preview_markdown(result)
+    assert_valid_comment(document)
+    assert "997 unchanged stacks left out of the project tables." in document
+    assert "Details are kept" not in document  # no details were trimmed, so the notice does not say so
+    p0 = document.split("#### Project <code>p0</code>")[1].split("####")[0]
+    assert "_49 unchanged stacks not listed._" in p0
+    assert "| <code>c3</code> | <code>q.p0.c3</code> | 🟡 changes | · | 1 |" in document
+    assert "<code>q.p0.c4</code>" not in document
+
+
 def test_tables_collapse_when_even_they_do_not_fit() -> None:
     result = big_fleet(projects=100, clusters_per_project=30, diff_rows=2)
     document = render_preview_markdown(result)
