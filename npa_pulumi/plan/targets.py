@@ -315,7 +315,7 @@ def resolve_cluster(cluster: ClusterSpec) -> ResolvedCluster:
             if cluster.filesystem_csi_chart_repository
             else None
         ),
-        k8s_version=cluster.resolved_k8s_version(),
+        k8s_version=cluster.soperator.k8s_version if cluster.soperator else cluster.resolved_k8s_version(),
         subnet_id=cluster.subnet_id or None,
         mig=_mig(cluster),
         kuberay=_kuberay(cluster),

@@ -134,8 +134,11 @@ class _FleetBuilder:
             self.problems += problems_from_validation(err, FleetDocument)
         defaults = _mapping(data.get("defaults"))
         projects = self._projects(data.get("projects"), defaults)
-        if not projects and isinstance(data.get("projects"), list) and data["projects"]:
-            self.bad_header.add("projects")  # every entry failed and was reported; "empty" would mislead
+        raw_projects = data.get("projects")
+        if (not projects and isinstance(raw_projects, list) and raw_projects) or not isinstance(
+            raw_projects, (list, type(None))
+        ):
+            self.bad_header.add("projects")  # already reported (failed entries, or not a list)
         spec = self._fleet(data, projects)
         if spec is not None:
             for problem in check_fleet(spec):
@@ -145,15 +148,7 @@ class _FleetBuilder:
 
     def _projects(self, raw_projects: Any, defaults: dict[str, Any]) -> list[ProjectSpec]:
         if not isinstance(raw_projects, list) or not raw_projects:
-            if raw_projects is None or raw_projects == []:  # any other value is a type error from pass 1
-                self.problems.append(
-                    RawProblem(
-                        ("projects",),
-                        "projects must be a non-empty list",
-                        "add at least one project with a name or project_id",
-                    )
-                )
-            return []
+            return []  # missing or empty: a fleet rule (pass 3); any other value: a type error (pass 1)
         projects: list[ProjectSpec] = []
         for position, entry in enumerate(raw_projects):
             if not isinstance(entry, dict):

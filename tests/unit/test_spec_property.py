@@ -153,6 +153,8 @@ def must_only_raise_spec_error(text: str) -> FleetSpec | None:
         spec = parse_spec(text, "property.yaml")
     except SpecError as err:
         assert err.problems, "a SpecError always carries problems"
+        reported = [(p.path, p.line, p.column, p.message) for p in err.problems]
+        assert len(reported) == len(set(reported)), "no problem is reported twice"
         assert str(err).startswith("invalid fleet spec property.yaml")
         json.dumps(err.to_dict())
         return None
