@@ -15,8 +15,15 @@
     document = plan(spec)          # the JSON document of `npa-pulumi plan --output json`
 
 A spec built in Python is validated by `plan`/`resolve_targets` with the same rules as a YAML file; the
-error is the same SpecError, without line numbers. Deploy, preview, destroy and status arrive with the
-fleet engine.
+error is the same SpecError, without line numbers.
+
+Operating a fleet (these drive the real Pulumi engine; `cloud="local"` is the embedded simulator):
+
+    result = deploy(spec, cloud="local", concurrency=4)   # a FleetResult; result.to_json() is the CLI JSON
+    preview(spec); status(spec); refresh(spec); destroy(spec, only_clusters=["infer"])
+
+They never prompt: calling them is the confirmation. `deploy` runs the quota preflight first (set
+`preflight=False` to skip) and returns the failed report in `result.preflight` instead of deploying.
 """
 
 from __future__ import annotations
@@ -65,6 +72,98 @@ def plan(
     return plan_document(fleet, targets, project_prefix)
 
 
+def _fleet(
+    spec: FleetSpec | str | Path,
+    only_projects: Sequence[str],
+    only_clusters: Sequence[str],
+    project_prefix: str | None,
+    options: dict[str, Any],
+) -> Any:
+    from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
+
+    fleet_spec = spec if isinstance(spec, FleetSpec) else load_spec(spec)
+    targets = resolve_targets(fleet_spec, only_projects, only_clusters, project_prefix)
+    if not isinstance(spec, FleetSpec):
+        options.setdefault("spec_path", str(spec))
+    options.setdefault("show_progress", False)
+    return Fleet(fleet_spec, targets, FleetOptions(**options))
+
+
+def deploy(
+    spec: FleetSpec | str | Path,
+    *,
+    only_projects: Sequence[str] = (),
+    only_clusters: Sequence[str] = (),
+    project_prefix: str | None = None,
+    preflight: bool = True,
+    **options: Any,
+) -> Any:
+    """`npa-pulumi up`: returns a FleetResult (see npa_pulumi.engine.results). Options are FleetOptions
+    fields: cloud, profile, backend, passphrase_file, recipe_dir, recipe_ref, concurrency, fail_fast,
+    policy_packs, policy_config, create_projects, refresh, show_progress."""
+    from npa_pulumi.engine.preflight_gate import preflight_gate
+
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, {**options, "preflight": preflight})
+    with fleet.progress:
+        return fleet.up(preflight=preflight_gate(fleet) if preflight else None)
+
+
+def preview(
+    spec: FleetSpec | str | Path,
+    *,
+    only_projects: Sequence[str] = (),
+    only_clusters: Sequence[str] = (),
+    project_prefix: str | None = None,
+    **options: Any,
+) -> Any:
+    """`npa-pulumi preview`: per-stack changes and policy results, changing nothing."""
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
+    with fleet.progress:
+        return fleet.preview()
+
+
+def destroy(
+    spec: FleetSpec | str | Path,
+    *,
+    only_projects: Sequence[str] = (),
+    only_clusters: Sequence[str] = (),
+    project_prefix: str | None = None,
+    **options: Any,
+) -> Any:
+    """`npa-pulumi destroy`: cluster stacks, then project stacks once none of their clusters remain."""
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
+    with fleet.progress:
+        return fleet.destroy()
+
+
+def status(
+    spec: FleetSpec | str | Path,
+    *,
+    only_projects: Sequence[str] = (),
+    only_clusters: Sequence[str] = (),
+    project_prefix: str | None = None,
+    **options: Any,
+) -> Any:
+    """`npa-pulumi status`: stack outputs checked against the live cloud."""
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
+    with fleet.progress:
+        return fleet.status()
+
+
+def refresh(
+    spec: FleetSpec | str | Path,
+    *,
+    only_projects: Sequence[str] = (),
+    only_clusters: Sequence[str] = (),
+    project_prefix: str | None = None,
+    **options: Any,
+) -> Any:
+    """`npa-pulumi refresh`: drift per stack."""
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
+    with fleet.progress:
+        return fleet.refresh()
+
+
 __all__ = [
     "ClusterSpec",
     "FleetSpec",
@@ -80,11 +179,16 @@ __all__ = [
     "SpecError",
     "SpecProblem",
     "Target",
+    "deploy",
+    "destroy",
     "ensure_valid",
     "load_spec",
     "parse_spec",
     "plan",
+    "preview",
     "read_recipe_variables",
+    "refresh",
     "render_tfvars",
     "resolve_targets",
+    "status",
 ]

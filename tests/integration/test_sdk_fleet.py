@@ -1,0 +1,36 @@
+"""The SDK drives the same engine as the CLI: deploy, status, destroy of a one-cluster fleet built in Python."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from npa_pulumi.sdk.fleet import ClusterSpec, FleetSpec, NodePoolSpec, ProjectSpec, deploy, destroy, status
+
+pytestmark = pytest.mark.integration
+
+
+def test_sdk_deploy_status_destroy(isolated_home: Path) -> None:
+    spec = FleetSpec(
+        name="sdk",
+        region="us-central1",
+        projects=[
+            ProjectSpec(
+                project_id="project-existing1",
+                clusters=[ClusterSpec(name="one", cpu_nodes=NodePoolSpec(count=1, preset="4vcpu-16gb"))],
+            )
+        ],
+    )
+    deployed = deploy(spec, cloud="local")
+    assert deployed.failed == 0, deployed.to_json()
+    [cluster] = deployed.clusters()
+    assert cluster.stack == "sdk.project-existing1.one"
+    assert cluster.status == "deployed"
+    assert cluster.cluster_id and cluster.cluster_id.startswith("mk8scluster-")
+
+    assert [c.status for c in status(spec, cloud="local").clusters()] == ["deployed"]
+
+    destroyed = destroy(spec, cloud="local")
+    assert {s.status for s in destroyed.stacks} == {"destroyed"}
+    assert [c.status for c in status(spec, cloud="local").clusters()] == ["absent"]
