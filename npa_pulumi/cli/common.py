@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from npa_pulumi.errors import EXIT_FAILED, NpaError
 
@@ -52,7 +53,8 @@ def report_error(err: NpaError, output: str = "text") -> int:
     if output == "json":
         emit_json({"ok": False, "error": err.to_dict()})
     else:
-        stderr_console.print(f"[bold red]error:[/] {err}", markup=True, soft_wrap=True)
+        # The message can hold user text (spec keys, names): escape it so it is never read as markup.
+        stderr_console.print(f"[bold red]error:[/] {escape(str(err))}", markup=True, soft_wrap=True)
     return err.exit_code
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from npa_pulumi.engine.results import FleetResult
@@ -55,16 +56,16 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
     for stack in result.stacks:
         for violation in stack.policy:
             console.print(
-                f"[yellow]policy[/] {stack.stack}: [{violation.level}] {violation.policy}: "
-                f"{violation.message}",
+                f"[yellow]policy[/] {stack.stack}: {escape(f'[{violation.level}]')} "
+                f"{escape(violation.policy)}: {escape(violation.message)}",
                 soft_wrap=True,
             )
         if stack.error:
-            console.print(f"[red]{stack.stack}[/]: {stack.error}", soft_wrap=True, markup=True)
+            console.print(f"[red]{stack.stack}[/]: {escape(stack.error)}", soft_wrap=True, markup=True)
         if stack.retry_command:
             console.print(f"  retry: {stack.retry_command}", soft_wrap=True, markup=False)
     if result.error:
-        console.print(f"[red]error:[/] {result.error}", soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(result.error)}", soft_wrap=True)
     totals = result.totals()
     summary = ", ".join(f"{k} {v}" for k, v in totals.items() if k not in ("stacks", "clusters", "failed"))
     console.print(f"{totals['stacks']} stack(s): {summary or 'nothing'}; failed {totals['failed']}")
