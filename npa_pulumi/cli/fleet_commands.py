@@ -241,8 +241,12 @@ def up_command(**kw: Any) -> None:
     type=click.Path(dir_okay=False),
     help="Also write the full JSON result to this file.",
 )
-@click.option("--policy-pack", "policy_packs", multiple=True, type=click.Path(file_okay=False))
-@click.option("--policy-config", default=None, type=click.Path(dir_okay=False))
+@click.option("--preflight/--no-preflight", default=True, show_default=True,
+              help="Also report whether quota and reserved capacity fit (read-only).")
+@click.option("--policy-pack", "policy_packs", multiple=True, type=click.Path(file_okay=False),
+              help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.")
+@click.option("--policy-config", default=None, type=click.Path(dir_okay=False),
+              help="Policy config JSON (enforcement levels and settings).")
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
@@ -253,8 +257,10 @@ def preview_command(**kw: Any) -> None:
             targets,
             _engine_options(kw, policy_packs=list(kw["policy_packs"]), policy_config=kw["policy_config"]),
         )
+        from npa_pulumi.engine.preflight_gate import preflight_gate
+
         with fleet.progress:
-            result = fleet.preview()
+            result = fleet.preview(preflight=preflight_gate(fleet) if kw["preflight"] else None)
         from npa_pulumi.output.documents import write_preview
 
         return write_preview(result, kw["output"], kw["out_file"], kw["json_out"])

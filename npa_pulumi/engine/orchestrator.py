@@ -94,7 +94,9 @@ class Fleet:
         self._outputs: dict[str, dict[str, Any] | None] = {}
         self._unchanged_clusters: set[str] | None = None
         packs = [str(builtin_policy_pack()), *options.policy_packs]
-        configs = [options.policy_config] if options.policy_config else []
+        # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
+        # (a pack ignores entries for policies it does not have).
+        configs = [options.policy_config] * len(packs) if options.policy_config else []
         self.executor = StackExecutor(
             self.settings, self.progress, npa_home() / "logs" / spec.name, packs, configs
         )
@@ -292,9 +294,11 @@ class Fleet:
 
     # --------------------------------------------------------------------------------- commands
 
-    def preview(self) -> FleetResult:
+    def preview(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("preview")
         plans = self.plans()
+        if preflight is not None:
+            result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
         result.stacks.extend(plans.unsupported)
         project_ops = [self._project_op(p) for p in plans.projects]
         result.stacks.extend(self._pool(project_ops, lambda op: self.executor.run(op, "preview")))
