@@ -38,7 +38,8 @@ projects:
 
 
 def test_up_stops_in_preflight_and_changes_nothing(isolated_home: Path, tmp_path: Path) -> None:
-    npa("local-cloud", "init", "--tenant-fixture", str(REPO / "examples" / "local-tenant-short.yaml"), check=True)
+    short_tenant = REPO / "examples" / "local-tenant-short.yaml"
+    npa("local-cloud", "init", "--tenant-fixture", str(short_tenant), check=True)
     before = inventory()
     spec = write_spec(tmp_path / "fleet.yaml", GPU_FLEET)
 
@@ -51,7 +52,8 @@ def test_up_stops_in_preflight_and_changes_nothing(isolated_home: Path, tmp_path
     assert document["stacks"] == []
     assert "preflight" in document["error"]
     after = inventory()
-    for kind in ("projects", "networks", "subnets", "mk8s_clusters", "node_groups", "buckets", "service_accounts"):
+    kinds = ("projects", "networks", "subnets", "mk8s_clusters", "node_groups", "buckets", "service_accounts")
+    for kind in kinds:
         assert after[kind] == before[kind], f"preflight failure must not create {kind}"
 
 
@@ -74,5 +76,6 @@ def test_extra_policy_pack_results_per_stack(isolated_home: Path, tmp_path: Path
     assert blocked.code == 1
     cluster = {c["stack"]: c for c in blocked.json()["clusters"]}["pol.project-existing1.cluster"]
     assert cluster["status"] == "failed"
-    assert any(v["level"] == "mandatory" and v["policy"] == "change-ticket-required" for v in cluster["policy"])
+    levels = {v["level"] for v in cluster["policy"] if v["policy"] == "change-ticket-required"}
+    assert levels == {"mandatory"}
     assert inventory()["mk8s_clusters"] == []  # the mandatory violation stopped the update before any change
