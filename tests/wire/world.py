@@ -205,7 +205,7 @@ def wire_world(
     fake.add_token(TOKEN, "useraccount-e00wire", {fake.tenant_id})
     fake.add_token(OTHER_TOKEN, "useraccount-e00other", {OTHER_TENANT})
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(exist_ok=True)  # may already be the `isolated_home` fixture's HOME (the same path)
     credentials = None
     if tls:
         import grpc

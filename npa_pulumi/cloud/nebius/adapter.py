@@ -297,15 +297,43 @@ class NebiusCloud:
     def access_token(self) -> SecretStr:
         """An IAM token minted from this adapter's identity, for the recipe's `TF_VAR_iam_token`.
 
-        Minted per Terraform run (never stored), so a long fleet run does not reuse a stale token."""
+        Minted per Terraform run (never stored), so a long fleet run does not reuse a stale token: the
+        SDK's bearer is asked for a synchronous renewal (a fresh exchange for a service account; the
+        profile's token file is re-read), not for whatever it has cached, which may be close to expiry.
+        A refusal (a revoked key, a bad credentials file) is reported at once as a typed error: without
+        `report error` the SDK keeps retrying a refused exchange in the background and the caller only
+        sees a timeout. Transient failures are retried like every other read."""
+        from nebius.aio.token.options import (
+            OPTION_RENEW_REQUIRED,
+            OPTION_RENEW_SYNCHRONOUS,
+            OPTION_REPORT_ERROR,
+        )
+
         sdk = self._get_sdk()
         request = CloudRequest("iam.TokenExchange", {"profile": self.identity.describe()})
-        try:
-            token = _off_loop(lambda: sdk.get_token_sync(timeout=self.settings.call_timeout_s))
-        except CloudError:
-            raise
-        except Exception as exc:
-            raise map_exception(exc, request) from None
+        options = {OPTION_RENEW_REQUIRED: "1", OPTION_RENEW_SYNCHRONOUS: "1", OPTION_REPORT_ERROR: "1"}
+
+        def mint() -> Any:
+            try:
+                return _off_loop(
+                    lambda: sdk.get_token_sync(timeout=self.settings.call_timeout_s, options=options)
+                )
+            except CloudError:
+                raise
+            except Exception as exc:
+                # Never chain the SDK exception: its context may hold credential material.
+                mapped = map_exception(exc, request)
+                if type(mapped) is CloudError and _is_sdk_error(exc):
+                    # No status from the API: the credentials themselves are unusable (an empty
+                    # token file, an unreadable key). SDK errors name the problem, not the secret.
+                    raise Unauthenticated(
+                        f"{self.identity.describe()} cannot provide an IAM token: {exc}", request
+                    ) from None
+                raise mapped from None
+
+        token = self._retrier.read(mint, request)
+        if token.is_empty():
+            raise Unauthenticated(f"{self.identity.describe()} yields an empty IAM token", request)
         return SecretStr(token.token)
 
     def principal(self) -> Principal:
@@ -839,6 +867,12 @@ class NebiusCloud:
             ),
         )
         return [convert.gpu_cluster(g) for g in items]
+
+
+def _is_sdk_error(exc: BaseException) -> bool:
+    from nebius.base.error import SDKError
+
+    return isinstance(exc, SDKError)
 
 
 def _off_loop(fn: Callable[[], T]) -> T:
