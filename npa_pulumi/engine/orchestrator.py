@@ -137,6 +137,7 @@ class Fleet:
             None,
             project_program(plan, self.options.cloud, self.profile),
             stack_tags(plan.fleet, plan.project_key, None),
+            tags_needed=self._needs_tags(plan.stack),
         )
 
     def _cluster_op(self, plan: ClusterPlan, project_ready: bool = True) -> StackOp:
@@ -147,7 +148,13 @@ class Fleet:
             plan.cluster_name,
             cluster_program(plan, self.options.cloud, self.profile, project_ready),
             stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
+            tags_needed=self._needs_tags(plan.stack),
         )
+
+    def _needs_tags(self, stack: str) -> bool:
+        """Stacks npa-pulumi deployed before carry a fingerprint output and were tagged then."""
+        outputs = self._outputs.get(stack)
+        return not (outputs and FINGERPRINT_OUTPUT in outputs)
 
     def _retry_command(self, command: str, project_key: str, cluster: str | None) -> str:
         spec = self.options.spec_path or "<fleet.yaml>"

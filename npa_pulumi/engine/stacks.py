@@ -12,6 +12,7 @@ Backends other than `file://` get the exact command to run instead.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -94,6 +95,68 @@ class LockInfo:
         except PermissionError:
             return True
         return True
+
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value in a checkpoint
+SECRET_PLACEHOLDER = "[secret]"
+NO_FAST_PATH = object()
+
+
+def _mask_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return SECRET_PLACEHOLDER
+        return {k: _mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_secrets(v) for v in value]
+    return value
+
+
+def diy_stacks_dir(backend_url: str, project_name: str = PROJECT_NAME) -> Path | None:
+    """Where a project-scoped DIY (file://) backend keeps this project's checkpoints; None for any other
+    backend, or a layout this reader does not know (legacy or future), so callers ask the CLI instead."""
+    root = _diy_root(backend_url)
+    if root is None:
+        return None
+    try:
+        meta = (root / ".pulumi" / "meta.yaml").read_text()
+    except FileNotFoundError:
+        # A backend no stack was ever written to: the engine will create the current layout in it.
+        return None if (root / ".pulumi").exists() else root / ".pulumi" / "stacks" / project_name
+    except OSError:
+        return None
+    if not any(line.strip() == "version: 1" for line in meta.splitlines()):
+        return None
+    return root / ".pulumi" / "stacks" / project_name
+
+
+def checkpoint_outputs(backend_url: str, stack: str, project_name: str = PROJECT_NAME) -> Any:
+    """A stack's outputs read straight from a DIY (file://) backend's checkpoint, secrets masked as
+    `[secret]`; None when the stack does not exist. Returns `NO_FAST_PATH` when the backend is not a
+    project-scoped DIY backend (see `diy_stacks_dir`), so the caller asks the Pulumi CLI instead.
+
+    Why: the CLI path costs three engine invocations per stack (`stack select` and `stack output`
+    twice, about 1.5 s of CPU), which dominated a no-op `up` of a large fleet. The DIY backend writes
+    checkpoints atomically (temp file + rename), so a concurrent update never shows a torn file."""
+    stacks_dir = diy_stacks_dir(backend_url, project_name)
+    if stacks_dir is None:
+        return NO_FAST_PATH
+    base = stacks_dir / f"{stack}.json"
+    try:
+        if base.is_file():
+            document = json.loads(base.read_text())
+        elif base.with_suffix(".json.gz").is_file():
+            with gzip.open(base.with_suffix(".json.gz"), "rt") as handle:
+                document = json.load(handle)
+        else:
+            return None
+    except (OSError, ValueError):
+        return NO_FAST_PATH
+    latest = (document.get("checkpoint") or {}).get("latest") or {}
+    for resource in latest.get("resources") or []:
+        if resource.get("type") == "pulumi:pulumi:Stack" and not resource.get("parent"):
+            return _mask_secrets(dict(resource.get("outputs") or {}))
+    return {}
 
 
 def read_locks(backend_url: str, stack: str) -> list[LockInfo]:
