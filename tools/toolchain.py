@@ -32,8 +32,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
+
+if sys.version_info < (3, 11):  # noqa: UP036 - this script runs under whatever python3 is on PATH
+    sys.exit(f"npa-pulumi needs Python >= 3.11; {sys.executable} is {sys.version.split()[0]}")
+
+import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS_BIN = REPO / ".tools" / "bin"
@@ -86,8 +90,7 @@ def run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = No
 def run_streaming(cmd: list[str], cwd: Path, env: dict[str, str], label: str) -> None:
     """Run a long build, echoing a heartbeat so a silent `go build` still shows progress."""
     say(f"{label}: {' '.join(cmd)}")
-    log = tempfile.NamedTemporaryFile("w+", prefix="npa-toolchain-", suffix=".log", delete=False)
-    with log:
+    with tempfile.NamedTemporaryFile("w+", prefix="npa-toolchain-", suffix=".log", delete=False) as log:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
         last = time.monotonic()
         while proc.poll() is None:
@@ -97,13 +100,19 @@ def run_streaming(cmd: list[str], cwd: Path, env: dict[str, str], label: str) ->
                 last = time.monotonic()
     if proc.returncode != 0:
         lines = Path(log.name).read_text(errors="replace").strip().splitlines()
-        raise ToolchainError(f"{label} failed (exit {proc.returncode}); log {log.name}:\n" + "\n".join(lines[-30:]))
+        raise ToolchainError(
+            f"{label} failed (exit {proc.returncode}); log {log.name}:\n" + "\n".join(lines[-30:])
+        )
     os.unlink(log.name)
 
 
 def which_outside_tools(name: str) -> str | None:
     """`shutil.which`, ignoring our own .tools/bin so PATH detection never finds our links."""
-    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != TOOLS_BIN.resolve()]
+    parts = [
+        p
+        for p in os.environ.get("PATH", "").split(os.pathsep)
+        if p and Path(p).resolve() != TOOLS_BIN.resolve()
+    ]
     return shutil.which(name, path=os.pathsep.join(parts))
 
 
@@ -143,8 +152,6 @@ def ensure_venv() -> None:
         return
     if not (VENV / "bin" / "python").exists():
         say(f"creating virtualenv .venv with {sys.executable} (Python {platform.python_version()})")
-        if sys.version_info < (3, 11):
-            raise ToolchainError("Python >= 3.11 is required to create the virtualenv")
         run([sys.executable, "-m", "venv", str(VENV)])
     pip = [str(VENV / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
     say("installing npa-pulumi and its dev dependencies into .venv (pip install -e '.[dev]')")
@@ -191,7 +198,8 @@ def build_pulumi(pins: dict, bindir: Path) -> None:
     version = pins["pulumi"]["version"]
     if not shutil.which("go"):
         raise ToolchainError(
-            f"pulumi v{version} is not on PATH and Go is not installed to build it. Install pulumi v{version} "
+            f"pulumi v{version} is not on PATH and Go is not installed to build it. "
+            f"Install pulumi v{version} "
             "or Go >= 1.25 (the engine is built from the Go module proxy)."
         )
     wrapper = REPO / "tools" / "pulumi"
@@ -200,16 +208,33 @@ def build_pulumi(pins: dict, bindir: Path) -> None:
         out = staging / "bin"
         out.mkdir()
         ldflags = f"-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v{version}"
-        say(f"building the Pulumi engine v{version} from the Go module proxy (first time only; ~10-20 min on 2 cores)")
+        say(
+            f"building the Pulumi engine v{version} from the Go module proxy "
+            "(first time only; ~7-20 min on 2 cores)"
+        )
         run_streaming(
-            ["go", "build", "-trimpath", "-tags", "osusergo,grpcnotrace", "-ldflags", ldflags, "-o", f"{out}/",
-             "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"],
-            cwd=wrapper, env=go_env(), label="go build pulumi",
+            [
+                "go",
+                "build",
+                "-trimpath",
+                "-tags",
+                "osusergo,grpcnotrace",
+                "-ldflags",
+                ldflags,
+                "-o",
+                f"{out}/",
+                "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",
+            ],
+            cwd=wrapper,
+            env=go_env(),
+            label="go build pulumi",
         )
         sdk_dir = go_module_dir("github.com/pulumi/pulumi/sdk/v3", f"v{version}", wrapper)
         for name, rel in PULUMI_HELPER_SCRIPTS.items():
             install_script(sdk_dir / rel, out / name)
-        shim_sdk = go_module_dir("github.com/pulumi/pulumi/sdk/v3", f"v{pins['pulumi']['policy_shim_sdk_version']}", wrapper)
+        shim_sdk = go_module_dir(
+            "github.com/pulumi/pulumi/sdk/v3", f"v{pins['pulumi']['policy_shim_sdk_version']}", wrapper
+        )
         install_script(shim_sdk / POLICY_SHIM[1], out / POLICY_SHIM[0])
         reported = pulumi_reported_version(str(out / "pulumi"))
         if reported != f"v{version}":
@@ -274,7 +299,8 @@ def build_tofu(pins: dict, bindir: Path) -> None:
     version = pins["opentofu"]["version"]
     if not shutil.which("go"):
         raise ToolchainError(
-            "no terraform or tofu >= the pinned minimum is on PATH, and Go is not installed to build OpenTofu. "
+            "no terraform or tofu >= the pinned minimum is on PATH, "
+            "and Go is not installed to build OpenTofu. "
             "Install terraform/tofu or Go."
         )
     wrapper = REPO / "tools" / "tofu"
@@ -284,9 +310,19 @@ def build_tofu(pins: dict, bindir: Path) -> None:
         out.mkdir()
         say(f"building OpenTofu v{version} from the Go module proxy (first time only)")
         run_streaming(
-            ["go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/opentofu/opentofu/version.dev=no",
-             "-o", f"{out}/", "github.com/opentofu/opentofu/cmd/tofu"],
-            cwd=wrapper, env=go_env(), label="go build tofu",
+            [
+                "go",
+                "build",
+                "-trimpath",
+                "-ldflags",
+                "-s -w -X github.com/opentofu/opentofu/version.dev=no",
+                "-o",
+                f"{out}/",
+                "github.com/opentofu/opentofu/cmd/tofu",
+            ],
+            cwd=wrapper,
+            env=go_env(),
+            label="go build tofu",
         )
         (out / ".complete").write_text(f"v{version}\n")
         if bindir.exists():
@@ -361,10 +397,14 @@ def status(as_json: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     ensure = sub.add_parser("ensure", help="provide the toolchain (idempotent)")
-    ensure.add_argument("components", nargs="*", metavar="COMPONENT", help="all (default), venv, pulumi, terraform")
+    ensure.add_argument(
+        "components", nargs="*", metavar="COMPONENT", help="all (default), venv, pulumi, terraform"
+    )
     st = sub.add_parser("status", help="show what is linked in .tools/bin")
     st.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -373,7 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(args.components or ["all"])
     unknown = wanted - {"all", "venv", "pulumi", "terraform"}
     if unknown:
-        parser.error(f"unknown component(s): {', '.join(sorted(unknown))}; expected all, venv, pulumi or terraform")
+        parser.error(
+            f"unknown component(s): {', '.join(sorted(unknown))}; expected all, venv, pulumi or terraform"
+        )
     if "all" in wanted:
         wanted = {"venv", "pulumi", "terraform"}
     pins = load_pins()

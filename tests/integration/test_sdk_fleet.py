@@ -1,4 +1,5 @@
-"""The SDK drives the same engine as the CLI: deploy, status, destroy of a one-cluster fleet built in Python."""
+"""The SDK drives the same engine as the CLI: deploy, status, destroy of a one-cluster fleet built in
+Python."""
 
 from __future__ import annotations
 
