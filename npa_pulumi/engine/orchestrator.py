@@ -109,7 +109,11 @@ class Fleet:
             from npa_pulumi.cloud.factory import make_cloud
 
             kind: CloudKind = "nebius" if self.options.cloud == "nebius" else "local"
-            self._cloud = make_cloud(kind, profile=self.profile or None, region=self.spec.region or None)
+            # The spec's tenant: a credentials file needs it, and a profile of another tenant is refused.
+            pinned = {"tenant_id": self.spec.tenant_id} if kind == "nebius" and self.spec.tenant_id else {}
+            self._cloud = make_cloud(
+                kind, profile=self.profile or None, region=self.spec.region or None, **pinned
+            )
         return self._cloud
 
     @property

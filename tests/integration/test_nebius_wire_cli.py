@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
-from wire.world import TENANT, TOKEN, WireWorld, wire_world
+from wire.world import OTHER_TENANT, TENANT, TOKEN, WireWorld, wire_world
 
 from npa_pulumi.engine.workspace import EngineSettings, select_or_create_stack
 
@@ -496,3 +496,35 @@ def planned_fingerprint(world: CliWorld, spec: Path, cluster: str) -> str:
         close = getattr(fleet.cloud, "close", None)
         if close is not None:
             close()
+
+
+def test_status_as_a_service_account_named_by_a_credentials_file(
+    world: CliWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CI authenticates with a service-account credentials file, not a CLI profile. The tenant then comes
+    # from the spec, and every call carries the token exchanged for the account.
+    spec_path = world.spec(f"tenant_id: {TENANT}\n" + spec_text([cpu_cluster("train")]))
+    project_id, subnet_id = seed_project(world)
+    cluster_id = seed_running_cluster(world, project_id, "train", gpu_nodes=0)
+    world.seed_stack("a", "train", cluster_outputs(project_id, subnet_id, cluster_id, "train", "f" * 64))
+    credentials = world.wire.service_account_credentials(project_id, name="npa-ci")
+    monkeypatch.setenv("NPA_NEBIUS_CREDENTIALS_FILE", str(credentials))
+
+    result = world.npa("status", spec_path)
+    assert result.code == 0, result.explain()
+    (cluster,) = result.json()["clusters"]
+    assert (cluster["status"], cluster["cluster_id"]) == ("deployed", cluster_id)
+    assert len(world.fake.calls_to("TokenExchangeService/Exchange")) >= 1
+    authed = [c for c in world.fake.calls if not c.method.endswith("/Exchange")]
+    assert authed and all(c.metadata["authorization"].startswith("Bearer sa-token-") for c in authed)
+    assert "PRIVATE KEY" not in result.stdout + result.stderr
+
+
+def test_a_spec_for_another_tenant_than_the_profile_is_refused_before_any_call(world: CliWorld) -> None:
+    spec_path = world.spec(f"tenant_id: {OTHER_TENANT}\n" + spec_text([cpu_cluster("train")]))
+    result = world.npa("preflight", spec_path)
+    assert result.code == 2, result.explain()
+    error = result.json()["error"]
+    assert OTHER_TENANT in error["message"] and TENANT in error["message"], error
+    assert "Traceback" not in result.stderr
+    assert world.fake.calls == []

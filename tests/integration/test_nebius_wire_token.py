@@ -8,9 +8,11 @@ timeout), a transient one must be retried, and the token must never reach a log,
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +195,21 @@ def test_tokens_never_reach_logs_reprs_or_errors(
         for secret in secrets:
             assert secret not in text
         assert "PRIVATE KEY" not in text and private_key[200:260] not in text
+
+
+@covers("access_token")
+def test_concurrent_runs_share_one_exchange_and_async_callers_work(
+    world: WireWorld, recorded: Callable[..., Any]
+) -> None:
+    # Several Terraform runs of one fleet may ask at once; a Pulumi provider may ask from a running loop.
+    credentials = world.service_account_credentials(PROJECT)
+    cloud = recorded(credentials_file=str(credentials), tenant_id=TENANT)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        tokens = list(pool.map(lambda _: cloud.access_token().get_secret_value(), range(8)))
+    assert all(world.fake.tokens[t].kind == "service_account" for t in tokens)
+    assert 1 <= len(exchanges(world)) < 8  # concurrent callers join one renewal
+
+    async def inside_a_loop() -> str:
+        return str(cloud.access_token().get_secret_value())
+
+    assert asyncio.run(inside_a_loop()) in world.fake.tokens
