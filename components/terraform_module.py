@@ -49,7 +49,7 @@ def _token(props: dict[str, Any]) -> str | None:
     return token.get_secret_value() if hasattr(token, "get_secret_value") else str(token)
 
 
-def _prepare(props: dict[str, Any], old_state: dict[str, Any] | None) -> tuple[Any, dict[str, str]]:
+def _prepare(props: dict[str, Any], old_state: str | dict[str, Any] | None) -> tuple[Any, dict[str, str]]:
     from npa_pulumi.bridge.recipe import RecipeSource, materialize
     from npa_pulumi.bridge.terraform import runtime_env
 
@@ -68,6 +68,10 @@ def _prepare(props: dict[str, Any], old_state: dict[str, Any] | None) -> tuple[A
     if token is not None:
         identity["iam_token"] = token
     extra = {"NPA_PYTHON": sys.executable}
+    if source.kind == "local-stand-in":
+        # The stand-in derives stable idempotency keys from this owner (see its main.tf); other recipes
+        # do not declare the variable, so it is only passed to the stand-in.
+        extra["TF_VAR_npa_idempotency_scope"] = str(props["work_key"])
     env = runtime_env(
         identity, props.get("runtime_tfvars") or {}, _npa_home() / "cache" / "tf-plugins", extra
     )
@@ -79,7 +83,7 @@ def _outs(props: dict[str, Any], workspace: Any, env: dict[str, str]) -> dict[st
     from npa_pulumi.bridge.terraform import split_outputs
 
     plain, sensitive = split_outputs(workspace.outputs(env))
-    return {**props, "outputs": plain, "sensitive_outputs": sensitive, "tf_state": workspace.read_state()}
+    return {**props, "outputs": plain, "sensitive_outputs": sensitive, "tf_state": workspace.read_state_text()}
 
 
 class TerraformModuleProvider(ResourceProvider):
@@ -115,7 +119,7 @@ class TerraformModuleProvider(ResourceProvider):
 class TerraformModule(pulumi.dynamic.Resource, module="npa", name="TerraformModule"):
     outputs: pulumi.Output[dict[str, Any]]
     sensitive_outputs: pulumi.Output[dict[str, Any]]
-    tf_state: pulumi.Output[dict[str, Any]]
+    tf_state: pulumi.Output[str]
 
     def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(

@@ -172,11 +172,20 @@ class TerraformWorkspace:
         text = self.state_path.read_text()
         return json.loads(text) if text.strip() else None
 
-    def restore_state(self, state: Mapping[str, Any] | None) -> bool:
-        """Put `state` (from Pulumi) into the work dir unless the work dir already holds the same or a
-        newer revision of it. Returns True when the file was written."""
-        if not state:
+    def read_state_text(self) -> str | None:
+        """The state file verbatim. Pulumi keeps it as a string: its property values are float64, and a
+        state object round-tripped through them comes back with `"version": 4.0`, which Terraform refuses."""
+        if not self.state_path.is_file():
+            return None
+        text = self.state_path.read_text()
+        return text if text.strip() else None
+
+    def restore_state(self, saved: str | Mapping[str, Any] | None) -> bool:
+        """Put `saved` (the state text kept in Pulumi) into the work dir unless the work dir already holds
+        the same or a newer revision of it. Returns True when the file was written."""
+        if not saved:
             return False
+        state: dict[str, Any] = json.loads(saved) if isinstance(saved, str) else _integral(dict(saved))
         current = self.read_state()
         if current is not None:
             same_lineage = current.get("lineage") == state.get("lineage")
@@ -184,7 +193,7 @@ class TerraformWorkspace:
                 return False
         self.module_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tfstate.tmp")
-        tmp.write_text(json.dumps(dict(state), indent=2))
+        tmp.write_text(saved if isinstance(saved, str) else json.dumps(state, indent=2))
         tmp.chmod(0o600)
         tmp.replace(self.state_path)
         return True
@@ -249,6 +258,17 @@ class TerraformWorkspace:
     def state_is_empty(self) -> bool:
         state = self.read_state()
         return state is None or not state.get("resources")
+
+
+def _integral(value: Any) -> Any:
+    """Whole floats back to ints (a state object that went through Pulumi's float64 property values)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
 
 
 def split_outputs(raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

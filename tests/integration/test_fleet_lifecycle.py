@@ -93,6 +93,18 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     assert status.code == 0, status.stderr[-3000:]
     assert {c["status"] for c in status.json()["clusters"]} == {"deployed"}
 
+    # ---- refresh: every stack in sync with the cloud
+    refreshed = npa("refresh", "--spec", str(spec), "--cloud", "local", "--output", "json")
+    assert refreshed.code == 0, refreshed.stderr[-3000:]
+    assert {s["status"] for s in refreshed.json()["stacks"]} == {"in-sync"}
+
+    # ---- without a terminal and without --yes, mutating commands refuse and change nothing
+    refused = npa("destroy", "--spec", str(spec), "--cloud", "local", input_text="")
+    assert refused.code == 2
+    assert "refusing to destroy without --yes" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert len(inventory()["mk8s_clusters"]) == 4
+
     # ---- second up with the same spec changes nothing
     second = _up(spec)
     assert {s["status"] for s in second["stacks"]} == {"unchanged"}
@@ -157,6 +169,11 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
         "lifecycle.project-existing1.one",
         "lifecycle.project-existing1.two",
     }
+
+    # ---- npa-pulumi stacks lists them from anywhere
+    stacks = npa("stacks", "--fleet", "lifecycle", "--output", "json")
+    assert stacks.code == 0, stacks.stderr[-2000:]
+    assert {s["name"] for s in stacks.json()["stacks"]} == names
 
     # ---- full destroy: only the retained project and bucket remain of what the fleet created
     final = npa("destroy", "--spec", str(spec), "--cloud", "local", "--yes", "--output", "json")

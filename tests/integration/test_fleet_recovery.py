@@ -87,6 +87,28 @@ def test_fault_in_one_cluster_fail_fast(isolated_home: Path, tmp_path: Path) -> 
     assert inventory()["mk8s_clusters"] == []
 
 
+def test_destroy_failure_is_incomplete_and_retryable(isolated_home: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", THREE_CLUSTERS.replace("      - name: c3\n", ""))
+    npa("local-cloud", "init", check=True)
+    assert npa("up", "--spec", str(spec), "--yes", "-j", "2", "--output", "json").code == 0
+    npa("local-cloud", "fault", "add", "--op", "delete_cluster", "--error", "unavailable", "--count", "1",
+        check=True)
+
+    failed = npa("destroy", "--spec", str(spec), "--yes", "-j", "1", "--output", "json")
+    assert failed.code == 1
+    stacks = by_stack(failed.json())
+    incomplete = [s for s in stacks.values() if s["status"] == "destroy-incomplete"]
+    assert len(incomplete) == 1
+    assert incomplete[0]["retry_command"].startswith(f"npa-pulumi destroy --spec {spec}")
+    # the project stack stays while one of its clusters is still there
+    assert "faults.project-existing1" not in stacks
+    assert len(inventory()["mk8s_clusters"]) == 1
+
+    retry = npa(*incomplete[0]["retry_command"].split()[1:], "--output", "json")
+    assert retry.code == 0, retry.stderr[-3000:]
+    assert inventory()["mk8s_clusters"] == []
+
+
 def _wait_for(stream_path: Path, needle: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
