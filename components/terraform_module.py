@@ -83,7 +83,8 @@ def _outs(props: dict[str, Any], workspace: Any, env: dict[str, str]) -> dict[st
     from npa_pulumi.bridge.terraform import split_outputs
 
     plain, sensitive = split_outputs(workspace.outputs(env))
-    return {**props, "outputs": plain, "sensitive_outputs": sensitive, "tf_state": workspace.read_state_text()}
+    state = workspace.read_state_text()
+    return {**props, "outputs": plain, "sensitive_outputs": sensitive, "tf_state": state}
 
 
 class TerraformModuleProvider(ResourceProvider):

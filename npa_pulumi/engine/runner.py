@@ -112,7 +112,8 @@ class EventCollector:
         elif event.diagnostic_event is not None:
             diag = event.diagnostic_event
             if diag.severity == "error":
-                text = _plain(diag.message)
+                # The dynamic-provider host wraps every provider exception in this gRPC phrase.
+                text = _plain(diag.message).removeprefix("Exception calling application: ")
                 if text and text not in self.errors:
                     self.errors.append(text)
 
