@@ -12,6 +12,9 @@ quoting). Two extra keys shape the call:
   delete the object again if it does not get there, naming the quota that held it back;
 * `"missing_ok": true` on `delete_*`: an object that is already gone is success.
 
+`Unavailable` is retried with bounded backoff where a repeat is safe: reads, and creates that carry an
+`idempotency_key` (`npa_pulumi.cloud.retry`; `$NPA_CLOUD_RETRY_ATTEMPTS` sets the attempts).
+
 stdout gets one JSON document, `{"ok": true, "result": …}` or `{"ok": false, "error": {kind, message,
 request}}`; a failure also prints one line on stderr. Exit codes: 0 ok, 1 the cloud refused, 2 bad usage.
 Imports stay light (no pydantic, no click) because terraform starts this once per resource.
@@ -24,10 +27,12 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.local.simulator import OPERATIONS, LocalSimulator
+from npa_pulumi.cloud.retry import call_with_retry
 from npa_pulumi.errors import EXIT_FAILED, EXIT_INVALID_INPUT, NpaError
 
 EXTRA_OPERATIONS = ("inventory", "settings")
@@ -82,14 +87,41 @@ def call(simulator: LocalSimulator, operation: str, kwargs: dict[str, Any]) -> A
         inspect.signature(method).bind(**kwargs)
     except TypeError as err:  # unknown or missing keyword arguments
         raise UsageError(f"{operation}: {err}") from None
+    # `Unavailable` is retried with backoff where a repeat is safe (npa_pulumi.cloud.retry): reads, and
+    # creates that carry an idempotency key (the recipe sends one with every create). Deletes are not
+    # repeated here: a failed destroy is reported as incomplete, with the command that resumes it.
+    safe = operation.startswith(("get_", "list_", "find_")) or (
+        operation.startswith("create_") and kwargs.get("idempotency_key") is not None
+    )
     if wait and operation in ("create_cluster", "create_node_group"):
-        return simulator.provision(operation.removeprefix("create_"), wait_timeout_s, **kwargs)
-    try:
-        return method(**kwargs)
-    except NotFound:
-        if missing_ok and operation.startswith("delete_"):
-            return None
-        raise
+        kind = operation.removeprefix("create_")
+        return call_with_retry(
+            lambda: simulator.provision(kind, wait_timeout_s, **kwargs),
+            what=operation,
+            safe=safe,
+            on_retry=_say_retry(operation),
+        )
+
+    def once() -> Any:
+        try:
+            return method(**kwargs)
+        except NotFound:
+            if missing_ok and operation.startswith("delete_"):
+                return None
+            raise
+
+    return call_with_retry(once, what=operation, safe=safe, on_retry=_say_retry(operation))
+
+
+def _say_retry(operation: str) -> Callable[[int, float, CloudError], None]:
+    """Each retry leaves one line on stderr, which lands in the stack's terraform.log."""
+
+    def say(attempt: int, delay: float, err: CloudError) -> None:
+        sys.stderr.write(
+            f"local-cloud api {operation}: {err.kind} (attempt {attempt}), retrying in {delay:.2f}s\n"
+        )
+
+    return say
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,8 @@ and GPU clusters, each with an optional client-supplied idempotency key). Every 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +36,7 @@ from npa_pulumi.cloud.port import (
     ServiceAccount,
     Subnet,
 )
+from npa_pulumi.cloud.retry import call_with_retry
 
 R = TypeVar("R", bound=CloudRecord)
 
@@ -358,6 +361,26 @@ class LocalCloud:
 
     def delete_gpu_cluster(self, gpu_cluster_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
         self.simulator.delete_gpu_cluster(gpu_cluster_id, timeout_s=timeout_s)
+
+
+def _retrying(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method` with `Unavailable` retried where that is safe (see `npa_pulumi.cloud.retry`): always for a
+    read; for a create only when it carries an idempotency key, so a retried create cannot create twice."""
+    read = name == "principal" or name.startswith(("get_", "list_", "find_"))
+
+    @functools.wraps(method)
+    def wrapper(self: LocalCloud, *args: Any, **kwargs: Any) -> Any:
+        safe = read or kwargs.get("idempotency_key") is not None
+        return call_with_retry(lambda: method(self, *args, **kwargs), what=f"local cloud {name}", safe=safe)
+
+    return wrapper
+
+
+# Every read and every create of the adapter goes through the retry rule (the dynamic providers and the
+# engine's live checks reach the simulator only through here). Deletes and probes are not repeated.
+for _name in list(vars(LocalCloud)):
+    if _name == "principal" or _name.startswith(("get_", "list_", "find_", "create_")):
+        setattr(LocalCloud, _name, _retrying(_name, getattr(LocalCloud, _name)))
 
 
 def as_port(cloud: LocalCloud) -> CloudPort:
