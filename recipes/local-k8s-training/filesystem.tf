@@ -21,7 +21,7 @@ locals {
 locals {
   existing_filestore = var.existing_filestore == null ? "" : trimspace(var.existing_filestore)
   create_filestore   = var.enable_filestore && local.existing_filestore == ""
-  filesystem_key     = one(terraform_data.filesystem[*].id)
+  filesystem_key     = "${local.idempotency_scope}/computefilesystem/${local.filesystem_request.name}/${sha256(jsonencode(local.filesystem_request))}"
   filesystem_id = (
     !var.enable_filestore ? null :
     local.create_filestore ? "computefilesystem-e00${substr(sha256("computefilesystem/${local.filesystem_key}"), 0, 15)}" :
@@ -45,12 +45,12 @@ locals {
 
 resource "terraform_data" "filesystem" {
   count            = local.create_filestore ? 1 : 0
-  triggers_replace = local.filesystem_request
+  triggers_replace = merge(local.filesystem_request, { idempotency_key = local.filesystem_key })
 
   provisioner "local-exec" {
     command = "${local.npa_api} create_filesystem --args-env NPA_LOCAL_API_ARGS"
     environment = {
-      NPA_LOCAL_API_ARGS = jsonencode(merge(local.filesystem_request, { idempotency_key = self.id }))
+      NPA_LOCAL_API_ARGS = jsonencode(merge(local.filesystem_request, { idempotency_key = local.filesystem_key }))
     }
   }
 
@@ -59,7 +59,7 @@ resource "terraform_data" "filesystem" {
     command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_filesystem --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
-        filesystem_id = "computefilesystem-e00${substr(sha256("computefilesystem/${self.id}"), 0, 15)}"
+        filesystem_id = "computefilesystem-e00${substr(sha256("computefilesystem/${try(self.triggers_replace.idempotency_key, self.id)}"), 0, 15)}"
         missing_ok    = true
       })
     }

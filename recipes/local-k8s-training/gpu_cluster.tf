@@ -5,7 +5,7 @@ locals {
   fabric_input        = var.infiniband_fabric == null ? "" : trimspace(var.infiniband_fabric)
   gpu_cluster_enabled = var.enable_gpu_cluster == null ? local.fabric_input != "" : var.enable_gpu_cluster
   gpu_cluster_fabric  = local.fabric_input != "" ? local.fabric_input : local.region_default.infiniband_fabric
-  gpu_cluster_key     = one(terraform_data.gpu_cluster[*].id)
+  gpu_cluster_key     = "${local.idempotency_scope}/computegpucluster/${local.gpu_cluster_request.name}/${sha256(jsonencode(local.gpu_cluster_request))}"
   gpu_cluster_id      = local.gpu_cluster_enabled ? "computegpucluster-e00${substr(sha256("computegpucluster/${local.gpu_cluster_key}"), 0, 15)}" : null
 
   gpu_cluster_request = {
@@ -17,7 +17,7 @@ locals {
 
 resource "terraform_data" "gpu_cluster" {
   count            = local.gpu_cluster_enabled ? 1 : 0
-  triggers_replace = local.gpu_cluster_request
+  triggers_replace = merge(local.gpu_cluster_request, { idempotency_key = local.gpu_cluster_key })
 
   lifecycle {
     precondition {
@@ -29,7 +29,7 @@ resource "terraform_data" "gpu_cluster" {
   provisioner "local-exec" {
     command = "${local.npa_api} create_gpu_cluster --args-env NPA_LOCAL_API_ARGS"
     environment = {
-      NPA_LOCAL_API_ARGS = jsonencode(merge(local.gpu_cluster_request, { idempotency_key = self.id }))
+      NPA_LOCAL_API_ARGS = jsonencode(merge(local.gpu_cluster_request, { idempotency_key = local.gpu_cluster_key }))
     }
   }
 
@@ -38,7 +38,7 @@ resource "terraform_data" "gpu_cluster" {
     command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_gpu_cluster --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
-        gpu_cluster_id = "computegpucluster-e00${substr(sha256("computegpucluster/${self.id}"), 0, 15)}"
+        gpu_cluster_id = "computegpucluster-e00${substr(sha256("computegpucluster/${try(self.triggers_replace.idempotency_key, self.id)}"), 0, 15)}"
         missing_ok     = true
       })
     }

@@ -39,6 +39,13 @@ variable "iam_token" {
   sensitive   = true
 }
 
+variable "npa_idempotency_scope" {
+  description = "Stand-in only: who owns these objects (the Terraform bridge passes the stack name as TF_VAR_npa_idempotency_scope). Part of every idempotency key, so two fleets that name a cluster alike in one project never share objects."
+  type        = string
+  default     = ""
+  nullable    = false
+}
+
 # --- cluster -------------------------------------------------------------------------------------------------
 
 variable "cluster_name" {

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from npa_pulumi.cloud.local import LocalSimulator
+from npa_pulumi.cloud.retry import DEFAULT_ATTEMPTS
 from npa_pulumi.engine.toolchain import find_terraform
 from npa_pulumi.plan import read_recipe_variables, render_tfvars, resolve_targets
 from npa_pulumi.spec.parse import parse_spec
@@ -143,11 +144,11 @@ def make_workspace(tmp_path: Path) -> Iterator[Any]:
     simulator = LocalSimulator(cloud_dir)
     created: list[Workspace] = []
 
-    def make(cluster: str, fixture: Path | None = None) -> Workspace:
+    def make(cluster: str, fixture: Path | None = None, copy: str = "") -> Workspace:
         if fixture is not None:
             simulator.initialise(fixture, force=True)
         subnet = simulator.list_subnets(PROJECT)[0]["id"]
-        directory = tmp_path / cluster / "k8s-training"
+        directory = tmp_path / f"{cluster}{copy}" / "k8s-training"
         shutil.copytree(RECIPE, directory, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
         file_vars, runtime_vars = _rendered(cluster)
         (directory / "terraform.tfvars.json").write_text(json.dumps(file_vars, indent=2))
@@ -296,13 +297,61 @@ def test_a_quota_starved_gpu_pool_fails_the_apply_naming_the_quota(make_workspac
 
 def test_an_apply_refused_by_the_cloud_can_be_retried(make_workspace: Any) -> None:
     ws: Workspace = make_workspace("cpu-only")
-    ws.simulator.add_fault("create_cluster", "unavailable", count=1)
+    # A keyed create is retried on `unavailable`: only a fault outlasting every attempt fails the apply.
+    ws.simulator.add_fault("create_cluster", "unavailable", count=DEFAULT_ATTEMPTS)
     failed = ws.apply(check=False)
     assert failed.returncode != 0
     assert "unavailable" in " ".join((failed.stdout + failed.stderr).split())
+    assert ws.simulator.list_faults() == []  # every attempt was made
     assert ws.inventory()["mk8s_clusters"] == []
     ws.apply()  # the tainted resource is replaced
     (cluster,) = ws.inventory()["mk8s_clusters"]
     assert cluster["id"] == ws.outputs()["cluster_id"]
     ws.destroy()
     assert ws.inventory()["mk8s_clusters"] == []
+
+
+def test_a_transient_unavailable_is_retried_within_the_apply(make_workspace: Any) -> None:
+    ws: Workspace = make_workspace("cpu-only")
+    ws.simulator.add_fault("create_cluster", "unavailable", count=2)
+    ws.simulator.add_fault("create_node_group", "unavailable", count=1)
+    applied = ws.apply()
+    assert "retrying in" in applied.stdout + applied.stderr
+    (cluster,) = ws.inventory()["mk8s_clusters"]
+    (group,) = ws.inventory()["node_groups"]
+    assert cluster["id"] == ws.outputs()["cluster_id"] and group["cluster_id"] == cluster["id"]
+    assert ws.simulator.list_faults() == []
+
+
+def test_an_apply_whose_state_was_lost_adopts_what_it_created(make_workspace: Any) -> None:
+    """A run killed while a create provisioner waits never records its terraform_data. The keys are
+    stable, so the next apply replays the same creates and gets the same objects: no orphan, no
+    duplicate-name refusal."""
+    ws: Workspace = make_workspace("shared")
+    ws.apply()
+    before = ws.inventory()
+    first = ws.outputs()
+    for path in ws.directory.glob("terraform.tfstate*"):
+        path.unlink()  # as if the apply had been killed before Terraform wrote its state
+    ws.apply()
+    after = ws.inventory()
+    for kind in ("mk8s_clusters", "node_groups", "filesystems", "gpu_clusters"):
+        assert sorted(o["id"] for o in after[kind]) == sorted(o["id"] for o in before[kind]), kind
+    assert ws.outputs() == first
+    ws.destroy()
+    after = ws.inventory()
+    for kind in ("mk8s_clusters", "node_groups", "filesystems", "gpu_clusters"):
+        assert after[kind] == [], kind
+
+
+def test_two_owners_never_share_objects(make_workspace: Any) -> None:
+    """The same cluster name in one project from two owners (stacks) is refused, not silently shared."""
+    first: Workspace = make_workspace("cpu-only")
+    first.env["TF_VAR_npa_idempotency_scope"] = "fleet-a.project.cpu-only"
+    first.apply()
+    second: Workspace = make_workspace("cpu-only", copy="-again")
+    second.env["TF_VAR_npa_idempotency_scope"] = "fleet-b.project.cpu-only"
+    refused = second.apply(check=False)
+    assert refused.returncode != 0
+    assert "already exists" in " ".join((refused.stdout + refused.stderr).split())
+    assert len(first.inventory()["mk8s_clusters"]) == 1
