@@ -12,7 +12,6 @@ an interrupted `up` whose pending create was cleared can simply run again.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from typing import Any
 
 import pulumi
@@ -202,12 +201,6 @@ class Network(pulumi.dynamic.Resource, module="npa", name="Network"):
 
 
 # ---------------------------------------------------------------------------------------- storage
-
-
-def derived_bucket_name(tenant_id: str, project_id: str, fleet: str) -> str:
-    """A stable, private bucket name: nothing guessable about the tenant or project appears in it."""
-    digest = hashlib.sha256(f"{tenant_id}\0{project_id}\0{fleet}".encode()).hexdigest()
-    return f"npa-fleet-{digest[:32]}"
 
 
 class BucketError(Exception):

@@ -11,8 +11,8 @@ from npa_pulumi.components.cloud_resources import (
     Bucket,
     BucketProbe,
     ServiceAccount,
-    derived_bucket_name,
 )
+from npa_pulumi.naming import derived_bucket_name
 
 
 class ObjectStorage(pulumi.ComponentResource):

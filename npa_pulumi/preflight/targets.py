@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.naming import derived_bucket_name
 from npa_pulumi.preflight.demand import BucketDemandInput, ClusterDemandInput, ProjectDemandInput
 from npa_pulumi.preflight.report import PreflightReport
 from npa_pulumi.preflight.runner import evaluate_preflight, run_preflight
@@ -91,6 +92,8 @@ def build_inputs(
         exists = False
         project_id = existing.get(target.project_key)
         name = storage.bucket_name or (bucket_names or {}).get(target.project_key)
+        if not name and project_id:
+            name = derived_bucket_name(tenant_id, project_id, target.fleet)
         if project_id and name:
             bucket = cloud.find_bucket(project_id, name)
             exists = (
