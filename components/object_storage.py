@@ -12,6 +12,7 @@ from npa_pulumi.components.cloud_resources import (
     BucketProbe,
     ServiceAccount,
 )
+
 from npa_pulumi.naming import derived_bucket_name
 
 
