@@ -73,7 +73,9 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
         return op.result("status-error", error=str(err), **base)
     views = [_node_group_view(g) for g in groups]
     states = {cluster.state, *(g.state for g in groups)}
-    quota_walls = [c for g in groups for c in g.conditions if c.kind.lower().startswith("quota")]
+    # Only a group short of its target waits on quota; a ready group's old QuotaFailure event is history.
+    short = [g for g in groups if g.state == "PROVISIONING" or g.ready_node_count < g.target_node_count]
+    quota_walls = [c for g in short for c in g.conditions if c.kind.lower().startswith("quota")]
     error = None
     if quota_walls:
         wall = quota_walls[0]

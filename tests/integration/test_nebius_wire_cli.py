@@ -334,6 +334,10 @@ def test_status_of_deployed_provisioning_destroyed_and_absent_clusters(world: Cl
     fake = world.fake
     with fake.lock:
         train = seed_running_cluster(world, project_id, "train", gpu_nodes=1)
+        # A group that once hit a quota wall and has since got its nodes: the event is history.
+        fake.add_node_group(
+            train, "recovered", target=1, ready=1, quota_failure_on=("compute.instance.count", 1, 2)
+        )
         burst = fake.add_cluster(project_id, "burst", subnet_id=subnet_id)
         burst_cpu = fake.add_node_group(burst, "cpu", target=1, ready=1)
         burst_gpu = fake.add_node_group(
@@ -374,7 +378,9 @@ def test_status_of_deployed_provisioning_destroyed_and_absent_clusters(world: Cl
     assert {n: (g["state"], g["target"], g["ready"]) for n, g in groups.items()} == {
         "cpu": ("RUNNING", 1, 1),
         "gpu": ("RUNNING", 1, 1),
+        "recovered": ("RUNNING", 1, 1),
     }
+    assert groups["recovered"]["conditions"][0]["kind"] == "QuotaFailure"  # shown, but not an error
 
     waiting = clusters["burst"]
     assert waiting["error"] == (
@@ -404,8 +410,9 @@ def test_status_of_deployed_provisioning_destroyed_and_absent_clusters(world: Cl
     # What crossed the wire: one Get per recorded cluster (the absent one needs none), node groups listed
     # under each live cluster, all with the profile's token, and nothing but reads.
     assert sorted(c.request.id for c in fake.calls_to("ClusterService/Get")) == sorted([train, burst, gone])
-    listed = sorted(c.request.parent_id for c in fake.calls_to("NodeGroupService/List"))
-    assert listed == sorted([train, burst])
+    listed = [(c.request.parent_id, c.request.page_token) for c in fake.calls_to("NodeGroupService/List")]
+    # train's three groups take two pages of the fake's two.
+    assert sorted(listed) == sorted([(train, ""), (train, "page:2"), (burst, "")])
     assert {c.metadata.get("authorization") for c in fake.calls} == {f"Bearer {TOKEN}"}
     assert not [c for c in fake.calls if c.method.rsplit("/", 1)[-1] in ("Create", "Delete", "Update")]
     assert_no_token(result)
