@@ -37,9 +37,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _COLOR_TAGS = re.compile(r"<\{%[^%]*%\}>")
 
 
+CHANGE_KINDS = ("create", "update", "replace", "delete", "same")
+
+
 def _counts(changes: Mapping[Any, Any] | None) -> dict[str, int]:
-    """Resource-change counts keyed by plain operation names (`create`, `same`, ...)."""
-    return {str(getattr(k, "value", k)): int(v) for k, v in (changes or {}).items()}
+    """Resource-change counts keyed by plain operation names, every standard kind present (0 when
+    absent) so JSON readers can rely on `changes.create` etc."""
+    raw = {str(getattr(k, "value", k)): int(v) for k, v in (changes or {}).items()}
+    return {**{kind: raw.pop(kind, 0) for kind in CHANGE_KINDS}, **raw}
 
 
 def _plain(text: str) -> str:
