@@ -49,14 +49,29 @@ def _token(props: dict[str, Any]) -> str | None:
     return token.get_secret_value() if hasattr(token, "get_secret_value") else str(token)
 
 
-def _prepare(props: dict[str, Any], old_state: str | dict[str, Any] | None) -> tuple[Any, dict[str, str]]:
-    from npa_pulumi.bridge.recipe import RecipeSource, materialize
+def _source(props: dict[str, Any]) -> Any:
+    from npa_pulumi.bridge.recipe import RecipeSource, stand_in_dir
+
+    kind, location = props["recipe"]["source"], props["recipe"]["location"]
+    if kind == "local-stand-in":
+        # The shipped stand-in is found where this installation keeps it, not at the path recorded in
+        # state (another machine, or a moved checkout, has it elsewhere).
+        location = str(stand_in_dir())
+    return RecipeSource(kind, location)
+
+
+def _prepare(
+    props: dict[str, Any], old_state: str | dict[str, Any] | None, *, same_recipe: bool = True
+) -> tuple[Any, dict[str, str]]:
+    """Materialize the recipe, restore state, init. `same_recipe` (create/update) insists on the recipe
+    the preview saw; destroy and refresh use the recipe as it is now."""
+    from npa_pulumi.bridge.recipe import materialize
     from npa_pulumi.bridge.terraform import runtime_env
 
     workspace = _workspace(props)
-    source = RecipeSource(props["recipe"]["source"], props["recipe"]["location"])
+    source = _source(props)
     recipe = materialize(source, workspace.root, props["identity"]["region"], _npa_home() / "cache")
-    if recipe.digest != props["recipe"]["digest"]:
+    if same_recipe and recipe.digest != props["recipe"]["digest"]:
         raise RuntimeError(
             f"the recipe at {source.location} changed between preview and apply (digest "
             f"{recipe.digest[:12]} != {props['recipe']['digest'][:12]}); run the command again"
@@ -104,12 +119,12 @@ class TerraformModuleProvider(ResourceProvider):
         return UpdateResult(outs=_outs(news, workspace, env))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        workspace, env = _prepare(props, props.get("tf_state"))
+        workspace, env = _prepare(props, props.get("tf_state"), same_recipe=False)
         workspace.refresh(env)
         return ReadResult(id_=id_, outs=_outs(props, workspace, env))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        workspace, env = _prepare(props, props.get("tf_state"))
+        workspace, env = _prepare(props, props.get("tf_state"), same_recipe=False)
         workspace.destroy(env)
         if not workspace.state_is_empty():
             raise RuntimeError(
