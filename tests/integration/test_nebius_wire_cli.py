@@ -524,7 +524,9 @@ def test_status_as_a_service_account_named_by_a_credentials_file(
     assert len(world.fake.calls_to("TokenExchangeService/Exchange")) >= 1
     authed = [c for c in world.fake.calls if not c.method.endswith("/Exchange")]
     assert authed and all(c.metadata["authorization"].startswith("Bearer sa-token-") for c in authed)
-    assert "PRIVATE KEY" not in result.stdout + result.stderr
+    printed = result.stdout + result.stderr
+    assert "PRIVATE KEY" not in printed
+    assert not [token for token in world.fake.tokens if token in printed]
 
 
 def test_a_spec_for_another_tenant_than_the_profile_is_refused_before_any_call(world: CliWorld) -> None:

@@ -3,8 +3,8 @@
 This is the preflight's own entry point with the real adapter underneath: the allowance catalog comes
 from four pages of `QuotaAllowanceService/List`, the reserved capacity from
 `CapacityBlockGroupService/List`, and read failures on the wire must fail the report closed.
-(The CLI-level `npa-pulumi preflight` / `status` runs need the engine and a Pulumi backend; see the
-issue note.)
+The CLI-level `npa-pulumi preflight` / `status` runs, with stacks in a temporary Pulumi backend, are in
+test_nebius_wire_cli.py.
 """
 
 from __future__ import annotations
