@@ -99,6 +99,10 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
 def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and not k.startswith("TF_CLI_ARGS")}
     env.update({"TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1"})
+    config = env.get("TF_CLI_CONFIG_FILE")
+    if config and not Path(config).expanduser().is_file():
+        # A CLI config that points nowhere only makes terraform print warnings into every run's log.
+        del env["TF_CLI_CONFIG_FILE"]
     return env
 
 
@@ -141,6 +145,20 @@ class TerraformWorkspace:
     root: Path
     module_subdir: str = "k8s-training"
     terraform_bin: Path | None = None
+    # Run-time secrets (the IAM token, capacity-block ids) that Terraform may echo: plan output shows
+    # attribute values and provisioners print what they were given. They are masked in terraform.log and
+    # in error tails; the work dir itself (Terraform's working state holds plaintext) is private (0700).
+    redact: tuple[str, ...] = ()
+
+    def scrub(self, text: str) -> str:
+        for secret in sorted(self.redact, key=len, reverse=True):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    def _private(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o700)
 
     @property
     def module_dir(self) -> Path:
@@ -206,8 +224,8 @@ class TerraformWorkspace:
         proc = subprocess.run(
             cmd, cwd=self.module_dir, env=dict(env), capture_output=True, text=True, check=False
         )
-        output = proc.stdout + proc.stderr
-        self.root.mkdir(parents=True, exist_ok=True)
+        output = self.scrub(proc.stdout + proc.stderr)
+        self._private()
         with self.log_path.open("a") as handle:
             handle.write(
                 f"\n===== {time.strftime('%Y-%m-%dT%H:%M:%S')} terraform {' '.join(args)}"
@@ -241,7 +259,9 @@ class TerraformWorkspace:
         )
         if proc.returncode == 1:
             raise TerraformError(
-                f"terraform plan failed in {self.module_dir}", _tail(proc.stdout + proc.stderr), self.log_path
+                f"terraform plan failed in {self.module_dir}",
+                _tail(self.scrub(proc.stdout + proc.stderr)),
+                self.log_path,
             )
         return proc.returncode == 2
 
