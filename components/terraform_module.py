@@ -90,8 +90,28 @@ def _prepare(
     env = runtime_env(
         identity, props.get("runtime_tfvars") or {}, _npa_home() / "cache" / "tf-plugins", extra
     )
+    workspace.redact = _run_time_secrets(token, props.get("runtime_tfvars") or {})
     workspace.init(env, plugin_cache_lock=_npa_home() / "cache" / "tf-plugins.lock")
     return workspace, env
+
+
+def _run_time_secrets(token: str | None, runtime_tfvars: Any) -> tuple[str, ...]:
+    """What must not reach terraform.log: the token and every string the run-time variables carry
+    (capacity-block reservations), except the policy keywords, which are not secret."""
+    found = [token] if token else []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and value.strip() and value.upper() not in ("AUTO", "FORBID", "STRICT"):
+            found.append(value)
+
+    walk(runtime_tfvars)
+    return tuple(found)
 
 
 def _outs(props: dict[str, Any], workspace: Any, env: dict[str, str]) -> dict[str, Any]:
