@@ -158,25 +158,39 @@ def _library_layout(root: Path) -> tuple[Path, Path | None]:
     raise RecipeError(f"{root} holds neither k8s-training/ nor any *.tf file")
 
 
-def _sync_tree(src: Path, dest: Path) -> None:
-    """Make dest mirror src, keeping Terraform's own files (state, .terraform, lock, tfvars)."""
+def _sync_tree(src: Path, dest: Path, top: bool = True) -> None:
+    """Make dest mirror src, keeping Terraform's own files (state, .terraform, lock, tfvars).
+
+    Files that already hold the right content are left alone, so materializing an unchanged recipe is a
+    no-op on disk: a preview, or another run's planning, never pulls files from under a terraform that is
+    running in this work dir."""
     dest.mkdir(parents=True, exist_ok=True)
+
+    def kept(name: str) -> bool:  # Terraform's own files, at the module's top level only
+        return top and (name in PRESERVED or name.startswith("terraform.tfstate"))
+
+    wanted = {entry.name for entry in src.iterdir() if not (kept(entry.name) or entry.name == ".git")}
     for entry in dest.iterdir():
-        if entry.name in PRESERVED or entry.name.startswith("terraform.tfstate"):
+        if kept(entry.name) or entry.name in wanted:
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
             entry.unlink()
-    for entry in src.iterdir():
-        if entry.name in PRESERVED or entry.name.startswith("terraform.tfstate") or entry.name == ".git":
-            continue
+    for name in sorted(wanted):
+        entry, target = src / name, dest / name
         if entry.is_symlink():
             raise RecipeError(f"the recipe contains a symlink ({entry}); refusing to materialize it")
         if entry.is_dir():
-            shutil.copytree(entry, dest / entry.name, symlinks=False)
+            if target.exists() and (target.is_symlink() or not target.is_dir()):
+                target.unlink()
+            _sync_tree(entry, target, top=False)
         else:
-            shutil.copy2(entry, dest / entry.name)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.is_file() and not target.is_symlink() and target.read_bytes() == entry.read_bytes():
+                continue
+            shutil.copy2(entry, target)
 
 
 def _patch_provider_domain(module_dir: Path, region: str, warnings: list[str]) -> None:
