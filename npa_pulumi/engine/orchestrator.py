@@ -15,6 +15,7 @@ Ordering and safety:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -74,6 +75,26 @@ class FleetOptions:
 
 class FleetAborted(NpaError):
     kind = "aborted"
+
+
+def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[..., FleetResult]]:
+    """Run a mutating command holding its selected stacks against other runs (engine/runlock.py): a run
+    whose selection overlaps a live one fails before it starts, instead of racing it stack by stack."""
+
+    def wrap(method: Callable[..., FleetResult]) -> Callable[..., FleetResult]:
+        @functools.wraps(method)
+        def run(self: Fleet, *args: Any, **kwargs: Any) -> FleetResult:
+            from npa_pulumi.engine.runlock import exclusive_run
+
+            stacks = {t.project_stack for t in self.targets} | {t.cluster_stack for t in self.targets}
+            with exclusive_run(self.settings.backend_url, self.spec.name, command, stacks) as notes:
+                for note in notes:
+                    self.progress.message(f"{self.spec.name}: {note}")
+                return method(self, *args, **kwargs)
+
+        return run
+
+    return wrap
 
 
 class Fleet:
@@ -323,6 +344,7 @@ class Fleet:
         self._fill_identity(result)
         return result
 
+    @_exclusive("up")
     def up(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("up")
         plans = self.plans()
@@ -383,6 +405,7 @@ class Fleet:
             result.validation = "skipped"
         return result
 
+    @_exclusive("destroy")
     def destroy(self) -> FleetResult:
         result = self._result("destroy")
         plans = self.plans()
@@ -417,6 +440,7 @@ class Fleet:
         names = {s.name for s in list_stack_summaries(self.settings)}
         return {n for n in names if n.count(".") >= 2 and n.startswith(f"{self.spec.name}.")}
 
+    @_exclusive("refresh")
     def refresh(self) -> FleetResult:
         result = self._result("refresh")
         plans = self.plans()

@@ -221,9 +221,11 @@ class StackExecutor:
             if stack is None:
                 self.progress.phase(op.stack, "absent")
                 return op.result("absent", elapsed_s=time.monotonic() - started)
+            # Locks first: setting a tag on a stack another process holds fails with the engine's
+            # generic "locked" error, before a stale lock could be recovered or a live one named.
+            self._prepare(stack)
             if command in ("up", "preview") and op.tags_needed:
                 ensure_tags(stack, op.tags)
-            self._prepare(stack)
             verb = {
                 "up": "updating",
                 "preview": "previewing",

@@ -1,0 +1,138 @@
+"""One mutating run per stack at a time, decided before anything starts.
+
+Pulumi locks each stack only while its own update runs. Two `up` runs of one fleet would otherwise
+interleave: each takes whichever stack it reaches first, and each fails on the stacks the other holds, so
+neither finishes. A run therefore registers the stacks it selected (`<backend>/.npa-runs/<fleet>/<id>.json`
+on a file:// backend, under `~/.npa-pulumi/runs/` otherwise) before its first step, under a short
+exclusive lock on the registry. A run whose selection overlaps a live run's fails at once with the same
+message a locked stack gives (who holds it, since when), having changed nothing; disjoint selections of
+one fleet still run side by side. A record whose process is gone (a killed run) is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import getpass
+import hashlib
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from npa_pulumi.engine.stacks import StackLocked, _diy_root
+from npa_pulumi.engine.workspace import npa_home
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    path: Path
+    pid: int
+    hostname: str
+    username: str
+    timestamp: str
+    command: str
+    stacks: frozenset[str]
+
+    @property
+    def alive(self) -> bool:
+        if self.hostname != socket.gethostname():
+            return True  # another machine's run: assume it is real
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def registry_dir(backend_url: str, fleet: str) -> Path:
+    root = _diy_root(backend_url)
+    if root is not None:
+        return root / ".npa-runs" / fleet
+    digest = hashlib.sha256(backend_url.encode()).hexdigest()[:16]
+    return npa_home() / "runs" / digest / fleet
+
+
+def _read(path: Path) -> RunRecord | None:
+    try:
+        data = json.loads(path.read_text())
+        return RunRecord(
+            path,
+            int(data["pid"]),
+            str(data.get("hostname", "")),
+            str(data.get("username", "")),
+            str(data.get("timestamp", "")),
+            str(data.get("command", "")),
+            frozenset(str(s) for s in data.get("stacks", [])),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@contextlib.contextmanager
+def _registry_lock(directory: Path) -> Iterator[None]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / ".lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def exclusive_run(backend_url: str, fleet: str, command: str, stacks: Iterable[str]) -> Iterator[list[str]]:
+    """Hold the selected stacks for this run; yields notes about stale records it removed."""
+    wanted = frozenset(stacks)
+    directory = registry_dir(backend_url, fleet)
+    notes: list[str] = []
+    mine = directory / f"{uuid.uuid4().hex}.json"
+    with _registry_lock(directory):
+        for path in sorted(directory.glob("*.json")):
+            record = _read(path)
+            if record is None:
+                continue
+            if not record.alive:
+                path.unlink(missing_ok=True)
+                notes.append(
+                    f"removed the record of an interrupted run (pid {record.pid}, {record.timestamp})"
+                )
+                continue
+            overlap = sorted(record.stacks & wanted)
+            if overlap:
+                more = f" and {len(overlap) - 1} more" if len(overlap) > 1 else ""
+                raise StackLocked(
+                    f"stack {overlap[0]}{more} is being changed by another run (pid {record.pid} on "
+                    f"{record.hostname}, user {record.username}, since {record.timestamp}, "
+                    f"`npa-pulumi {record.command}`); wait for it to finish. Nothing was changed. If that "
+                    f"run is gone, remove {record.path}"
+                )
+        body = {
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+            "username": _user(),
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": command,
+            "stacks": sorted(wanted),
+        }
+        mine.write_text(json.dumps(body, indent=2) + "\n")
+    try:
+        yield notes
+    finally:
+        mine.unlink(missing_ok=True)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return str(os.getuid())
