@@ -137,7 +137,9 @@ def load_yaml(text: str, source: str) -> tuple[Any, LocationIndex]:
     except MarkedYAMLError as err:
         raise _yaml_syntax_error(err, source) from None
     except YAMLError as err:
-        raise single_problem(f"invalid YAML: {_one_line(str(err))}", source) from None
+        line, column = _reader_position(err, text)
+        message = f"invalid YAML: {_one_line(str(err))}"
+        raise single_problem(message, source, line=line, column=column) from None
     except RecursionError:
         raise single_problem(f"spec nests deeper than {MAX_DEPTH} levels", source) from None
     except Exception as err:  # the parser is third-party code fed untrusted input: never leak a traceback
@@ -191,6 +193,15 @@ def _yaml_syntax_error(err: MarkedYAMLError, source: str) -> SpecError:
         line=mark.line + 1 if mark is not None else None,
         column=mark.column + 1 if mark is not None else None,
     )
+
+
+def _reader_position(err: YAMLError, text: str) -> tuple[int | None, int | None]:
+    """Line and column of a reader error (e.g. a control character), which carries only an offset."""
+    position = getattr(err, "position", None)
+    if not isinstance(position, int) or not 0 <= position <= len(text):
+        return None, None
+    line = text.count("\n", 0, position) + 1
+    return line, position - (text.rfind("\n", 0, position) + 1) + 1
 
 
 def _one_line(text: str) -> str:
