@@ -1,0 +1,152 @@
+"""Crash recovery: `up` killed with SIGKILL (the CLI's whole process group: engine, dynamic providers,
+policy analyzer, terraform and its provisioners) at random moments, 3 times quick and 20 times long.
+
+Each trial starts from where the previous one left the fleet and changes the spec (a node group resized,
+so replaced; now and then a new cluster), kills `up` at a random moment within the time such an `up`
+takes, then runs `up` again. After every trial:
+* the second `up` succeeds, and every stale lock and pending operation the kill left was cleared
+  automatically and reported as such (a live lock would have been reported with the exact command);
+* the simulator holds exactly what the spec asks for: no orphaned cluster, node group, filesystem, GPU
+  cluster, network or project, and nothing missing;
+* no Terraform state was lost: each cluster stack's Terraform state, kept in Pulumi state, records exactly
+  the objects the cloud has, and the work dir holds nothing newer than it.
+At the end a second machine (a fresh HOME with only the backend and the passphrase) runs `up --refresh`,
+which re-applies every cluster from the Terraform state in Pulumi: it must find nothing to change.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+from chaos_helpers import (
+    Background,
+    FleetShape,
+    assert_converged,
+    assert_no_leaks,
+    inventory,
+    lock_files,
+    npa,
+    pending_operations,
+    secret_values,
+)
+from conftest import SEED, budget
+
+TRIALS = budget(quick=3, long=20)
+BLOCK = "capacityblockgroup-local1"
+
+BASE = f"""\
+apiVersion: npa.fleet/v0.0.1
+name: crash
+region: us-central1
+defaults:
+  cpu_nodes: {{count: 1, platform: cpu-d3, preset: 4vcpu-16gb}}
+  enable_filestore: false
+projects:
+  - name: crash-alpha
+    clusters:
+      - name: a1
+        cpu_nodes: {{count: CPU_COUNT}}
+      - name: a2
+        enable_filestore: true
+        filestore_disk_size_gibibytes: 64
+EXTRA_CLUSTERS
+  - project_id: project-existing1
+    clusters:
+      - name: e1
+        gpu_nodes:
+          {{count: 2, platform: gpu-rtx6000, preset: 2gpu-48vcpu-436gb, capacity_block_group: {BLOCK}}}
+"""
+
+
+def spec_text(cpu_count: int, extra: int) -> str:
+    extras = "".join(f"      - name: x{i}\n" for i in range(extra))
+    return BASE.replace("CPU_COUNT", str(cpu_count)).replace("EXTRA_CLUSTERS\n", extras)
+
+
+def _up_args(spec: Path) -> list[str]:
+    return ["up", "--spec", str(spec), "--yes", "-j", "3", "--output", "json"]
+
+
+def test_sigkill_during_up_recovers_without_orphans_or_lost_state(
+    chaos_home: Path, tmp_path: Path, rng: random.Random
+) -> None:
+    # Provisioning takes a moment in the simulator, so kills also land while terraform waits for a cluster.
+    npa("local-cloud", "set", "provisioning-seconds", "1", check=True)
+    spec = tmp_path / "fleet.yaml"
+    estimate = 25.0  # seconds a full `up` of this fleet takes here; refined by every recovery run
+    cpu_count, extra = 1, 0
+    killed: list[str] = []
+    attempts = 0
+    while len(killed) < TRIALS:
+        attempts += 1
+        assert attempts <= 3 * TRIALS, f"could not kill {TRIALS} runs mid-way (seed {SEED}): {killed}"
+        if attempts > 1:
+            cpu_count = 3 - cpu_count  # 1 <-> 2: the CPU node group is replaced
+            if rng.random() < 0.4 and extra < 3:
+                extra += 1  # a new cluster: its stack, work dir and objects are created from nothing
+        text = spec_text(cpu_count, extra)
+        spec.write_text(text)
+        shape = FleetShape.of(text)
+        delay = rng.uniform(0.3, 0.9 * estimate)
+        context = f"trial {len(killed) + 1}, kill after {delay:.1f}s, seed {SEED}"
+
+        run = Background.start(tmp_path / "runs", *_up_args(spec))
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and run.proc.poll() is None:
+            time.sleep(0.05)
+        if run.proc.poll() is not None:
+            run.wait()
+            estimate = max(3.0, 0.8 * delay)  # it finished first: aim earlier next time
+            assert run.proc.returncode == 0, run.stderr()[-3000:]
+            assert_converged(shape, f"{context}, finished before the kill")
+            continue
+        running = run.kill()
+        left_locks = {p.parent.name for p in lock_files()}
+        left_pending = set(pending_operations())
+        killed.append(f"{delay:.1f}s: {', '.join(sorted(set(running))) or 'between processes'}")
+
+        started = time.monotonic()
+        again = npa(*_up_args(spec))
+        estimate = max(estimate, time.monotonic() - started)
+        assert again.code == 0, f"{context}: {again.why()}"
+        statuses = {s["stack"]: s["status"] for s in again.json()["stacks"]}
+        assert set(statuses.values()) <= {"deployed", "unchanged"}, f"{context}: {statuses}"
+        for stack in left_locks | left_pending:
+            assert f"{stack}: recovered from an interrupted run" in again.stderr, (
+                f"{context}: {stack} was left locked={stack in left_locks} pending={stack in left_pending}, "
+                f"and the second up did not say it recovered it:\n{again.stderr[-3000:]}"
+            )
+        assert_converged(shape, context)
+
+    # A second machine: only the backend and the passphrase. `up --refresh` re-applies every cluster from
+    # the Terraform state kept in Pulumi state; a lost or stale state would create or replace something.
+    before = inventory()
+    other = tmp_path / "second-machine"
+    env = {
+        "HOME": str(other),
+        "NPA_PULUMI_HOME": str(other / ".npa-pulumi"),
+        "PULUMI_HOME": str(other / ".pulumi"),
+    }
+    backend = chaos_home / ".npa-pulumi" / "state"
+    passphrase = chaos_home / ".npa-pulumi" / "passphrase"
+    fresh = npa(
+        *_up_args(spec),
+        "--refresh",
+        "--backend",
+        f"file://{backend}",
+        "--passphrase-file",
+        str(passphrase),
+        env=env,
+    )
+    assert fresh.code == 0, fresh.why()
+    changed = {s["stack"]: s["changes"] for s in fresh.json()["stacks"] if s["status"] != "unchanged"}
+    assert changed == {}, f"the second machine changed {json.dumps(changed)} (seed {SEED})"
+    after = inventory()
+    for kind in ("mk8s_clusters", "node_groups", "filesystems", "gpu_clusters", "networks", "projects"):
+        assert sorted(o["id"] for o in after[kind]) == sorted(o["id"] for o in before[kind]), kind
+
+    print(f"\ncrash trials (seed {SEED}):\n  " + "\n  ".join(killed))
+    assert_no_leaks(chaos_home, secret_values(FleetShape.of(spec.read_text()), [BLOCK]))
