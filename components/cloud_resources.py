@@ -21,11 +21,9 @@ GIB = 2**30
 
 
 def _cloud(props: dict[str, Any]) -> Any:
-    from npa_pulumi.cloud.factory import make_cloud
+    from npa_pulumi.components._cloud import cloud_for
 
-    return make_cloud(
-        props["cloud"], profile=props.get("profile") or None, region=props.get("region") or None
-    )
+    return cloud_for(props)
 
 
 def _labels(props: dict[str, Any]) -> dict[str, str]:

@@ -37,11 +37,9 @@ def _workspace(props: dict[str, Any]) -> Any:
 
 def _token(props: dict[str, Any]) -> str | None:
     """Mint the IAM token for this run, from the cloud adapter's own credentials."""
-    from npa_pulumi.cloud.factory import make_cloud
+    from npa_pulumi.components._cloud import cloud_for
 
-    cloud = make_cloud(
-        props["cloud"], profile=props.get("profile") or None, region=props["identity"]["region"]
-    )
+    cloud = cloud_for({**props, "tenant_id": props["identity"]["tenant_id"]}, props["identity"]["region"])
     mint = getattr(cloud, "access_token", None)
     token = mint() if callable(mint) else None
     if token is None:

@@ -31,7 +31,7 @@ from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.results import FleetResult, StackResult
 from npa_pulumi.engine.runner import StackExecutor, StackOp
 from npa_pulumi.engine.stacks import stack_tags
-from npa_pulumi.engine.workspace import EngineSettings, list_stack_summaries, npa_home
+from npa_pulumi.engine.workspace import TENANT_ENV, EngineSettings, list_stack_summaries, npa_home
 from npa_pulumi.errors import NpaError
 
 if TYPE_CHECKING:
@@ -146,7 +146,10 @@ class Fleet:
 
     def plans(self) -> FleetPlans:
         if self._plans is None:
-            self._plans = build_plans(self.spec, self.targets, self.options, self.tenant_id())
+            tenant = self.tenant_id()
+            # Dynamic providers run in the engine's provider process; they learn the tenant from here.
+            self.settings.extra_env[TENANT_ENV] = tenant
+            self._plans = build_plans(self.spec, self.targets, self.options, tenant)
         return self._plans
 
     def _result(self, command: str) -> FleetResult:
