@@ -241,12 +241,25 @@ def up_command(**kw: Any) -> None:
     type=click.Path(dir_okay=False),
     help="Also write the full JSON result to this file.",
 )
-@click.option("--preflight/--no-preflight", default=True, show_default=True,
-              help="Also report whether quota and reserved capacity fit (read-only).")
-@click.option("--policy-pack", "policy_packs", multiple=True, type=click.Path(file_okay=False),
-              help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.")
-@click.option("--policy-config", default=None, type=click.Path(dir_okay=False),
-              help="Policy config JSON (enforcement levels and settings).")
+@click.option(
+    "--preflight/--no-preflight",
+    default=True,
+    show_default=True,
+    help="Also report whether quota and reserved capacity fit (read-only).",
+)
+@click.option(
+    "--policy-pack",
+    "policy_packs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.",
+)
+@click.option(
+    "--policy-config",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Policy config JSON (enforcement levels and settings).",
+)
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
@@ -295,36 +308,31 @@ def destroy_command(**kw: Any) -> None:
     run_guarded(body, kw["output"])
 
 
-@click.command("status")
-@fleet_options
-@output_option()
-def status_command(**kw: Any) -> None:
-    """Stack outputs plus live cloud state per cluster."""
+def _read_only_command(name: str, method: str, summary: str) -> click.Command:
+    """A command that only reads (status, refresh): load, select, run `Fleet.<method>()`, report."""
 
-    def body() -> int:
-        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
-        fleet = _fleet(spec, targets, _engine_options(kw))
-        with fleet.progress:
-            result = fleet.status()
-        return _finish(result, kw["output"])
+    @click.command(name, help=summary)
+    @fleet_options
+    @output_option()
+    def command(**kw: Any) -> None:
+        def body() -> int:
+            spec, targets = _load(
+                kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"]
+            )
+            fleet = _fleet(spec, targets, _engine_options(kw))
+            with fleet.progress:
+                result = getattr(fleet, method)()
+            return _finish(result, kw["output"])
 
-    run_guarded(body, kw["output"])
+        run_guarded(body, kw["output"])
+
+    return command
 
 
-@click.command("refresh")
-@fleet_options
-@output_option()
-def refresh_command(**kw: Any) -> None:
-    """Compare every stack with the live cloud and record drift."""
-
-    def body() -> int:
-        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
-        fleet = _fleet(spec, targets, _engine_options(kw))
-        with fleet.progress:
-            result = fleet.refresh()
-        return _finish(result, kw["output"])
-
-    run_guarded(body, kw["output"])
+status_command = _read_only_command("status", "status", "Stack outputs plus live cloud state per cluster.")
+refresh_command = _read_only_command(
+    "refresh", "refresh", "Compare every stack with the live cloud and record drift."
+)
 
 
 @click.command("stacks")

@@ -108,6 +108,19 @@ def deploy(
         return fleet.up(preflight=preflight_gate(fleet) if preflight else None)
 
 
+def _operate(
+    method: str,
+    spec: FleetSpec | str | Path,
+    only_projects: Sequence[str],
+    only_clusters: Sequence[str],
+    project_prefix: str | None,
+    options: dict[str, Any],
+) -> Any:
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
+    with fleet.progress:
+        return getattr(fleet, method)()
+
+
 def preview(
     spec: FleetSpec | str | Path,
     *,
@@ -117,9 +130,7 @@ def preview(
     **options: Any,
 ) -> Any:
     """`npa-pulumi preview`: per-stack changes and policy results, changing nothing."""
-    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
-    with fleet.progress:
-        return fleet.preview()
+    return _operate("preview", spec, only_projects, only_clusters, project_prefix, options)
 
 
 def destroy(
@@ -131,9 +142,7 @@ def destroy(
     **options: Any,
 ) -> Any:
     """`npa-pulumi destroy`: cluster stacks, then project stacks once none of their clusters remain."""
-    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
-    with fleet.progress:
-        return fleet.destroy()
+    return _operate("destroy", spec, only_projects, only_clusters, project_prefix, options)
 
 
 def status(
@@ -145,9 +154,7 @@ def status(
     **options: Any,
 ) -> Any:
     """`npa-pulumi status`: stack outputs checked against the live cloud."""
-    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
-    with fleet.progress:
-        return fleet.status()
+    return _operate("status", spec, only_projects, only_clusters, project_prefix, options)
 
 
 def refresh(
@@ -159,9 +166,7 @@ def refresh(
     **options: Any,
 ) -> Any:
     """`npa-pulumi refresh`: drift per stack."""
-    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
-    with fleet.progress:
-        return fleet.refresh()
+    return _operate("refresh", spec, only_projects, only_clusters, project_prefix, options)
 
 
 __all__ = [
