@@ -250,6 +250,8 @@ class Fleet:
     def unchanged_clusters(self) -> set[str]:
         """Cluster stacks deployed from exactly the current plan, whose identity still matches their project
         stack and whose live cluster and node groups all run: nothing for `up` to do, no new quota."""
+        if self._unchanged_clusters is None and not self._any_cluster_deployed():
+            self._unchanged_clusters = set()  # nothing to compare: spare planning (preflight of a new fleet)
         if self._unchanged_clusters is None:
             plans = self.plans()
             project_outputs = self.stack_outputs([self._project_op(p) for p in plans.projects])
@@ -266,6 +268,13 @@ class Fleet:
                     unchanged.add(plan.stack)
             self._unchanged_clusters = unchanged
         return self._unchanged_clusters
+
+    def _any_cluster_deployed(self) -> bool:
+        """Whether any selected cluster stack carries a fingerprint (was deployed by npa-pulumi)."""
+        ops = [
+            StackOp(t.cluster_stack, "cluster", t.project_key, t.cluster_name, None, {}) for t in self.targets
+        ]
+        return any(FINGERPRINT_OUTPUT in (out or {}) for out in self.stack_outputs(ops).values())
 
     def _unchanged_result(self, op: StackOp) -> StackResult:
         outputs = self._outputs.get(op.stack) or {}

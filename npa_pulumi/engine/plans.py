@@ -1,18 +1,26 @@
 """From resolved spec targets to what the engine runs: project plans and cluster plans.
 
-Everything here happens before the first mutation and touches no cloud: recipe materialization and its
-compatibility checks, tfvars rendering, reading the recipe's filesystem facts. A problem with any target
+Everything here happens before the first mutation and touches no cloud: recipe materialization (once per
+region, in a staging dir) and its compatibility checks, tfvars rendering, reading the recipe's filesystem
+facts. A problem with any target
 stops the whole run here, listing every problem found.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.bridge.recipe import RecipeSource, compatibility_problems, materialize, resolve_source
+from npa_pulumi.bridge.recipe import (
+    MaterializedRecipe,
+    RecipeSource,
+    compatibility_problems,
+    materialize,
+    resolve_source,
+)
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.engine.results import StackResult
 from npa_pulumi.engine.workspace import npa_home
@@ -93,14 +101,33 @@ def _project_plan(target: Target, tenant_id: str, create_missing: bool) -> Proje
     )
 
 
+def _staged(source: RecipeSource, region: str, staged: dict[str, MaterializedRecipe]) -> MaterializedRecipe:
+    """The recipe prepared for `region`, once per planning run, in a staging dir of its own.
+
+    Planning needs only the prepared recipe's digest, variables and filesystem facts, which are the same
+    for every cluster of a region; the Terraform bridge materializes into each stack's work dir itself when
+    it applies (and checks the digest against this one). So planning a 1,000-cluster fleet prepares the
+    recipe once instead of copying it into 1,000 work dirs, and never touches a work dir another run's
+    terraform may be using."""
+    if region not in staged:
+        key = hashlib.sha256(f"{source.kind}\0{source.location}\0{region}".encode()).hexdigest()[:16]
+        root = npa_home() / "cache" / "staged" / key
+        staged[region] = materialize(source, root, region, npa_home() / "cache")
+    return staged[region]
+
+
 def _cluster_plan(
-    target: Target, tenant_id: str, source: RecipeSource, ssh_key: str | None, problems: list[str]
+    target: Target,
+    tenant_id: str,
+    source: RecipeSource,
+    ssh_key: str | None,
+    problems: list[str],
+    staged: dict[str, MaterializedRecipe],
 ) -> ClusterPlan | None:
     from npa_pulumi.plan import render_tfvars
 
     cluster = target.cluster
-    work_root = npa_home() / "work" / target.cluster_stack
-    recipe = materialize(source, work_root, target.region, npa_home() / "cache")
+    recipe = _staged(source, target.region, staged)
     mig = cluster.mig is not None
     found = compatibility_problems(
         recipe.variables,
@@ -145,6 +172,7 @@ def build_plans(
             "no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub"
         )
     problems: list[str] = []
+    staged: dict[str, MaterializedRecipe] = {}
     seen_projects: set[str] = set()
     missing_region = sorted({t.cluster_stack for t in targets if not t.region})
     if missing_region:
@@ -168,7 +196,7 @@ def build_plans(
                 )
             )
             continue
-        plan = _cluster_plan(target, tenant_id, source, ssh_key, problems)
+        plan = _cluster_plan(target, tenant_id, source, ssh_key, problems, staged)
         if plan is not None:
             plans.clusters.append(plan)
     if problems:

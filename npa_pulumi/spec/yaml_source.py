@@ -130,8 +130,7 @@ def load_yaml(text: str, source: str) -> tuple[Any, LocationIndex]:
         raise _too_big(source)
     yaml = _new_yaml()
     try:
-        _check_depth(yaml, text, source)
-        root = _new_yaml().compose(text)
+        root = _compose_checked(text, source)
     except SpecError:
         raise
     except MarkedYAMLError as err:
@@ -155,32 +154,59 @@ def load_yaml(text: str, source: str) -> tuple[Any, LocationIndex]:
     return data, index
 
 
-def _check_depth(yaml: YAML, text: str, source: str) -> None:
-    """Reject over-deep or over-large documents from the event stream, before composing (composition is
-    recursive, and slow enough on millions of nodes to be a denial of service)."""
-    depth = 0
-    for count, event in enumerate(yaml.parse(text)):
-        if count > MAX_EVENTS:
+class _CheckedYAML(YAML):
+    """A loader whose parser enforces the event-count and nesting bounds (`_check_event`) on each event as
+    the composer reads it: one parse instead of a checking parse and then a composing one (parsing is most
+    of the cost of loading a large spec), and the bounds still stop a hostile document before its nodes
+    are composed any deeper."""
+
+    source = "<string>"
+
+    def get_constructor_parser(self, stream: Any) -> Any:
+        constructor, parser = super().get_constructor_parser(stream)
+        read_event = parser.get_event
+        state = [0, 0]  # events read, current depth
+
+        def checked() -> Any:
+            event = read_event()
+            _check_event(event, state, self.source)
+            return event
+
+        parser.get_event = checked
+        return constructor, parser
+
+
+def _compose_checked(text: str, source: str) -> Node | None:
+    loader = _CheckedYAML(typ="safe", pure=True)
+    loader.version = (1, 1)
+    loader.source = source
+    node: Node | None = loader.compose(text)
+    return node
+
+
+def _check_event(event: Any, state: list[int], source: str) -> None:
+    state[0] += 1
+    if state[0] > MAX_EVENTS + 1:
+        mark = event.start_mark
+        raise single_problem(
+            f"spec has more than {MAX_EVENTS} values",
+            source,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+            hint="a fleet spec is a small YAML file; check that the right file was given",
+        )
+    if isinstance(event, (MappingStartEvent, SequenceStartEvent)):
+        state[1] += 1
+        if state[1] > MAX_DEPTH:
             mark = event.start_mark
             raise single_problem(
-                f"spec has more than {MAX_EVENTS} values",
+                f"spec nests deeper than {MAX_DEPTH} levels",
                 source,
                 line=mark.line + 1 if mark else None,
                 column=mark.column + 1 if mark else None,
-                hint="a fleet spec is a small YAML file; check that the right file was given",
             )
-        if isinstance(event, (MappingStartEvent, SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_DEPTH:
-                mark = event.start_mark
-                raise single_problem(
-                    f"spec nests deeper than {MAX_DEPTH} levels",
-                    source,
-                    line=mark.line + 1 if mark else None,
-                    column=mark.column + 1 if mark else None,
-                )
-        elif isinstance(event, (MappingEndEvent, SequenceEndEvent)):
-            depth -= 1
+    elif isinstance(event, (MappingEndEvent, SequenceEndEvent)):
+        state[1] -= 1
 
 
 def _yaml_syntax_error(err: MarkedYAMLError, source: str) -> SpecError:

@@ -44,11 +44,10 @@ def test_no_secret_leaks_after_a_full_lifecycle(chaos_home: Path, tmp_path: Path
     npa("preview", *common, "--output", "markdown", check=True)
     npa("up", *common, "--yes", "-j", "2", check=True)
     npa("up", *common, "--yes", "-j", "2", "--refresh", "--output", "json", check=True)
-    for output in ("text", "json", "markdown"):
-        npa("preview", *common, "--output", output, check=True)
+    npa("preview", *common, "--output", "json", check=True)
     for output in ("text", "json"):
         npa("status", *common, "--output", output, check=True)
-        npa("refresh", *common, "--output", output, check=True)
+    npa("refresh", *common, check=True)
     npa("stacks", "--fleet", "vault", "--output", "json", check=True)
 
     secrets = secret_values(shape, [BLOCK])
