@@ -71,8 +71,18 @@ def test_extra_policy_pack_results_per_stack(isolated_home: Path, tmp_path: Path
 
     config = tmp_path / "policy-config.json"
     config.write_text(json.dumps({"change-ticket-required": "mandatory"}))
-    blocked = npa("up", "--spec", str(spec), "--yes", "--policy-pack", str(EXTRA_PACK), "--policy-config",
-                  str(config), "--output", "json")
+    blocked = npa(
+        "up",
+        "--spec",
+        str(spec),
+        "--yes",
+        "--policy-pack",
+        str(EXTRA_PACK),
+        "--policy-config",
+        str(config),
+        "--output",
+        "json",
+    )
     assert blocked.code == 1
     cluster = {c["stack"]: c for c in blocked.json()["clusters"]}["pol.project-existing1.cluster"]
     assert cluster["status"] == "failed"

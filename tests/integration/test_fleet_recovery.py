@@ -91,8 +91,18 @@ def test_destroy_failure_is_incomplete_and_retryable(isolated_home: Path, tmp_pa
     spec = write_spec(tmp_path / "fleet.yaml", THREE_CLUSTERS.replace("      - name: c3\n", ""))
     npa("local-cloud", "init", check=True)
     assert npa("up", "--spec", str(spec), "--yes", "-j", "2", "--output", "json").code == 0
-    npa("local-cloud", "fault", "add", "--op", "delete_cluster", "--error", "unavailable", "--count", "1",
-        check=True)
+    npa(
+        "local-cloud",
+        "fault",
+        "add",
+        "--op",
+        "delete_cluster",
+        "--error",
+        "unavailable",
+        "--count",
+        "1",
+        check=True,
+    )
 
     failed = npa("destroy", "--spec", str(spec), "--yes", "-j", "1", "--output", "json")
     assert failed.code == 1
