@@ -17,6 +17,12 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from npa_pulumi.bridge.orphans import watch_run
+
+# In the engine's provider host (where this module is unpickled), stop when the run that started the host
+# is killed, instead of idling or running terraform forever (npa_pulumi/bridge/orphans.py). Else a no-op.
+watch_run()
+
 GIB = 2**30
 
 

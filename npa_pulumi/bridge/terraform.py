@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.bridge import orphans
 from npa_pulumi.engine.toolchain import find_terraform
 from npa_pulumi.errors import NpaError
 
@@ -221,9 +222,14 @@ class TerraformWorkspace:
     def _run(self, args: list[str], env: Mapping[str, str], what: str) -> str:
         cmd = [str(self.binary()), *args]
         started = time.monotonic()
-        proc = subprocess.run(
-            cmd, cwd=self.module_dir, env=dict(env), capture_output=True, text=True, check=False
-        )
+        while True:
+            proc = orphans.run(cmd, self.module_dir, env)  # stopped if the run that started us is killed
+            # A killed run's terraform may still be stopping (see orphans.py) and hold the state lock;
+            # the local backend can fail at once instead of honouring -lock-timeout. Nothing ran: retry.
+            locked = proc.returncode != 0 and "Error acquiring the state lock" in proc.stderr + proc.stdout
+            if not locked or time.monotonic() - started > orphans.GRACE_S * 2:
+                break
+            time.sleep(2)
         output = self.scrub(proc.stdout + proc.stderr)
         self._private()
         with self.log_path.open("a") as handle:
@@ -249,7 +255,7 @@ class TerraformWorkspace:
             self._run(args, env, "init")
 
     def apply(self, env: Mapping[str, str]) -> None:
-        self._run(["apply", "-auto-approve", "-input=false", "-no-color"], env, "apply")
+        self._run(["apply", "-auto-approve", "-input=false", "-no-color", orphans.LOCK_TIMEOUT], env, "apply")
 
     def plan_changes(self, env: Mapping[str, str]) -> bool:
         """True when a plan would change something (`-detailed-exitcode` 2)."""
@@ -266,14 +272,17 @@ class TerraformWorkspace:
         return proc.returncode == 2
 
     def refresh(self, env: Mapping[str, str]) -> None:
-        self._run(["apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color"], env, "refresh")
+        args = ["apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", orphans.LOCK_TIMEOUT]
+        self._run(args, env, "refresh")
 
     def outputs(self, env: Mapping[str, str]) -> dict[str, Any]:
         raw = json.loads(self._run(["output", "-json", "-no-color"], env, "output") or "{}")
         return {name: entry for name, entry in raw.items()}
 
     def destroy(self, env: Mapping[str, str]) -> None:
-        self._run(["destroy", "-auto-approve", "-input=false", "-no-color"], env, "destroy")
+        self._run(
+            ["destroy", "-auto-approve", "-input=false", "-no-color", orphans.LOCK_TIMEOUT], env, "destroy"
+        )
 
     def state_is_empty(self) -> bool:
         state = self.read_state()

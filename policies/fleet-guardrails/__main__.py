@@ -25,6 +25,13 @@ except ImportError:
 # Before the pack starts serving: keep secrets wrapped so policies can tell a secret from plaintext.
 lib.install_secret_marking()
 
+try:  # an analyzer whose engine was killed would otherwise wait forever (see npa_pulumi/bridge/orphans.py)
+    from npa_pulumi.bridge.orphans import watch_run
+
+    watch_run(plugin_host=True)  # this file only ever runs in the engine's policy analyzer
+except ImportError:
+    pass
+
 _readme = HERE / "README.md"
 PolicyPack(
     **lib.build_policy_pack_kwargs(readme=_readme.read_text(encoding="utf-8") if _readme.is_file() else None)

@@ -130,17 +130,21 @@ class Background:
                 found[pid] = _describe(argv)
         return found
 
-    def kill(self) -> list[str]:
-        """SIGKILL the CLI's process group and every other process of its session, as a crashed machine
-        would lose them all at once; returns what was running."""
+    def kill(self, whole_session: bool = True) -> list[str]:
+        """SIGKILL the CLI's process group, as CI cancelling a job does; with `whole_session` also every
+        other process of its session (the engine's plugin hosts live in process groups of their own), as a
+        crashed machine loses them all at once. Returns what was running."""
         running = self.session_processes()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        for pid in running:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
         self.proc.wait()
-        for _ in range(50):  # a plugin may have started between the listing and the kill
+        if whole_session:
+            self.kill_leftovers()
+        self._record()
+        return sorted(set(running.values()))
+
+    def kill_leftovers(self) -> None:
+        for _ in range(50):  # a plugin may have started between a listing and the kill
             late = self.session_processes()
             if not late:
                 break
@@ -148,8 +152,17 @@ class Background:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.1)
-        self._record()
-        return sorted(set(running.values()))
+
+    def wait_for_orphans_to_stop(self, timeout: float) -> list[str]:
+        """After a process-group kill: the engine's plugin hosts (dynamic providers, policy analyzers) and
+        their terraform must stop by themselves. Returns those still alive after `timeout` seconds."""
+        plugins = ("python -m pulumi.dynamic", "python -m pulumi.policy", "terraform", "pulumi-")
+        deadline = time.monotonic() + timeout
+        while True:
+            alive = [n for n in self.session_processes().values() if n.startswith(plugins)]
+            if not alive or time.monotonic() > deadline:
+                return sorted(alive)
+            time.sleep(0.2)
 
     def wait(self, timeout: float = 900) -> int:
         code = self.proc.wait(timeout=timeout)
@@ -180,6 +193,10 @@ def _describe(argv: list[bytes]) -> str:
         return f"python -m {module}"
     if exe == "pulumi" and len(parts) > 2:
         return f"pulumi {parts[2]}"
+    if exe in ("terraform", "tofu") and len(parts) > 1:
+        return f"terraform {parts[1]}"
+    if exe in ("sh", "bash", "dash") and len(parts) > 1:
+        return "sh -c" if parts[1] == "-c" else Path(parts[1]).name  # a plugin launcher script
     return exe
 
 

@@ -1,0 +1,124 @@
+"""Terraform must not outlive the run that started it.
+
+The Pulumi engine starts each plugin host (the dynamic providers that run terraform) in a process group
+of its own. When a run is killed the way CI cancels a job or a user kills a terminal (SIGKILL to the CLI's
+process group), the engine dies but the provider host and its terraform carry on: the terraform keeps the
+work dir's state lock, so the next `up` of that cluster fails with "Error acquiring the state lock", and
+the host idles forever.
+
+So the provider host watches the run that started it. The engine is the host's grandparent (the plugin
+launcher script is its parent); when either of them is gone (reparented), the run is over: every running
+terraform gets SIGINT (Terraform stops gracefully and writes its state, which the work dir keeps for the
+next run), is killed if it has not exited within `GRACE_S`, and the orphaned host exits. Terraform runs
+started here also wait for a state lock (`LOCK_TIMEOUT`) rather than fail at once, which covers the
+moments in which an orphan is still stopping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+GRACE_S = 60.0
+POLL_S = 0.5
+LOCK_TIMEOUT = "-lock-timeout=300s"
+
+_running: set[subprocess.Popen[str]] = set()
+_lock = threading.Lock()
+_watching = False
+
+
+def _ppid_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may contain spaces and parentheses, so split after the last ")".
+    fields = stat.rsplit(")", 1)[-1].split()
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+PLUGIN_HOSTS = ("pulumi.dynamic", "pulumi.policy")
+
+
+def in_plugin_host() -> bool:
+    """Whether this process is one of the engine's Python plugin hosts (`python -m pulumi.dynamic|policy`)."""
+    # `python -m pulumi.policy` runs the pack's own __main__ in place of its own, so look at argv[0] too.
+    main = sys.modules.get("__main__")
+    names = [getattr(getattr(main, "__spec__", None), "name", "") or ""]
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == "__main__.py" and argv0.parent.parent.name == "pulumi":
+        names.append(f"pulumi.{argv0.parent.name}")
+    return any(n == host or n.startswith(f"{host}.") for n in names for host in PLUGIN_HOSTS)
+
+
+def watch_run(plugin_host: bool | None = None) -> None:
+    """Start (once per process) the watchdog that stops terraform when the run that started us is gone.
+    A no-op outside the engine's plugin hosts (the CLI itself may well outlive its parent shell);
+    `plugin_host=True` says so for code that only ever runs in one (a policy pack's __main__, which
+    `pulumi.policy` runs with runpy, hiding its own identity)."""
+    global _watching
+    if not (in_plugin_host() if plugin_host is None else plugin_host):
+        return
+    with _lock:
+        if _watching:
+            return
+        _watching = True
+    parent = os.getppid()
+    grandparent = _ppid_of(parent)
+    thread = threading.Thread(target=_watch, args=(parent, grandparent), name="npa-orphan-watch", daemon=True)
+    thread.start()
+
+
+def _run_is_gone(parent: int, grandparent: int | None) -> bool:
+    if os.getppid() != parent:
+        return True
+    return grandparent is not None and _ppid_of(parent) not in (grandparent, None)
+
+
+def _watch(parent: int, grandparent: int | None) -> None:
+    while not _run_is_gone(parent, grandparent):
+        time.sleep(POLL_S)
+    log.warning("the run that started this provider host is gone: stopping terraform")
+    stop_all(GRACE_S)
+    os._exit(70)  # nothing will ever talk to this host again
+
+
+def stop_all(grace_s: float) -> None:
+    with _lock:
+        running = list(_running)
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    for proc in running:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+
+
+def run(cmd: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(cmd, capture_output=True, text=True)`, registered so the watchdog can stop it."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    with _lock:
+        _running.add(proc)
+    try:
+        stdout, stderr = proc.communicate()
+    finally:
+        with _lock:
+            _running.discard(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
