@@ -11,6 +11,8 @@ help:
 	@echo "make test        run all tests (sets everything up)"
 	@echo "make lint        ruff + mypy"
 	@echo "make tools       only provide the toolchain (.venv, pulumi, terraform/tofu)"
+	@echo "make chaos-quick the fault campaign, quick (part of make test); make chaos: the long one"
+	@echo "make bench-quick benchmarks in a few minutes (table + benchmarks/out/report.json); make bench: full"
 
 tools:
 	@python3 tools/toolchain.py ensure all
@@ -19,8 +21,10 @@ venv:
 	@python3 tools/toolchain.py ensure venv
 
 test: tools
-	@$(PY) -m pytest tests -q $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
+	@$(PY) -m pytest tests -q --ignore=tests/chaos $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi
+	@$(MAKE) --no-print-directory chaos-quick
 
 test-unit: venv
 	@$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
@@ -29,16 +33,33 @@ test-integration: tools
 	@$(PY) -m pytest tests/integration -q $(PYTEST_ARGS)
 
 lint: venv
-	@$(PY) -m ruff check npa_pulumi components policies tests tools
-	@$(PY) -m ruff format --check npa_pulumi components policies tests tools
+	@$(PY) -m ruff check npa_pulumi components policies tests tools benchmarks
+	@$(PY) -m ruff format --check npa_pulumi components policies tests tools benchmarks
 	@$(PY) -m mypy
 
 fmt: venv
-	@$(PY) -m ruff format npa_pulumi components policies tests tools
-	@$(PY) -m ruff check --fix npa_pulumi components policies tests tools
+	@$(PY) -m ruff format npa_pulumi components policies tests tools benchmarks
+	@$(PY) -m ruff check --fix npa_pulumi components policies tests tools benchmarks
 
 demo: tools
 	@bash examples/demo.sh
+
+# The fault campaign (tests/chaos): fuzzed specs, SIGKILLed runs, injected cloud faults, concurrent runs,
+# secrets. chaos-quick is part of `make test`; NPA_CHAOS_SEED=N replays a campaign, CHAOS_ARGS narrows it.
+chaos-quick: tools
+	@NPA_CHAOS=quick $(PY) -m pytest tests/chaos -q --durations=10 $(CHAOS_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "chaos: pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
+
+chaos: tools
+	@NPA_CHAOS=long $(PY) -m pytest tests/chaos -q --durations=10 $(CHAOS_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "chaos: pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
+
+# Benchmarks (benchmarks/): a markdown table on stdout, the full report in benchmarks/out/report.json.
+bench-quick: tools
+	@$(PY) -m benchmarks --quick $(BENCH_ARGS)
+
+bench: tools
+	@$(PY) -m benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf .venv .tools build dist *.egg-info benchmarks/out

@@ -1,0 +1,78 @@
+"""Generated inputs: fleet specs of any size, and tenant fixtures with room for them (and with as many
+quota records as a large tenant has)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from npa_pulumi.cloud.local.fixture import default_fixture_path
+
+PROJECT = "project-existing1"
+REGION = "us-central1"
+TENANT = "tenant-local"
+
+
+def fleet_spec(name: str, clusters: int, projects: int = 1, existing_project: bool = True) -> str:
+    """`clusters` CPU-only clusters spread over `projects` projects (the first one the fixture's existing
+    project when `existing_project`, the others created by name)."""
+    lines = [
+        "apiVersion: npa.fleet/v0.0.1",
+        f"name: {name}",
+        f"region: {REGION}",
+        "defaults:",
+        "  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}",
+        "  enable_filestore: false",
+        "projects:",
+    ]
+    per_project = [clusters // projects + (1 if i < clusters % projects else 0) for i in range(projects)]
+    number = 0
+    for index, count in enumerate(per_project):
+        if index == 0 and existing_project:
+            lines.append(f"  - project_id: {PROJECT}")
+        else:
+            lines.append(f"  - name: {name}-p{index:03d}")
+        lines.append("    clusters:")
+        for _ in range(count):
+            lines.append(f"      - name: c{number:04d}")
+            number += 1
+    return "\n".join(lines) + "\n"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return dict(YAML(typ="safe").load(path.read_text()))
+
+
+def roomy_tenant(path: Path, quota_records: int = 0, scale: int = 100) -> Path:
+    """The default tenant with every limit multiplied by `scale` (room for a 1,000-cluster fleet), padded
+    with project-scoped records of other projects up to `quota_records` records in all."""
+    fixture = _load(default_fixture_path())
+    quotas = []
+    for quota in fixture["quotas"]:
+        quota = dict(quota)
+        if quota.get("limit") is not None:
+            quota["limit"] = int(quota["limit"]) * scale
+        quotas.append(quota)
+    names = sorted({q["name"] for q in quotas})
+    regions = list(fixture["regions"])
+    padding = max(0, quota_records - len(quotas))
+    for index in range(padding):
+        quotas.append(
+            {
+                "name": names[index % len(names)],
+                "region": regions[(index // len(names)) % len(regions)],
+                "limit": 1000,
+                "usage": index % 7,
+                "scope": "project",
+                "parent_id": f"project-e00bench{index // (len(names) * len(regions)):07d}",
+            }
+        )
+    fixture["quotas"] = quotas
+    yaml = YAML(typ="safe")
+    yaml.default_flow_style = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        yaml.dump(fixture, handle)
+    return path

@@ -1,0 +1,199 @@
+"""Measuring whole processes honestly: isolated homes, wall time, the CPU and peak memory of a process tree
+(`/usr/bin/time -v` style, from `wait4`), the orchestrator's own peak RSS, medians over repeats, and the
+facts of the machine the numbers came from (cores, load, versions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "benchmarks" / "out"
+CLI = [sys.executable, "-m", "npa_pulumi.cli.main"]
+RSS_PROBE = [sys.executable, "-m", "benchmarks.rss_probe"]
+
+
+@dataclass
+class Sample:
+    """One process run: wall seconds, CPU seconds of the whole tree, the largest RSS in the tree."""
+
+    wall_s: float
+    cpu_s: float
+    tree_max_rss_mb: float
+    code: int
+    orchestrator_rss_mb: float | None = None
+
+    def brief(self) -> dict[str, Any]:
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+class RunFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class Home:
+    """An isolated HOME with its own npa home, local cloud, Pulumi home and empty terraform CLI config."""
+
+    root: Path
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def fresh(cls, root: Path) -> Home:
+        shutil.rmtree(root, ignore_errors=True)
+        (root / "home").mkdir(parents=True)
+        (root / "terraformrc").write_text("")
+        return cls(root)
+
+    @property
+    def npa_home(self) -> Path:
+        return self.root / "home" / ".npa-pulumi"
+
+    def env(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+            and not k.startswith("TF_")
+        }
+        home = self.root / "home"
+        env.update(
+            {
+                "HOME": str(home),
+                "NPA_PULUMI_HOME": str(self.npa_home),
+                "NPA_LOCAL_CLOUD_DIR": str(self.npa_home / "local-cloud"),
+                "PULUMI_HOME": str(home / ".pulumi"),
+                "TF_CLI_CONFIG_FILE": str(self.root / "terraformrc"),
+                "CHECKPOINT_DISABLE": "1",
+                "PATH": f"{REPO / '.tools' / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+            }
+        )
+        env.update(self.extra)
+        return env
+
+    def npa(self, *args: str, check: bool = True, rss: bool = False, timeout: float = 3600) -> Sample:
+        """Run the CLI as its own process. `rss` also records the orchestrator process's own peak RSS."""
+        probe_file = self.root / f"rss-{time.monotonic_ns()}.txt"
+        prefix = [*RSS_PROBE, str(probe_file), "--"] if rss else CLI
+        sample, out, err = measure([*prefix, *args], self.env(), cwd=REPO, timeout=timeout)
+        if rss and probe_file.exists():
+            sample.orchestrator_rss_mb = int(probe_file.read_text().strip()) / 1024
+        if check and sample.code != 0:
+            raise RunFailed(
+                f"npa-pulumi {' '.join(args)} exited {sample.code}:\n{err[-3000:]}\n{out[-1500:]}"
+            )
+        return sample
+
+    def npa_json(self, *args: str) -> Any:
+        proc = subprocess.run([*CLI, *args], env=self.env(), cwd=REPO, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RunFailed(f"npa-pulumi {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        return json.loads(proc.stdout)
+
+
+def measure(
+    argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 3600
+) -> tuple[Sample, str, str]:
+    """Run argv; wall time, and from wait4 the user+system CPU and the peak RSS of it and every
+    descendant it waited for (the engine, providers, policy packs, terraform, provisioners)."""
+    out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"npa-bench-{os.getpid()}-{time.monotonic_ns()}"
+    with open(f"{out_path}.out", "w+") as out, open(f"{out_path}.err", "w+") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
+        deadline = started + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                os.killpg(proc.pid, 9)
+            time.sleep(0.02)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    for suffix in (".out", ".err"):
+        Path(f"{out_path}{suffix}").unlink(missing_ok=True)
+    sample = Sample(
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        tree_max_rss_mb=usage.ru_maxrss / 1024,
+        code=proc.returncode,
+    )
+    return sample, stdout, stderr
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    return {
+        "n": len(values),
+        "median": statistics.median(ordered),
+        "min": ordered[0],
+        "max": ordered[-1],
+    }
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def _version(argv: list[str]) -> str:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unavailable"
+    return (proc.stdout or proc.stderr).strip().splitlines()[0] if (proc.stdout or proc.stderr) else "?"
+
+
+def machine_facts() -> dict[str, Any]:
+    from npa_pulumi import __version__
+    from npa_pulumi.engine.toolchain import find_pulumi, find_terraform
+
+    meminfo = {}
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            meminfo[key] = value.strip()
+    except OSError:
+        pass
+    cpu_model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": cpu_model,
+        "memory_total": meminfo.get("MemTotal", ""),
+        "load_average_at_start": load_average(),
+        "npa_pulumi": __version__,
+        "pulumi": _version([str(find_pulumi()), "version"]),
+        "terraform": _version([str(find_terraform()), "version"]),
+        "git_commit": _version(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
+    }
