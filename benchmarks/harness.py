@@ -31,6 +31,7 @@ class Sample:
     tree_max_rss_mb: float
     code: int
     orchestrator_rss_mb: float | None = None
+    failures: list[str] = field(default_factory=list)
 
     def brief(self) -> dict[str, Any]:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -87,10 +88,10 @@ class Home:
         sample, out, err = measure([*prefix, *args], self.env(), cwd=REPO, timeout=timeout)
         if rss and probe_file.exists():
             sample.orchestrator_rss_mb = int(probe_file.read_text().strip()) / 1024
+        sample.failures = _failed_stacks(out)
         if check and sample.code != 0:
-            raise RunFailed(
-                f"npa-pulumi {' '.join(args)} exited {sample.code}:\n{err[-3000:]}\n{out[-1500:]}"
-            )
+            detail = "\n".join(sample.failures) or out[-1500:]
+            raise RunFailed(f"npa-pulumi {' '.join(args)} exited {sample.code}:\n{detail}\n{err[-2000:]}")
         return sample
 
     def npa_json(self, *args: str) -> Any:
@@ -98,6 +99,20 @@ class Home:
         if proc.returncode != 0:
             raise RunFailed(f"npa-pulumi {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
         return json.loads(proc.stdout)
+
+
+def _failed_stacks(stdout: str) -> list[str]:
+    """`stack: status: error` of every stack that failed, from a `--output json` document."""
+    try:
+        document = json.loads(stdout)
+    except ValueError:
+        return []
+    stacks = document.get("stacks", []) if isinstance(document, dict) else []
+    return [
+        f"{s.get('stack')}: {s.get('status')}: {str(s.get('error') or '')[:500]}"
+        for s in stacks
+        if isinstance(s, dict) and s.get("status") in ("failed", "destroy-incomplete")
+    ]
 
 
 def measure(

@@ -68,10 +68,13 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
     if name == "memory":
         rss = _median(result["orchestrator_rss_mb"])
         tree = _median(result["tree_max_rss_mb"])
+        failed = len(result.get("failed_stacks") or [])
         return [
             f"Orchestrator peak RSS while previewing {result['stacks']} stacks (`-j 8`)",
             f"{rss:.0f} MB (largest process in the tree {tree:.0f} MB; "
-            f"n={result['orchestrator_rss_mb'].get('n', 0)})",
+            f"n={result['orchestrator_rss_mb'].get('n', 0)}"
+            + (f"; {failed} stack preview(s) failed, see report" if failed else "")
+            + ")",
             "< 300 MB",
             _status(result["met"]),
         ]

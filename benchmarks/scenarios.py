@@ -285,11 +285,8 @@ def memory(work: Path, budget: Budget) -> dict[str, Any]:
         home = _home(work, f"memory-{repeat}", 0, fixture)
         spec = home.root / "fleet.yaml"
         spec.write_text(fleet_spec("wide", stacks - projects, projects=projects))
-        samples.append(
-            home.npa(
-                "preview", "--spec", str(spec), "-j", "8", "--output", "json", "--no-preflight", rss=True
-            )
-        )
+        preview = ["preview", "--spec", str(spec), "-j", "8", "--output", "json", "--no-preflight"]
+        samples.append(home.npa(*preview, rss=True, check=False))
         shutil.rmtree(home.root, ignore_errors=True)
     peak = median([s.orchestrator_rss_mb or 0.0 for s in samples])
     return {
@@ -300,6 +297,8 @@ def memory(work: Path, budget: Budget) -> dict[str, Any]:
         "orchestrator_rss_mb": stats([s.orchestrator_rss_mb or 0.0 for s in samples]),
         "tree_max_rss_mb": stats([s.tree_max_rss_mb for s in samples]),
         "wall_s": stats([s.wall_s for s in samples]),
+        # A stack that failed its preview still ran; the failures are reported, not hidden.
+        "failed_stacks": [f for s in samples for f in s.failures],
         "met": peak < 300,
     }
 

@@ -276,6 +276,16 @@ class TerraformWorkspace:
         self._run(args, env, "refresh")
 
     def outputs(self, env: Mapping[str, str]) -> dict[str, Any]:
+        """`terraform output -json`: {name: {value, type, sensitive}}. Read from the local state file the
+        apply just wrote when it has the v4 layout (`output -json` reads the same), sparing a terraform
+        process per stack; otherwise asked of terraform."""
+        state = self.read_state()
+        if state is not None and state.get("version") == 4 and isinstance(state.get("outputs"), dict):
+            return {
+                name: {"sensitive": False, **entry}  # the state omits `sensitive` when false
+                for name, entry in state["outputs"].items()
+                if isinstance(entry, dict)
+            }
         raw = json.loads(self._run(["output", "-json", "-no-color"], env, "output") or "{}")
         return {name: entry for name, entry in raw.items()}
 
