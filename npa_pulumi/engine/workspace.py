@@ -14,6 +14,7 @@ import contextlib
 import os
 import secrets
 import stat
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -143,6 +144,38 @@ def pulumi_command() -> auto.PulumiCommand:
     return auto.PulumiCommand(root=str(binary.parent.parent))
 
 
+_PROJECT_FILE_LOCK = threading.Lock()
+
+
+def ensure_project_file(work_dir: Path, project_name: str, backend_url: str) -> None:
+    """Write the workspace's Pulumi.yaml when it differs from what it should say, atomically.
+
+    Every stack's Automation API workspace shares this directory. Handed `project_settings`, each one
+    rewrote Pulumi.yaml in place (truncate, then write) when it was created, so with stacks running in
+    parallel an engine could read it half-written ("expected project to be an object, was '<nil>'"). It
+    is now written once, by rename, and the workspaces only read it."""
+    import yaml
+    from pulumi import automation as auto
+
+    settings = auto.ProjectSettings(
+        name=project_name,
+        runtime="python",
+        backend=auto.ProjectBackend(url=backend_url),
+        main=os.getcwd(),  # what the Automation API sets for an inline program
+    )
+    text = yaml.dump(settings.to_dict())
+    path = work_dir / "Pulumi.yaml"
+    with _PROJECT_FILE_LOCK:
+        try:
+            if path.read_text(encoding="utf-8") == text:
+                return
+        except OSError:
+            pass
+        tmp = path.with_name(f".Pulumi.yaml.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+
+
 def workspace_options(
     settings: EngineSettings,
     program: Callable[[], None] | None = None,
@@ -150,17 +183,13 @@ def workspace_options(
 ) -> auto.LocalWorkspaceOptions:
     from pulumi import automation as auto
 
+    ensure_project_file(settings.work_dir, project_name, settings.backend_url)
     return auto.LocalWorkspaceOptions(
         work_dir=str(settings.work_dir),
         program=program,
         env_vars=settings.env(),
         secrets_provider="passphrase",
         pulumi_command=pulumi_command(),
-        project_settings=auto.ProjectSettings(
-            name=project_name,
-            runtime="python",
-            backend=auto.ProjectBackend(url=settings.backend_url),
-        ),
     )
 
 
