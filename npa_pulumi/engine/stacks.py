@@ -46,15 +46,52 @@ def stack_tags(fleet: str, project_key: str, cluster: str | None) -> dict[str, s
     return tags
 
 
-def ensure_tags(stack: auto.Stack, tags: dict[str, str]) -> None:
-    """Set only the tags that differ (each tag call is a CLI round trip)."""
-    try:
-        current = stack.list_tags()
-    except Exception:
-        current = {}
+def ensure_tags(stack: auto.Stack, tags: dict[str, str], current: dict[str, str] | None = None) -> None:
+    """Set only the tags that differ (each tag call is a CLI round trip); `current` spares listing them
+    when the caller knows them (a stack it has just created has none)."""
+    if current is None:
+        try:
+            current = dict(stack.list_tags())
+        except Exception:
+            current = {}
+    known: dict[str, str] = current or {}
     for name, value in tags.items():
-        if current.get(name) != value:
+        if known.get(name) != value:
             stack.set_tag(name, value)
+
+
+def write_diy_tags(
+    backend_url: str, stack: str, tags: dict[str, str], project_name: str = PROJECT_NAME
+) -> bool:
+    """Set tags on a file:// backend by writing the stack's tags file as the engine does
+    (`<stack>.pulumi-tags`, `{"version": 1, "tags": {...}}`, pulumi v3.259 backend/diy/stack_tags.go),
+    merged with the tags already there. Returns False, writing nothing, when that is not possible (another
+    backend or layout, no such stack, a tags file of another version): the caller then uses the CLI.
+
+    Why: `pulumi stack tag set` is one engine start (~0.35 s of CPU) per tag, four per new cluster
+    stack: about a third of the CPU a first deploy of a fleet spent on two cores."""
+    stacks_dir = diy_stacks_dir(backend_url, project_name)
+    if stacks_dir is None or not (stacks_dir / f"{stack}.json").is_file():
+        return False
+    path = stacks_dir / f"{stack}.pulumi-tags"
+    current: dict[str, str] = {}
+    if path.exists():
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False
+        if not isinstance(document, dict) or document.get("version") != 1:
+            return False
+        current = {str(k): str(v) for k, v in (document.get("tags") or {}).items()}
+    merged = {**current, **tags}
+    if merged == current:
+        return True
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"version": 1, "tags": dict(sorted(merged.items()))}))
+    # The blob store's attributes sidecar (content type, md5) describes the old content; it is optional.
+    path.with_name(path.name + ".attrs").unlink(missing_ok=True)
+    os.replace(tmp, path)
+    return True
 
 
 def stack_reference_name(stack: str, project_name: str = PROJECT_NAME) -> str:
