@@ -135,6 +135,8 @@ def notes_for(name: str, result: dict[str, Any]) -> list[str]:
             "read per cluster."
         )
     if name == "planning":
+        for what, path in (result.get("profiles") or {}).items():
+            notes.append(f"{what} missed its target: a pyinstrument profile of one run is in {path}")
         notes.append(
             "the whole-process figure includes the interpreter start and imports (about 0.35 s on this "
             "machine); the text table costs more than JSON because rich lays out every row."

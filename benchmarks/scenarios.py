@@ -225,6 +225,29 @@ def _in_process(code: str, home: Home) -> dict[str, Any]:
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+def _profile(home: Home, out: Path, args: list[str]) -> str:
+    """One run of the CLI under pyinstrument; returns the text report's path (or why there is none)."""
+    proc = subprocess.run(
+        [
+            str(REPO / ".venv" / "bin" / "python"),
+            "-m",
+            "pyinstrument",
+            "-r",
+            "text",
+            "-o",
+            str(out),
+            "-m",
+            "npa_pulumi.cli.main",
+            *args,
+        ],
+        env=home.env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    return str(out) if out.is_file() else f"no profile: {proc.stderr.strip()[-300:]}"
+
+
 PLAN_IN_PROCESS = """
 import json, time
 from npa_pulumi.spec import load_spec
@@ -253,6 +276,13 @@ def planning(work: Path, budget: Budget) -> dict[str, Any]:
     quota_count = len(home.npa_json("local-cloud", "show", "--output", "json")["quotas"])
     plan_s = median([s.wall_s for s in plan_json])
     preflight_s = median([s.wall_s for s in preflight])
+    profiles = {}
+    for name, args, missed in (
+        ("plan", ["plan", "--spec", str(spec), "--output", "json"], plan_s >= 1.0),
+        ("preflight", ["preflight", "--spec", str(spec), "--output", "json"], preflight_s >= 2.0),
+    ):
+        if missed:  # where the time goes, for the report (pyinstrument, from the dev extras)
+            profiles[name] = _profile(home, work.parents[1] / f"profile-{name}.txt", args)  # out/, kept
     shutil.rmtree(home.root, ignore_errors=True)
     return {
         "name": "planning and preflight at scale",
@@ -269,6 +299,7 @@ def planning(work: Path, budget: Budget) -> dict[str, Any]:
         "met": plan_s < 1.0 and preflight_s < 2.0,
         "plan_met": plan_s < 1.0,
         "preflight_met": preflight_s < 2.0,
+        "profiles": profiles,
     }
 
 
