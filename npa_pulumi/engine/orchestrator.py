@@ -30,7 +30,7 @@ from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.results import FleetResult, StackResult
 from npa_pulumi.engine.runner import StackExecutor, StackOp
-from npa_pulumi.engine.stacks import stack_tags
+from npa_pulumi.engine.stacks import interrupted, stack_tags
 from npa_pulumi.engine.workspace import TENANT_ENV, EngineSettings, list_stack_summaries, npa_home
 from npa_pulumi.errors import NpaError
 
@@ -209,9 +209,12 @@ class Fleet:
         return {op.stack: self._outputs.get(op.stack) for op in ops}
 
     def _fingerprint_matches(self, plan: ProjectPlan | ClusterPlan, outputs: dict[str, Any] | None) -> bool:
-        return bool(outputs) and outputs.get(FINGERPRINT_OUTPUT) == fingerprint(  # type: ignore[union-attr]
+        matches = bool(outputs) and outputs.get(FINGERPRINT_OUTPUT) == fingerprint(  # type: ignore[union-attr]
             plan, self.options.cloud, self.profile
         )
+        # A run killed after the engine wrote the outputs but before it released the lock leaves a
+        # matching fingerprint behind a stale lock: run such a stack, so the lock is recovered.
+        return matches and not interrupted(self.settings.backend_url, plan.stack)
 
     def _project_live(self, outputs: dict[str, Any]) -> bool:
         from npa_pulumi.cloud.errors import CloudError

@@ -196,6 +196,23 @@ def checkpoint_outputs(backend_url: str, stack: str, project_name: str = PROJECT
     return {}
 
 
+def interrupted(backend_url: str, stack: str, project_name: str = PROJECT_NAME) -> bool:
+    """Whether a file:// backend shows the stack locked or with pending operations: an update was killed
+    (or is running) after it may already have written its outputs, so the stack must not be skipped as
+    unchanged; running it recovers the lock (or reports who holds it)."""
+    if read_locks(backend_url, stack):
+        return True
+    stacks_dir = diy_stacks_dir(backend_url, project_name)
+    if stacks_dir is None:
+        return False
+    try:
+        document = json.loads((stacks_dir / f"{stack}.json").read_text())
+    except (OSError, ValueError):
+        return False
+    latest = (document.get("checkpoint") or {}).get("latest") or {}
+    return bool(latest.get("pending_operations"))
+
+
 def read_locks(backend_url: str, stack: str) -> list[LockInfo]:
     lock_dir = _lock_dir(backend_url, stack)
     if lock_dir is None or not lock_dir.is_dir():

@@ -160,3 +160,39 @@ def test_sigkill_during_up_recovers_without_orphans_or_lost_state(
 
     print(f"\ncrash trials (seed {SEED}):\n  " + "\n  ".join(killed))
     assert_no_leaks(chaos_home, secret_values(FleetShape.of(spec.read_text()), [BLOCK]))
+
+
+def test_a_stale_lock_behind_matching_outputs_is_recovered(chaos_home: Path, tmp_path: Path) -> None:
+    """Found by the long campaign: a run killed after the engine wrote a stack's new outputs but before it
+    released the lock leaves a fingerprint that matches the spec behind a stale lock. `up` must not skip
+    that stack as unchanged (the lock would stay forever): it runs it and recovers the lock."""
+    import subprocess
+
+    from chaos_helpers import backend_root
+
+    spec = tmp_path / "fleet.yaml"
+    text = spec_text(1, 0)
+    spec.write_text(text)
+    npa(*_up_args(spec), check=True)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer runs: the killed run's engine
+    stack = "crash.crash-alpha.a1"
+    lock_dir = backend_root() / ".pulumi" / "locks" / "organization" / "npa-fleet" / stack
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    (lock_dir / "killed.json").write_text(
+        json.dumps(
+            {
+                "pid": gone.pid,
+                "username": "ci",
+                "hostname": __import__("socket").gethostname(),
+                "timestamp": "x",
+            }
+        )
+    )
+    again = npa(*_up_args(spec))
+    assert again.code == 0, again.why()
+    assert f"{stack}: recovered from an interrupted run" in again.stderr, again.stderr[-3000:]
+    statuses = {s["stack"]: s["status"] for s in again.json()["stacks"]}
+    assert statuses[stack] in ("deployed", "unchanged")
+    assert {s for s, v in statuses.items() if s != stack and v != "unchanged"} == set()
+    assert_converged(FleetShape.of(text), "after the stale lock behind matching outputs")
