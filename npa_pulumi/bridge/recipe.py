@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import logging
 import os
 import re
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from npa_pulumi.engine import disk_cache
+from npa_pulumi.engine.disk_cache import cache_key, source_identity
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES, read_recipe_variables, shipped_recipe_dir
 
@@ -83,18 +86,43 @@ _SURFACES_LOCK = threading.Lock()
 
 
 def _surface(recipe: MaterializedRecipe) -> tuple[dict[str, Any], frozenset[str]]:
-    """(filesystem facts, declared variables) of a recipe, parsed once per digest in this process."""
+    """(filesystem facts, declared variables) of a recipe, parsed once per digest in this process and
+    kept in the per-user disk cache across commands (keyed by the digest and the parsers' own source)."""
     with _SURFACES_LOCK:
         cached = _SURFACES.get(recipe.digest)
         if cached is None:
-            from npa_pulumi.bridge.facts import read_recipe_facts
-
-            cached = (
-                read_recipe_facts(recipe.module_dir, recipe.modules_dir),
-                frozenset(read_recipe_variables(recipe.module_dir)),
-            )
+            cached = _surface_from_disk(recipe) or _parse_surface(recipe)
             _SURFACES[recipe.digest] = cached
         return cached
+
+
+def _surface_key(recipe: MaterializedRecipe) -> str:
+    from npa_pulumi.bridge import facts
+    from npa_pulumi.plan import recipe_surface
+
+    parsers = source_identity(Path(facts.__file__), Path(recipe_surface.__file__))
+    return cache_key("recipe-surface", recipe.digest, parsers)
+
+
+def _surface_from_disk(recipe: MaterializedRecipe) -> tuple[dict[str, Any], frozenset[str]] | None:
+    entry = disk_cache.load("recipe-surface", _surface_key(recipe))
+    if not isinstance(entry, dict) or not isinstance(entry.get("facts"), dict):
+        return None
+    variables = entry.get("variables")
+    if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
+        return None
+    return entry["facts"], frozenset(variables)
+
+
+def _parse_surface(recipe: MaterializedRecipe) -> tuple[dict[str, Any], frozenset[str]]:
+    from npa_pulumi.bridge.facts import read_recipe_facts
+
+    # Normalized through JSON so that a parsed and a cached surface are the same value (the facts feed
+    # the stacks' fingerprints: a tuple here and a list there would make every stack look changed).
+    facts = json.loads(json.dumps(read_recipe_facts(recipe.module_dir, recipe.modules_dir)))
+    variables = frozenset(read_recipe_variables(recipe.module_dir))
+    disk_cache.store("recipe-surface", _surface_key(recipe), {"facts": facts, "variables": sorted(variables)})
+    return facts, variables
 
 
 def stand_in_dir() -> Path:

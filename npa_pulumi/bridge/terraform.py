@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.bridge import orphans
+from npa_pulumi.engine import disk_cache
+from npa_pulumi.engine.disk_cache import binary_identity, cache_key
 from npa_pulumi.engine.toolchain import find_terraform
 from npa_pulumi.errors import NpaError
 
@@ -69,17 +71,30 @@ class TerraformError(NpaError):
 
 
 def terraform_version(binary: Path) -> tuple[int, int, int]:
+    """The binary's version; remembered per binary (path, size, mtime) in the disk cache, because every
+    bridge run checks it and `version -json` costs a process start (~0.2 s)."""
+    try:
+        key = cache_key("terraform-version", binary_identity(binary))
+    except OSError:
+        key = None
+    known = disk_cache.load("tool-versions", key) if key else None
+    raw = known if isinstance(known, str) else _ask_terraform_version(binary)
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", raw)
+    if not match:
+        raise TerraformError(f"cannot parse terraform version {raw!r} from {binary}")
+    if key and known is None:
+        disk_cache.store("tool-versions", key, raw)
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
+def _ask_terraform_version(binary: Path) -> str:
     proc = subprocess.run(
         [str(binary), "version", "-json"], capture_output=True, text=True, env=_base_env(), check=False
     )
     if proc.returncode != 0:
         raise TerraformError(f"`{binary} version -json` failed", tail=_tail(proc.stdout + proc.stderr))
-    raw = json.loads(proc.stdout).get("terraform_version", "")
-    match = re.match(r"(\d+)\.(\d+)\.(\d+)", raw)
-    if not match:
-        raise TerraformError(f"cannot parse terraform version {raw!r} from {binary}")
-    major, minor, patch = (int(g) for g in match.groups())
-    return major, minor, patch
+    return str(json.loads(proc.stdout).get("terraform_version", ""))
 
 
 def check_terraform(binary: Path | None = None, minimum: tuple[int, int, int] = MIN_TERRAFORM) -> Path:

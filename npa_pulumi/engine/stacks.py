@@ -131,7 +131,18 @@ class LockInfo:
             return False
         except PermissionError:
             return True
-        return True
+        return not _is_zombie(self.pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A killed engine whose parent died too stays a zombie until something reaps it, and in a container
+    whose init does not reap, that is forever; `kill(pid, 0)` still succeeds on it. Its lock is stale."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no procfs (macOS): trust kill()
+    # "pid (comm) S ...": the state follows the last ")" (comm may itself contain parentheses)
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("Z", "X")
 
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value in a checkpoint

@@ -21,6 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.engine import disk_cache
+from npa_pulumi.engine.disk_cache import binary_identity, cache_key
 from npa_pulumi.engine.toolchain import engine_env, find_pulumi
 from npa_pulumi.errors import NpaError, UserInputError
 
@@ -137,11 +139,35 @@ class EngineSettings:
 
 @lru_cache(maxsize=1)
 def pulumi_command() -> auto.PulumiCommand:
+    """The engine binary for the Automation API. `PulumiCommand` runs `pulumi version` (~0.6 s) to check
+    the CLI against the SDK's minimum; that check passed once for this very binary (same path, size and
+    mtime) and this SDK is remembered in the disk cache, so later commands skip the engine start."""
+    from importlib.metadata import version as distribution_version
+
     from pulumi import automation as auto
 
     binary = find_pulumi()
     # PulumiCommand(root=R) runs R/bin/pulumi; both .tools/bin and the toolchain cache fit that shape.
-    return auto.PulumiCommand(root=str(binary.parent.parent))
+    root = str(binary.parent.parent)
+    try:
+        key = cache_key("pulumi-version", binary_identity(binary), distribution_version("pulumi"))
+    except OSError:
+        return auto.PulumiCommand(root=root)
+    known = disk_cache.load("tool-versions", key)
+    if isinstance(known, str):
+        from semver import VersionInfo
+
+        class _CheckedCommand(auto.PulumiCommand):
+            def __init__(self) -> None:  # deliberately not calling super(): that is the version run
+                self.command = os.path.join(root, "bin", "pulumi")
+                self.version = VersionInfo.parse(known)
+
+        with contextlib.suppress(ValueError):
+            return _CheckedCommand()
+    command = auto.PulumiCommand(root=root)
+    if command.version is not None:
+        disk_cache.store("tool-versions", key, str(command.version))
+    return command
 
 
 _PROJECT_FILE_LOCK = threading.Lock()
