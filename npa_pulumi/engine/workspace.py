@@ -157,10 +157,12 @@ def pulumi_command() -> auto.PulumiCommand:
     if isinstance(known, str):
         from semver import VersionInfo
 
+        known_version: str = known
+
         class _CheckedCommand(auto.PulumiCommand):
             def __init__(self) -> None:  # deliberately not calling super(): that is the version run
                 self.command = os.path.join(root, "bin", "pulumi")
-                self.version = VersionInfo.parse(known)
+                self.version = VersionInfo.parse(known_version)
 
         with contextlib.suppress(ValueError):
             return _CheckedCommand()
