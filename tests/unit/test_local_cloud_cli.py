@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import click
-
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
