@@ -90,6 +90,7 @@ def test_pulumi_version_is_checked_once_per_binary(
 
 
 def test_recipe_surface_is_parsed_once_across_processes(isolated_home: Path, tmp_path: Path) -> None:
+    recipe_module._SURFACES.clear()  # another test in this process may have parsed the same recipe
     source = RecipeSource("dir", str(tmp_path / "library"))
     shutil.copytree(stand_in_dir(), tmp_path / "library", ignore=shutil.ignore_patterns(".terraform*"))
     recipe = materialize(source, tmp_path / "work", "eu-north1", tmp_path / "cache")
