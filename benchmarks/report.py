@@ -107,8 +107,9 @@ def notes_for(name: str, result: dict[str, Any]) -> list[str]:
             f"fixed overhead {result['fixed_overhead_s']:.1f} s per up+destroy of one cluster "
             f"(npa CPU {result['npa_cpu_s_median']:.1f} s vs terraform {result['raw_cpu_s_median']:.1f} s): "
             "a project stack and a cluster stack, each an engine process plus a policy-analyzer and a "
-            "dynamic-provider Python host (~1 s of CPU each to start), plus the Automation API's stack "
-            "select/init/tag calls; the Terraform run itself is the same."
+            "dynamic-provider Python host (~0.5 s of CPU each to start), plus creating and removing the "
+            "two stacks (`pulumi stack init` / `stack rm`); the Terraform run itself is the same. It does "
+            "not grow with the recipe: see docs/performance.md for what was cut and what would remain."
         )
         notes.append(
             "projected ratio with the same fixed overhead at real provisioning times (a Nebius mk8s cluster "
