@@ -97,10 +97,10 @@ def _surface(recipe: MaterializedRecipe) -> tuple[dict[str, Any], frozenset[str]
 
 
 def _surface_key(recipe: MaterializedRecipe) -> str:
-    from npa_pulumi.bridge import facts
     from npa_pulumi.plan import recipe_surface
 
-    parsers = source_identity(Path(facts.__file__), Path(recipe_surface.__file__))
+    # facts.py by path, not imported: importing it loads the HCL parser (~0.1 s), which a hit never needs.
+    parsers = source_identity(Path(__file__).with_name("facts.py"), Path(recipe_surface.__file__))
     return cache_key("recipe-surface", recipe.digest, parsers)
 
 
