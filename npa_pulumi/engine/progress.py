@@ -72,7 +72,8 @@ class Progress:
             line.note = note
         if not self.interactive and self.enabled:
             suffix = f" - {note}" if note else ""
-            self.console.print(f"[{line.elapsed():6.1f}s] {stack}: {phase}{suffix}", markup=False, soft_wrap=True)
+            text = f"[{line.elapsed():6.1f}s] {stack}: {phase}{suffix}"
+            self.console.print(text, markup=False, soft_wrap=True)
         self._refresh()
 
     def resource_event(self, stack: str, finished: bool) -> None:
