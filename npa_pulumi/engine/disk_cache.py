@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +38,15 @@ def load(namespace: str, key: str) -> Any | None:
 
 def store(namespace: str, key: str, value: Any) -> None:
     directory = _root() / namespace
+    tmp = directory / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"  # one per writer thread
     try:
         text = json.dumps(value, sort_keys=True)
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{key}.{os.getpid()}.tmp"
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, directory / f"{key}.json")  # atomic: parallel writers of one key agree anyway
     except (OSError, TypeError, ValueError):
         with contextlib.suppress(OSError):
-            (directory / f".{key}.{os.getpid()}.tmp").unlink()
+            tmp.unlink()
 
 
 def binary_identity(binary: Path) -> str:
