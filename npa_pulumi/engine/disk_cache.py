@@ -18,10 +18,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.engine.home import npa_home
+
 
 def _root() -> Path:
-    # engine.workspace.npa_home, inlined: this module is imported by the bridge inside plugin hosts.
-    return Path(os.environ.get("NPA_PULUMI_HOME") or Path.home() / ".npa-pulumi") / "cache"
+    return npa_home() / "cache"
 
 
 def cache_key(*parts: object) -> str:

@@ -10,6 +10,7 @@ Lookup order for each binary:
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -83,7 +84,8 @@ def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
 
     * no update checks and no automatic plugin downloads (a missing plugin is an error, not a network call);
     * the engine's directory first on PATH, so its bundled helper scripts are found;
-    * dynamic providers and policy packs run with this interpreter, which can import npa_pulumi.
+    * dynamic providers and policy packs run with this interpreter, which can import npa_pulumi, through
+      `plugin_python_wrapper` so that each host watches the run that started it from its first moment.
     """
     pulumi_bin = pulumi_bin or find_pulumi()
     bin_dirs = [str(pulumi_bin.parent)]
@@ -96,6 +98,32 @@ def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
         "PATH": path,
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        "PULUMI_PYTHON_CMD": sys.executable,
+        "PULUMI_PYTHON_CMD": plugin_python_wrapper(),
         "PULUMI_SKIP_CONFIRMATIONS": "true",
     }
+
+
+def plugin_python_wrapper() -> str:
+    """An executable that runs this interpreter with `npa_pulumi.bridge.plugin_host` in front of the
+    engine's plugin hosts (`$PULUMI_PYTHON_CMD -u -m pulumi.dynamic ...`); see that module for why. It is
+    written once per interpreter into `<npa home>/bin/`; where that cannot be written, the plain
+    interpreter is used (the hosts then start their watchdog on their first request, as before)."""
+    from npa_pulumi.engine.disk_cache import cache_key
+    from npa_pulumi.engine.home import npa_home
+
+    text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -u -m npa_pulumi.bridge.plugin_host "$@"\n'
+    path = npa_home() / "bin" / f"plugin-python-{cache_key(sys.executable)[:12]}"
+    try:
+        if path.read_text() == text and os.access(path, os.X_OK):
+            return str(path)
+    except OSError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        os.replace(tmp, path)
+    except OSError:
+        return sys.executable
+    return str(path)

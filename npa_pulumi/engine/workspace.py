@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import disk_cache
 from npa_pulumi.engine.disk_cache import binary_identity, cache_key
+from npa_pulumi.engine.home import npa_home
 from npa_pulumi.engine.toolchain import engine_env, find_pulumi
 from npa_pulumi.errors import NpaError, UserInputError
 
@@ -37,11 +38,6 @@ DEFAULT_BACKEND_URL = "file://~/.npa-pulumi/state"
 
 class PassphraseError(NpaError):
     kind = "passphrase"
-
-
-def npa_home() -> Path:
-    """The per-user directory for state, passphrase, work dirs and the local cloud."""
-    return Path(os.environ.get("NPA_PULUMI_HOME") or Path.home() / ".npa-pulumi")
 
 
 def resolve_backend_url(flag: str | None = None) -> str:

@@ -62,7 +62,9 @@ def test_engine_env_is_offline_and_uses_this_python() -> None:
     env = engine_env()
     assert env["PULUMI_SKIP_UPDATE_CHECK"] == "true"
     assert env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] == "true"
-    assert env["PULUMI_PYTHON_CMD"] == sys.executable
+    wrapper = Path(env["PULUMI_PYTHON_CMD"])
+    assert os.access(wrapper, os.X_OK)
+    assert f"{sys.executable} -u -m npa_pulumi.bridge.plugin_host" in wrapper.read_text()
     assert env["PATH"].split(os.pathsep)[0] == str(find_pulumi().parent)
 
 
