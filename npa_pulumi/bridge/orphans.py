@@ -6,7 +6,8 @@ process group), the engine dies but the provider host and its terraform carry on
 work dir's state lock, so the next `up` of that cluster fails with "Error acquiring the state lock", and
 the host idles forever.
 
-So the provider host watches the run that started it. The engine is the host's grandparent (the plugin
+So the provider host watches the run that started it, from its first moment (`plugin_host` starts the
+watchdog before the host serves; the components' own `watch_run()` calls cover hosts started without it). The engine is the host's grandparent (the plugin
 launcher script is its parent); when either of them is gone (reparented), the run is over: every running
 terraform gets SIGINT (Terraform stops gracefully and writes its state, which the work dir keeps for the
 next run), is killed if it has not exited within `GRACE_S`, and the orphaned host exits. Terraform runs
