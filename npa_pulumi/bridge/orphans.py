@@ -7,12 +7,12 @@ work dir's state lock, so the next `up` of that cluster fails with "Error acquir
 the host idles forever.
 
 So the provider host watches the run that started it, from its first moment (`plugin_host` starts the
-watchdog before the host serves; the components' own `watch_run()` calls cover hosts started without it). The engine is the host's grandparent (the plugin
-launcher script is its parent); when either of them is gone (reparented), the run is over: every running
-terraform gets SIGINT (Terraform stops gracefully and writes its state, which the work dir keeps for the
-next run), is killed if it has not exited within `GRACE_S`, and the orphaned host exits. Terraform runs
-started here also wait for a state lock (`LOCK_TIMEOUT`) rather than fail at once, which covers the
-moments in which an orphan is still stopping.
+watchdog before the host serves; the components' own `watch_run()` calls cover hosts started without it).
+The engine is the host's grandparent (the plugin launcher script is its parent); when either of them is gone
+(reparented), the run is over: every running terraform gets SIGINT (Terraform stops gracefully and writes
+its state, which the work dir keeps for the next run), is killed if it has not exited within `GRACE_S`, and
+the orphaned host exits. Terraform runs started here also wait for a state lock (`LOCK_TIMEOUT`) rather than
+fail at once, which covers the moments in which an orphan is still stopping.
 """
 
 from __future__ import annotations
