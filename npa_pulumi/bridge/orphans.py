@@ -39,14 +39,27 @@ _lock = threading.Lock()
 _watching = False
 
 
-def _ppid_of(pid: int) -> int | None:
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of `/proc/<pid>/stat` after "pid (comm)": state, ppid, ...; None without the process
+    or without procfs."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    # "pid (comm) state ppid ...": comm may contain spaces and parentheses, so split after the last ")".
-    fields = stat.rsplit(")", 1)[-1].split()
-    return int(fields[1]) if len(fields) > 1 else None
+    # comm may contain spaces and parentheses, so split after the last ")".
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def _ppid_of(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields and len(fields) > 1 else None
+
+
+def is_zombie(pid: int) -> bool:
+    """Whether the process has exited but was not reaped: `kill(pid, 0)` still succeeds on it, and in a
+    container whose init does not reap, it stays so forever. False without procfs (macOS)."""
+    fields = _stat_fields(pid)
+    return fields is not None and len(fields) > 0 and fields[0] in ("Z", "X")
 
 
 PLUGIN_HOSTS = ("pulumi.dynamic", "pulumi.policy")

@@ -10,15 +10,12 @@ entries are recomputed, never an error.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import threading
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.engine.home import npa_home
+from npa_pulumi.engine.home import npa_home, write_atomically
 
 
 def _root() -> Path:
@@ -39,15 +36,12 @@ def load(namespace: str, key: str) -> Any | None:
 
 def store(namespace: str, key: str, value: Any) -> None:
     directory = _root() / namespace
-    tmp = directory / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"  # one per writer thread
     try:
         text = json.dumps(value, sort_keys=True)
         directory.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, directory / f"{key}.json")  # atomic: parallel writers of one key agree anyway
+        write_atomically(directory / f"{key}.json", text)  # parallel writers of one key agree anyway
     except (OSError, TypeError, ValueError):
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        pass
 
 
 def binary_identity(binary: Path) -> str:

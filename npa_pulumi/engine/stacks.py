@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.bridge.orphans import is_zombie
+from npa_pulumi.engine.home import write_atomically
 from npa_pulumi.engine.workspace import PROJECT_NAME
 from npa_pulumi.errors import NpaError
 
@@ -54,9 +56,8 @@ def ensure_tags(stack: auto.Stack, tags: dict[str, str], current: dict[str, str]
             current = dict(stack.list_tags())
         except Exception:
             current = {}
-    known: dict[str, str] = current or {}
     for name, value in tags.items():
-        if known.get(name) != value:
+        if current.get(name) != value:
             stack.set_tag(name, value)
 
 
@@ -86,11 +87,9 @@ def write_diy_tags(
     merged = {**current, **tags}
     if merged == current:
         return True
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"version": 1, "tags": dict(sorted(merged.items()))}))
     # The blob store's attributes sidecar (content type, md5) describes the old content; it is optional.
     path.with_name(path.name + ".attrs").unlink(missing_ok=True)
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps({"version": 1, "tags": dict(sorted(merged.items()))}))
     return True
 
 
@@ -131,18 +130,7 @@ class LockInfo:
             return False
         except PermissionError:
             return True
-        return not _is_zombie(self.pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    """A killed engine whose parent died too stays a zombie until something reaps it, and in a container
-    whose init does not reap, that is forever; `kill(pid, 0)` still succeeds on it. Its lock is stale."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False  # no procfs (macOS): trust kill()
-    # "pid (comm) S ...": the state follows the last ")" (comm may itself contain parentheses)
-    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("Z", "X")
+        return not is_zombie(self.pid)  # a killed engine nothing reaped: its lock is stale
 
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value in a checkpoint
@@ -178,14 +166,11 @@ def diy_stacks_dir(backend_url: str, project_name: str = PROJECT_NAME) -> Path |
     return root / ".pulumi" / "stacks" / project_name
 
 
-def checkpoint_outputs(backend_url: str, stack: str, project_name: str = PROJECT_NAME) -> Any:
-    """A stack's outputs read straight from a DIY (file://) backend's checkpoint, secrets masked as
-    `[secret]`; None when the stack does not exist. Returns `NO_FAST_PATH` when the backend is not a
-    project-scoped DIY backend (see `diy_stacks_dir`), so the caller asks the Pulumi CLI instead.
-
-    Why: the CLI path costs three engine invocations per stack (`stack select` and `stack output`
-    twice, about 1.5 s of CPU), which dominated a no-op `up` of a large fleet. The DIY backend writes
-    checkpoints atomically (temp file + rename), so a concurrent update never shows a torn file."""
+def _latest_deployment(backend_url: str, stack: str, project_name: str) -> Any:
+    """The `checkpoint.latest` of a stack on a project-scoped DIY backend ({} before its first update);
+    None when the stack does not exist; `NO_FAST_PATH` for another backend or an unreadable file. The DIY
+    backend writes checkpoints atomically (temp file + rename), so a concurrent update never shows a torn
+    file."""
     stacks_dir = diy_stacks_dir(backend_url, project_name)
     if stacks_dir is None:
         return NO_FAST_PATH
@@ -200,7 +185,19 @@ def checkpoint_outputs(backend_url: str, stack: str, project_name: str = PROJECT
             return None
     except (OSError, ValueError):
         return NO_FAST_PATH
-    latest = (document.get("checkpoint") or {}).get("latest") or {}
+    return (document.get("checkpoint") or {}).get("latest") or {}
+
+
+def checkpoint_outputs(backend_url: str, stack: str, project_name: str = PROJECT_NAME) -> Any:
+    """A stack's outputs read straight from a DIY (file://) backend's checkpoint, secrets masked as
+    `[secret]`; None when the stack does not exist. Returns `NO_FAST_PATH` when the backend is not a
+    project-scoped DIY backend (see `diy_stacks_dir`), so the caller asks the Pulumi CLI instead.
+
+    Why: the CLI path costs three engine invocations per stack (`stack select` and `stack output`
+    twice, about 1.5 s of CPU), which dominated a no-op `up` of a large fleet."""
+    latest = _latest_deployment(backend_url, stack, project_name)
+    if latest is None or latest is NO_FAST_PATH:
+        return latest
     for resource in latest.get("resources") or []:
         if resource.get("type") == "pulumi:pulumi:Stack" and not resource.get("parent"):
             return _mask_secrets(dict(resource.get("outputs") or {}))
@@ -213,15 +210,8 @@ def interrupted(backend_url: str, stack: str, project_name: str = PROJECT_NAME) 
     unchanged; running it recovers the lock (or reports who holds it)."""
     if read_locks(backend_url, stack):
         return True
-    stacks_dir = diy_stacks_dir(backend_url, project_name)
-    if stacks_dir is None:
-        return False
-    try:
-        document = json.loads((stacks_dir / f"{stack}.json").read_text())
-    except (OSError, ValueError):
-        return False
-    latest = (document.get("checkpoint") or {}).get("latest") or {}
-    return bool(latest.get("pending_operations"))
+    latest = _latest_deployment(backend_url, stack, project_name)
+    return isinstance(latest, dict) and bool(latest.get("pending_operations"))
 
 
 def read_locks(backend_url: str, stack: str) -> list[LockInfo]:

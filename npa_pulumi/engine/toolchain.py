@@ -109,7 +109,7 @@ def plugin_python_wrapper() -> str:
     written once per interpreter into `<npa home>/bin/`; where that cannot be written, the plain
     interpreter is used (the hosts then start their watchdog on their first request, as before)."""
     from npa_pulumi.engine.disk_cache import cache_key
-    from npa_pulumi.engine.home import npa_home
+    from npa_pulumi.engine.home import npa_home, write_atomically
 
     text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -u -m npa_pulumi.bridge.plugin_host "$@"\n'
     path = npa_home() / "bin" / f"plugin-python-{cache_key(sys.executable)[:12]}"
@@ -120,10 +120,7 @@ def plugin_python_wrapper() -> str:
         pass
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.chmod(0o755)
-        os.replace(tmp, path)
+        write_atomically(path, text, mode=0o755)
     except OSError:
         return sys.executable
     return str(path)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import disk_cache
 from npa_pulumi.engine.disk_cache import binary_identity, cache_key
-from npa_pulumi.engine.home import npa_home
+from npa_pulumi.engine.home import npa_home, write_atomically
 from npa_pulumi.engine.toolchain import engine_env, find_pulumi
 from npa_pulumi.errors import NpaError, UserInputError
 
@@ -195,9 +195,7 @@ def ensure_project_file(work_dir: Path, project_name: str, backend_url: str) -> 
                 return
         except OSError:
             pass
-        tmp = path.with_name(f".Pulumi.yaml.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomically(path, text)
 
 
 def workspace_options(
