@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import random
+import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -166,8 +168,6 @@ def test_a_stale_lock_behind_matching_outputs_is_recovered(chaos_home: Path, tmp
     """Found by the long campaign: a run killed after the engine wrote a stack's new outputs but before it
     released the lock leaves a fingerprint that matches the spec behind a stale lock. `up` must not skip
     that stack as unchanged (the lock would stay forever): it runs it and recovers the lock."""
-    import subprocess
-
     from chaos_helpers import backend_root
 
     spec = tmp_path / "fleet.yaml"
@@ -184,7 +184,7 @@ def test_a_stale_lock_behind_matching_outputs_is_recovered(chaos_home: Path, tmp
             {
                 "pid": gone.pid,
                 "username": "ci",
-                "hostname": __import__("socket").gethostname(),
+                "hostname": socket.gethostname(),
                 "timestamp": "x",
             }
         )
