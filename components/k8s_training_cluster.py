@@ -11,10 +11,7 @@ from typing import Any
 
 import pulumi
 from npa_pulumi.components.terraform_module import TerraformModule
-
-
-def kube_context_name(fleet: str, project_key: str, cluster: str) -> str:
-    return f"fleet-{fleet}-{project_key}-{cluster}"
+from npa_pulumi.naming import kube_context_name
 
 
 def _cluster_id(outputs: dict[str, Any]) -> str:

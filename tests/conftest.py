@@ -3,10 +3,14 @@ so nothing touches the developer's real ~/.npa-pulumi, ~/.nebius or ~/.pulumi.""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# No test starts a Kubernetes API server unless it asks for one (the `kube_api` fixture): see isolated_home.
+os.environ.setdefault("NPA_LOCAL_CLOUD_KUBERNETES_API", "0")
 
 
 @pytest.fixture
@@ -21,6 +25,9 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("PULUMI_HOME", str(home / ".pulumi"))
     monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(tf_config))
     monkeypatch.setenv("CHECKPOINT_DISABLE", "1")
+    # A Kubernetes API server per local cluster costs ~0.5 GB and a few seconds: tests that look inside a
+    # cluster turn it on (the `kube_api` fixture); the others deploy without one.
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_KUBERNETES_API", "0")
     for var in (
         "PULUMI_BACKEND_URL",
         "PULUMI_CONFIG_PASSPHRASE",
@@ -29,3 +36,14 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     ):
         monkeypatch.delenv(var, raising=False)
     yield home
+    # Whatever a test left running (a cluster's agent and control plane) stops with it.
+    from npa_pulumi.cloud.local.kube import lifecycle
+
+    lifecycle.stop_all(home / ".npa-pulumi" / "local-cloud")
+
+
+@pytest.fixture
+def kube_api(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The local cloud with a real Kubernetes API server (kwok nodes) behind every cluster."""
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_KUBERNETES_API", "1")
+    return isolated_home

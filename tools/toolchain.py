@@ -549,9 +549,37 @@ def ensure_kubernetes(pins: dict) -> None:
         link(bindir / name, name)
 
 
+# kwok's own Stage definitions (in its module, not its binaries): the local cloud applies them as Stage
+# objects, since it runs kwok with Stages as CRDs so it can add fault stages while a cluster runs.
+KWOK_STAGE_DIRS = ("node/fast", "node/heartbeat-with-lease", "node/chaos", "pod/fast")
+
+
+def install_kwok_stages(pins: dict, bindir: Path) -> None:
+    dest = bindir / "stages"
+    if (dest / ".complete").exists():
+        return
+    source = go_module_dir("sigs.k8s.io/kwok", f"v{pins['kwok']['version']}", bindir) / "kustomize" / "stage"
+    staging = Path(tempfile.mkdtemp(prefix="stages-", dir=bindir))
+    try:
+        for rel in KWOK_STAGE_DIRS:
+            for stage in sorted((source / rel).glob("*.yaml")):
+                if stage.name != "kustomization.yaml":
+                    target = staging / f"{rel.replace('/', '-')}-{stage.name}"
+                    shutil.copyfile(stage, target)
+                    target.chmod(0o644)
+        (staging / ".complete").write_text(f"v{pins['kwok']['version']}\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        staging.rename(dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def ensure_kwok(pins: dict) -> None:
     home = cache_root() / f"kwok-v{pins['kwok']['version']}-{platform_key()}"
     bindir = build_into_cache(home, KWOK_BINARIES, lambda out: build_kwok(pins, out), "kwok")
+    with _FileLock(home / ".lock"):
+        install_kwok_stages(pins, bindir)
     for name in KWOK_BINARIES:
         link(bindir / name, name)
 

@@ -357,6 +357,55 @@ def stacks_command(backend: str | None, fleet_name: str | None, output: str) -> 
     run_guarded(body, output)
 
 
+@click.command("kubeconfig")
+@fleet_options
+@output_option()
+@click.option(
+    "--merge-into",
+    default=None,
+    type=click.Path(dir_okay=False),
+    metavar="PATH",
+    help="Merge the clusters' contexts into this kubeconfig (e.g. ~/.kube/config) instead of printing them.",
+)
+def kubeconfig_command(**kw: Any) -> None:
+    """Print (or merge) kubeconfigs for the selected, deployed clusters: one context per cluster,
+    `fleet-<fleet>-<project>-<cluster>`, with fresh credentials (Nebius: the nebius CLI as an exec plugin
+    pinned to the profile; local cloud: a client certificate)."""
+
+    def body() -> int:
+        from pathlib import Path
+
+        from npa_pulumi.kube import kubeconfig as kc
+
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        entries = _fleet(spec, targets, _engine_options(kw)).kubeconfigs()
+        deployed = [e for e in entries if e.get("kubeconfig")]
+        for entry in entries:
+            if not entry.get("kubeconfig"):
+                stderr_console.print(f"{entry['stack']}: not deployed, no kubeconfig", markup=False)
+        if not deployed:
+            raise UserInputError("none of the selected clusters is deployed: run `npa-pulumi up` first")
+        merged: dict[str, Any] = {}
+        for entry in deployed:
+            merged = kc.merge(merged, kc.load(entry["kubeconfig"]))
+        listing = [{k: v for k, v in e.items() if k != "kubeconfig"} for e in entries]
+        if kw["merge_into"]:
+            path = Path(kw["merge_into"]).expanduser()
+            existing = kc.load(path.read_text()) if path.exists() else {}
+            kc.write_private(path, kc.dump(kc.merge(existing, merged)))
+            stderr_console.print(f"merged {len(deployed)} context(s) into {path}", markup=False)
+            if kw["output"] == "json":
+                emit_json({"clusters": listing, "merged_into": str(path)})
+            return 0
+        if kw["output"] == "json":
+            emit_json({"clusters": listing, "kubeconfig": merged})
+        else:
+            sys.stdout.write(kc.dump(merged))
+        return 0
+
+    run_guarded(body, kw["output"])
+
+
 def register(group: click.Group) -> None:
     group.add_command(up_command)
     group.add_command(up_command, name="deploy")
@@ -365,3 +414,4 @@ def register(group: click.Group) -> None:
     group.add_command(status_command)
     group.add_command(refresh_command)
     group.add_command(stacks_command)
+    group.add_command(kubeconfig_command)

@@ -234,6 +234,58 @@ def fault_clear_cmd(ctx: click.Context, op: str | None) -> None:
     _guard(body)
 
 
+NODE_FAULT_KINDS = {
+    "not-ready": "not_ready",
+    "gpu-missing": "gpu_missing",
+    "gpu-error": "gpu_error",
+    "reboot": "reboot",
+    "pod-failure": "pod_failure",
+}
+
+
+@fault_group.command("node")
+@click.option("--cluster", "cluster_id", required=True, help="The mk8s cluster's ID.")
+@click.option("--node", required=True, help="The node's name (`kubectl get nodes`).")
+@click.option(
+    "--kind",
+    required=True,
+    type=click.Choice(sorted(NODE_FAULT_KINDS)),
+    help="not-ready: the node goes NotReady; gpu-missing: one GPU fewer in capacity; gpu-error: the "
+    "NebiusGPUError condition; reboot: a new boot id; pod-failure: pods on the node fail.",
+)
+@click.option("--clear", is_flag=True, help="Clear the fault instead (not for reboot, which is an event).")
+@click.pass_context
+def fault_node_cmd(ctx: click.Context, cluster_id: str, node: str, kind: str, clear: bool) -> None:
+    """Inject a fault into one node of a cluster's Kubernetes API (kwok carries it out)."""
+
+    def body() -> int:
+        _simulator(ctx).set_node_fault(cluster_id, node, NODE_FAULT_KINDS[kind], active=not clear)
+        _say(f"{'cleared' if clear else 'injected'} {kind} on node {node} of {cluster_id}")
+        return 0
+
+    _guard(body)
+
+
+@fault_group.command("api")
+@click.option("--cluster", "cluster_id", required=True, help="The mk8s cluster's ID.")
+@click.option("--kind", required=True, type=click.Choice(["unreachable"]), help="unreachable: the API stops answering.")
+@click.option("--clear", is_flag=True, help="Clear the fault instead.")
+@click.pass_context
+def fault_api_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -> None:
+    """Make a cluster's Kubernetes API unreachable (or reachable again). To have credentials refused,
+    arm `fault add --op get_cluster_credentials --error permission_denied`."""
+
+    def body() -> int:
+        try:
+            _simulator(ctx).set_api_fault(cluster_id, kind, active=not clear)
+        except ValueError as err:
+            raise UserInputError(str(err)) from None
+        _say(f"{'cleared' if clear else 'injected'} API {kind} on {cluster_id}")
+        return 0
+
+    _guard(body)
+
+
 @local_cloud.command("set")
 @click.argument("name", type=click.Choice(sorted(SETTING_NAMES)))
 @click.argument("value", type=click.FloatRange(min=0))
@@ -310,7 +362,7 @@ _TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "projects": ("id", "name", "region", "tenant_id", "state"),
     "networks": ("id", "name", "project_id", "state"),
     "subnets": ("id", "name", "network_id", "cidr", "state"),
-    "mk8s_clusters": ("id", "name", "project_id", "state", "k8s_version"),
+    "mk8s_clusters": ("id", "name", "project_id", "state", "k8s_version", "kube_api"),
     "node_groups": (
         "id",
         "name",

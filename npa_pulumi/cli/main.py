@@ -21,6 +21,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "refresh": "npa_pulumi.cli.fleet_commands",
     "status": "npa_pulumi.cli.fleet_commands",
     "stacks": "npa_pulumi.cli.fleet_commands",
+    "kubeconfig": "npa_pulumi.cli.fleet_commands",
     "local-cloud": "npa_pulumi.cli.local_cloud",
     "preflight": "npa_pulumi.cli.preflight_commands",
     "plan": "npa_pulumi.cli.spec_commands",

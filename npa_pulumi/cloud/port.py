@@ -19,6 +19,8 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from npa_pulumi.kube.kubeconfig import ClusterAccess
+
 DEFAULT_OPERATION_TIMEOUT_S = 600.0
 
 
@@ -272,6 +274,14 @@ class CloudPort(Protocol):
     # Managed Kubernetes and what hangs off it
     def get_cluster(self, cluster_id: str) -> Cluster: ...
     def list_clusters(self, project_id: str) -> list[Cluster]: ...
+    def kubernetes_api_available(self) -> bool:
+        """Whether clusters of this cloud have a Kubernetes API to reach (the local cloud can run
+        without API servers, for tests that never look inside a cluster)."""
+        ...
+    def cluster_access(self, cluster_id: str) -> ClusterAccess:
+        """How to reach a RUNNING cluster's API: its address, CA and a credential (Nebius: the `nebius`
+        CLI as an exec plugin pinned to the profile, never a stored token)."""
+        ...
     def delete_cluster(self, cluster_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
     def get_node_group(self, node_group_id: str) -> NodeGroup: ...
     def list_node_groups(self, cluster_id: str) -> list[NodeGroup]: ...

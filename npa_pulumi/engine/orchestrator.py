@@ -33,6 +33,8 @@ from npa_pulumi.engine.runner import StackExecutor, StackOp
 from npa_pulumi.engine.stacks import interrupted, stack_tags
 from npa_pulumi.engine.workspace import TENANT_ENV, EngineSettings, list_stack_summaries, npa_home
 from npa_pulumi.errors import NpaError
+from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.naming import kube_context_name
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.factory import CloudKind
@@ -149,7 +151,8 @@ class Fleet:
             tenant = self.tenant_id()
             # Dynamic providers run in the engine's provider process; they learn the tenant from here.
             self.settings.extra_env[TENANT_ENV] = tenant
-            self._plans = build_plans(self.spec, self.targets, self.options, tenant)
+            in_cluster = self.cloud.kubernetes_api_available()
+            self._plans = build_plans(self.spec, self.targets, self.options, tenant, in_cluster)
         return self._plans
 
     def _result(self, command: str) -> FleetResult:
@@ -410,7 +413,37 @@ class Fleet:
             ):
                 stack.validation = "skipped"
         self._fill_identity(result)
+        for stack in result.clusters():
+            if stack.status in ("deployed", "unchanged") and stack.cluster_id:
+                self._write_kubeconfig(stack)
         return result
+
+    def _write_kubeconfig(self, stack: StackResult) -> None:
+        """The cluster's kubeconfig and registration for its users (see engine/kubeconfigs.py)."""
+        from npa_pulumi.engine import kubeconfigs
+
+        plan = self.plans().cluster(stack.stack)
+        if not plan.in_cluster or not stack.kube_context or not stack.cluster_id:
+            return
+        try:
+            registration = kubeconfigs.write(
+                self.cloud,
+                context=stack.kube_context,
+                stack=stack.stack,
+                fleet=plan.fleet,
+                project_key=plan.project_key,
+                project_id=stack.project_id or "",
+                cluster_name=plan.cluster_name,
+                cluster_id=stack.cluster_id,
+                cloud=self.options.cloud,
+                profile=self.profile,
+            )
+        except (NpaError, CloudError) as err:
+            stack.status = "deployed-credentials-failed"
+            stack.error = f"the cluster is deployed, but its kubeconfig could not be written: {err}"
+            stack.retry_command = self._retry_command("up", stack.project_key, stack.cluster_name)
+            return
+        stack.kubeconfig = registration.kubeconfig
 
     def _up_cluster(self, op: StackOp) -> StackResult:
         result = self.executor.run(op, "up")
@@ -431,6 +464,12 @@ class Fleet:
             if item.status == "failed":
                 item.status = "destroy-incomplete"
                 item.retry_command = self._retry_command("destroy", item.project_key, item.cluster_name)
+            elif item.status in ("destroyed", "absent") and item.cluster_name:
+                # Only once the stack is gone: a kubeconfig is how a half-destroyed cluster is inspected.
+                from npa_pulumi.engine import kubeconfigs
+
+                context = kube_context_name(self.spec.name, item.project_key, item.cluster_name)
+                kubeconfigs.remove(context, item.stack)
         result.stacks.extend(destroyed)
         remaining = self._remaining_cluster_stacks()
         project_ops = []
@@ -474,6 +513,23 @@ class Fleet:
         result.stacks.extend(self._pool(ops, lambda op: cluster_status(self, op)))
         log.debug("status took %.1fs", time.monotonic() - started)
         return result
+
+    def kubeconfigs(self) -> list[dict[str, str]]:
+        """For every selected cluster: its stack, context and cluster id, plus `kubeconfig` (YAML, fresh
+        credentials from the cloud) when its stack is deployed; what `npa-pulumi kubeconfig` prints."""
+        from npa_pulumi.engine import kubeconfigs
+
+        ops = [StackOp(t.cluster_stack, "cluster", t.project_key, t.cluster_name, None, {}) for t in self.targets]
+        outputs = self.stack_outputs(ops)
+        found = []
+        for target in self.targets:
+            context = kube_context_name(self.spec.name, target.project_key, target.cluster_name)
+            cluster_id = str((outputs.get(target.cluster_stack) or {}).get("cluster_id") or "")
+            entry = {"stack": target.cluster_stack, "context": context, "cluster_id": cluster_id}
+            if cluster_id:
+                entry["kubeconfig"] = kubeconfigs.kubeconfig_text(self.cloud, cluster_id, context)[0]
+            found.append(entry)
+        return found
 
     def _fill_identity(self, result: FleetResult) -> None:
         """Give every cluster entry its project id and kube context when the stacks know them."""

@@ -25,6 +25,7 @@ from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.engine.results import StackResult
 from npa_pulumi.engine.workspace import npa_home
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.spec.constants import RTX_RENDERING_PROFILE
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import FleetOptions
@@ -123,6 +124,7 @@ def _cluster_plan(
     ssh_key: str | None,
     problems: list[str],
     staged: dict[str, MaterializedRecipe],
+    in_cluster: bool,
 ) -> ClusterPlan | None:
     from npa_pulumi.plan import render_tfvars
 
@@ -157,11 +159,21 @@ def _cluster_plan(
         nvswitch_topology=cluster.nvswitch_topology,
         mig_enabled=mig,
         has_gpus=cluster.gpu_count() > 0,
+        in_cluster=in_cluster,
+        rtx_driver_repositories=(
+            dict(cluster.gpu_driver_package_repositories)
+            if cluster.gpu_workload_profile == RTX_RENDERING_PROFILE and cluster.gpu_count() > 0
+            else None
+        ),
     )
 
 
 def build_plans(
-    spec: FleetSpec, targets: Sequence[Target], options: FleetOptions, tenant_id: str
+    spec: FleetSpec,
+    targets: Sequence[Target],
+    options: FleetOptions,
+    tenant_id: str,
+    in_cluster: bool = True,
 ) -> FleetPlans:
     plans = FleetPlans()
     source = resolve_source(options.cloud, options.recipe_dir, options.recipe_ref)
@@ -196,7 +208,7 @@ def build_plans(
                 )
             )
             continue
-        plan = _cluster_plan(target, tenant_id, source, ssh_key, problems, staged)
+        plan = _cluster_plan(target, tenant_id, source, ssh_key, problems, staged, in_cluster)
         if plan is not None:
             plans.clusters.append(plan)
     if problems:

@@ -55,6 +55,11 @@ class ClusterPlan:
     nvswitch_topology: bool = False
     mig_enabled: bool = False
     has_gpus: bool = False
+    # The in-cluster stage: credentials, a Kubernetes provider and the fleet's own objects. Off only for a
+    # local cloud run without API servers (tests that never look inside a cluster).
+    in_cluster: bool = True
+    # RTX rendering clusters: the driver package repositories the fleet publishes in its ConfigMap.
+    rtx_driver_repositories: dict[str, str] | None = None
 
 
 def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[], None]:
@@ -166,5 +171,37 @@ def cluster_program(
         pulumi.export("node_group_ids", cluster.node_group_ids)
         pulumi.export("filesystem", cluster.filesystem)
         pulumi.export("kube_context", cluster.kube_context)
+        if plan.in_cluster:
+            from npa_pulumi.components import ClusterCredentials, FleetClusterObjects, FleetClusterObjectsArgs
+            from npa_pulumi.naming import kube_context_name
+
+            context = kube_context_name(plan.fleet, plan.project_key, plan.cluster_name)
+            credentials = ClusterCredentials(
+                f"{plan.cluster_name}-credentials",
+                {
+                    "cloud": cloud,
+                    "profile": profile,
+                    "tenant_id": plan.tenant_id,
+                    "region": plan.region,
+                    "cluster_id": cluster.cluster_id,
+                    "context": context,
+                    # What the credentials depend on: a change here fetches them again.
+                    "node_group_ids": cluster.node_group_ids,
+                },
+                pulumi.ResourceOptions(parent=cluster),
+            )
+            objects = FleetClusterObjects(
+                f"{plan.cluster_name}-in-cluster",
+                FleetClusterObjectsArgs(
+                    kubeconfig=credentials.kubeconfig,
+                    fleet=plan.fleet,
+                    project_key=plan.project_key,
+                    cluster=plan.cluster_name,
+                    rtx_driver_repositories=plan.rtx_driver_repositories,
+                ),
+                pulumi.ResourceOptions(parent=cluster),
+            )
+            pulumi.export("kube_server", credentials.server)
+            pulumi.export("fleet_namespace", objects.namespace)
 
     return program

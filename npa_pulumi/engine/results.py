@@ -14,7 +14,8 @@ StackKind = Literal["project", "cluster"]
 #   destroy: destroyed | absent | destroy-incomplete | retained | skipped
 #   status:  deployed | provisioning | failed | destroyed | absent | unknown
 #   refresh: in-sync | drifted | absent | failed
-FAILED_STATUSES = {"failed", "destroy-incomplete", "status-error"}
+#   up also: deployed-credentials-failed (the stack is deployed, but no kubeconfig could be written)
+FAILED_STATUSES = {"failed", "destroy-incomplete", "status-error", "deployed-credentials-failed"}
 
 
 class PolicyViolation(BaseModel):
@@ -37,6 +38,7 @@ class StackResult(BaseModel):
     policy: list[PolicyViolation] = Field(default_factory=list)
     cluster_id: str | None = None
     kube_context: str | None = None
+    kubeconfig: str | None = None
     validation: str | None = None
     node_groups: list[dict[str, Any]] = Field(default_factory=list)
     outputs: dict[str, Any] = Field(default_factory=dict)
@@ -82,6 +84,7 @@ class FleetResult(BaseModel):
                 "status": s.status,
                 "cluster_id": s.cluster_id,
                 "kube_context": s.kube_context,
+                "kubeconfig": s.kubeconfig,
                 "validation": s.validation,
                 "changes": s.changes,
                 "policy": [v.model_dump() for v in s.policy],

@@ -79,6 +79,27 @@ def find_terraform() -> Path:
     )
 
 
+KUBERNETES_PROVIDER = "pulumi-resource-kubernetes"
+
+
+def find_kubernetes_provider() -> Path | None:
+    """The Pulumi Kubernetes provider plugin `make tools` builds (the engine runs it as an ambient
+    plugin from PATH). None when absent: a stack that needs it then fails with the engine's own error
+    naming the missing plugin, rather than a download attempt."""
+    override = os.environ.get("NPA_KUBERNETES_PROVIDER_BIN")
+    if override:
+        return Path(override)
+    candidates = [
+        TOOLS_BIN / KUBERNETES_PROVIDER,
+        *(d / KUBERNETES_PROVIDER for d in _cached_bin_dirs("pulumi-kubernetes-v")),
+    ]
+    found = _first_executable(candidates)
+    if found:
+        return found
+    on_path = shutil.which(KUBERNETES_PROVIDER)
+    return Path(on_path) if on_path else None
+
+
 def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
     """Environment overrides for every Pulumi call: offline, no update checks, the right Python.
 
@@ -92,6 +113,9 @@ def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
     real_dir = str(pulumi_bin.resolve().parent)
     if real_dir not in bin_dirs:
         bin_dirs.append(real_dir)
+    provider = find_kubernetes_provider()
+    if provider is not None and str(provider.parent) not in bin_dirs:
+        bin_dirs.append(str(provider.parent))  # an ambient plugin: found on PATH, never downloaded
     python_dir = str(Path(sys.executable).parent)
     path = os.pathsep.join([*bin_dirs, python_dir, os.environ.get("PATH", "")])
     return {

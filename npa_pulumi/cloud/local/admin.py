@@ -14,7 +14,10 @@ from npa_pulumi.cloud.local import db, faults, records
 from npa_pulumi.cloud.local.base import SimulatorBase
 
 ENV_WAIT_TIMEOUT = "NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S"
-SETTINGS: dict[str, float] = {"provisioning_seconds": 0.0, "wait_timeout_seconds": 30.0}
+# `kubernetes_api`: 1 runs a real Kubernetes API server (with kwok nodes) behind every cluster, 0 skips it
+# (for tests that never look inside a cluster); $NPA_LOCAL_CLOUD_KUBERNETES_API overrides the setting.
+ENV_KUBERNETES_API = "NPA_LOCAL_CLOUD_KUBERNETES_API"
+SETTINGS: dict[str, float] = {"provisioning_seconds": 0.0, "wait_timeout_seconds": 30.0, "kubernetes_api": 1.0}
 
 
 class AdminMixin(SimulatorBase):
@@ -29,15 +32,24 @@ class AdminMixin(SimulatorBase):
                 "fixture_source": db.get_meta(conn, "fixture_source"),
                 "directory": str(self.directory),
                 "wait_timeout_env_override": os.environ.get(ENV_WAIT_TIMEOUT),
+                "kubernetes_api_env_override": os.environ.get(ENV_KUBERNETES_API),
             }
         finally:
             conn.close()
+
+    def kubernetes_api_enabled(self) -> bool:
+        env = os.environ.get(ENV_KUBERNETES_API, "").strip().lower()
+        if env:
+            return env not in ("0", "false", "no", "off")
+        return bool(self.settings()["kubernetes_api"])
 
     def set_setting(self, name: str, value: float) -> None:
         """provisioning_seconds: how long new clusters, node groups, filesystems and GPU clusters take;
         wait_timeout_seconds: how long the stand-in recipe waits for them (see `wait_timeout`)."""
         if name not in SETTINGS:
             raise ValueError(f"unknown setting {name!r}; choose one of {', '.join(SETTINGS)}")
+        if name == "kubernetes_api" and value not in (0, 1):
+            raise ValueError("kubernetes_api is 1 (a Kubernetes API server per cluster) or 0 (none)")
         if value < 0 or (name == "wait_timeout_seconds" and value == 0):
             raise ValueError(
                 f"{name} must be {'positive' if name == 'wait_timeout_seconds' else 'non-negative'}"
@@ -88,13 +100,29 @@ class AdminMixin(SimulatorBase):
         finally:
             conn.close()
 
+    def set_api_fault(self, cluster_id: str, fault: str, active: bool = True) -> None:
+        """`unreachable`: the cluster's API server stops answering (its process is paused, so clients
+        time out as they would behind a broken network) until cleared."""
+        from npa_pulumi.cloud.local.kube import lifecycle
+
+        if fault != "unreachable":
+            raise ValueError(f"unknown API fault {fault!r}; the API fault is `unreachable`")
+        if not lifecycle.pause_api(self.directory, cluster_id, paused=active):
+            raise ValueError(f"cluster {cluster_id} has no running Kubernetes API server")
+
     def inventory(self) -> dict[str, list[dict[str, Any]]]:
         """Everything in the cloud, as `local-cloud show --output json` prints it: one list per kind,
         plus quotas and capacity block groups with their current usage. Never a secret."""
         with self._op("inventory", {}, write=False, inject=False, reconcile=True) as ctx:
             out: dict[str, list[dict[str, Any]]] = {name: [] for name in records.KIND_LISTS.values()}
+            from npa_pulumi.cloud.local.kube import lifecycle
+
+            apis = lifecycle.running(self.directory)
             for row in ctx.conn.execute("SELECT * FROM resources ORDER BY created_at, id"):
-                out[records.KIND_LISTS[row["kind"]]].append(records.to_inventory_record(row, ctx.now))
+                record = records.to_inventory_record(row, ctx.now)
+                if row["kind"] == "cluster":
+                    record["kube_api"] = apis.get(row["id"], "")  # "" when no API server runs for it
+                out[records.KIND_LISTS[row["kind"]]].append(record)
             quota_rows = ctx.conn.execute("SELECT * FROM quotas ORDER BY position").fetchall()
             out["quotas"] = [acct.quota_record(ctx.conn, row, ctx.tenant_id) for row in quota_rows]
             block_rows = ctx.conn.execute("SELECT * FROM capacity_blocks ORDER BY position").fetchall()

@@ -127,16 +127,18 @@ class SimulatorBase:
     def reset(self) -> None:
         """Forget everything; the next use re-seeds from the default fixture. Safe while other processes
         use the cloud, because it empties the tables in one transaction instead of deleting the file."""
-        if not self.path.is_file():
-            return
-        with db.init_lock(self.directory):
-            conn = db.connect(self.path)
-            try:
-                db.create_schema(conn)
-                with db.transaction(conn, write=True):
-                    wipe(conn)
-            finally:
-                conn.close()
+        from npa_pulumi.cloud.local.kube import lifecycle
+
+        if self.path.is_file():
+            with db.init_lock(self.directory):
+                conn = db.connect(self.path)
+                try:
+                    db.create_schema(conn)
+                    with db.transaction(conn, write=True):
+                        wipe(conn)
+                finally:
+                    conn.close()
+        lifecycle.stop_all(self.directory)  # no API server outlives the clusters it served
 
     def _secure_files(self) -> None:
         # The database holds access-key hashes and the tenant's inventory: private to the user. (A new

@@ -37,6 +37,7 @@ from npa_pulumi.cloud.port import (
     Subnet,
 )
 from npa_pulumi.cloud.retry import call_with_retry
+from npa_pulumi.kube.kubeconfig import ClientCertificate, ClusterAccess
 
 R = TypeVar("R", bound=CloudRecord)
 
@@ -242,6 +243,14 @@ class LocalCloud:
 
     def delete_cluster(self, cluster_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
         self.simulator.delete_cluster(cluster_id, timeout_s=timeout_s)
+
+    def kubernetes_api_available(self) -> bool:
+        return self.simulator.kubernetes_api_enabled()
+
+    def cluster_access(self, cluster_id: str) -> ClusterAccess:
+        creds = self.simulator.get_cluster_credentials(cluster_id)
+        certificate = ClientCertificate(creds["client_certificate_pem"], creds["client_key_pem"])
+        return ClusterAccess(creds["server"], creds["ca_pem"], certificate)
 
     def get_node_group(self, node_group_id: str) -> NodeGroup:
         return _node_group(self.simulator.get_node_group(node_group_id))

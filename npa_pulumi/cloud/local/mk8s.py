@@ -10,9 +10,11 @@ within a bound, and remove the object again when it does not get there.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 from npa_pulumi.cloud.errors import (
@@ -23,16 +25,20 @@ from npa_pulumi.cloud.errors import (
     NotFound,
     OperationTimeout,
     QuotaExceeded,
+    Unavailable,
 )
 from npa_pulumi.cloud.local import accounting as acct
 from npa_pulumi.cloud.local import records, scheduling
 from npa_pulumi.cloud.local.admin import ENV_WAIT_TIMEOUT, AdminMixin
 from npa_pulumi.cloud.local.base import OpContext, clean_labels
+from npa_pulumi.cloud.local.kube import binaries as kube_binaries
+from npa_pulumi.cloud.local.kube import lifecycle as kube_lifecycle
 
 DEFAULT_K8S_VERSION = "1.32"
 RESERVATION_POLICIES = ("", "AUTO", "FORBID", "STRICT")
 ATTACH_MODES = ("READ_WRITE", "READ_ONLY")
 _POLL_S = 0.1
+NODE_FAULTS = ("not_ready", "gpu_missing", "gpu_error", "reboot", "pod_failure")
 
 
 def _is_count(value: Any) -> bool:
@@ -102,10 +108,80 @@ class Mk8sMixin(AdminMixin):
             return self._list(ctx, "cluster", "project_id", project_id)
 
     def delete_cluster(self, cluster_id: str, timeout_s: float | None = None) -> None:
-        """Deleting a cluster deletes its node groups with it, as mk8s does."""
+        """Deleting a cluster deletes its node groups with it, as mk8s does, and stops its API server."""
         with self._op("delete_cluster", {"cluster_id": cluster_id}, write=True, timeout_s=timeout_s) as ctx:
             self._row(ctx, "cluster", cluster_id)
             self._delete_cluster_rows(ctx, cluster_id)
+        kube_lifecycle.stop(self.directory, cluster_id)
+
+    # ------------------------------------------------------------------ inside the cluster
+
+    def cluster_snapshot(self, cluster_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The cluster and its node groups, or None once the cluster is gone: what the cluster's
+        Kubernetes agent mirrors into the API server. Not an API call (no faults apply)."""
+        with self._op("cluster_snapshot", {"cluster_id": cluster_id}, write=False, inject=False, reconcile=True) as ctx:
+            row = ctx.conn.execute(
+                "SELECT * FROM resources WHERE id = ? AND kind = 'cluster'", (cluster_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            return records.to_record(row, ctx.now), self._list(ctx, "node_group", "parent_id", cluster_id)
+
+    def set_cluster_addons(self, cluster_id: str, addons: dict[str, Any]) -> dict[str, Any]:
+        """What the recipe installs into the cluster (its Helm releases): `gpu_driver` (managed-image |
+        operator | ""), `filestore`, `mig` ({strategy, config}), `kuberay` ({worker_replicas, ...})."""
+        params = {"cluster_id": cluster_id, "addons": addons}
+        with self._op("set_cluster_addons", params, write=True) as ctx:
+            row = self._row(ctx, "cluster", cluster_id)
+            data = records.data_of(row)
+            data["addons"] = dict(addons)
+            if isinstance(addons.get("kuberay"), str):  # the recipe sends it as JSON text
+                data["addons"]["kuberay"] = json.loads(addons["kuberay"] or "{}") or {"worker_replicas": 1}
+            ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), cluster_id))
+            return self._fetch(ctx, "cluster", cluster_id)
+
+    def set_node_fault(self, cluster_id: str, node: str, fault: str, active: bool = True) -> dict[str, Any]:
+        """Inject (or clear) a fault on one node of a cluster; the cluster's agent applies it to the API.
+        `reboot` is an event (the node's boot id changes); the others are states."""
+        if fault not in NODE_FAULTS:
+            raise InvalidArgument(f"unknown node fault {fault!r}; choose one of {', '.join(NODE_FAULTS)}")
+        with self._op("set_node_fault", {"cluster_id": cluster_id, "node": node}, write=True, inject=False) as ctx:
+            row = self._row(ctx, "cluster", cluster_id)
+            data = records.data_of(row)
+            faults_of = data.setdefault("node_faults", {}).setdefault(node, {})
+            if fault == "reboot":
+                faults_of["reboots"] = int(faults_of.get("reboots", 0)) + 1
+            elif active:
+                faults_of[fault] = True
+            else:
+                faults_of.pop(fault, None)
+            ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), cluster_id))
+            return dict(faults_of)
+
+    def get_cluster_credentials(self, cluster_id: str, timeout_s: float | None = None) -> dict[str, Any]:
+        """Administrator credentials for the cluster's API server (a client certificate), starting the
+        server if it is not running. Secret: callers keep the key out of logs and plaintext state."""
+        with self._op("get_cluster_credentials", {"cluster_id": cluster_id}, write=False) as ctx:
+            cluster = self._fetch(ctx, "cluster", cluster_id)
+        if cluster["state"] != "RUNNING":
+            raise FailedPrecondition(f"cluster {cluster_id} is {cluster['state']}, not RUNNING")
+        if not self.kubernetes_api_enabled():
+            raise FailedPrecondition(
+                "this local cloud runs no Kubernetes API servers (setting kubernetes_api is 0)"
+            )
+        access = self._ensure_api(cluster_id, self.wait_timeout(timeout_s))
+        return {
+            "server": access.server,
+            "ca_pem": Path(access.ca_file).read_text(),
+            "client_certificate_pem": Path(access.cert_file).read_text(),
+            "client_key_pem": Path(access.key_file).read_text(),
+        }
+
+    def _ensure_api(self, cluster_id: str, timeout_s: float) -> kube_lifecycle.Access:
+        try:
+            return kube_lifecycle.ensure_running(self.directory, cluster_id, timeout_s)
+        except (kube_lifecycle.ControlPlaneError, kube_binaries.KubeBinariesMissing) as err:
+            raise Unavailable(str(err), CloudRequest("get_cluster_credentials", {"cluster_id": cluster_id})) from None
 
     def _delete_cluster_rows(self, ctx: OpContext, cluster_id: str) -> None:
         groups = ctx.conn.execute(
@@ -286,12 +362,27 @@ class Mk8sMixin(AdminMixin):
         else:
             raise ValueError(f"cannot provision a {kind}")
         timeout = self.wait_timeout(wait_timeout_s)
+        deadline = time.monotonic() + timeout
         try:
-            return self.wait_until_running(kind, record["id"], timeout)
+            running = self.wait_until_running(kind, record["id"], timeout)
+            if self.kubernetes_api_enabled():
+                self._wait_inside(kind, running, max(1.0, deadline - time.monotonic()))
+            return running
         except CloudError:
             with contextlib.suppress(NotFound):
                 self._roll_back(kind, record["id"])
             raise
+
+    def _wait_inside(self, kind: str, record: dict[str, Any], timeout_s: float) -> None:
+        """RUNNING in mk8s means a reachable API server, and for a node group, nodes registered and Ready."""
+        if kind == "cluster":
+            self._ensure_api(record["id"], timeout_s)
+            return
+        access = self._ensure_api(record["cluster_id"], timeout_s)
+        try:
+            kube_lifecycle.wait_for_nodes(access, record["id"], int(record["target_node_count"]), timeout_s)
+        except kube_lifecycle.ControlPlaneError as err:
+            raise OperationTimeout(str(err), CloudRequest("wait_node_group", {"id": record["id"]})) from None
 
     def _roll_back(self, kind: str, resource_id: str) -> None:
         with self._op(f"rollback_{kind}", {"id": resource_id}, write=True, inject=False) as ctx:
@@ -300,3 +391,5 @@ class Mk8sMixin(AdminMixin):
                 self._delete_cluster_rows(ctx, resource_id)
             else:
                 self._delete_row(ctx, resource_id)
+        if kind == "cluster":
+            kube_lifecycle.stop(self.directory, resource_id)

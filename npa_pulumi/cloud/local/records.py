@@ -150,6 +150,10 @@ def _cluster(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str, An
         "labels": data.get("labels", {}),
         "region": row["region"],
         "etcd_cluster_size": data.get("etcd_cluster_size", 3),
+        # What the recipe installed into the cluster, and faults injected into its nodes: the cluster's
+        # Kubernetes agent (kube/agent.py) shapes the API server's objects from these.
+        "addons": data.get("addons", {}),
+        "node_faults": data.get("node_faults", {}),
     }
 
 

@@ -72,6 +72,7 @@ from .profile import ProfileError, require_tenant, resolve_identity
 from .retry import Retrier
 from .s3 import S3Client, S3Response
 from .settings import ENV_IAM_TOKEN, NebiusSettings
+from ...kube.kubeconfig import ClusterAccess, ExecCredential
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -788,6 +789,27 @@ class NebiusCloud:
                 lambda kw: client.get(mk8s.GetClusterRequest(id=cluster_id), **kw),
             )
         )
+
+    def kubernetes_api_available(self) -> bool:
+        return True
+
+    def cluster_access(self, cluster_id: str) -> ClusterAccess:
+        """The cluster's public endpoint and CA from the API, and the `nebius` CLI as the exec credential
+        plugin pinned to this adapter's profile (as `nebius mk8s cluster get-credentials` writes it), so
+        kubectl keeps authenticating as this fleet's principal, whatever profile is active later."""
+        mk8s = self._api("mk8s.v1")
+        client = self._client("mk8s.v1", "ClusterServiceClient")
+        raw = self._read(
+            "mk8s.v1.ClusterService.Get",
+            {"id": cluster_id},
+            lambda kw: client.get(mk8s.GetClusterRequest(id=cluster_id), **kw),
+        )
+        record = convert.cluster(raw)
+        profile = ["--profile", self.identity.profile] if self.identity.profile else []
+        credential = ExecCredential(
+            "nebius", ("--no-browser", "mk8s", "v1", "cluster", "get-token", *profile, "--format", "json")
+        )
+        return ClusterAccess(record.endpoint, raw.status.control_plane.auth.cluster_ca_certificate, credential)
 
     def list_clusters(self, project_id: str) -> list[Cluster]:
         mk8s = self._api("mk8s.v1")

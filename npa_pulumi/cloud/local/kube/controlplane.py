@@ -1,0 +1,234 @@
+"""One local cluster's control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+kwok (fake kubelets), started by kwokctl's binary runtime with every listener on 127.0.0.1.
+
+Layout, under `<local-cloud dir>/kube/<cluster id>/`:
+
+    kwok/            kwokctl's workdir (its cluster dir holds the PKI, etcd data, pid files, logs)
+    agent.lock       flock held by the cluster's agent for its whole life: the kernel drops it when the
+                     agent dies, so "is an agent running" never depends on PID bookkeeping
+    access.json      where the API is and which files authenticate to it, written once it is ready
+    agent.log        the agent's log
+
+kwokctl starts the components as background processes and exits; this module records their pids (with
+their start times, so a reused pid is never killed) and stops them itself when needed, so a control
+plane can be stopped even after its directory was deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from npa_pulumi.cloud.local.kube import binaries
+
+CLUSTER_NAME = "cluster"  # kwokctl's name for the one cluster in each workdir
+FIELD_MANAGER = "nebius-mk8s"
+
+
+def kube_root(cloud_dir: Path) -> Path:
+    return cloud_dir / "kube"
+
+
+def cluster_dir(cloud_dir: Path, cluster_id: str) -> Path:
+    return kube_root(cloud_dir) / cluster_id
+
+
+@dataclass(frozen=True)
+class Access:
+    """How to reach one cluster's API as its administrator."""
+
+    server: str
+    ca_file: str
+    cert_file: str
+    key_file: str
+
+    def kubeconfig_dict(self, context: str) -> dict[str, Any]:
+        from npa_pulumi.kube.kubeconfig import ClientCertificate, ClusterAccess
+
+        return ClusterAccess(
+            self.server,
+            Path(self.ca_file).read_text(),
+            ClientCertificate(Path(self.cert_file).read_text(), Path(self.key_file).read_text()),
+        ).kubeconfig(context)
+
+    def client(self, timeout_s: float = 10.0) -> Any:
+        from npa_pulumi.kube.client import KubeClient
+        from npa_pulumi.kube.kubeconfig import dump
+
+        return KubeClient.from_kubeconfig(dump(self.kubeconfig_dict("local")), timeout_s=timeout_s)
+
+
+def read_access(cloud_dir: Path, cluster_id: str) -> Access | None:
+    try:
+        data = json.loads((cluster_dir(cloud_dir, cluster_id) / "access.json").read_text())
+        return Access(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+# --------------------------------------------------------------------------------- processes
+
+
+def process_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or None when it
+    is gone or a zombie: together with the pid it names one process, never a later one that reused it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    pid: int
+    started: int
+
+    def alive(self) -> bool:
+        return process_start_time(self.pid) == self.started
+
+
+def components(workdir: Path) -> list[Component]:
+    """The processes kwokctl started for the cluster in `workdir`, from its pid files."""
+    pid_dir = workdir / "clusters" / CLUSTER_NAME / "pids"
+    found = []
+    for pid_file in sorted(pid_dir.glob("*.pid")) if pid_dir.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pid_file.read_text().strip())
+            started = process_start_time(pid)
+            if started is not None:
+                found.append(Component(pid_file.stem, pid, started))
+    return found
+
+
+def terminate(procs: list[Component], grace_s: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL what is still there after `grace_s`. Only the recorded processes are touched."""
+    for proc in procs:
+        if proc.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)  # a stopped (faulted) apiserver must see the TERM
+                os.kill(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(p.alive() for p in procs):
+        time.sleep(0.05)
+    for proc in procs:
+        if proc.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------------- kwokctl
+
+
+def _kube_version(apiserver: Path) -> str:
+    out = subprocess.run([str(apiserver), "--version"], capture_output=True, text=True, check=False).stdout
+    return out.strip().rsplit(" ", 1)[-1] or "v1.34.4"
+
+
+def kwokctl_config(found: dict[str, Path]) -> str:
+    """kwokctl's configuration: 127.0.0.1 only, our binaries (never a download), Stages as CRDs so the
+    simulator can add fault stages at run time."""
+    options = {
+        "runtime": "binary",
+        "bindAddress": "127.0.0.1",
+        "kubeVersion": _kube_version(found["kube-apiserver"]),
+        "kubeApiserverBinary": str(found["kube-apiserver"]),
+        "kubeControllerManagerBinary": str(found["kube-controller-manager"]),
+        "kubeSchedulerBinary": str(found["kube-scheduler"]),
+        "kubectlBinary": str(found["kubectl"]),
+        "etcdBinary": str(found["etcd"]),
+        "kwokControllerBinary": str(found["kwok"]),
+        "enableCRDs": ["Stage"],
+        "quietPull": True,
+    }
+    return json.dumps(
+        {"kind": "KwokctlConfiguration", "apiVersion": "config.kwok.x-k8s.io/v1alpha1", "options": options}
+    )
+
+
+def _kwokctl(found: dict[str, Path], workdir: Path, args: list[str], timeout_s: float) -> None:
+    env = dict(os.environ, KWOK_WORKDIR=str(workdir), KWOK_RUNTIME="binary")
+    proc = subprocess.run(
+        [str(found["kwokctl"]), *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise RuntimeError(f"kwokctl {' '.join(args[:2])} failed (exit {proc.returncode}):\n{tail}")
+
+
+def start(cloud_dir: Path, cluster_id: str, timeout_s: float = 120.0) -> tuple[Access, list[Component]]:
+    """Start (or restart, keeping etcd's data) the cluster's control plane; returns how to reach it and
+    the processes that make it up."""
+    found = binaries.require_all()
+    home = cluster_dir(cloud_dir, cluster_id)
+    workdir = home / "kwok"
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = home / "kwokctl.json"
+    config.write_text(kwokctl_config(found))
+    cluster_files = workdir / "clusters" / CLUSTER_NAME
+    stale = components(workdir)
+    if stale:  # a previous agent died: its control plane is ours to replace
+        terminate(stale)
+    kubeconfig = home / "kwokctl.kubeconfig"  # kwokctl would otherwise merge into ~/.kube/config
+    if (cluster_files / "kwok.yaml").exists():
+        _kwokctl(found, workdir, ["start", "cluster", "--name", CLUSTER_NAME, "--wait", "60s"], timeout_s)
+    else:
+        args = ["create", "cluster", "--name", CLUSTER_NAME, "--config", str(config), "--kubeconfig", str(kubeconfig)]
+        _kwokctl(found, workdir, [*args, "--wait", "60s"], timeout_s)
+    access = Access(
+        server=_server_of(cluster_files / "kubeconfig.yaml"),
+        ca_file=str(cluster_files / "pki" / "ca.crt"),
+        cert_file=str(cluster_files / "pki" / "admin.crt"),
+        key_file=str(cluster_files / "pki" / "admin.key"),
+    )
+    (home / "access.json").write_text(json.dumps(access.__dict__))
+    return access, components(workdir)
+
+
+def _server_of(kubeconfig: Path) -> str:
+    import yaml
+
+    config = yaml.safe_load(kubeconfig.read_text())
+    return str(config["clusters"][0]["cluster"]["server"])
+
+
+# --------------------------------------------------------------------------------- the agent's lock
+
+
+def agent_running(cloud_dir: Path, cluster_id: str) -> bool:
+    """Whether an agent holds the cluster's lock (the kernel releases it when the agent dies)."""
+    lock = cluster_dir(cloud_dir, cluster_id) / "agent.lock"
+    if not lock.exists():
+        return False
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
+def agent_pid(cloud_dir: Path, cluster_id: str) -> int | None:
+    try:
+        return int((cluster_dir(cloud_dir, cluster_id) / "agent.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -1,0 +1,379 @@
+"""What a real mk8s cluster holds, as Kubernetes objects: the desired state the agent applies.
+
+* One Node per instance of every RUNNING node group, shaped like the node Nebius would register: labels
+  for the node group, platform and preset, the GPU product (`nvidia.com/gpu.*`, the MIG layout when the
+  cluster runs MIG), the GPU taint, capacity and allocatable from the preset, and a boot id that changes
+  only when the node reboots. `kwok.x-k8s.io/node: fake` hands the node to kwok, which keeps it Ready.
+* What the k8s-training recipe installs (its "addons"): the GPU driver stack as DaemonSets (the device
+  plugin for `managed-image`, the GPU operator's daemonsets for `operator`), the CSI StorageClasses, and
+  the KubeRay CRD with the CPU RayCluster.
+* kwok Stages: kwok's own (node initialise / heartbeat, pod ready / complete / delete, node-not-ready)
+  plus two of the simulator's, for GPU faults and for pods failing on a faulted node.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+JSON = dict[str, Any]
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+LOCAL_CLOUD = "npa-local-cloud"
+NODE_GROUP_ID = "nebius.com/node-group-id"
+NODE_GROUP_NAME = "nebius.com/node-group-name"
+CLUSTER_ID = "nebius.com/cluster-id"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+GPU_ERROR_CONDITION = "NebiusGPUError"
+FABRIC_STATE = "nebius.ai/fabric-state"
+NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"  # kwok's own chaos stage selects on it
+GPU_ERROR_LABEL = "npa.local-cloud/gpu-error"
+POD_FAILURE_STAGE = "npa-pod-failure"
+_BOOT_NAMESPACE = uuid.UUID("6f1b3d2a-8c4e-4f7a-9a51-1c2d3e4f5a6b")
+
+# The GPU each platform carries, as the GPU feature discovery labels it.
+GPU_PRODUCTS = {
+    "h100": "NVIDIA-H100-80GB-HBM3",
+    "h200": "NVIDIA-H200",
+    "b200": "NVIDIA-B200",
+    "b300": "NVIDIA-B300-SXM6-AC",
+    "l40s": "NVIDIA-L40S",
+    "rtx6000": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+}
+# RTX PRO 6000, MIG strategy mixed, config all-balanced: resources per physical GPU.
+MIG_RESOURCES_PER_GPU = {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.24gb": 2, "nvidia.com/mig-2g.48gb": 1}
+
+
+def preset_shape(preset: str) -> tuple[int, int, int]:
+    """(GPUs, vCPUs, memory GiB) of a preset such as `8gpu-128vcpu-1600gb`; missing parts are 0."""
+
+    def part(unit: str) -> int:
+        match = re.search(rf"(\d+){unit}", preset.lower())
+        return int(match.group(1)) if match else 0
+
+    return part("gpu"), part("vcpu"), part("gb")
+
+
+def gpu_product(platform: str) -> str:
+    match = re.match(r"gpu-([a-z0-9]+?)(?:-sxm|-pcie|-[a-z])*$", platform.lower())
+    family = match.group(1) if match else platform
+    return GPU_PRODUCTS.get(family, f"NVIDIA-{family.upper()}")
+
+
+def node_names(group: JSON) -> list[str]:
+    """Stable instance names for a group's nodes: index i always maps to the same name, so scaling a
+    group adds or removes names at the end and leaves the others alone."""
+    suffix = group["id"].rsplit("-", 1)[-1][-8:]
+    return [f"computeinstance-{suffix}{i:03d}" for i in range(int(group["target_node_count"]))]
+
+
+def boot_id(node: str, reboots: int) -> str:
+    return str(uuid.uuid5(_BOOT_NAMESPACE, f"{node}/{reboots}"))
+
+
+def node_object(cluster: JSON, group: JSON, name: str, faults: JSON) -> JSON:
+    addons = cluster.get("addons") or {}
+    gpus, vcpus, memory_gib = preset_shape(group.get("preset") or "")
+    labels = {
+        **(group.get("labels") or {}),
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": group["platform"],
+        "topology.kubernetes.io/region": cluster.get("region", ""),
+        "nebius.com/platform": group["platform"],
+        "nebius.com/preset": group.get("preset") or "",
+        NODE_GROUP_ID: group["id"],
+        NODE_GROUP_NAME: group["name"],
+        CLUSTER_ID: cluster["id"],
+        MANAGED_BY: LOCAL_CLOUD,
+    }
+    annotations = {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}
+    resources: dict[str, str] = {"cpu": str(vcpus or 2), "memory": f"{memory_gib or 8}Gi", "pods": "110"}
+    taints: list[JSON] = []
+    if gpus:
+        labels |= {
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/gpu.product": gpu_product(group["platform"]),
+            "nvidia.com/gpu.count": str(gpus),
+        }
+        taints.append(dict(GPU_TAINT))
+        present = gpus - 1 if faults.get("gpu_missing") else gpus
+        mig = addons.get("mig") or {}
+        if mig:
+            labels |= {
+                "nvidia.com/mig.strategy": str(mig.get("strategy", "")),
+                "nvidia.com/mig.config": str(mig.get("config", "")),
+                "nvidia.com/mig.config.state": "success",
+            }
+            resources |= {key: str(count * present) for key, count in MIG_RESOURCES_PER_GPU.items()}
+        else:
+            resources["nvidia.com/gpu"] = str(present)
+        if group.get("gpu_cluster_id"):
+            labels["nebius.com/gpu-cluster-id"] = group["gpu_cluster_id"]
+            annotations[FABRIC_STATE] = "complete"
+    if faults.get("not_ready"):
+        labels[NOT_READY_LABEL] = "true"
+    if faults.get("gpu_error"):
+        labels[GPU_ERROR_LABEL] = "true"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {"taints": taints, "providerID": f"nebius://{name}"},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "nodeInfo": {"bootID": boot_id(name, int(faults.get("reboots", 0)))},
+        },
+    }
+
+
+def desired_nodes(cluster: JSON, groups: list[JSON]) -> dict[str, JSON]:
+    node_faults = cluster.get("node_faults") or {}
+    nodes: dict[str, JSON] = {}
+    for group in groups:
+        if group.get("state") != "RUNNING":
+            continue
+        for name in node_names(group):
+            nodes[name] = node_object(cluster, group, name, node_faults.get(name) or {})
+    return nodes
+
+
+# --------------------------------------------------------------------------------- the recipe's objects
+
+
+def _labels(app: str) -> JSON:
+    return {"app": app, "app.kubernetes.io/name": app, MANAGED_BY: "Helm", "helm.sh/chart": "k8s-training"}
+
+
+def _namespace(name: str) -> JSON:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {MANAGED_BY: "Helm"}}}
+
+
+def _gpu_daemonset(namespace: str, name: str, app: str) -> JSON:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": _labels(app)},
+        "spec": {
+            "selector": {"matchLabels": {"app": app}},
+            "template": {
+                "metadata": {"labels": _labels(app)},
+                "spec": {
+                    "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [{"name": app, "image": f"nvcr.io/nvidia/{app}:local"}],
+                },
+            },
+        },
+    }
+
+
+def _storage_class(name: str, provisioner: str, default: bool) -> JSON:
+    annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name, "annotations": annotations, "labels": {MANAGED_BY: "Helm"}},
+        "provisioner": provisioner,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }
+
+
+RAYCLUSTER_CRD: JSON = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "rayclusters.ray.io"},
+    "spec": {
+        "group": "ray.io",
+        "names": {"kind": "RayCluster", "listKind": "RayClusterList", "plural": "rayclusters", "singular": "raycluster"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }
+        ],
+    },
+}
+
+
+def recipe_objects(cluster: JSON) -> list[JSON]:
+    """The objects the recipe's Helm releases leave in the cluster, in apply order (namespaces and CRDs
+    before what lives in them)."""
+    addons = cluster.get("addons") or {}
+    objects: list[JSON] = [_storage_class("compute-csi-default-sc", "compute.csi.mk8s.nebius.ai", True)]
+    if addons.get("filestore"):
+        objects.append(_storage_class("csi-mounted-fs-path-sc", "mounted-fs-path.csi.nebius.ai", False))
+    driver = addons.get("gpu_driver") or ""
+    if driver == "managed-image":
+        objects += [
+            _namespace("nvidia-device-plugin"),
+            _gpu_daemonset("nvidia-device-plugin", "nvidia-device-plugin-daemonset", "nvidia-device-plugin-daemonset"),
+        ]
+    elif driver == "operator":
+        objects.append(_namespace("gpu-operator"))
+        for app in (
+            "nvidia-driver-daemonset",
+            "nvidia-container-toolkit-daemonset",
+            "nvidia-device-plugin-daemonset",
+            "gpu-feature-discovery",
+            *(["nvidia-mig-manager"] if addons.get("mig") else []),
+        ):
+            objects.append(_gpu_daemonset("gpu-operator", app, app))
+    kuberay = addons.get("kuberay") or {}
+    if kuberay:
+        objects += [_namespace("kuberay"), RAYCLUSTER_CRD, _raycluster(kuberay)]
+    return objects
+
+
+def _raycluster(kuberay: JSON) -> JSON:
+    cpus, memory = kuberay.get("worker_cpus", 2), kuberay.get("worker_memory_gib", 8)
+    container = {"name": "ray-worker", "image": "rayproject/ray:local"}
+    resources = {"limits": {"cpu": str(cpus), "memory": f"{memory}Gi"}}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "ray-cluster", "namespace": "kuberay", "labels": {MANAGED_BY: "Helm"}},
+        "spec": {
+            "headGroupSpec": {"template": {"spec": {"containers": [{**container, "name": "ray-head"}]}}},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "cpu",
+                    "replicas": int(kuberay.get("worker_replicas", 1)),
+                    "template": {"spec": {"containers": [{**container, "resources": resources}]}},
+                }
+            ],
+        },
+    }
+
+
+# --------------------------------------------------------------------------------- kwok Stages
+
+
+def kwok_stages(stage_dir: Path | None) -> list[JSON]:
+    """kwok's own stages (shipped beside the kwok binary by `make tools`) plus the simulator's."""
+    stages: list[JSON] = []
+    if stage_dir is not None and stage_dir.is_dir():
+        for path in sorted(stage_dir.glob("*.yaml")):
+            stages += [doc for doc in yaml.safe_load_all(path.read_text()) if doc and doc.get("kind") == "Stage"]
+    return [*stages, _gpu_error_stage(), _gpu_error_cleared_stage()]
+
+
+_CONDITIONS_WITH = """{{ $now := Now }}
+{{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $lastTransitionTime | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+"""
+
+
+def _node_stage(name: str, expressions: list[JSON], template: str) -> JSON:
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Node"},
+            "selector": {"matchExpressions": expressions},
+            "weight": 10000,
+            "next": {"statusTemplate": template},
+        },
+    }
+
+
+def _gpu_error_stage() -> JSON:
+    """A node labelled with the GPU-error fault reports the `NebiusGPUError` condition, as Nebius's node
+    health checks do for a failed GPU."""
+    condition = (
+        "- lastHeartbeatTime: {{ $now | Quote }}\n"
+        "  lastTransitionTime: {{ $now | Quote }}\n"
+        '  message: "GPU has fallen off the bus (Xid 79)"\n'
+        '  reason: "GPUFailure"\n'
+        '  status: "True"\n'
+        f'  type: "{GPU_ERROR_CONDITION}"\n'
+    )
+    return _node_stage(
+        "npa-gpu-error",
+        [
+            {"key": f'.metadata.labels["{GPU_ERROR_LABEL}"]', "operator": "In", "values": ["true"]},
+            {
+                "key": f'.status.conditions.[] | select( .type == "{GPU_ERROR_CONDITION}" ) | .status',
+                "operator": "NotIn",
+                "values": ["True"],
+            },
+        ],
+        _CONDITIONS_WITH + condition,
+    )
+
+
+def _gpu_error_cleared_stage() -> JSON:
+    return _node_stage(
+        "npa-gpu-error-cleared",
+        [
+            {"key": f'.metadata.labels["{GPU_ERROR_LABEL}"]', "operator": "DoesNotExist"},
+            {
+                "key": f'.status.conditions.[] | select( .type == "{GPU_ERROR_CONDITION}" ) | .status',
+                "operator": "In",
+                "values": ["True"],
+            },
+        ],
+        _CONDITIONS_WITH,
+    )
+
+
+def pod_failure_stage(nodes: list[str]) -> JSON:
+    """Pods that run on a node with the pod-failure fault fail (exit 1), as a workload on a broken GPU
+    would; kwok's ready/complete stages handle every other pod."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": POD_FAILURE_STAGE},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchExpressions": [
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                    {"key": ".spec.nodeName", "operator": "In", "values": sorted(nodes) or ["-"]},
+                ]
+            },
+            "weight": 10000,
+            "next": {
+                "statusTemplate": (
+                    "{{ $now := Now }}\n"
+                    "{{ $root := . }}\n"
+                    "containerStatuses:\n"
+                    "{{ range $index, $item := .spec.containers }}\n"
+                    "- image: {{ $item.image | Quote }}\n"
+                    "  name: {{ $item.name | Quote }}\n"
+                    "  ready: false\n"
+                    "  restartCount: 0\n"
+                    "  started: false\n"
+                    "  state:\n"
+                    "    terminated:\n"
+                    "      exitCode: 1\n"
+                    "      finishedAt: {{ $now | Quote }}\n"
+                    '      message: "CUDA error: an illegal memory access was encountered"\n'
+                    "      reason: Error\n"
+                    "      startedAt: {{ $now | Quote }}\n"
+                    "{{ end }}\n"
+                    "phase: Failed\n"
+                )
+            },
+        },
+    }

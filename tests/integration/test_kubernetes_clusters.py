@@ -1,0 +1,210 @@
+"""Clusters you can reach: every local cluster is a real Kubernetes API server (kube-apiserver, etcd,
+controller manager and scheduler, with kwok nodes), `up` writes a kubeconfig per cluster, and the fleet's
+own objects are pulumi-kubernetes resources of the cluster stack.
+
+A two-project fleet, one GPU cluster (RTX rendering, so it also gets the fleet's ConfigMap) and one
+CPU-only cluster, is deployed; `kubectl` with the written kubeconfigs finds exactly the nodes the spec asks
+for, the recipe's objects and the fleet's namespace; scaling a node group changes the nodes; destroying a
+cluster stops its control plane and removes its kubeconfig; `local-cloud reset` leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_helpers import by_stack, inventory, npa, write_spec
+
+from npa_pulumi.cloud.local.kube import binaries
+from npa_pulumi.engine.toolchain import find_pulumi
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPOSITORY = "deb https://mirror.example/ubuntu noble main\n"
+SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: reach
+region: us-central1
+project_prefix: "reach-"
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+projects:
+  - name: gpu
+    clusters:
+      - name: render
+        gpu_nodes: {count: GPU_COUNT, platform: gpu-rtx6000, preset: 1gpu-24vcpu-218gb}
+        gpu_workload_profile: rtx-rendering
+        gpu_driver_package_repositories:
+          ubuntu-noble.sources: "deb https://mirror.example/ubuntu noble main\\n"
+  - project_id: project-existing1
+    clusters:
+      - name: cpu
+        cpu_nodes: {count: 2}
+"""
+
+
+def _spec(tmp_path: Path, gpu_count: int) -> Path:
+    return write_spec(tmp_path / "fleet.yaml", SPEC.replace("GPU_COUNT", str(gpu_count)))
+
+
+def _kubectl(kubeconfig: str, *args: str) -> Any:
+    kubectl = binaries.find("kubectl")
+    assert kubectl is not None, "make tools provides kubectl"
+    proc = subprocess.run(
+        [str(kubectl), "--kubeconfig", kubeconfig, *args, "-o", "json"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _up(spec: Path) -> dict[str, Any]:
+    result = npa("up", "--spec", str(spec), "--cloud", "local", "--yes", "-j", "2", "--output", "json")
+    assert result.code == 0, result.stderr[-4000:] + result.stdout[-3000:]
+    return by_stack(result.json())
+
+
+def _control_plane_processes(cloud_dir: Path) -> list[str]:
+    """Live (not zombie) processes whose command line names this test's local cloud."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and str(cloud_dir) in cmdline:
+            found.append(cmdline[:160])
+    return found
+
+
+def _stack_resource_types(home: Path, stack: str) -> set[str]:
+    env = {
+        **os.environ,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_BACKEND_URL": f"file://{home / '.npa-pulumi' / 'state'}",
+        "PULUMI_CONFIG_PASSPHRASE_FILE": str(home / ".npa-pulumi" / "passphrase"),
+    }
+    proc = subprocess.run(
+        [str(find_pulumi()), "stack", "export", "--stack", stack],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return {r["type"] for r in json.loads(proc.stdout)["deployment"]["resources"]}
+
+
+def _nodes_by_group(kubeconfig: str) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for node in _kubectl(kubeconfig, "get", "nodes")["items"]:
+        groups.setdefault(node["metadata"]["labels"]["nebius.com/node-group-name"], []).append(node)
+    return groups
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+
+
+def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) -> None:
+    cloud_dir = kube_api / ".npa-pulumi" / "local-cloud"
+    npa("local-cloud", "init", check=True)
+    stacks = _up(_spec(tmp_path, gpu_count=1))
+    render, cpu = stacks["reach.gpu.render"], stacks["reach.project-existing1.cpu"]
+    assert render["status"] == cpu["status"] == "deployed"
+
+    # ---- kubeconfigs: one per cluster, private, registered
+    for entry in (render, cpu):
+        assert entry["kube_context"] == f"fleet-reach-{entry['project_key']}-{entry['cluster_name']}"
+        path = Path(entry["kubeconfig"])
+        assert path == kube_api / ".npa-pulumi" / "kubeconfigs" / f"{entry['kube_context']}.yaml"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        registration = json.loads((kube_api / ".npa-pulumi" / "clusters" / f"{entry['kube_context']}.json").read_text())
+        assert registration["cluster_id"] == entry["cluster_id"]
+        assert registration["stack"] == entry["stack"] and registration["kubeconfig"] == str(path)
+
+    # ---- the GPU cluster: exactly the spec's nodes, shaped like Nebius's
+    groups = _nodes_by_group(render["kubeconfig"])
+    assert sorted(groups) == ["render-ng-cpu", "render-ng-gpu-0"]
+    assert len(groups["render-ng-cpu"]) == 1 and len(groups["render-ng-gpu-0"]) == 1
+    gpu_node = groups["render-ng-gpu-0"][0]
+    assert _ready(gpu_node)
+    labels = gpu_node["metadata"]["labels"]
+    assert labels["node.kubernetes.io/instance-type"] == "gpu-rtx6000"
+    assert labels["nebius.com/preset"] == "1gpu-24vcpu-218gb"
+    assert labels["nvidia.com/gpu.present"] == "true"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"
+    assert gpu_node["status"]["capacity"]["nvidia.com/gpu"] == "1"
+    assert gpu_node["status"]["allocatable"]["nvidia.com/gpu"] == "1"
+    assert gpu_node["status"]["capacity"]["cpu"] == "24"
+    assert gpu_node["status"]["nodeInfo"]["bootID"]
+    assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"} in gpu_node["spec"]["taints"]
+    cpu_node = groups["render-ng-cpu"][0]
+    assert "nvidia.com/gpu" not in cpu_node["status"]["capacity"]
+    assert not cpu_node["spec"].get("taints")
+
+    # ---- the recipe's objects, and the fleet's own (through pulumi-kubernetes)
+    classes = {sc["metadata"]["name"] for sc in _kubectl(render["kubeconfig"], "get", "storageclass")["items"]}
+    assert classes == {"compute-csi-default-sc"}  # no filestore in this spec
+    daemonsets = _kubectl(render["kubeconfig"], "get", "daemonsets", "-n", "gpu-operator")["items"]
+    assert "nvidia-device-plugin-daemonset" in {d["metadata"]["name"] for d in daemonsets}
+    namespace = _kubectl(render["kubeconfig"], "get", "namespace", "npa-system")
+    assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "npa-pulumi"
+    configmap = _kubectl(render["kubeconfig"], "get", "configmap", "-n", "npa-system", "gpu-driver-package-repositories")
+    assert configmap["data"] == {"ubuntu-noble.sources": REPOSITORY}
+    types = _stack_resource_types(kube_api, "reach.gpu.render")
+    assert {"kubernetes:core/v1:Namespace", "kubernetes:core/v1:ConfigMap", "pulumi:providers:kubernetes"} <= types
+
+    # ---- the CPU-only cluster: two CPU nodes, no GPU objects, the namespace but no RTX ConfigMap
+    cpu_groups = _nodes_by_group(cpu["kubeconfig"])
+    assert {name: len(nodes) for name, nodes in cpu_groups.items()} == {"cpu-ng-cpu": 2}
+    assert all(_ready(n) for n in cpu_groups["cpu-ng-cpu"])
+    assert _kubectl(cpu["kubeconfig"], "get", "daemonsets", "-A")["items"] == []
+    assert _kubectl(cpu["kubeconfig"], "get", "configmaps", "-n", "npa-system", "-l", "npa.nebius.com/fleet")["items"] == []
+    cpu_types = _stack_resource_types(kube_api, "reach.project-existing1.cpu")
+    assert "kubernetes:core/v1:Namespace" in cpu_types and "kubernetes:core/v1:ConfigMap" not in cpu_types
+
+    # ---- local-cloud show gives each cluster's API endpoint
+    apis = {c["id"]: c["kube_api"] for c in inventory()["mk8s_clusters"]}
+    assert apis[render["cluster_id"]].startswith("https://127.0.0.1:")
+
+    # ---- npa-pulumi kubeconfig prints both contexts, or merges them into a file
+    printed = npa("kubeconfig", "--spec", str(tmp_path / "fleet.yaml"), "--output", "json", check=True).json()
+    contexts = {c["name"] for c in printed["kubeconfig"]["contexts"]}
+    assert contexts == {render["kube_context"], cpu["kube_context"]}
+    merged = tmp_path / "merged-kubeconfig"
+    npa("kubeconfig", "--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "cpu", "--merge-into", str(merged), check=True)
+    assert stat.S_IMODE(merged.stat().st_mode) == 0o600
+    assert _kubectl(str(merged), "get", "nodes", "--context", cpu["kube_context"])["items"]
+
+    # ---- scaling the GPU pool changes the nodes in the API
+    stacks = _up(_spec(tmp_path, gpu_count=2))
+    assert stacks["reach.gpu.render"]["status"] == "deployed"
+    assert stacks["reach.project-existing1.cpu"]["status"] == "unchanged"
+    groups = _nodes_by_group(stacks["reach.gpu.render"]["kubeconfig"])
+    assert len(groups["render-ng-gpu-0"]) == 2 and all(_ready(n) for n in groups["render-ng-gpu-0"])
+
+    # ---- destroying a cluster stops its control plane and removes its kubeconfig
+    render_dir = cloud_dir / "kube" / render["cluster_id"]
+    assert render_dir.is_dir() and _control_plane_processes(render_dir)
+    result = npa(
+        "destroy", "--spec", str(tmp_path / "fleet.yaml"), "--only-projects", "gpu", "--yes", "--output", "json"
+    )
+    assert result.code == 0, result.stderr[-4000:]
+    assert not Path(render["kubeconfig"]).exists()
+    assert not (kube_api / ".npa-pulumi" / "clusters" / f"{render['kube_context']}.json").exists()
+    assert not render_dir.exists() and _control_plane_processes(render_dir) == []
+    assert Path(cpu["kubeconfig"]).exists()  # the other cluster is untouched
+
+    # ---- reset leaves nothing running
+    assert _control_plane_processes(cloud_dir)
+    npa("local-cloud", "reset", "--yes", check=True)
+    assert _control_plane_processes(cloud_dir) == []
