@@ -27,6 +27,7 @@ _REFETCH_KEYS = ("cluster_id", "context", "node_group_ids")
 def fetch_kubeconfig(props: dict[str, Any]) -> tuple[str, str]:
     """(kubeconfig YAML, API server address) for the cluster in `props`."""
     from npa_pulumi.components._cloud import cloud_for
+
     from npa_pulumi.kube.kubeconfig import dump
 
     access = cloud_for(props).cluster_access(props["cluster_id"])
@@ -36,7 +37,9 @@ def fetch_kubeconfig(props: dict[str, Any]) -> tuple[str, str]:
 class ClusterCredentialsProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         kubeconfig, server = fetch_kubeconfig(props)
-        return CreateResult(id_=props["cluster_id"], outs={**props, "kubeconfig": kubeconfig, "server": server})
+        return CreateResult(
+            id_=props["cluster_id"], outs={**props, "kubeconfig": kubeconfig, "server": server}
+        )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in _REFETCH_KEYS if olds.get(k) != news.get(k)]
@@ -62,7 +65,9 @@ class ClusterCredentials(pulumi.dynamic.Resource, module="npa", name="ClusterCre
     server: pulumi.Output[str]
 
     def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"]))
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
+        )
         super().__init__(
             ClusterCredentialsProvider(), resource_name, {**props, "kubeconfig": None, "server": None}, opts
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 import pulumi
 from npa_pulumi.components.terraform_module import TerraformModule
+
 from npa_pulumi.naming import kube_context_name
 
 

@@ -417,7 +417,9 @@ def upstream_kubernetes_gomod(version: str) -> str:
     )
     info = json.loads(out)
     if info.get("Error"):
-        raise ToolchainError(f"the Go module proxy did not serve k8s.io/kubernetes@v{version}: {info['Error']}")
+        raise ToolchainError(
+            f"the Go module proxy did not serve k8s.io/kubernetes@v{version}: {info['Error']}"
+        )
     return Path(info["GoMod"]).read_text()
 
 
@@ -429,7 +431,9 @@ def gen_kubernetes_wrapper(pins: dict) -> None:
         gomod.write_text("module github.com/npa-pulumi/toolchain/kubernetes\n\ngo 1.24.0\n")
     upstream = upstream_kubernetes_gomod(k["version"])
     gomod.write_text(kubernetes_wrapper_gomod(k["version"], k["etcd_version"], upstream))
-    run_streaming(["go", "mod", "tidy"], cwd=KUBERNETES_WRAPPER, env=go_env(), label="go mod tidy (kubernetes)")
+    run_streaming(
+        ["go", "mod", "tidy"], cwd=KUBERNETES_WRAPPER, env=go_env(), label="go mod tidy (kubernetes)"
+    )
     say(f"wrote {gomod.relative_to(REPO)} and go.sum for Kubernetes v{k['version']}")
 
 
@@ -454,7 +458,9 @@ def build_into_cache(home: Path, names: tuple[str, ...], build: object, label: s
         say(f"{label} already built in {bindir} (nothing to do)")
         return bindir
     if not shutil.which("go"):
-        raise ToolchainError(f"{label} is not built and Go is not installed to build it (Go >= 1.25 is needed)")
+        raise ToolchainError(
+            f"{label} is not built and Go is not installed to build it (Go >= 1.25 is needed)"
+        )
     home.mkdir(parents=True, exist_ok=True)
     with _FileLock(home / ".lock"):
         if complete(bindir, names):
@@ -484,17 +490,30 @@ def build_kubernetes(pins: dict, out: Path) -> None:
     env = dict(go_env(), CGO_ENABLED="0")
     packages = [f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_COMMANDS]
     flags = ["-trimpath", "-ldflags", kubernetes_ldflags(version)]
-    run_streaming(["go", "build", *flags, "-o", f"{out}/", *packages], KUBERNETES_WRAPPER, env, "go build kubernetes")
+    run_streaming(
+        ["go", "build", *flags, "-o", f"{out}/", *packages], KUBERNETES_WRAPPER, env, "go build kubernetes"
+    )
     # etcd's server module root is its `main` package; -o names the binary.
     run_streaming(
-        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "etcd"), "go.etcd.io/etcd/server/v3"],
+        [
+            "go",
+            "build",
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            str(out / "etcd"),
+            "go.etcd.io/etcd/server/v3",
+        ],
         KUBERNETES_WRAPPER,
         env,
         "go build etcd",
     )
     reported = run([str(out / "kube-apiserver"), "--version"]).strip()
     if reported != f"Kubernetes v{version}":
-        raise ToolchainError(f"the built kube-apiserver reports {reported!r}, expected 'Kubernetes v{version}'")
+        raise ToolchainError(
+            f"the built kube-apiserver reports {reported!r}, expected 'Kubernetes v{version}'"
+        )
 
 
 def build_kwok(pins: dict, out: Path) -> None:
@@ -527,7 +546,9 @@ def build_kubernetes_provider(pins: dict, out: Path) -> None:
         shutil.copyfile(source / KUBERNETES_PROVIDER_CMD / name, dest)
         dest.chmod(0o644)
     run_streaming(["go", "mod", "tidy"], wrapper, env, "go mod tidy (pulumi-kubernetes)")
-    run_streaming(["go", "run", "./generate.go"], wrapper, dict(env, VERSION=pk["version"]), "generate schema")
+    run_streaming(
+        ["go", "run", "./generate.go"], wrapper, dict(env, VERSION=pk["version"]), "generate schema"
+    )
     ldflags = f"-s -w -X {KUBERNETES_PROVIDER_MODULE}/pkg/version.Version={pk['version']}"
     run_streaming(
         ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(out / KUBERNETES_PROVIDER), "."],
@@ -544,7 +565,9 @@ def platform_key() -> str:
 def ensure_kubernetes(pins: dict) -> None:
     k = pins["kubernetes"]
     home = cache_root() / f"kubernetes-v{k['version']}-etcd{k['etcd_version']}-{platform_key()}"
-    bindir = build_into_cache(home, KUBERNETES_BINARIES, lambda out: build_kubernetes(pins, out), "Kubernetes")
+    bindir = build_into_cache(
+        home, KUBERNETES_BINARIES, lambda out: build_kubernetes(pins, out), "Kubernetes"
+    )
     for name in KUBERNETES_BINARIES:
         link(bindir / name, name)
 
@@ -586,7 +609,9 @@ def ensure_kwok(pins: dict) -> None:
 
 def ensure_kubernetes_provider(pins: dict) -> None:
     pk = pins["pulumi_kubernetes"]
-    home = cache_root() / f"pulumi-kubernetes-v{pk['version']}-{pk['provider_module_version']}-{platform_key()}"
+    home = (
+        cache_root() / f"pulumi-kubernetes-v{pk['version']}-{pk['provider_module_version']}-{platform_key()}"
+    )
     bindir = build_into_cache(
         home, (KUBERNETES_PROVIDER,), lambda out: build_kubernetes_provider(pins, out), KUBERNETES_PROVIDER
     )

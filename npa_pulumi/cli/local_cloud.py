@@ -268,7 +268,9 @@ def fault_node_cmd(ctx: click.Context, cluster_id: str, node: str, kind: str, cl
 
 @fault_group.command("api")
 @click.option("--cluster", "cluster_id", required=True, help="The mk8s cluster's ID.")
-@click.option("--kind", required=True, type=click.Choice(["unreachable"]), help="unreachable: the API stops answering.")
+@click.option(
+    "--kind", required=True, type=click.Choice(["unreachable"]), help="unreachable: the API stops answering."
+)
 @click.option("--clear", is_flag=True, help="Clear the fault instead.")
 @click.pass_context
 def fault_api_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -> None:

@@ -64,15 +64,16 @@ def kubeconfig_text(cloud: Any, cluster_id: str, context: str) -> tuple[str, str
     return dump(access.kubeconfig(context)), access.server
 
 
-def write(cloud: Any, *, context: str, stack: str, **fields: str) -> Registration:
+def write(port: Any, *, context: str, stack: str, **fields: str) -> Registration:
     """Write the cluster's kubeconfig (0600) and registration; refuses a context another stack owns."""
     existing = registered(context)
     if existing is not None and existing.stack != stack:
         raise KubeconfigConflict(
-            f"kube context {context} is registered to stack {existing.stack} (fleet {existing.fleet}), not "
-            f"{stack}: rename a project or cluster, or remove {registration_path(context)} if that fleet is gone"
+            f"kube context {context} is registered to stack {existing.stack} (fleet {existing.fleet}), "
+            f"not {stack}: rename a project or cluster, or remove {registration_path(context)} if that "
+            "fleet is gone"
         )
-    text, server = kubeconfig_text(cloud, fields["cluster_id"], context)
+    text, server = kubeconfig_text(port, fields["cluster_id"], context)
     path = kubeconfig_path(context)
     write_private(path, text)
     registration = Registration(

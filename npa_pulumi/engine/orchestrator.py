@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
@@ -33,7 +34,6 @@ from npa_pulumi.engine.runner import StackExecutor, StackOp
 from npa_pulumi.engine.stacks import interrupted, stack_tags
 from npa_pulumi.engine.workspace import TENANT_ENV, EngineSettings, list_stack_summaries, npa_home
 from npa_pulumi.errors import NpaError
-from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.naming import kube_context_name
 
 if TYPE_CHECKING:
@@ -519,7 +519,9 @@ class Fleet:
         credentials from the cloud) when its stack is deployed; what `npa-pulumi kubeconfig` prints."""
         from npa_pulumi.engine import kubeconfigs
 
-        ops = [StackOp(t.cluster_stack, "cluster", t.project_key, t.cluster_name, None, {}) for t in self.targets]
+        ops = [
+            StackOp(t.cluster_stack, "cluster", t.project_key, t.cluster_name, None, {}) for t in self.targets
+        ]
         outputs = self.stack_outputs(ops)
         found = []
         for target in self.targets:

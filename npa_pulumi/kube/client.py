@@ -99,7 +99,9 @@ def _exec_token(spec: JSON) -> str:
 class KubeClient:
     """One API server, one identity. Build it with `from_kubeconfig`."""
 
-    def __init__(self, server: str, context: ssl.SSLContext, token: str | None = None, timeout_s: float = 10.0):
+    def __init__(
+        self, server: str, context: ssl.SSLContext, token: str | None = None, timeout_s: float = 10.0
+    ):
         parsed = urllib.parse.urlsplit(server)
         if parsed.scheme != "https" or not parsed.hostname:
             raise KubeError(f"unsupported API server address {server!r} (https://HOST[:PORT] expected)")
@@ -108,7 +110,9 @@ class KubeClient:
         self.timeout_s = timeout_s
 
     @classmethod
-    def from_kubeconfig(cls, text: str, context_name: str | None = None, timeout_s: float = 10.0) -> KubeClient:
+    def from_kubeconfig(
+        cls, text: str, context_name: str | None = None, timeout_s: float = 10.0
+    ) -> KubeClient:
         config = load(text)
         name = context_name or config.get("current-context")
         contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
@@ -152,7 +156,9 @@ class KubeClient:
                 data = {"message": raw[:200].decode(errors="replace")}
         if response.status >= 400:
             message = data.get("message") or response.reason
-            raise KubeError(f"{method} {path}: {response.status} {message}", response.status, data.get("reason", ""))
+            raise KubeError(
+                f"{method} {path}: {response.status} {message}", response.status, data.get("reason", "")
+            )
         return data
 
     # ------------------------------------------------------------------ verbs
@@ -180,7 +186,9 @@ class KubeClient:
     def delete(self, path: str) -> bool:
         """Delete; False when it was already gone."""
         try:
-            self.request("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})
+            self.request(
+                "DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+            )
         except KubeError as err:
             if err.status == 404:
                 return False

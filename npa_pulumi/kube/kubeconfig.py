@@ -62,7 +62,10 @@ class ClusterAccess:
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
-                {"name": context, "cluster": {"server": self.server, "certificate-authority-data": _b64(self.ca_pem)}}
+                {
+                    "name": context,
+                    "cluster": {"server": self.server, "certificate-authority-data": _b64(self.ca_pem)},
+                }
             ],
             "users": [{"name": context, "user": self.credential.as_user()}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
@@ -105,9 +108,9 @@ def write_private(path: Path, text: str) -> None:
 def merge(base: dict[str, Any], addition: dict[str, Any]) -> dict[str, Any]:
     """`base` with every cluster, user and context of `addition` added or replaced by name; the current
     context is left as it was (or taken from `addition` when `base` has none)."""
-    merged = dict(base) if base else {"apiVersion": "v1", "kind": "Config", "preferences": {}}
+    merged: dict[str, Any] = dict(base) if base else {"apiVersion": "v1", "kind": "Config", "preferences": {}}
     for section in ("clusters", "users", "contexts"):
-        entries = {e["name"]: e for e in (merged.get(section) or [])}
+        entries: dict[str, Any] = {e["name"]: e for e in (merged.get(section) or [])}
         for entry in addition.get(section) or []:
             entries[entry["name"]] = entry
         merged[section] = list(entries.values())

@@ -57,7 +57,10 @@ def _kubectl(kubeconfig: str, *args: str) -> Any:
     kubectl = binaries.find("kubectl")
     assert kubectl is not None, "make tools provides kubectl"
     proc = subprocess.run(
-        [str(kubectl), "--kubeconfig", kubeconfig, *args, "-o", "json"], capture_output=True, text=True, timeout=60
+        [str(kubectl), "--kubeconfig", kubeconfig, *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -127,7 +130,9 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
         path = Path(entry["kubeconfig"])
         assert path == kube_api / ".npa-pulumi" / "kubeconfigs" / f"{entry['kube_context']}.yaml"
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        registration = json.loads((kube_api / ".npa-pulumi" / "clusters" / f"{entry['kube_context']}.json").read_text())
+        registration = json.loads(
+            (kube_api / ".npa-pulumi" / "clusters" / f"{entry['kube_context']}.json").read_text()
+        )
         assert registration["cluster_id"] == entry["cluster_id"]
         assert registration["stack"] == entry["stack"] and registration["kubeconfig"] == str(path)
 
@@ -152,23 +157,36 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert not cpu_node["spec"].get("taints")
 
     # ---- the recipe's objects, and the fleet's own (through pulumi-kubernetes)
-    classes = {sc["metadata"]["name"] for sc in _kubectl(render["kubeconfig"], "get", "storageclass")["items"]}
+    classes = {
+        sc["metadata"]["name"] for sc in _kubectl(render["kubeconfig"], "get", "storageclass")["items"]
+    }
     assert classes == {"compute-csi-default-sc"}  # no filestore in this spec
     daemonsets = _kubectl(render["kubeconfig"], "get", "daemonsets", "-n", "gpu-operator")["items"]
     assert "nvidia-device-plugin-daemonset" in {d["metadata"]["name"] for d in daemonsets}
     namespace = _kubectl(render["kubeconfig"], "get", "namespace", "npa-system")
     assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "npa-pulumi"
-    configmap = _kubectl(render["kubeconfig"], "get", "configmap", "-n", "npa-system", "gpu-driver-package-repositories")
+    configmap = _kubectl(
+        render["kubeconfig"], "get", "configmap", "-n", "npa-system", "gpu-driver-package-repositories"
+    )
     assert configmap["data"] == {"ubuntu-noble.sources": REPOSITORY}
     types = _stack_resource_types(kube_api, "reach.gpu.render")
-    assert {"kubernetes:core/v1:Namespace", "kubernetes:core/v1:ConfigMap", "pulumi:providers:kubernetes"} <= types
+    assert {
+        "kubernetes:core/v1:Namespace",
+        "kubernetes:core/v1:ConfigMap",
+        "pulumi:providers:kubernetes",
+    } <= types
 
     # ---- the CPU-only cluster: two CPU nodes, no GPU objects, the namespace but no RTX ConfigMap
     cpu_groups = _nodes_by_group(cpu["kubeconfig"])
     assert {name: len(nodes) for name, nodes in cpu_groups.items()} == {"cpu-ng-cpu": 2}
     assert all(_ready(n) for n in cpu_groups["cpu-ng-cpu"])
     assert _kubectl(cpu["kubeconfig"], "get", "daemonsets", "-A")["items"] == []
-    assert _kubectl(cpu["kubeconfig"], "get", "configmaps", "-n", "npa-system", "-l", "npa.nebius.com/fleet")["items"] == []
+    assert (
+        _kubectl(cpu["kubeconfig"], "get", "configmaps", "-n", "npa-system", "-l", "npa.nebius.com/fleet")[
+            "items"
+        ]
+        == []
+    )
     cpu_types = _stack_resource_types(kube_api, "reach.project-existing1.cpu")
     assert "kubernetes:core/v1:Namespace" in cpu_types and "kubernetes:core/v1:ConfigMap" not in cpu_types
 
@@ -181,7 +199,16 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     contexts = {c["name"] for c in printed["kubeconfig"]["contexts"]}
     assert contexts == {render["kube_context"], cpu["kube_context"]}
     merged = tmp_path / "merged-kubeconfig"
-    npa("kubeconfig", "--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "cpu", "--merge-into", str(merged), check=True)
+    npa(
+        "kubeconfig",
+        "--spec",
+        str(tmp_path / "fleet.yaml"),
+        "--only-clusters",
+        "cpu",
+        "--merge-into",
+        str(merged),
+        check=True,
+    )
     assert stat.S_IMODE(merged.stat().st_mode) == 0o600
     assert _kubectl(str(merged), "get", "nodes", "--context", cpu["kube_context"])["items"]
 
@@ -196,7 +223,14 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     render_dir = cloud_dir / "kube" / render["cluster_id"]
     assert render_dir.is_dir() and _control_plane_processes(render_dir)
     result = npa(
-        "destroy", "--spec", str(tmp_path / "fleet.yaml"), "--only-projects", "gpu", "--yes", "--output", "json"
+        "destroy",
+        "--spec",
+        str(tmp_path / "fleet.yaml"),
+        "--only-projects",
+        "gpu",
+        "--yes",
+        "--output",
+        "json",
     )
     assert result.code == 0, result.stderr[-4000:]
     assert not Path(render["kubeconfig"]).exists()

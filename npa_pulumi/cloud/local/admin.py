@@ -17,7 +17,11 @@ ENV_WAIT_TIMEOUT = "NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S"
 # `kubernetes_api`: 1 runs a real Kubernetes API server (with kwok nodes) behind every cluster, 0 skips it
 # (for tests that never look inside a cluster); $NPA_LOCAL_CLOUD_KUBERNETES_API overrides the setting.
 ENV_KUBERNETES_API = "NPA_LOCAL_CLOUD_KUBERNETES_API"
-SETTINGS: dict[str, float] = {"provisioning_seconds": 0.0, "wait_timeout_seconds": 30.0, "kubernetes_api": 1.0}
+SETTINGS: dict[str, float] = {
+    "provisioning_seconds": 0.0,
+    "wait_timeout_seconds": 30.0,
+    "kubernetes_api": 1.0,
+}
 
 
 class AdminMixin(SimulatorBase):

@@ -119,7 +119,9 @@ class Mk8sMixin(AdminMixin):
     def cluster_snapshot(self, cluster_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """The cluster and its node groups, or None once the cluster is gone: what the cluster's
         Kubernetes agent mirrors into the API server. Not an API call (no faults apply)."""
-        with self._op("cluster_snapshot", {"cluster_id": cluster_id}, write=False, inject=False, reconcile=True) as ctx:
+        with self._op(
+            "cluster_snapshot", {"cluster_id": cluster_id}, write=False, inject=False, reconcile=True
+        ) as ctx:
             row = ctx.conn.execute(
                 "SELECT * FROM resources WHERE id = ? AND kind = 'cluster'", (cluster_id,)
             ).fetchone()
@@ -145,7 +147,9 @@ class Mk8sMixin(AdminMixin):
         `reboot` is an event (the node's boot id changes); the others are states."""
         if fault not in NODE_FAULTS:
             raise InvalidArgument(f"unknown node fault {fault!r}; choose one of {', '.join(NODE_FAULTS)}")
-        with self._op("set_node_fault", {"cluster_id": cluster_id, "node": node}, write=True, inject=False) as ctx:
+        with self._op(
+            "set_node_fault", {"cluster_id": cluster_id, "node": node}, write=True, inject=False
+        ) as ctx:
             row = self._row(ctx, "cluster", cluster_id)
             data = records.data_of(row)
             faults_of = data.setdefault("node_faults", {}).setdefault(node, {})
@@ -181,7 +185,9 @@ class Mk8sMixin(AdminMixin):
         try:
             return kube_lifecycle.ensure_running(self.directory, cluster_id, timeout_s)
         except (kube_lifecycle.ControlPlaneError, kube_binaries.KubeBinariesMissing) as err:
-            raise Unavailable(str(err), CloudRequest("get_cluster_credentials", {"cluster_id": cluster_id})) from None
+            raise Unavailable(
+                str(err), CloudRequest("get_cluster_credentials", {"cluster_id": cluster_id})
+            ) from None
 
     def _delete_cluster_rows(self, ctx: OpContext, cluster_id: str) -> None:
         groups = ctx.conn.execute(

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from pydantic import SecretStr
 
 from ... import __version__
+from ...kube.kubeconfig import ClusterAccess, ExecCredential
 from ..errors import (
     CloudError,
     CloudRequest,
@@ -72,7 +73,6 @@ from .profile import ProfileError, require_tenant, resolve_identity
 from .retry import Retrier
 from .s3 import S3Client, S3Response
 from .settings import ENV_IAM_TOKEN, NebiusSettings
-from ...kube.kubeconfig import ClusterAccess, ExecCredential
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -809,7 +809,9 @@ class NebiusCloud:
         credential = ExecCredential(
             "nebius", ("--no-browser", "mk8s", "v1", "cluster", "get-token", *profile, "--format", "json")
         )
-        return ClusterAccess(record.endpoint, raw.status.control_plane.auth.cluster_ca_certificate, credential)
+        return ClusterAccess(
+            record.endpoint, raw.status.control_plane.auth.cluster_ca_certificate, credential
+        )
 
     def list_clusters(self, project_id: str) -> list[Cluster]:
         mk8s = self._api("mk8s.v1")

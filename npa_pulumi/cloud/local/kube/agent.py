@@ -78,7 +78,11 @@ class Agent:
             return
         client.apply(path, obj, controlplane.FIELD_MANAGER)
         if obj["kind"] == "Node":  # status is a subresource: capacity, allocatable and the boot id
-            client.apply(path + "/status", {**obj, "metadata": {"name": obj["metadata"]["name"]}}, controlplane.FIELD_MANAGER)
+            client.apply(
+                path + "/status",
+                {**obj, "metadata": {"name": obj["metadata"]["name"]}},
+                controlplane.FIELD_MANAGER,
+            )
         self.applied[path] = digest
 
     def sync(self, client: Any, cluster: JSON, groups: list[JSON]) -> None:

@@ -191,7 +191,16 @@ def start(cloud_dir: Path, cluster_id: str, timeout_s: float = 120.0) -> tuple[A
     if (cluster_files / "kwok.yaml").exists():
         _kwokctl(found, workdir, ["start", "cluster", "--name", CLUSTER_NAME, "--wait", "60s"], timeout_s)
     else:
-        args = ["create", "cluster", "--name", CLUSTER_NAME, "--config", str(config), "--kubeconfig", str(kubeconfig)]
+        args = [
+            "create",
+            "cluster",
+            "--name",
+            CLUSTER_NAME,
+            "--config",
+            str(config),
+            "--kubeconfig",
+            str(kubeconfig),
+        ]
         _kwokctl(found, workdir, [*args, "--wait", "60s"], timeout_s)
     access = Access(
         server=_server_of(cluster_files / "kubeconfig.yaml"),

@@ -38,7 +38,15 @@ def spawn_agent(cloud_dir: Path, cluster_id: str) -> None:
         (home / marker).unlink(missing_ok=True)
     with (home / "agent.log").open("a") as log:
         subprocess.Popen(
-            [sys.executable, "-m", "npa_pulumi.cloud.local.kube.agent", "--cloud-dir", str(cloud_dir), "--cluster", cluster_id],
+            [
+                sys.executable,
+                "-m",
+                "npa_pulumi.cloud.local.kube.agent",
+                "--cloud-dir",
+                str(cloud_dir),
+                "--cluster",
+                cluster_id,
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -56,9 +64,10 @@ def ensure_running(cloud_dir: Path, cluster_id: str, timeout_s: float) -> Access
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if (home / "failed").exists():
+            reason = (home / "failed").read_text().strip()
             raise ControlPlaneError(
-                f"the Kubernetes API of cluster {cluster_id} did not start: {(home / 'failed').read_text().strip()}"
-                f" (log: {home / 'agent.log'})"
+                f"the Kubernetes API of cluster {cluster_id} did not start: {reason} "
+                f"(log: {home / 'agent.log'})"
             )
         if (home / "ready").exists():
             access = controlplane.read_access(cloud_dir, cluster_id)
@@ -66,7 +75,8 @@ def ensure_running(cloud_dir: Path, cluster_id: str, timeout_s: float) -> Access
                 return access
         time.sleep(0.1)
     raise ControlPlaneError(
-        f"the Kubernetes API of cluster {cluster_id} was not ready after {timeout_s:g}s (log: {home / 'agent.log'})"
+        f"the Kubernetes API of cluster {cluster_id} was not ready after {timeout_s:g}s "
+        f"(log: {home / 'agent.log'})"
     )
 
 
@@ -88,7 +98,9 @@ def wait_for_nodes(access: Access, node_group_id: str, count: int, timeout_s: fl
         except KubeError:
             pass
         if time.monotonic() >= deadline:
-            raise ControlPlaneError(f"node group {node_group_id}: {ready} of {count} nodes Ready after {timeout_s:g}s")
+            raise ControlPlaneError(
+                f"node group {node_group_id}: {ready} of {count} nodes Ready after {timeout_s:g}s"
+            )
         time.sleep(0.2)
 
 

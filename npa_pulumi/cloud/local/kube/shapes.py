@@ -152,7 +152,11 @@ def _labels(app: str) -> JSON:
 
 
 def _namespace(name: str) -> JSON:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {MANAGED_BY: "Helm"}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {MANAGED_BY: "Helm"}},
+    }
 
 
 def _gpu_daemonset(namespace: str, name: str, app: str) -> JSON:
@@ -192,14 +196,21 @@ RAYCLUSTER_CRD: JSON = {
     "metadata": {"name": "rayclusters.ray.io"},
     "spec": {
         "group": "ray.io",
-        "names": {"kind": "RayCluster", "listKind": "RayClusterList", "plural": "rayclusters", "singular": "raycluster"},
+        "names": {
+            "kind": "RayCluster",
+            "listKind": "RayClusterList",
+            "plural": "rayclusters",
+            "singular": "raycluster",
+        },
         "scope": "Namespaced",
         "versions": [
             {
                 "name": "v1",
                 "served": True,
                 "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
             }
         ],
     },
@@ -217,7 +228,9 @@ def recipe_objects(cluster: JSON) -> list[JSON]:
     if driver == "managed-image":
         objects += [
             _namespace("nvidia-device-plugin"),
-            _gpu_daemonset("nvidia-device-plugin", "nvidia-device-plugin-daemonset", "nvidia-device-plugin-daemonset"),
+            _gpu_daemonset(
+                "nvidia-device-plugin", "nvidia-device-plugin-daemonset", "nvidia-device-plugin-daemonset"
+            ),
         ]
     elif driver == "operator":
         objects.append(_namespace("gpu-operator"))
@@ -264,7 +277,9 @@ def kwok_stages(stage_dir: Path | None) -> list[JSON]:
     stages: list[JSON] = []
     if stage_dir is not None and stage_dir.is_dir():
         for path in sorted(stage_dir.glob("*.yaml")):
-            stages += [doc for doc in yaml.safe_load_all(path.read_text()) if doc and doc.get("kind") == "Stage"]
+            stages += [
+                doc for doc in yaml.safe_load_all(path.read_text()) if doc and doc.get("kind") == "Stage"
+            ]
     return [*stages, _gpu_error_stage(), _gpu_error_cleared_stage()]
 
 
