@@ -375,7 +375,7 @@ def staging_replaces(upstream_gomod: str) -> list[str]:
     Kubernetes requires them at v0.0.0 and replaces them with its own directories; a consumer's build
     ignores a dependency's replaces, so the wrapper must point each at the published v0.N.P release.
     """
-    return re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/src/", upstream_gomod, re.M)
+    return re.findall(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s*=>\s*\./staging/src/", upstream_gomod, re.M)
 
 
 def kubernetes_wrapper_gomod(version: str, etcd_version: str, upstream_gomod: str) -> str:

@@ -392,3 +392,42 @@ def test_nothing_secret_in_logs_reprs_or_errors(world: WireWorld, caplog: pytest
     for text in (caplog.text, repr(cloud), repr(key), str(key), str(err.value), repr(err.value)):
         assert secret not in text
         assert TOKEN not in text
+
+
+# ---------------------------------------------------------------------------- kubeconfigs
+
+
+def test_a_nebius_kubeconfig_uses_the_cli_pinned_to_the_profile(world: WireWorld) -> None:
+    """No token is written: the nebius CLI mints one per kubectl call, as the fleet's profile."""
+    import base64
+
+    import yaml
+
+    from npa_pulumi.kube.kubeconfig import dump
+    from wire.fake import FAKE_CLUSTER_CA
+
+    world.write_config(
+        {"a": world.profile(OTHER_TOKEN, OTHER_TENANT, "a"), "fleet": world.profile(TOKEN, TENANT, "fleet")},
+        default="a",  # the active profile is another tenant's: the kubeconfig must not depend on it
+    )
+    cluster_id = world.fake.add_cluster(PROJECT, "train")
+    access = world.cloud(profile="fleet").cluster_access(cluster_id)
+    config = yaml.safe_load(dump(access.kubeconfig("fleet-f-p-train")))
+
+    assert config["current-context"] == "fleet-f-p-train"
+    cluster = config["clusters"][0]["cluster"]
+    assert cluster["server"] == f"https://{cluster_id}.mk8s.test:443"
+    assert base64.b64decode(cluster["certificate-authority-data"]).decode() == FAKE_CLUSTER_CA
+    user = config["users"][0]["user"]
+    assert set(user) == {"exec"}  # no token, no client key
+    exec_spec = user["exec"]
+    assert exec_spec["command"] == "nebius"
+    assert exec_spec["apiVersion"] == "client.authentication.k8s.io/v1"
+    assert exec_spec["interactiveMode"] == "Never"
+    args = exec_spec["args"]
+    assert args[args.index("--profile") + 1] == "fleet"
+    assert args[:5] == ["--no-browser", "mk8s", "v1", "cluster", "get-token"]
+    assert TOKEN not in dump(access.kubeconfig("fleet-f-p-train"))
+    calls = world.fake.calls_to("ClusterService/Get")
+    assert [c.request.id for c in calls] == [cluster_id]
+    assert {c.metadata["authorization"] for c in calls} == {f"Bearer {TOKEN}"}

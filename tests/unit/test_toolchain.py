@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pytest
@@ -89,3 +90,109 @@ def test_toolchain_script_is_idempotent(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "building" not in proc.stderr
     assert "nothing to do" in proc.stderr or "from PATH" in proc.stderr
+
+
+# ---------------------------------------------------------------------------- Kubernetes toolchain
+
+
+def _toolchain_module() -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("npa_toolchain_script", REPO / "tools" / "toolchain.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kubernetes_sdk_pin_matches_the_plugin_pin() -> None:
+    from importlib.metadata import version
+
+    pyproject = (REPO / "pyproject.toml").read_text()
+    match = re.search(r'"pulumi-kubernetes==([0-9.]+)"', pyproject)
+    assert match, "pyproject must pin the pulumi-kubernetes SDK exactly"
+    assert match.group(1) == PINS["pulumi_kubernetes"]["version"]
+    assert version("pulumi-kubernetes") == PINS["pulumi_kubernetes"]["version"]
+
+
+def test_the_kubernetes_sdk_asks_the_engine_for_the_pinned_plugin() -> None:
+    """The SDK names its plugin version in pulumi-plugin.json: the engine looks for exactly that one."""
+    import pulumi_kubernetes
+
+    plugin = json.loads((Path(pulumi_kubernetes.__file__).parent / "pulumi-plugin.json").read_text())
+    assert plugin["name"] == "kubernetes"
+    assert plugin["version"] == PINS["pulumi_kubernetes"]["version"]
+
+
+def test_kubernetes_wrapper_replaces_every_staging_module() -> None:
+    toolchain: Any = _toolchain_module()
+    upstream = (
+        "module k8s.io/kubernetes\n\ngo 1.24.0\n\ngodebug default=go1.24\n\nreplace (\n"
+        "\tk8s.io/api => ./staging/src/k8s.io/api\n"
+        "\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n"
+        "\tgithub.com/other/thing => github.com/fork/thing v1.0.0\n)\n"
+    )
+    gomod = toolchain.kubernetes_wrapper_gomod("1.34.4", "3.6.4", upstream)
+    assert "\tk8s.io/api => k8s.io/api v0.34.4\n" in gomod
+    assert "\tk8s.io/client-go => k8s.io/client-go v0.34.4\n" in gomod
+    assert "github.com/other/thing" not in gomod  # only the staging directories are replaced
+    assert "godebug default=go1.24" in gomod and "\ngo 1.24.0\n" in gomod
+    assert "\tk8s.io/kubernetes v1.34.4\n" in gomod and "\tgo.etcd.io/etcd/server/v3 v3.6.4\n" in gomod
+
+
+def test_committed_kubernetes_wrapper_matches_the_pins() -> None:
+    """tools/kubernetes/go.mod is what gen-kubernetes-wrapper writes for the pinned release."""
+    toolchain: Any = _toolchain_module()
+    committed = (REPO / "tools" / "kubernetes" / "go.mod").read_text()
+    version = PINS["kubernetes"]["version"]
+    assert f"\tk8s.io/kubernetes v{version}\n" in committed
+    assert f"\tgo.etcd.io/etcd/server/v3 v{PINS['kubernetes']['etcd_version']}\n" in committed
+    replaced = re.findall(r"^\t(k8s\.io/[\w.-]+) => \1 v0\.(\d+\.\d+)$", committed, re.M)
+    assert len(replaced) >= 30
+    assert {minor for _, minor in replaced} == {version.split(".", 1)[1]}
+    assert toolchain.staging_replaces("replace k8s.io/api => ./staging/src/k8s.io/api\n") == ["k8s.io/api"]
+
+
+@pytest.mark.integration
+def test_kubernetes_binaries_report_the_pinned_versions() -> None:
+    from npa_pulumi.cloud.local.kube import binaries
+
+    found = binaries.require_all()
+    version = PINS["kubernetes"]["version"]
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        out = subprocess.run([str(found[name]), "--version"], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == f"Kubernetes v{version}", name
+    etcd = subprocess.run([str(found["etcd"]), "--version"], capture_output=True, text=True, check=True)
+    assert f"etcd Version: {PINS['kubernetes']['etcd_version']}" in etcd.stdout
+    kwokctl = subprocess.run([str(found["kwokctl"]), "--version"], capture_output=True, text=True, check=True)
+    assert PINS["kwok"]["version"] in kwokctl.stdout
+    stages = found["kwok"].resolve().parent / "stages"
+    assert (stages / "node-fast-node-initialize.yaml").is_file(), "kwok's own stages ship beside it"
+
+
+@pytest.mark.integration
+def test_the_kubernetes_plugin_reports_the_sdk_version() -> None:
+    """Start the built plugin and ask it over gRPC, as the engine does: its version is the SDK's."""
+    from importlib.metadata import version
+
+    import grpc
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+    from npa_pulumi.engine.toolchain import find_kubernetes_provider
+
+    binary = find_kubernetes_provider()
+    assert binary is not None, "make tools builds pulumi-resource-kubernetes"
+    proc = subprocess.Popen([str(binary)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().strip())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = provider_pb2_grpc.ResourceProviderStub(channel)
+            info = stub.GetPluginInfo(empty_pb2.Empty(), timeout=30)
+            schema = json.loads(stub.GetSchema(provider_pb2.GetSchemaRequest(), timeout=60).schema)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert info.version == version("pulumi-kubernetes") == PINS["pulumi_kubernetes"]["version"]
+    assert schema["name"] == "kubernetes" and schema["version"] == info.version

@@ -36,6 +36,9 @@ from nebius.base.protos.dynamic import REGISTRY
 _ALPHABET = string.ascii_lowercase + string.digits
 
 
+# What the fake reports as every cluster's CA (a PEM-shaped placeholder: nothing verifies it here).
+FAKE_CLUSTER_CA = "-----BEGIN CERTIFICATE-----\nZmFrZS1jbHVzdGVyLWNh\n-----END CERTIFICATE-----\n"
+
 def new_id(prefix: str) -> str:
     """Nebius-style ids: `<kind>-e00<random>`."""
     return f"{prefix}-e00{''.join(secrets.choice(_ALPHABET) for _ in range(14))}"
@@ -302,6 +305,7 @@ class FakeNebius:
                     endpoints=mk8s.ControlPlaneStatusEndpoints(
                         public_endpoint=f"https://{cid}.mk8s.test:443"
                     ),
+                    auth=mk8s.ControlPlaneStatusAuth(cluster_ca_certificate=FAKE_CLUSTER_CA),
                 ),
             ),
         )
