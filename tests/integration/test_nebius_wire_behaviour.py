@@ -402,9 +402,9 @@ def test_a_nebius_kubeconfig_uses_the_cli_pinned_to_the_profile(world: WireWorld
     import base64
 
     import yaml
+    from wire.fake import FAKE_CLUSTER_CA
 
     from npa_pulumi.kube.kubeconfig import dump
-    from wire.fake import FAKE_CLUSTER_CA
 
     world.write_config(
         {"a": world.profile(OTHER_TOKEN, OTHER_TENANT, "a"), "fleet": world.profile(TOKEN, TENANT, "fleet")},
