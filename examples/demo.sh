@@ -26,6 +26,10 @@ step "Deploy: project stacks first, then one stack per cluster, 4 at a time"
 step "Status: stack outputs checked against the live (local) cloud"
 "$NPA" status --spec "$SPEC" --cloud local
 
+step "Inside a cluster: kubectl get nodes with the kubeconfig that up wrote (a real API server per local cluster)"
+kubectl --kubeconfig "${NPA_PULUMI_HOME:-$HOME/.npa-pulumi}/kubeconfigs/fleet-fleet1-test-a-cluster.yaml" \
+  get nodes -L nebius.com/node-group-name -L nvidia.com/gpu.product
+
 step "Per-cluster state in Pulumi itself: pulumi stack ls (in this directory)"
 pulumi stack ls --project npa-fleet 2>/dev/null || pulumi stack ls
 

@@ -25,6 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from chaos_helpers import (
     Background,
     FleetShape,
@@ -196,3 +197,87 @@ def test_a_stale_lock_behind_matching_outputs_is_recovered(chaos_home: Path, tmp
     assert statuses[stack] in ("deployed", "unchanged")
     assert {s for s, v in statuses.items() if s != stack and v != "unchanged"} == set()
     assert_converged(FleetShape.of(text), "after the stale lock behind matching outputs")
+
+
+KUBE_SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: crashkube
+region: us-central1
+defaults:
+  cpu_nodes: {count: CPU_COUNT, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+projects:
+  - name: kube-alpha
+    clusters:
+      - name: k1
+      - name: k2
+"""
+
+
+def _control_planes(cloud_dir: Path) -> dict[str, list[str]]:
+    """cluster id -> live processes (agent, etcd, apiserver, ...) running for it, from /proc: every such
+    process names its cluster's directory under the local cloud on its command line."""
+    import re
+
+    found: dict[str, list[str]] = {}
+    pattern = re.compile(
+        "(?:"
+        + re.escape(str(cloud_dir / "kube"))
+        + "/|--cloud-dir "
+        + re.escape(str(cloud_dir))
+        + " --cluster )"
+        r"(mk8scluster-[a-z0-9]+)"
+    )
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        match = pattern.search(cmdline)
+        if match and state != "Z":
+            found.setdefault(match.group(1), []).append(cmdline.split(" ", 1)[0].rsplit("/", 1)[-1])
+    return found
+
+
+def test_sigkill_during_up_leaves_no_orphaned_control_plane(
+    chaos_home: Path, tmp_path: Path, rng: random.Random, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a Kubernetes API behind every cluster: whenever `up` dies, each control plane still running
+    belongs to a cluster the cloud holds, the next `up` converges with one control plane per cluster, and
+    `local-cloud reset` leaves no process behind."""
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_KUBERNETES_API", "1")
+    cloud_dir = chaos_home / ".npa-pulumi" / "local-cloud"
+    spec = tmp_path / "fleet.yaml"
+    trials = budget(quick=1, long=5)
+    estimate = 30.0
+    for trial in range(trials):
+        spec.write_text(KUBE_SPEC.replace("CPU_COUNT", str(1 + trial % 2)))
+        delay = rng.uniform(2.0, 0.9 * estimate)
+        context = f"kube trial {trial + 1}, kill after {delay:.1f}s, seed {SEED}"
+        run = Background.start(tmp_path / "runs", *_up_args(spec))
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and run.proc.poll() is None:
+            time.sleep(0.05)
+        if run.proc.poll() is None:
+            run.kill(whole_session=True)
+        else:
+            run.wait()
+        time.sleep(2)  # an agent whose cluster a dying run rolled back stops within a poll
+        clusters = {c["id"] for c in inventory()["mk8s_clusters"]}
+        orphans = {cid: procs for cid, procs in _control_planes(cloud_dir).items() if cid not in clusters}
+        assert orphans == {}, f"{context}: control planes of clusters the cloud does not hold: {orphans}"
+
+        again = npa(*_up_args(spec))
+        assert again.code == 0, f"{context}: {again.why()}"
+        clusters = {c["id"] for c in inventory()["mk8s_clusters"]}
+        running = _control_planes(cloud_dir)
+        assert set(running) == clusters, f"{context}: clusters {clusters}, control planes {sorted(running)}"
+        for cid, procs in running.items():
+            assert sorted(set(procs)) == sorted(procs), f"{context}: {cid} runs duplicates: {procs}"
+        estimate = max(estimate, 10.0)
+
+    npa("local-cloud", "reset", "--yes", check=True)
+    assert _control_planes(cloud_dir) == {}, "local-cloud reset left control-plane processes behind"
