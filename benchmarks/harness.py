@@ -75,6 +75,9 @@ class Home:
                 "PULUMI_HOME": str(home / ".pulumi"),
                 "TF_CLI_CONFIG_FILE": str(self.root / "terraformrc"),
                 "CHECKPOINT_DISABLE": "1",
+                # The control-plane scenarios measure the fleet without clusters' API servers; the
+                # `control_plane` scenario turns them on (Home.extra) and measures those.
+                "NPA_LOCAL_CLOUD_KUBERNETES_API": "0",
                 "PATH": f"{REPO / '.tools' / 'bin'}{os.pathsep}{env.get('PATH', '')}",
             }
         )

@@ -334,12 +334,59 @@ def memory(work: Path, budget: Budget) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------------------ a cluster's control plane
+
+_CONTROL_PLANE = """
+import json, time
+from pathlib import Path
+from npa_pulumi.cloud.local.simulator import LocalSimulator
+from npa_pulumi.cloud.local.kube import controlplane, lifecycle
+
+sim = LocalSimulator()
+project = sim.list_projects(sim.principal()["tenant_id"])[0]["id"]
+subnet = sim.list_subnets(project)[0]["id"]
+started = time.monotonic()
+cluster = sim.provision("cluster", 120, project_id=project, name="bench", subnet_id=subnet)
+ready_s = time.monotonic() - started
+time.sleep(SETTLE_S)  # RSS once the components have warmed up, as a cluster that serves requests
+home = controlplane.cluster_dir(sim.directory, cluster["id"])
+rss_kb = 0
+for proc in controlplane.components(home / "kwok"):
+    status = Path(f"/proc/{proc.pid}/status").read_text()
+    rss_kb += int(next(l for l in status.splitlines() if l.startswith("VmRSS:")).split()[1])
+sim.delete_cluster(cluster["id"])
+print(json.dumps({"ready_s": ready_s, "rss_mb": rss_kb / 1024}))
+"""
+
+
+def control_plane(work: Path, budget: Budget) -> dict[str, Any]:
+    """A local cluster's Kubernetes API: from create to a Ready API server, and what its processes
+    (etcd, kube-apiserver, controller manager, scheduler, kwok) hold in memory."""
+    runs = []
+    for repeat in range(max(2, budget.repeats - 1)):
+        home = _home(work, f"control-plane-{repeat}", 0)
+        home.extra["NPA_LOCAL_CLOUD_KUBERNETES_API"] = "1"
+        runs.append(_in_process(_CONTROL_PLANE.replace("SETTLE_S", "20"), home))
+        shutil.rmtree(home.root, ignore_errors=True)
+    ready = median([r["ready_s"] for r in runs])
+    rss = median([r["rss_mb"] for r in runs])
+    return {
+        "name": "cluster control plane",
+        "target": "a local cluster's API Ready in <= 10 s, its control plane <= 600 MB RSS",
+        "runs": runs,
+        "ready_s": stats([r["ready_s"] for r in runs]),
+        "rss_mb": stats([r["rss_mb"] for r in runs]),
+        "met": ready <= 10 and rss <= 600,
+    }
+
+
 SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "planning": planning,
     "overhead": overhead,
     "parallel": parallel,
     "noop": noop,
     "memory": memory,
+    "control_plane": control_plane,
 }
 
 

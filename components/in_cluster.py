@@ -15,7 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
+
+# pulumi_kubernetes loads its submodules lazily, and that is not thread-safe: two stacks' programs
+# running at once in the orchestrator's threads can see a half-loaded `core.v1`. Resolving every name this
+# module uses here, while the import lock of this module is held, loads them exactly once.
+from pulumi_kubernetes import Provider
+from pulumi_kubernetes.core.v1 import ConfigMap, Namespace
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
 FLEET_NAMESPACE = "npa-system"
 RTX_REPOSITORIES_CONFIGMAP = "gpu-driver-package-repositories"
@@ -41,7 +47,7 @@ class FleetClusterObjects(pulumi.ComponentResource):
             {"fleet": args.fleet, "project_key": args.project_key, "cluster": args.cluster},
             opts,
         )
-        provider = k8s.Provider(
+        provider = Provider(
             f"{name}-kubernetes",
             kubeconfig=args.kubeconfig,
             delete_unreachable=True,
@@ -54,16 +60,16 @@ class FleetClusterObjects(pulumi.ComponentResource):
             "npa.nebius.com/project": args.project_key,
             "npa.nebius.com/cluster": args.cluster,
         }
-        namespace = k8s.core.v1.Namespace(
+        namespace = Namespace(
             f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=FLEET_NAMESPACE, labels=labels),
+            metadata=ObjectMetaArgs(name=FLEET_NAMESPACE, labels=labels),
             opts=child,
         )
         self.namespace = namespace.metadata.apply(lambda m: m.name or FLEET_NAMESPACE)
         if args.rtx_driver_repositories is not None:
-            configmap = k8s.core.v1.ConfigMap(
+            configmap = ConfigMap(
                 f"{name}-rtx-repositories",
-                metadata=k8s.meta.v1.ObjectMetaArgs(
+                metadata=ObjectMetaArgs(
                     name=RTX_REPOSITORIES_CONFIGMAP, namespace=self.namespace, labels=labels
                 ),
                 data=dict(args.rtx_driver_repositories),

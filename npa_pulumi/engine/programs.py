@@ -124,6 +124,11 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
 def cluster_program(
     plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool
 ) -> Callable[[], None]:
+    if plan.in_cluster:
+        # Load pulumi-kubernetes here, in the thread that builds the operations, before the programs run
+        # side by side in worker threads (see components/in_cluster.py).
+        import npa_pulumi.components.in_cluster  # noqa: F401
+
     def program() -> None:
         import pulumi
 

@@ -187,7 +187,8 @@ def test_the_kubernetes_plugin_reports_the_sdk_version() -> None:
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline().strip())
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]  # the schema is ~5 MB
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
             stub = provider_pb2_grpc.ResourceProviderStub(channel)
             info = stub.GetPluginInfo(empty_pb2.Empty(), timeout=30)
             schema = json.loads(stub.GetSchema(provider_pb2.GetSchemaRequest(), timeout=60).schema)

@@ -39,6 +39,7 @@ _ALPHABET = string.ascii_lowercase + string.digits
 # What the fake reports as every cluster's CA (a PEM-shaped placeholder: nothing verifies it here).
 FAKE_CLUSTER_CA = "-----BEGIN CERTIFICATE-----\nZmFrZS1jbHVzdGVyLWNh\n-----END CERTIFICATE-----\n"
 
+
 def new_id(prefix: str) -> str:
     """Nebius-style ids: `<kind>-e00<random>`."""
     return f"{prefix}-e00{''.join(secrets.choice(_ALPHABET) for _ in range(14))}"

@@ -22,7 +22,9 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,20 +190,14 @@ def start(cloud_dir: Path, cluster_id: str, timeout_s: float = 120.0) -> tuple[A
     if stale:  # a previous agent died: its control plane is ours to replace
         terminate(stale)
     kubeconfig = home / "kwokctl.kubeconfig"  # kwokctl would otherwise merge into ~/.kube/config
-    if (cluster_files / "kwok.yaml").exists():
-        _kwokctl(found, workdir, ["start", "cluster", "--name", CLUSTER_NAME, "--wait", "60s"], timeout_s)
-    else:
-        args = [
-            "create",
-            "cluster",
-            "--name",
-            CLUSTER_NAME,
-            "--config",
-            str(config),
-            "--kubeconfig",
-            str(kubeconfig),
-        ]
-        _kwokctl(found, workdir, [*args, "--wait", "60s"], timeout_s)
+    # kwokctl picks free ports and then binds them: two clusters starting at once can pick the same ones
+    # (and one API server would then serve the other's etcd). One start at a time, machine-wide.
+    with _start_lock():
+        if (cluster_files / "kwok.yaml").exists():
+            _kwokctl(found, workdir, ["start", "cluster", "--name", CLUSTER_NAME, "--wait", "60s"], timeout_s)
+        else:
+            args = ["create", "cluster", "--name", CLUSTER_NAME, "--config", str(config)]
+            _kwokctl(found, workdir, [*args, "--kubeconfig", str(kubeconfig), "--wait", "60s"], timeout_s)
     access = Access(
         server=_server_of(cluster_files / "kubeconfig.yaml"),
         ca_file=str(cluster_files / "pki" / "ca.crt"),
@@ -210,6 +206,18 @@ def start(cloud_dir: Path, cluster_id: str, timeout_s: float = 120.0) -> tuple[A
     )
     (home / "access.json").write_text(json.dumps(access.__dict__))
     return access, components(workdir)
+
+
+@contextlib.contextmanager
+def _start_lock() -> Iterator[None]:
+    """Machine-wide, as ports are: every local cloud of this user on this machine shares it."""
+    path = Path(tempfile.gettempdir()) / f"npa-local-cloud-ports-{os.getuid()}.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _server_of(kubeconfig: Path) -> str:
