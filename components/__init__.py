@@ -5,6 +5,7 @@ Importing this package imports the Pulumi SDK; the rest of npa_pulumi does not n
 
 from npa_pulumi.components.cluster_access import ClusterCredentials
 from npa_pulumi.components.fleet_project import FleetProject
+from npa_pulumi.components.gpu_health import GpuHealthGate
 from npa_pulumi.components.in_cluster import FleetClusterObjects, FleetClusterObjectsArgs
 from npa_pulumi.components.k8s_training_cluster import K8sTrainingCluster
 from npa_pulumi.components.object_storage import ObjectStorage
@@ -16,6 +17,7 @@ __all__ = [
     "FleetClusterObjects",
     "FleetClusterObjectsArgs",
     "FleetProject",
+    "GpuHealthGate",
     "K8sTrainingCluster",
     "ObjectStorage",
     "ProjectNetwork",

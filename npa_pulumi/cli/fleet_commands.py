@@ -181,6 +181,12 @@ def _finish(result: Any, output: str) -> int:
     help="Run every stack, even those deployed from the same spec whose live objects match.",
 )
 @click.option(
+    "--health-gate/--no-health-gate",
+    default=True,
+    show_default=True,
+    help="Deployed only once the GPU health gate passes; --no-health-gate records validation 'skipped'.",
+)
+@click.option(
     "--policy-pack",
     "policy_packs",
     multiple=True,
@@ -212,6 +218,7 @@ def up_command(**kw: Any) -> None:
                 create_projects=kw["create_projects"],
                 preflight=kw["preflight"],
                 refresh=kw["refresh"],
+                health_gate=kw["health_gate"],
             ),
         )
         fleet.plans()  # every offline check (recipe, tfvars) before asking

@@ -71,6 +71,7 @@ class FleetOptions:
     create_projects: bool = True
     preflight: bool = True
     refresh: bool = False
+    health_gate: bool = True  # False: `up --no-health-gate`, clusters deployed with validation "skipped"
     spec_path: str | None = None  # for exact retry commands
     show_progress: bool = True
 
@@ -235,6 +236,8 @@ class Fleet:
         cluster_id = outputs.get("cluster_id")
         if not cluster_id:
             return False
+        if outputs.get("lifecycle", "deployed") != "deployed":
+            return False  # a failed gate or missing credentials: `up` runs the stack again (only the gate)
         try:
             cluster = self.cloud.get_cluster(str(cluster_id))
             groups = self.cloud.list_node_groups(cluster.id)
@@ -406,17 +409,27 @@ class Fleet:
         for stack in result.stacks:
             if stack.failed and stack.retry_command is None:
                 stack.retry_command = self._retry_command("up", stack.project_key, stack.cluster_name)
-            if (
-                stack.kind == "cluster"
-                and stack.status == "unchanged"
-                and self.plans().cluster(stack.stack).has_gpus
-            ):
-                stack.validation = "skipped"
         self._fill_identity(result)
         for stack in result.clusters():
             if stack.status in ("deployed", "unchanged") and stack.cluster_id:
                 self._write_kubeconfig(stack)
+                self._apply_lifecycle(stack)
         return result
+
+    def _apply_lifecycle(self, stack: StackResult) -> None:
+        """The cluster's state as its stack recorded it: `deployed` only when the health gate passed
+        (or was skipped on purpose); the gate's evidence goes into the result."""
+        outputs = stack.outputs or self._outputs.get(stack.stack) or {}
+        stack.validation = outputs.get("validation") or stack.validation
+        evidence = outputs.get("health_evidence")
+        if isinstance(evidence, dict):
+            stack.health = evidence
+        lifecycle = outputs.get("lifecycle")
+        if lifecycle in ("deployed-validation-failed", "deployed-credentials-failed") and not stack.failed:
+            stack.status = lifecycle
+            reason = evidence.get("reason", "") if isinstance(evidence, dict) else ""
+            stack.error = f"the cluster is kept; its health gate did not pass: {reason}"
+            stack.retry_command = self._retry_command("up", stack.project_key, stack.cluster_name)
 
     def _write_kubeconfig(self, stack: StackResult) -> None:
         """The cluster's kubeconfig and registration for its users (see engine/kubeconfigs.py)."""
@@ -446,12 +459,7 @@ class Fleet:
         stack.kubeconfig = registration.kubeconfig
 
     def _up_cluster(self, op: StackOp) -> StackResult:
-        result = self.executor.run(op, "up")
-        plan = self.plans().cluster(op.stack)
-        if result.status in ("deployed", "unchanged") and plan.has_gpus:
-            # The GPU health gate is not implemented yet: say so instead of pretending it ran.
-            result.validation = "skipped"
-        return result
+        return self.executor.run(op, "up")
 
     @_exclusive("destroy")
     def destroy(self) -> FleetResult:

@@ -25,6 +25,7 @@ from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.engine.results import StackResult
 from npa_pulumi.engine.workspace import npa_home
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.preflight.demand import preset_gpus
 from npa_pulumi.spec.constants import RTX_RENDERING_PROFILE
 
 if TYPE_CHECKING:
@@ -125,6 +126,7 @@ def _cluster_plan(
     problems: list[str],
     staged: dict[str, MaterializedRecipe],
     in_cluster: bool,
+    health_gate: bool,
 ) -> ClusterPlan | None:
     from npa_pulumi.plan import render_tfvars
 
@@ -160,12 +162,36 @@ def _cluster_plan(
         mig_enabled=mig,
         has_gpus=cluster.gpu_count() > 0,
         in_cluster=in_cluster,
+        health_gate=_health_gate(cluster) if health_gate else None,
         rtx_driver_repositories=(
             dict(cluster.gpu_driver_package_repositories)
             if cluster.gpu_workload_profile == RTX_RENDERING_PROFILE and cluster.gpu_count() > 0
             else None
         ),
     )
+
+
+def _health_gate(cluster: Any) -> dict[str, Any] | None:
+    """The gate's settings for one cluster (npa_pulumi.kube.gpu_health.GateConfig). A CPU-only cluster gets
+    the cluster-basics check: every node Ready with a boot id, nothing else. MIG clusters get none until
+    MIG readiness is built (they are reported with validation "skipped")."""
+    if cluster.mig is not None:
+        return None
+    gpus = cluster.gpu_nodes
+    has_gpus = cluster.gpu_count() > 0 and gpus is not None
+    health = cluster.health
+    return {
+        "expected_nodes": cluster.cpu_count() + cluster.gpu_count(),
+        "expected_gpu_nodes": cluster.gpu_count() if has_gpus else 0,
+        "gpus_per_node": preset_gpus(gpus.preset) if has_gpus and gpus is not None else 0,
+        "gpu_platform": gpus.platform if has_gpus and gpus is not None else "",
+        "driver_mode": cluster.gpu_driver_mode if has_gpus else "",
+        "nvswitch": bool(cluster.nvswitch_topology) and has_gpus,
+        "stabilization_s": float(health.stabilization_seconds) if has_gpus else 0.0,
+        "timeout_s": float(health.timeout_minutes * 60),
+        "cuda_smoke": bool(health.cuda_smoke) and has_gpus,
+        "smoke_image": health.cuda_smoke_image,
+    }
 
 
 def build_plans(
@@ -175,6 +201,7 @@ def build_plans(
     tenant_id: str,
     in_cluster: bool = True,
 ) -> FleetPlans:
+    health_gate = in_cluster and options.health_gate
     plans = FleetPlans()
     source = resolve_source(options.cloud, options.recipe_dir, options.recipe_ref)
     plans.recipe = source
@@ -208,7 +235,7 @@ def build_plans(
                 )
             )
             continue
-        plan = _cluster_plan(target, tenant_id, source, ssh_key, problems, staged, in_cluster)
+        plan = _cluster_plan(target, tenant_id, source, ssh_key, problems, staged, in_cluster, health_gate)
         if plan is not None:
             plans.clusters.append(plan)
     if problems:

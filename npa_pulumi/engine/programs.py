@@ -60,6 +60,9 @@ class ClusterPlan:
     in_cluster: bool = True
     # RTX rendering clusters: the driver package repositories the fleet publishes in its ConfigMap.
     rtx_driver_repositories: dict[str, str] | None = None
+    # The GPU health gate's settings (npa_pulumi.kube.gpu_health.GateConfig); None: no gate runs, the
+    # cluster is deployed with validation "skipped" (`up --no-health-gate`, or MIG until MIG readiness).
+    health_gate: dict[str, Any] | None = None
 
 
 def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[], None]:
@@ -176,6 +179,7 @@ def cluster_program(
         pulumi.export("node_group_ids", cluster.node_group_ids)
         pulumi.export("filesystem", cluster.filesystem)
         pulumi.export("kube_context", cluster.kube_context)
+        gated = False
         if plan.in_cluster:
             from npa_pulumi.components import ClusterCredentials, FleetClusterObjects, FleetClusterObjectsArgs
             from npa_pulumi.naming import kube_context_name
@@ -208,5 +212,31 @@ def cluster_program(
             )
             pulumi.export("kube_server", credentials.server)
             pulumi.export("fleet_namespace", objects.namespace)
+            if plan.health_gate is not None:
+                from npa_pulumi.components import GpuHealthGate
+
+                gate = GpuHealthGate(
+                    f"{plan.cluster_name}-health",
+                    {
+                        "cloud": cloud,
+                        "profile": profile,
+                        "tenant_id": plan.tenant_id,
+                        "region": plan.region,
+                        "cluster_id": cluster.cluster_id,
+                        "context": context,
+                        # What the gate judges: a change here runs it again (and a failed run always does).
+                        "node_group_ids": cluster.node_group_ids,
+                        "driver": {"mode": plan.gpu_driver_mode, "mig": plan.mig_enabled},
+                        "gate": plan.health_gate,
+                    },
+                    pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
+                )
+                pulumi.export("lifecycle", gate.lifecycle)
+                pulumi.export("validation", "gpu-health" if plan.has_gpus else "cluster-basics")
+                pulumi.export("health_evidence", gate.evidence)
+                gated = True
+        if not gated:  # no gate ran: say so instead of pretending one did
+            pulumi.export("lifecycle", "deployed")
+            pulumi.export("validation", "skipped")
 
     return program

@@ -14,8 +14,15 @@ StackKind = Literal["project", "cluster"]
 #   destroy: destroyed | absent | destroy-incomplete | retained | skipped
 #   status:  deployed | provisioning | failed | destroyed | absent | unknown
 #   refresh: in-sync | drifted | absent | failed
-#   up also: deployed-credentials-failed (the stack is deployed, but no kubeconfig could be written)
-FAILED_STATUSES = {"failed", "destroy-incomplete", "status-error", "deployed-credentials-failed"}
+#   up also: deployed-validation-failed (the GPU health gate did not pass; everything is kept for a retry)
+#            deployed-credentials-failed (the stack is deployed, but no kubeconfig could be had)
+FAILED_STATUSES = {
+    "failed",
+    "destroy-incomplete",
+    "status-error",
+    "deployed-credentials-failed",
+    "deployed-validation-failed",
+}
 
 
 class PolicyViolation(BaseModel):
@@ -40,6 +47,7 @@ class StackResult(BaseModel):
     kube_context: str | None = None
     kubeconfig: str | None = None
     validation: str | None = None
+    health: dict[str, Any] | None = None  # the health gate's evidence (nothing secret in it)
     node_groups: list[dict[str, Any]] = Field(default_factory=list)
     outputs: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
@@ -86,6 +94,7 @@ class FleetResult(BaseModel):
                 "kube_context": s.kube_context,
                 "kubeconfig": s.kubeconfig,
                 "validation": s.validation,
+                "health": s.health,
                 "changes": s.changes,
                 "policy": [v.model_dump() for v in s.policy],
                 "node_groups": s.node_groups,

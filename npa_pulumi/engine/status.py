@@ -5,7 +5,11 @@ failed        the stack exists but its last update failed or recorded no cluster
               the cluster / a node group in ERROR
 provisioning  the cluster or a node group is still PROVISIONING (a QuotaFailure condition, the classic
               quota wall, is surfaced in `error`)
-deployed      the cluster and every node group are RUNNING with their target node counts
+deployed      the cluster and every node group are RUNNING with their target node counts, and the stack
+              recorded the health gate as passed (or skipped on purpose)
+deployed-validation-failed / deployed-credentials-failed
+              as the stack recorded it: the gate did not pass, or no credentials; everything is kept,
+              `up` runs the gate again
 destroyed     the stack records a cluster that the cloud no longer has (deleted outside the fleet)
 """
 
@@ -53,9 +57,12 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
         "cluster_id": outputs.get("cluster_id") or None,
         "kube_context": outputs.get("kube_context"),
     }
-    plan = fleet.plans().cluster(op.stack)
-    if plan.has_gpus:
-        base["validation"] = "skipped"
+    if outputs.get("validation"):
+        base["validation"] = outputs["validation"]
+    elif fleet.plans().cluster(op.stack).has_gpus:
+        base["validation"] = "skipped"  # deployed before the health gate existed: none ran
+    if isinstance(outputs.get("health_evidence"), dict):
+        base["health"] = outputs["health_evidence"]
     if not base["cluster_id"]:
         status = "failed" if _last_update_failed(fleet, op) else "unknown"
         fleet.progress.phase(op.stack, "done", status)
@@ -86,6 +93,10 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
         status = "provisioning"
     elif _last_update_failed(fleet, op):
         status, error = "failed", error or "the last update of this stack failed; run up again"
+    elif outputs.get("lifecycle", "deployed") != "deployed":
+        status = str(outputs["lifecycle"])
+        reason = (base.get("health") or {}).get("reason", "")
+        error = f"the health gate did not pass: {reason}; run up to check again (Terraform is not re-applied)"
     else:
         status = "deployed"
     fleet.progress.phase(op.stack, "done", status)

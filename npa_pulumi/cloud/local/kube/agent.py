@@ -91,7 +91,8 @@ class Agent:
         force = time.monotonic() - self.last_full_sync > RESYNC_S
         nodes = shapes.desired_nodes(cluster, groups)
         faulted = [n for n, f in (cluster.get("node_faults") or {}).items() if f.get("pod_failure")]
-        for obj in [shapes.pod_failure_stage(faulted), *nodes.values(), *shapes.recipe_objects(cluster)]:
+        stages = [shapes.pod_failure_stage(faulted), shapes.smoke_stage(faulted)]
+        for obj in [*stages, *nodes.values(), *shapes.recipe_objects(cluster)]:
             try:
                 self.apply(client, obj, force)
             except KubeError as err:

@@ -115,6 +115,9 @@ def node_object(cluster: JSON, group: JSON, name: str, faults: JSON) -> JSON:
             resources["nvidia.com/gpu"] = str(present)
         if group.get("gpu_cluster_id"):
             labels["nebius.com/gpu-cluster-id"] = group["gpu_cluster_id"]
+        platform = group["platform"].lower()
+        if group.get("gpu_cluster_id") or (gpus > 1 and ("-sxm" in platform or "-nvl" in platform)):
+            # NVSwitch nodes report their NVLink fabric (the fabric manager's state) once it is up.
             annotations[FABRIC_STATE] = "complete"
     if faults.get("not_ready"):
         labels[NOT_READY_LABEL] = "true"
@@ -365,6 +368,12 @@ def pod_failure_stage(nodes: list[str]) -> JSON:
                     {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
                     {"key": ".status.phase", "operator": "In", "values": ["Running"]},
                     {"key": ".spec.nodeName", "operator": "In", "values": sorted(nodes) or ["-"]},
+                    # the node's own daemons (the driver stack) keep running: only workloads fail
+                    {
+                        "key": ".metadata.ownerReferences.[].kind",
+                        "operator": "NotIn",
+                        "values": ["DaemonSet"],
+                    },
                 ]
             },
             "weight": 10000,
@@ -388,6 +397,57 @@ def pod_failure_stage(nodes: list[str]) -> JSON:
                     "      startedAt: {{ $now | Quote }}\n"
                     "{{ end }}\n"
                     "phase: Failed\n"
+                )
+            },
+        },
+    }
+
+
+SMOKE_STAGE = "npa-gpu-smoke"
+
+
+def smoke_stage(faulted_nodes: list[str]) -> JSON:
+    """What a CUDA vectorAdd smoke pod (labelled by the GPU health gate) does on a healthy node: exits 0
+    and leaves vectorAdd's output as its termination message. On a node with the pod-failure fault the
+    pod-failure stage fails it instead, so this stage leaves those nodes out."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": SMOKE_STAGE},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchExpressions": [
+                    {
+                        "key": '.metadata.labels["app.kubernetes.io/managed-by"]',
+                        "operator": "In",
+                        "values": ["npa-gpu-health"],
+                    },
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                    {"key": ".spec.nodeName", "operator": "NotIn", "values": sorted(faulted_nodes) or ["-"]},
+                ]
+            },
+            "weight": 10000,
+            "next": {
+                "statusTemplate": (
+                    "{{ $now := Now }}\n"
+                    "containerStatuses:\n"
+                    "{{ range $index, $item := .spec.containers }}\n"
+                    "- image: {{ $item.image | Quote }}\n"
+                    "  name: {{ $item.name | Quote }}\n"
+                    "  ready: false\n"
+                    "  restartCount: 0\n"
+                    "  started: false\n"
+                    "  state:\n"
+                    "    terminated:\n"
+                    "      exitCode: 0\n"
+                    "      finishedAt: {{ $now | Quote }}\n"
+                    '      message: "[Vector addition of 50000 elements]\\nTest PASSED\\nDone"\n'
+                    "      reason: Completed\n"
+                    "      startedAt: {{ $now | Quote }}\n"
+                    "{{ end }}\n"
+                    "phase: Succeeded\n"
                 )
             },
         },

@@ -1,0 +1,394 @@
+"""The GPU health gate: a cluster is `deployed` only once its GPUs are usable.
+
+One run, bounded by a single deadline (`timeout_s`), every API call bounded by what is left of it:
+
+1. **Snapshots** every `poll_s`: every requested node present and Ready with a boot id; exactly the
+   expected GPU nodes, with the expected allocatable `nvidia.com/gpu` in total and capacity equal to it;
+   no `NebiusGPUError` condition; on NVSwitch topologies the fabric state exposed as complete; the driver
+   components of the driver mode (`nvidia-device-plugin` for managed-image, `gpu-operator` for operator)
+   Running and ready.
+2. **Stabilization**: the first clean snapshot starts a timer, any error resets it; it passes once it has
+   stayed clean for `stabilization_s`. The first snapshot with the whole topology fixes each node's boot
+   id; a later one that differs (a node rebooted, added or replaced) fails at once.
+3. **CUDA smoke** (when asked): a vectorAdd pod pinned to every GPU node, each under a unique name (a pod
+   of an earlier attempt that is still terminating can never be mistaken for this one), judged by its
+   phase and the output it leaves as its termination message, and always deleted with a UID precondition.
+
+The result is evidence (per node: what held, what failed, when), which never holds anything secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from npa_pulumi.kube.client import KubeClient, KubeError
+
+JSON = dict[str, Any]
+SMOKE_LABEL = "app.kubernetes.io/managed-by"
+SMOKE_LABEL_VALUE = "npa-gpu-health"
+DRIVER_NAMESPACES = {"managed-image": "nvidia-device-plugin", "operator": "gpu-operator"}
+_FABRIC_OK = {"complete", "completed", "success", "successful"}
+_CALL_CAP_S = 10.0  # no single API call waits longer than this
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    expected_nodes: int
+    expected_gpu_nodes: int
+    gpus_per_node: int
+    gpu_platform: str
+    driver_mode: str  # managed-image | operator | "" (no GPUs)
+    nvswitch: bool
+    stabilization_s: float
+    timeout_s: float
+    cuda_smoke: bool
+    smoke_image: str
+    smoke_namespace: str = "npa-system"
+    poll_s: float = 2.0
+
+    @property
+    def expected_gpus(self) -> int:
+        return self.expected_gpu_nodes * self.gpus_per_node
+
+
+@dataclass
+class Snapshot:
+    at_s: float
+    errors: list[str] = field(default_factory=list)
+    nodes: int = 0
+    ready_nodes: int = 0
+    gpu_nodes: list[str] = field(default_factory=list)
+    gpus: int = 0
+    boot_ids: dict[str, str] = field(default_factory=dict)
+    ready: dict[str, bool] = field(default_factory=dict)
+
+    def complete(self, config: GateConfig) -> bool:
+        return (
+            self.nodes >= config.expected_nodes
+            and len(self.gpu_nodes) == config.expected_gpu_nodes
+            and bool(self.boot_ids)
+            and all(self.boot_ids.values())
+        )
+
+
+@dataclass
+class Evidence:
+    passed: bool
+    phase: str  # stabilization | smoke | done
+    reason: str
+    elapsed_s: float
+    snapshots: int
+    last_errors: list[str]
+    nodes: dict[str, JSON]  # name -> {ready, gpus, boot_id, smoke}
+    stable_after_s: float | None = None
+
+    def to_json(self) -> JSON:
+        return asdict(self)
+
+
+def _quantity(value: Any) -> int:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _condition(node: JSON, kind: str) -> JSON | None:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return dict(condition)
+    return None
+
+
+def _platform_matches(label: str, platform: str) -> bool:
+    def norm(text: str) -> str:
+        text = text.strip().lower()
+        return text[:-2] if text.endswith("-a") else text
+
+    return bool(label) and norm(label) == norm(platform)
+
+
+def _is_gpu_node(node: JSON, config: GateConfig) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    instance_type = labels.get("node.kubernetes.io/instance-type", "")
+    return (
+        _platform_matches(instance_type, config.gpu_platform)
+        or _quantity(allocatable.get("nvidia.com/gpu")) > 0
+    )
+
+
+def _fabric_errors(node: JSON) -> list[str]:
+    name = node["metadata"]["name"]
+    errors = []
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if "fabric" in condition.get("type", "").lower() and condition.get("status") != "True":
+            errors.append(f"{name}: fabric condition {condition['type']} is {condition.get('status')}")
+    marks = {**(node["metadata"].get("labels") or {}), **(node["metadata"].get("annotations") or {})}
+    states = {
+        k: v
+        for k, v in marks.items()
+        if "fabric" in k.lower().replace("_", "-") and ("state" in k.lower() or "status" in k.lower())
+    }
+    if not states:
+        errors.append(f"{name}: no fabric state exposed (NVSwitch topology)")
+    errors += [f"{name}: fabric {k}={v}" for k, v in states.items() if str(v).lower() not in _FABRIC_OK]
+    return errors
+
+
+def _driver_errors(client: KubeClient, config: GateConfig) -> list[str]:
+    namespace = DRIVER_NAMESPACES.get(config.driver_mode)
+    if namespace is None:
+        return []
+    pods = client.list(f"/api/v1/namespaces/{namespace}/pods")
+    if not pods:
+        return [f"driver components ({namespace}): no pods found"]
+    errors = []
+    for pod in pods:
+        name, status = pod["metadata"]["name"], pod.get("status") or {}
+        if pod["metadata"].get("deletionTimestamp"):
+            errors.append(f"driver pod {namespace}/{name} is terminating")
+        elif status.get("phase") == "Succeeded":
+            continue
+        elif status.get("phase") != "Running" or not all(
+            c.get("ready") for c in status.get("containerStatuses") or [{}]
+        ):
+            errors.append(f"driver pod {namespace}/{name} is {status.get('phase', 'Unknown')}, not ready")
+    return errors
+
+
+def snapshot(client: KubeClient, config: GateConfig, at_s: float) -> Snapshot:
+    """One look at the cluster; an API that cannot be read is an error of this snapshot, not the gate's."""
+    snap = Snapshot(at_s=at_s)
+    try:
+        nodes = client.list("/api/v1/nodes")
+    except KubeError as err:
+        snap.errors.append(f"cannot list nodes: {err}")
+        return snap
+    snap.nodes = len(nodes)
+    if snap.nodes < config.expected_nodes:
+        snap.errors.append(f"{snap.nodes} node(s) registered, {config.expected_nodes} requested")
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        name = node["metadata"]["name"]
+        status = node.get("status") or {}
+        snap.boot_ids[name] = str((status.get("nodeInfo") or {}).get("bootID") or "")
+        ready = _condition(node, "Ready")
+        snap.ready[name] = ready is not None and ready.get("status") == "True"
+        if snap.ready[name]:
+            snap.ready_nodes += 1
+        else:
+            reason = (ready or {}).get("reason") or "no Ready condition"
+            snap.errors.append(f"{name}: not Ready ({reason})")
+        if not snap.boot_ids[name]:
+            snap.errors.append(f"{name}: no boot id")
+        if not _is_gpu_node(node, config):
+            continue
+        snap.gpu_nodes.append(name)
+        allocatable = _quantity((status.get("allocatable") or {}).get("nvidia.com/gpu"))
+        capacity = _quantity((status.get("capacity") or {}).get("nvidia.com/gpu"))
+        snap.gpus += allocatable
+        if allocatable != config.gpus_per_node or capacity != config.gpus_per_node:
+            snap.errors.append(
+                f"{name}: nvidia.com/gpu capacity {capacity}, allocatable {allocatable}; "
+                f"{config.gpus_per_node} expected"
+            )
+        gpu_error = _condition(node, "NebiusGPUError")
+        if gpu_error is not None and gpu_error.get("status") == "True":
+            snap.errors.append(
+                f"{name}: NebiusGPUError: {gpu_error.get('message') or gpu_error.get('reason')}"
+            )
+        if config.nvswitch:
+            snap.errors += _fabric_errors(node)
+    if len(snap.gpu_nodes) != config.expected_gpu_nodes:
+        snap.errors.append(f"{len(snap.gpu_nodes)} GPU node(s), {config.expected_gpu_nodes} requested")
+    if snap.gpus != config.expected_gpus:
+        snap.errors.append(f"{snap.gpus} GPU(s) allocatable, {config.expected_gpus} requested")
+    try:
+        snap.errors += _driver_errors(client, config)
+    except KubeError as err:
+        snap.errors.append(f"cannot list driver components: {err}")
+    return snap
+
+
+# ------------------------------------------------------------------------------------ the smoke
+
+
+def smoke_pod(config: GateConfig, node: str) -> JSON:
+    """A vectorAdd pod pinned to `node`; its output becomes its termination message, so the result is
+    read from the pod's status (no log streaming through the kubelet needed)."""
+    suffix = f"{hashlib.sha256(node.encode()).hexdigest()[:10]}-{secrets.token_hex(3)}"
+    script = "/cuda-samples/vectorAdd 2>&1 | tee /dev/termination-log; exit ${PIPESTATUS[0]}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"npa-gpu-health-{suffix}",
+            "namespace": config.smoke_namespace,
+            "labels": {SMOKE_LABEL: SMOKE_LABEL_VALUE},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeName": node,
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [
+                {
+                    "name": "vectoradd",
+                    "image": config.smoke_image,
+                    "command": ["/bin/bash", "-c", script],
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
+            ],
+        },
+    }
+
+
+def _terminated(pod: JSON) -> JSON:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = (status.get("state") or {}).get("terminated")
+        if state:
+            return dict(state)
+    return {}
+
+
+def run_smoke(
+    client: KubeClient, config: GateConfig, node: str, deadline: float, clock: Callable[[], float]
+) -> JSON:
+    """Run the smoke on one node; always deletes its pod (by UID) and waits until it is gone."""
+    pod = smoke_pod(config, node)
+    name, namespace = pod["metadata"]["name"], config.smoke_namespace
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    result: JSON = {"node": node, "pod": name, "phase": "not-created", "passed": False}
+    created = None
+    try:
+        created = client.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+        while clock() < deadline:
+            current = client.get(path)
+            phase = (current.get("status") or {}).get("phase", "Pending")
+            result["phase"] = phase
+            if phase in ("Succeeded", "Failed"):
+                terminated = _terminated(current)
+                message = str(terminated.get("message") or "")
+                result["exit_code"] = terminated.get("exitCode")
+                result["output_tail"] = message[-300:]
+                result["passed"] = phase == "Succeeded" and "Test PASSED" in message
+                break
+            time.sleep(min(1.0, max(0.0, deadline - clock())))
+        else:
+            result["phase"] = "timeout"
+    except KubeError as err:
+        result["error"] = str(err)
+    finally:
+        if created is not None:
+            result["cleaned_up"] = _delete_and_wait(client, path, created["metadata"]["uid"], deadline, clock)
+    return result
+
+
+def _delete_and_wait(
+    client: KubeClient, path: str, uid: str, deadline: float, clock: Callable[[], float]
+) -> bool:
+    """Delete exactly the pod this run created (a UID precondition), then wait until it is gone."""
+    body = {
+        "kind": "DeleteOptions",
+        "apiVersion": "v1",
+        "gracePeriodSeconds": 0,
+        "preconditions": {"uid": uid},
+    }
+    try:
+        client.request("DELETE", path, body)
+    except KubeError as err:
+        if err.status not in (404, 409):  # gone already, or a different pod now holds the name
+            return False
+    end = max(deadline, clock() + 30)  # cleanup gets its own short grace even at the deadline
+    while clock() < end:
+        current = client.get_or_none(path)
+        if current is None or current["metadata"].get("uid") != uid:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+# ------------------------------------------------------------------------------------ the gate
+
+
+def run_gate(
+    client_for: Callable[[float], KubeClient],
+    config: GateConfig,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Evidence:
+    """The whole gate. `client_for(timeout_s)` gives a client whose calls wait at most `timeout_s`."""
+    started = clock()
+    deadline = started + config.timeout_s
+    baseline: dict[str, str] | None = None
+    stable_since: float | None = None
+    last = Snapshot(at_s=0.0)
+    count = 0
+
+    def evidence(passed: bool, phase: str, reason: str, smoke: dict[str, JSON] | None = None) -> Evidence:
+        nodes = {
+            name: {"ready": last.ready.get(name, False), "boot_id": boot, "gpu": name in last.gpu_nodes}
+            for name, boot in last.boot_ids.items()
+        }
+        for name, result in (smoke or {}).items():
+            nodes.setdefault(name, {})["smoke"] = result
+        stable = None if stable_since is None else round(stable_since - started, 2)
+        return Evidence(
+            passed, phase, reason, round(clock() - started, 2), count, last.errors[:20], nodes, stable
+        )
+
+    while True:
+        now = clock()
+        if now > deadline:
+            why = "; ".join(last.errors[:5]) or "no clean snapshot"
+            return evidence(
+                False,
+                "stabilization",
+                f"not healthy for {config.stabilization_s:g}s before the timeout: {why}",
+            )
+        client = client_for(min(_CALL_CAP_S, max(1.0, deadline - now)))
+        last = snapshot(client, config, round(now - started, 2))
+        count += 1
+        if last.complete(config):
+            if baseline is None:
+                baseline = dict(last.boot_ids)
+            elif last.boot_ids != baseline:
+                changed = sorted(
+                    set(baseline.items()).symmetric_difference(last.boot_ids.items()), key=lambda kv: kv[0]
+                )
+                names = sorted({name for name, _ in changed})
+                return evidence(
+                    False,
+                    "stabilization",
+                    f"boot ids changed during stabilization ({', '.join(names)}): "
+                    "a node rebooted or was replaced",
+                )
+        if last.errors:
+            stable_since = None
+        elif stable_since is None:
+            stable_since = now
+        if stable_since is not None and now - stable_since >= config.stabilization_s:
+            break
+        sleep(min(config.poll_s, max(0.0, deadline - clock())))
+
+    if not config.cuda_smoke or not last.gpu_nodes:
+        return evidence(True, "done", "healthy")
+    results: dict[str, JSON] = {}
+    for node in sorted(last.gpu_nodes):
+        client = client_for(min(_CALL_CAP_S, max(1.0, deadline - clock())))
+        results[node] = run_smoke(client, config, node, deadline, clock)
+    failed = [n for n, r in results.items() if not r["passed"]]
+    leftovers = [n for n, r in results.items() if r.get("cleaned_up") is False]
+    if failed:
+        return evidence(False, "smoke", f"CUDA smoke failed on {', '.join(failed)}", results)
+    if leftovers:
+        return evidence(
+            False, "smoke", f"smoke pods could not be removed from {', '.join(leftovers)}", results
+        )
+    return evidence(True, "done", "healthy; CUDA smoke passed on every GPU node", results)
