@@ -340,17 +340,28 @@ def _gpu_error_stage() -> JSON:
 
 
 def _gpu_error_cleared_stage() -> JSON:
+    """kwok merges a stage's conditions into the node's by type, so clearing writes the condition False
+    (as a node whose GPU recovered reports it) instead of leaving it out."""
+    condition = (
+        "- lastHeartbeatTime: {{ $now | Quote }}\n"
+        "  lastTransitionTime: {{ $now | Quote }}\n"
+        '  message: "GPUs healthy"\n'
+        '  reason: "GPUHealthy"\n'
+        '  status: "False"\n'
+        f'  type: "{GPU_ERROR_CONDITION}"\n'
+    )
     return _node_stage(
         "npa-gpu-error-cleared",
         [
-            {"key": f'.metadata.labels["{GPU_ERROR_LABEL}"]', "operator": "DoesNotExist"},
+            # (kwok's `DoesNotExist` does not match a missing map key, which its query reads as null)
+            {"key": f'.metadata.labels["{GPU_ERROR_LABEL}"]', "operator": "NotIn", "values": ["true"]},
             {
                 "key": f'.status.conditions.[] | select( .type == "{GPU_ERROR_CONDITION}" ) | .status',
                 "operator": "In",
                 "values": ["True"],
             },
         ],
-        _CONDITIONS_WITH,
+        _CONDITIONS_WITH + condition,
     )
 
 

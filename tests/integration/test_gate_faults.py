@@ -1,0 +1,209 @@
+"""Each fault the local cloud can inject into a cluster's Kubernetes API makes the matching GPU health
+check fail, and only that one: the gate (npa_pulumi/kube/gpu_health.py) run directly against a real API
+server with kwok nodes, with short deadlines."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from npa_pulumi.cloud.errors import PermissionDenied
+from npa_pulumi.cloud.local.cloud import LocalCloud
+from npa_pulumi.cloud.local.simulator import LocalSimulator
+from npa_pulumi.kube.client import KubeClient
+from npa_pulumi.kube.gpu_health import Evidence, GateConfig, run_gate, snapshot
+from npa_pulumi.kube.kubeconfig import dump
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+class Cluster:
+    def __init__(self, sim: LocalSimulator, cluster_id: str, kubeconfig: str) -> None:
+        self.sim, self.id, self.kubeconfig = sim, cluster_id, kubeconfig
+
+    def client(self, timeout_s: float = 5.0) -> KubeClient:
+        return KubeClient.from_kubeconfig(self.kubeconfig, timeout_s=timeout_s)
+
+    def config(self, **overrides: Any) -> GateConfig:
+        settings: dict[str, Any] = {
+            "expected_nodes": 3,
+            "expected_gpu_nodes": 2,
+            "gpus_per_node": 8,
+            "gpu_platform": "gpu-h200-sxm",
+            "driver_mode": "managed-image",
+            "nvswitch": True,
+            "stabilization_s": 0.0,
+            "timeout_s": 6.0,
+            "cuda_smoke": False,
+            "smoke_image": "cuda",
+            "smoke_namespace": "default",
+            "poll_s": 0.5,
+        }
+        return GateConfig(**{**settings, **overrides})
+
+    def gate(self, **overrides: Any) -> Evidence:
+        return run_gate(lambda t: self.client(t), self.config(**overrides))
+
+    def gpu_nodes(self) -> list[str]:
+        return sorted(snapshot(self.client(), self.config(), 0).gpu_nodes)
+
+    def fault(self, node: str, kind: str, active: bool = True) -> None:
+        """Inject (or clear) a node fault; an injected one is waited for until the API shows it (the
+        cluster's agent and kwok carry it out within a few seconds), as a real fault is there first."""
+        self.sim.set_node_fault(self.id, node, kind, active)
+        if active and kind == "pod_failure":
+            deadline = time.monotonic() + 20
+            path = "/apis/kwok.x-k8s.io/v1alpha1/stages/npa-pod-failure"
+            while True:
+                expressions = self.client().get(path)["spec"]["selector"]["matchExpressions"]
+                if any(node in (e.get("values") or []) for e in expressions):
+                    break
+                assert time.monotonic() < deadline, f"the pod-failure stage never named {node}"
+                time.sleep(0.3)
+            time.sleep(1.0)  # kwok picks up the changed Stage from its watch
+        if active and kind in ("not_ready", "gpu_missing", "gpu_error"):
+            deadline = time.monotonic() + 20
+            while not snapshot(self.client(), self.config(), 0).errors:
+                assert time.monotonic() < deadline, f"{kind} on {node} never showed in the API"
+                time.sleep(0.3)
+
+    def wait_healthy(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not snapshot(self.client(), self.config(), 0).errors:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"still unhealthy: {snapshot(self.client(), self.config(), 0).errors}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("gate-faults") / "local-cloud"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NPA_LOCAL_CLOUD_KUBERNETES_API", "1")
+        sim = LocalSimulator(directory)
+        sim.initialise()
+        project = sim.list_projects(sim.principal()["tenant_id"])[0]["id"]
+        subnet = sim.list_subnets(project)[0]["id"]
+        created = sim.provision("cluster", 60, project_id=project, name="faults", subnet_id=subnet)
+        sim.set_cluster_addons(created["id"], {"gpu_driver": "managed-image"})
+        sim.provision(
+            "node_group",
+            60,
+            cluster_id=created["id"],
+            name="cpu",
+            node_count=1,
+            platform="cpu-d3",
+            preset="4vcpu-16gb",
+        )
+        sim.provision(
+            "node_group",
+            60,
+            cluster_id=created["id"],
+            name="gpu",
+            node_count=2,
+            platform="gpu-h200-sxm",
+            preset="8gpu-128vcpu-1600gb",
+        )
+        access = LocalCloud(directory).cluster_access(created["id"])
+        found = Cluster(sim, created["id"], dump(access.kubeconfig("faults")))
+        found.wait_healthy()
+        try:
+            yield found
+        finally:
+            sim.reset()
+
+
+def _only_about(evidence: Evidence, node: str, words: str) -> None:
+    assert not evidence.passed
+    assert evidence.last_errors, evidence
+    assert all(node in e and words in e for e in evidence.last_errors), evidence.last_errors
+
+
+def test_a_healthy_cluster_passes_with_a_cuda_smoke_on_every_gpu_node(cluster: Cluster) -> None:
+    evidence = cluster.gate(stabilization_s=1.0, cuda_smoke=True, timeout_s=30.0)
+    assert evidence.passed, evidence
+    assert sorted(n for n, v in evidence.nodes.items() if "smoke" in v) == cluster.gpu_nodes()
+
+
+def test_a_not_ready_node(cluster: Cluster) -> None:
+    node = cluster.gpu_nodes()[0]
+    cluster.fault(node, "not_ready")
+    try:
+        _only_about(cluster.gate(), node, "not Ready")
+    finally:
+        cluster.fault(node, "not_ready", active=False)
+        cluster.wait_healthy()
+
+
+def test_a_gpu_missing_from_capacity(cluster: Cluster) -> None:
+    node = cluster.gpu_nodes()[1]
+    cluster.fault(node, "gpu_missing")
+    try:
+        evidence = cluster.gate()
+        assert not evidence.passed
+        assert any(node in e and "capacity 7, allocatable 7" in e for e in evidence.last_errors)
+        assert all(node in e or "15 GPU(s) allocatable" in e for e in evidence.last_errors), (
+            evidence.last_errors
+        )
+    finally:
+        cluster.fault(node, "gpu_missing", active=False)
+        cluster.wait_healthy()
+
+
+def test_a_nebius_gpu_error_condition(cluster: Cluster) -> None:
+    node = cluster.gpu_nodes()[0]
+    cluster.fault(node, "gpu_error")
+    try:
+        _only_about(cluster.gate(), node, "NebiusGPUError")
+    finally:
+        cluster.fault(node, "gpu_error", active=False)
+        cluster.wait_healthy()
+
+
+def test_a_reboot_during_stabilization_fails_at_once(cluster: Cluster) -> None:
+    node = cluster.gpu_nodes()[1]
+    timer = threading.Timer(2.0, lambda: cluster.fault(node, "reboot"))
+    timer.start()
+    started = time.monotonic()
+    evidence = cluster.gate(stabilization_s=20.0, timeout_s=40.0)
+    timer.join()
+    assert not evidence.passed and "boot ids changed" in evidence.reason and node in evidence.reason
+    assert time.monotonic() - started < 15, "a reboot must fail the gate without waiting for its deadline"
+
+
+def test_a_smoke_that_fails_on_one_node(cluster: Cluster) -> None:
+    bad, good = cluster.gpu_nodes()
+    cluster.fault(bad, "pod_failure")
+    try:
+        evidence = cluster.gate(cuda_smoke=True, timeout_s=30.0)
+        assert not evidence.passed and evidence.phase == "smoke" and bad in evidence.reason
+        assert evidence.nodes[bad]["smoke"]["exit_code"] == 1 and evidence.nodes[good]["smoke"]["passed"]
+        assert all(evidence.nodes[n]["smoke"]["cleaned_up"] for n in (bad, good))
+    finally:
+        cluster.fault(bad, "pod_failure", active=False)
+
+
+def test_an_unreachable_api(cluster: Cluster) -> None:
+    cluster.sim.set_api_fault(cluster.id, "unreachable")
+    try:
+        evidence = cluster.gate(timeout_s=4.0)
+        assert not evidence.passed
+        assert evidence.last_errors and all("cannot list nodes" in e for e in evidence.last_errors)
+    finally:
+        cluster.sim.set_api_fault(cluster.id, "unreachable", active=False)
+        cluster.wait_healthy()
+
+
+def test_credentials_rejected(cluster: Cluster) -> None:
+    cluster.sim.add_fault("get_cluster_credentials", "permission-denied", count=1)
+    with pytest.raises(PermissionDenied):
+        LocalCloud(cluster.sim.directory).cluster_access(cluster.id)
+    assert (
+        LocalCloud(cluster.sim.directory).cluster_access(cluster.id).server.startswith("https://127.0.0.1:")
+    )
