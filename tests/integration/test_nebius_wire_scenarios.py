@@ -261,3 +261,26 @@ def test_cluster_and_node_group_status(backend: Backend) -> None:
     with pytest.raises(CloudError) as err:
         cloud.get_cluster(cluster.id)
     assert isinstance(err.value, NotFound)
+
+
+@covers("kubernetes_api_available", "cluster_access")
+def test_cluster_access(backend: Backend) -> None:
+    """How a kubeconfig reaches a cluster's API: Nebius through the CLI's exec plugin (never a stored
+    token); the local cloud through its own API server, which a run without API servers refuses clearly."""
+    from npa_pulumi.cloud.errors import FailedPrecondition
+    from npa_pulumi.kube.kubeconfig import ExecCredential
+
+    cloud = backend.cloud
+    seeded = backend.seed_cluster("project-e00existing")
+    cluster = cloud.get_cluster(seeded.cluster_id)
+    if backend.kind == "nebius":
+        assert cloud.kubernetes_api_available() is True
+        access = cloud.cluster_access(cluster.id)
+        assert access.server == cluster.endpoint and "BEGIN CERTIFICATE" in access.ca_pem
+        assert isinstance(access.credential, ExecCredential) and access.credential.command == "nebius"
+        assert "get-token" in access.credential.args
+        return
+    assert cloud.kubernetes_api_available() is False  # the test suite runs the local cloud without them
+    with pytest.raises(FailedPrecondition) as err:
+        cloud.cluster_access(cluster.id)
+    assert "kubernetes_api" in str(err.value)
