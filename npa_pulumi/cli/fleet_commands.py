@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
-from npa_pulumi.errors import EXIT_FAILED, UserInputError
+from npa_pulumi.errors import EXIT_FAILED, NpaError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -114,6 +114,12 @@ def _engine_options(kw: dict[str, Any], **extra: Any) -> dict[str, Any]:
     }
 
 
+class NotConfirmed(NpaError):
+    """A mutating command that was not confirmed: nothing was done (exit 1, not 2: the input was valid)."""
+
+    kind = "not-confirmed"
+
+
 def confirm(banner: list[str], yes: bool, action: str) -> None:
     """Destructive or mutating commands ask first; without a terminal they refuse unless --yes."""
     for line in banner:
@@ -121,10 +127,11 @@ def confirm(banner: list[str], yes: bool, action: str) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise UserInputError(f"refusing to {action} without --yes: this session is not interactive")
+        raise NotConfirmed(
+            f"refusing to {action} without --yes: this session is not interactive; nothing was changed"
+        )
     if not click.confirm(f"Proceed to {action}?", default=False, err=True):
-        stderr_console.print("Aborted.")
-        sys.exit(EXIT_FAILED)
+        raise NotConfirmed(f"aborted: did not {action}; nothing was changed")
 
 
 def _banner(verb: str, spec: Any, targets: list[Any]) -> list[str]:
