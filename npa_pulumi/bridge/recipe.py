@@ -1,8 +1,9 @@
 """Where a stack's k8s-training recipe comes from, and how it is made ready to run.
 
 Sources, in priority order: `--recipe-dir PATH` (a local checkout of the library or of `k8s-training/`
-itself), `--recipe-ref REF` (a shallow git clone of the upstream library, cached per ref), and for
-`--cloud local` the shipped stand-in `recipes/local-k8s-training`.
+itself), `--recipe-ref REF` (a branch, tag or full commit SHA of the upstream library, fetched shallowly and
+cached per commit; a branch is resolved again on every run, see `resolve_ref`), and for `--cloud local` the
+shipped stand-in `recipes/local-k8s-training`.
 
 Materializing copies the recipe into the stack's work dir (keeping Terraform state and `.terraform`),
 then applies the compatibility preparation the original tool applied, before any mutation:
@@ -16,6 +17,7 @@ It also reads what the recipe does with the shared filesystem (`recipe_facts`) s
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -31,6 +33,7 @@ from typing import Any, Literal
 
 from npa_pulumi.engine import disk_cache
 from npa_pulumi.engine.disk_cache import cache_key, source_identity
+from npa_pulumi.engine.home import write_atomically
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES, read_recipe_variables, shipped_recipe_dir
 
@@ -50,6 +53,10 @@ SourceKind = Literal["local-stand-in", "dir", "git"]
 
 class RecipeError(NpaError):
     kind = "recipe"
+
+
+class RecipeRefError(RecipeError, UserInputError):
+    """A --recipe-ref that names nothing the remote has (exit 2, invalid input)."""
 
 
 @dataclass(frozen=True)
@@ -154,24 +161,108 @@ def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | 
     )
 
 
-def _git_checkout(location: str, cache_root: Path) -> Path:
-    url, _, ref = location.rpartition("@")
-    key = hashlib.sha256(location.encode()).hexdigest()[:16]
-    dest = cache_root / key
-    if (dest / ".git").is_dir():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+_ABBREVIATED_SHA = re.compile(r"^[0-9a-fA-F]{4,39}$")
+
+
+def _git(args: list[str], what: str) -> str:
     proc = subprocess.run(
-        ["git", "clone", "--depth", "1", "--branch", ref, url, str(tmp)],
+        ["git", *args],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},  # never wait for credentials on a terminal
     )
     if proc.returncode != 0:
-        raise RecipeError(f"git clone of {url} at {ref!r} failed: {proc.stderr.strip()[-500:]}")
-    tmp.rename(dest)
+        raise RecipeError(f"{what} failed: {proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def resolve_ref(url: str, ref: str, cache_root: Path) -> str:
+    """The commit `ref` names at `url`: a full commit SHA as given; a tag once, then from the cache (a tag
+    is not expected to move); a branch asked of the remote every time (`git ls-remote`), so a run never
+    deploys a stale checkout of a branch that has moved."""
+    if _FULL_SHA.match(ref.lower()):
+        return ref.lower()
+    key = hashlib.sha256(f"{url}\0{ref}".encode()).hexdigest()[:16]
+    pin = cache_root / "pins" / f"{key}.json"
+    try:
+        known = json.loads(pin.read_text())
+        if known.get("kind") == "tag" and _FULL_SHA.match(str(known.get("commit"))):
+            return str(known["commit"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    names = (f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}")
+    listing = _git(
+        ["ls-remote", "--", url, *names], f"resolving --recipe-ref {ref!r} at {url} (git ls-remote)"
+    )
+    found = {name: sha for sha, _, name in (line.partition("\t") for line in listing.splitlines())}
+    if names[0] in found:
+        return found[names[0]]  # a branch: never pinned
+    tag = found.get(names[2]) or found.get(names[1])  # an annotated tag's commit, else the tag's own
+    if tag:
+        with contextlib.suppress(OSError):
+            pin.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(pin, json.dumps({"url": url, "ref": ref, "kind": "tag", "commit": tag}))
+        return tag
+    if _ABBREVIATED_SHA.match(ref):
+        raise RecipeRefError(
+            f"--recipe-ref {ref!r} is not a branch or tag of {url}, and an abbreviated commit cannot be "
+            "fetched: give the full 40-character commit SHA"
+        )
+    raise RecipeRefError(
+        f"--recipe-ref {ref!r} is neither a branch nor a tag of {url}, nor a full 40-character commit SHA"
+    )
+
+
+def pin_source(source: RecipeSource, cache_root: Path) -> RecipeSource:
+    """A git source with its ref resolved to the commit it names now (`<url>@<commit>`), so that planning
+    and every stack's Terraform run in this run use that one commit, whatever the branch does meanwhile."""
+    if source.kind != "git":
+        return source
+    url, _, ref = source.location.rpartition("@")
+    return RecipeSource("git", f"{url}@{resolve_ref(url, ref, cache_root / 'recipes')}")
+
+
+def _git_checkout(location: str, cache_root: Path) -> Path:
+    """A checkout of `<url>@<ref>` at the commit the ref names now, cached per commit."""
+    url, _, ref = location.rpartition("@")
+    commit = resolve_ref(url, ref, cache_root)
+    dest = cache_root / hashlib.sha256(f"{url}\0{commit}".encode()).hexdigest()[:16]
+    if (dest / ".git").is_dir():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _git(["init", "-q", str(tmp)], "git init")
+        try:
+            _git(["-C", str(tmp), "fetch", "-q", "--depth", "1", url, commit], f"git fetch {url} {commit}")
+        except RecipeError:
+            # A server that refuses to serve a commit by id: fetch its branches and tags instead.
+            _git(
+                [
+                    "-C",
+                    str(tmp),
+                    "fetch",
+                    "-q",
+                    url,
+                    "+refs/heads/*:refs/remotes/origin/*",
+                    "+refs/tags/*:refs/tags/*",
+                ],
+                f"git fetch {url}",
+            )
+        _git(
+            ["-C", str(tmp), "-c", "advice.detachedHead=false", "checkout", "-q", "--detach", commit],
+            f"checking out {commit} of {url}",
+        )
+        try:
+            tmp.rename(dest)
+        except OSError:
+            if not (dest / ".git").is_dir():  # not another run that finished the same checkout first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 

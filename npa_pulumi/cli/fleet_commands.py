@@ -68,7 +68,12 @@ def fleet_options(func: F) -> F:
             type=click.Path(file_okay=False),
             help="A local k8s-training checkout (library root or k8s-training/).",
         ),
-        click.option("--recipe-ref", default=None, metavar="REF", help="Clone the upstream library at REF."),
+        click.option(
+            "--recipe-ref",
+            default=None,
+            metavar="REF",
+            help="The upstream library at REF: a branch (resolved on every run), a tag or a full commit SHA.",
+        ),
         click.option(
             "-j",
             "--concurrency",

@@ -19,6 +19,7 @@ from npa_pulumi.bridge.recipe import (
     RecipeSource,
     compatibility_problems,
     materialize,
+    pin_source,
     resolve_source,
 )
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
@@ -164,7 +165,10 @@ def build_plans(
     spec: FleetSpec, targets: Sequence[Target], options: FleetOptions, tenant_id: str
 ) -> FleetPlans:
     plans = FleetPlans()
-    source = resolve_source(options.cloud, options.recipe_dir, options.recipe_ref)
+    # A branch is resolved to its commit now, once: every stack of this run applies that commit.
+    source = pin_source(
+        resolve_source(options.cloud, options.recipe_dir, options.recipe_ref), npa_home() / "cache"
+    )
     plans.recipe = source
     ssh_key = default_ssh_public_key(spec)
     if options.cloud == "nebius" and not ssh_key:
