@@ -7,8 +7,9 @@ shipped stand-in `recipes/local-k8s-training`.
 
 Materializing copies the recipe into the stack's work dir (keeping Terraform state and `.terraform`),
 then applies the compatibility preparation the original tool applied, before any mutation:
-* the Nebius API domain in `provider.tf` follows the region (`api.eu.nebius.cloud` for eu*, else
-  `api.nebius.cloud`), with a loud warning when the recipe no longer has the line to patch;
+* the Nebius API domain follows the region (`api.eu.nebius.cloud` for eu*, else `api.nebius.cloud`), set by
+  a Terraform override file (`npa_provider_domain_override.tf`) rather than by editing `provider.tf`, with a
+  loud warning (stderr, JSON `warnings`) when the recipe has no provider block to point;
 * `kubectl debug --quiet` is removed from the filesystem verifier (kubectl 1.36 hides evidence with it);
 * the cloud-init virtiofs mount gets `nofail`, because upstream mounts with `defaults` only and a node may
   not boot when the filesystem is missing.
@@ -285,8 +286,10 @@ def _sync_tree(src: Path, dest: Path, top: bool = True) -> None:
     running in this work dir."""
     dest.mkdir(parents=True, exist_ok=True)
 
-    def kept(name: str) -> bool:  # Terraform's own files, at the module's top level only
-        return top and (name in PRESERVED or name.startswith("terraform.tfstate"))
+    def kept(name: str) -> bool:  # Terraform's own files (and npa's override), at the top level only
+        return top and (
+            name in PRESERVED or name.startswith("terraform.tfstate") or name == DOMAIN_OVERRIDE_FILE
+        )
 
     wanted = {entry.name for entry in src.iterdir() if not (kept(entry.name) or entry.name == ".git")}
     for entry in dest.iterdir():
@@ -312,20 +315,65 @@ def _sync_tree(src: Path, dest: Path, top: bool = True) -> None:
             shutil.copy2(entry, target)
 
 
+DOMAIN_OVERRIDE_FILE = "npa_provider_domain_override.tf"
+_NEBIUS_PROVIDER = re.compile(r'^\s*provider\s+"nebius"\s*\{', re.MULTILINE)
+_ALIAS = re.compile(r"^\s*alias\s*=", re.MULTILINE)
+
+
+def _block_body(text: str, start: int) -> str:
+    """The body of the block whose `{` ends just before `start` (braces counted, strings skipped)."""
+    depth, index, quoted = 1, start, False
+    while index < len(text) and depth:
+        char = text[index]
+        if quoted:
+            if char == "\\":
+                index += 1
+            elif char == '"':
+                quoted = False
+        elif char == '"':
+            quoted = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+        index += 1
+    return text[start : index - 1]
+
+
+def _has_default_nebius_provider(module_dir: Path) -> bool:
+    """Whether the module configures the default (alias-less) `provider "nebius"` block: the only one an
+    override file can set the domain of (an override of a block that does not exist is a Terraform error)."""
+    for path in sorted(module_dir.glob("*.tf")):
+        if path.name == "override.tf" or path.name.endswith("_override.tf"):
+            continue
+        text = path.read_text(errors="replace")
+        for match in _NEBIUS_PROVIDER.finditer(text):
+            if not _ALIAS.search(_block_body(text, match.end())):
+                return True
+    return False
+
+
 def _patch_provider_domain(module_dir: Path, region: str, warnings: list[str]) -> None:
-    provider = module_dir / "provider.tf"
-    if not provider.is_file():
-        return
-    text = provider.read_text()
-    if "nebius.cloud:443" not in text:
-        return  # this revision configures no domain (auth comes from the environment)
+    """Point the recipe's Nebius provider at the region's API domain (`api.eu.nebius.cloud` for eu*, else
+    `api.nebius.cloud`) with a Terraform override file beside the upstream files, which stay untouched.
+    A recipe with no provider block to override is reported loudly: it then talks to whatever domain the
+    provider defaults to."""
     wanted = "api.eu.nebius.cloud:443" if region.startswith("eu") else "api.nebius.cloud:443"
-    patched = re.sub(r"api(\.eu)?\.nebius\.cloud:443", wanted, text)
-    if wanted not in patched:
+    override = module_dir / DOMAIN_OVERRIDE_FILE
+    if not _has_default_nebius_provider(module_dir):
+        override.unlink(missing_ok=True)
         warnings.append(
-            f"WARNING: could not point {provider} at {wanted}; the recipe may talk to the wrong API"
+            f'WARNING: the recipe in {module_dir} configures no default `provider "nebius"` block, so its '
+            f"API domain cannot be pointed at {wanted} for region {region}; it uses the provider's default "
+            "domain, which may be the wrong API for this region"
         )
-    provider.write_text(patched)
+        return
+    text = (
+        f"# Written by npa-pulumi: the Nebius API domain for region {region} (npa_pulumi/bridge/recipe.py).\n"
+        f'provider "nebius" {{\n  domain = "{wanted}"\n}}\n'
+    )
+    if not override.is_file() or override.read_text() != text:
+        override.write_text(text)
 
 
 def _drop_kubectl_debug_quiet(root: Path) -> None:
@@ -379,7 +427,8 @@ def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: 
         _sync_tree(modules_src, work_root / "modules")
         roots.append(work_root / "modules")
     warnings: list[str] = []
-    _patch_provider_domain(module_dir, region, warnings)
+    if source.kind != "local-stand-in":  # the stand-in talks to the local cloud, not to a Nebius API
+        _patch_provider_domain(module_dir, region, warnings)
     for root in roots:
         _drop_kubectl_debug_quiet(root)
         _add_nofail(root)

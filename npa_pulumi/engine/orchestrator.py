@@ -150,6 +150,8 @@ class Fleet:
             # Dynamic providers run in the engine's provider process; they learn the tenant from here.
             self.settings.extra_env[TENANT_ENV] = tenant
             self._plans = build_plans(self.spec, self.targets, self.options, tenant)
+            for warning in self._plans.warnings:
+                self.progress.message(warning)
         return self._plans
 
     def _result(self, command: str) -> FleetResult:
@@ -344,6 +346,7 @@ class Fleet:
     def preview(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("preview")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
         if preflight is not None:
             result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
         result.stacks.extend(plans.unsupported)
@@ -363,6 +366,7 @@ class Fleet:
     def up(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("up")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
         if preflight is not None:
             report = preflight(plans)
             result.preflight = report
@@ -424,6 +428,7 @@ class Fleet:
     def destroy(self) -> FleetResult:
         result = self._result("destroy")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
         result.stacks.extend(plans.unsupported)
         cluster_ops = [self._cluster_op(c) for c in plans.clusters]
         destroyed = self._pool(cluster_ops, lambda op: self.executor.run(op, "destroy"))
@@ -459,6 +464,7 @@ class Fleet:
     def refresh(self) -> FleetResult:
         result = self._result("refresh")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
         ops = [self._project_op(p) for p in plans.projects] + [self._cluster_op(c) for c in plans.clusters]
         result.stacks.extend(self._pool(ops, lambda op: self.executor.run(op, "refresh")))
         return result
@@ -468,6 +474,7 @@ class Fleet:
 
         result = self._result("status")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
         result.stacks.extend(plans.unsupported)
         ops = [self._cluster_op(c) for c in plans.clusters]
         started = time.monotonic()

@@ -43,6 +43,7 @@ class FleetPlans:
     clusters: list[ClusterPlan] = field(default_factory=list)
     unsupported: list[StackResult] = field(default_factory=list)
     recipe: RecipeSource | None = None
+    warnings: list[str] = field(default_factory=list)  # from preparing the recipe, e.g. an unpointed domain
 
     def project(self, key: str) -> ProjectPlan:
         return next(p for p in self.projects if p.project_key == key)
@@ -203,6 +204,7 @@ def build_plans(
         plan = _cluster_plan(target, tenant_id, source, ssh_key, problems, staged)
         if plan is not None:
             plans.clusters.append(plan)
+    plans.warnings = list(dict.fromkeys(w for recipe in staged.values() for w in recipe.warnings))
     if problems:
         raise RecipeIncompatible(
             "the recipe cannot represent the requested clusters (nothing was changed):\n  - "

@@ -1,6 +1,7 @@
 """`--recipe-dir` against the upstream k8s-training (V4) variable surface (tests/fixtures/
 upstream-k8s-training-v4, written from shared/reference/k8s-training-recipe.md): what it cannot represent
-is refused before anything is touched, and what it can is rendered in its own terms."""
+is refused before anything is touched, what it can is rendered in its own terms, and its missing
+`provider "nebius"` block is reported loudly (stderr and the JSON `warnings`)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,16 @@ def test_tfvars_follow_the_upstream_surface(isolated_home: Path, tmp_path: Path)
     assert "gpu_nodes_driver_preset" not in tfvars  # upstream hardcodes cuda13.0
     assert "filestore_mount_tag" not in tfvars
     assert tfvars["loki"] == {"enabled": False, "replication_factor": 1}
+
+
+def test_an_unpointable_provider_domain_is_a_loud_warning(isolated_home: Path, tmp_path: Path) -> None:
+    spec = write_spec(
+        tmp_path / "fleet.yaml",
+        HEAD + "      - name: cpu\n        cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}\n",
+    )
+    npa("local-cloud", "init", check=True)
+    result = npa("preview", "--spec", str(spec), "--recipe-dir", str(V4), "--output", "json")
+    document = json.loads(result.stdout)  # one JSON document, whatever the preview found
+    [warning] = document["warnings"]
+    assert 'provider "nebius"' in warning and "api.nebius.cloud:443" in warning
+    assert "WARNING" in result.stderr and "api.nebius.cloud:443" in result.stderr
