@@ -185,7 +185,8 @@ def _finish(result: Any, output: str) -> int:
     "--create-projects/--no-create-projects",
     default=True,
     show_default=True,
-    help="Create missing named projects (prefix + name).",
+    help="Create missing named projects (prefix + name); with --no-create-projects a missing one stops the "
+    "whole run before any change.",
 )
 @click.option(
     "--refresh",

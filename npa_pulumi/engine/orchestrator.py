@@ -367,6 +367,15 @@ class Fleet:
         result = self._result("up")
         plans = self.plans()
         result.warnings = list(plans.warnings)
+        missing = [] if self.options.create_projects else self._missing_projects(plans)
+        if missing:
+            # Every project stack would fail on its own, after others had run; stop before any of them.
+            result.error = (
+                f"project(s) {', '.join(missing)} do not exist in tenant {self.tenant_id()} and "
+                "--no-create-projects is set: nothing was created or changed (create them, give their "
+                "project_id in the spec, or drop --no-create-projects)"
+            )
+            return result
         if preflight is not None:
             report = preflight(plans)
             result.preflight = report
@@ -415,6 +424,14 @@ class Fleet:
                 stack.validation = "skipped"
         self._fill_identity(result)
         return result
+
+    def _missing_projects(self, plans: FleetPlans) -> list[str]:
+        """Named projects of the selection that the tenant does not have (one listing of the tenant)."""
+        named = [p for p in plans.projects if not p.project_id]
+        if not named:
+            return []
+        existing = {project.name for project in self.cloud.list_projects(self.tenant_id())}
+        return [f"{p.display_name!r}" for p in named if p.display_name not in existing]
 
     def _up_cluster(self, op: StackOp) -> StackResult:
         result = self.executor.run(op, "up")
