@@ -32,7 +32,7 @@ from npa_pulumi.engine.results import FleetResult, StackResult
 from npa_pulumi.engine.runner import StackExecutor, StackOp
 from npa_pulumi.engine.stacks import interrupted, stack_tags
 from npa_pulumi.engine.workspace import TENANT_ENV, EngineSettings, list_stack_summaries, npa_home
-from npa_pulumi.errors import NpaError
+from npa_pulumi.errors import NpaError, UserInputError
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.factory import CloudKind
@@ -75,6 +75,15 @@ class FleetOptions:
 
 class FleetAborted(NpaError):
     kind = "aborted"
+
+
+class StorageWithoutMk8s(UserInputError):
+    kind = "storage-without-mk8s"
+
+
+def _refuse_storage_without_mk8s(plans: FleetPlans) -> None:
+    if plans.storage_without_mk8s:
+        raise StorageWithoutMk8s("\n".join(plans.storage_without_mk8s))
 
 
 def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[..., FleetResult]]:
@@ -347,6 +356,7 @@ class Fleet:
         result = self._result("preview")
         plans = self.plans()
         result.warnings = list(plans.warnings)
+        _refuse_storage_without_mk8s(plans)
         if preflight is not None:
             result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
         result.stacks.extend(plans.unsupported)
@@ -367,6 +377,7 @@ class Fleet:
         result = self._result("up")
         plans = self.plans()
         result.warnings = list(plans.warnings)
+        _refuse_storage_without_mk8s(plans)
         missing = [] if self.options.create_projects else self._missing_projects(plans)
         if missing:
             # Every project stack would fail on its own, after others had run; stop before any of them.

@@ -43,6 +43,8 @@ class FleetPlans:
     clusters: list[ClusterPlan] = field(default_factory=list)
     unsupported: list[StackResult] = field(default_factory=list)
     recipe: RecipeSource | None = None
+    # Selected projects with no mk8s cluster that declare object storage: `up` and `preview` refuse them.
+    storage_without_mk8s: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # from preparing the recipe, e.g. an unpointed domain
 
     def project(self, key: str) -> ProjectPlan:
@@ -184,11 +186,23 @@ def build_plans(
         raise UserInputError(
             f"no region for {', '.join(missing_region)}: set `region` in the spec or the project"
         )
+    # A project stack (project, network, bucket) is only for projects with a deployable (mk8s) cluster in the
+    # selection: preflight budgets nothing for the others, so nothing of theirs may be created.
+    deployable = {t.project_key for t in targets if t.backend == "mk8s"}
     for target in targets:
         if target.project_key not in seen_projects:
             seen_projects.add(target.project_key)
-            plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
+            if target.project_key in deployable:
+                plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
+            elif target.object_storage is not None:
+                plans.storage_without_mk8s.append(
+                    f"projects[{target.project_index}].object_storage: project {target.project_key!r} "
+                    "declares object storage, but its selected clusters are all soperator, which npa-pulumi "
+                    "does not deploy yet; object storage needs at least one selected mk8s cluster in its "
+                    "project (nothing was created or changed)"
+                )
         if target.backend != "mk8s":
+            untouched = "" if target.project_key in deployable else "; its project was not touched"
             plans.unsupported.append(
                 StackResult(
                     stack=target.cluster_stack,
@@ -197,7 +211,7 @@ def build_plans(
                     cluster_name=target.cluster_name,
                     status="not-supported",
                     error=f"backend {target.backend!r} is planned and validated, but deploying it is not "
-                    "supported yet",
+                    f"supported yet{untouched}",
                 )
             )
             continue
