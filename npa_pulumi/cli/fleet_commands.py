@@ -147,7 +147,8 @@ def _banner(verb: str, spec: Any, targets: list[Any]) -> list[str]:
     for target in targets:
         where = target.project_id or f"{target.display_name} (created if missing)"
         lines.append(
-            f"  - {target.cluster_stack}  [{target.backend}] project {where}, region {target.region}"
+            f"  - {target.cluster_stack}  [{target.backend}] project {where}, "
+            f"region {target.region or '(from the profile)'}"
         )
     return lines
 

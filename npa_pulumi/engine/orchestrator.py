@@ -153,8 +153,28 @@ class Fleet:
     def tenant_id(self) -> str:
         return self.spec.tenant_id or self.cloud.principal().tenant_id
 
+    def resolve_regions(self) -> None:
+        """Give targets without a region (none in the spec or their project) the one the profile's
+        configuration points at (`CloudPort.default_region`), as docs/spec.md promises."""
+        missing = [t for t in self.targets if not t.region]
+        if not missing:
+            return
+        region = self.cloud.default_region()
+        if not region:
+            raise UserInputError(
+                f"no region for {', '.join(t.cluster_stack for t in missing)}: set `region` in the spec or "
+                f"the project; the {self.options.cloud} profile's configuration names none (for Nebius, the "
+                "region of the profile's parent-id project)"
+            )
+        self.progress.message(
+            f"{self.spec.name}: region {region}, from the profile's configuration, for "
+            f"{len(missing)} cluster(s) whose spec names none"
+        )
+        self.targets = [t if t.region else t.model_copy(update={"region": region}) for t in self.targets]
+
     def plans(self) -> FleetPlans:
         if self._plans is None:
+            self.resolve_regions()
             tenant = self.tenant_id()
             # Dynamic providers run in the engine's provider process; they learn the tenant from here.
             self.settings.extra_env[TENANT_ENV] = tenant
