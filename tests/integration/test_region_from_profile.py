@@ -29,6 +29,10 @@ def test_empty_region_comes_from_the_profile(isolated_home: Path, tmp_path: Path
     assert plan.json()["region"] is None  # offline: resolved at deploy time
 
     npa("local-cloud", "init", check=True)  # the default tenant: regions us-central1, eu-north1
+    preflight = npa("preflight", "--spec", str(spec), "--output", "json")
+    assert preflight.code == 0, preflight.stderr[-3000:]
+    assert {r["region"] for r in preflight.json()["requirements"]} == {"us-central1", "eu-north1"}
+
     preview = npa("preview", "--spec", str(spec), "--output", "json")
     assert preview.code == 0, preview.stderr[-3000:]
 
