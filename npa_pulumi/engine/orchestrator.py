@@ -15,6 +15,7 @@ Ordering and safety:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -75,15 +76,6 @@ class FleetOptions:
 
 class FleetAborted(NpaError):
     kind = "aborted"
-
-
-class StorageWithoutMk8s(UserInputError):
-    kind = "storage-without-mk8s"
-
-
-def _refuse_storage_without_mk8s(plans: FleetPlans) -> None:
-    if plans.storage_without_mk8s:
-        raise StorageWithoutMk8s("\n".join(plans.storage_without_mk8s))
 
 
 def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[..., FleetResult]]:
@@ -376,7 +368,7 @@ class Fleet:
         result = self._result("preview")
         plans = self.plans()
         result.warnings = list(plans.warnings)
-        _refuse_storage_without_mk8s(plans)
+        self.refuse_storage_without_mk8s(plans)
         if preflight is not None:
             result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
         result.stacks.extend(plans.unsupported)
@@ -397,7 +389,7 @@ class Fleet:
         result = self._result("up")
         plans = self.plans()
         result.warnings = list(plans.warnings)
-        _refuse_storage_without_mk8s(plans)
+        self.refuse_storage_without_mk8s(plans)
         missing = [] if self.options.create_projects else self._missing_projects(plans)
         if missing:
             # Every project stack would fail on its own, after others had run; stop before any of them.
@@ -455,6 +447,36 @@ class Fleet:
                 stack.validation = "skipped"
         self._fill_identity(result)
         return result
+
+    def refuse_storage_without_mk8s(self, plans: FleetPlans) -> None:
+        """Object storage on a project whose selected clusters are all soperator (not deployable yet) is
+        refused, located in the spec, before anything is touched: the original tool failed closed too."""
+        if not plans.storage_without_mk8s:
+            return
+        from npa_pulumi.spec.errors import SpecError, SpecProblem
+
+        source = self.options.spec_path or "<spec>"
+        index = None
+        if self.options.spec_path:
+            from npa_pulumi.spec.yaml_source import load_yaml, read_spec_text
+
+            with contextlib.suppress(NpaError, OSError):
+                index = load_yaml(read_spec_text(self.options.spec_path), source)[1]
+        problems = []
+        for position in plans.storage_without_mk8s:
+            mark = index.exact(("projects", position, "object_storage")) if index else None
+            problems.append(
+                SpecProblem(
+                    path=f"projects[{position}].object_storage",
+                    line=mark[0] if mark else None,
+                    column=mark[1] if mark else None,
+                    message="object storage needs at least one selected mk8s cluster in its project; this "
+                    "project's selected clusters are all soperator, which npa-pulumi does not deploy yet "
+                    "(nothing was created or changed)",
+                    hint="select an mk8s cluster of this project, or remove object_storage",
+                )
+            )
+        raise SpecError(problems, source)
 
     def _missing_projects(self, plans: FleetPlans) -> list[str]:
         """Named projects of the selection that the tenant does not have (one listing of the tenant)."""

@@ -43,8 +43,9 @@ class FleetPlans:
     clusters: list[ClusterPlan] = field(default_factory=list)
     unsupported: list[StackResult] = field(default_factory=list)
     recipe: RecipeSource | None = None
-    # Selected projects with no mk8s cluster that declare object storage: `up` and `preview` refuse them.
-    storage_without_mk8s: list[str] = field(default_factory=list)
+    # Spec indexes of selected projects with no mk8s cluster that declare object storage: `up` and
+    # `preview` refuse them (Fleet.refuse_storage_without_mk8s).
+    storage_without_mk8s: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # from preparing the recipe, e.g. an unpointed domain
 
     def project(self, key: str) -> ProjectPlan:
@@ -195,12 +196,7 @@ def build_plans(
             if target.project_key in deployable:
                 plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
             elif target.object_storage is not None:
-                plans.storage_without_mk8s.append(
-                    f"projects[{target.project_index}].object_storage: project {target.project_key!r} "
-                    "declares object storage, but its selected clusters are all soperator, which npa-pulumi "
-                    "does not deploy yet; object storage needs at least one selected mk8s cluster in its "
-                    "project (nothing was created or changed)"
-                )
+                plans.storage_without_mk8s.append(target.project_index)
         if target.backend != "mk8s":
             untouched = "" if target.project_key in deployable else "; its project was not touched"
             plans.unsupported.append(

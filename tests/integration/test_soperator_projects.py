@@ -58,7 +58,8 @@ def test_object_storage_without_an_mk8s_cluster_is_refused(
     result = npa(command, "--spec", str(spec), *extra, "--output", "json")
     assert result.code == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
-    message = result.json()["error"]["message"]
-    assert "projects[1].object_storage" in message and "mk8s" in message
+    [problem] = result.json()["error"]["problems"]
+    assert problem["path"] == "projects[1].object_storage" and "mk8s" in problem["message"]
+    assert (problem["line"], problem["column"]) == (9, 5)
     assert inventory() == before
     assert not (isolated_home / ".npa-pulumi" / "state" / ".pulumi" / "stacks").exists()
