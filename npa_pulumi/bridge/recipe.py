@@ -34,7 +34,6 @@ from typing import Any, Literal
 
 from npa_pulumi.engine import disk_cache
 from npa_pulumi.engine.disk_cache import cache_key, source_identity
-from npa_pulumi.engine.home import write_atomically
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES, read_recipe_variables, shipped_recipe_dir
 
@@ -202,9 +201,11 @@ def resolve_ref(url: str, ref: str, cache_root: Path) -> str:
         return found[names[0]]  # a branch: never pinned
     tag = found.get(names[2]) or found.get(names[1])  # an annotated tag's commit, else the tag's own
     if tag:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # a pin is only a shortcut: failing to write one costs a lookup
             pin.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(pin, json.dumps({"url": url, "ref": ref, "kind": "tag", "commit": tag}))
+            tmp = pin.with_name(f".{pin.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps({"url": url, "ref": ref, "kind": "tag", "commit": tag}))
+            os.replace(tmp, pin)
         return tag
     if _ABBREVIATED_SHA.match(ref):
         raise RecipeRefError(
