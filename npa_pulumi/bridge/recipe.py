@@ -1,13 +1,15 @@
 """Where a stack's k8s-training recipe comes from, and how it is made ready to run.
 
 Sources, in priority order: `--recipe-dir PATH` (a local checkout of the library or of `k8s-training/`
-itself), `--recipe-ref REF` (a shallow git clone of the upstream library, cached per ref), and for
-`--cloud local` the shipped stand-in `recipes/local-k8s-training`.
+itself), `--recipe-ref REF` (a branch, tag or full commit SHA of the upstream library, fetched shallowly and
+cached per commit; a branch is resolved again on every run, see `resolve_ref`), and for `--cloud local` the
+shipped stand-in `recipes/local-k8s-training`.
 
 Materializing copies the recipe into the stack's work dir (keeping Terraform state and `.terraform`),
 then applies the compatibility preparation the original tool applied, before any mutation:
-* the Nebius API domain in `provider.tf` follows the region (`api.eu.nebius.cloud` for eu*, else
-  `api.nebius.cloud`), with a loud warning when the recipe no longer has the line to patch;
+* the Nebius API domain follows the region (`api.eu.nebius.cloud` for eu*, else `api.nebius.cloud`), set by
+  a Terraform override file (`npa_provider_domain_override.tf`) rather than by editing `provider.tf`, with a
+  loud warning (stderr, JSON `warnings`) when the recipe has no provider block to point;
 * `kubectl debug --quiet` is removed from the filesystem verifier (kubectl 1.36 hides evidence with it);
 * the cloud-init virtiofs mount gets `nofail`, because upstream mounts with `defaults` only and a node may
   not boot when the filesystem is missing.
@@ -16,6 +18,7 @@ It also reads what the recipe does with the shared filesystem (`recipe_facts`) s
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -50,6 +53,10 @@ SourceKind = Literal["local-stand-in", "dir", "git"]
 
 class RecipeError(NpaError):
     kind = "recipe"
+
+
+class RecipeRefError(RecipeError, UserInputError):
+    """A --recipe-ref that names nothing the remote has (exit 2, invalid input)."""
 
 
 @dataclass(frozen=True)
@@ -154,24 +161,110 @@ def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | 
     )
 
 
-def _git_checkout(location: str, cache_root: Path) -> Path:
-    url, _, ref = location.rpartition("@")
-    key = hashlib.sha256(location.encode()).hexdigest()[:16]
-    dest = cache_root / key
-    if (dest / ".git").is_dir():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+_ABBREVIATED_SHA = re.compile(r"^[0-9a-fA-F]{4,39}$")
+
+
+def _git(args: list[str], what: str) -> str:
     proc = subprocess.run(
-        ["git", "clone", "--depth", "1", "--branch", ref, url, str(tmp)],
+        ["git", *args],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},  # never wait for credentials on a terminal
     )
     if proc.returncode != 0:
-        raise RecipeError(f"git clone of {url} at {ref!r} failed: {proc.stderr.strip()[-500:]}")
-    tmp.rename(dest)
+        raise RecipeError(f"{what} failed: {proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def resolve_ref(url: str, ref: str, cache_root: Path) -> str:
+    """The commit `ref` names at `url`: a full commit SHA as given; a tag once, then from the cache (a tag
+    is not expected to move); a branch asked of the remote every time (`git ls-remote`), so a run never
+    deploys a stale checkout of a branch that has moved."""
+    if _FULL_SHA.match(ref.lower()):
+        return ref.lower()
+    key = hashlib.sha256(f"{url}\0{ref}".encode()).hexdigest()[:16]
+    pin = cache_root / "pins" / f"{key}.json"
+    try:
+        known = json.loads(pin.read_text())
+        if known.get("kind") == "tag" and _FULL_SHA.match(str(known.get("commit"))):
+            return str(known["commit"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    names = (f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}")
+    listing = _git(
+        ["ls-remote", "--", url, *names], f"resolving --recipe-ref {ref!r} at {url} (git ls-remote)"
+    )
+    found = {name: sha for sha, _, name in (line.partition("\t") for line in listing.splitlines())}
+    if names[0] in found:
+        return found[names[0]]  # a branch: never pinned
+    tag = found.get(names[2]) or found.get(names[1])  # an annotated tag's commit, else the tag's own
+    if tag:
+        with contextlib.suppress(OSError):  # a pin is only a shortcut: failing to write one costs a lookup
+            pin.parent.mkdir(parents=True, exist_ok=True)
+            tmp = pin.with_name(f".{pin.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps({"url": url, "ref": ref, "kind": "tag", "commit": tag}))
+            os.replace(tmp, pin)
+        return tag
+    if _ABBREVIATED_SHA.match(ref):
+        raise RecipeRefError(
+            f"--recipe-ref {ref!r} is not a branch or tag of {url}, and an abbreviated commit cannot be "
+            "fetched: give the full 40-character commit SHA"
+        )
+    raise RecipeRefError(
+        f"--recipe-ref {ref!r} is neither a branch nor a tag of {url}, nor a full 40-character commit SHA"
+    )
+
+
+def pin_source(source: RecipeSource, cache_root: Path) -> RecipeSource:
+    """A git source with its ref resolved to the commit it names now (`<url>@<commit>`), so that planning
+    and every stack's Terraform run in this run use that one commit, whatever the branch does meanwhile."""
+    if source.kind != "git":
+        return source
+    url, _, ref = source.location.rpartition("@")
+    return RecipeSource("git", f"{url}@{resolve_ref(url, ref, cache_root / 'recipes')}")
+
+
+def _git_checkout(location: str, cache_root: Path) -> Path:
+    """A checkout of `<url>@<ref>` at the commit the ref names now, cached per commit."""
+    url, _, ref = location.rpartition("@")
+    commit = resolve_ref(url, ref, cache_root)
+    dest = cache_root / hashlib.sha256(f"{url}\0{commit}".encode()).hexdigest()[:16]
+    if (dest / ".git").is_dir():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _git(["init", "-q", str(tmp)], "git init")
+        try:
+            _git(["-C", str(tmp), "fetch", "-q", "--depth", "1", url, commit], f"git fetch {url} {commit}")
+        except RecipeError:
+            # A server that refuses to serve a commit by id: fetch its branches and tags instead.
+            _git(
+                [
+                    "-C",
+                    str(tmp),
+                    "fetch",
+                    "-q",
+                    url,
+                    "+refs/heads/*:refs/remotes/origin/*",
+                    "+refs/tags/*:refs/tags/*",
+                ],
+                f"git fetch {url}",
+            )
+        _git(
+            ["-C", str(tmp), "-c", "advice.detachedHead=false", "checkout", "-q", "--detach", commit],
+            f"checking out {commit} of {url}",
+        )
+        try:
+            tmp.rename(dest)
+        except OSError:
+            if not (dest / ".git").is_dir():  # not another run that finished the same checkout first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 
@@ -194,8 +287,10 @@ def _sync_tree(src: Path, dest: Path, top: bool = True) -> None:
     running in this work dir."""
     dest.mkdir(parents=True, exist_ok=True)
 
-    def kept(name: str) -> bool:  # Terraform's own files, at the module's top level only
-        return top and (name in PRESERVED or name.startswith("terraform.tfstate"))
+    def kept(name: str) -> bool:  # Terraform's own files (and npa's override), at the top level only
+        return top and (
+            name in PRESERVED or name.startswith("terraform.tfstate") or name == DOMAIN_OVERRIDE_FILE
+        )
 
     wanted = {entry.name for entry in src.iterdir() if not (kept(entry.name) or entry.name == ".git")}
     for entry in dest.iterdir():
@@ -221,20 +316,65 @@ def _sync_tree(src: Path, dest: Path, top: bool = True) -> None:
             shutil.copy2(entry, target)
 
 
+DOMAIN_OVERRIDE_FILE = "npa_provider_domain_override.tf"
+_NEBIUS_PROVIDER = re.compile(r'^\s*provider\s+"nebius"\s*\{', re.MULTILINE)
+_ALIAS = re.compile(r"^\s*alias\s*=", re.MULTILINE)
+
+
+def _block_body(text: str, start: int) -> str:
+    """The body of the block whose `{` ends just before `start` (braces counted, strings skipped)."""
+    depth, index, quoted = 1, start, False
+    while index < len(text) and depth:
+        char = text[index]
+        if quoted:
+            if char == "\\":
+                index += 1
+            elif char == '"':
+                quoted = False
+        elif char == '"':
+            quoted = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+        index += 1
+    return text[start : index - 1]
+
+
+def _has_default_nebius_provider(module_dir: Path) -> bool:
+    """Whether the module configures the default (alias-less) `provider "nebius"` block: the only one an
+    override file can set the domain of (an override of a block that does not exist is a Terraform error)."""
+    for path in sorted(module_dir.glob("*.tf")):
+        if path.name == "override.tf" or path.name.endswith("_override.tf"):
+            continue
+        text = path.read_text(errors="replace")
+        for match in _NEBIUS_PROVIDER.finditer(text):
+            if not _ALIAS.search(_block_body(text, match.end())):
+                return True
+    return False
+
+
 def _patch_provider_domain(module_dir: Path, region: str, warnings: list[str]) -> None:
-    provider = module_dir / "provider.tf"
-    if not provider.is_file():
-        return
-    text = provider.read_text()
-    if "nebius.cloud:443" not in text:
-        return  # this revision configures no domain (auth comes from the environment)
+    """Point the recipe's Nebius provider at the region's API domain (`api.eu.nebius.cloud` for eu*, else
+    `api.nebius.cloud`) with a Terraform override file beside the upstream files, which stay untouched.
+    A recipe with no provider block to override is reported loudly: it then talks to whatever domain the
+    provider defaults to."""
     wanted = "api.eu.nebius.cloud:443" if region.startswith("eu") else "api.nebius.cloud:443"
-    patched = re.sub(r"api(\.eu)?\.nebius\.cloud:443", wanted, text)
-    if wanted not in patched:
+    override = module_dir / DOMAIN_OVERRIDE_FILE
+    if not _has_default_nebius_provider(module_dir):
+        override.unlink(missing_ok=True)
         warnings.append(
-            f"WARNING: could not point {provider} at {wanted}; the recipe may talk to the wrong API"
+            f'WARNING: the recipe in {module_dir} configures no default `provider "nebius"` block, so its '
+            f"API domain cannot be pointed at {wanted} for region {region}; it uses the provider's default "
+            "domain, which may be the wrong API for this region"
         )
-    provider.write_text(patched)
+        return
+    text = (
+        f"# Written by npa-pulumi: the Nebius API domain for region {region} (npa_pulumi/bridge/recipe.py).\n"
+        f'provider "nebius" {{\n  domain = "{wanted}"\n}}\n'
+    )
+    if not override.is_file() or override.read_text() != text:
+        override.write_text(text)
 
 
 def _drop_kubectl_debug_quiet(root: Path) -> None:
@@ -288,7 +428,8 @@ def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: 
         _sync_tree(modules_src, work_root / "modules")
         roots.append(work_root / "modules")
     warnings: list[str] = []
-    _patch_provider_domain(module_dir, region, warnings)
+    if source.kind != "local-stand-in":  # the stand-in talks to the local cloud, not to a Nebius API
+        _patch_provider_domain(module_dir, region, warnings)
     for root in roots:
         _drop_kubectl_debug_quiet(root)
         _add_nofail(root)

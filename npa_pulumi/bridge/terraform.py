@@ -6,7 +6,8 @@ Its guarantees:
 * each stack gets its own work dir (`<npa home>/work/<stack>/`) holding the materialized recipe, the
   rendered `terraform.tfvars.json`, the Terraform state and a full `terraform.log`;
 * identity (tenant, project, region, subnet, token) and run-time secrets (capacity-block reservations) reach
-  Terraform only as `TF_VAR_*` environment variables, never in files;
+  Terraform only as `TF_VAR_*` environment variables, never in files; the token minted for the run is also
+  its `NEBIUS_IAM_TOKEN`, and an ambient `NEBIUS_IAM_TOKEN` is dropped unless `NPA_REUSE_IAM_TOKEN` is set;
 * the provider plugin cache is shared, and `init` holds an exclusive lock on it so parallel stacks never
   corrupt it;
 * Terraform state is never lost: it is handed back to the caller after every run (to be kept in Pulumi
@@ -113,7 +114,13 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
 
 
 def _base_env() -> dict[str, str]:
+    from npa_pulumi.cloud.nebius.settings import ENV_IAM_TOKEN, ENV_REUSE_IAM_TOKEN, env_flag
+
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and not k.startswith("TF_CLI_ARGS")}
+    if not env_flag(os.environ, ENV_REUSE_IAM_TOKEN):
+        # As on the SDK path (cloud/nebius/profile.py): an ambient token, not the profile, would decide
+        # the principal the recipe's provider and provisioners act as, and a stale one shadows the profile.
+        env.pop(ENV_IAM_TOKEN, None)
     env.update({"TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1"})
     config = env.get("TF_CLI_CONFIG_FILE")
     if config and not Path(config).expanduser().is_file():
@@ -136,6 +143,10 @@ def runtime_env(
     env = _base_env()
     for name, value in {**identity, **runtime_vars}.items():
         env[f"TF_VAR_{name}"] = _hcl_value(value)
+    if identity.get("iam_token"):
+        # The recipe's nebius provider authenticates from NEBIUS_IAM_TOKEN (upstream's environment.sh
+        # exports it): give it the token minted for this run from the fleet's own identity.
+        env["NEBIUS_IAM_TOKEN"] = str(identity["iam_token"])
     if plugin_cache is not None:
         plugin_cache.mkdir(parents=True, exist_ok=True)
         env["TF_PLUGIN_CACHE_DIR"] = str(plugin_cache)

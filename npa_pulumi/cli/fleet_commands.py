@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
-from npa_pulumi.errors import EXIT_FAILED, UserInputError
+from npa_pulumi.errors import EXIT_FAILED, NpaError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,7 +68,12 @@ def fleet_options(func: F) -> F:
             type=click.Path(file_okay=False),
             help="A local k8s-training checkout (library root or k8s-training/).",
         ),
-        click.option("--recipe-ref", default=None, metavar="REF", help="Clone the upstream library at REF."),
+        click.option(
+            "--recipe-ref",
+            default=None,
+            metavar="REF",
+            help="The upstream library at REF: a branch (resolved on every run), a tag or a full commit SHA.",
+        ),
         click.option(
             "-j",
             "--concurrency",
@@ -114,6 +119,12 @@ def _engine_options(kw: dict[str, Any], **extra: Any) -> dict[str, Any]:
     }
 
 
+class NotConfirmed(NpaError):
+    """A mutating command that was not confirmed: nothing was done (exit 1, not 2: the input was valid)."""
+
+    kind = "not-confirmed"
+
+
 def confirm(banner: list[str], yes: bool, action: str) -> None:
     """Destructive or mutating commands ask first; without a terminal they refuse unless --yes."""
     for line in banner:
@@ -121,10 +132,11 @@ def confirm(banner: list[str], yes: bool, action: str) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise UserInputError(f"refusing to {action} without --yes: this session is not interactive")
+        raise NotConfirmed(
+            f"refusing to {action} without --yes: this session is not interactive; nothing was changed"
+        )
     if not click.confirm(f"Proceed to {action}?", default=False, err=True):
-        stderr_console.print("Aborted.")
-        sys.exit(EXIT_FAILED)
+        raise NotConfirmed(f"aborted: did not {action}; nothing was changed")
 
 
 def _banner(verb: str, spec: Any, targets: list[Any]) -> list[str]:
@@ -135,7 +147,8 @@ def _banner(verb: str, spec: Any, targets: list[Any]) -> list[str]:
     for target in targets:
         where = target.project_id or f"{target.display_name} (created if missing)"
         lines.append(
-            f"  - {target.cluster_stack}  [{target.backend}] project {where}, region {target.region}"
+            f"  - {target.cluster_stack}  [{target.backend}] project {where}, "
+            f"region {target.region or '(from the profile)'}"
         )
     return lines
 
@@ -173,7 +186,8 @@ def _finish(result: Any, output: str) -> int:
     "--create-projects/--no-create-projects",
     default=True,
     show_default=True,
-    help="Create missing named projects (prefix + name).",
+    help="Create missing named projects (prefix + name); with --no-create-projects a missing one stops the "
+    "whole run before any change.",
 )
 @click.option(
     "--refresh",
@@ -364,6 +378,10 @@ def stacks_command(backend: str | None, fleet_name: str | None, output: str) -> 
     run_guarded(body, output)
 
 
+class NothingDeployed(NpaError):
+    kind = "not-deployed"
+
+
 @click.command("kubeconfig")
 @fleet_options
 @output_option()
@@ -391,7 +409,7 @@ def kubeconfig_command(**kw: Any) -> None:
             if not entry.get("kubeconfig"):
                 stderr_console.print(f"{entry['stack']}: not deployed, no kubeconfig", markup=False)
         if not deployed:
-            raise UserInputError("none of the selected clusters is deployed: run `npa-pulumi up` first")
+            raise NothingDeployed("none of the selected clusters is deployed: run `npa-pulumi up` first")
         merged: dict[str, Any] = {}
         for entry in deployed:
             merged = kc.merge(merged, kc.load(entry["kubeconfig"]))

@@ -26,7 +26,8 @@ def preflight_command(**kw: Any) -> None:
 
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
         fleet = _fleet(spec, targets, _engine_options(kw, show_progress=False))
-        report = preflight_targets(fleet.cloud, fleet.tenant_id(), targets, fleet.unchanged_clusters())
+        fleet.resolve_regions()  # an empty spec region comes from the profile's configuration
+        report = preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, fleet.unchanged_clusters())
         if kw["output"] == "json":
             emit_json(report.to_json())
         else:

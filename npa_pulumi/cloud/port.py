@@ -191,6 +191,12 @@ class CloudPort(Protocol):
 
     # identity
     def principal(self) -> Principal: ...
+    def default_region(self) -> str:
+        """The region the profile's configuration points at, for specs that leave `region` empty: the
+        region of a Nebius profile's `parent-id` project (the local cloud: its tenant's first region);
+        "" when the configuration names none."""
+        ...
+
     def access_token(self) -> SecretStr:
         """A short-lived IAM token for the recipe's `TF_VAR_iam_token`; never stored."""
         ...

@@ -15,6 +15,7 @@ Ordering and safety:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -33,7 +34,7 @@ from npa_pulumi.engine.results import FleetResult, StackResult
 from npa_pulumi.engine.runner import StackExecutor, StackOp
 from npa_pulumi.engine.stacks import interrupted, stack_tags
 from npa_pulumi.engine.workspace import TENANT_ENV, EngineSettings, list_stack_summaries, npa_home
-from npa_pulumi.errors import NpaError
+from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.naming import kube_context_name
 
 if TYPE_CHECKING:
@@ -147,13 +148,35 @@ class Fleet:
     def tenant_id(self) -> str:
         return self.spec.tenant_id or self.cloud.principal().tenant_id
 
+    def resolve_regions(self) -> None:
+        """Give targets without a region (none in the spec or their project) the one the profile's
+        configuration points at (`CloudPort.default_region`), as docs/spec.md promises."""
+        missing = [t for t in self.targets if not t.region]
+        if not missing:
+            return
+        region = self.cloud.default_region()
+        if not region:
+            raise UserInputError(
+                f"no region for {', '.join(t.cluster_stack for t in missing)}: set `region` in the spec or "
+                f"the project; the {self.options.cloud} profile's configuration names none (for Nebius, the "
+                "region of the profile's parent-id project)"
+            )
+        self.progress.message(
+            f"{self.spec.name}: region {region}, from the profile's configuration, for "
+            f"{len(missing)} cluster(s) whose spec names none"
+        )
+        self.targets = [t if t.region else t.model_copy(update={"region": region}) for t in self.targets]
+
     def plans(self) -> FleetPlans:
         if self._plans is None:
+            self.resolve_regions()
             tenant = self.tenant_id()
             # Dynamic providers run in the engine's provider process; they learn the tenant from here.
             self.settings.extra_env[TENANT_ENV] = tenant
             in_cluster = self.cloud.kubernetes_api_available()
             self._plans = build_plans(self.spec, self.targets, self.options, tenant, in_cluster)
+            for warning in self._plans.warnings:
+                self.progress.message(warning)
         return self._plans
 
     def _result(self, command: str) -> FleetResult:
@@ -350,6 +373,8 @@ class Fleet:
     def preview(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("preview")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
+        self.refuse_storage_without_mk8s(plans)
         if preflight is not None:
             result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
         result.stacks.extend(plans.unsupported)
@@ -369,6 +394,17 @@ class Fleet:
     def up(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("up")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
+        self.refuse_storage_without_mk8s(plans)
+        missing = [] if self.options.create_projects else self._missing_projects(plans)
+        if missing:
+            # Every project stack would fail on its own, after others had run; stop before any of them.
+            result.error = (
+                f"project(s) {', '.join(missing)} do not exist in tenant {self.tenant_id()} and "
+                "--no-create-projects is set: nothing was created or changed (create them, give their "
+                "project_id in the spec, or drop --no-create-projects)"
+            )
+            return result
         if preflight is not None:
             report = preflight(plans)
             result.preflight = report
@@ -458,6 +494,44 @@ class Fleet:
             return
         stack.kubeconfig = registration.kubeconfig
 
+    def refuse_storage_without_mk8s(self, plans: FleetPlans) -> None:
+        """Object storage on a project whose selected clusters are all soperator (not deployable yet) is
+        refused, located in the spec, before anything is touched: the original tool failed closed too."""
+        if not plans.storage_without_mk8s:
+            return
+        from npa_pulumi.spec.errors import SpecError, SpecProblem
+
+        source = self.options.spec_path or "<spec>"
+        index = None
+        if self.options.spec_path:
+            from npa_pulumi.spec.yaml_source import load_yaml, read_spec_text
+
+            with contextlib.suppress(NpaError, OSError):
+                index = load_yaml(read_spec_text(self.options.spec_path), source)[1]
+        problems = []
+        for position in plans.storage_without_mk8s:
+            mark = index.exact(("projects", position, "object_storage")) if index else None
+            problems.append(
+                SpecProblem(
+                    path=f"projects[{position}].object_storage",
+                    line=mark[0] if mark else None,
+                    column=mark[1] if mark else None,
+                    message="object storage needs at least one selected mk8s cluster in its project; this "
+                    "project's selected clusters are all soperator, which npa-pulumi does not deploy yet "
+                    "(nothing was created or changed)",
+                    hint="select an mk8s cluster of this project, or remove object_storage",
+                )
+            )
+        raise SpecError(problems, source)
+
+    def _missing_projects(self, plans: FleetPlans) -> list[str]:
+        """Named projects of the selection that the tenant does not have (one listing of the tenant)."""
+        named = [p for p in plans.projects if not p.project_id]
+        if not named:
+            return []
+        existing = {project.name for project in self.cloud.list_projects(self.tenant_id())}
+        return [f"{p.display_name!r}" for p in named if p.display_name not in existing]
+
     def _up_cluster(self, op: StackOp) -> StackResult:
         return self.executor.run(op, "up")
 
@@ -465,6 +539,7 @@ class Fleet:
     def destroy(self) -> FleetResult:
         result = self._result("destroy")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
         result.stacks.extend(plans.unsupported)
         cluster_ops = [self._cluster_op(c) for c in plans.clusters]
         destroyed = self._pool(cluster_ops, lambda op: self.executor.run(op, "destroy"))
@@ -506,6 +581,7 @@ class Fleet:
     def refresh(self) -> FleetResult:
         result = self._result("refresh")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
         ops = [self._project_op(p) for p in plans.projects] + [self._cluster_op(c) for c in plans.clusters]
         result.stacks.extend(self._pool(ops, lambda op: self.executor.run(op, "refresh")))
         return result
@@ -515,6 +591,7 @@ class Fleet:
 
         result = self._result("status")
         plans = self.plans()
+        result.warnings = list(plans.warnings)
         result.stacks.extend(plans.unsupported)
         ops = [self._cluster_op(c) for c in plans.clusters]
         started = time.monotonic()

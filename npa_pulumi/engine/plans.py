@@ -19,6 +19,7 @@ from npa_pulumi.bridge.recipe import (
     RecipeSource,
     compatibility_problems,
     materialize,
+    pin_source,
     resolve_source,
 )
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
@@ -44,6 +45,10 @@ class FleetPlans:
     clusters: list[ClusterPlan] = field(default_factory=list)
     unsupported: list[StackResult] = field(default_factory=list)
     recipe: RecipeSource | None = None
+    # Spec indexes of selected projects with no mk8s cluster that declare object storage: `up` and
+    # `preview` refuse them (Fleet.refuse_storage_without_mk8s).
+    storage_without_mk8s: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # from preparing the recipe, e.g. an unpointed domain
 
     def project(self, key: str) -> ProjectPlan:
         return next(p for p in self.projects if p.project_key == key)
@@ -203,7 +208,10 @@ def build_plans(
 ) -> FleetPlans:
     health_gate = in_cluster and options.health_gate
     plans = FleetPlans()
-    source = resolve_source(options.cloud, options.recipe_dir, options.recipe_ref)
+    # A branch is resolved to its commit now, once: every stack of this run applies that commit.
+    source = pin_source(
+        resolve_source(options.cloud, options.recipe_dir, options.recipe_ref), npa_home() / "cache"
+    )
     plans.recipe = source
     ssh_key = default_ssh_public_key(spec)
     if options.cloud == "nebius" and not ssh_key:
@@ -218,11 +226,18 @@ def build_plans(
         raise UserInputError(
             f"no region for {', '.join(missing_region)}: set `region` in the spec or the project"
         )
+    # A project stack (project, network, bucket) is only for projects with a deployable (mk8s) cluster in the
+    # selection: preflight budgets nothing for the others, so nothing of theirs may be created.
+    deployable = {t.project_key for t in targets if t.backend == "mk8s"}
     for target in targets:
         if target.project_key not in seen_projects:
             seen_projects.add(target.project_key)
-            plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
+            if target.project_key in deployable:
+                plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
+            elif target.object_storage is not None:
+                plans.storage_without_mk8s.append(target.project_index)
         if target.backend != "mk8s":
+            untouched = "" if target.project_key in deployable else "; its project was not touched"
             plans.unsupported.append(
                 StackResult(
                     stack=target.cluster_stack,
@@ -231,13 +246,14 @@ def build_plans(
                     cluster_name=target.cluster_name,
                     status="not-supported",
                     error=f"backend {target.backend!r} is planned and validated, but deploying it is not "
-                    "supported yet",
+                    f"supported yet{untouched}",
                 )
             )
             continue
         plan = _cluster_plan(target, tenant_id, source, ssh_key, problems, staged, in_cluster, health_gate)
         if plan is not None:
             plans.clusters.append(plan)
+    plans.warnings = list(dict.fromkeys(w for recipe in staged.values() for w in recipe.warnings))
     if problems:
         raise RecipeIncompatible(
             "the recipe cannot represent the requested clusters (nothing was changed):\n  - "

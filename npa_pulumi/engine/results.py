@@ -68,6 +68,7 @@ class FleetResult(BaseModel):
     stacks: list[StackResult] = Field(default_factory=list)
     preflight: dict[str, Any] | None = None
     error: str | None = None
+    warnings: list[str] = Field(default_factory=list)
 
     @property
     def failed(self) -> int:
@@ -130,6 +131,7 @@ class FleetResult(BaseModel):
             "totals": self.totals(),
             "preflight": self.preflight,
             "error": self.error,
+            "warnings": self.warnings,
         }
 
     @staticmethod

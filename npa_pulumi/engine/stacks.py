@@ -102,7 +102,8 @@ def stack_reference_name(stack: str, project_name: str = PROJECT_NAME) -> str:
 def _diy_root(backend_url: str) -> Path | None:
     if not backend_url.startswith("file://"):
         return None
-    return Path(os.path.expanduser(backend_url[len("file://") :]))
+    # The engine's URL is absolute already (workspace.resolve_backend_url); a query is not part of the path.
+    return Path(os.path.expanduser(backend_url[len("file://") :].partition("?")[0]))
 
 
 def _lock_dir(backend_url: str, stack: str, project_name: str = PROJECT_NAME) -> Path | None:

@@ -2,6 +2,7 @@
 
 * Backend: `--backend URL`, else `PULUMI_BACKEND_URL`, else the DIY backend `file://~/.npa-pulumi/state`
   (the repository's Pulumi.yaml names the same URL, so `pulumi stack ls` there lists the fleet's stacks).
+  The engine always gets a file:// backend as an absolute path, `~` expanded from $HOME.
 * Secrets: the passphrase provider. A passphrase the user supplies (`PULUMI_CONFIG_PASSPHRASE`, or a file
   named by `PULUMI_CONFIG_PASSPHRASE_FILE` / `--passphrase-file`) wins; otherwise a random passphrase is
   generated once into `~/.npa-pulumi/passphrase` with mode 0600. Losing that file loses the secrets in
@@ -41,13 +42,18 @@ class PassphraseError(NpaError):
 
 
 def resolve_backend_url(flag: str | None = None) -> str:
+    """The backend URL handed to the engine. A file:// URL is always made absolute here: npa-pulumi
+    expands `~` from $HOME, the engine from the user database, and where the two differ (a CI container
+    with HOME set, `sudo -E`, a test harness) they would otherwise use different state directories; a
+    relative path would be read from the engine's working directory (the workspace dir)."""
     url = flag or os.environ.get("PULUMI_BACKEND_URL") or DEFAULT_BACKEND_URL
     if url.startswith("file://"):
-        path = Path(os.path.expanduser(url[len("file://") :]))
+        location, sep, query = url[len("file://") :].partition("?")
+        path = Path(os.path.abspath(os.path.expanduser(location)))
         if url == DEFAULT_BACKEND_URL and "NPA_PULUMI_HOME" in os.environ:
             # Tests and sandboxes move the whole npa home; keep the default backend inside it.
-            path = npa_home() / "state"
-            url = f"file://{path}"
+            path = Path(os.path.abspath(npa_home() / "state"))
+        url = f"file://{path}{sep}{query}"
         path.mkdir(parents=True, exist_ok=True)
     elif "://" not in url:
         raise UserInputError(

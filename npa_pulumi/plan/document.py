@@ -72,8 +72,8 @@ def _pool(pool: ResolvedPool | None, *, gpu: bool) -> dict[str, Any]:
         "preset": (pool.preset or None) if pool else None,
         "disk_size_gib": pool.disk_size_gib if pool and pool.count > 0 else None,
     }
+    out["preemptible"] = bool(pool and pool.preemptible)
     if gpu:
-        out["preemptible"] = bool(pool and pool.preemptible)
         out["gpus_per_node"] = pool.gpus_per_node if pool else 0
     return out
 

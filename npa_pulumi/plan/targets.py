@@ -131,7 +131,7 @@ class Target(_Resolved):
     project_key: str
     display_name: str
     project_id: str | None
-    region: str  # "" means resolved at deploy time (Nebius profile / ~/.npa)
+    region: str  # "" means resolved at deploy time (the profile's configuration: Fleet.resolve_regions)
     cluster_name: str
     backend: Backend
     cluster: ResolvedCluster

@@ -65,7 +65,8 @@ def _pool(pool: dict[str, Any]) -> str:
     if not pool["count"]:
         return "-"
     shape = " ".join(part for part in (pool["platform"], pool["preset"]) if part)
-    return f"{pool['count']} × {shape}, {pool['disk_size_gib']} GiB disk"
+    preemptible = ", preemptible" if pool.get("preemptible") else ""
+    return f"{pool['count']} × {shape}, {pool['disk_size_gib']} GiB disk{preemptible}"
 
 
 def _capacity(cluster: dict[str, Any]) -> str:

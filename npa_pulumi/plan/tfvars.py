@@ -98,9 +98,10 @@ def _variables(cluster: ResolvedCluster, declared: set[str], ssh_public_key: str
         "enable_egress_gateway",
         "cpu_nodes_public_ips",
         "gpu_nodes_public_ips",
-        "cpu_nodes_preemptible",
     ):
         yield _Variable(toggle, False, droppable=True)
+    cpu_preemptible = bool(cpu and cpu.preemptible)
+    yield _Variable("cpu_nodes_preemptible", cpu_preemptible, droppable=not cpu_preemptible)
     preemptible = bool(gpu and gpu.preemptible)
     yield _Variable("gpu_nodes_preemptible", preemptible, droppable=not preemptible)
 

@@ -123,6 +123,7 @@ class ClusterDemandInput(_DemandModel):
     cpu_platform: str = "cpu-d3"
     cpu_preset: str = ""
     cpu_disk_gib: int = Field(default=0, ge=0)  # the pool's disk_size_gib; 0 means the 128 GiB default
+    cpu_preemptible: bool = False
     gpu_count: int = Field(default=0, ge=0)
     gpu_platform: str = ""
     gpu_preset: str = ""
@@ -234,7 +235,8 @@ def _add_cluster(tally: _Tally, c: ClusterDemandInput) -> None:
     # Each private worker takes its address plus a pod alias; the control plane is service-owned and
     # worker public IPs are off, so neither is counted.
     tally.add(VPC_ALLOCATION_COUNT, r, 2 * c.nodes)
-    tally.add(INSTANCE_COUNT, r, c.cpu_count)
+    # Preemptible nodes, CPU or GPU, are charged to the preemptible instance count instead.
+    tally.add(PREEMPTIBLE_INSTANCE_COUNT if c.cpu_preemptible else INSTANCE_COUNT, r, c.cpu_count)
     if c.gpu_count > 0:
         if c.gpu_preemptible:
             tally.add(PREEMPTIBLE_INSTANCE_COUNT, r, c.gpu_count)
@@ -251,7 +253,7 @@ def _add_cluster(tally: _Tally, c: ClusterDemandInput) -> None:
     if c.gpu_count > 0:
         tally.add(DISK_SIZE, r, c.gpu_count * c.gpu_disk_gib * GIB)
     # GPU-node vCPUs never count here: on-demand GPU nodes use the family quota, preemptible ones the
-    # preemptible instance count.
+    # preemptible instance count. CPU-node vCPUs count whether or not the nodes are preemptible.
     tally.add(NON_GPU_VCPU, r, c.cpu_count * preset_vcpus(c.cpu_preset))
     if c.enable_gpu_cluster:
         tally.add(GPU_CLUSTER_COUNT, r, 1)

@@ -33,6 +33,7 @@ def cluster_demand(target: Target, unchanged: bool = False) -> ClusterDemandInpu
         cpu_platform=cpu.platform if cpu else "cpu-d3",
         cpu_preset=cpu.preset if cpu else "",
         cpu_disk_gib=cpu.disk_size_gib if cpu else 0,
+        cpu_preemptible=cpu.preemptible if cpu else False,
         gpu_count=gpu.count if gpu else 0,
         gpu_platform=gpu.platform if gpu else "",
         gpu_preset=gpu.preset if gpu else "",

@@ -100,7 +100,7 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
 
     # ---- without a terminal and without --yes, mutating commands refuse and change nothing
     refused = npa("destroy", "--spec", str(spec), "--cloud", "local", input_text="")
-    assert refused.code == 2
+    assert refused.code == 1
     assert "refusing to destroy without --yes" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert len(inventory()["mk8s_clusters"]) == 4

@@ -306,6 +306,15 @@ def test_an_explicit_profile_without_tenant_is_refused_before_any_call(world: Wi
     assert world.fake.calls == []
 
 
+def test_default_region_asks_nothing_without_a_parent_id(world: WireWorld) -> None:
+    world.write_config({"a": world.profile(TOKEN, TENANT, "a")}, default="a")
+    cloud = world.cloud()
+    assert cloud.default_region() == ""
+    credentials = world.service_account_credentials(PROJECT)
+    assert world.cloud(credentials_file=str(credentials), tenant_id=TENANT).default_region() == ""
+    assert world.fake.calls == []
+
+
 def test_service_account_credentials_file(world: WireWorld) -> None:
     credentials = world.service_account_credentials(PROJECT)
     cloud = world.cloud(credentials_file=str(credentials), tenant_id=TENANT)

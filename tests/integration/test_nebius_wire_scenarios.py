@@ -101,6 +101,12 @@ def test_subnet_reuse_or_create(backend: Backend) -> None:
         cloud.get_subnet(subnet.id)
 
 
+@covers("default_region")
+def test_default_region_is_the_profiles(backend: Backend) -> None:
+    # nebius: the region of the profile's `parent-id` project; local: the local tenant's first region.
+    assert backend.cloud.default_region() == REGION
+
+
 @covers("list_quota_allowances")
 def test_allowances_listed_to_completion(backend: Backend) -> None:
     allowances = backend.cloud.list_quota_allowances(backend.tenant_id)

@@ -153,6 +153,7 @@ def test_values() -> None:
         "platform": "cpu-d3",
         "preset": "16vcpu-64gb",
         "disk_size_gib": 128,
+        "preemptible": False,
     }
     assert render["gpu_workload_profile"] == "rtx-rendering"
     assert render["gpu_reservation"] == "on-demand"
@@ -190,3 +191,13 @@ def test_text_has_a_table_per_project() -> None:
     assert "Project project-e00existing → project-e00existing (existing project-e00existing)" in text
     assert "MIG mixed/all-balanced" in text and "strict" in text and "KubeRay" in text
     assert all(line == line.rstrip() for line in text.splitlines())
+
+
+def test_preemptible_cpu_pool_is_shown() -> None:
+    doc = json.loads(json.dumps(SPEC))
+    doc["defaults"]["cpu_nodes"]["preemptible"] = True
+    fleet = parse_spec(json.dumps(doc))
+    plan = plan_document(fleet, resolve_targets(fleet))
+    train = plan["projects"][0]["clusters"][0]
+    assert train["cpu_nodes"]["preemptible"] is True
+    assert "1 × cpu-d3 16vcpu-64gb, 128 GiB disk, preemptible" in render_plan_text(plan, width=200)

@@ -156,6 +156,29 @@ def test_preemptible_gpu_pool() -> None:
     }
 
 
+def test_preemptible_cpu_pool() -> None:
+    c = ClusterDemandInput(
+        region=R,
+        cpu_count=2,
+        cpu_preset="4vcpu-16gb",
+        cpu_preemptible=True,
+        gpu_count=1,
+        gpu_platform="gpu-h100-sxm",
+        gpu_preset="1gpu-16vcpu-200gb",
+        gpu_disk_gib=100,
+    )
+    assert demand(c) == {
+        "mk8s.cluster.count": 1,
+        "vpc.allocation.count": 6,
+        "compute.instance.count": 1,  # the on-demand GPU node only
+        "compute.instance.preemptible.count": 2,  # preemptible CPU nodes, as the cloud charges them
+        "compute.instance.gpu.h100": 1,
+        "compute.disk.count": 3,
+        "compute.disk.size.network-ssd": 356 * 2**30,  # 2 × 128 + 100 GiB
+        "compute.instance.non-gpu.vcpu": 8,  # CPU vCPUs count whether or not the nodes are preemptible
+    }
+
+
 def test_mig_cluster_uses_128_gib_boot_disks_and_reserved_rtx6000() -> None:
     c = ClusterDemandInput(
         region=R,
@@ -318,3 +341,20 @@ def test_one_block_backing_different_shapes_is_an_error(other: dict[str, object]
     assert CBG not in message  # the id is masked
     assert "capacityblockgroup-…a1b2" in message
     assert info.value.exit_code == 2
+
+
+def test_a_preemptible_cpu_pool_reaches_the_demand_from_the_spec() -> None:
+    import json
+
+    from npa_pulumi.plan import resolve_targets
+    from npa_pulumi.preflight.targets import cluster_demand
+    from npa_pulumi.spec import parse_spec
+
+    doc = {
+        "name": "f",
+        "region": R,
+        "projects": [{"name": "p", "clusters": [{"cpu_nodes": {"count": 2, "preemptible": True}}]}],
+    }
+    [target] = resolve_targets(parse_spec(json.dumps(doc)))
+    assert cluster_demand(target).cpu_preemptible is True
+    assert demand(cluster_demand(target))["compute.instance.preemptible.count"] == 2

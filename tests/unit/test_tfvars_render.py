@@ -233,6 +233,12 @@ def test_preemptible_gpu_pool() -> None:
     assert file_vars["cpu_nodes_preemptible"] is False
 
 
+def test_preemptible_cpu_pool() -> None:
+    file_vars = render({"cpu_nodes": {**CPU, "preemptible": True}, "gpu_nodes": RTX}).file_vars
+    assert file_vars["cpu_nodes_preemptible"] is True
+    assert file_vars["gpu_nodes_preemptible"] is False
+
+
 def test_filestore_and_chart_repository() -> None:
     file_vars = render(
         {
@@ -367,6 +373,7 @@ def test_recipe_without_enable_gpu_cluster_clusters_through_the_fabric() -> None
         ({"gpu_workload_profile": "rtx-rendering"}, "gpu_operator_rtx_driver_profile"),
         ({"gpu_nodes": RTX, "managed_driver_preset": "cuda12.8"}, "gpu_nodes_driver_preset"),
         ({"gpu_nodes": {**RTX, "preemptible": True}}, "gpu_nodes_preemptible"),
+        ({"cpu_nodes": {**CPU, "preemptible": True}}, "cpu_nodes_preemptible"),
         ({"cpu_nodes": CPU, "kuberay": {"enabled": True}}, "kuberay_cpu_cluster"),
         (
             {"cpu_nodes": CPU, "enable_filestore": True, "filestore_mount_tag": "shared"},

@@ -228,6 +228,8 @@ def wire_world(
             monkeypatch.setenv("NPA_NEBIUS_INSECURE", "1")
         monkeypatch.setenv("NPA_NEBIUS_STORAGE_ENDPOINT", s3_url)
         world = WireWorld(fake, address, s3_url, s3_log, home, monkeypatch)
-        world.write_config({"wire": world.profile(TOKEN, fake.tenant_id, "wire")}, default="wire")
+        # The profile's parent-id is the project whose region an empty spec region resolves to.
+        default = {**world.profile(TOKEN, fake.tenant_id, "wire"), "parent-id": "project-e00existing"}
+        world.write_config({"wire": default}, default="wire")
         stack.callback(world.close)
         yield world

@@ -72,6 +72,9 @@ class LocalCloud:
     def principal(self) -> Principal:
         return _as(Principal, self.simulator.principal())
 
+    def default_region(self) -> str:
+        return self.simulator.default_region()
+
     def access_token(self) -> SecretStr:
         """A stand-in IAM token, so the Terraform bridge passes TF_VAR_iam_token as it does for Nebius.
         The local cloud does not check it."""

@@ -15,6 +15,11 @@ class ProjectsMixin(SimulatorBase):
         with self._op("principal", {}, write=False) as ctx:
             return {"tenant_id": ctx.tenant_id, "profile": "local", "subject": "local-cloud-user"}
 
+    def default_region(self) -> str:
+        """The local tenant's first region (its fixture's `regions[0]`): the local profile's region."""
+        with self._op("default_region", {}, write=False) as ctx:
+            return ctx.regions[0]
+
     # ------------------------------------------------------------------ IAM projects
 
     def list_projects(self, tenant_id: str) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from npa_pulumi.cloud.local.storage import StorageMixin
 
 # Every operation fault injection can target (`*` targets them all).
 OPERATIONS: tuple[str, ...] = (
-    "principal",
+    "principal", "default_region",
     "list_projects", "get_project", "create_project",
     "list_networks", "get_network", "create_network", "delete_network",
     "list_subnets", "get_subnet", "create_subnet", "delete_subnet",

@@ -363,6 +363,12 @@ class NebiusCloud:
         self._principal = Principal(tenant_id=tenant, profile=self.identity.profile, subject=subject)
         return self._principal
 
+    def default_region(self) -> str:
+        """The region of the profile's `parent-id` project (one read); "" for a profile without one, a
+        credentials file or a bare token. The Nebius CLI configuration has no region of its own."""
+        parent = self.identity.parent_id
+        return self.get_project(parent).region if parent else ""
+
     # ------------------------------------------------------------------ IAM projects
 
     def list_projects(self, tenant_id: str) -> list[Project]:

@@ -53,6 +53,7 @@ class Identity:
     profile_endpoint: str  # the profile's `endpoint`, "" if none
     token_env: str  # env var the SDK may read an IAM token from (DISABLED_TOKEN_ENV = none)
     explicit_profile: bool
+    parent_id: str = ""  # the profile's `parent-id` (a project): where an empty spec region comes from
 
     def describe(self) -> str:
         if self.kind == "profile":
@@ -164,6 +165,9 @@ def resolve_identity(settings: NebiusSettings, env: Mapping[str, str] | None = N
     endpoint = body.get("endpoint") or ""
     if not isinstance(endpoint, str):
         raise ProfileError(f"Nebius profile {name!r} has a non-string endpoint")
+    parent_id = body.get("parent-id") or ""
+    if not isinstance(parent_id, str):
+        raise ProfileError(f"Nebius profile {name!r} has a non-string parent-id")
     return Identity(
         kind="profile",
         profile=name,
@@ -173,6 +177,7 @@ def resolve_identity(settings: NebiusSettings, env: Mapping[str, str] | None = N
         profile_endpoint=endpoint,
         token_env=token_env,
         explicit_profile=explicit,
+        parent_id=parent_id,
     )
 
 
