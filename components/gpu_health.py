@@ -48,9 +48,10 @@ def _run(props: dict[str, Any]) -> dict[str, Any]:
         evidence = run_gate(client_for, config).to_json()
     except KubeError as err:
         evidence = {"passed": False, "reason": f"the cluster's API failed the gate: {err}"}
+    failed = "deployed-mig-not-ready" if config.mig else "deployed-validation-failed"
     return {
         "passed": bool(evidence["passed"]),
-        "lifecycle": "deployed" if evidence["passed"] else "deployed-validation-failed",
+        "lifecycle": "deployed" if evidence["passed"] else failed,
         "evidence": evidence,
     }
 

@@ -30,7 +30,7 @@ from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.results import FleetResult, StackResult
+from npa_pulumi.engine.results import FAILED_LIFECYCLES, FleetResult, StackResult
 from npa_pulumi.engine.runner import StackExecutor, StackOp
 from npa_pulumi.engine.stacks import interrupted, stack_tags
 from npa_pulumi.engine.workspace import TENANT_ENV, EngineSettings, list_stack_summaries, npa_home
@@ -461,7 +461,7 @@ class Fleet:
         if isinstance(evidence, dict):
             stack.health = evidence
         lifecycle = outputs.get("lifecycle")
-        if lifecycle in ("deployed-validation-failed", "deployed-credentials-failed") and not stack.failed:
+        if lifecycle in FAILED_LIFECYCLES and not stack.failed:
             stack.status = lifecycle
             reason = evidence.get("reason", "") if isinstance(evidence, dict) else ""
             stack.error = f"the cluster is kept; its health gate did not pass: {reason}"

@@ -27,7 +27,7 @@ from npa_pulumi.engine.results import StackResult
 from npa_pulumi.engine.workspace import npa_home
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.preflight.demand import preset_gpus
-from npa_pulumi.spec.constants import RTX_RENDERING_PROFILE
+from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, RTX_RENDERING_PROFILE
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import FleetOptions
@@ -178,10 +178,8 @@ def _cluster_plan(
 
 def _health_gate(cluster: Any) -> dict[str, Any] | None:
     """The gate's settings for one cluster (npa_pulumi.kube.gpu_health.GateConfig). A CPU-only cluster gets
-    the cluster-basics check: every node Ready with a boot id, nothing else. MIG clusters get none until
-    MIG readiness is built (they are reported with validation "skipped")."""
-    if cluster.mig is not None:
-        return None
+    the cluster-basics check: every node Ready with a boot id, nothing else. A MIG cluster gets MIG
+    readiness: the exact layout on every GPU node, twice in a row, then a smoke on a MIG device."""
     gpus = cluster.gpu_nodes
     has_gpus = cluster.gpu_count() > 0 and gpus is not None
     health = cluster.health
@@ -196,6 +194,15 @@ def _health_gate(cluster: Any) -> dict[str, Any] | None:
         "timeout_s": float(health.timeout_minutes * 60),
         "cuda_smoke": bool(health.cuda_smoke) and has_gpus,
         "smoke_image": health.cuda_smoke_image,
+        **(
+            {
+                "mig_resources": dict(MIG_RESOURCES_PER_GPU),
+                "mig_strategy": cluster.mig.strategy,
+                "mig_config": cluster.mig.config,
+            }
+            if cluster.mig is not None and has_gpus
+            else {}
+        ),
     }
 
 

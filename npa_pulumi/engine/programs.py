@@ -232,7 +232,10 @@ def cluster_program(
                     pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
                 )
                 pulumi.export("lifecycle", gate.lifecycle)
-                pulumi.export("validation", "gpu-health" if plan.has_gpus else "cluster-basics")
+                validation = (
+                    "mig" if plan.mig_enabled else "gpu-health" if plan.has_gpus else "cluster-basics"
+                )
+                pulumi.export("validation", validation)
                 pulumi.export("health_evidence", gate.evidence)
                 gated = True
         if not gated:  # no gate ran: say so instead of pretending one did

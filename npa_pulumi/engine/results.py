@@ -16,13 +16,9 @@ StackKind = Literal["project", "cluster"]
 #   refresh: in-sync | drifted | absent | failed
 #   up also: deployed-validation-failed (the GPU health gate did not pass; everything is kept for a retry)
 #            deployed-credentials-failed (the stack is deployed, but no kubeconfig could be had)
-FAILED_STATUSES = {
-    "failed",
-    "destroy-incomplete",
-    "status-error",
-    "deployed-credentials-failed",
-    "deployed-validation-failed",
-}
+#            deployed-mig-not-ready (a MIG cluster's layout did not converge; kept likewise)
+FAILED_LIFECYCLES = ("deployed-validation-failed", "deployed-mig-not-ready", "deployed-credentials-failed")
+FAILED_STATUSES = {"failed", "destroy-incomplete", "status-error", *FAILED_LIFECYCLES}
 
 
 class PolicyViolation(BaseModel):

@@ -50,6 +50,26 @@ class GateConfig:
     smoke_image: str
     smoke_namespace: str = "npa-system"
     poll_s: float = 2.0
+    # MIG readiness instead of whole GPUs: the exact per-node resources of the layout (whole
+    # `nvidia.com/gpu` must be 0), and its strategy and config as MIG Manager labels them.
+    mig_resources: dict[str, int] | None = None
+    mig_strategy: str = ""
+    mig_config: str = ""
+
+    @property
+    def mig(self) -> bool:
+        return self.mig_resources is not None
+
+    @property
+    def clean_snapshots_needed(self) -> int:
+        """MIG readiness needs two consecutive exact snapshots (MIG Manager reconfigures in steps)."""
+        return 2 if self.mig else 1
+
+    @property
+    def smoke_resource(self) -> str:
+        if self.mig_resources:
+            return next((r for r, n in self.mig_resources.items() if r != "nvidia.com/gpu" and n > 0), "")
+        return "nvidia.com/gpu"
 
     @property
     def expected_gpus(self) -> int:
@@ -120,6 +140,7 @@ def _is_gpu_node(node: JSON, config: GateConfig) -> bool:
     return (
         _platform_matches(instance_type, config.gpu_platform)
         or _quantity(allocatable.get("nvidia.com/gpu")) > 0
+        or labels.get("nvidia.com/gpu.present") == "true"
     )
 
 
@@ -138,6 +159,37 @@ def _fabric_errors(node: JSON) -> list[str]:
     if not states:
         errors.append(f"{name}: no fabric state exposed (NVSwitch topology)")
     errors += [f"{name}: fabric {k}={v}" for k, v in states.items() if str(v).lower() not in _FABRIC_OK]
+    return errors
+
+
+MIG_NOT_READY_TAINT = {"key": "nvidia.com/gpu", "value": "mig-not-ready", "effect": "NoSchedule"}
+
+
+def _mig_errors(node: JSON, config: GateConfig) -> list[str]:
+    """The exact MIG layout on one node: MIG Manager's labels, the resources, no whole GPU, schedulable."""
+    assert config.mig_resources is not None
+    name, labels = node["metadata"]["name"], node["metadata"].get("labels") or {}
+    status, spec = node.get("status") or {}, node.get("spec") or {}
+    errors = []
+    expected_labels = {
+        "nvidia.com/mig.strategy": config.mig_strategy,
+        "nvidia.com/mig.config": config.mig_config,
+        "nvidia.com/mig.config.state": "success",
+    }
+    for key, value in expected_labels.items():
+        if labels.get(key) != value:
+            errors.append(f"{name}: label {key}={labels.get(key)!r}, {value!r} expected")
+    for key, per_gpu in config.mig_resources.items():
+        want = per_gpu * max(1, config.gpus_per_node)
+        for where in ("capacity", "allocatable"):
+            have = _quantity((status.get(where) or {}).get(key))
+            if have != want:
+                errors.append(f"{name}: {where} {key}={have}, {want} expected")
+    if spec.get("unschedulable"):
+        errors.append(f"{name}: cordoned")
+    for taint in spec.get("taints") or []:
+        if all(taint.get(k) == v for k, v in MIG_NOT_READY_TAINT.items()):
+            errors.append(f"{name}: tainted nvidia.com/gpu=mig-not-ready:NoSchedule")
     return errors
 
 
@@ -192,7 +244,9 @@ def snapshot(client: KubeClient, config: GateConfig, at_s: float) -> Snapshot:
         allocatable = _quantity((status.get("allocatable") or {}).get("nvidia.com/gpu"))
         capacity = _quantity((status.get("capacity") or {}).get("nvidia.com/gpu"))
         snap.gpus += allocatable
-        if allocatable != config.gpus_per_node or capacity != config.gpus_per_node:
+        if config.mig:
+            snap.errors += _mig_errors(node, config)
+        elif allocatable != config.gpus_per_node or capacity != config.gpus_per_node:
             snap.errors.append(
                 f"{name}: nvidia.com/gpu capacity {capacity}, allocatable {allocatable}; "
                 f"{config.gpus_per_node} expected"
@@ -206,7 +260,7 @@ def snapshot(client: KubeClient, config: GateConfig, at_s: float) -> Snapshot:
             snap.errors += _fabric_errors(node)
     if len(snap.gpu_nodes) != config.expected_gpu_nodes:
         snap.errors.append(f"{len(snap.gpu_nodes)} GPU node(s), {config.expected_gpu_nodes} requested")
-    if snap.gpus != config.expected_gpus:
+    if not config.mig and snap.gpus != config.expected_gpus:
         snap.errors.append(f"{snap.gpus} GPU(s) allocatable, {config.expected_gpus} requested")
     try:
         snap.errors += _driver_errors(client, config)
@@ -240,7 +294,7 @@ def smoke_pod(config: GateConfig, node: str) -> JSON:
                     "name": "vectoradd",
                     "image": config.smoke_image,
                     "command": ["/bin/bash", "-c", script],
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    "resources": {"limits": {config.smoke_resource: "1"}},
                     "terminationMessagePolicy": "FallbackToLogsOnError",
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 }
@@ -330,6 +384,7 @@ def run_gate(
     stable_since: float | None = None
     last = Snapshot(at_s=0.0)
     count = 0
+    clean = 0  # consecutive snapshots without an error
 
     def evidence(passed: bool, phase: str, reason: str, smoke: dict[str, JSON] | None = None) -> Evidence:
         nodes = {
@@ -370,10 +425,13 @@ def run_gate(
                     "a node rebooted or was replaced",
                 )
         if last.errors:
-            stable_since = None
-        elif stable_since is None:
-            stable_since = now
-        if stable_since is not None and now - stable_since >= config.stabilization_s:
+            stable_since, clean = None, 0
+        else:
+            clean += 1
+            if stable_since is None:
+                stable_since = now
+        stable_long_enough = stable_since is not None and now - stable_since >= config.stabilization_s
+        if stable_long_enough and clean >= config.clean_snapshots_needed:
             break
         sleep(min(config.poll_s, max(0.0, deadline - clock())))
 

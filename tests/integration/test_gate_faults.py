@@ -206,3 +206,35 @@ def test_credentials_rejected(cluster: Cluster) -> None:
     assert (
         LocalCloud(cluster.sim.directory).cluster_access(cluster.id).server.startswith("https://127.0.0.1:")
     )
+
+
+def test_mig_readiness_needs_the_exact_layout(cluster: Cluster) -> None:
+    """Without MIG the GPU nodes fail MIG readiness on exactly the MIG checks; once the cluster's driver
+    stack runs the mixed / all-balanced layout, two exact snapshots in a row and a smoke on a MIG device
+    pass."""
+    mig = {
+        "mig_resources": {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.24gb": 2, "nvidia.com/mig-2g.48gb": 1},
+        "mig_strategy": "mixed",
+        "mig_config": "all-balanced",
+    }
+    whole = cluster.gate(**mig, timeout_s=3.0)
+    assert not whole.passed
+    assert any("nvidia.com/mig.config.state" in e for e in whole.last_errors)
+    assert any("capacity nvidia.com/gpu=8, 0 expected" in e for e in whole.last_errors)
+    gpu_nodes = cluster.gpu_nodes()
+    assert all(any(n in e for n in gpu_nodes) for e in whole.last_errors), whole.last_errors
+
+    cluster.sim.set_cluster_addons(
+        cluster.id, {"gpu_driver": "managed-image", "mig": {"strategy": "mixed", "config": "all-balanced"}}
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while cluster.gate(**mig, timeout_s=2.0).last_errors and time.monotonic() < deadline:
+            time.sleep(0.5)
+        evidence = cluster.gate(**mig, cuda_smoke=True, timeout_s=30.0)
+        assert evidence.passed, evidence
+        assert evidence.snapshots >= 2  # two consecutive exact snapshots
+        assert all(evidence.nodes[n]["smoke"]["passed"] for n in gpu_nodes)
+    finally:
+        cluster.sim.set_cluster_addons(cluster.id, {"gpu_driver": "managed-image"})
+        cluster.wait_healthy()
