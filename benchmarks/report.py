@@ -50,8 +50,8 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
         ]
     if name == "health_gate":
         return [
-            "GPU health gate overhead on a 4-node cluster (1 CPU + 3 GPU nodes, CUDA smoke on each GPU node), "
-            "beyond its stabilization interval",
+            "GPU health gate overhead on a 4-node cluster (1 CPU + 3 GPU nodes, CUDA smoke on each GPU "
+            "node), beyond its stabilization interval",
             f"{_median(result['overhead_s']):.1f} s (n={result['overhead_s'].get('n', 0)})",
             "<= 10 s",
             _status(result["met"]),
