@@ -17,10 +17,10 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from npa_pulumi.bridge.orphans import watch_run
+from npa_pulumi.runtime.supervision import watch_run
 
 # In the engine's provider host (where this module is unpickled), stop when the run that started the host
-# is killed, instead of idling or running terraform forever (npa_pulumi/bridge/orphans.py). Else a no-op.
+# is killed, instead of idling or running terraform forever (npa_pulumi/runtime/supervision.py). Else a no-op.
 watch_run()
 
 GIB = 2**30

@@ -8,9 +8,9 @@ import subprocess
 from typing import Any
 
 from npa_pulumi.engine.stacks import TAG_FLEET
-from npa_pulumi.engine.toolchain import find_pulumi
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError
+from npa_pulumi.runtime.toolchain import find_pulumi
 
 
 class StackListingFailed(NpaError):

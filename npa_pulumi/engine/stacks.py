@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.bridge.orphans import is_zombie
-from npa_pulumi.engine.home import write_atomically
 from npa_pulumi.engine.workspace import PROJECT_NAME
 from npa_pulumi.errors import NpaError
+from npa_pulumi.runtime.home import write_atomically
+from npa_pulumi.runtime.supervision import is_zombie
 
 if TYPE_CHECKING:
     from pulumi import automation as auto

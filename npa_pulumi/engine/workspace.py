@@ -21,11 +21,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine import disk_cache
-from npa_pulumi.engine.disk_cache import binary_identity, cache_key
-from npa_pulumi.engine.home import npa_home, write_atomically
-from npa_pulumi.engine.toolchain import engine_env, find_pulumi
 from npa_pulumi.errors import NpaError, UserInputError
+from npa_pulumi.runtime import disk_cache
+from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
+from npa_pulumi.runtime.home import npa_home, write_atomically
+from npa_pulumi.runtime.toolchain import engine_env, find_pulumi
 
 if TYPE_CHECKING:  # the Automation API is imported lazily: npa_pulumi must import without the engine
     from pulumi import automation as auto

@@ -25,8 +25,8 @@ except ImportError:
 # Before the pack starts serving: keep secrets wrapped so policies can tell a secret from plaintext.
 lib.install_secret_marking()
 
-try:  # an analyzer whose engine was killed would otherwise wait forever (see npa_pulumi/bridge/orphans.py)
-    from npa_pulumi.bridge.orphans import watch_run
+try:  # an analyzer whose engine was killed would otherwise wait forever (npa_pulumi/runtime/supervision.py)
+    from npa_pulumi.runtime.supervision import watch_run
 
     watch_run(plugin_host=True)  # this file only ever runs in the engine's policy analyzer
 except ImportError:

@@ -29,7 +29,7 @@ from chaos_helpers import (
     stack_names,
 )
 
-from npa_pulumi.cloud.retry import DEFAULT_ATTEMPTS
+from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS
 
 BLOCK = "capacityblockgroup-local1"
 SPEC = f"""\

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fleet_helpers import CLI, REPO, by_stack, inventory, npa, write_spec
 
-from npa_pulumi.cloud.retry import DEFAULT_ATTEMPTS
+from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

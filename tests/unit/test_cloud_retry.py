@@ -1,4 +1,4 @@
-"""The shared retry rule (npa_pulumi.cloud.retry) and where the local cloud applies it: reads and keyed
+"""The shared retry rule (npa_pulumi.runtime.retry) and where the local cloud applies it: reads and keyed
 creates are retried on `unavailable` with growing backoff; unkeyed mutations and real answers are not."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from npa_pulumi.cloud.errors import PermissionDenied, QuotaExceeded, Unavailable
 from npa_pulumi.cloud.local import LocalCloud
 from npa_pulumi.cloud.local.api import call as api_call
-from npa_pulumi.cloud.retry import DEFAULT_ATTEMPTS, ENV_ATTEMPTS, RetryPolicy, call_with_retry
+from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS, ENV_ATTEMPTS, RetryPolicy, call_with_retry
 
 TENANT = "tenant-local"
 PROJECT = "project-existing1"
@@ -75,7 +75,8 @@ def test_attempts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.fixture
 def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalCloud:
-    monkeypatch.setattr("npa_pulumi.cloud.retry.time.sleep", lambda _: None)  # no real backoff in unit tests
+    # no real backoff in unit tests
+    monkeypatch.setattr("npa_pulumi.runtime.retry.time.sleep", lambda _: None)
     return LocalCloud(tmp_path / "cloud")
 
 

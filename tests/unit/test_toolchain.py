@@ -13,7 +13,7 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from npa_pulumi.engine.toolchain import engine_env, find_pulumi, find_terraform
+from npa_pulumi.runtime.toolchain import engine_env, find_pulumi, find_terraform
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = tomllib.loads((REPO / "tools" / "pins.toml").read_text())
@@ -64,7 +64,7 @@ def test_engine_env_is_offline_and_uses_this_python() -> None:
     assert env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] == "true"
     wrapper = Path(env["PULUMI_PYTHON_CMD"])
     assert os.access(wrapper, os.X_OK)
-    assert f"{sys.executable} -u -m npa_pulumi.bridge.plugin_host" in wrapper.read_text()
+    assert f"{sys.executable} -u -m npa_pulumi.runtime.plugin_host" in wrapper.read_text()
     assert env["PATH"].split(os.pathsep)[0] == str(find_pulumi().parent)
 
 

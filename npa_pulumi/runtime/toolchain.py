@@ -104,14 +104,14 @@ def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
 
 
 def plugin_python_wrapper() -> str:
-    """An executable that runs this interpreter with `npa_pulumi.bridge.plugin_host` in front of the
+    """An executable that runs this interpreter with `npa_pulumi.runtime.plugin_host` in front of the
     engine's plugin hosts (`$PULUMI_PYTHON_CMD -u -m pulumi.dynamic ...`); see that module for why. It is
     written once per interpreter into `<npa home>/bin/`; where that cannot be written, the plain
     interpreter is used (the hosts then start their watchdog on their first request, as before)."""
-    from npa_pulumi.engine.disk_cache import cache_key
-    from npa_pulumi.engine.home import npa_home, write_atomically
+    from npa_pulumi.runtime.disk_cache import cache_key
+    from npa_pulumi.runtime.home import npa_home, write_atomically
 
-    text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -u -m npa_pulumi.bridge.plugin_host "$@"\n'
+    text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -u -m npa_pulumi.runtime.plugin_host "$@"\n'
     path = npa_home() / "bin" / f"plugin-python-{cache_key(sys.executable)[:12]}"
     try:
         if path.read_text() == text and os.access(path, os.X_OK):

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.engine.home import npa_home, write_atomically
+from npa_pulumi.runtime.home import npa_home, write_atomically
 
 
 def _root() -> Path:

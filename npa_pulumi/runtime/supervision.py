@@ -11,8 +11,8 @@ watchdog before the host serves; the components' own `watch_run()` calls cover h
 The engine is the host's grandparent (the plugin launcher script is its parent); when either of them is gone
 (reparented), the run is over: every running terraform gets SIGINT (Terraform stops gracefully and writes
 its state, which the work dir keeps for the next run), is killed if it has not exited within `GRACE_S`, and
-the orphaned host exits. Terraform runs started here also wait for a state lock (`LOCK_TIMEOUT`) rather than
-fail at once, which covers the moments in which an orphan is still stopping.
+the orphaned host exits. The bridge's terraform runs also wait for a state lock (`-lock-timeout`) rather
+than fail at once, which covers the moments in which an orphan is still stopping.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 
 GRACE_S = 60.0
 POLL_S = 0.5
-LOCK_TIMEOUT = "-lock-timeout=300s"
 
 _running: set[subprocess.Popen[str]] = set()
 _lock = threading.Lock()
