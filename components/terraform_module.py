@@ -12,14 +12,13 @@ fails half-way (see `TerraformWorkspace.restore_state`).
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from npa_pulumi.runtime.home import cache_dir, work_dir
 from npa_pulumi.runtime.supervision import watch_run
 
 # In the engine's provider host (where this module is unpickled), stop when the run that started the host
@@ -31,14 +30,10 @@ watch_run()
 _APPLY_KEYS = ("tfvars", "runtime_tfvars", "recipe", "identity")
 
 
-def _npa_home() -> Path:
-    return Path(os.environ.get("NPA_PULUMI_HOME") or Path.home() / ".npa-pulumi")
-
-
 def _workspace(props: dict[str, Any]) -> Any:
     from npa_pulumi.bridge.terraform import TerraformWorkspace
 
-    return TerraformWorkspace(root=_npa_home() / "work" / props["work_key"])
+    return TerraformWorkspace(root=work_dir(props["work_key"]))
 
 
 def _token(props: dict[str, Any]) -> str | None:
@@ -74,7 +69,7 @@ def _prepare(
 
     workspace = _workspace(props)
     source = _source(props)
-    recipe = materialize(source, workspace.root, props["identity"]["region"], _npa_home() / "cache")
+    recipe = materialize(source, workspace.root, props["identity"]["region"], cache_dir())
     if same_recipe and recipe.digest != props["recipe"]["digest"]:
         raise RuntimeError(
             f"the recipe at {source.location} changed between preview and apply (digest "
@@ -91,11 +86,9 @@ def _prepare(
         # The stand-in derives stable idempotency keys from this owner (see its main.tf); other recipes
         # do not declare the variable, so it is only passed to the stand-in.
         extra["TF_VAR_npa_idempotency_scope"] = str(props["work_key"])
-    env = runtime_env(
-        identity, props.get("runtime_tfvars") or {}, _npa_home() / "cache" / "tf-plugins", extra
-    )
+    env = runtime_env(identity, props.get("runtime_tfvars") or {}, cache_dir() / "tf-plugins", extra)
     workspace.redact = _run_time_secrets(token, props.get("runtime_tfvars") or {})
-    workspace.init(env, plugin_cache_lock=_npa_home() / "cache" / "tf-plugins.lock")
+    workspace.init(env, plugin_cache_lock=cache_dir() / "tf-plugins.lock")
     return workspace, env
 
 

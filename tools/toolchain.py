@@ -40,6 +40,10 @@ if sys.version_info < (3, 11):  # noqa: UP036 - this script runs under whatever 
 import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
+# npa_pulumi.runtime imports only the standard library, so it serves here before the virtualenv exists.
+sys.path.insert(0, str(REPO))
+from npa_pulumi.runtime.locks import FileLock  # noqa: E402
+
 TOOLS_BIN = REPO / ".tools" / "bin"
 VENV = REPO / ".venv"
 PINS_FILE = REPO / "tools" / "pins.toml"
@@ -271,7 +275,7 @@ def ensure_pulumi(pins: dict) -> None:
         say(f"pulumi v{version} already built in {bindir} (nothing to do)")
     else:
         home.mkdir(parents=True, exist_ok=True)
-        lock = _FileLock(home / ".lock")
+        lock = FileLock(home / ".lock")
         with lock:
             if not pulumi_complete(bindir):
                 build_pulumi(pins, bindir)
@@ -352,7 +356,7 @@ def ensure_terraform(pins: dict) -> None:
         say(f"OpenTofu v{pins['opentofu']['version']} already built in {bindir} (nothing to do)")
     else:
         home.mkdir(parents=True, exist_ok=True)
-        with _FileLock(home / ".lock"):
+        with FileLock(home / ".lock"):
             if not (bindir / ".complete").exists():
                 build_tofu(pins, bindir)
     link(bindir / "tofu", "terraform")
@@ -456,7 +460,7 @@ def build_into_cache(home: Path, names: tuple[str, ...], build: object, label: s
     if not shutil.which("go"):
         raise ToolchainError(f"{label} is not built and Go is not installed to build it (Go >= 1.25 is needed)")
     home.mkdir(parents=True, exist_ok=True)
-    with _FileLock(home / ".lock"):
+    with FileLock(home / ".lock"):
         if complete(bindir, names):
             return bindir
         staging = Path(tempfile.mkdtemp(prefix="build-", dir=home))
@@ -567,24 +571,6 @@ def ensure_kubernetes_provider(pins: dict) -> None:
 
 
 # -------------------------------------------------------------------------------------------- misc
-
-
-class _FileLock:
-    """An exclusive flock, so two `make tools` runs never build into the same cache at once."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.handle: object = None
-
-    def __enter__(self) -> _FileLock:
-        import fcntl
-
-        self.handle = self.path.open("w")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)  # type: ignore[arg-type]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.handle.close()  # type: ignore[attr-defined]
 
 
 def status(as_json: bool) -> int:

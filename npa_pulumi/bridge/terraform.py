@@ -16,15 +16,13 @@ Its guarantees:
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from typing import Any
 from npa_pulumi.errors import NpaError
 from npa_pulumi.runtime import disk_cache, supervision
 from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
+from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.runtime.toolchain import find_terraform
 
 log = logging.getLogger(__name__)
@@ -143,17 +142,6 @@ def runtime_env(
         env["TF_PLUGIN_CACHE_DIR"] = str(plugin_cache)
     env.update(extra or {})
     return env
-
-
-@contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -268,7 +256,7 @@ class TerraformWorkspace:
             self._run(args, env, "init")
             return
         # The plugin cache is shared by every stack; concurrent inits into it can corrupt it.
-        with _exclusive(plugin_cache_lock):
+        with FileLock(plugin_cache_lock):
             self._run(args, env, "init")
 
     def apply(self, env: Mapping[str, str]) -> None:

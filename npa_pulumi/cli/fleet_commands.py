@@ -343,7 +343,7 @@ def stacks_command(backend: str | None, fleet_name: str | None, output: str) -> 
     """List the fleet stacks in the backend (what `pulumi stack ls` shows in this repository)."""
 
     def body() -> int:
-        from npa_pulumi.engine.listing import list_fleet_stacks
+        from npa_pulumi.engine.stacks import list_fleet_stacks
 
         stacks = list_fleet_stacks(backend, fleet_name)
         if output == "json":

@@ -24,14 +24,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.engine.diy_backend import interrupted
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.results import FleetResult, StackResult
 from npa_pulumi.engine.runner import StackExecutor, StackOp
-from npa_pulumi.engine.stacks import interrupted, stack_tags
-from npa_pulumi.engine.workspace import TENANT_ENV, EngineSettings, list_stack_summaries, npa_home
+from npa_pulumi.engine.stacks import stack_tags
+from npa_pulumi.engine.workspace import (
+    PROJECT_NAME,
+    TENANT_ENV,
+    EngineSettings,
+    list_stack_summaries,
+    npa_home,
+)
 from npa_pulumi.errors import NpaError
 
 if TYPE_CHECKING:
@@ -214,7 +221,7 @@ class Fleet:
         )
         # A run killed after the engine wrote the outputs but before it released the lock leaves a
         # matching fingerprint behind a stale lock: run such a stack, so the lock is recovered.
-        return matches and not interrupted(self.settings.backend_url, plan.stack)
+        return matches and not interrupted(self.settings.backend_url, plan.stack, PROJECT_NAME)
 
     def _project_live(self, outputs: dict[str, Any]) -> bool:
         from npa_pulumi.cloud.errors import CloudError

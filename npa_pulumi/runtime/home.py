@@ -1,10 +1,20 @@
-"""The per-user npa-pulumi directory (state, passphrase, work dirs, logs, caches, the local cloud), and how
-files shared by parallel stacks and processes are written there."""
+"""The per-user npa-pulumi directory and what lives where in it.
+
+<npa home>/            $NPA_PULUMI_HOME, else ~/.npa-pulumi
+  state/               the default DIY backend (file://)
+  passphrase           the generated secrets passphrase (0600)
+  workspace/           the Automation API work dir every stack shares (its Pulumi.yaml)
+  work/<stack>/        a cluster stack's Terraform work dir (recipe, tfvars, state, terraform.log)
+  logs/<fleet>/        the engine's output per stack and command
+  cache/               facts that are slow to recompute (runtime.disk_cache), staged recipes, plugins
+  bin/                 the plugin-host wrapper (runtime.plugin_host)
+  runs/                registries of running fleet operations for non-file backends
+  local-cloud/         the embedded simulator's database (unless $NPA_LOCAL_CLOUD_DIR)
+"""
 
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 
@@ -13,15 +23,14 @@ def npa_home() -> Path:
     return Path(os.environ.get("NPA_PULUMI_HOME") or Path.home() / ".npa-pulumi")
 
 
-def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
-    """Write `text` to `path` so that no reader ever sees it half-written: a temp file of this process and
-    thread beside it, then a rename. Raises OSError like `write_text`; the temp file never stays behind."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        if mode is not None:
-            tmp.chmod(mode)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+def cache_dir() -> Path:
+    return npa_home() / "cache"
+
+
+def work_dir(key: str) -> Path:
+    """A cluster stack's Terraform work dir."""
+    return npa_home() / "work" / key
+
+
+def logs_dir(fleet: str) -> Path:
+    return npa_home() / "logs" / fleet

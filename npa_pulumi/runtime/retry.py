@@ -1,15 +1,12 @@
-"""Retrying `Unavailable` where it is safe, for callers outside the `nebius` adapter.
+"""The one retry policy: bounded, jittered exponential backoff, and the loop that applies it.
 
-The `nebius` adapter has its own `Retrier` (settings from its profile, SDK retries switched off). This is
-the same rule, dependency-free, for the `local` adapter and the local cloud's machine-facing API (which
-the stand-in recipe's provisioners call once per resource, so it must stay import-light):
-
-* a read (get, list, find) is always safe to repeat;
-* a mutation is safe only when the service deduplicates it: a create that carries an idempotency key
-  (a replay returns the object the first attempt made), or a delete whose caller treats "already gone"
-  as success;
-* only `Unavailable` is retried, with bounded, jittered exponential backoff; every other error is the
-  service's answer (quota, permission, precondition, argument) and is raised at once.
+What may be retried is the caller's decision, made twice: *which* errors are transient (`retry_on`: the
+cloud port retries only `Unavailable`; everything else is the service's answer), and whether *this* call
+is safe to repeat (`safe`: a read always; a mutation only when the service deduplicates it). This module
+only knows how long to wait and when to stop: after `max_attempts`, or before a delay would pass a
+`deadline`. Both cloud adapters use it (`npa_pulumi.cloud.retry`, `npa_pulumi.cloud.nebius.retry`), and it
+imports only the standard library: the local cloud's machine API, which the stand-in recipe runs once per
+resource, must stay import-light.
 """
 
 from __future__ import annotations
@@ -19,15 +16,13 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from npa_pulumi.cloud.errors import Unavailable
-
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 log = logging.getLogger(__name__)
 
-ENV_ATTEMPTS = "NPA_CLOUD_RETRY_ATTEMPTS"
 DEFAULT_ATTEMPTS = 5
 
 
@@ -39,48 +34,54 @@ class RetryPolicy:
     max_backoff_s: float = 3.0
     jitter: float = 0.2  # +/- this fraction of each delay
 
-    @classmethod
-    def from_env(cls) -> RetryPolicy:
-        """`$NPA_CLOUD_RETRY_ATTEMPTS` (>= 1) overrides the number of attempts."""
-        raw = os.environ.get(ENV_ATTEMPTS, "").strip()
-        if raw.isdigit() and int(raw) >= 1:
-            return cls(max_attempts=int(raw))
-        return cls()
-
     def backoff(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
         """The delay after failed attempt number `attempt` (1-based)."""
         base = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** (attempt - 1))
         spread = base * self.jitter
         return max(0.0, base - spread + 2 * spread * rand())
 
+    def with_attempts_from_env(self, variable: str) -> RetryPolicy:
+        """This policy with `max_attempts` from `$variable` when that holds an integer >= 1."""
+        raw = os.environ.get(variable, "").strip()
+        if raw.isdigit() and int(raw) >= 1:
+            return replace(self, max_attempts=int(raw))
+        return self
+
 
 def call_with_retry(
     call: Callable[[], T],
     *,
+    retry_on: type[E],
     what: str,
-    safe: bool,
+    safe: bool = True,
     policy: RetryPolicy | None = None,
+    deadline: float | None = None,
     sleep: Callable[[float], None] | None = None,
-    on_retry: Callable[[int, float, Unavailable], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    rand: Callable[[], float] = random.random,
+    on_retry: Callable[[int, float, E], None] | None = None,
 ) -> T:
-    """Run `call`; when it raises `Unavailable` and `safe`, run it again after a backoff, at most
-    `policy.max_attempts` times in all. `on_retry(attempt, delay, error)` is told about each retry."""
-    policy = policy or RetryPolicy.from_env()
+    """Run `call`; when it raises `retry_on` and `safe`, run it again after a backoff, at most
+    `policy.max_attempts` times in all, and never sleeping past `deadline` (a `clock()` value). The last
+    error is raised as it was. `on_retry(attempt, delay, error)` is told about each retry."""
+    policy = policy or RetryPolicy()
     attempt = 0
     while True:
         attempt += 1
         try:
             return call()
-        except Unavailable as err:
+        except retry_on as err:
             if not safe or attempt >= policy.max_attempts:
                 raise
-            delay = policy.backoff(attempt)
+            delay = policy.backoff(attempt, rand)
+            if deadline is not None and clock() + delay >= deadline:
+                raise
             log.info(
-                "%s unavailable (attempt %d/%d): %s; retrying in %.2fs",
+                "%s failed (attempt %d/%d): %s; retrying in %.2fs",
                 what,
                 attempt,
                 policy.max_attempts,
-                err.message,
+                err,
                 delay,
             )
             if on_retry is not None:

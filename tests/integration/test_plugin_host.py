@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from npa_pulumi.engine.workspace import plugin_python_wrapper
 from npa_pulumi.runtime.plugin_host import plugin_module
-from npa_pulumi.runtime.toolchain import plugin_python_wrapper
 
 
 def _gone(pid: int) -> bool:

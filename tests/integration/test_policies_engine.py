@@ -20,7 +20,8 @@ import pytest
 from npa_pulumi.policies.fleet_guardrails_lib import testing as t
 from pulumi import automation as auto
 
-from npa_pulumi.runtime.toolchain import engine_env, find_pulumi
+from npa_pulumi.engine.workspace import engine_env
+from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -1,5 +1,6 @@
-"""The shared retry rule (npa_pulumi.runtime.retry) and where the local cloud applies it: reads and keyed
-creates are retried on `unavailable` with growing backoff; unkeyed mutations and real answers are not."""
+"""The cloud port's retry rule (npa_pulumi.cloud.retry, on runtime.retry's policy) and where the local cloud
+applies it: reads and keyed creates are retried on `unavailable` with growing backoff; unkeyed mutations and
+real answers are not."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import pytest
 from npa_pulumi.cloud.errors import PermissionDenied, QuotaExceeded, Unavailable
 from npa_pulumi.cloud.local import LocalCloud
 from npa_pulumi.cloud.local.api import call as api_call
-from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS, ENV_ATTEMPTS, RetryPolicy, call_with_retry
+from npa_pulumi.cloud.retry import (
+    DEFAULT_ATTEMPTS,
+    ENV_ATTEMPTS,
+    RetryPolicy,
+    call_with_retry,
+    default_policy,
+)
 
 TENANT = "tenant-local"
 PROJECT = "project-existing1"
@@ -68,9 +75,9 @@ def test_an_unsafe_mutation_is_not_retried() -> None:
 
 def test_attempts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_ATTEMPTS, "2")
-    assert RetryPolicy.from_env().max_attempts == 2
+    assert default_policy().max_attempts == 2
     monkeypatch.setenv(ENV_ATTEMPTS, "zero")
-    assert RetryPolicy.from_env().max_attempts == DEFAULT_ATTEMPTS
+    assert default_policy().max_attempts == DEFAULT_ATTEMPTS
 
 
 @pytest.fixture

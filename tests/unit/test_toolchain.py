@@ -13,7 +13,8 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from npa_pulumi.runtime.toolchain import engine_env, find_pulumi, find_terraform
+from npa_pulumi.engine.workspace import engine_env
+from npa_pulumi.runtime.toolchain import find_pulumi, find_terraform
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = tomllib.loads((REPO / "tools" / "pins.toml").read_text())

@@ -13,7 +13,7 @@ quoting). Two extra keys shape the call:
 * `"missing_ok": true` on `delete_*`: an object that is already gone is success.
 
 `Unavailable` is retried with bounded backoff where a repeat is safe: reads, and creates that carry an
-`idempotency_key` (`npa_pulumi.runtime.retry`; `$NPA_CLOUD_RETRY_ATTEMPTS` sets the attempts).
+`idempotency_key` (`npa_pulumi.cloud.retry`; `$NPA_CLOUD_RETRY_ATTEMPTS` sets the attempts).
 
 stdout gets one JSON document, `{"ok": true, "result": …}` or `{"ok": false, "error": {kind, message,
 request}}`; a failure also prints one line on stderr. Exit codes: 0 ok, 1 the cloud refused, 2 bad usage.
@@ -32,8 +32,8 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.local.simulator import OPERATIONS, LocalSimulator
+from npa_pulumi.cloud.retry import call_with_retry
 from npa_pulumi.errors import EXIT_FAILED, EXIT_INVALID_INPUT, NpaError
-from npa_pulumi.runtime.retry import call_with_retry
 
 EXTRA_OPERATIONS = ("inventory", "settings")
 ARGS_ENV_DEFAULT = "NPA_LOCAL_API_ARGS"
@@ -87,7 +87,7 @@ def call(simulator: LocalSimulator, operation: str, kwargs: dict[str, Any]) -> A
         inspect.signature(method).bind(**kwargs)
     except TypeError as err:  # unknown or missing keyword arguments
         raise UsageError(f"{operation}: {err}") from None
-    # `Unavailable` is retried with backoff where a repeat is safe (npa_pulumi.runtime.retry): reads, and
+    # `Unavailable` is retried with backoff where a repeat is safe (npa_pulumi.cloud.retry): reads, and
     # creates that carry an idempotency key (the recipe sends one with every create). Deletes are not
     # repeated here: a failed destroy is reported as incomplete, with the command that resumes it.
     safe = operation.startswith(("get_", "list_", "find_")) or (

@@ -36,7 +36,7 @@ from npa_pulumi.cloud.port import (
     ServiceAccount,
     Subnet,
 )
-from npa_pulumi.runtime.retry import call_with_retry
+from npa_pulumi.cloud.retry import call_with_retry
 
 R = TypeVar("R", bound=CloudRecord)
 
@@ -364,7 +364,7 @@ class LocalCloud:
 
 
 def _retrying(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method` with `Unavailable` retried where that is safe (see `npa_pulumi.runtime.retry`): always for a
+    """`method` with `Unavailable` retried where that is safe (see `npa_pulumi.cloud.retry`): always for a
     read; for a create only when it carries an idempotency key, so a retried create cannot create twice."""
     read = name == "principal" or name.startswith(("get_", "list_", "find_"))
 
