@@ -13,7 +13,7 @@ import os
 from functools import lru_cache
 from typing import Any
 
-from npa_pulumi.engine.workspace import TENANT_ENV
+from npa_pulumi.cloud.factory import TENANT_ENV
 
 
 @lru_cache(maxsize=16)

@@ -13,7 +13,7 @@ from npa_pulumi.components.cloud_resources import (
     ServiceAccount,
 )
 
-from npa_pulumi.naming import derived_bucket_name
+from npa_pulumi.plan.naming import derived_bucket_name
 
 
 class ObjectStorage(pulumi.ComponentResource):

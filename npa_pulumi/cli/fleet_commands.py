@@ -8,8 +8,9 @@ from typing import Any, TypeVar
 
 import click
 
-from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
+from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.errors import EXIT_FAILED, UserInputError
+from npa_pulumi.output.streams import emit_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -16,6 +16,7 @@ Ordering and safety:
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -24,22 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.cloud.factory import TENANT_ENV
 from npa_pulumi.engine.diy_backend import interrupted
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.results import FleetResult, StackResult
-from npa_pulumi.engine.runner import StackExecutor, StackOp
+from npa_pulumi.engine.stack_operations import StackExecutor, StackOp
 from npa_pulumi.engine.stacks import stack_tags
-from npa_pulumi.engine.workspace import (
-    PROJECT_NAME,
-    TENANT_ENV,
-    EngineSettings,
-    list_stack_summaries,
-    npa_home,
-)
+from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings, list_stack_summaries
 from npa_pulumi.errors import NpaError
+from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.runtime.home import logs_dir
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.factory import CloudKind
@@ -50,15 +47,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = 4
-POLICY_PACK_DIR = Path(__file__).resolve().parents[2] / "policies" / "fleet-guardrails"
 
 
 def builtin_policy_pack() -> Path:
-    if POLICY_PACK_DIR.is_dir():
-        return POLICY_PACK_DIR
-    import npa_pulumi.policies
-
-    return Path(npa_pulumi.policies.__file__).parent / "fleet-guardrails"
+    """Where the fleet-guardrails pack is. The engine runs it in a plugin host of its own: the orchestrator
+    needs its location, never its code (the pack imports pulumi_policy), so it is found, not imported."""
+    spec = importlib.util.find_spec("npa_pulumi.policies")
+    if spec is None or not spec.submodule_search_locations:
+        raise NpaError("the fleet-guardrails policy pack is not installed (npa_pulumi.policies)")
+    return Path(next(iter(spec.submodule_search_locations))) / "fleet-guardrails"
 
 
 @dataclass
@@ -125,9 +122,7 @@ class Fleet:
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
         # (a pack ignores entries for policies it does not have).
         configs = [options.policy_config] * len(packs) if options.policy_config else []
-        self.executor = StackExecutor(
-            self.settings, self.progress, npa_home() / "logs" / spec.name, packs, configs
-        )
+        self.executor = StackExecutor(self.settings, self.progress, logs_dir(spec.name), packs, configs)
 
     # ----------------------------------------------------------------------------------- context
 

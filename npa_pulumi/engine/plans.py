@@ -22,9 +22,9 @@ from npa_pulumi.bridge.recipe import (
     resolve_source,
 )
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
-from npa_pulumi.engine.results import StackResult
 from npa_pulumi.engine.workspace import npa_home
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.output.results import StackResult
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import FleetOptions

@@ -34,8 +34,6 @@ if TYPE_CHECKING:  # the Automation API is imported lazily: npa_pulumi must impo
     from pulumi import automation as auto
 
 PROJECT_NAME = "npa-fleet"
-# Tells the dynamic providers (in the engine's provider process) which tenant the fleet runs in.
-TENANT_ENV = "NPA_TENANT_ID"
 DEFAULT_BACKEND_URL = "file://~/.npa-pulumi/state"
 
 

@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from npa_pulumi.policies import catalog
 from pulumi_policy.proxy import UnknownValueError
-
-from npa_pulumi import policy_catalog as catalog
 
 from .facts import ClusterFacts, ClusterRegistry, Subject, cluster_facts
 from .values import (

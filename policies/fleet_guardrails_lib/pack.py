@@ -1,10 +1,11 @@
-"""Turning the catalog (npa_pulumi.policy_catalog) and the checks into pulumi-policy objects."""
+"""Turning the catalog (npa_pulumi.policies.catalog) and the checks into pulumi-policy objects."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from npa_pulumi.policies import catalog
 from pulumi_policy import (
     EnforcementLevel,
     Policy,
@@ -15,8 +16,6 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
-
-from npa_pulumi import policy_catalog as catalog
 
 from .checks import RESOURCE_CHECKS, Check, CheckContext, check_fleet_tags_present
 from .facts import ClusterRegistry, Subject, cluster_facts

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from npa_pulumi.engine.results import FleetResult, PolicyViolation, StackResult
 from npa_pulumi.output.markdown import (
     COMMENT_LIMIT,
     backend_label,
@@ -25,6 +24,7 @@ from npa_pulumi.output.markdown import (
     scrub,
     size,
 )
+from npa_pulumi.output.results import FleetResult, PolicyViolation, StackResult
 
 GOLDEN = Path(__file__).parent / "golden"
 GIB = 1024**3

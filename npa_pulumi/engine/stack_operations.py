@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, cast
 from npa_pulumi.engine import diy_backend
 from npa_pulumi.engine.diy_backend import NO_FAST_PATH, SECRET_PLACEHOLDER, checkpoint_outputs
 from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.results import PolicyViolation, StackKind, StackResult
 from npa_pulumi.engine.stacks import (
     StackLocked,
     clear_pending_operations,
@@ -27,6 +26,7 @@ from npa_pulumi.engine.stacks import (
     recovery_command,
 )
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings, workspace_options
+from npa_pulumi.output.results import PolicyViolation, StackKind, StackResult
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
