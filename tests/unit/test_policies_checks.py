@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import guardrails_testing as t
 import pytest
+from pulumi_policy import Secret
+
 from npa_pulumi.policies import catalog
 from npa_pulumi.policies.fleet_guardrails_lib import build_policies
-from npa_pulumi.policies.fleet_guardrails_lib import testing as t
 from npa_pulumi.policies.fleet_guardrails_lib.facts import ClusterRegistry
-from pulumi_policy import Secret
 
 TF = catalog.TERRAFORM_MODULE
 CLUSTER = catalog.K8S_TRAINING_CLUSTER

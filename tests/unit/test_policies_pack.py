@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import guardrails_testing as t
 import pytest
 from click.testing import CliRunner
 from google.protobuf import struct_pb2
@@ -21,7 +22,6 @@ from pulumi_policy.policy import _PolicyAnalyzerServicer
 from npa_pulumi.cli.main import COMMAND_MODULES, cli
 from npa_pulumi.policies import catalog
 from npa_pulumi.policies.fleet_guardrails_lib import build_policies, build_policy_pack_kwargs
-from npa_pulumi.policies.fleet_guardrails_lib import testing as t
 from npa_pulumi.policies.fleet_guardrails_lib.secret_marking import (
     install_secret_marking,
     secrets_visible,
