@@ -174,7 +174,7 @@ def fabric_tfvars(fabric: str = "fabric-3") -> dict[str, Any]:
 
 
 def cluster_props(
-    block: str = "",
+    block: Any = "",
     gpu_driver_mode: str = "managed-image",
     allow_unsafe_nvswitch_operator: bool = False,
     nvswitch_topology: bool = False,

@@ -125,7 +125,7 @@ def imports_of(module: str, path: Path, known: set[str]) -> Iterator[Import]:
             targets = [node.args[0].value]
         for target in targets:
             if target == PACKAGE or target.startswith(f"{PACKAGE}."):
-                yield Import(module, target, path, node.lineno)
+                yield Import(module, target, path, getattr(node, "lineno", 0))
 
 
 def violations(repo: Path = REPO) -> list[str]:

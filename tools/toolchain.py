@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 if sys.version_info < (3, 11):  # noqa: UP036 - this script runs under whatever python3 is on PATH
     sys.exit(f"npa-pulumi needs Python >= 3.11; {sys.executable} is {sys.version.split()[0]}")
@@ -57,6 +58,8 @@ POLICY_SHIM = ("pulumi-analyzer-policy-python", "python/dist/pulumi-analyzer-pol
 
 _started = time.monotonic()
 
+Pins = dict[str, Any]  # tools/pins.toml
+
 
 class ToolchainError(Exception):
     pass
@@ -66,7 +69,7 @@ def say(message: str) -> None:
     print(f"[tools +{time.monotonic() - _started:5.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-def load_pins() -> dict:
+def load_pins() -> Pins:
     with PINS_FILE.open("rb") as handle:
         return tomllib.load(handle)
 
@@ -169,7 +172,7 @@ def ensure_venv() -> None:
 # ------------------------------------------------------------------------------------------- pulumi
 
 
-def pulumi_key(pins: dict) -> str:
+def pulumi_key(pins: Pins) -> str:
     p = pins["pulumi"]
     return f"pulumi-v{p['version']}-shim{p['policy_shim_sdk_version']}-{sys.platform}-{platform.machine()}"
 
@@ -198,7 +201,7 @@ def install_script(source: Path, dest: Path) -> None:
     dest.chmod(0o755)
 
 
-def build_pulumi(pins: dict, bindir: Path) -> None:
+def build_pulumi(pins: Pins, bindir: Path) -> None:
     version = pins["pulumi"]["version"]
     if not shutil.which("go"):
         raise ToolchainError(
@@ -252,7 +255,7 @@ def build_pulumi(pins: dict, bindir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def ensure_pulumi(pins: dict) -> None:
+def ensure_pulumi(pins: Pins) -> None:
     version = pins["pulumi"]["version"]
     on_path = which_outside_tools("pulumi")
     if on_path:
@@ -299,7 +302,7 @@ def terraform_version(binary: str) -> tuple[int, ...] | None:
         return None
 
 
-def build_tofu(pins: dict, bindir: Path) -> None:
+def build_tofu(pins: Pins, bindir: Path) -> None:
     version = pins["opentofu"]["version"]
     if not shutil.which("go"):
         raise ToolchainError(
@@ -337,7 +340,7 @@ def build_tofu(pins: dict, bindir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def ensure_terraform(pins: dict) -> None:
+def ensure_terraform(pins: Pins) -> None:
     minimum = parse_version(pins["terraform"]["min_version"])
     assert minimum is not None
     for name in ("terraform", "tofu"):
@@ -421,11 +424,13 @@ def upstream_kubernetes_gomod(version: str) -> str:
     )
     info = json.loads(out)
     if info.get("Error"):
-        raise ToolchainError(f"the Go module proxy did not serve k8s.io/kubernetes@v{version}: {info['Error']}")
+        raise ToolchainError(
+            f"the Go module proxy did not serve k8s.io/kubernetes@v{version}: {info['Error']}"
+        )
     return Path(info["GoMod"]).read_text()
 
 
-def gen_kubernetes_wrapper(pins: dict) -> None:
+def gen_kubernetes_wrapper(pins: Pins) -> None:
     """Write tools/kubernetes/go.mod from the pinned Kubernetes release and resolve go.sum."""
     k = pins["kubernetes"]
     gomod = KUBERNETES_WRAPPER / "go.mod"
@@ -433,7 +438,9 @@ def gen_kubernetes_wrapper(pins: dict) -> None:
         gomod.write_text("module github.com/npa-pulumi/toolchain/kubernetes\n\ngo 1.24.0\n")
     upstream = upstream_kubernetes_gomod(k["version"])
     gomod.write_text(kubernetes_wrapper_gomod(k["version"], k["etcd_version"], upstream))
-    run_streaming(["go", "mod", "tidy"], cwd=KUBERNETES_WRAPPER, env=go_env(), label="go mod tidy (kubernetes)")
+    run_streaming(
+        ["go", "mod", "tidy"], cwd=KUBERNETES_WRAPPER, env=go_env(), label="go mod tidy (kubernetes)"
+    )
     say(f"wrote {gomod.relative_to(REPO)} and go.sum for Kubernetes v{k['version']}")
 
 
@@ -458,7 +465,9 @@ def build_into_cache(home: Path, names: tuple[str, ...], build: object, label: s
         say(f"{label} already built in {bindir} (nothing to do)")
         return bindir
     if not shutil.which("go"):
-        raise ToolchainError(f"{label} is not built and Go is not installed to build it (Go >= 1.25 is needed)")
+        raise ToolchainError(
+            f"{label} is not built and Go is not installed to build it (Go >= 1.25 is needed)"
+        )
     home.mkdir(parents=True, exist_ok=True)
     with FileLock(home / ".lock"):
         if complete(bindir, names):
@@ -482,26 +491,39 @@ def build_into_cache(home: Path, names: tuple[str, ...], build: object, label: s
     return bindir
 
 
-def build_kubernetes(pins: dict, out: Path) -> None:
+def build_kubernetes(pins: Pins, out: Path) -> None:
     version = pins["kubernetes"]["version"]
     say(f"building Kubernetes v{version} and etcd from the Go module proxy (first time only; ~7-12 min)")
     env = dict(go_env(), CGO_ENABLED="0")
     packages = [f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_COMMANDS]
     flags = ["-trimpath", "-ldflags", kubernetes_ldflags(version)]
-    run_streaming(["go", "build", *flags, "-o", f"{out}/", *packages], KUBERNETES_WRAPPER, env, "go build kubernetes")
+    run_streaming(
+        ["go", "build", *flags, "-o", f"{out}/", *packages], KUBERNETES_WRAPPER, env, "go build kubernetes"
+    )
     # etcd's server module root is its `main` package; -o names the binary.
     run_streaming(
-        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "etcd"), "go.etcd.io/etcd/server/v3"],
+        [
+            "go",
+            "build",
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            str(out / "etcd"),
+            "go.etcd.io/etcd/server/v3",
+        ],
         KUBERNETES_WRAPPER,
         env,
         "go build etcd",
     )
     reported = run([str(out / "kube-apiserver"), "--version"]).strip()
     if reported != f"Kubernetes v{version}":
-        raise ToolchainError(f"the built kube-apiserver reports {reported!r}, expected 'Kubernetes v{version}'")
+        raise ToolchainError(
+            f"the built kube-apiserver reports {reported!r}, expected 'Kubernetes v{version}'"
+        )
 
 
-def build_kwok(pins: dict, out: Path) -> None:
+def build_kwok(pins: Pins, out: Path) -> None:
     version = pins["kwok"]["version"]
     say(f"building kwok and kwokctl v{version} from the Go module proxy (first time only; ~5 min)")
     env = dict(go_env(), CGO_ENABLED="0", GOBIN=str(out), GOFLAGS="-buildvcs=false")
@@ -510,7 +532,7 @@ def build_kwok(pins: dict, out: Path) -> None:
     run_streaming(["go", "install", "-trimpath", "-ldflags", ldflags, *packages], out, env, "go install kwok")
 
 
-def build_kubernetes_provider(pins: dict, out: Path) -> None:
+def build_kubernetes_provider(pins: Pins, out: Path) -> None:
     """pulumi-resource-kubernetes: a wrapper module requiring the served provider commit, with the
     command's package copied in so its generate step can write the embedded, versioned schema."""
     pk = pins["pulumi_kubernetes"]
@@ -531,7 +553,9 @@ def build_kubernetes_provider(pins: dict, out: Path) -> None:
         shutil.copyfile(source / KUBERNETES_PROVIDER_CMD / name, dest)
         dest.chmod(0o644)
     run_streaming(["go", "mod", "tidy"], wrapper, env, "go mod tidy (pulumi-kubernetes)")
-    run_streaming(["go", "run", "./generate.go"], wrapper, dict(env, VERSION=pk["version"]), "generate schema")
+    run_streaming(
+        ["go", "run", "./generate.go"], wrapper, dict(env, VERSION=pk["version"]), "generate schema"
+    )
     ldflags = f"-s -w -X {KUBERNETES_PROVIDER_MODULE}/pkg/version.Version={pk['version']}"
     run_streaming(
         ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(out / KUBERNETES_PROVIDER), "."],
@@ -545,24 +569,28 @@ def platform_key() -> str:
     return f"{sys.platform}-{platform.machine()}"
 
 
-def ensure_kubernetes(pins: dict) -> None:
+def ensure_kubernetes(pins: Pins) -> None:
     k = pins["kubernetes"]
     home = cache_root() / f"kubernetes-v{k['version']}-etcd{k['etcd_version']}-{platform_key()}"
-    bindir = build_into_cache(home, KUBERNETES_BINARIES, lambda out: build_kubernetes(pins, out), "Kubernetes")
+    bindir = build_into_cache(
+        home, KUBERNETES_BINARIES, lambda out: build_kubernetes(pins, out), "Kubernetes"
+    )
     for name in KUBERNETES_BINARIES:
         link(bindir / name, name)
 
 
-def ensure_kwok(pins: dict) -> None:
+def ensure_kwok(pins: Pins) -> None:
     home = cache_root() / f"kwok-v{pins['kwok']['version']}-{platform_key()}"
     bindir = build_into_cache(home, KWOK_BINARIES, lambda out: build_kwok(pins, out), "kwok")
     for name in KWOK_BINARIES:
         link(bindir / name, name)
 
 
-def ensure_kubernetes_provider(pins: dict) -> None:
+def ensure_kubernetes_provider(pins: Pins) -> None:
     pk = pins["pulumi_kubernetes"]
-    home = cache_root() / f"pulumi-kubernetes-v{pk['version']}-{pk['provider_module_version']}-{platform_key()}"
+    home = (
+        cache_root() / f"pulumi-kubernetes-v{pk['version']}-{pk['provider_module_version']}-{platform_key()}"
+    )
     bindir = build_into_cache(
         home, (KUBERNETES_PROVIDER,), lambda out: build_kubernetes_provider(pins, out), KUBERNETES_PROVIDER
     )

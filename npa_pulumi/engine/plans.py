@@ -22,9 +22,9 @@ from npa_pulumi.bridge.recipe import (
     resolve_source,
 )
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
-from npa_pulumi.engine.workspace import npa_home
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import StackResult
+from npa_pulumi.runtime.home import npa_home
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import FleetOptions
@@ -73,7 +73,8 @@ def resolve_facts(facts: dict[str, Any], tfvars: dict[str, Any]) -> dict[str, An
             return tfvars.get(name, value)
         return value
 
-    return resolve(facts)
+    resolved: dict[str, Any] = resolve(facts)
+    return resolved
 
 
 def _storage_plan(target: Target) -> StoragePlan | None:

@@ -204,7 +204,8 @@ def _describe(argv: list[bytes]) -> str:
 
 
 def inventory() -> dict[str, Any]:
-    return npa("local-cloud", "show", "--output", "json", check=True, record=False).json()
+    shown: dict[str, Any] = npa("local-cloud", "show", "--output", "json", check=True, record=False).json()
+    return shown
 
 
 def named(records: list[dict[str, Any]], **match: Any) -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
+from wire.fake import FakeNebius
 from wire.world import OTHER_TENANT, TENANT, TOKEN, WireWorld, wire_world
 
 from npa_pulumi.engine.workspace import EngineSettings, select_or_create_stack
@@ -143,7 +144,7 @@ class CliWorld:
     passphrase: Path
 
     @property
-    def fake(self) -> Any:
+    def fake(self) -> FakeNebius:
         return self.wire.fake
 
     def spec(self, text: str) -> Path:

@@ -45,14 +45,14 @@ def test_backoff_grows_exponentially_within_its_cap_and_jitter() -> None:
 
 
 def test_a_safe_call_is_retried_until_it_succeeds_with_growing_delays() -> None:
-    flaky, delays = Flaky(3), []
+    flaky, delays = Flaky(3), list[float]()
     result = call_with_retry(flaky, what="get", safe=True, policy=RetryPolicy(jitter=0), sleep=delays.append)
     assert result == "ok" and flaky.calls == 4
     assert delays == pytest.approx([0.2, 0.4, 0.8])
 
 
 def test_retries_are_bounded_and_the_last_error_is_raised() -> None:
-    flaky, delays = Flaky(100), []
+    flaky, delays = Flaky(100), list[float]()
     with pytest.raises(Unavailable):
         call_with_retry(flaky, what="get", safe=True, sleep=delays.append)
     assert flaky.calls == DEFAULT_ATTEMPTS and len(delays) == DEFAULT_ATTEMPTS - 1

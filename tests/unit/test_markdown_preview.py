@@ -49,7 +49,7 @@ def change(stack: str, op: str, type_token: str, name: str, props: list[str] | N
 
 def requirement(
     name: str, region: str, required: int, available: int | None, limit: int | None, unit: str
-) -> dict:
+) -> dict[str, Any]:
     shortfall = max(required - (available if available is not None else required), 0)
     return {
         "name": name,

@@ -204,7 +204,7 @@ def test_filestore_compliant() -> None:
 
 
 def test_filestore_off_is_not_judged() -> None:
-    facts = {"filesystem_attachments": [], "filesystem_mount": None}
+    facts: dict[str, Any] = {"filesystem_attachments": [], "filesystem_mount": None}
     assert_clean(
         run_module(FS, t.module_props(tfvars=t.base_tfvars() | {"enable_filestore": False}, facts=facts))
     )

@@ -65,7 +65,7 @@ def test_attempts_are_bounded_and_each_retry_is_reported() -> None:
 
 
 def test_no_sleep_passes_the_deadline() -> None:
-    flaky, sleeps = Flaky(100), []
+    flaky, sleeps = Flaky(100), list[float]()
     with pytest.raises(Transient):
         call_with_retry(
             flaky,
