@@ -61,29 +61,40 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
     def program() -> None:
         import pulumi
 
-        from npa_pulumi.components import FleetProject, ObjectStorage, ProjectNetwork
+        from npa_pulumi.components import (
+            FleetProject,
+            FleetProjectArgs,
+            ObjectStorage,
+            ObjectStorageArgs,
+            ProjectNetwork,
+            ProjectNetworkArgs,
+        )
         from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
 
         project = FleetProject(
             plan.project_key,
-            cloud=cloud,
-            profile=profile,
-            fleet=plan.fleet,
-            project_key=plan.project_key,
-            tenant_id=plan.tenant_id,
-            region=plan.region,
-            display_name=plan.display_name,
-            project_id=plan.project_id,
-            create_missing=plan.create_missing,
+            FleetProjectArgs(
+                cloud=cloud,
+                profile=profile,
+                fleet=plan.fleet,
+                project_key=plan.project_key,
+                tenant_id=plan.tenant_id,
+                region=plan.region,
+                display_name=plan.display_name,
+                project_id=plan.project_id,
+                create_missing=plan.create_missing,
+            ),
         )
         network = ProjectNetwork(
             f"{plan.project_key}-network",
-            cloud=cloud,
-            profile=profile,
-            fleet=plan.fleet,
-            project_key=plan.project_key,
-            project_id=project.project_id,
-            region=plan.region,
+            ProjectNetworkArgs(
+                cloud=cloud,
+                profile=profile,
+                fleet=plan.fleet,
+                project_key=plan.project_key,
+                project_id=project.project_id,
+                region=plan.region,
+            ),
         )
         pulumi.export("project_id", project.project_id)
         pulumi.export("project_created", project.created)
@@ -96,16 +107,18 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
         if plan.object_storage is not None:
             storage = ObjectStorage(
                 f"{plan.project_key}-storage",
-                cloud=cloud,
-                profile=profile,
-                fleet=plan.fleet,
-                project_key=plan.project_key,
-                tenant_id=plan.tenant_id,
-                project_id=project.project_id,
-                region=plan.region,
-                storage_class=plan.object_storage.storage_class,
-                size_gibibytes=plan.object_storage.size_gibibytes,
-                bucket_name=plan.object_storage.bucket_name,
+                ObjectStorageArgs(
+                    cloud=cloud,
+                    profile=profile,
+                    fleet=plan.fleet,
+                    project_key=plan.project_key,
+                    tenant_id=plan.tenant_id,
+                    project_id=project.project_id,
+                    region=plan.region,
+                    storage_class=plan.object_storage.storage_class,
+                    size_gibibytes=plan.object_storage.size_gibibytes,
+                    bucket_name=plan.object_storage.bucket_name,
+                ),
             )
             pulumi.export("bucket_id", storage.bucket_id)
             pulumi.export("bucket_name", storage.bucket_name)
@@ -122,12 +135,12 @@ def cluster_program(
     def program() -> None:
         import pulumi
 
-        from npa_pulumi.components import K8sTrainingCluster
+        from npa_pulumi.components import K8sTrainingCluster, K8sTrainingClusterArgs
         from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
         from npa_pulumi.engine.stacks import stack_reference_name
 
-        project_id: Any
-        subnet_id: Any
+        project_id: pulumi.Input[str]
+        subnet_id: pulumi.Input[str]
         if project_stack_ready:
             ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
             project_id = ref.require_output("project_id")
@@ -136,27 +149,29 @@ def cluster_program(
             project_id, subnet_id = PENDING, plan.subnet_id or PENDING
         cluster = K8sTrainingCluster(
             plan.cluster_name,
-            cloud=cloud,
-            profile=profile,
-            fleet=plan.fleet,
-            project_key=plan.project_key,
-            cluster=plan.cluster_name,
-            work_key=plan.stack,
-            identity={
-                "tenant_id": plan.tenant_id,
-                "parent_id": project_id,
-                "region": plan.region,
-                "subnet_id": subnet_id,
-            },
-            tfvars=plan.tfvars,
-            runtime_tfvars=plan.runtime_tfvars,
-            recipe=plan.recipe,
-            recipe_facts=plan.recipe_facts,
-            capacity_block_group=plan.capacity_block_group,
-            gpu_driver_mode=plan.gpu_driver_mode,
-            allow_unsafe_nvswitch_operator=plan.allow_unsafe_nvswitch_operator,
-            nvswitch_topology=plan.nvswitch_topology,
-            mig_enabled=plan.mig_enabled,
+            K8sTrainingClusterArgs(
+                cloud=cloud,
+                profile=profile,
+                fleet=plan.fleet,
+                project_key=plan.project_key,
+                cluster=plan.cluster_name,
+                work_key=plan.stack,
+                identity={
+                    "tenant_id": plan.tenant_id,
+                    "parent_id": project_id,
+                    "region": plan.region,
+                    "subnet_id": subnet_id,
+                },
+                tfvars=plan.tfvars,
+                runtime_tfvars=plan.runtime_tfvars,
+                recipe=plan.recipe,
+                recipe_facts=plan.recipe_facts,
+                capacity_block_group=plan.capacity_block_group,
+                gpu_driver_mode=plan.gpu_driver_mode,
+                allow_unsafe_nvswitch_operator=plan.allow_unsafe_nvswitch_operator,
+                nvswitch_topology=plan.nvswitch_topology,
+                mig_enabled=plan.mig_enabled,
+            ),
         )
         pulumi.export("project_id", project_id)
         pulumi.export("subnet_id", subnet_id)
