@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.factory import TENANT_ENV
 from npa_pulumi.engine.diy_backend import interrupted
-from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
+from npa_pulumi.engine.fingerprint import (
+    FINGERPRINT_OUTPUT,
+    ToolchainVersions,
+    fingerprint,
+    toolchain_versions,
+)
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
@@ -77,10 +82,6 @@ class FleetOptions:
     show_progress: bool = True
 
 
-class FleetAborted(NpaError):
-    kind = "aborted"
-
-
 def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[..., FleetResult]]:
     """Run a mutating command holding its selected stacks against other runs (engine/runlock.py): a run
     whose selection overlaps a live one fails before it starts, instead of racing it stack by stack."""
@@ -118,6 +119,8 @@ class Fleet:
         self._plans: FleetPlans | None = None
         self._outputs: dict[str, dict[str, Any] | None] = {}
         self._unchanged_clusters: set[str] | None = None
+        self._toolchain: ToolchainVersions | None = None
+        self._fingerprints: dict[str, str] = {}
         packs = [str(builtin_policy_pack()), *options.policy_packs]
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
         # (a pack ignores entries for policies it does not have).
@@ -154,6 +157,18 @@ class Fleet:
             self._plans = build_plans(self.spec, self.targets, self.options, tenant)
         return self._plans
 
+    def toolchain(self) -> ToolchainVersions:
+        if self._toolchain is None:
+            self._toolchain = toolchain_versions()
+        return self._toolchain
+
+    def fingerprint(self, plan: ProjectPlan | ClusterPlan) -> str:
+        """What the stack of `plan` records as deployed from (engine/fingerprint.py)."""
+        if plan.stack not in self._fingerprints:
+            versions = self.toolchain().covering(terraform=isinstance(plan, ClusterPlan))
+            self._fingerprints[plan.stack] = fingerprint(plan, self.options.cloud, self.profile, versions)
+        return self._fingerprints[plan.stack]
+
     def _result(self, command: str) -> FleetResult:
         return FleetResult(
             command=command, fleet=self.spec.name, cloud=self.options.cloud, backend=self.settings.backend_url
@@ -165,7 +180,7 @@ class Fleet:
             "project",
             plan.project_key,
             None,
-            project_program(plan, self.options.cloud, self.profile),
+            project_program(plan, self.options.cloud, self.profile, self.fingerprint(plan)),
             stack_tags(plan.fleet, plan.project_key, None),
             tags_needed=self._needs_tags(plan.stack),
         )
@@ -176,7 +191,7 @@ class Fleet:
             "cluster",
             plan.project_key,
             plan.cluster_name,
-            cluster_program(plan, self.options.cloud, self.profile, project_ready),
+            cluster_program(plan, self.options.cloud, self.profile, project_ready, self.fingerprint(plan)),
             stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
             tags_needed=self._needs_tags(plan.stack),
         )
@@ -211,9 +226,7 @@ class Fleet:
         return {op.stack: self._outputs.get(op.stack) for op in ops}
 
     def _fingerprint_matches(self, plan: ProjectPlan | ClusterPlan, outputs: dict[str, Any] | None) -> bool:
-        matches = bool(outputs) and outputs.get(FINGERPRINT_OUTPUT) == fingerprint(  # type: ignore[union-attr]
-            plan, self.options.cloud, self.profile
-        )
+        matches = outputs is not None and outputs.get(FINGERPRINT_OUTPUT) == self.fingerprint(plan)
         # A run killed after the engine wrote the outputs but before it released the lock leaves a
         # matching fingerprint behind a stale lock: run such a stack, so the lock is recovered.
         return matches and not interrupted(self.settings.backend_url, plan.stack, PROJECT_NAME)

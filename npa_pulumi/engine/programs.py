@@ -57,7 +57,7 @@ class ClusterPlan:
     has_gpus: bool = False
 
 
-def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[], None]:
+def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: str) -> Callable[[], None]:
     def program() -> None:
         import pulumi
 
@@ -69,7 +69,7 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
             ProjectNetwork,
             ProjectNetworkArgs,
         )
-        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
+        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 
         project = FleetProject(
             plan.project_key,
@@ -103,7 +103,7 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
         pulumi.export("network_id", network.network_id)
         pulumi.export("subnet_id", network.subnet_id)
         pulumi.export("network_owned", network.owned)
-        pulumi.export(FINGERPRINT_OUTPUT, fingerprint(plan, cloud, profile))
+        pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
         if plan.object_storage is not None:
             storage = ObjectStorage(
                 f"{plan.project_key}-storage",
@@ -130,13 +130,13 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
 
 
 def cluster_program(
-    plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool
+    plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool, fingerprint: str
 ) -> Callable[[], None]:
     def program() -> None:
         import pulumi
 
         from npa_pulumi.components import K8sTrainingCluster, K8sTrainingClusterArgs
-        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
+        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
         from npa_pulumi.engine.stacks import stack_reference_name
 
         project_id: pulumi.Input[str]
@@ -175,7 +175,7 @@ def cluster_program(
         )
         pulumi.export("project_id", project_id)
         pulumi.export("subnet_id", subnet_id)
-        pulumi.export(FINGERPRINT_OUTPUT, fingerprint(plan, cloud, profile))
+        pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
         pulumi.export("cluster_id", cluster.cluster_id)
         pulumi.export("endpoint", cluster.endpoint)
         pulumi.export("node_group_ids", cluster.node_group_ids)
