@@ -9,7 +9,7 @@ export PATH := $(CURDIR)/.tools/bin:$(PATH)
 help:
 	@echo "make demo        deploy the example fleet to the embedded local cloud (sets everything up)"
 	@echo "make test        run all tests (sets everything up)"
-	@echo "make lint        ruff + mypy"
+	@echo "make lint        ruff, the layering contract, mypy (part of make test)"
 	@echo "make tools       only provide the toolchain (.venv, pulumi, terraform/tofu)"
 	@echo "make chaos-quick the fault campaign, quick (part of make test); make chaos: the long one"
 	@echo "make bench-quick benchmarks in a few minutes (table + benchmarks/out/report.json); make bench: full"
@@ -20,7 +20,9 @@ tools:
 venv:
 	@python3 tools/toolchain.py ensure venv
 
-test: tools
+# Lint first: a ruff finding, a mypy error or an import against the layers (tools/check_layers.py) fails
+# `make test` before any engine starts.
+test: tools lint
 	@$(PY) -m pytest tests -q --ignore=tests/chaos $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi
@@ -32,14 +34,22 @@ test-unit: venv
 test-integration: tools
 	@$(PY) -m pytest tests/integration -q $(PYTEST_ARGS)
 
+LINT_PATHS := npa_pulumi components policies tests tools benchmarks
+
+# mypy runs three times (see [tool.mypy] in pyproject.toml): the package with components/ and policies/,
+# tools, benchmarks and the unit tests; then the integration and chaos tests, whose helpers import by bare
+# name from their own directory.
 lint: venv
-	@$(PY) -m ruff check npa_pulumi components policies tests tools benchmarks
-	@$(PY) -m ruff format --check npa_pulumi components policies tests tools benchmarks
+	@$(PY) -m ruff check $(LINT_PATHS)
+	@$(PY) -m ruff format --check $(LINT_PATHS)
+	@$(PY) tools/check_layers.py
 	@$(PY) -m mypy
+	@MYPYPATH=tests/integration $(PY) -m mypy tests/integration
+	@MYPYPATH=tests/chaos $(PY) -m mypy tests/chaos
 
 fmt: venv
-	@$(PY) -m ruff format npa_pulumi components policies tests tools benchmarks
-	@$(PY) -m ruff check --fix npa_pulumi components policies tests tools benchmarks
+	@$(PY) -m ruff format $(LINT_PATHS)
+	@$(PY) -m ruff check --fix $(LINT_PATHS)
 
 demo: tools
 	@bash examples/demo.sh

@@ -184,7 +184,7 @@ def _version(argv: list[str]) -> str:
 
 def machine_facts() -> dict[str, Any]:
     from npa_pulumi import __version__
-    from npa_pulumi.engine.toolchain import find_pulumi, find_terraform
+    from npa_pulumi.runtime.toolchain import find_pulumi, find_terraform
 
     meminfo = {}
     try:

@@ -89,7 +89,7 @@ def _raw_workspace(home: Home, spec: Path) -> tuple[Path, dict[str, str]]:
 
 
 def _terraform(directory: Path, env: dict[str, str], *args: str) -> Sample:
-    from npa_pulumi.engine.toolchain import find_terraform
+    from npa_pulumi.runtime.toolchain import find_terraform
 
     sample, out, err = measure([str(find_terraform()), *args, "-no-color"], env, cwd=directory)
     if sample.code != 0:

@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Any
 
-from npa_pulumi.engine.workspace import TENANT_ENV
+from npa_pulumi.cloud.factory import TENANT_ENV, CloudKind
+from npa_pulumi.cloud.port import CloudPort
 
 
 @lru_cache(maxsize=16)
-def _adapter(kind: str, profile: str | None, region: str | None, tenant_id: str | None) -> Any:
+def _adapter(kind: CloudKind, profile: str | None, region: str | None, tenant_id: str | None) -> CloudPort:
     from npa_pulumi.cloud.factory import make_cloud
 
     options = {"tenant_id": tenant_id} if kind == "nebius" and tenant_id else {}
-    return make_cloud(kind, profile=profile, region=region, **options)  # type: ignore[arg-type]
+    return make_cloud(kind, profile=profile, region=region, **options)
 
 
-def cloud_for(props: dict[str, Any], region: str | None = None) -> Any:
-    tenant = props.get("tenant_id") or os.environ.get(TENANT_ENV) or None
-    region = region or props.get("region") or None
-    return _adapter(props["cloud"], props.get("profile") or None, region, tenant)
+def cloud_for(cloud: str, profile: str, region: str, tenant_id: str = "") -> CloudPort:
+    if cloud not in ("local", "nebius"):
+        raise ValueError(f"unknown cloud {cloud!r} (expected 'local' or 'nebius')")
+    kind: CloudKind = "nebius" if cloud == "nebius" else "local"
+    tenant = tenant_id or os.environ.get(TENANT_ENV) or None
+    return _adapter(kind, profile or None, region or None, tenant)

@@ -2,8 +2,9 @@
 
 Each provider runs in Pulumi's dynamic-provider host process and talks to the cloud through the port
 (`npa_pulumi.cloud`), so `--cloud local` and `--cloud nebius` share every line here. Providers are
-stateless (the host unpickles them); everything they need arrives in the resource's properties, and
-credentials come from the environment at run time, never from state.
+stateless (the host unpickles them); everything they need arrives in the resource's properties, read
+through a typed `*Inputs` model (components/args.py), and credentials come from the environment at run
+time, never from state. What a provider adds to state is an `*Outputs` model.
 
 Creates are idempotent — each first looks for the object it would create (by name and fleet labels) — so
 an interrupted `up` whose pending create was cleared can simply run again.
@@ -12,29 +13,40 @@ an interrupted `up` whose pending create was cleared can simply run again.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi import Input
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from npa_pulumi.bridge.orphans import watch_run
+from npa_pulumi.cloud.port import Bucket as BucketRecord
+from npa_pulumi.cloud.port import CloudPort, Subnet
+from npa_pulumi.cloud.port import Project as ProjectRecord
+from npa_pulumi.components._cloud import cloud_for
+from npa_pulumi.components.args import (
+    FleetResourceArgs,
+    FleetResourceInputs,
+    ProviderModel,
+    as_props,
+    with_outputs,
+)
+from npa_pulumi.runtime.supervision import watch_run
 
 # In the engine's provider host (where this module is unpickled), stop when the run that started the host
-# is killed, instead of idling or running terraform forever (npa_pulumi/bridge/orphans.py). Else a no-op.
+# is killed, instead of idling or running terraform forever (npa_pulumi/runtime/supervision.py). Else a
+# no-op.
 watch_run()
 
 GIB = 2**30
 
 
-def _cloud(props: dict[str, Any]) -> Any:
-    from npa_pulumi.components._cloud import cloud_for
-
-    return cloud_for(props)
+def _cloud(inputs: FleetResourceInputs) -> CloudPort:
+    return cloud_for(inputs.cloud, inputs.profile, inputs.region, inputs.tenant_id)
 
 
-def _labels(props: dict[str, Any]) -> dict[str, str]:
-    labels = {"npa-fleet": props["fleet"], "npa-project": props["project_key"], "managed-by": "npa-pulumi"}
-    return labels
+def _labels(inputs: FleetResourceInputs) -> dict[str, str]:
+    return {"npa-fleet": inputs.fleet, "npa-project": inputs.project_key, "managed-by": "npa-pulumi"}
 
 
 def _changed(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
@@ -63,7 +75,28 @@ class ProjectError(Exception):
     pass
 
 
-def _verify_project(project: Any, tenant_id: str, region: str, expected_name: str | None) -> None:
+@dataclass(frozen=True, kw_only=True)
+class ProjectArgs(FleetResourceArgs):
+    tenant_id: str
+    region: str
+    display_name: str
+    project_id: str  # "" to find the project by name, or create it
+    create_missing: bool = True
+
+
+class ProjectInputs(FleetResourceInputs):
+    display_name: str
+    project_id: str = ""
+    create_missing: bool = True
+
+
+class ProjectOutputs(ProviderModel):
+    resolved_id: str
+    name: str
+    created: bool
+
+
+def _verify_project(project: ProjectRecord, tenant_id: str, region: str, expected_name: str | None) -> None:
     problems = []
     if project.tenant_id != tenant_id:
         problems.append(f"belongs to tenant {project.tenant_id}, not {tenant_id}")
@@ -83,14 +116,15 @@ class ProjectProvider(_FleetProvider):
     replace_keys = ("project_id", "display_name", "tenant_id", "region")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        cloud = _cloud(props)
-        tenant_id, region = props["tenant_id"], props["region"]
+        inputs = ProjectInputs.model_validate(props)
+        cloud = _cloud(inputs)
+        tenant_id, region = inputs.tenant_id, inputs.region
         created = False
-        if props.get("project_id"):
-            project = cloud.get_project(props["project_id"])
+        if inputs.project_id:
+            project = cloud.get_project(inputs.project_id)
             _verify_project(project, tenant_id, region, None)
         else:
-            name = props["display_name"]
+            name = inputs.display_name
             matches = [p for p in cloud.list_projects(tenant_id) if p.name == name]
             if len(matches) > 1:
                 ids = ", ".join(sorted(p.id for p in matches))
@@ -101,19 +135,20 @@ class ProjectProvider(_FleetProvider):
             if matches:
                 project = matches[0]
                 _verify_project(project, tenant_id, region, name)
-            elif not props.get("create_missing", True):
+            elif not inputs.create_missing:
                 raise ProjectError(f"project {name!r} does not exist and project creation is disabled")
             else:
-                project = cloud.create_project(tenant_id, name, region, labels=_labels(props))
+                project = cloud.create_project(tenant_id, name, region, labels=_labels(inputs))
                 created = True
-        return CreateResult(
-            id_=project.id,
-            outs={**props, "resolved_id": project.id, "name": project.name, "created": created},
-        )
+        outputs = ProjectOutputs(resolved_id=project.id, name=project.name, created=created)
+        return CreateResult(id_=project.id, outs=with_outputs(props, outputs))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        project = _cloud(props).get_project(id_)
-        return ReadResult(id_=id_, outs={**props, "resolved_id": project.id, "name": project.name})
+        project = _cloud(ProjectInputs.model_validate(props)).get_project(id_)
+        outputs = ProjectOutputs(
+            resolved_id=project.id, name=project.name, created=bool(props.get("created"))
+        )
+        return ReadResult(id_=id_, outs=with_outputs(props, outputs))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         # Projects are never deleted by a fleet: they are retained (retain_on_delete) and this provider
@@ -126,12 +161,12 @@ class Project(pulumi.dynamic.Resource, module="npa", name="Project"):
     name: pulumi.Output[str]
     created: pulumi.Output[bool]
 
-    def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, resource_name: str, args: ProjectArgs, opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
         super().__init__(
             ProjectProvider(),
             resource_name,
-            {**props, "retain_on_delete": True, "resolved_id": None, "name": None, "created": None},
+            {**as_props(args), "retain_on_delete": True, "resolved_id": None, "name": None, "created": None},
             opts,
         )
 
@@ -139,7 +174,23 @@ class Project(pulumi.dynamic.Resource, module="npa", name="Project"):
 # ---------------------------------------------------------------------------------------- network
 
 
-def _pick_subnet(subnets: list[Any]) -> Any:
+@dataclass(frozen=True, kw_only=True)
+class NetworkArgs(FleetResourceArgs):
+    project_id: Input[str]
+    region: str
+
+
+class NetworkInputs(FleetResourceInputs):
+    project_id: str
+
+
+class NetworkOutputs(ProviderModel):
+    network_id: str
+    subnet_id: str
+    owned: bool
+
+
+def _pick_subnet(subnets: list[Subnet]) -> Subnet:
     """The original tool's rule: a name containing 'default', else the lowest id."""
     defaults = [s for s in subnets if "default" in s.name]
     return sorted(defaults or subnets, key=lambda s: s.id)[0]
@@ -152,41 +203,46 @@ class NetworkProvider(_FleetProvider):
     replace_keys = ("project_id",)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        cloud = _cloud(props)
-        project_id = props["project_id"]
-        labels = _labels(props)
-        owned_name = f"{props['project_key']}-subnet"
+        inputs = NetworkInputs.model_validate(props)
+        cloud = _cloud(inputs)
+        project_id = inputs.project_id
+        labels = _labels(inputs)
+        owned_name = f"{inputs.project_key}-subnet"
         subnets = cloud.list_subnets(project_id)
-        ours = [s for s in subnets if s.labels.get("npa-fleet") == props["fleet"] and s.name == owned_name]
+        ours = [s for s in subnets if s.labels.get("npa-fleet") == inputs.fleet and s.name == owned_name]
         if ours:  # an earlier, interrupted run created it
             subnet, owned = ours[0], True
         elif subnets:
             subnet, owned = _pick_subnet(subnets), False
         else:
-            networks = [n for n in cloud.list_networks(project_id) if n.name == f"{props['project_key']}-net"]
+            networks = [n for n in cloud.list_networks(project_id) if n.name == f"{inputs.project_key}-net"]
             network = (
                 networks[0]
                 if networks
-                else cloud.create_network(project_id, f"{props['project_key']}-net", labels=labels)
+                else cloud.create_network(project_id, f"{inputs.project_key}-net", labels=labels)
             )
             subnet, owned = cloud.create_subnet(project_id, network.id, owned_name, labels=labels), True
-        outs = {**props, "network_id": subnet.network_id, "subnet_id": subnet.id, "owned": owned}
-        return CreateResult(id_=subnet.id, outs=outs)
+        outputs = NetworkOutputs(network_id=subnet.network_id, subnet_id=subnet.id, owned=owned)
+        return CreateResult(id_=subnet.id, outs=with_outputs(props, outputs))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        subnet = _cloud(props).get_subnet(id_)
-        return ReadResult(id_=id_, outs={**props, "subnet_id": subnet.id, "network_id": subnet.network_id})
+        subnet = _cloud(NetworkInputs.model_validate(props)).get_subnet(id_)
+        outputs = NetworkOutputs(
+            network_id=subnet.network_id, subnet_id=subnet.id, owned=bool(props.get("owned"))
+        )
+        return ReadResult(id_=id_, outs=with_outputs(props, outputs))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         if not props.get("owned"):
             return None  # a reused subnet is read, never owned
         from npa_pulumi.cloud.errors import NotFound
 
-        cloud = _cloud(props)
+        inputs = NetworkInputs.model_validate(props)
+        cloud = _cloud(inputs)
         with contextlib.suppress(NotFound):  # already gone counts as deleted
             cloud.delete_subnet(id_)
         with contextlib.suppress(NotFound):
-            cloud.delete_network(props["network_id"])
+            cloud.delete_network(str(props["network_id"]))
         return None
 
 
@@ -195,11 +251,11 @@ class Network(pulumi.dynamic.Resource, module="npa", name="Network"):
     subnet_id: pulumi.Output[str]
     owned: pulumi.Output[bool]
 
-    def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, resource_name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(
             NetworkProvider(),
             resource_name,
-            {**props, "network_id": None, "subnet_id": None, "owned": None},
+            {**as_props(args), "network_id": None, "subnet_id": None, "owned": None},
             opts,
         )
 
@@ -211,13 +267,43 @@ class BucketError(Exception):
     pass
 
 
-def _verify_bucket(bucket: Any, props: dict[str, Any]) -> None:
+@dataclass(frozen=True, kw_only=True)
+class StorageArgs(FleetResourceArgs):
+    """What every storage resource of a project carries."""
+
+    project_id: Input[str]
+    region: str
+
+
+class StorageInputs(FleetResourceInputs):
+    project_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketArgs(StorageArgs):
+    bucket_name: Input[str]
+    storage_class: str
+    size_gibibytes: int
+
+
+class BucketInputs(StorageInputs):
+    bucket_name: str
+    storage_class: str
+    size_gibibytes: int
+
+
+class BucketOutputs(ProviderModel):
+    bucket_id: str
+    created: bool
+
+
+def _verify_bucket(bucket: BucketRecord, inputs: BucketInputs) -> None:
     expected = {
-        "project_id": props["project_id"],
-        "name": props["bucket_name"],
-        "region": props["region"],
-        "storage_class": props["storage_class"],
-        "max_size_bytes": int(props["size_gibibytes"]) * GIB,
+        "project_id": inputs.project_id,
+        "name": inputs.bucket_name,
+        "region": inputs.region,
+        "storage_class": inputs.storage_class,
+        "max_size_bytes": inputs.size_gibibytes * GIB,
         "state": "ACTIVE",
         "suspension_state": "NOT_SUSPENDED",
     }
@@ -232,18 +318,21 @@ class BucketProvider(_FleetProvider):
     update_keys = ("storage_class", "size_gibibytes")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        cloud = _cloud(props)
-        existing = cloud.find_bucket(props["project_id"], props["bucket_name"])
+        inputs = BucketInputs.model_validate(props)
+        cloud = _cloud(inputs)
+        existing = cloud.find_bucket(inputs.project_id, inputs.bucket_name)
         created = existing is None
         bucket = existing or cloud.create_bucket(
-            props["project_id"],
-            props["bucket_name"],
-            props["storage_class"],
-            int(props["size_gibibytes"]) * GIB,
-            labels=_labels(props),
+            inputs.project_id,
+            inputs.bucket_name,
+            inputs.storage_class,
+            inputs.size_gibibytes * GIB,
+            labels=_labels(inputs),
         )
-        _verify_bucket(cloud.get_bucket(bucket.id), props)  # provider read-back, not the create response
-        return CreateResult(id_=bucket.id, outs={**props, "bucket_id": bucket.id, "created": created})
+        _verify_bucket(cloud.get_bucket(bucket.id), inputs)  # provider read-back, not the create response
+        return CreateResult(
+            id_=bucket.id, outs=with_outputs(props, BucketOutputs(bucket_id=bucket.id, created=created))
+        )
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         raise BucketError(
@@ -252,16 +341,11 @@ class BucketProvider(_FleetProvider):
         )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        bucket = _cloud(props).get_bucket(id_)
-        return ReadResult(
-            id_=id_,
-            outs={
-                **props,
-                "bucket_id": bucket.id,
-                "size_gibibytes": bucket.max_size_bytes // GIB,
-                "storage_class": bucket.storage_class,
-            },
-        )
+        bucket = _cloud(BucketInputs.model_validate(props)).get_bucket(id_)
+        outputs = BucketOutputs(bucket_id=bucket.id, created=bool(props.get("created")))
+        # Size and class as they are now, so a refresh shows drift from the spec.
+        live = {"size_gibibytes": bucket.max_size_bytes // GIB, "storage_class": bucket.storage_class}
+        return ReadResult(id_=id_, outs={**with_outputs(props, outputs), **live})
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         return None  # buckets hold durable artifacts: retained, never deleted by a fleet destroy
@@ -271,12 +355,12 @@ class Bucket(pulumi.dynamic.Resource, module="npa", name="Bucket"):
     bucket_id: pulumi.Output[str]
     created: pulumi.Output[bool]
 
-    def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, resource_name: str, args: BucketArgs, opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
         super().__init__(
             BucketProvider(),
             resource_name,
-            {**props, "retain_on_delete": True, "bucket_id": None, "created": None},
+            {**as_props(args), "retain_on_delete": True, "bucket_id": None, "created": None},
             opts,
         )
 
@@ -284,15 +368,30 @@ class Bucket(pulumi.dynamic.Resource, module="npa", name="Bucket"):
 STORAGE_SERVICE_ACCOUNT = "npa-fleet-storage"
 
 
+@dataclass(frozen=True, kw_only=True)
+class ServiceAccountArgs(StorageArgs):
+    account_name: str
+
+
+class ServiceAccountInputs(StorageInputs):
+    account_name: str
+
+
+class ServiceAccountOutputs(ProviderModel):
+    service_account_id: str
+
+
 class ServiceAccountProvider(_FleetProvider):
     replace_keys = ("project_id", "account_name")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        cloud = _cloud(props)
+        inputs = ServiceAccountInputs.model_validate(props)
+        cloud = _cloud(inputs)
         account = cloud.find_service_account(
-            props["project_id"], props["account_name"]
-        ) or cloud.create_service_account(props["project_id"], props["account_name"], labels=_labels(props))
-        return CreateResult(id_=account.id, outs={**props, "service_account_id": account.id})
+            inputs.project_id, inputs.account_name
+        ) or cloud.create_service_account(inputs.project_id, inputs.account_name, labels=_labels(inputs))
+        outputs = ServiceAccountOutputs(service_account_id=account.id)
+        return CreateResult(id_=account.id, outs=with_outputs(props, outputs))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         return None  # storage IAM is retained with the bucket; its removal is an explicit, separate step
@@ -301,28 +400,45 @@ class ServiceAccountProvider(_FleetProvider):
 class ServiceAccount(pulumi.dynamic.Resource, module="npa", name="ServiceAccount"):
     service_account_id: pulumi.Output[str]
 
-    def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, resource_name: str, args: ServiceAccountArgs, opts: pulumi.ResourceOptions | None = None
+    ):
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
         super().__init__(
             ServiceAccountProvider(),
             resource_name,
-            {**props, "retain_on_delete": True, "service_account_id": None},
+            {**as_props(args), "retain_on_delete": True, "service_account_id": None},
             opts,
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccessKeyArgs(StorageArgs):
+    service_account_id: Input[str]
+
+
+class AccessKeyInputs(StorageInputs):
+    service_account_id: str
+
+
+class AccessKeyOutputs(ProviderModel):
+    access_key_id: str
+    aws_access_key_id: str
+    secret: str  # listed in additional_secret_outputs: a Pulumi secret in state
 
 
 class AccessKeyProvider(_FleetProvider):
     replace_keys = ("project_id", "service_account_id")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        created = _cloud(props).create_access_key(props["project_id"], props["service_account_id"])
-        outs = {
-            **props,
-            "access_key_id": created.key.id,
-            "aws_access_key_id": created.key.aws_access_key_id,
-            "secret": created.secret.get_secret_value(),
-        }
-        return CreateResult(id_=created.key.id, outs=outs)
+        inputs = AccessKeyInputs.model_validate(props)
+        created = _cloud(inputs).create_access_key(inputs.project_id, inputs.service_account_id)
+        outputs = AccessKeyOutputs(
+            access_key_id=created.key.id,
+            aws_access_key_id=created.key.aws_access_key_id,
+            secret=created.secret.get_secret_value(),
+        )
+        return CreateResult(id_=created.key.id, outs=with_outputs(props, outputs))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         return None  # retained with its service account (see ServiceAccountProvider.delete)
@@ -333,7 +449,7 @@ class AccessKey(pulumi.dynamic.Resource, module="npa", name="AccessKey"):
     aws_access_key_id: pulumi.Output[str]
     secret: pulumi.Output[str]
 
-    def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, resource_name: str, args: AccessKeyArgs, opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(retain_on_delete=True, additional_secret_outputs=["secret"])
         )
@@ -341,7 +457,7 @@ class AccessKey(pulumi.dynamic.Resource, module="npa", name="AccessKey"):
             AccessKeyProvider(),
             resource_name,
             {
-                **props,
+                **as_props(args),
                 "retain_on_delete": True,
                 "access_key_id": None,
                 "aws_access_key_id": None,
@@ -351,34 +467,56 @@ class AccessKey(pulumi.dynamic.Resource, module="npa", name="AccessKey"):
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class BucketProbeArgs(StorageArgs):
+    bucket_id: Input[str]
+    service_account_id: Input[str]
+    access_key_id: Input[str]
+    aws_access_key_id: Input[str]
+    secret: Input[str]
+
+
+class BucketProbeInputs(StorageInputs):
+    bucket_id: str
+    service_account_id: str
+    access_key_id: str
+    aws_access_key_id: str
+    secret: str
+
+
+class BucketProbeOutputs(ProviderModel):
+    verified: bool
+
+
 class BucketProbeProvider(_FleetProvider):
     """Write, read back and delete one object with the fleet's own key; the bucket is not ready otherwise."""
 
     update_keys = ("bucket_id", "access_key_id")
 
-    def _probe(self, props: dict[str, Any]) -> None:
+    def _probe(self, props: dict[str, Any]) -> BucketProbeOutputs:
         from pydantic import SecretStr
 
         from npa_pulumi.cloud.port import AccessKey as KeyRecord
         from npa_pulumi.cloud.port import AccessKeySecret
 
-        cloud = _cloud(props)
-        bucket = cloud.get_bucket(props["bucket_id"])
+        inputs = BucketProbeInputs.model_validate(props)
+        cloud = _cloud(inputs)
+        bucket = cloud.get_bucket(inputs.bucket_id)
         key = KeyRecord(
-            id=props["access_key_id"],
-            service_account_id=props["service_account_id"],
-            project_id=props["project_id"],
-            aws_access_key_id=props["aws_access_key_id"],
+            id=inputs.access_key_id,
+            service_account_id=inputs.service_account_id,
+            project_id=inputs.project_id,
+            aws_access_key_id=inputs.aws_access_key_id,
         )
-        cloud.probe_bucket(bucket, AccessKeySecret(key=key, secret=SecretStr(props["secret"])))
+        cloud.probe_bucket(bucket, AccessKeySecret(key=key, secret=SecretStr(inputs.secret)))
+        return BucketProbeOutputs(verified=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        self._probe(props)
-        return CreateResult(id_=f"probe-{props['bucket_id']}", outs={**props, "verified": True})
+        outputs = self._probe(props)
+        return CreateResult(id_=f"probe-{props['bucket_id']}", outs=with_outputs(props, outputs))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        self._probe(news)
-        return UpdateResult(outs={**news, "verified": True})
+        return UpdateResult(outs=with_outputs(news, self._probe(news)))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         return None
@@ -387,8 +525,8 @@ class BucketProbeProvider(_FleetProvider):
 class BucketProbe(pulumi.dynamic.Resource, module="npa", name="BucketProbe"):
     verified: pulumi.Output[bool]
 
-    def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, resource_name: str, args: BucketProbeArgs, opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(additional_secret_outputs=["secret"])
         )
-        super().__init__(BucketProbeProvider(), resource_name, {**props, "verified": None}, opts)
+        super().__init__(BucketProbeProvider(), resource_name, {**as_props(args), "verified": None}, opts)

@@ -10,49 +10,74 @@ encrypted in state, never shown.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi import Input
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from npa_pulumi.bridge.orphans import watch_run
+from npa_pulumi.components._cloud import cloud_for
+from npa_pulumi.components.args import (
+    FleetResourceArgs,
+    FleetResourceInputs,
+    ProviderModel,
+    as_props,
+    with_outputs,
+)
+from npa_pulumi.runtime.supervision import watch_run
 
-watch_run()  # in the provider host: stop with the run that started it (npa_pulumi/bridge/orphans.py)
+watch_run()  # in the provider host: stop with the run that started it (npa_pulumi/runtime/supervision.py)
 
 # A change of these fetches new credentials (a new cluster, or node groups replaced: what the later
-# in-cluster steps must see again); the rest only describes where the cloud is.
-_REFETCH_KEYS = ("cluster_id", "context", "node_group_ids")
+# in-cluster steps must see again); the rest only says where the cloud is.
+_REFETCH_KEYS = ("cluster_id", "context", "node_group_ids", "cloud", "profile", "tenant_id", "region")
 
 
-def fetch_kubeconfig(props: dict[str, Any]) -> tuple[str, str]:
-    """(kubeconfig YAML, API server address) for the cluster in `props`."""
-    from npa_pulumi.components._cloud import cloud_for
+@dataclass(frozen=True, kw_only=True)
+class ClusterCredentialsArgs(FleetResourceArgs):
+    tenant_id: str
+    region: str
+    cluster_id: Input[str]
+    context: str  # the kube context (and cluster/user) name in the kubeconfig
+    node_group_ids: Input[list[str]]
 
+
+class ClusterCredentialsInputs(FleetResourceInputs):
+    cluster_id: str
+    context: str
+
+
+class ClusterCredentialsOutputs(ProviderModel):
+    kubeconfig: str
+    server: str
+
+
+def fetch_kubeconfig(inputs: ClusterCredentialsInputs) -> ClusterCredentialsOutputs:
     from npa_pulumi.kube.kubeconfig import dump
 
-    access = cloud_for(props).cluster_access(props["cluster_id"])
-    return dump(access.kubeconfig(props["context"])), access.server
+    access = cloud_for(inputs.cloud, inputs.profile, inputs.region, inputs.tenant_id).cluster_access(
+        inputs.cluster_id
+    )
+    return ClusterCredentialsOutputs(kubeconfig=dump(access.kubeconfig(inputs.context)), server=access.server)
 
 
 class ClusterCredentialsProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
-        kubeconfig, server = fetch_kubeconfig(props)
-        return CreateResult(
-            id_=props["cluster_id"], outs={**props, "kubeconfig": kubeconfig, "server": server}
-        )
+        inputs = ClusterCredentialsInputs.model_validate(props)
+        return CreateResult(id_=inputs.cluster_id, outs=with_outputs(props, fetch_kubeconfig(inputs)))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in _REFETCH_KEYS if olds.get(k) != news.get(k)]
-        described = [k for k in ("cloud", "profile", "tenant_id", "region") if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed or described), replaces=[], delete_before_replace=False)
+        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        kubeconfig, server = fetch_kubeconfig(news)
-        return UpdateResult(outs={**news, "kubeconfig": kubeconfig, "server": server})
+        inputs = ClusterCredentialsInputs.model_validate(news)
+        return UpdateResult(outs=with_outputs(news, fetch_kubeconfig(inputs)))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        kubeconfig, server = fetch_kubeconfig(props)
-        return ReadResult(id_=id_, outs={**props, "kubeconfig": kubeconfig, "server": server})
+        inputs = ClusterCredentialsInputs.model_validate(props)
+        return ReadResult(id_=id_, outs=with_outputs(props, fetch_kubeconfig(inputs)))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         # Nothing to delete in the cloud: the kubeconfig files the engine wrote are removed once the stack
@@ -64,10 +89,11 @@ class ClusterCredentials(pulumi.dynamic.Resource, module="npa", name="ClusterCre
     kubeconfig: pulumi.Output[str]
     server: pulumi.Output[str]
 
-    def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, resource_name: str, args: ClusterCredentialsArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         opts = pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
         )
-        super().__init__(
-            ClusterCredentialsProvider(), resource_name, {**props, "kubeconfig": None, "server": None}, opts
-        )
+        props = {**as_props(args), "kubeconfig": None, "server": None}
+        super().__init__(ClusterCredentialsProvider(), resource_name, props, opts)

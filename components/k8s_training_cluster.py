@@ -7,12 +7,32 @@ docs/resource-contract.md; the capacity-block id is only ever held as a Pulumi s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from npa_pulumi.components.terraform_module import TerraformModule
+from pulumi import Input
 
-from npa_pulumi.naming import kube_context_name
+from npa_pulumi.components.args import FleetResourceArgs
+from npa_pulumi.components.terraform_module import TerraformModule, TerraformModuleArgs
+from npa_pulumi.plan.naming import kube_context_name
+
+
+@dataclass(frozen=True, kw_only=True)
+class K8sTrainingClusterArgs(FleetResourceArgs):
+    cluster: str
+    work_key: str  # the cluster stack's name: its Terraform work dir
+    identity: Mapping[str, Input[str]]  # tenant_id, parent_id (the project), region, subnet_id
+    tfvars: dict[str, Any]
+    runtime_tfvars: dict[str, Any]  # capacity-block reservations: Terraform sees them only at run time
+    recipe: dict[str, str]  # source, location, digest
+    recipe_facts: dict[str, Any]
+    capacity_block_group: str
+    gpu_driver_mode: str
+    allow_unsafe_nvswitch_operator: bool
+    nvswitch_topology: bool
+    mig_enabled: bool
 
 
 def _cluster_id(outputs: dict[str, Any]) -> str:
@@ -37,6 +57,14 @@ def _node_group_ids(outputs: dict[str, Any]) -> list[str]:
     return [str(i) for i in found if i]
 
 
+def _filesystem(outputs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": outputs.get("filesystem_id") or "",
+        "mount": outputs.get("filesystem_mount"),
+        "attachments": outputs.get("filesystem_attachments") or [],
+    }
+
+
 class K8sTrainingCluster(pulumi.ComponentResource):
     cluster_id: pulumi.Output[str]
     endpoint: pulumi.Output[str]
@@ -45,78 +73,56 @@ class K8sTrainingCluster(pulumi.ComponentResource):
     kube_context: pulumi.Output[str]
 
     def __init__(
-        self,
-        name: str,
-        *,
-        cloud: str,
-        profile: str,
-        fleet: str,
-        project_key: str,
-        cluster: str,
-        work_key: str,
-        identity: dict[str, pulumi.Input[str]],
-        tfvars: dict[str, Any],
-        runtime_tfvars: dict[str, Any],
-        recipe: dict[str, str],
-        recipe_facts: dict[str, Any],
-        capacity_block_group: str,
-        gpu_driver_mode: str,
-        allow_unsafe_nvswitch_operator: bool,
-        nvswitch_topology: bool,
-        mig_enabled: bool,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: K8sTrainingClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(
             "npa:fleet:K8sTrainingCluster",
             name,
             {
-                "fleet": fleet,
-                "project_key": project_key,
-                "cluster": cluster,
-                "capacity_block_group": pulumi.Output.secret(capacity_block_group),
-                "gpu_driver_mode": gpu_driver_mode,
-                "allow_unsafe_nvswitch_operator": allow_unsafe_nvswitch_operator,
-                "nvswitch_topology": nvswitch_topology,
-                "mig_enabled": mig_enabled,
+                "fleet": args.fleet,
+                "project_key": args.project_key,
+                "cluster": args.cluster,
+                "capacity_block_group": pulumi.Output.secret(args.capacity_block_group),
+                "gpu_driver_mode": args.gpu_driver_mode,
+                "allow_unsafe_nvswitch_operator": args.allow_unsafe_nvswitch_operator,
+                "nvswitch_topology": args.nvswitch_topology,
+                "mig_enabled": args.mig_enabled,
             },
             opts,
         )
         module = TerraformModule(
             f"{name}-terraform",
-            {
-                "module_kind": "k8s-training",
-                "cloud": cloud,
-                "profile": profile,
-                "fleet": fleet,
-                "project_key": project_key,
-                "cluster": cluster,
-                "work_key": work_key,
-                "identity": identity,
-                "identity_env": sorted(f"TF_VAR_{k}" for k in [*identity, "iam_token"]),
-                "tfvars": tfvars,
-                "runtime_tfvars": pulumi.Output.secret(runtime_tfvars),
-                "recipe": recipe,
-                "recipe_facts": recipe_facts,
-            },
+            TerraformModuleArgs(
+                module_kind="k8s-training",
+                cloud=args.cloud,
+                profile=args.profile,
+                fleet=args.fleet,
+                project_key=args.project_key,
+                cluster=args.cluster,
+                work_key=args.work_key,
+                identity=args.identity,
+                identity_env=sorted(f"TF_VAR_{k}" for k in [*args.identity, "iam_token"]),
+                tfvars=args.tfvars,
+                runtime_tfvars=pulumi.Output.secret(args.runtime_tfvars),
+                recipe=args.recipe,
+                recipe_facts=args.recipe_facts,
+            ),
             pulumi.ResourceOptions(parent=self),
         )
         outputs = module.outputs
         self.cluster_id = outputs.apply(lambda o: _cluster_id(o or {}))
         self.endpoint = outputs.apply(lambda o: _endpoint(o or {}))
         self.node_group_ids = outputs.apply(lambda o: _node_group_ids(o or {}))
-        self.filesystem = outputs.apply(
-            lambda o: {
-                "id": (o or {}).get("filesystem_id") or "",
-                "mount": (o or {}).get("filesystem_mount"),
-                "attachments": (o or {}).get("filesystem_attachments") or [],
-            }
+        self.filesystem = outputs.apply(lambda o: _filesystem(o or {}))
+        self.kube_context = pulumi.Output.from_input(
+            kube_context_name(args.fleet, args.project_key, args.cluster)
         )
-        self.kube_context = pulumi.Output.from_input(kube_context_name(fleet, project_key, cluster))
         self.register_outputs(
             {
                 "cluster_id": self.cluster_id,
                 "endpoint": self.endpoint,
                 "node_group_ids": self.node_group_ids,
+                "filesystem": self.filesystem,
                 "kube_context": self.kube_context,
             }
         )

@@ -4,16 +4,35 @@ ready. Everything here is retained when the fleet is destroyed: buckets hold dur
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
+from pulumi import Input
+
+from npa_pulumi.components.args import FleetResourceArgs, as_props
 from npa_pulumi.components.cloud_resources import (
     STORAGE_SERVICE_ACCOUNT,
     AccessKey,
+    AccessKeyArgs,
     Bucket,
+    BucketArgs,
     BucketProbe,
+    BucketProbeArgs,
     ServiceAccount,
+    ServiceAccountArgs,
+    StorageArgs,
 )
+from npa_pulumi.plan.naming import derived_bucket_name
 
-from npa_pulumi.naming import derived_bucket_name
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectStorageArgs(FleetResourceArgs):
+    tenant_id: str
+    project_id: Input[str]
+    region: str
+    storage_class: str  # standard | enhanced_throughput | intelligent
+    size_gibibytes: int
+    bucket_name: str = ""  # "" derives a private name from tenant, project and fleet
 
 
 class ObjectStorage(pulumi.ComponentResource):
@@ -24,66 +43,60 @@ class ObjectStorage(pulumi.ComponentResource):
     verified: pulumi.Output[bool]
 
     def __init__(
-        self,
-        name: str,
-        *,
-        cloud: str,
-        profile: str,
-        fleet: str,
-        project_key: str,
-        tenant_id: str,
-        project_id: pulumi.Input[str],
-        region: str,
-        storage_class: str,
-        size_gibibytes: int,
-        bucket_name: str = "",
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: ObjectStorageArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(
             "npa:fleet:ObjectStorage",
             name,
             {
-                "fleet": fleet,
-                "project_key": project_key,
-                "storage_class": storage_class,
-                "size_gibibytes": size_gibibytes,
+                "fleet": args.fleet,
+                "project_key": args.project_key,
+                "storage_class": args.storage_class,
+                "size_gibibytes": args.size_gibibytes,
             },
             opts,
         )
         child = pulumi.ResourceOptions(parent=self)
-        common = {
-            "cloud": cloud,
-            "profile": profile,
-            "fleet": fleet,
-            "project_key": project_key,
-            "project_id": project_id,
-            "region": region,
-        }
+        project_id = args.project_id
+        scope = StorageArgs(
+            cloud=args.cloud,
+            profile=args.profile,
+            fleet=args.fleet,
+            project_key=args.project_key,
+            project_id=project_id,
+            region=args.region,
+        )
         resolved_name = pulumi.Output.from_input(project_id).apply(
-            lambda pid: bucket_name or derived_bucket_name(tenant_id, pid, fleet)
+            lambda pid: args.bucket_name or derived_bucket_name(args.tenant_id, pid, args.fleet)
         )
         bucket = Bucket(
             f"{name}-bucket",
-            {
-                **common,
-                "bucket_name": resolved_name,
-                "storage_class": storage_class,
-                "size_gibibytes": size_gibibytes,
-            },
+            BucketArgs(
+                **as_props(scope),
+                bucket_name=resolved_name,
+                storage_class=args.storage_class,
+                size_gibibytes=args.size_gibibytes,
+            ),
             child,
         )
-        account = ServiceAccount(f"{name}-sa", {**common, "account_name": STORAGE_SERVICE_ACCOUNT}, child)
-        key = AccessKey(f"{name}-key", {**common, "service_account_id": account.service_account_id}, child)
+        account = ServiceAccount(
+            f"{name}-sa", ServiceAccountArgs(**as_props(scope), account_name=STORAGE_SERVICE_ACCOUNT), child
+        )
+        key = AccessKey(
+            f"{name}-key",
+            AccessKeyArgs(**as_props(scope), service_account_id=account.service_account_id),
+            child,
+        )
         probe = BucketProbe(
             f"{name}-probe",
-            {
-                **common,
-                "bucket_id": bucket.bucket_id,
-                "service_account_id": account.service_account_id,
-                "access_key_id": key.access_key_id,
-                "aws_access_key_id": key.aws_access_key_id,
-                "secret": key.secret,
-            },
+            BucketProbeArgs(
+                **as_props(scope),
+                bucket_id=bucket.bucket_id,
+                service_account_id=account.service_account_id,
+                access_key_id=key.access_key_id,
+                aws_access_key_id=key.aws_access_key_id,
+                secret=key.secret,
+            ),
             child,
         )
         self.bucket_id = bucket.bucket_id
@@ -92,5 +105,11 @@ class ObjectStorage(pulumi.ComponentResource):
         self.secret_access_key = pulumi.Output.secret(key.secret)
         self.verified = probe.verified
         self.register_outputs(
-            {"bucket_id": self.bucket_id, "bucket_name": self.bucket_name, "verified": self.verified}
+            {
+                "bucket_id": self.bucket_id,
+                "bucket_name": self.bucket_name,
+                "access_key_id": self.access_key_id,
+                "secret_access_key": self.secret_access_key,
+                "verified": self.verified,
+            }
         )

@@ -5,8 +5,19 @@ is reclaimed when the project stack is destroyed, after its last cluster."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
-from npa_pulumi.components.cloud_resources import Network
+from pulumi import Input
+
+from npa_pulumi.components.args import FleetResourceArgs
+from npa_pulumi.components.cloud_resources import Network, NetworkArgs
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectNetworkArgs(FleetResourceArgs):
+    project_id: Input[str]
+    region: str
 
 
 class ProjectNetwork(pulumi.ComponentResource):
@@ -15,28 +26,20 @@ class ProjectNetwork(pulumi.ComponentResource):
     owned: pulumi.Output[bool]
 
     def __init__(
-        self,
-        name: str,
-        *,
-        cloud: str,
-        profile: str,
-        fleet: str,
-        project_key: str,
-        project_id: pulumi.Input[str],
-        region: str,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: ProjectNetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("npa:fleet:ProjectNetwork", name, {"fleet": fleet, "project_key": project_key}, opts)
+        props = {"fleet": args.fleet, "project_key": args.project_key}
+        super().__init__("npa:fleet:ProjectNetwork", name, props, opts)
         binding = Network(
             f"{name}-binding",
-            {
-                "cloud": cloud,
-                "profile": profile,
-                "fleet": fleet,
-                "project_key": project_key,
-                "project_id": project_id,
-                "region": region,
-            },
+            NetworkArgs(
+                cloud=args.cloud,
+                profile=args.profile,
+                fleet=args.fleet,
+                project_key=args.project_key,
+                project_id=args.project_id,
+                region=args.region,
+            ),
             pulumi.ResourceOptions(parent=self),
         )
         self.network_id = binding.network_id

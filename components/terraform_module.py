@@ -12,18 +12,27 @@ fails half-way (see `TerraformWorkspace.restore_state`).
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pulumi
+from pulumi import Input
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+from pydantic import BaseModel
 
-from npa_pulumi.bridge.orphans import watch_run
+from npa_pulumi.components.args import FleetResourceArgs, ProviderModel, as_props, with_outputs
+from npa_pulumi.runtime.home import cache_dir, work_dir
+from npa_pulumi.runtime.supervision import watch_run
+
+if TYPE_CHECKING:
+    from npa_pulumi.bridge.recipe import RecipeSource
+    from npa_pulumi.bridge.terraform import TerraformWorkspace
 
 # In the engine's provider host (where this module is unpickled), stop when the run that started the host
-# is killed, instead of idling or running terraform forever (npa_pulumi/bridge/orphans.py). Else a no-op.
+# is killed, instead of idling or running terraform forever (npa_pulumi/runtime/supervision.py). Else a
+# no-op.
 watch_run()
 
 # Inputs whose change means Terraform has work to do (all applied in place; the recipe decides what is
@@ -31,32 +40,78 @@ watch_run()
 _APPLY_KEYS = ("tfvars", "runtime_tfvars", "recipe", "identity")
 
 
-def _npa_home() -> Path:
-    return Path(os.environ.get("NPA_PULUMI_HOME") or Path.home() / ".npa-pulumi")
+@dataclass(frozen=True, kw_only=True)
+class TerraformModuleArgs(FleetResourceArgs):
+    module_kind: str  # "k8s-training"
+    cluster: str
+    work_key: str  # the work dir under <npa home>/work/ (the cluster stack's name)
+    identity: Mapping[str, Input[str]]  # tenant_id, parent_id, region, subnet_id: TF_VAR_* at run time
+    identity_env: list[str]  # the TF_VAR_* names identity (and the IAM token) reach Terraform as
+    tfvars: dict[str, Any]  # terraform.tfvars.json
+    runtime_tfvars: Input[dict[str, Any]]  # TF_VAR_* at run time only (a Pulumi secret)
+    recipe: dict[str, str]  # source, location, digest
+    recipe_facts: dict[str, Any]  # what the recipe does with the shared filesystem (policies read it)
 
 
-def _workspace(props: dict[str, Any]) -> Any:
+class Identity(BaseModel):
+    tenant_id: str
+    parent_id: str
+    region: str
+    subnet_id: str
+
+
+class RecipeRef(BaseModel):
+    source: str
+    location: str
+    digest: str
+
+
+class TerraformModuleInputs(ProviderModel):
+    cloud: str
+    profile: str = ""
+    fleet: str
+    project_key: str
+    cluster: str
+    work_key: str
+    identity: Identity
+    tfvars: dict[str, Any]
+    runtime_tfvars: dict[str, Any] | None = None
+    recipe: RecipeRef
+
+
+class TerraformModuleOutputs(ProviderModel):
+    outputs: dict[str, Any]
+    sensitive_outputs: dict[str, Any]  # a Pulumi secret
+    tf_state: str | None  # the Terraform state verbatim (a Pulumi secret)
+
+
+def _workspace(inputs: TerraformModuleInputs) -> TerraformWorkspace:
     from npa_pulumi.bridge.terraform import TerraformWorkspace
 
-    return TerraformWorkspace(root=_npa_home() / "work" / props["work_key"])
+    return TerraformWorkspace(root=work_dir(inputs.work_key))
 
 
-def _token(props: dict[str, Any]) -> str | None:
+def _token(inputs: TerraformModuleInputs) -> str | None:
     """Mint the IAM token for this run, from the cloud adapter's own credentials."""
     from npa_pulumi.components._cloud import cloud_for
 
-    cloud = cloud_for({**props, "tenant_id": props["identity"]["tenant_id"]}, props["identity"]["region"])
+    identity = inputs.identity
+    cloud = cloud_for(inputs.cloud, inputs.profile, identity.region, identity.tenant_id)
     mint = getattr(cloud, "access_token", None)
     token = mint() if callable(mint) else None
     if token is None:
         return None
-    return token.get_secret_value() if hasattr(token, "get_secret_value") else str(token)
+    return str(token.get_secret_value() if hasattr(token, "get_secret_value") else token)
 
 
-def _source(props: dict[str, Any]) -> Any:
-    from npa_pulumi.bridge.recipe import RecipeSource, stand_in_dir
+def _source(inputs: TerraformModuleInputs) -> RecipeSource:
+    from npa_pulumi.bridge.recipe import RecipeSource, SourceKind, stand_in_dir
 
-    kind, location = props["recipe"]["source"], props["recipe"]["location"]
+    kinds: tuple[SourceKind, ...] = ("local-stand-in", "dir", "git")
+    kind = next((k for k in kinds if k == inputs.recipe.source), None)
+    if kind is None:
+        raise RuntimeError(f"unknown recipe source {inputs.recipe.source!r}")
+    location = inputs.recipe.location
     if kind == "local-stand-in":
         # The shipped stand-in is found where this installation keeps it, not at the path recorded in
         # state (another machine, or a moved checkout, has it elsewhere).
@@ -66,36 +121,36 @@ def _source(props: dict[str, Any]) -> Any:
 
 def _prepare(
     props: dict[str, Any], old_state: str | dict[str, Any] | None, *, same_recipe: bool = True
-) -> tuple[Any, dict[str, str]]:
+) -> tuple[TerraformWorkspace, dict[str, str]]:
     """Materialize the recipe, restore state, init. `same_recipe` (create/update) insists on the recipe
     the preview saw; destroy and refresh use the recipe as it is now."""
     from npa_pulumi.bridge.recipe import materialize
     from npa_pulumi.bridge.terraform import runtime_env
 
-    workspace = _workspace(props)
-    source = _source(props)
-    recipe = materialize(source, workspace.root, props["identity"]["region"], _npa_home() / "cache")
-    if same_recipe and recipe.digest != props["recipe"]["digest"]:
+    inputs = TerraformModuleInputs.model_validate(props)
+    workspace = _workspace(inputs)
+    source = _source(inputs)
+    recipe = materialize(source, workspace.root, inputs.identity.region, cache_dir())
+    if same_recipe and recipe.digest != inputs.recipe.digest:
         raise RuntimeError(
             f"the recipe at {source.location} changed between preview and apply (digest "
-            f"{recipe.digest[:12]} != {props['recipe']['digest'][:12]}); run the command again"
+            f"{recipe.digest[:12]} != {inputs.recipe.digest[:12]}); run the command again"
         )
-    workspace.write_tfvars(props["tfvars"])
+    workspace.write_tfvars(inputs.tfvars)
     workspace.restore_state(old_state)
-    identity = dict(props["identity"])
-    token = _token(props)
+    identity = inputs.identity.model_dump()
+    token = _token(inputs)
     if token is not None:
         identity["iam_token"] = token
     extra = {"NPA_PYTHON": sys.executable}
     if source.kind == "local-stand-in":
         # The stand-in derives stable idempotency keys from this owner (see its main.tf); other recipes
         # do not declare the variable, so it is only passed to the stand-in.
-        extra["TF_VAR_npa_idempotency_scope"] = str(props["work_key"])
-    env = runtime_env(
-        identity, props.get("runtime_tfvars") or {}, _npa_home() / "cache" / "tf-plugins", extra
-    )
-    workspace.redact = _run_time_secrets(token, props.get("runtime_tfvars") or {})
-    workspace.init(env, plugin_cache_lock=_npa_home() / "cache" / "tf-plugins.lock")
+        extra["TF_VAR_npa_idempotency_scope"] = inputs.work_key
+    runtime_tfvars = inputs.runtime_tfvars or {}
+    env = runtime_env(identity, runtime_tfvars, cache_dir() / "tf-plugins", extra)
+    workspace.redact = _run_time_secrets(token, runtime_tfvars)
+    workspace.init(env, plugin_cache_lock=cache_dir() / "tf-plugins.lock")
     return workspace, env
 
 
@@ -118,19 +173,21 @@ def _run_time_secrets(token: str | None, runtime_tfvars: Any) -> tuple[str, ...]
     return tuple(found)
 
 
-def _outs(props: dict[str, Any], workspace: Any, env: dict[str, str]) -> dict[str, Any]:
+def _outs(props: dict[str, Any], workspace: TerraformWorkspace, env: dict[str, str]) -> dict[str, Any]:
     from npa_pulumi.bridge.terraform import split_outputs
 
     plain, sensitive = split_outputs(workspace.outputs(env))
-    state = workspace.read_state_text()
-    return {**props, "outputs": plain, "sensitive_outputs": sensitive, "tf_state": state}
+    outputs = TerraformModuleOutputs(
+        outputs=plain, sensitive_outputs=sensitive, tf_state=workspace.read_state_text()
+    )
+    return with_outputs(props, outputs)
 
 
 class TerraformModuleProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         workspace, env = _prepare(props, None)
         workspace.apply(env)
-        return CreateResult(id_=props["work_key"], outs=_outs(props, workspace, env))
+        return CreateResult(id_=str(props["work_key"]), outs=_outs(props, workspace, env))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in _APPLY_KEYS if olds.get(k) != news.get(k)]
@@ -161,7 +218,9 @@ class TerraformModule(pulumi.dynamic.Resource, module="npa", name="TerraformModu
     sensitive_outputs: pulumi.Output[dict[str, Any]]
     tf_state: pulumi.Output[str]
 
-    def __init__(self, resource_name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, resource_name: str, args: TerraformModuleArgs, opts: pulumi.ResourceOptions | None = None
+    ):
         opts = pulumi.ResourceOptions.merge(
             opts,
             pulumi.ResourceOptions(
@@ -172,6 +231,6 @@ class TerraformModule(pulumi.dynamic.Resource, module="npa", name="TerraformModu
         super().__init__(
             TerraformModuleProvider(),
             resource_name,
-            {**props, "outputs": None, "sensitive_outputs": None, "tf_state": None},
+            {**as_props(args), "outputs": None, "sensitive_outputs": None, "tf_state": None},
             opts,
         )

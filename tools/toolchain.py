@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 if sys.version_info < (3, 11):  # noqa: UP036 - this script runs under whatever python3 is on PATH
     sys.exit(f"npa-pulumi needs Python >= 3.11; {sys.executable} is {sys.version.split()[0]}")
@@ -40,6 +41,10 @@ if sys.version_info < (3, 11):  # noqa: UP036 - this script runs under whatever 
 import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
+# npa_pulumi.runtime imports only the standard library, so it serves here before the virtualenv exists.
+sys.path.insert(0, str(REPO))
+from npa_pulumi.runtime.locks import FileLock  # noqa: E402
+
 TOOLS_BIN = REPO / ".tools" / "bin"
 VENV = REPO / ".venv"
 PINS_FILE = REPO / "tools" / "pins.toml"
@@ -53,6 +58,8 @@ POLICY_SHIM = ("pulumi-analyzer-policy-python", "python/dist/pulumi-analyzer-pol
 
 _started = time.monotonic()
 
+Pins = dict[str, Any]  # tools/pins.toml
+
 
 class ToolchainError(Exception):
     pass
@@ -62,7 +69,7 @@ def say(message: str) -> None:
     print(f"[tools +{time.monotonic() - _started:5.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-def load_pins() -> dict:
+def load_pins() -> Pins:
     with PINS_FILE.open("rb") as handle:
         return tomllib.load(handle)
 
@@ -165,7 +172,7 @@ def ensure_venv() -> None:
 # ------------------------------------------------------------------------------------------- pulumi
 
 
-def pulumi_key(pins: dict) -> str:
+def pulumi_key(pins: Pins) -> str:
     p = pins["pulumi"]
     return f"pulumi-v{p['version']}-shim{p['policy_shim_sdk_version']}-{sys.platform}-{platform.machine()}"
 
@@ -194,7 +201,7 @@ def install_script(source: Path, dest: Path) -> None:
     dest.chmod(0o755)
 
 
-def build_pulumi(pins: dict, bindir: Path) -> None:
+def build_pulumi(pins: Pins, bindir: Path) -> None:
     version = pins["pulumi"]["version"]
     if not shutil.which("go"):
         raise ToolchainError(
@@ -248,7 +255,7 @@ def build_pulumi(pins: dict, bindir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def ensure_pulumi(pins: dict) -> None:
+def ensure_pulumi(pins: Pins) -> None:
     version = pins["pulumi"]["version"]
     on_path = which_outside_tools("pulumi")
     if on_path:
@@ -271,7 +278,7 @@ def ensure_pulumi(pins: dict) -> None:
         say(f"pulumi v{version} already built in {bindir} (nothing to do)")
     else:
         home.mkdir(parents=True, exist_ok=True)
-        lock = _FileLock(home / ".lock")
+        lock = FileLock(home / ".lock")
         with lock:
             if not pulumi_complete(bindir):
                 build_pulumi(pins, bindir)
@@ -295,7 +302,7 @@ def terraform_version(binary: str) -> tuple[int, ...] | None:
         return None
 
 
-def build_tofu(pins: dict, bindir: Path) -> None:
+def build_tofu(pins: Pins, bindir: Path) -> None:
     version = pins["opentofu"]["version"]
     if not shutil.which("go"):
         raise ToolchainError(
@@ -333,7 +340,7 @@ def build_tofu(pins: dict, bindir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def ensure_terraform(pins: dict) -> None:
+def ensure_terraform(pins: Pins) -> None:
     minimum = parse_version(pins["terraform"]["min_version"])
     assert minimum is not None
     for name in ("terraform", "tofu"):
@@ -352,7 +359,7 @@ def ensure_terraform(pins: dict) -> None:
         say(f"OpenTofu v{pins['opentofu']['version']} already built in {bindir} (nothing to do)")
     else:
         home.mkdir(parents=True, exist_ok=True)
-        with _FileLock(home / ".lock"):
+        with FileLock(home / ".lock"):
             if not (bindir / ".complete").exists():
                 build_tofu(pins, bindir)
     link(bindir / "tofu", "terraform")
@@ -423,7 +430,7 @@ def upstream_kubernetes_gomod(version: str) -> str:
     return Path(info["GoMod"]).read_text()
 
 
-def gen_kubernetes_wrapper(pins: dict) -> None:
+def gen_kubernetes_wrapper(pins: Pins) -> None:
     """Write tools/kubernetes/go.mod from the pinned Kubernetes release and resolve go.sum."""
     k = pins["kubernetes"]
     gomod = KUBERNETES_WRAPPER / "go.mod"
@@ -462,7 +469,7 @@ def build_into_cache(home: Path, names: tuple[str, ...], build: object, label: s
             f"{label} is not built and Go is not installed to build it (Go >= 1.25 is needed)"
         )
     home.mkdir(parents=True, exist_ok=True)
-    with _FileLock(home / ".lock"):
+    with FileLock(home / ".lock"):
         if complete(bindir, names):
             return bindir
         staging = Path(tempfile.mkdtemp(prefix="build-", dir=home))
@@ -484,7 +491,7 @@ def build_into_cache(home: Path, names: tuple[str, ...], build: object, label: s
     return bindir
 
 
-def build_kubernetes(pins: dict, out: Path) -> None:
+def build_kubernetes(pins: Pins, out: Path) -> None:
     version = pins["kubernetes"]["version"]
     say(f"building Kubernetes v{version} and etcd from the Go module proxy (first time only; ~7-12 min)")
     env = dict(go_env(), CGO_ENABLED="0")
@@ -516,7 +523,7 @@ def build_kubernetes(pins: dict, out: Path) -> None:
         )
 
 
-def build_kwok(pins: dict, out: Path) -> None:
+def build_kwok(pins: Pins, out: Path) -> None:
     version = pins["kwok"]["version"]
     say(f"building kwok and kwokctl v{version} from the Go module proxy (first time only; ~5 min)")
     env = dict(go_env(), CGO_ENABLED="0", GOBIN=str(out), GOFLAGS="-buildvcs=false")
@@ -525,7 +532,7 @@ def build_kwok(pins: dict, out: Path) -> None:
     run_streaming(["go", "install", "-trimpath", "-ldflags", ldflags, *packages], out, env, "go install kwok")
 
 
-def build_kubernetes_provider(pins: dict, out: Path) -> None:
+def build_kubernetes_provider(pins: Pins, out: Path) -> None:
     """pulumi-resource-kubernetes: a wrapper module requiring the served provider commit, with the
     command's package copied in so its generate step can write the embedded, versioned schema."""
     pk = pins["pulumi_kubernetes"]
@@ -562,7 +569,7 @@ def platform_key() -> str:
     return f"{sys.platform}-{platform.machine()}"
 
 
-def ensure_kubernetes(pins: dict) -> None:
+def ensure_kubernetes(pins: Pins) -> None:
     k = pins["kubernetes"]
     home = cache_root() / f"kubernetes-v{k['version']}-etcd{k['etcd_version']}-{platform_key()}"
     bindir = build_into_cache(
@@ -577,7 +584,7 @@ def ensure_kubernetes(pins: dict) -> None:
 KWOK_STAGE_DIRS = ("node/fast", "node/heartbeat-with-lease", "node/chaos", "pod/fast")
 
 
-def install_kwok_stages(pins: dict, bindir: Path) -> None:
+def install_kwok_stages(pins: Pins, bindir: Path) -> None:
     dest = bindir / "stages"
     if (dest / ".complete").exists():
         return
@@ -598,16 +605,16 @@ def install_kwok_stages(pins: dict, bindir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def ensure_kwok(pins: dict) -> None:
+def ensure_kwok(pins: Pins) -> None:
     home = cache_root() / f"kwok-v{pins['kwok']['version']}-{platform_key()}"
     bindir = build_into_cache(home, KWOK_BINARIES, lambda out: build_kwok(pins, out), "kwok")
-    with _FileLock(home / ".lock"):
+    with FileLock(home / ".lock"):
         install_kwok_stages(pins, bindir)
     for name in KWOK_BINARIES:
         link(bindir / name, name)
 
 
-def ensure_kubernetes_provider(pins: dict) -> None:
+def ensure_kubernetes_provider(pins: Pins) -> None:
     pk = pins["pulumi_kubernetes"]
     home = (
         cache_root() / f"pulumi-kubernetes-v{pk['version']}-{pk['provider_module_version']}-{platform_key()}"
@@ -620,24 +627,6 @@ def ensure_kubernetes_provider(pins: dict) -> None:
 
 
 # -------------------------------------------------------------------------------------------- misc
-
-
-class _FileLock:
-    """An exclusive flock, so two `make tools` runs never build into the same cache at once."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.handle: object = None
-
-    def __enter__(self) -> _FileLock:
-        import fcntl
-
-        self.handle = self.path.open("w")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)  # type: ignore[arg-type]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.handle.close()  # type: ignore[attr-defined]
 
 
 def status(as_json: bool) -> int:

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from npa_pulumi.engine import disk_cache
-from npa_pulumi.engine.disk_cache import cache_key, source_identity
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES, read_recipe_variables, shipped_recipe_dir
+from npa_pulumi.runtime import disk_cache
+from npa_pulumi.runtime.disk_cache import cache_key, source_identity
 
 log = logging.getLogger(__name__)
 

@@ -17,24 +17,22 @@ Its guarantees:
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.bridge import orphans
-from npa_pulumi.engine import disk_cache
-from npa_pulumi.engine.disk_cache import binary_identity, cache_key
-from npa_pulumi.engine.toolchain import find_terraform
 from npa_pulumi.errors import NpaError
+from npa_pulumi.runtime import disk_cache, supervision
+from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
+from npa_pulumi.runtime.locks import FileLock
+from npa_pulumi.runtime.toolchain import find_terraform
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +40,9 @@ MIN_TERRAFORM = (1, 5, 0)
 TFVARS_FILE = "terraform.tfvars.json"
 LOG_FILE = "terraform.log"
 TAIL_LINES = 25
+# Runs wait for a state lock rather than fail at once: it covers the moments in which a killed run's
+# terraform is still stopping (runtime/supervision.py).
+LOCK_TIMEOUT = "-lock-timeout=300s"
 
 # Environment variables that must never reach Terraform or its provisioners.
 _SCRUBBED_ENV = (
@@ -154,17 +155,6 @@ def runtime_env(
     return env
 
 
-@contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 @dataclass
 class TerraformWorkspace:
     """One stack's Terraform work dir. `module_dir` is where terraform runs (the recipe root)."""
@@ -249,11 +239,11 @@ class TerraformWorkspace:
         cmd = [str(self.binary()), *args]
         started = time.monotonic()
         while True:
-            proc = orphans.run(cmd, self.module_dir, env)  # stopped if the run that started us is killed
-            # A killed run's terraform may still be stopping (see orphans.py) and hold the state lock;
+            proc = supervision.run(cmd, self.module_dir, env)  # stopped if the run that started us is killed
+            # A killed run's terraform may still be stopping (runtime/supervision.py) and hold the state lock;
             # the local backend can fail at once instead of honouring -lock-timeout. Nothing ran: retry.
             locked = proc.returncode != 0 and "Error acquiring the state lock" in proc.stderr + proc.stdout
-            if not locked or time.monotonic() - started > orphans.GRACE_S * 2:
+            if not locked or time.monotonic() - started > supervision.GRACE_S * 2:
                 break
             time.sleep(2)
         output = self.scrub(proc.stdout + proc.stderr)
@@ -277,11 +267,11 @@ class TerraformWorkspace:
             self._run(args, env, "init")
             return
         # The plugin cache is shared by every stack; concurrent inits into it can corrupt it.
-        with _exclusive(plugin_cache_lock):
+        with FileLock(plugin_cache_lock):
             self._run(args, env, "init")
 
     def apply(self, env: Mapping[str, str]) -> None:
-        self._run(["apply", "-auto-approve", "-input=false", "-no-color", orphans.LOCK_TIMEOUT], env, "apply")
+        self._run(["apply", "-auto-approve", "-input=false", "-no-color", LOCK_TIMEOUT], env, "apply")
 
     def plan_changes(self, env: Mapping[str, str]) -> bool:
         """True when a plan would change something (`-detailed-exitcode` 2)."""
@@ -298,7 +288,7 @@ class TerraformWorkspace:
         return proc.returncode == 2
 
     def refresh(self, env: Mapping[str, str]) -> None:
-        args = ["apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", orphans.LOCK_TIMEOUT]
+        args = ["apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", LOCK_TIMEOUT]
         self._run(args, env, "refresh")
 
     def outputs(self, env: Mapping[str, str]) -> dict[str, Any]:
@@ -316,9 +306,7 @@ class TerraformWorkspace:
         return {name: entry for name, entry in raw.items()}
 
     def destroy(self, env: Mapping[str, str]) -> None:
-        self._run(
-            ["destroy", "-auto-approve", "-input=false", "-no-color", orphans.LOCK_TIMEOUT], env, "destroy"
-        )
+        self._run(["destroy", "-auto-approve", "-input=false", "-no-color", LOCK_TIMEOUT], env, "destroy")
 
     def state_is_empty(self) -> bool:
         state = self.read_state()

@@ -7,7 +7,6 @@ or 2 (invalid input), never a traceback.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -17,17 +16,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from npa_pulumi.errors import EXIT_FAILED, NpaError
+from npa_pulumi.output.streams import emit_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Progress and human messages go to stderr so stdout stays machine-readable.
 stderr_console = Console(stderr=True, highlight=False)
-
-
-def stdout_console() -> Console:
-    """The console for text reports on stdout: wide tables when piped into a file or a CI log, where
-    rich would otherwise squeeze them into 80 columns."""
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def output_option(*choices: str, default: str = "text") -> Callable[[F], F]:
@@ -41,11 +35,6 @@ def output_option(*choices: str, default: str = "text") -> Callable[[F], F]:
         show_default=True,
         help="Output format. json prints one JSON document on stdout; progress goes to stderr.",
     )
-
-
-def emit_json(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
-    sys.stdout.flush()
 
 
 def report_error(err: NpaError, output: str = "text") -> int:
@@ -88,4 +77,4 @@ def run_guarded(func: Callable[[], int | None], output: str = "text") -> None:
     sys.exit(code or 0)
 
 
-__all__ = ["EXIT_FAILED", "emit_json", "output_option", "report_error", "run_guarded", "stderr_console"]
+__all__ = ["EXIT_FAILED", "output_option", "report_error", "run_guarded", "stderr_console"]

@@ -8,8 +8,9 @@ from typing import Any, TypeVar
 
 import click
 
-from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
+from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.errors import EXIT_FAILED, NpaError
+from npa_pulumi.output.streams import emit_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -364,7 +365,7 @@ def stacks_command(backend: str | None, fleet_name: str | None, output: str) -> 
     """List the fleet stacks in the backend (what `pulumi stack ls` shows in this repository)."""
 
     def body() -> int:
-        from npa_pulumi.engine.listing import list_fleet_stacks
+        from npa_pulumi.engine.stacks import list_fleet_stacks
 
         stacks = list_fleet_stacks(backend, fleet_name)
         if output == "json":

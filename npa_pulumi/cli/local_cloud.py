@@ -23,11 +23,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
+from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.cloud.errors import ERROR_KINDS, CloudError
 from npa_pulumi.cloud.local import db
 from npa_pulumi.cloud.local.simulator import OPERATIONS, LocalSimulator
 from npa_pulumi.errors import NpaError, UserInputError
+from npa_pulumi.output.streams import emit_json
 
 SETTING_NAMES = {
     "provisioning-seconds": "provisioning_seconds",

@@ -52,12 +52,6 @@ def cli() -> None:
     npa.fleet/v0.0.1 spec, with one Pulumi stack per (project, cluster)."""
 
 
-def register_all() -> None:
-    """Import every command module now (what a caller that inspects `cli.commands` needs)."""
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(cli)
-
-
 def main() -> None:
     cli(prog_name="npa-pulumi")
 

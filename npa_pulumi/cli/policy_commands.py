@@ -1,14 +1,15 @@
 """`npa-pulumi policy ...`: the fleet-guardrails CrossGuard pack as the CLI sees it.
 
-Reads npa_pulumi.policy_catalog only, so it works without the engine, pulumi-policy or a spec.
+Reads npa_pulumi.policies.catalog only, so it works without the engine, pulumi-policy or a spec.
 """
 
 from __future__ import annotations
 
 import click
 
-from npa_pulumi import policy_catalog as catalog
-from npa_pulumi.cli.common import emit_json, output_option
+from npa_pulumi.cli.common import output_option
+from npa_pulumi.output.streams import emit_json
+from npa_pulumi.policies import catalog
 
 
 def _text_listing() -> str:

@@ -6,9 +6,10 @@ from typing import Any
 
 import click
 
-from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stdout_console
+from npa_pulumi.cli.common import output_option, run_guarded
 from npa_pulumi.cli.fleet_commands import _engine_options, _fleet, _load, fleet_options
 from npa_pulumi.errors import EXIT_FAILED
+from npa_pulumi.output.streams import emit_json, stdout_console
 
 
 @click.command("preflight")

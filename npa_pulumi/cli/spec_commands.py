@@ -11,8 +11,9 @@ from typing import Any
 import click
 from rich.text import Text
 
-from npa_pulumi.cli.common import emit_json, output_option, run_guarded, stderr_console
+from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.errors import NpaError, UserInputError
+from npa_pulumi.output.streams import emit_json
 from npa_pulumi.plan.document import plan_document
 from npa_pulumi.plan.recipe_surface import IDENTITY_VARIABLES, default_recipe_variables, read_recipe_variables
 from npa_pulumi.plan.targets import Target, resolve_targets

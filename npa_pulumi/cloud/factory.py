@@ -9,6 +9,10 @@ from .port import CloudPort
 
 CloudKind = Literal["local", "nebius"]
 
+# The tenant a fleet runs in, for adapters made in the engine's provider process (the dynamic providers):
+# the orchestrator puts it in the engine's environment.
+TENANT_ENV = "NPA_TENANT_ID"
+
 
 def make_cloud(
     kind: CloudKind, *, profile: str | None = None, region: str | None = None, **options: Any

@@ -1,7 +1,9 @@
 """Fingerprints of what a stack was deployed from, so an unchanged stack can be skipped.
 
 A stack's fingerprint covers its plan (every input the program passes to its components: tfvars, recipe
-digest, identity, storage settings, ...) and the toolchain versions. The programs export it as
+digest, identity, storage settings, ...), the cloud and profile, and the versions of what ran it: this
+product, the Pulumi engine and, for cluster stacks, terraform/tofu (name and version). So `up` after an
+upgrade of any of them runs every stack once instead of skipping it. The programs export it as
 `npa_fingerprint`. `up` skips a stack only when the fingerprint matches *and* the live cloud still has what
 the stack says it created (checked by the caller); `up --refresh` never skips.
 """
@@ -10,17 +12,55 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, is_dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 from npa_pulumi import __version__
+from npa_pulumi.errors import NpaError
 
 FINGERPRINT_OUTPUT = "npa_fingerprint"
+UNAVAILABLE = "unavailable"  # a tool that is not installed: a stack deployed with it never matches
 
 
-def fingerprint(plan: Any, cloud: str, profile: str) -> str:
+@dataclass(frozen=True)
+class ToolchainVersions:
+    npa: str
+    engine: str
+    terraform: str
+
+    def covering(self, *, terraform: bool) -> dict[str, str]:
+        """The versions a stack's fingerprint covers: terraform only for stacks that run it."""
+        versions = {"npa": self.npa, "engine": self.engine}
+        if terraform:
+            versions["terraform"] = self.terraform
+        return versions
+
+
+def toolchain_versions() -> ToolchainVersions:
+    """This product's version and the engine's and terraform's, as the disk cache remembers them per
+    binary (no process start when they are known)."""
+    from npa_pulumi.bridge.terraform import terraform_version
+    from npa_pulumi.engine.workspace import pulumi_command
+    from npa_pulumi.runtime.toolchain import find_terraform
+
+    try:
+        engine = str(pulumi_command().version or UNAVAILABLE)
+    except NpaError:
+        engine = UNAVAILABLE
+    try:
+        binary = find_terraform()
+        terraform = f"{binary.name} {'.'.join(str(part) for part in terraform_version(binary))}"
+    except (NpaError, OSError):
+        terraform = UNAVAILABLE
+    return ToolchainVersions(npa=__version__, engine=engine, terraform=terraform)
+
+
+def fingerprint(plan: Any, cloud: str, profile: str, versions: Mapping[str, str]) -> str:
     body = asdict(plan) if is_dataclass(plan) and not isinstance(plan, type) else dict(plan)
     payload = json.dumps(
-        {"plan": body, "cloud": cloud, "profile": profile, "npa": __version__}, sort_keys=True, default=str
+        {"plan": body, "cloud": cloud, "profile": profile, "versions": dict(versions)},
+        sort_keys=True,
+        default=str,
     )
     return hashlib.sha256(payload.encode()).hexdigest()

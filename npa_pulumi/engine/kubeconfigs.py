@@ -19,9 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from npa_pulumi.engine.home import npa_home, write_atomically
 from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.kubeconfig import dump, write_private
+from npa_pulumi.runtime.files import write_atomically
+from npa_pulumi.runtime.home import npa_home
 
 
 class KubeconfigConflict(NpaError):

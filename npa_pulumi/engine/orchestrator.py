@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -26,16 +27,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
-from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
+from npa_pulumi.cloud.factory import TENANT_ENV
+from npa_pulumi.engine.diy_backend import interrupted
+from npa_pulumi.engine.fingerprint import (
+    FINGERPRINT_OUTPUT,
+    ToolchainVersions,
+    fingerprint,
+    toolchain_versions,
+)
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.results import FAILED_LIFECYCLES, FleetResult, StackResult
-from npa_pulumi.engine.runner import StackExecutor, StackOp
-from npa_pulumi.engine.stacks import interrupted, stack_tags
-from npa_pulumi.engine.workspace import TENANT_ENV, EngineSettings, list_stack_summaries, npa_home
+from npa_pulumi.engine.stack_operations import StackExecutor, StackOp
+from npa_pulumi.engine.stacks import stack_tags
+from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings, list_stack_summaries
 from npa_pulumi.errors import NpaError, UserInputError
-from npa_pulumi.naming import kube_context_name
+from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
+from npa_pulumi.plan.naming import kube_context_name
+from npa_pulumi.runtime.home import logs_dir
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.factory import CloudKind
@@ -46,15 +55,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = 4
-POLICY_PACK_DIR = Path(__file__).resolve().parents[2] / "policies" / "fleet-guardrails"
 
 
 def builtin_policy_pack() -> Path:
-    if POLICY_PACK_DIR.is_dir():
-        return POLICY_PACK_DIR
-    import npa_pulumi.policies
-
-    return Path(npa_pulumi.policies.__file__).parent / "fleet-guardrails"
+    """Where the fleet-guardrails pack is. The engine runs it in a plugin host of its own: the orchestrator
+    needs its location, never its code (the pack imports pulumi_policy), so it is found, not imported."""
+    spec = importlib.util.find_spec("npa_pulumi.policies")
+    if spec is None or not spec.submodule_search_locations:
+        raise NpaError("the fleet-guardrails policy pack is not installed (npa_pulumi.policies)")
+    return Path(next(iter(spec.submodule_search_locations))) / "fleet-guardrails"
 
 
 @dataclass
@@ -75,10 +84,6 @@ class FleetOptions:
     health_gate: bool = True  # False: `up --no-health-gate`, clusters deployed with validation "skipped"
     spec_path: str | None = None  # for exact retry commands
     show_progress: bool = True
-
-
-class FleetAborted(NpaError):
-    kind = "aborted"
 
 
 def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[..., FleetResult]]:
@@ -118,13 +123,13 @@ class Fleet:
         self._plans: FleetPlans | None = None
         self._outputs: dict[str, dict[str, Any] | None] = {}
         self._unchanged_clusters: set[str] | None = None
+        self._toolchain: ToolchainVersions | None = None
+        self._fingerprints: dict[str, str] = {}
         packs = [str(builtin_policy_pack()), *options.policy_packs]
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
         # (a pack ignores entries for policies it does not have).
         configs = [options.policy_config] * len(packs) if options.policy_config else []
-        self.executor = StackExecutor(
-            self.settings, self.progress, npa_home() / "logs" / spec.name, packs, configs
-        )
+        self.executor = StackExecutor(self.settings, self.progress, logs_dir(spec.name), packs, configs)
 
     # ----------------------------------------------------------------------------------- context
 
@@ -179,6 +184,18 @@ class Fleet:
                 self.progress.message(warning)
         return self._plans
 
+    def toolchain(self) -> ToolchainVersions:
+        if self._toolchain is None:
+            self._toolchain = toolchain_versions()
+        return self._toolchain
+
+    def fingerprint(self, plan: ProjectPlan | ClusterPlan) -> str:
+        """What the stack of `plan` records as deployed from (engine/fingerprint.py)."""
+        if plan.stack not in self._fingerprints:
+            versions = self.toolchain().covering(terraform=isinstance(plan, ClusterPlan))
+            self._fingerprints[plan.stack] = fingerprint(plan, self.options.cloud, self.profile, versions)
+        return self._fingerprints[plan.stack]
+
     def _result(self, command: str) -> FleetResult:
         return FleetResult(
             command=command, fleet=self.spec.name, cloud=self.options.cloud, backend=self.settings.backend_url
@@ -190,7 +207,7 @@ class Fleet:
             "project",
             plan.project_key,
             None,
-            project_program(plan, self.options.cloud, self.profile),
+            project_program(plan, self.options.cloud, self.profile, self.fingerprint(plan)),
             stack_tags(plan.fleet, plan.project_key, None),
             tags_needed=self._needs_tags(plan.stack),
         )
@@ -201,7 +218,7 @@ class Fleet:
             "cluster",
             plan.project_key,
             plan.cluster_name,
-            cluster_program(plan, self.options.cloud, self.profile, project_ready),
+            cluster_program(plan, self.options.cloud, self.profile, project_ready, self.fingerprint(plan)),
             stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
             tags_needed=self._needs_tags(plan.stack),
         )
@@ -236,12 +253,10 @@ class Fleet:
         return {op.stack: self._outputs.get(op.stack) for op in ops}
 
     def _fingerprint_matches(self, plan: ProjectPlan | ClusterPlan, outputs: dict[str, Any] | None) -> bool:
-        matches = bool(outputs) and outputs.get(FINGERPRINT_OUTPUT) == fingerprint(  # type: ignore[union-attr]
-            plan, self.options.cloud, self.profile
-        )
+        matches = outputs is not None and outputs.get(FINGERPRINT_OUTPUT) == self.fingerprint(plan)
         # A run killed after the engine wrote the outputs but before it released the lock leaves a
         # matching fingerprint behind a stale lock: run such a stack, so the lock is recovered.
-        return matches and not interrupted(self.settings.backend_url, plan.stack)
+        return matches and not interrupted(self.settings.backend_url, plan.stack, PROJECT_NAME)
 
     def _project_live(self, outputs: dict[str, Any]) -> bool:
         from npa_pulumi.cloud.errors import CloudError

@@ -23,10 +23,10 @@ from npa_pulumi.bridge.recipe import (
     resolve_source,
 )
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
-from npa_pulumi.engine.results import StackResult
-from npa_pulumi.engine.workspace import npa_home
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.output.results import StackResult
 from npa_pulumi.preflight.demand import preset_gpus
+from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, RTX_RENDERING_PROFILE
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ def resolve_facts(facts: dict[str, Any], tfvars: dict[str, Any]) -> dict[str, An
             return tfvars.get(name, value)
         return value
 
-    return resolve(facts)
+    resolved: dict[str, Any] = resolve(facts)
+    return resolved
 
 
 def _storage_plan(target: Target) -> StoragePlan | None:

@@ -65,33 +65,44 @@ class ClusterPlan:
     health_gate: dict[str, Any] | None = None
 
 
-def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[], None]:
+def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: str) -> Callable[[], None]:
     def program() -> None:
         import pulumi
 
-        from npa_pulumi.components import FleetProject, ObjectStorage, ProjectNetwork
-        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
+        from npa_pulumi.components import (
+            FleetProject,
+            FleetProjectArgs,
+            ObjectStorage,
+            ObjectStorageArgs,
+            ProjectNetwork,
+            ProjectNetworkArgs,
+        )
+        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 
         project = FleetProject(
             plan.project_key,
-            cloud=cloud,
-            profile=profile,
-            fleet=plan.fleet,
-            project_key=plan.project_key,
-            tenant_id=plan.tenant_id,
-            region=plan.region,
-            display_name=plan.display_name,
-            project_id=plan.project_id,
-            create_missing=plan.create_missing,
+            FleetProjectArgs(
+                cloud=cloud,
+                profile=profile,
+                fleet=plan.fleet,
+                project_key=plan.project_key,
+                tenant_id=plan.tenant_id,
+                region=plan.region,
+                display_name=plan.display_name,
+                project_id=plan.project_id,
+                create_missing=plan.create_missing,
+            ),
         )
         network = ProjectNetwork(
             f"{plan.project_key}-network",
-            cloud=cloud,
-            profile=profile,
-            fleet=plan.fleet,
-            project_key=plan.project_key,
-            project_id=project.project_id,
-            region=plan.region,
+            ProjectNetworkArgs(
+                cloud=cloud,
+                profile=profile,
+                fleet=plan.fleet,
+                project_key=plan.project_key,
+                project_id=project.project_id,
+                region=plan.region,
+            ),
         )
         pulumi.export("project_id", project.project_id)
         pulumi.export("project_created", project.created)
@@ -100,20 +111,22 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
         pulumi.export("network_id", network.network_id)
         pulumi.export("subnet_id", network.subnet_id)
         pulumi.export("network_owned", network.owned)
-        pulumi.export(FINGERPRINT_OUTPUT, fingerprint(plan, cloud, profile))
+        pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
         if plan.object_storage is not None:
             storage = ObjectStorage(
                 f"{plan.project_key}-storage",
-                cloud=cloud,
-                profile=profile,
-                fleet=plan.fleet,
-                project_key=plan.project_key,
-                tenant_id=plan.tenant_id,
-                project_id=project.project_id,
-                region=plan.region,
-                storage_class=plan.object_storage.storage_class,
-                size_gibibytes=plan.object_storage.size_gibibytes,
-                bucket_name=plan.object_storage.bucket_name,
+                ObjectStorageArgs(
+                    cloud=cloud,
+                    profile=profile,
+                    fleet=plan.fleet,
+                    project_key=plan.project_key,
+                    tenant_id=plan.tenant_id,
+                    project_id=project.project_id,
+                    region=plan.region,
+                    storage_class=plan.object_storage.storage_class,
+                    size_gibibytes=plan.object_storage.size_gibibytes,
+                    bucket_name=plan.object_storage.bucket_name,
+                ),
             )
             pulumi.export("bucket_id", storage.bucket_id)
             pulumi.export("bucket_name", storage.bucket_name)
@@ -125,7 +138,7 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str) -> Callable[[],
 
 
 def cluster_program(
-    plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool
+    plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool, fingerprint: str
 ) -> Callable[[], None]:
     if plan.in_cluster:
         # Load pulumi-kubernetes here, in the thread that builds the operations, before the programs run
@@ -135,12 +148,12 @@ def cluster_program(
     def program() -> None:
         import pulumi
 
-        from npa_pulumi.components import K8sTrainingCluster
-        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT, fingerprint
+        from npa_pulumi.components import K8sTrainingCluster, K8sTrainingClusterArgs
+        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
         from npa_pulumi.engine.stacks import stack_reference_name
 
-        project_id: Any
-        subnet_id: Any
+        project_id: pulumi.Input[str]
+        subnet_id: pulumi.Input[str]
         if project_stack_ready:
             ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
             project_id = ref.require_output("project_id")
@@ -149,31 +162,33 @@ def cluster_program(
             project_id, subnet_id = PENDING, plan.subnet_id or PENDING
         cluster = K8sTrainingCluster(
             plan.cluster_name,
-            cloud=cloud,
-            profile=profile,
-            fleet=plan.fleet,
-            project_key=plan.project_key,
-            cluster=plan.cluster_name,
-            work_key=plan.stack,
-            identity={
-                "tenant_id": plan.tenant_id,
-                "parent_id": project_id,
-                "region": plan.region,
-                "subnet_id": subnet_id,
-            },
-            tfvars=plan.tfvars,
-            runtime_tfvars=plan.runtime_tfvars,
-            recipe=plan.recipe,
-            recipe_facts=plan.recipe_facts,
-            capacity_block_group=plan.capacity_block_group,
-            gpu_driver_mode=plan.gpu_driver_mode,
-            allow_unsafe_nvswitch_operator=plan.allow_unsafe_nvswitch_operator,
-            nvswitch_topology=plan.nvswitch_topology,
-            mig_enabled=plan.mig_enabled,
+            K8sTrainingClusterArgs(
+                cloud=cloud,
+                profile=profile,
+                fleet=plan.fleet,
+                project_key=plan.project_key,
+                cluster=plan.cluster_name,
+                work_key=plan.stack,
+                identity={
+                    "tenant_id": plan.tenant_id,
+                    "parent_id": project_id,
+                    "region": plan.region,
+                    "subnet_id": subnet_id,
+                },
+                tfvars=plan.tfvars,
+                runtime_tfvars=plan.runtime_tfvars,
+                recipe=plan.recipe,
+                recipe_facts=plan.recipe_facts,
+                capacity_block_group=plan.capacity_block_group,
+                gpu_driver_mode=plan.gpu_driver_mode,
+                allow_unsafe_nvswitch_operator=plan.allow_unsafe_nvswitch_operator,
+                nvswitch_topology=plan.nvswitch_topology,
+                mig_enabled=plan.mig_enabled,
+            ),
         )
         pulumi.export("project_id", project_id)
         pulumi.export("subnet_id", subnet_id)
-        pulumi.export(FINGERPRINT_OUTPUT, fingerprint(plan, cloud, profile))
+        pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
         pulumi.export("cluster_id", cluster.cluster_id)
         pulumi.export("endpoint", cluster.endpoint)
         pulumi.export("node_group_ids", cluster.node_group_ids)
@@ -181,22 +196,29 @@ def cluster_program(
         pulumi.export("kube_context", cluster.kube_context)
         gated = False
         if plan.in_cluster:
-            from npa_pulumi.components import ClusterCredentials, FleetClusterObjects, FleetClusterObjectsArgs
-            from npa_pulumi.naming import kube_context_name
+            from npa_pulumi.components import (
+                ClusterCredentials,
+                ClusterCredentialsArgs,
+                FleetClusterObjects,
+                FleetClusterObjectsArgs,
+            )
+            from npa_pulumi.plan.naming import kube_context_name
 
             context = kube_context_name(plan.fleet, plan.project_key, plan.cluster_name)
             credentials = ClusterCredentials(
                 f"{plan.cluster_name}-credentials",
-                {
-                    "cloud": cloud,
-                    "profile": profile,
-                    "tenant_id": plan.tenant_id,
-                    "region": plan.region,
-                    "cluster_id": cluster.cluster_id,
-                    "context": context,
+                ClusterCredentialsArgs(
+                    cloud=cloud,
+                    profile=profile,
+                    fleet=plan.fleet,
+                    project_key=plan.project_key,
+                    tenant_id=plan.tenant_id,
+                    region=plan.region,
+                    cluster_id=cluster.cluster_id,
+                    context=context,
                     # What the credentials depend on: a change here fetches them again.
-                    "node_group_ids": cluster.node_group_ids,
-                },
+                    node_group_ids=cluster.node_group_ids,
+                ),
                 pulumi.ResourceOptions(parent=cluster),
             )
             objects = FleetClusterObjects(
@@ -213,22 +235,24 @@ def cluster_program(
             pulumi.export("kube_server", credentials.server)
             pulumi.export("fleet_namespace", objects.namespace)
             if plan.health_gate is not None:
-                from npa_pulumi.components import GpuHealthGate
+                from npa_pulumi.components import GpuHealthGate, GpuHealthGateArgs
 
                 gate = GpuHealthGate(
                     f"{plan.cluster_name}-health",
-                    {
-                        "cloud": cloud,
-                        "profile": profile,
-                        "tenant_id": plan.tenant_id,
-                        "region": plan.region,
-                        "cluster_id": cluster.cluster_id,
-                        "context": context,
+                    GpuHealthGateArgs(
+                        cloud=cloud,
+                        profile=profile,
+                        fleet=plan.fleet,
+                        project_key=plan.project_key,
+                        tenant_id=plan.tenant_id,
+                        region=plan.region,
+                        cluster_id=cluster.cluster_id,
+                        context=context,
                         # What the gate judges: a change here runs it again (and a failed run always does).
-                        "node_group_ids": cluster.node_group_ids,
-                        "driver": {"mode": plan.gpu_driver_mode, "mig": plan.mig_enabled},
-                        "gate": plan.health_gate,
-                    },
+                        node_group_ids=cluster.node_group_ids,
+                        driver={"mode": plan.gpu_driver_mode, "mig": plan.mig_enabled},
+                        gate=plan.health_gate,
+                    ),
                     pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
                 )
                 pulumi.export("lifecycle", gate.lifecycle)

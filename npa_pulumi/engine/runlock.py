@@ -6,13 +6,18 @@ neither finishes. A run therefore registers the stacks it selected (`<backend>/.
 on a file:// backend, under `~/.npa-pulumi/runs/` otherwise) before its first step, under a short
 exclusive lock on the registry. A run whose selection overlaps a live run's fails at once with the same
 message a locked stack gives (who holds it, since when), having changed nothing; disjoint selections of
-one fleet still run side by side. A record whose process is gone (a killed run) is removed.
+one fleet still run side by side.
+
+A run holds a file lock on its own record for as long as it runs (`runtime.locks`): the kernel releases it
+when the run's process ends, however it ends, so a record whose lock is free was left by a killed run and
+is removed; no pid is trusted for that. A record of another host is taken as live (its lock is not
+visible from here on every filesystem), and so is one that a version of npa-pulumi without record locks
+wrote while its process still runs (`runtime.processes`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import getpass
 import hashlib
 import json
@@ -25,10 +30,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from npa_pulumi.engine.stacks import StackLocked, _diy_root
-from npa_pulumi.engine.workspace import npa_home
+from npa_pulumi.engine.diy_backend import diy_root
+from npa_pulumi.engine.stacks import StackLocked
+from npa_pulumi.runtime.home import npa_home
+from npa_pulumi.runtime.locks import FileLock, held_elsewhere
+from npa_pulumi.runtime.processes import parse_timestamp, process_alive
 
 log = logging.getLogger(__name__)
+
+RECORD_LOCKED = "flock"  # the `lock` field of a record whose run holds a file lock on it
 
 
 @dataclass(frozen=True)
@@ -40,22 +50,19 @@ class RunRecord:
     timestamp: str
     command: str
     stacks: frozenset[str]
+    locked: bool = True
 
     @property
     def alive(self) -> bool:
         if self.hostname != socket.gethostname():
             return True  # another machine's run: assume it is real
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        if self.locked:
+            return held_elsewhere(self.path)
+        return process_alive(self.pid, since=parse_timestamp(self.timestamp))
 
 
 def registry_dir(backend_url: str, fleet: str) -> Path:
-    root = _diy_root(backend_url)
+    root = diy_root(backend_url)
     if root is not None:
         return root / ".npa-runs" / fleet
     digest = hashlib.sha256(backend_url.encode()).hexdigest()[:16]
@@ -73,20 +80,10 @@ def _read(path: Path) -> RunRecord | None:
             str(data.get("timestamp", "")),
             str(data.get("command", "")),
             frozenset(str(s) for s in data.get("stacks", [])),
+            data.get("lock") == RECORD_LOCKED,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-@contextlib.contextmanager
-def _registry_lock(directory: Path) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / ".lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager
@@ -95,8 +92,8 @@ def exclusive_run(backend_url: str, fleet: str, command: str, stacks: Iterable[s
     wanted = frozenset(stacks)
     directory = registry_dir(backend_url, fleet)
     notes: list[str] = []
-    mine = directory / f"{uuid.uuid4().hex}.json"
-    with _registry_lock(directory):
+    mine = FileLock(directory / f"{uuid.uuid4().hex}.json")
+    with FileLock(directory / ".lock"):
         for path in sorted(directory.glob("*.json")):
             record = _read(path)
             if record is None:
@@ -123,12 +120,16 @@ def exclusive_run(backend_url: str, fleet: str, command: str, stacks: Iterable[s
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": command,
             "stacks": sorted(wanted),
+            "lock": RECORD_LOCKED,
         }
-        mine.write_text(json.dumps(body, indent=2) + "\n")
+        # Created, locked and written under the registry lock: no other run sees it unlocked or empty.
+        mine.acquire()
+        mine.write(json.dumps(body, indent=2) + "\n")
     try:
         yield notes
     finally:
-        mine.unlink(missing_ok=True)
+        mine.path.unlink(missing_ok=True)
+        mine.release()
 
 
 def _user() -> str:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.engine.results import StackResult
-from npa_pulumi.engine.runner import StackOp
+from npa_pulumi.engine.stack_operations import StackOp
+from npa_pulumi.output.results import StackResult
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import Fleet

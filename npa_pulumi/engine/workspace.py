@@ -1,4 +1,4 @@
-"""Where the fleet's Pulumi state lives and how every Automation API workspace is set up.
+"""Where the fleet's Pulumi state lives, and how every Automation API workspace and engine call is set up.
 
 * Backend: `--backend URL`, else `PULUMI_BACKEND_URL`, else the DIY backend `file://~/.npa-pulumi/state`
   (the repository's Pulumi.yaml names the same URL, so `pulumi stack ls` there lists the fleet's stacks).
@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shlex
 import stat
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,18 +24,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine import disk_cache
-from npa_pulumi.engine.disk_cache import binary_identity, cache_key
-from npa_pulumi.engine.home import npa_home, write_atomically
-from npa_pulumi.engine.toolchain import engine_env, find_pulumi
 from npa_pulumi.errors import NpaError, UserInputError
+from npa_pulumi.runtime import disk_cache
+from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
+from npa_pulumi.runtime.files import create_private_file, write_atomically
+from npa_pulumi.runtime.home import npa_home
+from npa_pulumi.runtime.toolchain import find_kubernetes_provider, find_pulumi
 
 if TYPE_CHECKING:  # the Automation API is imported lazily: npa_pulumi must import without the engine
     from pulumi import automation as auto
 
 PROJECT_NAME = "npa-fleet"
-# Tells the dynamic providers (in the engine's provider process) which tenant the fleet runs in.
-TENANT_ENV = "NPA_TENANT_ID"
 DEFAULT_BACKEND_URL = "file://~/.npa-pulumi/state"
 
 
@@ -70,13 +71,6 @@ class SecretsSettings:
     source: str  # "env" | "file:<path>" | "generated:<path>"
 
 
-def _write_private_file(path: Path, content: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(content)
-
-
 def _check_private(path: Path) -> None:
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -100,9 +94,56 @@ def resolve_secrets(passphrase_file: str | Path | None = None) -> SecretsSetting
     path = npa_home() / "passphrase"
     if not path.exists():
         with contextlib.suppress(FileExistsError):  # another process generated it first
-            _write_private_file(path, secrets.token_urlsafe(32) + "\n")
+            create_private_file(path, secrets.token_urlsafe(32) + "\n")
     _check_private(path)
     return SecretsSettings({"PULUMI_CONFIG_PASSPHRASE_FILE": str(path)}, f"generated:{path}")
+
+
+def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
+    """Environment overrides for every Pulumi call: offline, no update checks, the right Python.
+
+    * no update checks and no automatic plugin downloads (a missing plugin is an error, not a network call);
+    * the engine's directory first on PATH, so its bundled helper scripts are found;
+    * dynamic providers and policy packs run with this interpreter, which can import npa_pulumi, through
+      `plugin_python_wrapper` so that each host watches the run that started it from its first moment.
+    """
+    pulumi_bin = pulumi_bin or find_pulumi()
+    bin_dirs = [str(pulumi_bin.parent)]
+    real_dir = str(pulumi_bin.resolve().parent)
+    if real_dir not in bin_dirs:
+        bin_dirs.append(real_dir)
+    provider = find_kubernetes_provider()
+    if provider is not None and str(provider.parent) not in bin_dirs:
+        bin_dirs.append(str(provider.parent))  # an ambient plugin: found on PATH, never downloaded
+    python_dir = str(Path(sys.executable).parent)
+    path = os.pathsep.join([*bin_dirs, python_dir, os.environ.get("PATH", "")])
+    return {
+        "PATH": path,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_PYTHON_CMD": plugin_python_wrapper(),
+        "PULUMI_SKIP_CONFIRMATIONS": "true",
+    }
+
+
+def plugin_python_wrapper() -> str:
+    """An executable that runs this interpreter with `npa_pulumi.runtime.plugin_host` in front of the
+    engine's plugin hosts (`$PULUMI_PYTHON_CMD -u -m pulumi.dynamic ...`); see that module for why. It is
+    written once per interpreter into `<npa home>/bin/`; where that cannot be written, the plain
+    interpreter is used (the hosts then start their watchdog on their first request, as before)."""
+    text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -u -m npa_pulumi.runtime.plugin_host "$@"\n'
+    path = npa_home() / "bin" / f"plugin-python-{cache_key(sys.executable)[:12]}"
+    try:
+        if path.read_text() == text and os.access(path, os.X_OK):
+            return str(path)
+    except OSError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, text, mode=0o755)
+    except OSError:
+        return sys.executable
+    return str(path)
 
 
 @dataclass

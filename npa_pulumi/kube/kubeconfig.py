@@ -8,12 +8,13 @@ long-lived secret is ever written to disk).
 from __future__ import annotations
 
 import base64
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from npa_pulumi.runtime.files import write_atomically
 
 
 @dataclass(frozen=True)
@@ -93,16 +94,7 @@ def write_private(path: Path, text: str) -> None:
     """Write `text` to `path` readable by the owner only (0600), atomically: a kubeconfig may hold a
     client key, and a reader must never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomically(path, text, mode=0o600)
 
 
 def merge(base: dict[str, Any], addition: dict[str, Any]) -> dict[str, Any]:

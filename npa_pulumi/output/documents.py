@@ -8,9 +8,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from npa_pulumi.cli.common import emit_json
-from npa_pulumi.engine.results import FleetResult
 from npa_pulumi.errors import EXIT_FAILED
+from npa_pulumi.output.results import FleetResult
+from npa_pulumi.output.streams import emit_json
 
 
 def write_preview(result: FleetResult, output: str, out_file: str | None, json_out: str | None) -> int:

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from npa_pulumi.engine.results import FleetResult, PolicyViolation, StackResult
+from npa_pulumi.output.results import FleetResult, PolicyViolation, StackResult
 from npa_pulumi.preflight.masking import mask_id
 from npa_pulumi.preflight.report import FAILING_REQUIREMENT_STATUSES, human_amount, human_unit
 

@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from npa_pulumi.engine.results import FleetResult
+from npa_pulumi.output.results import FleetResult
+from npa_pulumi.output.streams import stdout_console
 
 _STYLE = {
     "deployed": "green",
@@ -29,8 +30,6 @@ _STYLE = {
 
 
 def _stdout() -> Console:
-    from npa_pulumi.cli.common import stdout_console
-
     return stdout_console()
 
 

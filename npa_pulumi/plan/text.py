@@ -70,7 +70,7 @@ def _pool(pool: dict[str, Any]) -> str:
 
 
 def _capacity(cluster: dict[str, Any]) -> str:
-    reservation = cluster["gpu_reservation"]
+    reservation: str = cluster["gpu_reservation"]
     if reservation == "none":
         return "-"
     if cluster["gpu_nodes"]["preemptible"]:

@@ -98,7 +98,7 @@ def deploy(
     preflight: bool = True,
     **options: Any,
 ) -> Any:
-    """`npa-pulumi up`: returns a FleetResult (see npa_pulumi.engine.results). Options are FleetOptions
+    """`npa-pulumi up`: returns a FleetResult (see npa_pulumi.output.results). Options are FleetOptions
     fields: cloud, profile, backend, passphrase_file, recipe_dir, recipe_ref, concurrency, fail_fast,
     policy_packs, policy_config, create_projects, refresh, show_progress."""
     from npa_pulumi.engine.preflight_gate import preflight_gate

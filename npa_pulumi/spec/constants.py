@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Final
 
 API_VERSION: Final = "npa.fleet/v0.0.1"
-SOPERATOR_API_VERSION: Final = "npa.soperator/v0.0.1"
 BACKENDS: Final = ("mk8s", "soperator")
 
 # Node pools.

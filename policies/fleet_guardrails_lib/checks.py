@@ -15,7 +15,7 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from npa_pulumi import policy_catalog as catalog
+from npa_pulumi.policies import catalog
 
 from .facts import ClusterFacts, ClusterRegistry, Subject, cluster_facts
 from .values import (

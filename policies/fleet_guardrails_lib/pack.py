@@ -1,4 +1,4 @@
-"""Turning the catalog (npa_pulumi.policy_catalog) and the checks into pulumi-policy objects."""
+"""Turning the catalog (npa_pulumi.policies.catalog) and the checks into pulumi-policy objects."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from npa_pulumi import policy_catalog as catalog
+from npa_pulumi.policies import catalog
 
 from .checks import RESOURCE_CHECKS, Check, CheckContext, check_fleet_tags_present
 from .facts import ClusterRegistry, Subject, cluster_facts

@@ -57,7 +57,8 @@ def install_secret_marking() -> bool:
         return {k: _mark(v, original) for k, v in props.items()}
 
     deserialize_properties._npa_secret_marking = True  # type: ignore[attr-defined]
-    policy_module.deserialize_properties = deserialize_properties
+    # The SDK's own (private) name, patched in this process only: see the module docstring.
+    policy_module.deserialize_properties = deserialize_properties  # type: ignore[attr-defined]
     _state["active"] = True
     _state["original"] = original
     return True
@@ -68,7 +69,7 @@ def uninstall_secret_marking() -> None:
     import pulumi_policy.policy as policy_module
 
     if _state["original"] is not None:
-        policy_module.deserialize_properties = _state["original"]
+        policy_module.deserialize_properties = _state["original"]  # type: ignore[attr-defined]
     _state["active"] = False
     _state["original"] = None
 

@@ -204,7 +204,8 @@ def _describe(argv: list[bytes]) -> str:
 
 
 def inventory() -> dict[str, Any]:
-    return npa("local-cloud", "show", "--output", "json", check=True, record=False).json()
+    shown: dict[str, Any] = npa("local-cloud", "show", "--output", "json", check=True, record=False).json()
+    return shown
 
 
 def named(records: list[dict[str, Any]], **match: Any) -> list[str]:
@@ -250,7 +251,7 @@ def pending_operations() -> dict[str, list[str]]:
 
 def pulumi(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """The pinned engine against the test's backend and passphrase (what a user would run)."""
-    from npa_pulumi.engine.toolchain import find_pulumi
+    from npa_pulumi.runtime.toolchain import find_pulumi
 
     workspace = npa_home() / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)

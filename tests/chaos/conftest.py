@@ -2,14 +2,16 @@
 
 `NPA_CHAOS=quick|long` picks the budget (quick when unset): how many fuzzed specs, how many crash trials.
 `NPA_CHAOS_SEED` replays a campaign: every random choice (kill points, fuzz seeds) derives from it, and
-every failure message names it. Nothing here is timed: speed belongs to benchmarks/.
+every failure message names it. In CI the seed derives from the commit (`campaign_seed`); the header of the
+run prints it either way. Nothing here is timed: speed belongs to benchmarks/.
 """
 
 from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,37 @@ CHAOS_MODE = os.environ.get("NPA_CHAOS", "quick").strip().lower() or "quick"
 if CHAOS_MODE not in ("quick", "long"):
     raise pytest.UsageError(f"NPA_CHAOS must be quick or long, not {CHAOS_MODE!r}")
 LONG = CHAOS_MODE == "long"
-SEED = int(os.environ.get("NPA_CHAOS_SEED") or random.SystemRandom().randrange(1, 2**31))
+
+
+def campaign_seed(env: Mapping[str, str], head: Callable[[], str | None]) -> tuple[int, str]:
+    """(seed, where it came from). `NPA_CHAOS_SEED` replays a campaign. In CI (`$CI` set) the seed derives
+    from the commit under test (`$GITHUB_SHA`, else `git rev-parse HEAD`), so a failure there replays from
+    the commit alone and a re-run of one commit explores the same campaign; elsewhere every run explores a
+    new one."""
+    if env.get("NPA_CHAOS_SEED"):
+        return int(env["NPA_CHAOS_SEED"]), "NPA_CHAOS_SEED"
+    if env.get("CI", "").strip().lower() not in ("", "0", "false"):
+        commit = env.get("GITHUB_SHA") or head()
+        if commit:
+            return int(commit[:8], 16) % (2**31 - 1) + 1, f"commit {commit[:12]}"
+    return random.SystemRandom().randrange(1, 2**31), "random"
+
+
+def _git_head() -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+SEED, SEED_SOURCE = campaign_seed(os.environ, _git_head)
 
 
 def budget(quick: int, long: int) -> int:
@@ -30,7 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"chaos campaign: mode={CHAOS_MODE} seed={SEED} (replay with NPA_CHAOS_SEED={SEED})"
+    replay = f"replay with NPA_CHAOS_SEED={SEED}"
+    return f"chaos campaign: mode={CHAOS_MODE} seed={SEED} from {SEED_SOURCE} ({replay})"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

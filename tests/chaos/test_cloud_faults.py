@@ -16,8 +16,10 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import Any
 
 from chaos_helpers import (
+    CliResult,
     FleetShape,
     assert_converged,
     assert_no_leaks,
@@ -29,7 +31,7 @@ from chaos_helpers import (
     stack_names,
 )
 
-from npa_pulumi.cloud.retry import DEFAULT_ATTEMPTS
+from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS
 
 BLOCK = "capacityblockgroup-local1"
 SPEC = f"""\
@@ -69,8 +71,9 @@ def _fault(op: str, error: str | None, count: int, latency_ms: int = 0) -> None:
     npa(*args, check=True)
 
 
-def _faults_left() -> list[dict]:
-    return npa("local-cloud", "fault", "list", "--output", "json", check=True).json()
+def _faults_left() -> list[dict[str, Any]]:
+    faults: list[dict[str, Any]] = npa("local-cloud", "fault", "list", "--output", "json", check=True).json()
+    return faults
 
 
 def _backend_digest() -> str:
@@ -83,14 +86,14 @@ def _backend_digest() -> str:
     return digest.hexdigest()
 
 
-def _objects(cloud: dict) -> dict[str, list[str]]:
+def _objects(cloud: dict[str, Any]) -> dict[str, list[str]]:
     kinds = ("projects", "networks", "subnets", "mk8s_clusters", "node_groups", "filesystems", "buckets")
     return {
         kind: sorted(o["id"] for o in cloud[kind]) for kind in (*kinds, "service_accounts", "access_keys")
     }
 
 
-def _up(spec: Path, *extra: str) -> object:
+def _up(spec: Path, *extra: str) -> CliResult:
     return npa("up", "--spec", str(spec), "--yes", "-j", "2", "--output", "json", *extra)
 
 

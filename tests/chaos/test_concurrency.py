@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from chaos_helpers import (
@@ -116,7 +117,8 @@ def test_a_stack_locked_outside_the_fleet_is_reported_with_its_holder(
         "pid": sleeper.pid,
         "username": "someone",
         "hostname": socket.gethostname(),
-        "timestamp": "2026-01-01T00:00:00Z",
+        # Taken now, as a live holder's lock is: one older than its process would be a reused pid's.
+        "timestamp": datetime.now(UTC).isoformat(),
     }
     try:
         (lock_dir / "manual.json").write_text(json.dumps(holder))

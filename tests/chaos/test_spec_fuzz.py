@@ -45,7 +45,7 @@ def examples(name: str) -> int:
     return max(1, math.ceil(TOTAL * SHARE[name]))
 
 
-def fuzz_settings(name: str) -> Any:
+def fuzz_settings(name: str) -> settings:
     return settings(
         max_examples=examples(name),
         deadline=None,

@@ -50,7 +50,8 @@ def npa(
 
 
 def inventory(env: dict[str, str] | None = None) -> dict[str, Any]:
-    return npa("local-cloud", "show", "--output", "json", env=env, check=True).json()
+    shown: dict[str, Any] = npa("local-cloud", "show", "--output", "json", env=env, check=True).json()
+    return shown
 
 
 def write_spec(path: Path, text: str) -> Path:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pulumi
 import pytest
 from pulumi import automation as auto
 
-from npa_pulumi.engine.toolchain import find_pulumi
 from npa_pulumi.engine.workspace import EngineSettings, select_or_create_stack, workspace_options
+from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,7 @@ SUPPORT_DIR = Path(__file__).parent  # holds support/smoke_resources.py for the 
 SECRET_VALUE = "smoke-secret-do-not-store-plain-1234"
 
 
-def _program(message: str):
+def _program(message: str) -> Callable[[], None]:
     def program() -> None:
         from support.smoke_resources import Echo
 
@@ -51,7 +52,7 @@ def test_engine_smoke_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     stack.set_tag("npa:kind", "cluster")
 
     preview = stack.preview()
-    assert preview.change_summary.get("create") == 2  # the stack itself and the Echo resource
+    assert preview.change_summary.get(auto.OpType.CREATE) == 2  # the stack itself and the Echo resource
 
     result = stack.up()
     assert result.summary.result == "succeeded"

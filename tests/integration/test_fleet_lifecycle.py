@@ -10,11 +10,12 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fleet_helpers import by_stack, inventory, npa, write_spec
 
-from npa_pulumi.engine.toolchain import find_pulumi
+from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -49,12 +50,13 @@ def _spec_with_extra(base: str) -> str:
     return base.replace(marker, marker + EXTRA_CLUSTER)
 
 
-def _up(spec: Path, *extra: str) -> dict:
+def _up(spec: Path, *extra: str) -> dict[str, Any]:
     result = npa(
         "up", "--spec", str(spec), "--cloud", "local", "--yes", "-j", "2", "--output", "json", *extra
     )
     assert result.code == 0, result.stderr[-4000:] + result.stdout[-3000:]
-    return result.json()
+    document: dict[str, Any] = result.json()
+    return document
 
 
 def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
@@ -171,9 +173,9 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     }
 
     # ---- npa-pulumi stacks lists them from anywhere
-    stacks = npa("stacks", "--fleet", "lifecycle", "--output", "json")
-    assert stacks.code == 0, stacks.stderr[-2000:]
-    assert {s["name"] for s in stacks.json()["stacks"]} == names
+    listed = npa("stacks", "--fleet", "lifecycle", "--output", "json")
+    assert listed.code == 0, listed.stderr[-2000:]
+    assert {s["name"] for s in listed.json()["stacks"]} == names
 
     # ---- full destroy: only the retained project and bucket remain of what the fleet created
     final = npa("destroy", "--spec", str(spec), "--cloud", "local", "--yes", "--output", "json")

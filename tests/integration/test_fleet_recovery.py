@@ -9,11 +9,12 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fleet_helpers import CLI, REPO, by_stack, inventory, npa, write_spec
 
-from npa_pulumi.cloud.retry import DEFAULT_ATTEMPTS
+from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -32,7 +33,7 @@ projects:
 """
 
 
-def _clusters(document: dict) -> dict[str, dict]:
+def _clusters(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["cluster_name"]: c for c in document["clusters"]}
 
 

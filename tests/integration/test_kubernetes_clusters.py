@@ -21,7 +21,7 @@ import pytest
 from fleet_helpers import by_stack, inventory, npa, write_spec
 
 from npa_pulumi.cloud.local.kube import binaries
-from npa_pulumi.engine.toolchain import find_pulumi
+from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from npa_pulumi.cloud.local import LocalSimulator
-from npa_pulumi.cloud.retry import DEFAULT_ATTEMPTS
-from npa_pulumi.engine.toolchain import find_terraform
 from npa_pulumi.plan import read_recipe_variables, render_tfvars, resolve_targets
+from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS
+from npa_pulumi.runtime.toolchain import find_terraform
 from npa_pulumi.spec.parse import parse_spec
 
 pytestmark = pytest.mark.integration

@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
+from wire.fake import FakeNebius
 from wire.world import OTHER_TENANT, TENANT, TOKEN, WireWorld, wire_world
 
 from npa_pulumi.engine.workspace import EngineSettings, select_or_create_stack
@@ -143,7 +144,7 @@ class CliWorld:
     passphrase: Path
 
     @property
-    def fake(self) -> Any:
+    def fake(self) -> FakeNebius:
         return self.wire.fake
 
     def spec(self, text: str) -> Path:
@@ -482,7 +483,6 @@ def cluster_outputs(
 
 def planned_fingerprint(world: CliWorld, spec: Path, cluster: str) -> str:
     """What a deploy of this spec would have recorded: the fingerprint of the plan the CLI builds."""
-    from npa_pulumi.engine.fingerprint import fingerprint
     from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
     from npa_pulumi.plan import resolve_targets
     from npa_pulumi.spec import load_spec
@@ -498,7 +498,7 @@ def planned_fingerprint(world: CliWorld, spec: Path, cluster: str) -> str:
     )
     fleet = Fleet(fleet_spec, resolve_targets(fleet_spec, [], [], None), options)
     try:
-        return fingerprint(fleet.plans().cluster(f"{FLEET}.a.{cluster}"), "nebius", fleet.profile)
+        return fleet.fingerprint(fleet.plans().cluster(f"{FLEET}.a.{cluster}"))
     finally:
         close = getattr(fleet.cloud, "close", None)
         if close is not None:

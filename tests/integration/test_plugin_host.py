@@ -1,4 +1,4 @@
-"""The engine's Python plugin hosts start through `npa_pulumi.bridge.plugin_host`: a host whose run dies
+"""The engine's Python plugin hosts start through `npa_pulumi.runtime.plugin_host`: a host whose run dies
 before it received a single request exits by itself, and anything that is not a plugin host passes
 through to the real interpreter."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.bridge.plugin_host import plugin_module
-from npa_pulumi.engine.toolchain import plugin_python_wrapper
+from npa_pulumi.engine.workspace import plugin_python_wrapper
+from npa_pulumi.runtime.plugin_host import plugin_module
 
 
 def _gone(pid: int) -> bool:

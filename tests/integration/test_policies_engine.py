@@ -1,7 +1,7 @@
 """The fleet-guardrails pack on the real engine.
 
 For every policy, a `preview` of a deliberately violating inline program — built directly from stand-ins
-with the contract's type tokens (fleet_guardrails_lib.testing), bypassing the spec validator — fails with
+with the contract's type tokens (tests/guardrails_testing.py), bypassing the spec validator — fails with
 that policy's name, and the compliant twin passes. The advisory stack policy warns without failing, and
 the policy config file changes levels and settings.
 """
@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import guardrails_testing as t
 import pulumi
 import pytest
-from npa_pulumi.policies.fleet_guardrails_lib import testing as t
 from pulumi import automation as auto
 
-from npa_pulumi.engine.toolchain import engine_env, find_pulumi
+from npa_pulumi.engine.workspace import engine_env
+from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -102,6 +103,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "PULUMI_BACKEND_URL": f"file://{root / 'state'}",
         "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase),
         "PULUMI_HOME": str(root / "pulumi-home"),
+        # The engine's provider host unpickles the stand-ins' providers by module reference.
+        "PYTHONPATH": str(REPO / "tests"),
     }
 
 

@@ -3,6 +3,7 @@ policy's name; the compliant program passes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ SUPPORT_DIR = Path(__file__).parent
 PACK = SUPPORT_DIR / "support" / "smoke_pack"
 
 
-def _program(message: str):
+def _program(message: str) -> Callable[[], None]:
     def program() -> None:
         from support.smoke_resources import Echo
 
@@ -43,6 +44,6 @@ def test_mandatory_policy_fails_violating_preview(settings: EngineSettings) -> N
 def test_compliant_program_passes_policy(settings: EngineSettings) -> None:
     stack = select_or_create_stack(settings, "policy.good", _program("fine"), project_name="npa-smoke")
     result = stack.preview(policy_packs=[str(PACK)])
-    assert result.change_summary.get("create") == 2
+    assert result.change_summary.get(auto.OpType.CREATE) == 2
     # The pack really ran: the engine reports it among the policies it applied.
     assert "smoke-pack" in result.stdout

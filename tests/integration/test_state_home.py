@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fleet_helpers import REPO, inventory, npa, write_spec
 
-from npa_pulumi.engine.toolchain import find_pulumi
+from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine.toolchain import find_terraform
+from npa_pulumi.runtime.toolchain import find_terraform
 
 pytestmark = pytest.mark.integration
 

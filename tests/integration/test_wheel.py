@@ -47,6 +47,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert "npa_pulumi/data/local-tenant.yaml" in names
     assert "npa_pulumi/components/terraform_module.py" in names
     assert not [n for n in names if "__pycache__" in n]
+    assert "npa_pulumi/policies/catalog.py" in names
+    assert "npa_pulumi/runtime/locks.py" in names
+    # Test helpers stay in the repository (tests/guardrails_testing.py was policies/.../testing.py).
+    assert not [n for n in names if n.endswith(("/testing.py", "/conftest.py")) or "/tests/" in n]
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],

@@ -1,5 +1,6 @@
-"""The shared retry rule (npa_pulumi.cloud.retry) and where the local cloud applies it: reads and keyed
-creates are retried on `unavailable` with growing backoff; unkeyed mutations and real answers are not."""
+"""The cloud port's retry rule (npa_pulumi.cloud.retry, on runtime.retry's policy) and where the local cloud
+applies it: reads and keyed creates are retried on `unavailable` with growing backoff; unkeyed mutations and
+real answers are not."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import pytest
 from npa_pulumi.cloud.errors import PermissionDenied, QuotaExceeded, Unavailable
 from npa_pulumi.cloud.local import LocalCloud
 from npa_pulumi.cloud.local.api import call as api_call
-from npa_pulumi.cloud.retry import DEFAULT_ATTEMPTS, ENV_ATTEMPTS, RetryPolicy, call_with_retry
+from npa_pulumi.cloud.retry import (
+    DEFAULT_ATTEMPTS,
+    ENV_ATTEMPTS,
+    RetryPolicy,
+    call_with_retry,
+    default_policy,
+)
 
 TENANT = "tenant-local"
 PROJECT = "project-existing1"
@@ -38,14 +45,14 @@ def test_backoff_grows_exponentially_within_its_cap_and_jitter() -> None:
 
 
 def test_a_safe_call_is_retried_until_it_succeeds_with_growing_delays() -> None:
-    flaky, delays = Flaky(3), []
+    flaky, delays = Flaky(3), list[float]()
     result = call_with_retry(flaky, what="get", safe=True, policy=RetryPolicy(jitter=0), sleep=delays.append)
     assert result == "ok" and flaky.calls == 4
     assert delays == pytest.approx([0.2, 0.4, 0.8])
 
 
 def test_retries_are_bounded_and_the_last_error_is_raised() -> None:
-    flaky, delays = Flaky(100), []
+    flaky, delays = Flaky(100), list[float]()
     with pytest.raises(Unavailable):
         call_with_retry(flaky, what="get", safe=True, sleep=delays.append)
     assert flaky.calls == DEFAULT_ATTEMPTS and len(delays) == DEFAULT_ATTEMPTS - 1
@@ -68,14 +75,15 @@ def test_an_unsafe_mutation_is_not_retried() -> None:
 
 def test_attempts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_ATTEMPTS, "2")
-    assert RetryPolicy.from_env().max_attempts == 2
+    assert default_policy().max_attempts == 2
     monkeypatch.setenv(ENV_ATTEMPTS, "zero")
-    assert RetryPolicy.from_env().max_attempts == DEFAULT_ATTEMPTS
+    assert default_policy().max_attempts == DEFAULT_ATTEMPTS
 
 
 @pytest.fixture
 def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalCloud:
-    monkeypatch.setattr("npa_pulumi.cloud.retry.time.sleep", lambda _: None)  # no real backoff in unit tests
+    # no real backoff in unit tests
+    monkeypatch.setattr("npa_pulumi.runtime.retry.time.sleep", lambda _: None)
     return LocalCloud(tmp_path / "cloud")
 
 

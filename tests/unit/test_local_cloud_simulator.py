@@ -47,7 +47,8 @@ def _usage(sim: LocalSimulator, name: str, region: str = "us-central1", scope: s
         if (q["name"], q["region"], q["scope"]) == (name, region, scope)
     ]
     assert len(found) == 1, found
-    return found[0]["usage"]
+    usage: int | None = found[0]["usage"]
+    return usage
 
 
 def _block_usage(sim: LocalSimulator, block_id: str) -> int | None:

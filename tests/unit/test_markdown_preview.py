@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from npa_pulumi.engine.results import FleetResult, PolicyViolation, StackResult
 from npa_pulumi.output.markdown import (
     COMMENT_LIMIT,
     backend_label,
@@ -25,6 +24,7 @@ from npa_pulumi.output.markdown import (
     scrub,
     size,
 )
+from npa_pulumi.output.results import FleetResult, PolicyViolation, StackResult
 
 GOLDEN = Path(__file__).parent / "golden"
 GIB = 1024**3
@@ -49,7 +49,7 @@ def change(stack: str, op: str, type_token: str, name: str, props: list[str] | N
 
 def requirement(
     name: str, region: str, required: int, available: int | None, limit: int | None, unit: str
-) -> dict:
+) -> dict[str, Any]:
     shortfall = max(required - (available if available is not None else required), 0)
     return {
         "name": name,

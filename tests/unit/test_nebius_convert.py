@@ -69,7 +69,8 @@ def test_quota_usage_only_as_a_percentage() -> None:
     q = convert.quota_allowance(
         allowance(10, usage_percentage="1.2", usage_state=Usage.USAGE_STATE_USED), "t"
     )
-    assert (q.usage, q.usage_percentage) == (None, pytest.approx(1.2))
+    assert q.usage is None
+    assert q.usage_percentage == pytest.approx(1.2)
 
 
 def test_quota_unknown_usage_and_missing_status() -> None:

@@ -38,7 +38,8 @@ def test_backoff_grows_exponentially_and_is_capped() -> None:
 def test_jitter_stays_within_its_fraction() -> None:
     low = Retrier(RetrySettings(initial_backoff_s=1.0, jitter=0.2), rand=lambda: 0.0)
     high = Retrier(RetrySettings(initial_backoff_s=1.0, jitter=0.2), rand=lambda: 1.0)
-    assert (low.backoff(1), high.backoff(1)) == (pytest.approx(0.8), pytest.approx(1.2))
+    assert low.backoff(1) == pytest.approx(0.8)
+    assert high.backoff(1) == pytest.approx(1.2)
 
 
 def test_reads_retry_unavailable_until_success() -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import guardrails_testing as t
 import pytest
-from npa_pulumi.policies.fleet_guardrails_lib import build_policies
-from npa_pulumi.policies.fleet_guardrails_lib import testing as t
-from npa_pulumi.policies.fleet_guardrails_lib.facts import ClusterRegistry
 from pulumi_policy import Secret
 
-from npa_pulumi import policy_catalog as catalog
+from npa_pulumi.policies import catalog
+from npa_pulumi.policies.fleet_guardrails_lib import build_policies
+from npa_pulumi.policies.fleet_guardrails_lib.facts import ClusterRegistry
 
 TF = catalog.TERRAFORM_MODULE
 CLUSTER = catalog.K8S_TRAINING_CLUSTER
@@ -204,7 +204,7 @@ def test_filestore_compliant() -> None:
 
 
 def test_filestore_off_is_not_judged() -> None:
-    facts = {"filesystem_attachments": [], "filesystem_mount": None}
+    facts: dict[str, Any] = {"filesystem_attachments": [], "filesystem_mount": None}
     assert_clean(
         run_module(FS, t.module_props(tfvars=t.base_tfvars() | {"enable_filestore": False}, facts=facts))
     )

@@ -11,23 +11,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import guardrails_testing as t
 import pytest
 from click.testing import CliRunner
 from google.protobuf import struct_pb2
+from pulumi.runtime import proto
+from pulumi_policy import EnforcementLevel, Secret, StackValidationPolicy
+from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+from npa_pulumi.cli.main import COMMAND_MODULES, cli
+from npa_pulumi.policies import catalog
 from npa_pulumi.policies.fleet_guardrails_lib import build_policies, build_policy_pack_kwargs
-from npa_pulumi.policies.fleet_guardrails_lib import testing as t
 from npa_pulumi.policies.fleet_guardrails_lib.secret_marking import (
     install_secret_marking,
     secrets_visible,
     uninstall_secret_marking,
 )
 from npa_pulumi.policies.fleet_guardrails_lib.values import SECRET_SIG, SPECIAL_SIG_KEY, as_int, reveal
-from pulumi.runtime import proto
-from pulumi_policy import EnforcementLevel, Secret, StackValidationPolicy
-from pulumi_policy.policy import _PolicyAnalyzerServicer
-
-from npa_pulumi import policy_catalog as catalog
-from npa_pulumi.cli.main import COMMAND_MODULES, cli
 
 REPO = Path(__file__).resolve().parents[2]
 PACK_DIR = REPO / "policies" / "fleet-guardrails"
@@ -54,7 +54,7 @@ def test_catalog_names_and_levels() -> None:
 
 def test_catalog_is_pulumi_free() -> None:
     code = (
-        "import sys, npa_pulumi.policy_catalog, npa_pulumi.cli.policy_commands;"
+        "import sys, npa_pulumi.policies.catalog, npa_pulumi.cli.policy_commands;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_policy', 'grpc')];"
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -110,7 +110,8 @@ def test_pack_directory_files() -> None:
 
 
 def test_pack_imports_from_a_plain_checkout() -> None:
-    # Without npa_pulumi installed the pack falls back to policies/ and the repository root on sys.path.
+    # Without npa_pulumi installed the pack falls back to the repository root on sys.path, where npa_pulumi
+    # and its `policies` link are.
     code = (
         "import runpy, sys, pulumi_policy;"
         # Drop the editable install's finder so npa_pulumi.policies is not importable.
@@ -125,7 +126,7 @@ def test_pack_imports_from_a_plain_checkout() -> None:
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=False, env=env, cwd="/"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["fleet-guardrails", "8", "fleet_guardrails_lib"]
+    assert result.stdout.split() == ["fleet-guardrails", "8", "npa_pulumi.policies.fleet_guardrails_lib"]
 
 
 # --- secrets: the SDK unwraps them, the pack's marking keeps them visible ----------------------------
@@ -160,7 +161,8 @@ def _analyze(
         name="r",
         options=proto.AnalyzerResourceOptions(**opts),
     )
-    return list(servicer.Analyze(request, None).diagnostics)
+    response = servicer.Analyze(request, None)  # type: ignore[no-untyped-call]
+    return list(response.diagnostics)
 
 
 def _servicer() -> _PolicyAnalyzerServicer:
@@ -172,20 +174,23 @@ def test_stock_sdk_unwraps_secrets() -> None:
 
     if secrets_visible():
         uninstall_secret_marking()
-    props = policy_module.deserialize_properties({"iam_token": _secret("t")})
+    props = policy_module.deserialize_properties({"iam_token": _secret("t")})  # type: ignore[attr-defined]
     assert props == {"iam_token": "t"}  # indistinguishable from plaintext: why the pack marks secrets
 
 
 def test_marking_keeps_secrets_wrapped(marking: None) -> None:
     import pulumi_policy.policy as policy_module
 
-    props = policy_module.deserialize_properties({"a": _secret({"b": [1, _secret("x")]}), "c": "plain"})
+    # The SDK's private name that the pack patches (not exported: hence the ignores).
+    props = policy_module.deserialize_properties(  # type: ignore[attr-defined]
+        {"a": _secret({"b": [1, _secret("x")]}), "c": "plain"}
+    )
     assert isinstance(props["a"], Secret) and props["c"] == "plain"
     value, was_secret = reveal(props["a"])
     assert was_secret and value["b"][0] == 1
     assert reveal(value["b"][1]) == ("x", True)
     # Remediation keeps the SDK's own proxying.
-    assert policy_module.deserialize_properties({"a": _secret("x")}, True)["a"] == "x"
+    assert policy_module.deserialize_properties({"a": _secret("x")}, True)["a"] == "x"  # type: ignore[attr-defined]
     assert install_secret_marking()  # idempotent
 
 

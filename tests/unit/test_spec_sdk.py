@@ -116,7 +116,7 @@ def test_invalid_python_spec_lists_every_problem_without_lines() -> None:
 
 def test_python_types_are_checked_at_construction() -> None:
     with pytest.raises(ValueError, match="must be a boolean"):
-        ClusterSpec(enable_filestore="yes")  # type: ignore[arg-type]
+        ClusterSpec(enable_filestore="yes")
     with pytest.raises(ValueError, match="require enabled: true"):
         KubeRaySpec(worker_replicas=3)
 

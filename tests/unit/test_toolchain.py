@@ -14,7 +14,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from npa_pulumi.engine.toolchain import engine_env, find_pulumi, find_terraform
+from npa_pulumi.engine.workspace import engine_env
+from npa_pulumi.runtime.toolchain import find_pulumi, find_terraform
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = tomllib.loads((REPO / "tools" / "pins.toml").read_text())
@@ -65,7 +66,7 @@ def test_engine_env_is_offline_and_uses_this_python() -> None:
     assert env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] == "true"
     wrapper = Path(env["PULUMI_PYTHON_CMD"])
     assert os.access(wrapper, os.X_OK)
-    assert f"{sys.executable} -u -m npa_pulumi.bridge.plugin_host" in wrapper.read_text()
+    assert f"{sys.executable} -u -m npa_pulumi.runtime.plugin_host" in wrapper.read_text()
     assert env["PATH"].split(os.pathsep)[0] == str(find_pulumi().parent)
 
 
@@ -179,7 +180,7 @@ def test_the_kubernetes_plugin_reports_the_sdk_version() -> None:
     from google.protobuf import empty_pb2
     from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-    from npa_pulumi.engine.toolchain import find_kubernetes_provider
+    from npa_pulumi.runtime.toolchain import find_kubernetes_provider
 
     binary = find_kubernetes_provider()
     assert binary is not None, "make tools builds pulumi-resource-kubernetes"

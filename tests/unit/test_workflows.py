@@ -221,7 +221,9 @@ run(require, github, context, core).then(() => console.log(JSON.stringify(calls)
 """
 
 
-def run_comment_script(tmp_path: Path, comments: list[dict[str, Any]], document: str | None) -> list[dict]:
+def run_comment_script(
+    tmp_path: Path, comments: list[dict[str, Any]], document: str | None
+) -> list[dict[str, Any]]:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the github-script body cannot be executed here")

@@ -128,7 +128,8 @@ class WireServicers:
         )
 
     def _region_of_project(self, project_id: str) -> str:
-        return self.fake.projects[project_id].spec.region
+        region: str = self.fake.projects[project_id].spec.region
+        return region
 
     # ------------------------------------------------------------------ IAM
 
@@ -695,7 +696,7 @@ def build_server(
     fake: FakeNebius, *, credentials: grpc.ServerCredentials | None = None
 ) -> tuple[grpc.Server, int]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    by_service: dict[str, dict[str, grpc.RpcMethodHandler]] = {}
+    by_service: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {}
     for handler in WireServicers(fake).handlers():
         by_service.setdefault(handler.service, {})[handler.method] = grpc.unary_unary_rpc_method_handler(
             _Dispatcher(fake, handler),

@@ -245,13 +245,6 @@ def release(conn: sqlite3.Connection, owner_id: str) -> None:
     conn.execute("DELETE FROM allocations WHERE owner_id = ?", (owner_id,))
 
 
-def has_allocations(conn: sqlite3.Connection, owner_id: str) -> bool:
-    return (
-        conn.execute("SELECT 1 FROM allocations WHERE owner_id = ? LIMIT 1", (owner_id,)).fetchone()
-        is not None
-    )
-
-
 def _usage_state(reported_usage: int | None, consumed: int, configured: str) -> str:
     if consumed > 0:
         return "USED"

@@ -229,7 +229,7 @@ class SimulatorBase:
 
     @staticmethod
     def _row(ctx: OpContext, kind: str, resource_id: str) -> sqlite3.Row:
-        row = ctx.conn.execute(
+        row: sqlite3.Row | None = ctx.conn.execute(
             "SELECT * FROM resources WHERE id = ? AND kind = ?", (resource_id, kind)
         ).fetchone()
         if row is None:
@@ -250,7 +250,9 @@ class SimulatorBase:
 
     @staticmethod
     def _block_row(ctx: OpContext, block_id: str) -> sqlite3.Row:
-        row = ctx.conn.execute("SELECT * FROM capacity_blocks WHERE id = ?", (block_id,)).fetchone()
+        row: sqlite3.Row | None = ctx.conn.execute(
+            "SELECT * FROM capacity_blocks WHERE id = ?", (block_id,)
+        ).fetchone()
         if row is None:
             raise NotFound(f"capacity block group {block_id} not found")
         if row["parent_id"] != ctx.tenant_id:
@@ -294,7 +296,7 @@ class SimulatorBase:
         """An earlier create with the same idempotency key: returned when the request matches."""
         if not key:
             return None
-        row = ctx.conn.execute(
+        row: sqlite3.Row | None = ctx.conn.execute(
             "SELECT * FROM resources WHERE kind = ? AND idempotency_key = ?", (kind, key)
         ).fetchone()
         if row is None:

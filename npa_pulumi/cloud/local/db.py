@@ -13,11 +13,12 @@ local-exec provisioners), so:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+
+from npa_pulumi.runtime.locks import FileLock
 
 ENV_DIR = "NPA_LOCAL_CLOUD_DIR"
 DB_FILENAME = "cloud.db"
@@ -142,12 +143,8 @@ def transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[sqlite3.Co
 def init_lock(directory: Path) -> Iterator[None]:
     """An exclusive advisory lock held while a process creates or re-seeds the database."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(directory / LOCK_FILENAME, "a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    with FileLock(directory / LOCK_FILENAME):
+        yield
 
 
 def create_schema(conn: sqlite3.Connection) -> None:

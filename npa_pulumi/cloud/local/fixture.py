@@ -191,7 +191,8 @@ def default_fixture_path() -> Path:
 
 def load_fixture(path: Path) -> tuple[TenantFixture, str]:
     """Parse and validate a fixture file; return it with the sha256 of its bytes."""
-    from ruamel.yaml import YAML, YAMLError
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
 
     try:
         raw = path.read_bytes()

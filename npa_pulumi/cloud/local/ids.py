@@ -43,10 +43,6 @@ def keyed_id(prefix: str, key: str) -> str:
     return f"{prefix}-e00{digest[:ID_BODY_LENGTH]}"
 
 
-def prefix_of(resource_id: str) -> str:
-    return resource_id.split("-", 1)[0]
-
-
 # The resources table's `kind` -> its ID prefix.
 KIND_PREFIX: dict[str, str] = {
     "project": PROJECT,

@@ -33,6 +33,7 @@ from npa_pulumi.cloud.local.admin import ENV_WAIT_TIMEOUT, AdminMixin
 from npa_pulumi.cloud.local.base import OpContext, clean_labels
 from npa_pulumi.cloud.local.kube import binaries as kube_binaries
 from npa_pulumi.cloud.local.kube import lifecycle as kube_lifecycle
+from npa_pulumi.cloud.local.kube.controlplane import Access
 
 DEFAULT_K8S_VERSION = "1.32"
 RESERVATION_POLICIES = ("", "AUTO", "FORBID", "STRICT")
@@ -181,7 +182,7 @@ class Mk8sMixin(AdminMixin):
             "client_key_pem": Path(access.key_file).read_text(),
         }
 
-    def _ensure_api(self, cluster_id: str, timeout_s: float) -> kube_lifecycle.Access:
+    def _ensure_api(self, cluster_id: str, timeout_s: float) -> Access:
         try:
             return kube_lifecycle.ensure_running(self.directory, cluster_id, timeout_s)
         except (kube_lifecycle.ControlPlaneError, kube_binaries.KubeBinariesMissing) as err:

@@ -49,7 +49,8 @@ def data_of(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def _is_ready(row: sqlite3.Row, now: float) -> bool:
-    return 0 <= row["ready_at"] <= now
+    ready_at: float = row["ready_at"]
+    return 0 <= ready_at <= now
 
 
 def _common(row: sqlite3.Row) -> dict[str, Any]:

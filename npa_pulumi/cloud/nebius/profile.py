@@ -65,7 +65,8 @@ class Identity:
 
 def load_config(path: Path) -> dict[str, Any]:
     """Read the Nebius CLI config. Raises ProfileError when it is missing or malformed."""
-    from ruamel.yaml import YAML, YAMLError
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
 
     try:
         text = path.read_text(encoding="utf-8")

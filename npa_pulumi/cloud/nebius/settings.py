@@ -30,6 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from npa_pulumi.runtime.retry import RetryPolicy
+
 ENV_ENDPOINT = "NPA_NEBIUS_ENDPOINT"
 ENV_DOMAIN = "NPA_NEBIUS_DOMAIN"
 ENV_INSECURE = "NPA_NEBIUS_INSECURE"
@@ -64,6 +66,15 @@ class RetrySettings(BaseModel):
     # key cannot duplicate a resource. Turn this off against an endpoint that does not honour it:
     # mutations are then never retried.
     idempotent_mutations: bool = True
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts,
+            initial_backoff_s=self.initial_backoff_s,
+            multiplier=self.multiplier,
+            max_backoff_s=self.max_backoff_s,
+            jitter=self.jitter,
+        )
 
 
 class NebiusSettings(BaseModel):

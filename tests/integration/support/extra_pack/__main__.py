@@ -11,7 +11,7 @@ from pulumi_policy import (
 
 def flag_module(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type == "pulumi-python:dynamic/npa:TerraformModule":
-        report_violation("team rule: every cluster change needs a change ticket")
+        report_violation("team rule: every cluster change needs a change ticket", None)
 
 
 PolicyPack(

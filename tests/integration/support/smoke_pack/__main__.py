@@ -11,7 +11,7 @@ from pulumi_policy import (
 
 def no_forbidden_message(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type == "pulumi-python:dynamic/smoke:Echo" and args.props.get("message") == "forbidden":
-        report_violation("the Echo message must not be 'forbidden'")
+        report_violation("the Echo message must not be 'forbidden'", None)
 
 
 PolicyPack(

@@ -1,4 +1,4 @@
-"""Finding the Pulumi engine and terraform/tofu, and the environment every engine call runs with.
+"""Finding the pinned binaries: the Pulumi engine and terraform/tofu.
 
 Lookup order for each binary:
 1. an explicit override (`NPA_PULUMI_BIN` / `NPA_TERRAFORM_BIN`);
@@ -10,9 +10,7 @@ Lookup order for each binary:
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
-import sys
 from pathlib import Path
 
 from npa_pulumi.errors import NpaError
@@ -98,53 +96,3 @@ def find_kubernetes_provider() -> Path | None:
         return found
     on_path = shutil.which(KUBERNETES_PROVIDER)
     return Path(on_path) if on_path else None
-
-
-def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
-    """Environment overrides for every Pulumi call: offline, no update checks, the right Python.
-
-    * no update checks and no automatic plugin downloads (a missing plugin is an error, not a network call);
-    * the engine's directory first on PATH, so its bundled helper scripts are found;
-    * dynamic providers and policy packs run with this interpreter, which can import npa_pulumi, through
-      `plugin_python_wrapper` so that each host watches the run that started it from its first moment.
-    """
-    pulumi_bin = pulumi_bin or find_pulumi()
-    bin_dirs = [str(pulumi_bin.parent)]
-    real_dir = str(pulumi_bin.resolve().parent)
-    if real_dir not in bin_dirs:
-        bin_dirs.append(real_dir)
-    provider = find_kubernetes_provider()
-    if provider is not None and str(provider.parent) not in bin_dirs:
-        bin_dirs.append(str(provider.parent))  # an ambient plugin: found on PATH, never downloaded
-    python_dir = str(Path(sys.executable).parent)
-    path = os.pathsep.join([*bin_dirs, python_dir, os.environ.get("PATH", "")])
-    return {
-        "PATH": path,
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        "PULUMI_PYTHON_CMD": plugin_python_wrapper(),
-        "PULUMI_SKIP_CONFIRMATIONS": "true",
-    }
-
-
-def plugin_python_wrapper() -> str:
-    """An executable that runs this interpreter with `npa_pulumi.bridge.plugin_host` in front of the
-    engine's plugin hosts (`$PULUMI_PYTHON_CMD -u -m pulumi.dynamic ...`); see that module for why. It is
-    written once per interpreter into `<npa home>/bin/`; where that cannot be written, the plain
-    interpreter is used (the hosts then start their watchdog on their first request, as before)."""
-    from npa_pulumi.engine.disk_cache import cache_key
-    from npa_pulumi.engine.home import npa_home, write_atomically
-
-    text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -u -m npa_pulumi.bridge.plugin_host "$@"\n'
-    path = npa_home() / "bin" / f"plugin-python-{cache_key(sys.executable)[:12]}"
-    try:
-        if path.read_text() == text and os.access(path, os.X_OK):
-            return str(path)
-    except OSError:
-        pass
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, text, mode=0o755)
-    except OSError:
-        return sys.executable
-    return str(path)

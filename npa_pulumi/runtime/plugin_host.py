@@ -1,10 +1,10 @@
-"""The entry point of the engine's Python plugin hosts: `python -m npa_pulumi.bridge.plugin_host -u -m
+"""The entry point of the engine's Python plugin hosts: `python -m npa_pulumi.runtime.plugin_host -u -m
 pulumi.dynamic|pulumi.policy ARGS...`.
 
 The engine starts its Python plugin hosts as `$PULUMI_PYTHON_CMD -u -m pulumi.dynamic ARGS` (dynamic
 providers) and `... -m pulumi.policy ARGS` (policy packs). `engine_env` points `PULUMI_PYTHON_CMD` at a
 two-line wrapper (`plugin_python_wrapper`) that runs this module instead, so the orphan watchdog
-(`orphans.watch_run`) starts before the host serves anything. Started from the provider's code, it only
+(`supervision.watch_run`) starts before the host serves anything. Started from the provider's code, it only
 ran once the first resource request arrived: a run killed between the host's start and that request (the
 chaos campaign hit it at 2.3 s) left the host waiting for an engine that no longer existed, forever.
 Anything else given to the wrapper goes to the real interpreter unchanged.
@@ -16,7 +16,7 @@ import os
 import runpy
 import sys
 
-from npa_pulumi.bridge.orphans import PLUGIN_HOSTS, watch_run
+from npa_pulumi.runtime.supervision import PLUGIN_HOSTS, watch_run
 
 
 def plugin_module(args: list[str]) -> tuple[str, list[str]] | None:

@@ -1,9 +1,10 @@
-"""Stand-ins for the product's resources, for exercising the pack with the real engine.
+"""Stand-ins for the product's resources, for exercising the pack (tests only: not part of the wheel).
 
 The classes register the contract's type tokens (docs/resource-contract.md) with trivial providers, so a
 test program can build a deliberately violating stack directly, bypassing the spec validator. They live
 in an importable module on purpose: the engine's dynamic-provider host is a separate Python process that
-unpickles the provider by module reference (a class defined in a test's inline program would not import).
+unpickles the provider by module reference (a class defined in a test's inline program would not import);
+the engine tests put tests/ on its PYTHONPATH.
 
 The `*_props` helpers return compliant property sets that tests then break one field at a time.
 """
@@ -173,7 +174,7 @@ def fabric_tfvars(fabric: str = "fabric-3") -> dict[str, Any]:
 
 
 def cluster_props(
-    block: str = "",
+    block: Any = "",
     gpu_driver_mode: str = "managed-image",
     allow_unsafe_nvswitch_operator: bool = False,
     nvswitch_topology: bool = False,

@@ -15,11 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.engine.home import npa_home, write_atomically
+from npa_pulumi.runtime.files import write_atomically
+from npa_pulumi.runtime.home import cache_dir
 
 
 def _root() -> Path:
-    return npa_home() / "cache"
+    return cache_dir()
 
 
 def cache_key(*parts: object) -> str:

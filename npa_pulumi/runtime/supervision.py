@@ -11,8 +11,8 @@ watchdog before the host serves; the components' own `watch_run()` calls cover h
 The engine is the host's grandparent (the plugin launcher script is its parent); when either of them is gone
 (reparented), the run is over: every running terraform gets SIGINT (Terraform stops gracefully and writes
 its state, which the work dir keeps for the next run), is killed if it has not exited within `GRACE_S`, and
-the orphaned host exits. Terraform runs started here also wait for a state lock (`LOCK_TIMEOUT`) rather than
-fail at once, which covers the moments in which an orphan is still stopping.
+the orphaned host exits. The bridge's terraform runs also wait for a state lock (`-lock-timeout`) rather
+than fail at once, which covers the moments in which an orphan is still stopping.
 """
 
 from __future__ import annotations
@@ -28,38 +28,16 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from npa_pulumi.runtime.processes import parent_pid
+
 log = logging.getLogger(__name__)
 
 GRACE_S = 60.0
 POLL_S = 0.5
-LOCK_TIMEOUT = "-lock-timeout=300s"
 
 _running: set[subprocess.Popen[str]] = set()
 _lock = threading.Lock()
 _watching = False
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """The fields of `/proc/<pid>/stat` after "pid (comm)": state, ppid, ...; None without the process
-    or without procfs."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # comm may contain spaces and parentheses, so split after the last ")".
-    return stat.rsplit(")", 1)[-1].split()
-
-
-def _ppid_of(pid: int) -> int | None:
-    fields = _stat_fields(pid)
-    return int(fields[1]) if fields and len(fields) > 1 else None
-
-
-def is_zombie(pid: int) -> bool:
-    """Whether the process has exited but was not reaped: `kill(pid, 0)` still succeeds on it, and in a
-    container whose init does not reap, it stays so forever. False without procfs (macOS)."""
-    fields = _stat_fields(pid)
-    return fields is not None and len(fields) > 0 and fields[0] in ("Z", "X")
 
 
 PLUGIN_HOSTS = ("pulumi.dynamic", "pulumi.policy")
@@ -89,7 +67,7 @@ def watch_run(plugin_host: bool | None = None) -> None:
             return
         _watching = True
     parent = os.getppid()
-    grandparent = _ppid_of(parent)
+    grandparent = parent_pid(parent)
     thread = threading.Thread(target=_watch, args=(parent, grandparent), name="npa-orphan-watch", daemon=True)
     thread.start()
 
@@ -97,7 +75,7 @@ def watch_run(plugin_host: bool | None = None) -> None:
 def _run_is_gone(parent: int, grandparent: int | None) -> bool:
     if os.getppid() != parent:
         return True
-    return grandparent is not None and _ppid_of(parent) not in (grandparent, None)
+    return grandparent is not None and parent_pid(parent) not in (grandparent, None)
 
 
 def _watch(parent: int, grandparent: int | None) -> None:

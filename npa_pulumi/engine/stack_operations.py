@@ -15,21 +15,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from npa_pulumi.engine import diy_backend
+from npa_pulumi.engine.diy_backend import NO_FAST_PATH, SECRET_PLACEHOLDER, checkpoint_outputs
 from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.results import PolicyViolation, StackKind, StackResult
 from npa_pulumi.engine.stacks import (
-    NO_FAST_PATH,
-    SECRET_PLACEHOLDER,
     StackLocked,
-    checkpoint_outputs,
     clear_pending_operations,
     clear_stale_lock,
-    diy_stacks_dir,
     ensure_tags,
     recovery_command,
-    write_diy_tags,
 )
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings, workspace_options
+from npa_pulumi.output.results import PolicyViolation, StackKind, StackResult
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -225,7 +222,7 @@ class StackExecutor:
         }
 
     def _prepare(self, stack: auto.Stack) -> None:
-        note = clear_stale_lock(stack, self.settings.backend_url)
+        note = clear_stale_lock(stack, self.settings.backend_url, self.project_name)
         if note is not None:
             cleared = clear_pending_operations(stack)
             if cleared:
@@ -260,7 +257,9 @@ class StackExecutor:
             if (
                 command in ("up", "preview")
                 and op.tags_needed
-                and not write_diy_tags(self.settings.backend_url, op.stack, op.tags, self.project_name)
+                and not diy_backend.write_tags(
+                    self.settings.backend_url, self.project_name, op.stack, op.tags
+                )
             ):
                 # A stack made just now has no tags: set them without listing them first.
                 ensure_tags(stack, op.tags, current={} if op.stack in self._created else None)
@@ -312,7 +311,7 @@ class StackExecutor:
         counts come from the engine's own summary event and the outputs from the checkpoint. Elsewhere
         the API's own calls are kept. (Pinned SDK: `Stack.up/destroy/refresh` call `self.outputs()` and
         `self.info()` after the command; these instance attributes shadow them for this one stack.)"""
-        if diy_stacks_dir(self.settings.backend_url, self.project_name) is None:
+        if diy_backend.stacks_dir(self.settings.backend_url, self.project_name) is None:
             return False
         from pulumi import automation as auto
 

@@ -1,0 +1,94 @@
+"""The one module that reads and writes the engine's private DIY files (engine.diy_backend) understands
+exactly the format versions of the pinned engine, and answers "ask the engine" for anything else.
+tests/integration/test_diy_backend_formats.py checks that the pinned engine writes these versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from npa_pulumi.engine import diy_backend as diy
+
+PROJECT = "npa-fleet"
+
+
+def test_the_format_versions_it_understands() -> None:
+    # Changing one of these means the pinned engine changed its files: re-check every reader below.
+    assert (diy.META_VERSION, diy.TAGS_VERSION, diy.CHECKPOINT_VERSION) == (1, 1, 3)
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> tuple[str, Path]:
+    root = tmp_path / "state"
+    (root / ".pulumi" / "stacks" / PROJECT).mkdir(parents=True)
+    (root / ".pulumi" / "meta.yaml").write_text("version: 1\n")
+    return f"file://{root}", root / ".pulumi" / "stacks" / PROJECT
+
+
+def _checkpoint(version: int = 3, pending: list[object] | None = None) -> str:
+    stack = {
+        "urn": "urn:pulumi:s::npa-fleet::pulumi:pulumi:Stack::npa-fleet-s",
+        "type": "pulumi:pulumi:Stack",
+        "outputs": {
+            "plain": "v",
+            "key": {diy.SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "x"},
+        },
+    }
+    latest = {"resources": [stack], "pending_operations": pending or []}
+    return json.dumps({"version": version, "checkpoint": {"latest": latest}})
+
+
+def test_layouts_it_does_not_know_are_left_to_the_engine(tmp_path: Path) -> None:
+    assert diy.stacks_dir("s3://bucket", PROJECT) is None
+    root = tmp_path / "b"
+    assert diy.stacks_dir(f"file://{root}", PROJECT) == root / ".pulumi" / "stacks" / PROJECT  # empty
+    (root / ".pulumi").mkdir(parents=True)
+    assert diy.stacks_dir(f"file://{root}", PROJECT) is None  # legacy layout: no meta.yaml
+    (root / ".pulumi" / "meta.yaml").write_text("version: 2\n")
+    assert diy.stacks_dir(f"file://{root}", PROJECT) is None
+
+
+def test_checkpoint_outputs_mask_secrets(backend: tuple[str, Path]) -> None:
+    url, stacks = backend
+    assert diy.checkpoint_outputs(url, "s", PROJECT) is None  # no such stack
+    (stacks / "s.json").write_text(_checkpoint())
+    assert diy.checkpoint_outputs(url, "s", PROJECT) == {"plain": "v", "key": diy.SECRET_PLACEHOLDER}
+    assert not diy.has_pending_operations(url, "s", PROJECT)
+    (stacks / "s.json").write_text(_checkpoint(version=4))
+    assert diy.checkpoint_outputs(url, "s", PROJECT) is diy.NO_FAST_PATH
+    (stacks / "s.json").write_text("{torn")
+    assert diy.checkpoint_outputs(url, "s", PROJECT) is diy.NO_FAST_PATH
+
+
+def test_pending_operations_and_locks_mean_interrupted(backend: tuple[str, Path]) -> None:
+    url, stacks = backend
+    (stacks / "s.json").write_text(_checkpoint(pending=[{"resource": {"urn": "u"}, "type": "creating"}]))
+    assert diy.has_pending_operations(url, "s", PROJECT)
+    assert diy.interrupted(url, "s", PROJECT)
+    (stacks / "s.json").write_text(_checkpoint())
+    assert not diy.interrupted(url, "s", PROJECT)
+    lock_dir = Path(url.removeprefix("file://")) / ".pulumi" / "locks" / "organization" / PROJECT / "s"
+    lock_dir.mkdir(parents=True)
+    body = {"pid": 1, "username": "u", "hostname": "h", "timestamp": "2026-11-29T00:00:00Z"}
+    (lock_dir / "abc.json").write_text(json.dumps(body))
+    [lock] = diy.read_locks(url, PROJECT, "s")
+    assert (lock.pid, lock.hostname, lock.timestamp) == (1, "h", "2026-11-29T00:00:00Z")
+    assert diy.interrupted(url, "s", PROJECT)
+
+
+def test_tags_are_merged_into_a_version_1_file_only(backend: tuple[str, Path]) -> None:
+    url, stacks = backend
+    assert not diy.write_tags(url, PROJECT, "s", {"a": "1"})  # no such stack: the API decides
+    (stacks / "s.json").write_text(_checkpoint())
+    assert diy.write_tags(url, PROJECT, "s", {"b": "2"})
+    tags_file = stacks / "s.pulumi-tags"
+    assert json.loads(tags_file.read_text()) == {"version": 1, "tags": {"b": "2"}}
+    (stacks / "s.pulumi-tags.attrs").write_text("{}")
+    assert diy.write_tags(url, PROJECT, "s", {"a": "1"})
+    assert json.loads(tags_file.read_text()) == {"version": 1, "tags": {"a": "1", "b": "2"}}
+    assert not (stacks / "s.pulumi-tags.attrs").exists()  # it described the old content
+    tags_file.write_text(json.dumps({"version": 2, "tags": {}}))
+    assert not diy.write_tags(url, PROJECT, "s", {"c": "3"})
+    assert json.loads(tags_file.read_text()) == {"version": 2, "tags": {}}

@@ -1,0 +1,96 @@
+"""The layering contract (tools/check_layers.py) holds for the whole package, and the check really catches
+what it forbids: an upward import (also one hidden in a function or under TYPE_CHECKING), an import between
+siblings, a policy pack reaching past the runtime, a package in no layer, and a cycle."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _checker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_layers", REPO / "tools" / "check_layers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_layers"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+check_layers = _checker()
+
+
+def test_every_import_of_the_package_points_down() -> None:
+    assert check_layers.violations() == []
+
+
+def test_the_contract_covers_every_package() -> None:
+    packages = {p.name for p in (REPO / "npa_pulumi").iterdir() if (p / "__init__.py").exists()}
+    layered = {member for layer in check_layers.LAYERS for member in layer}
+    assert packages == layered
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the package's sources to break on purpose."""
+    for name in ("npa_pulumi", "components", "policies"):
+        shutil.copytree(
+            REPO / name, tmp_path / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    assert check_layers.violations(tmp_path) == []
+    return tmp_path
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def test_an_upward_import_fails(tree: Path) -> None:
+    _append(tree / "npa_pulumi/runtime/home.py", "\nfrom npa_pulumi.engine import stacks\n")
+    problem, cycle = check_layers.violations(tree)
+    assert problem.startswith("npa_pulumi/runtime/home.py:")
+    assert "runtime may not import engine, a higher layer" in problem
+    assert cycle.startswith("package cycle among: ") and "engine" in cycle and "runtime" in cycle
+
+
+def test_a_hidden_upward_import_fails(tree: Path) -> None:
+    _append(
+        tree / "npa_pulumi/spec/names.py",
+        "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..plan import Target\n"
+        "\ndef _late() -> None:\n    import npa_pulumi.cli.main\n",
+    )
+    *problems, cycle = check_layers.violations(tree)
+    assert len(problems) == 2
+    assert all(p.startswith("npa_pulumi/spec/names.py:") and "spec may not import" in p for p in problems)
+    assert cycle.startswith("package cycle among: ")
+
+
+def test_siblings_and_the_policy_pack_are_fenced(tree: Path) -> None:
+    _append(
+        tree / "npa_pulumi/cloud/factory.py", "\nimport npa_pulumi.spec.models\n"
+    )  # spec imports no cloud
+    _append(tree / "policies/fleet_guardrails_lib/facts.py", "\nfrom npa_pulumi.spec import load_spec\n")
+    problems = check_layers.violations(tree)
+    assert len(problems) == 2
+    assert any("cloud and spec are siblings of one layer" in p for p in problems)
+    assert any("policies may import only runtime" in p for p in problems)
+
+
+def test_a_package_in_no_layer_fails(tree: Path) -> None:
+    (tree / "npa_pulumi/kube").mkdir()
+    (tree / "npa_pulumi/kube/__init__.py").write_text("")
+    [problem] = check_layers.violations(tree)
+    assert "npa_pulumi.kube is in no layer" in problem
+
+
+def test_cycles_are_found() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "b"}, "d": {"a"}, "e": {"f"}, "f": {"e"}}
+    assert check_layers.cycles(edges) == [["a", "b", "c", "a"], ["e", "f", "e"]]
+    assert check_layers.cycles({"a": {"b"}, "b": set()}) == []

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""The layering contract of npa_pulumi, and the check that enforces it (run by tests/unit/test_layers.py,
+part of `make test`; `python3 tools/check_layers.py` prints the same report).
+
+    cli → sdk → engine → {components, preflight, output, policies} → {bridge, plan} → {spec, cloud} → kube
+        → runtime
+
+A module may import its own package, and any package of a lower layer. It may not import a higher layer,
+nor a sibling of its own layer unless `SIBLING_EDGES` names that edge (and why). `policies` (the
+CrossGuard pack, run by the engine in a plugin host of its own) depends only on `ONLY_ALLOWED["policies"]`.
+Every import counts: inside functions and `if TYPE_CHECKING:` blocks too. The package graph must have no
+cycle. A package or root module that is in no layer is an error: decide where it goes (docs/architecture.md
+says how) and add it here.
+
+Reads source files only (the standard library's `ast`); imports nothing of npa_pulumi.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = "npa_pulumi"
+
+# Top to bottom. A layer's members may not import each other unless SIBLING_EDGES allows it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("cli",),
+    ("sdk",),
+    ("engine",),
+    ("components", "preflight", "output", "policies"),
+    ("bridge", "plan"),
+    ("spec", "cloud"),
+    # Kubernetes API servers: kubeconfigs, a small client, the GPU health gate's reading of a cluster. The
+    # local cloud runs API servers and the engine and components read them; it knows nothing of either.
+    ("kube",),
+    ("runtime",),
+)
+# The package root's own modules: the version and the error base every layer raises.
+ROOT_MODULES: dict[str, str] = {PACKAGE: "runtime", f"{PACKAGE}.errors": "runtime"}
+# Allowed imports between members of one layer: (importer, imported) -> why.
+SIBLING_EDGES: dict[tuple[str, str], str] = {
+    ("output", "preflight"): "the pull-request preview renders preflight's report",
+    ("bridge", "plan"): "the bridge materializes recipes whose variable surface plan reads",
+}
+# Packages that may import only these (besides themselves).
+ONLY_ALLOWED: dict[str, frozenset[str]] = {"policies": frozenset({"runtime"})}
+# Source directories outside npa_pulumi/ that install as its subpackages (pyproject.toml package-dir).
+MAPPED_DIRS: dict[str, str] = {"components": f"{PACKAGE}.components", "policies": f"{PACKAGE}.policies"}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # importing module
+    target: str  # imported module (or package)
+    path: Path
+    line: int
+
+
+def layer_of(group: str) -> int | None:
+    for index, members in enumerate(LAYERS):
+        if group in members:
+            return index
+    return None
+
+
+def group_of(module: str) -> str | None:
+    """The layer member a module belongs to: its npa_pulumi subpackage, or a root module's layer."""
+    if module in ROOT_MODULES:
+        return ROOT_MODULES[module]
+    parts = module.split(".")
+    if parts[0] != PACKAGE or len(parts) < 2:
+        return None
+    return parts[1] if layer_of(parts[1]) is not None else f"?{parts[1]}"
+
+
+def source_files(repo: Path = REPO) -> Iterator[tuple[str, Path]]:
+    """(module name, path) of every module of the installed package, links not followed."""
+    roots = [(repo / PACKAGE, PACKAGE), *((repo / d, name) for d, name in MAPPED_DIRS.items())]
+    for root, prefix in roots:
+        if not root.is_dir():
+            continue
+        for directory, dirnames, filenames in os.walk(root):  # followlinks=False: the mapped links
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if not name.endswith(".py"):
+                    continue
+                path = Path(directory) / name
+                parts = list(path.relative_to(root).with_suffix("").parts)
+                if parts[-1] == "__init__":
+                    parts = parts[:-1]
+                yield ".".join([prefix, *parts]), path
+
+
+def _resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, *([name] if name else [])])
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = (
+                _resolve_relative(module, is_package, node.level, node.module)
+                if node.level
+                else node.module or ""
+            )
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                targets.append(submodule if submodule in known else base)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute | ast.Name)
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            targets = [node.args[0].value]
+        for target in targets:
+            if target == PACKAGE or target.startswith(f"{PACKAGE}."):
+                yield Import(module, target, path, getattr(node, "lineno", 0))
+
+
+def violations(repo: Path = REPO) -> list[str]:
+    files = list(source_files(repo))
+    known = {module for module, _ in files}
+    problems: list[str] = []
+    edges: dict[str, set[str]] = {}
+    for module, path in files:
+        source = group_of(module)
+        where = path.relative_to(repo)
+        if source is None or source.startswith("?"):
+            problems.append(f"{where}: {module} is in no layer of the contract (tools/check_layers.py)")
+            continue
+        for imp in imports_of(module, path, known):
+            target = group_of(imp.target)
+            if target is None or target.startswith("?"):
+                problems.append(f"{where}:{imp.line}: {module} imports {imp.target}, which is in no layer")
+                continue
+            if target == source:
+                continue
+            edges.setdefault(source, set()).add(target)
+            reason = _forbidden(source, target)
+            if reason:
+                problems.append(f"{where}:{imp.line}: {module} imports {imp.target}: {reason}")
+    problems.extend(f"package cycle among: {', '.join(cycle[:-1])}" for cycle in cycles(edges))
+    return problems
+
+
+def _forbidden(source: str, target: str) -> str | None:
+    allowed = ONLY_ALLOWED.get(source)
+    if allowed is not None and target not in allowed:
+        return f"{source} may import only {', '.join(sorted(allowed))}"
+    source_layer, target_layer = layer_of(source), layer_of(target)
+    assert source_layer is not None and target_layer is not None
+    if target_layer < source_layer:
+        return f"{source} may not import {target}, a higher layer"
+    if target_layer == source_layer and (source, target) not in SIBLING_EDGES:
+        return f"{source} and {target} are siblings of one layer; they do not import each other"
+    return None
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The package graph's cycles, as its strongly connected components of more than one package
+    (each sorted, then closed: `[a, b, a]`). Tarjan's algorithm; the graph is tiny."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                ordered = sorted(component)
+                components.append([*ordered, ordered[0]])
+
+    for node in sorted(set(edges) | {n for targets in edges.values() for n in targets}):
+        if node not in index:
+            connect(node)
+    return sorted(components)
+
+
+def main(argv: Iterable[str] = ()) -> int:
+    problems = violations()
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} layering problem(s); see tools/check_layers.py", file=sys.stderr)
+        return 1
+    print("layers: every import points down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
