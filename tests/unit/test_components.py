@@ -85,9 +85,9 @@ def test_every_component_takes_one_args_dataclass() -> None:
             assert dataclasses.is_dataclass(component), name
             continue
         parameters = list(inspect.signature(component.__init__).parameters)
-        assert parameters[:3] == ["self", "resource_name" if name == "TerraformModule" else "name", "args"], (
-            name
-        )
+        # Dynamic resources name their first argument as pulumi.dynamic.Resource does.
+        first = "resource_name" if issubclass(component, pulumi.dynamic.Resource) else "name"
+        assert parameters[:3] == ["self", first, "args"], name
         assert parameters[3:] == ["opts"], name
 
 

@@ -84,10 +84,10 @@ def test_siblings_and_the_policy_pack_are_fenced(tree: Path) -> None:
 
 
 def test_a_package_in_no_layer_fails(tree: Path) -> None:
-    (tree / "npa_pulumi/kube").mkdir()
-    (tree / "npa_pulumi/kube/__init__.py").write_text("")
+    (tree / "npa_pulumi/verifiers").mkdir()
+    (tree / "npa_pulumi/verifiers/__init__.py").write_text("")
     [problem] = check_layers.violations(tree)
-    assert "npa_pulumi.kube is in no layer" in problem
+    assert "npa_pulumi.verifiers is in no layer" in problem
 
 
 def test_cycles_are_found() -> None:
