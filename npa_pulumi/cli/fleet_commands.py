@@ -432,6 +432,46 @@ def kubeconfig_command(**kw: Any) -> None:
     run_guarded(body, kw["output"])
 
 
+@click.command("verify-mig")
+@fleet_options
+@output_option()
+@click.option("--wait/--no-wait", default=False, show_default=True, help="Poll until ready or the timeout.")
+@click.option(
+    "--reconcile/--no-reconcile",
+    default=False,
+    show_default=True,
+    help="Remove only the stale nvidia.com/gpu=mig-not-ready:NoSchedule taint from otherwise good nodes "
+    "(refused while a GPU workload runs).",
+)
+@click.option("--timeout-minutes", default=10.0, show_default=True, type=click.FloatRange(min=0.1))
+@click.option(
+    "--evidence-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Keep each cluster's evidence here (0700 dir, 0600 files; refused inside a git work tree).",
+)
+def verify_mig_command(**kw: Any) -> None:
+    """Check MIG readiness of the selected MIG clusters through their registered kubeconfigs (read-only
+    unless --reconcile): the exact mixed / all-balanced layout on every GPU node, twice in a row."""
+
+    def body() -> int:
+        from pathlib import Path
+
+        from npa_pulumi.engine.verify import VerifyOptions, verify_mig
+
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        fleet = _fleet(spec, targets, _engine_options(kw))
+        options = VerifyOptions(
+            wait=kw["wait"],
+            reconcile=kw["reconcile"],
+            timeout_s=kw["timeout_minutes"] * 60,
+            evidence_dir=Path(kw["evidence_dir"]) if kw["evidence_dir"] else None,
+        )
+        return _finish(verify_mig(fleet, options), kw["output"])
+
+    run_guarded(body, kw["output"])
+
+
 def register(group: click.Group) -> None:
     group.add_command(up_command)
     group.add_command(up_command, name="deploy")
@@ -441,3 +481,4 @@ def register(group: click.Group) -> None:
     group.add_command(refresh_command)
     group.add_command(stacks_command)
     group.add_command(kubeconfig_command)
+    group.add_command(verify_mig_command)

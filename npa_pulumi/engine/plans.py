@@ -168,7 +168,7 @@ def _cluster_plan(
         mig_enabled=mig,
         has_gpus=cluster.gpu_count() > 0,
         in_cluster=in_cluster,
-        health_gate=_health_gate(cluster) if health_gate else None,
+        health_gate=health_gate_config(cluster) if health_gate else None,
         rtx_driver_repositories=(
             dict(cluster.gpu_driver_package_repositories)
             if cluster.gpu_workload_profile == RTX_RENDERING_PROFILE and cluster.gpu_count() > 0
@@ -177,7 +177,7 @@ def _cluster_plan(
     )
 
 
-def _health_gate(cluster: Any) -> dict[str, Any] | None:
+def health_gate_config(cluster: Any) -> dict[str, Any] | None:
     """The gate's settings for one cluster (npa_pulumi.kube.gpu_health.GateConfig). A CPU-only cluster gets
     the cluster-basics check: every node Ready with a boot id, nothing else. A MIG cluster gets MIG
     readiness: the exact layout on every GPU node, twice in a row, then a smoke on a MIG device."""

@@ -129,7 +129,11 @@ class KubeClient:
     # ------------------------------------------------------------------ transport
 
     def request(
-        self, method: str, path: str, body: JSON | None = None, content_type: str = "application/json"
+        self,
+        method: str,
+        path: str,
+        body: JSON | list[JSON] | None = None,
+        content_type: str = "application/json",
     ) -> JSON:
         target = self._target
         connection = http.client.HTTPSConnection(

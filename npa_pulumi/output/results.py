@@ -18,7 +18,8 @@ StackKind = Literal["project", "cluster"]
 #            deployed-credentials-failed (the stack is deployed, but no kubeconfig could be had)
 #            deployed-mig-not-ready (a MIG cluster's layout did not converge; kept likewise)
 FAILED_LIFECYCLES = ("deployed-validation-failed", "deployed-mig-not-ready", "deployed-credentials-failed")
-FAILED_STATUSES = {"failed", "destroy-incomplete", "status-error", *FAILED_LIFECYCLES}
+#   verify-mig: ready | not-ready | failed
+FAILED_STATUSES = {"failed", "destroy-incomplete", "status-error", "not-ready", *FAILED_LIFECYCLES}
 
 
 class PolicyViolation(BaseModel):

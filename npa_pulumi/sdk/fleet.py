@@ -169,6 +169,28 @@ def refresh(
     return _operate("refresh", spec, only_projects, only_clusters, project_prefix, options)
 
 
+def verify_mig(
+    spec: FleetSpec | str | Path,
+    *,
+    only_projects: Sequence[str] = (),
+    only_clusters: Sequence[str] = (),
+    project_prefix: str | None = None,
+    wait: bool = False,
+    reconcile: bool = False,
+    timeout_s: float = 600.0,
+    evidence_dir: str | Path | None = None,
+    **options: Any,
+) -> Any:
+    """`npa-pulumi verify-mig`: MIG readiness of the selected MIG clusters through their registered
+    kubeconfigs; `reconcile` removes only the stale mig-not-ready taint (see npa_pulumi.engine.verify)."""
+    from npa_pulumi.engine.verify import VerifyOptions
+    from npa_pulumi.engine.verify import verify_mig as run
+
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
+    directory = Path(evidence_dir) if evidence_dir is not None else None
+    return run(fleet, VerifyOptions(wait, reconcile, timeout_s, evidence_dir=directory))
+
+
 __all__ = [
     "ClusterSpec",
     "FleetSpec",
@@ -193,6 +215,7 @@ __all__ = [
     "preview",
     "read_recipe_variables",
     "refresh",
+    "verify_mig",
     "render_tfvars",
     "resolve_targets",
     "status",

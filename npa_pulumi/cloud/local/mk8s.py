@@ -39,7 +39,8 @@ DEFAULT_K8S_VERSION = "1.32"
 RESERVATION_POLICIES = ("", "AUTO", "FORBID", "STRICT")
 ATTACH_MODES = ("READ_WRITE", "READ_ONLY")
 _POLL_S = 0.1
-NODE_FAULTS = ("not_ready", "gpu_missing", "gpu_error", "reboot", "pod_failure")
+NODE_FAULTS = ("not_ready", "gpu_missing", "gpu_error", "reboot", "pod_failure", "mig_not_ready_taint")
+NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
 
 
 def _is_count(value: Any) -> bool:
@@ -145,7 +146,8 @@ class Mk8sMixin(AdminMixin):
 
     def set_node_fault(self, cluster_id: str, node: str, fault: str, active: bool = True) -> dict[str, Any]:
         """Inject (or clear) a fault on one node of a cluster; the cluster's agent applies it to the API.
-        `reboot` is an event (the node's boot id changes); the others are states."""
+        `reboot` (the node's boot id changes) and `mig_not_ready_taint` (the GPU operator's temporary
+        taint left on a node) are events; the others are states."""
         if fault not in NODE_FAULTS:
             raise InvalidArgument(f"unknown node fault {fault!r}; choose one of {', '.join(NODE_FAULTS)}")
         with self._op(
@@ -156,6 +158,8 @@ class Mk8sMixin(AdminMixin):
             faults_of = data.setdefault("node_faults", {}).setdefault(node, {})
             if fault == "reboot":
                 faults_of["reboots"] = int(faults_of.get("reboots", 0)) + 1
+            elif fault in NODE_EVENTS:
+                faults_of[fault] = int(faults_of.get(fault, 0)) + 1
             elif active:
                 faults_of[fault] = True
             else:

@@ -48,6 +48,8 @@ class Agent:
         self.sim = LocalSimulator(cloud_dir, auto_init=False)
         self.stopping = False
         self.applied: dict[str, str] = {}  # object path -> digest of what was last applied
+        self.taint_events: dict[str, int] = {}  # node -> mig_not_ready_taint events carried out
+        self.first_sync = True  # events counted before this agent started are history
         self.last_full_sync = 0.0
 
     # ------------------------------------------------------------------ ownership
@@ -76,6 +78,8 @@ class Agent:
         digest = _digest(obj)
         if not force and self.applied.get(path) == digest:
             return
+        if obj["kind"] == "Node":
+            obj = self._keep_foreign_taints(client, path, obj)
         client.apply(path, obj, controlplane.FIELD_MANAGER)
         if obj["kind"] == "Node":  # status is a subresource: capacity, allocatable and the boot id
             client.apply(
@@ -84,6 +88,40 @@ class Agent:
                 controlplane.FIELD_MANAGER,
             )
         self.applied[path] = digest
+
+    @staticmethod
+    def _keep_foreign_taints(client: Any, path: str, obj: JSON) -> JSON:
+        """A node's taints are one list in the API: re-applying ours must keep those others set (the GPU
+        operator's, a user's), as mk8s keeps what it does not manage."""
+        current = client.get_or_none(path)
+        ours = obj["spec"].get("taints") or []
+        theirs = [t for t in ((current or {}).get("spec") or {}).get("taints") or [] if t not in ours]
+        # One taint per key and effect: where theirs holds the slot (the operator's mig-not-ready in place
+        # of the GPU taint), theirs stays.
+        held = {(t.get("key"), t.get("effect")) for t in theirs}
+        ours = [t for t in ours if (t.get("key"), t.get("effect")) not in held]
+        return {**obj, "spec": {**obj["spec"], "taints": [*ours, *theirs]}}
+
+    def inject_taint_events(self, client: Any, cluster: JSON) -> None:
+        """`mig_not_ready_taint` is an event (a counter): each new one taints the node the way the GPU
+        operator leaves a replaced node, once; whoever removes the taint removes it for good."""
+        for node, faults in (cluster.get("node_faults") or {}).items():
+            count = int(faults.get("mig_not_ready_taint", 0))
+            if count <= self.taint_events.setdefault(node, count if self.first_sync else 0):
+                continue
+            taint = {"key": "nvidia.com/gpu", "value": "mig-not-ready", "effect": "NoSchedule"}
+            current = client.get_or_none(f"/api/v1/nodes/{node}")
+            if current is not None:
+                # It takes the slot of any taint with its key and effect (the API allows one per pair).
+                taints = [
+                    t
+                    for t in (current.get("spec") or {}).get("taints") or []
+                    if (t.get("key"), t.get("effect")) != (taint["key"], taint["effect"])
+                ]
+                patch = [{"op": "add", "path": "/spec/taints", "value": [*taints, taint]}]
+                client.request("PATCH", f"/api/v1/nodes/{node}", patch, "application/json-patch+json")
+                log(f"node {node}: tainted nvidia.com/gpu=mig-not-ready:NoSchedule")
+            self.taint_events[node] = count
 
     def sync(self, client: Any, cluster: JSON, groups: list[JSON]) -> None:
         from npa_pulumi.kube.client import KubeError
@@ -105,6 +143,8 @@ class Agent:
                 client.delete(f"/api/v1/nodes/{name}")
                 self.applied.pop(f"/api/v1/nodes/{name}", None)
                 log(f"node {name} removed")
+        self.inject_taint_events(client, cluster)
+        self.first_sync = False
         if force:
             self.last_full_sync = time.monotonic()
 

@@ -1,0 +1,181 @@
+"""Read-only verifiers of deployed clusters, run through each cluster's registered kubeconfig.
+
+`verify_mig`: MIG readiness of every selected MIG cluster, checked as the deploy gate does (the exact
+mixed / all-balanced layout on every GPU node, two consecutive exact snapshots). `wait` polls until ready
+or the timeout; `reconcile` performs the one repair the original tool allowed: removing exactly the stale
+`nvidia.com/gpu=mig-not-ready:NoSchedule` taint from nodes whose layout is otherwise good, only when that is
+the only thing wrong, and never while a pod outside the GPU operator uses an `nvidia.com/*` resource.
+
+A selected cluster that is not a MIG cluster, or has no registered kubeconfig (it was never deployed from
+this machine's npa home: `up` registers it), fails closed with the reason. Evidence can be kept in a
+private directory (0700, files 0600), never inside a git work tree (it would be one `git add` from being
+committed).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.engine import kubeconfigs
+from npa_pulumi.engine.plans import health_gate_config
+from npa_pulumi.errors import UserInputError
+from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.plan.naming import kube_context_name
+from npa_pulumi.runtime.files import write_atomically
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.plan import Target
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    wait: bool = False
+    reconcile: bool = False
+    timeout_s: float = 600.0
+    poll_s: float = 2.0
+    evidence_dir: Path | None = None
+
+
+def check_evidence_dir(directory: Path) -> Path:
+    """The evidence directory, refused inside a git work tree; created 0700."""
+    resolved = directory.expanduser().resolve()
+    probe = resolved if resolved.is_dir() else resolved.parent
+    while not probe.exists():
+        probe = probe.parent
+    inside = subprocess.run(
+        ["git", "-C", str(probe), "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True
+    )
+    if inside.returncode == 0 and inside.stdout.strip() == "true":
+        raise UserInputError(
+            f"--evidence-dir {directory} is inside a git work tree: evidence names your clusters and nodes; "
+            "keep it outside any repository"
+        )
+    resolved.mkdir(parents=True, exist_ok=True, mode=0o700)
+    resolved.chmod(0o700)
+    return resolved
+
+
+def verify_mig(fleet: Fleet, options: VerifyOptions) -> FleetResult:
+    result = FleetResult(
+        command="verify-mig",
+        fleet=fleet.spec.name,
+        cloud=fleet.options.cloud,
+        backend=fleet.settings.backend_url,
+    )
+    evidence_dir = check_evidence_dir(options.evidence_dir) if options.evidence_dir else None
+    for target in fleet.targets:
+        entry = _verify_one(fleet, target, options)
+        if evidence_dir is not None and entry.health is not None:
+            path = evidence_dir / f"{entry.kube_context}-verify-mig.json"
+            write_atomically(path, json.dumps(entry.health, indent=2, sort_keys=True) + "\n", mode=0o600)
+        result.stacks.append(entry)
+    return result
+
+
+def _entry(target: Target, context: str, status: str, **fields: Any) -> StackResult:
+    return StackResult(
+        stack=target.cluster_stack,
+        kind="cluster",
+        project_key=target.project_key,
+        cluster_name=target.cluster_name,
+        kube_context=context,
+        status=status,
+        validation="mig",
+        **fields,
+    )
+
+
+def _verify_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackResult:
+    from npa_pulumi.kube.client import KubeClient, KubeError
+    from npa_pulumi.kube.gpu_health import (
+        GateConfig,
+        gpu_workloads,
+        is_stale_taint_error,
+        remove_stale_mig_taint,
+        snapshot,
+    )
+
+    context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)
+    settings = health_gate_config(target.cluster)
+    if target.cluster.mig is None or settings is None or not settings.get("mig_resources"):
+        return _entry(target, context, "failed", error="not a MIG cluster (its spec enables no mig)")
+    registration = kubeconfigs.registered(context)
+    if registration is None or not Path(registration.kubeconfig).is_file():
+        return _entry(
+            target,
+            context,
+            "failed",
+            error=f"no registered kubeconfig for {context} on this machine: run `npa-pulumi up` first",
+        )
+    config = GateConfig(**{**settings, "poll_s": options.poll_s, "cuda_smoke": False})
+    text = Path(registration.kubeconfig).read_text()
+    started = time.monotonic()
+    deadline = started + (options.timeout_s if options.wait else max(options.poll_s * 3, 10.0))
+    clean, snapshots = 0, 0
+    repaired: list[str] = []
+    errors: list[str] = []
+    while True:
+        client = KubeClient.from_kubeconfig(text, timeout_s=min(10.0, max(1.0, deadline - time.monotonic())))
+        snap = snapshot(client, config, round(time.monotonic() - started, 2))
+        snapshots += 1
+        errors = snap.errors
+        if not errors:
+            clean += 1
+            if clean >= config.clean_snapshots_needed:
+                break
+        else:
+            clean = 0
+            if options.reconcile and all(is_stale_taint_error(e) for e in errors):
+                users = gpu_workloads(client)
+                if users:
+                    evidence = {
+                        "ready": False,
+                        "errors": errors,
+                        "gpu_workloads": users,
+                        "repaired": repaired,
+                    }
+                    return _entry(
+                        target,
+                        context,
+                        "not-ready",
+                        health=evidence,
+                        error=f"refusing to repair while GPU workloads run: {', '.join(users)}; delete them "
+                        "and run verify-mig --reconcile again",
+                    )
+                for error in errors:
+                    node = error.split(":", 1)[0]
+                    try:
+                        if remove_stale_mig_taint(client, node):
+                            repaired.append(node)
+                    except KubeError as err:
+                        errors = [*errors, f"{node}: the taint could not be removed: {err}"]
+                continue  # look again at once
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(min(options.poll_s, max(0.0, deadline - time.monotonic())))
+    ready = clean >= config.clean_snapshots_needed
+    evidence = {
+        "ready": ready,
+        "snapshots": snapshots,
+        "elapsed_s": round(time.monotonic() - started, 2),
+        "errors": errors[:20],
+        "repaired_stale_taint_on": repaired,
+        "nodes": sorted(snap.gpu_nodes),
+    }
+    if ready:
+        return _entry(target, context, "ready", health=evidence, cluster_id=registration.cluster_id)
+    why = "; ".join(errors[:5])
+    return _entry(
+        target,
+        context,
+        "not-ready",
+        health=evidence,
+        cluster_id=registration.cluster_id,
+        error=f"MIG not ready: {why}",
+    )
