@@ -215,8 +215,8 @@ __all__ = [
     "preview",
     "read_recipe_variables",
     "refresh",
-    "verify_mig",
     "render_tfvars",
     "resolve_targets",
     "status",
+    "verify_mig",
 ]
