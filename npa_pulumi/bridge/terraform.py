@@ -32,6 +32,7 @@ from npa_pulumi.errors import NpaError
 from npa_pulumi.runtime import disk_cache, supervision
 from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
 from npa_pulumi.runtime.locks import FileLock
+from npa_pulumi.runtime.retry import RetryPolicy, call_with_retry
 from npa_pulumi.runtime.toolchain import find_terraform
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,16 @@ def runtime_env(
     return env
 
 
+# Waiting out a state lock that a stopping terraform holds: every 2 s until the deadline.
+STATE_LOCK_RETRY = RetryPolicy(max_attempts=1_000, initial_backoff_s=2.0, multiplier=1.0, jitter=0.0)
+
+
+class _StateLocked(Exception):
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        super().__init__("Error acquiring the state lock")
+        self.proc = proc
+
+
 @dataclass
 class TerraformWorkspace:
     """One stack's Terraform work dir. `module_dir` is where terraform runs (the recipe root)."""
@@ -238,14 +249,26 @@ class TerraformWorkspace:
     def _run(self, args: list[str], env: Mapping[str, str], what: str) -> str:
         cmd = [str(self.binary()), *args]
         started = time.monotonic()
-        while True:
+
+        def attempt() -> subprocess.CompletedProcess[str]:
             proc = supervision.run(cmd, self.module_dir, env)  # stopped if the run that started us is killed
-            # A killed run's terraform may still be stopping (runtime/supervision.py) and hold the state lock;
-            # the local backend can fail at once instead of honouring -lock-timeout. Nothing ran: retry.
-            locked = proc.returncode != 0 and "Error acquiring the state lock" in proc.stderr + proc.stdout
-            if not locked or time.monotonic() - started > supervision.GRACE_S * 2:
-                break
-            time.sleep(2)
+            if proc.returncode != 0 and "Error acquiring the state lock" in proc.stderr + proc.stdout:
+                raise _StateLocked(proc)
+            return proc
+
+        # A killed run's terraform may still be stopping (runtime/supervision.py) and hold the state lock;
+        # the local backend can fail at once instead of honouring -lock-timeout. Nothing ran: retry, for as
+        # long as such a terraform may take to stop.
+        try:
+            proc = call_with_retry(
+                attempt,
+                retry_on=_StateLocked,
+                what=f"terraform {what} (state locked)",
+                policy=STATE_LOCK_RETRY,
+                deadline=started + supervision.GRACE_S * 2,
+            )
+        except _StateLocked as locked:
+            proc = locked.proc
         output = self.scrub(proc.stdout + proc.stderr)
         self._private()
         with self.log_path.open("a") as handle:
