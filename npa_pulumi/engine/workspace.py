@@ -113,8 +113,11 @@ def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
     if real_dir not in bin_dirs:
         bin_dirs.append(real_dir)
     provider = find_kubernetes_provider()
-    if provider is not None and str(provider.parent) not in bin_dirs:
-        bin_dirs.append(str(provider.parent))  # an ambient plugin: found on PATH, never downloaded
+    if provider is not None:
+        # An ambient plugin: found on PATH, never downloaded; first on PATH, its guard (see
+        # runtime/plugin_guard.py), so it stops with the run that started it.
+        guarded = guarded_plugin_dir(provider)
+        bin_dirs.insert(0, str(guarded) if guarded else str(provider.parent))
     python_dir = str(Path(sys.executable).parent)
     path = os.pathsep.join([*bin_dirs, python_dir, os.environ.get("PATH", "")])
     return {
@@ -124,6 +127,31 @@ def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
         "PULUMI_PYTHON_CMD": plugin_python_wrapper(),
         "PULUMI_SKIP_CONFIRMATIONS": "true",
     }
+
+
+def guarded_plugin_dir(binary: Path) -> Path | None:
+    """A directory holding one executable named like `binary` that runs it under
+    `npa_pulumi.runtime.plugin_guard`, written once per (interpreter, binary) under `<npa home>/bin/`;
+    None where that cannot be written (the plugin then runs unguarded)."""
+    real = binary.resolve()
+    text = (
+        f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m npa_pulumi.runtime.plugin_guard "
+        f'{shlex.quote(str(real))} "$@"\n'
+    )
+    key = cache_key(f"{sys.executable} {real}")[:12]
+    directory = npa_home() / "bin" / f"guarded-{key}"
+    path = directory / binary.name
+    try:
+        if path.read_text() == text and os.access(path, os.X_OK):
+            return directory
+    except OSError:
+        pass
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, text, mode=0o755)
+    except OSError:
+        return None
+    return directory
 
 
 def plugin_python_wrapper() -> str:

@@ -156,7 +156,13 @@ class Background:
     def wait_for_orphans_to_stop(self, timeout: float) -> list[str]:
         """After a process-group kill: the engine's plugin hosts (dynamic providers, policy analyzers) and
         their terraform must stop by themselves. Returns those still alive after `timeout` seconds."""
-        plugins = ("python -m pulumi.dynamic", "python -m pulumi.policy", "terraform", "pulumi-")
+        plugins = (
+            "python -m pulumi.dynamic",
+            "python -m pulumi.policy",
+            "python -m npa_pulumi.runtime.plugin_guard",  # in front of the Go Kubernetes provider
+            "terraform",
+            "pulumi-",
+        )
         deadline = time.monotonic() + timeout
         while True:
             alive = [n for n in self.session_processes().values() if n.startswith(plugins)]

@@ -67,7 +67,11 @@ def test_engine_env_is_offline_and_uses_this_python() -> None:
     wrapper = Path(env["PULUMI_PYTHON_CMD"])
     assert os.access(wrapper, os.X_OK)
     assert f"{sys.executable} -u -m npa_pulumi.runtime.plugin_host" in wrapper.read_text()
-    assert env["PATH"].split(os.pathsep)[0] == str(find_pulumi().parent)
+    path = env["PATH"].split(os.pathsep)
+    guard = [d for d in path if Path(d).name.startswith("guarded-")]
+    # First the guarded Kubernetes provider (when it is built), then the engine's own directory.
+    assert path[len(guard[:1])] == str(find_pulumi().parent)
+    assert guard[:1] == path[:1] or not guard
 
 
 @pytest.mark.integration
@@ -198,3 +202,19 @@ def test_the_kubernetes_plugin_reports_the_sdk_version() -> None:
         proc.wait()
     assert info.version == version("pulumi-kubernetes") == PINS["pulumi_kubernetes"]["version"]
     assert schema["name"] == "kubernetes" and schema["version"] == info.version
+
+
+@pytest.mark.integration
+def test_the_kubernetes_plugin_runs_guarded_first_on_the_engines_path() -> None:
+    """The engine finds `pulumi-resource-kubernetes` on PATH; the first one it finds is the guard that
+    stops the plugin with its run (npa_pulumi/runtime/plugin_guard.py), which runs the real binary."""
+    import shutil
+
+    from npa_pulumi.runtime.toolchain import find_kubernetes_provider
+
+    provider = find_kubernetes_provider()
+    assert provider is not None, "make tools builds pulumi-resource-kubernetes"
+    found = shutil.which("pulumi-resource-kubernetes", path=engine_env()["PATH"])
+    assert found is not None and Path(found).parent.name.startswith("guarded-")
+    script = Path(found).read_text()
+    assert "-m npa_pulumi.runtime.plugin_guard" in script and str(provider.resolve()) in script

@@ -12,7 +12,6 @@ database deleted or emptied), so no apiserver or etcd outlives what owns it.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import json
 import os
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.cloud.local.kube import binaries, controlplane, shapes
+from npa_pulumi.runtime.locks import FileLock
 
 POLL_S = 1.0
 RESYNC_S = 30.0  # re-apply everything this often, so objects deleted by hand come back
@@ -201,10 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     home = controlplane.cluster_dir(args.cloud_dir, args.cluster)
     home.mkdir(parents=True, exist_ok=True)
-    lock = (home / "agent.lock").open("a")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    lock = FileLock(home / "agent.lock")  # held for the agent's whole life; the kernel drops it at exit
+    if not lock.acquire(blocking=False):
         return 0  # another agent runs this cluster
     (home / "agent.pid").write_text(f"{os.getpid()}\n")
     (home / "failed").unlink(missing_ok=True)

@@ -17,19 +17,19 @@ plane can be stopped even after its directory was deleted.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from npa_pulumi.cloud.local.kube import binaries
+from npa_pulumi.runtime.locks import FileLock, held_elsewhere
+from npa_pulumi.runtime.processes import process_alive, start_time
 
 CLUSTER_NAME = "cluster"  # kwokctl's name for the one cluster in each workdir
 FIELD_MANAGER = "nebius-mk8s"
@@ -79,27 +79,16 @@ def read_access(cloud_dir: Path, cluster_id: str) -> Access | None:
 # --------------------------------------------------------------------------------- processes
 
 
-def process_start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or None when it
-    is gone or a zombie: together with the pid it names one process, never a later one that reused it."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
-
-
 @dataclass(frozen=True)
 class Component:
+    """One process of a control plane; its start time tells it from a later process that reuses the pid."""
+
     name: str
     pid: int
-    started: int
+    started: float
 
     def alive(self) -> bool:
-        return process_start_time(self.pid) == self.started
+        return process_alive(self.pid, since=self.started)
 
 
 def components(workdir: Path) -> list[Component]:
@@ -109,8 +98,8 @@ def components(workdir: Path) -> list[Component]:
     for pid_file in sorted(pid_dir.glob("*.pid")) if pid_dir.is_dir() else []:
         with contextlib.suppress(OSError, ValueError):
             pid = int(pid_file.read_text().strip())
-            started = process_start_time(pid)
-            if started is not None:
+            started = start_time(pid)
+            if started is not None and process_alive(pid):
                 found.append(Component(pid_file.stem, pid, started))
     return found
 
@@ -208,16 +197,9 @@ def start(cloud_dir: Path, cluster_id: str, timeout_s: float = 120.0) -> tuple[A
     return access, components(workdir)
 
 
-@contextlib.contextmanager
-def _start_lock() -> Iterator[None]:
+def _start_lock() -> FileLock:
     """Machine-wide, as ports are: every local cloud of this user on this machine shares it."""
-    path = Path(tempfile.gettempdir()) / f"npa-local-cloud-ports-{os.getuid()}.lock"
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return FileLock(Path(tempfile.gettempdir()) / f"npa-local-cloud-ports-{os.getuid()}.lock")
 
 
 def _server_of(kubeconfig: Path) -> str:
@@ -232,16 +214,7 @@ def _server_of(kubeconfig: Path) -> str:
 
 def agent_running(cloud_dir: Path, cluster_id: str) -> bool:
     """Whether an agent holds the cluster's lock (the kernel releases it when the agent dies)."""
-    lock = cluster_dir(cloud_dir, cluster_id) / "agent.lock"
-    if not lock.exists():
-        return False
-    with lock.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
+    return held_elsewhere(cluster_dir(cloud_dir, cluster_id) / "agent.lock")
 
 
 def agent_pid(cloud_dir: Path, cluster_id: str) -> int | None:

@@ -1,0 +1,60 @@
+"""A guard in front of a plugin binary the engine starts (the Go `pulumi-resource-kubernetes`):
+`python -m npa_pulumi.runtime.plugin_guard REAL_BINARY ARGS...`.
+
+The engine starts plugins in process groups of their own, so a run killed the way CI cancels a job (SIGKILL
+to the CLI's process group) leaves them serving nobody, forever. The Python hosts watch their run
+themselves (`supervision.watch_run`); a Go binary cannot, so this guard does it for it: it starts the real
+plugin as its child, sharing its stdin/stdout/stderr (the engine reads the plugin's port from stdout as
+usual), and
+
+* stops the child when the engine that started the guard is gone (the guard is reparented);
+* forwards SIGTERM and SIGINT to it;
+* has the kernel kill the child if the guard itself is killed (PR_SET_PDEATHSIG, set in the child just
+  before exec by the guard's only thread, which lives as long as the guard).
+
+Standard library only: it starts once per plugin, on the path of every stack operation that uses it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+POLL_S = 0.5
+GRACE_S = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        sys.stderr.write("usage: python -m npa_pulumi.runtime.plugin_guard REAL_BINARY [ARGS...]\n")
+        return 2
+    engine = os.getppid()
+    child = subprocess.Popen(argv[1:], preexec_fn=_die_with_parent)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda s, _f: child.send_signal(s))
+    while True:
+        code = child.poll()
+        if code is not None:
+            return code
+        if os.getppid() != engine:  # the run is gone: nothing will ever talk to this plugin again
+            child.terminate()
+            try:
+                child.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            return 70
+        time.sleep(POLL_S)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

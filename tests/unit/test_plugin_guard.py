@@ -1,0 +1,68 @@
+"""The guard in front of the Go plugins the engine starts: the plugin stops when the engine that started
+it is killed, and when the guard itself is killed (npa_pulumi/runtime/plugin_guard.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from npa_pulumi.runtime.processes import process_alive
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _wait_for(predicate: object, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _start() -> tuple[subprocess.Popen[bytes], int, int]:
+    """An `engine` (a shell) that starts the guard in front of a long `sleep` (the plugin)."""
+    guard = f"{sys.executable} -m npa_pulumi.runtime.plugin_guard sleep 300"
+    engine = subprocess.Popen(["sh", "-c", f"{guard} & wait"], start_new_session=True)
+    assert _wait_for(lambda: _children(engine.pid) and _children(_children(engine.pid)[0]))
+    guard_pid = _children(engine.pid)[0]
+    plugin_pid = _children(guard_pid)[0]
+    return engine, guard_pid, plugin_pid
+
+
+def test_the_plugin_stops_when_its_engine_is_killed() -> None:
+    engine, guard_pid, plugin_pid = _start()
+    os.kill(engine.pid, signal.SIGKILL)
+    engine.wait()
+    assert _wait_for(lambda: not process_alive(plugin_pid)), "the plugin outlived its engine"
+    assert _wait_for(lambda: not process_alive(guard_pid))
+
+
+def test_the_plugin_stops_when_its_guard_is_killed() -> None:
+    engine, guard_pid, plugin_pid = _start()
+    try:
+        os.kill(guard_pid, signal.SIGKILL)
+        assert _wait_for(lambda: not process_alive(plugin_pid)), "the plugin outlived its guard"
+    finally:
+        os.killpg(engine.pid, signal.SIGKILL)
+        engine.wait()
+
+
+def test_the_plugins_exit_code_and_output_pass_through(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "npa_pulumi.runtime.plugin_guard", "sh", "-c", "echo 4242; exit 3"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (out.returncode, out.stdout) == (3, "4242\n")
