@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,18 +16,23 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
+LOCAL_ONLY = (".git", ".venv", ".tools", "build", "dist", "*.egg-info", "__pycache__", "*_cache", "out")
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # From a copy without build outputs: setuptools reuses a checkout's build/lib, and a module moved out
+    # of the package since the last build would otherwise still be packed from there.
+    source = tmp_path_factory.mktemp("source") / "npa-pulumi"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(*LOCAL_ONLY))
     subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
             "wheel",
-            str(REPO),
+            str(source),
             "--no-deps",
             "--no-build-isolation",
             "-q",

@@ -5,6 +5,7 @@ keys such as `__provider` and earlier outputs are present)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
@@ -56,6 +57,8 @@ class Mocks(pulumi.runtime.Mocks):
 @pytest.fixture
 def registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, dict[str, Any]]]:
     """What each component registered as its outputs, by component type."""
+    # The SDK schedules on the thread's current loop; an earlier `asyncio.run` in this process leaves none.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_mocks(Mocks(), preview=False)
     seen: dict[str, dict[str, Any]] = {}
     original = pulumi.ComponentResource.register_outputs
