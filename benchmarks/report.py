@@ -48,6 +48,18 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             "<= 10 s, <= 600 MB",
             _status(result["met"]),
         ]
+    if name == "stack_costs":
+        cells = []
+        for label, ops in result["operations"].items():
+            for op, data in ops.items():
+                top = ", ".join(f"{k} {v:.1f}" for k, v in list(data["cpu_s_by_kind"].items())[:3])
+                cells.append(f"{label}, {op}: {data['cpu_s_sampled_total']:.1f} s CPU ({top})")
+        return [
+            "CPU per stack operation by kind of process (1-cluster fleet)",
+            "; ".join(cells),
+            "report",
+            "-",
+        ]
     if name == "health_gate":
         return [
             "GPU health gate overhead on a 4-node cluster (1 CPU + 3 GPU nodes, CUDA smoke on each GPU "

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fixtures import PROJECT, REGION, TENANT, fleet_spec, roomy_tenant
-from benchmarks.harness import REPO, Home, RunFailed, Sample, measure, median, stats
+from benchmarks.harness import CLI, REPO, Home, RunFailed, Sample, measure, median, stats
 
 STAND_IN = REPO / "recipes" / "local-k8s-training"
 
@@ -428,6 +428,44 @@ def health_gate(work: Path, budget: Budget) -> dict[str, Any]:
     }
 
 
+def stack_costs(work: Path, budget: Budget) -> dict[str, Any]:
+    """Measure first (issue 19): per stack operation of a one-cluster fleet — up, a no-op preview, destroy
+    — where the CPU goes, by kind of process, without and with the in-cluster stage (API servers on: the
+    Kubernetes provider, credentials and the health gate)."""
+    from benchmarks import process_costs
+
+    report: dict[str, Any] = {}
+    for label, api in (("control plane only", "0"), ("with the in-cluster stage", "1")):
+        home = _home(work, f"costs-{api}", 0)
+        home.extra["NPA_LOCAL_CLOUD_KUBERNETES_API"] = api
+        spec = home.root / "fleet.yaml"
+        spec.write_text(fleet_spec("costs", 1))
+        ops = {}
+        for name, args in (
+            ("up", ["up", "--spec", str(spec), "--yes"]),
+            ("preview (no change)", ["preview", "--spec", str(spec), "--no-preflight"]),
+            ("destroy", ["destroy", "--spec", str(spec), "--yes"]),
+        ):
+            measured = process_costs.run([*CLI, *args], home.env(), REPO)
+            if measured.code != 0:
+                raise RunFailed(f"{name} ({label}) exited {measured.code}")
+            ops[name] = {
+                "wall_s": round(measured.wall_s, 2),
+                "cpu_s_by_kind": dict(sorted(measured.cpu_s.items(), key=lambda kv: -kv[1])),
+                "processes_by_kind": measured.processes,
+                "cpu_s_sampled_total": round(sum(measured.cpu_s.values()), 2),
+            }
+        home.npa("local-cloud", "reset", "--yes")
+        shutil.rmtree(home.root, ignore_errors=True)
+        report[label] = ops
+    return {
+        "name": "stack operation costs",
+        "target": "a breakdown (no target): where each stack operation's CPU goes",
+        "operations": report,
+        "met": True,
+    }
+
+
 SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "planning": planning,
     "overhead": overhead,
@@ -436,6 +474,7 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "memory": memory,
     "control_plane": control_plane,
     "health_gate": health_gate,
+    "stack_costs": stack_costs,
 }
 
 

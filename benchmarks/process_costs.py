@@ -1,0 +1,104 @@
+"""Where a stack operation's CPU goes: a sampler of every process in the CLI's session.
+
+The engine starts its plugins in process groups of their own but in the CLI's session, so every process of
+an operation (the orchestrator, the engine, the Python dynamic-provider and policy hosts, terraform and its
+provisioners, the Kubernetes provider) shares the CLI's session id. Every `period_s` the sampler reads
+/proc for each of them: its kind (from its command line) and its CPU so far (utime + stime). A process's
+last reading is its cost. Processes that live shorter than one period are missed (their CPU still shows
+in the wait4 total the harness records), so the breakdown is a lower bound per kind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def kind_of(argv: list[str]) -> str:
+    if not argv:
+        return ""  # a zombie: see run()
+    exe = Path(argv[0]).name
+    joined = " ".join(argv)
+    if exe == "pulumi":
+        return "engine"
+    if exe.startswith("pulumi-resource-kubernetes") or ("plugin_guard" in joined and "kubernetes" in joined):
+        return "kubernetes provider"
+    if exe in ("terraform", "tofu"):
+        return "terraform"
+    if "npa_pulumi.cloud.local.api" in joined:
+        return "local-cloud api (provisioners)"
+    if "pulumi.dynamic" in joined:
+        return "dynamic-provider host"
+    if "pulumi.policy" in joined or "pulumi-analyzer" in joined:
+        return "policy analyzer"
+    if "npa_pulumi.cli.main" in joined:
+        return "orchestrator"
+    if exe in ("sh", "bash", "dash"):
+        return "shell"
+    if any(Path(a).name.startswith("pulumi-analyzer") for a in argv):
+        return "policy analyzer"
+    if any(Path(a).name.startswith(("pulumi-resource-pulumi", "pulumi-language")) for a in argv):
+        return "dynamic-provider host"
+    if exe.startswith("python") and "-m" in argv[:-1]:
+        return f"python -m {argv[argv.index('-m') + 1]}"
+    return exe if not exe.startswith("python") else f"python {Path(argv[1]).name if len(argv) > 1 else ''}"
+
+
+@dataclass
+class Breakdown:
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    processes: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+    code: int = 0
+
+
+def _read(pid: int) -> tuple[str, float] | None:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / _TICK
+    return kind_of([a.decode(errors="replace") for a in argv if a]), cpu
+
+
+def run(argv: list[str], env: Mapping[str, str], cwd: Path, period_s: float = 0.05) -> Breakdown:
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        argv,
+        env=dict(env),
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    seen: dict[int, tuple[str, float]] = {}
+    while proc.poll() is None:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                if os.getsid(pid) != proc.pid:
+                    continue
+            except OSError:
+                continue
+            reading = _read(pid)
+            if reading is not None:
+                kind, cpu = reading
+                if not kind and pid in seen:  # exited, not yet reaped: no command line any more
+                    kind = seen[pid][0]
+                seen[pid] = (kind or "other", cpu)
+        time.sleep(period_s)
+    result = Breakdown(wall_s=time.perf_counter() - started, code=proc.returncode)
+    for kind, cpu in seen.values():
+        result.cpu_s[kind] = round(result.cpu_s.get(kind, 0.0) + cpu, 2)
+        result.processes[kind] = result.processes.get(kind, 0) + 1
+    return result
