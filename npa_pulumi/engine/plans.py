@@ -195,6 +195,8 @@ def health_gate_config(cluster: Any) -> dict[str, Any] | None:
         "timeout_s": float(health.timeout_minutes * 60),
         "cuda_smoke": bool(health.cuda_smoke) and has_gpus,
         "smoke_image": health.cuda_smoke_image,
+        "graphics_smoke": bool(health.graphics_smoke) and has_gpus,
+        "graphics_image": health.graphics_smoke_image,
         **(
             {
                 "mig_resources": dict(MIG_RESOURCES_PER_GPU),

@@ -224,4 +224,5 @@ _PLURALS = {
     "CustomResourceDefinition": "customresourcedefinitions",
     "RayCluster": "rayclusters",
     "ClusterPolicy": "clusterpolicies",
+    "RuntimeClass": "runtimeclasses",
 }

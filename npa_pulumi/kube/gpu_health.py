@@ -55,6 +55,9 @@ class GateConfig:
     mig_resources: dict[str, int] | None = None
     mig_strategy: str = ""
     mig_config: str = ""
+    # RTX rendering: GLX, EGL and Vulkan readiness on every GPU node, after the CUDA smoke.
+    graphics_smoke: bool = False
+    graphics_image: str = ""
 
     @property
     def mig(self) -> bool:
@@ -303,6 +306,46 @@ def smoke_pod(config: GateConfig, node: str) -> JSON:
     }
 
 
+GRAPHICS_SCRIPT = """set -euo pipefail
+{
+python3 -c 'import ctypes,os;ctypes.CDLL("libGLX_nvidia.so.0");print("NPA_GLX_LOADED",flush=True);os._exit(0)'
+python3 -c 'import ctypes,os;ctypes.CDLL("libEGL_nvidia.so.0");print("NPA_EGL_LOADED",flush=True);os._exit(0)'
+vulkaninfo --summary
+} 2>&1 | tail -c 3500 | tee /dev/termination-log
+"""
+
+
+def graphics_pod(config: GateConfig, node: str) -> JSON:
+    """GLX and EGL loaded and Vulkan enumerating an NVIDIA device, pinned to `node` (runtime class
+    `nvidia`, all driver capabilities); the output's tail becomes the termination message."""
+    pod = smoke_pod(config, node)
+    pod["metadata"]["name"] = pod["metadata"]["name"].replace("npa-gpu-health-", "npa-graphics-health-")
+    pod["metadata"]["labels"]["npa.nebius.com/smoke"] = "graphics"
+    pod["spec"]["runtimeClassName"] = "nvidia"
+    container = pod["spec"]["containers"][0]
+    container.update(
+        name="graphics-readiness",
+        image=config.graphics_image,
+        command=["/bin/bash", "-c", GRAPHICS_SCRIPT],
+        env=[
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"},
+        ],
+    )
+    return pod
+
+
+def graphics_missing(output: str) -> list[str]:
+    """What a graphics smoke's output lacks: GLX, EGL, a Vulkan instance, a GPU, an NVIDIA device."""
+    missing = [m for m in ("NPA_GLX_LOADED", "NPA_EGL_LOADED", "Vulkan Instance Version") if m not in output]
+    lines = [line.strip() for line in output.splitlines()]
+    if not any(line.startswith("GPU") and line[3:4].isdigit() for line in lines):
+        missing.append("a Vulkan physical device (GPU<n>:)")
+    if "NVIDIA" not in output:
+        missing.append("an NVIDIA device")
+    return missing
+
+
 def _terminated(pod: JSON) -> JSON:
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         state = (status.get("state") or {}).get("terminated")
@@ -312,10 +355,16 @@ def _terminated(pod: JSON) -> JSON:
 
 
 def run_smoke(
-    client: KubeClient, config: GateConfig, node: str, deadline: float, clock: Callable[[], float]
+    client: KubeClient,
+    config: GateConfig,
+    node: str,
+    deadline: float,
+    clock: Callable[[], float],
+    graphics: bool = False,
 ) -> JSON:
-    """Run the smoke on one node; always deletes its pod (by UID) and waits until it is gone."""
-    pod = smoke_pod(config, node)
+    """Run the CUDA (or graphics) smoke on one node; always deletes its pod (by UID) and waits until it
+    is gone."""
+    pod = graphics_pod(config, node) if graphics else smoke_pod(config, node)
     name, namespace = pod["metadata"]["name"], config.smoke_namespace
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
     result: JSON = {"node": node, "pod": name, "phase": "not-created", "passed": False}
@@ -331,7 +380,11 @@ def run_smoke(
                 message = str(terminated.get("message") or "")
                 result["exit_code"] = terminated.get("exitCode")
                 result["output_tail"] = message[-300:]
-                result["passed"] = phase == "Succeeded" and "Test PASSED" in message
+                if graphics:
+                    result["missing"] = graphics_missing(message)
+                    result["passed"] = phase == "Succeeded" and not result["missing"]
+                else:
+                    result["passed"] = phase == "Succeeded" and "Test PASSED" in message
                 break
             time.sleep(min(1.0, max(0.0, deadline - clock())))
         else:
@@ -449,7 +502,18 @@ def run_gate(
         return evidence(
             False, "smoke", f"smoke pods could not be removed from {', '.join(leftovers)}", results
         )
-    return evidence(True, "done", "healthy; CUDA smoke passed on every GPU node", results)
+    if not config.graphics_smoke:
+        return evidence(True, "done", "healthy; CUDA smoke passed on every GPU node", results)
+    for node in sorted(last.gpu_nodes):
+        client = client_for(min(_CALL_CAP_S, max(1.0, deadline - clock())))
+        results[node]["graphics"] = run_smoke(client, config, node, deadline, clock, graphics=True)
+    failed = [n for n, r in results.items() if not r["graphics"]["passed"]]
+    if failed:
+        why = "; ".join(
+            f"{n}: missing {', '.join(results[n]['graphics'].get('missing') or ['a result'])}" for n in failed
+        )
+        return evidence(False, "graphics", f"graphics readiness failed ({why})", results)
+    return evidence(True, "done", "healthy; CUDA and GLX/EGL/Vulkan passed on every GPU node", results)
 
 
 # ------------------------------------------------------------------------------------ MIG repair

@@ -238,3 +238,18 @@ def test_mig_readiness_needs_the_exact_layout(cluster: Cluster) -> None:
     finally:
         cluster.sim.set_cluster_addons(cluster.id, {"gpu_driver": "managed-image"})
         cluster.wait_healthy()
+
+
+def test_graphics_readiness_needs_a_gpu_that_renders(cluster: Cluster) -> None:
+    """H200s have no display engines: the GLX/EGL/Vulkan smoke finds no Vulkan device on them (RTX nodes
+    render; tests/integration/test_kubernetes_clusters.py deploys one)."""
+    evidence = cluster.gate(
+        cuda_smoke=True, graphics_smoke=True, graphics_image="cuda-graphics", timeout_s=40.0
+    )
+    assert not evidence.passed and evidence.phase == "graphics"
+    for node in cluster.gpu_nodes():
+        smoke = evidence.nodes[node]["smoke"]
+        assert smoke["passed"]  # CUDA itself works
+        missing = smoke["graphics"]["missing"]
+        assert "a Vulkan physical device (GPU<n>:)" in missing and "NPA_GLX_LOADED" not in missing
+        assert smoke["graphics"]["cleaned_up"] is True

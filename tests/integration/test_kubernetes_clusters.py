@@ -34,6 +34,7 @@ project_prefix: "reach-"
 defaults:
   cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
   enable_filestore: false
+  gpu_health_stabilization_seconds: 1
 projects:
   - name: gpu
     clusters:
@@ -123,6 +124,10 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     stacks = _up(_spec(tmp_path, gpu_count=1))
     render, cpu = stacks["reach.gpu.render"], stacks["reach.project-existing1.cpu"]
     assert render["status"] == cpu["status"] == "deployed"
+    # the RTX rendering cluster's gate ran the CUDA and the GLX/EGL/Vulkan smokes on its GPU node
+    [rtx_node] = [v for v in render["health"]["nodes"].values() if v.get("gpu")]
+    assert rtx_node["smoke"]["passed"] and rtx_node["smoke"]["graphics"]["passed"]
+    assert cpu["validation"] == "cluster-basics" and cpu["health"]["passed"]
 
     # ---- kubeconfigs: one per cluster, private, registered
     for entry in (render, cpu):

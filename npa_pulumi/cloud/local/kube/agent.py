@@ -129,7 +129,14 @@ class Agent:
         force = time.monotonic() - self.last_full_sync > RESYNC_S
         nodes = shapes.desired_nodes(cluster, groups)
         faulted = [n for n, f in (cluster.get("node_faults") or {}).items() if f.get("pod_failure")]
-        stages = [shapes.pod_failure_stage(faulted), shapes.smoke_stage(faulted)]
+        rtx = [
+            n for n, o in nodes.items() if "RTX" in o["metadata"]["labels"].get("nvidia.com/gpu.product", "")
+        ]
+        stages = [
+            shapes.pod_failure_stage(faulted),
+            shapes.smoke_stage(faulted),
+            *shapes.graphics_stages(rtx, faulted),
+        ]
         for obj in [*stages, *nodes.values(), *shapes.recipe_objects(cluster)]:
             try:
                 self.apply(client, obj, force)

@@ -228,6 +228,15 @@ def recipe_objects(cluster: JSON) -> list[JSON]:
     if addons.get("filestore"):
         objects.append(_storage_class("csi-mounted-fs-path-sc", "mounted-fs-path.csi.nebius.ai", False))
     driver = addons.get("gpu_driver") or ""
+    if driver:  # the container toolkit's runtime class, which GPU pods that need the driver's libraries use
+        objects.append(
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": "nvidia", "labels": {MANAGED_BY: "Helm"}},
+                "handler": "nvidia",
+            }
+        )
     if driver == "managed-image":
         objects += [
             _namespace("nvidia-device-plugin"),
@@ -434,6 +443,11 @@ def smoke_stage(faulted_nodes: list[str]) -> JSON:
                         "operator": "In",
                         "values": ["npa-gpu-health"],
                     },
+                    {
+                        "key": '.metadata.labels["npa.nebius.com/smoke"]',
+                        "operator": "NotIn",
+                        "values": ["graphics"],
+                    },
                     {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
                     {"key": ".status.phase", "operator": "In", "values": ["Running"]},
                     {"key": ".spec.nodeName", "operator": "NotIn", "values": sorted(faulted_nodes) or ["-"]},
@@ -463,3 +477,64 @@ def smoke_stage(faulted_nodes: list[str]) -> JSON:
             },
         },
     }
+
+
+def _terminating_stage(name: str, expressions: list[JSON], exit_code: int, message: str) -> JSON:
+    status = "Succeeded" if exit_code == 0 else "Failed"
+    reason = "Completed" if exit_code == 0 else "Error"
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchExpressions": expressions},
+            "weight": 10000,
+            "next": {
+                "statusTemplate": (
+                    "{{ $now := Now }}\n"
+                    "containerStatuses:\n"
+                    "{{ range $index, $item := .spec.containers }}\n"
+                    "- image: {{ $item.image | Quote }}\n"
+                    "  name: {{ $item.name | Quote }}\n"
+                    "  ready: false\n"
+                    "  restartCount: 0\n"
+                    "  started: false\n"
+                    "  state:\n"
+                    "    terminated:\n"
+                    f"      exitCode: {exit_code}\n"
+                    "      finishedAt: {{ $now | Quote }}\n"
+                    f"      message: {message}\n"
+                    f"      reason: {reason}\n"
+                    "      startedAt: {{ $now | Quote }}\n"
+                    "{{ end }}\n"
+                    f"phase: {status}\n"
+                )
+            },
+        },
+    }
+
+
+_GRAPHICS_OK = (
+    '"NPA_GLX_LOADED\\nNPA_EGL_LOADED\\nVulkan Instance Version: 1.4.303\\n'
+    'GPU0:\\n  deviceName = NVIDIA RTX PRO 6000 Blackwell Server Edition"'
+)
+_GRAPHICS_NONE = '"NPA_GLX_LOADED\\nNPA_EGL_LOADED\\nERROR: vkEnumeratePhysicalDevices: no Vulkan device"'
+
+
+def graphics_stages(graphics_nodes: list[str], faulted_nodes: list[str]) -> list[JSON]:
+    """What a graphics readiness pod (GLX, EGL, Vulkan) prints on each node: an RTX node renders; any other
+    GPU node has no Vulkan device (a data-center GPU without display engines). A node with the
+    pod-failure fault fails it through the pod-failure stage, so both stages leave those out."""
+    base: list[JSON] = [
+        {"key": '.metadata.labels["npa.nebius.com/smoke"]', "operator": "In", "values": ["graphics"]},
+        {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+        {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+        {"key": ".spec.nodeName", "operator": "NotIn", "values": sorted(faulted_nodes) or ["-"]},
+    ]
+    renders: JSON = {"key": ".spec.nodeName", "operator": "In", "values": sorted(graphics_nodes) or ["-"]}
+    cannot: JSON = {"key": ".spec.nodeName", "operator": "NotIn", "values": sorted(graphics_nodes) or ["-"]}
+    return [
+        _terminating_stage("npa-graphics-renders", [*base, renders], 0, _GRAPHICS_OK),
+        _terminating_stage("npa-graphics-no-device", [*base, cannot], 1, _GRAPHICS_NONE),
+    ]
