@@ -472,6 +472,36 @@ def verify_mig_command(**kw: Any) -> None:
     run_guarded(body, kw["output"])
 
 
+@click.command("verify-graphics")
+@fleet_options
+@output_option()
+@click.option("--timeout-minutes", default=10.0, show_default=True, type=click.FloatRange(min=0.1))
+@click.option(
+    "--evidence-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Keep each cluster's evidence here (0700 dir, 0600 files; refused inside a git work tree).",
+)
+def verify_graphics_command(**kw: Any) -> None:
+    """Run CUDA and GLX/EGL/Vulkan readiness on every GPU worker of the selected RTX rendering clusters,
+    through their registered kubeconfigs (probe pods are removed after); a partial result fails."""
+
+    def body() -> int:
+        from pathlib import Path
+
+        from npa_pulumi.engine.verify import VerifyOptions, verify_graphics
+
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        fleet = _fleet(spec, targets, _engine_options(kw))
+        options = VerifyOptions(
+            timeout_s=kw["timeout_minutes"] * 60,
+            evidence_dir=Path(kw["evidence_dir"]) if kw["evidence_dir"] else None,
+        )
+        return _finish(verify_graphics(fleet, options), kw["output"])
+
+    run_guarded(body, kw["output"])
+
+
 def register(group: click.Group) -> None:
     group.add_command(up_command)
     group.add_command(up_command, name="deploy")
@@ -482,3 +512,4 @@ def register(group: click.Group) -> None:
     group.add_command(stacks_command)
     group.add_command(kubeconfig_command)
     group.add_command(verify_mig_command)
+    group.add_command(verify_graphics_command)

@@ -6,10 +6,14 @@ or the timeout; `reconcile` performs the one repair the original tool allowed: r
 `nvidia.com/gpu=mig-not-ready:NoSchedule` taint from nodes whose layout is otherwise good, only when that is
 the only thing wrong, and never while a pod outside the GPU operator uses an `nvidia.com/*` resource.
 
-A selected cluster that is not a MIG cluster, or has no registered kubeconfig (it was never deployed from
-this machine's npa home: `up` registers it), fails closed with the reason. Evidence can be kept in a
-private directory (0700, files 0600), never inside a git work tree (it would be one `git add` from being
-committed).
+`verify_graphics`: on every GPU worker of each selected RTX rendering cluster, the CUDA vectorAdd smoke and
+graphics readiness (GLX, EGL, Vulkan enumerating an NVIDIA device), as the deploy gate runs them, each pod
+deleted with a UID precondition; a partial result (a worker missing from the evidence) fails closed.
+
+A selected cluster that is not a MIG (resp. RTX rendering) cluster, or has no registered kubeconfig (it
+was never deployed from this machine's npa home: `up` registers it), fails closed with the reason.
+Evidence can be kept in a private directory (0700, files 0600), never inside a git work tree (it would be
+one `git add` from being committed).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.plan.naming import kube_context_name
 from npa_pulumi.runtime.files import write_atomically
+from npa_pulumi.spec.constants import RTX_RENDERING_PROFILE
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import Fleet
@@ -78,6 +83,78 @@ def verify_mig(fleet: Fleet, options: VerifyOptions) -> FleetResult:
     return result
 
 
+def verify_graphics(fleet: Fleet, options: VerifyOptions) -> FleetResult:
+    result = FleetResult(
+        command="verify-graphics",
+        fleet=fleet.spec.name,
+        cloud=fleet.options.cloud,
+        backend=fleet.settings.backend_url,
+    )
+    evidence_dir = check_evidence_dir(options.evidence_dir) if options.evidence_dir else None
+    for target in fleet.targets:
+        entry = _verify_graphics_one(fleet, target, options)
+        if evidence_dir is not None and entry.health is not None:
+            path = evidence_dir / f"{entry.kube_context}-verify-graphics.json"
+            write_atomically(path, json.dumps(entry.health, indent=2, sort_keys=True) + "\n", mode=0o600)
+        result.stacks.append(entry)
+    return result
+
+
+def _registered_kubeconfig(target: Target, context: str) -> tuple[str, str] | StackResult:
+    registration = kubeconfigs.registered(context)
+    if registration is None or not Path(registration.kubeconfig).is_file():
+        return _entry(
+            target,
+            context,
+            "failed",
+            error=f"no registered kubeconfig for {context} on this machine: run `npa-pulumi up` first",
+        )
+    return Path(registration.kubeconfig).read_text(), registration.cluster_id
+
+
+def _verify_graphics_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackResult:
+    from npa_pulumi.kube.client import KubeClient
+    from npa_pulumi.kube.gpu_health import GateConfig, run_smoke, snapshot
+
+    context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)
+    settings = health_gate_config(target.cluster)
+    if target.cluster.gpu_workload_profile != RTX_RENDERING_PROFILE or settings is None:
+        return _entry(target, context, "failed", validation="graphics", error="not an RTX rendering cluster")
+    found = _registered_kubeconfig(target, context)
+    if isinstance(found, StackResult):
+        return found
+    text, cluster_id = found
+    config = GateConfig(**{**settings, "cuda_smoke": True, "graphics_smoke": True})
+    started = time.monotonic()
+    deadline = started + options.timeout_s
+    client = KubeClient.from_kubeconfig(text, timeout_s=10.0)
+    workers = sorted(snapshot(client, config, 0.0).gpu_nodes)
+    results: dict[str, Any] = {}
+    for node in workers:
+        cuda = run_smoke(client, config, node, deadline, time.monotonic)
+        graphics = run_smoke(client, config, node, deadline, time.monotonic, graphics=True)
+        results[node] = {"cuda": cuda, "graphics": graphics}
+    passed = [n for n, r in results.items() if r["cuda"]["passed"] and r["graphics"]["passed"]]
+    complete = len(workers) == config.expected_gpu_nodes and len(passed) == len(workers)
+    evidence = {
+        "passed": complete,
+        "expected_workers": config.expected_gpu_nodes,
+        "workers": results,
+        "elapsed_s": round(time.monotonic() - started, 2),
+    }
+    if complete:
+        return _entry(target, context, "ready", validation="graphics", health=evidence, cluster_id=cluster_id)
+    failed = sorted(set(workers) - set(passed))
+    why = (
+        f"graphics verification failed on {', '.join(failed)}"
+        if failed
+        else f"partial evidence: {len(workers)} GPU worker(s) found, {config.expected_gpu_nodes} expected"
+    )
+    return _entry(
+        target, context, "not-ready", validation="graphics", health=evidence, cluster_id=cluster_id, error=why
+    )
+
+
 def _entry(target: Target, context: str, status: str, **fields: Any) -> StackResult:
     return StackResult(
         stack=target.cluster_stack,
@@ -86,8 +163,7 @@ def _entry(target: Target, context: str, status: str, **fields: Any) -> StackRes
         cluster_name=target.cluster_name,
         kube_context=context,
         status=status,
-        validation="mig",
-        **fields,
+        **{"validation": "mig", **fields},
     )
 
 

@@ -191,6 +191,26 @@ def verify_mig(
     return run(fleet, VerifyOptions(wait, reconcile, timeout_s, evidence_dir=directory))
 
 
+def verify_graphics(
+    spec: FleetSpec | str | Path,
+    *,
+    only_projects: Sequence[str] = (),
+    only_clusters: Sequence[str] = (),
+    project_prefix: str | None = None,
+    timeout_s: float = 600.0,
+    evidence_dir: str | Path | None = None,
+    **options: Any,
+) -> Any:
+    """`npa-pulumi verify-graphics`: CUDA and GLX/EGL/Vulkan on every GPU worker of the selected RTX
+    rendering clusters, through their registered kubeconfigs."""
+    from npa_pulumi.engine.verify import VerifyOptions
+    from npa_pulumi.engine.verify import verify_graphics as run
+
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
+    directory = Path(evidence_dir) if evidence_dir is not None else None
+    return run(fleet, VerifyOptions(timeout_s=timeout_s, evidence_dir=directory))
+
+
 __all__ = [
     "ClusterSpec",
     "FleetSpec",
@@ -218,5 +238,6 @@ __all__ = [
     "render_tfvars",
     "resolve_targets",
     "status",
+    "verify_graphics",
     "verify_mig",
 ]

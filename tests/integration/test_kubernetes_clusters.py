@@ -217,6 +217,15 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert stat.S_IMODE(merged.stat().st_mode) == 0o600
     assert _kubectl(str(merged), "get", "nodes", "--context", cpu["kube_context"])["items"]
 
+    # ---- verify-graphics: CUDA and GLX/EGL/Vulkan on the RTX worker; a CPU cluster is refused
+    graphics = npa("verify-graphics", "--spec", str(tmp_path / "fleet.yaml"), "--output", "json")
+    assert graphics.code == 1  # the CPU-only cluster is not an RTX rendering cluster
+    verdicts = {c["cluster_name"]: c for c in graphics.json()["clusters"]}
+    assert verdicts["render"]["status"] == "ready", verdicts["render"]
+    [worker] = verdicts["render"]["health"]["workers"].values()
+    assert worker["cuda"]["passed"] and worker["graphics"]["passed"] and worker["graphics"]["cleaned_up"]
+    assert (verdicts["cpu"]["status"], verdicts["cpu"]["error"]) == ("failed", "not an RTX rendering cluster")
+
     # ---- scaling the GPU pool changes the nodes in the API
     stacks = _up(_spec(tmp_path, gpu_count=2))
     assert stacks["reach.gpu.render"]["status"] == "deployed"
