@@ -204,21 +204,22 @@ def cluster_program(
             )
             from npa_pulumi.plan.naming import kube_context_name
 
-            context = kube_context_name(plan.fleet, plan.project_key, plan.cluster_name)
+            # Which cluster, through which cloud, and what the in-cluster steps depend on: a new cluster or
+            # replaced node groups fetch the credentials again and run the gate again.
+            in_cluster: dict[str, Any] = {
+                "cloud": cloud,
+                "profile": profile,
+                "fleet": plan.fleet,
+                "project_key": plan.project_key,
+                "tenant_id": plan.tenant_id,
+                "region": plan.region,
+                "cluster_id": cluster.cluster_id,
+                "context": kube_context_name(plan.fleet, plan.project_key, plan.cluster_name),
+                "node_group_ids": cluster.node_group_ids,
+            }
             credentials = ClusterCredentials(
                 f"{plan.cluster_name}-credentials",
-                ClusterCredentialsArgs(
-                    cloud=cloud,
-                    profile=profile,
-                    fleet=plan.fleet,
-                    project_key=plan.project_key,
-                    tenant_id=plan.tenant_id,
-                    region=plan.region,
-                    cluster_id=cluster.cluster_id,
-                    context=context,
-                    # What the credentials depend on: a change here fetches them again.
-                    node_group_ids=cluster.node_group_ids,
-                ),
+                ClusterCredentialsArgs(**in_cluster),
                 pulumi.ResourceOptions(parent=cluster),
             )
             objects = FleetClusterObjects(
@@ -239,17 +240,9 @@ def cluster_program(
 
                 gate = GpuHealthGate(
                     f"{plan.cluster_name}-health",
+                    # The driver and the gate's settings are judged too (and a failed run always re-runs).
                     GpuHealthGateArgs(
-                        cloud=cloud,
-                        profile=profile,
-                        fleet=plan.fleet,
-                        project_key=plan.project_key,
-                        tenant_id=plan.tenant_id,
-                        region=plan.region,
-                        cluster_id=cluster.cluster_id,
-                        context=context,
-                        # What the gate judges: a change here runs it again (and a failed run always does).
-                        node_group_ids=cluster.node_group_ids,
+                        **in_cluster,
                         driver={"mode": plan.gpu_driver_mode, "mig": plan.mig_enabled},
                         gate=plan.health_gate,
                     ),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,38 +67,32 @@ def check_evidence_dir(directory: Path) -> Path:
     return resolved
 
 
-def verify_mig(fleet: Fleet, options: VerifyOptions) -> FleetResult:
+def _run(
+    fleet: Fleet,
+    options: VerifyOptions,
+    command: str,
+    one: Callable[[Fleet, Target, VerifyOptions], StackResult],
+) -> FleetResult:
+    """Run one verifier over every selected target; each target's evidence goes to the evidence dir."""
     result = FleetResult(
-        command="verify-mig",
-        fleet=fleet.spec.name,
-        cloud=fleet.options.cloud,
-        backend=fleet.settings.backend_url,
+        command=command, fleet=fleet.spec.name, cloud=fleet.options.cloud, backend=fleet.settings.backend_url
     )
     evidence_dir = check_evidence_dir(options.evidence_dir) if options.evidence_dir else None
     for target in fleet.targets:
-        entry = _verify_one(fleet, target, options)
+        entry = one(fleet, target, options)
         if evidence_dir is not None and entry.health is not None:
-            path = evidence_dir / f"{entry.kube_context}-verify-mig.json"
+            path = evidence_dir / f"{entry.kube_context}-{command}.json"
             write_atomically(path, json.dumps(entry.health, indent=2, sort_keys=True) + "\n", mode=0o600)
         result.stacks.append(entry)
     return result
+
+
+def verify_mig(fleet: Fleet, options: VerifyOptions) -> FleetResult:
+    return _run(fleet, options, "verify-mig", _verify_one)
 
 
 def verify_graphics(fleet: Fleet, options: VerifyOptions) -> FleetResult:
-    result = FleetResult(
-        command="verify-graphics",
-        fleet=fleet.spec.name,
-        cloud=fleet.options.cloud,
-        backend=fleet.settings.backend_url,
-    )
-    evidence_dir = check_evidence_dir(options.evidence_dir) if options.evidence_dir else None
-    for target in fleet.targets:
-        entry = _verify_graphics_one(fleet, target, options)
-        if evidence_dir is not None and entry.health is not None:
-            path = evidence_dir / f"{entry.kube_context}-verify-graphics.json"
-            write_atomically(path, json.dumps(entry.health, indent=2, sort_keys=True) + "\n", mode=0o600)
-        result.stacks.append(entry)
-    return result
+    return _run(fleet, options, "verify-graphics", _verify_graphics_one)
 
 
 def _registered_kubeconfig(target: Target, context: str) -> tuple[str, str] | StackResult:
@@ -181,16 +176,11 @@ def _verify_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackRe
     settings = health_gate_config(target.cluster)
     if target.cluster.mig is None or settings is None or not settings.get("mig_resources"):
         return _entry(target, context, "failed", error="not a MIG cluster (its spec enables no mig)")
-    registration = kubeconfigs.registered(context)
-    if registration is None or not Path(registration.kubeconfig).is_file():
-        return _entry(
-            target,
-            context,
-            "failed",
-            error=f"no registered kubeconfig for {context} on this machine: run `npa-pulumi up` first",
-        )
+    found = _registered_kubeconfig(target, context)
+    if isinstance(found, StackResult):
+        return found
+    text, cluster_id = found
     config = GateConfig(**{**settings, "poll_s": options.poll_s, "cuda_smoke": False})
-    text = Path(registration.kubeconfig).read_text()
     started = time.monotonic()
     deadline = started + (options.timeout_s if options.wait else max(options.poll_s * 3, 10.0))
     clean, snapshots = 0, 0
@@ -245,13 +235,13 @@ def _verify_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackRe
         "nodes": sorted(snap.gpu_nodes),
     }
     if ready:
-        return _entry(target, context, "ready", health=evidence, cluster_id=registration.cluster_id)
+        return _entry(target, context, "ready", health=evidence, cluster_id=cluster_id)
     why = "; ".join(errors[:5])
     return _entry(
         target,
         context,
         "not-ready",
         health=evidence,
-        cluster_id=registration.cluster_id,
+        cluster_id=cluster_id,
         error=f"MIG not ready: {why}",
     )

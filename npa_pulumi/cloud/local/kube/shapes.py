@@ -377,50 +377,15 @@ def _gpu_error_cleared_stage() -> JSON:
 def pod_failure_stage(nodes: list[str]) -> JSON:
     """Pods that run on a node with the pod-failure fault fail (exit 1), as a workload on a broken GPU
     would; kwok's ready/complete stages handle every other pod."""
-    return {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": POD_FAILURE_STAGE},
-        "spec": {
-            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-            "selector": {
-                "matchExpressions": [
-                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
-                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
-                    {"key": ".spec.nodeName", "operator": "In", "values": sorted(nodes) or ["-"]},
-                    # the node's own daemons (the driver stack) keep running: only workloads fail
-                    {
-                        "key": ".metadata.ownerReferences.[].kind",
-                        "operator": "NotIn",
-                        "values": ["DaemonSet"],
-                    },
-                ]
-            },
-            "weight": 10000,
-            "next": {
-                "statusTemplate": (
-                    "{{ $now := Now }}\n"
-                    "{{ $root := . }}\n"
-                    "containerStatuses:\n"
-                    "{{ range $index, $item := .spec.containers }}\n"
-                    "- image: {{ $item.image | Quote }}\n"
-                    "  name: {{ $item.name | Quote }}\n"
-                    "  ready: false\n"
-                    "  restartCount: 0\n"
-                    "  started: false\n"
-                    "  state:\n"
-                    "    terminated:\n"
-                    "      exitCode: 1\n"
-                    "      finishedAt: {{ $now | Quote }}\n"
-                    '      message: "CUDA error: an illegal memory access was encountered"\n'
-                    "      reason: Error\n"
-                    "      startedAt: {{ $now | Quote }}\n"
-                    "{{ end }}\n"
-                    "phase: Failed\n"
-                )
-            },
-        },
-    }
+    expressions: list[JSON] = [
+        {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+        {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+        {"key": ".spec.nodeName", "operator": "In", "values": sorted(nodes) or ["-"]},
+        # the node's own daemons (the driver stack) keep running: only workloads fail
+        {"key": ".metadata.ownerReferences.[].kind", "operator": "NotIn", "values": ["DaemonSet"]},
+    ]
+    message = '"CUDA error: an illegal memory access was encountered"'
+    return _terminating_stage(POD_FAILURE_STAGE, expressions, 1, message)
 
 
 SMOKE_STAGE = "npa-gpu-smoke"
@@ -430,53 +395,19 @@ def smoke_stage(faulted_nodes: list[str]) -> JSON:
     """What a CUDA vectorAdd smoke pod (labelled by the GPU health gate) does on a healthy node: exits 0
     and leaves vectorAdd's output as its termination message. On a node with the pod-failure fault the
     pod-failure stage fails it instead, so this stage leaves those nodes out."""
-    return {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": SMOKE_STAGE},
-        "spec": {
-            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-            "selector": {
-                "matchExpressions": [
-                    {
-                        "key": '.metadata.labels["app.kubernetes.io/managed-by"]',
-                        "operator": "In",
-                        "values": ["npa-gpu-health"],
-                    },
-                    {
-                        "key": '.metadata.labels["npa.nebius.com/smoke"]',
-                        "operator": "NotIn",
-                        "values": ["graphics"],
-                    },
-                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
-                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
-                    {"key": ".spec.nodeName", "operator": "NotIn", "values": sorted(faulted_nodes) or ["-"]},
-                ]
-            },
-            "weight": 10000,
-            "next": {
-                "statusTemplate": (
-                    "{{ $now := Now }}\n"
-                    "containerStatuses:\n"
-                    "{{ range $index, $item := .spec.containers }}\n"
-                    "- image: {{ $item.image | Quote }}\n"
-                    "  name: {{ $item.name | Quote }}\n"
-                    "  ready: false\n"
-                    "  restartCount: 0\n"
-                    "  started: false\n"
-                    "  state:\n"
-                    "    terminated:\n"
-                    "      exitCode: 0\n"
-                    "      finishedAt: {{ $now | Quote }}\n"
-                    '      message: "[Vector addition of 50000 elements]\\nTest PASSED\\nDone"\n'
-                    "      reason: Completed\n"
-                    "      startedAt: {{ $now | Quote }}\n"
-                    "{{ end }}\n"
-                    "phase: Succeeded\n"
-                )
-            },
+    expressions: list[JSON] = [
+        {
+            "key": '.metadata.labels["app.kubernetes.io/managed-by"]',
+            "operator": "In",
+            "values": ["npa-gpu-health"],
         },
-    }
+        {"key": '.metadata.labels["npa.nebius.com/smoke"]', "operator": "NotIn", "values": ["graphics"]},
+        {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+        {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+        {"key": ".spec.nodeName", "operator": "NotIn", "values": sorted(faulted_nodes) or ["-"]},
+    ]
+    message = '"[Vector addition of 50000 elements]\\nTest PASSED\\nDone"'
+    return _terminating_stage(SMOKE_STAGE, expressions, 0, message)
 
 
 def _terminating_stage(name: str, expressions: list[JSON], exit_code: int, message: str) -> JSON:
