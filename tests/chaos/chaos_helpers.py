@@ -416,7 +416,8 @@ def assert_converged(shape: FleetShape, context: str = "") -> dict[str, Any]:
         state = terraform_state_of(stack)
         assert state is not None, f"{stack} keeps no Terraform state{where}"
         addresses = tf_resource_addresses(state)
-        want = ["terraform_data.cluster", "terraform_data.cpu_node_group"]
+        # cluster_addons: what the recipe installs into the cluster (its Helm releases' stand-in)
+        want = ["terraform_data.cluster", "terraform_data.cluster_addons", "terraform_data.cpu_node_group"]
         want += [f"terraform_data.gpu_node_group[{i}]" for i in range(shape_cluster.gpu_groups)]
         want += ["terraform_data.filesystem[0]"] if shape_cluster.filesystem else []
         want += ["terraform_data.gpu_cluster[0]"] if shape_cluster.gpu_cluster else []
