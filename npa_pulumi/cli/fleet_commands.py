@@ -308,26 +308,80 @@ def preview_command(**kw: Any) -> None:
 @output_option()
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="Same as --yes.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the ordered phases (what each deletes or retains, and why) and change nothing.",
+)
+@click.option(
+    "--delete-buckets",
+    is_flag=True,
+    help="Also delete each project's bucket, when the fleet provably created it and it is empty.",
+)
+@click.option(
+    "--delete-nonempty-buckets",
+    is_flag=True,
+    help="With --delete-buckets: delete such a bucket even when it still holds objects.",
+)
+@click.option(
+    "--delete-storage-identity",
+    is_flag=True,
+    help="Also delete the storage service account and its access keys the fleet created.",
+)
+@click.option(
+    "--delete-projects",
+    is_flag=True,
+    help="Also delete projects the fleet created, once they hold nothing else.",
+)
 def destroy_command(**kw: Any) -> None:
-    """Destroy the selected clusters (then their project stacks once no cluster remains).
-    Projects and buckets are retained."""
+    """Destroy the selected clusters, then (once no cluster of a project remains) the project stack and
+    its owned network. Buckets, storage identities and projects are retained unless asked for, and then
+    deleted only with proof that the fleet created them. Every run leaves a receipt."""
 
     def body() -> int:
+        from npa_pulumi.engine.teardown import TeardownOptions
+        from npa_pulumi.errors import UserInputError
+
+        if kw["delete_nonempty_buckets"] and not kw["delete_buckets"]:
+            raise UserInputError("--delete-nonempty-buckets only applies together with --delete-buckets")
+        teardown = TeardownOptions(
+            delete_buckets=kw["delete_buckets"],
+            delete_nonempty_buckets=kw["delete_nonempty_buckets"],
+            delete_storage_identity=kw["delete_storage_identity"],
+            delete_projects=kw["delete_projects"],
+        )
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
         if not targets:
             stderr_console.print("nothing to do")
+            if kw["output"] == "json":
+                emit_json({"command": "destroy", "ok": True, "dry_run": kw["dry_run"], "phases": []})
             return 0
         fleet = _fleet(spec, targets, _engine_options(kw))
+        with fleet.progress:
+            plan = fleet.teardown_plan(teardown)  # read-only
+        if kw["dry_run"]:
+            return _finish(plan, kw["output"])
         confirm(
-            [*_banner("DESTROY", spec, targets), "Projects and buckets are retained."],
+            [*_banner("DESTROY", spec, targets), *_phase_lines(plan.phases)],
             kw["yes"] or kw["force"],
             "destroy",
         )
         with fleet.progress:
-            result = fleet.destroy()
+            result = fleet.destroy(teardown)
         return _finish(result, kw["output"])
 
     run_guarded(body, kw["output"])
+
+
+def _phase_lines(phases: list[Any]) -> list[str]:
+    lines = ["Phases, in order:"]
+    for phase in phases:
+        what = phase.deletes if phase.status == "planned" else phase.retains
+        detail = f" {what}" if what else ""
+        reason = f" ({phase.reason})" if phase.reason else ""
+        verb = "delete" if phase.status == "planned" else phase.status
+        lines.append(f"  {phase.name}: {verb}{detail}{reason}")
+    return lines
 
 
 def _read_only_command(name: str, method: str, summary: str) -> click.Command:
