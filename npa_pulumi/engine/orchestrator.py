@@ -598,6 +598,23 @@ class Fleet:
                 )
         return result
 
+    def cleanup_plan(self, teardown: TeardownOptions) -> FleetResult:
+        """`cleanup --dry-run`: what the fleet created that no stack references any more (read-only)."""
+        from npa_pulumi.engine.cleanup import run_cleanup
+
+        result = self._result("cleanup")
+        run_cleanup(self, teardown, True, result)
+        return result
+
+    @_exclusive("cleanup")
+    def cleanup(self, teardown: TeardownOptions) -> FleetResult:
+        """Delete the fleet's orphans through the teardown's guarded phases (engine/cleanup.py)."""
+        from npa_pulumi.engine.cleanup import run_cleanup
+
+        result = self._result("cleanup")
+        run_cleanup(self, teardown, False, result)
+        return result
+
     @_exclusive("refresh")
     def refresh(self) -> FleetResult:
         result = self._result("refresh")

@@ -177,10 +177,12 @@ def drop_record(fleet: str, stack: str) -> None:
     (records_dir(fleet) / f"{stack}.json").unlink(missing_ok=True)
 
 
-def write_receipt(fleet: str, document: dict[str, Any], path: Path | None = None) -> Path:
+def write_receipt(
+    fleet: str, document: dict[str, Any], path: Path | None = None, kind: str = "destroy"
+) -> Path:
     if path is None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        path = _private_dir(receipts_dir(fleet)) / f"{stamp}-{os.getpid()}-destroy.json"
+        path = _private_dir(receipts_dir(fleet)) / f"{stamp}-{os.getpid()}-{kind}.json"
     write_atomically(path, json.dumps(document, indent=2, sort_keys=True) + "\n", mode=0o600)
     return path
 

@@ -100,7 +100,11 @@ class FleetResult(BaseModel):
 
     @property
     def failed(self) -> int:
-        stackless = sum(1 for p in self.phases if p.status == "failed" and p.phase in _STACKLESS_PHASES)
+        stackless = sum(
+            1
+            for p in self.phases
+            if p.status == "failed" and (p.phase in _STACKLESS_PHASES or self.command != "destroy")
+        )
         return sum(1 for s in self.stacks if s.failed) + (1 if self.error else 0) + stackless
 
     def clusters(self) -> list[StackResult]:
@@ -149,7 +153,7 @@ class FleetResult(BaseModel):
             if s.kind == "project"
         ]
         teardown = {}
-        if self.command == "destroy":
+        if self.command in ("destroy", "cleanup"):
             teardown = {
                 "dry_run": self.dry_run,
                 "phases": [p.to_json() for p in self.phases],

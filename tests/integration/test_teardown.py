@@ -258,3 +258,66 @@ def test_rotation_then_failed_phase_blocks_the_project(isolated_home: Path, tmp_
     assert alpha not in {p["id"] for p in cloud["projects"]}
     assert bucket not in {b["id"] for b in cloud["buckets"]}
     assert CLI  # the retry ran through the same CLI entry point as every other call here
+
+
+def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC)
+    npa("local-cloud", "init", check=True)
+    _up(spec)
+
+    # ---- everything the fleet created is referenced by a stack: nothing to clean up
+    fresh = npa("cleanup", "--spec", str(spec), "--dry-run", *OPT_IN, "--output", "json")
+    assert fresh.code == 0, fresh.stderr[-3000:]
+    assert fresh.json()["phases"] == []
+
+    # ---- a plain destroy of alpha leaves its project, bucket and storage identity: orphans now
+    plain = npa("destroy", "--spec", str(spec), *ALPHA_ONLY, "--yes", "--output", "json")
+    assert plain.code == 0, plain.stderr[-3000:]
+    cloud = inventory()
+    alpha = _alpha(cloud)
+    # ... next to a bucket a user made in the pre-existing project, without the fleet's labels
+    user = npa(
+        "local-cloud",
+        "api",
+        "create_bucket",
+        "--args",
+        json.dumps(
+            {
+                "project_id": "project-existing1",
+                "name": "users-own-bucket",
+                "storage_class": "standard",
+                "max_size_bytes": 1024,
+            }
+        ),
+    )
+    assert user.code == 0, user.stderr
+    before = inventory()
+    dry = npa("cleanup", "--spec", str(spec), "--dry-run", *OPT_IN, "--output", "json")
+    assert dry.code == 0, dry.stderr[-3000:]
+    phases = _phases(dry.json())
+    assert set(phases) == {"bucket:td.alpha", "storage-identity:td.alpha", "project:td.alpha"}
+    assert {p["status"] for p in phases.values()} == {"planned"}
+    assert phases["project:td.alpha"]["deletes"] == {"project_id": alpha}
+    assert _ids(inventory()) == _ids(before)
+
+    # ---- without a terminal and without --yes: refused, nothing changed
+    refused = npa("cleanup", "--spec", str(spec), *OPT_IN, "--output", "json", input_text="")
+    assert refused.code == 1 and refused.json()["error"]["kind"] == "not-confirmed"
+    assert _ids(inventory()) == _ids(before)
+
+    done = npa("cleanup", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    assert {p["status"] for p in done.json()["phases"]} == {"done"}
+    cloud = inventory()
+    assert alpha not in {p["id"] for p in cloud["projects"]}
+    assert [b for b in cloud["buckets"] if b["project_id"] == alpha] == []
+    assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha] == []
+    # what a stack still references, and what the fleet never created, stay
+    assert "users-own-bucket" in {b["name"] for b in cloud["buckets"]}
+    assert len(cloud["mk8s_clusters"]) == 1
+    receipt = Path(done.json()["receipt"])
+    assert receipt.name.endswith("-cleanup.json") and stat.S_IMODE(receipt.stat().st_mode) == 0o600
+    assert json.loads(receipt.read_text())["outcome"] == "ok"
+    assert not (isolated_home / ".npa-pulumi" / "teardown" / "td" / "td.alpha.json").exists()
