@@ -315,11 +315,13 @@ class Teardown:
                     "subnet_id": ev.subnet_id,
                 },
             )
+        # The project stack still goes (in this phase); the reused subnet and its network stay.
         return phase(
             "network",
-            deletes={"project_stack": ev.project_stack},
+            status="retained",
             retains={"subnet_id": ev.subnet_id, "network_id": ev.network_id},
-            reason="the subnet was reused, not created by this fleet: it is read, never deleted",
+            reason="the subnet was reused, not created by this fleet: it is read, never deleted (the project "
+            "stack itself is destroyed)",
         )
 
     def _plan_bucket(self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase]) -> TeardownPhase:

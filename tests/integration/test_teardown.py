@@ -124,6 +124,7 @@ def test_dry_run_then_full_guarded_destroy(isolated_home: Path, tmp_path: Path) 
     existing = phases["project:td.project-existing1"]
     assert existing["status"] == "retained" and "created" in existing["reason"]
     reused = phases["network:td.project-existing1"]
+    assert reused["status"] == "retained"
     assert reused["retains"]["subnet_id"] and "reused" in reused["reason"]
     assert _ids(inventory()) == _ids(before)
     assert _receipts(isolated_home) == []
