@@ -51,7 +51,8 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
         table.add_row(
             stack.stack, status, _changes(stack.changes), stack.cluster_id or "-", stack.kube_context or "-"
         )
-    console.print(table)
+    if result.stacks or not result.phases:  # a dry run's teardown has phases only
+        console.print(table)
     for stack in result.stacks:
         for violation in stack.policy:
             console.print(
