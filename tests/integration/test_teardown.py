@@ -278,29 +278,28 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     assert plain.code == 0, plain.stderr[-3000:]
     cloud = inventory()
     alpha = _alpha(cloud)
-    # ... next to a bucket a user made in the pre-existing project, without the fleet's labels
-    user = npa(
-        "local-cloud",
-        "api",
-        "create_bucket",
-        "--args",
-        json.dumps(
-            {
-                "project_id": "project-existing1",
-                "name": "users-own-bucket",
-                "storage_class": "standard",
-                "max_size_bytes": 1024,
-            }
-        ),
-    )
-    assert user.code == 0, user.stderr
+
+    # ... next to buckets a user made without the fleet's labels: in the pre-existing project, and in the
+    # fleet's own (now orphaned) project
+    def user_bucket(project_id: str, name: str) -> str:
+        args = {"project_id": project_id, "name": name, "storage_class": "standard", "max_size_bytes": 1024}
+        made = npa("local-cloud", "api", "create_bucket", "--args", json.dumps(args))
+        assert made.code == 0, made.stderr
+        return str(made.json()["result"]["id"])
+
+    user_bucket("project-existing1", "users-own-bucket")
+    users_in_alpha = user_bucket(alpha, "users-bucket-in-alpha")
     before = inventory()
     dry = npa("cleanup", "--spec", str(spec), "--dry-run", *OPT_IN, "--output", "json")
     assert dry.code == 0, dry.stderr[-3000:]
     phases = _phases(dry.json())
     assert set(phases) == {"bucket:td.alpha", "storage-identity:td.alpha", "project:td.alpha"}
-    assert {p["status"] for p in phases.values()} == {"planned"}
-    assert phases["project:td.alpha"]["deletes"] == {"project_id": alpha}
+    assert phases["bucket:td.alpha"]["status"] == "planned"
+    assert phases["bucket:td.alpha"]["deletes"]["bucket_id"] != users_in_alpha
+    assert phases["storage-identity:td.alpha"]["status"] == "planned"
+    # a project holding something the fleet did not create is refused
+    assert phases["project:td.alpha"]["status"] == "retained"
+    assert phases["project:td.alpha"]["retains"]["foreign"] == [f"bucket {users_in_alpha}"]
     assert _ids(inventory()) == _ids(before)
 
     # ---- without a terminal and without --yes: refused, nothing changed
@@ -308,13 +307,26 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     assert refused.code == 1 and refused.json()["error"]["kind"] == "not-confirmed"
     assert _ids(inventory()) == _ids(before)
 
+    first = npa("cleanup", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    assert first.code == 0, first.stderr[-3000:] + first.stdout[-3000:]
+    assert {p["name"]: p["status"] for p in first.json()["phases"]} == {
+        "bucket:td.alpha": "done",
+        "storage-identity:td.alpha": "done",
+        "project:td.alpha": "retained",
+    }
+    cloud = inventory()
+    assert alpha in {p["id"] for p in cloud["projects"]}
+    assert [b["id"] for b in cloud["buckets"] if b["project_id"] == alpha] == [users_in_alpha]
+    assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha] == []
+
+    # ---- once the user's bucket is gone, the orphaned fleet project goes too
+    gone = npa("local-cloud", "api", "delete_bucket", "--args", json.dumps({"bucket_id": users_in_alpha}))
+    assert gone.code == 0, gone.stderr
     done = npa("cleanup", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
     assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
-    assert {p["status"] for p in done.json()["phases"]} == {"done"}
+    assert {p["name"]: p["status"] for p in done.json()["phases"]} == {"project:td.alpha": "done"}
     cloud = inventory()
     assert alpha not in {p["id"] for p in cloud["projects"]}
-    assert [b for b in cloud["buckets"] if b["project_id"] == alpha] == []
-    assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha] == []
     # what a stack still references, and what the fleet never created, stay
     assert "users-own-bucket" in {b["name"] for b in cloud["buckets"]}
     assert len(cloud["mk8s_clusters"]) == 1
