@@ -379,6 +379,7 @@ class ServiceAccountInputs(StorageInputs):
 
 class ServiceAccountOutputs(ProviderModel):
     service_account_id: str
+    created: bool = False  # this fleet created it: durable proof a teardown may delete it
 
 
 class ServiceAccountProvider(_FleetProvider):
@@ -387,11 +388,16 @@ class ServiceAccountProvider(_FleetProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = ServiceAccountInputs.model_validate(props)
         cloud = _cloud(inputs)
-        account = cloud.find_service_account(
-            inputs.project_id, inputs.account_name
-        ) or cloud.create_service_account(inputs.project_id, inputs.account_name, labels=_labels(inputs))
-        outputs = ServiceAccountOutputs(service_account_id=account.id)
+        found = cloud.find_service_account(inputs.project_id, inputs.account_name)
+        account = found or cloud.create_service_account(
+            inputs.project_id, inputs.account_name, labels=_labels(inputs)
+        )
+        outputs = ServiceAccountOutputs(service_account_id=account.id, created=found is None)
         return CreateResult(id_=account.id, outs=with_outputs(props, outputs))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        outputs = ServiceAccountOutputs(service_account_id=id_, created=bool(props.get("created")))
+        return ReadResult(id_=id_, outs=with_outputs(props, outputs))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         return None  # storage IAM is retained with the bucket; its removal is an explicit, separate step
@@ -399,6 +405,7 @@ class ServiceAccountProvider(_FleetProvider):
 
 class ServiceAccount(pulumi.dynamic.Resource, module="npa", name="ServiceAccount"):
     service_account_id: pulumi.Output[str]
+    created: pulumi.Output[bool]
 
     def __init__(
         self, resource_name: str, args: ServiceAccountArgs, opts: pulumi.ResourceOptions | None = None
@@ -407,7 +414,7 @@ class ServiceAccount(pulumi.dynamic.Resource, module="npa", name="ServiceAccount
         super().__init__(
             ServiceAccountProvider(),
             resource_name,
-            {**as_props(args), "retain_on_delete": True, "service_account_id": None},
+            {**as_props(args), "retain_on_delete": True, "service_account_id": None, "created": None},
             opts,
         )
 
@@ -427,12 +434,33 @@ class AccessKeyOutputs(ProviderModel):
     secret: str  # listed in additional_secret_outputs: a Pulumi secret in state
 
 
+def _rotate(cloud: CloudPort, inputs: AccessKeyInputs, keep: str) -> None:
+    """Keys do not pile up: a secret is shown once, so a re-created project stack cannot reuse the old key
+    and mints a new one; the account's other keys are then deleted. Only on an account that carries this
+    fleet's labels (one the fleet created): a user's account and its keys are never touched."""
+    from npa_pulumi.cloud.errors import NotFound
+
+    accounts = [
+        a for a in cloud.list_service_accounts(inputs.project_id) if a.id == inputs.service_account_id
+    ]
+    if not accounts or accounts[0].labels.get("npa-fleet") != inputs.fleet:
+        return
+    if accounts[0].labels.get("managed-by") != "npa-pulumi":
+        return
+    for key in cloud.list_access_keys(inputs.project_id, inputs.service_account_id):
+        if key.id != keep:
+            with contextlib.suppress(NotFound):
+                cloud.delete_access_key(key.id)
+
+
 class AccessKeyProvider(_FleetProvider):
     replace_keys = ("project_id", "service_account_id")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = AccessKeyInputs.model_validate(props)
-        created = _cloud(inputs).create_access_key(inputs.project_id, inputs.service_account_id)
+        cloud = _cloud(inputs)
+        created = cloud.create_access_key(inputs.project_id, inputs.service_account_id)
+        _rotate(cloud, inputs, keep=created.key.id)
         outputs = AccessKeyOutputs(
             access_key_id=created.key.id,
             aws_access_key_id=created.key.aws_access_key_id,

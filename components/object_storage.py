@@ -38,6 +38,10 @@ class ObjectStorageArgs(FleetResourceArgs):
 class ObjectStorage(pulumi.ComponentResource):
     bucket_id: pulumi.Output[str]
     bucket_name: pulumi.Output[str]
+    bucket_created: pulumi.Output[bool]
+    service_account_id: pulumi.Output[str]
+    service_account_created: pulumi.Output[bool]
+    key_id: pulumi.Output[str]
     access_key_id: pulumi.Output[str]
     secret_access_key: pulumi.Output[str]
     verified: pulumi.Output[bool]
@@ -100,6 +104,11 @@ class ObjectStorage(pulumi.ComponentResource):
             child,
         )
         self.bucket_id = bucket.bucket_id
+        # Durable, non-secret proof of what this fleet created: a teardown deletes nothing without it.
+        self.bucket_created = bucket.created
+        self.service_account_id = account.service_account_id
+        self.service_account_created = account.created
+        self.key_id = key.access_key_id
         self.bucket_name = resolved_name
         self.access_key_id = key.aws_access_key_id
         self.secret_access_key = pulumi.Output.secret(key.secret)
@@ -108,6 +117,10 @@ class ObjectStorage(pulumi.ComponentResource):
             {
                 "bucket_id": self.bucket_id,
                 "bucket_name": self.bucket_name,
+                "bucket_created": self.bucket_created,
+                "service_account_id": self.service_account_id,
+                "service_account_created": self.service_account_created,
+                "key_id": self.key_id,
                 "access_key_id": self.access_key_id,
                 "secret_access_key": self.secret_access_key,
                 "verified": self.verified,

@@ -303,31 +303,132 @@ def preview_command(**kw: Any) -> None:
     run_guarded(body, kw["output"])
 
 
+def deletion_options(func: F) -> F:
+    """The opt-in deletions `destroy` and `cleanup` share; each is ownership-gated."""
+    decorators = [
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Print the ordered phases (what each deletes or retains, and why) and change nothing.",
+        ),
+        click.option(
+            "--delete-buckets",
+            is_flag=True,
+            help="Also delete buckets the fleet provably created, when empty.",
+        ),
+        click.option(
+            "--delete-nonempty-buckets",
+            is_flag=True,
+            help="With --delete-buckets: delete such a bucket even when it still holds objects.",
+        ),
+        click.option(
+            "--delete-storage-identity",
+            is_flag=True,
+            help="Also delete the storage service account and its access keys the fleet created.",
+        ),
+        click.option(
+            "--delete-projects",
+            is_flag=True,
+            help="Also delete projects the fleet created, once they hold nothing else.",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def _teardown_options(kw: dict[str, Any]) -> Any:
+    from npa_pulumi.engine.teardown import TeardownOptions
+    from npa_pulumi.errors import UserInputError
+
+    if kw["delete_nonempty_buckets"] and not kw["delete_buckets"]:
+        raise UserInputError("--delete-nonempty-buckets only applies together with --delete-buckets")
+    return TeardownOptions(
+        delete_buckets=kw["delete_buckets"],
+        delete_nonempty_buckets=kw["delete_nonempty_buckets"],
+        delete_storage_identity=kw["delete_storage_identity"],
+        delete_projects=kw["delete_projects"],
+    )
+
+
 @click.command("destroy")
 @fleet_options
 @output_option()
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="Same as --yes.")
+@deletion_options
 def destroy_command(**kw: Any) -> None:
-    """Destroy the selected clusters (then their project stacks once no cluster remains).
-    Projects and buckets are retained."""
+    """Destroy the selected clusters, then (once no cluster of a project remains) the project stack and
+    its owned network. Buckets, storage identities and projects are retained unless asked for, and then
+    deleted only with proof that the fleet created them. Every run leaves a receipt."""
 
     def body() -> int:
+        teardown = _teardown_options(kw)
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
         if not targets:
             stderr_console.print("nothing to do")
+            if kw["output"] == "json":
+                emit_json({"command": "destroy", "ok": True, "dry_run": kw["dry_run"], "phases": []})
             return 0
         fleet = _fleet(spec, targets, _engine_options(kw))
+        with fleet.progress:
+            plan = fleet.teardown_plan(teardown)  # read-only
+        if kw["dry_run"]:
+            return _finish(plan, kw["output"])
         confirm(
-            [*_banner("DESTROY", spec, targets), "Projects and buckets are retained."],
+            [*_banner("DESTROY", spec, targets), *_phase_lines(plan.phases)],
             kw["yes"] or kw["force"],
             "destroy",
         )
         with fleet.progress:
-            result = fleet.destroy()
+            result = fleet.destroy(teardown)
         return _finish(result, kw["output"])
 
     run_guarded(body, kw["output"])
+
+
+@click.command("cleanup")
+@fleet_options
+@output_option()
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@deletion_options
+def cleanup_command(**kw: Any) -> None:
+    """Find what the fleet created (by its labels) that no stack references any more, and delete it
+    through the same guarded phases as destroy: orphan networks always, buckets, storage identities and
+    projects only with the opt-in flags. --dry-run only reports."""
+
+    def body() -> int:
+        teardown = _teardown_options(kw)
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        fleet = _fleet(spec, targets, _engine_options(kw))
+        with fleet.progress:
+            plan = fleet.cleanup_plan(teardown)  # read-only
+        if kw["dry_run"] or not any(p.status == "planned" for p in plan.phases):
+            return _finish(plan, kw["output"])
+        confirm(
+            [
+                f"About to CLEAN UP fleet '{spec.name}': delete what no stack references.",
+                *_phase_lines(plan.phases),
+            ],
+            kw["yes"],
+            "clean up",
+        )
+        with fleet.progress:
+            result = fleet.cleanup(teardown)
+        return _finish(result, kw["output"])
+
+    run_guarded(body, kw["output"])
+
+
+def _phase_lines(phases: list[Any]) -> list[str]:
+    lines = ["Phases, in order:"]
+    for phase in phases:
+        what = phase.deletes if phase.status == "planned" else phase.retains
+        detail = f" {what}" if what else ""
+        reason = f" ({phase.reason})" if phase.reason else ""
+        verb = "delete" if phase.status == "planned" else phase.status
+        lines.append(f"  {phase.name}: {verb}{detail}{reason}")
+    return lines
 
 
 def _read_only_command(name: str, method: str, summary: str) -> click.Command:
@@ -507,6 +608,7 @@ def register(group: click.Group) -> None:
     group.add_command(up_command, name="deploy")
     group.add_command(preview_command)
     group.add_command(destroy_command)
+    group.add_command(cleanup_command)
     group.add_command(status_command)
     group.add_command(refresh_command)
     group.add_command(stacks_command)

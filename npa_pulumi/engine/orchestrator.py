@@ -40,7 +40,7 @@ from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.stack_operations import StackExecutor, StackOp
 from npa_pulumi.engine.stacks import stack_tags
-from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings, list_stack_summaries
+from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
 from npa_pulumi.plan.naming import kube_context_name
@@ -49,6 +49,7 @@ from npa_pulumi.runtime.home import logs_dir
 if TYPE_CHECKING:
     from npa_pulumi.cloud.factory import CloudKind
     from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.engine.teardown import TeardownOptions
     from npa_pulumi.plan import Target
     from npa_pulumi.spec import FleetSpec
 
@@ -550,47 +551,69 @@ class Fleet:
     def _up_cluster(self, op: StackOp) -> StackResult:
         return self.executor.run(op, "up")
 
+    def teardown_plan(self, teardown: TeardownOptions | None = None) -> FleetResult:
+        """`destroy --dry-run`: every phase of the teardown with what it would delete or retain and why.
+        Reads stack outputs and the live cloud; changes nothing (engine/teardown.py)."""
+        from npa_pulumi.engine.teardown import Teardown, TeardownOptions
+
+        result = self._result("destroy")
+        result.dry_run = True
+        plans = self.plans()
+        result.warnings = list(plans.warnings)
+        result.phases = Teardown(self, teardown or TeardownOptions()).plan()
+        return result
+
     @_exclusive("destroy")
-    def destroy(self) -> FleetResult:
+    def destroy(self, teardown: TeardownOptions | None = None) -> FleetResult:
+        """Ordered teardown: cluster stacks, then (once none of its clusters remain) each project stack with
+        an owned network, then the opt-in bucket, storage identity and project phases; a receipt records
+        every phase (engine/teardown.py)."""
+        from npa_pulumi.engine.teardown import Teardown, TeardownOptions, receipt_document, write_receipt
+
+        options = teardown or TeardownOptions()
+        started = time.time()
         result = self._result("destroy")
         plans = self.plans()
         result.warnings = list(plans.warnings)
         result.stacks.extend(plans.unsupported)
-        cluster_ops = [self._cluster_op(c) for c in plans.clusters]
-        destroyed = self._pool(cluster_ops, lambda op: self.executor.run(op, "destroy"))
-        for item in destroyed:
-            if item.status == "failed":
-                item.status = "destroy-incomplete"
-                item.retry_command = self._retry_command("destroy", item.project_key, item.cluster_name)
-            elif item.status in ("destroyed", "absent") and item.cluster_name:
-                # Only once the stack is gone: a kubeconfig is how a half-destroyed cluster is inspected.
-                from npa_pulumi.engine import kubeconfigs
-
-                context = kube_context_name(self.spec.name, item.project_key, item.cluster_name)
-                kubeconfigs.remove(context, item.stack)
-        result.stacks.extend(destroyed)
-        remaining = self._remaining_cluster_stacks()
-        project_ops = []
-        for plan in plans.projects:
-            prefix = f"{plan.stack}."
-            if any(name.startswith(prefix) for name in remaining):
-                continue  # other clusters of this project are still deployed: keep its network
-            project_ops.append(self._project_op(plan))
-        project_results = self._pool(project_ops, lambda op: self.executor.run(op, "destroy"))
-        for item in project_results:
-            if item.status == "failed":
-                item.status = "destroy-incomplete"
-                item.retry_command = self._retry_command("destroy", item.project_key, None)
-            elif item.status == "destroyed":
-                item.outputs["retained"] = (
-                    "project and object storage are retained; an owned network was deleted"
+        run = Teardown(self, options)
+        result.phases = run.plan()
+        receipt = write_receipt(
+            self.spec.name, receipt_document(self, options, result.phases, started, "running")
+        )
+        result.receipt = str(receipt)
+        try:
+            run.run(result, result.phases)
+        finally:
+            outcome = "failed" if result.failed else "ok"
+            write_receipt(
+                self.spec.name, receipt_document(self, options, result.phases, started, outcome), receipt
+            )
+        for item in result.stacks:
+            if item.kind == "project" and item.status == "destroyed":
+                item.outputs["retained"] = "; ".join(
+                    f"{p.phase}: {p.reason}"
+                    for p in result.phases
+                    if p.stack == item.stack and p.status == "retained"
                 )
-        result.stacks.extend(project_results)
         return result
 
-    def _remaining_cluster_stacks(self) -> set[str]:
-        names = {s.name for s in list_stack_summaries(self.settings)}
-        return {n for n in names if n.count(".") >= 2 and n.startswith(f"{self.spec.name}.")}
+    def cleanup_plan(self, teardown: TeardownOptions) -> FleetResult:
+        """`cleanup --dry-run`: what the fleet created that no stack references any more (read-only)."""
+        from npa_pulumi.engine.cleanup import run_cleanup
+
+        result = self._result("cleanup")
+        run_cleanup(self, teardown, True, result)
+        return result
+
+    @_exclusive("cleanup")
+    def cleanup(self, teardown: TeardownOptions) -> FleetResult:
+        """Delete the fleet's orphans through the teardown's guarded phases (engine/cleanup.py)."""
+        from npa_pulumi.engine.cleanup import run_cleanup
+
+        result = self._result("cleanup")
+        run_cleanup(self, teardown, False, result)
+        return result
 
     @_exclusive("refresh")
     def refresh(self) -> FleetResult:

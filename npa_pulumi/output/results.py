@@ -57,6 +57,35 @@ class StackResult(BaseModel):
         return self.status in FAILED_STATUSES
 
 
+TEARDOWN_PHASE_OUTCOMES = ("planned", "done", "absent", "retained", "blocked", "failed")
+
+
+class TeardownPhase(BaseModel):
+    """One phase of a teardown (engine/teardown.py): what it deletes or retains, and how it ended.
+    Ids and reasons only, never a secret: phases go into receipts as they are."""
+
+    phase: str  # cluster | network | bucket | storage-identity | project
+    project_key: str
+    stack: str  # the cluster stack, or the project stack for project-scoped phases
+    status: str = "planned"  # planned | done | absent | retained | blocked | failed
+    deletes: dict[str, Any] = Field(default_factory=dict)
+    retains: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+    blocked_by: list[str] = Field(default_factory=list)
+    retry_command: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.phase}:{self.stack}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, **self.model_dump()}
+
+
+# Phases whose failure no stack result carries (cluster and network phases are stack destroys).
+_STACKLESS_PHASES = ("bucket", "storage-identity", "project")
+
+
 class FleetResult(BaseModel):
     command: str
     fleet: str
@@ -66,10 +95,18 @@ class FleetResult(BaseModel):
     preflight: dict[str, Any] | None = None
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
+    phases: list[TeardownPhase] = Field(default_factory=list)  # destroy only
+    dry_run: bool = False
+    receipt: str | None = None  # destroy: the receipt file written
 
     @property
     def failed(self) -> int:
-        return sum(1 for s in self.stacks if s.failed) + (1 if self.error else 0)
+        stackless = sum(
+            1
+            for p in self.phases
+            if p.status == "failed" and (p.phase in _STACKLESS_PHASES or self.command != "destroy")
+        )
+        return sum(1 for s in self.stacks if s.failed) + (1 if self.error else 0) + stackless
 
     def clusters(self) -> list[StackResult]:
         return [s for s in self.stacks if s.kind == "cluster"]
@@ -116,7 +153,15 @@ class FleetResult(BaseModel):
             for s in self.stacks
             if s.kind == "project"
         ]
+        teardown = {}
+        if self.command in ("destroy", "cleanup"):
+            teardown = {
+                "dry_run": self.dry_run,
+                "phases": [p.to_json() for p in self.phases],
+                "receipt": self.receipt,
+            }
         return {
+            **teardown,
             "command": self.command,
             "fleet": self.fleet,
             "cloud": self.cloud,

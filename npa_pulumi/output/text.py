@@ -51,7 +51,8 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
         table.add_row(
             stack.stack, status, _changes(stack.changes), stack.cluster_id or "-", stack.kube_context or "-"
         )
-    console.print(table)
+    if result.stacks or not result.phases:  # a dry run's teardown has phases only
+        console.print(table)
     for stack in result.stacks:
         for violation in stack.policy:
             console.print(
@@ -63,11 +64,42 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
             console.print(f"[red]{stack.stack}[/]: {escape(stack.error)}", soft_wrap=True, markup=True)
         if stack.retry_command:
             console.print(f"  retry: {stack.retry_command}", soft_wrap=True, markup=False)
+    if result.phases:
+        print_teardown_phases(result, console)
     if result.error:
         console.print(f"[red]error:[/] {escape(result.error)}", soft_wrap=True)
     totals = result.totals()
     summary = ", ".join(f"{k} {v}" for k, v in totals.items() if k not in ("stacks", "clusters", "failed"))
     console.print(f"{totals['stacks']} stack(s): {summary or 'nothing'}; failed {totals['failed']}")
+
+
+def print_teardown_phases(result: FleetResult, console: Console) -> None:
+    """The teardown's phases in order: what each deletes (or deleted) and what it retains, and why."""
+    title = "teardown plan (dry run: nothing changed)" if result.dry_run else "teardown"
+    table = Table(title=title, title_justify="left")
+    for column in ("phase", "outcome", "deletes", "retains", "why"):
+        table.add_column(column)
+    for phase in result.phases:
+        reason = phase.reason or ""
+        if phase.blocked_by:
+            reason = f"blocked by {', '.join(phase.blocked_by)}: {reason}"
+        table.add_row(
+            escape(phase.name),
+            escape(phase.status),
+            escape(_ids(phase.deletes)),
+            escape(_ids(phase.retains)),
+            escape(reason),
+        )
+    console.print(table)
+    for phase in result.phases:
+        if phase.retry_command:
+            console.print(f"  retry {phase.name}: {phase.retry_command}", soft_wrap=True, markup=False)
+    if result.receipt:
+        console.print(f"receipt: {result.receipt}", soft_wrap=True, markup=False)
+
+
+def _ids(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items() if v not in ("", [], None)) or "-"
 
 
 def print_stack_list(stacks: list[dict[str, Any]], console: Console | None = None) -> None:

@@ -139,10 +139,27 @@ def destroy(
     only_projects: Sequence[str] = (),
     only_clusters: Sequence[str] = (),
     project_prefix: str | None = None,
+    dry_run: bool = False,
+    delete_buckets: bool = False,
+    delete_nonempty_buckets: bool = False,
+    delete_storage_identity: bool = False,
+    delete_projects: bool = False,
     **options: Any,
 ) -> Any:
-    """`npa-pulumi destroy`: cluster stacks, then project stacks once none of their clusters remain."""
-    return _operate("destroy", spec, only_projects, only_clusters, project_prefix, options)
+    """`npa-pulumi destroy`: cluster stacks, then project stacks once none of their clusters remain, then
+    the opt-in, ownership-gated bucket, storage identity and project phases; `dry_run` only plans them.
+    The result's `phases` say what each phase did (or would do) and why; `receipt` names the receipt."""
+    from npa_pulumi.engine.teardown import TeardownOptions
+
+    teardown = TeardownOptions(
+        delete_buckets=delete_buckets,
+        delete_nonempty_buckets=delete_nonempty_buckets,
+        delete_storage_identity=delete_storage_identity,
+        delete_projects=delete_projects,
+    )
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
+    with fleet.progress:
+        return fleet.teardown_plan(teardown) if dry_run else fleet.destroy(teardown)
 
 
 def status(

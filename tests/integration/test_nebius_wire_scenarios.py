@@ -221,6 +221,45 @@ def test_service_account_and_key_lifecycle(backend: Backend) -> None:
 
 
 @covers(
+    "list_buckets",
+    "count_bucket_objects",
+    "list_service_accounts",
+    "list_access_keys",
+    "delete_project",
+)
+def test_teardown_inventory_and_project_deletion(backend: Backend) -> None:
+    """What a guarded teardown reads before deleting: a project's buckets (and whether they hold
+    anything), its service accounts and their keys; and an empty project is deleted, a non-empty one not."""
+    cloud = backend.cloud
+    project = cloud.create_project(backend.tenant_id, "td-disposable", REGION, labels={"npa-fleet": "f"})
+    assert cloud.list_buckets(project.id) == [] and cloud.list_service_accounts(project.id) == []
+
+    bucket = cloud.create_bucket(project.id, "td-disposable-bucket", "standard", GIB)
+    assert [b.id for b in cloud.list_buckets(project.id)] == [bucket.id]
+    assert cloud.count_bucket_objects(bucket.id) == 0
+    backend.put_object(bucket.id, bucket.name, "ckpt/1")
+    assert cloud.count_bucket_objects(bucket.id) == 1
+
+    account = cloud.create_service_account(project.id, "npa-fleet-storage", labels={"npa-fleet": "f"})
+    first = cloud.create_access_key(project.id, account.id)
+    second = cloud.create_access_key(project.id, account.id)
+    assert [a.id for a in cloud.list_service_accounts(project.id)] == [account.id]
+    assert cloud.list_service_accounts(project.id)[0].labels.get("npa-fleet") == "f"
+    keys = cloud.list_access_keys(project.id, account.id)
+    assert {k.id for k in keys} == {first.key.id, second.key.id}
+    assert all(k.service_account_id == account.id for k in keys)
+
+    with pytest.raises(CloudError):  # not empty: refused
+        cloud.delete_project(project.id)
+    cloud.delete_service_account(account.id)
+    cloud.delete_bucket(bucket.id)
+    assert cloud.list_buckets(project.id) == []
+    cloud.delete_project(project.id)
+    with pytest.raises(NotFound):
+        cloud.get_project(project.id)
+
+
+@covers(
     "list_clusters",
     "get_cluster",
     "list_node_groups",

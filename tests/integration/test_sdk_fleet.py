@@ -32,6 +32,16 @@ def test_sdk_deploy_status_destroy(isolated_home: Path) -> None:
 
     assert [c.status for c in status(spec, cloud="local").clusters()] == ["deployed"]
 
+    planned = destroy(spec, cloud="local", dry_run=True, delete_projects=True)
+    assert planned.dry_run and planned.stacks == []
+    assert [(p.name, p.status) for p in planned.phases] == [
+        ("cluster:sdk.project-existing1.one", "planned"),
+        ("network:sdk.project-existing1", "retained"),  # a reused subnet
+        ("project:sdk.project-existing1", "retained"),  # not created by the fleet
+    ]
+    assert [c.status for c in status(spec, cloud="local").clusters()] == ["deployed"]
+
     destroyed = destroy(spec, cloud="local")
     assert {s.status for s in destroyed.stacks} == {"destroyed"}
+    assert destroyed.receipt and {p.status for p in destroyed.phases if p.phase == "cluster"} == {"done"}
     assert [c.status for c in status(spec, cloud="local").clusters()] == ["absent"]

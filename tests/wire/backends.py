@@ -41,6 +41,9 @@ class Backend(Protocol):
     tenant_id: str
 
     def seed_cluster(self, project_id: str) -> SeededCluster: ...
+    def put_object(self, bucket_id: str, bucket_name: str, key: str) -> None:
+        """Leave an object in a bucket, as a job's upload would."""
+        ...
 
 
 def local_available() -> bool:
@@ -81,6 +84,10 @@ class WireBackend:
             gpu = fake.add_gpu_cluster(project_id, "fabric", "fabric-3")
         return SeededCluster(cid, running, starved, fs, gpu)
 
+    def put_object(self, bucket_id: str, bucket_name: str, key: str) -> None:
+        with self.world.fake.lock:
+            self.world.fake.objects.setdefault(bucket_name, {})[key] = b"data"
+
 
 class LocalBackend:
     kind = "local"
@@ -104,6 +111,9 @@ class LocalBackend:
         fs = cloud.create_filesystem(project_id, "shared", 100 * 1024**3)
         gpu = cloud.create_gpu_cluster(project_id, "fabric", "fabric-3")
         return SeededCluster(cluster.id, running.id, starved.id, fs.id, gpu.id)
+
+    def put_object(self, bucket_id: str, bucket_name: str, key: str) -> None:
+        self.inner.simulator.put_object(bucket_id, key, "data")
 
 
 @contextmanager

@@ -205,6 +205,44 @@ class WireServicers:
 
         return self.fake.start_operation("ProjectService/Create", pid, "create project", done)
 
+    def project_delete(self, request: Any, token: TokenInfo) -> Any:
+        self._get(self.fake.projects, request.id, token, "project")
+        held = [
+            rid
+            for table in (
+                self.fake.networks,
+                self.fake.subnets,
+                self._live_buckets(),
+                self.fake.service_accounts,
+                self.fake.clusters,
+            )
+            for rid, m in table.items()
+            if m.metadata.parent_id == request.id
+        ]
+        if held:
+            raise FakeError(grpc.StatusCode.FAILED_PRECONDITION, f"project {request.id} is not empty: {held}")
+        return self.fake.start_operation(
+            "ProjectService/Delete",
+            request.id,
+            "delete project",
+            lambda: _discard(self.fake.projects, request.id),
+        )
+
+    def sa_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.projects)
+        return self._page(
+            self._children(self.fake.service_accounts, request.parent_id),
+            request,
+            iam.ListServiceAccountResponse,
+        )
+
+    def key_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.projects)
+        keys = [
+            s.key for s in self.fake.access_keys.values() if s.key.metadata.parent_id == request.parent_id
+        ]
+        return self._page(keys, request, iam2.ListAccessKeysResponse)
+
     def sa_get(self, request: Any, token: TokenInfo) -> Any:
         return copy(self._get(self.fake.service_accounts, request.id, token, "service account"))
 
@@ -393,7 +431,22 @@ class WireServicers:
         return {k: b for k, b in self.fake.buckets.items() if b.status.state != live}
 
     def bucket_get(self, request: Any, token: TokenInfo) -> Any:
-        return copy(self._get(self.fake.buckets, request.id, token, "bucket"))
+        bucket = copy(self._get(self.fake.buckets, request.id, token, "bucket"))
+        # The API reports what a bucket holds in per-storage-class counters.
+        held = len(self.fake.objects.get(bucket.metadata.name, {}))
+        bucket.status.counters = [
+            storage.BucketCounters(
+                storage_class=bucket.spec.default_storage_class,
+                counters=storage.CurrentBucketCounters(simple_objects_quantity=held),
+            )
+        ]
+        return bucket
+
+    def bucket_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.projects)
+        return self._page(
+            self._children(self._live_buckets(), request.parent_id), request, storage.ListBucketsResponse
+        )
 
     def bucket_get_by_name(self, request: Any, token: TokenInfo) -> Any:
         return self._by_name(self._live_buckets(), request.parent_id, request.name, token, "bucket")
@@ -514,6 +567,10 @@ class WireServicers:
             h("nebius.iam.v1.ProjectService", "List", iam.ListProjectsRequest, self.project_list),
             h("nebius.iam.v1.ProjectService", "Get", iam.GetProjectRequest, self.project_get),
             h("nebius.iam.v1.ProjectService", "Create", iam.CreateProjectRequest, self.project_create, True),
+            h("nebius.iam.v2.ProjectService", "Delete", iam2.DeleteProjectRequest, self.project_delete, True),
+            h("nebius.iam.v1.ServiceAccountService", "List", iam.ListServiceAccountRequest, self.sa_list),
+            h("nebius.iam.v2.AccessKeyService", "List", iam2.ListAccessKeysRequest, self.key_list),
+            h("nebius.storage.v1.BucketService", "List", storage.ListBucketsRequest, self.bucket_list),
             h("nebius.iam.v1.ServiceAccountService", "Get", iam.GetServiceAccountRequest, self.sa_get),
             h(
                 "nebius.iam.v1.ServiceAccountService",

@@ -102,6 +102,9 @@ class LocalCloud:
         return _as(Project, record)
 
     # VPC
+    def delete_project(self, project_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
+        self.simulator.delete_project(project_id, timeout_s=timeout_s)
+
     def list_networks(self, project_id: str) -> list[Network]:
         return [_as(Network, n) for n in self.simulator.list_networks(project_id)]
 
@@ -172,6 +175,12 @@ class LocalCloud:
         found = self.simulator.find_bucket(project_id, name)
         return None if found is None else _as(Bucket, found)
 
+    def list_buckets(self, project_id: str) -> list[Bucket]:
+        return [_as(Bucket, b) for b in self.simulator.list_buckets(project_id)]
+
+    def count_bucket_objects(self, bucket_id: str) -> int:
+        return self.simulator.count_bucket_objects(bucket_id)
+
     def create_bucket(
         self,
         project_id: str,
@@ -209,6 +218,13 @@ class LocalCloud:
     def find_service_account(self, project_id: str, name: str) -> ServiceAccount | None:
         found = self.simulator.find_service_account(project_id, name)
         return None if found is None else _as(ServiceAccount, found)
+
+    def list_service_accounts(self, project_id: str) -> list[ServiceAccount]:
+        return [_as(ServiceAccount, a) for a in self.simulator.list_service_accounts(project_id)]
+
+    def list_access_keys(self, project_id: str, service_account_id: str) -> list[AccessKey]:
+        keys = self.simulator.list_access_keys(service_account_id)
+        return [_as(AccessKey, k) for k in keys if k.get("project_id") == project_id]
 
     def create_service_account(
         self,
@@ -378,7 +394,7 @@ class LocalCloud:
 def _retrying(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     """`method` with `Unavailable` retried where that is safe (see `npa_pulumi.cloud.retry`): always for a
     read; for a create only when it carries an idempotency key, so a retried create cannot create twice."""
-    read = name == "principal" or name.startswith(("get_", "list_", "find_"))
+    read = name == "principal" or name.startswith(("get_", "list_", "find_", "count_"))
 
     @functools.wraps(method)
     def wrapper(self: LocalCloud, *args: Any, **kwargs: Any) -> Any:
@@ -391,7 +407,7 @@ def _retrying(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 # Every read and every create of the adapter goes through the retry rule (the dynamic providers and the
 # engine's live checks reach the simulator only through here). Deletes and probes are not repeated.
 for _name in list(vars(LocalCloud)):
-    if _name == "principal" or _name.startswith(("get_", "list_", "find_", "create_")):
+    if _name == "principal" or _name.startswith(("get_", "list_", "find_", "create_", "count_")):
         setattr(LocalCloud, _name, _retrying(_name, getattr(LocalCloud, _name)))
 
 

@@ -59,6 +59,19 @@ class ProjectsMixin(SimulatorBase):
                 charges=[acct.Charge(acct.PROJECT_COUNT, 1)],
             )
 
+    def delete_project(self, project_id: str, timeout_s: float | None = None) -> None:
+        """Delete an empty project; one that still holds anything is refused, as the IAM API does."""
+        with self._op("delete_project", {"project_id": project_id}, write=True, timeout_s=timeout_s) as ctx:
+            self._project_row(ctx, project_id)
+            held = ctx.conn.execute(
+                "SELECT kind, id FROM resources WHERE project_id = ? AND id != ? ORDER BY created_at, id",
+                (project_id, project_id),
+            ).fetchall()
+            if held:
+                names = ", ".join(f"{row['kind']} {row['id']}" for row in held)
+                raise FailedPrecondition(f"project {project_id} is not empty: {names}")
+            self._delete_row(ctx, project_id)
+
     # ------------------------------------------------------------------ VPC
 
     def list_networks(self, project_id: str) -> list[dict[str, Any]]:

@@ -89,6 +89,28 @@ class StorageMixin(SimulatorBase):
                 charges=[acct.Charge(acct.BUCKET_COUNT, 1), acct.Charge(size_quota, max_size_bytes)],
             )
 
+    def list_buckets(self, project_id: str) -> list[dict[str, Any]]:
+        with self._op("list_buckets", {"project_id": project_id}, write=False) as ctx:
+            self._project_row(ctx, project_id)
+            return self._list(ctx, "bucket", "project_id", project_id)
+
+    def count_bucket_objects(self, bucket_id: str) -> int:
+        with self._op("count_bucket_objects", {"bucket_id": bucket_id}, write=False) as ctx:
+            self._row(ctx, "bucket", bucket_id)
+            count: int = ctx.conn.execute(
+                "SELECT COUNT(*) FROM objects WHERE bucket_id = ?", (bucket_id,)
+            ).fetchone()[0]
+            return count
+
+    def put_object(self, bucket_id: str, key: str, body: str = "") -> None:
+        """Store one object (simulator only: what a training job's upload would leave in a bucket)."""
+        with self._op("put_object", {"bucket_id": bucket_id, "key": key}, write=True) as ctx:
+            self._row(ctx, "bucket", bucket_id)
+            ctx.conn.execute(
+                "INSERT OR REPLACE INTO objects (bucket_id, key, body) VALUES (?, ?, ?)",
+                (bucket_id, key, body.encode()),
+            )
+
     def delete_bucket(self, bucket_id: str, timeout_s: float | None = None) -> None:
         with self._op("delete_bucket", {"bucket_id": bucket_id}, write=True, timeout_s=timeout_s) as ctx:
             self._row(ctx, "bucket", bucket_id)
@@ -137,6 +159,17 @@ class StorageMixin(SimulatorBase):
         with self._op("find_service_account", {"project_id": project_id, "name": name}, write=False) as ctx:
             self._project_row(ctx, project_id)
             return self._find_named(ctx, "service_account", project_id, name)
+
+    def list_service_accounts(self, project_id: str) -> list[dict[str, Any]]:
+        with self._op("list_service_accounts", {"project_id": project_id}, write=False) as ctx:
+            self._project_row(ctx, project_id)
+            return self._list(ctx, "service_account", "project_id", project_id)
+
+    def list_access_keys(self, service_account_id: str) -> list[dict[str, Any]]:
+        """The account's keys (ids and public key ids only: a secret is never readable again)."""
+        with self._op("list_access_keys", {"service_account_id": service_account_id}, write=False) as ctx:
+            self._row(ctx, "service_account", service_account_id)
+            return self._list(ctx, "access_key", "parent_id", service_account_id)
 
     def create_service_account(
         self,

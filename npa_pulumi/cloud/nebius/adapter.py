@@ -52,6 +52,7 @@ from ..errors import (
 )
 from ..port import (
     DEFAULT_OPERATION_TIMEOUT_S,
+    AccessKey,
     AccessKeySecret,
     Bucket,
     CapacityBlockGroup,
@@ -416,6 +417,16 @@ class NebiusCloud:
         )
         return self.get_project(op.resource_id)
 
+    def delete_project(self, project_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
+        iam2 = self._api("iam.v2")
+        client = self._client("iam.v2", "ProjectServiceClient")
+        self._mutate(
+            "iam.v2.ProjectService.Delete",
+            {"id": project_id},
+            lambda kw: client.delete(iam2.DeleteProjectRequest(id=project_id), **kw),
+            timeout_s,
+        )
+
     # ------------------------------------------------------------------ VPC
 
     def list_networks(self, project_id: str) -> list[Network]:
@@ -593,6 +604,29 @@ class NebiusCloud:
         )
         return None if found is None else convert.bucket(found)
 
+    def list_buckets(self, project_id: str) -> list[Bucket]:
+        storage = self._api("storage.v1")
+        client = self._client("storage.v1", "BucketServiceClient")
+        items = self._list(
+            "storage.v1.BucketService.List",
+            {"parent_id": project_id},
+            lambda token, kw: client.list(
+                storage.ListBucketsRequest(parent_id=project_id, **self._page_kwargs(token)), **kw
+            ),
+        )
+        return [convert.bucket(b) for b in items]
+
+    def count_bucket_objects(self, bucket_id: str) -> int:
+        """Objects, multipart objects and uploads and non-current versions, from the bucket's counters."""
+        storage = self._api("storage.v1")
+        client = self._client("storage.v1", "BucketServiceClient")
+        raw = self._read(
+            "storage.v1.BucketService.Get",
+            {"id": bucket_id},
+            lambda kw: client.get(storage.GetBucketRequest(id=bucket_id), **kw),
+        )
+        return convert.bucket_object_count(raw)
+
     def create_bucket(
         self,
         project_id: str,
@@ -690,6 +724,31 @@ class NebiusCloud:
             ),
         )
         return None if found is None else convert.service_account(found)
+
+    def list_service_accounts(self, project_id: str) -> list[ServiceAccount]:
+        iam = self._api("iam.v1")
+        client = self._client("iam.v1", "ServiceAccountServiceClient")
+        items = self._list(
+            "iam.v1.ServiceAccountService.List",
+            {"parent_id": project_id},
+            lambda token, kw: client.list(
+                iam.ListServiceAccountRequest(parent_id=project_id, **self._page_kwargs(token)), **kw
+            ),
+        )
+        return [convert.service_account(a) for a in items]
+
+    def list_access_keys(self, project_id: str, service_account_id: str) -> list[AccessKey]:
+        iam2 = self._api("iam.v2")
+        client = self._client("iam.v2", "AccessKeyServiceClient")
+        items = self._list(
+            "iam.v2.AccessKeyService.List",
+            {"parent_id": project_id},
+            lambda token, kw: client.list(
+                iam2.ListAccessKeysRequest(parent_id=project_id, **self._page_kwargs(token)), **kw
+            ),
+        )
+        keys = [convert.access_key(k) for k in items]
+        return [k for k in keys if k.service_account_id == service_account_id]
 
     def _get_service_account(self, service_account_id: str) -> ServiceAccount:
         iam = self._api("iam.v1")

@@ -180,6 +180,24 @@ def bucket(b: Any) -> Bucket:
     )
 
 
+def bucket_object_count(b: Any) -> int:
+    """Everything a bucket still holds, summed over its per-storage-class counters."""
+    total = 0
+    for entry in getattr(b.status, "counters", None) or []:
+        current = getattr(entry, "counters", None)
+        previous = getattr(entry, "non_current_counters", None)
+        for counters in (current, previous):
+            if counters is None:
+                continue
+            for name in (
+                "simple_objects_quantity",
+                "multipart_objects_quantity",
+                "multipart_uploads_quantity",
+            ):
+                total += int(getattr(counters, name, 0) or 0)
+    return total
+
+
 def service_account(sa: Any) -> ServiceAccount:
     return ServiceAccount(
         id=sa.metadata.id, project_id=sa.metadata.parent_id, name=sa.metadata.name, labels=labels(sa.metadata)

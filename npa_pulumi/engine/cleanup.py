@@ -1,0 +1,292 @@
+"""`npa-pulumi cleanup`: what the fleet created that no stack references any more, found by the fleet's
+labels, and deleted (with `--yes`) through the same guarded phases as `destroy` (engine/teardown.py).
+
+Candidates are the tenant's projects that carry this fleet's labels (`npa-fleet=<fleet>`,
+`managed-by=npa-pulumi`) and the spec's projects; inside them, networks, subnets, buckets and service
+accounts with the fleet's labels whose ids no stack of the fleet (in this backend) names in its outputs.
+Per project the phases are the teardown's: network (orphan subnets, then networks) → bucket → storage
+identity (service account and its keys) → project, the last three only with the same opt-in flags as
+`destroy`; a non-empty bucket is refused unless `--delete-nonempty-buckets`, and a project is deleted only
+when it is itself an orphan and holds nothing else. A failed phase blocks the project; every run that
+deletes leaves a receipt (`<npa home>/receipts/<fleet>/<UTC time>-<pid>-cleanup.json`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.teardown import RECEIPT_VERSION, TeardownOptions, _ours, drop_record, write_receipt
+from npa_pulumi.engine.workspace import list_stack_summaries
+from npa_pulumi.output.results import TeardownPhase
+
+if TYPE_CHECKING:
+    from npa_pulumi.cloud.port import CloudPort, Project
+    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.output.results import FleetResult
+
+ID_OUTPUTS = (
+    "project_id",
+    "network_id",
+    "subnet_id",
+    "bucket_id",
+    "storage_service_account_id",
+    "storage_key_id",
+    "cluster_id",
+)
+
+
+class Cleanup:
+    def __init__(self, fleet: Fleet, options: TeardownOptions) -> None:
+        self.fleet = fleet
+        self.options = options
+        self.projects: dict[str, Project] = {}  # stack-like scope name -> project
+
+    @property
+    def cloud(self) -> CloudPort:
+        return self.fleet.cloud
+
+    @property
+    def name(self) -> str:
+        return self.fleet.spec.name
+
+    def retry_command(self) -> str:
+        opts = self.fleet.options
+        parts = [f"npa-pulumi cleanup --spec {opts.spec_path or '<fleet.yaml>'} --cloud {opts.cloud}"]
+        if opts.backend:
+            parts.append(f"--backend {opts.backend}")
+        return " ".join([*parts, *self.options.flags(), "--yes"])
+
+    def referenced(self) -> set[str]:
+        """Every id an existing stack of this fleet names in its outputs."""
+        from npa_pulumi.engine.stack_operations import StackOp
+
+        prefix = f"{self.name}."
+        names = [s.name for s in list_stack_summaries(self.fleet.settings) if s.name.startswith(prefix)]
+        ops = [StackOp(n, "project", "", None, None, {}) for n in names]
+        found: set[str] = set()
+        for outputs in self.fleet.stack_outputs(ops, refresh=True).values():
+            for key in ID_OUTPUTS:
+                value = (outputs or {}).get(key)
+                if isinstance(value, str) and value:
+                    found.add(value)
+        return found
+
+    # ---------------------------------------------------------------------------------- plan
+
+    def plan(self) -> list[TeardownPhase]:
+        """Read-only: the orphans and what would be done with each."""
+        referenced = self.referenced()
+        keys = {t.project_key for t in self.fleet.targets}
+        spec_ids = {t.project_id for t in self.fleet.targets if t.project_id}
+        spec_names = {t.display_name for t in self.fleet.targets if not t.project_id}
+        phases: list[TeardownPhase] = []
+        for project in self.cloud.list_projects(self.fleet.tenant_id()):
+            labelled = _ours(project.labels, self.name) and project.labels.get("npa-project") in keys
+            if not (labelled or project.id in spec_ids or project.name in spec_names):
+                continue
+            scope = f"{self.name}.{project.labels.get('npa-project') or project.id}"
+            self.projects[scope] = project
+            phases.extend(self._plan_project(scope, project, labelled, referenced))
+        return phases
+
+    def _plan_project(
+        self, scope: str, project: Project, labelled: bool, referenced: set[str]
+    ) -> list[TeardownPhase]:
+        cloud, pid = self.cloud, project.id
+        key = project.labels.get("npa-project") or project.id
+
+        def phase(kind: str, **values: Any) -> TeardownPhase:
+            return TeardownPhase(phase=kind, project_key=key, stack=scope, **values)
+
+        def orphan(item_id: str, labels: dict[str, str]) -> bool:
+            return _ours(labels, self.name) and item_id not in referenced
+
+        phases: list[TeardownPhase] = []
+        subnets = [s.id for s in cloud.list_subnets(pid) if orphan(s.id, s.labels)]
+        networks = [n.id for n in cloud.list_networks(pid) if orphan(n.id, n.labels)]
+        if subnets or networks:
+            phases.append(phase("network", deletes={"subnet_ids": subnets, "network_ids": networks}))
+        buckets = [b for b in cloud.list_buckets(pid) if orphan(b.id, b.labels)]
+        for bucket in buckets:
+            ids: dict[str, Any] = {"bucket_id": bucket.id, "bucket_name": bucket.name}
+            count = cloud.count_bucket_objects(bucket.id)
+            if not self.options.delete_buckets:
+                phases.append(
+                    phase("bucket", status="retained", retains=ids, reason="--delete-buckets not given")
+                )
+            elif count and not self.options.delete_nonempty_buckets:
+                phases.append(
+                    phase(
+                        "bucket",
+                        status="retained",
+                        retains={**ids, "objects": count},
+                        reason=f"bucket holds {count} object(s): refused unless --delete-nonempty-buckets",
+                    )
+                )
+            else:
+                phases.append(phase("bucket", deletes={**ids, "objects": count}))
+        for account in cloud.list_service_accounts(pid):
+            if not orphan(account.id, account.labels):
+                continue
+            keys = [k.id for k in cloud.list_access_keys(pid, account.id)]
+            if self.options.delete_storage_identity:
+                phases.append(
+                    phase(
+                        "storage-identity", deletes={"service_account_id": account.id, "access_key_ids": keys}
+                    )
+                )
+            else:
+                phases.append(
+                    phase(
+                        "storage-identity",
+                        status="retained",
+                        retains={"service_account_id": account.id},
+                        reason="--delete-storage-identity not given",
+                    )
+                )
+        if labelled and pid not in referenced:
+            phases.append(self._plan_project_phase(project, phase, phases))
+        return phases
+
+    def _plan_project_phase(
+        self, project: Project, phase: Callable[..., TeardownPhase], earlier: list[TeardownPhase]
+    ) -> TeardownPhase:
+        ids = {"project_id": project.id}
+        if not self.options.delete_projects:
+            return phase("project", status="retained", retains=ids, reason="--delete-projects not given")
+        kept = [p for p in earlier if p.status == "retained"]
+        if kept:
+            what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
+            return phase("project", status="retained", retains=ids, reason=f"the project still holds: {what}")
+        foreign = self._foreign(project.id, earlier)
+        if foreign:
+            return phase(
+                "project",
+                status="retained",
+                retains={**ids, "foreign": foreign},
+                reason="the project holds objects this fleet did not create: " + ", ".join(foreign),
+            )
+        return phase("project", deletes=ids)
+
+    def _foreign(self, pid: str, earlier: list[TeardownPhase]) -> list[str]:
+        doomed: set[str] = set()
+        for item in earlier:
+            for value in item.deletes.values():
+                doomed.update(value if isinstance(value, list) else [str(value)])
+        cloud = self.cloud
+        found = [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in doomed]
+        found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in doomed]
+        found += [f"cluster {c.id}" for c in cloud.list_clusters(pid)]
+        found += [f"filesystem {f.id}" for f in cloud.list_filesystems(pid)]
+        found += [f"gpu cluster {g.id}" for g in cloud.list_gpu_clusters(pid)]
+        found += [f"bucket {b.id}" for b in cloud.list_buckets(pid) if b.id not in doomed]
+        found += [f"service account {a.id}" for a in cloud.list_service_accounts(pid) if a.id not in doomed]
+        return found
+
+    # ---------------------------------------------------------------------------------- run
+
+    def run(self, phases: list[TeardownPhase]) -> None:
+        for scope in sorted({p.stack for p in phases}):
+            mine = [p for p in phases if p.stack == scope]
+            for item in mine:
+                if item.status != "planned":
+                    continue
+                if item.phase == "project":
+                    blockers = [p.name for p in mine if p.phase != "project" and p.status == "failed"]
+                    if blockers:
+                        item.status, item.blocked_by = "blocked", blockers
+                        item.reason = "the project is deleted only after everything in it is"
+                        continue
+                self._attempt(item)
+                if item.phase == "project" and item.status == "done":
+                    drop_record(self.name, scope)  # nothing of the project is left to prove
+
+    def _attempt(self, item: TeardownPhase) -> None:
+        self.fleet.progress.message(f"cleanup {item.name}: deleting ...")
+        try:
+            self._delete(item)
+        except CloudError as err:
+            item.status, item.reason = "failed", str(err) or type(err).__name__
+            item.retry_command = self.retry_command()
+            return
+        item.status = "done"
+
+    def _delete(self, item: TeardownPhase) -> None:
+        cloud, deletes = self.cloud, item.deletes
+        if item.phase == "network":
+            for subnet in deletes.get("subnet_ids", []):
+                with contextlib.suppress(NotFound):
+                    cloud.delete_subnet(subnet)
+            for network in deletes.get("network_ids", []):
+                with contextlib.suppress(NotFound):
+                    cloud.delete_network(network)
+        elif item.phase == "bucket":
+            bucket = cloud.get_bucket(deletes["bucket_id"])  # re-checked right before deleting
+            count = cloud.count_bucket_objects(bucket.id)
+            if not _ours(bucket.labels, self.name) or (count and not self.options.delete_nonempty_buckets):
+                raise CloudRefusal(f"bucket {bucket.id} changed since it was planned: not deleted")
+            cloud.delete_bucket(bucket.id)
+        elif item.phase == "storage-identity":
+            project = self.projects[item.stack].id
+            account = deletes["service_account_id"]
+            for key in cloud.list_access_keys(project, account):
+                with contextlib.suppress(NotFound):
+                    cloud.delete_access_key(key.id)
+            cloud.delete_service_account(account)
+        elif item.phase == "project":
+            project = deletes["project_id"]
+            foreign = self._foreign(project, [])
+            if foreign:
+                raise CloudRefusal(f"project {project} still holds: {', '.join(foreign)}")
+            cloud.delete_project(project)
+
+
+class CloudRefusal(CloudError):
+    """A guard found, right before deleting, that the object is no longer provably an orphan of the fleet."""
+
+    kind = "refused"
+
+
+def cleanup_receipt(
+    fleet: Fleet, options: TeardownOptions, phases: list[TeardownPhase], started: float, outcome: str
+) -> dict[str, Any]:
+    return {
+        "version": RECEIPT_VERSION,
+        "command": "cleanup",
+        "fleet": fleet.spec.name,
+        "cloud": fleet.options.cloud,
+        "backend": fleet.settings.backend_url,
+        "asked": {
+            "projects": sorted({t.project_key for t in fleet.targets}),
+            **{f.name: getattr(options, f.name) for f in fields(options)},
+        },
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if outcome != "running" else None,
+        "outcome": outcome,
+        "phases": [p.to_json() for p in phases],
+    }
+
+
+def run_cleanup(fleet: Fleet, options: TeardownOptions, dry_run: bool, result: FleetResult) -> None:
+    cleanup = Cleanup(fleet, options)
+    result.phases = cleanup.plan()
+    result.dry_run = dry_run
+    if dry_run or not any(p.status == "planned" for p in result.phases):
+        return
+    started = time.time()
+    receipt = write_receipt(
+        fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, "running"), kind="cleanup"
+    )
+    result.receipt = str(receipt)
+    try:
+        cleanup.run(result.phases)
+    finally:
+        outcome = "failed" if result.failed else "ok"
+        write_receipt(
+            fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, outcome), receipt
+        )

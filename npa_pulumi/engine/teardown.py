@@ -1,0 +1,612 @@
+"""Teardown you can audit: `destroy` as ordered phases, each with an outcome, evidence and a receipt.
+
+Per project of the selection the phases run in this order:
+
+    cluster (one per cluster stack) -> network (the project stack) -> bucket -> storage-identity -> project
+
+* cluster: the cluster stack is destroyed (what it will delete is read from its outputs);
+* network: the project stack is destroyed once none of the project's cluster stacks remain; an owned
+  network/subnet goes with it, a reused subnet is only read and stays;
+* bucket, storage-identity, project: retained unless asked for (`--delete-buckets`,
+  `--delete-storage-identity`, `--delete-projects`), and even then deleted only with durable proof that
+  this fleet created them: the creation recorded in the project stack's outputs (or, once that stack is
+  gone, in the teardown record written before it was destroyed) *and* the fleet's labels on the live
+  object. A bucket that holds objects is refused unless `--delete-nonempty-buckets`; a project that
+  holds anything the fleet did not create (or anything retained) is refused.
+
+Outcomes: `planned` (dry run), `done`, `absent` (nothing there: repeat-safe), `retained` (why), `blocked`
+(by which phase: a dependent phase is never guessed) or `failed` (why, and the exact retry command).
+Independent phases continue when one fails: a failed bucket does not stop the storage identity, but it
+blocks the project.
+
+Every destroy leaves a receipt, `<npa home>/receipts/<fleet>/<UTC time>-destroy.json` (0600): what was
+asked and each phase's outcome with the ids deleted or retained. Receipts and teardown records hold ids and
+flags only, never a secret (the access key's secret, a token, a capacity block).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.workspace import list_stack_summaries
+from npa_pulumi.output.results import TeardownPhase
+from npa_pulumi.runtime.files import write_atomically
+from npa_pulumi.runtime.home import npa_home
+
+if TYPE_CHECKING:
+    from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.engine.programs import ProjectPlan
+    from npa_pulumi.output.results import FleetResult, StackResult
+
+log = logging.getLogger(__name__)
+
+RECEIPT_VERSION = 1
+MANAGED_BY = "npa-pulumi"
+
+
+@dataclass(frozen=True)
+class TeardownOptions:
+    delete_buckets: bool = False
+    delete_nonempty_buckets: bool = False
+    delete_storage_identity: bool = False
+    delete_projects: bool = False
+
+    def flags(self) -> list[str]:
+        """The CLI flags that ask for the same (for exact retry commands)."""
+        names = {
+            "delete_buckets": "--delete-buckets",
+            "delete_nonempty_buckets": "--delete-nonempty-buckets",
+            "delete_storage_identity": "--delete-storage-identity",
+            "delete_projects": "--delete-projects",
+        }
+        return [flag for name, flag in names.items() if getattr(self, name)]
+
+
+@dataclass
+class ProjectEvidence:
+    """What a project stack recorded about what it owns: ids and creation flags, nothing secret. Kept as the
+    project's teardown record (`<npa home>/teardown/<fleet>/<project stack>.json`) before the stack is
+    destroyed, so a later, narrower teardown (`--delete-buckets` after the stack is gone) still has proof."""
+
+    project_stack: str
+    project_key: str
+    project_id: str = ""
+    project_created: bool = False
+    network_id: str = ""
+    subnet_id: str = ""
+    network_owned: bool = False
+    bucket_id: str = ""
+    bucket_name: str = ""
+    bucket_created: bool = False
+    service_account_id: str = ""
+    service_account_created: bool = False
+    key_id: str = ""
+
+    @classmethod
+    def from_outputs(cls, stack: str, project_key: str, outputs: dict[str, Any]) -> ProjectEvidence:
+        def text(name: str) -> str:
+            value = outputs.get(name)
+            return value if isinstance(value, str) else ""
+
+        return cls(
+            project_stack=stack,
+            project_key=project_key,
+            project_id=text("project_id"),
+            project_created=outputs.get("project_created") is True,
+            network_id=text("network_id"),
+            subnet_id=text("subnet_id"),
+            network_owned=outputs.get("network_owned") is True,
+            bucket_id=text("bucket_id"),
+            bucket_name=text("bucket_name"),
+            bucket_created=outputs.get("bucket_created") is True,
+            service_account_id=text("storage_service_account_id"),
+            service_account_created=outputs.get("storage_service_account_created") is True,
+            key_id=text("storage_key_id"),
+        )
+
+    def merged_with(self, record: ProjectEvidence | None) -> ProjectEvidence:
+        """A re-deployed stack finds what an earlier one created (and records `created: false`); the
+        earlier record of the same ids still proves it."""
+        if record is None:
+            return self
+        same = record.project_id == self.project_id
+        return ProjectEvidence(
+            **{
+                **asdict(self),
+                "project_created": self.project_created or (same and record.project_created),
+                "bucket_created": self.bucket_created
+                or (bool(self.bucket_id) and record.bucket_id == self.bucket_id and record.bucket_created),
+                "service_account_created": self.service_account_created
+                or (
+                    bool(self.service_account_id)
+                    and record.service_account_id == self.service_account_id
+                    and record.service_account_created
+                ),
+            }
+        )
+
+
+# --------------------------------------------------------------------------------------- records
+
+
+def records_dir(fleet: str) -> Path:
+    return npa_home() / "teardown" / fleet
+
+
+def receipts_dir(fleet: str) -> Path:
+    return npa_home() / "receipts" / fleet
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def read_record(fleet: str, stack: str) -> ProjectEvidence | None:
+    path = records_dir(fleet) / f"{stack}.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        log.warning("teardown record %s is unreadable (%s): treated as no proof", path, err)
+        return None
+    known = {f.name for f in fields(ProjectEvidence)}
+    try:
+        return ProjectEvidence(**{k: v for k, v in data.items() if k in known})
+    except TypeError:
+        return None
+
+
+def write_record(fleet: str, evidence: ProjectEvidence) -> None:
+    path = _private_dir(records_dir(fleet)) / f"{evidence.project_stack}.json"
+    write_atomically(path, json.dumps(asdict(evidence), indent=2, sort_keys=True) + "\n", mode=0o600)
+
+
+def drop_record(fleet: str, stack: str) -> None:
+    (records_dir(fleet) / f"{stack}.json").unlink(missing_ok=True)
+
+
+def write_receipt(
+    fleet: str, document: dict[str, Any], path: Path | None = None, kind: str = "destroy"
+) -> Path:
+    if path is None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        path = _private_dir(receipts_dir(fleet)) / f"{stamp}-{os.getpid()}-{kind}.json"
+    write_atomically(path, json.dumps(document, indent=2, sort_keys=True) + "\n", mode=0o600)
+    return path
+
+
+# --------------------------------------------------------------------------------------- helpers
+
+
+def _ours(labels: dict[str, str], fleet: str) -> bool:
+    return labels.get("npa-fleet") == fleet and labels.get("managed-by") == MANAGED_BY
+
+
+def _describe(error: Exception) -> str:
+    return str(error) or type(error).__name__
+
+
+class Teardown:
+    """Plans (read-only) and runs the phases of one `destroy` of a fleet's selection."""
+
+    def __init__(self, fleet: Fleet, options: TeardownOptions) -> None:
+        self.fleet = fleet
+        self.options = options
+        self.evidence: dict[str, ProjectEvidence] = {}
+        self.stack_exists: dict[str, bool] = {}
+        self.shared: set[str] = set()  # project stacks whose other (unselected) cluster stacks remain
+        self.doomed_clusters: set[str] = set()
+
+    @property
+    def cloud(self) -> CloudPort:
+        return self.fleet.cloud
+
+    @property
+    def name(self) -> str:
+        return self.fleet.spec.name
+
+    def retry_command(self, project_key: str, cluster: str | None) -> str:
+        base = self.fleet._retry_command("destroy", project_key, cluster).removesuffix(" --yes")
+        return " ".join([base, *self.options.flags(), "--yes"])
+
+    # ---------------------------------------------------------------------------------- plan
+
+    def plan(self) -> list[TeardownPhase]:
+        """Every phase with what it would delete or retain and why. Reads stack outputs and the live
+        cloud; changes nothing."""
+        from npa_pulumi.engine.stack_operations import StackOp
+
+        plans = self.fleet.plans()
+        phases: list[TeardownPhase] = []
+        cluster_ops = [self.fleet._cluster_op(c) for c in plans.clusters]
+        cluster_outputs = self.fleet.stack_outputs(cluster_ops)
+        for cluster in plans.clusters:
+            outputs = cluster_outputs.get(cluster.stack)
+            phase = TeardownPhase(phase="cluster", project_key=cluster.project_key, stack=cluster.stack)
+            if outputs is None:
+                phase.status, phase.reason = "absent", "no cluster stack: nothing to delete"
+            else:
+                phase.deletes = {
+                    "cluster_stack": cluster.stack,
+                    "cluster_id": str(outputs.get("cluster_id") or ""),
+                    "node_group_ids": [str(i) for i in (outputs.get("node_group_ids") or [])],
+                    "kube_context": str(outputs.get("kube_context") or ""),
+                }
+            phases.append(phase)
+        # The clusters this run deletes are not "something else in the project".
+        self.doomed_clusters = {
+            str(p.deletes.get("cluster_id"))
+            for p in phases
+            if p.status == "planned" and p.deletes.get("cluster_id")
+        }
+        selected = {c.stack for c in plans.clusters}
+        existing = {s.name for s in list_stack_summaries(self.fleet.settings)}
+        project_ops = [StackOp(p.stack, "project", p.project_key, None, None, {}) for p in plans.projects]
+        project_outputs = self.fleet.stack_outputs(project_ops)
+        for project in plans.projects:
+            others = sorted(n for n in existing if n.startswith(f"{project.stack}.") and n not in selected)
+            phases.extend(self._plan_project(project, project_outputs.get(project.stack), others))
+        return phases
+
+    def _plan_project(
+        self, project: ProjectPlan, outputs: dict[str, Any] | None, others: list[str]
+    ) -> list[TeardownPhase]:
+        record = read_record(self.name, project.stack)
+        self.stack_exists[project.stack] = outputs is not None
+        if outputs is not None:
+            evidence = ProjectEvidence.from_outputs(project.stack, project.project_key, outputs).merged_with(
+                record
+            )
+        elif record is not None:
+            evidence = record
+        else:
+            return [
+                TeardownPhase(
+                    phase="network",
+                    project_key=project.project_key,
+                    stack=project.stack,
+                    status="absent",
+                    reason="no project stack and no teardown record: nothing this fleet owns to delete",
+                )
+            ]
+        self.evidence[project.stack] = evidence
+
+        def phase(kind: str, **values: Any) -> TeardownPhase:
+            return TeardownPhase(phase=kind, project_key=project.project_key, stack=project.stack, **values)
+
+        phases = [self._plan_network(evidence, phase, outputs is not None)]
+        if evidence.bucket_id:
+            phases.append(self._plan_bucket(evidence, phase))
+        if evidence.service_account_id:
+            phases.append(self._plan_identity(evidence, phase))
+        phases.append(self._plan_project_phase(evidence, phase, phases))
+        if others:
+            self.shared.add(project.stack)
+            why = f"cluster stack(s) {', '.join(others)} of this project remain (not selected)"
+            for item in phases:
+                if item.status == "planned":
+                    item.status, item.reason = "retained", why
+                    item.retains, item.deletes = {**item.retains, **item.deletes}, {}
+        return phases
+
+    def _plan_network(
+        self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase], stack_exists: bool
+    ) -> TeardownPhase:
+        if not stack_exists:
+            return phase("network", status="absent", reason="the project stack is already destroyed")
+        if ev.network_owned:
+            return phase(
+                "network",
+                deletes={
+                    "project_stack": ev.project_stack,
+                    "network_id": ev.network_id,
+                    "subnet_id": ev.subnet_id,
+                },
+            )
+        # The project stack still goes (in this phase); the reused subnet and its network stay.
+        return phase(
+            "network",
+            status="retained",
+            retains={"subnet_id": ev.subnet_id, "network_id": ev.network_id},
+            reason="the subnet was reused, not created by this fleet: it is read, never deleted (the project "
+            "stack itself is destroyed)",
+        )
+
+    def _plan_bucket(self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase]) -> TeardownPhase:
+        ids = {"bucket_id": ev.bucket_id, "bucket_name": ev.bucket_name}
+        if not self.options.delete_buckets:
+            return phase(
+                "bucket",
+                status="retained",
+                retains=ids,
+                reason="buckets are retained unless --delete-buckets",
+            )
+        if not ev.bucket_created:
+            return phase(
+                "bucket",
+                status="retained",
+                retains=ids,
+                reason="no durable record that this fleet created the bucket (it existed before, or was "
+                "recorded by an older npa-pulumi): never deleted",
+            )
+        try:
+            bucket = self.cloud.get_bucket(ev.bucket_id)
+        except NotFound:
+            return phase("bucket", status="absent", reason=f"bucket {ev.bucket_id} is already gone")
+        if not _ours(bucket.labels, self.name):
+            return phase(
+                "bucket",
+                status="retained",
+                retains=ids,
+                reason=f"bucket {ev.bucket_id} does not carry this fleet's labels: never deleted",
+            )
+        count = self.cloud.count_bucket_objects(ev.bucket_id)
+        if count and not self.options.delete_nonempty_buckets:
+            return phase(
+                "bucket",
+                status="retained",
+                retains={**ids, "objects": count},
+                reason=f"bucket holds {count} object(s): refused unless --delete-nonempty-buckets",
+            )
+        return phase("bucket", deletes={**ids, "objects": count})
+
+    def _plan_identity(self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase]) -> TeardownPhase:
+        ids: dict[str, Any] = {"service_account_id": ev.service_account_id}
+        if not self.options.delete_storage_identity:
+            return phase(
+                "storage-identity",
+                status="retained",
+                retains=ids,
+                reason="the storage service account and its access keys are retained unless "
+                "--delete-storage-identity",
+            )
+        if not ev.service_account_created:
+            return phase(
+                "storage-identity",
+                status="retained",
+                retains=ids,
+                reason="no durable record that this fleet created the service account: never deleted",
+            )
+        accounts = [
+            a for a in self.cloud.list_service_accounts(ev.project_id) if a.id == ev.service_account_id
+        ]
+        if not accounts:
+            return phase(
+                "storage-identity", status="absent", reason=f"service account {ev.service_account_id} is gone"
+            )
+        if not _ours(accounts[0].labels, self.name):
+            return phase(
+                "storage-identity",
+                status="retained",
+                retains=ids,
+                reason="the service account does not carry this fleet's labels: never deleted",
+            )
+        keys = [k.id for k in self.cloud.list_access_keys(ev.project_id, ev.service_account_id)]
+        return phase("storage-identity", deletes={**ids, "access_key_ids": keys})
+
+    def _plan_project_phase(
+        self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase], earlier: list[TeardownPhase]
+    ) -> TeardownPhase:
+        ids = {"project_id": ev.project_id}
+        if not self.options.delete_projects:
+            return phase(
+                "project",
+                status="retained",
+                retains=ids,
+                reason="projects are retained unless --delete-projects",
+            )
+        if not ev.project_created:
+            return phase(
+                "project",
+                status="retained",
+                retains=ids,
+                reason="no durable record that this fleet created the project (it existed before): "
+                "never deleted",
+            )
+        try:
+            project = self.cloud.get_project(ev.project_id)
+        except NotFound:
+            return phase("project", status="absent", reason=f"project {ev.project_id} is already gone")
+        if not _ours(project.labels, self.name):
+            return phase(
+                "project",
+                status="retained",
+                retains=ids,
+                reason="the project does not carry this fleet's labels: never deleted",
+            )
+        kept = [p for p in earlier if p.status == "retained" and p.phase in ("bucket", "storage-identity")]
+        if kept:
+            what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
+            return phase("project", status="retained", retains=ids, reason=f"the project still holds: {what}")
+        foreign = self.foreign_objects(ev)
+        if foreign:
+            return phase(
+                "project",
+                status="retained",
+                retains={**ids, "foreign": foreign},
+                reason="the project holds objects this fleet did not create: " + ", ".join(foreign),
+            )
+        return phase("project", deletes=ids)
+
+    def foreign_objects(self, ev: ProjectEvidence, after_teardown: bool = False) -> list[str]:
+        """What the project holds that this fleet did not create (and will not delete in this run)."""
+        cloud, pid = self.cloud, ev.project_id
+        ours_network = {ev.network_id, ev.subnet_id} if ev.network_owned and not after_teardown else set()
+        ours_storage = set() if after_teardown else {ev.bucket_id, ev.service_account_id}
+        found: list[str] = []
+        found += [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in ours_network]
+        found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in ours_network]
+        doomed = set() if after_teardown else self.doomed_clusters
+        found += [f"cluster {c.id}" for c in cloud.list_clusters(pid) if c.id not in doomed]
+        found += [f"filesystem {f.id}" for f in cloud.list_filesystems(pid)]
+        found += [f"gpu cluster {g.id}" for g in cloud.list_gpu_clusters(pid)]
+        found += [f"bucket {b.id}" for b in cloud.list_buckets(pid) if b.id not in ours_storage]
+        found += [
+            f"service account {a.id}" for a in cloud.list_service_accounts(pid) if a.id not in ours_storage
+        ]
+        return found
+
+    # ---------------------------------------------------------------------------------- run
+
+    def run(self, result: FleetResult, phases: list[TeardownPhase]) -> None:
+        """Run the planned phases in order, filling `result` (stacks and phases) as they finish."""
+        from npa_pulumi.engine import kubeconfigs
+        from npa_pulumi.plan.naming import kube_context_name
+
+        fleet = self.fleet
+        plans = fleet.plans()
+        by_stack = {p.stack: p for p in phases if p.phase == "cluster"}
+        cluster_ops = [fleet._cluster_op(c) for c in plans.clusters]
+        destroyed = fleet._pool(cluster_ops, lambda op: fleet.executor.run(op, "destroy"))
+        for item in destroyed:
+            phase = by_stack[item.stack]
+            if item.status == "failed":
+                item.status = "destroy-incomplete"
+                item.retry_command = self.retry_command(item.project_key, item.cluster_name)
+                phase.status, phase.reason, phase.retry_command = "failed", item.error, item.retry_command
+            elif item.status in ("destroyed", "absent") and item.cluster_name:
+                # Only once the stack is gone: a kubeconfig is how a half-destroyed cluster is inspected.
+                context = kube_context_name(fleet.spec.name, item.project_key, item.cluster_name)
+                kubeconfigs.remove(context, item.stack)
+                phase.status = "done" if item.status == "destroyed" else "absent"
+        result.stacks.extend(destroyed)
+        for project in plans.projects:
+            mine = [p for p in phases if p.stack == project.stack]
+            failed = [
+                p.name
+                for p in phases
+                if p.phase == "cluster" and p.project_key == project.project_key and p.status == "failed"
+            ]
+            if failed:
+                for waiting in mine:
+                    if waiting.status == "planned":
+                        waiting.status, waiting.blocked_by = "blocked", failed
+                        waiting.reason = "a cluster of this project was not destroyed"
+                continue
+            self._run_project(result, project, mine)
+
+    def _run_project(self, result: FleetResult, project: ProjectPlan, phases: list[TeardownPhase]) -> None:
+        evidence = self.evidence.get(project.stack)
+        network = next((p for p in phases if p.phase == "network"), None)
+        if evidence is not None:
+            write_record(self.name, evidence)  # the proof outlives the project stack
+        # Other clusters of the project still use its network: the project stack stays.
+        destroy_stack = self.stack_exists.get(project.stack) and project.stack not in self.shared
+        if network is not None and destroy_stack and network.status in ("planned", "retained"):
+            stack_result = self._destroy_project_stack(project)
+            result.stacks.append(stack_result)
+            if stack_result.failed:
+                network.status, network.reason = "failed", stack_result.error
+                network.retry_command = stack_result.retry_command
+            elif network.status == "planned":
+                network.status = "done"
+        for item in phases:
+            if item.status != "planned" or evidence is None:
+                continue
+            if item.phase == "bucket":
+                self._attempt(item, project, lambda: self._delete_bucket(evidence))
+            elif item.phase == "storage-identity":
+                self._attempt(item, project, lambda: self._delete_identity(evidence))
+            elif item.phase == "project":
+                blockers = [
+                    p.name for p in phases if p.phase != "project" and p.status in ("failed", "blocked")
+                ]
+                if blockers:
+                    item.status, item.blocked_by = "blocked", blockers
+                    item.reason = "the project is deleted only after everything in it is"
+                else:
+                    self._attempt(item, project, lambda: self._delete_project(evidence))
+        if evidence is not None:
+            self._update_record(evidence, phases)
+
+    def _destroy_project_stack(self, project: ProjectPlan) -> StackResult:
+        fleet = self.fleet
+        item = fleet.executor.run(fleet._project_op(project), "destroy")
+        if item.status == "failed":
+            item.status = "destroy-incomplete"
+            item.retry_command = self.retry_command(project.project_key, None)
+        return item
+
+    def _attempt(self, item: TeardownPhase, project: ProjectPlan, action: Callable[[], None]) -> None:
+        self.fleet.progress.message(f"{item.name}: deleting ...")
+        try:
+            action()
+        except (CloudError, TeardownRefused) as err:
+            item.status, item.reason = "failed", _describe(err)
+            item.retry_command = self.retry_command(project.project_key, None)
+            self.fleet.progress.message(f"{item.name}: failed: {item.reason}")
+            return
+        item.status = "done"
+
+    def _delete_bucket(self, ev: ProjectEvidence) -> None:
+        bucket = self.cloud.get_bucket(ev.bucket_id)  # re-checked right before deleting
+        if not _ours(bucket.labels, self.name):
+            raise TeardownRefused(f"bucket {ev.bucket_id} does not carry this fleet's labels")
+        count = self.cloud.count_bucket_objects(ev.bucket_id)
+        if count and not self.options.delete_nonempty_buckets:
+            raise TeardownRefused(f"bucket {ev.bucket_id} now holds {count} object(s)")
+        self.cloud.delete_bucket(ev.bucket_id)
+
+    def _delete_identity(self, ev: ProjectEvidence) -> None:
+        for key in self.cloud.list_access_keys(ev.project_id, ev.service_account_id):
+            with contextlib.suppress(NotFound):  # already gone counts as deleted
+                self.cloud.delete_access_key(key.id)
+        self.cloud.delete_service_account(ev.service_account_id)
+
+    def _delete_project(self, ev: ProjectEvidence) -> None:
+        foreign = self.foreign_objects(ev, after_teardown=True)
+        if foreign:
+            raise TeardownRefused(f"project {ev.project_id} still holds: {', '.join(foreign)}")
+        self.cloud.delete_project(ev.project_id)
+
+    def _update_record(self, ev: ProjectEvidence, phases: list[TeardownPhase]) -> None:
+        """Forget what is gone; drop the record once nothing this fleet created remains to prove."""
+        done = {p.phase for p in phases if p.status in ("done", "absent")}
+        if "bucket" in done:
+            ev.bucket_id, ev.bucket_name, ev.bucket_created = "", "", False
+        if "storage-identity" in done:
+            ev.service_account_id, ev.service_account_created, ev.key_id = "", False, ""
+        if "network" in done:
+            ev.network_id, ev.subnet_id, ev.network_owned = "", "", False
+        if "project" in done or not (ev.project_created or ev.bucket_created or ev.service_account_created):
+            drop_record(self.name, ev.project_stack)
+        else:
+            write_record(self.name, ev)
+
+
+class TeardownRefused(Exception):
+    """A guard found, right before deleting, that the object is no longer provably the fleet's."""
+
+
+def receipt_document(
+    fleet: Fleet, options: TeardownOptions, phases: list[TeardownPhase], started: float, outcome: str
+) -> dict[str, Any]:
+    """The receipt: ids, flags and outcomes only (never a secret)."""
+    return {
+        "version": RECEIPT_VERSION,
+        "command": "destroy",
+        "fleet": fleet.spec.name,
+        "cloud": fleet.options.cloud,
+        "backend": fleet.settings.backend_url,
+        "asked": {
+            "projects": sorted({t.project_key for t in fleet.targets}),
+            "clusters": sorted(t.cluster_stack for t in fleet.targets),
+            **{f.name: getattr(options, f.name) for f in fields(options)},
+        },
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if outcome != "running" else None,
+        "outcome": outcome,
+        "phases": [p.to_json() for p in phases],
+    }

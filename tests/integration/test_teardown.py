@@ -1,0 +1,336 @@
+"""Teardown you can audit (issue 18), end to end: real CLI processes, the real Pulumi engine, terraform and
+the local cloud.
+
+* `destroy --dry-run` lists the ordered phases with what each deletes or retains, and changes nothing;
+* a full destroy with the opt-in flags deletes exactly what the fleet created (project, network, bucket,
+  service account and its keys) and retains a pre-existing project and its reused subnet;
+* re-creating a project stack rotates the storage access key instead of piling keys up, and the proof of
+  ownership survives a destroy and a re-deploy (the teardown record);
+* a failing phase (a fault on delete_bucket) is `failed` with an exact retry command, the dependent project
+  phase is `blocked`, the independent storage identity phase completes; the retry finishes the job;
+* every destroy leaves a private receipt without a secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_helpers import CLI, inventory, npa, write_spec
+
+from npa_pulumi.engine.workspace import EngineSettings
+from npa_pulumi.runtime.toolchain import find_pulumi
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: td
+region: us-central1
+project_prefix: "td-"
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+projects:
+  - name: alpha
+    object_storage: {enabled: true, storage_class: standard, size_gibibytes: 16}
+    clusters:
+      - name: c1
+  - project_id: project-existing1
+    clusters:
+      - name: c1
+"""
+
+OPT_IN = ("--delete-buckets", "--delete-storage-identity", "--delete-projects")
+
+
+def _ids(cloud: dict[str, Any]) -> dict[str, list[str]]:
+    """Every object's id, per kind (what a mutation would change; states may move on by themselves)."""
+    return {
+        kind: sorted(str(item.get("id")) for item in items)
+        for kind, items in cloud.items()
+        if kind not in ("quotas", "capacity_block_groups")
+    }
+
+
+def _up(spec: Path) -> dict[str, Any]:
+    result = npa("up", "--spec", str(spec), "--cloud", "local", "--yes", "-j", "2", "--output", "json")
+    assert result.code == 0, result.stderr[-4000:] + result.stdout[-3000:]
+    document: dict[str, Any] = result.json()
+    return document
+
+
+def _phases(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in document["phases"]}
+
+
+def _secret_of(stack: str) -> str:
+    settings = EngineSettings.resolve(None)
+    proc = subprocess.run(
+        [str(find_pulumi()), "stack", "output", "--json", "--show-secrets", "--stack", stack],
+        cwd=settings.work_dir,
+        env={**os.environ, **settings.env()},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    secret: str = json.loads(proc.stdout)["storage_secret_access_key"]
+    return secret
+
+
+def _receipts(home: Path) -> list[Path]:
+    return sorted((home / ".npa-pulumi" / "receipts" / "td").glob("*-destroy.json"))
+
+
+def _alpha(cloud: dict[str, Any]) -> str:
+    return next(str(p["id"]) for p in cloud["projects"] if p["name"] == "td-alpha")
+
+
+def test_dry_run_then_full_guarded_destroy(isolated_home: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC)
+    npa("local-cloud", "init", check=True)
+    _up(spec)
+    secret = _secret_of("td.alpha")
+    before = inventory()
+    alpha = _alpha(before)
+
+    # ---- dry run: the exact ordered phases, no confirmation needed, nothing changed
+    dry = npa("destroy", "--spec", str(spec), "--dry-run", *OPT_IN, "--output", "json", input_text="")
+    assert dry.code == 0, dry.stderr[-3000:]
+    plan = dry.json()
+    assert plan["dry_run"] is True and plan["ok"] is True and plan["receipt"] is None
+    assert [p["name"] for p in plan["phases"]] == [
+        "cluster:td.alpha.c1",
+        "cluster:td.project-existing1.c1",
+        "network:td.alpha",
+        "bucket:td.alpha",
+        "storage-identity:td.alpha",
+        "project:td.alpha",
+        "network:td.project-existing1",
+        "project:td.project-existing1",
+    ]
+    phases = _phases(plan)
+    cluster_id = phases["cluster:td.alpha.c1"]["deletes"]["cluster_id"]
+    assert cluster_id in {c["id"] for c in before["mk8s_clusters"]}
+    assert {p["status"] for n, p in phases.items() if n.endswith("td.alpha") or "alpha." in n} == {"planned"}
+    assert phases["bucket:td.alpha"]["deletes"]["objects"] == 0
+    assert phases["project:td.alpha"]["deletes"] == {"project_id": alpha}
+    existing = phases["project:td.project-existing1"]
+    assert existing["status"] == "retained" and "created" in existing["reason"]
+    reused = phases["network:td.project-existing1"]
+    assert reused["status"] == "retained"
+    assert reused["retains"]["subnet_id"] and "reused" in reused["reason"]
+    assert _ids(inventory()) == _ids(before)
+    assert _receipts(isolated_home) == []
+
+    # ---- the text form says the same, and changes nothing either
+    text = npa("destroy", "--spec", str(spec), "--dry-run", input_text="", env={"COLUMNS": "300"})
+    assert text.code == 0 and "dry run" in text.stdout and "storage-identity:td.alpha" in text.stdout
+    assert _ids(inventory()) == _ids(before)
+
+    # ---- destructive with the opt-in flags and no terminal: refused, one JSON document, nothing changed
+    refused = npa("destroy", "--spec", str(spec), *OPT_IN, "--output", "json", input_text="")
+    assert refused.code == 1
+    assert refused.json()["error"]["kind"] == "not-confirmed"
+    assert _ids(inventory()) == _ids(before)
+
+    # ---- the full guarded teardown
+    done = npa("destroy", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    outcome = _phases(done.json())
+    for name in ("network:td.alpha", "bucket:td.alpha", "storage-identity:td.alpha", "project:td.alpha"):
+        assert outcome[name]["status"] == "done", outcome[name]
+    assert outcome["project:td.project-existing1"]["status"] == "retained"
+    cloud = inventory()
+    assert alpha not in {p["id"] for p in cloud["projects"]}
+    assert [b for b in cloud["buckets"] if b["project_id"] == alpha] == []
+    assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha] == []
+    assert [k for k in cloud["access_keys"] if k["project_id"] == alpha] == []
+    assert [n for n in cloud["networks"] if n["project_id"] == alpha] == []
+    assert cloud["mk8s_clusters"] == []
+    # what the fleet did not create stays: the pre-existing project and its own network
+    assert "project-existing1" in {p["id"] for p in cloud["projects"]}
+    assert [s for s in cloud["subnets"] if s["project_id"] == "project-existing1"]
+    assert [n for n in cloud["networks"] if n["project_id"] == "project-existing1"]
+
+    # ---- the receipt: private, complete, and without a secret
+    receipts = _receipts(isolated_home)
+    assert len(receipts) == 1 and str(receipts[0]) == done.json()["receipt"]
+    assert stat.S_IMODE(receipts[0].stat().st_mode) == 0o600
+    receipt = json.loads(receipts[0].read_text())
+    assert receipt["outcome"] == "ok" and receipt["asked"]["delete_projects"] is True
+    assert {p["name"]: p["status"] for p in receipt["phases"]}["bucket:td.alpha"] == "done"
+    assert secret not in receipts[0].read_text()
+    assert secret not in done.stdout + done.stderr
+    # nothing of alpha left to prove: its teardown record is gone with it
+    assert not (isolated_home / ".npa-pulumi" / "teardown" / "td" / "td.alpha.json").exists()
+
+
+ALPHA_ONLY = "--only-projects", "alpha"
+
+
+def test_rotation_then_failed_phase_blocks_the_project(isolated_home: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC)
+    npa("local-cloud", "init", check=True)
+    _up(spec)
+    first = inventory()
+    alpha = _alpha(first)
+    account = next(a["id"] for a in first["service_accounts"] if a["project_id"] == alpha)
+
+    # ---- a plain destroy retains bucket, identity and project; a re-deploy rotates the key
+    plain = npa("destroy", "--spec", str(spec), *ALPHA_ONLY, "--yes", "--output", "json")
+    assert plain.code == 0, plain.stderr[-3000:]
+    assert {p["name"]: p["status"] for p in plain.json()["phases"]}["bucket:td.alpha"] == "retained"
+    record = isolated_home / ".npa-pulumi" / "teardown" / "td" / "td.alpha.json"
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
+    _up(spec)
+    keys = [k for k in inventory()["access_keys"] if k["service_account_id"] == account]
+    assert len(keys) == 1, keys  # the old key was deleted, not left behind
+
+    # ---- a bucket with data is refused without --delete-nonempty-buckets
+    bucket = next(b["id"] for b in inventory()["buckets"] if b["project_id"] == alpha)
+    put = npa(
+        "local-cloud", "api", "put_object", "--args", json.dumps({"bucket_id": bucket, "key": "ckpt/1"})
+    )
+    assert put.code == 0, put.stderr
+    dry = npa("destroy", "--spec", str(spec), *ALPHA_ONLY, "--dry-run", *OPT_IN, "--output", "json")
+    phases = _phases(dry.json())
+    # proof survived destroy + re-deploy (the re-deployed stack found the bucket; the record proves it)
+    assert phases["bucket:td.alpha"]["status"] == "retained"
+    assert "1 object" in phases["bucket:td.alpha"]["reason"]
+    assert phases["project:td.alpha"]["status"] == "retained"
+    assert "bucket" in phases["project:td.alpha"]["reason"]
+
+    # ---- bad input: a clear error, exit 2, no traceback
+    bad = npa("destroy", "--spec", str(spec), "--delete-nonempty-buckets", "--yes", "--output", "json")
+    assert bad.code == 2 and "Traceback" not in bad.stderr
+    assert "--delete-buckets" in bad.json()["error"]["message"]
+
+    # ---- a failing bucket phase: failed with a retry, project blocked, storage identity done
+    npa(
+        "local-cloud",
+        "fault",
+        "add",
+        "--op",
+        "delete_bucket",
+        "--error",
+        "unavailable",
+        "--forever",
+        check=True,
+    )
+    flags = (*OPT_IN, "--delete-nonempty-buckets")
+    failed = npa("destroy", "--spec", str(spec), *ALPHA_ONLY, *flags, "--yes", "--output", "json")
+    assert failed.code == 1, failed.stderr[-3000:]
+    document = failed.json()
+    assert document["ok"] is False
+    phases = _phases(document)
+    assert phases["network:td.alpha"]["status"] == "done"
+    assert phases["bucket:td.alpha"]["status"] == "failed"
+    retry = phases["bucket:td.alpha"]["retry_command"]
+    assert "--delete-buckets" in retry and "--only-projects alpha" in retry and retry.endswith("--yes")
+    assert phases["storage-identity:td.alpha"]["status"] == "done"
+    assert phases["project:td.alpha"]["status"] == "blocked"
+    assert phases["project:td.alpha"]["blocked_by"] == ["bucket:td.alpha"]
+    cloud = inventory()
+    assert alpha in {p["id"] for p in cloud["projects"]}
+    assert bucket in {b["id"] for b in cloud["buckets"]}
+    assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha] == []
+    receipt = json.loads(Path(document["receipt"]).read_text())
+    assert receipt["outcome"] == "failed"
+    assert {p["name"]: p["status"] for p in receipt["phases"]}["project:td.alpha"] == "blocked"
+
+    # ---- the exact retry command finishes the job once the cloud works again (the stack is gone: the
+    # teardown record is the proof)
+    npa("local-cloud", "fault", "clear", check=True)
+    argv = shlex.split(retry)
+    assert argv[0] == "npa-pulumi"
+    again = npa(*argv[1:], "--output", "json")
+    assert again.code == 0, again.stderr[-3000:] + again.stdout[-3000:]
+    phases = _phases(again.json())
+    assert phases["bucket:td.alpha"]["status"] == "done"
+    assert phases["project:td.alpha"]["status"] == "done"
+    cloud = inventory()
+    assert alpha not in {p["id"] for p in cloud["projects"]}
+    assert bucket not in {b["id"] for b in cloud["buckets"]}
+    assert CLI  # the retry ran through the same CLI entry point as every other call here
+
+
+def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC)
+    npa("local-cloud", "init", check=True)
+    _up(spec)
+
+    # ---- everything the fleet created is referenced by a stack: nothing to clean up
+    fresh = npa("cleanup", "--spec", str(spec), "--dry-run", *OPT_IN, "--output", "json")
+    assert fresh.code == 0, fresh.stderr[-3000:]
+    assert fresh.json()["phases"] == []
+
+    # ---- a plain destroy of alpha leaves its project, bucket and storage identity: orphans now
+    plain = npa("destroy", "--spec", str(spec), *ALPHA_ONLY, "--yes", "--output", "json")
+    assert plain.code == 0, plain.stderr[-3000:]
+    cloud = inventory()
+    alpha = _alpha(cloud)
+
+    # ... next to buckets a user made without the fleet's labels: in the pre-existing project, and in the
+    # fleet's own (now orphaned) project
+    def user_bucket(project_id: str, name: str) -> str:
+        args = {"project_id": project_id, "name": name, "storage_class": "standard", "max_size_bytes": 1024}
+        made = npa("local-cloud", "api", "create_bucket", "--args", json.dumps(args))
+        assert made.code == 0, made.stderr
+        return str(made.json()["result"]["id"])
+
+    user_bucket("project-existing1", "users-own-bucket")
+    users_in_alpha = user_bucket(alpha, "users-bucket-in-alpha")
+    before = inventory()
+    dry = npa("cleanup", "--spec", str(spec), "--dry-run", *OPT_IN, "--output", "json")
+    assert dry.code == 0, dry.stderr[-3000:]
+    phases = _phases(dry.json())
+    assert set(phases) == {"bucket:td.alpha", "storage-identity:td.alpha", "project:td.alpha"}
+    assert phases["bucket:td.alpha"]["status"] == "planned"
+    assert phases["bucket:td.alpha"]["deletes"]["bucket_id"] != users_in_alpha
+    assert phases["storage-identity:td.alpha"]["status"] == "planned"
+    # a project holding something the fleet did not create is refused
+    assert phases["project:td.alpha"]["status"] == "retained"
+    assert phases["project:td.alpha"]["retains"]["foreign"] == [f"bucket {users_in_alpha}"]
+    assert _ids(inventory()) == _ids(before)
+
+    # ---- without a terminal and without --yes: refused, nothing changed
+    refused = npa("cleanup", "--spec", str(spec), *OPT_IN, "--output", "json", input_text="")
+    assert refused.code == 1 and refused.json()["error"]["kind"] == "not-confirmed"
+    assert _ids(inventory()) == _ids(before)
+
+    first = npa("cleanup", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    assert first.code == 0, first.stderr[-3000:] + first.stdout[-3000:]
+    assert {p["name"]: p["status"] for p in first.json()["phases"]} == {
+        "bucket:td.alpha": "done",
+        "storage-identity:td.alpha": "done",
+        "project:td.alpha": "retained",
+    }
+    cloud = inventory()
+    assert alpha in {p["id"] for p in cloud["projects"]}
+    assert [b["id"] for b in cloud["buckets"] if b["project_id"] == alpha] == [users_in_alpha]
+    assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha] == []
+
+    # ---- once the user's bucket is gone, the orphaned fleet project goes too
+    gone = npa("local-cloud", "api", "delete_bucket", "--args", json.dumps({"bucket_id": users_in_alpha}))
+    assert gone.code == 0, gone.stderr
+    done = npa("cleanup", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    assert {p["name"]: p["status"] for p in done.json()["phases"]} == {"project:td.alpha": "done"}
+    cloud = inventory()
+    assert alpha not in {p["id"] for p in cloud["projects"]}
+    # what a stack still references, and what the fleet never created, stay
+    assert "users-own-bucket" in {b["name"] for b in cloud["buckets"]}
+    assert len(cloud["mk8s_clusters"]) == 1
+    receipt = Path(done.json()["receipt"])
+    assert receipt.name.endswith("-cleanup.json") and stat.S_IMODE(receipt.stat().st_mode) == 0o600
+    assert json.loads(receipt.read_text())["outcome"] == "ok"
+    assert not (isolated_home / ".npa-pulumi" / "teardown" / "td" / "td.alpha.json").exists()
