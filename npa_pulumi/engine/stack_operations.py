@@ -188,9 +188,18 @@ class StackExecutor:
                 except auto.StackAlreadyExistsError:  # another process made it meanwhile
                     opts = workspace_options(self.settings, program, self.project_name)
             if create:
-                stack = auto.create_or_select_stack(
-                    op.stack, project_name=self.project_name, program=program, opts=opts
-                )
+                try:
+                    stack = auto.create_or_select_stack(
+                        op.stack, project_name=self.project_name, program=program, opts=opts
+                    )
+                except auto.StackAlreadyExistsError:
+                    # Made by another run (another shard, another machine) between select and create.
+                    stack = auto.select_stack(
+                        op.stack,
+                        project_name=self.project_name,
+                        program=program,
+                        opts=workspace_options(self.settings, program, self.project_name),
+                    )
             else:
                 stack = auto.select_stack(
                     op.stack, project_name=self.project_name, program=program, opts=opts
