@@ -146,7 +146,8 @@ def locked_message(stack: str, holder: str, *, live_here: bool) -> str:
     if live_here:
         return (
             f"stack {stack} is being changed by another run ({holder}); wait for it to finish. That process "
-            "is alive on this machine, so its lock is not broken even with --break-lock."
+            "is alive on this machine, so --break-lock does not take its lock over; if it is not that run, "
+            f"clear the lock with: pulumi cancel --stack {stack} --yes"
         )
     return (
         f"stack {stack} is being changed by another run ({holder}); wait for it to finish. Nothing was "
