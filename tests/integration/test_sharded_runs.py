@@ -107,3 +107,16 @@ def test_two_shards_deploy_one_fleet_in_parallel(
     final = npa("destroy", *common, "--yes", "--output", "json")
     assert final.code == 0, final.stderr[-3000:]
     assert {s["stack"]: s["status"] for s in final.json()["stacks"]}[PROJECT_STACK] == "destroyed"
+
+
+def test_a_shard_that_owns_nothing_prints_one_empty_document(isolated_home: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC)
+    count = 16
+    empty = next(k for k in range(1, count + 1) if all(shard_of(_stack(n), count) != k for n in CLUSTERS))
+    for command in ("up", "destroy", "preview"):
+        extra = ["--yes"] if command != "preview" else []
+        result = npa(command, "--spec", str(spec), "--shard", f"{empty}/{count}", *extra, "--output", "json")
+        assert result.code == 0, result.stderr
+        document = result.json()  # exactly one JSON document on stdout
+        assert (document["command"], document["stacks"], document["ok"]) == (command, [], True)
+        assert f"shard {empty}/{count} owns no cluster" in result.stderr
