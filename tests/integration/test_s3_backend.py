@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from fleet_helpers import CLI, REPO, CliResult, inventory, npa, write_spec
 from s3_support import S3Server
 
+from npa_pulumi.runtime.processes import process_alive
 from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -237,3 +240,105 @@ def test_two_operators_share_a_fleet_through_s3_locks(
     assert "alive on this machine" in _clusters(refused)[C2]["error"]
     assert live in server.keys(bucket, ".pulumi/locks/")
     _assert_no_secrets([blocked.stdout, blocked.stderr, broken.stderr], server.secret_key)
+
+
+def _wait_for_update_lock(
+    server: S3Server, bucket: str, stack: str, run: subprocess.Popen[str]
+) -> dict[str, Any]:
+    """The lock `run` holds for its update of `stack` (not one of the brief ones: stack init, tags): the
+    same key for 3 s. Returns the lock's content, as the engine wrote it."""
+    prefix = f".pulumi/locks/organization/{PROJECT}/{stack}/"
+    deadline = time.monotonic() + 180
+    seen: list[list[str]] = []
+    while len(seen) < 4 or not seen[-1] or any(keys != seen[-1] for keys in seen[-4:]):
+        assert run.poll() is None, run.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, f"the run never held {stack}'s lock"
+        seen.append(server.keys(bucket, prefix))
+        time.sleep(1)
+    [key] = seen[-1]
+    body: dict[str, Any] = json.loads(server.client().get_object(Bucket=bucket, Key=key)["Body"].read())
+    return body
+
+
+def test_second_operator_fails_on_exactly_the_stack_a_live_run_holds(
+    isolated_home: Path, tmp_path: Path, s3_backend: tuple[S3Server, str, str]
+) -> None:
+    """A real overlap: operator A's `up` is inside c1's update (the cloud is slow to create it) when
+    operator B runs `up` of the whole fleet from another HOME. B fails on c1 only, naming A's engine
+    process from its lock, deploys c2, and A finishes undisturbed."""
+    server, bucket, backend = s3_backend
+    passphrase = _passphrase(tmp_path)
+    spec = write_spec(tmp_path / "fleet.yaml", _spec(1))
+    common = ["--spec", str(spec), "--backend", backend, "--passphrase-file", str(passphrase)]
+    npa("local-cloud", "init", check=True)
+    npa("local-cloud", "fault", "add", "--op", "create_cluster", "--latency-ms", "30000", check=True)
+    run_a = subprocess.Popen(
+        [*CLI, "up", *common, "--only-clusters", "c1", "--yes", "--no-preflight", "--output", "json"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        holder = _wait_for_update_lock(server, bucket, C1, run_a)
+
+        result_b = npa(
+            "up", *common, "--yes", "--no-preflight", "--output", "json", env=_other_home(tmp_path, "home-b")
+        )
+        assert result_b.code == 1, result_b.stderr[-3000:]
+        clusters = _clusters(result_b)
+        assert clusters[C2]["status"] == "deployed"
+        assert clusters[C1]["status"] == "failed"
+        assert f"pid {holder['pid']} on {holder['hostname']}" in clusters[C1]["error"]
+        assert "wait for it to finish" in clusters[C1]["error"]
+        out_a, err_a = run_a.communicate(timeout=600)
+    finally:
+        if run_a.poll() is None:
+            run_a.kill()
+            run_a.wait()
+    assert run_a.returncode == 0, err_a[-3000:]
+    assert {c["stack"]: c["status"] for c in json.loads(out_a)["clusters"]} == {C1: "deployed"}
+    assert server.keys(bucket, ".pulumi/locks/") == []
+    assert sorted(c["name"] for c in inventory()["mk8s_clusters"]) == ["c1", "c2"]
+
+
+def test_run_killed_mid_up_is_recovered_by_another_operator(
+    isolated_home: Path, tmp_path: Path, s3_backend: tuple[S3Server, str, str]
+) -> None:
+    """Operator A's `up` is killed (the whole process group, as a lost CI runner) inside c1's update: its
+    engine lock stays in the bucket. Operator B, on this host, finds the holder provably gone, removes the
+    lock, clears the pending operations and converges c1."""
+    server, bucket, backend = s3_backend
+    passphrase = _passphrase(tmp_path)
+    spec = write_spec(tmp_path / "fleet.yaml", _spec(1))
+    common = ["--spec", str(spec), "--backend", backend, "--passphrase-file", str(passphrase)]
+    npa("local-cloud", "init", check=True)
+    npa("local-cloud", "fault", "add", "--op", "create_cluster", "--latency-ms", "20000", check=True)
+    run_a = subprocess.Popen(
+        [*CLI, "up", *common, "--only-clusters", "c1", "--yes", "--no-preflight", "--output", "json"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        holder = _wait_for_update_lock(server, bucket, C1, run_a)
+    finally:
+        os.killpg(run_a.pid, signal.SIGKILL)
+        run_a.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while process_alive(int(holder["pid"])) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the engine notices its parent is gone and exits (a zombie counts as gone)
+    left = server.keys(bucket, f".pulumi/locks/organization/{PROJECT}/{C1}/")
+    assert left, "the killed run left no lock: nothing to recover"
+
+    recovered = npa(
+        "up", *common, "--yes", "--no-preflight", "--output", "json", env=_other_home(tmp_path, "b")
+    )
+    assert recovered.code == 0, recovered.stderr[-3000:]
+    assert {s: c["status"] for s, c in _clusters(recovered).items()} == {C1: "deployed", C2: "deployed"}
+    assert f"{C1}: recovered from an interrupted run: removed a stale lock" in recovered.stderr
+    assert f"pid {holder['pid']} on {holder['hostname']}" in recovered.stderr
+    assert server.keys(bucket, ".pulumi/locks/") == []
+    assert sorted(c["name"] for c in inventory()["mk8s_clusters"]) == ["c1", "c2"]
