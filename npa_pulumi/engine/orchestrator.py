@@ -19,6 +19,7 @@ import contextlib
 import functools
 import importlib.util
 import logging
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -251,7 +252,10 @@ class Fleet:
         spec = self.options.spec_path or "<fleet.yaml>"
         parts = [f"npa-pulumi {command} --spec {spec} --cloud {self.options.cloud}"]
         if self.options.backend:
-            parts.append(f"--backend {self.options.backend}")
+            # Quoted: an s3:// URL carries `&` between its query parameters.
+            parts.append(f"--backend {shlex.quote(self.options.backend)}")
+        if self.options.passphrase_file:
+            parts.append(f"--passphrase-file {shlex.quote(self.options.passphrase_file)}")
         parts.append(f"--only-projects {project_key}")
         if cluster:
             parts.append(f"--only-clusters {cluster}")

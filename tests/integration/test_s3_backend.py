@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -217,6 +218,10 @@ def test_two_operators_share_a_fleet_through_s3_locks(
     assert clusters[C1]["status"] == "failed"
     error = clusters[C1]["error"]
     assert "pid 4242 on machine-a.example" in error and "user alice" in error and "--break-lock" in error
+    # The retry command pastes into a shell as is: the URL's `&`s are quoted.
+    retry = shlex.split(clusters[C1]["retry_command"])
+    assert retry[retry.index("--backend") + 1] == backend
+    assert retry[retry.index("--passphrase-file") + 1] == str(passphrase)
     assert held in server.keys(bucket, ".pulumi/locks/")
 
     # Only an explicit --break-lock takes it over across hosts.
