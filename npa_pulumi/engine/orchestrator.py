@@ -88,7 +88,7 @@ class FleetOptions:
     # `--break-lock`: take over stack locks (and run records) that another machine holds; never those of a
     # live process on this machine. Without it only a lock whose owner is provably gone is recovered.
     break_lock: bool = False
-    # `--shard K/N`: the targets are already this shard's (plan/shards.py); project stacks are shared.
+    # `--shard K/N`: only the clusters this shard owns (plan/shards.py); project stacks are shared.
     shard: str | None = None
     shard_wait_s: float = 1800.0  # how long a shard waits for another to finish a shared project stack
 
@@ -128,8 +128,13 @@ class Fleet:
         progress: Progress | None = None,
     ) -> None:
         self.spec = spec
-        self.targets = list(targets)
         self.options = options
+        if options.shard:
+            from npa_pulumi.plan.shards import parse_shard, select_shard
+
+            # Idempotent: the CLI selected the shard already; an SDK caller may only have set the option.
+            targets = select_shard(targets, parse_shard(options.shard))
+        self.targets = list(targets)
         self.progress = progress or Progress(enabled=options.show_progress)
         self.settings = EngineSettings.resolve(options.backend, options.passphrase_file)
         self._cloud: CloudPort | None = None
