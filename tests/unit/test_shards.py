@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from npa_pulumi.plan.shards import ShardError, parse_shard, shard_of
@@ -43,3 +45,39 @@ def test_growing_the_shard_count_moves_few_clusters() -> None:
     # Rendezvous hashing: only the clusters the new shard wins move (about 1/5), not a reshuffle.
     assert moved < 0.3 * len(NAMES)
     assert all(shard_of(n, 5) == 5 for n in NAMES if shard_of(n, 4) != shard_of(n, 5))
+
+
+SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: sdk
+region: us-central1
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+projects:
+  - project_id: project-existing1
+    clusters: [{name: a}, {name: b}, {name: c}, {name: d}, {name: e}]
+"""
+
+
+def test_a_fleet_given_a_shard_option_runs_only_that_shard(isolated_home: Path, tmp_path: Path) -> None:
+    """The SDK passes FleetOptions straight through: the orchestrator itself must apply `shard`."""
+    from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
+    from npa_pulumi.plan import resolve_targets
+    from npa_pulumi.spec import load_spec
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text(SPEC)
+    spec = load_spec(path)
+    targets = resolve_targets(spec, [], [], None)
+    shards = [
+        [
+            t.cluster_name
+            for t in Fleet(spec, targets, FleetOptions(shard=f"{k}/3", show_progress=False)).targets
+        ]
+        for k in (1, 2, 3)
+    ]
+    assert sorted(n for shard in shards for n in shard) == ["a", "b", "c", "d", "e"]
+    for k, shard in enumerate(shards, start=1):
+        assert shard == [t.cluster_name for t in targets if shard_of(t.cluster_stack, 3) == k]
+    with pytest.raises(ShardError):
+        Fleet(spec, targets, FleetOptions(shard="4/3", show_progress=False))
