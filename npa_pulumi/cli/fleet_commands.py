@@ -89,15 +89,65 @@ def fleet_options(func: F) -> F:
     return func
 
 
+shard_option = click.option(
+    "--shard",
+    default=None,
+    metavar="K/N",
+    help="Only the clusters shard K of N owns (rendezvous hashing of the cluster stack name: stable when "
+    "clusters are added). Project stacks are shared, single-flight through their lock.",
+)
+break_lock_option = click.option(
+    "--break-lock",
+    is_flag=True,
+    help="Take over stack locks held by a run on another machine that is known to be gone. Without it only "
+    "a lock whose process is provably gone (on this machine) is recovered; a live local run's never is.",
+)
+
+
 def _load(
-    spec_path: str, only_projects: tuple[str, ...], only_clusters: tuple[str, ...], project_prefix: str | None
+    spec_path: str,
+    only_projects: tuple[str, ...],
+    only_clusters: tuple[str, ...],
+    project_prefix: str | None,
+    shard: str | None = None,
 ) -> tuple[Any, list[Any]]:
     from npa_pulumi.plan import resolve_targets
+    from npa_pulumi.plan.shards import parse_shard, select_shard
     from npa_pulumi.spec import load_spec
 
+    chosen = parse_shard(shard) if shard is not None else None  # bad input fails before the spec is read
     spec = load_spec(spec_path)
     targets = resolve_targets(spec, _split(only_projects), _split(only_clusters), project_prefix)
-    return spec, targets
+    return spec, select_shard(targets, chosen)
+
+
+def _shard_kw(kw: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """Engine options of a shardable command; --shard with --break-lock is refused: breaking a lock is a
+    person's decision about one run, and in a matrix the holder is most likely a sibling shard."""
+    if kw.get("shard") and kw.get("break_lock"):
+        from npa_pulumi.errors import UserInputError
+
+        raise UserInputError(
+            "--break-lock cannot be combined with --shard: recover a lock in an unsharded run"
+        )
+    return _engine_options(kw, shard=kw.get("shard"), break_lock=kw.get("break_lock", False), **extra)
+
+
+def _nothing_to_do(command: str, spec: Any, kw: dict[str, Any]) -> int:
+    """An empty selection (a shard that owns no cluster): still one JSON document with --output json."""
+    stderr_console.print(
+        "nothing to do" + (f" (shard {kw['shard']} owns no cluster)" if kw.get("shard") else "")
+    )
+    if kw["output"] == "json":
+        from npa_pulumi.engine.workspace import resolve_backend_url
+        from npa_pulumi.output.results import FleetResult
+
+        result = FleetResult(
+            command=command, fleet=spec.name, cloud=kw["cloud"], backend=resolve_backend_url(kw["backend"])
+        )
+        result.dry_run = bool(kw.get("dry_run", False))
+        emit_json(result.to_json())
+    return 0
 
 
 def _fleet(spec: Any, targets: list[Any], options: dict[str, Any]) -> Any:
@@ -214,18 +264,21 @@ def _finish(result: Any, output: str) -> int:
     type=click.Path(dir_okay=False),
     help="Policy config JSON (enforcement levels and settings).",
 )
+@shard_option
+@break_lock_option
 def up_command(**kw: Any) -> None:
     """Deploy the fleet: project stacks first, then cluster stacks in parallel."""
 
     def body() -> int:
-        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        spec, targets = _load(
+            kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"], kw["shard"]
+        )
         if not targets:
-            stderr_console.print("nothing to do")
-            return 0
+            return _nothing_to_do("up", spec, kw)
         fleet = _fleet(
             spec,
             targets,
-            _engine_options(
+            _shard_kw(
                 kw,
                 fail_fast=not kw["continue_on_error"],
                 policy_packs=list(kw["policy_packs"]),
@@ -282,15 +335,20 @@ def up_command(**kw: Any) -> None:
     type=click.Path(dir_okay=False),
     help="Policy config JSON (enforcement levels and settings).",
 )
+@shard_option
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
     def body() -> int:
-        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        spec, targets = _load(
+            kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"], kw["shard"]
+        )
+        if not targets and kw["output"] != "markdown" and not kw["out_file"]:
+            return _nothing_to_do("preview", spec, kw)
         fleet = _fleet(
             spec,
             targets,
-            _engine_options(kw, policy_packs=list(kw["policy_packs"]), policy_config=kw["policy_config"]),
+            _shard_kw(kw, policy_packs=list(kw["policy_packs"]), policy_config=kw["policy_config"]),
         )
         from npa_pulumi.engine.preflight_gate import preflight_gate
 
@@ -357,20 +415,22 @@ def _teardown_options(kw: dict[str, Any]) -> Any:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="Same as --yes.")
 @deletion_options
+@shard_option
+@break_lock_option
 def destroy_command(**kw: Any) -> None:
     """Destroy the selected clusters, then (once no cluster of a project remains) the project stack and
-    its owned network. Buckets, storage identities and projects are retained unless asked for, and then
-    deleted only with proof that the fleet created them. Every run leaves a receipt."""
+    its owned network; with --shard project stacks are kept for a final unsharded destroy. Buckets,
+    storage identities and projects are retained unless asked for, and then deleted only with proof that
+    the fleet created them. Every run leaves a receipt."""
 
     def body() -> int:
         teardown = _teardown_options(kw)
-        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        spec, targets = _load(
+            kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"], kw["shard"]
+        )
         if not targets:
-            stderr_console.print("nothing to do")
-            if kw["output"] == "json":
-                emit_json({"command": "destroy", "ok": True, "dry_run": kw["dry_run"], "phases": []})
-            return 0
-        fleet = _fleet(spec, targets, _engine_options(kw))
+            return _nothing_to_do("destroy", spec, kw)
+        fleet = _fleet(spec, targets, _shard_kw(kw))
         with fleet.progress:
             plan = fleet.teardown_plan(teardown)  # read-only
         if kw["dry_run"]:

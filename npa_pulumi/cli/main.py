@@ -14,6 +14,7 @@ from npa_pulumi import __version__
 # easy to audit; tests/unit/test_cli_main.py checks it against what each module registers.
 COMMAND_OWNERS: dict[str, str] = {
     "policy": "npa_pulumi.cli.policy_commands",
+    "backend": "npa_pulumi.cli.backend_commands",
     "up": "npa_pulumi.cli.fleet_commands",
     "deploy": "npa_pulumi.cli.fleet_commands",
     "preview": "npa_pulumi.cli.fleet_commands",

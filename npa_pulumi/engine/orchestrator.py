@@ -19,6 +19,7 @@ import contextlib
 import functools
 import importlib.util
 import logging
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -85,6 +86,12 @@ class FleetOptions:
     health_gate: bool = True  # False: `up --no-health-gate`, clusters deployed with validation "skipped"
     spec_path: str | None = None  # for exact retry commands
     show_progress: bool = True
+    # `--break-lock`: take over stack locks (and run records) that another machine holds; never those of a
+    # live process on this machine. Without it only a lock whose owner is provably gone is recovered.
+    break_lock: bool = False
+    # `--shard K/N`: only the clusters this shard owns (plan/shards.py); project stacks are shared.
+    shard: str | None = None
+    shard_wait_s: float = 1800.0  # how long a shard waits for another to finish a shared project stack
 
 
 def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[..., FleetResult]]:
@@ -96,8 +103,14 @@ def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[
         def run(self: Fleet, *args: Any, **kwargs: Any) -> FleetResult:
             from npa_pulumi.engine.runlock import exclusive_run
 
-            stacks = {t.project_stack for t in self.targets} | {t.cluster_stack for t in self.targets}
-            with exclusive_run(self.settings.backend_url, self.spec.name, command, stacks) as notes:
+            stacks = {t.cluster_stack for t in self.targets}
+            if not self.options.shard:
+                # Shards of one fleet share project stacks: those are single-flight through the engine's
+                # stack lock instead (Fleet._up_project), so shards on one machine can run side by side.
+                stacks |= {t.project_stack for t in self.targets}
+            with exclusive_run(
+                self.settings.backend_url, self.spec.name, command, stacks, self.options.break_lock
+            ) as notes:
                 for note in notes:
                     self.progress.message(f"{self.spec.name}: {note}")
                 return method(self, *args, **kwargs)
@@ -116,8 +129,13 @@ class Fleet:
         progress: Progress | None = None,
     ) -> None:
         self.spec = spec
-        self.targets = list(targets)
         self.options = options
+        if options.shard:
+            from npa_pulumi.plan.shards import parse_shard, select_shard
+
+            # Idempotent: the CLI selected the shard already; an SDK caller may only have set the option.
+            targets = select_shard(targets, parse_shard(options.shard))
+        self.targets = list(targets)
         self.progress = progress or Progress(enabled=options.show_progress)
         self.settings = EngineSettings.resolve(options.backend, options.passphrase_file)
         self._cloud: CloudPort | None = None
@@ -130,7 +148,14 @@ class Fleet:
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
         # (a pack ignores entries for policies it does not have).
         configs = [options.policy_config] * len(packs) if options.policy_config else []
-        self.executor = StackExecutor(self.settings, self.progress, logs_dir(spec.name), packs, configs)
+        self.executor = StackExecutor(
+            self.settings,
+            self.progress,
+            logs_dir(spec.name),
+            packs,
+            configs,
+            break_lock=options.break_lock,
+        )
 
     # ----------------------------------------------------------------------------------- context
 
@@ -233,7 +258,10 @@ class Fleet:
         spec = self.options.spec_path or "<fleet.yaml>"
         parts = [f"npa-pulumi {command} --spec {spec} --cloud {self.options.cloud}"]
         if self.options.backend:
-            parts.append(f"--backend {self.options.backend}")
+            # Quoted: an s3:// URL carries `&` between its query parameters.
+            parts.append(f"--backend {shlex.quote(self.options.backend)}")
+        if self.options.passphrase_file:
+            parts.append(f"--passphrase-file {shlex.quote(self.options.passphrase_file)}")
         parts.append(f"--only-projects {project_key}")
         if cluster:
             parts.append(f"--only-clusters {cluster}")
@@ -434,7 +462,7 @@ class Fleet:
         project_ops = [self._project_op(p) for p in plans.projects]
         result.stacks.extend(self._unchanged_result(op) for op in project_ops if op.stack in skip_projects)
         changed_projects = [op for op in project_ops if op.stack not in skip_projects]
-        project_results = self._pool(changed_projects, lambda op: self.executor.run(op, "up"))
+        project_results = self._pool(changed_projects, self._up_project)
         result.stacks.extend(project_results)
         if changed_projects:
             # Cluster stacks read these outputs; re-read what the updates just wrote.
@@ -547,6 +575,20 @@ class Fleet:
             return []
         existing = {project.name for project in self.cloud.list_projects(self.tenant_id())}
         return [f"{p.display_name!r}" for p in named if p.display_name not in existing]
+
+    def _up_project(self, op: StackOp) -> StackResult:
+        """A project stack, single-flight across shards: a shard that finds it locked by another run waits
+        for that run to finish it (polling its lock), then runs it itself, which finds nothing to change
+        when the other shard deployed the same plan. Unsharded, a locked stack fails at once."""
+        result = self.executor.run(op, "up")
+        if not self.options.shard:
+            return result
+        deadline = time.monotonic() + self.options.shard_wait_s
+        while result.locked and time.monotonic() < deadline:
+            self.progress.message(f"{op.stack}: held by another run (another shard?); waiting for it")
+            time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+            result = self.executor.run(op, "up")
+        return result
 
     def _up_cluster(self, op: StackOp) -> StackResult:
         return self.executor.run(op, "up")

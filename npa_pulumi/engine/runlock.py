@@ -87,8 +87,11 @@ def _read(path: Path) -> RunRecord | None:
 
 
 @contextlib.contextmanager
-def exclusive_run(backend_url: str, fleet: str, command: str, stacks: Iterable[str]) -> Iterator[list[str]]:
-    """Hold the selected stacks for this run; yields notes about stale records it removed."""
+def exclusive_run(
+    backend_url: str, fleet: str, command: str, stacks: Iterable[str], break_lock: bool = False
+) -> Iterator[list[str]]:
+    """Hold the selected stacks for this run; yields notes about stale records it removed. With
+    `break_lock`, an overlapping record of another host is removed too (never a live run of this host)."""
     wanted = frozenset(stacks)
     directory = registry_dir(backend_url, fleet)
     notes: list[str] = []
@@ -105,6 +108,13 @@ def exclusive_run(backend_url: str, fleet: str, command: str, stacks: Iterable[s
                 )
                 continue
             overlap = sorted(record.stacks & wanted)
+            if overlap and break_lock and record.hostname != socket.gethostname():
+                path.unlink(missing_ok=True)
+                notes.append(
+                    f"--break-lock: removed the record of a run on {record.hostname} (pid {record.pid}, "
+                    f"user {record.username}, since {record.timestamp})"
+                )
+                continue
             if overlap:
                 more = f" and {len(overlap) - 1} more" if len(overlap) > 1 else ""
                 raise StackLocked(

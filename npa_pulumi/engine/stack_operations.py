@@ -23,6 +23,7 @@ from npa_pulumi.engine.stacks import (
     clear_pending_operations,
     clear_stale_lock,
     ensure_tags,
+    recover_engine_lock,
     recovery_command,
 )
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings, workspace_options
@@ -121,6 +122,10 @@ class EventCollector:
                     self.errors.append(text)
 
 
+def _read_only_program() -> None:
+    raise RuntimeError("a stack selected only to be read was asked to run its program")
+
+
 class _StackLog:
     """A private (0600) per-stack log file the engine's output is streamed into."""
 
@@ -146,8 +151,10 @@ class StackExecutor:
         policy_packs: list[str] | None = None,
         policy_configs: list[str] | None = None,
         project_name: str = PROJECT_NAME,
+        break_lock: bool = False,
     ) -> None:
         self.settings = settings
+        self.break_lock = break_lock  # `--break-lock`: take over a lock another machine holds
         self.progress = progress
         self.log_dir = log_dir
         self.policy_packs = policy_packs or []
@@ -160,7 +167,10 @@ class StackExecutor:
     def select(self, op: StackOp, create: bool) -> auto.Stack | None:
         from pulumi import automation as auto
 
-        opts = workspace_options(self.settings, op.program, self.project_name)
+        # Reading a stack (outputs, history) needs no program, but the Automation API only selects an inline
+        # stack with one; on a file:// backend the checkpoint usually answers first, elsewhere it never does.
+        program = op.program or _read_only_program
+        opts = workspace_options(self.settings, program, self.project_name)
         # On a file:// backend the checkpoint says whether the stack exists (outputs: a dict; absent: None).
         checkpoint = checkpoint_outputs(self.settings.backend_url, op.stack, self.project_name)
         if isinstance(checkpoint, dict):
@@ -171,19 +181,28 @@ class StackExecutor:
                 # on every new stack; the DIY checkpoint says the stack is not there.
                 try:
                     stack = auto.create_stack(
-                        op.stack, project_name=self.project_name, program=op.program, opts=opts
+                        op.stack, project_name=self.project_name, program=program, opts=opts
                     )
                     self._created.add(op.stack)
                     return stack
                 except auto.StackAlreadyExistsError:  # another process made it meanwhile
-                    opts = workspace_options(self.settings, op.program, self.project_name)
+                    opts = workspace_options(self.settings, program, self.project_name)
             if create:
-                stack = auto.create_or_select_stack(
-                    op.stack, project_name=self.project_name, program=op.program, opts=opts
-                )
+                try:
+                    stack = auto.create_or_select_stack(
+                        op.stack, project_name=self.project_name, program=program, opts=opts
+                    )
+                except auto.StackAlreadyExistsError:
+                    # Made by another run (another shard, another machine) between select and create.
+                    stack = auto.select_stack(
+                        op.stack,
+                        project_name=self.project_name,
+                        program=program,
+                        opts=workspace_options(self.settings, program, self.project_name),
+                    )
             else:
                 stack = auto.select_stack(
-                    op.stack, project_name=self.project_name, program=op.program, opts=opts
+                    op.stack, project_name=self.project_name, program=program, opts=opts
                 )
         except auto.StackNotFoundError:
             return None
@@ -222,12 +241,15 @@ class StackExecutor:
         }
 
     def _prepare(self, stack: auto.Stack) -> None:
-        note = clear_stale_lock(stack, self.settings.backend_url, self.project_name)
+        note = clear_stale_lock(stack, self.settings.backend_url, self.project_name, self.break_lock)
         if note is not None:
-            cleared = clear_pending_operations(stack)
-            if cleared:
-                note += f"; cleared {len(cleared)} pending operation(s) (their creates are idempotent)"
-            self.progress.message(f"{stack.name}: recovered from an interrupted run: {note}")
+            self._recovered(stack, note)
+
+    def _recovered(self, stack: auto.Stack, note: str) -> None:
+        cleared = clear_pending_operations(stack)
+        if cleared:
+            note += f"; cleared {len(cleared)} pending operation(s) (their creates are idempotent)"
+        self.progress.message(f"{stack.name}: recovered from an interrupted run: {note}")
 
     def _log(self, op: StackOp, command: str) -> _StackLog:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -254,27 +276,23 @@ class StackExecutor:
             # Locks first: setting a tag on a stack another process holds fails with the engine's
             # generic "locked" error, before a stale lock could be recovered or a live one named.
             self._prepare(stack)
-            if (
-                command in ("up", "preview")
-                and op.tags_needed
-                and not diy_backend.write_tags(
-                    self.settings.backend_url, self.project_name, op.stack, op.tags
-                )
-            ):
-                # A stack made just now has no tags: set them without listing them first.
-                ensure_tags(stack, op.tags, current={} if op.stack in self._created else None)
-            verb = {
-                "up": "updating",
-                "preview": "previewing",
-                "destroy": "destroying",
-                "refresh": "refreshing",
-            }
-            self.progress.phase(op.stack, verb[command])
-            result = self._invoke(op, stack, command, collector, write_log, **kwargs)
+            try:
+                result = self._tag_and_invoke(op, stack, command, collector, write_log, **kwargs)
+            except auto.ConcurrentUpdateError as err:
+                # Only the engine can read a lock on a backend other than file://: it names the holder.
+                note = recover_engine_lock(stack, str(err), self.break_lock)
+                if note is None:
+                    raise
+                self._recovered(stack, note)
+                result = self._tag_and_invoke(op, stack, command, collector, write_log, **kwargs)
         except StackLocked as err:
             self.progress.phase(op.stack, "failed", "locked")
             return op.result(
-                "failed", error=str(err), elapsed_s=time.monotonic() - started, log_file=str(log_path)
+                "failed",
+                error=str(err),
+                elapsed_s=time.monotonic() - started,
+                log_file=str(log_path),
+                locked=True,
             )
         except auto.ConcurrentUpdateError:
             self.progress.phase(op.stack, "failed", "locked")
@@ -284,6 +302,7 @@ class StackExecutor:
                 f"active: {recovery_command(op.stack)}",
                 elapsed_s=time.monotonic() - started,
                 log_file=str(log_path),
+                locked=True,
             )
         except auto.CommandError as err:
             message = "; ".join(collector.errors) or _plain(str(err))[-2000:]
@@ -304,6 +323,31 @@ class StackExecutor:
         result.log_file = str(log_path)
         self.progress.phase(op.stack, "done" if result.status != "unchanged" else "unchanged")
         return result
+
+    def _tag_and_invoke(
+        self,
+        op: StackOp,
+        stack: auto.Stack,
+        command: str,
+        collector: EventCollector,
+        write_log: Callable[[str], None],
+        **kwargs: Any,
+    ) -> StackResult:
+        if (
+            command in ("up", "preview")
+            and op.tags_needed
+            and not diy_backend.write_tags(self.settings.backend_url, self.project_name, op.stack, op.tags)
+        ):
+            # A stack made just now has no tags: set them without listing them first.
+            ensure_tags(stack, op.tags, current={} if op.stack in self._created else None)
+        verb = {
+            "up": "updating",
+            "preview": "previewing",
+            "destroy": "destroying",
+            "refresh": "refreshing",
+        }
+        self.progress.phase(op.stack, verb[command])
+        return self._invoke(op, stack, command, collector, write_log, **kwargs)
 
     def _lean(self, op: StackOp, stack: auto.Stack, collector: EventCollector) -> bool:
         """On a DIY backend, spare the three engine invocations the Automation API makes after every

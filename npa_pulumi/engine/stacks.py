@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.diy_backend import read_locks
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError
+from npa_pulumi.runtime.processes import parse_timestamp, process_alive
 from npa_pulumi.runtime.toolchain import find_pulumi
 
 if TYPE_CHECKING:
@@ -96,22 +100,100 @@ def list_fleet_stacks(backend: str | None = None, fleet: str | None = None) -> l
     ]
 
 
-def clear_stale_lock(stack: auto.Stack, backend_url: str, project_name: str = PROJECT_NAME) -> str | None:
-    """Remove a lock left by a dead process; raise StackLocked if a live process holds it.
-    Returns a note describing what was recovered, or None when there was no lock."""
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a stack's engine lock, as the engine wrote it into the lock (any DIY backend)."""
+
+    username: str
+    hostname: str
+    pid: int
+    timestamp: str
+
+    @property
+    def provably_gone(self) -> bool:
+        """Only a lock of this host can be proven stale (no such process, a zombie, a reused pid); another
+        host's lock is taken as live, whatever its age."""
+        return not process_alive(self.pid, hostname=self.hostname, since=parse_timestamp(self.timestamp))
+
+    @property
+    def local(self) -> bool:
+        return self.hostname == socket.gethostname()
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.hostname}, user {self.username}, since {self.timestamp}"
+
+
+# backend/diy/lock.go checkForLock: "\n  <lock url>: created by <user>@<host> (pid <pid>) at <RFC 3339>"
+_LOCK_LINE = re.compile(
+    r"^\s*\S+: created by (?P<user>.*)@(?P<host>[^@\s]+) \(pid (?P<pid>\d+)\) at (?P<ts>\S+)"
+)
+
+
+def lock_holders(engine_error: str) -> list[LockHolder]:
+    """The holders the engine names when it refuses to lock a stack (its `ConcurrentUpdateError`): the one
+    way to learn them on a backend whose files npa-pulumi does not read (s3://, gs://, azblob://)."""
+    holders = []
+    for line in engine_error.splitlines():
+        match = _LOCK_LINE.match(line)
+        if match:
+            holders.append(
+                LockHolder(match["user"], match["host"], int(match["pid"]), match["ts"].rstrip(".,;"))
+            )
+    return holders
+
+
+def locked_message(stack: str, holder: str, *, live_here: bool) -> str:
+    if live_here:
+        return (
+            f"stack {stack} is being changed by another run ({holder}); wait for it to finish. That process "
+            "is alive on this machine, so --break-lock does not take its lock over; if it is not that run, "
+            f"clear the lock with: pulumi cancel --stack {stack} --yes"
+        )
+    return (
+        f"stack {stack} is being changed by another run ({holder}); wait for it to finish. Nothing was "
+        "changed on this stack. If that run is gone (killed, or its machine lost), rerun with --break-lock "
+        "to take the lock over (pending operations are cleared; every create is idempotent)"
+    )
+
+
+def clear_stale_lock(
+    stack: auto.Stack, backend_url: str, project_name: str = PROJECT_NAME, break_lock: bool = False
+) -> str | None:
+    """Remove a lock left by a dead process (or, with `break_lock`, one held by another machine); raise
+    StackLocked if a live process holds it. Returns a note describing what was recovered, or None when
+    there was no lock (or the backend's locks are not readable here: the engine then names the holder)."""
     locks = read_locks(backend_url, project_name, stack.name)
     if not locks:
         return None
     live = [lock for lock in locks if lock.owner_alive]
     if live:
         lock = live[0]
-        raise StackLocked(
-            f"stack {stack.name} is being changed by another run (pid {lock.pid} on {lock.hostname}, "
-            f"user {lock.username}, since {lock.timestamp}); wait for it to finish. If that run is gone, "
-            f"clear the lock with: pulumi cancel --stack {stack.name} --yes"
-        )
+        holder = f"pid {lock.pid} on {lock.hostname}, user {lock.username}, since {lock.timestamp}"
+        here = lock.hostname == socket.gethostname()
+        if not break_lock or here:
+            raise StackLocked(locked_message(stack.name, holder, live_here=here))
+        stack.cancel()
+        return f"broke the lock held by {holder} (--break-lock)"
     stack.cancel()
     return f"removed a stale lock left by pid {locks[0].pid} ({locks[0].timestamp})"
+
+
+def recover_engine_lock(stack: auto.Stack, engine_error: str, break_lock: bool = False) -> str | None:
+    """After the engine refused to lock `stack`: remove the lock when every holder is provably gone (or,
+    with `break_lock`, held by another machine) and return a note; raise StackLocked naming the holder
+    otherwise. None when the error names no holder (the caller reports the engine's error)."""
+    holders = lock_holders(engine_error)
+    if not holders:
+        return None
+    for holder in holders:
+        if holder.provably_gone:
+            continue
+        if not break_lock or holder.local:
+            raise StackLocked(locked_message(stack.name, holder.describe(), live_here=holder.local))
+    stack.cancel()
+    if all(h.provably_gone for h in holders):
+        return f"removed a stale lock left by {holders[0].describe()} (that process is gone)"
+    return f"broke the lock held by {holders[0].describe()} (--break-lock)"
 
 
 def clear_pending_operations(stack: auto.Stack) -> list[str]:

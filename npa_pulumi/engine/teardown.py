@@ -482,6 +482,18 @@ class Teardown:
                 kubeconfigs.remove(context, item.stack)
                 phase.status = "done" if item.status == "destroyed" else "absent"
         result.stacks.extend(destroyed)
+        if fleet.options.shard:
+            # Another shard may still be destroying clusters of the same projects: deciding here whether a
+            # project stack is unused would race it. A final unsharded `destroy` removes the project stacks.
+            why = (
+                f"shard {fleet.options.shard}: project stacks are kept; once every shard has finished, run "
+                "`npa-pulumi destroy` without --shard to remove the project stacks no cluster uses any more"
+            )
+            for phase in phases:
+                if phase.phase != "cluster" and phase.status == "planned":
+                    phase.status, phase.reason = "retained", why
+            result.warnings.append(why)
+            return
         for project in plans.projects:
             mine = [p for p in phases if p.stack == project.stack]
             failed = [

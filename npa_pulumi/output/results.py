@@ -51,6 +51,7 @@ class StackResult(BaseModel):
     retry_command: str | None = None
     elapsed_s: float = 0.0
     log_file: str | None = None
+    locked: bool = False  # failed because another run holds the stack's lock (the error names it)
 
     @property
     def failed(self) -> bool:

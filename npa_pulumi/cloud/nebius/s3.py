@@ -140,17 +140,24 @@ class S3Client:
     def __repr__(self) -> str:
         return f"S3Client({self._scheme}://{self._host}, region={self.region!r}, key={self._access_key_id!r})"
 
-    def request(self, method: str, bucket: str, key: str = "", body: bytes = b"") -> S3Response:
+    def request(
+        self, method: str, bucket: str, key: str = "", body: bytes = b"", query: str = ""
+    ) -> S3Response:
+        """`query` is a subresource such as `versioning` (bucket settings), signed as S3 expects."""
         path = self._base + "/" + uri_encode(bucket, keep_slash=False)
         if key:
             path += "/" + uri_encode(key, keep_slash=True)
         payload_sha = hashlib.sha256(body).hexdigest()
         amz_date = self._clock.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         headers = {"host": self._host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_sha}
+        if query and body:
+            # A settings document (versioning ...): without a type urllib calls it form data, which some
+            # S3 implementations then parse as a form instead of routing it.
+            headers["content-type"] = "application/xml"
         signed = sign(
             method=method,
             path=path,
-            query="",
+            query=query,
             headers=headers,
             payload_sha256=payload_sha,
             access_key_id=self._access_key_id,
@@ -160,7 +167,7 @@ class S3Client:
             amz_date=amz_date,
         )
         req = urllib.request.Request(
-            f"{self._scheme}://{self._host}{path}",
+            f"{self._scheme}://{self._host}{path}" + (f"?{query}" if query else ""),
             data=body if method in ("PUT", "POST") else None,
             method=method,
             headers={**headers, "Authorization": signed.authorization},

@@ -1,0 +1,71 @@
+"""`backend init`: a team's state bucket and the `--backend` URL for it (engine/backend_init.py)."""
+
+from __future__ import annotations
+
+import shlex
+
+import click
+
+from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
+from npa_pulumi.errors import UserInputError
+from npa_pulumi.output.streams import emit_json
+
+
+@click.group("backend")
+def backend_group() -> None:
+    """The Pulumi backend that holds the fleet's state."""
+
+
+@backend_group.command("init")
+@click.option("--cloud", type=click.Choice(["local", "nebius"]), default="local", show_default=True)
+@click.option("--bucket", required=True, help="The state bucket (created if missing, else verified).")
+@click.option("--region", default=None, help="Storage region (nebius: default eu-north1; other: us-east-1).")
+@click.option(
+    "--endpoint",
+    default=None,
+    metavar="URL",
+    help="S3 endpoint (nebius: https://storage.<region>.nebius.cloud). Required with --cloud local, whose "
+    "simulator serves no S3 endpoint: any S3-compatible server (MinIO, moto_server).",
+)
+@output_option()
+def init_command(cloud: str, bucket: str, region: str | None, endpoint: str | None, output: str) -> None:
+    """Create or verify a private, versioned state bucket and print the --backend URL and what to export.
+    Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and are never printed."""
+
+    def body() -> int:
+        from npa_pulumi.engine.backend_init import DEFAULT_NEBIUS_REGION, init_bucket
+
+        if cloud == "local" and not endpoint:
+            raise UserInputError(
+                "the local cloud keeps its buckets in its SQLite database and serves no S3 endpoint the "
+                "Pulumi engine could write state to: pass --endpoint URL of an S3-compatible server (MinIO, "
+                "moto_server), or keep the default file:// backend (file://~/.npa-pulumi/state) for a "
+                "single machine"
+            )
+        where = region or (DEFAULT_NEBIUS_REGION if cloud == "nebius" else "us-east-1")
+        url = endpoint or f"https://storage.{where}.nebius.cloud"
+        result = init_bucket(bucket, url, where)
+        if output == "json":
+            emit_json(result.to_json())
+            return 0
+        state = "created" if result.created else "exists, verified"
+        stderr_console.print(
+            f"bucket {result.bucket} ({state}) at {result.endpoint}, region {result.region}; "
+            f"versioning {result.versioning}",
+            markup=False,
+        )
+        click.echo(f"--backend '{result.backend_url}'")
+        click.echo("# every operator and CI job exports:")
+        click.echo(f"export PULUMI_BACKEND_URL={shlex.quote(result.backend_url)}")
+        click.echo("export AWS_ACCESS_KEY_ID=...        # the storage access key id")
+        click.echo("export AWS_SECRET_ACCESS_KEY=...    # its secret (never in the spec)")
+        click.echo(
+            "export PULUMI_CONFIG_PASSPHRASE_FILE=...  # the team's passphrase file, kept with the state"
+        )
+        return 0
+
+    run_guarded(body, output)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(backend_group)
