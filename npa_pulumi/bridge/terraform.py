@@ -23,7 +23,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -270,8 +270,27 @@ class TerraformWorkspace:
         with FileLock(plugin_cache_lock):
             self._run(args, env, "init")
 
-    def apply(self, env: Mapping[str, str]) -> None:
-        self._run(["apply", "-auto-approve", "-input=false", "-no-color", LOCK_TIMEOUT], env, "apply")
+    def apply(self, env: Mapping[str, str], replace: Sequence[str] = ()) -> None:
+        """`replace`: addresses to re-create (objects deleted or changed outside the fleet), those of them
+        that the state still holds (a replace of an address the state lacks is refused)."""
+        held = self.state_addresses()
+        targets = [f"-replace={address}" for address in replace if address in held]
+        self._run(
+            ["apply", "-auto-approve", "-input=false", "-no-color", LOCK_TIMEOUT, *targets], env, "apply"
+        )
+
+    def state_addresses(self) -> set[str]:
+        """The managed resource instances the state holds, as Terraform addresses."""
+        found: set[str] = set()
+        for resource in (self.read_state() or {}).get("resources") or []:
+            if resource.get("mode") != "managed":
+                continue
+            module = f"{resource['module']}." if resource.get("module") else ""
+            base = f"{module}{resource['type']}.{resource['name']}"
+            for instance in resource.get("instances") or []:
+                key = instance.get("index_key")
+                found.add(base if key is None else f"{base}[{json.dumps(key)}]")
+        return found
 
     def plan_changes(self, env: Mapping[str, str]) -> bool:
         """True when a plan would change something (`-detailed-exitcode` 2)."""

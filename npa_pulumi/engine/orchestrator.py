@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift
+from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.factory import TENANT_ENV
 from npa_pulumi.engine.diy_backend import interrupted
 from npa_pulumi.engine.fingerprint import (
@@ -279,11 +280,37 @@ class Fleet:
         try:
             cluster = self.cloud.get_cluster(str(cluster_id))
             groups = self.cloud.list_node_groups(cluster.id)
+            if self.drift(outputs):
+                return False  # an object the recipe made was deleted or resized outside the fleet
         except CloudError:
             return False
         return cluster.state == "RUNNING" and all(
             g.state == "RUNNING" and g.ready_node_count >= g.target_node_count for g in groups
         )
+
+    def drift(self, outputs: dict[str, Any]) -> list[Drift]:
+        """The objects a cluster stack's recipe declared (its `live_objects` output) that the cloud no longer
+        has or that differ from the spec; empty when the recipe declares none (npa_pulumi/bridge/drift.py).
+        Cloud errors other than NotFound propagate."""
+        from npa_pulumi.bridge.drift import declared_objects, live_drift
+
+        declared = declared_objects({LIVE_OBJECTS_OUTPUT: outputs.get("live_objects")})
+        if not declared:
+            return []
+        return live_drift(self.cloud, str(outputs.get("project_id") or ""), declared)
+
+    def _needs_refresh(self, stack: str) -> bool:
+        """A deployed cluster stack whose live objects do not match what it recorded: its update must
+        refresh first, so the Terraform bridge sees the drift (an unchanged spec alone makes no diff)."""
+        outputs = self._outputs.get(stack)
+        if not outputs or not outputs.get("cluster_id"):
+            return False
+        if outputs.get("lifecycle", "deployed") != "deployed":
+            outputs = {
+                **outputs,
+                "lifecycle": "deployed",
+            }  # a gate retry, but its objects may have drifted too
+        return not self._cluster_live(outputs)
 
     def unchanged_projects(self) -> set[str]:
         plans = self.plans().projects
@@ -548,6 +575,8 @@ class Fleet:
         return [f"{p.display_name!r}" for p in named if p.display_name not in existing]
 
     def _up_cluster(self, op: StackOp) -> StackResult:
+        if self.options.refresh or self._needs_refresh(op.stack):
+            return self.executor.run(op, "up", refresh=True)
         return self.executor.run(op, "up")
 
     @_exclusive("destroy")
@@ -598,8 +627,39 @@ class Fleet:
         plans = self.plans()
         result.warnings = list(plans.warnings)
         ops = [self._project_op(p) for p in plans.projects] + [self._cluster_op(c) for c in plans.clusters]
-        result.stacks.extend(self._pool(ops, lambda op: self.executor.run(op, "refresh")))
+        result.stacks.extend(self._pool(ops, self._refresh_stack))
         return result
+
+    def _refresh_stack(self, op: StackOp) -> StackResult:
+        """Pulumi's refresh, and for a cluster stack what drifted in the cloud (what `up` repairs)."""
+        refreshed = self.executor.run(op, "refresh")
+        if op.kind != "cluster" or refreshed.failed:
+            return refreshed
+        outputs = self.executor.outputs(op) or {}
+        if not outputs.get("cluster_id"):
+            return refreshed
+        try:
+            self.cloud.get_cluster(str(outputs["cluster_id"]))
+            drift = [d.as_dict() for d in self.drift(outputs)]
+        except NotFound:
+            drift = [
+                {
+                    "address": "",
+                    "kind": "cluster",
+                    "id": str(outputs["cluster_id"]),
+                    "reason": "deleted outside the fleet",
+                }
+            ]
+        except CloudError as err:
+            refreshed.error = f"could not check the live cluster for drift: {err}"
+            return refreshed
+        if drift:
+            refreshed.status, refreshed.drift = "drifted", drift
+            refreshed.error = "; ".join(
+                f"{d['kind'].replace('_', ' ')} {d['id']} {d['reason']}" for d in drift
+            )
+            refreshed.error += "; run up to bring it back to the spec"
+        return refreshed
 
     def status(self) -> FleetResult:
         from npa_pulumi.engine.status import cluster_status
