@@ -123,15 +123,20 @@ def _source(inputs: TerraformModuleInputs) -> RecipeSource:
 
 
 def _prepare(
-    props: dict[str, Any], old_state: str | dict[str, Any] | None, *, same_recipe: bool = True
+    props: dict[str, Any],
+    old_state: str | dict[str, Any] | None,
+    *,
+    same_recipe: bool = True,
+    workspace: TerraformWorkspace | None = None,
 ) -> tuple[TerraformWorkspace, dict[str, str]]:
     """Materialize the recipe, restore state, init. `same_recipe` (create/update) insists on the recipe
-    the preview saw; destroy and refresh use the recipe as it is now."""
+    the preview saw; destroy and refresh use the recipe as it is now. `workspace`: another work dir than the
+    stack's (a preview's throw-away copy)."""
     from npa_pulumi.bridge.recipe import materialize
     from npa_pulumi.bridge.terraform import runtime_env
 
     inputs = TerraformModuleInputs.model_validate(props)
-    workspace = _workspace(inputs)
+    workspace = workspace or _workspace(inputs)
     source = _source(inputs)
     recipe = materialize(source, workspace.root, inputs.identity.region, cache_dir())
     if same_recipe and recipe.digest != inputs.recipe.digest:
@@ -216,6 +221,25 @@ def _drift(props: dict[str, Any], workspace: TerraformWorkspace, env: dict[str, 
     identity = inputs.identity
     cloud = cloud_for(inputs.cloud, inputs.profile, identity.region, identity.tenant_id)
     return [d.as_dict() for d in live_drift(cloud, identity.parent_id, declared)]
+
+
+def plan_preview(props: dict[str, Any]) -> dict[str, Any]:
+    """Terraform's own plan for a preview, summarized (npa_pulumi/bridge/plan_summary.py), without touching
+    the stack: the recipe and the stack's current Terraform state are copied into a temporary work dir, so
+    no state is written and no lock is taken or left in the stack's work dir (`-lock=false` besides)."""
+    import tempfile
+    from pathlib import Path
+
+    from npa_pulumi.bridge.plan_summary import summarize
+    from npa_pulumi.bridge.terraform import TerraformWorkspace
+
+    inputs = TerraformModuleInputs.model_validate(props)
+    state = _workspace(inputs).read_state_text()
+    with tempfile.TemporaryDirectory(prefix="npa-plan-") as tmp:
+        scratch = TerraformWorkspace(root=Path(tmp) / "work")
+        workspace, env = _prepare(props, state, same_recipe=False, workspace=scratch)
+        plan = workspace.plan_json(env, Path(tmp))
+    return summarize(plan)
 
 
 class TerraformModuleProvider(ResourceProvider):

@@ -306,6 +306,21 @@ class TerraformWorkspace:
             )
         return proc.returncode == 2
 
+    def plan_json(self, env: Mapping[str, str], plan_dir: Path) -> dict[str, Any]:
+        """`terraform plan` read-only (no state lock, the plan file in `plan_dir`), then `terraform show
+        -json` of it: the document npa_pulumi/bridge/plan_summary.py reads. The show output holds variable
+        values, so it is parsed here and never written to terraform.log."""
+        plan_file = plan_dir / "preview.tfplan"
+        args = ["plan", "-input=false", "-no-color", "-lock=false", f"-out={plan_file}"]
+        self._run(args, env, "plan")
+        proc = supervision.run([str(self.binary()), "show", "-json", str(plan_file)], self.module_dir, env)
+        if proc.returncode != 0:
+            raise TerraformError(
+                f"terraform show failed in {self.module_dir}", _tail(self.scrub(proc.stderr)), self.log_path
+            )
+        shown = json.loads(proc.stdout)
+        return shown if isinstance(shown, dict) else {}
+
     def refresh(self, env: Mapping[str, str]) -> None:
         args = ["apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", LOCK_TIMEOUT]
         self._run(args, env, "refresh")

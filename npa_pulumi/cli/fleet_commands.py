@@ -282,6 +282,11 @@ def up_command(**kw: Any) -> None:
     type=click.Path(dir_okay=False),
     help="Policy config JSON (enforcement levels and settings).",
 )
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Run Terraform's own plan for every cluster stack, not only those whose bridge inputs changed.",
+)
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
@@ -290,7 +295,12 @@ def preview_command(**kw: Any) -> None:
         fleet = _fleet(
             spec,
             targets,
-            _engine_options(kw, policy_packs=list(kw["policy_packs"]), policy_config=kw["policy_config"]),
+            _engine_options(
+                kw,
+                policy_packs=list(kw["policy_packs"]),
+                policy_config=kw["policy_config"],
+                refresh=kw["refresh"],
+            ),
         )
         from npa_pulumi.engine.preflight_gate import preflight_gate
 

@@ -47,6 +47,9 @@ class StackResult(BaseModel):
     node_groups: list[dict[str, Any]] = Field(default_factory=list)
     # status / refresh: objects deleted or changed outside the fleet, [{address, kind, id, reason}]
     drift: list[dict[str, str]] = Field(default_factory=list)
+    # preview: Terraform's own plan for the cluster (npa_pulumi/bridge/plan_summary.py): {add, change,
+    # destroy, replace, resources: [{address, action, kind, destructive, attributes}]}, or {error} / {skipped}
+    terraform: dict[str, Any] | None = None
     outputs: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     retry_command: str | None = None
@@ -98,6 +101,7 @@ class FleetResult(BaseModel):
                 "policy": [v.model_dump() for v in s.policy],
                 "node_groups": s.node_groups,
                 "drift": s.drift,
+                "terraform": s.terraform,
                 "error": s.error,
                 "retry_command": s.retry_command,
             }

@@ -20,6 +20,7 @@ defaults:
   cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
 projects:
   - project_id: project-existing1
+    object_storage: {enabled: true, storage_class: standard, size_gibibytes: 16}
     clusters:
       - name: gone
       - name: resized
@@ -34,7 +35,9 @@ def _api(operation: str, **args: Any) -> Any:
     return npa("local-cloud", "api", operation, "--args", json.dumps(args), check=True).json()["result"]
 
 
-def test_up_repairs_a_deleted_cluster_and_a_resized_node_group(isolated_home: Path, tmp_path: Path) -> None:
+def test_up_repairs_a_deleted_cluster_a_resized_node_group_and_a_deleted_bucket(
+    isolated_home: Path, tmp_path: Path
+) -> None:
     spec = write_spec(tmp_path / "fleet.yaml", TWO_CLUSTERS)
     npa("local-cloud", "init", check=True)
     deployed = npa("up", "--spec", str(spec), "--yes", "-j", "2", "--output", "json")
@@ -44,8 +47,11 @@ def test_up_repairs_a_deleted_cluster_and_a_resized_node_group(isolated_home: Pa
     sizes = {
         g["id"]: g["target_node_count"] for c in ids.values() for g in _api("list_node_groups", cluster_id=c)
     }
-    # Behind the fleet's back: one cluster deleted, the other's CPU node group grown from 1 to 3 nodes.
+    (bucket,) = inventory()["buckets"]
+    # Behind the fleet's back: one cluster deleted, the other's CPU node group grown from 1 to 3 nodes,
+    # the project's bucket deleted.
     _api("delete_cluster", cluster_id=ids["gone"])
+    _api("delete_bucket", bucket_id=bucket["id"])
     groups = _api("list_node_groups", cluster_id=ids["resized"])
     group = next(g for g in groups if g["name"].endswith("-ng-cpu"))
     assert group["target_node_count"] == 1
@@ -71,6 +77,8 @@ def test_up_repairs_a_deleted_cluster_and_a_resized_node_group(isolated_home: Pa
     assert repaired.code == 0, repaired.stderr[-3000:]
     clusters = _clusters(repaired.json())
     assert clusters["gone"]["status"] == clusters["resized"]["status"] == "deployed"
+    assert [p["status"] for p in repaired.json()["projects"]] == ["deployed"]
+    assert [b["name"] for b in inventory()["buckets"]] == [bucket["name"]]
     # The same IDs come back (the stand-in's keys are stable), at the spec's size.
     live = {c["id"]: c for c in inventory()["mk8s_clusters"]}
     assert set(live) == set(ids.values())
@@ -84,4 +92,4 @@ def test_up_repairs_a_deleted_cluster_and_a_resized_node_group(isolated_home: Pa
 
     again = npa("up", "--spec", str(spec), "--yes", "-j", "2", "--output", "json")
     assert again.code == 0, again.stderr[-3000:]
-    assert {c["status"] for c in again.json()["clusters"]} == {"unchanged"}
+    assert {s["status"] for s in again.json()["stacks"]} == {"unchanged"}
