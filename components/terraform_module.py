@@ -230,7 +230,7 @@ def plan_preview(props: dict[str, Any]) -> dict[str, Any]:
     import tempfile
     from pathlib import Path
 
-    from npa_pulumi.bridge.plan_summary import summarize
+    from npa_pulumi.bridge.plan_summary import mask, summarize
     from npa_pulumi.bridge.terraform import TerraformWorkspace
 
     inputs = TerraformModuleInputs.model_validate(props)
@@ -239,7 +239,9 @@ def plan_preview(props: dict[str, Any]) -> dict[str, Any]:
         scratch = TerraformWorkspace(root=Path(tmp) / "work")
         workspace, env = _prepare(props, state, same_recipe=False, workspace=scratch)
         plan = workspace.plan_json(env, Path(tmp))
-    return summarize(plan)
+        secrets = workspace.redact
+    summary: dict[str, Any] = mask(summarize(plan), secrets)
+    return summary
 
 
 class TerraformModuleProvider(ResourceProvider):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npa_pulumi.bridge.plan_summary import SENSITIVE, UNKNOWN, replaced_node_groups, summarize
+from npa_pulumi.bridge.plan_summary import SENSITIVE, UNKNOWN, mask, replaced_node_groups, summarize
 
 PLAN = {
     "resource_changes": [
@@ -77,3 +77,27 @@ def test_sensitive_values_are_masked() -> None:
     assert "s3cr3t" not in str(summary)
     assert {"name": "labels.a", "before": "1", "after": "2"} in cluster["attributes"]
     assert all(a["name"] != "token" or a["after"] == SENSITIVE for a in cluster["attributes"])
+
+
+def test_run_time_secrets_are_masked_even_when_the_recipe_does_not_mark_them() -> None:
+    plan = {
+        "resource_changes": [
+            {
+                "address": "terraform_data.gpu_node_group[0]",
+                "type": "terraform_data",
+                "change": {
+                    "actions": ["update"],
+                    "before": {"triggers_replace": {"reservation_ids": ["capacityblockgroup-e00secret"]}},
+                    "after": {"triggers_replace": {"reservation_ids": ["capacityblockgroup-e00other"]}},
+                },
+            }
+        ]
+    }
+    masked = mask(summarize(plan), ("capacityblockgroup-e00secret", "capacityblockgroup-e00other"))
+    assert "capacityblockgroup" not in str(masked)
+    (attribute,) = masked["resources"][0]["attributes"]
+    assert attribute == {
+        "name": "triggers_replace.reservation_ids",
+        "before": [SENSITIVE],
+        "after": [SENSITIVE],
+    }
