@@ -193,7 +193,8 @@ def _finish(result: Any, output: str) -> int:
 @click.option(
     "--refresh",
     is_flag=True,
-    help="Run every stack, even those deployed from the same spec whose live objects match.",
+    help="Run every stack, even those deployed from the same spec whose live objects match, refreshing "
+    "each from the cloud first (Pulumi's refresh; the Terraform bridge runs terraform refresh and plan).",
 )
 @click.option(
     "--health-gate/--no-health-gate",
