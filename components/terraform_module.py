@@ -223,10 +223,12 @@ def _drift(props: dict[str, Any], workspace: TerraformWorkspace, env: dict[str, 
     return [d.as_dict() for d in live_drift(cloud, identity.parent_id, declared)]
 
 
-def plan_preview(props: dict[str, Any]) -> dict[str, Any]:
+def plan_preview(props: dict[str, Any], deployed: bool = False) -> dict[str, Any]:
     """Terraform's own plan for a preview, summarized (npa_pulumi/bridge/plan_summary.py), without touching
     the stack: the recipe and the stack's current Terraform state are copied into a temporary work dir, so
-    no state is written and no lock is taken or left in the stack's work dir (`-lock=false` besides)."""
+    no state is written and no lock is taken or left in the stack's work dir (`-lock=false` besides).
+    `deployed`: the stack has a cluster; without a local Terraform state (another machine deployed it) its
+    plan would show every resource as new, so none is run."""
     import tempfile
     from pathlib import Path
 
@@ -235,6 +237,11 @@ def plan_preview(props: dict[str, Any]) -> dict[str, Any]:
 
     inputs = TerraformModuleInputs.model_validate(props)
     state = _workspace(inputs).read_state_text()
+    if deployed and state is None:
+        return {
+            "skipped": "no Terraform state on this machine for a deployed stack (run `refresh` here first); "
+            "no Terraform plan"
+        }
     with tempfile.TemporaryDirectory(prefix="npa-plan-") as tmp:
         scratch = TerraformWorkspace(root=Path(tmp) / "work")
         workspace, env = _prepare(props, state, same_recipe=False, workspace=scratch)

@@ -479,7 +479,8 @@ class Fleet:
             "recipe": plan.recipe,
         }
         try:
-            previewed.terraform = plan_preview(props)
+            deployed = bool((self.executor.outputs(op) or {}).get("cluster_id"))
+            previewed.terraform = plan_preview(props, deployed=deployed)
         except NpaError as err:
             previewed.terraform = {"error": f"terraform plan failed: {err}"}
         except Exception as err:  # the recipe or the cloud refused: reported, the preview itself stands

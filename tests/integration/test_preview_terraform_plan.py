@@ -4,6 +4,7 @@ and in the pull-request markdown; an unchanged fleet's preview runs no terraform
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,10 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     text = npa("preview", "--spec", str(spec))
     assert text.code == 0, text.stderr[-3000:]
     assert "replace terraform_data.gpu_node_group[0] DESTRUCTIVE" in text.stdout
+
+    # Another machine (no work dir): a deployed stack's plan would show everything as new, so none runs.
+    shutil.rmtree(isolated_home / ".npa-pulumi" / "work" / STACK)
+    elsewhere = npa("preview", "--spec", str(spec), "--output", "json")
+    assert elsewhere.code == 0, elsewhere.stderr[-3000:]
+    skipped = {c["stack"]: c for c in elsewhere.json()["clusters"]}[STACK]["terraform"]
+    assert set(skipped) == {"skipped"} and "no Terraform state on this machine" in skipped["skipped"]
