@@ -301,6 +301,16 @@ class Fleet:
             return []
         return live_drift(self.cloud, str(outputs.get("project_id") or ""), declared)
 
+    def deleted_cluster_drift(self, outputs: dict[str, Any]) -> list[dict[str, str]]:
+        """The drift of a cluster the cloud no longer has: every object its recipe declared that went with
+        it, or the cluster alone when the recipe declares none (or the check cannot run)."""
+        try:
+            found = [d.as_dict() for d in self.drift(outputs)]
+        except CloudError:
+            found = []
+        cluster = {"address": "", "kind": "cluster", "id": str(outputs.get("cluster_id") or "")}
+        return found or [{**cluster, "reason": "deleted outside the fleet"}]
+
     def _needs_refresh(self, stack: str) -> bool:
         """A deployed cluster stack whose live objects do not match what it recorded: its update must
         refresh first, so the Terraform bridge sees the drift (an unchanged spec alone makes no diff)."""
@@ -708,14 +718,7 @@ class Fleet:
             self.cloud.get_cluster(str(outputs["cluster_id"]))
             drift = [d.as_dict() for d in self.drift(outputs)]
         except NotFound:
-            drift = [
-                {
-                    "address": "",
-                    "kind": "cluster",
-                    "id": str(outputs["cluster_id"]),
-                    "reason": "deleted outside the fleet",
-                }
-            ]
+            drift = self.deleted_cluster_drift(outputs)
         except CloudError as err:
             refreshed.error = f"could not check the live cluster for drift: {err}"
             return refreshed

@@ -79,14 +79,7 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
         return op.result(
             "destroyed",
             error="the cluster was deleted outside the fleet; run up to recreate it",
-            drift=[
-                {
-                    "address": "",
-                    "kind": "cluster",
-                    "id": base["cluster_id"],
-                    "reason": "deleted outside the fleet",
-                }
-            ],
+            drift=fleet.deleted_cluster_drift(outputs),
             **base,
         )
     except CloudError as err:

@@ -48,6 +48,7 @@ def test_up_repairs_a_deleted_cluster_a_resized_node_group_and_a_deleted_bucket(
         g["id"]: g["target_node_count"] for c in ids.values() for g in _api("list_node_groups", cluster_id=c)
     }
     (bucket,) = inventory()["buckets"]
+    gone_groups = {g["id"] for g in _api("list_node_groups", cluster_id=ids["gone"])}
     # Behind the fleet's back: one cluster deleted, the other's CPU node group grown from 1 to 3 nodes,
     # the project's bucket deleted.
     _api("delete_cluster", cluster_id=ids["gone"])
@@ -61,6 +62,12 @@ def test_up_repairs_a_deleted_cluster_a_resized_node_group_and_a_deleted_bucket(
     clusters = _clusters(status.json())
     assert clusters["gone"]["status"] == "destroyed"
     assert "run up to recreate it" in clusters["gone"]["error"]
+    gone = {d["address"]: d for d in clusters["gone"]["drift"]}
+    # Its node groups went with it.
+    assert {"terraform_data.cluster", "terraform_data.cpu_node_group"} <= set(gone)
+    assert {d["id"] for d in gone.values()} == {ids["gone"], *gone_groups}
+    assert gone["terraform_data.cluster"]["id"] == ids["gone"]
+    assert {d["reason"] for d in gone.values()} == {"deleted outside the fleet"}
     assert clusters["resized"]["status"] == "drifted"
     (drift,) = clusters["resized"]["drift"]
     assert drift["id"] == group["id"] and drift["address"] == "terraform_data.cpu_node_group"
@@ -72,6 +79,7 @@ def test_up_repairs_a_deleted_cluster_a_resized_node_group_and_a_deleted_bucket(
     assert by_name["resized"]["status"] == "drifted"
     assert [d["id"] for d in by_name["resized"]["drift"]] == [group["id"]]
     assert by_name["gone"]["status"] == "drifted"
+    assert "terraform_data.cluster" in [d["address"] for d in by_name["gone"]["drift"]]
 
     repaired = npa("up", "--spec", str(spec), "--yes", "-j", "2", "--output", "json")
     assert repaired.code == 0, repaired.stderr[-3000:]
