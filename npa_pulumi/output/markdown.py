@@ -23,6 +23,7 @@ module does not rely on that alone.
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -658,9 +659,14 @@ def replaced_node_groups(stacks: list[StackResult]) -> int:
     return sum(1 for s in stacks for r in _destructive(s) if r.get("kind") == "node_group")
 
 
+def _value(value: Any) -> str:
+    """An attribute value as Terraform would write it (strings bare, the rest as JSON: null, not None)."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
 def _attribute_cell(attributes: list[dict[str, Any]]) -> str:
     shown = [
-        f"{code(a.get('name'), 60)}: {code(a.get('before'), 60)} → {code(a.get('after'), 60)}"
+        f"{code(a.get('name'), 60)}: {code(_value(a.get('before')), 60)} → {code(_value(a.get('after')), 60)}"
         for a in attributes[:MAX_TERRAFORM_ATTRIBUTES]
     ]
     if len(attributes) > MAX_TERRAFORM_ATTRIBUTES:

@@ -740,3 +740,25 @@ def test_terraform_plans_are_shown_per_cluster_counted_fleet_wide_and_fit_the_li
     many = big_fleet(1, 1, diff_rows=1)
     many.clusters()[0].terraform = _terraform_plan(1, 25)
     assert "… and 5 more Terraform resources (see the JSON)" in render_preview_markdown(many)
+
+
+def test_terraform_attribute_values_are_written_as_terraform_would() -> None:
+    result = big_fleet(1, 1, diff_rows=1)
+    result.clusters()[0].terraform = {
+        "add": 1,
+        "change": 0,
+        "destroy": 0,
+        "replace": 0,
+        "resources": [
+            {
+                "address": "terraform_data.extra",
+                "action": "create",
+                "kind": "other",
+                "destructive": False,
+                "attributes": [{"name": "input", "before": None, "after": ["a", 1]}],
+            }
+        ],
+    }
+    document = render_preview_markdown(result)
+    assert '<code>input</code>: <code>null</code> → <code>\\["a", 1\\]</code>' in document
+    assert "None" not in document
