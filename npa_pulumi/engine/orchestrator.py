@@ -317,12 +317,8 @@ class Fleet:
         outputs = self._outputs.get(stack)
         if not outputs or not outputs.get("cluster_id"):
             return False
-        if outputs.get("lifecycle", "deployed") != "deployed":
-            outputs = {
-                **outputs,
-                "lifecycle": "deployed",
-            }  # a gate retry, but its objects may have drifted too
-        return not self._cluster_live(outputs)
+        # A failed gate is retried by a plain update; its objects may still have drifted: check them too.
+        return not self._cluster_live({**outputs, "lifecycle": "deployed"})
 
     def unchanged_projects(self) -> set[str]:
         plans = self.plans().projects
