@@ -190,6 +190,12 @@ class NetworkOutputs(ProviderModel):
     owned: bool
 
 
+def _gone(props: dict[str, Any]) -> ReadResult:
+    """A refresh's answer for an object the cloud no longer has: an empty ID, which makes the engine drop
+    the resource from state (so the next update creates it)."""
+    return ReadResult(id_="", outs=dict(props))
+
+
 def _pick_subnet(subnets: list[Subnet]) -> Subnet:
     """The original tool's rule: a name containing 'default', else the lowest id."""
     defaults = [s for s in subnets if "default" in s.name]
@@ -226,7 +232,12 @@ class NetworkProvider(_FleetProvider):
         return CreateResult(id_=subnet.id, outs=with_outputs(props, outputs))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        subnet = _cloud(NetworkInputs.model_validate(props)).get_subnet(id_)
+        from npa_pulumi.cloud.errors import NotFound
+
+        try:
+            subnet = _cloud(NetworkInputs.model_validate(props)).get_subnet(id_)
+        except NotFound:
+            return _gone(props)  # deleted outside the fleet: the update after this refresh creates it again
         outputs = NetworkOutputs(
             network_id=subnet.network_id, subnet_id=subnet.id, owned=bool(props.get("owned"))
         )
@@ -341,7 +352,12 @@ class BucketProvider(_FleetProvider):
         )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        bucket = _cloud(BucketInputs.model_validate(props)).get_bucket(id_)
+        from npa_pulumi.cloud.errors import NotFound
+
+        try:
+            bucket = _cloud(BucketInputs.model_validate(props)).get_bucket(id_)
+        except NotFound:
+            return _gone(props)  # deleted outside the fleet: the update after this refresh creates it again
         outputs = BucketOutputs(bucket_id=bucket.id, created=bool(props.get("created")))
         # Size and class as they are now, so a refresh shows drift from the spec.
         live = {"size_gibibytes": bucket.max_size_bytes // GIB, "storage_class": bucket.storage_class}

@@ -14,6 +14,7 @@ from typing import Any
 import pulumi
 from pulumi import Input
 
+from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT
 from npa_pulumi.components.args import FleetResourceArgs
 from npa_pulumi.components.terraform_module import TerraformModule, TerraformModuleArgs
 from npa_pulumi.plan.naming import kube_context_name
@@ -71,6 +72,7 @@ class K8sTrainingCluster(pulumi.ComponentResource):
     node_group_ids: pulumi.Output[list[str]]
     filesystem: pulumi.Output[dict[str, Any]]
     kube_context: pulumi.Output[str]
+    live_objects: pulumi.Output[dict[str, Any] | None]
 
     def __init__(
         self, name: str, args: K8sTrainingClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -114,6 +116,8 @@ class K8sTrainingCluster(pulumi.ComponentResource):
         self.endpoint = outputs.apply(lambda o: _endpoint(o or {}))
         self.node_group_ids = outputs.apply(lambda o: _node_group_ids(o or {}))
         self.filesystem = outputs.apply(lambda o: _filesystem(o or {}))
+        # What the recipe declares it made (npa_pulumi/bridge/drift.py): status and up check it for drift.
+        self.live_objects = outputs.apply(lambda o: (o or {}).get(LIVE_OBJECTS_OUTPUT))
         self.kube_context = pulumi.Output.from_input(
             kube_context_name(args.fleet, args.project_key, args.cluster)
         )
@@ -124,5 +128,6 @@ class K8sTrainingCluster(pulumi.ComponentResource):
                 "node_group_ids": self.node_group_ids,
                 "filesystem": self.filesystem,
                 "kube_context": self.kube_context,
+                "live_objects": self.live_objects,
             }
         )

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 watch_run()
 
 # Inputs whose change means Terraform has work to do (all applied in place; the recipe decides what is
-# replaced inside the cluster).
+# replaced inside the cluster). Drift a refresh found (`drift`) also does.
 _APPLY_KEYS = ("tfvars", "runtime_tfvars", "recipe", "identity")
 
 
@@ -83,6 +83,9 @@ class TerraformModuleOutputs(ProviderModel):
     outputs: dict[str, Any]
     sensitive_outputs: dict[str, Any]  # a Pulumi secret
     tf_state: str | None  # the Terraform state verbatim (a Pulumi secret)
+    # What a refresh (`read`) found changed outside the fleet: [{address, kind, id, reason}]. Non-empty, it
+    # makes the next diff report changes, and the update re-creates each address (npa_pulumi/bridge/drift.py).
+    drift: list[dict[str, str]] = []
 
 
 def _workspace(inputs: TerraformModuleInputs) -> TerraformWorkspace:
@@ -120,15 +123,20 @@ def _source(inputs: TerraformModuleInputs) -> RecipeSource:
 
 
 def _prepare(
-    props: dict[str, Any], old_state: str | dict[str, Any] | None, *, same_recipe: bool = True
+    props: dict[str, Any],
+    old_state: str | dict[str, Any] | None,
+    *,
+    same_recipe: bool = True,
+    workspace: TerraformWorkspace | None = None,
 ) -> tuple[TerraformWorkspace, dict[str, str]]:
     """Materialize the recipe, restore state, init. `same_recipe` (create/update) insists on the recipe
-    the preview saw; destroy and refresh use the recipe as it is now."""
+    the preview saw; destroy and refresh use the recipe as it is now. `workspace`: another work dir than the
+    stack's (a preview's throw-away copy)."""
     from npa_pulumi.bridge.recipe import materialize
     from npa_pulumi.bridge.terraform import runtime_env
 
     inputs = TerraformModuleInputs.model_validate(props)
-    workspace = _workspace(inputs)
+    workspace = workspace or _workspace(inputs)
     source = _source(inputs)
     recipe = materialize(source, workspace.root, inputs.identity.region, cache_dir())
     if same_recipe and recipe.digest != inputs.recipe.digest:
@@ -173,14 +181,74 @@ def _run_time_secrets(token: str | None, runtime_tfvars: Any) -> tuple[str, ...]
     return tuple(found)
 
 
-def _outs(props: dict[str, Any], workspace: TerraformWorkspace, env: dict[str, str]) -> dict[str, Any]:
+def _outs(
+    props: dict[str, Any],
+    workspace: TerraformWorkspace,
+    env: dict[str, str],
+    drift: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     from npa_pulumi.bridge.terraform import split_outputs
 
     plain, sensitive = split_outputs(workspace.outputs(env))
     outputs = TerraformModuleOutputs(
-        outputs=plain, sensitive_outputs=sensitive, tf_state=workspace.read_state_text()
+        outputs=plain, sensitive_outputs=sensitive, tf_state=workspace.read_state_text(), drift=drift or []
     )
     return with_outputs(props, outputs)
+
+
+# The drift entry of a recipe that declares no live objects, when Terraform's own plan (after a refresh)
+# has work to do: a plain apply repairs it.
+_PLAN_DRIFT = {
+    "address": "",
+    "kind": "terraform",
+    "id": "",
+    "reason": "terraform plan shows changes after a refresh",
+}
+
+
+def _drift(props: dict[str, Any], workspace: TerraformWorkspace, env: dict[str, str]) -> list[dict[str, str]]:
+    """What changed outside the fleet: the recipe's declared objects checked against the cloud, else
+    Terraform's own plan after the refresh (recipes whose provider reads the cloud)."""
+    from npa_pulumi.bridge.drift import declared_objects, live_drift
+    from npa_pulumi.bridge.terraform import split_outputs
+    from npa_pulumi.components._cloud import cloud_for
+
+    inputs = TerraformModuleInputs.model_validate(props)
+    plain, _ = split_outputs(workspace.outputs(env))
+    declared = declared_objects(plain)
+    if declared is None:
+        return [dict(_PLAN_DRIFT)] if workspace.plan_changes(env) else []
+    identity = inputs.identity
+    cloud = cloud_for(inputs.cloud, inputs.profile, identity.region, identity.tenant_id)
+    return [d.as_dict() for d in live_drift(cloud, identity.parent_id, declared)]
+
+
+def plan_preview(props: dict[str, Any], deployed: bool = False) -> dict[str, Any]:
+    """Terraform's own plan for a preview, summarized (npa_pulumi/bridge/plan_summary.py), without touching
+    the stack: the recipe and the stack's current Terraform state are copied into a temporary work dir, so
+    no state is written and no lock is taken or left in the stack's work dir (`-lock=false` besides).
+    `deployed`: the stack has a cluster; without a local Terraform state (another machine deployed it) its
+    plan would show every resource as new, so none is run."""
+    import tempfile
+    from pathlib import Path
+
+    from npa_pulumi.bridge.plan_summary import mask, summarize
+    from npa_pulumi.bridge.terraform import TerraformWorkspace
+
+    inputs = TerraformModuleInputs.model_validate(props)
+    state = _workspace(inputs).read_state_text()
+    if deployed and state is None:
+        return {
+            "skipped": "no Terraform state on this machine for a deployed stack (run `refresh` here first); "
+            "no Terraform plan"
+        }
+    with tempfile.TemporaryDirectory(prefix="npa-plan-") as tmp:
+        scratch = TerraformWorkspace(root=Path(tmp) / "work")
+        workspace, env = _prepare(props, state, same_recipe=False, workspace=scratch)
+        plan = workspace.plan_json(env, Path(tmp))
+        secrets = workspace.redact
+    summary: dict[str, Any] = mask(summarize(plan), secrets)
+    return summary
 
 
 class TerraformModuleProvider(ResourceProvider):
@@ -191,18 +259,21 @@ class TerraformModuleProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in _APPLY_KEYS if olds.get(k) != news.get(k)]
+        if olds.get("drift"):
+            changed.append("drift")  # a refresh found objects changed outside the fleet: re-apply
         replaces = ["work_key"] if olds.get("work_key") != news.get("work_key") else []
         return DiffResult(changes=bool(changed or replaces), replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         workspace, env = _prepare(news, olds.get("tf_state"))
-        workspace.apply(env)
+        drifted = [str(d.get("address")) for d in olds.get("drift") or [] if d.get("address")]
+        workspace.apply(env, replace=drifted)
         return UpdateResult(outs=_outs(news, workspace, env))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         workspace, env = _prepare(props, props.get("tf_state"), same_recipe=False)
         workspace.refresh(env)
-        return ReadResult(id_=id_, outs=_outs(props, workspace, env))
+        return ReadResult(id_=id_, outs=_outs(props, workspace, env, _drift(props, workspace, env)))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         workspace, env = _prepare(props, props.get("tf_state"), same_recipe=False)
@@ -217,6 +288,7 @@ class TerraformModule(pulumi.dynamic.Resource, module="npa", name="TerraformModu
     outputs: pulumi.Output[dict[str, Any]]
     sensitive_outputs: pulumi.Output[dict[str, Any]]
     tf_state: pulumi.Output[str]
+    drift: pulumi.Output[list[dict[str, str]]]
 
     def __init__(
         self, resource_name: str, args: TerraformModuleArgs, opts: pulumi.ResourceOptions | None = None
@@ -231,6 +303,6 @@ class TerraformModule(pulumi.dynamic.Resource, module="npa", name="TerraformModu
         super().__init__(
             TerraformModuleProvider(),
             resource_name,
-            {**as_props(args), "outputs": None, "sensitive_outputs": None, "tf_state": None},
+            {**as_props(args), "outputs": None, "sensitive_outputs": None, "tf_state": None, "drift": None},
             opts,
         )

@@ -23,7 +23,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,8 +293,27 @@ class TerraformWorkspace:
         with FileLock(plugin_cache_lock):
             self._run(args, env, "init")
 
-    def apply(self, env: Mapping[str, str]) -> None:
-        self._run(["apply", "-auto-approve", "-input=false", "-no-color", LOCK_TIMEOUT], env, "apply")
+    def apply(self, env: Mapping[str, str], replace: Sequence[str] = ()) -> None:
+        """`replace`: addresses to re-create (objects deleted or changed outside the fleet), those of them
+        that the state still holds (a replace of an address the state lacks is refused)."""
+        held = self.state_addresses()
+        targets = [f"-replace={address}" for address in replace if address in held]
+        self._run(
+            ["apply", "-auto-approve", "-input=false", "-no-color", LOCK_TIMEOUT, *targets], env, "apply"
+        )
+
+    def state_addresses(self) -> set[str]:
+        """The managed resource instances the state holds, as Terraform addresses."""
+        found: set[str] = set()
+        for resource in (self.read_state() or {}).get("resources") or []:
+            if resource.get("mode") != "managed":
+                continue
+            module = f"{resource['module']}." if resource.get("module") else ""
+            base = f"{module}{resource['type']}.{resource['name']}"
+            for instance in resource.get("instances") or []:
+                key = instance.get("index_key")
+                found.add(base if key is None else f"{base}[{json.dumps(key)}]")
+        return found
 
     def plan_changes(self, env: Mapping[str, str]) -> bool:
         """True when a plan would change something (`-detailed-exitcode` 2)."""
@@ -309,6 +328,21 @@ class TerraformWorkspace:
                 self.log_path,
             )
         return proc.returncode == 2
+
+    def plan_json(self, env: Mapping[str, str], plan_dir: Path) -> dict[str, Any]:
+        """`terraform plan` read-only (no state lock, the plan file in `plan_dir`), then `terraform show
+        -json` of it: the document npa_pulumi/bridge/plan_summary.py reads. The show output holds variable
+        values, so it is parsed here and never written to terraform.log."""
+        plan_file = plan_dir / "preview.tfplan"
+        args = ["plan", "-input=false", "-no-color", "-lock=false", f"-out={plan_file}"]
+        self._run(args, env, "plan")
+        proc = supervision.run([str(self.binary()), "show", "-json", str(plan_file)], self.module_dir, env)
+        if proc.returncode != 0:
+            raise TerraformError(
+                f"terraform show failed in {self.module_dir}", _tail(self.scrub(proc.stderr)), self.log_path
+            )
+        shown = json.loads(proc.stdout)
+        return shown if isinstance(shown, dict) else {}
 
     def refresh(self, env: Mapping[str, str]) -> None:
         args = ["apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", LOCK_TIMEOUT]

@@ -243,7 +243,8 @@ def _finish(result: Any, output: str) -> int:
 @click.option(
     "--refresh",
     is_flag=True,
-    help="Run every stack, even those deployed from the same spec whose live objects match.",
+    help="Run every stack, even those deployed from the same spec whose live objects match, refreshing "
+    "each from the cloud first (Pulumi's refresh; the Terraform bridge runs terraform refresh and plan).",
 )
 @click.option(
     "--health-gate/--no-health-gate",
@@ -336,6 +337,11 @@ def up_command(**kw: Any) -> None:
     help="Policy config JSON (enforcement levels and settings).",
 )
 @shard_option
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Run Terraform's own plan for every cluster stack, not only those whose bridge inputs changed.",
+)
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
@@ -348,7 +354,12 @@ def preview_command(**kw: Any) -> None:
         fleet = _fleet(
             spec,
             targets,
-            _shard_kw(kw, policy_packs=list(kw["policy_packs"]), policy_config=kw["policy_config"]),
+            _shard_kw(
+                kw,
+                policy_packs=list(kw["policy_packs"]),
+                policy_config=kw["policy_config"],
+                refresh=kw["refresh"],
+            ),
         )
         from npa_pulumi.engine.preflight_gate import preflight_gate
 

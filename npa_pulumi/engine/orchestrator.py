@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift
+from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.factory import TENANT_ENV
 from npa_pulumi.engine.diy_backend import interrupted
 from npa_pulumi.engine.fingerprint import (
@@ -293,6 +294,8 @@ class Fleet:
         try:
             project = self.cloud.get_project(str(outputs.get("project_id")))
             self.cloud.get_subnet(str(outputs.get("subnet_id")))
+            if outputs.get("bucket_id"):
+                self.cloud.get_bucket(str(outputs["bucket_id"]))
         except CloudError:
             return False
         return project.state == "ACTIVE"
@@ -308,11 +311,43 @@ class Fleet:
         try:
             cluster = self.cloud.get_cluster(str(cluster_id))
             groups = self.cloud.list_node_groups(cluster.id)
+            if self.drift(outputs):
+                return False  # an object the recipe made was deleted or resized outside the fleet
         except CloudError:
             return False
         return cluster.state == "RUNNING" and all(
             g.state == "RUNNING" and g.ready_node_count >= g.target_node_count for g in groups
         )
+
+    def drift(self, outputs: dict[str, Any]) -> list[Drift]:
+        """The objects a cluster stack's recipe declared (its `live_objects` output) that the cloud no longer
+        has or that differ from the spec; empty when the recipe declares none (npa_pulumi/bridge/drift.py).
+        Cloud errors other than NotFound propagate."""
+        from npa_pulumi.bridge.drift import declared_objects, live_drift
+
+        declared = declared_objects({LIVE_OBJECTS_OUTPUT: outputs.get("live_objects")})
+        if not declared:
+            return []
+        return live_drift(self.cloud, str(outputs.get("project_id") or ""), declared)
+
+    def deleted_cluster_drift(self, outputs: dict[str, Any]) -> list[dict[str, str]]:
+        """The drift of a cluster the cloud no longer has: every object its recipe declared that went with
+        it, or the cluster alone when the recipe declares none (or the check cannot run)."""
+        try:
+            found = [d.as_dict() for d in self.drift(outputs)]
+        except CloudError:
+            found = []
+        cluster = {"address": "", "kind": "cluster", "id": str(outputs.get("cluster_id") or "")}
+        return found or [{**cluster, "reason": "deleted outside the fleet"}]
+
+    def _needs_refresh(self, stack: str) -> bool:
+        """A deployed cluster stack whose live objects do not match what it recorded: its update must
+        refresh first, so the Terraform bridge sees the drift (an unchanged spec alone makes no diff)."""
+        outputs = self._outputs.get(stack)
+        if not outputs or not outputs.get("cluster_id"):
+            return False
+        # A failed gate is retried by a plain update; its objects may still have drifted: check them too.
+        return not self._cluster_live({**outputs, "lifecycle": "deployed"})
 
     def unchanged_projects(self) -> set[str]:
         plans = self.plans().projects
@@ -430,9 +465,64 @@ class Fleet:
             self._cluster_op(c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id")))
             for c in plans.clusters
         ]
-        result.stacks.extend(self._pool(cluster_ops, lambda op: self.executor.run(op, "preview")))
+        plan_of = {c.stack: c for c in plans.clusters}
+        result.stacks.extend(
+            self._pool(
+                cluster_ops,
+                lambda op: self._preview_cluster(
+                    op, plan_of[op.stack], project_outputs.get(plan_of[op.stack].project_stack)
+                ),
+            )
+        )
         self._fill_identity(result)
         return result
+
+    def _preview_cluster(
+        self, op: StackOp, plan: ClusterPlan, project_outputs: dict[str, Any] | None
+    ) -> StackResult:
+        """Pulumi's preview, then Terraform's own plan where the bridge has work (its inputs changed, or
+        every cluster with --refresh). An unchanged cluster runs no terraform at all."""
+        previewed = self.executor.run(op, "preview")
+        bridge_changed = previewed.status == "changes" and (
+            not previewed.diff or any(d.get("urn", "").endswith("-terraform") for d in previewed.diff)
+        )
+        if previewed.failed or not (bridge_changed or self.options.refresh):
+            return previewed
+        subnet_id = plan.subnet_id or (project_outputs or {}).get("subnet_id")
+        project_id = (project_outputs or {}).get("project_id")
+        if not (subnet_id and project_id):
+            previewed.terraform = {"skipped": "the project stack is not deployed yet: no Terraform plan"}
+            return previewed
+        from npa_pulumi.components.terraform_module import plan_preview
+
+        self.progress.phase(op.stack, "terraform plan")
+        props = {
+            "cloud": self.options.cloud,
+            "profile": self.profile,
+            "fleet": plan.fleet,
+            "project_key": plan.project_key,
+            "cluster": plan.cluster_name,
+            "work_key": plan.stack,
+            "identity": {
+                "tenant_id": plan.tenant_id,
+                "parent_id": project_id,
+                "region": plan.region,
+                "subnet_id": subnet_id,
+            },
+            "tfvars": plan.tfvars,
+            "runtime_tfvars": plan.runtime_tfvars,
+            "recipe": plan.recipe,
+        }
+        try:
+            deployed = bool((self.executor.outputs(op) or {}).get("cluster_id"))
+            previewed.terraform = plan_preview(props, deployed=deployed)
+        except NpaError as err:
+            previewed.terraform = {"error": f"terraform plan failed: {err}"}
+        except Exception as err:  # the recipe or the cloud refused: reported, the preview itself stands
+            log.exception("terraform plan for %s failed", op.stack)
+            previewed.terraform = {"error": f"terraform plan failed: {type(err).__name__}: {err}"}
+        self.progress.phase(op.stack, "done", previewed.status)
+        return previewed
 
     @_exclusive("up")
     def up(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
@@ -577,20 +667,31 @@ class Fleet:
         return [f"{p.display_name!r}" for p in named if p.display_name not in existing]
 
     def _up_project(self, op: StackOp) -> StackResult:
-        """A project stack, single-flight across shards: a shard that finds it locked by another run waits
-        for that run to finish it (polling its lock), then runs it itself, which finds nothing to change
-        when the other shard deployed the same plan. Unsharded, a locked stack fails at once."""
-        result = self.executor.run(op, "up")
+        """A project stack. A deployed one whose network or bucket is gone refreshes first, so its update
+        creates them again (an unchanged spec alone makes no diff). Single-flight across shards: a shard
+        that finds it locked by another run waits for that run to finish it (polling its lock), then runs it
+        itself, which finds nothing to change when the other shard deployed the same plan. Unsharded, a
+        locked stack fails at once."""
+        outputs = self._outputs.get(op.stack)
+        drifted = bool(outputs and outputs.get("project_id")) and not self._project_live(outputs or {})
+        refresh = self.options.refresh or drifted
+
+        def once() -> StackResult:
+            return self.executor.run(op, "up", refresh=True) if refresh else self.executor.run(op, "up")
+
+        result = once()
         if not self.options.shard:
             return result
         deadline = time.monotonic() + self.options.shard_wait_s
         while result.locked and time.monotonic() < deadline:
             self.progress.message(f"{op.stack}: held by another run (another shard?); waiting for it")
             time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
-            result = self.executor.run(op, "up")
+            result = once()
         return result
 
     def _up_cluster(self, op: StackOp) -> StackResult:
+        if self.options.refresh or self._needs_refresh(op.stack):
+            return self.executor.run(op, "up", refresh=True)
         return self.executor.run(op, "up")
 
     def teardown_plan(self, teardown: TeardownOptions | None = None) -> FleetResult:
@@ -663,8 +764,32 @@ class Fleet:
         plans = self.plans()
         result.warnings = list(plans.warnings)
         ops = [self._project_op(p) for p in plans.projects] + [self._cluster_op(c) for c in plans.clusters]
-        result.stacks.extend(self._pool(ops, lambda op: self.executor.run(op, "refresh")))
+        result.stacks.extend(self._pool(ops, self._refresh_stack))
         return result
+
+    def _refresh_stack(self, op: StackOp) -> StackResult:
+        """Pulumi's refresh, and for a cluster stack what drifted in the cloud (what `up` repairs)."""
+        refreshed = self.executor.run(op, "refresh")
+        if op.kind != "cluster" or refreshed.failed:
+            return refreshed
+        outputs = self.executor.outputs(op) or {}
+        if not outputs.get("cluster_id"):
+            return refreshed
+        try:
+            self.cloud.get_cluster(str(outputs["cluster_id"]))
+            drift = [d.as_dict() for d in self.drift(outputs)]
+        except NotFound:
+            drift = self.deleted_cluster_drift(outputs)
+        except CloudError as err:
+            refreshed.error = f"could not check the live cluster for drift: {err}"
+            return refreshed
+        if drift:
+            refreshed.status, refreshed.drift = "drifted", drift
+            refreshed.error = "; ".join(
+                f"{d['kind'].replace('_', ' ')} {d['id']} {d['reason']}" for d in drift
+            )
+            refreshed.error += "; run up to bring it back to the spec"
+        return refreshed
 
     def status(self) -> FleetResult:
         from npa_pulumi.engine.status import cluster_status

@@ -199,6 +199,7 @@ def cluster_program(
         pulumi.export("node_group_ids", cluster.node_group_ids)
         pulumi.export("filesystem", cluster.filesystem)
         pulumi.export("kube_context", cluster.kube_context)
+        pulumi.export("live_objects", cluster.live_objects)
         gated = False
         if plan.in_cluster:
             from npa_pulumi.components import (

@@ -10,7 +10,10 @@ deployed      the cluster and every node group are RUNNING with their target nod
 deployed-validation-failed / deployed-credentials-failed
               as the stack recorded it: the gate did not pass, or no credentials; everything is kept,
               `up` runs the gate again
-destroyed     the stack records a cluster that the cloud no longer has (deleted outside the fleet)
+destroyed     the stack records a cluster that the cloud no longer has (deleted outside the fleet); `up`
+              re-creates it
+drifted       an object the recipe made (node group, filesystem, GPU cluster) was deleted or resized
+              outside the fleet (`drift` lists them); `up` re-creates each from the spec
 """
 
 from __future__ import annotations
@@ -70,10 +73,14 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
     try:
         cluster = fleet.cloud.get_cluster(base["cluster_id"])
         groups = fleet.cloud.list_node_groups(cluster.id)
+        drift = [d.as_dict() for d in fleet.drift(outputs)]
     except NotFound:
         fleet.progress.phase(op.stack, "done", "destroyed")
         return op.result(
-            "destroyed", error="the cluster was deleted outside the fleet; run up to recreate it", **base
+            "destroyed",
+            error="the cluster was deleted outside the fleet; run up to recreate it",
+            drift=fleet.deleted_cluster_drift(outputs),
+            **base,
         )
     except CloudError as err:
         fleet.progress.phase(op.stack, "failed")
@@ -89,6 +96,10 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
         error = f"node group waiting on quota {wall.quota}: requested {wall.requested}, limit {wall.limit}"
     if "ERROR" in states or "FAILED" in states:
         status = "failed"
+    elif drift:
+        status = "drifted"
+        changed = "; ".join(f"{d['kind'].replace('_', ' ')} {d['id']} {d['reason']}" for d in drift)
+        error = f"{changed}; run up to bring it back to the spec"
     elif "PROVISIONING" in states or any(g.ready_node_count < g.target_node_count for g in groups):
         status = "provisioning"
     elif _last_update_failed(fleet, op):
@@ -100,4 +111,4 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
     else:
         status = "deployed"
     fleet.progress.phase(op.stack, "done", status)
-    return op.result(status, node_groups=views, error=error, **base)
+    return op.result(status, node_groups=views, error=error, drift=drift, **base)

@@ -23,6 +23,7 @@ module does not rely on that alone.
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -297,6 +298,12 @@ def _header(result: FleetResult) -> str:
         f"cloud {code(result.cloud)} · backend {code(backend_label(result.backend))} · "
         f"{plural(len(result.stacks), 'stack')} ({scope})",
     ]
+    replaced = replaced_node_groups(result.stacks)
+    if replaced:
+        lines += [
+            "",
+            f"⚠️ **{plural(replaced, 'node group')} will be replaced** (Terraform's plan; see the details)",
+        ]
     if result.error:
         lines += ["", "**Fleet error**", "", pre(result.error)]
     return "\n".join(lines) + "\n"
@@ -636,7 +643,71 @@ def _detail_summary(stack: StackResult) -> str:
 
 
 def has_details(stack: StackResult) -> bool:
-    return bool(stack.diff or stack.policy or stack.error)
+    return bool(stack.diff or stack.policy or stack.error or stack.terraform)
+
+
+MAX_TERRAFORM_ROWS = 20
+MAX_TERRAFORM_ATTRIBUTES = 4
+
+
+def _destructive(stack: StackResult) -> list[dict[str, Any]]:
+    return [r for r in (stack.terraform or {}).get("resources") or [] if r.get("destructive")]
+
+
+def replaced_node_groups(stacks: list[StackResult]) -> int:
+    """Node groups Terraform's plans will replace or delete, fleet-wide."""
+    return sum(1 for s in stacks for r in _destructive(s) if r.get("kind") == "node_group")
+
+
+def _value(value: Any) -> str:
+    """An attribute value as Terraform would write it (strings bare, the rest as JSON: null, not None)."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _attribute_cell(attributes: list[dict[str, Any]]) -> str:
+    shown = [
+        f"{code(a.get('name'), 60)}: {code(_value(a.get('before')), 60)} → {code(_value(a.get('after')), 60)}"
+        for a in attributes[:MAX_TERRAFORM_ATTRIBUTES]
+    ]
+    if len(attributes) > MAX_TERRAFORM_ATTRIBUTES:
+        shown.append(f"… {len(attributes) - MAX_TERRAFORM_ATTRIBUTES} more")
+    return "; ".join(shown) or "-"
+
+
+def _terraform_section(plan: dict[str, Any], compact: bool) -> str:
+    """Terraform's own plan: counts, then (full form) each resource, destructive ones first."""
+    if plan.get("error") or plan.get("skipped"):
+        return f"**Terraform plan**: {md(plan.get('error') or plan.get('skipped'), MAX_MESSAGE_CHARS)}\n"
+    counts = ", ".join(f"{plan.get(k, 0)} to {k}" for k in ("add", "change", "destroy", "replace"))
+    resources = sorted(plan.get("resources") or [], key=lambda r: not r.get("destructive"))
+    text = f"**Terraform plan**: {counts}\n"
+    if compact:
+        destructive = [r for r in resources if r.get("destructive")]
+        if destructive:
+            text += (
+                "\n"
+                + "\n".join(
+                    f"- ⚠️ destructive {md(r.get('action'))} {code(r.get('address'))}"
+                    for r in destructive[:MAX_TERRAFORM_ROWS]
+                )
+                + "\n"
+            )
+        return text
+    rows = [
+        [
+            md(r.get("action")) + (" ⚠️ **destructive**" if r.get("destructive") else ""),
+            code(r.get("address")),
+            _attribute_cell(list(r.get("attributes") or [])),
+        ]
+        for r in resources[:MAX_TERRAFORM_ROWS]
+    ]
+    if rows:
+        text += "\n" + _table(
+            ["Action", "Terraform address", "Changed attributes"], rows, [":--", ":--", ":--"]
+        )
+    if len(resources) > MAX_TERRAFORM_ROWS:
+        text += f"\n_… and {len(resources) - MAX_TERRAFORM_ROWS} more Terraform resources (see the JSON)._\n"
+    return text
 
 
 def stack_details(stack: StackResult, with_diff: bool = True) -> str:
@@ -648,6 +719,8 @@ def stack_details(stack: StackResult, with_diff: bool = True) -> str:
         body += [f"Retry: {code(stack.retry_command, MAX_MESSAGE_CHARS)}", ""]
     if stack.policy:
         body += [_violations(stack.policy)]
+    if stack.terraform:
+        body += [_terraform_section(stack.terraform, compact=not with_diff)]
     if stack.diff and with_diff:
         body += [_diff_table(stack.diff)]
     elif stack.diff:
@@ -667,6 +740,7 @@ def _detail_priority(stack: StackResult) -> int:
         _count(stack.changes, "replace")
         or _count(stack.changes, "delete")
         or any(d.get("op") in ("replace", "delete") for d in stack.diff)
+        or _destructive(stack)
     ):
         return 2
     return 3 if stack.policy else 4
@@ -703,7 +777,8 @@ def trim_notice(trim: Trim) -> str:
     if trim.diffs_omitted:
         more = "more " if trim.details_omitted else ""
         parts.append(
-            f"resource-level diffs of {trim.diffs_omitted} {more}stacks omitted (errors and violations shown)"
+            f"resource-level diffs and Terraform plan tables of {trim.diffs_omitted} {more}stacks omitted "
+            "(errors, violations and destructive Terraform changes shown)"
         )
     if trim.rows_omitted:
         parts.append(f"{trim.rows_omitted} unchanged stacks left out of the project tables")
@@ -747,9 +822,9 @@ def _fit_details(stacks: list[StackResult], room: int, trim: Trim) -> list[str]:
     for index, stack in enumerate(candidates):
         # Without a diff the compact block is the whole block.
         if (
-            (stack.error or stack.policy)
+            (stack.error or stack.policy or _destructive(stack))
             and take(index, stack_details(stack, with_diff=False))
-            and stack.diff
+            and (stack.diff or stack.terraform)
         ):
             compact.add(index)
     for index, stack in enumerate(candidates):

@@ -12,7 +12,7 @@ StackKind = Literal["project", "cluster"]
 #   up:      deployed | unchanged | failed | skipped | not-supported
 #   preview: changes | no-changes | failed | not-supported
 #   destroy: destroyed | absent | destroy-incomplete | retained | skipped
-#   status:  deployed | provisioning | failed | destroyed | absent | unknown
+#   status:  deployed | provisioning | failed | destroyed | drifted | absent | unknown
 #   refresh: in-sync | drifted | absent | failed
 #   up also: deployed-validation-failed (the GPU health gate did not pass; everything is kept for a retry)
 #            deployed-credentials-failed (the stack is deployed, but no kubeconfig could be had)
@@ -46,6 +46,11 @@ class StackResult(BaseModel):
     validation: str | None = None
     health: dict[str, Any] | None = None  # the health gate's evidence (nothing secret in it)
     node_groups: list[dict[str, Any]] = Field(default_factory=list)
+    # status / refresh: objects deleted or changed outside the fleet, [{address, kind, id, reason}]
+    drift: list[dict[str, str]] = Field(default_factory=list)
+    # preview: Terraform's own plan for the cluster (npa_pulumi/bridge/plan_summary.py): {add, change,
+    # destroy, replace, resources: [{address, action, kind, destructive, attributes}]}, or {error} / {skipped}
+    terraform: dict[str, Any] | None = None
     outputs: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     retry_command: str | None = None
@@ -134,6 +139,8 @@ class FleetResult(BaseModel):
                 "changes": s.changes,
                 "policy": [v.model_dump() for v in s.policy],
                 "node_groups": s.node_groups,
+                "drift": s.drift,
+                "terraform": s.terraform,
                 "error": s.error,
                 "retry_command": s.retry_command,
             }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rich.console import Console
@@ -60,6 +61,8 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
                 f"{escape(violation.policy)}: {escape(violation.message)}",
                 soft_wrap=True,
             )
+        if stack.terraform:
+            _print_terraform(console, stack.stack, stack.terraform)
         if stack.error:
             console.print(f"[red]{stack.stack}[/]: {escape(stack.error)}", soft_wrap=True, markup=True)
         if stack.retry_command:
@@ -100,6 +103,23 @@ def print_teardown_phases(result: FleetResult, console: Console) -> None:
 
 def _ids(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items() if v not in ("", [], None)) or "-"
+
+
+def _print_terraform(console: Console, stack: str, plan: dict[str, Any]) -> None:
+    """Terraform's own plan for a cluster stack: counts, then each resource with its changed attributes."""
+    if plan.get("error") or plan.get("skipped"):
+        console.print(f"[yellow]terraform[/] {stack}: {escape(str(plan.get('error') or plan['skipped']))}")
+        return
+    counts = ", ".join(f"{plan.get(k, 0)} to {k}" for k in ("add", "change", "destroy", "replace"))
+    console.print(f"[bold]terraform plan[/] {stack}: {counts}", soft_wrap=True)
+    for resource in plan.get("resources") or []:
+        flag = " [red]DESTRUCTIVE[/]" if resource.get("destructive") else ""
+        console.print(f"  {resource['action']} {escape(resource['address'])}{flag}", soft_wrap=True)
+        for attribute in resource.get("attributes") or []:
+            before, after = json.dumps(attribute.get("before")), json.dumps(attribute.get("after"))
+            console.print(
+                f"      {escape(attribute['name'])}: {escape(before)} -> {escape(after)}", soft_wrap=True
+            )
 
 
 def print_stack_list(stacks: list[dict[str, Any]], console: Console | None = None) -> None:

@@ -130,7 +130,9 @@ def preview(
     project_prefix: str | None = None,
     **options: Any,
 ) -> Any:
-    """`npa-pulumi preview`: per-stack changes and policy results, changing nothing."""
+    """`npa-pulumi preview`: per-stack changes and policy results, changing nothing; each cluster whose
+    Terraform inputs changed (every cluster with `refresh=True`) also carries Terraform's own plan
+    (`StackResult.terraform`)."""
     return _operate("preview", spec, only_projects, only_clusters, project_prefix, options)
 
 

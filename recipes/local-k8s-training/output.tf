@@ -77,3 +77,34 @@ output "filesystem_csi" {
     make_default_storage_class = var.filesystem_csi.make_default_storage_class
   } : null
 }
+
+output "npa_live_objects" {
+  description = <<-EOT
+    What npa-pulumi checks against the cloud to find drift (npa_pulumi/bridge/drift.py): each Terraform
+    address that made a cloud object, with the object's kind and ID and, for a fixed-size node group, its
+    node count. terraform_data cannot read the cloud back, so a refresh alone never sees such drift.
+  EOT
+  value = merge(
+    { "terraform_data.cluster" = { kind = "cluster", id = local.cluster_id, node_count = null } },
+    {
+      "terraform_data.cpu_node_group" = {
+        kind       = "node_group"
+        id         = local.cpu_node_group_id
+        node_count = var.cpu_nodes_autoscaling.enabled ? null : local.cpu_node_count
+      }
+    },
+    {
+      for i, id in local.gpu_node_group_ids : "terraform_data.gpu_node_group[${i}]" => {
+        kind       = "node_group"
+        id         = id
+        node_count = var.gpu_nodes_autoscaling.enabled ? null : local.gpu_node_count
+      }
+    },
+    local.create_filestore ? {
+      "terraform_data.filesystem[0]" = { kind = "filesystem", id = local.filesystem_id, node_count = null }
+    } : {},
+    local.gpu_cluster_enabled ? {
+      "terraform_data.gpu_cluster[0]" = { kind = "gpu_cluster", id = local.gpu_cluster_id, node_count = null }
+    } : {},
+  )
+}

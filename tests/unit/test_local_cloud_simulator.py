@@ -513,3 +513,17 @@ def test_fault_arguments_are_validated(sim: LocalSimulator) -> None:
         sim.add_fault("create_project", "flaky")
     with pytest.raises(ValueError, match="needs an error kind, a latency"):
         sim.add_fault("create_project", None)
+
+
+def test_resize_node_group_charges_the_new_size(sim: LocalSimulator) -> None:
+    cluster = sim.create_cluster("project-existing1", "c1", _subnet(sim))
+    cpu = sim.create_node_group(cluster["id"], "cpu", 2, "cpu-d3", "16vcpu-64gb", disk_size_gib=100)
+    assert _usage(sim, "compute.instance.non-gpu.vcpu") == 32
+    resized = sim.resize_node_group(cpu["id"], 1)
+    assert resized["target_node_count"] == 1 and resized["id"] == cpu["id"]
+    assert _usage(sim, "compute.instance.count") == 1
+    assert _usage(sim, "compute.instance.non-gpu.vcpu") == 16
+    with pytest.raises(InvalidArgument, match="non-negative"):
+        sim.resize_node_group(cpu["id"], -1)
+    with pytest.raises(NotFound):
+        sim.resize_node_group("mk8snodegroup-e00000000000000000", 1)

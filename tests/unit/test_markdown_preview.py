@@ -19,6 +19,7 @@ from markdown_it import MarkdownIt
 from npa_pulumi.output.markdown import (
     COMMENT_LIMIT,
     backend_label,
+    code,
     marker,
     render_preview_markdown,
     scrub,
@@ -685,3 +686,79 @@ def test_crafted_text_keeps_its_characters_when_rendered() -> None:
     # Escaping must not lose what the name says: a reviewer sees the literal characters.
     html = MarkdownIt("commonmark").enable("table").render(render_preview_markdown(crafted_result()))
     assert "evil|name`&lt;img src=x onerror=alert(1)&gt;`**bold**&lt;/details&gt;" in html
+
+
+def _terraform_plan(n: int, resources: int) -> dict[str, Any]:
+    """A cluster's Terraform plan: its GPU node group replaced (a destructive change) when n is even."""
+    rows: list[dict[str, Any]] = [
+        {
+            "address": f"module.k8s.nebius_mk8s_v1_node_group.extra[{i}]",
+            "action": "update",
+            "kind": "node_group",
+            "destructive": False,
+            "attributes": [
+                {"name": f"labels.team-{j}", "before": "a" * 40, "after": "b" * 40} for j in range(9)
+            ],
+        }
+        for i in range(resources)
+    ]
+    if n % 2 == 0:
+        rows.insert(
+            0,
+            {
+                "address": "terraform_data.gpu_node_group[0]",
+                "action": "replace",
+                "kind": "node_group",
+                "destructive": True,
+                "attributes": [{"name": "triggers_replace.preset", "before": "1gpu", "after": "8gpu"}],
+            },
+        )
+    return {"add": 0, "change": resources, "destroy": 0, "replace": int(n % 2 == 0), "resources": rows}
+
+
+def test_terraform_plans_are_shown_per_cluster_counted_fleet_wide_and_fit_the_limit() -> None:
+    result = big_fleet(20, 10, diff_rows=2)
+    clusters = result.clusters()
+    for n, stack in enumerate(clusters):
+        stack.terraform = _terraform_plan(n, 60)
+    replaced = sum(1 for n in range(len(clusters)) if n % 2 == 0)
+    document = render_preview_markdown(result)
+    assert_valid_comment(document)
+    assert f"{replaced} node groups will be replaced" in document
+    assert "Trimmed to fit" in document
+    # Trimmed sections keep the destructive replacement in their compact form.
+    assert "Terraform plan tables of" in document
+    assert "- ⚠️ destructive replace " + code("terraform_data.gpu_node_group[0]") in document
+
+    small = big_fleet(1, 1, diff_rows=1)
+    small.clusters()[0].terraform = _terraform_plan(0, 2)
+    document = render_preview_markdown(small)
+    assert_valid_comment(document)
+    assert "1 node group will be replaced" in document
+    assert "**Terraform plan**: 0 to add, 2 to change, 0 to destroy, 1 to replace" in document
+    assert "| replace ⚠️ **destructive** | " + code("terraform_data.gpu_node_group[0]") + " |" in document
+    many = big_fleet(1, 1, diff_rows=1)
+    many.clusters()[0].terraform = _terraform_plan(1, 25)
+    assert "… and 5 more Terraform resources (see the JSON)" in render_preview_markdown(many)
+
+
+def test_terraform_attribute_values_are_written_as_terraform_would() -> None:
+    result = big_fleet(1, 1, diff_rows=1)
+    result.clusters()[0].terraform = {
+        "add": 1,
+        "change": 0,
+        "destroy": 0,
+        "replace": 0,
+        "resources": [
+            {
+                "address": "terraform_data.extra",
+                "action": "create",
+                "kind": "other",
+                "destructive": False,
+                "attributes": [{"name": "input", "before": None, "after": ["a", 1]}],
+            }
+        ],
+    }
+    document = render_preview_markdown(result)
+    assert '<code>input</code>: <code>null</code> → <code>\\["a", 1\\]</code>' in document
+    assert "None" not in document

@@ -317,6 +317,31 @@ class Mk8sMixin(AdminMixin):
             self._row(ctx, "cluster", cluster_id)
             return self._list(ctx, "node_group", "parent_id", cluster_id)
 
+    def resize_node_group(self, node_group_id: str, node_count: int) -> dict[str, Any]:
+        """Change a node group's size in place, as the console or the mk8s API can behind a fleet's back.
+        Its instances are released and charged again at the new size (the group waits, PROVISIONING with a
+        QuotaFailure condition, when the new size does not fit)."""
+        params = {"node_group_id": node_group_id, "node_count": node_count}
+        with self._op("resize_node_group", params, write=True) as ctx:
+            if not _is_count(node_count):
+                raise InvalidArgument("node_count must be a non-negative integer")
+            row = self._row(ctx, "node_group", node_group_id)
+            data = records.data_of(row)
+            data["node_count"] = node_count
+            acct.release(ctx.conn, node_group_id)
+            ctx.conn.execute(
+                "UPDATE resources SET ready_at = ?, data = ? WHERE id = ?",
+                (records.WAITING_FOR_QUOTA, json.dumps(data), node_group_id),
+            )
+            scheduling.try_start(
+                ctx.conn,
+                self._row(ctx, "node_group", node_group_id),
+                ctx.tenant_id,
+                ctx.now,
+                ctx.provisioning_seconds,
+            )
+            return self._fetch(ctx, "node_group", node_group_id)
+
     def delete_node_group(self, node_group_id: str, timeout_s: float | None = None) -> None:
         params = {"node_group_id": node_group_id}
         with self._op("delete_node_group", params, write=True, timeout_s=timeout_s) as ctx:

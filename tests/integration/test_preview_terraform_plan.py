@@ -1,0 +1,91 @@
+"""Terraform's own plan in every preview (issue #15 part 1): a cluster whose bridge inputs changed shows the
+resources Terraform will add / change / destroy / replace, with destructive replacements flagged, in the JSON
+and in the pull-request markdown; an unchanged fleet's preview runs no terraform plan."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fleet_helpers import npa, write_spec
+
+from npa_pulumi.output.markdown import COMMENT_LIMIT, code
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: tfplan
+region: us-central1
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+projects:
+  - project_id: project-existing1
+    clusters:
+      - name: gpu
+        gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: PRESET}
+      - name: cpu
+"""
+STACK = "tfplan.project-existing1.gpu"
+
+
+def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC.replace("PRESET", "1gpu-24vcpu-218gb"))
+    npa("local-cloud", "init", check=True)
+    up = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    assert up.code == 0, up.stderr[-3000:]
+    work = isolated_home / ".npa-pulumi" / "work" / STACK / "k8s-training"
+    state_before = (work / "terraform.tfstate").read_bytes()
+
+    # Unchanged: the fast path runs no terraform plan at all.
+    same = npa("preview", "--spec", str(spec), "--output", "json")
+    assert same.code == 0, same.stderr[-3000:]
+    assert all(s["terraform"] is None for s in same.json()["stacks"])
+    assert (
+        "terraform plan" not in (isolated_home / ".npa-pulumi" / "work" / STACK / "terraform.log").read_text()
+    )
+
+    write_spec(spec, SPEC.replace("PRESET", "2gpu-48vcpu-436gb"))
+    changed = npa("preview", "--spec", str(spec), "--output", "json")
+    assert changed.code == 0, changed.stderr[-3000:]
+    clusters = {c["stack"]: c for c in changed.json()["clusters"]}
+    assert clusters["tfplan.project-existing1.cpu"]["terraform"] is None  # its inputs did not change
+    plan = clusters[STACK]["terraform"]
+    assert plan["replace"] == 1 and plan["add"] == plan["destroy"] == 0
+    (group,) = plan["resources"]
+    assert group["address"] == "terraform_data.gpu_node_group[0]"
+    assert group["action"] == "replace" and group["destructive"] is True and group["kind"] == "node_group"
+    preset = next(a for a in group["attributes"] if a["name"] == "triggers_replace.preset")
+    assert (preset["before"], preset["after"]) == ("1gpu-24vcpu-218gb", "2gpu-48vcpu-436gb")
+    # Read-only: the stack's Terraform state and lock are untouched, and nothing was applied.
+    assert (work / "terraform.tfstate").read_bytes() == state_before
+    assert not (work / ".terraform.tfstate.lock.info").exists()
+
+    markdown = npa("preview", "--spec", str(spec), "--output", "markdown")
+    assert markdown.code == 0, markdown.stderr[-3000:]
+    document = markdown.stdout
+    assert len(document.encode()) < COMMENT_LIMIT
+    assert "1 node group will be replaced" in document
+    assert "**Terraform plan**: 0 to add, 0 to change, 0 to destroy, 1 to replace" in document
+    # Inside the cluster's collapsed section: the address (escaped for markdown) flagged destructive.
+    row = next(line for line in document.splitlines() if code("terraform_data.gpu_node_group[0]") in line)
+    before_row = document[: document.index(row)]
+    assert before_row.rfind("<details>") > before_row.rfind("</details>")  # collapsed
+    assert f"<summary><code>{STACK}</code>" in before_row[before_row.rfind("<details>") :]
+    assert row.startswith("| replace ⚠️ **destructive** |")
+    assert "1gpu-24vcpu-218gb" in row and "2gpu-48vcpu-436gb" in row
+
+    text = npa("preview", "--spec", str(spec))
+    assert text.code == 0, text.stderr[-3000:]
+    assert "replace terraform_data.gpu_node_group[0] DESTRUCTIVE" in text.stdout
+
+    # Another machine (no work dir): a deployed stack's plan would show everything as new, so none runs.
+    shutil.rmtree(isolated_home / ".npa-pulumi" / "work" / STACK)
+    elsewhere = npa("preview", "--spec", str(spec), "--output", "json")
+    assert elsewhere.code == 0, elsewhere.stderr[-3000:]
+    skipped = {c["stack"]: c for c in elsewhere.json()["clusters"]}[STACK]["terraform"]
+    assert set(skipped) == {"skipped"} and "no Terraform state on this machine" in skipped["skipped"]
