@@ -17,6 +17,7 @@ import pulumi
 from pulumi import Input
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.components._cloud import cloud_for
 from npa_pulumi.components.args import (
     FleetResourceArgs,
@@ -62,6 +63,23 @@ def fetch_kubeconfig(inputs: ClusterCredentialsInputs) -> ClusterCredentialsOutp
     return ClusterCredentialsOutputs(kubeconfig=dump(access.kubeconfig(inputs.context)), server=access.server)
 
 
+def _credentials_moved(olds: dict[str, Any], news: dict[str, Any]) -> bool:
+    """Whether the cluster behind unchanged inputs now answers with other credentials (a cluster
+    recreated under the same id has a new CA and API server). Best effort: a cluster that cannot be
+    asked (not there yet, or an input still unknown in a preview) counts as unchanged."""
+    if (
+        not isinstance(news.get("cluster_id"), str)
+        or not news.get("cluster_id")
+        or not olds.get("kubeconfig")
+    ):
+        return False
+    try:
+        live = fetch_kubeconfig(ClusterCredentialsInputs.model_validate(news))
+    except (CloudError, ValueError):
+        return False
+    return bool(live.kubeconfig != olds["kubeconfig"])
+
+
 class ClusterCredentialsProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = ClusterCredentialsInputs.model_validate(props)
@@ -69,6 +87,8 @@ class ClusterCredentialsProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in _REFETCH_KEYS if olds.get(k) != news.get(k)]
+        if not changed and _credentials_moved(olds, news):
+            changed = ["kubeconfig"]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -77,7 +97,12 @@ class ClusterCredentialsProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         inputs = ClusterCredentialsInputs.model_validate(props)
-        return ReadResult(id_=id_, outs=with_outputs(props, fetch_kubeconfig(inputs)))
+        try:
+            return ReadResult(id_=id_, outs=with_outputs(props, fetch_kubeconfig(inputs)))
+        except CloudError:
+            # The cluster is gone or not reachable (deleted outside the fleet): keep what state has, so the
+            # refresh goes on and the update that recreates the cluster fetches its credentials anew.
+            return ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         # Nothing to delete in the cloud: the kubeconfig files the engine wrote are removed once the stack

@@ -32,7 +32,7 @@ from npa_pulumi.runtime.supervision import watch_run
 
 watch_run()  # in the provider host: stop with the run that started it (npa_pulumi/runtime/supervision.py)
 
-_JUDGED = ("cluster_id", "context", "node_group_ids", "driver", "gate")
+_JUDGED = ("cluster_id", "context", "server", "node_group_ids", "driver", "gate")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +42,7 @@ class GpuHealthGateArgs(FleetResourceArgs):
     cluster_id: Input[str]
     context: str
     node_group_ids: Input[list[str]]  # judged: a replaced node group runs the gate again
+    server: Input[str]  # judged: a cluster recreated under the same id answers elsewhere
     driver: dict[str, Any]  # the driver mode and MIG: judged likewise
     gate: dict[str, Any]  # npa_pulumi.kube.gpu_health.GateConfig's fields
 

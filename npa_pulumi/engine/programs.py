@@ -249,6 +249,7 @@ def cluster_program(
                     # The driver and the gate's settings are judged too (and a failed run always re-runs).
                     GpuHealthGateArgs(
                         **in_cluster,
+                        server=credentials.server,
                         driver={"mode": plan.gpu_driver_mode, "mig": plan.mig_enabled},
                         gate=plan.health_gate,
                     ),

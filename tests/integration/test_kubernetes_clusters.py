@@ -233,6 +233,22 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     groups = _nodes_by_group(stacks["reach.gpu.render"]["kubeconfig"])
     assert len(groups["render-ng-gpu-0"]) == 2 and all(_ready(n) for n in groups["render-ng-gpu-0"])
 
+    # ---- a cluster deleted behind the fleet's back: up recreates it, with fresh credentials and objects
+    npa(
+        "local-cloud",
+        "api",
+        "delete_cluster",
+        "--args",
+        json.dumps({"cluster_id": cpu["cluster_id"]}),
+        check=True,
+    )
+    repaired = _up(_spec(tmp_path, gpu_count=2))["reach.project-existing1.cpu"]
+    assert repaired["status"] == "deployed" and repaired["health"]["passed"], repaired
+    assert len(_kubectl(repaired["kubeconfig"], "get", "nodes")["items"]) == 2
+    assert (
+        _kubectl(repaired["kubeconfig"], "get", "namespace", "npa-system")["metadata"]["name"] == "npa-system"
+    )
+
     # ---- destroying a cluster stops its control plane and removes its kubeconfig
     render_dir = cloud_dir / "kube" / render["cluster_id"]
     assert render_dir.is_dir() and _control_plane_processes(render_dir)
