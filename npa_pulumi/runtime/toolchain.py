@@ -42,17 +42,25 @@ def _first_executable(candidates: list[Path]) -> Path | None:
     return None
 
 
-def find_pulumi() -> Path:
-    override = os.environ.get("NPA_PULUMI_BIN")
+def locate(name: str, override_env: str, cache_prefix: str) -> Path | None:
+    """A binary in the lookup order of the module docstring: `$override_env` (a file, or a directory
+    holding `name`), `.tools/bin`, the per-user cache dirs starting with `cache_prefix`, then PATH."""
+    override = os.environ.get(override_env)
     if override:
-        return Path(override)
-    candidates = [TOOLS_BIN / "pulumi", *(d / "pulumi" for d in _cached_bin_dirs("pulumi-v"))]
+        path = Path(override)
+        return path / name if path.is_dir() else path
+    candidates = [TOOLS_BIN / name, *(d / name for d in _cached_bin_dirs(cache_prefix))]
     found = _first_executable(candidates)
     if found:
         return found
-    on_path = shutil.which("pulumi")
-    if on_path:
-        return Path(on_path)
+    on_path = shutil.which(name)
+    return Path(on_path) if on_path else None
+
+
+def find_pulumi() -> Path:
+    found = locate("pulumi", "NPA_PULUMI_BIN", "pulumi-v")
+    if found:
+        return found
     raise ToolchainMissing(
         "the Pulumi engine was not found: run `make tools` (builds the pinned engine), install pulumi, "
         "or set NPA_PULUMI_BIN"
@@ -84,15 +92,4 @@ def find_kubernetes_provider() -> Path | None:
     """The Pulumi Kubernetes provider plugin `make tools` builds (the engine runs it as an ambient
     plugin from PATH). None when absent: a stack that needs it then fails with the engine's own error
     naming the missing plugin, rather than a download attempt."""
-    override = os.environ.get("NPA_KUBERNETES_PROVIDER_BIN")
-    if override:
-        return Path(override)
-    candidates = [
-        TOOLS_BIN / KUBERNETES_PROVIDER,
-        *(d / KUBERNETES_PROVIDER for d in _cached_bin_dirs("pulumi-kubernetes-v")),
-    ]
-    found = _first_executable(candidates)
-    if found:
-        return found
-    on_path = shutil.which(KUBERNETES_PROVIDER)
-    return Path(on_path) if on_path else None
+    return locate(KUBERNETES_PROVIDER, "NPA_KUBERNETES_PROVIDER_BIN", "pulumi-kubernetes-v")
