@@ -326,47 +326,42 @@ def _node_stage(name: str, expressions: list[JSON], template: str) -> JSON:
 def _gpu_error_stage() -> JSON:
     """A node labelled with the GPU-error fault reports the `NebiusGPUError` condition, as Nebius's node
     health checks do for a failed GPU."""
-    condition = (
-        "- lastHeartbeatTime: {{ $now | Quote }}\n"
-        "  lastTransitionTime: {{ $now | Quote }}\n"
-        '  message: "GPU has fallen off the bus (Xid 79)"\n'
-        '  reason: "GPUFailure"\n'
-        '  status: "True"\n'
-        f'  type: "{GPU_ERROR_CONDITION}"\n'
-    )
-    return _node_stage(
+    return _gpu_error_stage_setting(
         "npa-gpu-error",
-        [
-            {"key": f'.metadata.labels["{GPU_ERROR_LABEL}"]', "operator": "In", "values": ["true"]},
-            {
-                "key": f'.status.conditions.[] | select( .type == "{GPU_ERROR_CONDITION}" ) | .status',
-                "operator": "NotIn",
-                "values": ["True"],
-            },
-        ],
-        _CONDITIONS_WITH + condition,
+        labelled="In",
+        status="True",
+        reason="GPUFailure",
+        message="GPU has fallen off the bus (Xid 79)",
     )
 
 
 def _gpu_error_cleared_stage() -> JSON:
     """kwok merges a stage's conditions into the node's by type, so clearing writes the condition False
     (as a node whose GPU recovered reports it) instead of leaving it out."""
+    # (the label test is NotIn: kwok's `DoesNotExist` does not match a missing map key, read as null)
+    return _gpu_error_stage_setting(
+        "npa-gpu-error-cleared", labelled="NotIn", status="False", reason="GPUHealthy", message="GPUs healthy"
+    )
+
+
+def _gpu_error_stage_setting(name: str, labelled: str, status: str, reason: str, message: str) -> JSON:
+    """A node stage that sets the `NebiusGPUError` condition to `status` on nodes whose GPU-error label is
+    `labelled` ("In"/"NotIn" ["true"]) and whose condition is not `status` yet."""
     condition = (
         "- lastHeartbeatTime: {{ $now | Quote }}\n"
         "  lastTransitionTime: {{ $now | Quote }}\n"
-        '  message: "GPUs healthy"\n'
-        '  reason: "GPUHealthy"\n'
-        '  status: "False"\n'
+        f'  message: "{message}"\n'
+        f'  reason: "{reason}"\n'
+        f'  status: "{status}"\n'
         f'  type: "{GPU_ERROR_CONDITION}"\n'
     )
     return _node_stage(
-        "npa-gpu-error-cleared",
+        name,
         [
-            # (kwok's `DoesNotExist` does not match a missing map key, which its query reads as null)
-            {"key": f'.metadata.labels["{GPU_ERROR_LABEL}"]', "operator": "NotIn", "values": ["true"]},
+            {"key": f'.metadata.labels["{GPU_ERROR_LABEL}"]', "operator": labelled, "values": ["true"]},
             {
                 "key": f'.status.conditions.[] | select( .type == "{GPU_ERROR_CONDITION}" ) | .status',
-                "operator": "In",
+                "operator": "NotIn" if status == "True" else "In",
                 "values": ["True"],
             },
         ],
