@@ -242,6 +242,7 @@ NODE_FAULT_KINDS = {
     "reboot": "reboot",
     "pod-failure": "pod_failure",
     "mig-not-ready-taint": "mig_not_ready_taint",
+    "storage-unavailable": "storage_unavailable",
 }
 
 
@@ -254,7 +255,8 @@ NODE_FAULT_KINDS = {
     type=click.Choice(sorted(NODE_FAULT_KINDS)),
     help="not-ready: the node goes NotReady; gpu-missing: one GPU fewer in capacity; gpu-error: the "
     "NebiusGPUError condition; reboot: a new boot id; pod-failure: pods on the node fail; "
-    "mig-not-ready-taint: the GPU operator's stale nvidia.com/gpu=mig-not-ready:NoSchedule taint, once.",
+    "mig-not-ready-taint: the GPU operator's stale nvidia.com/gpu=mig-not-ready:NoSchedule taint, once; "
+    "storage-unavailable: the shared filesystem is not mounted on the node (its fstab entry stays, nofail).",
 )
 @click.option("--clear", is_flag=True, help="Clear the fault instead (not for reboot, which is an event).")
 @click.pass_context

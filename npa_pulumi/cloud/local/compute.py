@@ -10,6 +10,7 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument
 from npa_pulumi.cloud.local import accounting as acct
+from npa_pulumi.cloud.local import records
 from npa_pulumi.cloud.local.base import SimulatorBase, clean_labels
 
 
@@ -57,6 +58,17 @@ class ComputeMixin(SimulatorBase):
                 ],
                 ready_at=ctx.now + ctx.provisioning_seconds,
             )
+
+    def filesystem_snapshot(self, filesystem_id: str) -> dict[str, Any] | None:
+        """A filesystem's record, or None: what a cluster's agent needs to model the mount on its nodes
+        (the size a probe's statvfs reports). Not an API call (no faults apply)."""
+        with self._op(
+            "filesystem_snapshot", {"filesystem_id": filesystem_id}, write=False, inject=False
+        ) as ctx:
+            row = ctx.conn.execute(
+                "SELECT * FROM resources WHERE id = ? AND kind = 'filesystem'", (filesystem_id,)
+            ).fetchone()
+            return None if row is None else records.to_record(row, ctx.now)
 
     def get_filesystem(self, filesystem_id: str) -> dict[str, Any]:
         with self._op("get_filesystem", {"filesystem_id": filesystem_id}, write=False) as ctx:

@@ -39,7 +39,15 @@ DEFAULT_K8S_VERSION = "1.32"
 RESERVATION_POLICIES = ("", "AUTO", "FORBID", "STRICT")
 ATTACH_MODES = ("READ_WRITE", "READ_ONLY")
 _POLL_S = 0.1
-NODE_FAULTS = ("not_ready", "gpu_missing", "gpu_error", "reboot", "pod_failure", "mig_not_ready_taint")
+NODE_FAULTS = (
+    "not_ready",
+    "gpu_missing",
+    "gpu_error",
+    "reboot",
+    "pod_failure",
+    "mig_not_ready_taint",
+    "storage_unavailable",
+)
 NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
 
 

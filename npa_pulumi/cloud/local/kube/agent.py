@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.cloud.local.kube import binaries, controlplane, shapes
+from npa_pulumi.cloud.local.kube.storage import StorageModel
 from npa_pulumi.runtime.locks import FileLock
 
 POLL_S = 1.0
@@ -51,6 +52,7 @@ class Agent:
         self.taint_events: dict[str, int] = {}  # node -> mig_not_ready_taint events carried out
         self.first_sync = True  # events counted before this agent started are history
         self.last_full_sync = 0.0
+        self.storage = StorageModel(cloud_dir, self.sim)  # the filesystem CSI driver and probe kubelet
 
     # ------------------------------------------------------------------ ownership
 
@@ -151,6 +153,10 @@ class Agent:
                 self.applied.pop(f"/api/v1/nodes/{name}", None)
                 log(f"node {name} removed")
         self.inject_taint_events(client, cluster)
+        try:
+            self.storage.sync(client, cluster, groups)
+        except (KubeError, OSError) as err:
+            log(f"storage: {err}")
         self.first_sync = False
         if force:
             self.last_full_sync = time.monotonic()
