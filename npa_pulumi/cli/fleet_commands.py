@@ -617,6 +617,14 @@ def kubeconfig_command(**kw: Any) -> None:
 )
 @click.option("--timeout-minutes", default=10.0, show_default=True, type=click.FloatRange(min=0.1))
 @click.option(
+    "--concurrency",
+    "-j",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Clusters verified at once.",
+)
+@click.option(
     "--evidence-dir",
     default=None,
     type=click.Path(file_okay=False),
@@ -638,6 +646,7 @@ def verify_mig_command(**kw: Any) -> None:
             reconcile=kw["reconcile"],
             timeout_s=kw["timeout_minutes"] * 60,
             evidence_dir=Path(kw["evidence_dir"]) if kw["evidence_dir"] else None,
+            concurrency=kw["concurrency"],
         )
         return _finish(verify_mig(fleet, options), kw["output"])
 
@@ -648,6 +657,14 @@ def verify_mig_command(**kw: Any) -> None:
 @fleet_options
 @output_option()
 @click.option("--timeout-minutes", default=10.0, show_default=True, type=click.FloatRange(min=0.1))
+@click.option(
+    "--concurrency",
+    "-j",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Clusters verified at once.",
+)
 @click.option(
     "--evidence-dir",
     default=None,
@@ -668,8 +685,50 @@ def verify_graphics_command(**kw: Any) -> None:
         options = VerifyOptions(
             timeout_s=kw["timeout_minutes"] * 60,
             evidence_dir=Path(kw["evidence_dir"]) if kw["evidence_dir"] else None,
+            concurrency=kw["concurrency"],
         )
         return _finish(verify_graphics(fleet, options), kw["output"])
+
+    run_guarded(body, kw["output"])
+
+
+@click.command("verify-storage")
+@fleet_options
+@output_option()
+@click.option("--timeout-minutes", default=10.0, show_default=True, type=click.FloatRange(min=0.1))
+@click.option(
+    "--concurrency",
+    "-j",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Clusters verified at once.",
+)
+@click.option(
+    "--evidence-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Keep each cluster's evidence here (0700 dir, 0600 files; refused inside a git work tree).",
+)
+def verify_storage_command(**kw: Any) -> None:
+    """Check the shared filesystem of the selected clusters through their registered kubeconfigs: the
+    virtiofs mount (read-write, nofail, capacity) on every worker and one RWX claim that every worker
+    writes to and reads every other's payload from. Probe objects are removed after; clusters whose spec
+    disables the filesystem are skipped."""
+
+    def body() -> int:
+        from pathlib import Path
+
+        from npa_pulumi.engine.verify import VerifyOptions, verify_storage
+
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        fleet = _fleet(spec, targets, _engine_options(kw))
+        options = VerifyOptions(
+            timeout_s=kw["timeout_minutes"] * 60,
+            evidence_dir=Path(kw["evidence_dir"]) if kw["evidence_dir"] else None,
+            concurrency=kw["concurrency"],
+        )
+        return _finish(verify_storage(fleet, options), kw["output"])
 
     run_guarded(body, kw["output"])
 
@@ -686,3 +745,4 @@ def register(group: click.Group) -> None:
     group.add_command(kubeconfig_command)
     group.add_command(verify_mig_command)
     group.add_command(verify_graphics_command)
+    group.add_command(verify_storage_command)

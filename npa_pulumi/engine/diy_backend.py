@@ -68,10 +68,34 @@ def stacks_dir(backend_url: str, project_name: str) -> Path | None:
 # ------------------------------------------------------------------------------------------- tags
 
 
-def write_tags(backend_url: str, project_name: str, stack: str, tags: dict[str, str]) -> bool:
-    """Set tags on a file:// backend by writing the stack's tags file as the engine does, merged with the
-    tags already there. Returns False, writing nothing, when that is not possible (another backend or
-    layout, no such stack, a tags file of another version): the caller then uses the API."""
+def read_tags(backend_url: str, project_name: str, stack: str) -> Any:
+    """A stack's tags from its tags file on a file:// backend ({} when it has none); None when the stack
+    does not exist; `NO_FAST_PATH` when the caller must ask the engine (another backend, layout or
+    version, an unreadable file)."""
+    directory = stacks_dir(backend_url, project_name)
+    if directory is None:
+        return NO_FAST_PATH
+    if not (directory / f"{stack}.json").is_file() and not (directory / f"{stack}.json.gz").is_file():
+        return None
+    path = directory / f"{stack}.pulumi-tags"
+    if not path.exists():
+        return {}
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return NO_FAST_PATH
+    if not isinstance(document, dict) or document.get("version") != TAGS_VERSION:
+        return NO_FAST_PATH
+    return {str(k): str(v) for k, v in (document.get("tags") or {}).items()}
+
+
+def write_tags(
+    backend_url: str, project_name: str, stack: str, tags: dict[str, str], remove: tuple[str, ...] = ()
+) -> bool:
+    """Set tags (and remove the tags named in `remove`) on a file:// backend by writing the stack's tags
+    file as the engine does, merged with the tags already there. Returns False, writing nothing, when that
+    is not possible (another backend or layout, no such stack, a tags file of another version): the
+    caller then uses the API."""
     directory = stacks_dir(backend_url, project_name)
     if directory is None or not (directory / f"{stack}.json").is_file():
         return False
@@ -85,7 +109,7 @@ def write_tags(backend_url: str, project_name: str, stack: str, tags: dict[str, 
         if not isinstance(document, dict) or document.get("version") != TAGS_VERSION:
             return False
         current = {str(k): str(v) for k, v in (document.get("tags") or {}).items()}
-    merged = {**current, **tags}
+    merged = {k: v for k, v in {**current, **tags}.items() if k not in remove}
     if merged == current:
         return True
     # The blob store's attributes sidecar (content type, md5) describes the old content; it is optional.

@@ -37,6 +37,7 @@ from npa_pulumi.engine.fingerprint import (
     fingerprint,
     toolchain_versions,
 )
+from npa_pulumi.engine.lifecycle import validating_state
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
@@ -248,6 +249,7 @@ class Fleet:
             cluster_program(plan, self.options.cloud, self.profile, project_ready, self.fingerprint(plan)),
             stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
             tags_needed=self._needs_tags(plan.stack),
+            gate_state="" if plan.health_gate is None else validating_state(plan.mig_enabled, plan.has_gpus),
         )
 
     def _needs_tags(self, stack: str) -> bool:

@@ -27,7 +27,7 @@ from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import StackResult
 from npa_pulumi.preflight.demand import preset_gpus
 from npa_pulumi.runtime.home import npa_home
-from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, RTX_RENDERING_PROFILE
+from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION, RTX_RENDERING_PROFILE
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import FleetOptions
@@ -177,6 +177,13 @@ def _cluster_plan(
     )
 
 
+def mig_version_pins(versions: dict[str, str]) -> dict[str, str]:
+    """The spec's MIG pins (`gpu_operator_version`, ...) under the names the gate checks them by
+    (npa_pulumi.kube.gpu_health.MIG_PINNED_COMPONENTS), plus the container toolkit of that release."""
+    pins = {name.removeprefix("gpu_").removesuffix("_version"): v for name, v in versions.items()}
+    return {**pins, "toolkit": MIG_TOOLKIT_VERSION}
+
+
 def health_gate_config(cluster: Any) -> dict[str, Any] | None:
     """The gate's settings for one cluster (npa_pulumi.kube.gpu_health.GateConfig). A CPU-only cluster gets
     the cluster-basics check: every node Ready with a boot id, nothing else. A MIG cluster gets MIG
@@ -202,6 +209,7 @@ def health_gate_config(cluster: Any) -> dict[str, Any] | None:
                 "mig_resources": dict(MIG_RESOURCES_PER_GPU),
                 "mig_strategy": cluster.mig.strategy,
                 "mig_config": cluster.mig.config,
+                "mig_versions": mig_version_pins(cluster.mig.versions),
             }
             if cluster.mig is not None and has_gpus
             else {}

@@ -7,6 +7,7 @@ live progress view, and collects resource diffs and policy violations from the e
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -15,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from npa_pulumi.engine import diy_backend
+from npa_pulumi.engine import diy_backend, lifecycle
 from npa_pulumi.engine.diy_backend import NO_FAST_PATH, SECRET_PLACEHOLDER, checkpoint_outputs
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.stacks import (
@@ -31,6 +32,8 @@ from npa_pulumi.output.results import PolicyViolation, StackKind, StackResult
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
+
+log = logging.getLogger(__name__)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _COLOR_TAGS = re.compile(r"<\{%[^%]*%\}>")
@@ -63,6 +66,9 @@ class StackOp:
     # False when the stack is known to have been deployed by npa-pulumi (and so tagged) before: setting
     # tags costs a CLI round trip per tag.
     tags_needed: bool = True
+    # A cluster stack with a health gate: the lifecycle state recorded while the gate's step runs
+    # (engine/lifecycle.py); "" when it has none.
+    gate_state: str = ""
 
     def result(self, status: str, **fields: Any) -> StackResult:
         return StackResult(
@@ -85,6 +91,7 @@ class EventCollector:
     policy: list[PolicyViolation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     summary: dict[str, int] | None = None  # the engine's closing resource-change counts
+    on_gate: Callable[[], None] | None = None  # called when the engine starts running the health gate
 
     def __call__(self, event: auto.EngineEvent) -> None:
         if event.summary_event is not None:
@@ -93,6 +100,8 @@ class EventCollector:
         if event.resource_pre_event is not None:
             meta = event.resource_pre_event.metadata
             op = str(getattr(meta.op, "value", meta.op))
+            if self.on_gate is not None and meta.type.endswith(GATE_TYPE_SUFFIX) and op in _RUNS:
+                self.on_gate()
             if meta.type != "pulumi:pulumi:Stack":
                 self.progress.resource_event(self.stack, finished=False)
                 if op not in ("same", "read"):
@@ -120,6 +129,10 @@ class EventCollector:
                 text = _plain(diag.message).removeprefix("Exception calling application: ")
                 if text and text not in self.errors:
                     self.errors.append(text)
+
+
+GATE_TYPE_SUFFIX = ":GpuHealthGate"  # components/gpu_health.py's dynamic resource type
+_RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
 
 
 def _read_only_program() -> None:
@@ -268,6 +281,7 @@ class StackExecutor:
         write_log = self._log(op, command)
         log_path = write_log.path
         collector = EventCollector(op.stack, self.progress)
+        recording = command == "up" and op.kind == "cluster"
         try:
             stack = self.select(op, create=command in ("up", "preview"))
             if stack is None:
@@ -317,6 +331,9 @@ class StackExecutor:
             )
         finally:
             write_log.close()
+            if recording:
+                # The run's own outcome is in the outputs now: they take precedence again.
+                self.write_lifecycle(op, {}, remove=(lifecycle.TAG_STATE, lifecycle.TAG_RUN))
         result.diff = collector.diff
         result.policy = collector.policy
         result.elapsed_s = time.monotonic() - started
@@ -340,6 +357,19 @@ class StackExecutor:
         ):
             # A stack made just now has no tags: set them without listing them first.
             ensure_tags(stack, op.tags, current={} if op.stack in self._created else None)
+        if command == "up" and op.kind == "cluster":
+            # Its infrastructure applies first; an earlier destroy-incomplete no longer holds.
+            self.write_lifecycle(
+                op,
+                lifecycle.running_tags("provisioning"),
+                remove=(lifecycle.TAG_REASON, lifecycle.TAG_RETRY),
+                stack=stack,
+            )
+            if op.gate_state:
+                state = op.gate_state
+                collector.on_gate = lambda: self.write_lifecycle(
+                    op, lifecycle.running_tags(state), stack=stack
+                )
         verb = {
             "up": "updating",
             "preview": "previewing",
@@ -348,6 +378,48 @@ class StackExecutor:
         }
         self.progress.phase(op.stack, verb[command])
         return self._invoke(op, stack, command, collector, write_log, **kwargs)
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    def write_lifecycle(
+        self,
+        op: StackOp,
+        tags: dict[str, str],
+        remove: tuple[str, ...] = (),
+        stack: auto.Stack | None = None,
+    ) -> None:
+        """Record lifecycle tags beside the stack (engine/lifecycle.py). Best effort: a record that cannot
+        be written leaves `status` with the outputs, it never fails the run."""
+        if diy_backend.write_tags(self.settings.backend_url, self.project_name, op.stack, tags, remove):
+            return
+        try:
+            stack = stack or self.select(op, create=False)
+            if stack is None:
+                return
+            current = dict(stack.list_tags())
+            for name, value in tags.items():
+                if current.get(name) != value:
+                    stack.set_tag(name, value)
+            for name in remove:
+                if name in current:
+                    stack.remove_tag(name)
+        except Exception as err:  # the engine refused (a backend without tags): status falls back
+            log.warning("could not record the lifecycle of %s: %s", op.stack, err)
+
+    def recorded_lifecycle(self, op: StackOp) -> lifecycle.Recorded | None:
+        """The lifecycle state recorded beside the stack, when it still holds."""
+        tags = diy_backend.read_tags(self.settings.backend_url, self.project_name, op.stack)
+        if tags is NO_FAST_PATH:
+            try:
+                stack = self.select(op, create=False)
+                tags = dict(stack.list_tags()) if stack is not None else None
+            except Exception as err:
+                log.warning("could not read the lifecycle of %s: %s", op.stack, err)
+                tags = None
+        if not isinstance(tags, dict):
+            return None
+        recorded = lifecycle.Recorded.from_tags(tags)
+        return recorded if recorded is not None and recorded.current else None
 
     def _lean(self, op: StackOp, stack: auto.Stack, collector: EventCollector) -> bool:
         """On a DIY backend, spare the three engine invocations the Automation API makes after every

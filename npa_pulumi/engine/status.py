@@ -7,9 +7,15 @@ provisioning  the cluster or a node group is still PROVISIONING (a QuotaFailure 
               quota wall, is surfaced in `error`)
 deployed      the cluster and every node group are RUNNING with their target node counts, and the stack
               recorded the health gate as passed (or skipped on purpose)
-deployed-validation-failed / deployed-credentials-failed
+deployed-validation-failed / deployed-mig-not-ready / deployed-credentials-failed
               as the stack recorded it: the gate did not pass, or no credentials; everything is kept,
               `up` runs the gate again
+provisioning / validating-gpu-health / validating-mig / validating-cluster-basics
+              while an `up` (on any machine) applies the cluster stack or runs its health gate: recorded
+              beside the stack (engine/lifecycle.py) and shown only while that run lives
+destroy-incomplete
+              a destroy of the cluster stack failed: what is left stays until a destroy succeeds; the
+              reason and the exact destroy command to retry are shown
 destroyed     the stack records a cluster that the cloud no longer has (deleted outside the fleet); `up`
               re-creates it
 drifted       an object the recipe made (node group, filesystem, GPU cluster) was deleted or resized
@@ -21,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
 from npa_pulumi.engine.stack_operations import StackOp
 from npa_pulumi.output.results import StackResult
 
@@ -49,9 +56,34 @@ def _last_update_failed(fleet: Fleet, op: StackOp) -> bool:
     return bool(history) and history[0].result == "failed"
 
 
+def _recorded(fleet: Fleet, op: StackOp, outputs: dict[str, Any] | None) -> StackResult | None:
+    """A run in progress (its state) or a failed destroy, as recorded beside the stack."""
+    recorded = fleet.executor.recorded_lifecycle(op)
+    if recorded is None:
+        return None
+    base = {
+        "project_id": (outputs or {}).get("project_id"),
+        "cluster_id": (outputs or {}).get("cluster_id") or None,
+        "kube_context": (outputs or {}).get("kube_context"),
+    }
+    fleet.progress.phase(op.stack, "done", recorded.state)
+    if recorded.state == DESTROY_INCOMPLETE:
+        return op.result(
+            recorded.state,
+            error=f"the last destroy did not finish: {recorded.reason}",
+            retry_command=recorded.retry or None,
+            **base,
+        )
+    return op.result(recorded.state, **base)
+
+
 def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
     fleet.progress.phase(op.stack, "checking")
     outputs = fleet.executor.outputs(op)
+    if outputs is not None:
+        recorded = _recorded(fleet, op, outputs)
+        if recorded is not None:
+            return recorded
     if outputs is None:
         fleet.progress.phase(op.stack, "absent")
         return op.result("absent")

@@ -463,6 +463,7 @@ class Teardown:
     def run(self, result: FleetResult, phases: list[TeardownPhase]) -> None:
         """Run the planned phases in order, filling `result` (stacks and phases) as they finish."""
         from npa_pulumi.engine import kubeconfigs
+        from npa_pulumi.engine.lifecycle import TAG_RUN, destroy_incomplete_tags
         from npa_pulumi.plan.naming import kube_context_name
 
         fleet = self.fleet
@@ -476,6 +477,10 @@ class Teardown:
                 item.status = "destroy-incomplete"
                 item.retry_command = self.retry_command(item.project_key, item.cluster_name)
                 phase.status, phase.reason, phase.retry_command = "failed", item.error, item.retry_command
+                # What `status` shows on any machine until a destroy succeeds (engine/lifecycle.py).
+                op = next(o for o in cluster_ops if o.stack == item.stack)
+                tags = destroy_incomplete_tags(item.error or "the destroy failed", item.retry_command)
+                fleet.executor.write_lifecycle(op, tags, remove=(TAG_RUN,))
             elif item.status in ("destroyed", "absent") and item.cluster_name:
                 # Only once the stack is gone: a kubeconfig is how a half-destroyed cluster is inspected.
                 context = kube_context_name(fleet.spec.name, item.project_key, item.cluster_name)

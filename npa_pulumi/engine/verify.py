@@ -10,6 +10,15 @@ the only thing wrong, and never while a pod outside the GPU operator uses an `nv
 graphics readiness (GLX, EGL, Vulkan enumerating an NVIDIA device), as the deploy gate runs them, each pod
 deleted with a UID precondition; a partial result (a worker missing from the evidence) fails closed.
 
+`verify_storage`: on every worker of each selected cluster with a shared filesystem, the declared virtiofs
+mount (read-write, `nofail` in fstab, its capacity in GiB) and one ReadWriteMany claim of the recipe's
+shared-filesystem class that every worker writes a unique payload to and reads every other's from
+(npa_pulumi/kube/storage_check.py); probe objects are labelled with the run, removed with UID
+preconditions and proven absent; a failed cleanup or a worker missing from the evidence fails. A cluster
+whose spec disables the filesystem is skipped (and passes).
+
+Targets run `concurrency` at a time; results keep the spec's order.
+
 A selected cluster that is not a MIG (resp. RTX rendering) cluster, or has no registered kubeconfig (it
 was never deployed from this machine's npa home: `up` registers it), fails closed with the reason.
 Evidence can be kept in a private directory (0700, files 0600), never inside a git work tree (it would be
@@ -22,6 +31,7 @@ import json
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +56,7 @@ class VerifyOptions:
     timeout_s: float = 600.0
     poll_s: float = 2.0
     evidence_dir: Path | None = None
+    concurrency: int = 4
 
 
 def check_evidence_dir(directory: Path) -> Path:
@@ -78,8 +89,9 @@ def _run(
         command=command, fleet=fleet.spec.name, cloud=fleet.options.cloud, backend=fleet.settings.backend_url
     )
     evidence_dir = check_evidence_dir(options.evidence_dir) if options.evidence_dir else None
-    for target in fleet.targets:
-        entry = one(fleet, target, options)
+    with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
+        entries = list(pool.map(lambda target: one(fleet, target, options), fleet.targets))
+    for entry in entries:
         if evidence_dir is not None and entry.health is not None:
             path = evidence_dir / f"{entry.kube_context}-{command}.json"
             write_atomically(path, json.dumps(entry.health, indent=2, sort_keys=True) + "\n", mode=0o600)
@@ -95,13 +107,59 @@ def verify_graphics(fleet: Fleet, options: VerifyOptions) -> FleetResult:
     return _run(fleet, options, "verify-graphics", _verify_graphics_one)
 
 
-def _registered_kubeconfig(target: Target, context: str) -> tuple[str, str] | StackResult:
+def verify_storage(fleet: Fleet, options: VerifyOptions) -> FleetResult:
+    return _run(fleet, options, "verify-storage", _verify_storage_one)
+
+
+def _verify_storage_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackResult:
+    from npa_pulumi.kube.client import KubeClient, KubeError
+    from npa_pulumi.kube.storage_check import StorageConfig, run_storage_check
+
+    context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)
+    cluster = target.cluster
+    if not (cluster.enable_filestore or (cluster.existing_filestore or "").strip()):
+        return _entry(
+            target, context, "skipped", validation="storage", error="the spec disables the shared filesystem"
+        )
+    found = _registered_kubeconfig(target, context, validation="storage")
+    if isinstance(found, StackResult):
+        return found
+    text, cluster_id = found
+    config = StorageConfig(
+        expected_workers=cluster.cpu_count() + cluster.gpu_count(),
+        mount_path=cluster.filestore_mount_path,
+        mount_tag=cluster.filestore_mount_tag,
+        size_gib=int(cluster.filestore_disk_size_gibibytes),
+        timeout_s=options.timeout_s,
+    )
+    try:
+        evidence = run_storage_check(lambda t: KubeClient.from_kubeconfig(text, timeout_s=t), config)
+    except KubeError as err:  # the credentials themselves were refused (an exec plugin failing, say)
+        evidence = {"passed": False, "failures": [f"the cluster's API refused the check: {err}"]}
+    if evidence["passed"]:
+        return _entry(target, context, "ready", validation="storage", health=evidence, cluster_id=cluster_id)
+    why = "; ".join(evidence["failures"][:5])
+    return _entry(
+        target,
+        context,
+        "not-ready",
+        validation="storage",
+        health=evidence,
+        cluster_id=cluster_id,
+        error=f"shared storage verification failed: {why}",
+    )
+
+
+def _registered_kubeconfig(
+    target: Target, context: str, validation: str = "mig"
+) -> tuple[str, str] | StackResult:
     registration = kubeconfigs.registered(context)
     if registration is None or not Path(registration.kubeconfig).is_file():
         return _entry(
             target,
             context,
             "failed",
+            validation=validation,
             error=f"no registered kubeconfig for {context} on this machine: run `npa-pulumi up` first",
         )
     return Path(registration.kubeconfig).read_text(), registration.cluster_id
@@ -115,7 +173,7 @@ def _verify_graphics_one(fleet: Fleet, target: Target, options: VerifyOptions) -
     settings = health_gate_config(target.cluster)
     if target.cluster.gpu_workload_profile != RTX_RENDERING_PROFILE or settings is None:
         return _entry(target, context, "failed", validation="graphics", error="not an RTX rendering cluster")
-    found = _registered_kubeconfig(target, context)
+    found = _registered_kubeconfig(target, context, validation="graphics")
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found

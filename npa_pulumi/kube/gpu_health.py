@@ -55,6 +55,9 @@ class GateConfig:
     mig_resources: dict[str, int] | None = None
     mig_strategy: str = ""
     mig_config: str = ""
+    # The GPU operator release MIG is pinned to (operator, driver, device_plugin, gfd, mig_manager,
+    # toolkit): its ClusterPolicy and component DaemonSets must run exactly these.
+    mig_versions: dict[str, str] | None = None
     # RTX rendering: GLX, EGL and Vulkan readiness on every GPU node, after the CUDA smoke.
     graphics_smoke: bool = False
     graphics_image: str = ""
@@ -196,6 +199,81 @@ def _mig_errors(node: JSON, config: GateConfig) -> list[str]:
     return errors
 
 
+# Each pinned component: the ClusterPolicy field that states its version, and the DaemonSet whose image
+# must carry it (the operator's own version is the ClusterPolicy's chart label).
+MIG_PINNED_COMPONENTS = {
+    "driver": ("driver", "nvidia-driver-daemonset"),
+    "device_plugin": ("devicePlugin", "nvidia-device-plugin-daemonset"),
+    "gfd": ("gfd", "gpu-feature-discovery"),
+    "mig_manager": ("migManager", "nvidia-mig-manager"),
+    "toolkit": ("toolkit", "nvidia-container-toolkit-daemonset"),
+}
+
+
+def _operator_errors(client: KubeClient, config: GateConfig) -> list[str]:
+    """The GPU operator runs the pinned release: one ClusterPolicy, ready, with the chart's version label,
+    each component's version, the MIG strategy and CDI; each component DaemonSet's current generation
+    rolled out on every GPU node with an image of the pinned version (a stale operator generation, or a
+    recipe that ignored a pin, is caught here)."""
+    pins = config.mig_versions or {}
+    policies = client.list("/apis/nvidia.com/v1/clusterpolicies")
+    if len(policies) != 1:
+        return [f"{len(policies)} GPU operator ClusterPolicy object(s), exactly 1 expected"]
+    policy = policies[0]
+    name, spec = policy["metadata"]["name"], policy.get("spec") or {}
+    errors = []
+    if (policy.get("status") or {}).get("state") != "ready":
+        errors.append(
+            f"ClusterPolicy {name}: state {(policy.get('status') or {}).get('state')!r}, 'ready' expected"
+        )
+    label = (policy["metadata"].get("labels") or {}).get("app.kubernetes.io/version")
+    if pins.get("operator") and label != pins["operator"]:
+        errors.append(f"ClusterPolicy {name}: GPU operator {label!r}, {pins['operator']} pinned")
+    for component, (field_name, _) in MIG_PINNED_COMPONENTS.items():
+        have = (spec.get(field_name) or {}).get("version")
+        if pins.get(component) and have != pins[component]:
+            errors.append(f"ClusterPolicy {name}: {field_name}.version {have!r}, {pins[component]} pinned")
+    if (spec.get("mig") or {}).get("strategy") != config.mig_strategy:
+        errors.append(f"ClusterPolicy {name}: mig.strategy {(spec.get('mig') or {}).get('strategy')!r}")
+    if (spec.get("cdi") or {}).get("enabled") is not True:
+        errors.append(f"ClusterPolicy {name}: CDI not enabled")
+    for component, (_, daemonset) in MIG_PINNED_COMPONENTS.items():
+        errors += _daemonset_errors(client, daemonset, pins.get(component, ""), config.expected_gpu_nodes)
+    return errors
+
+
+def _daemonset_errors(client: KubeClient, name: str, pin: str, nodes: int) -> list[str]:
+    found = client.get_or_none(f"/apis/apps/v1/namespaces/gpu-operator/daemonsets/{name}")
+    if found is None:
+        return [f"DaemonSet gpu-operator/{name} not found"]
+    errors = []
+    status = found.get("status") or {}
+    generation = int(found["metadata"].get("generation") or 0)
+    if generation <= 0 or status.get("observedGeneration") != generation:
+        errors.append(
+            f"DaemonSet {name}: generation {generation} not observed yet (stale operator generation)"
+        )
+    counts = {
+        key: int(status.get(key) or 0)
+        for key in (
+            "desiredNumberScheduled",
+            "currentNumberScheduled",
+            "updatedNumberScheduled",
+            "numberReady",
+            "numberAvailable",
+        )
+    }
+    if any(count != nodes for count in counts.values()):
+        errors.append(f"DaemonSet {name}: {counts}, {nodes} expected each")
+    images = [
+        c.get("image", "")
+        for c in ((found["spec"].get("template") or {}).get("spec") or {}).get("containers") or []
+    ]
+    if pin and not any(pin in image for image in images):
+        errors.append(f"DaemonSet {name}: image {', '.join(images)} is not the pinned {pin}")
+    return errors
+
+
 def _driver_errors(client: KubeClient, config: GateConfig) -> list[str]:
     namespace = DRIVER_NAMESPACES.get(config.driver_mode)
     if namespace is None:
@@ -269,6 +347,11 @@ def snapshot(client: KubeClient, config: GateConfig, at_s: float) -> Snapshot:
         snap.errors += _driver_errors(client, config)
     except KubeError as err:
         snap.errors.append(f"cannot list driver components: {err}")
+    if config.mig and config.mig_versions is not None:
+        try:
+            snap.errors += _operator_errors(client, config)
+        except KubeError as err:
+            snap.errors.append(f"cannot read the GPU operator's ClusterPolicy: {err}")
     return snap
 
 

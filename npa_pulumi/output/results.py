@@ -12,13 +12,16 @@ StackKind = Literal["project", "cluster"]
 #   up:      deployed | unchanged | failed | skipped | not-supported
 #   preview: changes | no-changes | failed | not-supported
 #   destroy: destroyed | absent | destroy-incomplete | retained | skipped
-#   status:  deployed | provisioning | failed | destroyed | drifted | absent | unknown
+#   status:  deployed | provisioning | failed | destroyed | drifted | absent | unknown, and while an
+#            `up` runs elsewhere provisioning | validating-gpu-health | validating-mig |
+#            validating-cluster-basics; destroy-incomplete after a failed destroy (engine/lifecycle.py)
 #   refresh: in-sync | drifted | absent | failed
 #   up also: deployed-validation-failed (the GPU health gate did not pass; everything is kept for a retry)
 #            deployed-credentials-failed (the stack is deployed, but no kubeconfig could be had)
 #            deployed-mig-not-ready (a MIG cluster's layout did not converge; kept likewise)
 FAILED_LIFECYCLES = ("deployed-validation-failed", "deployed-mig-not-ready", "deployed-credentials-failed")
-#   verify-mig: ready | not-ready | failed
+#   verify-mig / verify-graphics / verify-storage: ready | not-ready | failed (| skipped: storage
+#            disabled in the spec)
 FAILED_STATUSES = {"failed", "destroy-incomplete", "status-error", "not-ready", *FAILED_LIFECYCLES}
 
 

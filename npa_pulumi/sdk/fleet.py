@@ -199,6 +199,7 @@ def verify_mig(
     reconcile: bool = False,
     timeout_s: float = 600.0,
     evidence_dir: str | Path | None = None,
+    concurrency: int = 4,
     **options: Any,
 ) -> Any:
     """`npa-pulumi verify-mig`: MIG readiness of the selected MIG clusters through their registered
@@ -208,7 +209,9 @@ def verify_mig(
 
     fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
     directory = Path(evidence_dir) if evidence_dir is not None else None
-    return run(fleet, VerifyOptions(wait, reconcile, timeout_s, evidence_dir=directory))
+    return run(
+        fleet, VerifyOptions(wait, reconcile, timeout_s, evidence_dir=directory, concurrency=concurrency)
+    )
 
 
 def verify_graphics(
@@ -219,16 +222,54 @@ def verify_graphics(
     project_prefix: str | None = None,
     timeout_s: float = 600.0,
     evidence_dir: str | Path | None = None,
+    concurrency: int = 4,
     **options: Any,
 ) -> Any:
     """`npa-pulumi verify-graphics`: CUDA and GLX/EGL/Vulkan on every GPU worker of the selected RTX
     rendering clusters, through their registered kubeconfigs."""
-    from npa_pulumi.engine.verify import VerifyOptions
     from npa_pulumi.engine.verify import verify_graphics as run
+
+    return _verify(
+        run, spec, only_projects, only_clusters, project_prefix, timeout_s, evidence_dir, concurrency, options
+    )
+
+
+def verify_storage(
+    spec: FleetSpec | str | Path,
+    *,
+    only_projects: Sequence[str] = (),
+    only_clusters: Sequence[str] = (),
+    project_prefix: str | None = None,
+    timeout_s: float = 600.0,
+    evidence_dir: str | Path | None = None,
+    concurrency: int = 4,
+    **options: Any,
+) -> Any:
+    """`npa-pulumi verify-storage`: the shared filesystem's mount on every worker and one RWX claim shared
+    by all of them, through the registered kubeconfigs (see npa_pulumi.engine.verify)."""
+    from npa_pulumi.engine.verify import verify_storage as run
+
+    return _verify(
+        run, spec, only_projects, only_clusters, project_prefix, timeout_s, evidence_dir, concurrency, options
+    )
+
+
+def _verify(
+    run: Any,
+    spec: FleetSpec | str | Path,
+    only_projects: Sequence[str],
+    only_clusters: Sequence[str],
+    project_prefix: str | None,
+    timeout_s: float,
+    evidence_dir: str | Path | None,
+    concurrency: int,
+    options: dict[str, Any],
+) -> Any:
+    from npa_pulumi.engine.verify import VerifyOptions
 
     fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
     directory = Path(evidence_dir) if evidence_dir is not None else None
-    return run(fleet, VerifyOptions(timeout_s=timeout_s, evidence_dir=directory))
+    return run(fleet, VerifyOptions(timeout_s=timeout_s, evidence_dir=directory, concurrency=concurrency))
 
 
 __all__ = [
@@ -260,4 +301,5 @@ __all__ = [
     "status",
     "verify_graphics",
     "verify_mig",
+    "verify_storage",
 ]

@@ -55,6 +55,8 @@ MIG_PINNED_VERSIONS: Final[dict[str, str]] = {
     "gpu_gfd_version": "v0.19.3",
     "gpu_mig_manager_version": "v0.14.2",
 }
+# Checked on the cluster (not a tfvar): the container toolkit the pinned operator release ships.
+MIG_TOOLKIT_VERSION: Final = "v1.19.1"
 MIG_RESOURCES_PER_GPU: Final[dict[str, int]] = {
     "nvidia.com/gpu": 0,
     "nvidia.com/mig-1g.24gb": 2,

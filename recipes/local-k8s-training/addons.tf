@@ -11,6 +11,14 @@ locals {
     mig = local.has_gpus && coalesce(var.mig_strategy, "none") != "none" ? {
       strategy = var.mig_strategy
       config   = coalesce(var.mig_parted_config, "all-balanced")
+      # The GPU operator chart's version pins, as its ClusterPolicy and DaemonSet images carry them.
+      versions = {
+        operator      = var.gpu_operator_version == null ? "" : var.gpu_operator_version
+        driver        = var.gpu_driver_version == null ? "" : var.gpu_driver_version
+        device_plugin = var.gpu_device_plugin_version == null ? "" : var.gpu_device_plugin_version
+        gfd           = var.gpu_gfd_version == null ? "" : var.gpu_gfd_version
+        mig_manager   = var.gpu_mig_manager_version == null ? "" : var.gpu_mig_manager_version
+      }
     } : null
     # JSON text: the CPU RayCluster's settings are an `any`, which a conditional cannot unify with null.
     kuberay = var.enable_kuberay_cluster ? (var.kuberay_cpu_cluster == null ? "{}" : jsonencode(var.kuberay_cpu_cluster)) : null

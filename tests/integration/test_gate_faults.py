@@ -253,3 +253,62 @@ def test_graphics_readiness_needs_a_gpu_that_renders(cluster: Cluster) -> None:
         missing = smoke["graphics"]["missing"]
         assert "a Vulkan physical device (GPU<n>:)" in missing and "NPA_GLX_LOADED" not in missing
         assert smoke["graphics"]["cleaned_up"] is True
+
+
+PINS = {
+    "operator": "v26.3.3",
+    "driver": "580.173.02",
+    "device_plugin": "v0.19.3",
+    "gfd": "v0.19.3",
+    "mig_manager": "v0.14.2",
+    "toolkit": "v1.19.1",
+}
+
+
+def test_mig_readiness_needs_the_pinned_operator_release(cluster: Cluster) -> None:
+    """MIG readiness also reads the GPU operator: a recipe that installed another MIG Manager than the pin
+    fails on exactly the ClusterPolicy's version and that DaemonSet's image; the pinned release passes."""
+    mig = {
+        "mig_resources": {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.24gb": 2, "nvidia.com/mig-2g.48gb": 1},
+        "mig_strategy": "mixed",
+        "mig_config": "all-balanced",
+        "mig_versions": PINS,
+        "driver_mode": "operator",
+    }
+    layout = {"strategy": "mixed", "config": "all-balanced"}
+    stale = {**{k: v for k, v in PINS.items() if k != "toolkit"}, "mig_manager": "v0.14.1"}
+    cluster.sim.set_cluster_addons(
+        cluster.id, {"gpu_driver": "operator", "mig": {**layout, "versions": stale}}
+    )
+    try:
+        deadline = time.monotonic() + 40
+        while True:  # until the operator's pods run and only the version is wrong
+            evidence = cluster.gate(**mig, timeout_s=2.0)
+            if evidence.last_errors and all(
+                "igManager" in e or "mig-manager" in e for e in evidence.last_errors
+            ):
+                break
+            assert time.monotonic() < deadline, evidence.last_errors
+            time.sleep(1.0)
+        assert not evidence.passed
+        assert (
+            "ClusterPolicy cluster-policy: migManager.version 'v0.14.1', v0.14.2 pinned"
+            in evidence.last_errors
+        )
+        assert any(
+            e.startswith("DaemonSet nvidia-mig-manager: image ") and "not the pinned v0.14.2" in e
+            for e in evidence.last_errors
+        ), evidence.last_errors
+
+        pinned = {k: v for k, v in PINS.items() if k != "toolkit"}
+        cluster.sim.set_cluster_addons(
+            cluster.id, {"gpu_driver": "operator", "mig": {**layout, "versions": pinned}}
+        )
+        deadline = time.monotonic() + 40
+        while (evidence := cluster.gate(**mig, timeout_s=2.0)).last_errors:
+            assert time.monotonic() < deadline, evidence.last_errors
+            time.sleep(1.0)
+        assert evidence.passed and evidence.snapshots >= 2
+    finally:
+        cluster.sim.set_cluster_addons(cluster.id, {"gpu_driver": "managed-image"})
+        cluster.wait_healthy()

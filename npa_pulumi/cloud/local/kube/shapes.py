@@ -162,7 +162,7 @@ def _namespace(name: str) -> JSON:
     }
 
 
-def _gpu_daemonset(namespace: str, name: str, app: str) -> JSON:
+def _gpu_daemonset(namespace: str, name: str, app: str, image: str = "") -> JSON:
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -174,7 +174,7 @@ def _gpu_daemonset(namespace: str, name: str, app: str) -> JSON:
                 "spec": {
                     "nodeSelector": {"nvidia.com/gpu.present": "true"},
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                    "containers": [{"name": app, "image": f"nvcr.io/nvidia/{app}:local"}],
+                    "containers": [{"name": app, "image": image or f"nvcr.io/nvidia/{app}:local"}],
                 },
             },
         },
@@ -245,19 +245,85 @@ def recipe_objects(cluster: JSON) -> list[JSON]:
             ),
         ]
     elif driver == "operator":
-        objects.append(_namespace("gpu-operator"))
-        for app in (
-            "nvidia-driver-daemonset",
-            "nvidia-container-toolkit-daemonset",
-            "nvidia-device-plugin-daemonset",
-            "gpu-feature-discovery",
-            *(["nvidia-mig-manager"] if addons.get("mig") else []),
-        ):
-            objects.append(_gpu_daemonset("gpu-operator", app, app))
+        objects += _gpu_operator(addons.get("mig") or {})
     kuberay = addons.get("kuberay") or {}
     if kuberay:
         objects += [_namespace("kuberay"), RAYCLUSTER_CRD, _raycluster(kuberay)]
     return objects
+
+
+# The GPU operator chart's defaults (what the recipe installs unless pinned): the MIG pins of
+# npa_pulumi/spec/constants.py, and the container toolkit, which is not pinned by the spec.
+OPERATOR_VERSIONS = {
+    "operator": "v26.3.3",
+    "driver": "580.173.02",
+    "device_plugin": "v0.19.3",
+    "gfd": "v0.19.3",
+    "mig_manager": "v0.14.2",
+    "toolkit": "v1.19.1",
+}
+CLUSTERPOLICY_CRD: JSON = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "clusterpolicies.nvidia.com"},
+    "spec": {
+        "group": "nvidia.com",
+        "names": {
+            "kind": "ClusterPolicy",
+            "listKind": "ClusterPolicyList",
+            "plural": "clusterpolicies",
+            "singular": "clusterpolicy",
+        },
+        "scope": "Cluster",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+def _gpu_operator(mig: JSON) -> list[JSON]:
+    """The GPU operator as its chart leaves it: the ClusterPolicy (state ready, the chart's version label,
+    each component's version) and the component DaemonSets, whose images carry those versions; MIG
+    Manager only with MIG. `mig.versions` (the recipe's pins) override the chart's defaults."""
+    versions = {**OPERATOR_VERSIONS, **{k: v for k, v in (mig.get("versions") or {}).items() if v}}
+    policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {
+            "name": "cluster-policy",
+            "labels": {MANAGED_BY: "Helm", "app.kubernetes.io/version": versions["operator"]},
+        },
+        "spec": {
+            "driver": {"version": versions["driver"]},
+            "devicePlugin": {"version": versions["device_plugin"]},
+            "gfd": {"version": versions["gfd"]},
+            "migManager": {"version": versions["mig_manager"], "enabled": bool(mig)},
+            "toolkit": {"version": versions["toolkit"]},
+            "mig": {"strategy": mig.get("strategy") or "single"},
+            "cdi": {"enabled": True},
+        },
+        "status": {"state": "ready"},
+    }
+    images = {
+        "nvidia-driver-daemonset": f"nvcr.io/nvidia/driver:{versions['driver']}-ubuntu22.04",
+        "nvidia-container-toolkit-daemonset": f"nvcr.io/nvidia/k8s/container-toolkit:{versions['toolkit']}",
+        "nvidia-device-plugin-daemonset": f"nvcr.io/nvidia/k8s-device-plugin:{versions['device_plugin']}",
+        "gpu-feature-discovery": f"nvcr.io/nvidia/k8s-device-plugin:{versions['gfd']}",
+    }
+    if mig:
+        images["nvidia-mig-manager"] = (
+            f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:{versions['mig_manager']}"
+        )
+    daemonsets = [_gpu_daemonset("gpu-operator", app, app, image) for app, image in images.items()]
+    return [_namespace("gpu-operator"), CLUSTERPOLICY_CRD, policy, *daemonsets]
 
 
 def _raycluster(kuberay: JSON) -> JSON:

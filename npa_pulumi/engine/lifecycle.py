@@ -1,0 +1,86 @@
+"""A cluster's lifecycle state while a run changes it, recorded beside its stack in the backend.
+
+A finished `up` records the cluster's state as stack outputs (`lifecycle`: deployed, deployed-validation-
+failed, ...). What happens *during* a run cannot be an output (the engine writes outputs when the update
+ends, and the health gate runs inside the update), and a failed destroy leaves outputs that still say
+`deployed`. Both are kept as stack tags, which live in the backend next to the stack (a DIY backend's
+`<stack>.pulumi-tags`, the service's stack tags), so `status` on any machine with the backend reads them:
+
+* `npa:lifecycle` = `provisioning` while a cluster stack's update applies its infrastructure, then
+  `validating-gpu-health` / `validating-mig` / `validating-cluster-basics` from the moment the engine starts
+  the health gate's step; removed when the run ends, so the outputs it wrote take precedence.
+  `npa:lifecycle-run` (`<host>/<pid>/<start time>`) names the run: a state whose run is provably gone (a
+  killed `up` on this host) is stale and ignored, like a stale stack lock.
+* `npa:lifecycle` = `destroy-incomplete` after a failed destroy of the cluster stack, with
+  `npa:lifecycle-reason` and `npa:lifecycle-retry` (the exact destroy command); it stays until a destroy
+  succeeds (the stack and its tags go) or an `up` runs the stack again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from npa_pulumi.runtime.processes import parse_timestamp, process_alive
+
+TAG_STATE = "npa:lifecycle"
+TAG_RUN = "npa:lifecycle-run"
+TAG_REASON = "npa:lifecycle-reason"
+TAG_RETRY = "npa:lifecycle-retry"
+TAGS = (TAG_STATE, TAG_RUN, TAG_REASON, TAG_RETRY)
+RUNNING_STATES = ("provisioning", "validating-gpu-health", "validating-mig", "validating-cluster-basics")
+DESTROY_INCOMPLETE = "destroy-incomplete"
+_MAX_TAG_VALUE = 250  # the service limits tag values to 256 characters
+
+
+def this_run() -> str:
+    started = datetime.fromtimestamp(_START, tz=UTC).isoformat(timespec="seconds")
+    return f"{socket.gethostname()}/{os.getpid()}/{started}"
+
+
+_START = datetime.now(tz=UTC).timestamp()
+
+
+def validating_state(mig: bool, has_gpus: bool) -> str:
+    """The state a cluster is in while its health gate runs."""
+    return "validating-mig" if mig else "validating-gpu-health" if has_gpus else "validating-cluster-basics"
+
+
+def running_tags(state: str) -> dict[str, str]:
+    return {TAG_STATE: state, TAG_RUN: this_run()}
+
+
+def destroy_incomplete_tags(reason: str, retry: str) -> dict[str, str]:
+    return {
+        TAG_STATE: DESTROY_INCOMPLETE,
+        TAG_REASON: " ".join(reason.split())[:_MAX_TAG_VALUE],
+        TAG_RETRY: retry[:_MAX_TAG_VALUE],
+    }
+
+
+@dataclass(frozen=True)
+class Recorded:
+    state: str
+    reason: str = ""
+    retry: str = ""
+    run: str = ""
+
+    @classmethod
+    def from_tags(cls, tags: dict[str, str]) -> Recorded | None:
+        state = tags.get(TAG_STATE, "")
+        if state not in (*RUNNING_STATES, DESTROY_INCOMPLETE):
+            return None
+        return cls(state, tags.get(TAG_REASON, ""), tags.get(TAG_RETRY, ""), tags.get(TAG_RUN, ""))
+
+    @property
+    def current(self) -> bool:
+        """A destroy-incomplete record holds until removed; a running state only while its run lives."""
+        if self.state == DESTROY_INCOMPLETE:
+            return True
+        host, _, rest = self.run.partition("/")
+        pid, _, started = rest.partition("/")
+        if not host or not pid.isdigit():
+            return False
+        return process_alive(int(pid), hostname=host, since=parse_timestamp(started))

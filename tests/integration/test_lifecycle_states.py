@@ -1,0 +1,164 @@
+"""Lifecycle states end to end on the local cloud, with the real engine, Terraform and API servers: while an
+`up` runs, `status` from another process shows `provisioning`, then `validating-gpu-health` while the
+health gate stabilizes, then `deployed`; `verify-storage` passes on the deployed cluster and fails closed
+on a worker whose shared filesystem is not mounted, leaving no probe object; a destroy that fails in the
+cloud leaves `destroy-incomplete` (with the reason and the retry command) in `status`, also as a fresh
+machine with the same backend and passphrase sees it, until a destroy succeeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_helpers import CLI, REPO, by_stack, npa, write_spec
+
+from npa_pulumi.cloud.local.kube import binaries
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+STACK = "life.p.train"
+SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: life
+region: us-central1
+project_prefix: "life-"
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: true
+  filestore_disk_size_gibibytes: 64
+  gpu_health_stabilization_seconds: 12
+  gpu_health_timeout_minutes: 3
+  gpu_cuda_smoke: true
+projects:
+  - name: p
+    clusters:
+      - name: train
+        gpu_nodes: {count: 1, platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb}
+        enable_gpu_cluster: false
+"""
+
+
+def _status(spec: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    shown = npa("status", "--spec", spec, "--output", "json", env=env)
+    assert shown.code in (0, 1), shown.stderr[-3000:]
+    return by_stack(shown.json())[STACK]
+
+
+def _kubectl(kubeconfig: str, *args: str) -> Any:
+    kubectl = binaries.find("kubectl")
+    assert kubectl is not None
+    out = subprocess.run(
+        [str(kubectl), "--kubeconfig", kubeconfig, *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def _watch_up(spec: str, log: Path) -> tuple[int, list[str]]:
+    """Run `up` in the background and poll `status` from other processes until it ends; the states seen."""
+    with log.open("w") as stderr:
+        up = subprocess.Popen(
+            [*CLI, "up", "--spec", spec, "--yes", "--output", "json"],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=REPO,
+            env=dict(os.environ),
+        )
+        seen: list[str] = []
+        try:
+            while up.poll() is None:
+                state = _status(spec)["status"]
+                if not seen or seen[-1] != state:
+                    seen.append(state)
+                time.sleep(0.5)
+        finally:
+            if up.poll() is None:
+                up.kill()
+            up.wait(timeout=60)
+    return up.returncode, seen
+
+
+def test_states_during_up_storage_and_an_incomplete_destroy(kube_api: Path, tmp_path: Path) -> None:
+    npa("local-cloud", "init", check=True)
+    spec = str(write_spec(tmp_path / "fleet.yaml", SPEC))
+    code, seen = _watch_up(spec, tmp_path / "up.log")
+    assert code == 0, (tmp_path / "up.log").read_text()[-4000:]
+    assert "provisioning" in seen and "validating-gpu-health" in seen, seen
+    assert seen.index("provisioning") < seen.index("validating-gpu-health"), seen
+    assert "deployed" not in seen[: seen.index("validating-gpu-health")], seen
+    done = _status(spec)
+    assert (done["status"], done["validation"]) == ("deployed", "gpu-health")
+
+    # ---- the shared filesystem: healthy, then broken on one worker (fails closed), no probe left either way
+    storage = npa("verify-storage", "--spec", spec, "--timeout-minutes", "2", "--output", "json")
+    assert storage.code == 0, storage.stdout[-3000:] + storage.stderr[-2000:]
+    [entry] = storage.json()["clusters"]
+    assert (entry["status"], entry["validation"]) == ("ready", "storage")
+    nodes = entry["health"]["nodes"]
+    assert len(nodes) == 2 and all(
+        v["host_mount"] and v["shared_read"] and v["capacity"] for v in nodes.values()
+    )
+    assert entry["health"]["requested_gibibytes"] == 64 and all(
+        v["capacity_gib"] == 64 for v in nodes.values()
+    )
+    bad = sorted(nodes)[0]
+    fault = ["local-cloud", "fault", "node", "--cluster", entry["cluster_id"], "--node", bad]
+    npa(*fault, "--kind", "storage-unavailable", check=True)
+    broken = npa("verify-storage", "--spec", spec, "--timeout-minutes", "2", "--output", "json")
+    npa(*fault, "--kind", "storage-unavailable", "--clear", check=True)
+    assert broken.code == 1
+    [entry] = broken.json()["clusters"]
+    assert entry["status"] == "not-ready" and bad in entry["error"]
+    assert not entry["health"]["nodes"][bad]["host_mount"] and entry["health"]["cleanup"]["all_removed"]
+    kubeconfig = done["kubeconfig"] if done.get("kubeconfig") else _kubeconfig(spec, tmp_path)
+    label = "npa.nebius.com/storage-verification"
+    assert _kubectl(kubeconfig, "get", "pods,pvc", "-A", "-l", label)["items"] == []
+    assert _kubectl(kubeconfig, "get", "pv")["items"] == []
+
+    # ---- a destroy that fails in the cloud: destroy-incomplete, with the reason and how to retry
+    npa(
+        "local-cloud",
+        "fault",
+        "add",
+        "--op",
+        "delete_cluster",
+        "--error",
+        "unavailable",
+        "--forever",
+        check=True,
+    )
+    failed = npa("destroy", "--spec", spec, "--yes", "--output", "json")
+    assert failed.code == 1
+    assert by_stack(failed.json())[STACK]["status"] == "destroy-incomplete"
+    incomplete = _status(spec)
+    assert incomplete["status"] == "destroy-incomplete" and incomplete["error"]
+    assert incomplete["retry_command"].startswith(f"npa-pulumi destroy --spec {spec}")
+    # a fresh machine (another home) with the same backend and passphrase sees the same
+    home = Path(os.environ["NPA_PULUMI_HOME"])
+    fresh = tmp_path / "fresh"
+    fresh_env = {
+        "HOME": str(fresh),
+        "NPA_PULUMI_HOME": str(fresh / ".npa-pulumi"),
+        "PULUMI_HOME": str(fresh / ".pulumi"),
+        "PULUMI_BACKEND_URL": f"file://{home / 'state'}",
+        "PULUMI_CONFIG_PASSPHRASE_FILE": str(home / "passphrase"),
+    }
+    assert _status(spec, fresh_env)["status"] == "destroy-incomplete"
+
+    npa("local-cloud", "fault", "clear", check=True)
+    retried = npa(*incomplete["retry_command"].split()[1:], "--output", "json")
+    assert retried.code == 0, retried.stderr[-3000:]
+    assert _status(spec)["status"] == "absent"
+
+
+def _kubeconfig(spec: str, tmp_path: Path) -> str:
+    path = tmp_path / "kubeconfig"
+    npa("kubeconfig", "--spec", spec, "--merge-into", str(path), check=True)
+    return str(path)
