@@ -6,6 +6,7 @@ registered kubeconfig; a stale `nvidia.com/gpu=mig-not-ready:NoSchedule` taint m
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import subprocess
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import by_stack, npa, write_spec
+from fleet_helpers import REPO, by_stack, npa, write_spec
 
 from npa_pulumi.cloud.local.kube import binaries
 
@@ -148,3 +149,32 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     inside = npa("verify-mig", "--spec", spec, "--evidence-dir", str(Path(__file__).parent / "ev"))
     assert inside.code == 2 and "git work tree" in inside.stderr
     assert not (Path(__file__).parent / "ev").exists()
+
+
+def test_a_recipe_that_ignores_a_pin_is_deployed_mig_not_ready(kube_api: Path, tmp_path: Path) -> None:
+    """A recipe whose GPU operator chart installs another MIG Manager than the spec pins: the layout is
+    exact, but the gate reads the operator's ClusterPolicy and DaemonSets, so the cluster is kept as
+    `deployed-mig-not-ready` with the mismatch in its evidence (and in `status`)."""
+    recipe = tmp_path / "recipe"
+    shutil.copytree(REPO / "recipes" / "local-k8s-training", recipe)
+    addons = recipe / "addons.tf"
+    pinned = 'mig_manager   = var.gpu_mig_manager_version == null ? "" : var.gpu_mig_manager_version'
+    assert pinned in addons.read_text()
+    addons.write_text(addons.read_text().replace(pinned, 'mig_manager   = "v0.14.1"'))
+    npa("local-cloud", "init", check=True)
+    spec = str(
+        write_spec(
+            tmp_path / "fleet.yaml",
+            SPEC.replace("gpu_health_timeout_minutes: 2", "gpu_health_timeout_minutes: 1"),
+        )
+    )
+    up = npa("up", "--spec", spec, "--recipe-dir", str(recipe), "--yes", "--output", "json")
+    assert up.code == 1, up.stderr[-4000:]
+    cluster = by_stack(up.json())["migv.project-existing1.mig"]
+    assert (cluster["status"], cluster["validation"]) == ("deployed-mig-not-ready", "mig")
+    errors = cluster["health"]["last_errors"]
+    assert "ClusterPolicy cluster-policy: migManager.version 'v0.14.1', v0.14.2 pinned" in errors, errors
+    assert all("igManager" in e or "nvidia-mig-manager" in e for e in errors), errors
+    assert cluster["retry_command"] and " up " in cluster["retry_command"]
+    status = npa("status", "--spec", spec, "--recipe-dir", str(recipe), "--output", "json")
+    assert by_stack(status.json())["migv.project-existing1.mig"]["status"] == "deployed-mig-not-ready"
