@@ -174,6 +174,7 @@ class StackExecutor:
         self.policy_configs = policy_configs or []
         self.project_name = project_name
         self._created: set[str] = set()  # stacks this executor created (they carry no tags yet)
+        self._known_tags: dict[str, dict[str, str]] = {}  # lifecycle writes on non-DIY backends
 
     # ----------------------------------------------------------------------------- stack access
 
@@ -333,7 +334,7 @@ class StackExecutor:
             write_log.close()
             if recording:
                 # The run's own outcome is in the outputs now: they take precedence again.
-                self.write_lifecycle(op, {}, remove=(lifecycle.TAG_STATE, lifecycle.TAG_RUN))
+                self.write_lifecycle(op, {}, remove=(lifecycle.TAG_STATE,))
         result.diff = collector.diff
         result.policy = collector.policy
         result.elapsed_s = time.monotonic() - started
@@ -392,18 +393,24 @@ class StackExecutor:
         be written leaves `status` with the outputs, it never fails the run."""
         if diy_backend.write_tags(self.settings.backend_url, self.project_name, op.stack, tags, remove):
             return
+        # Elsewhere every tag call is an engine start: list once per stack, then change only what differs.
         try:
             stack = stack or self.select(op, create=False)
             if stack is None:
                 return
-            current = dict(stack.list_tags())
+            current = self._known_tags.get(op.stack)
+            if current is None:
+                current = self._known_tags[op.stack] = dict(stack.list_tags())
             for name, value in tags.items():
                 if current.get(name) != value:
                     stack.set_tag(name, value)
+                    current[name] = value
             for name in remove:
                 if name in current:
                     stack.remove_tag(name)
+                    del current[name]
         except Exception as err:  # the engine refused (a backend without tags): status falls back
+            self._known_tags.pop(op.stack, None)
             log.warning("could not record the lifecycle of %s: %s", op.stack, err)
 
     def recorded_lifecycle(self, op: StackOp) -> lifecycle.Recorded | None:
