@@ -221,6 +221,7 @@ def object_path(obj: JSON) -> str:
 
 _PLURALS = {
     "StorageClass": "storageclasses",
+    "CSIDriver": "csidrivers",
     "CustomResourceDefinition": "customresourcedefinitions",
     "RayCluster": "rayclusters",
     "ClusterPolicy": "clusterpolicies",

@@ -4,12 +4,14 @@ declares and one ReadWriteMany volume that every worker can write to and read ev
 One run, bounded by one deadline, every API call bounded by what is left of it:
 
 1. **Workers**: exactly the expected nodes, every one Ready with a boot id (nothing is created otherwise).
-2. **StorageClass**: the recipe's shared-filesystem class exists, with its CSI provisioner and `Delete`.
+2. **StorageClass**: the recipe's shared-filesystem class exists, with its CSI provisioner and `Delete`,
+   and that CSI driver is registered (its CSIDriver object).
 3. **Claim**: one RWX PVC of that class, Bound to a PV of that driver whose claimRef is this claim's UID.
 4. **Write phase**: a probe pod pinned to each worker reads the host's mount table (PID 1's mountinfo) and
    fstab for exactly one read-write virtiofs mount of the declared tag at the declared path with `nofail`,
    its capacity, writes and re-reads a file on the host mount, then writes its own payload to the volume.
-5. **Read phase**: a probe pod per worker reads every payload back; every checksum must match.
+5. **Read phase**: a probe pod per worker reads every payload back; every checksum must match; the
+   workers (name, UID, boot id) must be the ones the check began with.
 6. **Cleanup**, always: every probe pod, then the claim, deleted with UID preconditions and waited for
    until gone; the PV (reclaim `Delete`) must go too; nothing labelled with the run id may remain.
    A failed cleanup fails the check.
@@ -164,6 +166,19 @@ def _check_class(run: _Run) -> None:
         )
     if found.get("reclaimPolicy", "Delete") != "Delete":
         run.fail(f"StorageClass {name}: reclaimPolicy {found.get('reclaimPolicy')}, Delete expected")
+    if run.client().get_or_none(f"/apis/storage.k8s.io/v1/csidrivers/{run.config.driver}") is None:
+        run.fail(f"CSIDriver {run.config.driver} not registered")
+
+
+def _identities(nodes: list[JSON]) -> set[tuple[str, str, str]]:
+    return {
+        (
+            n["metadata"]["name"],
+            str(n["metadata"].get("uid", "")),
+            str(((n.get("status") or {}).get("nodeInfo") or {}).get("bootID", "")),
+        )
+        for n in nodes
+    }
 
 
 def _labels(run: _Run, phase: str) -> JSON:
@@ -456,6 +471,9 @@ def _probe(run: _Run, nodes: list[JSON], out: dict[str, JSON]) -> bool:
                     run.fail(
                         f"{node}: reads {len(seen)} of {len(expected)} payloads intact from the shared volume"
                     )
+        # Evidence about workers that were replaced or rebooted meanwhile is about other machines.
+        if _identities(run.client().list("/api/v1/nodes")) != _identities(nodes):
+            run.fail("the workers changed (added, replaced or rebooted) during the check: stale evidence")
     finally:
         cleaned = _cleanup(run, volume)
     for verdict in out.values():

@@ -136,4 +136,10 @@ def test_a_wrong_declaration_or_worker_count_fails_without_creating_anything(clu
     assert missing["failures"] == ["3 worker(s) registered, 4 expected"]
     no_class = cluster.check(storage_class="no-such-class")
     assert no_class["failures"] == ["StorageClass no-such-class not found"]
+    other_driver = cluster.check(driver="other.csi.example.com")
+    assert other_driver["failures"] == [
+        "StorageClass csi-mounted-fs-path-sc: provisioner 'mounted-fs-path.csi.nebius.ai', "
+        "other.csi.example.com expected",
+        "CSIDriver other.csi.example.com not registered",
+    ]
     cluster.assert_nothing_left()

@@ -227,6 +227,18 @@ def recipe_objects(cluster: JSON) -> list[JSON]:
     objects: list[JSON] = [_storage_class("compute-csi-default-sc", "compute.csi.mk8s.nebius.ai", True)]
     if addons.get("filestore"):
         objects.append(_storage_class("csi-mounted-fs-path-sc", "mounted-fs-path.csi.nebius.ai", False))
+        objects.append(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSIDriver",
+                "metadata": {"name": "mounted-fs-path.csi.nebius.ai", "labels": {MANAGED_BY: "Helm"}},
+                "spec": {
+                    "attachRequired": False,
+                    "podInfoOnMount": False,
+                    "volumeLifecycleModes": ["Persistent"],
+                },
+            }
+        )
     driver = addons.get("gpu_driver") or ""
     if driver:  # the container toolkit's runtime class, which GPU pods that need the driver's libraries use
         objects.append(

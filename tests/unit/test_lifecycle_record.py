@@ -1,0 +1,79 @@
+"""The lifecycle record beside a stack (npa_pulumi/engine/lifecycle.py) and the DIY tags file it lives in."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+from npa_pulumi.engine import diy_backend
+from npa_pulumi.engine.lifecycle import (
+    TAG_REASON,
+    TAG_RETRY,
+    TAG_STATE,
+    Recorded,
+    destroy_incomplete_tags,
+    running_tags,
+    validating_state,
+)
+
+
+def test_validating_state_follows_the_gate() -> None:
+    assert validating_state(mig=True, has_gpus=True) == "validating-mig"
+    assert validating_state(mig=False, has_gpus=True) == "validating-gpu-health"
+    assert validating_state(mig=False, has_gpus=False) == "validating-cluster-basics"
+
+
+def test_a_running_state_holds_only_while_its_run_lives() -> None:
+    mine = Recorded.from_tags(running_tags("validating-gpu-health"))
+    assert mine is not None and mine.state == "validating-gpu-health" and mine.current
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = Recorded.from_tags(
+        {
+            TAG_STATE: "provisioning",
+            "npa:lifecycle-run": f"{socket.gethostname()}/{gone.pid}/2026-01-01T00:00:00",
+        }
+    )
+    assert dead is not None and not dead.current
+    elsewhere = Recorded.from_tags(
+        {TAG_STATE: "provisioning", "npa:lifecycle-run": "other-host/1/2026-01-01"}
+    )
+    assert elsewhere is not None and elsewhere.current  # another machine's run is taken as live
+    assert Recorded.from_tags({TAG_STATE: "provisioning"}) is not None
+    assert not Recorded.from_tags({TAG_STATE: "provisioning"}).current  # type: ignore[union-attr]
+    assert Recorded.from_tags({TAG_STATE: "deployed"}) is None  # outputs say that, not tags
+    assert Recorded.from_tags({}) is None
+
+
+def test_destroy_incomplete_holds_with_its_reason_and_retry() -> None:
+    tags = destroy_incomplete_tags("delete_cluster:\n  unavailable " + "x" * 400, "npa-pulumi destroy --yes")
+    recorded = Recorded.from_tags(tags)
+    assert recorded is not None and recorded.current and recorded.state == "destroy-incomplete"
+    assert recorded.reason.startswith("delete_cluster: unavailable") and len(recorded.reason) <= 250
+    assert recorded.retry == "npa-pulumi destroy --yes"
+
+
+def test_diy_tags_are_merged_read_and_removed(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    stacks = root / ".pulumi" / "stacks" / "npa-fleet"
+    stacks.mkdir(parents=True)
+    (root / ".pulumi" / "meta.yaml").write_text("version: 1\n")
+    url = f"file://{root}"
+    assert diy_backend.read_tags(url, "npa-fleet", "f.p.c") is None  # no such stack
+    (stacks / "f.p.c.json").write_text(json.dumps({"version": 3, "checkpoint": {"latest": {}}}))
+    assert diy_backend.read_tags(url, "npa-fleet", "f.p.c") == {}
+    assert diy_backend.write_tags(
+        url, "npa-fleet", "f.p.c", {"npa:fleet": "f", **destroy_incomplete_tags("r", "c")}
+    )
+    assert diy_backend.write_tags(
+        url, "npa-fleet", "f.p.c", running_tags("provisioning"), (TAG_REASON, TAG_RETRY)
+    )
+    tags = diy_backend.read_tags(url, "npa-fleet", "f.p.c")
+    assert tags["npa:fleet"] == "f" and tags[TAG_STATE] == "provisioning"
+    assert TAG_REASON not in tags and TAG_RETRY not in tags
+    assert diy_backend.write_tags(url, "npa-fleet", "f.p.c", {}, (TAG_STATE,))
+    assert TAG_STATE not in diy_backend.read_tags(url, "npa-fleet", "f.p.c")
+    # the file is the engine's own format
+    assert json.loads((stacks / "f.p.c.pulumi-tags").read_text())["version"] == 1
