@@ -617,14 +617,6 @@ def kubeconfig_command(**kw: Any) -> None:
 )
 @click.option("--timeout-minutes", default=10.0, show_default=True, type=click.FloatRange(min=0.1))
 @click.option(
-    "--concurrency",
-    "-j",
-    default=4,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Clusters verified at once.",
-)
-@click.option(
     "--evidence-dir",
     default=None,
     type=click.Path(file_okay=False),
@@ -658,14 +650,6 @@ def verify_mig_command(**kw: Any) -> None:
 @output_option()
 @click.option("--timeout-minutes", default=10.0, show_default=True, type=click.FloatRange(min=0.1))
 @click.option(
-    "--concurrency",
-    "-j",
-    default=4,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Clusters verified at once.",
-)
-@click.option(
     "--evidence-dir",
     default=None,
     type=click.Path(file_okay=False),
@@ -696,14 +680,6 @@ def verify_graphics_command(**kw: Any) -> None:
 @fleet_options
 @output_option()
 @click.option("--timeout-minutes", default=10.0, show_default=True, type=click.FloatRange(min=0.1))
-@click.option(
-    "--concurrency",
-    "-j",
-    default=4,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Clusters verified at once.",
-)
 @click.option(
     "--evidence-dir",
     default=None,
