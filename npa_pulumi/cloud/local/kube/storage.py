@@ -72,11 +72,14 @@ class StorageModel:
     # ------------------------------------------------------------------ provisioner
 
     def sync(self, client: Any, cluster: JSON, groups: list[JSON]) -> None:
+        # Only a cluster with the filesystem's driver installed provisions and reclaims (two list calls a
+        # tick: the agent runs beside many clusters on one machine); probes are answered everywhere.
         mounts = self.node_mounts(cluster, groups)
         filesystems = sorted({m["filesystem_id"] for m in mounts.values() if m["filesystem_id"]})
-        if (cluster.get("addons") or {}).get("filestore") and filesystems:
-            self.provision(client, filesystems[0])
-        self.reclaim(client)
+        if (cluster.get("addons") or {}).get("filestore"):
+            if filesystems:
+                self.provision(client, filesystems[0])
+            self.reclaim(client)
         self.answer_probes(client, mounts)
 
     def provision(self, client: Any, filesystem_id: str) -> None:
