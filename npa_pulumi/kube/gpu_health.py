@@ -239,6 +239,23 @@ def _operator_errors(client: KubeClient, config: GateConfig) -> list[str]:
         errors.append(f"ClusterPolicy {name}: CDI not enabled")
     for component, (_, daemonset) in MIG_PINNED_COMPONENTS.items():
         errors += _daemonset_errors(client, daemonset, pins.get(component, ""), config.expected_gpu_nodes)
+    return errors + _operator_deployment_errors(client)
+
+
+def _operator_deployment_errors(client: KubeClient) -> list[str]:
+    """The operator itself: its Deployment's generation observed and its one replica updated and ready."""
+    found = client.get_or_none("/apis/apps/v1/namespaces/gpu-operator/deployments/gpu-operator")
+    if found is None:
+        return ["Deployment gpu-operator/gpu-operator not found"]
+    status = found.get("status") or {}
+    generation = int(found["metadata"].get("generation") or 0)
+    errors = []
+    if generation <= 0 or status.get("observedGeneration") != generation:
+        errors.append(f"Deployment gpu-operator: generation {generation} not observed yet")
+    wanted = int((found.get("spec") or {}).get("replicas", 1) or 1)
+    counts = {k: int(status.get(k) or 0) for k in ("updatedReplicas", "readyReplicas", "availableReplicas")}
+    if wanted != 1 or any(count != 1 for count in counts.values()):
+        errors.append(f"Deployment gpu-operator: replicas {wanted}, {counts}; 1 expected each")
     return errors
 
 

@@ -335,7 +335,29 @@ def _gpu_operator(mig: JSON) -> list[JSON]:
             f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:{versions['mig_manager']}"
         )
     daemonsets = [_gpu_daemonset("gpu-operator", app, app, image) for app, image in images.items()]
-    return [_namespace("gpu-operator"), CLUSTERPOLICY_CRD, policy, *daemonsets]
+    labels = _labels("gpu-operator")
+    operator = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "gpu-operator", "namespace": "gpu-operator", "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "gpu-operator"}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [
+                        {
+                            "name": "gpu-operator",
+                            "image": f"nvcr.io/nvidia/gpu-operator:{versions['operator']}",
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    return [_namespace("gpu-operator"), CLUSTERPOLICY_CRD, policy, operator, *daemonsets]
 
 
 def _raycluster(kuberay: JSON) -> JSON:
