@@ -7,9 +7,12 @@ live progress view, and collects resource diffs and policy violations from the e
 
 from __future__ import annotations
 
+import json
 import re
+import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -63,6 +66,9 @@ class StackOp:
     # False when the stack is known to have been deployed by npa-pulumi (and so tagged) before: setting
     # tags costs a CLI round trip per tag.
     tags_needed: bool = True
+    # Entries for the built-in policy pack's config, for this stack's run only, merged over the user's
+    # `--policy-config` per policy (e.g. the node groups Terraform's plan replaces). Not secret.
+    policy_config: dict[str, dict[str, Any]] | None = None
 
     def result(self, status: str, **fields: Any) -> StackResult:
         return StackResult(
@@ -389,7 +395,44 @@ class StackExecutor:
         write_log: Callable[[str], None],
         **kwargs: Any,
     ) -> StackResult:
-        packs, configs = self.policy_packs, self.policy_configs
+        packs = self.policy_packs
+        with self._policy_configs(op) as configs:
+            return self._run_command(op, stack, command, collector, write_log, packs, configs, **kwargs)
+
+    @contextmanager
+    def _policy_configs(self, op: StackOp) -> Iterator[list[str]]:
+        """The config files paired with the packs for this run: the user's, or, when the op carries its own
+        entries for the built-in pack (listed first), a temporary merge of both that is removed afterwards."""
+        if not op.policy_config or not self.policy_packs:
+            yield self.policy_configs
+            return
+        user_file = self.policy_configs[0] if self.policy_configs else None
+        user: dict[str, Any] = json.loads(Path(user_file).read_text(encoding="utf-8")) if user_file else {}
+        merged = dict(user)
+        for policy, entries in op.policy_config.items():
+            given = user.get(policy) or {}
+            # A policy's entry is a level ("mandatory") or an object with enforcementLevel and settings.
+            given = {"enforcementLevel": given} if isinstance(given, str) else dict(given)
+            merged[policy] = {**given, **entries}
+        with tempfile.TemporaryDirectory(prefix="npa-policy-config-") as tmp:
+            builtin = Path(tmp) / "builtin.json"
+            builtin.write_text(json.dumps(merged), encoding="utf-8")
+            others = Path(tmp) / "others.json"
+            others.write_text(json.dumps(user), encoding="utf-8")
+            # The engine pairs configs with packs by position and wants one per pack once any is given.
+            yield [str(builtin), *([str(others)] * (len(self.policy_packs) - 1))]
+
+    def _run_command(
+        self,
+        op: StackOp,
+        stack: auto.Stack,
+        command: str,
+        collector: EventCollector,
+        write_log: Callable[[str], None],
+        packs: list[str],
+        configs: list[str],
+        **kwargs: Any,
+    ) -> StackResult:
         if command == "preview":
             preview = stack.preview(
                 on_output=write_log,
