@@ -46,9 +46,6 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     same = npa("preview", "--spec", str(spec), "--output", "json")
     assert same.code == 0, same.stderr[-3000:]
     assert all(s["terraform"] is None for s in same.json()["stacks"])
-    assert (
-        "terraform plan" not in (isolated_home / ".npa-pulumi" / "work" / STACK / "terraform.log").read_text()
-    )
 
     write_spec(spec, SPEC.replace("PRESET", "2gpu-48vcpu-436gb"))
     changed = npa("preview", "--spec", str(spec), "--output", "json")
