@@ -531,12 +531,20 @@ class Fleet:
         }
         try:
             deployed = bool((self.executor.outputs(op) or {}).get("cluster_id"))
-            return plan_preview(props, deployed=deployed)
+            return plan_preview(props, deployed=deployed, stored_state=lambda: self._stored_tf_state(op))
         except NpaError as err:
             return {"error": f"terraform plan failed: {err}"}
         except Exception as err:  # the recipe or the cloud refused: reported, the preview itself stands
             log.exception("terraform plan for %s failed", op.stack)
             return {"error": f"terraform plan failed: {type(err).__name__}: {err}"}
+
+    def _stored_tf_state(self, op: StackOp) -> str | None:
+        """The Terraform state the bridge keeps in the stack (a secret output), for a machine without the
+        stack's work dir."""
+        from npa_pulumi.policies.catalog import TERRAFORM_MODULE
+
+        state = self.executor.resource_output(op, TERRAFORM_MODULE, "tf_state")
+        return state if isinstance(state, str) and state else None
 
     @staticmethod
     def _replacement_policy_config(terraform: dict[str, Any]) -> dict[str, dict[str, Any]] | None:

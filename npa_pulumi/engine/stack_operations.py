@@ -49,6 +49,18 @@ def _counts(changes: Mapping[Any, Any] | None) -> dict[str, int]:
     return {**{kind: raw.pop(kind, 0) for kind in CHANGE_KINDS}, **raw}
 
 
+# The engine's marker for a secret value in an exported deployment.
+_SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+
+
+def _plain_secret(value: Any) -> Any:
+    """An exported output's value: a decrypted secret arrives as {sig, plaintext: JSON text}."""
+    if isinstance(value, dict) and value.get(_SECRET_SIG[0]) == _SECRET_SIG[1]:
+        plaintext = value.get("plaintext")
+        return json.loads(plaintext) if isinstance(plaintext, str) else None
+    return value
+
+
 def _plain(text: str) -> str:
     return _COLOR_TAGS.sub("", _ANSI.sub("", text)).strip()
 
@@ -245,6 +257,19 @@ class StackExecutor:
             name: (SECRET_PLACEHOLDER if value.secret else value.value)
             for name, value in stack.outputs().items()
         }
+
+    def resource_output(self, op: StackOp, resource_type: str, name: str) -> Any:
+        """One output of the stack's first resource of `resource_type`, secrets decrypted (the engine's
+        `stack export --show-secrets`); None when the stack, the resource or the output is absent. For the
+        callers that need a secret value back (Terraform's state for a preview's plan), never for display."""
+        stack = self.select(op, create=False)
+        if stack is None:
+            return None
+        deployment = stack.export_stack().deployment or {}
+        for resource in deployment.get("resources") or []:
+            if resource.get("type") == resource_type:
+                return _plain_secret((resource.get("outputs") or {}).get(name))
+        return None
 
     def _prepare(self, stack: auto.Stack) -> None:
         note = clear_stale_lock(stack, self.settings.backend_url, self.project_name, self.break_lock)
