@@ -86,6 +86,12 @@ class Home:
 
     def npa(self, *args: str, check: bool = True, rss: bool = False, timeout: float = 3600) -> Sample:
         """Run the CLI as its own process. `rss` also records the orchestrator process's own peak RSS."""
+        return self.npa_document(*args, check=check, rss=rss, timeout=timeout)[0]
+
+    def npa_document(
+        self, *args: str, check: bool = True, rss: bool = False, timeout: float = 3600
+    ) -> tuple[Sample, dict[str, Any]]:
+        """`npa` that also returns the JSON document the command printed (`{}` when it printed none)."""
         probe_file = self.root / f"rss-{time.monotonic_ns()}.txt"
         prefix = [*RSS_PROBE, str(probe_file), "--"] if rss else CLI
         sample, out, err = measure([*prefix, *args], self.env(), cwd=REPO, timeout=timeout)
@@ -95,7 +101,11 @@ class Home:
         if check and sample.code != 0:
             detail = "\n".join(sample.failures) or out[-1500:]
             raise RunFailed(f"npa-pulumi {' '.join(args)} exited {sample.code}:\n{detail}\n{err[-2000:]}")
-        return sample
+        try:
+            document = json.loads(out)
+        except ValueError:
+            document = {}
+        return sample, document if isinstance(document, dict) else {}
 
     def npa_json(self, *args: str) -> Any:
         proc = subprocess.run([*CLI, *args], env=self.env(), cwd=REPO, capture_output=True, text=True)

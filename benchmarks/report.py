@@ -79,6 +79,15 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             "<= 10%",
             _status(result["met"]),
         ]
+    if name == "noop_preview":
+        return [
+            "No-op preview: `preview` of the same unchanged 20-cluster fleet (`-j 8`); Terraform plans run",
+            f"{_median(result['preview_wall_s']):.1f} s wall, {_median(result['preview_cpu_s']):.1f} s CPU "
+            f"(n={result['preview_wall_s'].get('n', 0)}); "
+            f"{result['preview_terraform_plans']} terraform plans",
+            "no terraform plan",
+            _status(result["preview_terraform_plans"] == 0),
+        ]
     if name == "planning":
         plan = _median(result["plan_json_wall_s"])
         text = _median(result["plan_text_wall_s"])
@@ -122,6 +131,8 @@ def markdown_table(report: dict[str, Any]) -> str:
     ]
     for name, result in report["scenarios"].items():
         lines.append("| " + " | ".join(_row(name, result)) + " |")
+        if name == "noop" and "preview_wall_s" in result:
+            lines.append("| " + " | ".join(_row("noop_preview", result)) + " |")
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ fails half-way (see `TerraformWorkspace.restore_state`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -223,12 +223,15 @@ def _drift(props: dict[str, Any], workspace: TerraformWorkspace, env: dict[str, 
     return [d.as_dict() for d in live_drift(cloud, identity.parent_id, declared)]
 
 
-def plan_preview(props: dict[str, Any], deployed: bool = False) -> dict[str, Any]:
+def plan_preview(
+    props: dict[str, Any], deployed: bool = False, stored_state: Callable[[], str | None] | None = None
+) -> dict[str, Any]:
     """Terraform's own plan for a preview, summarized (npa_pulumi/bridge/plan_summary.py), without touching
     the stack: the recipe and the stack's current Terraform state are copied into a temporary work dir, so
     no state is written and no lock is taken or left in the stack's work dir (`-lock=false` besides).
-    `deployed`: the stack has a cluster; without a local Terraform state (another machine deployed it) its
-    plan would show every resource as new, so none is run."""
+    `deployed`: the stack has a cluster. Without a local Terraform state (a CI runner, another machine)
+    `stored_state` fetches the state the bridge keeps in the stack (its `tf_state` secret output); without
+    either, a plan would show every resource as new, so none is run."""
     import tempfile
     from pathlib import Path
 
@@ -237,6 +240,8 @@ def plan_preview(props: dict[str, Any], deployed: bool = False) -> dict[str, Any
 
     inputs = TerraformModuleInputs.model_validate(props)
     state = _workspace(inputs).read_state_text()
+    if deployed and state is None and stored_state is not None:
+        state = stored_state()
     if deployed and state is None:
         return {
             "skipped": "no Terraform state on this machine for a deployed stack (run `refresh` here first); "

@@ -56,6 +56,12 @@ MIG_PINS: Mapping[str, Any] = MappingProxyType(
     }
 )
 
+# Resource-name fragments of the recipe's GPU node groups: `nebius_mk8s_v1_node_group.gpu[0]` upstream,
+# `terraform_data.gpu_node_group[0]` in the local stand-in, the GB300 groups of the V3 recipe.
+GPU_NODE_GROUP_MARKERS: tuple[str, ...] = ("gpu", "gb300")
+# The policy whose config carries Terraform's planned node-group replacements (engine/orchestrator.py).
+NODE_GROUP_REPLACEMENT_POLICY = "gpu-node-group-replacement"
+
 STACK_TAGS_REQUIRED: tuple[str, ...] = ("npa:fleet", "npa:project", "npa:kind")
 STACK_TAGS_CLUSTER: tuple[str, ...] = ("npa:cluster",)
 
@@ -258,6 +264,34 @@ POLICIES: tuple[PolicyInfo, ...] = (
             "retain_on_delete=True, as docs/resource-contract.md (Retention) requires"
         ),
         applies_to=(PROJECT, BUCKET),
+    ),
+    PolicyInfo(
+        name="gpu-node-group-replacement",
+        level="advisory",
+        kind="resource",
+        description=(
+            "Terraform's plan for a cluster replaces or deletes a GPU node group: every node in it is "
+            "drained and re-provisioned, running workloads stop and reserved capacity is given back and "
+            "requested again. npa-pulumi runs `terraform plan` for a changed, deployed cluster and hands "
+            "the node groups it would replace to this policy; advisory by default, mandatory blocks it."
+        ),
+        remediation=(
+            "change only what updates the node group in place (labels, taints, counts within the group), or "
+            "roll the change out deliberately: drain the workloads, then run `up` with this policy "
+            "advisory; make it mandatory (`--policy-config`, enforcementLevel) to stop such changes in CI"
+        ),
+        applies_to=(TERRAFORM_MODULE,),
+        config_schema={
+            "planned_replacements": _str_list_prop(
+                (),
+                "Terraform addresses of the node groups the cluster's plan replaces or deletes; npa-pulumi "
+                "fills this in per stack from `terraform plan` (not set by hand)",
+            ),
+            "gpu_markers": _str_list_prop(
+                GPU_NODE_GROUP_MARKERS,
+                "substrings of a node group's Terraform resource name that mark it as a GPU node group",
+            ),
+        },
     ),
     PolicyInfo(
         name="fleet-tags-present",

@@ -137,9 +137,14 @@ def mask(value: Any, secrets: tuple[str, ...]) -> Any:
     return value
 
 
-def replaced_node_groups(summary: Mapping[str, Any]) -> int:
-    return sum(
-        1
+def replaced_node_group_addresses(summary: Mapping[str, Any]) -> list[str]:
+    """The node groups the plan replaces or deletes (what the gpu-node-group-replacement policy judges)."""
+    return [
+        str(r.get("address"))
         for r in summary.get("resources") or []
         if r.get("kind") == "node_group" and r.get("action") in ("replace", "delete") and r.get("destructive")
-    )
+    ]
+
+
+def replaced_node_groups(summary: Mapping[str, Any]) -> int:
+    return len(replaced_node_group_addresses(summary))

@@ -16,8 +16,10 @@ Ordering and safety:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib.util
+import json
 import logging
 import shlex
 import time
@@ -490,14 +492,28 @@ class Fleet:
         )
         if previewed.failed or not (bridge_changed or self.options.refresh):
             return previewed
+        self.progress.phase(op.stack, "terraform plan")
+        terraform = self._terraform_plan(op, plan, project_outputs)
+        replacements = self._replacement_policy_config(terraform)
+        if replacements is not None:
+            # The policies ran before Terraform's plan was known: preview again with the planned node-group
+            # replacements in the gpu-node-group-replacement policy's config (only in this, rare, case).
+            previewed = self.executor.run(dataclasses.replace(op, policy_config=replacements), "preview")
+        previewed.terraform = terraform
+        self.progress.phase(op.stack, "done", previewed.status)
+        return previewed
+
+    def _terraform_plan(
+        self, op: StackOp, plan: ClusterPlan, project_outputs: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """Terraform's own plan for the cluster, summarized (components/terraform_module.plan_preview);
+        read-only. A failure is reported in the summary, never raised: the preview or update stands."""
         subnet_id = plan.subnet_id or (project_outputs or {}).get("subnet_id")
         project_id = (project_outputs or {}).get("project_id")
         if not (subnet_id and project_id):
-            previewed.terraform = {"skipped": "the project stack is not deployed yet: no Terraform plan"}
-            return previewed
+            return {"skipped": "the project stack is not deployed yet: no Terraform plan"}
         from npa_pulumi.components.terraform_module import plan_preview
 
-        self.progress.phase(op.stack, "terraform plan")
         props = {
             "cloud": self.options.cloud,
             "profile": self.profile,
@@ -517,14 +533,47 @@ class Fleet:
         }
         try:
             deployed = bool((self.executor.outputs(op) or {}).get("cluster_id"))
-            previewed.terraform = plan_preview(props, deployed=deployed)
+            return plan_preview(props, deployed=deployed, stored_state=lambda: self._stored_tf_state(op))
         except NpaError as err:
-            previewed.terraform = {"error": f"terraform plan failed: {err}"}
+            return {"error": f"terraform plan failed: {err}"}
         except Exception as err:  # the recipe or the cloud refused: reported, the preview itself stands
             log.exception("terraform plan for %s failed", op.stack)
-            previewed.terraform = {"error": f"terraform plan failed: {type(err).__name__}: {err}"}
-        self.progress.phase(op.stack, "done", previewed.status)
-        return previewed
+            return {"error": f"terraform plan failed: {type(err).__name__}: {err}"}
+
+    def _stored_tf_state(self, op: StackOp) -> str | None:
+        """The Terraform state the bridge keeps in the stack (a secret output), for a machine without the
+        stack's work dir."""
+        from npa_pulumi.policies.catalog import TERRAFORM_MODULE
+
+        state = self.executor.resource_output(op, TERRAFORM_MODULE, "tf_state")
+        return state if isinstance(state, str) and state else None
+
+    @staticmethod
+    def _replacement_policy_config(terraform: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+        """The gpu-node-group-replacement policy's config entry for a plan that replaces node groups."""
+        from npa_pulumi.bridge.plan_summary import replaced_node_group_addresses
+        from npa_pulumi.policies.catalog import NODE_GROUP_REPLACEMENT_POLICY
+
+        addresses = replaced_node_group_addresses(terraform)
+        if not addresses:
+            return None
+        return {NODE_GROUP_REPLACEMENT_POLICY: {"planned_replacements": addresses}}
+
+    def _replacement_policy_enabled(self) -> bool:
+        """Whether the user's --policy-config leaves the gpu-node-group-replacement policy on."""
+        from npa_pulumi.policies.catalog import NODE_GROUP_REPLACEMENT_POLICY
+
+        if not self.options.policy_config:
+            return True
+        try:
+            config = json.loads(Path(self.options.policy_config).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return True  # the engine reports an unreadable config itself
+        if not isinstance(config, dict):
+            return True
+        entry = config.get(NODE_GROUP_REPLACEMENT_POLICY, config.get("all"))
+        level = entry.get("enforcementLevel") if isinstance(entry, dict) else entry
+        return level != "disabled"
 
     @_exclusive("up")
     def up(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
@@ -693,8 +742,27 @@ class Fleet:
 
     def _up_cluster(self, op: StackOp) -> StackResult:
         if self.options.refresh or self._needs_refresh(op.stack):
+            # Drift repair brings the cluster back to the spec; the refresh changes what a plan would say.
             return self.executor.run(op, "up", refresh=True)
-        return self.executor.run(op, "up")
+        terraform = self._plan_before_update(op)
+        if terraform is not None:
+            op = dataclasses.replace(op, policy_config=self._replacement_policy_config(terraform))
+        result = self.executor.run(op, "up")
+        if terraform is not None and terraform.get("resources"):
+            result.terraform = terraform
+        return result
+
+    def _plan_before_update(self, op: StackOp) -> dict[str, Any] | None:
+        """Terraform's plan for a deployed cluster about to change, so the gpu-node-group-replacement
+        policy judges the update (and, made mandatory, stops it before anything is replaced). A new
+        cluster has nothing to replace, and a disabled policy needs no plan: both skip it."""
+        outputs = self.stack_outputs([op])[op.stack]
+        if not (outputs and outputs.get("cluster_id")) or not self._replacement_policy_enabled():
+            return None
+        plan = self.plans().cluster(op.stack)
+        project_outputs = self._outputs.get(plan.project_stack)
+        self.progress.phase(op.stack, "terraform plan")
+        return self._terraform_plan(op, plan, project_outputs)
 
     def teardown_plan(self, teardown: TeardownOptions | None = None) -> FleetResult:
         """`destroy --dry-run`: every phase of the teardown with what it would delete or retain and why.

@@ -7,10 +7,13 @@ live progress view, and collects resource diffs and policy violations from the e
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -49,6 +52,18 @@ def _counts(changes: Mapping[Any, Any] | None) -> dict[str, int]:
     return {**{kind: raw.pop(kind, 0) for kind in CHANGE_KINDS}, **raw}
 
 
+# The engine's marker for a secret value in an exported deployment.
+_SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+
+
+def _plain_secret(value: Any) -> Any:
+    """An exported output's value: a decrypted secret arrives as {sig, plaintext: JSON text}."""
+    if isinstance(value, dict) and value.get(_SECRET_SIG[0]) == _SECRET_SIG[1]:
+        plaintext = value.get("plaintext")
+        return json.loads(plaintext) if isinstance(plaintext, str) else None
+    return value
+
+
 def _plain(text: str) -> str:
     return _COLOR_TAGS.sub("", _ANSI.sub("", text)).strip()
 
@@ -66,6 +81,9 @@ class StackOp:
     # False when the stack is known to have been deployed by npa-pulumi (and so tagged) before: setting
     # tags costs a CLI round trip per tag.
     tags_needed: bool = True
+    # Entries for the built-in policy pack's config, for this stack's run only, merged over the user's
+    # `--policy-config` per policy (e.g. the node groups Terraform's plan replaces). Not secret.
+    policy_config: dict[str, dict[str, Any]] | None = None
     # A cluster stack with a health gate: the lifecycle state recorded while the gate's step runs
     # (engine/lifecycle.py); "" when it has none.
     gate_state: str = ""
@@ -253,6 +271,19 @@ class StackExecutor:
             name: (SECRET_PLACEHOLDER if value.secret else value.value)
             for name, value in stack.outputs().items()
         }
+
+    def resource_output(self, op: StackOp, resource_type: str, name: str) -> Any:
+        """One output of the stack's first resource of `resource_type`, secrets decrypted (the engine's
+        `stack export --show-secrets`); None when the stack, the resource or the output is absent. For the
+        callers that need a secret value back (Terraform's state for a preview's plan), never for display."""
+        stack = self.select(op, create=False)
+        if stack is None:
+            return None
+        deployment = stack.export_stack().deployment or {}
+        for resource in deployment.get("resources") or []:
+            if resource.get("type") == resource_type:
+                return _plain_secret((resource.get("outputs") or {}).get(name))
+        return None
 
     def _prepare(self, stack: auto.Stack) -> None:
         note = clear_stale_lock(stack, self.settings.backend_url, self.project_name, self.break_lock)
@@ -468,7 +499,44 @@ class StackExecutor:
         write_log: Callable[[str], None],
         **kwargs: Any,
     ) -> StackResult:
-        packs, configs = self.policy_packs, self.policy_configs
+        packs = self.policy_packs
+        with self._policy_configs(op) as configs:
+            return self._run_command(op, stack, command, collector, write_log, packs, configs, **kwargs)
+
+    @contextmanager
+    def _policy_configs(self, op: StackOp) -> Iterator[list[str]]:
+        """The config files paired with the packs for this run: the user's, or, when the op carries its own
+        entries for the built-in pack (listed first), a temporary merge of both that is removed afterwards."""
+        if not op.policy_config or not self.policy_packs:
+            yield self.policy_configs
+            return
+        user_file = self.policy_configs[0] if self.policy_configs else None
+        user: dict[str, Any] = json.loads(Path(user_file).read_text(encoding="utf-8")) if user_file else {}
+        merged = dict(user)
+        for policy, entries in op.policy_config.items():
+            given = user.get(policy) or {}
+            # A policy's entry is a level ("mandatory") or an object with enforcementLevel and settings.
+            given = {"enforcementLevel": given} if isinstance(given, str) else dict(given)
+            merged[policy] = {**given, **entries}
+        with tempfile.TemporaryDirectory(prefix="npa-policy-config-") as tmp:
+            builtin = Path(tmp) / "builtin.json"
+            builtin.write_text(json.dumps(merged), encoding="utf-8")
+            others = Path(tmp) / "others.json"
+            others.write_text(json.dumps(user), encoding="utf-8")
+            # The engine pairs configs with packs by position and wants one per pack once any is given.
+            yield [str(builtin), *([str(others)] * (len(self.policy_packs) - 1))]
+
+    def _run_command(
+        self,
+        op: StackOp,
+        stack: auto.Stack,
+        command: str,
+        collector: EventCollector,
+        write_log: Callable[[str], None],
+        packs: list[str],
+        configs: list[str],
+        **kwargs: Any,
+    ) -> StackResult:
         if command == "preview":
             preview = stack.preview(
                 on_output=write_log,

@@ -23,15 +23,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 POLL_S = 0.5
 GRACE_S = 5.0
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _die_with(guard: int) -> Callable[[], None]:
+    def before_exec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The guard may have died between the fork and the prctl: the kernel would then never signal us.
+        if os.getppid() != guard:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return before_exec
 
 
 def main(argv: list[str]) -> int:
@@ -39,7 +46,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m npa_pulumi.runtime.plugin_guard REAL_BINARY [ARGS...]\n")
         return 2
     engine = os.getppid()
-    child = subprocess.Popen(argv[1:], preexec_fn=_die_with_parent)
+    child = subprocess.Popen(argv[1:], preexec_fn=_die_with(os.getpid()))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda s, _f: child.send_signal(s))
     while True:

@@ -508,6 +508,32 @@ def check_fleet_assets_retained(subject: Subject, config: Mapping[str, Any], ctx
     return []
 
 
+# --- gpu-node-group-replacement -------------------------------------------------------------------
+
+
+def _resource_name(address: str) -> str:
+    """`module.x.nebius_mk8s_v1_node_group.gpu[0]` -> `gpu`: the resource's own name, no index."""
+    return address.rsplit(".", 1)[-1].split("[", 1)[0]
+
+
+def check_gpu_node_group_replacement(
+    subject: Subject, config: Mapping[str, Any], ctx: CheckContext
+) -> list[str]:
+    # The addresses come from `terraform plan` (the orchestrator writes them into this policy's config for
+    # the one stack the run is for); a policy cannot see Terraform's plan through the resource's inputs.
+    if subject.resource_type != catalog.TERRAFORM_MODULE:
+        return []
+    markers = [m.lower() for m in config.get("gpu_markers") or catalog.GPU_NODE_GROUP_MARKERS]
+    planned = [str(a) for a in config.get("planned_replacements") or ()]
+    gpu_groups = [a for a in planned if any(m in _resource_name(a).lower() for m in markers)]
+    if not gpu_groups:
+        return []
+    return [
+        f"Terraform's plan replaces GPU node group {', '.join(gpu_groups)}: its nodes are drained and "
+        "re-provisioned and the workloads on them stop"
+    ]
+
+
 # --- fleet-tags-present (stack) -------------------------------------------------------------------
 
 CLUSTER_TYPES = (catalog.K8S_TRAINING_CLUSTER, catalog.TERRAFORM_MODULE)
@@ -538,4 +564,5 @@ RESOURCE_CHECKS: dict[str, Check] = {
     "gpu-cluster-needs-fabric": check_gpu_cluster_needs_fabric,
     "no-plaintext-credentials": check_no_plaintext_credentials,
     "fleet-assets-retained": check_fleet_assets_retained,
+    "gpu-node-group-replacement": check_gpu_node_group_replacement,
 }

@@ -4,11 +4,12 @@ and in the pull-request markdown; an unchanged fleet's preview runs no terraform
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
-from fleet_helpers import npa, write_spec
+from fleet_helpers import inventory, npa, write_spec
 
 from npa_pulumi.output.markdown import COMMENT_LIMIT, code
 
@@ -45,9 +46,6 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     same = npa("preview", "--spec", str(spec), "--output", "json")
     assert same.code == 0, same.stderr[-3000:]
     assert all(s["terraform"] is None for s in same.json()["stacks"])
-    assert (
-        "terraform plan" not in (isolated_home / ".npa-pulumi" / "work" / STACK / "terraform.log").read_text()
-    )
 
     write_spec(spec, SPEC.replace("PRESET", "2gpu-48vcpu-436gb"))
     changed = npa("preview", "--spec", str(spec), "--output", "json")
@@ -61,6 +59,11 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     assert group["action"] == "replace" and group["destructive"] is True and group["kind"] == "node_group"
     preset = next(a for a in group["attributes"] if a["name"] == "triggers_replace.preset")
     assert (preset["before"], preset["after"]) == ("1gpu-24vcpu-218gb", "2gpu-48vcpu-436gb")
+    # The advisory policy read Terraform's plan (handed in through its config) and warns on that stack only.
+    (warning,) = [v for v in clusters[STACK]["policy"] if v["policy"] == "gpu-node-group-replacement"]
+    assert warning["level"] == "advisory"
+    assert "terraform_data.gpu_node_group[0]" in warning["message"]
+    assert not clusters["tfplan.project-existing1.cpu"]["policy"]
     # Read-only: the stack's Terraform state and lock are untouched, and nothing was applied.
     assert (work / "terraform.tfstate").read_bytes() == state_before
     assert not (work / ".terraform.tfstate.lock.info").exists()
@@ -78,14 +81,66 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     assert f"<summary><code>{STACK}</code>" in before_row[before_row.rfind("<details>") :]
     assert row.startswith("| replace ⚠️ **destructive** |")
     assert "1gpu-24vcpu-218gb" in row and "2gpu-48vcpu-436gb" in row
+    assert "gpu-node-group-replacement" in document and "1 advisory" in document
 
     text = npa("preview", "--spec", str(spec))
     assert text.code == 0, text.stderr[-3000:]
     assert "replace terraform_data.gpu_node_group[0] DESTRUCTIVE" in text.stdout
 
-    # Another machine (no work dir): a deployed stack's plan would show everything as new, so none runs.
+    # Another machine, e.g. a CI runner (no work dir): the plan starts from the Terraform state the bridge
+    # keeps in the stack (a secret output), so it shows the same replacement, not every resource as new.
     shutil.rmtree(isolated_home / ".npa-pulumi" / "work" / STACK)
     elsewhere = npa("preview", "--spec", str(spec), "--output", "json")
     assert elsewhere.code == 0, elsewhere.stderr[-3000:]
-    skipped = {c["stack"]: c for c in elsewhere.json()["clusters"]}[STACK]["terraform"]
-    assert set(skipped) == {"skipped"} and "no Terraform state on this machine" in skipped["skipped"]
+    remote = {c["stack"]: c for c in elsewhere.json()["clusters"]}[STACK]
+    assert (remote["terraform"]["replace"], remote["terraform"]["add"]) == (1, 0)
+    assert [r["address"] for r in remote["terraform"]["resources"]] == ["terraform_data.gpu_node_group[0]"]
+    assert not (
+        isolated_home / ".npa-pulumi" / "work" / STACK / "k8s-training" / "terraform.tfstate"
+    ).exists()
+
+
+def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is_replaced(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC.replace("PRESET", "1gpu-24vcpu-218gb"))
+    npa("local-cloud", "init", check=True)
+    up = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    assert up.code == 0, up.stderr[-3000:]
+    work = isolated_home / ".npa-pulumi" / "work" / STACK / "k8s-training"
+    state_before = (work / "terraform.tfstate").read_bytes()
+    groups_before = inventory()["node_groups"]
+
+    write_spec(spec, SPEC.replace("PRESET", "2gpu-48vcpu-436gb"))
+    levels = tmp_path / "levels.json"
+    levels.write_text(json.dumps({"gpu-node-group-replacement": "mandatory"}))
+    blocked = npa(
+        "up",
+        "--spec",
+        str(spec),
+        "--yes",
+        "--no-health-gate",
+        "--policy-config",
+        str(levels),
+        "--output",
+        "json",
+    )
+    assert blocked.code != 0
+    stacks = {s["stack"]: s for s in blocked.json()["stacks"]}
+    assert stacks[STACK]["status"] == "failed"
+    (violation,) = [v for v in stacks[STACK]["policy"] if v["policy"] == "gpu-node-group-replacement"]
+    assert violation["level"] == "mandatory" and "terraform_data.gpu_node_group[0]" in violation["message"]
+    assert stacks["tfplan.project-existing1.cpu"]["status"] == "unchanged"  # no plan, nothing blocked
+    # Stopped before the module changed: the same Terraform state, the same node groups in the cloud.
+    assert (work / "terraform.tfstate").read_bytes() == state_before
+    assert inventory()["node_groups"] == groups_before
+
+    # Advisory (the default): the update goes ahead with the warning, and shows what Terraform replaced.
+    allowed = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    assert allowed.code == 0, allowed.stderr[-3000:]
+    done = {s["stack"]: s for s in allowed.json()["stacks"]}[STACK]
+    assert done["status"] == "deployed"
+    assert [v["level"] for v in done["policy"] if v["policy"] == "gpu-node-group-replacement"] == ["advisory"]
+    assert done["terraform"]["replace"] == 1
+    again = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    assert again.code == 0 and {s["status"] for s in again.json()["stacks"]} == {"unchanged"}

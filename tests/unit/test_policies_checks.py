@@ -507,6 +507,44 @@ def test_retained_other_types_are_not_judged() -> None:
     assert_clean(t.run_policy(policies()[RETAIN], t.resource_args(catalog.SUBNET, {})))
 
 
+# --- gpu-node-group-replacement ------------------------------------------------------------------
+
+REPLACEMENT = "gpu-node-group-replacement"
+
+
+def test_replacement_without_a_plan_is_not_judged() -> None:
+    # No Terraform plan handed in (a new cluster, an unchanged one): nothing to judge.
+    assert_clean(run_module(REPLACEMENT, t.module_props()))
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "nebius_mk8s_v1_node_group.gpu[0]",
+        "module.k8s.nebius_mk8s_v1_node_group.gpu[1]",
+        "terraform_data.gpu_node_group[0]",
+        "nebius_mk8s_v1_node_group.gb300[0]",
+    ],
+)
+def test_replacement_of_a_gpu_node_group_is_reported(address: str) -> None:
+    config = {"planned_replacements": ["nebius_mk8s_v1_node_group.cpu-only", address]}
+    message = assert_violation(REPLACEMENT, run_module(REPLACEMENT, t.module_props(), config=config), address)
+    assert "cpu-only" not in message  # a CPU node group's replacement is not what this policy judges
+
+
+def test_replacement_of_cpu_node_groups_only_passes_and_markers_are_configurable() -> None:
+    cpu_only = {"planned_replacements": ["nebius_mk8s_v1_node_group.cpu-only"]}
+    assert_clean(run_module(REPLACEMENT, t.module_props(), config=cpu_only))
+    custom = {**cpu_only, "gpu_markers": ["cpu"]}
+    assert_violation(REPLACEMENT, run_module(REPLACEMENT, t.module_props(), config=custom), "cpu-only")
+
+
+def test_replacement_judges_only_the_terraform_module() -> None:
+    config = {"planned_replacements": ["nebius_mk8s_v1_node_group.gpu[0]"]}
+    policy = policies()[REPLACEMENT]
+    assert_clean(t.run_policy(policy, t.resource_args(CLUSTER, {}, urn=CLUSTER_URN, config=config)))
+
+
 # --- fleet-tags-present (stack) ------------------------------------------------------------------
 
 TAGS = "fleet-tags-present"

@@ -40,6 +40,7 @@ EXPECTED = {
     "gpu-cluster-needs-fabric": "mandatory",
     "no-plaintext-credentials": "mandatory",
     "fleet-assets-retained": "mandatory",
+    "gpu-node-group-replacement": "advisory",
     "fleet-tags-present": "advisory",
 }
 
@@ -126,7 +127,11 @@ def test_pack_imports_from_a_plain_checkout() -> None:
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=False, env=env, cwd="/"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["fleet-guardrails", "8", "npa_pulumi.policies.fleet_guardrails_lib"]
+    assert result.stdout.split() == [
+        "fleet-guardrails",
+        str(len(EXPECTED)),
+        "npa_pulumi.policies.fleet_guardrails_lib",
+    ]
 
 
 # --- secrets: the SDK unwraps them, the pack's marking keeps them visible ----------------------------
