@@ -20,7 +20,8 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.engine.teardown import RECEIPT_VERSION, TeardownOptions, _ours, drop_record, write_receipt
+from npa_pulumi.engine.guarded_phases import ours as _ours
+from npa_pulumi.engine.teardown import RECEIPT_VERSION, TeardownOptions, drop_record, write_receipt
 from npa_pulumi.engine.workspace import list_stack_summaries
 from npa_pulumi.output.results import TeardownPhase
 

@@ -26,7 +26,6 @@ flags only, never a secret (the access key's secret, a token, a capacity block).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -36,7 +35,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.guarded_phases import GuardedPhases
 from npa_pulumi.engine.workspace import list_stack_summaries
 from npa_pulumi.output.results import TeardownPhase
 from npa_pulumi.runtime.files import write_atomically
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECEIPT_VERSION = 1
-MANAGED_BY = "npa-pulumi"
 
 
 @dataclass(frozen=True)
@@ -187,17 +185,6 @@ def write_receipt(
     return path
 
 
-# --------------------------------------------------------------------------------------- helpers
-
-
-def _ours(labels: dict[str, str], fleet: str) -> bool:
-    return labels.get("npa-fleet") == fleet and labels.get("managed-by") == MANAGED_BY
-
-
-def _describe(error: Exception) -> str:
-    return str(error) or type(error).__name__
-
-
 class Teardown:
     """Plans (read-only) and runs the phases of one `destroy` of a fleet's selection."""
 
@@ -207,7 +194,13 @@ class Teardown:
         self.evidence: dict[str, ProjectEvidence] = {}
         self.stack_exists: dict[str, bool] = {}
         self.shared: set[str] = set()  # project stacks whose other (unselected) cluster stacks remain
-        self.doomed_clusters: set[str] = set()
+        self.guarded = GuardedPhases(
+            fleet.cloud,
+            fleet.spec.name,
+            options,
+            fleet.progress.message,
+            lambda key: self.retry_command(key, None),
+        )
 
     @property
     def cloud(self) -> CloudPort:
@@ -246,7 +239,7 @@ class Teardown:
                 }
             phases.append(phase)
         # The clusters this run deletes are not "something else in the project".
-        self.doomed_clusters = {
+        self.guarded.doomed_clusters = {
             str(p.deletes.get("cluster_id"))
             for p in phases
             if p.status == "planned" and p.deletes.get("cluster_id")
@@ -287,11 +280,7 @@ class Teardown:
             return TeardownPhase(phase=kind, project_key=project.project_key, stack=project.stack, **values)
 
         phases = [self._plan_network(evidence, phase, outputs is not None)]
-        if evidence.bucket_id:
-            phases.append(self._plan_bucket(evidence, phase))
-        if evidence.service_account_id:
-            phases.append(self._plan_identity(evidence, phase))
-        phases.append(self._plan_project_phase(evidence, phase, phases))
+        phases.extend(self.guarded.plan(evidence, phase, phases))
         if others:
             self.shared.add(project.stack)
             why = f"cluster stack(s) {', '.join(others)} of this project remain (not selected)"
@@ -323,140 +312,6 @@ class Teardown:
             reason="the subnet was reused, not created by this fleet: it is read, never deleted (the project "
             "stack itself is destroyed)",
         )
-
-    def _plan_bucket(self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase]) -> TeardownPhase:
-        ids = {"bucket_id": ev.bucket_id, "bucket_name": ev.bucket_name}
-        if not self.options.delete_buckets:
-            return phase(
-                "bucket",
-                status="retained",
-                retains=ids,
-                reason="buckets are retained unless --delete-buckets",
-            )
-        if not ev.bucket_created:
-            return phase(
-                "bucket",
-                status="retained",
-                retains=ids,
-                reason="no durable record that this fleet created the bucket (it existed before, or was "
-                "recorded by an older npa-pulumi): never deleted",
-            )
-        try:
-            bucket = self.cloud.get_bucket(ev.bucket_id)
-        except NotFound:
-            return phase("bucket", status="absent", reason=f"bucket {ev.bucket_id} is already gone")
-        if not _ours(bucket.labels, self.name):
-            return phase(
-                "bucket",
-                status="retained",
-                retains=ids,
-                reason=f"bucket {ev.bucket_id} does not carry this fleet's labels: never deleted",
-            )
-        count = self.cloud.count_bucket_objects(ev.bucket_id)
-        if count and not self.options.delete_nonempty_buckets:
-            return phase(
-                "bucket",
-                status="retained",
-                retains={**ids, "objects": count},
-                reason=f"bucket holds {count} object(s): refused unless --delete-nonempty-buckets",
-            )
-        return phase("bucket", deletes={**ids, "objects": count})
-
-    def _plan_identity(self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase]) -> TeardownPhase:
-        ids: dict[str, Any] = {"service_account_id": ev.service_account_id}
-        if not self.options.delete_storage_identity:
-            return phase(
-                "storage-identity",
-                status="retained",
-                retains=ids,
-                reason="the storage service account and its access keys are retained unless "
-                "--delete-storage-identity",
-            )
-        if not ev.service_account_created:
-            return phase(
-                "storage-identity",
-                status="retained",
-                retains=ids,
-                reason="no durable record that this fleet created the service account: never deleted",
-            )
-        accounts = [
-            a for a in self.cloud.list_service_accounts(ev.project_id) if a.id == ev.service_account_id
-        ]
-        if not accounts:
-            return phase(
-                "storage-identity", status="absent", reason=f"service account {ev.service_account_id} is gone"
-            )
-        if not _ours(accounts[0].labels, self.name):
-            return phase(
-                "storage-identity",
-                status="retained",
-                retains=ids,
-                reason="the service account does not carry this fleet's labels: never deleted",
-            )
-        keys = [k.id for k in self.cloud.list_access_keys(ev.project_id, ev.service_account_id)]
-        return phase("storage-identity", deletes={**ids, "access_key_ids": keys})
-
-    def _plan_project_phase(
-        self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase], earlier: list[TeardownPhase]
-    ) -> TeardownPhase:
-        ids = {"project_id": ev.project_id}
-        if not self.options.delete_projects:
-            return phase(
-                "project",
-                status="retained",
-                retains=ids,
-                reason="projects are retained unless --delete-projects",
-            )
-        if not ev.project_created:
-            return phase(
-                "project",
-                status="retained",
-                retains=ids,
-                reason="no durable record that this fleet created the project (it existed before): "
-                "never deleted",
-            )
-        try:
-            project = self.cloud.get_project(ev.project_id)
-        except NotFound:
-            return phase("project", status="absent", reason=f"project {ev.project_id} is already gone")
-        if not _ours(project.labels, self.name):
-            return phase(
-                "project",
-                status="retained",
-                retains=ids,
-                reason="the project does not carry this fleet's labels: never deleted",
-            )
-        kept = [p for p in earlier if p.status == "retained" and p.phase in ("bucket", "storage-identity")]
-        if kept:
-            what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
-            return phase("project", status="retained", retains=ids, reason=f"the project still holds: {what}")
-        foreign = self.foreign_objects(ev)
-        if foreign:
-            return phase(
-                "project",
-                status="retained",
-                retains={**ids, "foreign": foreign},
-                reason="the project holds objects this fleet did not create: " + ", ".join(foreign),
-            )
-        return phase("project", deletes=ids)
-
-    def foreign_objects(self, ev: ProjectEvidence, after_teardown: bool = False) -> list[str]:
-        """What the project holds that this fleet did not create (and will not delete in this run)."""
-        cloud, pid = self.cloud, ev.project_id
-        ours_network = {ev.network_id, ev.subnet_id} if ev.network_owned and not after_teardown else set()
-        ours_storage = set() if after_teardown else {ev.bucket_id, ev.service_account_id}
-        found: list[str] = []
-        found += [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in ours_network]
-        found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in ours_network]
-        doomed = set() if after_teardown else self.doomed_clusters
-        found += [f"cluster {c.id}" for c in cloud.list_clusters(pid) if c.id not in doomed]
-        found += [f"filesystem {f.id}" for f in cloud.list_filesystems(pid)]
-        found += [f"gpu cluster {g.id}" for g in cloud.list_gpu_clusters(pid)]
-        found += [f"bucket {b.id}" for b in cloud.list_buckets(pid) if b.id not in ours_storage]
-        found += [
-            f"service account {a.id}" for a in cloud.list_service_accounts(pid) if a.id not in ours_storage
-        ]
-        return found
 
     # ---------------------------------------------------------------------------------- run
 
@@ -524,24 +379,9 @@ class Teardown:
                 network.retry_command = stack_result.retry_command
             elif network.status == "planned":
                 network.status = "done"
-        for item in phases:
-            if item.status != "planned" or evidence is None:
-                continue
-            if item.phase == "bucket":
-                self._attempt(item, project, lambda: self._delete_bucket(evidence))
-            elif item.phase == "storage-identity":
-                self._attempt(item, project, lambda: self._delete_identity(evidence))
-            elif item.phase == "project":
-                blockers = [
-                    p.name for p in phases if p.phase != "project" and p.status in ("failed", "blocked")
-                ]
-                if blockers:
-                    item.status, item.blocked_by = "blocked", blockers
-                    item.reason = "the project is deleted only after everything in it is"
-                else:
-                    self._attempt(item, project, lambda: self._delete_project(evidence))
         if evidence is not None:
-            self._update_record(evidence, phases)
+            self.guarded.run(evidence, project.project_key, phases)
+            settle_record(self.name, evidence, phases)
 
     def _destroy_project_stack(self, project: ProjectPlan) -> StackResult:
         fleet = self.fleet
@@ -551,55 +391,20 @@ class Teardown:
             item.retry_command = self.retry_command(project.project_key, None)
         return item
 
-    def _attempt(self, item: TeardownPhase, project: ProjectPlan, action: Callable[[], None]) -> None:
-        self.fleet.progress.message(f"{item.name}: deleting ...")
-        try:
-            action()
-        except (CloudError, TeardownRefused) as err:
-            item.status, item.reason = "failed", _describe(err)
-            item.retry_command = self.retry_command(project.project_key, None)
-            self.fleet.progress.message(f"{item.name}: failed: {item.reason}")
-            return
-        item.status = "done"
 
-    def _delete_bucket(self, ev: ProjectEvidence) -> None:
-        bucket = self.cloud.get_bucket(ev.bucket_id)  # re-checked right before deleting
-        if not _ours(bucket.labels, self.name):
-            raise TeardownRefused(f"bucket {ev.bucket_id} does not carry this fleet's labels")
-        count = self.cloud.count_bucket_objects(ev.bucket_id)
-        if count and not self.options.delete_nonempty_buckets:
-            raise TeardownRefused(f"bucket {ev.bucket_id} now holds {count} object(s)")
-        self.cloud.delete_bucket(ev.bucket_id)
-
-    def _delete_identity(self, ev: ProjectEvidence) -> None:
-        for key in self.cloud.list_access_keys(ev.project_id, ev.service_account_id):
-            with contextlib.suppress(NotFound):  # already gone counts as deleted
-                self.cloud.delete_access_key(key.id)
-        self.cloud.delete_service_account(ev.service_account_id)
-
-    def _delete_project(self, ev: ProjectEvidence) -> None:
-        foreign = self.foreign_objects(ev, after_teardown=True)
-        if foreign:
-            raise TeardownRefused(f"project {ev.project_id} still holds: {', '.join(foreign)}")
-        self.cloud.delete_project(ev.project_id)
-
-    def _update_record(self, ev: ProjectEvidence, phases: list[TeardownPhase]) -> None:
-        """Forget what is gone; drop the record once nothing this fleet created remains to prove."""
-        done = {p.phase for p in phases if p.status in ("done", "absent")}
-        if "bucket" in done:
-            ev.bucket_id, ev.bucket_name, ev.bucket_created = "", "", False
-        if "storage-identity" in done:
-            ev.service_account_id, ev.service_account_created, ev.key_id = "", False, ""
-        if "network" in done:
-            ev.network_id, ev.subnet_id, ev.network_owned = "", "", False
-        if "project" in done or not (ev.project_created or ev.bucket_created or ev.service_account_created):
-            drop_record(self.name, ev.project_stack)
-        else:
-            write_record(self.name, ev)
-
-
-class TeardownRefused(Exception):
-    """A guard found, right before deleting, that the object is no longer provably the fleet's."""
+def settle_record(fleet: str, ev: ProjectEvidence, phases: list[TeardownPhase]) -> None:
+    """Forget what is gone; drop the record once nothing this fleet created remains to prove."""
+    done = {p.phase for p in phases if p.status in ("done", "absent")}
+    if "bucket" in done:
+        ev.bucket_id, ev.bucket_name, ev.bucket_created = "", "", False
+    if "storage-identity" in done:
+        ev.service_account_id, ev.service_account_created, ev.key_id = "", False, ""
+    if "network" in done:
+        ev.network_id, ev.subnet_id, ev.network_owned = "", "", False
+    if "project" in done or not (ev.project_created or ev.bucket_created or ev.service_account_created):
+        drop_record(fleet, ev.project_stack)
+    else:
+        write_record(fleet, ev)
 
 
 def receipt_document(

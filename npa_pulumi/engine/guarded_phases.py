@@ -1,0 +1,261 @@
+"""The guarded, stackless phases of a teardown: bucket → storage identity → project, for one project.
+
+They need no Pulumi stack, only the cloud and the proof of ownership (`ProjectEvidence`: the project
+stack's outputs, or the teardown record written before that stack was destroyed). That is why a teardown
+can be resumed from its receipt without the spec (engine/resume.py): these phases are what is left once
+the stacks are gone.
+
+Each phase is planned read-only (what it would delete or retain, and why) and then run with every guard
+checked again right before the delete: the fleet's labels on the live object, a bucket's object count,
+and, for the project, that it holds nothing but what this run deletes — the project's provider-made
+default network included (see `default_topology`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.output.results import TeardownPhase
+
+if TYPE_CHECKING:
+    from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.engine.teardown import ProjectEvidence, TeardownOptions
+
+MANAGED_BY = "npa-pulumi"
+
+PhaseFactory = Callable[..., TeardownPhase]
+
+
+def ours(labels: dict[str, str], fleet: str) -> bool:
+    return labels.get("npa-fleet") == fleet and labels.get("managed-by") == MANAGED_BY
+
+
+def describe(error: Exception) -> str:
+    return str(error) or type(error).__name__
+
+
+class TeardownRefused(Exception):
+    """A guard found, right before deleting, that the object is no longer provably the fleet's."""
+
+
+class GuardedPhases:
+    """Plans and runs the bucket, storage-identity and project phases of one project."""
+
+    def __init__(
+        self,
+        cloud: CloudPort,
+        fleet: str,
+        options: TeardownOptions,
+        say: Callable[[str], None],
+        retry: Callable[[str], str],
+    ) -> None:
+        self.cloud = cloud
+        self.fleet = fleet
+        self.options = options
+        self.say = say
+        self.retry = retry  # project key -> the exact command that retries a failed phase
+        self.doomed_clusters: set[str] = set()  # clusters this run deletes: not "something else"
+
+    # ---------------------------------------------------------------------------------- plan
+
+    def plan(
+        self, ev: ProjectEvidence, phase: PhaseFactory, earlier: list[TeardownPhase]
+    ) -> list[TeardownPhase]:
+        """The project's stackless phases, after `earlier` (its network phase)."""
+        phases: list[TeardownPhase] = []
+        if ev.bucket_id:
+            phases.append(self.plan_bucket(ev, phase))
+        if ev.service_account_id:
+            phases.append(self.plan_identity(ev, phase))
+        phases.append(self.plan_project(ev, phase, [*earlier, *phases]))
+        return phases
+
+    def plan_bucket(self, ev: ProjectEvidence, phase: PhaseFactory) -> TeardownPhase:
+        ids = {"bucket_id": ev.bucket_id, "bucket_name": ev.bucket_name}
+        if not self.options.delete_buckets:
+            return phase(
+                "bucket",
+                status="retained",
+                retains=ids,
+                reason="buckets are retained unless --delete-buckets",
+            )
+        if not ev.bucket_created:
+            return phase(
+                "bucket",
+                status="retained",
+                retains=ids,
+                reason="no durable record that this fleet created the bucket (it existed before, or was "
+                "recorded by an older npa-pulumi): never deleted",
+            )
+        try:
+            bucket = self.cloud.get_bucket(ev.bucket_id)
+        except NotFound:
+            return phase("bucket", status="absent", reason=f"bucket {ev.bucket_id} is already gone")
+        if not ours(bucket.labels, self.fleet):
+            return phase(
+                "bucket",
+                status="retained",
+                retains=ids,
+                reason=f"bucket {ev.bucket_id} does not carry this fleet's labels: never deleted",
+            )
+        count = self.cloud.count_bucket_objects(ev.bucket_id)
+        if count and not self.options.delete_nonempty_buckets:
+            return phase(
+                "bucket",
+                status="retained",
+                retains={**ids, "objects": count},
+                reason=f"bucket holds {count} object(s): refused unless --delete-nonempty-buckets",
+            )
+        return phase("bucket", deletes={**ids, "objects": count})
+
+    def plan_identity(self, ev: ProjectEvidence, phase: PhaseFactory) -> TeardownPhase:
+        ids: dict[str, Any] = {"service_account_id": ev.service_account_id}
+        if not self.options.delete_storage_identity:
+            return phase(
+                "storage-identity",
+                status="retained",
+                retains=ids,
+                reason="the storage service account and its access keys are retained unless "
+                "--delete-storage-identity",
+            )
+        if not ev.service_account_created:
+            return phase(
+                "storage-identity",
+                status="retained",
+                retains=ids,
+                reason="no durable record that this fleet created the service account: never deleted",
+            )
+        accounts = [
+            a for a in self.cloud.list_service_accounts(ev.project_id) if a.id == ev.service_account_id
+        ]
+        if not accounts:
+            return phase(
+                "storage-identity", status="absent", reason=f"service account {ev.service_account_id} is gone"
+            )
+        if not ours(accounts[0].labels, self.fleet):
+            return phase(
+                "storage-identity",
+                status="retained",
+                retains=ids,
+                reason="the service account does not carry this fleet's labels: never deleted",
+            )
+        keys = [k.id for k in self.cloud.list_access_keys(ev.project_id, ev.service_account_id)]
+        return phase("storage-identity", deletes={**ids, "access_key_ids": keys})
+
+    def plan_project(
+        self, ev: ProjectEvidence, phase: PhaseFactory, earlier: list[TeardownPhase]
+    ) -> TeardownPhase:
+        ids = {"project_id": ev.project_id}
+        if not self.options.delete_projects:
+            return phase(
+                "project",
+                status="retained",
+                retains=ids,
+                reason="projects are retained unless --delete-projects",
+            )
+        if not ev.project_created:
+            return phase(
+                "project",
+                status="retained",
+                retains=ids,
+                reason="no durable record that this fleet created the project (it existed before): "
+                "never deleted",
+            )
+        try:
+            project = self.cloud.get_project(ev.project_id)
+        except NotFound:
+            return phase("project", status="absent", reason=f"project {ev.project_id} is already gone")
+        if not ours(project.labels, self.fleet):
+            return phase(
+                "project",
+                status="retained",
+                retains=ids,
+                reason="the project does not carry this fleet's labels: never deleted",
+            )
+        kept = [p for p in earlier if p.status == "retained" and p.phase in ("bucket", "storage-identity")]
+        if kept:
+            what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
+            return phase("project", status="retained", retains=ids, reason=f"the project still holds: {what}")
+        foreign = self.foreign_objects(ev)
+        if foreign:
+            return phase(
+                "project",
+                status="retained",
+                retains={**ids, "foreign": foreign},
+                reason="the project holds objects this fleet did not create: " + ", ".join(foreign),
+            )
+        return phase("project", deletes=ids)
+
+    def foreign_objects(self, ev: ProjectEvidence, after_teardown: bool = False) -> list[str]:
+        """What the project holds that this fleet did not create (and will not delete in this run)."""
+        cloud, pid = self.cloud, ev.project_id
+        ours_network = {ev.network_id, ev.subnet_id} if ev.network_owned and not after_teardown else set()
+        ours_storage = set() if after_teardown else {ev.bucket_id, ev.service_account_id}
+        found: list[str] = []
+        found += [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in ours_network]
+        found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in ours_network]
+        doomed = set() if after_teardown else self.doomed_clusters
+        found += [f"cluster {c.id}" for c in cloud.list_clusters(pid) if c.id not in doomed]
+        found += [f"filesystem {f.id}" for f in cloud.list_filesystems(pid)]
+        found += [f"gpu cluster {g.id}" for g in cloud.list_gpu_clusters(pid)]
+        found += [f"bucket {b.id}" for b in cloud.list_buckets(pid) if b.id not in ours_storage]
+        found += [
+            f"service account {a.id}" for a in cloud.list_service_accounts(pid) if a.id not in ours_storage
+        ]
+        return found
+
+    # ---------------------------------------------------------------------------------- run
+
+    def run(self, ev: ProjectEvidence, project_key: str, phases: list[TeardownPhase]) -> None:
+        """Run the project's planned stackless phases in order; the project waits for everything else."""
+        for item in phases:
+            if item.status != "planned":
+                continue
+            if item.phase == "bucket":
+                self._attempt(item, project_key, lambda: self._delete_bucket(ev))
+            elif item.phase == "storage-identity":
+                self._attempt(item, project_key, lambda: self._delete_identity(ev))
+            elif item.phase == "project":
+                blockers = [
+                    p.name for p in phases if p.phase != "project" and p.status in ("failed", "blocked")
+                ]
+                if blockers:
+                    item.status, item.blocked_by = "blocked", blockers
+                    item.reason = "the project is deleted only after everything in it is"
+                else:
+                    self._attempt(item, project_key, lambda: self._delete_project(ev))
+
+    def _attempt(self, item: TeardownPhase, project_key: str, action: Callable[[], None]) -> None:
+        self.say(f"{item.name}: deleting ...")
+        try:
+            action()
+        except (CloudError, TeardownRefused) as err:
+            item.status, item.reason = "failed", describe(err)
+            item.retry_command = self.retry(project_key)
+            self.say(f"{item.name}: failed: {item.reason}")
+            return
+        item.status = "done"
+
+    def _delete_bucket(self, ev: ProjectEvidence) -> None:
+        bucket = self.cloud.get_bucket(ev.bucket_id)  # re-checked right before deleting
+        if not ours(bucket.labels, self.fleet):
+            raise TeardownRefused(f"bucket {ev.bucket_id} does not carry this fleet's labels")
+        count = self.cloud.count_bucket_objects(ev.bucket_id)
+        if count and not self.options.delete_nonempty_buckets:
+            raise TeardownRefused(f"bucket {ev.bucket_id} now holds {count} object(s)")
+        self.cloud.delete_bucket(ev.bucket_id)
+
+    def _delete_identity(self, ev: ProjectEvidence) -> None:
+        for key in self.cloud.list_access_keys(ev.project_id, ev.service_account_id):
+            with contextlib.suppress(NotFound):  # already gone counts as deleted
+                self.cloud.delete_access_key(key.id)
+        self.cloud.delete_service_account(ev.service_account_id)
+
+    def _delete_project(self, ev: ProjectEvidence) -> None:
+        foreign = self.foreign_objects(ev, after_teardown=True)
+        if foreign:
+            raise TeardownRefused(f"project {ev.project_id} still holds: {', '.join(foreign)}")
+        self.cloud.delete_project(ev.project_id)
