@@ -283,11 +283,13 @@ def run_cleanup(fleet: Fleet, options: TeardownOptions, dry_run: bool, result: F
     receipt = write_receipt(
         fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, "running"), kind="cleanup"
     )
-    result.receipt = str(receipt)
+    result.receipt, result.receipt_id = str(receipt), receipt.stem
     try:
         cleanup.run(result.phases)
     finally:
-        outcome = "failed" if result.failed else "ok"
+        if result.partial_cleanup:
+            # cleanup finds its candidates by the fleet's labels again: running it again is the retry
+            result.resume_command = cleanup.retry_command()
         write_receipt(
-            fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, outcome), receipt
+            fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, result.outcome), receipt
         )

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECEIPT_VERSION = 1
+STACK_PHASES = ("cluster", "network")  # phases that destroy a Pulumi stack (and so need the spec)
+UNFINISHED = ("planned", "failed", "blocked")
 
 
 @dataclass(frozen=True)
@@ -175,14 +178,27 @@ def drop_record(fleet: str, stack: str) -> None:
     (records_dir(fleet) / f"{stack}.json").unlink(missing_ok=True)
 
 
+def new_receipt_path(fleet: str, kind: str = "destroy") -> Path:
+    """Where a new receipt goes; its file name without `.json` is the receipt id (`destroy --receipt ID`)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return _private_dir(receipts_dir(fleet)) / f"{stamp}-{os.getpid()}-{kind}.json"
+
+
 def write_receipt(
     fleet: str, document: dict[str, Any], path: Path | None = None, kind: str = "destroy"
 ) -> Path:
     if path is None:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        path = _private_dir(receipts_dir(fleet)) / f"{stamp}-{os.getpid()}-{kind}.json"
+        path = new_receipt_path(fleet, kind)
     write_atomically(path, json.dumps(document, indent=2, sort_keys=True) + "\n", mode=0o600)
     return path
+
+
+def resume_command(receipt_id: str, phases: list[TeardownPhase], spec_path: str | None) -> str:
+    """The one command that continues a partial cleanup from its receipt. Only the guarded phases
+    (bucket, storage identity, project) run without the spec; an unfinished stack phase needs it."""
+    stacks_left = any(p.phase in STACK_PHASES and p.status in UNFINISHED for p in phases)
+    spec = f" --spec {shlex.quote(spec_path)}" if stacks_left and spec_path else ""
+    return f"npa-pulumi destroy --receipt {receipt_id}{spec} --yes"
 
 
 class Teardown:
@@ -408,15 +424,32 @@ def settle_record(fleet: str, ev: ProjectEvidence, phases: list[TeardownPhase]) 
 
 
 def receipt_document(
-    fleet: Fleet, options: TeardownOptions, phases: list[TeardownPhase], started: float, outcome: str
+    fleet: Fleet,
+    options: TeardownOptions,
+    phases: list[TeardownPhase],
+    started: float,
+    outcome: str,
+    path: Path,
+    resumes: str | None = None,
 ) -> dict[str, Any]:
-    """The receipt: ids, flags and outcomes only (never a secret)."""
+    """The receipt: ids, flags, identity (names, never credentials) and outcomes only (never a secret).
+    It holds what `destroy --receipt ID` needs to continue without the spec."""
+    spec_path = str(Path(fleet.options.spec_path).resolve()) if fleet.options.spec_path else None
     return {
         "version": RECEIPT_VERSION,
+        "id": path.stem,
         "command": "destroy",
         "fleet": fleet.spec.name,
         "cloud": fleet.options.cloud,
         "backend": fleet.settings.backend_url,
+        "profile": fleet.profile or None,
+        "tenant_id": fleet.spec.tenant_id or None,
+        "region": fleet.spec.region or None,
+        "spec_path": spec_path,
+        "resumes": resumes,
+        "resume_command": resume_command(path.stem, phases, spec_path)
+        if outcome == "partial-cleanup"
+        else None,
         "asked": {
             "projects": sorted({t.project_key for t in fleet.targets}),
             "clusters": sorted(t.cluster_stack for t in fleet.targets),

@@ -226,9 +226,9 @@ def test_rotation_then_failed_phase_blocks_the_project(isolated_home: Path, tmp_
     )
     flags = (*OPT_IN, "--delete-nonempty-buckets")
     failed = npa("destroy", "--spec", str(spec), *ALPHA_ONLY, *flags, "--yes", "--output", "json")
-    assert failed.code == 1, failed.stderr[-3000:]
+    assert failed.code == 2, failed.stderr[-3000:]  # a partial cleanup: never success
     document = failed.json()
-    assert document["ok"] is False
+    assert document["ok"] is False and document["outcome"] == "partial-cleanup"
     phases = _phases(document)
     assert phases["network:td.alpha"]["status"] == "done"
     assert phases["bucket:td.alpha"]["status"] == "failed"
@@ -242,7 +242,7 @@ def test_rotation_then_failed_phase_blocks_the_project(isolated_home: Path, tmp_
     assert bucket in {b["id"] for b in cloud["buckets"]}
     assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha] == []
     receipt = json.loads(Path(document["receipt"]).read_text())
-    assert receipt["outcome"] == "failed"
+    assert receipt["outcome"] == "partial-cleanup"
     assert {p["name"]: p["status"] for p in receipt["phases"]}["project:td.alpha"] == "blocked"
 
     # ---- the exact retry command finishes the job once the cloud works again (the stack is gone: the
@@ -334,3 +334,122 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     assert receipt.name.endswith("-cleanup.json") and stat.S_IMODE(receipt.stat().st_mode) == 0o600
     assert json.loads(receipt.read_text())["outcome"] == "ok"
     assert not (isolated_home / ".npa-pulumi" / "teardown" / "td" / "td.alpha.json").exists()
+
+
+ALPHA_SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: td
+region: us-central1
+project_prefix: "td-"
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+projects:
+  - name: alpha
+    object_storage: {enabled: true, storage_class: standard, size_gibibytes: 16}
+    clusters:
+      - name: c1
+"""
+
+
+def test_permission_denied_mid_teardown_is_a_partial_cleanup_resumed_from_its_receipt(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", ALPHA_SPEC)
+    npa("local-cloud", "init", check=True)
+    empty = _ids(inventory())  # the simulator before the fleet: what it must be left as
+    _up(spec)
+    secret = _secret_of("td.alpha")
+    alpha = _alpha(inventory())
+
+    # ---- the storage identity may not be deleted: permission denied, mid-teardown
+    npa(
+        "local-cloud",
+        "fault",
+        "add",
+        "--op",
+        "delete_service_account",
+        "--error",
+        "permission-denied",
+        "--forever",
+        check=True,
+    )
+    partial = npa(
+        "destroy", "--spec", str(spec), *OPT_IN, "--delete-nonempty-buckets", "--yes", "--output", "json"
+    )
+    assert partial.code == 2, partial.stderr[-3000:] + partial.stdout[-3000:]
+    assert "Traceback" not in partial.stderr
+    document = partial.json()
+    assert document["ok"] is False and document["outcome"] == "partial-cleanup"
+    phases = _phases(document)
+    assert {name: p["status"] for name, p in phases.items()} == {
+        "cluster:td.alpha.c1": "done",
+        "network:td.alpha": "done",
+        "bucket:td.alpha": "done",
+        "storage-identity:td.alpha": "failed",
+        "project:td.alpha": "blocked",
+    }
+    assert "permission-denied" in phases["storage-identity:td.alpha"]["reason"]
+    assert phases["project:td.alpha"]["blocked_by"] == ["storage-identity:td.alpha"]
+    # the receipt: written, named by id, and it says the same
+    receipt_id = document["receipt_id"]
+    receipt_path = Path(document["receipt"])
+    assert (
+        receipt_path.name == f"{receipt_id}.json"
+        and receipt_path.parent == _receipts(isolated_home)[0].parent
+    )
+    receipt = json.loads(receipt_path.read_text())
+    assert receipt["id"] == receipt_id and receipt["outcome"] == "partial-cleanup"
+    assert {p["name"]: p["status"] for p in receipt["phases"]} == {n: p["status"] for n, p in phases.items()}
+    # only guarded phases are left: the retry needs the receipt id, not the spec
+    resume = document["resume_command"]
+    assert resume == f"npa-pulumi destroy --receipt {receipt_id} --yes"
+    assert receipt["resume_command"] == resume
+    assert secret not in receipt_path.read_text()
+    # the text form says it too
+    cloud = inventory()
+    assert alpha in {p["id"] for p in cloud["projects"]}
+    assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha]  # still there
+    assert [k for k in cloud["access_keys"] if k["project_id"] == alpha] == []  # its keys went first
+
+    # ---- a receipt that does not match the flags: refused before anything is touched
+    clash = npa("destroy", "--receipt", receipt_id, "--cloud", "nebius", "--yes", "--output", "json")
+    assert clash.code == 2 and clash.json()["error"]["kind"] == "receipt-mismatch", clash.stdout
+    other = write_spec(tmp_path / "other.yaml", ALPHA_SPEC.replace("name: td", "name: other"))
+    clash = npa("destroy", "--receipt", receipt_id, "--spec", str(other), "--yes", "--output", "json")
+    assert clash.code == 2 and "fleet" in clash.json()["error"]["message"], clash.stdout
+    unknown = npa("destroy", "--receipt", "no-such-receipt", "--yes", "--output", "json")
+    assert unknown.code == 2 and "no receipt" in unknown.json()["error"]["message"]
+    assert "Traceback" not in clash.stderr + unknown.stderr
+    assert [a for a in inventory()["service_accounts"] if a["project_id"] == alpha]
+
+    # ---- still denied: the resumed run is a partial cleanup again, with a receipt of its own
+    argv = shlex.split(resume)
+    again = npa(*argv[1:], "--output", "json")
+    assert again.code == 2, again.stderr[-3000:] + again.stdout[-3000:]
+    assert again.json()["resumes"] == receipt_id and again.json()["receipt_id"] != receipt_id
+
+    # ---- the permission granted (the fault cleared): the retry from the receipt id completes, with the
+    # spec gone; what was done stays done
+    npa("local-cloud", "fault", "clear", check=True)
+    spec.unlink()
+    done = npa(*argv[1:], "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    finished = done.json()
+    assert finished["outcome"] == "ok" and finished["resume_command"] is None
+    statuses = {name: p["status"] for name, p in _phases(finished).items()}
+    assert statuses == {
+        "cluster:td.alpha.c1": "done",
+        "network:td.alpha": "done",
+        "bucket:td.alpha": "done",
+        "storage-identity:td.alpha": "done",
+        "project:td.alpha": "done",
+    }
+    assert _phases(finished)["bucket:td.alpha"]["reason"] == f"done by receipt {receipt_id}"
+    final = json.loads(Path(finished["receipt"]).read_text())
+    assert final["outcome"] == "ok" and final["resumes"] == receipt_id
+    # the simulator holds nothing the fleet created
+    assert _ids(inventory()) == empty
+    assert not (isolated_home / ".npa-pulumi" / "teardown" / "td" / "td.alpha.json").exists()
+    for path in _receipts(isolated_home):
+        assert secret not in path.read_text()
