@@ -20,6 +20,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.guarded_phases import default_topology, delete_default_topology
 from npa_pulumi.engine.guarded_phases import ours as _ours
 from npa_pulumi.engine.teardown import RECEIPT_VERSION, TeardownOptions, drop_record, write_receipt
 from npa_pulumi.engine.workspace import list_stack_summaries
@@ -164,7 +165,9 @@ class Cleanup:
         if kept:
             what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
             return phase("project", status="retained", retains=ids, reason=f"the project still holds: {what}")
-        foreign = self._foreign(project.id, earlier)
+        # A labelled project is one the fleet created: the cloud's default network in it goes with it.
+        topology = default_topology(self.cloud, project.id, _doomed(earlier))
+        foreign = self._foreign(project.id, [*earlier, phase("project", deletes=topology)])
         if foreign:
             return phase(
                 "project",
@@ -172,13 +175,10 @@ class Cleanup:
                 retains={**ids, "foreign": foreign},
                 reason="the project holds objects this fleet did not create: " + ", ".join(foreign),
             )
-        return phase("project", deletes=ids)
+        return phase("project", deletes={**ids, **topology})
 
     def _foreign(self, pid: str, earlier: list[TeardownPhase]) -> list[str]:
-        doomed: set[str] = set()
-        for item in earlier:
-            for value in item.deletes.values():
-                doomed.update(value if isinstance(value, list) else [str(value)])
+        doomed = _doomed(earlier)
         cloud = self.cloud
         found = [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in doomed]
         found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in doomed]
@@ -241,10 +241,23 @@ class Cleanup:
             cloud.delete_service_account(account)
         elif item.phase == "project":
             project = deletes["project_id"]
-            foreign = self._foreign(project, [])
+            topology = default_topology(cloud, project, set())  # re-checked right before deleting
+            foreign = self._foreign(
+                project, [TeardownPhase(phase="project", project_key="", stack="", deletes=topology)]
+            )
             if foreign:
                 raise CloudRefusal(f"project {project} still holds: {', '.join(foreign)}")
+            delete_default_topology(cloud, topology)
             cloud.delete_project(project)
+
+
+def _doomed(phases: list[TeardownPhase]) -> set[str]:
+    """Every id the phases delete."""
+    doomed: set[str] = set()
+    for item in phases:
+        for value in item.deletes.values():
+            doomed.update(value if isinstance(value, list) else [str(value)])
+    return doomed
 
 
 class CloudRefusal(CloudError):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.cloud.port import DEFAULT_NETWORK_NAME, DEFAULT_SUBNET_PREFIX
 from npa_pulumi.output.results import TeardownPhase
 
 if TYPE_CHECKING:
@@ -35,6 +36,33 @@ def ours(labels: dict[str, str], fleet: str) -> bool:
 
 def describe(error: Exception) -> str:
     return str(error) or type(error).__name__
+
+
+def default_topology(cloud: CloudPort, project_id: str, skip: set[str]) -> dict[str, str]:
+    """The topology the cloud made along with a project, when the project holds exactly that (besides the
+    ids in `skip`, what this run deletes anyway): one `default-network` and one `default-subnet-*` in it.
+    Only for a project this fleet provably created: it is part of that project, deleted with it, and
+    recorded as such. Anything mixed or additional (a second network, another subnet in the default
+    network) returns nothing, so all of it counts as someone else's and the project is refused."""
+    networks = [n for n in cloud.list_networks(project_id) if n.id not in skip]
+    subnets = [s for s in cloud.list_subnets(project_id) if s.id not in skip]
+    defaults = [n for n in networks if n.name == DEFAULT_NETWORK_NAME and not n.labels.get("npa-fleet")]
+    if len(defaults) != 1:
+        return {}
+    linked = [s for s in subnets if s.network_id == defaults[0].id]
+    if len(linked) != 1 or not linked[0].name.startswith(DEFAULT_SUBNET_PREFIX):
+        return {}
+    return {"default_network_id": defaults[0].id, "default_subnet_id": linked[0].id}
+
+
+def delete_default_topology(cloud: CloudPort, topology: dict[str, str]) -> None:
+    """Subnet first: a network with a subnet cannot be deleted. Already gone counts as deleted."""
+    with contextlib.suppress(NotFound):
+        if topology.get("default_subnet_id"):
+            cloud.delete_subnet(topology["default_subnet_id"])
+    with contextlib.suppress(NotFound):
+        if topology.get("default_network_id"):
+            cloud.delete_network(topology["default_network_id"])
 
 
 class TeardownRefused(Exception):
@@ -179,7 +207,8 @@ class GuardedPhases:
         if kept:
             what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
             return phase("project", status="retained", retains=ids, reason=f"the project still holds: {what}")
-        foreign = self.foreign_objects(ev)
+        topology = self.topology(ev)
+        foreign = self.foreign_objects(ev, topology=topology)
         if foreign:
             return phase(
                 "project",
@@ -187,12 +216,23 @@ class GuardedPhases:
                 retains={**ids, "foreign": foreign},
                 reason="the project holds objects this fleet did not create: " + ", ".join(foreign),
             )
-        return phase("project", deletes=ids)
+        # The cloud's default network of the project goes with it, and the receipt says so.
+        return phase("project", deletes={**ids, **topology})
 
-    def foreign_objects(self, ev: ProjectEvidence, after_teardown: bool = False) -> list[str]:
+    def topology(self, ev: ProjectEvidence, after_teardown: bool = False) -> dict[str, str]:
+        """The project's default topology (`default_topology`); only of a project the fleet created."""
+        if not ev.project_created:
+            return {}
+        owned = {ev.network_id, ev.subnet_id} if ev.network_owned and not after_teardown else set()
+        return default_topology(self.cloud, ev.project_id, owned)
+
+    def foreign_objects(
+        self, ev: ProjectEvidence, after_teardown: bool = False, topology: dict[str, str] | None = None
+    ) -> list[str]:
         """What the project holds that this fleet did not create (and will not delete in this run)."""
         cloud, pid = self.cloud, ev.project_id
         ours_network = {ev.network_id, ev.subnet_id} if ev.network_owned and not after_teardown else set()
+        ours_network |= set((topology or {}).values())
         ours_storage = set() if after_teardown else {ev.bucket_id, ev.service_account_id}
         found: list[str] = []
         found += [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in ours_network]
@@ -255,7 +295,9 @@ class GuardedPhases:
         self.cloud.delete_service_account(ev.service_account_id)
 
     def _delete_project(self, ev: ProjectEvidence) -> None:
-        foreign = self.foreign_objects(ev, after_teardown=True)
+        topology = self.topology(ev, after_teardown=True)  # re-checked right before deleting
+        foreign = self.foreign_objects(ev, after_teardown=True, topology=topology)
         if foreign:
             raise TeardownRefused(f"project {ev.project_id} still holds: {', '.join(foreign)}")
+        delete_default_topology(self.cloud, topology)
         self.cloud.delete_project(ev.project_id)

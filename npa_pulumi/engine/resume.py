@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.guarded_phases import GuardedPhases
+from npa_pulumi.engine.runlock import exclusive_run
 from npa_pulumi.engine.teardown import (
     RECEIPT_VERSION,
     STACK_PHASES,
@@ -236,13 +237,20 @@ def run_resume(resume: Resume, result: FleetResult, phases: list[TeardownPhase],
     def record(outcome: str) -> None:
         write_receipt(resume.receipt.fleet, _document(resume, result, started, outcome), resume.path)
 
-    record("running")
-    try:
-        resume.run(result.phases)
-    finally:
-        if result.partial_cleanup:
-            result.resume_command = resume.command(result.phases)
-        record(result.outcome)
+    # The same hold a destroy takes (engine/runlock.py): a resume never races a destroy of the same stacks.
+    stacks = {p.stack for p in result.phases}
+    with exclusive_run(
+        resume.receipt.text("backend") or "", resume.receipt.fleet, "destroy", stacks
+    ) as notes:
+        for note in notes:
+            resume.say(note)
+        record("running")
+        try:
+            resume.run(result.phases)
+        finally:
+            if result.partial_cleanup:
+                result.resume_command = resume.command(result.phases)
+            record(result.outcome)
 
 
 def _document(resume: Resume, result: FleetResult, started: float, outcome: str) -> dict[str, Any]:

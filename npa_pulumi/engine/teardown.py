@@ -321,12 +321,18 @@ class Teardown:
                 },
             )
         # The project stack still goes (in this phase); the reused subnet and its network stay.
+        if ev.project_created:
+            why = (
+                "the subnet was not created by this fleet but came with the project it created (the "
+                "cloud's default network): it goes only with the project phase (--delete-projects)"
+            )
+        else:
+            why = "the subnet was reused, not created by this fleet: it is read, never deleted"
         return phase(
             "network",
             status="retained",
             retains={"subnet_id": ev.subnet_id, "network_id": ev.network_id},
-            reason="the subnet was reused, not created by this fleet: it is read, never deleted (the project "
-            "stack itself is destroyed)",
+            reason=f"{why} (the project stack itself is destroyed)",
         )
 
     # ---------------------------------------------------------------------------------- run

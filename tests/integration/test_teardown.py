@@ -453,3 +453,92 @@ def test_permission_denied_mid_teardown_is_a_partial_cleanup_resumed_from_its_re
     assert not (isolated_home / ".npa-pulumi" / "teardown" / "td" / "td.alpha.json").exists()
     for path in _receipts(isolated_home):
         assert secret not in path.read_text()
+
+
+def test_recreating_a_project_stack_three_times_leaves_exactly_one_access_key(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", ALPHA_SPEC)
+    npa("local-cloud", "init", check=True)
+    first = _up(spec)
+    alpha = _alpha(inventory())
+    account = next(a["id"] for a in inventory()["service_accounts"] if a["project_id"] == alpha)
+    minted = [next(p for p in first["projects"] if p["stack"] == "td.alpha")["outputs"]["storage_key_id"]]
+    for _ in range(3):
+        plain = npa("destroy", "--spec", str(spec), "--yes", "--output", "json")
+        assert plain.code == 0, plain.stderr[-3000:]
+        assert {p["name"]: p["status"] for p in plain.json()["phases"]}["network:td.alpha"] == "done"
+        deployed = _up(spec)  # the project stack is created again; the account and its key are found
+        minted.append(
+            next(p for p in deployed["projects"] if p["stack"] == "td.alpha")["outputs"]["storage_key_id"]
+        )
+    cloud = inventory()
+    assert [a["id"] for a in cloud["service_accounts"] if a["project_id"] == alpha] == [account]
+    keys = [k["id"] for k in cloud["access_keys"] if k["service_account_id"] == account]
+    # a new key each time (a secret is shown once), and only the newest is left
+    assert len(set(minted)) == 4, minted
+    assert keys == [minted[-1]], (keys, minted)
+
+
+def test_the_default_network_of_a_created_project_goes_with_it_but_an_added_network_refuses_it(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", ALPHA_SPEC)
+    npa("local-cloud", "init", check=True)
+    npa("local-cloud", "set", "project-default-network", "1", check=True)  # as Nebius does
+    empty = _ids(inventory())
+    _up(spec)
+    cloud = inventory()
+    alpha = _alpha(cloud)
+    [network] = [n for n in cloud["networks"] if n["project_id"] == alpha]
+    [subnet] = [s for s in cloud["subnets"] if s["project_id"] == alpha]
+    assert network["name"] == "default-network" and subnet["name"].startswith("default-subnet-")
+    [cluster] = cloud["mk8s_clusters"]
+    assert cluster["subnet_id"] == subnet["id"]  # the fleet used the project's default subnet
+
+    # ---- the plan: the network is not the fleet's, but came with the project it created
+    dry = npa("destroy", "--spec", str(spec), *OPT_IN, "--dry-run", "--output", "json")
+    assert dry.code == 0, dry.stderr[-3000:]
+    phases = _phases(dry.json())
+    assert phases["network:td.alpha"]["status"] == "retained"
+    assert "default network" in phases["network:td.alpha"]["reason"]
+    assert phases["project:td.alpha"]["status"] == "planned", phases["project:td.alpha"]
+    assert phases["project:td.alpha"]["deletes"] == {
+        "project_id": alpha,
+        "default_network_id": network["id"],
+        "default_subnet_id": subnet["id"],
+    }
+
+    # ---- someone adds a network of their own: the project is refused, the default topology is not named
+    args = {"project_id": alpha, "name": "someone-elses-net"}
+    made = npa("local-cloud", "api", "create_network", "--args", json.dumps(args))
+    assert made.code == 0, made.stderr
+    added = str(made.json()["result"]["id"])
+    dry = npa("destroy", "--spec", str(spec), *OPT_IN, "--dry-run", "--output", "json")
+    project = _phases(dry.json())["project:td.alpha"]
+    assert project["status"] == "retained" and project["retains"]["foreign"] == [f"network {added}"]
+    gone = npa("local-cloud", "api", "delete_network", "--args", json.dumps({"network_id": added}))
+    assert gone.code == 0, gone.stderr
+    # ... and a subnet of someone's in the default network makes it mixed: all of it is foreign (fail closed)
+    args = {"project_id": alpha, "network_id": network["id"], "name": "teams-subnet"}
+    made = npa("local-cloud", "api", "create_subnet", "--args", json.dumps(args))
+    assert made.code == 0, made.stderr
+    extra = str(made.json()["result"]["id"])
+    dry = npa("destroy", "--spec", str(spec), *OPT_IN, "--dry-run", "--output", "json")
+    project = _phases(dry.json())["project:td.alpha"]
+    assert project["status"] == "retained"
+    assert sorted(project["retains"]["foreign"]) == sorted(
+        [f"network {network['id']}", f"subnet {subnet['id']}", f"subnet {extra}"]
+    )
+    gone = npa("local-cloud", "api", "delete_subnet", "--args", json.dumps({"subnet_id": extra}))
+    assert gone.code == 0, gone.stderr
+
+    # ---- the full teardown deletes the project with its default network, and records it
+    done = npa("destroy", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    project = _phases(done.json())["project:td.alpha"]
+    assert project["status"] == "done" and project["deletes"]["default_network_id"] == network["id"]
+    receipt = json.loads(Path(done.json()["receipt"]).read_text())
+    recorded = {p["name"]: p for p in receipt["phases"]}["project:td.alpha"]
+    assert recorded["deletes"]["default_subnet_id"] == subnet["id"]
+    assert _ids(inventory()) == empty
