@@ -411,6 +411,10 @@ def test_permission_denied_mid_teardown_is_a_partial_cleanup_resumed_from_its_re
     assert alpha in {p["id"] for p in cloud["projects"]}
     assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha]  # still there
     assert [k for k in cloud["access_keys"] if k["project_id"] == alpha] == []  # its keys went first
+    # the destroyed cluster stack left no work dir (Terraform state copies, tfvars); its log is kept
+    npa_dir = isolated_home / ".npa-pulumi"
+    assert not (npa_dir / "work" / "td.alpha.c1").exists()
+    assert "destroy" in (npa_dir / "logs" / "td" / "td.alpha.c1.terraform.log").read_text()
 
     # ---- a receipt that does not match the flags: refused before anything is touched
     clash = npa("destroy", "--receipt", receipt_id, "--cloud", "nebius", "--yes", "--output", "json")
