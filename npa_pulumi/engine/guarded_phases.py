@@ -69,6 +69,80 @@ class TeardownRefused(Exception):
     """A guard found, right before deleting, that the object is no longer provably the fleet's."""
 
 
+def phase_factory(project_key: str, stack: str) -> PhaseFactory:
+    """The phases of one project scope (a project stack, or cleanup's per-project scope)."""
+
+    def phase(kind: str, **values: Any) -> TeardownPhase:
+        return TeardownPhase(phase=kind, project_key=project_key, stack=stack, **values)
+
+    return phase
+
+
+def inventory_except(cloud: CloudPort, project_id: str, ours: set[str]) -> list[str]:
+    """Everything the project holds, by kind and id, but `ours` (what the fleet created and this run
+    deletes): what refuses the project's deletion. Ids are unique across kinds, so one set serves all."""
+    pid = project_id
+    found = [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in ours]
+    found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in ours]
+    found += [f"cluster {c.id}" for c in cloud.list_clusters(pid) if c.id not in ours]
+    found += [f"filesystem {f.id}" for f in cloud.list_filesystems(pid) if f.id not in ours]
+    found += [f"gpu cluster {g.id}" for g in cloud.list_gpu_clusters(pid) if g.id not in ours]
+    found += [f"bucket {b.id}" for b in cloud.list_buckets(pid) if b.id not in ours]
+    found += [f"service account {a.id}" for a in cloud.list_service_accounts(pid) if a.id not in ours]
+    return found
+
+
+def decide_project(
+    phase: PhaseFactory, ids: dict[str, str], earlier: list[TeardownPhase], foreign: Callable[[], list[str]]
+) -> TeardownPhase:
+    """The project phase once the caller's own preconditions (opt-in flag, proof of creation, labels)
+    hold: retained while its bucket or storage identity stays, or while it holds anything foreign (only
+    then is the cloud asked); planned otherwise, deleting `ids` (the project, and its default topology)."""
+    project_id = {"project_id": ids["project_id"]}
+    kept = [p for p in earlier if p.status == "retained" and p.phase in ("bucket", "storage-identity")]
+    if kept:
+        what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
+        return phase(
+            "project", status="retained", retains=project_id, reason=f"the project still holds: {what}"
+        )
+    found = foreign()
+    if found:
+        return phase(
+            "project",
+            status="retained",
+            retains={**project_id, "foreign": found},
+            reason="the project holds objects this fleet did not create: " + ", ".join(found),
+        )
+    return phase("project", deletes=ids)
+
+
+def delete_bucket(cloud: CloudPort, fleet: str, bucket_id: str, allow_nonempty: bool) -> None:
+    """Every guard again right before the delete: the fleet's labels, and (unless allowed) no objects."""
+    bucket = cloud.get_bucket(bucket_id)
+    if not ours(bucket.labels, fleet):
+        raise TeardownRefused(f"bucket {bucket_id} does not carry this fleet's labels")
+    count = cloud.count_bucket_objects(bucket_id)
+    if count and not allow_nonempty:
+        raise TeardownRefused(f"bucket {bucket_id} now holds {count} object(s)")
+    cloud.delete_bucket(bucket_id)
+
+
+def delete_identity(cloud: CloudPort, project_id: str, account_id: str) -> None:
+    """Every access key of the account (inventoried now, not as planned), then the account."""
+    for key in cloud.list_access_keys(project_id, account_id):
+        with contextlib.suppress(NotFound):  # already gone counts as deleted
+            cloud.delete_access_key(key.id)
+    cloud.delete_service_account(account_id)
+
+
+def delete_project(cloud: CloudPort, project_id: str, foreign: list[str], topology: dict[str, str]) -> None:
+    """The project, after its default topology; refused while it holds anything foreign."""
+    if foreign:
+        raise TeardownRefused(f"project {project_id} still holds: {', '.join(foreign)}")
+    delete_default_topology(cloud, topology)
+    cloud.delete_project(project_id)
+
+
 class GuardedPhases:
     """Plans and runs the bucket, storage-identity and project phases of one project."""
 
@@ -203,21 +277,11 @@ class GuardedPhases:
                 retains=ids,
                 reason="the project does not carry this fleet's labels: never deleted",
             )
-        kept = [p for p in earlier if p.status == "retained" and p.phase in ("bucket", "storage-identity")]
-        if kept:
-            what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
-            return phase("project", status="retained", retains=ids, reason=f"the project still holds: {what}")
         topology = self.topology(ev)
-        foreign = self.foreign_objects(ev, topology=topology)
-        if foreign:
-            return phase(
-                "project",
-                status="retained",
-                retains={**ids, "foreign": foreign},
-                reason="the project holds objects this fleet did not create: " + ", ".join(foreign),
-            )
         # The cloud's default network of the project goes with it, and the receipt says so.
-        return phase("project", deletes={**ids, **topology})
+        return decide_project(
+            phase, {**ids, **topology}, earlier, lambda: self.foreign_objects(ev, topology=topology)
+        )
 
     def topology(self, ev: ProjectEvidence, after_teardown: bool = False) -> dict[str, str]:
         """The project's default topology (`default_topology`); only of a project the fleet created."""
@@ -230,22 +294,12 @@ class GuardedPhases:
         self, ev: ProjectEvidence, after_teardown: bool = False, topology: dict[str, str] | None = None
     ) -> list[str]:
         """What the project holds that this fleet did not create (and will not delete in this run)."""
-        cloud, pid = self.cloud, ev.project_id
-        ours_network = {ev.network_id, ev.subnet_id} if ev.network_owned and not after_teardown else set()
-        ours_network |= set((topology or {}).values())
-        ours_storage = set() if after_teardown else {ev.bucket_id, ev.service_account_id}
-        found: list[str] = []
-        found += [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in ours_network]
-        found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in ours_network]
-        doomed = set() if after_teardown else self.doomed_clusters
-        found += [f"cluster {c.id}" for c in cloud.list_clusters(pid) if c.id not in doomed]
-        found += [f"filesystem {f.id}" for f in cloud.list_filesystems(pid)]
-        found += [f"gpu cluster {g.id}" for g in cloud.list_gpu_clusters(pid)]
-        found += [f"bucket {b.id}" for b in cloud.list_buckets(pid) if b.id not in ours_storage]
-        found += [
-            f"service account {a.id}" for a in cloud.list_service_accounts(pid) if a.id not in ours_storage
-        ]
-        return found
+        ours_ids = set((topology or {}).values())
+        if not after_teardown:
+            ours_ids |= {ev.bucket_id, ev.service_account_id} | self.doomed_clusters
+            if ev.network_owned:
+                ours_ids |= {ev.network_id, ev.subnet_id}
+        return inventory_except(self.cloud, ev.project_id, ours_ids - {""})
 
     # ---------------------------------------------------------------------------------- run
 
@@ -280,24 +334,12 @@ class GuardedPhases:
         item.status = "done"
 
     def _delete_bucket(self, ev: ProjectEvidence) -> None:
-        bucket = self.cloud.get_bucket(ev.bucket_id)  # re-checked right before deleting
-        if not ours(bucket.labels, self.fleet):
-            raise TeardownRefused(f"bucket {ev.bucket_id} does not carry this fleet's labels")
-        count = self.cloud.count_bucket_objects(ev.bucket_id)
-        if count and not self.options.delete_nonempty_buckets:
-            raise TeardownRefused(f"bucket {ev.bucket_id} now holds {count} object(s)")
-        self.cloud.delete_bucket(ev.bucket_id)
+        delete_bucket(self.cloud, self.fleet, ev.bucket_id, self.options.delete_nonempty_buckets)
 
     def _delete_identity(self, ev: ProjectEvidence) -> None:
-        for key in self.cloud.list_access_keys(ev.project_id, ev.service_account_id):
-            with contextlib.suppress(NotFound):  # already gone counts as deleted
-                self.cloud.delete_access_key(key.id)
-        self.cloud.delete_service_account(ev.service_account_id)
+        delete_identity(self.cloud, ev.project_id, ev.service_account_id)
 
     def _delete_project(self, ev: ProjectEvidence) -> None:
         topology = self.topology(ev, after_teardown=True)  # re-checked right before deleting
         foreign = self.foreign_objects(ev, after_teardown=True, topology=topology)
-        if foreign:
-            raise TeardownRefused(f"project {ev.project_id} still holds: {', '.join(foreign)}")
-        delete_default_topology(self.cloud, topology)
-        self.cloud.delete_project(ev.project_id)
+        delete_project(self.cloud, ev.project_id, foreign, topology)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine.guarded_phases import GuardedPhases
+from npa_pulumi.engine.guarded_phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.runlock import exclusive_run
 from npa_pulumi.engine.teardown import (
     RECEIPT_VERSION,
@@ -197,12 +197,8 @@ class Resume:
         if evidence is None:
             return [self._unproven(p) for p in mine if p.phase not in STACK_PHASES]
         self.evidence[stack] = evidence
-
-        def phase(kind: str, **values: Any) -> TeardownPhase:
-            return TeardownPhase(phase=kind, project_key=evidence.project_key, stack=stack, **values)
-
         earlier = [p for p in mine if p.phase in STACK_PHASES]
-        return self.guarded.plan(evidence, phase, earlier)
+        return self.guarded.plan(evidence, phase_factory(evidence.project_key, stack), earlier)
 
     def _unproven(self, before: TeardownPhase) -> TeardownPhase:
         """No teardown record: a phase the receipt left unfinished has no proof of ownership any more."""

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine.guarded_phases import GuardedPhases
+from npa_pulumi.engine.guarded_phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.workspace import list_stack_summaries
 from npa_pulumi.output.results import TeardownPhase
 from npa_pulumi.runtime.files import write_atomically
@@ -243,7 +243,7 @@ class Teardown:
         cluster_outputs = self.fleet.stack_outputs(cluster_ops)
         for cluster in plans.clusters:
             outputs = cluster_outputs.get(cluster.stack)
-            phase = TeardownPhase(phase="cluster", project_key=cluster.project_key, stack=cluster.stack)
+            phase = phase_factory(cluster.project_key, cluster.stack)("cluster")
             if outputs is None:
                 phase.status, phase.reason = "absent", "no cluster stack: nothing to delete"
             else:
@@ -274,6 +274,7 @@ class Teardown:
     ) -> list[TeardownPhase]:
         record = read_record(self.name, project.stack)
         self.stack_exists[project.stack] = outputs is not None
+        phase = phase_factory(project.project_key, project.stack)
         if outputs is not None:
             evidence = ProjectEvidence.from_outputs(project.stack, project.project_key, outputs).merged_with(
                 record
@@ -282,18 +283,13 @@ class Teardown:
             evidence = record
         else:
             return [
-                TeardownPhase(
-                    phase="network",
-                    project_key=project.project_key,
-                    stack=project.stack,
+                phase(
+                    "network",
                     status="absent",
                     reason="no project stack and no teardown record: nothing this fleet owns to delete",
                 )
             ]
         self.evidence[project.stack] = evidence
-
-        def phase(kind: str, **values: Any) -> TeardownPhase:
-            return TeardownPhase(phase=kind, project_key=project.project_key, stack=project.stack, **values)
 
         phases = [self._plan_network(evidence, phase, outputs is not None)]
         phases.extend(self.guarded.plan(evidence, phase, phases))
