@@ -427,6 +427,17 @@ def test_permission_denied_mid_teardown_is_a_partial_cleanup_resumed_from_its_re
     assert "Traceback" not in clash.stderr + unknown.stderr
     assert [a for a in inventory()["service_accounts"] if a["project_id"] == alpha]
 
+    # ---- a dry run of the resume plans exactly what is left, changes nothing and needs no --yes; without a
+    # terminal and without --yes the resume itself is refused
+    dry = npa("destroy", "--receipt", receipt_id, "--dry-run", "--output", "json", input_text="")
+    assert dry.code == 0, dry.stderr[-3000:] + dry.stdout[-3000:]
+    planned = {name: p["status"] for name, p in _phases(dry.json()).items()}
+    assert planned["storage-identity:td.alpha"] == "planned" and planned["project:td.alpha"] == "planned"
+    assert planned["bucket:td.alpha"] == "done" and dry.json()["receipt"] is None
+    refused = npa("destroy", "--receipt", receipt_id, "--output", "json", input_text="")
+    assert refused.code == 1 and refused.json()["error"]["kind"] == "not-confirmed"
+    assert [a for a in inventory()["service_accounts"] if a["project_id"] == alpha]
+
     # ---- still denied: the resumed run is a partial cleanup again, with a receipt of its own
     argv = shlex.split(resume)
     again = npa(*argv[1:], "--output", "json")
