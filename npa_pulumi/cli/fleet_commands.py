@@ -531,6 +531,7 @@ def _destroy_from_receipt(kw: dict[str, Any], asked: Any) -> int:
         "cloud": receipt.text("cloud") or kw["cloud"],
         "backend": backend or receipt.text("backend"),
         "profile": kw["profile"] or receipt.text("profile"),
+        "passphrase_file": kw["passphrase_file"] or receipt.text("passphrase_file"),
     }
     if kw["spec_path"]:
         return _destroy_receipt_with_spec(kw, receipt, teardown)

@@ -252,7 +252,7 @@ def run_resume(resume: Resume, result: FleetResult, phases: list[TeardownPhase],
 def _document(resume: Resume, result: FleetResult, started: float, outcome: str) -> dict[str, Any]:
     """The resumed run's receipt: the continued receipt's identity and selection, this run's outcomes."""
     before = resume.receipt.document
-    identity = ("cloud", "backend", "profile", "tenant_id", "region", "spec_path")
+    identity = ("cloud", "backend", "profile", "tenant_id", "region", "spec_path", "passphrase_file")
     return {
         "version": RECEIPT_VERSION,
         "id": resume.path.stem,

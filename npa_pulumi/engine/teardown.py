@@ -437,6 +437,8 @@ def receipt_document(
     """The receipt: ids, flags, identity (names, never credentials) and outcomes only (never a secret).
     It holds what `destroy --receipt ID` needs to continue without the spec."""
     spec_path = str(Path(fleet.options.spec_path).resolve()) if fleet.options.spec_path else None
+    # Where the state passphrase is read from (a path, never the passphrase): a resume needs the same.
+    passphrase = fleet.options.passphrase_file
     return {
         "version": RECEIPT_VERSION,
         "id": path.stem,
@@ -448,6 +450,7 @@ def receipt_document(
         "tenant_id": fleet.spec.tenant_id or None,
         "region": fleet.spec.region or None,
         "spec_path": spec_path,
+        "passphrase_file": str(Path(passphrase).resolve()) if passphrase else None,
         "resumes": resumes,
         "resume_command": resume_command(path.stem, phases, spec_path)
         if outcome == "partial-cleanup"

@@ -557,3 +557,44 @@ def test_the_default_network_of_a_created_project_goes_with_it_but_an_added_netw
     recorded = {p["name"]: p for p in receipt["phases"]}["project:td.alpha"]
     assert recorded["deletes"]["default_subnet_id"] == subnet["id"]
     assert _ids(inventory()) == empty
+
+
+def test_a_cluster_that_would_not_go_is_resumed_from_its_receipt_with_the_spec(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", ALPHA_SPEC)
+    npa("local-cloud", "init", check=True)
+    empty = _ids(inventory())
+    _up(spec)
+    npa(
+        "local-cloud",
+        "fault",
+        "add",
+        "--op",
+        "delete_cluster",
+        "--error",
+        "permission-denied",
+        "--forever",
+        check=True,
+    )
+    partial = npa("destroy", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    assert partial.code == 2, partial.stderr[-3000:] + partial.stdout[-3000:]
+    document = partial.json()
+    assert document["outcome"] == "partial-cleanup"
+    statuses = {name: p["status"] for name, p in _phases(document).items()}
+    assert statuses["cluster:td.alpha.c1"] == "failed"
+    assert {statuses[n] for n in statuses if n != "cluster:td.alpha.c1"} == {"blocked"}
+    # a stack is left: the resume needs the spec, and says so
+    receipt_id = document["receipt_id"]
+    resume = document["resume_command"]
+    assert resume == f"npa-pulumi destroy --receipt {receipt_id} --spec {spec.resolve()} --yes"
+    without = npa("destroy", "--receipt", receipt_id, "--yes", "--output", "json")
+    assert without.code == 2 and "--spec" in without.json()["error"]["message"]
+    assert inventory()["mk8s_clusters"]  # nothing was touched
+
+    npa("local-cloud", "fault", "clear", check=True)
+    done = npa(*shlex.split(resume)[1:], "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    assert done.json()["resumes"] == receipt_id
+    assert {p["status"] for p in done.json()["phases"]} == {"done"}
+    assert _ids(inventory()) == empty
