@@ -221,7 +221,8 @@ class Cleanup:
         elif item.phase == "project":
             project = deletes["project_id"]
             topology = default_topology(cloud, project, set())  # re-checked right before deleting
-            delete_project(cloud, project, inventory_except(cloud, project, set(topology.values())), topology)
+            foreign = inventory_except(cloud, project, set(topology.values()))
+            delete_project(cloud, project, foreign, topology, deletes)
 
 
 def _doomed(phases: list[TeardownPhase]) -> set[str]:

@@ -14,6 +14,7 @@ default network included (see `default_topology`).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 MANAGED_BY = "npa-pulumi"
 
 PhaseFactory = Callable[..., TeardownPhase]
+TOPOLOGY_KEYS = ("default_network_id", "default_subnet_id")
 
 
 def ours(labels: dict[str, str], fleet: str) -> bool:
@@ -135,10 +137,19 @@ def delete_identity(cloud: CloudPort, project_id: str, account_id: str) -> None:
     cloud.delete_service_account(account_id)
 
 
-def delete_project(cloud: CloudPort, project_id: str, foreign: list[str], topology: dict[str, str]) -> None:
-    """The project, after its default topology; refused while it holds anything foreign."""
+def delete_project(
+    cloud: CloudPort,
+    project_id: str,
+    foreign: list[str],
+    topology: dict[str, str],
+    planned: dict[str, Any],
+) -> None:
+    """The project, after its default topology; refused while it holds anything foreign, or when its default
+    topology is no longer the one planned (and shown, and receipted): only those exact ids are deleted."""
     if foreign:
         raise TeardownRefused(f"project {project_id} still holds: {', '.join(foreign)}")
+    if topology != {key: planned[key] for key in TOPOLOGY_KEYS if planned.get(key)}:
+        raise TeardownRefused(f"project {project_id}: its default network changed since it was planned")
     delete_default_topology(cloud, topology)
     cloud.delete_project(project_id)
 
@@ -320,7 +331,9 @@ class GuardedPhases:
                     item.status, item.blocked_by = "blocked", blockers
                     item.reason = "the project is deleted only after everything in it is"
                 else:
-                    self._attempt(item, project_key, lambda: self._delete_project(ev))
+                    self._attempt(
+                        item, project_key, functools.partial(self._delete_project, ev, item.deletes)
+                    )
 
     def _attempt(self, item: TeardownPhase, project_key: str, action: Callable[[], None]) -> None:
         self.say(f"{item.name}: deleting ...")
@@ -339,7 +352,7 @@ class GuardedPhases:
     def _delete_identity(self, ev: ProjectEvidence) -> None:
         delete_identity(self.cloud, ev.project_id, ev.service_account_id)
 
-    def _delete_project(self, ev: ProjectEvidence) -> None:
+    def _delete_project(self, ev: ProjectEvidence, planned: dict[str, Any]) -> None:
         topology = self.topology(ev, after_teardown=True)  # re-checked right before deleting
         foreign = self.foreign_objects(ev, after_teardown=True, topology=topology)
-        delete_project(self.cloud, ev.project_id, foreign, topology)
+        delete_project(self.cloud, ev.project_id, foreign, topology, planned)

@@ -287,11 +287,14 @@ def test_a_created_projects_default_network_is_deleted_with_it(backend: Backend)
     foreign = inventory_except(cloud, pid, set(topology.values()))
     assert foreign == [f"network {added.id}"]
     with pytest.raises(TeardownRefused, match=added.id):
-        delete_project(cloud, pid, foreign, topology)
+        delete_project(cloud, pid, foreign, topology, topology)
     assert cloud.get_project(pid).id == pid  # refused before any delete
 
     cloud.delete_network(added.id)
-    delete_project(cloud, pid, inventory_except(cloud, pid, set(topology.values())), topology)
+    left = inventory_except(cloud, pid, set(topology.values()))
+    with pytest.raises(TeardownRefused, match="changed since it was planned"):
+        delete_project(cloud, pid, left, topology, {})  # planned without it: not deleted now
+    delete_project(cloud, pid, left, topology, topology)
     with pytest.raises(NotFound):
         cloud.get_project(pid)
 
