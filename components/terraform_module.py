@@ -23,7 +23,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 from pydantic import BaseModel
 
 from npa_pulumi.components.args import FleetResourceArgs, ProviderModel, as_props, with_outputs
-from npa_pulumi.runtime.home import cache_dir, work_dir
+from npa_pulumi.runtime.home import cache_dir, logs_dir, work_dir
 from npa_pulumi.runtime.supervision import watch_run
 
 if TYPE_CHECKING:
@@ -287,6 +287,9 @@ class TerraformModuleProvider(ResourceProvider):
             raise RuntimeError(
                 f"terraform destroy left resources in {workspace.state_path}; state kept for a retry"
             )
+        # Verified empty: no work dir, state copy or tfvars stays behind; the log moves to the fleet's logs.
+        inputs = TerraformModuleInputs.model_validate(props)
+        workspace.retire(logs_dir(inputs.fleet) / f"{inputs.work_key}.terraform.log")
 
 
 class TerraformModule(pulumi.dynamic.Resource, module="npa", name="TerraformModule"):

@@ -1,6 +1,8 @@
 """The product's error base: every expected failure carries an exit code and a JSON form.
 
-Exit codes (the CLI contract): 0 ok, 1 an operation failed, 2 invalid input.
+Exit codes (the CLI contract): 0 ok, 1 an operation failed, 2 invalid input — and, for `destroy` and
+`cleanup` only, 2 "partial cleanup": the teardown ran and left something it was asked to delete (its
+receipt says what, and `destroy --receipt ID` continues it). Neither 2 is ever success.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INVALID_INPUT = 2
+EXIT_PARTIAL_CLEANUP = 2
 
 
 class NpaError(Exception):

@@ -369,6 +369,20 @@ class TerraformWorkspace:
         state = self.read_state()
         return state is None or not state.get("resources")
 
+    def retire(self, keep_log_as: Path) -> None:
+        """After a destroy whose state is verified empty: nothing of the work dir is needed any more, and
+        its Terraform state copies (`terraform.tfstate.backup` still lists every destroyed resource, a
+        capacity-block id included) and tfvars must not outlive the stack. Only the (masked) log is kept,
+        moved to `keep_log_as`."""
+        import shutil
+
+        if not self.state_is_empty():
+            raise RuntimeError(f"{self.state_path} still lists resources: the work dir is kept for a retry")
+        if self.log_path.is_file():
+            keep_log_as.parent.mkdir(parents=True, exist_ok=True)
+            self.log_path.replace(keep_log_as)
+        shutil.rmtree(self.root, ignore_errors=True)
+
 
 def _integral(value: Any) -> Any:
     """Whole floats back to ints (a state object that went through Pulumi's float64 property values)."""

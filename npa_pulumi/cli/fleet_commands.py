@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
-from npa_pulumi.errors import EXIT_FAILED, NpaError
+from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError
 from npa_pulumi.output.streams import emit_json
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -21,14 +21,19 @@ def _split(values: tuple[str, ...]) -> list[str]:
 
 def fleet_options(func: F) -> F:
     """Options every fleet command shares: the spec, the cloud, the backend and target selection."""
+    return _fleet_options(func, spec_required=True)
+
+
+def _fleet_options(func: F, spec_required: bool) -> F:
     decorators = [
         click.option(
             "--spec",
             "-f",
             "spec_path",
-            required=True,
+            required=spec_required,
             type=click.Path(dir_okay=False),
-            help="The npa.fleet/v0.0.1 spec file.",
+            help="The npa.fleet/v0.0.1 spec file."
+            + ("" if spec_required else " Optional with --receipt (then only the guarded phases run)."),
         ),
         click.option(
             "--cloud",
@@ -211,6 +216,8 @@ def _finish(result: Any, output: str) -> int:
         emit_json(result.to_json())
     else:
         print_fleet_result(result)
+    if getattr(result, "partial_cleanup", False):
+        return EXIT_PARTIAL_CLEANUP  # not success, and not "the command failed": something is left
     return EXIT_FAILED if result.failed else 0
 
 
@@ -420,11 +427,25 @@ def _teardown_options(kw: dict[str, Any]) -> Any:
     )
 
 
+def destroy_options(func: F) -> F:
+    """`destroy` takes the fleet options with the spec optional: `--receipt ID` can stand in for it."""
+    return _fleet_options(func, spec_required=False)
+
+
 @click.command("destroy")
-@fleet_options
+@destroy_options
 @output_option()
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="Same as --yes.")
+@click.option(
+    "--receipt",
+    "receipt_ref",
+    default=None,
+    metavar="ID",
+    help="Continue the teardown this receipt records (its id, or its path): its selection, flags and "
+    "identity; completed phases stay completed. Without --spec only the guarded phases (bucket, storage "
+    "identity, project) run.",
+)
 @deletion_options
 @shard_option
 @break_lock_option
@@ -432,10 +453,17 @@ def destroy_command(**kw: Any) -> None:
     """Destroy the selected clusters, then (once no cluster of a project remains) the project stack and
     its owned network; with --shard project stacks are kept for a final unsharded destroy. Buckets,
     storage identities and projects are retained unless asked for, and then deleted only with proof that
-    the fleet created them. Every run leaves a receipt."""
+    the fleet created them. Every run leaves a receipt; a partial cleanup exits 2 and names the
+    `destroy --receipt ID` that continues it."""
 
     def body() -> int:
         teardown = _teardown_options(kw)
+        if kw["receipt_ref"]:
+            return _destroy_from_receipt(kw, teardown)
+        if not kw["spec_path"]:
+            from npa_pulumi.errors import UserInputError
+
+            raise UserInputError("destroy needs --spec (or --receipt ID to continue a recorded teardown)")
         spec, targets = _load(
             kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"], kw["shard"]
         )
@@ -456,6 +484,117 @@ def destroy_command(**kw: Any) -> None:
         return _finish(result, kw["output"])
 
     run_guarded(body, kw["output"])
+
+
+def _given(kw: dict[str, Any], name: str) -> Any:
+    """A flag's value only when the caller typed it (a default is not an identity to check)."""
+    from click.core import ParameterSource
+
+    source = click.get_current_context().get_parameter_source(name)
+    return kw[name] if source not in (ParameterSource.DEFAULT, None) else None
+
+
+def _destroy_from_receipt(kw: dict[str, Any], asked: Any) -> int:
+    """`destroy --receipt ID`: identity from the exact flags, then the receipt, then the spec; any clash
+    stops before a mutation. The receipt's flags stay asked for; flags given here add to them."""
+    from dataclasses import fields
+
+    from npa_pulumi.engine.resume import ReceiptMismatch, check_identity, find_receipt
+    from npa_pulumi.engine.teardown import TeardownOptions
+    from npa_pulumi.engine.workspace import resolve_backend_url
+
+    receipt = find_receipt(kw["receipt_ref"])
+    if kw["shard"] or kw["only_clusters"]:
+        raise ReceiptMismatch(
+            "--receipt continues exactly the receipt's selection: drop --shard/--only-clusters"
+        )
+    if kw["only_projects"] and sorted(_split(kw["only_projects"])) != sorted(receipt.projects):
+        raise ReceiptMismatch(
+            f"--only-projects {','.join(_split(kw['only_projects']))} given, receipt {receipt.id} covers "
+            f"{','.join(receipt.projects)}. Nothing was changed."
+        )
+    backend = _given(kw, "backend")
+    check_identity(
+        receipt,
+        {
+            "cloud": _given(kw, "cloud"),
+            "backend": resolve_backend_url(backend) if backend else None,
+            "profile": _given(kw, "profile"),
+        },
+    )
+    recorded = receipt.options()
+    teardown = TeardownOptions(
+        **{f.name: getattr(recorded, f.name) or getattr(asked, f.name) for f in fields(TeardownOptions)}
+    )
+    kw = {
+        **kw,
+        "cloud": receipt.text("cloud") or kw["cloud"],
+        "backend": backend or receipt.text("backend"),
+        "profile": kw["profile"] or receipt.text("profile"),
+        "passphrase_file": kw["passphrase_file"] or receipt.text("passphrase_file"),
+    }
+    if kw["spec_path"]:
+        return _destroy_receipt_with_spec(kw, receipt, teardown)
+    return _destroy_receipt_guarded(kw, receipt, teardown)
+
+
+def _destroy_receipt_with_spec(kw: dict[str, Any], receipt: Any, teardown: Any) -> int:
+    from npa_pulumi.engine.resume import ReceiptMismatch, check_identity
+
+    spec, targets = _load(kw["spec_path"], tuple(receipt.projects), (), kw["project_prefix"])
+    check_identity(receipt, {"fleet": spec.name, "tenant_id": spec.tenant_id or None})
+    clusters = set(receipt.clusters)
+    missing = clusters - {t.cluster_stack for t in targets}
+    if missing:
+        raise ReceiptMismatch(
+            f"receipt {receipt.id} destroys {', '.join(sorted(missing))}, which this spec no longer has. "
+            "Nothing was changed."
+        )
+    targets = [t for t in targets if t.cluster_stack in clusters]
+    fleet = _fleet(spec, targets, _engine_options(kw))
+    with fleet.progress:
+        plan = fleet.teardown_plan(teardown)  # read-only
+    if kw["dry_run"]:
+        return _finish(plan, kw["output"])
+    lines = [f"Continuing the teardown of receipt {receipt.id}.", *_phase_lines(plan.phases)]
+    confirm([*_banner("DESTROY", spec, targets), *lines], kw["yes"] or kw["force"], "destroy")
+    with fleet.progress:
+        result = fleet.destroy(teardown, resumed=receipt)
+    return _finish(result, kw["output"])
+
+
+def _destroy_receipt_guarded(kw: dict[str, Any], receipt: Any, teardown: Any) -> int:
+    """No spec: the receipt's guarded phases only, with the cloud and the teardown records."""
+    from npa_pulumi.cloud.factory import make_cloud
+    from npa_pulumi.engine.resume import Resume, run_resume
+    from npa_pulumi.output.results import FleetResult
+
+    pinned = (
+        {"tenant_id": receipt.text("tenant_id")}
+        if kw["cloud"] == "nebius" and receipt.text("tenant_id")
+        else {}
+    )
+    cloud = make_cloud(kw["cloud"], profile=kw["profile"] or None, region=receipt.text("region"), **pinned)
+
+    def say(message: str) -> None:
+        stderr_console.print(message, markup=False, soft_wrap=True)
+
+    resume = Resume(receipt, teardown, cloud, say)
+    result = FleetResult(
+        command="destroy", fleet=receipt.fleet, cloud=kw["cloud"], backend=receipt.text("backend") or ""
+    )
+    plan = resume.plan()  # read-only
+    if not kw["dry_run"]:
+        confirm(
+            [
+                f"About to CONTINUE the teardown of fleet '{receipt.fleet}' from receipt {receipt.id}.",
+                *_phase_lines(plan),
+            ],
+            kw["yes"] or kw["force"],
+            "destroy",
+        )
+    run_resume(resume, result, plan, kw["dry_run"])
+    return _finish(result, kw["output"])
 
 
 @click.command("cleanup")

@@ -33,6 +33,7 @@ from npa_pulumi.output.streams import emit_json
 SETTING_NAMES = {
     "provisioning-seconds": "provisioning_seconds",
     "wait-timeout-seconds": "wait_timeout_seconds",
+    "project-default-network": "project_default_network",
 }
 
 
@@ -298,8 +299,9 @@ def fault_api_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -
 @click.argument("value", type=click.FloatRange(min=0))
 @click.pass_context
 def set_cmd(ctx: click.Context, name: str, value: float) -> None:
-    """Change a setting: provisioning-seconds (how long new clusters and node groups stay PROVISIONING)
-    or wait-timeout-seconds (how long the stand-in recipe waits for RUNNING)."""
+    """Change a setting: provisioning-seconds (how long new clusters and node groups stay PROVISIONING),
+    wait-timeout-seconds (how long the stand-in recipe waits for RUNNING) or project-default-network
+    (1: a new project comes with a `default-network` and a `default-subnet-*`, as on Nebius; 0: empty)."""
 
     def body() -> int:
         _simulator(ctx).set_setting(SETTING_NAMES[name], value)

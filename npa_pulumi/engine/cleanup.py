@@ -15,12 +15,24 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.engine.teardown import RECEIPT_VERSION, TeardownOptions, _ours, drop_record, write_receipt
+from npa_pulumi.engine.guarded_phases import (
+    PhaseFactory,
+    TeardownRefused,
+    decide_project,
+    default_topology,
+    delete_bucket,
+    delete_identity,
+    delete_project,
+    describe,
+    inventory_except,
+    phase_factory,
+)
+from npa_pulumi.engine.guarded_phases import ours as _ours
+from npa_pulumi.engine.teardown import RECEIPT_VERSION, TeardownOptions, drop_record, write_receipt
 from npa_pulumi.engine.workspace import list_stack_summaries
 from npa_pulumi.output.results import TeardownPhase
 
@@ -100,8 +112,7 @@ class Cleanup:
         cloud, pid = self.cloud, project.id
         key = project.labels.get("npa-project") or project.id
 
-        def phase(kind: str, **values: Any) -> TeardownPhase:
-            return TeardownPhase(phase=kind, project_key=key, stack=scope, **values)
+        phase = phase_factory(key, scope)
 
         def orphan(item_id: str, labels: dict[str, str]) -> bool:
             return _ours(labels, self.name) and item_id not in referenced
@@ -154,39 +165,17 @@ class Cleanup:
         return phases
 
     def _plan_project_phase(
-        self, project: Project, phase: Callable[..., TeardownPhase], earlier: list[TeardownPhase]
+        self, project: Project, phase: PhaseFactory, earlier: list[TeardownPhase]
     ) -> TeardownPhase:
         ids = {"project_id": project.id}
         if not self.options.delete_projects:
             return phase("project", status="retained", retains=ids, reason="--delete-projects not given")
-        kept = [p for p in earlier if p.status == "retained"]
-        if kept:
-            what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
-            return phase("project", status="retained", retains=ids, reason=f"the project still holds: {what}")
-        foreign = self._foreign(project.id, earlier)
-        if foreign:
-            return phase(
-                "project",
-                status="retained",
-                retains={**ids, "foreign": foreign},
-                reason="the project holds objects this fleet did not create: " + ", ".join(foreign),
-            )
-        return phase("project", deletes=ids)
-
-    def _foreign(self, pid: str, earlier: list[TeardownPhase]) -> list[str]:
-        doomed: set[str] = set()
-        for item in earlier:
-            for value in item.deletes.values():
-                doomed.update(value if isinstance(value, list) else [str(value)])
-        cloud = self.cloud
-        found = [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in doomed]
-        found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in doomed]
-        found += [f"cluster {c.id}" for c in cloud.list_clusters(pid)]
-        found += [f"filesystem {f.id}" for f in cloud.list_filesystems(pid)]
-        found += [f"gpu cluster {g.id}" for g in cloud.list_gpu_clusters(pid)]
-        found += [f"bucket {b.id}" for b in cloud.list_buckets(pid) if b.id not in doomed]
-        found += [f"service account {a.id}" for a in cloud.list_service_accounts(pid) if a.id not in doomed]
-        return found
+        # A labelled project is one the fleet created: the cloud's default network in it goes with it.
+        topology = default_topology(self.cloud, project.id, _doomed(earlier))
+        doomed = _doomed(earlier) | set(topology.values())
+        return decide_project(
+            phase, {**ids, **topology}, earlier, lambda: inventory_except(self.cloud, project.id, doomed)
+        )
 
     # ---------------------------------------------------------------------------------- run
 
@@ -210,8 +199,8 @@ class Cleanup:
         self.fleet.progress.message(f"cleanup {item.name}: deleting ...")
         try:
             self._delete(item)
-        except CloudError as err:
-            item.status, item.reason = "failed", str(err) or type(err).__name__
+        except (CloudError, TeardownRefused) as err:
+            item.status, item.reason = "failed", describe(err)
             item.retry_command = self.retry_command()
             return
         item.status = "done"
@@ -226,30 +215,23 @@ class Cleanup:
                 with contextlib.suppress(NotFound):
                     cloud.delete_network(network)
         elif item.phase == "bucket":
-            bucket = cloud.get_bucket(deletes["bucket_id"])  # re-checked right before deleting
-            count = cloud.count_bucket_objects(bucket.id)
-            if not _ours(bucket.labels, self.name) or (count and not self.options.delete_nonempty_buckets):
-                raise CloudRefusal(f"bucket {bucket.id} changed since it was planned: not deleted")
-            cloud.delete_bucket(bucket.id)
+            delete_bucket(cloud, self.name, deletes["bucket_id"], self.options.delete_nonempty_buckets)
         elif item.phase == "storage-identity":
-            project = self.projects[item.stack].id
-            account = deletes["service_account_id"]
-            for key in cloud.list_access_keys(project, account):
-                with contextlib.suppress(NotFound):
-                    cloud.delete_access_key(key.id)
-            cloud.delete_service_account(account)
+            delete_identity(cloud, self.projects[item.stack].id, deletes["service_account_id"])
         elif item.phase == "project":
             project = deletes["project_id"]
-            foreign = self._foreign(project, [])
-            if foreign:
-                raise CloudRefusal(f"project {project} still holds: {', '.join(foreign)}")
-            cloud.delete_project(project)
+            topology = default_topology(cloud, project, set())  # re-checked right before deleting
+            foreign = inventory_except(cloud, project, set(topology.values()))
+            delete_project(cloud, project, foreign, topology, deletes)
 
 
-class CloudRefusal(CloudError):
-    """A guard found, right before deleting, that the object is no longer provably an orphan of the fleet."""
-
-    kind = "refused"
+def _doomed(phases: list[TeardownPhase]) -> set[str]:
+    """Every id the phases delete."""
+    doomed: set[str] = set()
+    for item in phases:
+        for value in item.deletes.values():
+            doomed.update(value if isinstance(value, list) else [str(value)])
+    return doomed
 
 
 def cleanup_receipt(
@@ -282,11 +264,13 @@ def run_cleanup(fleet: Fleet, options: TeardownOptions, dry_run: bool, result: F
     receipt = write_receipt(
         fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, "running"), kind="cleanup"
     )
-    result.receipt = str(receipt)
+    result.receipt, result.receipt_id = str(receipt), receipt.stem
     try:
         cleanup.run(result.phases)
     finally:
-        outcome = "failed" if result.failed else "ok"
+        if result.partial_cleanup:
+            # cleanup finds its candidates by the fleet's labels again: running it again is the retry
+            result.resume_command = cleanup.retry_command()
         write_receipt(
-            fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, outcome), receipt
+            fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, result.outcome), receipt
         )

@@ -54,6 +54,7 @@ from npa_pulumi.runtime.home import logs_dir
 if TYPE_CHECKING:
     from npa_pulumi.cloud.factory import CloudKind
     from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.engine.resume import Receipt
     from npa_pulumi.engine.teardown import TeardownOptions
     from npa_pulumi.plan import Target
     from npa_pulumi.spec import FleetSpec
@@ -777,11 +778,20 @@ class Fleet:
         return result
 
     @_exclusive("destroy")
-    def destroy(self, teardown: TeardownOptions | None = None) -> FleetResult:
+    def destroy(self, teardown: TeardownOptions | None = None, resumed: Receipt | None = None) -> FleetResult:
         """Ordered teardown: cluster stacks, then (once none of its clusters remain) each project stack with
         an owned network, then the opt-in bucket, storage identity and project phases; a receipt records
-        every phase (engine/teardown.py)."""
-        from npa_pulumi.engine.teardown import Teardown, TeardownOptions, receipt_document, write_receipt
+        every phase (engine/teardown.py). `resumed`: the receipt this run continues (`destroy --receipt`),
+        whose completed phases stay completed."""
+        from npa_pulumi.engine.resume import carry_completed
+        from npa_pulumi.engine.teardown import (
+            Teardown,
+            TeardownOptions,
+            new_receipt_path,
+            receipt_document,
+            resume_command,
+            write_receipt,
+        )
 
         options = teardown or TeardownOptions()
         started = time.time()
@@ -791,17 +801,24 @@ class Fleet:
         result.stacks.extend(plans.unsupported)
         run = Teardown(self, options)
         result.phases = run.plan()
-        receipt = write_receipt(
-            self.spec.name, receipt_document(self, options, result.phases, started, "running")
-        )
-        result.receipt = str(receipt)
+        path = new_receipt_path(self.spec.name)
+        result.receipt, result.receipt_id = str(path), path.stem
+        result.resumes = resumed.id if resumed else None
+
+        def record(outcome: str) -> None:
+            document = receipt_document(self, options, result.phases, started, outcome, path, result.resumes)
+            write_receipt(self.spec.name, document, path)
+
+        record("running")  # before anything is deleted: a killed run still leaves its record
         try:
             run.run(result, result.phases)
         finally:
-            outcome = "failed" if result.failed else "ok"
-            write_receipt(
-                self.spec.name, receipt_document(self, options, result.phases, started, outcome), receipt
-            )
+            if resumed is not None:
+                result.phases = carry_completed(resumed, result.phases)
+            if result.partial_cleanup:
+                spec_path = str(Path(self.options.spec_path).resolve()) if self.options.spec_path else None
+                result.resume_command = resume_command(path.stem, result.phases, spec_path)
+            record(result.outcome)
         for item in result.stacks:
             if item.kind == "project" and item.status == "destroyed":
                 item.outputs["retained"] = "; ".join(

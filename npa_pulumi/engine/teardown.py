@@ -26,17 +26,17 @@ flags only, never a secret (the access key's secret, a token, a capacity block).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.guarded_phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.workspace import list_stack_summaries
 from npa_pulumi.output.results import TeardownPhase
 from npa_pulumi.runtime.files import write_atomically
@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECEIPT_VERSION = 1
-MANAGED_BY = "npa-pulumi"
+STACK_PHASES = ("cluster", "network")  # phases that destroy a Pulumi stack (and so need the spec)
+UNFINISHED = ("planned", "failed", "blocked")
 
 
 @dataclass(frozen=True)
@@ -177,25 +178,27 @@ def drop_record(fleet: str, stack: str) -> None:
     (records_dir(fleet) / f"{stack}.json").unlink(missing_ok=True)
 
 
+def new_receipt_path(fleet: str, kind: str = "destroy") -> Path:
+    """Where a new receipt goes; its file name without `.json` is the receipt id (`destroy --receipt ID`)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return _private_dir(receipts_dir(fleet)) / f"{stamp}-{os.getpid()}-{kind}.json"
+
+
 def write_receipt(
     fleet: str, document: dict[str, Any], path: Path | None = None, kind: str = "destroy"
 ) -> Path:
     if path is None:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        path = _private_dir(receipts_dir(fleet)) / f"{stamp}-{os.getpid()}-{kind}.json"
+        path = new_receipt_path(fleet, kind)
     write_atomically(path, json.dumps(document, indent=2, sort_keys=True) + "\n", mode=0o600)
     return path
 
 
-# --------------------------------------------------------------------------------------- helpers
-
-
-def _ours(labels: dict[str, str], fleet: str) -> bool:
-    return labels.get("npa-fleet") == fleet and labels.get("managed-by") == MANAGED_BY
-
-
-def _describe(error: Exception) -> str:
-    return str(error) or type(error).__name__
+def resume_command(receipt_id: str, phases: list[TeardownPhase], spec_path: str | None) -> str:
+    """The one command that continues a partial cleanup from its receipt. Only the guarded phases
+    (bucket, storage identity, project) run without the spec; an unfinished stack phase needs it."""
+    stacks_left = any(p.phase in STACK_PHASES and p.status in UNFINISHED for p in phases)
+    spec = f" --spec {shlex.quote(spec_path)}" if stacks_left and spec_path else ""
+    return f"npa-pulumi destroy --receipt {receipt_id}{spec} --yes"
 
 
 class Teardown:
@@ -207,7 +210,13 @@ class Teardown:
         self.evidence: dict[str, ProjectEvidence] = {}
         self.stack_exists: dict[str, bool] = {}
         self.shared: set[str] = set()  # project stacks whose other (unselected) cluster stacks remain
-        self.doomed_clusters: set[str] = set()
+        self.guarded = GuardedPhases(
+            fleet.cloud,
+            fleet.spec.name,
+            options,
+            fleet.progress.message,
+            lambda key: self.retry_command(key, None),
+        )
 
     @property
     def cloud(self) -> CloudPort:
@@ -234,7 +243,7 @@ class Teardown:
         cluster_outputs = self.fleet.stack_outputs(cluster_ops)
         for cluster in plans.clusters:
             outputs = cluster_outputs.get(cluster.stack)
-            phase = TeardownPhase(phase="cluster", project_key=cluster.project_key, stack=cluster.stack)
+            phase = phase_factory(cluster.project_key, cluster.stack)("cluster")
             if outputs is None:
                 phase.status, phase.reason = "absent", "no cluster stack: nothing to delete"
             else:
@@ -246,7 +255,7 @@ class Teardown:
                 }
             phases.append(phase)
         # The clusters this run deletes are not "something else in the project".
-        self.doomed_clusters = {
+        self.guarded.doomed_clusters = {
             str(p.deletes.get("cluster_id"))
             for p in phases
             if p.status == "planned" and p.deletes.get("cluster_id")
@@ -265,6 +274,7 @@ class Teardown:
     ) -> list[TeardownPhase]:
         record = read_record(self.name, project.stack)
         self.stack_exists[project.stack] = outputs is not None
+        phase = phase_factory(project.project_key, project.stack)
         if outputs is not None:
             evidence = ProjectEvidence.from_outputs(project.stack, project.project_key, outputs).merged_with(
                 record
@@ -273,25 +283,16 @@ class Teardown:
             evidence = record
         else:
             return [
-                TeardownPhase(
-                    phase="network",
-                    project_key=project.project_key,
-                    stack=project.stack,
+                phase(
+                    "network",
                     status="absent",
                     reason="no project stack and no teardown record: nothing this fleet owns to delete",
                 )
             ]
         self.evidence[project.stack] = evidence
 
-        def phase(kind: str, **values: Any) -> TeardownPhase:
-            return TeardownPhase(phase=kind, project_key=project.project_key, stack=project.stack, **values)
-
         phases = [self._plan_network(evidence, phase, outputs is not None)]
-        if evidence.bucket_id:
-            phases.append(self._plan_bucket(evidence, phase))
-        if evidence.service_account_id:
-            phases.append(self._plan_identity(evidence, phase))
-        phases.append(self._plan_project_phase(evidence, phase, phases))
+        phases.extend(self.guarded.plan(evidence, phase, phases))
         if others:
             self.shared.add(project.stack)
             why = f"cluster stack(s) {', '.join(others)} of this project remain (not selected)"
@@ -316,147 +317,19 @@ class Teardown:
                 },
             )
         # The project stack still goes (in this phase); the reused subnet and its network stay.
+        if ev.project_created:
+            why = (
+                "the subnet was not created by this fleet but came with the project it created (the "
+                "cloud's default network): it goes only with the project phase (--delete-projects)"
+            )
+        else:
+            why = "the subnet was reused, not created by this fleet: it is read, never deleted"
         return phase(
             "network",
             status="retained",
             retains={"subnet_id": ev.subnet_id, "network_id": ev.network_id},
-            reason="the subnet was reused, not created by this fleet: it is read, never deleted (the project "
-            "stack itself is destroyed)",
+            reason=f"{why} (the project stack itself is destroyed)",
         )
-
-    def _plan_bucket(self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase]) -> TeardownPhase:
-        ids = {"bucket_id": ev.bucket_id, "bucket_name": ev.bucket_name}
-        if not self.options.delete_buckets:
-            return phase(
-                "bucket",
-                status="retained",
-                retains=ids,
-                reason="buckets are retained unless --delete-buckets",
-            )
-        if not ev.bucket_created:
-            return phase(
-                "bucket",
-                status="retained",
-                retains=ids,
-                reason="no durable record that this fleet created the bucket (it existed before, or was "
-                "recorded by an older npa-pulumi): never deleted",
-            )
-        try:
-            bucket = self.cloud.get_bucket(ev.bucket_id)
-        except NotFound:
-            return phase("bucket", status="absent", reason=f"bucket {ev.bucket_id} is already gone")
-        if not _ours(bucket.labels, self.name):
-            return phase(
-                "bucket",
-                status="retained",
-                retains=ids,
-                reason=f"bucket {ev.bucket_id} does not carry this fleet's labels: never deleted",
-            )
-        count = self.cloud.count_bucket_objects(ev.bucket_id)
-        if count and not self.options.delete_nonempty_buckets:
-            return phase(
-                "bucket",
-                status="retained",
-                retains={**ids, "objects": count},
-                reason=f"bucket holds {count} object(s): refused unless --delete-nonempty-buckets",
-            )
-        return phase("bucket", deletes={**ids, "objects": count})
-
-    def _plan_identity(self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase]) -> TeardownPhase:
-        ids: dict[str, Any] = {"service_account_id": ev.service_account_id}
-        if not self.options.delete_storage_identity:
-            return phase(
-                "storage-identity",
-                status="retained",
-                retains=ids,
-                reason="the storage service account and its access keys are retained unless "
-                "--delete-storage-identity",
-            )
-        if not ev.service_account_created:
-            return phase(
-                "storage-identity",
-                status="retained",
-                retains=ids,
-                reason="no durable record that this fleet created the service account: never deleted",
-            )
-        accounts = [
-            a for a in self.cloud.list_service_accounts(ev.project_id) if a.id == ev.service_account_id
-        ]
-        if not accounts:
-            return phase(
-                "storage-identity", status="absent", reason=f"service account {ev.service_account_id} is gone"
-            )
-        if not _ours(accounts[0].labels, self.name):
-            return phase(
-                "storage-identity",
-                status="retained",
-                retains=ids,
-                reason="the service account does not carry this fleet's labels: never deleted",
-            )
-        keys = [k.id for k in self.cloud.list_access_keys(ev.project_id, ev.service_account_id)]
-        return phase("storage-identity", deletes={**ids, "access_key_ids": keys})
-
-    def _plan_project_phase(
-        self, ev: ProjectEvidence, phase: Callable[..., TeardownPhase], earlier: list[TeardownPhase]
-    ) -> TeardownPhase:
-        ids = {"project_id": ev.project_id}
-        if not self.options.delete_projects:
-            return phase(
-                "project",
-                status="retained",
-                retains=ids,
-                reason="projects are retained unless --delete-projects",
-            )
-        if not ev.project_created:
-            return phase(
-                "project",
-                status="retained",
-                retains=ids,
-                reason="no durable record that this fleet created the project (it existed before): "
-                "never deleted",
-            )
-        try:
-            project = self.cloud.get_project(ev.project_id)
-        except NotFound:
-            return phase("project", status="absent", reason=f"project {ev.project_id} is already gone")
-        if not _ours(project.labels, self.name):
-            return phase(
-                "project",
-                status="retained",
-                retains=ids,
-                reason="the project does not carry this fleet's labels: never deleted",
-            )
-        kept = [p for p in earlier if p.status == "retained" and p.phase in ("bucket", "storage-identity")]
-        if kept:
-            what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
-            return phase("project", status="retained", retains=ids, reason=f"the project still holds: {what}")
-        foreign = self.foreign_objects(ev)
-        if foreign:
-            return phase(
-                "project",
-                status="retained",
-                retains={**ids, "foreign": foreign},
-                reason="the project holds objects this fleet did not create: " + ", ".join(foreign),
-            )
-        return phase("project", deletes=ids)
-
-    def foreign_objects(self, ev: ProjectEvidence, after_teardown: bool = False) -> list[str]:
-        """What the project holds that this fleet did not create (and will not delete in this run)."""
-        cloud, pid = self.cloud, ev.project_id
-        ours_network = {ev.network_id, ev.subnet_id} if ev.network_owned and not after_teardown else set()
-        ours_storage = set() if after_teardown else {ev.bucket_id, ev.service_account_id}
-        found: list[str] = []
-        found += [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in ours_network]
-        found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in ours_network]
-        doomed = set() if after_teardown else self.doomed_clusters
-        found += [f"cluster {c.id}" for c in cloud.list_clusters(pid) if c.id not in doomed]
-        found += [f"filesystem {f.id}" for f in cloud.list_filesystems(pid)]
-        found += [f"gpu cluster {g.id}" for g in cloud.list_gpu_clusters(pid)]
-        found += [f"bucket {b.id}" for b in cloud.list_buckets(pid) if b.id not in ours_storage]
-        found += [
-            f"service account {a.id}" for a in cloud.list_service_accounts(pid) if a.id not in ours_storage
-        ]
-        return found
 
     # ---------------------------------------------------------------------------------- run
 
@@ -529,24 +402,9 @@ class Teardown:
                 network.retry_command = stack_result.retry_command
             elif network.status == "planned":
                 network.status = "done"
-        for item in phases:
-            if item.status != "planned" or evidence is None:
-                continue
-            if item.phase == "bucket":
-                self._attempt(item, project, lambda: self._delete_bucket(evidence))
-            elif item.phase == "storage-identity":
-                self._attempt(item, project, lambda: self._delete_identity(evidence))
-            elif item.phase == "project":
-                blockers = [
-                    p.name for p in phases if p.phase != "project" and p.status in ("failed", "blocked")
-                ]
-                if blockers:
-                    item.status, item.blocked_by = "blocked", blockers
-                    item.reason = "the project is deleted only after everything in it is"
-                else:
-                    self._attempt(item, project, lambda: self._delete_project(evidence))
         if evidence is not None:
-            self._update_record(evidence, phases)
+            self.guarded.run(evidence, project.project_key, phases)
+            settle_record(self.name, evidence, phases)
 
     def _destroy_project_stack(self, project: ProjectPlan) -> StackResult:
         fleet = self.fleet
@@ -556,67 +414,52 @@ class Teardown:
             item.retry_command = self.retry_command(project.project_key, None)
         return item
 
-    def _attempt(self, item: TeardownPhase, project: ProjectPlan, action: Callable[[], None]) -> None:
-        self.fleet.progress.message(f"{item.name}: deleting ...")
-        try:
-            action()
-        except (CloudError, TeardownRefused) as err:
-            item.status, item.reason = "failed", _describe(err)
-            item.retry_command = self.retry_command(project.project_key, None)
-            self.fleet.progress.message(f"{item.name}: failed: {item.reason}")
-            return
-        item.status = "done"
 
-    def _delete_bucket(self, ev: ProjectEvidence) -> None:
-        bucket = self.cloud.get_bucket(ev.bucket_id)  # re-checked right before deleting
-        if not _ours(bucket.labels, self.name):
-            raise TeardownRefused(f"bucket {ev.bucket_id} does not carry this fleet's labels")
-        count = self.cloud.count_bucket_objects(ev.bucket_id)
-        if count and not self.options.delete_nonempty_buckets:
-            raise TeardownRefused(f"bucket {ev.bucket_id} now holds {count} object(s)")
-        self.cloud.delete_bucket(ev.bucket_id)
-
-    def _delete_identity(self, ev: ProjectEvidence) -> None:
-        for key in self.cloud.list_access_keys(ev.project_id, ev.service_account_id):
-            with contextlib.suppress(NotFound):  # already gone counts as deleted
-                self.cloud.delete_access_key(key.id)
-        self.cloud.delete_service_account(ev.service_account_id)
-
-    def _delete_project(self, ev: ProjectEvidence) -> None:
-        foreign = self.foreign_objects(ev, after_teardown=True)
-        if foreign:
-            raise TeardownRefused(f"project {ev.project_id} still holds: {', '.join(foreign)}")
-        self.cloud.delete_project(ev.project_id)
-
-    def _update_record(self, ev: ProjectEvidence, phases: list[TeardownPhase]) -> None:
-        """Forget what is gone; drop the record once nothing this fleet created remains to prove."""
-        done = {p.phase for p in phases if p.status in ("done", "absent")}
-        if "bucket" in done:
-            ev.bucket_id, ev.bucket_name, ev.bucket_created = "", "", False
-        if "storage-identity" in done:
-            ev.service_account_id, ev.service_account_created, ev.key_id = "", False, ""
-        if "network" in done:
-            ev.network_id, ev.subnet_id, ev.network_owned = "", "", False
-        if "project" in done or not (ev.project_created or ev.bucket_created or ev.service_account_created):
-            drop_record(self.name, ev.project_stack)
-        else:
-            write_record(self.name, ev)
-
-
-class TeardownRefused(Exception):
-    """A guard found, right before deleting, that the object is no longer provably the fleet's."""
+def settle_record(fleet: str, ev: ProjectEvidence, phases: list[TeardownPhase]) -> None:
+    """Forget what is gone; drop the record once nothing this fleet created remains to prove."""
+    done = {p.phase for p in phases if p.status in ("done", "absent")}
+    if "bucket" in done:
+        ev.bucket_id, ev.bucket_name, ev.bucket_created = "", "", False
+    if "storage-identity" in done:
+        ev.service_account_id, ev.service_account_created, ev.key_id = "", False, ""
+    if "network" in done:
+        ev.network_id, ev.subnet_id, ev.network_owned = "", "", False
+    if "project" in done or not (ev.project_created or ev.bucket_created or ev.service_account_created):
+        drop_record(fleet, ev.project_stack)
+    else:
+        write_record(fleet, ev)
 
 
 def receipt_document(
-    fleet: Fleet, options: TeardownOptions, phases: list[TeardownPhase], started: float, outcome: str
+    fleet: Fleet,
+    options: TeardownOptions,
+    phases: list[TeardownPhase],
+    started: float,
+    outcome: str,
+    path: Path,
+    resumes: str | None = None,
 ) -> dict[str, Any]:
-    """The receipt: ids, flags and outcomes only (never a secret)."""
+    """The receipt: ids, flags, identity (names, never credentials) and outcomes only (never a secret).
+    It holds what `destroy --receipt ID` needs to continue without the spec."""
+    spec_path = str(Path(fleet.options.spec_path).resolve()) if fleet.options.spec_path else None
+    # Where the state passphrase is read from (a path, never the passphrase): a resume needs the same.
+    passphrase = fleet.options.passphrase_file
     return {
         "version": RECEIPT_VERSION,
+        "id": path.stem,
         "command": "destroy",
         "fleet": fleet.spec.name,
         "cloud": fleet.options.cloud,
         "backend": fleet.settings.backend_url,
+        "profile": fleet.profile or None,
+        "tenant_id": fleet.spec.tenant_id or None,
+        "region": fleet.spec.region or None,
+        "spec_path": spec_path,
+        "passphrase_file": str(Path(passphrase).resolve()) if passphrase else None,
+        "resumes": resumes,
+        "resume_command": resume_command(path.stem, phases, spec_path)
+        if outcome == "partial-cleanup"
+        else None,
         "asked": {
             "projects": sorted({t.project_key for t in fleet.targets}),
             "clusters": sorted(t.cluster_stack for t in fleet.targets),

@@ -107,6 +107,22 @@ class FleetResult(BaseModel):
     phases: list[TeardownPhase] = Field(default_factory=list)  # destroy only
     dry_run: bool = False
     receipt: str | None = None  # destroy: the receipt file written
+    receipt_id: str | None = None  # destroy: its id, for `destroy --receipt ID`
+    resumes: str | None = None  # destroy --receipt: the receipt this run continued
+    resume_command: str | None = None  # a partial cleanup: the one command that continues it
+
+    @property
+    def partial_cleanup(self) -> bool:
+        """A destroy or cleanup that ran and left something it was asked to delete: a phase failed or was
+        blocked (or a stack's destroy failed). Never success: exit 2, and the receipt says what is left."""
+        if self.command not in ("destroy", "cleanup") or self.dry_run:
+            return False
+        unfinished = any(p.status in ("failed", "blocked") for p in self.phases)
+        return unfinished or any(s.failed for s in self.stacks)
+
+    @property
+    def outcome(self) -> str:
+        return "partial-cleanup" if self.partial_cleanup else ("failed" if self.failed else "ok")
 
     @property
     def failed(self) -> int:
@@ -168,8 +184,12 @@ class FleetResult(BaseModel):
         if self.command in ("destroy", "cleanup"):
             teardown = {
                 "dry_run": self.dry_run,
+                "outcome": "planned" if self.dry_run else self.outcome,
                 "phases": [p.to_json() for p in self.phases],
                 "receipt": self.receipt,
+                "receipt_id": self.receipt_id,
+                "resumes": self.resumes,
+                "resume_command": self.resume_command,
             }
         return {
             **teardown,

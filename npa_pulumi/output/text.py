@@ -103,7 +103,16 @@ def print_teardown_phases(result: FleetResult, console: Console) -> None:
         if phase.retry_command:
             console.print(f"  retry {phase.name}: {phase.retry_command}", soft_wrap=True, markup=False)
     if result.receipt:
-        console.print(f"receipt: {result.receipt}", soft_wrap=True, markup=False)
+        console.print(f"receipt {result.receipt_id}: {result.receipt}", soft_wrap=True, markup=False)
+    if result.partial_cleanup:
+        console.print(
+            "PARTIAL CLEANUP: something this teardown was asked to delete is still there (exit 2)",
+            style="bold red",
+            soft_wrap=True,
+            markup=False,
+        )
+    if result.resume_command:
+        console.print(f"continue it with: {result.resume_command}", soft_wrap=True, markup=False)
 
 
 def _ids(values: dict[str, Any]) -> str:

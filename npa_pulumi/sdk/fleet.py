@@ -151,7 +151,9 @@ def destroy(
 ) -> Any:
     """`npa-pulumi destroy`: cluster stacks, then project stacks once none of their clusters remain, then
     the opt-in, ownership-gated bucket, storage identity and project phases; `dry_run` only plans them.
-    The result's `phases` say what each phase did (or would do) and why; `receipt` names the receipt."""
+    The result's `phases` say what each phase did (or would do) and why; `receipt` and `receipt_id` name the
+    receipt. `partial_cleanup` (`outcome == "partial-cleanup"`) means something asked for is left; its
+    `resume_command` (`npa-pulumi destroy --receipt ID --yes`) continues it."""
     from npa_pulumi.engine.teardown import TeardownOptions
 
     teardown = TeardownOptions(

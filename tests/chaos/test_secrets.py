@@ -58,9 +58,33 @@ def test_no_secret_leaks_after_a_full_lifecycle(chaos_home: Path, tmp_path: Path
     checkpoint = (backend_root() / ".pulumi" / "stacks" / "npa-fleet" / "vault.vault-alpha.json").read_text()
     assert "storage_secret_access_key" in checkpoint and "ciphertext" in checkpoint
 
-    npa("destroy", *common, "--yes", "-j", "2", "--output", "json", check=True)
+    opt_in = ("--delete-buckets", "--delete-storage-identity", "--delete-projects")
+    npa("destroy", *common, *opt_in, "--dry-run", "--output", "json", check=True)
+    npa("destroy", *common, *opt_in, "--yes", "-j", "2", "--output", "json", check=True)
     scanned = assert_no_leaks(chaos_home, secrets)
     assert scanned > len(TRANSCRIPT.runs) * 2  # files were scanned as well as every run's output
+
+    # The receipts (ids of what was deleted: bucket, service account, access keys, project) hold no secret.
+    receipts = sorted((chaos_home / ".npa-pulumi" / "receipts" / "vault").glob("*-destroy.json"))
+    assert receipts, "the destroy left no receipt"
+    assert any("access_key_ids" in path.read_text() for path in receipts)  # the ids are there
+    for path in receipts:
+        text = path.read_text()
+        assert not [name for name, value in secrets.items() if value in text], path
+
+    # After the destroy nothing under the npa home holds a capacity-block id: not Terraform's working state
+    # or its backup, not a work dir, a kubeconfig or a teardown record. The simulated cloud keeps its data
+    # in `local-cloud/` beside them: that is the cloud (which holds the block), not npa-pulumi's residue.
+    home = chaos_home / ".npa-pulumi"
+    holding = [
+        str(path)
+        for path in home.rglob("*")
+        if path.is_file()
+        and not path.is_symlink()
+        and path.relative_to(home).parts[0] != "local-cloud"
+        and BLOCK.encode() in path.read_bytes()
+    ]
+    assert not holding, f"capacity block {BLOCK} left in: {holding}"
 
 
 def test_the_scan_finds_a_planted_secret(tmp_path: Path) -> None:

@@ -259,6 +259,46 @@ def test_teardown_inventory_and_project_deletion(backend: Backend) -> None:
         cloud.get_project(project.id)
 
 
+@covers("list_networks", "list_subnets", "delete_subnet", "delete_network", "delete_project")
+def test_a_created_projects_default_network_is_deleted_with_it(backend: Backend) -> None:
+    """The project phase through the adapter: the topology the cloud makes with a project (one
+    `default-network`, one `default-subnet-*` in it) is recognised and deleted before the project; a network
+    someone else added is inventoried as foreign and refuses the project."""
+    from npa_pulumi.engine.guarded_phases import (
+        TeardownRefused,
+        default_topology,
+        delete_project,
+        inventory_except,
+    )
+
+    cloud = backend.cloud
+    project = cloud.create_project(backend.tenant_id, "td-defaults", REGION, labels={"npa-fleet": "f"})
+    pid = project.id
+    # what Nebius makes along with the project (made here by hand where the backend does not)
+    network = next((n for n in cloud.list_networks(pid) if n.name == "default-network"), None)
+    network = network or cloud.create_network(pid, "default-network")
+    subnets = [s for s in cloud.list_subnets(pid) if s.network_id == network.id]
+    subnet = subnets[0] if subnets else cloud.create_subnet(pid, network.id, "default-subnet-td")
+    topology = default_topology(cloud, pid, set())
+    assert topology == {"default_network_id": network.id, "default_subnet_id": subnet.id}
+
+    added = cloud.create_network(pid, "someone-elses-net")
+    assert default_topology(cloud, pid, set()) == topology
+    foreign = inventory_except(cloud, pid, set(topology.values()))
+    assert foreign == [f"network {added.id}"]
+    with pytest.raises(TeardownRefused, match=added.id):
+        delete_project(cloud, pid, foreign, topology, topology)
+    assert cloud.get_project(pid).id == pid  # refused before any delete
+
+    cloud.delete_network(added.id)
+    left = inventory_except(cloud, pid, set(topology.values()))
+    with pytest.raises(TeardownRefused, match="changed since it was planned"):
+        delete_project(cloud, pid, left, topology, {})  # planned without it: not deleted now
+    delete_project(cloud, pid, left, topology, topology)
+    with pytest.raises(NotFound):
+        cloud.get_project(pid)
+
+
 @covers(
     "list_clusters",
     "get_cluster",

@@ -226,9 +226,9 @@ def test_rotation_then_failed_phase_blocks_the_project(isolated_home: Path, tmp_
     )
     flags = (*OPT_IN, "--delete-nonempty-buckets")
     failed = npa("destroy", "--spec", str(spec), *ALPHA_ONLY, *flags, "--yes", "--output", "json")
-    assert failed.code == 1, failed.stderr[-3000:]
+    assert failed.code == 2, failed.stderr[-3000:]  # a partial cleanup: never success
     document = failed.json()
-    assert document["ok"] is False
+    assert document["ok"] is False and document["outcome"] == "partial-cleanup"
     phases = _phases(document)
     assert phases["network:td.alpha"]["status"] == "done"
     assert phases["bucket:td.alpha"]["status"] == "failed"
@@ -242,7 +242,7 @@ def test_rotation_then_failed_phase_blocks_the_project(isolated_home: Path, tmp_
     assert bucket in {b["id"] for b in cloud["buckets"]}
     assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha] == []
     receipt = json.loads(Path(document["receipt"]).read_text())
-    assert receipt["outcome"] == "failed"
+    assert receipt["outcome"] == "partial-cleanup"
     assert {p["name"]: p["status"] for p in receipt["phases"]}["project:td.alpha"] == "blocked"
 
     # ---- the exact retry command finishes the job once the cloud works again (the stack is gone: the
@@ -334,3 +334,267 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     assert receipt.name.endswith("-cleanup.json") and stat.S_IMODE(receipt.stat().st_mode) == 0o600
     assert json.loads(receipt.read_text())["outcome"] == "ok"
     assert not (isolated_home / ".npa-pulumi" / "teardown" / "td" / "td.alpha.json").exists()
+
+
+ALPHA_SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: td
+region: us-central1
+project_prefix: "td-"
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+projects:
+  - name: alpha
+    object_storage: {enabled: true, storage_class: standard, size_gibibytes: 16}
+    clusters:
+      - name: c1
+"""
+
+
+def test_permission_denied_mid_teardown_is_a_partial_cleanup_resumed_from_its_receipt(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", ALPHA_SPEC)
+    npa("local-cloud", "init", check=True)
+    empty = _ids(inventory())  # the simulator before the fleet: what it must be left as
+    _up(spec)
+    secret = _secret_of("td.alpha")
+    alpha = _alpha(inventory())
+
+    # ---- the storage identity may not be deleted: permission denied, mid-teardown
+    npa(
+        "local-cloud",
+        "fault",
+        "add",
+        "--op",
+        "delete_service_account",
+        "--error",
+        "permission-denied",
+        "--forever",
+        check=True,
+    )
+    partial = npa(
+        "destroy", "--spec", str(spec), *OPT_IN, "--delete-nonempty-buckets", "--yes", "--output", "json"
+    )
+    assert partial.code == 2, partial.stderr[-3000:] + partial.stdout[-3000:]
+    assert "Traceback" not in partial.stderr
+    document = partial.json()
+    assert document["ok"] is False and document["outcome"] == "partial-cleanup"
+    phases = _phases(document)
+    assert {name: p["status"] for name, p in phases.items()} == {
+        "cluster:td.alpha.c1": "done",
+        "network:td.alpha": "done",
+        "bucket:td.alpha": "done",
+        "storage-identity:td.alpha": "failed",
+        "project:td.alpha": "blocked",
+    }
+    assert "permission-denied" in phases["storage-identity:td.alpha"]["reason"]
+    assert phases["project:td.alpha"]["blocked_by"] == ["storage-identity:td.alpha"]
+    # the receipt: written, named by id, and it says the same
+    receipt_id = document["receipt_id"]
+    receipt_path = Path(document["receipt"])
+    assert (
+        receipt_path.name == f"{receipt_id}.json"
+        and receipt_path.parent == _receipts(isolated_home)[0].parent
+    )
+    receipt = json.loads(receipt_path.read_text())
+    assert receipt["id"] == receipt_id and receipt["outcome"] == "partial-cleanup"
+    assert {p["name"]: p["status"] for p in receipt["phases"]} == {n: p["status"] for n, p in phases.items()}
+    # only guarded phases are left: the retry needs the receipt id, not the spec
+    resume = document["resume_command"]
+    assert resume == f"npa-pulumi destroy --receipt {receipt_id} --yes"
+    assert receipt["resume_command"] == resume
+    assert secret not in receipt_path.read_text()
+    # the text form says it too
+    cloud = inventory()
+    assert alpha in {p["id"] for p in cloud["projects"]}
+    assert [a for a in cloud["service_accounts"] if a["project_id"] == alpha]  # still there
+    assert [k for k in cloud["access_keys"] if k["project_id"] == alpha] == []  # its keys went first
+    # the destroyed cluster stack left no work dir (Terraform state copies, tfvars); its log is kept
+    npa_dir = isolated_home / ".npa-pulumi"
+    assert not (npa_dir / "work" / "td.alpha.c1").exists()
+    assert "destroy" in (npa_dir / "logs" / "td" / "td.alpha.c1.terraform.log").read_text()
+
+    # ---- a receipt that does not match the flags: refused before anything is touched
+    clash = npa("destroy", "--receipt", receipt_id, "--cloud", "nebius", "--yes", "--output", "json")
+    assert clash.code == 2 and clash.json()["error"]["kind"] == "receipt-mismatch", clash.stdout
+    other = write_spec(tmp_path / "other.yaml", ALPHA_SPEC.replace("name: td", "name: other"))
+    clash = npa("destroy", "--receipt", receipt_id, "--spec", str(other), "--yes", "--output", "json")
+    assert clash.code == 2 and "fleet" in clash.json()["error"]["message"], clash.stdout
+    unknown = npa("destroy", "--receipt", "no-such-receipt", "--yes", "--output", "json")
+    assert unknown.code == 2 and "no receipt" in unknown.json()["error"]["message"]
+    assert "Traceback" not in clash.stderr + unknown.stderr
+    assert [a for a in inventory()["service_accounts"] if a["project_id"] == alpha]
+
+    # ---- a dry run of the resume plans exactly what is left, changes nothing and needs no --yes; without a
+    # terminal and without --yes the resume itself is refused
+    dry = npa("destroy", "--receipt", receipt_id, "--dry-run", "--output", "json", input_text="")
+    assert dry.code == 0, dry.stderr[-3000:] + dry.stdout[-3000:]
+    planned = {name: p["status"] for name, p in _phases(dry.json()).items()}
+    assert planned["storage-identity:td.alpha"] == "planned" and planned["project:td.alpha"] == "planned"
+    assert planned["bucket:td.alpha"] == "done" and dry.json()["receipt"] is None
+    refused = npa("destroy", "--receipt", receipt_id, "--output", "json", input_text="")
+    assert refused.code == 1 and refused.json()["error"]["kind"] == "not-confirmed"
+    assert [a for a in inventory()["service_accounts"] if a["project_id"] == alpha]
+
+    # ---- still denied: the resumed run is a partial cleanup again, with a receipt of its own
+    argv = shlex.split(resume)
+    again = npa(*argv[1:], "--output", "json")
+    assert again.code == 2, again.stderr[-3000:] + again.stdout[-3000:]
+    assert again.json()["resumes"] == receipt_id and again.json()["receipt_id"] != receipt_id
+
+    # ---- the permission granted (the fault cleared): the retry from the receipt id completes, with the
+    # spec gone; what was done stays done
+    npa("local-cloud", "fault", "clear", check=True)
+    spec.unlink()
+    done = npa(*argv[1:], "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    finished = done.json()
+    assert finished["outcome"] == "ok" and finished["resume_command"] is None
+    statuses = {name: p["status"] for name, p in _phases(finished).items()}
+    assert statuses == {
+        "cluster:td.alpha.c1": "done",
+        "network:td.alpha": "done",
+        "bucket:td.alpha": "done",
+        "storage-identity:td.alpha": "done",
+        "project:td.alpha": "done",
+    }
+    assert _phases(finished)["bucket:td.alpha"]["reason"] == f"done by receipt {receipt_id}"
+    final = json.loads(Path(finished["receipt"]).read_text())
+    assert final["outcome"] == "ok" and final["resumes"] == receipt_id
+    # the simulator holds nothing the fleet created
+    assert _ids(inventory()) == empty
+    assert not (isolated_home / ".npa-pulumi" / "teardown" / "td" / "td.alpha.json").exists()
+    for path in _receipts(isolated_home):
+        assert secret not in path.read_text()
+
+
+def test_recreating_a_project_stack_three_times_leaves_exactly_one_access_key(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", ALPHA_SPEC)
+    npa("local-cloud", "init", check=True)
+    first = _up(spec)
+    alpha = _alpha(inventory())
+    account = next(a["id"] for a in inventory()["service_accounts"] if a["project_id"] == alpha)
+    minted = [next(p for p in first["projects"] if p["stack"] == "td.alpha")["outputs"]["storage_key_id"]]
+    for _ in range(3):
+        plain = npa("destroy", "--spec", str(spec), "--yes", "--output", "json")
+        assert plain.code == 0, plain.stderr[-3000:]
+        assert {p["name"]: p["status"] for p in plain.json()["phases"]}["network:td.alpha"] == "done"
+        deployed = _up(spec)  # the project stack is created again; the account and its key are found
+        minted.append(
+            next(p for p in deployed["projects"] if p["stack"] == "td.alpha")["outputs"]["storage_key_id"]
+        )
+    cloud = inventory()
+    assert [a["id"] for a in cloud["service_accounts"] if a["project_id"] == alpha] == [account]
+    keys = [k["id"] for k in cloud["access_keys"] if k["service_account_id"] == account]
+    # a new key each time (a secret is shown once), and only the newest is left
+    assert len(set(minted)) == 4, minted
+    assert keys == [minted[-1]], (keys, minted)
+
+
+def test_the_default_network_of_a_created_project_goes_with_it_but_an_added_network_refuses_it(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", ALPHA_SPEC)
+    npa("local-cloud", "init", check=True)
+    npa("local-cloud", "set", "project-default-network", "1", check=True)  # as Nebius does
+    empty = _ids(inventory())
+    _up(spec)
+    cloud = inventory()
+    alpha = _alpha(cloud)
+    [network] = [n for n in cloud["networks"] if n["project_id"] == alpha]
+    [subnet] = [s for s in cloud["subnets"] if s["project_id"] == alpha]
+    assert network["name"] == "default-network" and subnet["name"].startswith("default-subnet-")
+    [cluster] = cloud["mk8s_clusters"]
+    assert cluster["subnet_id"] == subnet["id"]  # the fleet used the project's default subnet
+
+    # ---- the plan: the network is not the fleet's, but came with the project it created
+    dry = npa("destroy", "--spec", str(spec), *OPT_IN, "--dry-run", "--output", "json")
+    assert dry.code == 0, dry.stderr[-3000:]
+    phases = _phases(dry.json())
+    assert phases["network:td.alpha"]["status"] == "retained"
+    assert "default network" in phases["network:td.alpha"]["reason"]
+    assert phases["project:td.alpha"]["status"] == "planned", phases["project:td.alpha"]
+    assert phases["project:td.alpha"]["deletes"] == {
+        "project_id": alpha,
+        "default_network_id": network["id"],
+        "default_subnet_id": subnet["id"],
+    }
+
+    # ---- someone adds a network of their own: the project is refused, the default topology is not named
+    args = {"project_id": alpha, "name": "someone-elses-net"}
+    made = npa("local-cloud", "api", "create_network", "--args", json.dumps(args))
+    assert made.code == 0, made.stderr
+    added = str(made.json()["result"]["id"])
+    dry = npa("destroy", "--spec", str(spec), *OPT_IN, "--dry-run", "--output", "json")
+    project = _phases(dry.json())["project:td.alpha"]
+    assert project["status"] == "retained" and project["retains"]["foreign"] == [f"network {added}"]
+    gone = npa("local-cloud", "api", "delete_network", "--args", json.dumps({"network_id": added}))
+    assert gone.code == 0, gone.stderr
+    # ... and a subnet of someone's in the default network makes it mixed: all of it is foreign (fail closed)
+    args = {"project_id": alpha, "network_id": network["id"], "name": "teams-subnet"}
+    made = npa("local-cloud", "api", "create_subnet", "--args", json.dumps(args))
+    assert made.code == 0, made.stderr
+    extra = str(made.json()["result"]["id"])
+    dry = npa("destroy", "--spec", str(spec), *OPT_IN, "--dry-run", "--output", "json")
+    project = _phases(dry.json())["project:td.alpha"]
+    assert project["status"] == "retained"
+    assert sorted(project["retains"]["foreign"]) == sorted(
+        [f"network {network['id']}", f"subnet {subnet['id']}", f"subnet {extra}"]
+    )
+    gone = npa("local-cloud", "api", "delete_subnet", "--args", json.dumps({"subnet_id": extra}))
+    assert gone.code == 0, gone.stderr
+
+    # ---- the full teardown deletes the project with its default network, and records it
+    done = npa("destroy", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    project = _phases(done.json())["project:td.alpha"]
+    assert project["status"] == "done" and project["deletes"]["default_network_id"] == network["id"]
+    receipt = json.loads(Path(done.json()["receipt"]).read_text())
+    recorded = {p["name"]: p for p in receipt["phases"]}["project:td.alpha"]
+    assert recorded["deletes"]["default_subnet_id"] == subnet["id"]
+    assert _ids(inventory()) == empty
+
+
+def test_a_cluster_that_would_not_go_is_resumed_from_its_receipt_with_the_spec(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "fleet.yaml", ALPHA_SPEC)
+    npa("local-cloud", "init", check=True)
+    empty = _ids(inventory())
+    _up(spec)
+    npa(
+        "local-cloud",
+        "fault",
+        "add",
+        "--op",
+        "delete_cluster",
+        "--error",
+        "permission-denied",
+        "--forever",
+        check=True,
+    )
+    partial = npa("destroy", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    assert partial.code == 2, partial.stderr[-3000:] + partial.stdout[-3000:]
+    document = partial.json()
+    assert document["outcome"] == "partial-cleanup"
+    statuses = {name: p["status"] for name, p in _phases(document).items()}
+    assert statuses["cluster:td.alpha.c1"] == "failed"
+    assert {statuses[n] for n in statuses if n != "cluster:td.alpha.c1"} == {"blocked"}
+    # a stack is left: the resume needs the spec, and says so
+    receipt_id = document["receipt_id"]
+    resume = document["resume_command"]
+    assert resume == f"npa-pulumi destroy --receipt {receipt_id} --spec {spec.resolve()} --yes"
+    without = npa("destroy", "--receipt", receipt_id, "--yes", "--output", "json")
+    assert without.code == 2 and "--spec" in without.json()["error"]["message"]
+    assert inventory()["mk8s_clusters"]  # nothing was touched
+
+    npa("local-cloud", "fault", "clear", check=True)
+    done = npa(*shlex.split(resume)[1:], "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    assert done.json()["resumes"] == receipt_id
+    assert {p["status"] for p in done.json()["phases"]} == {"done"}
+    assert _ids(inventory()) == empty

@@ -115,6 +115,10 @@ def test_settings_can_be_changed(cloud_dir: Path) -> None:
     assert (shown["provisioning_seconds"], shown["wait_timeout_seconds"]) == (2.5, 7.0)
     assert run(cloud_dir, "set", "wait-timeout-seconds", "0").exit_code == 2
     assert run(cloud_dir, "set", "speed", "1").exit_code == 2
+    assert run(cloud_dir, "set", "project-default-network", "2").exit_code == 2  # 0 or 1
+    assert run(cloud_dir, "set", "project-default-network", "1").exit_code == 0
+    shown = json.loads(run(cloud_dir, "settings", "--output", "json").stdout)
+    assert shown["project_default_network"] == 1.0
 
 
 def test_api_passthrough_prints_one_json_document(cloud_dir: Path) -> None:

@@ -161,6 +161,27 @@ def test_networks_charge_vpc_quota_and_release_it(sim: LocalSimulator) -> None:
     sim.create_network("project-existing1", "n3")
 
 
+def test_a_new_project_gets_the_default_network_when_the_cloud_makes_one(sim: LocalSimulator) -> None:
+    bare = sim.create_project(TENANT, "bare", "us-central1")
+    assert sim.list_networks(bare["id"]) == [] and sim.list_subnets(bare["id"]) == []
+    with pytest.raises(ValueError, match="project_default_network"):
+        sim.set_setting("project_default_network", 2)
+    sim.set_setting("project_default_network", 1)
+    project = sim.create_project(TENANT, "p", "us-central1", labels={"npa-fleet": "f"})
+    networks, subnets = sim.list_networks(project["id"]), sim.list_subnets(project["id"])
+    assert [n["name"] for n in networks] == ["default-network"]
+    assert len(subnets) == 1 and subnets[0]["name"].startswith("default-subnet-")
+    assert subnets[0]["network_id"] == networks[0]["id"]
+    assert networks[0]["labels"] == {} and subnets[0]["labels"] == {}  # the cloud's, not the caller's
+    assert _usage(sim, "vpc.network.count") == 1
+    # a project that holds it is not empty: the topology is deleted first, as on Nebius
+    with pytest.raises(FailedPrecondition, match="not empty"):
+        sim.delete_project(project["id"])
+    sim.delete_subnet(subnets[0]["id"])
+    sim.delete_network(networks[0]["id"])
+    sim.delete_project(project["id"])
+
+
 def test_a_network_with_subnets_cannot_be_deleted(sim: LocalSimulator) -> None:
     project = sim.create_project(TENANT, "p", "us-central1")
     network = sim.create_network(project["id"], "net")

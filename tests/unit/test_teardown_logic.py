@@ -94,3 +94,65 @@ def test_failed_phases_without_a_stack_fail_the_result() -> None:
     assert document["ok"] is False
     assert [p["name"] for p in document["phases"]] == ["network:f.a", "bucket:f.a"]
     assert FleetResult(command="up", fleet="f", cloud="local", backend="b").to_json().get("phases") is None
+
+
+def test_a_failed_or_blocked_phase_makes_a_partial_cleanup() -> None:
+    result = FleetResult(command="destroy", fleet="f", cloud="local", backend="file://x")
+    result.phases = [TeardownPhase(phase="bucket", project_key="a", stack="f.a", status="done")]
+    assert (result.partial_cleanup, result.outcome) == (False, "ok")
+    result.phases.append(TeardownPhase(phase="project", project_key="a", stack="f.a", status="blocked"))
+    assert (result.partial_cleanup, result.outcome) == (True, "partial-cleanup")
+    assert result.to_json()["outcome"] == "partial-cleanup"
+    result.dry_run = True  # a plan is never a cleanup, partial or not
+    assert (result.partial_cleanup, result.to_json()["outcome"]) == (False, "planned")
+
+
+def _receipt(home: Path, fleet: str, rid: str, **extra: object) -> Path:
+    path = home / "receipts" / fleet / f"{rid}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    phases = [
+        {"name": "network:f.a", "phase": "network", "project_key": "a", "stack": "f.a", "status": "done"},
+        {"name": "bucket:f.a", "phase": "bucket", "project_key": "a", "stack": "f.a", "status": "done"},
+        {"name": "project:f.a", "phase": "project", "project_key": "a", "stack": "f.a", "status": "blocked"},
+    ]
+    document = {"version": 1, "command": "destroy", "fleet": fleet, "cloud": "local", "phases": phases}
+    path.write_text(json.dumps({**document, **extra}))
+    return path
+
+
+def test_receipts_are_found_by_id_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from npa_pulumi.engine.resume import ReceiptMismatch, check_identity, find_receipt
+    from npa_pulumi.errors import UserInputError
+
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "npa"))
+    _receipt(tmp_path / "npa", "f", "20260101T000000Z-1-destroy", asked={"delete_projects": True})
+    receipt = find_receipt("20260101T000000Z-1-destroy")
+    assert receipt.fleet == "f" and receipt.options().delete_projects and not receipt.options().delete_buckets
+    assert receipt.unfinished_stack_phases() == []
+    check_identity(receipt, {"cloud": "local", "backend": None})  # the same, or not given: fine
+    with pytest.raises(ReceiptMismatch, match="cloud: 'nebius' given, the receipt has 'local'") as refused:
+        check_identity(receipt, {"cloud": "nebius"})
+    assert refused.value.exit_code == 2
+    for bad in ("../../etc/passwd", "no-such-receipt"):
+        with pytest.raises(UserInputError):
+            find_receipt(bad)
+    _receipt(tmp_path / "npa", "f", "old", version=0)
+    with pytest.raises(UserInputError, match="version-1"):
+        find_receipt("old")
+
+
+def test_completed_phases_stay_completed_on_a_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from npa_pulumi.engine.resume import carry_completed, find_receipt
+
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "npa"))
+    _receipt(tmp_path / "npa", "f", "r1")
+    receipt = find_receipt("r1")
+    now = [
+        TeardownPhase(phase="bucket", project_key="a", stack="f.a", status="absent"),
+        TeardownPhase(phase="project", project_key="a", stack="f.a", status="done"),
+    ]
+    merged = {p.name: p for p in carry_completed(receipt, now)}
+    assert list(merged) == ["network:f.a", "bucket:f.a", "project:f.a"]  # the receipt's order
+    assert merged["bucket:f.a"].status == "done" and merged["bucket:f.a"].reason == "done by receipt r1"
+    assert merged["network:f.a"].status == "done"  # not planned again (its stack is gone): carried
+    assert merged["project:f.a"].status == "done"

@@ -21,6 +21,9 @@ SETTINGS: dict[str, float] = {
     "provisioning_seconds": 0.0,
     "wait_timeout_seconds": 30.0,
     "kubernetes_api": 1.0,
+    # 1: a new project comes with the cloud's default topology (`default-network` and one
+    # `default-subnet-*` in it), as Nebius makes for a project; 0: a new project is empty.
+    "project_default_network": 0.0,
 }
 
 
@@ -54,6 +57,8 @@ class AdminMixin(SimulatorBase):
             raise ValueError(f"unknown setting {name!r}; choose one of {', '.join(SETTINGS)}")
         if name == "kubernetes_api" and value not in (0, 1):
             raise ValueError("kubernetes_api is 1 (a Kubernetes API server per cluster) or 0 (none)")
+        if name == "project_default_network" and value not in (0, 1):
+            raise ValueError("project_default_network is 1 (new projects get a default network) or 0")
         if value < 0 or (name == "wait_timeout_seconds" and value == 0):
             raise ValueError(
                 f"{name} must be {'positive' if name == 'wait_timeout_seconds' else 'non-negative'}"

@@ -6,8 +6,10 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument
 from npa_pulumi.cloud.local import accounting as acct
-from npa_pulumi.cloud.local import records
-from npa_pulumi.cloud.local.base import SimulatorBase, clean_labels
+from npa_pulumi.cloud.local import db, records
+from npa_pulumi.cloud.local.base import OpContext, SimulatorBase, clean_labels
+from npa_pulumi.cloud.port import DEFAULT_NETWORK_NAME as DEFAULT_NETWORK
+from npa_pulumi.cloud.port import DEFAULT_SUBNET_PREFIX
 
 
 class ProjectsMixin(SimulatorBase):
@@ -45,7 +47,7 @@ class ProjectsMixin(SimulatorBase):
             self._check_tenant(ctx, tenant_id)
             if region not in ctx.regions:
                 raise InvalidArgument(f"unknown region {region!r}; this tenant has {', '.join(ctx.regions)}")
-            return self._create(
+            project = self._create(
                 ctx,
                 "project",
                 name=name,
@@ -58,6 +60,54 @@ class ProjectsMixin(SimulatorBase):
                 params=params,
                 charges=[acct.Charge(acct.PROJECT_COUNT, 1)],
             )
+            if (db.get_meta(ctx.conn, "project_default_network") or "0") not in ("0", "0.0"):
+                self._default_topology(ctx, project)
+            return project
+
+    def _default_topology(self, ctx: OpContext, project: dict[str, Any]) -> None:
+        """What Nebius makes along with a project: `default-network` and one `default-subnet-<suffix>` in
+        it, without the project's labels (the provider made them, not the caller). Made once: a replayed
+        create finds them."""
+        pid, region = str(project["id"]), str(project["region"])
+        made = ctx.conn.execute(
+            "SELECT 1 FROM resources WHERE kind = 'network' AND project_id = ? AND name = ?",
+            (pid, DEFAULT_NETWORK),
+        ).fetchone()
+        if made:
+            return
+        network = self._create(
+            ctx,
+            "network",
+            name=DEFAULT_NETWORK,
+            scope=pid,
+            project_id=pid,
+            parent_id=pid,
+            region=region,
+            key=None,
+            data={"labels": {}},
+            params={"project_id": pid, "name": DEFAULT_NETWORK},
+            charges=[
+                acct.Charge(acct.VPC_NETWORK_COUNT, 1),
+                acct.Charge(acct.VPC_POOL_COUNT, 1),
+                acct.Charge(acct.VPC_ROUTETABLE_COUNT, 1),
+                acct.Charge(acct.VPC_ROUTE_COUNT, 1),
+            ],
+        )
+        count = ctx.conn.execute("SELECT COUNT(*) FROM resources WHERE kind = 'subnet'").fetchone()[0]
+        name = f"{DEFAULT_SUBNET_PREFIX}{pid.rsplit('-', 1)[-1][-8:]}"
+        self._create(
+            ctx,
+            "subnet",
+            name=name,
+            scope=pid,
+            project_id=pid,
+            parent_id=str(network["id"]),
+            region=region,
+            key=None,
+            data={"labels": {}, "network_id": network["id"], "cidr": f"10.{count % 250}.0.0/16"},
+            params={"project_id": pid, "network_id": network["id"], "name": name},
+            charges=[acct.Charge(acct.VPC_SUBNET_COUNT, 1), acct.Charge(acct.VPC_POOL_COUNT, 1)],
+        )
 
     def delete_project(self, project_id: str, timeout_s: float | None = None) -> None:
         """Delete an empty project; one that still holds anything is refused, as the IAM API does."""
