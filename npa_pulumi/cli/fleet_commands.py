@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
-from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError
+from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -598,16 +598,33 @@ def _destroy_receipt_guarded(kw: dict[str, Any], receipt: Any, teardown: Any) ->
 
 
 @click.command("cleanup")
-@fleet_options
+@destroy_options
 @output_option()
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @deletion_options
+@click.option("--list-receipts", is_flag=True, help="Local: list every teardown receipt.")
+@click.option(
+    "--prune-receipts",
+    is_flag=True,
+    help="Local: with --receipt-retention-days N and --yes, delete receipts older than N days whose "
+    "teardown is fully terminal.",
+)
+@click.option("--receipt-retention-days", type=click.FloatRange(min=0), default=None)
 def cleanup_command(**kw: Any) -> None:
-    """Find what the fleet created (by its labels) that no stack references any more, and delete it
-    through the same guarded phases as destroy: orphan networks always, buckets, storage identities and
-    projects only with the opt-in flags. --dry-run only reports."""
+    """Without --spec, local only: report what the npa home holds (work dirs, kubeconfigs, logs, caches,
+    receipts, stale run records) and what still costs money; --yes removes the residue of stacks that no
+    longer exist. With --spec, the cloud sweep: find what the fleet created (by its labels) that no stack
+    references any more, and delete it through the same guarded phases as destroy (orphan networks
+    always, buckets, storage identities and projects only with the opt-in flags). --dry-run only reports."""
 
     def body() -> int:
+        if not kw["spec_path"]:
+            return _local_cleanup(kw)
+        if kw["list_receipts"] or kw["prune_receipts"] or kw["receipt_retention_days"] is not None:
+            raise UserInputError(
+                "--list-receipts, --prune-receipts and --receipt-retention-days belong to the local "
+                "cleanup: run `npa-pulumi cleanup` without --spec"
+            )
         teardown = _teardown_options(kw)
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
         fleet = _fleet(spec, targets, _engine_options(kw))
@@ -628,6 +645,71 @@ def cleanup_command(**kw: Any) -> None:
         return _finish(result, kw["output"])
 
     run_guarded(body, kw["output"])
+
+
+def _local_cleanup(kw: dict[str, Any]) -> int:
+    """`cleanup` without a spec: the npa home only (engine/local_cleanup.py); nothing in any cloud."""
+    from npa_pulumi.engine import local_cleanup
+    from npa_pulumi.engine.workspace import resolve_backend_url
+
+    cloud_flags = [
+        f"--{name.replace('_', '-')}"
+        for name in (
+            "delete_buckets",
+            "delete_nonempty_buckets",
+            "delete_storage_identity",
+            "delete_projects",
+        )
+        if kw[name]
+    ]
+    if cloud_flags:
+        raise UserInputError(
+            f"{', '.join(cloud_flags)} delete in the cloud: give the fleet's --spec for the cloud sweep "
+            "(`npa-pulumi cleanup --spec fleet.yaml ...`); without it cleanup is local only"
+        )
+    if kw["prune_receipts"] and kw["receipt_retention_days"] is None:
+        raise UserInputError(
+            "--prune-receipts needs --receipt-retention-days N (receipts younger than N days are kept)"
+        )
+    report = local_cleanup.survey(resolve_backend_url(kw["backend"]))
+    residue = [i for i in report.items if i.removable]
+    prune = kw["prune_receipts"] and not kw["dry_run"]
+    if (residue or prune) and not kw["dry_run"] and kw["yes"]:
+        local_cleanup.remove_residue(report)
+        if prune:
+            local_cleanup.prune_receipts(report, float(kw["receipt_retention_days"]))
+    elif prune:
+        raise NotConfirmed("refusing to prune receipts without --yes; nothing was changed")
+    if kw["output"] == "json":
+        emit_json(report.to_json())
+    else:
+        _print_local_cleanup(report, kw["list_receipts"], applied=bool(kw["yes"]) and not kw["dry_run"])
+    return EXIT_FAILED if report.errors else 0
+
+
+def _print_local_cleanup(report: Any, list_receipts: bool, applied: bool) -> None:
+    echo = click.echo
+    echo(f"npa home {report.npa_home} (backend {report.backend})")
+    for item in report.items:
+        mark = "removed" if item.removed else ("residue" if item.removable else item.stack_state)
+        echo(f"  {item.kind:<11} {mark:<11} {item.path}  ({item.bytes:,} bytes) — {item.reason}")
+    sizes = ", ".join(f"{name} {size:,} bytes" for name, size in report.sizes.items())
+    echo(f"  kept: {sizes} (logs, caches and teardown records are audit evidence)")
+    for costing in report.still_costing:
+        echo(f"  still costing money: {costing['stack']} holds {costing['holds']}: {costing['command']}")
+    terminal = sum(1 for r in report.receipts if r.terminal)
+    echo(f"  receipts: {len(report.receipts)} ({terminal} fully terminal), {len(report.pruned)} pruned")
+    if list_receipts:
+        for r in report.receipts:
+            state = "pruned" if r.pruned else ("terminal" if r.terminal else "open")
+            echo(f"    {r.id}  {r.fleet}  {r.outcome:<16} {state:<8} {r.age_days:g} days  {r.path}")
+    if report.verification_unresolved:
+        echo(f"  {len(report.verification_unresolved)} item(s) could not be verified (not a file:// backend)")
+    left = [i for i in report.items if i.removable and not i.removed]
+    if left and not applied:
+        echo(f"  {len(left)} item(s) of residue: `npa-pulumi cleanup --yes` removes them")
+    for error in report.errors:
+        echo(f"  error: {error}", err=True)
 
 
 def _phase_lines(phases: list[Any]) -> list[str]:

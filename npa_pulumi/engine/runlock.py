@@ -69,7 +69,7 @@ def registry_dir(backend_url: str, fleet: str) -> Path:
     return npa_home() / "runs" / digest / fleet
 
 
-def _read(path: Path) -> RunRecord | None:
+def read_run_record(path: Path) -> RunRecord | None:
     try:
         data = json.loads(path.read_text())
         return RunRecord(
@@ -98,7 +98,7 @@ def exclusive_run(
     mine = FileLock(directory / f"{uuid.uuid4().hex}.json")
     with FileLock(directory / ".lock"):
         for path in sorted(directory.glob("*.json")):
-            record = _read(path)
+            record = read_run_record(path)
             if record is None:
                 continue
             if not record.alive:
