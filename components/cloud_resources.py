@@ -246,14 +246,13 @@ class NetworkProvider(_FleetProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         if not props.get("owned"):
             return None  # a reused subnet is read, never owned
-        from npa_pulumi.cloud.errors import NotFound
+        from npa_pulumi.cloud.absence import delete_network, delete_subnet
 
         inputs = NetworkInputs.model_validate(props)
         cloud = _cloud(inputs)
-        with contextlib.suppress(NotFound):  # already gone counts as deleted
-            cloud.delete_subnet(id_)
-        with contextlib.suppress(NotFound):
-            cloud.delete_network(str(props["network_id"]))
+        # Each waits until the object is gone: a network still holding a deleting subnet refuses its delete.
+        delete_subnet(cloud, id_)
+        delete_network(cloud, str(props["network_id"]))
         return None
 
 

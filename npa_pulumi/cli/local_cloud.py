@@ -34,6 +34,7 @@ SETTING_NAMES = {
     "provisioning-seconds": "provisioning_seconds",
     "wait-timeout-seconds": "wait_timeout_seconds",
     "project-default-network": "project_default_network",
+    "delete-lag-seconds": "delete_lag_seconds",
 }
 
 

@@ -13,12 +13,12 @@ deletes leaves a receipt (`<npa home>/receipts/<fleet>/<UTC time>-<pid>-cleanup.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.cloud.absence import NotYetGone, delete_network, delete_subnet
+from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine.guarded_phases import (
     PhaseFactory,
     TeardownRefused,
@@ -30,6 +30,7 @@ from npa_pulumi.engine.guarded_phases import (
     describe,
     inventory_except,
     phase_factory,
+    wait_settled,
 )
 from npa_pulumi.engine.guarded_phases import ours as _ours
 from npa_pulumi.engine.teardown import RECEIPT_VERSION, TeardownOptions, drop_record, write_receipt
@@ -199,7 +200,7 @@ class Cleanup:
         self.fleet.progress.message(f"cleanup {item.name}: deleting ...")
         try:
             self._delete(item)
-        except (CloudError, TeardownRefused) as err:
+        except (CloudError, TeardownRefused, NotYetGone) as err:
             item.status, item.reason = "failed", describe(err)
             item.retry_command = self.retry_command()
             return
@@ -209,17 +210,16 @@ class Cleanup:
         cloud, deletes = self.cloud, item.deletes
         if item.phase == "network":
             for subnet in deletes.get("subnet_ids", []):
-                with contextlib.suppress(NotFound):
-                    cloud.delete_subnet(subnet)
+                delete_subnet(cloud, subnet)
             for network in deletes.get("network_ids", []):
-                with contextlib.suppress(NotFound):
-                    cloud.delete_network(network)
+                delete_network(cloud, network)
         elif item.phase == "bucket":
             delete_bucket(cloud, self.name, deletes["bucket_id"], self.options.delete_nonempty_buckets)
         elif item.phase == "storage-identity":
             delete_identity(cloud, self.projects[item.stack].id, deletes["service_account_id"])
         elif item.phase == "project":
             project = deletes["project_id"]
+            wait_settled(cloud, project)
             topology = default_topology(cloud, project, set())  # re-checked right before deleting
             foreign = inventory_except(cloud, project, set(topology.values()))
             delete_project(cloud, project, foreign, topology, deletes)

@@ -18,6 +18,14 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.cloud.absence import (
+    ABSENCE_TIMEOUT_S,
+    NotYetGone,
+    delete_network,
+    delete_subnet,
+    found,
+    wait_gone,
+)
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.port import DEFAULT_NETWORK_NAME, DEFAULT_SUBNET_PREFIX
 from npa_pulumi.output.results import TeardownPhase
@@ -59,12 +67,20 @@ def default_topology(cloud: CloudPort, project_id: str, skip: set[str]) -> dict[
 
 def delete_default_topology(cloud: CloudPort, topology: dict[str, str]) -> None:
     """Subnet first: a network with a subnet cannot be deleted. Already gone counts as deleted."""
-    with contextlib.suppress(NotFound):
-        if topology.get("default_subnet_id"):
-            cloud.delete_subnet(topology["default_subnet_id"])
-    with contextlib.suppress(NotFound):
-        if topology.get("default_network_id"):
-            cloud.delete_network(topology["default_network_id"])
+    if topology.get("default_subnet_id"):
+        delete_subnet(cloud, topology["default_subnet_id"])
+    if topology.get("default_network_id"):
+        delete_network(cloud, topology["default_network_id"])
+
+
+def wait_settled(cloud: CloudPort, project_id: str, timeout_s: float = ABSENCE_TIMEOUT_S) -> None:
+    """Until nothing in the project is still DELETING (e.g. the network its project stack's destroy just
+    deleted): what the project holds is judged on what stays, not on what is on its way out."""
+
+    def deleting() -> bool:
+        return any(getattr(obj, "state", "") == "DELETING" for _kind, obj in _children(cloud, project_id))
+
+    wait_gone(deleting, f"what project {project_id} is still deleting", timeout_s)
 
 
 class TeardownRefused(Exception):
@@ -80,18 +96,23 @@ def phase_factory(project_key: str, stack: str) -> PhaseFactory:
     return phase
 
 
+def _children(cloud: CloudPort, project_id: str) -> list[tuple[str, Any]]:
+    """Everything the project holds, with its kind."""
+    pid = project_id
+    listed: list[tuple[str, Any]] = [("network", n) for n in cloud.list_networks(pid)]
+    listed += [("subnet", s) for s in cloud.list_subnets(pid)]
+    listed += [("cluster", c) for c in cloud.list_clusters(pid)]
+    listed += [("filesystem", f) for f in cloud.list_filesystems(pid)]
+    listed += [("gpu cluster", g) for g in cloud.list_gpu_clusters(pid)]
+    listed += [("bucket", b) for b in cloud.list_buckets(pid)]
+    listed += [("service account", a) for a in cloud.list_service_accounts(pid)]
+    return listed
+
+
 def inventory_except(cloud: CloudPort, project_id: str, ours: set[str]) -> list[str]:
     """Everything the project holds, by kind and id, but `ours` (what the fleet created and this run
     deletes): what refuses the project's deletion. Ids are unique across kinds, so one set serves all."""
-    pid = project_id
-    found = [f"network {n.id}" for n in cloud.list_networks(pid) if n.id not in ours]
-    found += [f"subnet {s.id}" for s in cloud.list_subnets(pid) if s.id not in ours]
-    found += [f"cluster {c.id}" for c in cloud.list_clusters(pid) if c.id not in ours]
-    found += [f"filesystem {f.id}" for f in cloud.list_filesystems(pid) if f.id not in ours]
-    found += [f"gpu cluster {g.id}" for g in cloud.list_gpu_clusters(pid) if g.id not in ours]
-    found += [f"bucket {b.id}" for b in cloud.list_buckets(pid) if b.id not in ours]
-    found += [f"service account {a.id}" for a in cloud.list_service_accounts(pid) if a.id not in ours]
-    return found
+    return [f"{kind} {obj.id}" for kind, obj in _children(cloud, project_id) if obj.id not in ours]
 
 
 def decide_project(
@@ -127,6 +148,7 @@ def delete_bucket(cloud: CloudPort, fleet: str, bucket_id: str, allow_nonempty: 
     if count and not allow_nonempty:
         raise TeardownRefused(f"bucket {bucket_id} now holds {count} object(s)")
     cloud.delete_bucket(bucket_id)
+    wait_gone(found(lambda: cloud.get_bucket(bucket_id)), f"bucket {bucket_id}")
 
 
 def delete_identity(cloud: CloudPort, project_id: str, account_id: str) -> None:
@@ -134,7 +156,13 @@ def delete_identity(cloud: CloudPort, project_id: str, account_id: str) -> None:
     for key in cloud.list_access_keys(project_id, account_id):
         with contextlib.suppress(NotFound):  # already gone counts as deleted
             cloud.delete_access_key(key.id)
-    cloud.delete_service_account(account_id)
+    with contextlib.suppress(NotFound):
+        cloud.delete_service_account(account_id)
+
+    def account_listed() -> bool:
+        return any(a.id == account_id for a in cloud.list_service_accounts(project_id))
+
+    wait_gone(account_listed, f"service account {account_id}")
 
 
 def delete_project(
@@ -152,6 +180,7 @@ def delete_project(
         raise TeardownRefused(f"project {project_id}: its default network changed since it was planned")
     delete_default_topology(cloud, topology)
     cloud.delete_project(project_id)
+    wait_gone(found(lambda: cloud.get_project(project_id)), f"project {project_id}")
 
 
 class GuardedPhases:
@@ -339,7 +368,7 @@ class GuardedPhases:
         self.say(f"{item.name}: deleting ...")
         try:
             action()
-        except (CloudError, TeardownRefused) as err:
+        except (CloudError, TeardownRefused, NotYetGone) as err:
             item.status, item.reason = "failed", describe(err)
             item.retry_command = self.retry(project_key)
             self.say(f"{item.name}: failed: {item.reason}")
@@ -353,6 +382,7 @@ class GuardedPhases:
         delete_identity(self.cloud, ev.project_id, ev.service_account_id)
 
     def _delete_project(self, ev: ProjectEvidence, planned: dict[str, Any]) -> None:
+        wait_settled(self.cloud, ev.project_id)
         topology = self.topology(ev, after_teardown=True)  # re-checked right before deleting
         foreign = self.foreign_objects(ev, after_teardown=True, topology=topology)
         delete_project(self.cloud, ev.project_id, foreign, topology, planned)

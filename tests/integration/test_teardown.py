@@ -140,7 +140,9 @@ def test_dry_run_then_full_guarded_destroy(isolated_home: Path, tmp_path: Path) 
     assert refused.json()["error"]["kind"] == "not-confirmed"
     assert _ids(inventory()) == _ids(before)
 
-    # ---- the full guarded teardown
+    # ---- the full guarded teardown, with deletes that complete asynchronously as a real cloud's do: each
+    # object stays DELETING for 2 s, so every phase must wait for verified absence before the next one
+    npa("local-cloud", "set", "delete-lag-seconds", "2", check=True)
     done = npa("destroy", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
     assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
     outcome = _phases(done.json())

@@ -161,6 +161,39 @@ def test_networks_charge_vpc_quota_and_release_it(sim: LocalSimulator) -> None:
     sim.create_network("project-existing1", "n3")
 
 
+def test_deletes_complete_asynchronously_under_a_delete_lag(sim: LocalSimulator, cloud: LocalCloud) -> None:
+    """`delete_lag_seconds`: a deleted object stays visible as DELETING (still a child of its parent,
+    still holding its name) until the lag passes, then it is NotFound, as on a real control plane."""
+    from npa_pulumi.cloud.absence import NotYetGone, delete_network, delete_subnet, found, wait_gone
+
+    project = sim.create_project(TENANT, "lagging", "us-central1")
+    network = sim.create_network(project["id"], "n")
+    subnet = sim.create_subnet(project["id"], network["id"], "s", cidr="10.9.0.0/24")
+    sim.set_setting("delete_lag_seconds", 0.6)
+    sim.delete_subnet(subnet["id"])
+    assert sim.get_subnet(subnet["id"])["state"] == "DELETING"
+    assert [s["state"] for s in sim.list_subnets(project["id"])] == ["DELETING"]
+    with pytest.raises(FailedPrecondition, match="still has subnets"):
+        sim.delete_network(network["id"])  # the subnet is not gone yet
+    with pytest.raises(NotYetGone, match=subnet["id"]):
+        wait_gone(found(lambda: sim.get_subnet(subnet["id"])), f"subnet {subnet['id']}", timeout_s=0.1)
+    wait_gone(found(lambda: sim.get_subnet(subnet["id"])), "the subnet", timeout_s=10)
+    assert sim.list_subnets(project["id"]) == []
+    assert all(s["id"] != subnet["id"] for s in sim.inventory()["subnets"])
+    # delete_network waits for its own absence: the project is empty when it returns
+    delete_network(cloud, network["id"])
+    with pytest.raises(NotFound):
+        sim.get_network(network["id"])
+    delete_subnet(cloud, subnet["id"])  # already gone counts as deleted
+    sim.delete_project(project["id"])
+    assert sim.get_project(project["id"])["state"] == "DELETING"
+    time.sleep(0.7)
+    with pytest.raises(NotFound):
+        sim.get_project(project["id"])
+    with pytest.raises(ValueError, match="delete_lag_seconds"):
+        sim.set_setting("delete_lag_seconds", -1)
+
+
 def test_a_new_project_gets_the_default_network_when_the_cloud_makes_one(sim: LocalSimulator) -> None:
     bare = sim.create_project(TENANT, "bare", "us-central1")
     assert sim.list_networks(bare["id"]) == [] and sim.list_subnets(bare["id"]) == []

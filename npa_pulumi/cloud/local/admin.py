@@ -11,7 +11,7 @@ from typing import Any
 
 from npa_pulumi.cloud.local import accounting as acct
 from npa_pulumi.cloud.local import db, faults, records
-from npa_pulumi.cloud.local.base import SimulatorBase
+from npa_pulumi.cloud.local.base import SimulatorBase, is_deleted
 
 ENV_WAIT_TIMEOUT = "NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S"
 # `kubernetes_api`: 1 runs a real Kubernetes API server (with kwok nodes) behind every cluster, 0 skips it
@@ -24,6 +24,10 @@ SETTINGS: dict[str, float] = {
     # 1: a new project comes with the cloud's default topology (`default-network` and one
     # `default-subnet-*` in it), as Nebius makes for a project; 0: a new project is empty.
     "project_default_network": 0.0,
+    # Eventual consistency: a deleted project, network, subnet, bucket, service account or access key stays
+    # visible (state DELETING, still holding its name and counting as its parent's child) this many seconds,
+    # as a real control plane's deletes complete asynchronously; 0: gone at once.
+    "delete_lag_seconds": 0.0,
 }
 
 
@@ -128,6 +132,8 @@ class AdminMixin(SimulatorBase):
 
             apis = lifecycle.running(self.directory)
             for row in ctx.conn.execute("SELECT * FROM resources ORDER BY created_at, id"):
+                if is_deleted(row, ctx.now):
+                    continue  # its delete lag has passed: gone
                 record = records.to_inventory_record(row, ctx.now)
                 if row["kind"] == "cluster":
                     record["kube_api"] = apis.get(row["id"], "")  # "" when no API server runs for it

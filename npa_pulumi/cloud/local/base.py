@@ -197,6 +197,7 @@ class SimulatorBase:
             with db.transaction(conn, write=write):
                 ctx = OpContext(conn, db.get_meta(conn, "tenant_id") or "", time.time(), request, write)
                 if write:
+                    self._purge_deleted(conn, ctx.now)
                     scheduling.reconcile_waiting(conn, ctx.tenant_id, ctx.now, ctx.provisioning_seconds)
                 yield ctx
                 if write:
@@ -232,7 +233,7 @@ class SimulatorBase:
         row: sqlite3.Row | None = ctx.conn.execute(
             "SELECT * FROM resources WHERE id = ? AND kind = ?", (resource_id, kind)
         ).fetchone()
-        if row is None:
+        if row is None or is_deleted(row, ctx.now):
             raise NotFound(f"{_human(kind)} {resource_id} not found")
         if row["tenant_id"] != ctx.tenant_id:
             raise PermissionDenied(f"{_human(kind)} {resource_id} belongs to another tenant")
@@ -267,14 +268,14 @@ class SimulatorBase:
         rows = ctx.conn.execute(
             f"SELECT * FROM resources WHERE kind = ? AND {column} = ? ORDER BY created_at, id", (kind, value)
         ).fetchall()
-        return [records.to_record(row, ctx.now) for row in rows]
+        return [records.to_record(row, ctx.now) for row in rows if not is_deleted(row, ctx.now)]
 
     @staticmethod
     def _find_named(ctx: OpContext, kind: str, project_id: str, name: str) -> dict[str, Any] | None:
         row = ctx.conn.execute(
             "SELECT * FROM resources WHERE kind = ? AND project_id = ? AND name = ?", (kind, project_id, name)
         ).fetchone()
-        return None if row is None else records.to_record(row, ctx.now)
+        return None if row is None or is_deleted(row, ctx.now) else records.to_record(row, ctx.now)
 
     @staticmethod
     def _node_groups_using(ctx: OpContext, project_id: str, field: str, target_id: str) -> list[str]:
@@ -409,7 +410,37 @@ class SimulatorBase:
     @staticmethod
     def _delete_row(ctx: OpContext, resource_id: str) -> None:
         acct.release(ctx.conn, resource_id)
+        lag = float(db.get_meta(ctx.conn, "delete_lag_seconds") or 0)
+        row = ctx.conn.execute("SELECT kind FROM resources WHERE id = ?", (resource_id,)).fetchone()
+        if lag > 0 and row is not None and row["kind"] in LAGGED_KINDS:
+            # Deleted, but visible as DELETING until the lag passes (purged by the next write after it).
+            ctx.conn.execute(
+                "UPDATE resources SET idempotency_key = NULL, "
+                "data = json_set(data, '$.deleting_until', ?) WHERE id = ?",
+                (ctx.now + lag, resource_id),
+            )
+            return
         ctx.conn.execute("DELETE FROM resources WHERE id = ?", (resource_id,))
+
+    @staticmethod
+    def _purge_deleted(conn: sqlite3.Connection, now: float) -> None:
+        """Rows whose delete lag has passed are gone (every write starts with this, so writes never see
+        them; reads filter them: see `_row`, `_list`)."""
+        conn.execute(
+            "DELETE FROM resources WHERE json_extract(data, '$.deleting_until') IS NOT NULL "
+            "AND json_extract(data, '$.deleting_until') <= ?",
+            (now,),
+        )
+
+
+# The kinds whose deletes complete asynchronously under the `delete_lag_seconds` setting.
+LAGGED_KINDS = frozenset({"project", "network", "subnet", "bucket", "service_account", "access_key"})
+
+
+def is_deleted(row: sqlite3.Row, now: float) -> bool:
+    """A lagged delete whose lag has passed: gone, even before the next write purges the row."""
+    until = records.data_of(row).get("deleting_until")
+    return until is not None and float(until) <= now
 
 
 def wipe(conn: sqlite3.Connection) -> None:

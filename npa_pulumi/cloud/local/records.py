@@ -197,7 +197,11 @@ _BUILDERS = {
 
 
 def to_record(row: sqlite3.Row, now: float) -> dict[str, Any]:
-    return _BUILDERS[row["kind"]](row, data_of(row), now)
+    data = data_of(row)
+    record = _BUILDERS[row["kind"]](row, data, now)
+    if data.get("deleting_until") is not None and "state" in record:
+        record["state"] = "DELETING"  # deleted, not yet gone (the `delete_lag_seconds` setting)
+    return record
 
 
 def to_inventory_record(row: sqlite3.Row, now: float) -> dict[str, Any]:
