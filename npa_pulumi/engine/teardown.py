@@ -316,6 +316,9 @@ class Teardown:
                 if item.status == "planned":
                     item.status, item.reason = "retained", why
                     item.retains, item.deletes = {**item.retains, **item.deletes}, {}
+                elif item.phase == "network" and item.status == "retained":
+                    # A reused subnet is retained anyway; the project stack stays too, and this says why.
+                    item.reason = f"{why}; {item.reason}"
         return phases
 
     def _plan_network(
