@@ -16,12 +16,13 @@ tests/unit/test_diy_backend.py pins them, and an integration test checks that th
 * `has_pending_operations` / `interrupted`: whether a killed update left the stack locked or with pending
   operations, without an engine start per stack on every `up`.
 
-On an `s3://` backend (the same layout in a bucket) the locks and the checkpoint's pending operations are
-read through the S3 API with the operator's exported key (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, the
-key the engine uses): a run killed after its update wrote the outputs leaves a lock there too, and the
-no-op check of `up` (outputs match, stack skipped) must see it, as it does on file://. Without such a key
-in the environment (an AWS profile, a session token) nothing is read and the engine names a lock holder
-when it refuses one, as before.
+On an `s3://` backend (the same layout in a bucket) the checkpoints (outputs, pending operations) and the
+locks are read through the S3 API with the operator's exported key (AWS_ACCESS_KEY_ID /
+AWS_SECRET_ACCESS_KEY, the key the engine uses): one GET per stack instead of engine starts (what `status`
+and a no-op `up` of a large fleet spend), and a run killed after its update wrote the outputs leaves a lock
+there too, which the no-op check of `up` (outputs match, stack skipped) must see, as it does on file://.
+Without such a key in the environment (an AWS profile, a session token), or on any answer but the object
+or 404, the engine is asked, as before; tags are always set through the engine there.
 """
 
 from __future__ import annotations
@@ -122,8 +123,11 @@ def _mask_secrets(value: Any) -> Any:
 def _latest_deployment(backend_url: str, stack: str, project_name: str) -> Any:
     """The `checkpoint.latest` of a stack on a project-scoped DIY backend ({} before its first update);
     None when the stack does not exist; `NO_FAST_PATH` for another backend, an unreadable file or another
-    checkpoint version. The DIY backend writes checkpoints atomically (temp file + rename), so a
-    concurrent update never shows a torn file."""
+    checkpoint version. The DIY backend writes checkpoints atomically (temp file + rename; an S3 object is
+    replaced whole), so a concurrent update never shows a torn file."""
+    bucket = s3_bucket(backend_url)
+    if bucket is not None:
+        return _s3_latest_deployment(bucket, stack, project_name)
     directory = stacks_dir(backend_url, project_name)
     if directory is None:
         return NO_FAST_PATH
@@ -151,14 +155,21 @@ def _checkpoint_document(raw: bytes, gzipped: bool) -> Any:
 
 
 def _s3_latest_deployment(bucket: S3Bucket, stack: str, project_name: str) -> Any:
-    """`checkpoint.latest` of a stack in an s3:// backend; None when absent or unreadable."""
-    for suffix in (".json", ".json.gz"):
-        raw = bucket.get(f".pulumi/stacks/{project_name}/{stack}{suffix}")
-        if raw is not None:
+    """`_latest_deployment` in an s3:// backend: the same layout as file://, read with GETs (one or two
+    per stack instead of two or three engine starts). Anything but 200 or 404 means: ask the engine."""
+    try:
+        if not bucket.layout_known():
+            return NO_FAST_PATH
+        for suffix in (".json", ".json.gz"):
+            raw = bucket.get(f".pulumi/stacks/{project_name}/{stack}{suffix}")
+            if raw is None:
+                continue
             document = _checkpoint_document(raw, suffix.endswith(".gz"))
-            if isinstance(document, dict) and document.get("version") == CHECKPOINT_VERSION:
-                return (document.get("checkpoint") or {}).get("latest") or {}
-            return None
+            if not isinstance(document, dict) or document.get("version") != CHECKPOINT_VERSION:
+                return NO_FAST_PATH
+            return (document.get("checkpoint") or {}).get("latest") or {}
+    except S3Unreadable:
+        return NO_FAST_PATH
     return None
 
 
@@ -175,11 +186,7 @@ def checkpoint_outputs(backend_url: str, stack: str, project_name: str) -> Any:
 
 
 def has_pending_operations(backend_url: str, stack: str, project_name: str) -> bool:
-    bucket = s3_bucket(backend_url)
-    if bucket is not None:
-        latest = _s3_latest_deployment(bucket, stack, project_name)
-    else:
-        latest = _latest_deployment(backend_url, stack, project_name)
+    latest = _latest_deployment(backend_url, stack, project_name)
     return isinstance(latest, dict) and bool(latest.get("pending_operations"))
 
 
@@ -189,22 +196,45 @@ def has_pending_operations(backend_url: str, stack: str, project_name: str) -> b
 _S3_KEY = re.compile(r"<Key>([^<]*)</Key>")
 
 
+class S3Unreadable(Exception):
+    """The bucket answered neither with the object nor with 404 (no access, no network)."""
+
+
+_LAYOUTS: dict[tuple[str, str], bool] = {}  # (endpoint, bucket) -> meta.yaml is a version this module knows
+
+
 @dataclass(frozen=True)
 class S3Bucket:
     """Reading the engine's objects in the bucket of an s3:// backend (path-style, signed requests)."""
 
     client: S3Client
     name: str
+    endpoint: str
 
     def get(self, key: str) -> bytes | None:
+        """The object's bytes; None when there is no such key; S3Unreadable otherwise."""
         try:
             response = self.client.request("GET", self.name, key)
-        except OSError:
+        except OSError as err:
+            raise S3Unreadable(str(err)) from None
+        if response.status == 404:
             return None
-        return response.body if response.status == 200 else None
+        if response.status != 200:
+            raise S3Unreadable(f"HTTP {response.status}")
+        return response.body
+
+    def layout_known(self) -> bool:
+        """Whether the backend's `.pulumi/meta.yaml` is the project-scoped layout (read once a process)."""
+        where = (self.endpoint, self.name)
+        if where not in _LAYOUTS:
+            meta = self.get(".pulumi/meta.yaml")
+            lines = (meta or b"").decode("utf-8", "replace").splitlines()
+            _LAYOUTS[where] = any(line.strip() == f"version: {META_VERSION}" for line in lines)
+        return _LAYOUTS[where]
 
     def keys(self, prefix: str) -> list[str]:
-        """The keys under `prefix` (one page: a stack has a lock or two, never a thousand)."""
+        """The keys under `prefix` (one page: a stack has a lock or two, never a thousand); none when the
+        listing fails (the engine then names a holder when it refuses the lock)."""
         query = urllib.parse.urlencode({"list-type": "2", "prefix": prefix}, quote_via=urllib.parse.quote)
         try:
             response = self.client.request("GET", self.name, query=query)
@@ -244,7 +274,7 @@ def s3_bucket(backend_url: str) -> S3Bucket | None:
         client = S3Client(endpoint, region, key, SecretStr(secret), timeout_s=15.0)
     except ValueError:
         return None
-    return S3Bucket(client, parsed.netloc)
+    return S3Bucket(client, parsed.netloc, endpoint)
 
 
 # ------------------------------------------------------------------------------------------ locks
@@ -289,7 +319,10 @@ def read_locks(backend_url: str, project_name: str, stack: str) -> list[LockInfo
     if bucket is not None:
         found = []
         for key in bucket.keys(relative):
-            raw = bucket.get(key) if key.endswith(".json") else None
+            try:
+                raw = bucket.get(key) if key.endswith(".json") else None
+            except S3Unreadable:
+                continue
             lock = _lock(key, raw) if raw is not None else None
             if lock is not None:
                 found.append(lock)
