@@ -210,6 +210,13 @@ def test_project_stage_then_sharded_cluster_stage_equal_one_full_deploy(
     # status --shard: exactly the shard's clusters.
     one = npa("status", *common, "--shard", "1/2", "--output", "json")
     assert {c["cluster_name"] for c in one.json()["clusters"]} == {n for n, o in owners.items() if o == 1}
+    # refresh --shard: the shard's cluster stacks only; the shared project stack is left to --stage projects.
+    refreshed = npa("refresh", *common, "--shard", "2/2", "--output", "json")
+    assert refreshed.code == 0, refreshed.stderr[-3000:]
+    assert {s["stack"] for s in refreshed.json()["stacks"]} == {
+        _stack(n) for n, o in owners.items() if o == 2
+    }
+    assert any("refresh --stage projects" in w for w in refreshed.json()["warnings"])
 
     destroy = ["destroy", *common, "--yes", "--output", "json"]
     kept = npa(*destroy, "--stage", "projects")
