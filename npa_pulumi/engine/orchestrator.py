@@ -10,7 +10,10 @@ Ordering and safety:
   clusters deploying in parallel never race to create the same network;
 * `continue-on-error` (default) keeps going past a failing target; `fail-fast` stops scheduling new work;
 * destroy runs cluster stacks first, and a project stack only when none of its cluster stacks remain;
-  projects and buckets are retained, an owned network is reclaimed.
+  projects and buckets are retained, an owned network is reclaimed;
+* `--stage projects|clusters` splits those two phases across runs (CI: the projects stage once, the
+  clusters stage sharded over a matrix); the clusters stage of `up` refuses to start while a project
+  stack it needs is not deployed, and destroy's projects stage keeps a project whose clusters remain.
 """
 
 from __future__ import annotations
