@@ -225,3 +225,74 @@ def machine_facts() -> dict[str, Any]:
         "terraform": _version([str(find_terraform()), "version"]),
         "git_commit": _version(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
     }
+
+
+MOTO_SERVER = Path(sys.executable).parent / "moto_server"
+
+
+@dataclass
+class S3Endpoint:
+    """A real S3 server (moto_server, the dev extra) on a free loopback port, for the s3:// backend."""
+
+    process: subprocess.Popen[bytes]
+    endpoint: str
+    env: dict[str, str]
+
+    @classmethod
+    def start(cls, log: Path) -> S3Endpoint:
+        import secrets
+        import socket
+
+        if not MOTO_SERVER.exists():
+            raise RunFailed(f"{MOTO_SERVER} is missing: install the dev extras (moto[server])")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        env = {
+            "AWS_ACCESS_KEY_ID": "AKIA" + secrets.token_hex(8).upper(),
+            "AWS_SECRET_ACCESS_KEY": secrets.token_hex(20),
+            "AWS_REGION": "us-east-1",
+        }
+        server = cls(process, f"http://127.0.0.1:{port}", env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    return server
+            if process.poll() is not None:
+                break
+            time.sleep(0.1)
+        server.stop()
+        raise RunFailed(f"moto_server did not start: {log.read_text()[-1500:]}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def measure_together(runs: list[list[str]], env: dict[str, str], cwd: Path, timeout: float = 3600) -> Sample:
+    """Start every argv at once (N CI jobs on one machine) and wait for all: the wall time until the last
+    finishes; CPU and RSS summed/maximised over them. Any failure raises RunFailed."""
+    import concurrent.futures
+
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        results = list(pool.map(lambda argv: measure(argv, env, cwd, timeout), runs))
+    wall = time.perf_counter() - started
+    for (sample, out, err), argv in zip(results, runs, strict=True):
+        if sample.code != 0:
+            raise RunFailed(f"{' '.join(argv[-6:])} exited {sample.code}:\n{out[-1000:]}\n{err[-2000:]}")
+    samples = [r[0] for r in results]
+    return Sample(wall, sum(s.cpu_s for s in samples), max(s.tree_max_rss_mb for s in samples), 0)

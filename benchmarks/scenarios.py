@@ -17,7 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fixtures import PROJECT, REGION, TENANT, fleet_spec, roomy_tenant
-from benchmarks.harness import CLI, REPO, Home, RunFailed, Sample, measure, median, stats
+from benchmarks.harness import (
+    CLI,
+    REPO,
+    Home,
+    RunFailed,
+    S3Endpoint,
+    Sample,
+    measure,
+    measure_together,
+    median,
+    stats,
+)
 
 STAND_IN = REPO / "recipes" / "local-k8s-training"
 
@@ -35,10 +46,12 @@ class Budget:
     plan_clusters: int
     quota_records: int
     preview_stacks: int
+    scale_clusters: int = 200  # issue 20's figure; the quick budget uses fewer, and the report says so
+    scale_shards: int = 4
 
     @classmethod
     def quick(cls) -> Budget:
-        return cls(3, 5, 10, (1, 4, 8), 20, 2, 1000, 10_000, 100)
+        return cls(3, 5, 10, (1, 4, 8), 20, 2, 1000, 10_000, 100, scale_clusters=40)
 
     @classmethod
     def full(cls) -> Budget:
@@ -478,6 +491,101 @@ def stack_costs(work: Path, budget: Budget) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------------------ scale: S3 and shards
+
+
+def _deployed_fleet(home: Home, n: int, backend: list[str]) -> Path:
+    """A first deploy of `n` clusters (2 per 50, at least 2 projects) at -j 8; the spec's path."""
+    spec = home.root / "fleet.yaml"
+    spec.write_text(fleet_spec("scale", n, projects=max(2, n // 50)))
+    home.npa("up", "--spec", str(spec), *backend, "--yes", "-j", "8", "--no-preflight", "--output", "json")
+    return spec
+
+
+def scale(work: Path, budget: Budget) -> dict[str, Any]:
+    """Issue 20: the same fleet of N cluster stacks with its state in an S3 bucket (moto_server on loopback,
+    the engine's s3:// backend) vs the file:// backend: `status` and a no-op `preview` (wall, interleaved);
+    then 4 concurrent `preview --shard K/4` (4 CI jobs on this machine) vs one unsharded preview, on S3.
+    The local cloud runs without API servers and with no simulated provisioning wait: the deploys are only
+    the setup."""
+    n, shards = budget.scale_clusters, budget.scale_shards
+    fixture = roomy_tenant(work / "roomy-tenant.yaml", scale=max(10, n // 2))
+    work.mkdir(parents=True, exist_ok=True)
+    server = S3Endpoint.start(work / "moto_server.log")
+    try:
+        local = _home(work, "scale-file", 0, fixture)
+        remote = _home(work, "scale-s3", 0, fixture)
+        remote.extra.update(server.env)
+        made = remote.npa_json(
+            "backend",
+            "init",
+            "--cloud",
+            "local",
+            "--endpoint",
+            server.endpoint,
+            "--bucket",
+            "bench-state",
+            "--output",
+            "json",
+        )
+        # moto sends no response checksums: the engine's SDK validates them only when required.
+        s3 = ["--backend", made["backend_url"] + "&response_checksum_validation=when_required"]
+        deploys = {
+            "file": _timed(lambda: _deployed_fleet(local, n, [])),
+            "s3": _timed(lambda: _deployed_fleet(remote, n, s3)),
+        }
+        spec = ["--spec", str(local.root / "fleet.yaml")]
+        remote_spec = ["--spec", str(remote.root / "fleet.yaml")]
+        preview = ["preview", "-j", "8", "--no-preflight", "--output", "json"]
+        runs: dict[str, list[Sample]] = {
+            k: [] for k in ("status_file", "status_s3", "preview_file", "preview_s3")
+        }
+        sharded: list[Sample] = []
+        for _ in range(max(2, budget.repeats - 1)):
+            runs["status_file"].append(local.npa("status", *spec, "-j", "8", "--output", "json"))
+            runs["status_s3"].append(remote.npa("status", *remote_spec, *s3, "-j", "8", "--output", "json"))
+            runs["preview_file"].append(local.npa(*preview, *spec))
+            runs["preview_s3"].append(remote.npa(*preview, *remote_spec, *s3))
+            jobs = [
+                [*CLI, *preview, *remote_spec, *s3, "--shard", f"{k}/{shards}"] for k in range(1, shards + 1)
+            ]
+            sharded.append(measure_together(jobs, remote.env(), REPO))
+        shutil.rmtree(local.root, ignore_errors=True)
+        shutil.rmtree(remote.root, ignore_errors=True)
+    finally:
+        server.stop()
+    walls = {k: stats([s.wall_s for s in v]) for k, v in runs.items()}
+
+    def ratio(a: list[Sample], b: list[Sample]) -> float:
+        return round(median([s.wall_s for s in a]) / median([s.wall_s for s in b]), 3)
+
+    return {
+        "name": "scale: S3 backend and shards",
+        "target": f"figures (no target): {n} cluster stacks, S3 vs file backend; {shards} shards vs one run",
+        "clusters": n,
+        "shards": shards,
+        "reduced": n < 200,  # the quick budget: fewer stacks than issue 20's 200
+        "first_deploy_s": deploys,
+        "runs": {k: _samples(v) for k, v in runs.items()},
+        "sharded_preview": _samples(sharded),
+        "wall_s": {**walls, "preview_sharded": stats([s.wall_s for s in sharded])},
+        "ratios": {
+            "status_s3_vs_file": ratio(runs["status_s3"], runs["status_file"]),
+            "preview_s3_vs_file": ratio(runs["preview_s3"], runs["preview_file"]),
+            "preview_sharded_vs_one": ratio(sharded, runs["preview_s3"]),
+        },
+        "sharded_cpu_s": stats([s.cpu_s for s in sharded]),
+        "one_run_cpu_s": stats([s.cpu_s for s in runs["preview_s3"]]),
+        "met": True,
+    }
+
+
+def _timed(work: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    work()
+    return round(time.perf_counter() - started, 1)
+
+
 SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "planning": planning,
     "overhead": overhead,
@@ -487,6 +595,7 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "control_plane": control_plane,
     "health_gate": health_gate,
     "stack_costs": stack_costs,
+    "scale": scale,
 }
 
 

@@ -101,6 +101,13 @@ shard_option = click.option(
     help="Only the clusters shard K of N owns (rendezvous hashing of the cluster stack name: stable when "
     "clusters are added). Project stacks are shared, single-flight through their lock.",
 )
+stage_option = click.option(
+    "--stage",
+    type=click.Choice(["projects", "clusters"]),
+    default=None,
+    help="Only the project stacks (run once), or only the cluster stacks (shardable; their project stacks "
+    "must be deployed). destroy: clusters stage first, then projects. Default: both, in order.",
+)
 break_lock_option = click.option(
     "--break-lock",
     is_flag=True,
@@ -115,12 +122,15 @@ def _load(
     only_clusters: tuple[str, ...],
     project_prefix: str | None,
     shard: str | None = None,
+    stage: str | None = None,
 ) -> tuple[Any, list[Any]]:
+    from npa_pulumi.engine.orchestrator import check_stage
     from npa_pulumi.plan import resolve_targets
     from npa_pulumi.plan.shards import parse_shard, select_shard
     from npa_pulumi.spec import load_spec
 
     chosen = parse_shard(shard) if shard is not None else None  # bad input fails before the spec is read
+    check_stage(stage, shard)
     spec = load_spec(spec_path)
     targets = resolve_targets(spec, _split(only_projects), _split(only_clusters), project_prefix)
     return spec, select_shard(targets, chosen)
@@ -130,12 +140,19 @@ def _shard_kw(kw: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """Engine options of a shardable command; --shard with --break-lock is refused: breaking a lock is a
     person's decision about one run, and in a matrix the holder is most likely a sibling shard."""
     if kw.get("shard") and kw.get("break_lock"):
-        from npa_pulumi.errors import UserInputError
-
         raise UserInputError(
             "--break-lock cannot be combined with --shard: recover a lock in an unsharded run"
         )
-    return _engine_options(kw, shard=kw.get("shard"), break_lock=kw.get("break_lock", False), **extra)
+    from npa_pulumi.engine.orchestrator import check_stage
+
+    check_stage(kw.get("stage"), kw.get("shard"))
+    return _engine_options(
+        kw,
+        shard=kw.get("shard"),
+        stage=kw.get("stage"),
+        break_lock=kw.get("break_lock", False),
+        **extra,
+    )
 
 
 def _nothing_to_do(command: str, spec: Any, kw: dict[str, Any]) -> int:
@@ -148,7 +165,11 @@ def _nothing_to_do(command: str, spec: Any, kw: dict[str, Any]) -> int:
         from npa_pulumi.output.results import FleetResult
 
         result = FleetResult(
-            command=command, fleet=spec.name, cloud=kw["cloud"], backend=resolve_backend_url(kw["backend"])
+            command=command,
+            fleet=spec.name,
+            cloud=kw["cloud"],
+            backend=resolve_backend_url(kw["backend"]),
+            shard=kw.get("shard"),
         )
         result.dry_run = bool(kw.get("dry_run", False))
         emit_json(result.to_json())
@@ -273,13 +294,19 @@ def _finish(result: Any, output: str) -> int:
     help="Policy config JSON (enforcement levels and settings).",
 )
 @shard_option
+@stage_option
 @break_lock_option
 def up_command(**kw: Any) -> None:
     """Deploy the fleet: project stacks first, then cluster stacks in parallel."""
 
     def body() -> int:
         spec, targets = _load(
-            kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"], kw["shard"]
+            kw["spec_path"],
+            kw["only_projects"],
+            kw["only_clusters"],
+            kw["project_prefix"],
+            kw["shard"],
+            kw["stage"],
         )
         if not targets:
             return _nothing_to_do("up", spec, kw)
@@ -344,6 +371,7 @@ def up_command(**kw: Any) -> None:
     help="Policy config JSON (enforcement levels and settings).",
 )
 @shard_option
+@stage_option
 @click.option(
     "--refresh",
     is_flag=True,
@@ -354,7 +382,12 @@ def preview_command(**kw: Any) -> None:
 
     def body() -> int:
         spec, targets = _load(
-            kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"], kw["shard"]
+            kw["spec_path"],
+            kw["only_projects"],
+            kw["only_clusters"],
+            kw["project_prefix"],
+            kw["shard"],
+            kw["stage"],
         )
         if not targets and kw["output"] != "markdown" and not kw["out_file"]:
             return _nothing_to_do("preview", spec, kw)
@@ -377,6 +410,81 @@ def preview_command(**kw: Any) -> None:
         return write_preview(result, kw["output"], kw["out_file"], kw["json_out"])
 
     run_guarded(body, kw["output"])
+
+
+@click.command("preview-merge")
+@click.argument("documents", nargs=-1, type=click.Path(dir_okay=False))
+@output_option("json", "markdown", default="json")
+@click.option(
+    "--spec",
+    "-f",
+    "spec_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="The fleet spec: stacks are listed in its order, as an unsharded preview lists them.",
+)
+@click.option(
+    "--preflight",
+    "preflight_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="A whole-fleet report (`npa-pulumi preflight --output json`) to show instead of none.",
+)
+@click.option(
+    "--out",
+    "out_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Write the markdown/json document to this file instead of stdout.",
+)
+@click.option(
+    "--json-out",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Also write the merged JSON result to this file.",
+)
+def preview_merge_command(**kw: Any) -> None:
+    """Combine the JSON documents of `preview --shard K/N --output json` (every shard once) into one
+    preview: the JSON an unsharded preview prints, or its markdown PR comment (within the comment limit).
+    Exit 1 when a merged stack failed, as preview."""
+
+    def body() -> int:
+        from npa_pulumi.output.documents import write_preview
+        from npa_pulumi.output.merge import merge_previews
+
+        documents = [_read_document(path) for path in kw["documents"]]
+        preflight = _read_document(kw["preflight_file"]).body if kw["preflight_file"] else None
+        if preflight is not None and not (isinstance(preflight, dict) and "requirements" in preflight):
+            raise UserInputError(
+                f"--preflight {kw['preflight_file']}: not a `npa-pulumi preflight --output json` report"
+            )
+        order = None
+        if kw["spec_path"]:
+            _spec, targets = _load(kw["spec_path"], (), (), None)
+            order = _unique([s for t in targets for s in (t.project_stack, t.cluster_stack)])
+        merged = merge_previews(documents, order, preflight)
+        return write_preview(merged, kw["output"], kw["out_file"], kw["json_out"])
+
+    run_guarded(body, kw["output"])
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _read_document(path: str) -> Any:
+    """A JSON file as a merge input; unreadable or not JSON is bad input (exit 2), named."""
+    import json
+    from pathlib import Path
+
+    from npa_pulumi.output.merge import PreviewDocument
+
+    try:
+        return PreviewDocument(path, json.loads(Path(path).read_text()))
+    except OSError as err:
+        raise UserInputError(f"{path}: cannot be read: {err.strerror or err}") from None
+    except ValueError as err:
+        raise UserInputError(f"{path}: not JSON ({err})") from None
 
 
 def deletion_options(func: F) -> F:
@@ -415,7 +523,6 @@ def deletion_options(func: F) -> F:
 
 def _teardown_options(kw: dict[str, Any]) -> Any:
     from npa_pulumi.engine.teardown import TeardownOptions
-    from npa_pulumi.errors import UserInputError
 
     if kw["delete_nonempty_buckets"] and not kw["delete_buckets"]:
         raise UserInputError("--delete-nonempty-buckets only applies together with --delete-buckets")
@@ -448,6 +555,7 @@ def destroy_options(func: F) -> F:
 )
 @deletion_options
 @shard_option
+@stage_option
 @break_lock_option
 def destroy_command(**kw: Any) -> None:
     """Destroy the selected clusters, then (once no cluster of a project remains) the project stack and
@@ -465,7 +573,12 @@ def destroy_command(**kw: Any) -> None:
 
             raise UserInputError("destroy needs --spec (or --receipt ID to continue a recorded teardown)")
         spec, targets = _load(
-            kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"], kw["shard"]
+            kw["spec_path"],
+            kw["only_projects"],
+            kw["only_clusters"],
+            kw["project_prefix"],
+            kw["shard"],
+            kw["stage"],
         )
         if not targets:
             return _nothing_to_do("destroy", spec, kw)
@@ -723,30 +836,43 @@ def _phase_lines(phases: list[Any]) -> list[str]:
     return lines
 
 
-def _read_only_command(name: str, method: str, summary: str) -> click.Command:
-    """A command that only reads (status, refresh): load, select, run `Fleet.<method>()`, report."""
+def _read_only_command(name: str, method: str, summary: str, staged: bool = False) -> click.Command:
+    """A command that reads the cloud (status, refresh): load, select (a shard too), run
+    `Fleet.<method>()`, report."""
 
     @click.command(name, help=summary)
     @fleet_options
     @output_option()
+    @shard_option
     def command(**kw: Any) -> None:
         def body() -> int:
             spec, targets = _load(
-                kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"]
+                kw["spec_path"],
+                kw["only_projects"],
+                kw["only_clusters"],
+                kw["project_prefix"],
+                kw["shard"],
+                kw.get("stage"),
             )
-            fleet = _fleet(spec, targets, _engine_options(kw))
+            if not targets:
+                return _nothing_to_do(name, spec, kw)
+            fleet = _fleet(spec, targets, _shard_kw(kw))
             with fleet.progress:
                 result = getattr(fleet, method)()
             return _finish(result, kw["output"])
 
         run_guarded(body, kw["output"])
 
-    return command
+    return stage_option(command) if staged else command
 
 
 status_command = _read_only_command("status", "status", "Stack outputs plus live cloud state per cluster.")
 refresh_command = _read_only_command(
-    "refresh", "refresh", "Compare every stack with the live cloud and record drift."
+    "refresh",
+    "refresh",
+    "Compare every stack with the live cloud and record drift. With --shard only the shard's cluster "
+    "stacks (project stacks are shared: refresh them once with --stage projects).",
+    staged=True,
 )
 
 
@@ -934,6 +1060,7 @@ def register(group: click.Group) -> None:
     group.add_command(up_command)
     group.add_command(up_command, name="deploy")
     group.add_command(preview_command)
+    group.add_command(preview_merge_command)
     group.add_command(destroy_command)
     group.add_command(cleanup_command)
     group.add_command(status_command)

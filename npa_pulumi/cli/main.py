@@ -18,6 +18,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "up": "npa_pulumi.cli.fleet_commands",
     "deploy": "npa_pulumi.cli.fleet_commands",
     "preview": "npa_pulumi.cli.fleet_commands",
+    "preview-merge": "npa_pulumi.cli.fleet_commands",
     "destroy": "npa_pulumi.cli.fleet_commands",
     "cleanup": "npa_pulumi.cli.fleet_commands",
     "refresh": "npa_pulumi.cli.fleet_commands",

@@ -15,6 +15,14 @@ tests/unit/test_diy_backend.py pins them, and an integration test checks that th
   owner's pid, host and time decide whether a lock is stale (then `pulumi cancel` removes it).
 * `has_pending_operations` / `interrupted`: whether a killed update left the stack locked or with pending
   operations, without an engine start per stack on every `up`.
+
+On an `s3://` backend (the same layout in a bucket) the checkpoints (outputs, pending operations) and the
+locks are read through the S3 API with the operator's exported key (AWS_ACCESS_KEY_ID /
+AWS_SECRET_ACCESS_KEY, the key the engine uses): one GET per stack instead of engine starts (what `status`
+and a no-op `up` of a large fleet spend), and a run killed after its update wrote the outputs leaves a lock
+there too, which the no-op check of `up` (outputs match, stack skipped) must see, as it does on file://.
+Without such a key in the environment (an AWS profile, a session token), or on any answer but the object
+or 404, the engine is asked, as before; tags are always set through the engine there.
 """
 
 from __future__ import annotations
@@ -22,10 +30,15 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from pydantic import SecretStr
+
+from npa_pulumi.cloud.nebius.s3 import S3Client
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive
 
@@ -134,8 +147,11 @@ def _mask_secrets(value: Any) -> Any:
 def _latest_deployment(backend_url: str, stack: str, project_name: str) -> Any:
     """The `checkpoint.latest` of a stack on a project-scoped DIY backend ({} before its first update);
     None when the stack does not exist; `NO_FAST_PATH` for another backend, an unreadable file or another
-    checkpoint version. The DIY backend writes checkpoints atomically (temp file + rename), so a
-    concurrent update never shows a torn file."""
+    checkpoint version. The DIY backend writes checkpoints atomically (temp file + rename; an S3 object is
+    replaced whole), so a concurrent update never shows a torn file."""
+    bucket = s3_bucket(backend_url)
+    if bucket is not None:
+        return _s3_latest_deployment(bucket, stack, project_name)
     directory = stacks_dir(backend_url, project_name)
     if directory is None:
         return NO_FAST_PATH
@@ -155,6 +171,32 @@ def _latest_deployment(backend_url: str, stack: str, project_name: str) -> Any:
     return (document.get("checkpoint") or {}).get("latest") or {}
 
 
+def _checkpoint_document(raw: bytes, gzipped: bool) -> Any:
+    try:
+        return json.loads(gzip.decompress(raw) if gzipped else raw)
+    except (OSError, ValueError):
+        return None
+
+
+def _s3_latest_deployment(bucket: S3Bucket, stack: str, project_name: str) -> Any:
+    """`_latest_deployment` in an s3:// backend: the same layout as file://, read with GETs (one or two
+    per stack instead of two or three engine starts). Anything but 200 or 404 means: ask the engine."""
+    try:
+        if not bucket.layout_known():
+            return NO_FAST_PATH
+        for suffix in (".json", ".json.gz"):
+            raw = bucket.get(f".pulumi/stacks/{project_name}/{stack}{suffix}")
+            if raw is None:
+                continue
+            document = _checkpoint_document(raw, suffix.endswith(".gz"))
+            if not isinstance(document, dict) or document.get("version") != CHECKPOINT_VERSION:
+                return NO_FAST_PATH
+            return (document.get("checkpoint") or {}).get("latest") or {}
+    except S3Unreadable:
+        return NO_FAST_PATH
+    return None
+
+
 def checkpoint_outputs(backend_url: str, stack: str, project_name: str) -> Any:
     """A stack's outputs read straight from its checkpoint, secrets masked as `[secret]`; None when the
     stack does not exist; `NO_FAST_PATH` when the caller must ask the engine instead."""
@@ -172,6 +214,93 @@ def has_pending_operations(backend_url: str, stack: str, project_name: str) -> b
     return isinstance(latest, dict) and bool(latest.get("pending_operations"))
 
 
+# ------------------------------------------------------------------------------------ s3 backends
+
+
+_S3_KEY = re.compile(r"<Key>([^<]*)</Key>")
+
+
+class S3Unreadable(Exception):
+    """The bucket answered neither with the object nor with 404 (no access, no network)."""
+
+
+_LAYOUTS: dict[tuple[str, str], bool] = {}  # (endpoint, bucket) -> meta.yaml is a version this module knows
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    """Reading the engine's objects in the bucket of an s3:// backend (path-style, signed requests)."""
+
+    client: S3Client
+    name: str
+    endpoint: str
+
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes; None when there is no such key; S3Unreadable otherwise."""
+        try:
+            response = self.client.request("GET", self.name, key)
+        except OSError as err:
+            raise S3Unreadable(str(err)) from None
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise S3Unreadable(f"HTTP {response.status}")
+        return response.body
+
+    def layout_known(self) -> bool:
+        """Whether the backend's `.pulumi/meta.yaml` is the project-scoped layout (read once a process)."""
+        where = (self.endpoint, self.name)
+        if where not in _LAYOUTS:
+            meta = self.get(".pulumi/meta.yaml")
+            lines = (meta or b"").decode("utf-8", "replace").splitlines()
+            _LAYOUTS[where] = any(line.strip() == f"version: {META_VERSION}" for line in lines)
+        return _LAYOUTS[where]
+
+    def keys(self, prefix: str) -> list[str]:
+        """The keys under `prefix` (one page: a stack has a lock or two, never a thousand); none when the
+        listing fails (the engine then names a holder when it refuses the lock)."""
+        query = urllib.parse.urlencode({"list-type": "2", "prefix": prefix}, quote_via=urllib.parse.quote)
+        try:
+            response = self.client.request("GET", self.name, query=query)
+        except OSError:
+            return []
+        if response.status != 200:
+            return []
+        text = response.body.decode("utf-8", "replace")
+        return [_xml_unescape(key) for key in _S3_KEY.findall(text)]
+
+
+def _xml_unescape(text: str) -> str:
+    for escaped, plain in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&amp;", "&")):
+        text = text.replace(escaped, plain)
+    return text
+
+
+def s3_bucket(backend_url: str) -> S3Bucket | None:
+    """The bucket of an `s3://BUCKET?endpoint=…&region=…` backend, readable with the access key in the
+    environment; None for another backend, a URL with a key prefix, or no usable key here."""
+    if not backend_url.startswith("s3://"):
+        return None
+    parsed = urllib.parse.urlsplit(backend_url)
+    query = dict(urllib.parse.parse_qsl(parsed.query))
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+    # A session token would have to be signed too; the S3 client here signs with a plain key only.
+    if not parsed.netloc or parsed.path.strip("/") or query.get("prefix") or not (key and secret):
+        return None
+    if os.environ.get("AWS_SESSION_TOKEN"):
+        return None
+    region = query.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    region = region or "us-east-1"
+    endpoint = query.get("endpoint") or f"https://s3.{region}.amazonaws.com"
+    if "://" not in endpoint:
+        endpoint = "https://" + endpoint
+    try:
+        client = S3Client(endpoint, region, key, SecretStr(secret), timeout_s=15.0)
+    except ValueError:
+        return None
+    return S3Bucket(client, parsed.netloc, endpoint)
+
+
 # ------------------------------------------------------------------------------------------ locks
 
 
@@ -179,7 +308,7 @@ def has_pending_operations(backend_url: str, stack: str, project_name: str) -> b
 class LockInfo:
     """A stack lock file: `{"pid", "username", "hostname", "timestamp"}` (backend/diy/lock.go)."""
 
-    path: Path
+    location: str  # the lock file's path, or its key in the bucket
     pid: int
     hostname: str
     username: str
@@ -192,35 +321,57 @@ class LockInfo:
         return process_alive(self.pid, hostname=self.hostname, since=parse_timestamp(self.timestamp))
 
 
+def _lock(location: str, raw: bytes | str) -> LockInfo | None:
+    try:
+        data = json.loads(raw)
+        return LockInfo(
+            location,
+            int(data.get("pid", 0)),
+            str(data.get("hostname", "")),
+            str(data.get("username", "")),
+            str(data.get("timestamp", "")),
+        )
+    except (ValueError, TypeError, AttributeError):
+        return None  # torn or foreign: the engine still refuses it, naming what it can
+
+
 def read_locks(backend_url: str, project_name: str, stack: str) -> list[LockInfo]:
+    """The stack's engine locks in a file:// backend, or in an s3:// one readable from here (a lock
+    released between listing and reading is gone, so skipped)."""
+    relative = f".pulumi/locks/organization/{project_name}/{stack}/"
+    bucket = s3_bucket(backend_url)
+    if bucket is not None:
+        found = []
+        for key in bucket.keys(relative):
+            try:
+                raw = bucket.get(key) if key.endswith(".json") else None
+            except S3Unreadable:
+                continue
+            lock = _lock(key, raw) if raw is not None else None
+            if lock is not None:
+                found.append(lock)
+        return found
     root = diy_root(backend_url)
     if root is None:
         return []
-    lock_dir = root / ".pulumi" / "locks" / "organization" / project_name / stack
+    lock_dir = root / relative
     if not lock_dir.is_dir():
         return []
     locks = []
     for path in sorted(lock_dir.glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            lock = _lock(str(path), path.read_text())
+        except OSError:
             continue
-        locks.append(
-            LockInfo(
-                path,
-                int(data.get("pid", 0)),
-                str(data.get("hostname", "")),
-                str(data.get("username", "")),
-                str(data.get("timestamp", "")),
-            )
-        )
+        if lock is not None:
+            locks.append(lock)
     return locks
 
 
 def interrupted(backend_url: str, stack: str, project_name: str) -> bool:
-    """Whether a file:// backend shows the stack locked or with pending operations: an update was killed
-    (or is running) after it may already have written its outputs, so the stack must not be skipped as
-    unchanged; running it recovers the lock (or reports who holds it)."""
+    """Whether the backend (file://, or s3:// readable from here) shows the stack locked or with pending
+    operations: an update was killed (or is running) after it may already have written its outputs, so
+    the stack must not be skipped as unchanged; running it recovers the lock (or reports who holds it)."""
     return bool(read_locks(backend_url, project_name, stack)) or has_pending_operations(
         backend_url, stack, project_name
     )

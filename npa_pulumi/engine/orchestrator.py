@@ -10,7 +10,10 @@ Ordering and safety:
   clusters deploying in parallel never race to create the same network;
 * `continue-on-error` (default) keeps going past a failing target; `fail-fast` stops scheduling new work;
 * destroy runs cluster stacks first, and a project stack only when none of its cluster stacks remain;
-  projects and buckets are retained, an owned network is reclaimed.
+  projects and buckets are retained, an owned network is reclaimed;
+* `--stage projects|clusters` splits those two phases across runs (CI: the projects stage once, the
+  clusters stage sharded over a matrix); the clusters stage of `up` refuses to start while a project
+  stack it needs is not deployed, and destroy's projects stage keeps a project whose clusters remain.
 """
 
 from __future__ import annotations
@@ -97,6 +100,24 @@ class FleetOptions:
     # `--shard K/N`: only the clusters this shard owns (plan/shards.py); project stacks are shared.
     shard: str | None = None
     shard_wait_s: float = 1800.0  # how long a shard waits for another to finish a shared project stack
+    # `--stage projects|clusters`: only the project stacks, or only the cluster stacks, of the selection, so
+    # CI runs the project phase once and the cluster phase across a matrix (None: both, in order).
+    stage: str | None = None
+
+
+STAGES = ("projects", "clusters")
+
+
+def check_stage(stage: str | None, shard: str | None) -> None:
+    """A stage is one of STAGES; the projects stage runs once, so it is never sharded (a shard owns
+    clusters; every shard would run the same project stacks)."""
+    if stage is not None and stage not in STAGES:
+        raise UserInputError(f"--stage {stage!r}: expected one of {', '.join(STAGES)}")
+    if stage == "projects" and shard:
+        raise UserInputError(
+            "--stage projects cannot be combined with --shard: the project stacks run once, unsharded; "
+            "shard the clusters stage (--stage clusters --shard K/N)"
+        )
 
 
 def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[..., FleetResult]]:
@@ -108,10 +129,12 @@ def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[
         def run(self: Fleet, *args: Any, **kwargs: Any) -> FleetResult:
             from npa_pulumi.engine.runlock import exclusive_run
 
-            stacks = {t.cluster_stack for t in self.targets}
-            if not self.options.shard:
+            stage = self.options.stage
+            stacks = {t.cluster_stack for t in self.targets} if stage != "projects" else set()
+            if not self.options.shard and stage != "clusters":
                 # Shards of one fleet share project stacks: those are single-flight through the engine's
                 # stack lock instead (Fleet._up_project), so shards on one machine can run side by side.
+                # The clusters stage only reads them.
                 stacks |= {t.project_stack for t in self.targets}
             with exclusive_run(
                 self.settings.backend_url, self.spec.name, command, stacks, self.options.break_lock
@@ -135,6 +158,7 @@ class Fleet:
     ) -> None:
         self.spec = spec
         self.options = options
+        check_stage(options.stage, options.shard)
         if options.shard:
             from npa_pulumi.plan.shards import parse_shard, select_shard
 
@@ -229,7 +253,11 @@ class Fleet:
 
     def _result(self, command: str) -> FleetResult:
         return FleetResult(
-            command=command, fleet=self.spec.name, cloud=self.options.cloud, backend=self.settings.backend_url
+            command=command,
+            fleet=self.spec.name,
+            cloud=self.options.cloud,
+            backend=self.settings.backend_url,
+            shard=self.options.shard,
         )
 
     def _project_op(self, plan: ProjectPlan) -> StackOp:
@@ -463,9 +491,12 @@ class Fleet:
             result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
         result.stacks.extend(plans.unsupported)
         project_ops = [self._project_op(p) for p in plans.projects]
-        result.stacks.extend(self._pool(project_ops, lambda op: self.executor.run(op, "preview")))
+        if self.options.stage != "clusters":
+            result.stacks.extend(self._pool(project_ops, lambda op: self.executor.run(op, "preview")))
+        if self.options.stage == "projects":
+            return result
         # A project stack that was never deployed has no outputs yet (a preview creates the empty stack).
-        project_outputs = self.stack_outputs([self._project_op(p) for p in plans.projects], refresh=True)
+        project_outputs = self.stack_outputs(project_ops, refresh=True)
         cluster_ops = [
             self._cluster_op(c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id")))
             for c in plans.clusters
@@ -591,6 +622,15 @@ class Fleet:
                 "project_id in the spec, or drop --no-create-projects)"
             )
             return result
+        if self.options.stage == "clusters":
+            undeployed = self.undeployed_projects(plans)
+            if undeployed:
+                # Every cluster stack of such a project would fail on its missing network: stop first.
+                result.error = (
+                    f"--stage clusters: project stack(s) {', '.join(undeployed)} not deployed; nothing was "
+                    "created or changed. Run `npa-pulumi up --stage projects` (once, unsharded) first"
+                )
+                return result
         if preflight is not None:
             report = preflight(plans)
             result.preflight = report
@@ -600,6 +640,38 @@ class Fleet:
                 )
                 return result
         result.stacks.extend(plans.unsupported)
+        failed_projects = set() if self.options.stage == "clusters" else self._up_projects(plans, result)
+        if self.options.stage != "projects":
+            self._up_clusters(plans, result, failed_projects)
+        for stack in result.stacks:
+            if stack.failed and stack.retry_command is None:
+                stack.retry_command = self._retry_command("up", stack.project_key, stack.cluster_name)
+        self._fill_identity(result)
+        for stack in result.clusters():
+            if stack.status in ("deployed", "unchanged") and stack.cluster_id:
+                self._write_kubeconfig(stack)
+                self._apply_lifecycle(stack)
+        return result
+
+    def undeployed_projects(self, plans: FleetPlans) -> list[str]:
+        """Project stacks of the selection with no deployed network (missing, or never completed): what the
+        clusters stage refuses to build on. A project stack deployed from another spec only warns: its
+        outputs (project, subnet) are what the cluster stacks read, and they exist."""
+        outputs = self.stack_outputs([self._project_op(p) for p in plans.projects])
+        missing = []
+        for plan in plans.projects:
+            found = outputs.get(plan.stack) or {}
+            if not (found.get("project_id") and found.get("subnet_id")):
+                missing.append(plan.stack)
+            elif found.get(FINGERPRINT_OUTPUT) != self.fingerprint(plan):
+                self.progress.message(
+                    f"{plan.stack}: deployed from another spec than this one; the clusters stage does not "
+                    "update it (run `npa-pulumi up --stage projects` for that)"
+                )
+        return missing
+
+    def _up_projects(self, plans: FleetPlans, result: FleetResult) -> set[str]:
+        """The project stacks of `up` (changed ones only); returns the keys of the projects that failed."""
         skip_projects = set() if self.options.refresh else self.unchanged_projects()
         project_ops = [self._project_op(p) for p in plans.projects]
         result.stacks.extend(self._unchanged_result(op) for op in project_ops if op.stack in skip_projects)
@@ -610,7 +682,9 @@ class Fleet:
             # Cluster stacks read these outputs; re-read what the updates just wrote.
             self.stack_outputs(changed_projects, refresh=True)
             self._unchanged_clusters = None
-        failed_projects = {r.project_key for r in project_results if r.failed}
+        return {r.project_key for r in project_results if r.failed}
+
+    def _up_clusters(self, plans: FleetPlans, result: FleetResult, failed_projects: set[str]) -> None:
         skip_clusters = set() if self.options.refresh else self.unchanged_clusters()
         cluster_ops: list[StackOp] = []
         for cluster in plans.clusters:
@@ -628,15 +702,6 @@ class Fleet:
                 cluster_ops.append(op)
         if not (failed_projects and self.options.fail_fast):
             result.stacks.extend(self._pool(cluster_ops, lambda op: self._up_cluster(op)))
-        for stack in result.stacks:
-            if stack.failed and stack.retry_command is None:
-                stack.retry_command = self._retry_command("up", stack.project_key, stack.cluster_name)
-        self._fill_identity(result)
-        for stack in result.clusters():
-            if stack.status in ("deployed", "unchanged") and stack.cluster_id:
-                self._write_kubeconfig(stack)
-                self._apply_lifecycle(stack)
-        return result
 
     def _apply_lifecycle(self, stack: StackResult) -> None:
         """The cluster's state as its stack recorded it: `deployed` only when the health gate passed
@@ -850,7 +915,18 @@ class Fleet:
         result = self._result("refresh")
         plans = self.plans()
         result.warnings = list(plans.warnings)
-        ops = [self._project_op(p) for p in plans.projects] + [self._cluster_op(c) for c in plans.clusters]
+        ops: list[StackOp] = []
+        if self.options.shard and self.options.stage is None:
+            # Shards share project stacks; two refreshing one would collide on its lock. They are
+            # refreshed once, by an unsharded run (or `refresh --stage projects`).
+            result.warnings.append(
+                f"shard {self.options.shard}: only cluster stacks are refreshed; refresh the project stacks "
+                "once with `npa-pulumi refresh --stage projects`"
+            )
+        elif self.options.stage != "clusters":
+            ops += [self._project_op(p) for p in plans.projects]
+        if self.options.stage != "projects":
+            ops += [self._cluster_op(c) for c in plans.clusters]
         result.stacks.extend(self._pool(ops, self._refresh_stack))
         return result
 
@@ -912,9 +988,14 @@ class Fleet:
 
     def _fill_identity(self, result: FleetResult) -> None:
         """Give every cluster entry its project id and kube context when the stacks know them."""
+        # The clusters stage runs no project stack: their outputs, read before, name the project.
         project_ids = {
-            s.project_key: s.project_id for s in result.stacks if s.kind == "project" and s.project_id
+            p.project_key: str((self._outputs.get(p.stack) or {}).get("project_id") or "") or None
+            for p in self.plans().projects
         }
+        project_ids.update(
+            {s.project_key: s.project_id for s in result.stacks if s.kind == "project" and s.project_id}
+        )
         for stack in result.stacks:
             if stack.kind == "cluster":
                 stack.project_id = stack.project_id or project_ids.get(stack.project_key)

@@ -200,10 +200,10 @@ class StackExecutor:
         from pulumi import automation as auto
 
         # Reading a stack (outputs, history) needs no program, but the Automation API only selects an inline
-        # stack with one; on a file:// backend the checkpoint usually answers first, elsewhere it never does.
+        # stack with one; on a file:// or s3:// backend the checkpoint usually answers first.
         program = op.program or _read_only_program
         opts = workspace_options(self.settings, program, self.project_name)
-        # On a file:// backend the checkpoint says whether the stack exists (outputs: a dict; absent: None).
+        # On a file:// or s3:// backend the checkpoint says whether the stack exists (a dict; absent: None).
         checkpoint = checkpoint_outputs(self.settings.backend_url, op.stack, self.project_name)
         if isinstance(checkpoint, dict):
             return self._select_known(op.stack, opts)

@@ -10,7 +10,8 @@ and `pending_operations` for the resources that were mid-change. Both are recove
   by name, owned subnets by label, clusters through the Terraform state kept in the stack's work dir).
   (`refresh --clear-pending-creates` would do the same for pending creates only, at the price of reading
   every resource of the stack again, terraform included.)
-Backends other than `file://` get the exact command to run instead.
+The locks of an `s3://` backend are read the same way when the access key is in the environment
+(diy_backend.s3_bucket); otherwise the engine's refusal names the holder (`recover_engine_lock`).
 """
 
 from __future__ import annotations
@@ -175,7 +176,11 @@ def clear_stale_lock(
         stack.cancel()
         return f"broke the lock held by {holder} (--break-lock)"
     stack.cancel()
-    return f"removed a stale lock left by pid {locks[0].pid} ({locks[0].timestamp})"
+    gone = locks[0]
+    return (
+        f"removed a stale lock left by pid {gone.pid} on {gone.hostname}, user {gone.username}, since "
+        f"{gone.timestamp} (that process is gone)"
+    )
 
 
 def recover_engine_lock(stack: auto.Stack, engine_error: str, break_lock: bool = False) -> str | None:

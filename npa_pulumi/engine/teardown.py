@@ -241,11 +241,15 @@ class Teardown:
         phases: list[TeardownPhase] = []
         cluster_ops = [self.fleet._cluster_op(c) for c in plans.clusters]
         cluster_outputs = self.fleet.stack_outputs(cluster_ops)
+        stage = self.fleet.options.stage
         for cluster in plans.clusters:
             outputs = cluster_outputs.get(cluster.stack)
             phase = phase_factory(cluster.project_key, cluster.stack)("cluster")
             if outputs is None:
                 phase.status, phase.reason = "absent", "no cluster stack: nothing to delete"
+            elif stage == "projects":
+                phase.status, phase.retains = "retained", {"cluster_stack": cluster.stack}
+                phase.reason = "--stage projects destroys no cluster stack (that is `--stage clusters`)"
             else:
                 phase.deletes = {
                     "cluster_stack": cluster.stack,
@@ -260,13 +264,21 @@ class Teardown:
             for p in phases
             if p.status == "planned" and p.deletes.get("cluster_id")
         }
-        selected = {c.stack for c in plans.clusters}
+        # In the projects stage every remaining cluster stack keeps its project, selected or not.
+        selected = {c.stack for c in plans.clusters} if stage != "projects" else set()
         existing = {s.name for s in list_stack_summaries(self.fleet.settings)}
         project_ops = [StackOp(p.stack, "project", p.project_key, None, None, {}) for p in plans.projects]
         project_outputs = self.fleet.stack_outputs(project_ops)
         for project in plans.projects:
             others = sorted(n for n in existing if n.startswith(f"{project.stack}.") and n not in selected)
             phases.extend(self._plan_project(project, project_outputs.get(project.stack), others))
+        if stage == "clusters":
+            for item in phases:
+                if item.phase != "cluster" and item.status == "planned":
+                    item.status, item.retains, item.deletes = "retained", {**item.deletes}, {}
+                    item.reason = (
+                        "--stage clusters keeps the project stacks (`destroy --stage projects` next)"
+                    )
         return phases
 
     def _plan_project(
@@ -296,10 +308,18 @@ class Teardown:
         if others:
             self.shared.add(project.stack)
             why = f"cluster stack(s) {', '.join(others)} of this project remain (not selected)"
+            if self.fleet.options.stage == "projects":
+                why = (
+                    f"cluster stack(s) {', '.join(others)} of this project remain: destroy them first "
+                    "(`npa-pulumi destroy --stage clusters`, sharded or not)"
+                )
             for item in phases:
                 if item.status == "planned":
                     item.status, item.reason = "retained", why
                     item.retains, item.deletes = {**item.retains, **item.deletes}, {}
+                elif item.phase == "network" and item.status == "retained":
+                    # A reused subnet is retained anyway; the project stack stays too, and this says why.
+                    item.reason = f"{why}; {item.reason}"
         return phases
 
     def _plan_network(
@@ -342,7 +362,8 @@ class Teardown:
         fleet = self.fleet
         plans = fleet.plans()
         by_stack = {p.stack: p for p in phases if p.phase == "cluster"}
-        cluster_ops = [fleet._cluster_op(c) for c in plans.clusters]
+        stage = fleet.options.stage
+        cluster_ops = [fleet._cluster_op(c) for c in plans.clusters] if stage != "projects" else []
         destroyed = fleet._pool(cluster_ops, lambda op: fleet.executor.run(op, "destroy"))
         for item in destroyed:
             phase = by_stack[item.stack]
@@ -360,13 +381,20 @@ class Teardown:
                 kubeconfigs.remove(context, item.stack)
                 phase.status = "done" if item.status == "destroyed" else "absent"
         result.stacks.extend(destroyed)
-        if fleet.options.shard:
+        if fleet.options.shard or stage == "clusters":
             # Another shard may still be destroying clusters of the same projects: deciding here whether a
             # project stack is unused would race it. A final unsharded `destroy` removes the project stacks.
-            why = (
-                f"shard {fleet.options.shard}: project stacks are kept; once every shard has finished, run "
-                "`npa-pulumi destroy` without --shard to remove the project stacks no cluster uses any more"
-            )
+            if stage == "clusters":
+                why = (
+                    "--stage clusters: project stacks are kept; once every cluster stage has finished, run "
+                    "`npa-pulumi destroy --stage projects` to remove the project stacks no cluster uses"
+                )
+            else:
+                why = (
+                    f"shard {fleet.options.shard}: project stacks are kept; once every shard has finished, "
+                    "run `npa-pulumi destroy` without --shard to remove the project stacks no cluster uses "
+                    "any more"
+                )
             for phase in phases:
                 if phase.phase != "cluster" and phase.status == "planned":
                     phase.status, phase.reason = "retained", why

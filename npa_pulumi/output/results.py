@@ -107,6 +107,7 @@ class FleetResult(BaseModel):
     phases: list[TeardownPhase] = Field(default_factory=list)  # destroy only
     dry_run: bool = False
     receipt: str | None = None  # destroy: the receipt file written
+    shard: str | None = None  # `--shard K/N`: which share of the fleet this result covers (preview-merge)
     receipt_id: str | None = None  # destroy: its id, for `destroy --receipt ID`
     resumes: str | None = None  # destroy --receipt: the receipt this run continued
     resume_command: str | None = None  # a partial cleanup: the one command that continues it
@@ -205,7 +206,26 @@ class FleetResult(BaseModel):
             "preflight": self.preflight,
             "error": self.error,
             "warnings": self.warnings,
+            **({"shard": self.shard} if self.shard else {}),
         }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> FleetResult:
+        """The result a `to_json()` document describes (what `preview-merge` reads back): every stack with
+        its fields, project stacks with their outputs. Raises pydantic's ValidationError on a document
+        of another shape."""
+        outputs = {
+            str(p.get("stack")): dict(p.get("outputs") or {})
+            for p in document.get("projects") or []
+            if isinstance(p, dict)
+        }
+        stacks = [
+            StackResult.model_validate({**s, "outputs": outputs.get(str(s.get("stack")), {})})
+            for s in document.get("stacks") or []
+        ]
+        fields = ("command", "fleet", "cloud", "backend", "preflight", "error", "warnings", "dry_run")
+        known = {name: document[name] for name in fields if name in document}
+        return cls.model_validate({**known, "stacks": stacks, "shard": document.get("shard")})
 
     @staticmethod
     def _stack_json(stack: StackResult) -> dict[str, Any]:

@@ -101,7 +101,8 @@ def deploy(
     """`npa-pulumi up`: returns a FleetResult (see npa_pulumi.output.results). Options are FleetOptions
     fields: cloud, profile, backend, passphrase_file, recipe_dir, recipe_ref, concurrency, fail_fast,
     policy_packs, policy_config, create_projects, refresh, show_progress, shard ("K/N": only the clusters
-    shard K of N owns; also for preview and destroy), break_lock."""
+    shard K of N owns; also for preview, destroy, status and refresh), stage ("projects" | "clusters": only
+    that half of the fleet; also for preview, destroy and refresh), break_lock."""
     from npa_pulumi.engine.preflight_gate import preflight_gate
 
     fleet = _fleet(spec, only_projects, only_clusters, project_prefix, {**options, "preflight": preflight})

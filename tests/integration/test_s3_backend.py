@@ -347,3 +347,40 @@ def test_run_killed_mid_up_is_recovered_by_another_operator(
     assert f"pid {holder['pid']} on {holder['hostname']}" in recovered.stderr
     assert server.keys(bucket, ".pulumi/locks/") == []
     assert sorted(c["name"] for c in inventory()["mk8s_clusters"]) == ["c1", "c2"]
+
+
+def test_stale_lock_behind_written_outputs_is_seen_by_the_no_op_check(
+    isolated_home: Path, tmp_path: Path, s3_backend: tuple[S3Server, str, str]
+) -> None:
+    """A run killed after its update wrote the outputs leaves a lock in the bucket while the stack's
+    fingerprint already matches the spec. The no-op check of `up` reads the lock through S3 (as it reads the
+    lock file on file://): a lock of another machine fails that stack naming the holder instead of
+    reporting it unchanged; a lock whose process is provably gone is removed and the stack run."""
+    server, bucket, backend = s3_backend
+    passphrase = _passphrase(tmp_path)
+    spec = write_spec(tmp_path / "fleet.yaml", _spec(1))
+    up = ["up", "--spec", str(spec), "--backend", backend, "--passphrase-file", str(passphrase)]
+    up += ["--yes", "--no-preflight", "--output", "json"]
+    npa("local-cloud", "init", check=True)
+    first = npa(*up)
+    assert first.code == 0, first.stderr[-3000:]
+
+    foreign = _engine_lock(server, bucket, C1, host="ci-runner-7.example", pid=777, user="ci")
+    held = npa(*up)
+    assert held.code == 1, held.stderr[-3000:]
+    statuses = {s["stack"]: s["status"] for s in held.json()["stacks"]}
+    assert statuses == {PROJECT_STACK: "unchanged", C1: "failed", C2: "unchanged"}
+    assert "pid 777 on ci-runner-7.example, user ci" in _clusters(held)[C1]["error"]
+    assert foreign in server.keys(bucket, ".pulumi/locks/")  # never taken over silently
+    server.client().delete_object(Bucket=bucket, Key=foreign)
+
+    _engine_lock(server, bucket, C2, host=socket.gethostname(), pid=_gone_pid(), user="bob")
+    recovered = npa(*up)
+    assert recovered.code == 0, recovered.stderr[-3000:]
+    assert _clusters(recovered)[C2]["status"] in ("deployed", "unchanged")
+    assert f"{C2}: recovered from an interrupted run: removed a stale lock left by pid" in recovered.stderr
+    assert server.keys(bucket, ".pulumi/locks/") == []
+    # Nothing left to recover: the next run skips every stack again.
+    again = npa(*up)
+    assert {s["status"] for s in again.json()["stacks"]} == {"unchanged"}
+    _assert_no_secrets([held.stderr, recovered.stderr], server.secret_key)

@@ -92,3 +92,44 @@ def test_tags_are_merged_into_a_version_1_file_only(backend: tuple[str, Path]) -
     tags_file.write_text(json.dumps({"version": 2, "tags": {}}))
     assert not diy.write_tags(url, PROJECT, "s", {"c": "3"})
     assert json.loads(tags_file.read_text()) == {"version": 2, "tags": {}}
+
+
+def test_an_s3_backend_is_read_only_with_a_plain_key_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = "s3://state?endpoint=http://127.0.0.1:9000&region=eu-north1&s3ForcePathStyle=true"
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    assert diy.s3_bucket(url) is None  # no key: the engine (a profile, instance roles) decides
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-printed")
+    bucket = diy.s3_bucket(url)
+    assert bucket is not None
+    assert (bucket.name, bucket.endpoint, bucket.client.region) == (
+        "state",
+        "http://127.0.0.1:9000",
+        "eu-north1",
+    )
+    assert "not-printed" not in repr(bucket)
+    assert diy.s3_bucket("file:///tmp/state") is None
+    assert diy.s3_bucket("s3://state/prefix?region=eu-north1") is None  # a key prefix: not this layout
+    assert diy.s3_bucket("s3://state?prefix=team/&region=eu-north1") is None
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+    default = diy.s3_bucket("s3://state")
+    assert default is not None and default.endpoint == "https://s3.us-west-2.amazonaws.com"
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "t")
+    assert diy.s3_bucket(url) is None  # a session token would have to be signed too
+
+
+def test_an_unreachable_s3_backend_means_ask_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    url = f"s3://state?endpoint=http://127.0.0.1:{port}&region=us-east-1"
+    assert diy.checkpoint_outputs(url, "s", PROJECT) is diy.NO_FAST_PATH
+    assert diy.read_locks(url, PROJECT, "s") == []
+    assert not diy.interrupted(url, "s", PROJECT)

@@ -48,7 +48,7 @@ def child() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def _lock(pid: int, timestamp: str, hostname: str | None = None) -> LockInfo:
-    return LockInfo(Path("lock.json"), pid, hostname or socket.gethostname(), "user", timestamp)
+    return LockInfo("lock.json", pid, hostname or socket.gethostname(), "user", timestamp)
 
 
 def _iso(seconds: float) -> str:
