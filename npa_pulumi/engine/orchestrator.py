@@ -40,6 +40,7 @@ from npa_pulumi.engine.fingerprint import (
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
+from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
 from npa_pulumi.engine.stack_operations import StackExecutor, StackOp
 from npa_pulumi.engine.stacks import stack_tags
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
@@ -47,6 +48,7 @@ from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
 from npa_pulumi.plan.naming import kube_context_name
 from npa_pulumi.runtime.home import logs_dir
+from npa_pulumi.runtime.provider_host import ATTACH_ENV
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.factory import CloudKind
@@ -93,6 +95,20 @@ class FleetOptions:
     # `--shard K/N`: only the clusters this shard owns (plan/shards.py); project stacks are shared.
     shard: str | None = None
     shard_wait_s: float = 1800.0  # how long a shard waits for another to finish a shared project stack
+
+
+def _hosted(method: Callable[..., FleetResult]) -> Callable[..., FleetResult]:
+    """A command whose engine runs share one dynamic-provider host (engine/provider_host.py): the host
+    is stopped when the command ends, however it ends."""
+
+    @functools.wraps(method)
+    def run(self: Fleet, *args: Any, **kwargs: Any) -> FleetResult:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.close()
+
+    return run
 
 
 def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[..., FleetResult]]:
@@ -149,6 +165,13 @@ class Fleet:
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
         # (a pack ignores entries for policies it does not have).
         configs = [options.policy_config] * len(packs) if options.policy_config else []
+        self.provider_host = (
+            SharedProviderHost(
+                self.settings.env, self.settings.work_dir, logs_dir(spec.name) / "provider-host.log"
+            )
+            if enabled()
+            else None
+        )
         self.executor = StackExecutor(
             self.settings,
             self.progress,
@@ -156,7 +179,14 @@ class Fleet:
             packs,
             configs,
             break_lock=options.break_lock,
+            provider_host=self.provider_host,
         )
+
+    def close(self) -> None:
+        """Stop the command's shared provider host, if one runs (a later command starts another)."""
+        if self.provider_host is not None:
+            self.provider_host.close()
+        self.settings.extra_env.pop(ATTACH_ENV, None)
 
     # ----------------------------------------------------------------------------------- context
 
@@ -449,6 +479,7 @@ class Fleet:
 
     # --------------------------------------------------------------------------------- commands
 
+    @_hosted
     def preview(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("preview")
         plans = self.plans()
@@ -524,6 +555,7 @@ class Fleet:
         self.progress.phase(op.stack, "done", previewed.status)
         return previewed
 
+    @_hosted
     @_exclusive("up")
     def up(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("up")
@@ -706,6 +738,7 @@ class Fleet:
         result.phases = Teardown(self, teardown or TeardownOptions()).plan()
         return result
 
+    @_hosted
     @_exclusive("destroy")
     def destroy(self, teardown: TeardownOptions | None = None) -> FleetResult:
         """Ordered teardown: cluster stacks, then (once none of its clusters remain) each project stack with
@@ -749,6 +782,7 @@ class Fleet:
         run_cleanup(self, teardown, True, result)
         return result
 
+    @_hosted
     @_exclusive("cleanup")
     def cleanup(self, teardown: TeardownOptions) -> FleetResult:
         """Delete the fleet's orphans through the teardown's guarded phases (engine/cleanup.py)."""
@@ -758,6 +792,7 @@ class Fleet:
         run_cleanup(self, teardown, False, result)
         return result
 
+    @_hosted
     @_exclusive("refresh")
     def refresh(self) -> FleetResult:
         result = self._result("refresh")

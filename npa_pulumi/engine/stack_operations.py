@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from npa_pulumi.engine import diy_backend
 from npa_pulumi.engine.diy_backend import NO_FAST_PATH, SECRET_PLACEHOLDER, checkpoint_outputs
 from npa_pulumi.engine.progress import Progress
+from npa_pulumi.engine.provider_host import SharedProviderHost
 from npa_pulumi.engine.stacks import (
     StackLocked,
     clear_pending_operations,
@@ -152,8 +153,12 @@ class StackExecutor:
         policy_configs: list[str] | None = None,
         project_name: str = PROJECT_NAME,
         break_lock: bool = False,
+        provider_host: SharedProviderHost | None = None,
     ) -> None:
         self.settings = settings
+        # The command's one dynamic-provider host, which every engine run attaches to (None: each engine
+        # run starts its own, as Pulumi does by default).
+        self.provider_host = provider_host
         self.break_lock = break_lock  # `--break-lock`: take over a lock another machine holds
         self.progress = progress
         self.log_dir = log_dir
@@ -265,6 +270,8 @@ class StackExecutor:
 
         started = time.monotonic()
         self.progress.phase(op.stack, "preparing")
+        if self.provider_host is not None:
+            self.settings.extra_env.update(self.provider_host.attach_env())
         write_log = self._log(op, command)
         log_path = write_log.path
         collector = EventCollector(op.stack, self.progress)

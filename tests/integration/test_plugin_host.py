@@ -67,3 +67,117 @@ def test_a_host_whose_run_died_before_any_request_exits(isolated_home: Path) -> 
     finally:
         if not _gone(host_pid):
             os.kill(host_pid, 9)
+
+
+# ------------------------------------------------------------------ the command's shared provider host
+
+TWO_CLUSTERS = """\
+apiVersion: npa.fleet/v0.0.1
+name: shared
+region: us-central1
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+projects:
+  - project_id: project-existing1
+    clusters:
+      - name: c1
+      - name: c2
+"""
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "npa_pulumi.cli.main", *args]
+
+
+def _host_log(home: Path) -> Path:
+    return home / ".npa-pulumi" / "logs" / "shared" / "provider-host.log"
+
+
+def _host_pids(log: Path) -> list[int]:
+    text = log.read_text() if log.exists() else ""
+    return [int(line.split(" pid ")[1].split(",")[0]) for line in text.splitlines() if "serving on" in line]
+
+
+def test_one_shared_host_serves_every_stack_of_a_command(isolated_home: Path, tmp_path: Path) -> None:
+    """Both cluster stacks (and the project stack) of an `up -j 2` are served by the one host the
+    orchestrator started, which is gone when the command is; no engine run starts a host of its own."""
+    from npa_pulumi.runtime.home import logs_dir
+
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(TWO_CLUSTERS)
+    subprocess.run(_cli("local-cloud", "init"), check=True, capture_output=True)
+    up = subprocess.run(_cli("up", "--spec", str(spec), "--yes", "-j", "2"), capture_output=True, text=True)
+    assert up.returncode == 0, up.stderr[-3000:]
+    log = logs_dir("shared") / "provider-host.log"
+    assert log == _host_log(isolated_home)
+    text = log.read_text()
+    hosts = _host_pids(log)
+    assert len(hosts) == 1, text  # one host for the whole command
+    for stack in (
+        "shared.project-existing1::",
+        "shared.project-existing1.c1::",
+        "shared.project-existing1.c2::",
+    ):
+        assert f"create urn:pulumi:{stack}" in text, text  # every stack's creates went through it
+    assert "stopped (stdin closed)" in text
+    assert _gone(hosts[0])
+    # No engine run started a host of its own: those write the engine's per-stack logs, never this one,
+    # and the stacks' own logs say nothing of a Python provider plugin starting.
+    destroy = subprocess.run(_cli("destroy", "--spec", str(spec), "--yes"), capture_output=True, text=True)
+    assert destroy.returncode == 0, destroy.stderr[-3000:]
+    assert len(_host_pids(log)) == 2  # the destroy had its own
+    assert "delete urn:pulumi:shared.project-existing1.c2::" in log.read_text()
+
+
+def test_without_the_shared_host_engines_start_their_own(isolated_home: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(TWO_CLUSTERS.replace("      - name: c2\n", ""))
+    subprocess.run(_cli("local-cloud", "init"), check=True, capture_output=True)
+    env = {**os.environ, "NPA_SHARED_PROVIDER_HOST": "0"}
+    up = subprocess.run(_cli("up", "--spec", str(spec), "--yes"), capture_output=True, text=True, env=env)
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert not _host_log(isolated_home).exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs procfs to follow the host")
+def test_the_shared_host_and_its_terraform_stop_when_the_cli_is_killed(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    import signal
+
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(TWO_CLUSTERS.replace("      - name: c2\n", ""))
+    subprocess.run(_cli("local-cloud", "init"), check=True, capture_output=True)
+    # Slow provisioning: the cluster stack's terraform apply is running in the host when the CLI dies.
+    subprocess.run(_cli("local-cloud", "set", "provisioning-seconds", "20"), check=True, capture_output=True)
+    log = _host_log(isolated_home)
+    cli = subprocess.Popen(
+        _cli("up", "--spec", str(spec), "--yes"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while "create urn:pulumi:shared.project-existing1.c1::" not in (
+            log.read_text() if log.exists() else ""
+        ):
+            assert cli.poll() is None, "the CLI ended before its cluster stack started"
+            assert time.monotonic() < deadline, "the cluster stack's create never reached the shared host"
+            time.sleep(0.2)
+        time.sleep(2)  # terraform is applying
+        host = _host_pids(log)[0]
+        assert not _gone(host)
+    finally:
+        os.killpg(cli.pid, signal.SIGKILL)  # the CLI and its engines, as CI cancelling a job
+        cli.wait()
+    deadline = time.monotonic() + 90
+    while not _gone(host) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    try:
+        assert _gone(host), "the shared provider host outlived the CLI that started it"
+        assert "stopped (the orchestrator is gone)" in log.read_text()
+    finally:
+        if not _gone(host):
+            os.kill(host, 9)
