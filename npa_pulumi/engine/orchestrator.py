@@ -47,6 +47,7 @@ from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
 from npa_pulumi.plan.naming import kube_context_name
+from npa_pulumi.runtime.analyzer_service import SOCKET_ENV
 from npa_pulumi.runtime.home import logs_dir
 from npa_pulumi.runtime.provider_host import ATTACH_ENV
 
@@ -167,7 +168,10 @@ class Fleet:
         configs = [options.policy_config] * len(packs) if options.policy_config else []
         self.provider_host = (
             SharedProviderHost(
-                self.settings.env, self.settings.work_dir, logs_dir(spec.name) / "provider-host.log"
+                self.settings.env,
+                self.settings.work_dir,
+                logs_dir(spec.name) / "provider-host.log",
+                policy_packs=[str(builtin_policy_pack())],  # the product's own; others run as before
             )
             if enabled()
             else None
@@ -187,6 +191,7 @@ class Fleet:
         if self.provider_host is not None:
             self.provider_host.close()
         self.settings.extra_env.pop(ATTACH_ENV, None)
+        self.settings.extra_env.pop(SOCKET_ENV, None)
 
     # ----------------------------------------------------------------------------------- context
 

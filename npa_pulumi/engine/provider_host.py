@@ -18,13 +18,16 @@ import contextlib
 import logging
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from npa_pulumi.runtime.analyzer_service import PACKS_ENV, SOCKET_ENV
 from npa_pulumi.runtime.provider_host import ATTACH_ENV, PACKAGE
 
 log = logging.getLogger(__name__)
@@ -49,8 +52,16 @@ def attach_value(port: int, current: str | None) -> str:
 
 
 class SharedProviderHost:
-    def __init__(self, env: Callable[[], Mapping[str, str]], cwd: Path, log_path: Path) -> None:
+    def __init__(
+        self,
+        env: Callable[[], Mapping[str, str]],
+        cwd: Path,
+        log_path: Path,
+        policy_packs: list[str] | None = None,
+    ) -> None:
         self._env = env
+        self._policy_packs = list(policy_packs or [])  # the packs it serves to every engine run
+        self._socket_dir: str | None = None
         self._cwd = cwd
         self._log_path = log_path
         self._lock = threading.Lock()
@@ -75,11 +86,20 @@ class SharedProviderHost:
                     self._stop_locked()
             if self._port is None:
                 return {}
-            return {ATTACH_ENV: attach_value(self._port, self._env().get(ATTACH_ENV))}
+            env = {ATTACH_ENV: attach_value(self._port, self._env().get(ATTACH_ENV))}
+            if self._socket_dir is not None:
+                env[SOCKET_ENV] = os.path.join(self._socket_dir, "analyzers.sock")
+            return env
 
     def _start(self) -> None:
         env = {**os.environ, **self._env()}
         env.pop(ATTACH_ENV, None)
+        env.pop(SOCKET_ENV, None)
+        if self._policy_packs:
+            # A short private path: a Unix socket's path is limited to ~100 bytes.
+            self._socket_dir = tempfile.mkdtemp(prefix="npa-")
+            env[SOCKET_ENV] = os.path.join(self._socket_dir, "analyzers.sock")
+            env[PACKS_ENV] = os.pathsep.join(self._policy_packs)
         env.setdefault("PULUMI_PROJECT", "npa-fleet")  # what the engine tells a host it starts
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         with self._log_path.open("ab") as err:
@@ -124,6 +144,9 @@ class SharedProviderHost:
     def _stop_locked(self) -> None:
         proc, self._proc, self._port = self._proc, None, None
         if proc is None:
+            if self._socket_dir is not None:
+                shutil.rmtree(self._socket_dir, ignore_errors=True)
+                self._socket_dir = None
             return
         with contextlib.suppress(OSError):
             if proc.stdin is not None:
@@ -135,3 +158,6 @@ class SharedProviderHost:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None

@@ -7,7 +7,8 @@ the largest single cost of a stack. The engine can instead *attach* to a provide
 `PULUMI_DEBUG_PROVIDERS=pulumi-python:<port>` (pkg/resource/plugin/provider_plugin.go,
 `GetProviderAttachPort`: the engine dials the port, sends `Attach`, and never starts or kills a process for
 that package). The orchestrator starts this host once per command (engine/provider_host.py) and every
-engine run of the command attaches to it.
+engine run of the command attaches to it. The same process serves the product's policy pack to every engine
+run (runtime/analyzer_service.py).
 
 What it serves is the SDK's own `DynamicResourceProviderServicer` (loaded from `pulumi.dynamic.__main__`
 without running that module's `main()`, so requests are handled exactly as in a host the engine starts),
@@ -40,7 +41,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.runtime import supervision
+from npa_pulumi.runtime import analyzer_service, supervision
 
 log = logging.getLogger("npa_pulumi.provider_host")
 
@@ -78,6 +79,15 @@ def load_sdk_host() -> types.ModuleType:
     return module
 
 
+def unimplemented(context: Any, response: Any) -> Any:
+    """What the SDK's generated servicer answers, without raising (grpc logs a raised one as an error)."""
+    import grpc
+
+    context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+    context.set_details("not implemented")
+    return response()
+
+
 def make_servicer(sdk: types.ModuleType) -> Any:
     from google.protobuf import empty_pb2
 
@@ -85,6 +95,9 @@ def make_servicer(sdk: types.ModuleType) -> Any:
     proto = sdk.proto
 
     class SharedServicer(base):  # type: ignore[misc]
+        def Handshake(self, request: Any, context: Any) -> Any:
+            return unimplemented(context, proto.ProviderHandshakeResponse)
+
         def Attach(self, request: Any, context: Any) -> Any:
             return empty_pb2.Empty()
 
@@ -146,11 +159,21 @@ def main() -> int:
     sdk.provider_pb2_grpc.add_ResourceProviderServicer_to_server(make_servicer(sdk), server)
     port = server.add_insecure_port(address="127.0.0.1:0")
     server.start()
+    analyzers = None
+    if os.environ.get(analyzer_service.SOCKET_ENV):
+        # This process is supervised by the orchestrator; the pack's own watchdog (which watches an
+        # engine) must not start here.
+        supervision.supervised_elsewhere()
+        packs = os.environ.get(analyzer_service.PACKS_ENV, "").split(os.pathsep)
+        analyzers = analyzer_service.AnalyzerService(os.environ[analyzer_service.SOCKET_ENV], packs)
+        analyzers.start()
     sys.stdout.write(f"{port}\n")
     sys.stdout.flush()
     log.info("serving on 127.0.0.1:%d, pid %d, for the orchestrator %d", port, os.getpid(), parent)
     why = _await_end(parent)
     started = time.monotonic()
+    if analyzers is not None:
+        analyzers.close()
     supervision.stop_all(supervision.GRACE_S)  # nothing runs after a command that finished
     server.stop(grace=1.0)
     log.info("stopped (%s) in %.1fs", why, time.monotonic() - started)

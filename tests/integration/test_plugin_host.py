@@ -121,6 +121,7 @@ def test_one_shared_host_serves_every_stack_of_a_command(isolated_home: Path, tm
     ):
         assert f"create urn:pulumi:{stack}" in text, text  # every stack's creates went through it
     assert "stopped (stdin closed)" in text
+    assert text.count("analyzer for ") == 3  # the policy pack, once per engine run, from the same host
     assert _gone(hosts[0])
     # No engine run started a host of its own: those write the engine's per-stack logs, never this one,
     # and the stacks' own logs say nothing of a Python provider plugin starting.
@@ -181,3 +182,86 @@ def test_the_shared_host_and_its_terraform_stop_when_the_cli_is_killed(
     finally:
         if not _gone(host):
             os.kill(host, 9)
+
+
+def test_the_shared_host_serves_each_engine_run_an_analyzer_of_its_own(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    """The analyzer plugin the engine starts only relays the port of an analyzer the shared host runs for
+    it: one per run, each with its own servicer (the engine configures each with its stack's tags and the
+    policy config), stopped when the engine is done with its proxy. A pack the host does not serve runs
+    in the proxy's own process, as before."""
+    import grpc
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+    from npa_pulumi.engine.orchestrator import builtin_policy_pack
+
+    pack = builtin_policy_pack()
+    sock = tmp_path / "a.sock"
+    log = tmp_path / "host.log"
+    env = {**os.environ, "NPA_ANALYZER_SOCKET": str(sock), "NPA_SHARED_POLICY_PACKS": str(pack)}
+    with log.open("wb") as err:
+        host = subprocess.Popen(
+            [sys.executable, "-u", "-m", "npa_pulumi.runtime.provider_host"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+    proxies: list[subprocess.Popen[str]] = []
+    try:
+        assert host.stdout is not None and host.stdout.readline().strip().isdigit()
+        wrapper = plugin_python_wrapper()
+        ports = []
+        for _ in range(2):
+            proxy = subprocess.Popen(
+                [wrapper, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
+                cwd=pack,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            proxies.append(proxy)
+            assert proxy.stdout is not None
+            ports.append(int(proxy.stdout.readline()))
+        assert ports[0] != ports[1]
+        for port, stack in zip(ports, ("a", "b"), strict=True):
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = analyzer_pb2_grpc.AnalyzerStub(channel)
+                info = stub.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+                assert info.name == "fleet-guardrails" and len(info.policies) > 3
+                stub.ConfigureStack(
+                    analyzer_pb2.AnalyzerStackConfigureRequest(stack=stack, tags={"npa:fleet": stack}),
+                    timeout=30,
+                )
+        assert "analyzer for" in log.read_text()
+        proxies[0].kill()  # the engine's run is over
+        proxies[0].wait()
+        deadline = time.monotonic() + 20
+        while f"analyzer on port {ports[0]} stopped" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert f"analyzer on port {ports[1]} stopped" not in log.read_text()
+        # The pack the host does not serve: the proxy runs it itself (it would print its own port).
+        other = subprocess.run(
+            [
+                wrapper,
+                "-c",
+                "import npa_pulumi.runtime.plugin_host as p, sys; "
+                f"print(p.relay_analyzer({str(sock)!r}, ['127.0.0.1:1', '/elsewhere']))",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert other.stdout.strip() == "None", other.stderr
+    finally:
+        for proxy in proxies:
+            proxy.kill()
+            proxy.wait()
+        assert host.stdin is not None
+        host.stdin.close()
+        host.wait(timeout=60)
+    assert "stopped (stdin closed)" in log.read_text()
