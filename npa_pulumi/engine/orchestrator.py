@@ -21,7 +21,7 @@ import importlib.util
 import logging
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,13 +35,14 @@ from npa_pulumi.engine.fingerprint import (
     FINGERPRINT_OUTPUT,
     ToolchainVersions,
     fingerprint,
+    policy_identity,
     toolchain_versions,
 )
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
-from npa_pulumi.engine.stack_operations import StackExecutor, StackOp
+from npa_pulumi.engine.stack_operations import StackExecutor, StackOp, _counts
 from npa_pulumi.engine.stacks import stack_tags
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError, UserInputError
@@ -162,6 +163,7 @@ class Fleet:
         self._unchanged_clusters: set[str] | None = None
         self._toolchain: ToolchainVersions | None = None
         self._fingerprints: dict[str, str] = {}
+        self._policy_identity: str | None = None
         packs = [str(builtin_policy_pack()), *options.policy_packs]
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
         # (a pack ignores entries for policies it does not have).
@@ -251,10 +253,16 @@ class Fleet:
             self._toolchain = toolchain_versions()
         return self._toolchain
 
+    def policy_identity(self) -> str:
+        if self._policy_identity is None:
+            self._policy_identity = policy_identity(self.executor.policy_packs, self.options.policy_config)
+        return self._policy_identity
+
     def fingerprint(self, plan: ProjectPlan | ClusterPlan) -> str:
         """What the stack of `plan` records as deployed from (engine/fingerprint.py)."""
         if plan.stack not in self._fingerprints:
             versions = self.toolchain().covering(terraform=isinstance(plan, ClusterPlan))
+            versions["policies"] = self.policy_identity()
             self._fingerprints[plan.stack] = fingerprint(plan, self.options.cloud, self.profile, versions)
         return self._fingerprints[plan.stack]
 
@@ -486,6 +494,10 @@ class Fleet:
 
     @_hosted
     def preview(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
+        """Pulumi's preview of every stack, except those provably unchanged: deployed from exactly this plan
+        (the fingerprint covers the policy packs too), live as they recorded (no drift), and with the policy
+        results of an engine run over that plan on this machine (engine/policy_results.py), which the
+        skipped preview reports. `--refresh` previews every stack."""
         result = self._result("preview")
         plans = self.plans()
         result.warnings = list(plans.warnings)
@@ -494,14 +506,24 @@ class Fleet:
             result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
         result.stacks.extend(plans.unsupported)
         project_ops = [self._project_op(p) for p in plans.projects]
-        result.stacks.extend(self._pool(project_ops, lambda op: self.executor.run(op, "preview")))
-        # A project stack that was never deployed has no outputs yet (a preview creates the empty stack).
-        project_outputs = self.stack_outputs([self._project_op(p) for p in plans.projects], refresh=True)
+        skip_projects = set() if self.options.refresh else self.unchanged_projects()
+        plan_of_project = {p.stack: p for p in plans.projects}
+        skipped, project_ops = self._skippable(project_ops, skip_projects, plan_of_project)
+        result.stacks.extend(skipped)
+        result.stacks.extend(self._pool(project_ops, lambda op: self._preview_stack(op, plan_of_project)))
+        if project_ops:
+            # A project stack that was never deployed has no outputs yet (a preview creates the empty stack).
+            self.stack_outputs(project_ops, refresh=True)
+            self._unchanged_clusters = None
+        project_outputs = self.stack_outputs([self._project_op(p) for p in plans.projects])
         cluster_ops = [
             self._cluster_op(c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id")))
             for c in plans.clusters
         ]
         plan_of = {c.stack: c for c in plans.clusters}
+        skip_clusters = set() if self.options.refresh else self.unchanged_clusters()
+        skipped, cluster_ops = self._skippable(cluster_ops, skip_clusters, plan_of)
+        result.stacks.extend(skipped)
         result.stacks.extend(
             self._pool(
                 cluster_ops,
@@ -513,15 +535,76 @@ class Fleet:
         self._fill_identity(result)
         return result
 
+    def _skippable(
+        self,
+        ops: list[StackOp],
+        unchanged: set[str],
+        plans: Mapping[str, ProjectPlan | ClusterPlan],
+    ) -> tuple[list[StackResult], list[StackOp]]:
+        """(results of the unchanged stacks whose policy results are known, the ops that must run)."""
+        from npa_pulumi.engine import policy_results
+
+        skipped, run = [], []
+        for op in ops:
+            known = None
+            if op.stack in unchanged:
+                known = policy_results.load(
+                    self.settings.backend_url, op.stack, self.fingerprint(plans[op.stack])
+                )
+            if known is None:
+                run.append(op)
+                continue
+            item = self._unchanged_result(op)
+            item.status, item.changes, item.policy = "no-changes", _counts({}), known
+            skipped.append(item)
+        return skipped, run
+
+    def _remember_policy(self, plan: ProjectPlan | ClusterPlan, result: StackResult) -> None:
+        """After an engine run that left the stack as its plan says: its policy results, for previews."""
+        from npa_pulumi.engine import policy_results
+
+        policy_results.store(self.settings.backend_url, plan.stack, self.fingerprint(plan), result.policy)
+
+    def _preview_stack(self, op: StackOp, plans: Mapping[str, ProjectPlan]) -> StackResult:
+        previewed = self.executor.run(op, "preview")
+        if previewed.status == "no-changes":
+            self._remember_policy(plans[op.stack], previewed)
+        return previewed
+
+    def _preview_drift(self, outputs: dict[str, Any] | None) -> list[dict[str, str]]:
+        """What of a deployed cluster changed outside the fleet ([] when nothing, or when it cannot be
+        read): a preview reports it, and Terraform's plan shows how `up` repairs it."""
+        if not outputs or not outputs.get("cluster_id"):
+            return []
+        try:
+            self.cloud.get_cluster(str(outputs["cluster_id"]))
+            return [d.as_dict() for d in self.drift(outputs)]
+        except NotFound:
+            return self.deleted_cluster_drift(outputs)
+        except CloudError:
+            return []
+
     def _preview_cluster(
         self, op: StackOp, plan: ClusterPlan, project_outputs: dict[str, Any] | None
     ) -> StackResult:
         """Pulumi's preview, then Terraform's own plan where the bridge has work (its inputs changed, or
-        every cluster with --refresh). An unchanged cluster runs no terraform at all."""
+        every cluster with --refresh); what of a deployed cluster drifted. An unchanged cluster runs no
+        terraform at all."""
+        drift = self._preview_drift(self._outputs.get(op.stack))
         previewed = self.executor.run(op, "preview")
         bridge_changed = previewed.status == "changes" and (
             not previewed.diff or any(d.get("urn", "").endswith("-terraform") for d in previewed.diff)
         )
+        if previewed.status == "no-changes" and not drift:
+            self._remember_policy(plan, previewed)
+        if drift and not previewed.failed:
+            # The engine's preview compares inputs only: a cluster changed behind the fleet's back is
+            # reported from the live check, as `refresh` and `status` report it (`up` refreshes and repairs).
+            previewed.drift, previewed.status = drift, "changes"
+            previewed.error = "; ".join(
+                f"{d['kind'].replace('_', ' ')} {d['id']} {d['reason']}" for d in drift
+            )
+            previewed.error += "; up brings it back to the spec"
         if previewed.failed or not (bridge_changed or self.options.refresh):
             return previewed
         subnet_id = plan.subnet_id or (project_outputs or {}).get("subnet_id")
@@ -717,6 +800,8 @@ class Fleet:
             return self.executor.run(op, "up", refresh=True) if refresh else self.executor.run(op, "up")
 
         result = once()
+        if not result.failed:
+            self._remember_policy(self._project_plan(op.stack), result)
         if not self.options.shard:
             return result
         deadline = time.monotonic() + self.options.shard_wait_s
@@ -728,8 +813,15 @@ class Fleet:
 
     def _up_cluster(self, op: StackOp) -> StackResult:
         if self.options.refresh or self._needs_refresh(op.stack):
-            return self.executor.run(op, "up", refresh=True)
-        return self.executor.run(op, "up")
+            result = self.executor.run(op, "up", refresh=True)
+        else:
+            result = self.executor.run(op, "up")
+        if not result.failed:
+            self._remember_policy(self.plans().cluster(op.stack), result)
+        return result
+
+    def _project_plan(self, stack: str) -> ProjectPlan:
+        return next(p for p in self.plans().projects if p.stack == stack)
 
     def teardown_plan(self, teardown: TeardownOptions | None = None) -> FleetResult:
         """`destroy --dry-run`: every phase of the teardown with what it would delete or retain and why.
