@@ -21,7 +21,7 @@ import importlib.util
 import logging
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.factory import TENANT_ENV
-from npa_pulumi.engine.diy_backend import interrupted
+from npa_pulumi.engine.diy_backend import checkpoint_outputs, interrupted
 from npa_pulumi.engine.fingerprint import (
     FINGERPRINT_OUTPUT,
     ToolchainVersions,
@@ -672,7 +672,8 @@ class Fleet:
         project_ops = [self._project_op(p) for p in plans.projects]
         result.stacks.extend(self._unchanged_result(op) for op in project_ops if op.stack in skip_projects)
         changed_projects = [op for op in project_ops if op.stack not in skip_projects]
-        project_results = self._pool(changed_projects, self._up_project)
+        with self._creating_cluster_stacks(plans.clusters if changed_projects else []):
+            project_results = self._pool(changed_projects, self._up_project)
         result.stacks.extend(project_results)
         if changed_projects:
             # Cluster stacks read these outputs; re-read what the updates just wrote.
@@ -705,6 +706,33 @@ class Fleet:
                 self._write_kubeconfig(stack)
                 self._apply_lifecycle(stack)
         return result
+
+    @contextlib.contextmanager
+    def _creating_cluster_stacks(self, clusters: Sequence[ClusterPlan]) -> Iterator[None]:
+        """While the project stacks update, create the cluster stacks that do not exist yet (a `stack init`,
+        an engine start each, ~0.3 s) instead of after them, with what concurrency the project stacks leave.
+        A cluster stack whose project then fails stays empty, as a preview's does."""
+        absent = [
+            op
+            for op in (self._cluster_op(c) for c in clusters)
+            if checkpoint_outputs(self.settings.backend_url, op.stack, PROJECT_NAME) is None
+        ]
+        if not absent:
+            yield
+            return
+
+        def create(op: StackOp) -> None:
+            try:
+                self.executor.select(op, create=True)
+            except Exception as err:  # the stack's own run creates it, and reports what fails
+                log.debug("creating %s ahead of its run failed: %s", op.stack, err)
+
+        with ThreadPoolExecutor(max_workers=max(1, self.options.concurrency)) as pool:
+            futures = [pool.submit(create, op) for op in absent]
+            try:
+                yield
+            finally:
+                wait(futures)
 
     def _apply_lifecycle(self, stack: StackResult) -> None:
         """The cluster's state as its stack recorded it: `deployed` only when the health gate passed

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.engine.workspace import list_stack_summaries
+from npa_pulumi.engine.workspace import stack_names
 from npa_pulumi.output.results import TeardownPhase
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.home import npa_home
@@ -252,7 +252,7 @@ class Teardown:
             if p.status == "planned" and p.deletes.get("cluster_id")
         }
         selected = {c.stack for c in plans.clusters}
-        existing = {s.name for s in list_stack_summaries(self.fleet.settings)}
+        existing = set(stack_names(self.fleet.settings))
         project_ops = [StackOp(p.stack, "project", p.project_key, None, None, {}) for p in plans.projects]
         project_outputs = self.fleet.stack_outputs(project_ops)
         for project in plans.projects:

@@ -92,3 +92,14 @@ def test_tags_are_merged_into_a_version_1_file_only(backend: tuple[str, Path]) -
     tags_file.write_text(json.dumps({"version": 2, "tags": {}}))
     assert not diy.write_tags(url, PROJECT, "s", {"c": "3"})
     assert json.loads(tags_file.read_text()) == {"version": 2, "tags": {}}
+
+
+def test_stack_names_are_the_checkpoint_files_and_nothing_else(backend: tuple[str, Path]) -> None:
+    url, stacks = backend
+    for name in ("f.p.json", "f.p.json.attrs", "f.p.c1.json.gz", "f.p.json.bak", "f.p.c2.json.bak"):
+        (stacks / name).write_text("{}")
+    (stacks / ".f.p.json.123.tmp").write_text("")
+    assert diy.stack_names(url, PROJECT) == ["f.p", "f.p.c1"]  # a removed stack leaves only its .bak
+    (stacks / "f.p.c3.json.zst").write_text("")
+    assert diy.stack_names(url, PROJECT) is None  # a compression it does not read: ask the engine
+    assert diy.stack_names("s3://bucket", PROJECT) is None
