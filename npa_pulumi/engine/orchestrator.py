@@ -188,6 +188,12 @@ class Fleet:
             provider_host=self.provider_host,
         )
 
+    def warm_provider_host(self) -> None:
+        """The command will run the engine: start its shared provider host now, beside the work before the
+        first engine run (stack creation, the other stacks' checks), instead of in that run's path."""
+        if self.provider_host is not None:
+            self.provider_host.warm()
+
     def close(self) -> None:
         """Stop the command's shared provider host, if one runs (a later command starts another)."""
         if self.provider_host is not None:
@@ -510,6 +516,8 @@ class Fleet:
         plan_of_project = {p.stack: p for p in plans.projects}
         skipped, project_ops = self._skippable(project_ops, skip_projects, plan_of_project)
         result.stacks.extend(skipped)
+        if project_ops:
+            self.warm_provider_host()
         result.stacks.extend(self._pool(project_ops, lambda op: self._preview_stack(op, plan_of_project)))
         if project_ops:
             # A project stack that was never deployed has no outputs yet (a preview creates the empty stack).
@@ -524,6 +532,8 @@ class Fleet:
         skip_clusters = set() if self.options.refresh else self.unchanged_clusters()
         skipped, cluster_ops = self._skippable(cluster_ops, skip_clusters, plan_of)
         result.stacks.extend(skipped)
+        if cluster_ops:
+            self.warm_provider_host()
         result.stacks.extend(
             self._pool(
                 cluster_ops,
@@ -672,6 +682,8 @@ class Fleet:
         project_ops = [self._project_op(p) for p in plans.projects]
         result.stacks.extend(self._unchanged_result(op) for op in project_ops if op.stack in skip_projects)
         changed_projects = [op for op in project_ops if op.stack not in skip_projects]
+        if changed_projects:
+            self.warm_provider_host()
         with self._creating_cluster_stacks(plans.clusters if changed_projects else []):
             project_results = self._pool(changed_projects, self._up_project)
         result.stacks.extend(project_results)
@@ -695,6 +707,8 @@ class Fleet:
                 result.stacks.append(self._unchanged_result(op))
             else:
                 cluster_ops.append(op)
+        if cluster_ops:
+            self.warm_provider_host()
         if not (failed_projects and self.options.fail_fast):
             result.stacks.extend(self._pool(cluster_ops, lambda op: self._up_cluster(op)))
         for stack in result.stacks:

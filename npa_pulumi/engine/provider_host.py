@@ -74,6 +74,14 @@ class SharedProviderHost:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    def warm(self) -> None:
+        """Start the host in the background (it takes ~0.5 s), so the first engine run finds it ready; that
+        run's `attach_env` waits for it. For a command that is known to run the engine."""
+        with self._lock:
+            if self._port is not None or self._failed:
+                return
+        threading.Thread(target=self.attach_env, name="npa-provider-host-start", daemon=True).start()
+
     def attach_env(self) -> dict[str, str]:
         """What the engine's environment needs to attach to the host, starting it if needed."""
         with self._lock:

@@ -469,6 +469,8 @@ class Teardown:
         plans = fleet.plans()
         by_stack = {p.stack: p for p in phases if p.phase == "cluster"}
         cluster_ops = [fleet._cluster_op(c) for c in plans.clusters]
+        if any(p.status == "planned" and p.stack for p in phases):  # some stack will be destroyed
+            fleet.warm_provider_host()
         destroyed = fleet._pool(cluster_ops, lambda op: fleet.executor.run(op, "destroy"))
         for item in destroyed:
             phase = by_stack[item.stack]
