@@ -42,7 +42,7 @@ from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
-from npa_pulumi.engine.stack_operations import StackExecutor, StackOp, _counts
+from npa_pulumi.engine.stack_operations import StackExecutor, StackOp, change_counts
 from npa_pulumi.engine.stacks import stack_tags
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError, UserInputError
@@ -565,7 +565,7 @@ class Fleet:
                 run.append(op)
                 continue
             item = self._unchanged_result(op)
-            item.status, item.changes, item.policy = "no-changes", _counts({}), known
+            item.status, item.changes, item.policy = "no-changes", change_counts({}), known
             skipped.append(item)
         return skipped, run
 
