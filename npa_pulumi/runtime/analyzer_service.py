@@ -164,7 +164,11 @@ class AnalyzerService:
         return port, server
 
     def close(self) -> None:
+        """Stop accepting, and remove the socket and its private directory (the orchestrator made it for
+        this host alone; it removes it too, unless it was killed)."""
         with contextlib.suppress(OSError):
             self._socket.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(self.path))  # only when empty
