@@ -33,7 +33,7 @@ def kind_of(argv: list[str]) -> str:
         return "terraform"
     if "npa_pulumi.cloud.local.api" in joined:
         return "local-cloud api (provisioners)"
-    if "pulumi.dynamic" in joined:
+    if "pulumi.dynamic" in joined or "npa_pulumi.runtime.provider_host" in joined:
         return "dynamic-provider host"
     if "pulumi.policy" in joined or "pulumi-analyzer" in joined:
         return "policy analyzer"

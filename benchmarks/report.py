@@ -24,7 +24,8 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             f"Per-cluster overhead: `up`+`destroy` of a 1-cluster fleet vs raw terraform init+apply+destroy "
             f"(same tfvars, {p:g} s provisioning per object)",
             f"{result['ratio']:.2f}x ({npa:.1f} s vs {raw:.1f} s; "
-            f"fixed overhead {result['fixed_overhead_s']:.1f} s; n={n})",
+            f"fixed overhead {result['fixed_overhead_s']:.1f} s; CPU {result['npa_cpu_s_median']:.1f} s vs "
+            f"{result['raw_cpu_s_median']:.1f} s; n={n})",
             "<= 1.3x",
             _status(result["met"]),
         ]
@@ -109,6 +110,7 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
         return [
             f"Orchestrator peak RSS while previewing {result['stacks']} stacks (`-j 8`)",
             f"{rss:.0f} MB (largest process in the tree {tree:.0f} MB; "
+            f"wall {_median(result['wall_s']):.1f} s, a never-deployed fleet; "
             f"n={result['orchestrator_rss_mb'].get('n', 0)}"
             + (f"; {failed} stack preview(s) failed, see report" if failed else "")
             + ")",
@@ -130,6 +132,15 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             f"({_median(walls['preview_sharded']):.1f} s); n={repeats}",
             "figures",
             "-",
+        ]
+    if name == "preview_unchanged":
+        return [
+            f"`preview` of {result['stacks']} unchanged stacks (deployed fleet, `-j 8`)",
+            f"{_median(result['wall_s']):.1f} s wall, {_median(result['cpu_s']):.1f} s CPU "
+            f"(n={result['wall_s'].get('n', 0)}; its deploy: {result['deploy']['wall_s']:.0f} s, "
+            f"{result['deploy']['cpu_s']:.0f} s CPU)",
+            "<= 30 s",
+            _status(result["met"]),
         ]
     return [name, "", "", _status(result.get("met"))]
 

@@ -359,6 +359,37 @@ def memory(work: Path, budget: Budget) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------------------ preview of an unchanged fleet
+
+
+def preview_unchanged(work: Path, budget: Budget) -> dict[str, Any]:
+    """`preview` of a deployed, unchanged fleet of 100 stacks (2 projects, 98 clusters, `-j 8`), as a CI
+    job previewing a large fleet on every pull request runs it. The deploy is reported, not judged."""
+    stacks = budget.preview_stacks
+    projects = 2
+    fixture = roomy_tenant(work / "roomy-tenant.yaml", scale=10)
+    home = _home(work, "preview-unchanged", 0, fixture)
+    spec = home.root / "fleet.yaml"
+    spec.write_text(fleet_spec("wide", stacks - projects, projects=projects))
+    deploy = home.npa("up", "--spec", str(spec), "--yes", "-j", "8", "--output", "json")
+    previews = []
+    for _ in range(budget.repeats):
+        preview = ["preview", "--spec", str(spec), "-j", "8", "--output", "json", "--no-preflight"]
+        previews.append(home.npa(*preview))
+    shutil.rmtree(home.root, ignore_errors=True)
+    wall = median([s.wall_s for s in previews])
+    return {
+        "name": "preview of an unchanged fleet",
+        "target": f"preview of {stacks} unchanged stacks <= 30 s wall (-j 8)",
+        "stacks": stacks,
+        "deploy": deploy.brief(),
+        "previews": _samples(previews),
+        "wall_s": stats([s.wall_s for s in previews]),
+        "cpu_s": stats([s.cpu_s for s in previews]),
+        "met": wall <= 30,
+    }
+
+
 # ------------------------------------------------------------------------------ a cluster's control plane
 
 _CONTROL_PLANE = """
@@ -592,6 +623,7 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "parallel": parallel,
     "noop": noop,
     "memory": memory,
+    "preview_unchanged": preview_unchanged,
     "control_plane": control_plane,
     "health_gate": health_gate,
     "stack_costs": stack_costs,

@@ -1,17 +1,44 @@
 """Pulumi ComponentResources of an npa fleet (installed as `npa_pulumi.components`).
 
 Each takes one typed `*Args` dataclass (components/args.py says how the dynamic resources beneath them are
-typed). Importing this package imports the Pulumi SDK; the rest of npa_pulumi does not need it.
+typed). The names below are loaded on first use (PEP 562): the engine's provider host unpickles one
+provider class from one module (say `terraform_module`), and importing this package eagerly made it load
+every component, pulumi-kubernetes' generated types and the planner with them (~0.7 s of CPU per host).
 """
 
-from npa_pulumi.components.cluster_access import ClusterCredentials, ClusterCredentialsArgs
-from npa_pulumi.components.fleet_project import FleetProject, FleetProjectArgs
-from npa_pulumi.components.gpu_health import GpuHealthGate, GpuHealthGateArgs
-from npa_pulumi.components.in_cluster import FleetClusterObjects, FleetClusterObjectsArgs
-from npa_pulumi.components.k8s_training_cluster import K8sTrainingCluster, K8sTrainingClusterArgs
-from npa_pulumi.components.object_storage import ObjectStorage, ObjectStorageArgs
-from npa_pulumi.components.project_network import ProjectNetwork, ProjectNetworkArgs
-from npa_pulumi.components.terraform_module import TerraformModule, TerraformModuleArgs
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from npa_pulumi.components.cluster_access import ClusterCredentials, ClusterCredentialsArgs
+    from npa_pulumi.components.fleet_project import FleetProject, FleetProjectArgs
+    from npa_pulumi.components.gpu_health import GpuHealthGate, GpuHealthGateArgs
+    from npa_pulumi.components.in_cluster import FleetClusterObjects, FleetClusterObjectsArgs
+    from npa_pulumi.components.k8s_training_cluster import K8sTrainingCluster, K8sTrainingClusterArgs
+    from npa_pulumi.components.object_storage import ObjectStorage, ObjectStorageArgs
+    from npa_pulumi.components.project_network import ProjectNetwork, ProjectNetworkArgs
+    from npa_pulumi.components.terraform_module import TerraformModule, TerraformModuleArgs
+
+_MODULE_OF = {
+    "ClusterCredentials": "cluster_access",
+    "ClusterCredentialsArgs": "cluster_access",
+    "FleetClusterObjects": "in_cluster",
+    "FleetClusterObjectsArgs": "in_cluster",
+    "FleetProject": "fleet_project",
+    "FleetProjectArgs": "fleet_project",
+    "GpuHealthGate": "gpu_health",
+    "GpuHealthGateArgs": "gpu_health",
+    "K8sTrainingCluster": "k8s_training_cluster",
+    "K8sTrainingClusterArgs": "k8s_training_cluster",
+    "ObjectStorage": "object_storage",
+    "ObjectStorageArgs": "object_storage",
+    "ProjectNetwork": "project_network",
+    "ProjectNetworkArgs": "project_network",
+    "TerraformModule": "terraform_module",
+    "TerraformModuleArgs": "terraform_module",
+}
 
 __all__ = [
     "ClusterCredentials",
@@ -31,3 +58,16 @@ __all__ = [
     "TerraformModule",
     "TerraformModuleArgs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULE_OF])

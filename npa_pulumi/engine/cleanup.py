@@ -34,7 +34,7 @@ from npa_pulumi.engine.guarded_phases import (
 )
 from npa_pulumi.engine.guarded_phases import ours as _ours
 from npa_pulumi.engine.teardown import RECEIPT_VERSION, TeardownOptions, drop_record, write_receipt
-from npa_pulumi.engine.workspace import list_stack_summaries
+from npa_pulumi.engine.workspace import stack_names
 from npa_pulumi.output.results import TeardownPhase
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class Cleanup:
         from npa_pulumi.engine.stack_operations import StackOp
 
         prefix = f"{self.name}."
-        names = [s.name for s in list_stack_summaries(self.fleet.settings) if s.name.startswith(prefix)]
+        names = [n for n in stack_names(self.fleet.settings) if n.startswith(prefix)]
         ops = [StackOp(n, "project", "", None, None, {}) for n in names]
         found: set[str] = set()
         for outputs in self.fleet.stack_outputs(ops, refresh=True).values():

@@ -78,6 +78,32 @@ def stacks_dir(backend_url: str, project_name: str) -> Path | None:
     return root / ".pulumi" / "stacks" / project_name
 
 
+def stack_names(backend_url: str, project_name: str) -> list[str] | None:
+    """The project's stacks on a DIY (file://) backend, from its checkpoint files (what `pulumi stack ls`
+    reads, without an engine start); None for another backend, or a file this module does not know."""
+    directory = stacks_dir(backend_url, project_name)
+    if directory is None:
+        return None
+    names = []
+    try:
+        entries = list(directory.iterdir())
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return None
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".") or ".json.bak" in name or name.endswith((".attrs", ".pulumi-tags")):
+            continue  # temp files, backups, the blob store's attributes files, tags
+        if name.endswith(".json"):
+            names.append(name.removesuffix(".json"))
+        elif name.endswith(".json.gz"):
+            names.append(name.removesuffix(".json.gz"))
+        else:
+            return None  # another compression or layout: ask the CLI
+    return sorted(set(names))
+
+
 # ------------------------------------------------------------------------------------------- tags
 
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from npa_pulumi import __version__
@@ -64,3 +65,26 @@ def fingerprint(plan: Any, cloud: str, profile: str, versions: Mapping[str, str]
         default=str,
     )
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def policy_identity(packs: list[str], config: str | None) -> str:
+    """What a stack's policies were: every file of every pack directory (for the product's own pack, the
+    whole `npa_pulumi.policies` package, whose library the pack's `__main__` imports) and the policy config
+    file's text. In the fingerprint, so a stack is never skipped past a pack or a config it was not checked
+    against."""
+    digest = hashlib.sha256()
+    for pack in packs:
+        root = Path(pack).resolve()
+        if (root.parent / "fleet_guardrails_lib").is_dir():
+            root = root.parent  # the product's pack and its library
+        digest.update(f"pack {root}\n".encode())
+        files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for path in files:
+            digest.update(f"{path.relative_to(root)}\n".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    if config:
+        try:
+            digest.update(b"config\n" + Path(config).read_bytes())
+        except OSError:
+            digest.update(f"config {config} unreadable\n".encode())
+    return digest.hexdigest()

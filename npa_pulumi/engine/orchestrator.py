@@ -26,7 +26,7 @@ import json
 import logging
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,24 +35,28 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.factory import TENANT_ENV
-from npa_pulumi.engine.diy_backend import interrupted
+from npa_pulumi.engine.diy_backend import checkpoint_outputs, interrupted
 from npa_pulumi.engine.fingerprint import (
     FINGERPRINT_OUTPUT,
     ToolchainVersions,
     fingerprint,
+    policy_identity,
     toolchain_versions,
 )
 from npa_pulumi.engine.lifecycle import validating_state
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.stack_operations import StackExecutor, StackOp
+from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
+from npa_pulumi.engine.stack_operations import StackExecutor, StackOp, change_counts
 from npa_pulumi.engine.stacks import stack_tags
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
 from npa_pulumi.plan.naming import kube_context_name
+from npa_pulumi.runtime.analyzer_service import SOCKET_ENV
 from npa_pulumi.runtime.home import logs_dir
+from npa_pulumi.runtime.provider_host import ATTACH_ENV
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.factory import CloudKind
@@ -120,6 +124,20 @@ def check_stage(stage: str | None, shard: str | None) -> None:
         )
 
 
+def _hosted(method: Callable[..., FleetResult]) -> Callable[..., FleetResult]:
+    """A command whose engine runs share one dynamic-provider host (engine/provider_host.py): the host
+    is stopped when the command ends, however it ends."""
+
+    @functools.wraps(method)
+    def run(self: Fleet, *args: Any, **kwargs: Any) -> FleetResult:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.close()
+
+    return run
+
+
 def _exclusive(command: str) -> Callable[[Callable[..., FleetResult]], Callable[..., FleetResult]]:
     """Run a mutating command holding its selected stacks against other runs (engine/runlock.py): a run
     whose selection overlaps a live one fails before it starts, instead of racing it stack by stack."""
@@ -173,10 +191,21 @@ class Fleet:
         self._unchanged_clusters: set[str] | None = None
         self._toolchain: ToolchainVersions | None = None
         self._fingerprints: dict[str, str] = {}
+        self._policy_identity: str | None = None
         packs = [str(builtin_policy_pack()), *options.policy_packs]
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
         # (a pack ignores entries for policies it does not have).
         configs = [options.policy_config] * len(packs) if options.policy_config else []
+        self.provider_host = (
+            SharedProviderHost(
+                self.settings.env,
+                self.settings.work_dir,
+                logs_dir(spec.name) / "provider-host.log",
+                policy_packs=[str(builtin_policy_pack())],  # the product's own; others run as before
+            )
+            if enabled()
+            else None
+        )
         self.executor = StackExecutor(
             self.settings,
             self.progress,
@@ -184,7 +213,21 @@ class Fleet:
             packs,
             configs,
             break_lock=options.break_lock,
+            provider_host=self.provider_host,
         )
+
+    def warm_provider_host(self) -> None:
+        """The command will run the engine: start its shared provider host now, beside the work before the
+        first engine run (stack creation, the other stacks' checks), instead of in that run's path."""
+        if self.provider_host is not None:
+            self.provider_host.warm()
+
+    def close(self) -> None:
+        """Stop the command's shared provider host, if one runs (a later command starts another)."""
+        if self.provider_host is not None:
+            self.provider_host.close()
+        self.settings.extra_env.pop(ATTACH_ENV, None)
+        self.settings.extra_env.pop(SOCKET_ENV, None)
 
     # ----------------------------------------------------------------------------------- context
 
@@ -244,10 +287,16 @@ class Fleet:
             self._toolchain = toolchain_versions()
         return self._toolchain
 
+    def policy_identity(self) -> str:
+        if self._policy_identity is None:
+            self._policy_identity = policy_identity(self.executor.policy_packs, self.options.policy_config)
+        return self._policy_identity
+
     def fingerprint(self, plan: ProjectPlan | ClusterPlan) -> str:
         """What the stack of `plan` records as deployed from (engine/fingerprint.py)."""
         if plan.stack not in self._fingerprints:
             versions = self.toolchain().covering(terraform=isinstance(plan, ClusterPlan))
+            versions["policies"] = self.policy_identity()
             self._fingerprints[plan.stack] = fingerprint(plan, self.options.cloud, self.profile, versions)
         return self._fingerprints[plan.stack]
 
@@ -482,7 +531,12 @@ class Fleet:
 
     # --------------------------------------------------------------------------------- commands
 
+    @_hosted
     def preview(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
+        """Pulumi's preview of every stack, except those provably unchanged: deployed from exactly this plan
+        (the fingerprint covers the policy packs too), live as they recorded (no drift), and with the policy
+        results of an engine run over that plan on this machine (engine/policy_results.py), which the
+        skipped preview reports. `--refresh` previews every stack."""
         result = self._result("preview")
         plans = self.plans()
         result.warnings = list(plans.warnings)
@@ -492,16 +546,30 @@ class Fleet:
         result.stacks.extend(plans.unsupported)
         project_ops = [self._project_op(p) for p in plans.projects]
         if self.options.stage != "clusters":
-            result.stacks.extend(self._pool(project_ops, lambda op: self.executor.run(op, "preview")))
+            skip_projects = set() if self.options.refresh else self.unchanged_projects()
+            plan_of_project = {p.stack: p for p in plans.projects}
+            skipped, to_run = self._skippable(project_ops, skip_projects, plan_of_project)
+            result.stacks.extend(skipped)
+            if to_run:
+                self.warm_provider_host()
+            result.stacks.extend(self._pool(to_run, lambda op: self._preview_stack(op, plan_of_project)))
+            if to_run:
+                # A project stack never deployed has no outputs yet (a preview creates the empty stack).
+                self.stack_outputs(to_run, refresh=True)
+                self._unchanged_clusters = None
         if self.options.stage == "projects":
             return result
-        # A project stack that was never deployed has no outputs yet (a preview creates the empty stack).
-        project_outputs = self.stack_outputs(project_ops, refresh=True)
+        project_outputs = self.stack_outputs(project_ops)
         cluster_ops = [
             self._cluster_op(c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id")))
             for c in plans.clusters
         ]
         plan_of = {c.stack: c for c in plans.clusters}
+        skip_clusters = set() if self.options.refresh else self.unchanged_clusters()
+        skipped, cluster_ops = self._skippable(cluster_ops, skip_clusters, plan_of)
+        result.stacks.extend(skipped)
+        if cluster_ops:
+            self.warm_provider_host()
         result.stacks.extend(
             self._pool(
                 cluster_ops,
@@ -513,15 +581,79 @@ class Fleet:
         self._fill_identity(result)
         return result
 
+    def _skippable(
+        self,
+        ops: list[StackOp],
+        unchanged: set[str],
+        plans: Mapping[str, ProjectPlan | ClusterPlan],
+    ) -> tuple[list[StackResult], list[StackOp]]:
+        """(results of the unchanged stacks whose policy results are known, the ops that must run)."""
+        from npa_pulumi.engine import policy_results
+
+        skipped, run = [], []
+        for op in ops:
+            known = None
+            if op.stack in unchanged:
+                known = policy_results.load(
+                    self.settings.backend_url, op.stack, self.fingerprint(plans[op.stack])
+                )
+            if known is None:
+                run.append(op)
+                continue
+            item = self._unchanged_result(op)
+            item.status, item.changes, item.policy = "no-changes", change_counts({}), known
+            skipped.append(item)
+        return skipped, run
+
+    def _remember_policy(self, plan: ProjectPlan | ClusterPlan, result: StackResult) -> None:
+        """After an engine run that left the stack as its plan says: its policy results, for previews."""
+        from npa_pulumi.engine import policy_results
+        from npa_pulumi.policies.catalog import NODE_GROUP_REPLACEMENT_POLICY
+
+        # The replacement policy judges a Terraform plan, not the stack's plan: never replayed on a skip.
+        kept = [v for v in result.policy if v.policy != NODE_GROUP_REPLACEMENT_POLICY]
+        policy_results.store(self.settings.backend_url, plan.stack, self.fingerprint(plan), kept)
+
+    def _preview_stack(self, op: StackOp, plans: Mapping[str, ProjectPlan]) -> StackResult:
+        previewed = self.executor.run(op, "preview")
+        if previewed.status == "no-changes":
+            self._remember_policy(plans[op.stack], previewed)
+        return previewed
+
+    def _preview_drift(self, outputs: dict[str, Any] | None) -> list[dict[str, str]]:
+        """What of a deployed cluster changed outside the fleet ([] when nothing, or when it cannot be
+        read): a preview reports it, and Terraform's plan shows how `up` repairs it."""
+        if not outputs or not outputs.get("cluster_id"):
+            return []
+        try:
+            self.cloud.get_cluster(str(outputs["cluster_id"]))
+            return [d.as_dict() for d in self.drift(outputs)]
+        except NotFound:
+            return self.deleted_cluster_drift(outputs)
+        except CloudError:
+            return []
+
     def _preview_cluster(
         self, op: StackOp, plan: ClusterPlan, project_outputs: dict[str, Any] | None
     ) -> StackResult:
         """Pulumi's preview, then Terraform's own plan where the bridge has work (its inputs changed, or
-        every cluster with --refresh). An unchanged cluster runs no terraform at all."""
+        every cluster with --refresh); what of a deployed cluster drifted. An unchanged cluster runs no
+        terraform at all."""
+        drift = self._preview_drift(self._outputs.get(op.stack))
         previewed = self.executor.run(op, "preview")
         bridge_changed = previewed.status == "changes" and (
             not previewed.diff or any(d.get("urn", "").endswith("-terraform") for d in previewed.diff)
         )
+        if previewed.status == "no-changes" and not drift:
+            self._remember_policy(plan, previewed)
+        if drift and not previewed.failed:
+            # The engine's preview compares inputs only: a cluster changed behind the fleet's back is
+            # reported from the live check, as `refresh` and `status` report it (`up` refreshes and repairs).
+            previewed.drift, previewed.status = drift, "changes"
+            previewed.error = "; ".join(
+                f"{d['kind'].replace('_', ' ')} {d['id']} {d['reason']}" for d in drift
+            )
+            previewed.error += "; up brings it back to the spec"
         if previewed.failed or not (bridge_changed or self.options.refresh):
             return previewed
         self.progress.phase(op.stack, "terraform plan")
@@ -530,7 +662,10 @@ class Fleet:
         if replacements is not None:
             # The policies ran before Terraform's plan was known: preview again with the planned node-group
             # replacements in the gpu-node-group-replacement policy's config (only in this, rare, case).
-            previewed = self.executor.run(dataclasses.replace(op, policy_config=replacements), "preview")
+            again = self.executor.run(dataclasses.replace(op, policy_config=replacements), "preview")
+            if drift and not again.failed:
+                again.drift, again.status, again.error = previewed.drift, previewed.status, previewed.error
+            previewed = again
         previewed.terraform = terraform
         self.progress.phase(op.stack, "done", previewed.status)
         return previewed
@@ -607,6 +742,7 @@ class Fleet:
         level = entry.get("enforcementLevel") if isinstance(entry, dict) else entry
         return level != "disabled"
 
+    @_hosted
     @_exclusive("up")
     def up(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("up")
@@ -676,7 +812,10 @@ class Fleet:
         project_ops = [self._project_op(p) for p in plans.projects]
         result.stacks.extend(self._unchanged_result(op) for op in project_ops if op.stack in skip_projects)
         changed_projects = [op for op in project_ops if op.stack not in skip_projects]
-        project_results = self._pool(changed_projects, self._up_project)
+        if changed_projects:
+            self.warm_provider_host()
+        with self._creating_cluster_stacks(plans.clusters if changed_projects else []):
+            project_results = self._pool(changed_projects, self._up_project)
         result.stacks.extend(project_results)
         if changed_projects:
             # Cluster stacks read these outputs; re-read what the updates just wrote.
@@ -700,8 +839,37 @@ class Fleet:
                 result.stacks.append(self._unchanged_result(op))
             else:
                 cluster_ops.append(op)
+        if cluster_ops:
+            self.warm_provider_host()
         if not (failed_projects and self.options.fail_fast):
             result.stacks.extend(self._pool(cluster_ops, lambda op: self._up_cluster(op)))
+
+    @contextlib.contextmanager
+    def _creating_cluster_stacks(self, clusters: Sequence[ClusterPlan]) -> Iterator[None]:
+        """While the project stacks update, create the cluster stacks that do not exist yet (a `stack init`,
+        an engine start each, ~0.3 s) instead of after them, with what concurrency the project stacks leave.
+        A cluster stack whose project then fails stays empty, as a preview's does."""
+        absent = [
+            op
+            for op in (self._cluster_op(c) for c in clusters)
+            if checkpoint_outputs(self.settings.backend_url, op.stack, PROJECT_NAME) is None
+        ]
+        if not absent:
+            yield
+            return
+
+        def create(op: StackOp) -> None:
+            try:
+                self.executor.select(op, create=True)
+            except Exception as err:  # the stack's own run creates it, and reports what fails
+                log.debug("creating %s ahead of its run failed: %s", op.stack, err)
+
+        with ThreadPoolExecutor(max_workers=max(1, self.options.concurrency)) as pool:
+            futures = [pool.submit(create, op) for op in absent]
+            try:
+                yield
+            finally:
+                wait(futures)
 
     def _apply_lifecycle(self, stack: StackResult) -> None:
         """The cluster's state as its stack recorded it: `deployed` only when the health gate passed
@@ -797,6 +965,8 @@ class Fleet:
             return self.executor.run(op, "up", refresh=True) if refresh else self.executor.run(op, "up")
 
         result = once()
+        if not result.failed:
+            self._remember_policy(self._project_plan(op.stack), result)
         if not self.options.shard:
             return result
         deadline = time.monotonic() + self.options.shard_wait_s
@@ -809,13 +979,16 @@ class Fleet:
     def _up_cluster(self, op: StackOp) -> StackResult:
         if self.options.refresh or self._needs_refresh(op.stack):
             # Drift repair brings the cluster back to the spec; the refresh changes what a plan would say.
-            return self.executor.run(op, "up", refresh=True)
-        terraform = self._plan_before_update(op)
-        if terraform is not None:
-            op = dataclasses.replace(op, policy_config=self._replacement_policy_config(terraform))
-        result = self.executor.run(op, "up")
-        if terraform is not None and terraform.get("resources"):
-            result.terraform = terraform
+            result = self.executor.run(op, "up", refresh=True)
+        else:
+            terraform = self._plan_before_update(op)
+            if terraform is not None:
+                op = dataclasses.replace(op, policy_config=self._replacement_policy_config(terraform))
+            result = self.executor.run(op, "up")
+            if terraform is not None and terraform.get("resources"):
+                result.terraform = terraform
+        if not result.failed:
+            self._remember_policy(self.plans().cluster(op.stack), result)
         return result
 
     def _plan_before_update(self, op: StackOp) -> dict[str, Any] | None:
@@ -830,6 +1003,9 @@ class Fleet:
         self.progress.phase(op.stack, "terraform plan")
         return self._terraform_plan(op, plan, project_outputs)
 
+    def _project_plan(self, stack: str) -> ProjectPlan:
+        return next(p for p in self.plans().projects if p.stack == stack)
+
     def teardown_plan(self, teardown: TeardownOptions | None = None) -> FleetResult:
         """`destroy --dry-run`: every phase of the teardown with what it would delete or retain and why.
         Reads stack outputs and the live cloud; changes nothing (engine/teardown.py)."""
@@ -842,6 +1018,7 @@ class Fleet:
         result.phases = Teardown(self, teardown or TeardownOptions()).plan()
         return result
 
+    @_hosted
     @_exclusive("destroy")
     def destroy(self, teardown: TeardownOptions | None = None, resumed: Receipt | None = None) -> FleetResult:
         """Ordered teardown: cluster stacks, then (once none of its clusters remain) each project stack with
@@ -901,6 +1078,7 @@ class Fleet:
         run_cleanup(self, teardown, True, result)
         return result
 
+    @_hosted
     @_exclusive("cleanup")
     def cleanup(self, teardown: TeardownOptions) -> FleetResult:
         """Delete the fleet's orphans through the teardown's guarded phases (engine/cleanup.py)."""
@@ -910,6 +1088,7 @@ class Fleet:
         run_cleanup(self, teardown, False, result)
         return result
 
+    @_hosted
     @_exclusive("refresh")
     def refresh(self) -> FleetResult:
         result = self._result("refresh")

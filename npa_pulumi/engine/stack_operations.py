@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from npa_pulumi.engine import diy_backend, lifecycle
 from npa_pulumi.engine.diy_backend import NO_FAST_PATH, SECRET_PLACEHOLDER, checkpoint_outputs
 from npa_pulumi.engine.progress import Progress
+from npa_pulumi.engine.provider_host import SharedProviderHost
 from npa_pulumi.engine.stacks import (
     StackLocked,
     clear_pending_operations,
@@ -45,7 +46,7 @@ _COLOR_TAGS = re.compile(r"<\{%[^%]*%\}>")
 CHANGE_KINDS = ("create", "update", "replace", "delete", "same")
 
 
-def _counts(changes: Mapping[Any, Any] | None) -> dict[str, int]:
+def change_counts(changes: Mapping[Any, Any] | None) -> dict[str, int]:
     """Resource-change counts keyed by plain operation names, every standard kind present (0 when
     absent) so JSON readers can rely on `changes.create` etc."""
     raw = {str(getattr(k, "value", k)): int(v) for k, v in (changes or {}).items()}
@@ -114,7 +115,7 @@ class EventCollector:
     def __call__(self, event: auto.EngineEvent) -> None:
         if event.summary_event is not None:
             changes = event.summary_event.resource_changes or {}
-            self.summary = _counts(changes)
+            self.summary = change_counts(changes)
         if event.resource_pre_event is not None:
             meta = event.resource_pre_event.metadata
             op = str(getattr(meta.op, "value", meta.op))
@@ -183,8 +184,12 @@ class StackExecutor:
         policy_configs: list[str] | None = None,
         project_name: str = PROJECT_NAME,
         break_lock: bool = False,
+        provider_host: SharedProviderHost | None = None,
     ) -> None:
         self.settings = settings
+        # The command's one dynamic-provider host, which every engine run attaches to (None: each engine
+        # run starts its own, as Pulumi does by default).
+        self.provider_host = provider_host
         self.break_lock = break_lock  # `--break-lock`: take over a lock another machine holds
         self.progress = progress
         self.log_dir = log_dir
@@ -310,6 +315,8 @@ class StackExecutor:
 
         started = time.monotonic()
         self.progress.phase(op.stack, "preparing")
+        if self.provider_host is not None:
+            self.settings.extra_env.update(self.provider_host.attach_env())
         write_log = self._log(op, command)
         log_path = write_log.path
         collector = EventCollector(op.stack, self.progress)
@@ -488,7 +495,7 @@ class StackExecutor:
         from pulumi import automation as auto
 
         summary = auto.Stack.info(stack)  # no summary event arrived: ask the engine after all
-        return _counts(summary.resource_changes if summary else None)
+        return change_counts(summary.resource_changes if summary else None)
 
     def _invoke(
         self,
@@ -545,7 +552,7 @@ class StackExecutor:
                 policy_pack_configs=configs,
                 **kwargs,
             )
-            changes = _counts(preview.change_summary)
+            changes = change_counts(preview.change_summary)
             changed = any(v for k, v in changes.items() if k != "same")
             return op.result("changes" if changed else "no-changes", changes=changes)
         lean = self._lean(op, stack, collector)
@@ -561,7 +568,7 @@ class StackExecutor:
                 changes = self._changes(stack, collector)
                 outputs = self.outputs(op) or {}
             else:
-                changes = _counts(up.summary.resource_changes)
+                changes = change_counts(up.summary.resource_changes)
                 outputs = {
                     name: (value.value if not value.secret else SECRET_PLACEHOLDER)
                     for name, value in up.outputs.items()
@@ -577,12 +584,16 @@ class StackExecutor:
             )
         if command == "destroy":
             destroyed = stack.destroy(on_output=write_log, on_event=collector, **kwargs)
-            changes = self._changes(stack, collector) if lean else _counts(destroyed.summary.resource_changes)
+            changes = (
+                self._changes(stack, collector) if lean else change_counts(destroyed.summary.resource_changes)
+            )
             stack.workspace.remove_stack(stack.name)
             return op.result("destroyed", changes=changes)
         if command == "refresh":
             refreshed = stack.refresh(on_output=write_log, on_event=collector, **kwargs)
-            changes = self._changes(stack, collector) if lean else _counts(refreshed.summary.resource_changes)
+            changes = (
+                self._changes(stack, collector) if lean else change_counts(refreshed.summary.resource_changes)
+            )
             drifted = any(v for k, v in changes.items() if k != "same")
             return op.result("drifted" if drifted else "in-sync", changes=changes)
         raise ValueError(f"unknown stack command {command!r}")

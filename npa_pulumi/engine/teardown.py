@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.guarded_phases import GuardedPhases, phase_factory
-from npa_pulumi.engine.workspace import list_stack_summaries
+from npa_pulumi.engine.workspace import stack_names
 from npa_pulumi.output.results import TeardownPhase
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.home import npa_home
@@ -266,7 +266,7 @@ class Teardown:
         }
         # In the projects stage every remaining cluster stack keeps its project, selected or not.
         selected = {c.stack for c in plans.clusters} if stage != "projects" else set()
-        existing = {s.name for s in list_stack_summaries(self.fleet.settings)}
+        existing = set(stack_names(self.fleet.settings))
         project_ops = [StackOp(p.stack, "project", p.project_key, None, None, {}) for p in plans.projects]
         project_outputs = self.fleet.stack_outputs(project_ops)
         for project in plans.projects:
@@ -364,6 +364,8 @@ class Teardown:
         by_stack = {p.stack: p for p in phases if p.phase == "cluster"}
         stage = fleet.options.stage
         cluster_ops = [fleet._cluster_op(c) for c in plans.clusters] if stage != "projects" else []
+        if any(p.status == "planned" and p.stack for p in phases):  # some stack will be destroyed
+            fleet.warm_provider_host()
         destroyed = fleet._pool(cluster_ops, lambda op: fleet.executor.run(op, "destroy"))
         for item in destroyed:
             phase = by_stack[item.stack]

@@ -306,6 +306,17 @@ def select_or_create_stack(
     )
 
 
+def stack_names(settings: EngineSettings, project_name: str = PROJECT_NAME) -> list[str]:
+    """The project's stacks: from a DIY backend's files when it is one (no engine start, ~0.15 s of CPU
+    each time), else through `pulumi stack ls`."""
+    from npa_pulumi.engine.diy_backend import stack_names as diy_stack_names
+
+    names = diy_stack_names(settings.backend_url, project_name)
+    if names is not None:
+        return names
+    return [s.name for s in list_stack_summaries(settings, project_name)]
+
+
 def list_stack_summaries(settings: EngineSettings, project_name: str = PROJECT_NAME) -> list[Any]:
     from pulumi import automation as auto
 

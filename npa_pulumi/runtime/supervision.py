@@ -72,14 +72,22 @@ def watch_run(plugin_host: bool | None = None) -> None:
     thread.start()
 
 
-def _run_is_gone(parent: int, grandparent: int | None) -> bool:
+def supervised_elsewhere() -> None:
+    """Make `watch_run` a no-op in this process: it is watched by other means (the command's shared host,
+    runtime/provider_host.py, which stops with the orchestrator rather than with an engine)."""
+    global _watching
+    with _lock:
+        _watching = True
+
+
+def run_is_gone(parent: int, grandparent: int | None) -> bool:
     if os.getppid() != parent:
         return True
     return grandparent is not None and parent_pid(parent) not in (grandparent, None)
 
 
 def _watch(parent: int, grandparent: int | None) -> None:
-    while not _run_is_gone(parent, grandparent):
+    while not run_is_gone(parent, grandparent):
         time.sleep(POLL_S)
     log.warning("the run that started this provider host is gone: stopping terraform")
     stop_all(GRACE_S)

@@ -160,6 +160,7 @@ class Background:
             "python -m pulumi.dynamic",
             "python -m pulumi.policy",
             "python -m npa_pulumi.runtime.plugin_guard",  # in front of the Go Kubernetes provider
+            "python -m npa_pulumi.runtime.provider_host",  # the command's shared dynamic-provider host
             "terraform",
             "pulumi-",
         )

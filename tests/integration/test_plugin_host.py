@@ -67,3 +67,202 @@ def test_a_host_whose_run_died_before_any_request_exits(isolated_home: Path) -> 
     finally:
         if not _gone(host_pid):
             os.kill(host_pid, 9)
+
+
+# ------------------------------------------------------------------ the command's shared provider host
+
+TWO_CLUSTERS = """\
+apiVersion: npa.fleet/v0.0.1
+name: shared
+region: us-central1
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+projects:
+  - project_id: project-existing1
+    clusters:
+      - name: c1
+      - name: c2
+"""
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "npa_pulumi.cli.main", *args]
+
+
+def _host_log(home: Path) -> Path:
+    return home / ".npa-pulumi" / "logs" / "shared" / "provider-host.log"
+
+
+def _host_pids(log: Path) -> list[int]:
+    text = log.read_text() if log.exists() else ""
+    return [int(line.split(" pid ")[1].split(",")[0]) for line in text.splitlines() if "serving on" in line]
+
+
+def test_one_shared_host_serves_every_stack_of_a_command(isolated_home: Path, tmp_path: Path) -> None:
+    """Both cluster stacks (and the project stack) of an `up -j 2` are served by the one host the
+    orchestrator started, which is gone when the command is; no engine run starts a host of its own."""
+    from npa_pulumi.runtime.home import logs_dir
+
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(TWO_CLUSTERS)
+    subprocess.run(_cli("local-cloud", "init"), check=True, capture_output=True)
+    up = subprocess.run(_cli("up", "--spec", str(spec), "--yes", "-j", "2"), capture_output=True, text=True)
+    assert up.returncode == 0, up.stderr[-3000:]
+    log = logs_dir("shared") / "provider-host.log"
+    assert log == _host_log(isolated_home)
+    text = log.read_text()
+    hosts = _host_pids(log)
+    assert len(hosts) == 1, text  # one host for the whole command
+    for stack in (
+        "shared.project-existing1::",
+        "shared.project-existing1.c1::",
+        "shared.project-existing1.c2::",
+    ):
+        assert f"create urn:pulumi:{stack}" in text, text  # every stack's creates went through it
+    assert "stopped (stdin closed)" in text
+    assert text.count("analyzer for ") == 3  # the policy pack, once per engine run, from the same host
+    assert _gone(hosts[0])
+    # No engine run started a host of its own: those write the engine's per-stack logs, never this one,
+    # and the stacks' own logs say nothing of a Python provider plugin starting.
+    destroy = subprocess.run(_cli("destroy", "--spec", str(spec), "--yes"), capture_output=True, text=True)
+    assert destroy.returncode == 0, destroy.stderr[-3000:]
+    assert len(_host_pids(log)) == 2  # the destroy had its own
+    assert "delete urn:pulumi:shared.project-existing1.c2::" in log.read_text()
+
+
+def test_without_the_shared_host_engines_start_their_own(isolated_home: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(TWO_CLUSTERS.replace("      - name: c2\n", ""))
+    subprocess.run(_cli("local-cloud", "init"), check=True, capture_output=True)
+    env = {**os.environ, "NPA_SHARED_PROVIDER_HOST": "0"}
+    up = subprocess.run(_cli("up", "--spec", str(spec), "--yes"), capture_output=True, text=True, env=env)
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert not _host_log(isolated_home).exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs procfs to follow the host")
+def test_the_shared_host_and_its_terraform_stop_when_the_cli_is_killed(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    import signal
+
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(TWO_CLUSTERS.replace("      - name: c2\n", ""))
+    subprocess.run(_cli("local-cloud", "init"), check=True, capture_output=True)
+    # Slow provisioning: the cluster stack's terraform apply is running in the host when the CLI dies.
+    subprocess.run(_cli("local-cloud", "set", "provisioning-seconds", "20"), check=True, capture_output=True)
+    log = _host_log(isolated_home)
+    cli = subprocess.Popen(
+        _cli("up", "--spec", str(spec), "--yes"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while "create urn:pulumi:shared.project-existing1.c1::" not in (
+            log.read_text() if log.exists() else ""
+        ):
+            assert cli.poll() is None, "the CLI ended before its cluster stack started"
+            assert time.monotonic() < deadline, "the cluster stack's create never reached the shared host"
+            time.sleep(0.2)
+        time.sleep(2)  # terraform is applying
+        host = _host_pids(log)[0]
+        assert not _gone(host)
+    finally:
+        os.killpg(cli.pid, signal.SIGKILL)  # the CLI and its engines, as CI cancelling a job
+        cli.wait()
+    # Terraform gets SIGINT and up to supervision.GRACE_S (60 s) to finish writing its state; slack for load.
+    deadline = time.monotonic() + 180
+    while not _gone(host) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    try:
+        assert _gone(host), "the shared provider host outlived the CLI that started it"
+        assert "stopped (the orchestrator is gone)" in log.read_text()
+    finally:
+        if not _gone(host):
+            os.kill(host, 9)
+
+
+def test_the_shared_host_serves_each_engine_run_an_analyzer_of_its_own(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    """The analyzer plugin the engine starts only relays the port of an analyzer the shared host runs for
+    it: one per run, each with its own servicer (the engine configures each with its stack's tags and the
+    policy config), stopped when the engine is done with its proxy. A pack the host does not serve runs
+    in the proxy's own process, as before."""
+    import grpc
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+    from npa_pulumi.engine.orchestrator import builtin_policy_pack
+
+    pack = builtin_policy_pack()
+    sock = tmp_path / "a.sock"
+    log = tmp_path / "host.log"
+    env = {**os.environ, "NPA_ANALYZER_SOCKET": str(sock), "NPA_SHARED_POLICY_PACKS": str(pack)}
+    with log.open("wb") as err:
+        host = subprocess.Popen(
+            [sys.executable, "-u", "-m", "npa_pulumi.runtime.provider_host"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+    proxies: list[subprocess.Popen[str]] = []
+    try:
+        assert host.stdout is not None and host.stdout.readline().strip().isdigit()
+        wrapper = plugin_python_wrapper()
+        ports = []
+        for _ in range(2):
+            proxy = subprocess.Popen(
+                [wrapper, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
+                cwd=pack,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            proxies.append(proxy)
+            assert proxy.stdout is not None
+            ports.append(int(proxy.stdout.readline()))
+        assert ports[0] != ports[1]
+        for port, stack in zip(ports, ("a", "b"), strict=True):
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = analyzer_pb2_grpc.AnalyzerStub(channel)
+                info = stub.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+                assert info.name == "fleet-guardrails" and len(info.policies) > 3
+                stub.ConfigureStack(
+                    analyzer_pb2.AnalyzerStackConfigureRequest(stack=stack, tags={"npa:fleet": stack}),
+                    timeout=30,
+                )
+        assert "analyzer for" in log.read_text()
+        proxies[0].kill()  # the engine's run is over
+        proxies[0].wait()
+        deadline = time.monotonic() + 20
+        while f"analyzer on port {ports[0]} stopped" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert f"analyzer on port {ports[1]} stopped" not in log.read_text()
+        # The pack the host does not serve: the proxy runs it itself (it would print its own port).
+        other = subprocess.run(
+            [
+                wrapper,
+                "-c",
+                "import npa_pulumi.runtime.plugin_host as p, sys; "
+                f"print(p.relay_analyzer({str(sock)!r}, ['127.0.0.1:1', '/elsewhere']))",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert other.stdout.strip() == "None", other.stderr
+    finally:
+        for proxy in proxies:
+            proxy.kill()
+            proxy.wait()
+        assert host.stdin is not None
+        host.stdin.close()
+        host.wait(timeout=60)
+    assert "stopped (stdin closed)" in log.read_text()

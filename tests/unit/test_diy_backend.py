@@ -133,3 +133,14 @@ def test_an_unreachable_s3_backend_means_ask_the_engine(monkeypatch: pytest.Monk
     assert diy.checkpoint_outputs(url, "s", PROJECT) is diy.NO_FAST_PATH
     assert diy.read_locks(url, PROJECT, "s") == []
     assert not diy.interrupted(url, "s", PROJECT)
+
+
+def test_stack_names_are_the_checkpoint_files_and_nothing_else(backend: tuple[str, Path]) -> None:
+    url, stacks = backend
+    for name in ("f.p.json", "f.p.json.attrs", "f.p.c1.json.gz", "f.p.json.bak", "f.p.c2.json.bak"):
+        (stacks / name).write_text("{}")
+    (stacks / ".f.p.json.123.tmp").write_text("")
+    assert diy.stack_names(url, PROJECT) == ["f.p", "f.p.c1"]  # a removed stack leaves only its .bak
+    (stacks / "f.p.c3.json.zst").write_text("")
+    assert diy.stack_names(url, PROJECT) is None  # a compression it does not read: ask the engine
+    assert diy.stack_names("s3://bucket", PROJECT) is None

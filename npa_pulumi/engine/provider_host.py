@@ -1,0 +1,171 @@
+"""The command's one dynamic-provider host, started by the orchestrator and attached to by every engine run
+(the host itself, and why: runtime/provider_host.py).
+
+    host = SharedProviderHost(settings, log_path)
+    env = host.attach_env()   # {"PULUMI_DEBUG_PROVIDERS": "pulumi-python:<port>"}; {} when it cannot start
+    ...                       # engine runs with env
+    host.close()              # at the end of the command (also at interpreter exit)
+
+Started on first use, from the environment the engines get (so the providers see exactly what a host the
+engine started would: the tenant, the backend, the npa home), in the engine's work directory. If it cannot
+start, the engines start their own hosts as before: slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from npa_pulumi.runtime.analyzer_service import PACKS_ENV, SOCKET_ENV
+from npa_pulumi.runtime.provider_host import ATTACH_ENV, PACKAGE
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 70.0  # past the host's own grace for a terraform still running (supervision.GRACE_S)
+# Off switch (`NPA_SHARED_PROVIDER_HOST=0`): every engine run starts its own host, as Pulumi does by default.
+ENABLE_ENV = "NPA_SHARED_PROVIDER_HOST"
+
+
+def enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def attach_value(port: int, current: str | None) -> str:
+    """`PULUMI_DEBUG_PROVIDERS` with the Python dynamic provider at `port`, keeping any other provider the
+    user attaches for debugging (an entry of their own for pulumi-python wins)."""
+    entries = [e for e in (current or "").split(",") if e.strip()]
+    if any(e.split(":", 1)[0] == PACKAGE for e in entries):
+        return ",".join(entries)
+    return ",".join([*entries, f"{PACKAGE}:{port}"])
+
+
+class SharedProviderHost:
+    def __init__(
+        self,
+        env: Callable[[], Mapping[str, str]],
+        cwd: Path,
+        log_path: Path,
+        policy_packs: list[str] | None = None,
+    ) -> None:
+        self._env = env
+        self._policy_packs = list(policy_packs or [])  # the packs it serves to every engine run
+        self._socket_dir: str | None = None
+        self._cwd = cwd
+        self._log_path = log_path
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._port: int | None = None
+        self._failed = False
+        self._atexit = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def warm(self) -> None:
+        """Start the host in the background (it takes ~0.5 s), so the first engine run finds it ready; that
+        run's `attach_env` waits for it. For a command that is known to run the engine."""
+        with self._lock:
+            if self._port is not None or self._failed:
+                return
+        threading.Thread(target=self.attach_env, name="npa-provider-host-start", daemon=True).start()
+
+    def attach_env(self) -> dict[str, str]:
+        """What the engine's environment needs to attach to the host, starting it if needed."""
+        with self._lock:
+            if self._port is None and not self._failed:
+                try:
+                    self._start()
+                except (OSError, RuntimeError) as err:
+                    self._failed = True
+                    log.warning("no shared provider host (%s): each engine run starts its own", err)
+                    self._stop_locked()
+            if self._port is None:
+                return {}
+            env = {ATTACH_ENV: attach_value(self._port, self._env().get(ATTACH_ENV))}
+            if self._socket_dir is not None:
+                env[SOCKET_ENV] = os.path.join(self._socket_dir, "analyzers.sock")
+            return env
+
+    def _start(self) -> None:
+        env = {**os.environ, **self._env()}
+        env.pop(ATTACH_ENV, None)
+        env.pop(SOCKET_ENV, None)
+        if self._policy_packs:
+            # A short private path: a Unix socket's path is limited to ~100 bytes.
+            self._socket_dir = tempfile.mkdtemp(prefix="npa-")
+            env[SOCKET_ENV] = os.path.join(self._socket_dir, "analyzers.sock")
+            env[PACKS_ENV] = os.pathsep.join(self._policy_packs)
+        env.setdefault("PULUMI_PROJECT", "npa-fleet")  # what the engine tells a host it starts
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._log_path.open("ab") as err:
+            self._log_path.chmod(0o600)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "npa_pulumi.runtime.provider_host"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env=env,
+                cwd=self._cwd,
+                process_group=0,  # like the engine's plugins: a Ctrl-C reaches the engines, not terraform
+            )
+        if not self._atexit:
+            atexit.register(self.close)
+            self._atexit = True
+        assert self._proc.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        line = b""
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self._proc.stdout], [], [], max(0.0, remaining))
+            if not ready:
+                raise RuntimeError(f"it did not report a port within {START_TIMEOUT_S:.0f}s")
+            chunk = os.read(self._proc.stdout.fileno(), 64)
+            if not chunk:
+                raise RuntimeError(f"it exited with {self._proc.wait()}; see {self._log_path}")
+            line += chunk
+        text = line.decode(errors="replace").strip()
+        if not text.isdigit():
+            raise RuntimeError(f"it reported {text!r} instead of a port")
+        self._port = int(text)
+        log.debug("shared provider host pid %d on port %d", self._proc.pid, self._port)
+
+    def close(self) -> None:
+        """Stop the host (it stops any terraform still running first); the next `attach_env` starts a new
+        one."""
+        with self._lock:
+            self._stop_locked()
+            self._failed = False
+
+    def _stop_locked(self) -> None:
+        proc, self._proc, self._port = self._proc, None, None
+        if proc is None:
+            if self._socket_dir is not None:
+                shutil.rmtree(self._socket_dir, ignore_errors=True)
+                self._socket_dir = None
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
