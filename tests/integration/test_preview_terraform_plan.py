@@ -130,7 +130,7 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     assert stacks[STACK]["status"] == "failed"
     (violation,) = [v for v in stacks[STACK]["policy"] if v["policy"] == "gpu-node-group-replacement"]
     assert violation["level"] == "mandatory" and "terraform_data.gpu_node_group[0]" in violation["message"]
-    # The CPU cluster replaces nothing: not blocked (it re-runs: the policy config is part of its fingerprint).
+    # The CPU cluster replaces nothing: not blocked (it may re-run: the policy config is in its fingerprint).
     cpu = stacks["tfplan.project-existing1.cpu"]
     assert cpu["status"] in ("unchanged", "deployed") and not cpu["policy"]
     # Stopped before the module changed: the same Terraform state, the same node groups in the cloud.
