@@ -8,7 +8,7 @@ Per project the phases are the teardown's: network (orphan subnets, then network
 identity (service account and its keys) → project, the last three only with the same opt-in flags as
 `destroy`; a non-empty bucket is refused unless `--delete-nonempty-buckets`, and a project is deleted only
 when it is itself an orphan and holds nothing else. A failed phase blocks the project; every run that
-deletes leaves a receipt (`<npa home>/receipts/<fleet>/<UTC time>-<pid>-cleanup.json`).
+deletes leaves a receipt (`<npa home>/teardown-receipts/<fleet>/<UTC time>-<pid>-cleanup.json`).
 """
 
 from __future__ import annotations

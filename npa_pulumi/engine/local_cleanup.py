@@ -28,6 +28,7 @@ from typing import Any
 
 from npa_pulumi.engine import diy_backend
 from npa_pulumi.engine.runlock import RECORD_LOCKED, read_run_record
+from npa_pulumi.engine.teardown import receipts_root
 from npa_pulumi.engine.workspace import PROJECT_NAME
 from npa_pulumi.output.markdown import backend_label
 from npa_pulumi.runtime.home import npa_home
@@ -194,7 +195,7 @@ def _resolved(documents: dict[str, dict[str, Any]]) -> set[str]:
 def _receipts(home: Path, now: float) -> list[ReceiptInfo]:
     documents: dict[str, dict[str, Any]] = {}
     paths: dict[str, Path] = {}
-    for path in sorted((home / "receipts").glob("*/*.json")):
+    for path in sorted(receipts_root().glob("*/*.json")):
         try:
             document = json.loads(path.read_text())
         except (OSError, ValueError):

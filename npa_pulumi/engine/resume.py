@@ -36,6 +36,7 @@ from npa_pulumi.engine.teardown import (
     new_receipt_path,
     read_record,
     receipts_dir,
+    receipts_root,
     resume_command,
     settle_record,
     write_receipt,
@@ -103,7 +104,7 @@ def find_receipt(ref: str) -> Receipt:
     if ref.endswith(".json") and candidate.is_file():
         paths = [candidate]
     elif _ID.match(ref):
-        paths = sorted((npa_home() / "receipts").glob(f"*/{ref}.json"))
+        paths = sorted(receipts_root().glob(f"*/{ref}.json"))
     else:
         raise UserInputError(
             f"--receipt {ref!r}: not a receipt id (letters, digits, '-', '_', '.') nor a file"

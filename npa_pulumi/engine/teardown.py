@@ -19,9 +19,9 @@ Outcomes: `planned` (dry run), `done`, `absent` (nothing there: repeat-safe), `r
 Independent phases continue when one fails: a failed bucket does not stop the storage identity, but it
 blocks the project.
 
-Every destroy leaves a receipt, `<npa home>/receipts/<fleet>/<UTC time>-destroy.json` (0600): what was
-asked and each phase's outcome with the ids deleted or retained. Receipts and teardown records hold ids and
-flags only, never a secret (the access key's secret, a token, a capacity block).
+Every destroy leaves a receipt, `<npa home>/teardown-receipts/<fleet>/<UTC time>-destroy.json` (0600):
+what was asked and each phase's outcome with the ids deleted or retained. Receipts and teardown records
+hold ids and flags only, never a secret (the access key's secret, a token, a capacity block).
 """
 
 from __future__ import annotations
@@ -144,8 +144,13 @@ def records_dir(fleet: str) -> Path:
     return npa_home() / "teardown" / fleet
 
 
+def receipts_root() -> Path:
+    """Where every fleet's teardown receipts live (one folder per fleet)."""
+    return npa_home() / "teardown-receipts"
+
+
 def receipts_dir(fleet: str) -> Path:
-    return npa_home() / "receipts" / fleet
+    return receipts_root() / fleet
 
 
 def _private_dir(path: Path) -> Path:

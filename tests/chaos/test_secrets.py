@@ -65,7 +65,7 @@ def test_no_secret_leaks_after_a_full_lifecycle(chaos_home: Path, tmp_path: Path
     assert scanned > len(TRANSCRIPT.runs) * 2  # files were scanned as well as every run's output
 
     # The receipts (ids of what was deleted: bucket, service account, access keys, project) hold no secret.
-    receipts = sorted((chaos_home / ".npa-pulumi" / "receipts" / "vault").glob("*-destroy.json"))
+    receipts = sorted((chaos_home / ".npa-pulumi" / "teardown-receipts" / "vault").glob("*-destroy.json"))
     assert receipts, "the destroy left no receipt"
     assert any("access_key_ids" in path.read_text() for path in receipts)  # the ids are there
     for path in receipts:

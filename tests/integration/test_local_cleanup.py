@@ -34,7 +34,7 @@ OLD = time.time() - 40 * 86_400
 
 
 def _receipt(home: Path, rid: str, outcome: str, resumes: str | None = None, old: bool = True) -> Path:
-    path = home / "receipts" / "tidy" / f"{rid}.json"
+    path = home / "teardown-receipts" / "tidy" / f"{rid}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"id": rid, "command": "destroy", "outcome": outcome, "resumes": resumes}))
     if old:
@@ -115,7 +115,7 @@ def test_local_cleanup_reports_removes_only_residue_and_prunes_only_terminal_rec
     assert npa("cleanup", "--delete-buckets", "--output", "json").code == 2
     refused = npa("cleanup", "--prune-receipts", "--receipt-retention-days", "30", "--output", "json")
     assert refused.code == 1 and "without --yes" in refused.json()["error"]["message"]
-    assert len(list((home / "receipts" / "tidy").glob("*.json"))) == 5
+    assert len(list((home / "teardown-receipts" / "tidy").glob("*.json"))) == 5
 
     # A backend this machine cannot read: every stack-bound item is unverified and stays.
     elsewhere = npa(
@@ -140,7 +140,7 @@ def test_local_cleanup_reports_removes_only_residue_and_prunes_only_terminal_rec
         "20250103T000000Z-3-destroy",
     ]
     assert result["audit_receipts_retained"] == 2
-    left = sorted(p.stem for p in (home / "receipts" / "tidy").glob("*.json"))
+    left = sorted(p.stem for p in (home / "teardown-receipts" / "tidy").glob("*.json"))
     assert left == ["20250104T000000Z-4-destroy", "20261201T000000Z-5-destroy"]
     # The cluster is untouched: cleanup never talks to the cloud.
     status = npa("status", "--spec", str(spec), "--output", "json")

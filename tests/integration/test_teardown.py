@@ -85,7 +85,7 @@ def _secret_of(stack: str) -> str:
 
 
 def _receipts(home: Path) -> list[Path]:
-    return sorted((home / ".npa-pulumi" / "receipts" / "td").glob("*-destroy.json"))
+    return sorted((home / ".npa-pulumi" / "teardown-receipts" / "td").glob("*-destroy.json"))
 
 
 def _alpha(cloud: dict[str, Any]) -> str:

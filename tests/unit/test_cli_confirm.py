@@ -72,4 +72,4 @@ def test_dry_run_needs_no_confirmation_and_creates_nothing(isolated_home: Path, 
     ]
     stacks = isolated_home / ".npa-pulumi" / "state" / ".pulumi" / "stacks"
     assert not any(stacks.rglob("*.json")) if stacks.exists() else True
-    assert not (isolated_home / ".npa-pulumi" / "receipts").exists()
+    assert not (isolated_home / ".npa-pulumi" / "teardown-receipts").exists()

@@ -79,7 +79,9 @@ def test_records_and_receipts_are_private(tmp_path: Path, monkeypatch: pytest.Mo
     drop_record("f", "f.a")
     assert read_record("f", "f.a") is None
     receipt = write_receipt("f", {"phases": []})
-    assert receipt.parent == tmp_path / "npa" / "receipts" / "f" and receipt.name.endswith("-destroy.json")
+    assert receipt.parent == tmp_path / "npa" / "teardown-receipts" / "f" and receipt.name.endswith(
+        "-destroy.json"
+    )
     assert stat.S_IMODE(receipt.stat().st_mode) == 0o600
     assert stat.S_IMODE(receipt.parent.stat().st_mode) == 0o700
 
@@ -108,7 +110,7 @@ def test_a_failed_or_blocked_phase_makes_a_partial_cleanup() -> None:
 
 
 def _receipt(home: Path, fleet: str, rid: str, **extra: object) -> Path:
-    path = home / "receipts" / fleet / f"{rid}.json"
+    path = home / "teardown-receipts" / fleet / f"{rid}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     phases = [
         {"name": "network:f.a", "phase": "network", "project_key": "a", "stack": "f.a", "status": "done"},
