@@ -969,6 +969,13 @@ class Fleet:
             self._remember_policy(self._project_plan(op.stack), result)
         if not self.options.shard:
             return result
+        if result.failed and not result.locked and outputs is None:
+            # Shards creating the same new project stack at the same instant can trip over each other's
+            # `stack init` and first write (a DIY backend has no atomic create); a second attempt finds the
+            # stack and its lock, and waits for the other shard as below. A real failure fails again.
+            self.progress.message(f"{op.stack}: failed while new ({result.error}); retrying once")
+            time.sleep(2.0)
+            result = once()
         deadline = time.monotonic() + self.options.shard_wait_s
         while result.locked and time.monotonic() < deadline:
             self.progress.message(f"{op.stack}: held by another run (another shard?); waiting for it")

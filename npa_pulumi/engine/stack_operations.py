@@ -112,6 +112,11 @@ class EventCollector:
     summary: dict[str, int] | None = None  # the engine's closing resource-change counts
     on_gate: Callable[[], None] | None = None  # called when the engine starts running the health gate
 
+    def sorted_diff(self) -> list[dict[str, Any]]:
+        """The per-resource changes in URN order: the engine registers resources (and providers)
+        concurrently, so event order varies between runs; a preview (and its PR comment) must not."""
+        return sorted(self.diff, key=lambda d: str(d.get("urn", "")))
+
     def __call__(self, event: auto.EngineEvent) -> None:
         if event.summary_event is not None:
             changes = event.summary_event.resource_changes or {}
@@ -363,7 +368,7 @@ class StackExecutor:
             return op.result(
                 "failed",
                 error=message,
-                diff=collector.diff,
+                diff=collector.sorted_diff(),
                 policy=collector.policy,
                 elapsed_s=time.monotonic() - started,
                 log_file=str(log_path),
@@ -373,7 +378,7 @@ class StackExecutor:
             if recording:
                 # The run's own outcome is in the outputs now: they take precedence again.
                 self.write_lifecycle(op, {}, remove=(lifecycle.TAG_STATE,))
-        result.diff = collector.diff
+        result.diff = collector.sorted_diff()
         result.policy = collector.policy
         result.elapsed_s = time.monotonic() - started
         result.log_file = str(log_path)

@@ -179,7 +179,10 @@ def test_the_shared_host_and_its_terraform_stop_when_the_cli_is_killed(
         time.sleep(0.2)
     try:
         assert _gone(host), "the shared provider host outlived the CLI that started it"
-        assert "stopped (the orchestrator is gone)" in log.read_text()
+        # A SIGKILLed CLI closes the host's stdin as it exits, and may still be its parent at that instant:
+        # either way of noticing is the host stopping because its orchestrator ended.
+        text = log.read_text()
+        assert "stopped (the orchestrator is gone)" in text or "stopped (stdin closed)" in text
     finally:
         if not _gone(host):
             os.kill(host, 9)

@@ -82,8 +82,8 @@ def test_two_shards_deploy_one_fleet_in_parallel(
         for k in (1, 2)
     ]
     outputs = [job.communicate(timeout=900) for job in jobs]
-    for job, (_out, err) in zip(jobs, outputs, strict=True):
-        assert job.returncode == 0, err[-3000:]
+    for job, (out, err) in zip(jobs, outputs, strict=True):
+        assert job.returncode == 0, err[-3000:] + out[-3000:]
     documents = [json.loads(out) for out, _err in outputs]
     for k, document in enumerate(documents, start=1):
         mine = {c["cluster_name"]: c["status"] for c in document["clusters"]}
