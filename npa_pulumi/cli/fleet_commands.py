@@ -951,6 +951,28 @@ def kubeconfig_command(**kw: Any) -> None:
     run_guarded(body, kw["output"])
 
 
+def _run_verifier(kw: dict[str, Any], runner: str, **options: Any) -> None:
+    """The verifiers' one body: load and select, then `engine.verify.<runner>` with the common options
+    (timeout, evidence dir, concurrency) and the verifier's own."""
+
+    def body() -> int:
+        from pathlib import Path
+
+        from npa_pulumi.engine import verify
+
+        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
+        fleet = _fleet(spec, targets, _engine_options(kw))
+        settings = verify.VerifyOptions(
+            timeout_s=kw["timeout_minutes"] * 60,
+            evidence_dir=Path(kw["evidence_dir"]) if kw["evidence_dir"] else None,
+            concurrency=kw["concurrency"],
+            **options,
+        )
+        return _finish(getattr(verify, runner)(fleet, settings), kw["output"])
+
+    run_guarded(body, kw["output"])
+
+
 @click.command("verify-mig")
 @fleet_options
 @output_option()
@@ -973,23 +995,7 @@ def verify_mig_command(**kw: Any) -> None:
     """Check MIG readiness of the selected MIG clusters through their registered kubeconfigs (read-only
     unless --reconcile): the exact mixed / all-balanced layout on every GPU node, twice in a row."""
 
-    def body() -> int:
-        from pathlib import Path
-
-        from npa_pulumi.engine.verify import VerifyOptions, verify_mig
-
-        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
-        fleet = _fleet(spec, targets, _engine_options(kw))
-        options = VerifyOptions(
-            wait=kw["wait"],
-            reconcile=kw["reconcile"],
-            timeout_s=kw["timeout_minutes"] * 60,
-            evidence_dir=Path(kw["evidence_dir"]) if kw["evidence_dir"] else None,
-            concurrency=kw["concurrency"],
-        )
-        return _finish(verify_mig(fleet, options), kw["output"])
-
-    run_guarded(body, kw["output"])
+    _run_verifier(kw, "verify_mig", wait=kw["wait"], reconcile=kw["reconcile"])
 
 
 @click.command("verify-graphics")
@@ -1006,21 +1012,7 @@ def verify_graphics_command(**kw: Any) -> None:
     """Run CUDA and GLX/EGL/Vulkan readiness on every GPU worker of the selected RTX rendering clusters,
     through their registered kubeconfigs (probe pods are removed after); a partial result fails."""
 
-    def body() -> int:
-        from pathlib import Path
-
-        from npa_pulumi.engine.verify import VerifyOptions, verify_graphics
-
-        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
-        fleet = _fleet(spec, targets, _engine_options(kw))
-        options = VerifyOptions(
-            timeout_s=kw["timeout_minutes"] * 60,
-            evidence_dir=Path(kw["evidence_dir"]) if kw["evidence_dir"] else None,
-            concurrency=kw["concurrency"],
-        )
-        return _finish(verify_graphics(fleet, options), kw["output"])
-
-    run_guarded(body, kw["output"])
+    _run_verifier(kw, "verify_graphics")
 
 
 @click.command("verify-storage")
@@ -1039,21 +1031,7 @@ def verify_storage_command(**kw: Any) -> None:
     writes to and reads every other's payload from. Probe objects are removed after; clusters whose spec
     disables the filesystem are skipped."""
 
-    def body() -> int:
-        from pathlib import Path
-
-        from npa_pulumi.engine.verify import VerifyOptions, verify_storage
-
-        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
-        fleet = _fleet(spec, targets, _engine_options(kw))
-        options = VerifyOptions(
-            timeout_s=kw["timeout_minutes"] * 60,
-            evidence_dir=Path(kw["evidence_dir"]) if kw["evidence_dir"] else None,
-            concurrency=kw["concurrency"],
-        )
-        return _finish(verify_storage(fleet, options), kw["output"])
-
-    run_guarded(body, kw["output"])
+    _run_verifier(kw, "verify_storage")
 
 
 def register(group: click.Group) -> None:
