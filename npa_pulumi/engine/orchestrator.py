@@ -699,7 +699,8 @@ class Fleet:
             "recipe": plan.recipe,
         }
         try:
-            deployed = bool((self.executor.outputs(op) or {}).get("cluster_id"))
+            # Read through the cache: `up` has just read these outputs, a preview's cluster op too.
+            deployed = bool((self.stack_outputs([op])[op.stack] or {}).get("cluster_id"))
             return plan_preview(props, deployed=deployed, stored_state=lambda: self._stored_tf_state(op))
         except NpaError as err:
             return {"error": f"terraform plan failed: {err}"}
@@ -726,6 +727,7 @@ class Fleet:
             return None
         return {NODE_GROUP_REPLACEMENT_POLICY: {"planned_replacements": addresses}}
 
+    @functools.cached_property
     def _replacement_policy_enabled(self) -> bool:
         """Whether the user's --policy-config leaves the gpu-node-group-replacement policy on."""
         from npa_pulumi.policies.catalog import NODE_GROUP_REPLACEMENT_POLICY
@@ -1003,7 +1005,7 @@ class Fleet:
         policy judges the update (and, made mandatory, stops it before anything is replaced). A new
         cluster has nothing to replace, and a disabled policy needs no plan: both skip it."""
         outputs = self.stack_outputs([op])[op.stack]
-        if not (outputs and outputs.get("cluster_id")) or not self._replacement_policy_enabled():
+        if not (outputs and outputs.get("cluster_id")) or not self._replacement_policy_enabled:
             return None
         plan = self.plans().cluster(op.stack)
         project_outputs = self._outputs.get(plan.project_stack)
