@@ -36,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help=f"comma-separated scenarios of: {', '.join(SCENARIOS)}")
     parser.add_argument("--repeats", type=int, default=0, help="repeats per measurement (default by budget)")
     parser.add_argument("--out", type=Path, default=OUT, help="report directory (default benchmarks/out)")
+    parser.add_argument(
+        "--scale-clusters",
+        type=int,
+        default=0,
+        help="cluster stacks of the scale scenario (default by budget: 200 full, 40 quick)",
+    )
     args = parser.parse_args(argv)
 
     budget = Budget.quick() if args.quick else Budget.full()
@@ -43,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.repeats < 2:
             parser.error("--repeats must be at least 2: medians over repeats, never a single run")
         budget = dataclasses.replace(budget, repeats=args.repeats)
+    if args.scale_clusters:
+        if args.scale_clusters < budget.scale_shards:
+            parser.error(f"--scale-clusters must be at least the {budget.scale_shards} shards")
+        budget = dataclasses.replace(budget, scale_clusters=args.scale_clusters)
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
