@@ -245,6 +245,7 @@ NODE_FAULT_KINDS = {
     "pod-failure": "pod_failure",
     "mig-not-ready-taint": "mig_not_ready_taint",
     "storage-unavailable": "storage_unavailable",
+    "mig-disabled": "mig_disabled",
 }
 
 
@@ -258,7 +259,9 @@ NODE_FAULT_KINDS = {
     help="not-ready: the node goes NotReady; gpu-missing: one GPU fewer in capacity; gpu-error: the "
     "NebiusGPUError condition; reboot: a new boot id; pod-failure: pods on the node fail; "
     "mig-not-ready-taint: the GPU operator's stale nvidia.com/gpu=mig-not-ready:NoSchedule taint, once; "
-    "storage-unavailable: the shared filesystem is not mounted on the node (its fstab entry stays, nofail).",
+    "storage-unavailable: the shared filesystem is not mounted on the node (its fstab entry stays, nofail); "
+    "mig-disabled: the node's first GPU lost its MIG mode (nvidia-smi: Disabled, pending Enabled; no MIG "
+    "devices) while the device plugin still advertises the layout.",
 )
 @click.option("--clear", is_flag=True, help="Clear the fault instead (not for reboot, which is an event).")
 @click.pass_context

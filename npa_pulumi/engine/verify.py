@@ -1,7 +1,8 @@
 """Read-only verifiers of deployed clusters, run through each cluster's registered kubeconfig.
 
 `verify_mig`: MIG readiness of every selected MIG cluster, checked as the deploy gate does (the exact
-mixed / all-balanced layout on every GPU node, two consecutive exact snapshots). `wait` polls until ready
+mixed / all-balanced layout on every GPU node, two consecutive exact snapshots, then what `nvidia-smi` lists
+on each node through a probe pod that requests no GPU and is deleted by UID). `wait` polls until ready
 or the timeout; `reconcile` performs the one repair the original tool allowed: removing exactly the stale
 `nvidia.com/gpu=mig-not-ready:NoSchedule` taint from nodes whose layout is otherwise good, only when that is
 the only thing wrong, and never while a pod outside the GPU operator uses an `nvidia.com/*` resource.
@@ -185,7 +186,7 @@ def _verify_graphics_one(fleet: Fleet, target: Target, options: VerifyOptions) -
     results: dict[str, Any] = {}
     for node in workers:
         cuda = run_smoke(client, config, node, deadline, time.monotonic)
-        graphics = run_smoke(client, config, node, deadline, time.monotonic, graphics=True)
+        graphics = run_smoke(client, config, node, deadline, time.monotonic, kind="graphics")
         results[node] = {"cuda": cuda, "graphics": graphics}
     passed = [n for n, r in results.items() if r["cuda"]["passed"] and r["graphics"]["passed"]]
     complete = len(workers) == config.expected_gpu_nodes and len(passed) == len(workers)
@@ -227,6 +228,7 @@ def _verify_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackRe
         gpu_workloads,
         is_stale_taint_error,
         remove_stale_mig_taint,
+        run_mig_hardware,
         snapshot,
     )
 
@@ -284,6 +286,15 @@ def _verify_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackRe
             break
         time.sleep(min(options.poll_s, max(0.0, deadline - time.monotonic())))
     ready = clean >= config.clean_snapshots_needed
+    hardware: dict[str, Any] = {}
+    if ready:
+        # The node objects agree with the layout; the driver must too (a GPU whose MIG mode was reset
+        # keeps its advertised resources until the device plugin restarts). Its own short deadline, so a
+        # verify without --wait still gets to read every node.
+        client = KubeClient.from_kubeconfig(text, timeout_s=10.0)
+        probe_deadline = max(deadline, time.monotonic() + 60.0)
+        hardware, errors = run_mig_hardware(client, config, snap.gpu_nodes, probe_deadline, time.monotonic)
+        ready = not errors
     evidence = {
         "ready": ready,
         "snapshots": snapshots,
@@ -291,6 +302,7 @@ def _verify_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackRe
         "errors": errors[:20],
         "repaired_stale_taint_on": repaired,
         "nodes": sorted(snap.gpu_nodes),
+        "hardware": hardware,
     }
     if ready:
         return _entry(target, context, "ready", health=evidence, cluster_id=cluster_id)

@@ -13,6 +13,11 @@ One run, bounded by a single deadline (`timeout_s`), every API call bounded by w
 3. **CUDA smoke** (when asked): a vectorAdd pod pinned to every GPU node, each under a unique name (a pod
    of an earlier attempt that is still terminating can never be mistaken for this one), judged by its
    phase and the output it leaves as its termination message, and always deleted with a UID precondition.
+4. **MIG hardware** (MIG clusters, before the MIG smoke): a probe pod per GPU node runs `nvidia-smi`
+   (`--query-gpu` and `-L`) through the driver and must list exactly the node's GPUs, each with MIG mode
+   enabled (current and pending), the pinned driver, and exactly the pinned layout's MIG devices, all
+   with distinct UUIDs across the cluster: the device plugin's advertised resources (checked by the
+   snapshots) can outlive a GPU whose MIG mode was reset, and only the driver tells.
 
 The result is evidence (per node: what held, what failed, when), which never holds anything secret.
 """
@@ -20,6 +25,7 @@ The result is evidence (per node: what held, what failed, when), which never hol
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -446,6 +452,124 @@ def graphics_missing(output: str) -> list[str]:
     return missing
 
 
+MIG_HARDWARE_SMOKE = "mig-hardware"
+MIG_HARDWARE_MARKER = "NPA_MIG_DEVICES"
+_MIG_QUERY = "index,uuid,driver_version,mig.mode.current,mig.mode.pending"
+MIG_HARDWARE_SCRIPT = f"""set -uo pipefail
+{{
+nvidia-smi --query-gpu={_MIG_QUERY} --format=csv,noheader,nounits
+echo {MIG_HARDWARE_MARKER}
+nvidia-smi -L
+}} 2>&1 | tail -c 3800 | tee /dev/termination-log
+"""
+_QUERY_ROW = re.compile(r"^(\d+),\s*(GPU-[0-9a-fA-F-]+),\s*([^,]+?),\s*([\w/ ]+?),\s*([\w/ ]+?)\s*$")
+_GPU_LINE = re.compile(r"^GPU (\d+): .*\(UUID: (GPU-[0-9a-fA-F-]+)\)")
+_MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+\d+: \(UUID: (MIG-[0-9a-fA-F-]+)\)")
+
+
+def mig_hardware_pod(config: GateConfig, node: str) -> JSON:
+    """`nvidia-smi` on `node` through the driver (runtime class `nvidia`, every GPU visible, the utility
+    capability only), requesting no GPU resource: it reads the hardware, it does not use it."""
+    pod = smoke_pod(config, node)
+    pod["metadata"]["name"] = pod["metadata"]["name"].replace("npa-gpu-health-", "npa-mig-hardware-")
+    pod["metadata"]["labels"]["npa.nebius.com/smoke"] = MIG_HARDWARE_SMOKE
+    pod["spec"]["runtimeClassName"] = "nvidia"
+    container = pod["spec"]["containers"][0]
+    container.update(
+        name="mig-hardware",
+        command=["/bin/bash", "-c", MIG_HARDWARE_SCRIPT],
+        resources={},
+        env=[
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+        ],
+    )
+    return pod
+
+
+def expected_mig_profiles(config: GateConfig) -> list[str]:
+    """The MIG devices one GPU carries in the pinned layout, as `nvidia-smi -L` names their profiles."""
+    profiles: list[str] = []
+    # (counts cross the engine as floats)
+    for resource, count in (config.mig_resources or {}).items():
+        if resource.startswith("nvidia.com/mig-"):
+            profiles += [resource[len("nvidia.com/mig-") :]] * int(count)
+    return sorted(profiles)
+
+
+def mig_hardware_report(node: str, output: str, config: GateConfig) -> JSON:
+    """What `nvidia-smi` on one node says against the pinned layout: the facts and the errors."""
+    query, _, listing = output.partition(MIG_HARDWARE_MARKER)
+    rows = [m.groups() for m in map(_QUERY_ROW.match, query.splitlines()) if m]
+    devices: dict[str, list[tuple[str, str]]] = {}
+    gpu = ""
+    for line in listing.splitlines():
+        if found := _GPU_LINE.match(line):
+            gpu = found.group(1)
+            devices[gpu] = []
+        elif (found := _MIG_LINE.match(line)) and gpu:
+            devices[gpu].append((found.group(1), found.group(2)))
+    errors: list[str] = []
+    if not listing:
+        errors.append(f"{node}: nvidia-smi gave no device listing")
+    if len(rows) != config.gpus_per_node or len(devices) != config.gpus_per_node:
+        errors.append(
+            f"{node}: nvidia-smi lists {len(rows)} GPU(s) ({len(devices)} in -L), {config.gpus_per_node} "
+            "expected"
+        )
+    pinned_driver = (config.mig_versions or {}).get("driver", "")
+    for index, _uuid, driver, current, pending in rows:
+        if (current, pending) != ("Enabled", "Enabled"):
+            errors.append(
+                f"{node}: GPU {index} MIG mode {current}/{pending} (current/pending), Enabled expected"
+            )
+        if pinned_driver and driver != pinned_driver:
+            errors.append(f"{node}: GPU {index} driver {driver}, {pinned_driver} pinned")
+    expected = expected_mig_profiles(config)
+    for index, found_devices in sorted(devices.items()):
+        profiles = sorted(profile for profile, _ in found_devices)
+        if profiles != expected:
+            errors.append(
+                f"{node}: GPU {index} MIG devices [{', '.join(profiles)}], [{', '.join(expected)}] expected"
+            )
+    uuids = [uuid for found_devices in devices.values() for _, uuid in found_devices]
+    if len(set(uuids)) != len(uuids):
+        errors.append(f"{node}: MIG device UUIDs repeat")
+    return {
+        "gpus": len(rows),
+        "driver_versions": sorted({row[2] for row in rows}),
+        "mig_profiles": {index: sorted(p for p, _ in d) for index, d in sorted(devices.items())},
+        "mig_uuids": sorted(uuids),
+        "errors": errors,
+    }
+
+
+def run_mig_hardware(
+    client: KubeClient, config: GateConfig, nodes: list[str], deadline: float, clock: Callable[[], float]
+) -> tuple[dict[str, JSON], list[str]]:
+    """The MIG hardware probe on every GPU node: each node's report, and every error (a probe that did not
+    finish, or left its pod behind, is an error too: partial evidence never passes)."""
+    reports: dict[str, JSON] = {}
+    errors: list[str] = []
+    for node in sorted(nodes):
+        result = run_smoke(client, config, node, deadline, clock, kind=MIG_HARDWARE_SMOKE)
+        report = mig_hardware_report(node, str(result.pop("output", "")), config)
+        report |= {k: result[k] for k in ("pod", "phase", "exit_code", "cleaned_up", "error") if k in result}
+        if result["phase"] != "Succeeded" and not report["errors"]:
+            report["errors"].append(f"{node}: nvidia-smi probe ended {result['phase']}")
+        if result.get("cleaned_up") is False:
+            report["errors"].append(f"{node}: the nvidia-smi probe pod could not be removed")
+        reports[node] = report
+        errors += report["errors"]
+    seen: dict[str, str] = {}
+    for node, report in reports.items():
+        for uuid in report["mig_uuids"]:
+            if uuid in seen and seen[uuid] != node:
+                errors.append(f"MIG device {uuid} reported by both {seen[uuid]} and {node}")
+            seen[uuid] = node
+    return reports, errors
+
+
 def _terminated(pod: JSON) -> JSON:
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         state = (status.get("state") or {}).get("terminated")
@@ -460,11 +584,12 @@ def run_smoke(
     node: str,
     deadline: float,
     clock: Callable[[], float],
-    graphics: bool = False,
+    kind: str = "cuda",
 ) -> JSON:
-    """Run the CUDA (or graphics) smoke on one node; always deletes its pod (by UID) and waits until it
-    is gone."""
-    pod = graphics_pod(config, node) if graphics else smoke_pod(config, node)
+    """Run the CUDA (or `graphics`, or MIG hardware) smoke on one node; always deletes its pod (by UID)
+    and waits until it is gone."""
+    builders = {"cuda": smoke_pod, "graphics": graphics_pod, MIG_HARDWARE_SMOKE: mig_hardware_pod}
+    pod = builders[kind](config, node)
     name, namespace = pod["metadata"]["name"], config.smoke_namespace
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
     result: JSON = {"node": node, "pod": name, "phase": "not-created", "passed": False}
@@ -480,9 +605,12 @@ def run_smoke(
                 message = str(terminated.get("message") or "")
                 result["exit_code"] = terminated.get("exitCode")
                 result["output_tail"] = message[-300:]
-                if graphics:
+                if kind == "graphics":
                     result["missing"] = graphics_missing(message)
                     result["passed"] = phase == "Succeeded" and not result["missing"]
+                elif kind == MIG_HARDWARE_SMOKE:
+                    result["output"] = message  # judged by mig_hardware_report
+                    result["passed"] = phase == "Succeeded"
                 else:
                     result["passed"] = phase == "Succeeded" and "Test PASSED" in message
                 break
@@ -538,6 +666,7 @@ def run_gate(
     last = Snapshot(at_s=0.0)
     count = 0
     clean = 0  # consecutive snapshots without an error
+    hardware: dict[str, JSON] = {}  # node -> what nvidia-smi listed (MIG clusters)
 
     def evidence(passed: bool, phase: str, reason: str, smoke: dict[str, JSON] | None = None) -> Evidence:
         nodes = {
@@ -546,6 +675,8 @@ def run_gate(
         }
         for name, result in (smoke or {}).items():
             nodes.setdefault(name, {})["smoke"] = result
+        for name, report in hardware.items():
+            nodes.setdefault(name, {})["mig_hardware"] = report
         stable = None if stable_since is None else round(stable_since - started, 2)
         return Evidence(
             passed, phase, reason, round(clock() - started, 2), count, last.errors[:20], nodes, stable
@@ -588,6 +719,13 @@ def run_gate(
             break
         sleep(min(config.poll_s, max(0.0, deadline - clock())))
 
+    if config.mig and last.gpu_nodes:
+        client = client_for(min(_CALL_CAP_S, max(1.0, deadline - clock())))
+        found, errors = run_mig_hardware(client, config, last.gpu_nodes, deadline, clock)
+        hardware.update(found)
+        if errors:
+            last.errors = errors
+            return evidence(False, "mig-hardware", f"nvidia-smi disagrees: {'; '.join(errors[:3])}")
     if not config.cuda_smoke or not last.gpu_nodes:
         return evidence(True, "done", "healthy")
     results: dict[str, JSON] = {}
@@ -606,7 +744,7 @@ def run_gate(
         return evidence(True, "done", "healthy; CUDA smoke passed on every GPU node", results)
     for node in sorted(last.gpu_nodes):
         client = client_for(min(_CALL_CAP_S, max(1.0, deadline - clock())))
-        results[node]["graphics"] = run_smoke(client, config, node, deadline, clock, graphics=True)
+        results[node]["graphics"] = run_smoke(client, config, node, deadline, clock, kind="graphics")
     failed = [n for n, r in results.items() if not r["graphics"]["passed"]]
     if failed:
         why = "; ".join(

@@ -210,8 +210,9 @@ def test_credentials_rejected(cluster: Cluster) -> None:
 
 def test_mig_readiness_needs_the_exact_layout(cluster: Cluster) -> None:
     """Without MIG the GPU nodes fail MIG readiness on exactly the MIG checks; once the cluster's driver
-    stack runs the mixed / all-balanced layout, two exact snapshots in a row and a smoke on a MIG device
-    pass."""
+    stack runs the mixed / all-balanced layout, two exact snapshots in a row, nvidia-smi's listing on every
+    node and a smoke on a MIG device pass; a GPU whose MIG mode was reset fails only the nvidia-smi check,
+    on only its node."""
     mig = {
         "mig_resources": {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.24gb": 2, "nvidia.com/mig-2g.48gb": 1},
         "mig_strategy": "mixed",
@@ -235,6 +236,24 @@ def test_mig_readiness_needs_the_exact_layout(cluster: Cluster) -> None:
         assert evidence.passed, evidence
         assert evidence.snapshots >= 2  # two consecutive exact snapshots
         assert all(evidence.nodes[n]["smoke"]["passed"] for n in gpu_nodes)
+        for node in gpu_nodes:  # nvidia-smi on every GPU node listed the layout on all 8 GPUs
+            hardware = evidence.nodes[node]["mig_hardware"]
+            assert hardware["errors"] == [] and hardware["gpus"] == 8 and len(hardware["mig_uuids"]) == 24
+            assert hardware["cleaned_up"] is True
+
+        # ---- a GPU whose MIG mode was reset: the node still advertises the layout, nvidia-smi does not
+        bad = gpu_nodes[0]
+        cluster.fault(bad, "mig_disabled")
+        try:
+            broken = cluster.gate(**mig, cuda_smoke=True, timeout_s=30.0)
+        finally:
+            cluster.fault(bad, "mig_disabled", active=False)
+        assert not broken.passed and broken.phase == "mig-hardware", broken
+        _only_about(broken, bad, "GPU 0 ")
+        assert broken.nodes[gpu_nodes[1]]["mig_hardware"]["errors"] == []
+        assert "smoke" not in broken.nodes[bad]  # no MIG smoke on hardware that disagrees
+        probes = cluster.client().list("/api/v1/pods", "npa.nebius.com/smoke=mig-hardware")
+        assert probes == []
     finally:
         cluster.sim.set_cluster_addons(cluster.id, {"gpu_driver": "managed-image"})
         cluster.wait_healthy()

@@ -11,13 +11,16 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fleet_helpers import CLI, REPO, by_stack, npa, write_spec
+from s3_support import S3Server
 
-from npa_pulumi.cloud.local.kube import binaries
+from npa_pulumi.cloud.local.kube import binaries, shapes
+from npa_pulumi.cloud.local.simulator import LocalSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -162,3 +165,145 @@ def _kubeconfig(spec: str, tmp_path: Path) -> str:
     path = tmp_path / "kubeconfig"
     npa("kubeconfig", "--spec", spec, "--merge-into", str(path), check=True)
     return str(path)
+
+
+STAGES_SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: stages
+region: us-central1
+defaults:
+  k8s_version: "1.34"
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_gpu_cluster: false
+  enable_filestore: false
+  gpu_health_timeout_minutes: 3
+projects:
+  - project_id: project-existing1
+    clusters:
+      - name: mig
+        gpu_nodes:
+          count: 2
+          platform: gpu-rtx6000
+          preset: 1gpu-24vcpu-218gb
+          disk_size_gib: 128
+          capacity_block_group: capacityblockgroup-local1
+        gpu_health_stabilization_seconds: 8
+        mig: {enabled: true, strategy: mixed, config: all-balanced}
+      - name: basics
+"""
+PROJECT = "project-existing1"
+MIG, BASICS = f"stages.{PROJECT}.mig", f"stages.{PROJECT}.basics"
+
+
+def test_mig_and_cpu_only_clusters_pass_their_validating_states_on_an_s3_backend(
+    kube_api: Path, tmp_path: Path, s3_backend: tuple[S3Server, str, str]
+) -> None:
+    """The other two validating states, recorded in an S3 backend (moto_server) and read by `status` from
+    other processes: a MIG cluster is `validating-mig` while its layout stabilizes and nvidia-smi is read;
+    a CPU-only cluster whose node is NotReady stays `validating-cluster-basics` until the node is Ready,
+    then both are `deployed`. Then `verify-mig` reads nvidia-smi on every node and fails closed on a GPU
+    whose MIG mode was reset, leaving no probe pod."""
+    _server, _bucket, backend = s3_backend
+    passphrase = tmp_path / "passphrase"
+    passphrase.write_text("stages-" + os.urandom(8).hex())
+    passphrase.chmod(0o600)
+    common = ["--backend", backend, "--passphrase-file", str(passphrase)]
+    npa("local-cloud", "init", check=True)
+    spec = str(write_spec(tmp_path / "fleet.yaml", STAGES_SPEC))
+    sim = LocalSimulator(kube_api / ".npa-pulumi" / "local-cloud", auto_init=False)
+    held: dict[str, str] = {}  # the CPU-only cluster's node, NotReady from its start until seen validating
+
+    def hold_basics(states: dict[str, str]) -> None:
+        if not held:
+            cluster = next((c for c in sim.list_clusters(PROJECT) if c["name"] == "basics"), None)
+            found = sim.cluster_snapshot(cluster["id"]) if cluster is not None else None
+            if cluster is not None and found is not None:
+                names = [n for g in found[1] for n in shapes.node_names(g)]
+                if names:
+                    sim.set_node_fault(cluster["id"], names[0], "not_ready")
+                    held.update(cluster=cluster["id"], node=names[0])
+        elif states.get(BASICS) == "validating-cluster-basics" and "released" not in held:
+            sim.set_node_fault(held["cluster"], held["node"], "not_ready", active=False)
+            held["released"] = "yes"
+
+    code, seen = _watch_up_stacks(spec, [MIG, BASICS], tmp_path / "up.log", common, hold_basics)
+    assert code == 0, (tmp_path / "up.log").read_text()[-4000:]
+    assert held.get("released") == "yes", (held, seen)
+    for stack, validating in ((MIG, "validating-mig"), (BASICS, "validating-cluster-basics")):
+        states = seen[stack]
+        assert validating in states, seen
+        assert "deployed" not in states[: states.index(validating)], seen
+        if "provisioning" in states:
+            assert states.index("provisioning") < states.index(validating), seen
+    shown = by_stack(npa("status", "--spec", spec, *common, "--output", "json", check=True).json())
+    assert (shown[MIG]["status"], shown[MIG]["validation"]) == ("deployed", "mig")
+    assert (shown[BASICS]["status"], shown[BASICS]["validation"]) == ("deployed", "cluster-basics")
+    gate_nodes = shown[MIG]["health"]["nodes"]
+    hardware = {n: v["mig_hardware"] for n, v in gate_nodes.items() if v.get("gpu")}
+    assert len(hardware) == 2 and all(
+        h["errors"] == [] and len(h["mig_uuids"]) == 3 for h in hardware.values()
+    )
+
+    # ---- verify-mig reads nvidia-smi too; a GPU whose MIG mode was reset fails closed on its node only
+    verify = ["verify-mig", "--spec", spec, *common, "--only-clusters", "mig", "--output", "json"]
+    ready = npa(*verify)
+    assert ready.code == 0, ready.stdout[-3000:] + ready.stderr[-2000:]
+    [entry] = ready.json()["clusters"]
+    assert sorted(entry["health"]["hardware"]) == sorted(hardware)
+    bad = sorted(hardware)[0]
+    fault = ["local-cloud", "fault", "node", "--cluster", shown[MIG]["cluster_id"], "--node", bad]
+    npa(*fault, "--kind", "mig-disabled", check=True)
+    broken = npa(*verify)
+    npa(*fault, "--kind", "mig-disabled", "--clear", check=True)
+    assert broken.code == 1, broken.stdout[-3000:]
+    [entry] = broken.json()["clusters"]
+    assert entry["status"] == "not-ready" and "MIG mode Disabled/Enabled" in entry["error"], entry["error"]
+    assert all(bad in e for e in entry["health"]["errors"]), entry["health"]["errors"]
+    label = "npa.nebius.com/smoke=mig-hardware"
+    kubeconfig = tmp_path / "kubeconfig"
+    npa(
+        "kubeconfig",
+        "--spec",
+        spec,
+        *common,
+        "--only-clusters",
+        "mig",
+        "--merge-into",
+        str(kubeconfig),
+        check=True,
+    )
+    probes = _kubectl(str(kubeconfig), "get", "pods", "-A", "-l", label)
+    assert probes["items"] == []
+
+
+def _watch_up_stacks(
+    spec: str,
+    stacks: list[str],
+    log: Path,
+    extra: list[str],
+    on_states: Callable[[dict[str, str]], None],
+) -> tuple[int, dict[str, list[str]]]:
+    """`up` in the background; `status` polled from other processes until it ends: each stack's states."""
+    with log.open("w") as stderr:
+        up = subprocess.Popen(
+            [*CLI, "up", "--spec", spec, *extra, "--yes", "--output", "json"],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=REPO,
+            env=dict(os.environ),
+        )
+        seen: dict[str, list[str]] = {stack: [] for stack in stacks}
+        try:
+            while up.poll() is None:
+                shown = npa("status", "--spec", spec, *extra, "--output", "json")
+                states = {s: c["status"] for s, c in by_stack(shown.json()).items() if s in seen}
+                for stack, state in states.items():
+                    if not seen[stack] or seen[stack][-1] != state:
+                        seen[stack].append(state)
+                on_states(states)
+                time.sleep(0.3)
+        finally:
+            if up.poll() is None:
+                up.kill()
+            up.wait(timeout=60)
+    return up.returncode, seen

@@ -47,6 +47,7 @@ NODE_FAULTS = (
     "pod_failure",
     "mig_not_ready_taint",
     "storage_unavailable",
+    "mig_disabled",
 )
 NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.cloud.local.kube import binaries, controlplane, shapes
+from npa_pulumi.cloud.local.kube.gpus import GpuModel
 from npa_pulumi.cloud.local.kube.storage import StorageModel
 from npa_pulumi.runtime.locks import FileLock
 
@@ -53,6 +54,7 @@ class Agent:
         self.first_sync = True  # events counted before this agent started are history
         self.last_full_sync = 0.0
         self.storage = StorageModel(cloud_dir, self.sim)  # the filesystem CSI driver and probe kubelet
+        self.gpus = GpuModel()  # what nvidia-smi says on each node
 
     # ------------------------------------------------------------------ ownership
 
@@ -157,6 +159,10 @@ class Agent:
             self.storage.sync(client, cluster, groups)
         except (KubeError, OSError) as err:
             log(f"storage: {err}")
+        try:
+            self.gpus.answer_probes(client, cluster, groups)
+        except KubeError as err:
+            log(f"gpus: {err}")
         self.first_sync = False
         if force:
             self.last_full_sync = time.monotonic()

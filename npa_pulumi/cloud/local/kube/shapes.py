@@ -478,6 +478,8 @@ def pod_failure_stage(nodes: list[str]) -> JSON:
         {"key": ".spec.nodeName", "operator": "In", "values": sorted(nodes) or ["-"]},
         # the node's own daemons (the driver stack) keep running: only workloads fail
         {"key": ".metadata.ownerReferences.[].kind", "operator": "NotIn", "values": ["DaemonSet"]},
+        # nvidia-smi reads the driver, it runs no kernel: the agent answers the MIG hardware probe
+        {"key": '.metadata.labels["npa.nebius.com/smoke"]', "operator": "NotIn", "values": ["mig-hardware"]},
     ]
     message = '"CUDA error: an illegal memory access was encountered"'
     return _terminating_stage(POD_FAILURE_STAGE, expressions, 1, message)
@@ -496,7 +498,11 @@ def smoke_stage(faulted_nodes: list[str]) -> JSON:
             "operator": "In",
             "values": ["npa-gpu-health"],
         },
-        {"key": '.metadata.labels["npa.nebius.com/smoke"]', "operator": "NotIn", "values": ["graphics"]},
+        {
+            "key": '.metadata.labels["npa.nebius.com/smoke"]',
+            "operator": "NotIn",
+            "values": ["graphics", "mig-hardware"],  # the graphics stages and the agent answer those
+        },
         {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
         {"key": ".status.phase", "operator": "In", "values": ["Running"]},
         {"key": ".spec.nodeName", "operator": "NotIn", "values": sorted(faulted_nodes) or ["-"]},

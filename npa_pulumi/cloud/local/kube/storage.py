@@ -22,11 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.cloud.local.kube import shapes
+from npa_pulumi.cloud.local.kube import kubelet, shapes
 
 JSON = dict[str, Any]
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
@@ -157,7 +156,8 @@ class StorageModel:
                 settings = {}
             node = pod["spec"].get("nodeName", "")
             report = self.probe(client, pod, mounts.get(node), settings)
-            self._finish(client, pod, container, report)
+            passed = bool(report.get("passed"))
+            kubelet.finish(client, pod, container, 0 if passed else 1, json.dumps(report, sort_keys=True))
 
     def probe(self, client: Any, pod: JSON, node: JSON | None, settings: JSON) -> JSON:
         """What the probe (npa_pulumi/kube/storage_check.py PROBE_SOURCE) prints on this node."""
@@ -251,35 +251,6 @@ class StorageModel:
             probes.rmdir()
             report["host_absent"] = not host.exists()
         return report
-
-    @staticmethod
-    def _finish(client: Any, pod: JSON, container: JSON, report: JSON) -> None:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        passed = bool(report.get("passed"))
-        terminated = {
-            "exitCode": 0 if passed else 1,
-            "reason": "Completed" if passed else "Error",
-            "message": json.dumps(report, sort_keys=True),
-            "startedAt": now,
-            "finishedAt": now,
-        }
-        status = {
-            "phase": "Succeeded" if passed else "Failed",
-            "containerStatuses": [
-                {
-                    "name": container.get("name", "probe"),
-                    "image": container.get("image", ""),
-                    "imageID": container.get("image", ""),
-                    "ready": False,
-                    "started": False,
-                    "restartCount": 0,
-                    "state": {"terminated": terminated},
-                }
-            ],
-        }
-        meta = pod["metadata"]
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
-        client.request("PATCH", path, {"status": status}, "application/merge-patch+json")
 
 
 def _sha(path: Path) -> str:
