@@ -36,10 +36,12 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     ):
         monkeypatch.delenv(var, raising=False)
     yield home
-    # Whatever a test left running (a cluster's agent and control plane) stops with it.
+    # Whatever a test left running (a cluster's agent and control plane, the S3 server) stops with it.
+    from npa_pulumi.cloud.local import s3daemon
     from npa_pulumi.cloud.local.kube import lifecycle
 
     lifecycle.stop_all(home / ".npa-pulumi" / "local-cloud")
+    s3daemon.stop(home / ".npa-pulumi" / "local-cloud")
 
 
 @pytest.fixture

@@ -24,27 +24,41 @@ def backend_group() -> None:
     "--endpoint",
     default=None,
     metavar="URL",
-    help="S3 endpoint (nebius: https://storage.<region>.nebius.cloud). Required with --cloud local, whose "
-    "simulator serves no S3 endpoint: any S3-compatible server (MinIO, moto_server).",
+    help="S3 endpoint (nebius: https://storage.<region>.nebius.cloud; local: the local cloud's own S3 "
+    "server, started if needed). Any S3-compatible server (MinIO, moto_server).",
+)
+@click.option(
+    "--project",
+    default=None,
+    metavar="ID",
+    help="--cloud local without --endpoint: the bucket's project (default: the local tenant's "
+    "`npa-state` project, created if missing).",
 )
 @output_option()
-def init_command(cloud: str, bucket: str, region: str | None, endpoint: str | None, output: str) -> None:
+def init_command(
+    cloud: str, bucket: str, region: str | None, endpoint: str | None, project: str | None, output: str
+) -> None:
     """Create or verify a private, versioned state bucket and print the --backend URL and what to export.
-    Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and are never printed."""
+    Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and are never printed; with the local
+    cloud and none exported, a key is minted for the bucket and written as an AWS shared-credentials
+    profile (0600) whose file and name are printed."""
 
     def body() -> int:
-        from npa_pulumi.engine.backend_init import DEFAULT_NEBIUS_REGION, init_bucket
+        from npa_pulumi.engine.backend_init import DEFAULT_NEBIUS_REGION, init_bucket, init_local_bucket
 
-        if cloud == "local" and not endpoint:
+        if project and (cloud != "local" or endpoint):
             raise UserInputError(
-                "the local cloud keeps its buckets in its SQLite database and serves no S3 endpoint the "
-                "Pulumi engine could write state to: pass --endpoint URL of an S3-compatible server (MinIO, "
-                "moto_server), or keep the default file:// backend (file://~/.npa-pulumi/state) for a "
-                "single machine"
+                "--project names the bucket's project in the local cloud: only with "
+                "--cloud local and no --endpoint"
             )
-        where = region or (DEFAULT_NEBIUS_REGION if cloud == "nebius" else "us-east-1")
-        url = endpoint or f"https://storage.{where}.nebius.cloud"
-        result = init_bucket(bucket, url, where)
+        if cloud == "local" and not endpoint:
+            if region:
+                raise UserInputError("--region: the local cloud's bucket is in its project's region")
+            result = init_local_bucket(bucket, project)
+        else:
+            where = region or (DEFAULT_NEBIUS_REGION if cloud == "nebius" else "us-east-1")
+            url = endpoint or f"https://storage.{where}.nebius.cloud"
+            result = init_bucket(bucket, url, where)
         if output == "json":
             emit_json(result.to_json())
             return 0
@@ -57,8 +71,14 @@ def init_command(cloud: str, bucket: str, region: str | None, endpoint: str | No
         click.echo(f"--backend '{result.backend_url}'")
         click.echo("# every operator and CI job exports:")
         click.echo(f"export PULUMI_BACKEND_URL={shlex.quote(result.backend_url)}")
-        click.echo("export AWS_ACCESS_KEY_ID=...        # the storage access key id")
-        click.echo("export AWS_SECRET_ACCESS_KEY=...    # its secret (never in the spec)")
+        if result.credentials_file and result.profile:
+            click.echo(
+                f"export AWS_SHARED_CREDENTIALS_FILE={shlex.quote(result.credentials_file)} "
+                f"AWS_PROFILE={shlex.quote(result.profile)}   # the bucket's access key (file mode 0600)"
+            )
+        else:
+            click.echo("export AWS_ACCESS_KEY_ID=...        # the storage access key id")
+            click.echo("export AWS_SECRET_ACCESS_KEY=...    # its secret (never in the spec)")
         click.echo(
             "export PULUMI_CONFIG_PASSPHRASE_FILE=...  # the team's passphrase file, kept with the state"
         )

@@ -3,6 +3,7 @@
     local-cloud init [--tenant-fixture F] [--force]    seed it (the default fixture unless F)
     local-cloud show [--output json]                   everything in it, with quota/capacity usage
     local-cloud reset [--yes]                          forget everything (re-seeded on next use)
+    local-cloud s3 start|stop|status [--port N]        its S3 endpoint (the buckets over S3's API)
     local-cloud fault add|list|clear                   fail or slow the next N calls of an operation
     local-cloud set provisioning-seconds|wait-timeout-seconds N
     local-cloud settings [--output json]
@@ -154,6 +155,77 @@ def reset_cmd(ctx: click.Context, yes: bool) -> None:
         return 0
 
     _guard(body)
+
+
+@local_cloud.group("s3")
+def s3_group() -> None:
+    """The local cloud's S3 endpoint (its buckets over S3's API on 127.0.0.1, for an s3:// backend)."""
+
+
+def _s3_report(ctx: click.Context, output: str, verb: str) -> None:
+    from npa_pulumi.cloud.local import s3daemon
+
+    state = s3daemon.status(_simulator(ctx, auto_init=False).directory)
+    if output == "json":
+        emit_json({"ok": True, **state.to_json()})
+    elif state.running:
+        _say(f"S3 server {verb}: {state.endpoint} (pid {state.pid}; log {state.log})")
+    else:
+        where = f" (its port stays {state.port})" if state.port else ""
+        _say(f"S3 server {verb}{where}")
+
+
+@s3_group.command("start")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="Listen here (recorded from then on)."
+)
+@output_option()
+@click.pass_context
+def s3_start_cmd(ctx: click.Context, port: int | None, output: str) -> None:
+    """Start the S3 server (nothing to do when it runs); prints its endpoint."""
+
+    def body() -> int:
+        from npa_pulumi.cloud.local import s3daemon
+
+        simulator = _simulator(ctx)
+        simulator.principal()  # seeds the cloud on first use, as every other command does
+        s3daemon.ensure_running(simulator.directory, port=port)
+        _s3_report(ctx, output, "running")
+        return 0
+
+    _guard(body, output)
+
+
+@s3_group.command("stop")
+@output_option()
+@click.pass_context
+def s3_stop_cmd(ctx: click.Context, output: str) -> None:
+    """Stop the S3 server (a command whose backend is in the local cloud starts it again)."""
+
+    def body() -> int:
+        from npa_pulumi.cloud.local import s3daemon
+
+        stopped = s3daemon.stop(_simulator(ctx, auto_init=False).directory)
+        _s3_report(ctx, output, "stopped" if stopped else "not running")
+        return 0
+
+    _guard(body, output)
+
+
+@s3_group.command("status")
+@output_option()
+@click.pass_context
+def s3_status_cmd(ctx: click.Context, output: str) -> None:
+    """Whether the S3 server runs, its endpoint and pid."""
+
+    def body() -> int:
+        from npa_pulumi.cloud.local import s3daemon
+
+        running = s3daemon.is_running(_simulator(ctx, auto_init=False).directory)
+        _s3_report(ctx, output, "running" if running else "not running")
+        return 0
+
+    _guard(body, output)
 
 
 @local_cloud.group("fault")

@@ -8,9 +8,12 @@ switched on where the endpoint supports it (every overwritten checkpoint stays r
 grants anything to everyone is refused.
 
 * `--cloud nebius`: Nebius Object Storage, `https://storage.<region>.nebius.cloud` (or `--endpoint`).
-* `--cloud local`: the embedded simulator keeps its buckets in SQLite and serves no S3 endpoint, so there
-  is nothing the engine could write to; `--endpoint` names an S3-compatible server to use instead (MinIO,
-  moto_server), and without it the command says so and points at the default file:// backend.
+* `--cloud local`: the embedded simulator's own S3 endpoint (cloud/local/s3wire.py, started here and by
+  any command whose backend URL names it): the bucket is made in the local cloud, in `--project` or a
+  dedicated state project (`npa-state`, created in the local tenant when missing); without exported keys a
+  service account and access key are minted for it and written as an AWS shared-credentials profile
+  (0600, `~/.npa-pulumi/backend/<bucket>.credentials`, profile `npa-<bucket>`) that the engine and
+  npa-pulumi read. `--endpoint` still names any S3-compatible server instead (MinIO, moto_server).
 
 The URL is the engine's gocloud.dev s3blob syntax (AWS SDK v2): `endpoint` with its scheme, `region`,
 `s3ForcePathStyle=true` (path-style addressing works on every S3-compatible endpoint). Credentials never
@@ -23,16 +26,29 @@ import os
 import re
 import urllib.parse
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
 from npa_pulumi.cloud.nebius.s3 import S3Client, S3Response
+from npa_pulumi.engine.aws_credentials import (
+    ACCESS_KEY_ENV,
+    CREDENTIALS_FILE_ENV,
+    PROFILE_ENV,
+    SECRET_KEY_ENV,
+    from_profile,
+)
 from npa_pulumi.errors import NpaError, UserInputError
+from npa_pulumi.runtime.files import write_atomically
+from npa_pulumi.runtime.home import npa_home
 
-ACCESS_KEY_ENV = "AWS_ACCESS_KEY_ID"
-SECRET_KEY_ENV = "AWS_SECRET_ACCESS_KEY"
+if TYPE_CHECKING:
+    from npa_pulumi.cloud.local import LocalCloud
+    from npa_pulumi.cloud.port import Project
+
 DEFAULT_NEBIUS_REGION = "eu-north1"
+LOCAL_STATE_PROJECT = "npa-state"  # the local cloud's project for state buckets (unless --project)
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _PUBLIC_GRANTEES = ("http://acs.amazonaws.com/groups/global/AllUsers", "AuthenticatedUsers")
@@ -51,6 +67,9 @@ class BackendBucket:
     created: bool
     versioning: str  # "enabled" | "unsupported" (the endpoint refused the setting)
     export: dict[str, str] = field(default_factory=dict)  # variable -> what to set it to (never a value)
+    project_id: str | None = None  # --cloud local: the bucket's project in the local cloud
+    credentials_file: str | None = None  # --cloud local without exported keys: the profile's file
+    profile: str | None = None  # ... and the profile in it
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, **asdict(self)}
@@ -94,18 +113,25 @@ def _create_body(region: str) -> bytes:
     ).encode()
 
 
-def init_bucket(bucket: str, endpoint: str, region: str) -> BackendBucket:
-    """Create (or verify) the state bucket at `endpoint`: private, versioned where supported."""
+def _check_name(bucket: str) -> None:
     if not _BUCKET.match(bucket or ""):
         raise UserInputError(
             f"bucket name {bucket!r} must be 3-63 characters of a-z, 0-9, '.' and '-', starting and ending "
             "with a letter or digit"
         )
+
+
+def init_bucket(
+    bucket: str, endpoint: str, region: str, credentials: tuple[str, SecretStr] | None = None
+) -> BackendBucket:
+    """Create (or verify) the state bucket at `endpoint`: private, versioned where supported. The key is
+    `credentials`, else the one exported."""
+    _check_name(bucket)
     parsed = urllib.parse.urlsplit(endpoint)
     if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query:
         raise UserInputError(f"--endpoint {endpoint!r}: expected an http(s) URL such as https://host:port")
     endpoint = endpoint.rstrip("/")
-    key, secret = _credentials()
+    key, secret = credentials or _credentials()
     client = S3Client(endpoint, region, key, secret)
     try:
         head = client.request("HEAD", bucket)
@@ -155,3 +181,92 @@ def init_bucket(bucket: str, endpoint: str, region: str) -> BackendBucket:
             "PULUMI_CONFIG_PASSPHRASE_FILE": "a file holding the team's passphrase (or --passphrase-file)",
         },
     )
+
+
+# ------------------------------------------------------------------------------------ the local cloud
+
+
+def local_credentials_path(bucket: str) -> Path:
+    return npa_home() / "backend" / f"{bucket}.credentials"
+
+
+def local_profile(bucket: str) -> str:
+    return f"npa-{bucket}"
+
+
+def _local_project(cloud: LocalCloud, project: str | None) -> Project:
+    from npa_pulumi.cloud.errors import NotFound
+
+    if project:
+        try:
+            return cloud.get_project(project)
+        except NotFound:
+            raise UserInputError(f"--project {project}: no such project in the local cloud") from None
+    tenant = cloud.principal().tenant_id
+    for found in cloud.list_projects(tenant):
+        if found.name == LOCAL_STATE_PROJECT:
+            return found
+    return cloud.create_project(
+        tenant, LOCAL_STATE_PROJECT, cloud.default_region(), labels={"npa-purpose": "pulumi-state"}
+    )
+
+
+def _minted_key(cloud: LocalCloud, project_id: str, bucket: str) -> tuple[str, SecretStr, Path, str]:
+    """The bucket's own access key, kept in its shared-credentials profile: the one written before when
+    it is still a live key of the local cloud, else a new key of the bucket's service account (its older
+    keys deleted, so keys do not pile up) written there (0600)."""
+    path, profile = local_credentials_path(bucket), local_profile(bucket)
+    existing = from_profile(path, profile) if path.is_file() else None
+    if existing is not None and cloud.simulator.s3_access_key(existing[0]) is not None:
+        return existing[0], existing[1], path, profile
+    name = f"npa-state-{bucket}".replace(".", "-")[:63]
+    account = cloud.find_service_account(project_id, name) or cloud.create_service_account(
+        project_id, name, labels={"npa-purpose": "pulumi-state"}
+    )
+    minted = cloud.create_access_key(project_id, account.id)
+    for old in cloud.list_access_keys(project_id, account.id):
+        if old.id != minted.key.id:
+            cloud.delete_access_key(old.id)
+    key, secret = minted.key.aws_access_key_id, minted.secret
+    text = (
+        f"# npa-pulumi backend init --cloud local --bucket {bucket}: the state bucket's access key\n"
+        f"[{profile}]\naws_access_key_id = {key}\naws_secret_access_key = {secret.get_secret_value()}\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomically(path, text, mode=0o600)
+    return key, secret, path, profile
+
+
+def init_local_bucket(bucket: str, project: str | None = None) -> BackendBucket:
+    """The state bucket in the local cloud, through its own S3 endpoint (started if needed): in
+    `project`, else the local tenant's state project; with the exported key, else the bucket's own
+    (minted and written as a shared-credentials profile)."""
+    from npa_pulumi.cloud.errors import CloudError
+    from npa_pulumi.cloud.local import LocalCloud, s3daemon
+
+    _check_name(bucket)
+    cloud = LocalCloud()
+    try:
+        state_project = _local_project(cloud, project)
+        endpoint = s3daemon.ensure_running(cloud.directory)
+        exported = bool(os.environ.get(ACCESS_KEY_ENV) or os.environ.get(SECRET_KEY_ENV))
+        path: Path | None = None
+        profile: str | None = None
+        if exported:
+            credentials = _credentials()
+        else:
+            key, secret, path, profile = _minted_key(cloud, state_project.id, bucket)
+            credentials = (key, secret)
+    except CloudError as err:
+        raise BackendInitFailed(f"the local cloud refused: {err}") from None
+    result = init_bucket(bucket, endpoint, state_project.region, credentials)
+    result.project_id = state_project.id
+    if path is not None and profile is not None:
+        result.credentials_file, result.profile = str(path), profile
+        result.export = {
+            "PULUMI_BACKEND_URL": result.export["PULUMI_BACKEND_URL"],
+            CREDENTIALS_FILE_ENV: str(path),
+            PROFILE_ENV: profile,
+            "PULUMI_CONFIG_PASSPHRASE_FILE": result.export["PULUMI_CONFIG_PASSPHRASE_FILE"],
+        }
+    return result

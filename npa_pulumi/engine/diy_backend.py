@@ -36,9 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import SecretStr
-
 from npa_pulumi.cloud.nebius.s3 import S3Client
+from npa_pulumi.engine.aws_credentials import from_environment
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive
 
@@ -304,24 +303,26 @@ def _xml_unescape(text: str) -> str:
 
 def s3_bucket(backend_url: str) -> S3Bucket | None:
     """The bucket of an `s3://BUCKET?endpoint=…&region=…` backend, readable with the access key in the
-    environment; None for another backend, a URL with a key prefix, or no usable key here."""
+    environment (the variables, or a shared-credentials profile: aws_credentials.py); None for another
+    backend, a URL with a key prefix, or no usable key here."""
     if not backend_url.startswith("s3://"):
         return None
     parsed = urllib.parse.urlsplit(backend_url)
     query = dict(urllib.parse.parse_qsl(parsed.query))
-    key, secret = os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+    if not parsed.netloc or parsed.path.strip("/") or query.get("prefix"):
+        return None
     # A session token would have to be signed too; the S3 client here signs with a plain key only.
-    if not parsed.netloc or parsed.path.strip("/") or query.get("prefix") or not (key and secret):
+    credentials = from_environment()
+    if credentials is None:
         return None
-    if os.environ.get("AWS_SESSION_TOKEN"):
-        return None
+    key, secret = credentials
     region = query.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     region = region or "us-east-1"
     endpoint = query.get("endpoint") or f"https://s3.{region}.amazonaws.com"
     if "://" not in endpoint:
         endpoint = "https://" + endpoint
     try:
-        client = S3Client(endpoint, region, key, SecretStr(secret), timeout_s=15.0)
+        client = S3Client(endpoint, region, key, secret, timeout_s=15.0)
     except ValueError:
         return None
     return S3Bucket(client, parsed.netloc, endpoint)

@@ -18,6 +18,7 @@ import shlex
 import stat
 import sys
 import threading
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -60,7 +61,21 @@ def resolve_backend_url(flag: str | None = None) -> str:
         raise UserInputError(
             f"backend URL {url!r} has no scheme; expected e.g. file:///path, s3://bucket or https://"
         )
+    elif url.startswith("s3://"):
+        ensure_local_s3(url)
     return url
+
+
+def ensure_local_s3(url: str) -> None:
+    """A backend in the local cloud's buckets (`backend init --cloud local`): its S3 server must run
+    before the engine (or npa-pulumi's own reads) use the URL; started here if it does not (a reset or
+    a reboot stopped it, or it was killed), on the port the URL names."""
+    from npa_pulumi.cloud.local import db, s3daemon
+
+    endpoint = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query)).get("endpoint", "")
+    cloud_dir = db.cloud_dir()
+    if endpoint and s3daemon.serves(cloud_dir, endpoint):
+        s3daemon.ensure_running(cloud_dir)
 
 
 @dataclass(frozen=True)

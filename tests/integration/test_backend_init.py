@@ -44,9 +44,11 @@ def test_backend_init_creates_a_versioned_bucket_the_engine_accepts(
 def test_backend_init_refusals(
     isolated_home: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    local = npa("backend", "init", "--bucket", "team-state", "--cloud", "local", "-o", "json")
+    local = npa(
+        "backend", "init", "--bucket", "team-state", "--cloud", "local", "--region", "x", "-o", "json"
+    )
     assert local.code == 2
-    assert "serves no S3 endpoint" in local.json()["error"]["message"]
+    assert "project's region" in local.json()["error"]["message"]
 
     bad_name = npa("backend", "init", "--bucket", "Bad_Name", "--endpoint", s3_server.endpoint, "-o", "json")
     assert bad_name.code == 2 and "bucket name" in bad_name.json()["error"]["message"]

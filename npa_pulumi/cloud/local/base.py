@@ -127,6 +127,7 @@ class SimulatorBase:
     def reset(self) -> None:
         """Forget everything; the next use re-seeds from the default fixture. Safe while other processes
         use the cloud, because it empties the tables in one transaction instead of deleting the file."""
+        from npa_pulumi.cloud.local import s3daemon
         from npa_pulumi.cloud.local.kube import lifecycle
 
         if self.path.is_file():
@@ -139,6 +140,7 @@ class SimulatorBase:
                 finally:
                     conn.close()
         lifecycle.stop_all(self.directory)  # no API server outlives the clusters it served
+        s3daemon.stop(self.directory)  # nor the S3 server the buckets it served
 
     def _secure_files(self) -> None:
         # The database holds access-key hashes and the tenant's inventory: private to the user. (A new
@@ -165,6 +167,7 @@ class SimulatorBase:
                 conn = db.connect(self.path)
                 try:
                     if db.get_meta(conn, "initialised_at") is not None:
+                        db.migrate(self.path, conn)
                         return conn
                 except sqlite3.OperationalError:
                     pass  # a file without tables yet
@@ -444,5 +447,6 @@ def is_deleted(row: sqlite3.Row, now: float) -> bool:
 
 
 def wipe(conn: sqlite3.Connection) -> None:
-    for table in ("resources", "quotas", "capacity_blocks", "allocations", "faults", "objects", "meta"):
+    tables = ("resources", "quotas", "capacity_blocks", "allocations", "faults", "objects", "uploads")
+    for table in (*tables, "upload_parts", "meta"):
         conn.execute(f"DELETE FROM {table}")

@@ -98,11 +98,32 @@ CREATE TABLE IF NOT EXISTS faults (
     message TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL
 );
+-- A bucket's objects (served on the S3 wire by s3wire.py). `etag` is the S3 ETag without quotes: the MD5 of
+-- the body, or `<md5 of the parts' md5s>-<parts>` for a multipart upload; '' for rows from before the wire.
 CREATE TABLE IF NOT EXISTS objects (
     bucket_id TEXT NOT NULL,
     key TEXT NOT NULL,
     body BLOB NOT NULL,
+    etag TEXT NOT NULL DEFAULT '',
+    content_type TEXT NOT NULL DEFAULT '',
+    modified_at REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (bucket_id, key)
+);
+-- Multipart uploads in progress, and their parts (an upload is not an object until it is completed).
+CREATE TABLE IF NOT EXISTS uploads (
+    upload_id TEXT PRIMARY KEY,
+    bucket_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    content_type TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS uploads_by_bucket ON uploads (bucket_id);
+CREATE TABLE IF NOT EXISTS upload_parts (
+    upload_id TEXT NOT NULL,
+    part_number INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    etag TEXT NOT NULL,
+    PRIMARY KEY (upload_id, part_number)
 );
 """
 
@@ -147,10 +168,48 @@ def init_lock(directory: Path) -> Iterator[None]:
         yield
 
 
+# Columns added to a table after databases with the table existed: (table, column, declaration). A database
+# made before is brought up to date by `migrate` (`CREATE TABLE IF NOT EXISTS` adds only missing tables).
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("objects", "etag", "TEXT NOT NULL DEFAULT ''"),
+    ("objects", "content_type", "TEXT NOT NULL DEFAULT ''"),
+    ("objects", "modified_at", "REAL NOT NULL DEFAULT 0"),
+)
+_MIGRATED: set[str] = set()  # database paths this process has brought up to date
+
+
 def create_schema(conn: sqlite3.Connection) -> None:
     # WAL is a property of the file, set once; it lets readers and one writer work side by side.
     conn.execute("PRAGMA journal_mode = WAL")
     conn.executescript(SCHEMA)
+    _add_columns(conn)
+
+
+def _missing_columns(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    have: dict[str, set[str]] = {}
+    for table, _, _ in ADDED_COLUMNS:
+        if table not in have:
+            have[table] = {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}
+    return [(t, c, d) for t, c, d in ADDED_COLUMNS if c not in have[t]]
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    for table, column, declaration in _missing_columns(conn):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
+
+def migrate(path: Path, conn: sqlite3.Connection) -> None:
+    """Bring an initialised database made by an older version up to this schema (new tables, added
+    columns); checked once per process and path, done under the init lock by whichever process is first."""
+    key = str(path)
+    if key in _MIGRATED:
+        return
+    tables = {row["name"] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"uploads", "upload_parts"} <= tables or _missing_columns(conn):
+        with init_lock(path.parent):
+            conn.executescript(SCHEMA)
+            _add_columns(conn)
+    _MIGRATED.add(key)
 
 
 def get_meta(conn: sqlite3.Connection, key: str) -> str | None:

@@ -6,7 +6,8 @@ its modules stay free of pydantic and other heavy imports so that API starts fas
 
     base.py        seeding, the operation envelope (faults, transactions), shared helpers
     projects.py    identity, IAM projects, VPC networks/subnets, quota allowances, capacity blocks
-    storage.py     buckets, service accounts, access keys, the bucket probe
+    storage.py     buckets, service accounts, access keys (derivable secrets), the bucket probe
+    objects.py     S3 objects and multipart uploads in the buckets (served by s3wire.py)
     compute.py     shared filesystems, GPU clusters
     mk8s.py        mk8s clusters and node groups, bounded waits for the recipe
     admin.py       settings, fault injection, the inventory
@@ -20,8 +21,8 @@ from npa_pulumi.cloud.local.admin import ENV_WAIT_TIMEOUT, SETTINGS
 from npa_pulumi.cloud.local.base import LocalCloudUnusable
 from npa_pulumi.cloud.local.compute import ComputeMixin
 from npa_pulumi.cloud.local.mk8s import Mk8sMixin
+from npa_pulumi.cloud.local.objects import ObjectsMixin
 from npa_pulumi.cloud.local.projects import ProjectsMixin
-from npa_pulumi.cloud.local.storage import StorageMixin
 
 # Every operation fault injection can target (`*` targets them all).
 OPERATIONS: tuple[str, ...] = (
@@ -42,7 +43,7 @@ OPERATIONS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-class LocalSimulator(ProjectsMixin, StorageMixin, ComputeMixin, Mk8sMixin):
+class LocalSimulator(ProjectsMixin, ObjectsMixin, ComputeMixin, Mk8sMixin):
     """The local Nebius simulator bound to one directory (`$NPA_LOCAL_CLOUD_DIR`, else
     `~/.npa-pulumi/local-cloud/`); seeded from the default tenant fixture on first use."""
 

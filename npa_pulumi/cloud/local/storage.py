@@ -1,14 +1,21 @@
 """Object storage buckets, IAM service accounts and their access keys.
 
 Access-key secrets are shown once, at creation, and only their SHA-256 is stored: `probe_bucket` checks
-a presented secret against it, as S3 would check a signature.
+a presented secret against it. The S3 wire (s3wire.py) must verify HMAC signatures, which needs the secret
+itself, so a secret is not random: it is derived from its key id under the cloud's master key (a 0600 file
+in the cloud's directory, `access_key_secret`), and the S3 server derives it again to check a signature.
+The database alone never reveals a secret.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
+import os
 import re
 import secrets
+from pathlib import Path
 from typing import Any
 
 from npa_pulumi.cloud.errors import AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied
@@ -21,8 +28,43 @@ _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _AWS_ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 
 
+MASTER_KEY_FILENAME = "access-keys.master"
+SECRET_DERIVATION = "hmac-sha256-v1"  # access-key data `secret_derivation`: how its secret was made
+
+
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _master_key(directory: Path) -> bytes:
+    """The cloud's access-key master key, created (0600, first writer wins) on first use."""
+    path = directory / MASTER_KEY_FILENAME
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        text = ""
+    if not text:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(tmp, path)  # atomic and exclusive: a reader never sees a half-written key
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        text = path.read_text().strip()
+    return bytes.fromhex(text)
+
+
+def access_key_secret(directory: Path, aws_access_key_id: str) -> str:
+    """The secret of the access key `aws_access_key_id` of the cloud at `directory` (never logged)."""
+    digest = hmac.new(
+        _master_key(directory), b"npa-local-access-key:" + aws_access_key_id.encode(), hashlib.sha256
+    ).digest()
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def _check_bucket_request(name: str, storage_class: str, max_size_bytes: int) -> None:
@@ -97,8 +139,11 @@ class StorageMixin(SimulatorBase):
     def count_bucket_objects(self, bucket_id: str) -> int:
         with self._op("count_bucket_objects", {"bucket_id": bucket_id}, write=False) as ctx:
             self._row(ctx, "bucket", bucket_id)
+            # Multipart uploads in progress count too: they hold data, and S3 refuses to delete their bucket.
             count: int = ctx.conn.execute(
-                "SELECT COUNT(*) FROM objects WHERE bucket_id = ?", (bucket_id,)
+                "SELECT (SELECT COUNT(*) FROM objects WHERE bucket_id = ?) "
+                "+ (SELECT COUNT(*) FROM uploads WHERE bucket_id = ?)",
+                (bucket_id, bucket_id),
             ).fetchone()[0]
             return count
 
@@ -106,15 +151,25 @@ class StorageMixin(SimulatorBase):
         """Store one object (simulator only: what a training job's upload would leave in a bucket)."""
         with self._op("put_object", {"bucket_id": bucket_id, "key": key}, write=True) as ctx:
             self._row(ctx, "bucket", bucket_id)
+            data = body.encode()
             ctx.conn.execute(
-                "INSERT OR REPLACE INTO objects (bucket_id, key, body) VALUES (?, ?, ?)",
-                (bucket_id, key, body.encode()),
+                "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, modified_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (bucket_id, key, data, hashlib.md5(data, usedforsecurity=False).hexdigest(), ctx.now),
             )
 
     def delete_bucket(self, bucket_id: str, timeout_s: float | None = None) -> None:
         with self._op("delete_bucket", {"bucket_id": bucket_id}, write=True, timeout_s=timeout_s) as ctx:
             self._row(ctx, "bucket", bucket_id)
+            # The storage API's delete takes the bucket's data with it (the fleet's teardown refuses a
+            # non-empty bucket itself); the S3 wire's DeleteBucket refuses one, as S3 does (objects.py).
             ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ?", (bucket_id,))
+            ctx.conn.execute(
+                "DELETE FROM upload_parts "
+                "WHERE upload_id IN (SELECT upload_id FROM uploads WHERE bucket_id = ?)",
+                (bucket_id,),
+            )
+            ctx.conn.execute("DELETE FROM uploads WHERE bucket_id = ?", (bucket_id,))
             self._delete_row(ctx, bucket_id)
 
     def probe_bucket(self, bucket_id: str, access_key_id: str, aws_access_key_id: str, secret: str) -> None:
@@ -226,8 +281,8 @@ class StorageMixin(SimulatorBase):
             account = self._row(ctx, "service_account", service_account_id)
             if account["project_id"] != project_id:
                 raise InvalidArgument(f"service account {service_account_id} is not in project {project_id}")
-            secret = secrets.token_urlsafe(30)
             aws_id = "NPALOCAL" + "".join(secrets.choice(_AWS_ID_ALPHABET) for _ in range(12))
+            secret = access_key_secret(self.directory, aws_id)
             rid = self._insert(
                 ctx,
                 "access_key",
@@ -237,7 +292,11 @@ class StorageMixin(SimulatorBase):
                 parent_id=service_account_id,
                 region=project["region"],
                 key=idempotency_key,
-                data={"aws_access_key_id": aws_id, "secret_sha256": _sha256(secret)},
+                data={
+                    "aws_access_key_id": aws_id,
+                    "secret_sha256": _sha256(secret),
+                    "secret_derivation": SECRET_DERIVATION,
+                },
                 params=params,
             )
             return {"key": self._fetch(ctx, "access_key", rid), "secret": secret}
