@@ -33,12 +33,17 @@ kubectl --kubeconfig "${NPA_PULUMI_HOME:-$HOME/.npa-pulumi}/kubeconfigs/fleet-fl
 step "Per-cluster state in Pulumi itself: pulumi stack ls (in this directory)"
 pulumi stack ls --project npa-fleet 2>/dev/null || pulumi stack ls
 
+step "Team use: a private state bucket in the local cloud, served over S3 like Nebius Object Storage"
+"$NPA" backend init --cloud local --bucket fleet1-team-state
+
 cat >&2 <<'MSG'
 
 Done. Next steps:
   make demo                      # again: an unchanged fleet is a no-op
   .venv/bin/npa-pulumi preview --spec examples/fleet1-test.yaml --output markdown   # a PR-style preview
   .venv/bin/npa-pulumi destroy --spec examples/fleet1-test.yaml --yes              # tear the clusters down
+  (eval the exports printed above, then `up --spec ... --backend "$PULUMI_BACKEND_URL"` keeps a fleet's
+   state in that bucket, as a team would: README "Team use")
       (projects and buckets are retained, like on Nebius; `npa-pulumi local-cloud reset --yes` wipes the
        simulated cloud, and `rm -rf ~/.npa-pulumi` everything the demo created)
 MSG
