@@ -64,35 +64,12 @@ def _kubectl(kubeconfig: str, *args: str) -> Any:
     return json.loads(out.stdout)
 
 
-def _watch_up(spec: str, log: Path) -> tuple[int, list[str]]:
-    """Run `up` in the background and poll `status` from other processes until it ends; the states seen."""
-    with log.open("w") as stderr:
-        up = subprocess.Popen(
-            [*CLI, "up", "--spec", spec, "--yes", "--output", "json"],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            cwd=REPO,
-            env=dict(os.environ),
-        )
-        seen: list[str] = []
-        try:
-            while up.poll() is None:
-                state = _status(spec)["status"]
-                if not seen or seen[-1] != state:
-                    seen.append(state)
-                time.sleep(0.5)
-        finally:
-            if up.poll() is None:
-                up.kill()
-            up.wait(timeout=60)
-    return up.returncode, seen
-
-
 def test_states_during_up_storage_and_an_incomplete_destroy(kube_api: Path, tmp_path: Path) -> None:
     npa("local-cloud", "init", check=True)
     spec = str(write_spec(tmp_path / "fleet.yaml", SPEC))
-    code, seen = _watch_up(spec, tmp_path / "up.log")
+    code, watched = _watch_up_stacks(spec, [STACK], tmp_path / "up.log", [], lambda _states: None)
     assert code == 0, (tmp_path / "up.log").read_text()[-4000:]
+    seen = watched[STACK]
     assert "provisioning" in seen and "validating-gpu-health" in seen, seen
     assert seen.index("provisioning") < seen.index("validating-gpu-health"), seen
     assert "deployed" not in seen[: seen.index("validating-gpu-health")], seen
