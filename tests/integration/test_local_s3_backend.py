@@ -12,6 +12,7 @@ import os
 import sqlite3
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,10 @@ def _keys(cloud_db: Path, bucket: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
 def _server_pid(cloud_dir: Path) -> int:
     return int((cloud_dir / "s3" / "server.pid").read_text().split()[0])
 
@@ -74,7 +79,7 @@ def test_fleet_on_the_local_clouds_own_s3_backend(
     url, endpoint = document["backend_url"], document["endpoint"]
     assert endpoint.startswith("http://127.0.0.1:")
     assert url == f"s3://{BUCKET}?endpoint={endpoint}&region=us-central1&s3ForcePathStyle=true"
-    assert (document["created"], document["versioning"]) == (True, "unsupported")
+    assert (document["created"], document["versioning"]) == (True, "enabled")
     credentials = Path(document["credentials_file"])
     assert credentials == isolated_home / ".npa-pulumi" / "backend" / f"{BUCKET}.credentials"
     assert document["profile"] == f"npa-{BUCKET}"
@@ -158,6 +163,19 @@ def test_fleet_on_the_local_clouds_own_s3_backend(
     }
     left = set(_keys(cloud_dir / "cloud.db", BUCKET))
     assert not {f".pulumi/stacks/npa-fleet/{s}.json" for s in (PROJECT_STACK, CLUSTER)} & left, sorted(left)
+    # Versioning kept every checkpoint the engine overwrote or deleted: the cluster's is recoverable.
+    checkpoint = f".pulumi/stacks/npa-fleet/{CLUSTER}.json"
+    listed_versions = S3Client(endpoint, "us-central1", key_id, SecretStr(secret)).request(
+        "GET", BUCKET, query="versions"
+    )
+    assert listed_versions.status == 200
+    history = ET.fromstring(listed_versions.body)
+    mine = [
+        (_local(e.tag), e.findtext("{*}IsLatest"))
+        for e in history
+        if _local(e.tag) in ("Version", "DeleteMarker") and e.findtext("{*}Key") == checkpoint
+    ]
+    assert mine[0] == ("DeleteMarker", "true") and ("Version", "false") in mine[1:], mine
     for result in seen:
         assert secret not in result.stdout + result.stderr
     log = (cloud_dir / "s3" / "server.log").read_text()

@@ -109,3 +109,80 @@ def test_s3_operations_on_the_simulators_buckets(isolated_home: Path) -> None:
     s3daemon.stop(cloud_dir)
     assert not s3daemon.is_running(cloud_dir)
     assert s3daemon.ensure_running(cloud_dir) == endpoint  # the same port again
+
+
+def test_versioning_keeps_every_overwritten_and_deleted_version(isolated_home: Path) -> None:
+    """Nebius Object Storage versions buckets, and so does the local cloud: overwrites and deletes keep the
+    replaced version, which can be listed, read, copied back and deleted by id; deleting the latest delete
+    marker brings the object back; suspended versioning replaces only the null version."""
+    cloud_dir = isolated_home / ".npa-pulumi" / "local-cloud"
+    sim = LocalSimulator(cloud_dir)
+    project = sim.list_projects(sim.principal()["tenant_id"])[0]
+    account = sim.create_service_account(project["id"], "versions")
+    minted = sim.create_access_key(project["id"], account["id"])
+    s3 = _client(
+        s3daemon.ensure_running(cloud_dir),
+        project["region"],
+        minted["key"]["aws_access_key_id"],
+        minted["secret"],
+    )
+    bucket = "versioned-state"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": project["region"]})
+    assert "Status" not in s3.get_bucket_versioning(Bucket=bucket)
+    before = s3.put_object(Bucket=bucket, Key="k", Body=b"v0")
+    assert "VersionId" not in before  # written while versioning was off: the null version
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
+
+    v1 = s3.put_object(Bucket=bucket, Key="k", Body=b"v1")["VersionId"]
+    v2 = s3.put_object(Bucket=bucket, Key="k", Body=b"v2")["VersionId"]
+    assert len({v1, v2, "null"}) == 3
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v2"
+    assert s3.get_object(Bucket=bucket, Key="k", VersionId=v1)["Body"].read() == b"v1"
+    assert s3.get_object(Bucket=bucket, Key="k", VersionId="null")["Body"].read() == b"v0"
+    listed = s3.list_object_versions(Bucket=bucket)
+    assert [(v["VersionId"], v["IsLatest"]) for v in listed["Versions"]] == [
+        (v2, True),
+        (v1, False),
+        ("null", False),
+    ]
+
+    # a delete leaves a marker; the object is gone, its versions are not; removing the marker restores it
+    marker = s3.delete_object(Bucket=bucket, Key="k")
+    assert marker["DeleteMarker"] is True
+    assert _code(s3.get_object, Bucket=bucket, Key="k") == "NoSuchKey"
+    [latest] = s3.list_object_versions(Bucket=bucket)["DeleteMarkers"]
+    assert (latest["VersionId"], latest["IsLatest"]) == (marker["VersionId"], True)
+    assert _code(s3.get_object, Bucket=bucket, Key="k", VersionId=marker["VersionId"]) == "MethodNotAllowed"
+    s3.delete_object(Bucket=bucket, Key="k", VersionId=marker["VersionId"])
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v2"
+
+    # an overwritten version copied back becomes the current one (a new version, the others kept)
+    restored = s3.copy_object(
+        Bucket=bucket, Key="k", CopySource={"Bucket": bucket, "Key": "k", "VersionId": v1}
+    )
+    assert restored["CopySourceVersionId"] == v1
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v1"
+    assert len(s3.list_object_versions(Bucket=bucket)["Versions"]) == 4
+    # deleting the current version by id makes the next newer one current
+    s3.delete_object(Bucket=bucket, Key="k", VersionId=restored["VersionId"])
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v2"
+    assert _code(s3.get_object, Bucket=bucket, Key="k", VersionId="no-such-version") == "NoSuchVersion"
+
+    # suspended: writes replace the null version only
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
+    s3.put_object(Bucket=bucket, Key="k", Body=b"s1")
+    s3.put_object(Bucket=bucket, Key="k", Body=b"s2")
+    ids = [v["VersionId"] for v in s3.list_object_versions(Bucket=bucket)["Versions"]]
+    assert ids == ["null", v2, v1]
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"s2"
+
+    # every version holds data: the bucket is not empty until all are deleted
+    found = sim.find_bucket(project["id"], bucket)
+    assert found is not None and sim.count_bucket_objects(found["id"]) == 3
+    assert _code(s3.delete_bucket, Bucket=bucket) == "BucketNotEmpty"
+    everything = [{"Key": "k", "VersionId": v} for v in ids]
+    s3.delete_objects(Bucket=bucket, Delete={"Objects": everything})
+    assert "Versions" not in s3.list_object_versions(Bucket=bucket)
+    s3.delete_bucket(Bucket=bucket)
+    assert sim.find_bucket(project["id"], bucket) is None

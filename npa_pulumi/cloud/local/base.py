@@ -448,5 +448,5 @@ def is_deleted(row: sqlite3.Row, now: float) -> bool:
 
 def wipe(conn: sqlite3.Connection) -> None:
     tables = ("resources", "quotas", "capacity_blocks", "allocations", "faults", "objects", "uploads")
-    for table in (*tables, "upload_parts", "meta"):
+    for table in (*tables, "upload_parts", "object_versions", "meta"):
         conn.execute(f"DELETE FROM {table}")

@@ -109,6 +109,19 @@ CREATE TABLE IF NOT EXISTS objects (
     modified_at REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (bucket_id, key)
 );
+-- A versioned bucket's noncurrent versions and delete markers (`objects` holds each key's current version,
+-- whose `version_id` is 'null' when it was written while versioning was off or suspended).
+CREATE TABLE IF NOT EXISTS object_versions (
+    bucket_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    body BLOB NOT NULL,
+    etag TEXT NOT NULL DEFAULT '',
+    content_type TEXT NOT NULL DEFAULT '',
+    modified_at REAL NOT NULL,
+    delete_marker INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (bucket_id, key, version_id)
+);
 -- Multipart uploads in progress, and their parts (an upload is not an object until it is completed).
 CREATE TABLE IF NOT EXISTS uploads (
     upload_id TEXT PRIMARY KEY,
@@ -174,6 +187,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("objects", "etag", "TEXT NOT NULL DEFAULT ''"),
     ("objects", "content_type", "TEXT NOT NULL DEFAULT ''"),
     ("objects", "modified_at", "REAL NOT NULL DEFAULT 0"),
+    ("objects", "version_id", "TEXT NOT NULL DEFAULT 'null'"),
 )
 _MIGRATED: set[str] = set()  # database paths this process has brought up to date
 
@@ -205,7 +219,7 @@ def migrate(path: Path, conn: sqlite3.Connection) -> None:
     if key in _MIGRATED:
         return
     tables = {row["name"] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not {"uploads", "upload_parts"} <= tables or _missing_columns(conn):
+    if not {"uploads", "upload_parts", "object_versions"} <= tables or _missing_columns(conn):
         with init_lock(path.parent):
             conn.executescript(SCHEMA)
             _add_columns(conn)

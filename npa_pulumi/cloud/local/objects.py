@@ -6,11 +6,18 @@ quotas); its objects are rows of `objects`, multipart uploads in progress rows o
 (`count_bucket_objects`, which the fleet's teardown reads) includes what was written over the wire.
 Errors are S3's (s3errors.S3Error). These operations take no injected faults: fault injection targets the
 cloud's control plane, not its data path.
+
+Versioning is S3's: a bucket's status (`Enabled` or `Suspended`, never back to off) is kept in its row;
+with it enabled every write or delete keeps the version it replaces as a noncurrent row of
+`object_versions` (a delete adds a delete marker there), any version can be read, copied back or deleted
+by its id, and deleting the current version or the latest delete marker makes the next newer one current
+again. While suspended, writes and deletes replace the `null` version and keep the others.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import sqlite3
 from dataclasses import dataclass
@@ -61,6 +68,24 @@ class ObjectInfo:
     etag: str
     content_type: str
     modified_at: float
+    version_id: str = "null"
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One entry of ListObjectVersions: a version or a delete marker."""
+
+    key: str
+    version_id: str
+    is_latest: bool
+    delete_marker: bool
+    size: int
+    etag: str
+    modified_at: float
+
+
+VERSIONING = "s3_versioning"  # a bucket row's data key: "Enabled" | "Suspended" (absent: never enabled)
+VERSIONING_STATES = ("Enabled", "Suspended")
 
 
 def _bucket_info(row: sqlite3.Row) -> BucketInfo:
@@ -72,13 +97,36 @@ def _bucket_info(row: sqlite3.Row) -> BucketInfo:
 def _object_info(row: sqlite3.Row) -> ObjectInfo:
     # A row written before the wire has no ETag stored: its body's MD5 is the one S3 would show.
     etag = str(row["etag"]) or _md5(bytes(row["legacy_body"] or b""))
-    return ObjectInfo(row["key"], int(row["size"]), etag, str(row["content_type"]), float(row["modified_at"]))
+    return ObjectInfo(
+        row["key"],
+        int(row["size"]),
+        etag,
+        str(row["content_type"]),
+        float(row["modified_at"]),
+        str(row["version_id"]),
+    )
 
 
 _INFO_COLUMNS = (
-    "key, length(body) AS size, etag, content_type, modified_at, "
+    "key, length(body) AS size, etag, content_type, modified_at, version_id, "
     "CASE WHEN etag = '' THEN body END AS legacy_body"
 )
+_VERSION_COLUMNS = (  # in _INFO_COLUMNS' order (the two are united in listings), then the marker flag
+    "key, length(body) AS size, etag, content_type, modified_at, version_id, NULL AS legacy_body, "
+    "delete_marker"
+)
+
+
+def _versioning(row: sqlite3.Row) -> str:
+    return str(records.data_of(row).get(VERSIONING) or "")
+
+
+def _new_version_id() -> str:
+    return secrets.token_urlsafe(24)  # S3's version ids are opaque URL-safe strings
+
+
+def _no_such_version(key: str, version_id: str) -> S3Error:
+    return S3Error("NoSuchVersion", "The specified version does not exist.", Key=key, VersionId=version_id)
 
 
 class ObjectsMixin(StorageMixin):
@@ -160,36 +208,143 @@ class ObjectsMixin(StorageMixin):
             )
         self.delete_bucket(bucket.id)
 
+    def s3_versioning(self, bucket: BucketInfo) -> str:
+        """The bucket's versioning status: "Enabled", "Suspended", or "" (never enabled)."""
+        with self._op("s3_versioning", {}, write=False, inject=False) as ctx:
+            return _versioning(self._s3_bucket_row(ctx, bucket.name))
+
+    def s3_set_versioning(self, bucket: BucketInfo, status: str) -> None:
+        if status not in VERSIONING_STATES:
+            raise S3Error("MalformedXML", "Versioning Status must be Enabled or Suspended")
+        with self._op("s3_set_versioning", {}, write=True, inject=False) as ctx:
+            row = self._s3_bucket_row(ctx, bucket.name)
+            data = records.data_of(row)
+            data[VERSIONING] = status
+            ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), row["id"]))
+
     # ------------------------------------------------------------------ objects
+
+    @staticmethod
+    def _keep_replaced(ctx: OpContext, bucket_id: str, key: str, status: str) -> None:
+        """Before a write or delete replaces a key's current version: in a versioned bucket it becomes
+        noncurrent (while suspended, only a version with an id: the `null` one is replaced)."""
+        if not status:
+            return
+        row = ctx.conn.execute(
+            "SELECT * FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key)
+        ).fetchone()
+        if row is None or (status == "Suspended" and row["version_id"] == "null"):
+            return
+        ctx.conn.execute(
+            "INSERT OR REPLACE INTO object_versions (bucket_id, key, version_id, body, etag, content_type, "
+            "modified_at, delete_marker) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+            (
+                bucket_id,
+                key,
+                row["version_id"],
+                row["body"],
+                row["etag"] or _md5(bytes(row["body"])),
+                row["content_type"],
+                row["modified_at"],
+            ),
+        )
+
+    def _write_current(
+        self, ctx: OpContext, bucket_row: sqlite3.Row, key: str, body: bytes, etag: str, content_type: str
+    ) -> ObjectInfo:
+        """Make `body` the key's current version (keeping the one it replaces where versioning says so)."""
+        status = _versioning(bucket_row)
+        bucket_id = bucket_row["id"]
+        self._keep_replaced(ctx, bucket_id, key, status)
+        version = _new_version_id() if status == "Enabled" else "null"
+        if version == "null":  # a write while suspended replaces the null version, wherever it is
+            ctx.conn.execute(
+                "DELETE FROM object_versions WHERE bucket_id = ? AND key = ? AND version_id = 'null'",
+                (bucket_id, key),
+            )
+        ctx.conn.execute(
+            "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, content_type, modified_at, "
+            "version_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (bucket_id, key, body, etag, content_type, ctx.now, version),
+        )
+        return ObjectInfo(key, len(body), etag, content_type, ctx.now, version)
+
+    @staticmethod
+    def _version_row(ctx: OpContext, bucket_id: str, key: str, version_id: str) -> tuple[sqlite3.Row, bool]:
+        """A version by id: (row, is it the current one); NoSuchVersion when there is none."""
+        current = ctx.conn.execute(
+            f"SELECT {_INFO_COLUMNS}, body, 0 AS delete_marker FROM objects "
+            "WHERE bucket_id = ? AND key = ? AND version_id = ?",
+            (bucket_id, key, version_id),
+        ).fetchone()
+        if current is not None:
+            return current, True
+        older = ctx.conn.execute(
+            f"SELECT {_VERSION_COLUMNS}, body FROM object_versions "
+            "WHERE bucket_id = ? AND key = ? AND version_id = ?",
+            (bucket_id, key, version_id),
+        ).fetchone()
+        if older is None:
+            raise _no_such_version(key, version_id)
+        return older, False
 
     def s3_put(self, bucket: BucketInfo, key: str, body: bytes, content_type: str) -> ObjectInfo:
         with self._op("s3_put", {}, write=True, inject=False) as ctx:
-            self._s3_bucket_row(ctx, bucket.name)
-            etag = _md5(body)
-            ctx.conn.execute(
-                "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, content_type, modified_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (bucket.id, key, body, etag, content_type, ctx.now),
-            )
-            return ObjectInfo(key, len(body), etag, content_type, ctx.now)
+            row = self._s3_bucket_row(ctx, bucket.name)
+            return self._write_current(ctx, row, key, body, _md5(body), content_type)
 
-    def s3_head(self, bucket: BucketInfo, key: str) -> ObjectInfo:
-        with self._op("s3_head", {}, write=False, inject=False) as ctx:
-            row = ctx.conn.execute(
-                f"SELECT {_INFO_COLUMNS} FROM objects WHERE bucket_id = ? AND key = ?", (bucket.id, key)
-            ).fetchone()
-            if row is None:
-                raise S3Error("NoSuchKey", "The specified key does not exist.", Key=key)
-            return _object_info(row)
+    def s3_head(self, bucket: BucketInfo, key: str, version_id: str = "") -> ObjectInfo:
+        return self.s3_get(bucket, key, version_id)[0]
 
-    def s3_get(self, bucket: BucketInfo, key: str) -> tuple[ObjectInfo, bytes]:
+    def s3_get(self, bucket: BucketInfo, key: str, version_id: str = "") -> tuple[ObjectInfo, bytes]:
+        """The key's current version, or the version `version_id` (a delete marker: MethodNotAllowed)."""
         with self._op("s3_get", {}, write=False, inject=False) as ctx:
-            row = ctx.conn.execute(
-                f"SELECT {_INFO_COLUMNS}, body FROM objects WHERE bucket_id = ? AND key = ?", (bucket.id, key)
-            ).fetchone()
-            if row is None:
-                raise S3Error("NoSuchKey", "The specified key does not exist.", Key=key)
+            if version_id:
+                row, _ = self._version_row(ctx, bucket.id, key, version_id)
+                if row["delete_marker"]:
+                    raise S3Error(
+                        "MethodNotAllowed",
+                        "The specified method is not allowed against this resource.",
+                        Method="GET",
+                        ResourceType="DeleteMarker",
+                    )
+            else:
+                row = ctx.conn.execute(
+                    f"SELECT {_INFO_COLUMNS}, body FROM objects WHERE bucket_id = ? AND key = ?",
+                    (bucket.id, key),
+                ).fetchone()
+                if row is None:
+                    raise S3Error("NoSuchKey", "The specified key does not exist.", Key=key)
             return _object_info(row), bytes(row["body"])
+
+    def s3_list_versions(self, bucket: BucketInfo, prefix: str, after_key: str) -> list[VersionInfo]:
+        """Every version and delete marker under `prefix` of keys sorting after `after_key`: by key, the
+        newest first (ListObjectVersions)."""
+        with self._op("s3_list_versions", {}, write=False, inject=False) as ctx:
+            where = "bucket_id = ? AND key > ? AND substr(key, 1, ?) = ?"
+            args = (bucket.id, after_key, len(prefix), prefix)
+            rows = ctx.conn.execute(
+                f"SELECT {_INFO_COLUMNS}, 0 AS delete_marker, 1 AS current FROM objects WHERE {where} "
+                f"UNION ALL SELECT {_VERSION_COLUMNS}, 0 AS current FROM object_versions WHERE {where} "
+                "ORDER BY key, current DESC, modified_at DESC",
+                (*args, *args),
+            ).fetchall()
+        found: list[VersionInfo] = []
+        for row in rows:
+            latest = not found or found[-1].key != row["key"]
+            info = _object_info(row) if not row["delete_marker"] else None
+            found.append(
+                VersionInfo(
+                    row["key"],
+                    str(row["version_id"]),
+                    latest,
+                    bool(row["delete_marker"]),
+                    info.size if info else 0,
+                    info.etag if info else "",
+                    float(row["modified_at"]),
+                )
+            )
+        return found
 
     def s3_list(self, bucket: BucketInfo, prefix: str, after: str) -> list[ObjectInfo]:
         """The objects under `prefix` whose keys sort after `after`, in S3's order (UTF-8 bytes)."""
@@ -201,35 +356,88 @@ class ObjectsMixin(StorageMixin):
             ).fetchall()
             return [_object_info(row) for row in rows]
 
-    def s3_delete(self, bucket: BucketInfo, keys: list[str]) -> None:
-        """DeleteObject(s): a key that does not exist is deleted already (S3 answers success)."""
+    def s3_delete(self, bucket: BucketInfo, keys: list[tuple[str, str]]) -> list[tuple[str, bool]]:
+        """DeleteObject(s) of (key, version id or ""): per key, the version id S3 reports and whether it is a
+        delete marker. Without a version id a key that does not exist is deleted already (S3 answers
+        success), and a versioned bucket gets a delete marker; with one, exactly that version goes."""
         with self._op("s3_delete", {}, write=True, inject=False) as ctx:
-            self._s3_bucket_row(ctx, bucket.name)
-            ctx.conn.executemany(
-                "DELETE FROM objects WHERE bucket_id = ? AND key = ?", [(bucket.id, key) for key in keys]
+            row = self._s3_bucket_row(ctx, bucket.name)
+            return [self._delete_one(ctx, row, key, version_id) for key, version_id in keys]
+
+    def _delete_one(
+        self, ctx: OpContext, bucket_row: sqlite3.Row, key: str, version_id: str
+    ) -> tuple[str, bool]:
+        bucket_id, status = bucket_row["id"], _versioning(bucket_row)
+        if version_id:
+            found, current = self._version_row(ctx, bucket_id, key, version_id)
+            table = "objects" if current else "object_versions"
+            ctx.conn.execute(
+                f"DELETE FROM {table} WHERE bucket_id = ? AND key = ? AND version_id = ?",
+                (bucket_id, key, version_id),
             )
+            self._promote_newest(ctx, bucket_id, key)
+            return version_id, bool(found["delete_marker"])
+        if not status:
+            ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key))
+            return "", False
+        self._keep_replaced(ctx, bucket_id, key, status)
+        ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key))
+        marker = _new_version_id() if status == "Enabled" else "null"
+        ctx.conn.execute(
+            "INSERT OR REPLACE INTO object_versions (bucket_id, key, version_id, body, etag, content_type, "
+            "modified_at, delete_marker) VALUES (?, ?, ?, x'', '', '', ?, 1)",
+            (bucket_id, key, marker, ctx.now),
+        )
+        return marker, True
+
+    @staticmethod
+    def _promote_newest(ctx: OpContext, bucket_id: str, key: str) -> None:
+        """After a version was deleted by id: with no current version left, the newest remaining one
+        becomes current, unless it is a delete marker (then the key stays deleted)."""
+        if ctx.conn.execute(
+            "SELECT 1 FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key)
+        ).fetchone():
+            return
+        newest = ctx.conn.execute(
+            "SELECT * FROM object_versions WHERE bucket_id = ? AND key = ? ORDER BY modified_at DESC LIMIT 1",
+            (bucket_id, key),
+        ).fetchone()
+        if newest is None or newest["delete_marker"]:
+            return
+        ctx.conn.execute(
+            "INSERT INTO objects (bucket_id, key, body, etag, content_type, modified_at, version_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                bucket_id,
+                key,
+                newest["body"],
+                newest["etag"],
+                newest["content_type"],
+                newest["modified_at"],
+                newest["version_id"],
+            ),
+        )
+        ctx.conn.execute(
+            "DELETE FROM object_versions WHERE bucket_id = ? AND key = ? AND version_id = ?",
+            (bucket_id, key, newest["version_id"]),
+        )
 
     def s3_copy(
-        self, source: BucketInfo, source_key: str, target: BucketInfo, key: str, content_type: str | None
+        self,
+        source: BucketInfo,
+        source_key: str,
+        target: BucketInfo,
+        key: str,
+        content_type: str | None,
+        source_version: str = "",
     ) -> ObjectInfo:
-        """CopyObject; `content_type` None keeps the source's (x-amz-metadata-directive COPY)."""
+        """CopyObject (of the source's current version, or `source_version`: how an overwritten version
+        is restored); `content_type` None keeps the source's (x-amz-metadata-directive COPY)."""
+        info, body = self.s3_get(source, source_key, source_version)
         with self._op("s3_copy", {}, write=True, inject=False) as ctx:
-            self._s3_bucket_row(ctx, target.name)
-            row = ctx.conn.execute(
-                "SELECT body, etag, content_type FROM objects WHERE bucket_id = ? AND key = ?",
-                (source.id, source_key),
-            ).fetchone()
-            if row is None:
-                raise S3Error("NoSuchKey", "The specified key does not exist.", Key=source_key)
-            body = bytes(row["body"])
-            etag = str(row["etag"]) or _md5(body)
-            kind = str(row["content_type"]) if content_type is None else content_type
-            ctx.conn.execute(
-                "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, content_type, modified_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (target.id, key, body, etag, kind, ctx.now),
-            )
-            return ObjectInfo(key, len(body), etag, kind, ctx.now)
+            row = self._s3_bucket_row(ctx, target.name)
+            kind = info.content_type if content_type is None else content_type
+            return self._write_current(ctx, row, key, body, info.etag, kind)
 
     # ------------------------------------------------------------------ multipart uploads
 
@@ -314,15 +522,11 @@ class ObjectsMixin(StorageMixin):
                 body += bytes(part["body"])
                 md5s += bytes.fromhex(part["etag"])
             etag = f"{_md5(bytes(md5s))}-{len(parts)}"
-            content_type = str(upload["content_type"])
-            ctx.conn.execute(
-                "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, content_type, modified_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (bucket.id, key, bytes(body), etag, content_type, ctx.now),
-            )
+            bucket_row = self._s3_bucket_row(ctx, bucket.name)
+            done = self._write_current(ctx, bucket_row, key, bytes(body), etag, str(upload["content_type"]))
             ctx.conn.execute("DELETE FROM upload_parts WHERE upload_id = ?", (upload_id,))
             ctx.conn.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
-            return ObjectInfo(key, len(body), etag, content_type, ctx.now)
+            return done
 
     def s3_abort_upload(self, bucket: BucketInfo, key: str, upload_id: str) -> None:
         with self._op("s3_abort_upload", {}, write=True, inject=False) as ctx:

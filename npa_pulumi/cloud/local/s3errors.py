@@ -31,6 +31,7 @@ STATUS: dict[str, int] = {
     "NoSuchBucket": 404,
     "NoSuchKey": 404,
     "NoSuchUpload": 404,
+    "NoSuchVersion": 404,
     "NotImplemented": 501,
     "QuotaExceeded": 403,
     "RequestTimeTooSkewed": 403,

@@ -9,9 +9,10 @@ AWS Signature V4 (s3auth.py) against the simulator's access keys: an unknown or 
 
 What it serves is what the Pulumi engine's DIY backend (gocloud.dev s3blob on the AWS SDK for Go v2,
 path-style) and npa-pulumi's own S3 client send: ListBuckets; HeadBucket, CreateBucket, DeleteBucket,
-GetBucketAcl, GetBucketLocation, Get/PutBucketVersioning (versioning is not kept: PUT answers
-NotImplemented, so `backend init` reports it unsupported); ListObjectsV2; Get (with Range), Head, Put
-(plain, `aws-chunked` streaming with signed chunks or trailing checksums), Copy, Delete and DeleteObjects;
+GetBucketAcl, GetBucketLocation, Get/PutBucketVersioning (kept as S3 keeps it, objects.py: every
+overwritten state checkpoint stays readable by its version id), ListObjectVersions; ListObjectsV2; Get
+(with Range), Head, Put (plain, `aws-chunked` streaming with signed chunks or trailing checksums), Copy
+(also of a version), Delete and DeleteObjects (also of versions);
 multipart uploads (Create, UploadPart, Complete, Abort: the SDK's transfer manager uploads objects above
 16 MiB in parts). Anything else answers NotImplemented. Virtual-hosted-style addressing is not served.
 
@@ -55,7 +56,7 @@ UNSUPPORTED = frozenset(
         "accelerate", "analytics", "cors", "encryption", "intelligent-tiering", "inventory", "lifecycle",
         "logging", "metrics", "notification", "object-lock", "ownershipControls", "policy", "policyStatus",
         "publicAccessBlock", "replication", "requestPayment", "restore", "retention", "legal-hold", "select",
-        "tagging", "torrent", "website", "versions", "attributes",
+        "tagging", "torrent", "website", "attributes",
     }
 )  # fmt: skip
 
@@ -318,9 +319,13 @@ class S3Handler(BaseHTTPRequestHandler):
         if method == "GET" and "location" in params:
             return self._send(200, _xml("LocationConstraint", escape(bucket.region)))
         if method == "GET" and "versioning" in params:
-            return self._send(200, _xml("VersioningConfiguration", ""))  # never enabled
+            status = self.server.sim.s3_versioning(bucket)
+            return self._send(200, _xml("VersioningConfiguration", _el("Status", status) if status else ""))
         if method == "PUT" and "versioning" in params:
-            raise S3Error("NotImplemented", "the local cloud's S3 keeps no object versions")
+            self.server.sim.s3_set_versioning(bucket, _text(_parse_xml(body), "Status"))
+            return self._send(200)
+        if method == "GET" and "versions" in params:
+            return self._list_object_versions(bucket, params)
         if method == "GET" and params.get("list-type") == "2":
             return self._list_objects_v2(bucket, params)
         if method == "POST" and "delete" in params:
@@ -335,8 +340,7 @@ class S3Handler(BaseHTTPRequestHandler):
     ) -> None:
         method, sim = self.command, self.server.sim
         bucket = self._bucket_for(key, bucket_name)
-        if params.get("versionId", "null") != "null":
-            raise S3Error("NotImplemented", "the local cloud's S3 keeps no object versions")
+        version_id = params.get("versionId", "")
         content_type = self._header("Content-Type") or "binary/octet-stream"
         if method == "POST" and "uploads" in params:
             upload_id = sim.s3_create_upload(bucket, object_key, content_type)
@@ -376,12 +380,13 @@ class S3Handler(BaseHTTPRequestHandler):
             return self._copy_object(key, bucket, object_key)
         if method == "PUT":
             info = sim.s3_put(bucket, object_key, body, content_type)
-            return self._send(200, headers={"ETag": f'"{info.etag}"'})
+            return self._send(200, headers={"ETag": f'"{info.etag}"', **_version_header(info.version_id)})
         if method == "DELETE":
-            sim.s3_delete(bucket, [object_key])
-            return self._send(204)
+            [(version, marker)] = sim.s3_delete(bucket, [(object_key, version_id)])
+            headers = _version_header(version) | ({"x-amz-delete-marker": "true"} if marker else {})
+            return self._send(204, headers=headers)
         if method == "HEAD":
-            info = sim.s3_head(bucket, object_key)
+            info = sim.s3_head(bucket, object_key, version_id)
             return self._send(200, headers={**self._object_headers(info), "Content-Length": str(info.size)})
         if method == "GET":
             return self._get_object(bucket, object_key, params)
@@ -398,10 +403,11 @@ class S3Handler(BaseHTTPRequestHandler):
             "Last-Modified": formatdate(info.modified_at, usegmt=True),
             "Content-Type": info.content_type or "binary/octet-stream",
             "Accept-Ranges": "bytes",
+            **_version_header(info.version_id),
         }
 
     def _get_object(self, bucket: BucketInfo, object_key: str, params: dict[str, str]) -> None:
-        info, data = self.server.sim.s3_get(bucket, object_key)
+        info, data = self.server.sim.s3_get(bucket, object_key, params.get("versionId", ""))
         headers = self._object_headers(info)
         for name, header in (
             ("response-content-type", "Content-Type"),
@@ -419,7 +425,9 @@ class S3Handler(BaseHTTPRequestHandler):
         return self._send(206, data[start : end + 1], headers)
 
     def _copy_object(self, key: AccessKey, bucket: BucketInfo, object_key: str) -> None:
-        source = urllib.parse.unquote(self._header("x-amz-copy-source").partition("?")[0]).lstrip("/")
+        raw_source, _, source_query = self._header("x-amz-copy-source").partition("?")
+        source = urllib.parse.unquote(raw_source).lstrip("/")
+        source_version = dict(urllib.parse.parse_qsl(source_query)).get("versionId", "")
         source_bucket_name, _, source_key = source.partition("/")
         if not source_key:
             raise S3Error(
@@ -429,25 +437,76 @@ class S3Handler(BaseHTTPRequestHandler):
         source_bucket = self._bucket_for(key, source_bucket_name)
         replace = self._header("x-amz-metadata-directive").upper() == "REPLACE"
         content_type = (self._header("Content-Type") or "binary/octet-stream") if replace else None
-        if (source_bucket.id, source_key) == (bucket.id, object_key) and not replace:
+        if (source_bucket.id, source_key) == (bucket.id, object_key) and not replace and not source_version:
             raise S3Error(
                 "InvalidRequest",
                 "This copy request is illegal because it is trying to copy an object to itself without "
                 "changing the object's metadata.",
             )
-        info = self.server.sim.s3_copy(source_bucket, source_key, bucket, object_key, content_type)
+        info = self.server.sim.s3_copy(
+            source_bucket, source_key, bucket, object_key, content_type, source_version
+        )
         inner = _el("LastModified", _iso(info.modified_at)) + _el("ETag", f'"{info.etag}"')
-        return self._send(200, _xml("CopyObjectResult", inner))
+        headers = _version_header(info.version_id)
+        if source_version:
+            headers["x-amz-copy-source-version-id"] = source_version
+        return self._send(200, _xml("CopyObjectResult", inner), headers)
 
     def _delete_objects(self, bucket: BucketInfo, body: bytes) -> None:
         root = _parse_xml(body)
-        keys = [_text(obj, "Key") for obj in _children(root, "Object")]
+        keys = [(_text(obj, "Key"), _text(obj, "VersionId")) for obj in _children(root, "Object")]
         if not keys or len(keys) > 1000:
             raise S3Error("MalformedXML", "The XML you provided was not well-formed or did not validate")
-        self.server.sim.s3_delete(bucket, keys)
+        done = self.server.sim.s3_delete(bucket, keys)
         quiet = _text(root, "Quiet").strip().lower() == "true"
-        inner = "" if quiet else "".join(f"<Deleted>{_el('Key', k)}</Deleted>" for k in keys)
+        inner = ""
+        for (name, asked), (version, marker) in zip(keys, done, strict=True):
+            if quiet:
+                break
+            fields = _el("Key", name) + (_el("VersionId", asked) if asked else "")
+            if marker:
+                fields += _el("DeleteMarker", "true") + _el("DeleteMarkerVersionId", version)
+            inner += f"<Deleted>{fields}</Deleted>"
         return self._send(200, _xml("DeleteResult", inner))
+
+    def _list_object_versions(self, bucket: BucketInfo, params: dict[str, str]) -> None:
+        """ListObjectVersions: by key, newest first; pages end at a key boundary (`key-marker`)."""
+        if params.get("delimiter"):
+            raise S3Error("NotImplemented", "ListObjectVersions with a delimiter is not implemented")
+        prefix, key_marker = params.get("prefix", ""), params.get("key-marker", "")
+        try:
+            max_keys = min(int(params.get("max-keys", MAX_KEYS)), MAX_KEYS)
+        except ValueError:
+            raise S3Error("InvalidArgument", "max-keys must be an integer") from None
+        found = self.server.sim.s3_list_versions(bucket, prefix, key_marker)
+        page, truncated = found, False
+        if len(found) > max_keys:
+            last_key = found[max_keys - 1].key
+            page = [v for v in found if v.key <= last_key]
+            truncated = len(page) < len(found)
+        items = ""
+        for v in page:
+            common = (
+                _el("Key", v.key)
+                + _el("VersionId", v.version_id)
+                + _el("IsLatest", "true" if v.is_latest else "false")
+                + _el("LastModified", _iso(v.modified_at))
+            )
+            if v.delete_marker:
+                items += f"<DeleteMarker>{common}</DeleteMarker>"
+            else:
+                sizes = _el("ETag", f'"{v.etag}"') + _el("Size", v.size) + _el("StorageClass", "STANDARD")
+                items += f"<Version>{common}{sizes}</Version>"
+        inner = (
+            _el("Name", bucket.name)
+            + _el("Prefix", prefix)
+            + _el("KeyMarker", key_marker)
+            + _el("MaxKeys", max_keys)
+            + _el("IsTruncated", "true" if truncated else "false")
+            + (_el("NextKeyMarker", page[-1].key) if truncated else "")
+            + items
+        )
+        return self._send(200, _xml("ListVersionsResult", inner))
 
     def _list_buckets(self, key: AccessKey) -> None:
         buckets = self.server.sim.s3_buckets(key.tenant_id)
@@ -535,6 +594,11 @@ class S3Handler(BaseHTTPRequestHandler):
         for common in prefixes:
             inner += f"<CommonPrefixes>{_el('Prefix', enc(common))}</CommonPrefixes>"
         return self._send(200, _xml("ListBucketResult", inner))
+
+
+def _version_header(version_id: str) -> dict[str, str]:
+    """S3 names the version a request wrote or read, except the `null` one of an unversioned bucket."""
+    return {"x-amz-version-id": version_id} if version_id and version_id != "null" else {}
 
 
 def _byte_range(header: str, size: int) -> tuple[int, int]:

@@ -139,11 +139,13 @@ class StorageMixin(SimulatorBase):
     def count_bucket_objects(self, bucket_id: str) -> int:
         with self._op("count_bucket_objects", {"bucket_id": bucket_id}, write=False) as ctx:
             self._row(ctx, "bucket", bucket_id)
-            # Multipart uploads in progress count too: they hold data, and S3 refuses to delete their bucket.
+            # Multipart uploads in progress and a versioned bucket's older versions count too: they hold
+            # data, and S3 refuses to delete their bucket.
             count: int = ctx.conn.execute(
                 "SELECT (SELECT COUNT(*) FROM objects WHERE bucket_id = ?) "
-                "+ (SELECT COUNT(*) FROM uploads WHERE bucket_id = ?)",
-                (bucket_id, bucket_id),
+                "+ (SELECT COUNT(*) FROM uploads WHERE bucket_id = ?) "
+                "+ (SELECT COUNT(*) FROM object_versions WHERE bucket_id = ?)",
+                (bucket_id, bucket_id, bucket_id),
             ).fetchone()[0]
             return count
 
@@ -164,6 +166,7 @@ class StorageMixin(SimulatorBase):
             # The storage API's delete takes the bucket's data with it (the fleet's teardown refuses a
             # non-empty bucket itself); the S3 wire's DeleteBucket refuses one, as S3 does (objects.py).
             ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ?", (bucket_id,))
+            ctx.conn.execute("DELETE FROM object_versions WHERE bucket_id = ?", (bucket_id,))
             ctx.conn.execute(
                 "DELETE FROM upload_parts "
                 "WHERE upload_id IN (SELECT upload_id FROM uploads WHERE bucket_id = ?)",
