@@ -14,6 +14,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +226,28 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     [worker] = verdicts["render"]["health"]["workers"].values()
     assert worker["cuda"]["passed"] and worker["graphics"]["passed"] and worker["graphics"]["cleaned_up"]
     assert (verdicts["cpu"]["status"], verdicts["cpu"]["error"]) == ("failed", "not an RTX rendering cluster")
+
+    # ---- a broken RTX worker (its workloads fail): verify-graphics fails closed on it, no probe pod left
+    rtx_name = next(n for n, v in render["health"]["nodes"].items() if v.get("gpu"))
+    fault = ["local-cloud", "fault", "node", "--cluster", render["cluster_id"], "--node", rtx_name]
+    npa(*fault, "--kind", "pod-failure", check=True)
+    deadline = time.monotonic() + 30
+    while rtx_name not in json.dumps(_kubectl(render["kubeconfig"], "get", "stage", "npa-pod-failure")):
+        assert time.monotonic() < deadline, "the pod-failure fault never reached the cluster's API"
+        time.sleep(0.5)
+    time.sleep(1.0)  # kwok picks the changed Stage up from its watch
+    only_render = ["--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "render", "--output", "json"]
+    broken = npa("verify-graphics", *only_render)
+    npa(*fault, "--kind", "pod-failure", "--clear", check=True)
+    assert broken.code == 1, broken.stdout[-3000:]
+    [verdict] = broken.json()["clusters"]
+    assert verdict["status"] == "not-ready" and rtx_name in verdict["error"], verdict
+    [worker] = verdict["health"]["workers"].values()
+    assert not worker["cuda"]["passed"] and worker["cuda"]["cleaned_up"] and worker["graphics"]["cleaned_up"]
+    probes = _kubectl(
+        render["kubeconfig"], "get", "pods", "-A", "-l", "app.kubernetes.io/managed-by=npa-gpu-health"
+    )
+    assert probes["items"] == []
 
     # ---- scaling the GPU pool changes the nodes in the API
     stacks = _up(_spec(tmp_path, gpu_count=2))
