@@ -294,7 +294,15 @@ class ObjectsMixin(StorageMixin):
             return self._write_current(ctx, row, key, body, _md5(body), content_type)
 
     def s3_head(self, bucket: BucketInfo, key: str, version_id: str = "") -> ObjectInfo:
-        return self.s3_get(bucket, key, version_id)[0]
+        if version_id:
+            return self.s3_get(bucket, key, version_id)[0]
+        with self._op("s3_head", {}, write=False, inject=False) as ctx:  # no body read for a HEAD
+            row = ctx.conn.execute(
+                f"SELECT {_INFO_COLUMNS} FROM objects WHERE bucket_id = ? AND key = ?", (bucket.id, key)
+            ).fetchone()
+            if row is None:
+                raise S3Error("NoSuchKey", "The specified key does not exist.", Key=key)
+            return _object_info(row)
 
     def s3_get(self, bucket: BucketInfo, key: str, version_id: str = "") -> tuple[ObjectInfo, bytes]:
         """The key's current version, or the version `version_id` (a delete marker: MethodNotAllowed)."""

@@ -81,10 +81,7 @@ class GpuModel:
             if group.get("state") == "RUNNING"
             for name in shapes.node_names(group)
         }
-        for pod in client.list("/api/v1/pods", PROBE_SELECTOR):
-            meta, status = pod["metadata"], pod.get("status") or {}
-            if meta.get("deletionTimestamp") or status.get("phase") != "Running":
-                continue
+        for pod in kubelet.running_probes(client, PROBE_SELECTOR):
             node = (pod.get("spec") or {}).get("nodeName", "")
             group = group_of.get(node)
             container = (pod.get("spec") or {}).get("containers", [{}])[0]

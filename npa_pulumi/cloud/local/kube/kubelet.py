@@ -4,9 +4,18 @@ for every probe it answers from its node model (storage probes, the MIG hardware
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 JSON = dict[str, Any]
+
+
+def running_probes(client: Any, selector: str) -> Iterator[JSON]:
+    """The pods of `selector` that run and are not being deleted: those a kubelet would be executing."""
+    for pod in client.list("/api/v1/pods", selector):
+        if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        yield pod
 
 
 def finish(client: Any, pod: JSON, container: JSON, exit_code: int, message: str) -> None:

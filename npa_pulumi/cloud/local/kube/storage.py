@@ -145,10 +145,7 @@ class StorageModel:
     # ------------------------------------------------------------------ probes
 
     def answer_probes(self, client: Any, mounts: dict[str, JSON]) -> None:
-        for pod in client.list("/api/v1/pods", PROBE_LABEL):
-            meta, status = pod["metadata"], pod.get("status") or {}
-            if meta.get("deletionTimestamp") or status.get("phase") != "Running":
-                continue
+        for pod in kubelet.running_probes(client, PROBE_LABEL):
             container = (pod.get("spec") or {}).get("containers", [{}])[0]
             try:
                 settings = json.loads(container.get("command", [])[3])
