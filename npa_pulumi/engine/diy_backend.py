@@ -11,13 +11,15 @@ tests/unit/test_diy_backend.py pins them, and an integration test checks that th
   large fleet.
 * `write_tags` (`<stack>.pulumi-tags`): `pulumi stack tag set` is one engine start (~0.35 s of CPU) per
   tag, four per new cluster stack: about a third of the CPU a first deploy of a fleet spent on two cores.
+* `read_tags` (`<stack>.pulumi-tags`): the lifecycle state recorded beside each stack, which `status` reads
+  for every stack: `pulumi stack tag ls` is an engine start per stack.
 * `read_locks` (`.pulumi/locks/...`): the engine offers no way to ask who holds a stack's lock; the
   owner's pid, host and time decide whether a lock is stale (then `pulumi cancel` removes it).
 * `has_pending_operations` / `interrupted`: whether a killed update left the stack locked or with pending
   operations, without an engine start per stack on every `up`.
 
-On an `s3://` backend (the same layout in a bucket) the checkpoints (outputs, pending operations) and the
-locks are read through the S3 API with the operator's exported key (AWS_ACCESS_KEY_ID /
+On an `s3://` backend (the same layout in a bucket) the checkpoints (outputs, pending operations), the tags
+and the locks are read through the S3 API with the operator's exported key (AWS_ACCESS_KEY_ID /
 AWS_SECRET_ACCESS_KEY, the key the engine uses): one GET per stack instead of engine starts (what `status`
 and a no-op `up` of a large fleet spend), and a run killed after its update wrote the outputs leaves a lock
 there too, which the no-op check of `up` (outputs match, stack skipped) must see, as it does on file://.
@@ -107,9 +109,12 @@ def stack_names(backend_url: str, project_name: str) -> list[str] | None:
 
 
 def read_tags(backend_url: str, project_name: str, stack: str) -> Any:
-    """A stack's tags from its tags file on a file:// backend ({} when it has none); None when the stack
-    does not exist; `NO_FAST_PATH` when the caller must ask the engine (another backend, layout or
-    version, an unreadable file)."""
+    """A stack's tags from its tags file on a file:// backend, or an s3:// one readable from here ({} when
+    it has none); None when the stack does not exist; `NO_FAST_PATH` when the caller must ask the engine
+    (another backend, layout or version, an unreadable file)."""
+    bucket = s3_bucket(backend_url)
+    if bucket is not None:
+        return _s3_read_tags(bucket, project_name, stack)
     directory = stacks_dir(backend_url, project_name)
     if directory is None:
         return NO_FAST_PATH
@@ -119,12 +124,34 @@ def read_tags(backend_url: str, project_name: str, stack: str) -> Any:
     if not path.exists():
         return {}
     try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return _tags_of(path.read_bytes())
+    except OSError:
+        return NO_FAST_PATH
+
+
+def _tags_of(raw: bytes) -> Any:
+    try:
+        document = json.loads(raw)
+    except ValueError:
         return NO_FAST_PATH
     if not isinstance(document, dict) or document.get("version") != TAGS_VERSION:
         return NO_FAST_PATH
     return {str(k): str(v) for k, v in (document.get("tags") or {}).items()}
+
+
+def _s3_read_tags(bucket: S3Bucket, project_name: str, stack: str) -> Any:
+    """`read_tags` in an s3:// backend: the tags object beside the checkpoint (the same layout), one GET
+    per stack instead of an engine start (`status` reads every stack's lifecycle tags)."""
+    base = f".pulumi/stacks/{project_name}/{stack}"
+    try:
+        if not bucket.layout_known():
+            return NO_FAST_PATH
+        raw = bucket.get(f"{base}.pulumi-tags")
+        if raw is not None:
+            return _tags_of(raw)
+        return {} if bucket.exists(f"{base}.json") or bucket.exists(f"{base}.json.gz") else None
+    except S3Unreadable:
+        return NO_FAST_PATH
 
 
 def write_tags(
@@ -271,6 +298,16 @@ class S3Bucket:
         if response.status != 200:
             raise S3Unreadable(f"HTTP {response.status}")
         return response.body
+
+    def exists(self, key: str) -> bool:
+        """Whether the object exists (a HEAD); S3Unreadable for any answer but 200 or 404."""
+        try:
+            response = self.client.request("HEAD", self.name, key)
+        except OSError as err:
+            raise S3Unreadable(str(err)) from None
+        if response.status not in (200, 404):
+            raise S3Unreadable(f"HTTP {response.status}")
+        return response.status == 200
 
     def layout_known(self) -> bool:
         """Whether the backend's `.pulumi/meta.yaml` is the project-scoped layout (read once a process)."""

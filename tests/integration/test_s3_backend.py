@@ -21,6 +21,7 @@ import pytest
 from fleet_helpers import CLI, REPO, CliResult, inventory, npa, write_spec
 from s3_support import S3Server
 
+from npa_pulumi.engine import diy_backend
 from npa_pulumi.runtime.processes import process_alive
 from npa_pulumi.runtime.toolchain import find_pulumi
 
@@ -105,6 +106,11 @@ def test_fleet_lifecycle_through_s3_backend(
     assert not list((isolated_home / ".npa-pulumi" / "state").glob("**/*.json"))
     # No lock left behind by a finished run.
     assert server.keys(bucket, ".pulumi/locks/") == []
+
+    # The tags the engine keeps beside each checkpoint are read with a GET (status reads every stack's).
+    tags = diy_backend.read_tags(backend, PROJECT, C1)
+    assert isinstance(tags, dict) and tags.get("npa:fleet") == "team", tags
+    assert diy_backend.read_tags(backend, PROJECT, "team.project-existing1.none") is None
 
     # `pulumi stack ls` through the same backend, filtered by the npa tags the run set.
     assert _stack_ls(backend, "npa:fleet=team") == sorted([PROJECT_STACK, C1, C2])
