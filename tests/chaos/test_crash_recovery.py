@@ -18,8 +18,10 @@ which re-applies every cluster from the Terraform state in Pulumi: it must find 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import secrets
 import socket
 import subprocess
 import time
@@ -288,3 +290,88 @@ def test_sigkill_during_up_leaves_no_orphaned_control_plane(
 
     npa("local-cloud", "reset", "--yes", check=True)
     assert _control_planes(cloud_dir) == {}, "local-cloud reset left control-plane processes behind"
+
+
+S3_SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: s3crash
+region: us-central1
+defaults:
+  cpu_nodes: {count: CPU_COUNT, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+projects:
+  - project_id: project-existing1
+    clusters:
+      - name: s1
+      - name: s2
+"""
+
+
+def test_sigkill_during_up_on_the_local_clouds_s3_backend(
+    chaos_home: Path, tmp_path: Path, rng: random.Random
+) -> None:
+    """The fleet's state in the local cloud's own S3 endpoint (`backend init --cloud local`): an `up`
+    killed at a random moment leaves its locks in the bucket; the next `up` clears them (their owner is
+    provably gone) and converges. The S3 server belongs to the local cloud, not to the run: it outlives
+    the kill (or comes back on its port for the next command), and `local-cloud reset` stops it."""
+    from npa_pulumi.cloud.local import s3daemon
+    from npa_pulumi.runtime.processes import process_alive
+
+    cloud_dir = chaos_home / ".npa-pulumi" / "local-cloud"
+    npa("local-cloud", "set", "provisioning-seconds", "1", check=True)
+    made = npa(
+        "backend", "init", "--cloud", "local", "--bucket", "chaos-state", "--output", "json", check=True
+    )
+    backend = made.json()
+    env = {"AWS_SHARED_CREDENTIALS_FILE": backend["credentials_file"], "AWS_PROFILE": backend["profile"]}
+    passphrase = tmp_path / "passphrase"
+    passphrase.write_text("chaos-" + secrets.token_hex(8))
+    passphrase.chmod(0o600)
+    spec = tmp_path / "fleet.yaml"
+    common = ["--spec", str(spec), "--backend", backend["backend_url"], "--passphrase-file", str(passphrase)]
+    estimate = 20.0
+    for trial in range(budget(quick=1, long=4)):
+        spec.write_text(S3_SPEC.replace("CPU_COUNT", str(1 + trial % 2)))
+        delay = rng.uniform(1.0, 0.9 * estimate)
+        context = f"s3 trial {trial + 1}, kill after {delay:.1f}s, seed {SEED}"
+        run = Background.start(tmp_path / "runs", "up", *common, "--yes", "--output", "json", env=env)
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and run.proc.poll() is None:
+            time.sleep(0.05)
+        if run.proc.poll() is None:
+            whole_session = trial % 2 == 1
+            run.kill(whole_session=whole_session)
+            if not whole_session:
+                alive = run.wait_for_orphans_to_stop(timeout=30)
+                run.kill_leftovers()
+                assert alive == [], f"{context}: plugins outlived the killed run: {alive}"
+        else:
+            run.wait()
+        again = npa("up", *common, "--yes", "--output", "json", env=env)
+        assert again.code == 0, f"{context}: {again.why()}"
+        states = {c["stack"]: c["status"] for c in again.json()["clusters"]}
+        assert set(states.values()) <= {"deployed", "unchanged"}, f"{context}: {states}"
+        locks = [k for k in _bucket_keys(cloud_dir, "chaos-state") if k.startswith(".pulumi/locks/")]
+        assert locks == [], f"{context}: locks left in the bucket: {locks}"
+        assert s3daemon.is_running(cloud_dir)
+        assert s3daemon.endpoint_of(s3daemon.recorded_port(cloud_dir) or 0) == backend["endpoint"]
+    pid = s3daemon.status(cloud_dir).pid
+    assert pid is not None and process_alive(pid)
+    npa("local-cloud", "reset", "--yes", check=True)
+    deadline = time.monotonic() + 10
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not process_alive(pid), "local-cloud reset left the S3 server running"
+
+
+def _bucket_keys(cloud_dir: Path, bucket: str) -> list[str]:
+    """The current objects of a bucket, read from the local cloud's database (what the S3 wire serves)."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(cloud_dir / "cloud.db")) as conn:
+        rows = conn.execute(
+            "SELECT o.key FROM objects o JOIN resources r ON r.id = o.bucket_id "
+            "WHERE r.kind = 'bucket' AND r.name = ?",
+            (bucket,),
+        ).fetchall()
+    return sorted(row[0] for row in rows)
