@@ -71,13 +71,15 @@ class Cluster:
                 assert time.monotonic() < deadline, f"{kind} on {node} never showed in the API"
                 time.sleep(0.3)
 
-    def wait_healthy(self, timeout_s: float = 30.0) -> None:
+    def wait_healthy(self, timeout_s: float = 30.0, **overrides: Any) -> None:
+        """Until one snapshot (what the nodes and the driver stack show, no probe pods) is clean."""
+        config = self.config(**overrides)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if not snapshot(self.client(), self.config(), 0).errors:
+            if not snapshot(self.client(), config, 0).errors:
                 return
             time.sleep(0.5)
-        raise AssertionError(f"still unhealthy: {snapshot(self.client(), self.config(), 0).errors}")
+        raise AssertionError(f"still unhealthy: {snapshot(self.client(), config, 0).errors}")
 
 
 @pytest.fixture(scope="module")
@@ -229,9 +231,7 @@ def test_mig_readiness_needs_the_exact_layout(cluster: Cluster) -> None:
         cluster.id, {"gpu_driver": "managed-image", "mig": {"strategy": "mixed", "config": "all-balanced"}}
     )
     try:
-        deadline = time.monotonic() + 20
-        while cluster.gate(**mig, timeout_s=2.0).last_errors and time.monotonic() < deadline:
-            time.sleep(0.5)
+        cluster.wait_healthy(timeout_s=20.0, **mig)  # the agent reshapes the nodes within a few ticks
         evidence = cluster.gate(**mig, cuda_smoke=True, timeout_s=30.0)
         assert evidence.passed, evidence
         assert evidence.snapshots >= 2  # two consecutive exact snapshots
@@ -323,11 +323,9 @@ def test_mig_readiness_needs_the_pinned_operator_release(cluster: Cluster) -> No
         cluster.sim.set_cluster_addons(
             cluster.id, {"gpu_driver": "operator", "mig": {**layout, "versions": pinned}}
         )
-        deadline = time.monotonic() + 40
-        while (evidence := cluster.gate(**mig, timeout_s=2.0)).last_errors:
-            assert time.monotonic() < deadline, evidence.last_errors
-            time.sleep(1.0)
-        assert evidence.passed and evidence.snapshots >= 2
+        cluster.wait_healthy(timeout_s=40.0, **mig)
+        evidence = cluster.gate(**mig, timeout_s=30.0)
+        assert evidence.passed and evidence.snapshots >= 2, evidence
     finally:
         cluster.sim.set_cluster_addons(cluster.id, {"gpu_driver": "managed-image"})
         cluster.wait_healthy()
