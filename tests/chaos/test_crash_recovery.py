@@ -244,6 +244,22 @@ def _control_planes(cloud_dir: Path) -> dict[str, list[str]]:
     return found
 
 
+def _kill_after(run: Background, delay: float, whole_session: bool, context: str) -> None:
+    """SIGKILL `run` after `delay` seconds unless it finished first: its process group (the engine's plugins
+    must then stop by themselves) or its whole session (a crash)."""
+    deadline = time.monotonic() + delay
+    while time.monotonic() < deadline and run.proc.poll() is None:
+        time.sleep(0.05)
+    if run.proc.poll() is not None:
+        run.wait()
+        return
+    run.kill(whole_session=whole_session)
+    if not whole_session:
+        alive = run.wait_for_orphans_to_stop(timeout=30)
+        run.kill_leftovers()
+        assert alive == [], f"{context}: plugins outlived the killed run: {alive}"
+
+
 def test_sigkill_during_up_leaves_no_orphaned_control_plane(
     chaos_home: Path, tmp_path: Path, rng: random.Random, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -259,21 +275,9 @@ def test_sigkill_during_up_leaves_no_orphaned_control_plane(
         spec.write_text(KUBE_SPEC.replace("CPU_COUNT", str(1 + trial % 2)))
         delay = rng.uniform(2.0, 0.9 * estimate)
         context = f"kube trial {trial + 1}, kill after {delay:.1f}s, seed {SEED}"
-        run = Background.start(tmp_path / "runs", *_up_args(spec))
-        deadline = time.monotonic() + delay
-        while time.monotonic() < deadline and run.proc.poll() is None:
-            time.sleep(0.05)
-        if run.proc.poll() is None:
-            # First the CLI's process group (CI cancelling a job): the engine's plugins, the Go Kubernetes
-            # provider among them, must stop by themselves; then the whole session (a crash).
-            whole_session = trial % 2 == 1
-            run.kill(whole_session=whole_session)
-            if not whole_session:
-                alive = run.wait_for_orphans_to_stop(timeout=30)
-                run.kill_leftovers()
-                assert alive == [], f"{context}: plugins outlived the killed run: {alive}"
-        else:
-            run.wait()
+        # First the CLI's process group (CI cancelling a job): the engine's plugins, the Go Kubernetes
+        # provider among them, must stop by themselves; then the whole session (a crash).
+        _kill_after(Background.start(tmp_path / "runs", *_up_args(spec)), delay, trial % 2 == 1, context)
         time.sleep(2)  # an agent whose cluster a dying run rolled back stops within a poll
         clusters = {c["id"] for c in inventory()["mk8s_clusters"]}
         orphans = {cid: procs for cid, procs in _control_planes(cloud_dir).items() if cid not in clusters}
@@ -335,18 +339,7 @@ def test_sigkill_during_up_on_the_local_clouds_s3_backend(
         delay = rng.uniform(1.0, 0.9 * estimate)
         context = f"s3 trial {trial + 1}, kill after {delay:.1f}s, seed {SEED}"
         run = Background.start(tmp_path / "runs", "up", *common, "--yes", "--output", "json", env=env)
-        deadline = time.monotonic() + delay
-        while time.monotonic() < deadline and run.proc.poll() is None:
-            time.sleep(0.05)
-        if run.proc.poll() is None:
-            whole_session = trial % 2 == 1
-            run.kill(whole_session=whole_session)
-            if not whole_session:
-                alive = run.wait_for_orphans_to_stop(timeout=30)
-                run.kill_leftovers()
-                assert alive == [], f"{context}: plugins outlived the killed run: {alive}"
-        else:
-            run.wait()
+        _kill_after(run, delay, trial % 2 == 1, context)
         again = npa("up", *common, "--yes", "--output", "json", env=env)
         assert again.code == 0, f"{context}: {again.why()}"
         states = {c["stack"]: c["status"] for c in again.json()["clusters"]}
