@@ -6,7 +6,8 @@ import hashlib
 
 from pydantic import SecretStr
 
-from npa_pulumi.cloud.nebius.s3 import EMPTY_SHA256, S3Client, S3Response, canonical_query, sign
+from npa_pulumi.cloud.nebius.s3 import S3Client, S3Response, canonical_query, sign
+from npa_pulumi.cloud.sigv4 import EMPTY_SHA256
 
 SUITE_KEY, SUITE_SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 

@@ -13,6 +13,7 @@ import pytest
 from npa_pulumi.cloud.local import s3auth
 from npa_pulumi.cloud.local.s3errors import S3Error
 from npa_pulumi.cloud.nebius.s3 import sign
+from npa_pulumi.cloud.sigv4 import EMPTY_SHA256
 
 # AWS's documentation examples (Signature Version 4, "Examples"): this key, this date.
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"
@@ -36,7 +37,7 @@ def test_aws_get_object_example_verifies() -> None:
     headers = _headers(
         host="examplebucket.s3.amazonaws.com",
         range="bytes=0-9",
-        x_amz_content_sha256=s3auth.EMPTY_SHA256,
+        x_amz_content_sha256=EMPTY_SHA256,
         x_amz_date="20130524T000000Z",
         authorization=(
             f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20130524/us-east-1/s3/aws4_request,"
@@ -59,7 +60,7 @@ def test_aws_get_object_example_verifies() -> None:
 
 
 def test_unknown_key_and_anonymous_requests_are_refused() -> None:
-    headers = _headers(host="h", x_amz_content_sha256=s3auth.EMPTY_SHA256, x_amz_date="20130524T000000Z")
+    headers = _headers(host="h", x_amz_content_sha256=EMPTY_SHA256, x_amz_date="20130524T000000Z")
     with pytest.raises(S3Error) as err:
         s3auth.verify("GET", "/b", "", headers, _secret_for, now=WHEN)
     assert err.value.code == "AccessDenied"
@@ -76,13 +77,13 @@ def test_this_projects_signer_with_an_encoded_key_and_query_verifies() -> None:
     """npa-pulumi's S3 client (cloud/nebius/s3.py) signs the path as sent and a sorted, encoded query."""
     path, query = "/bucket/.pulumi/stacks/npa-fleet/a%20b%2Bc.json", "list-type=2&prefix=.pulumi%2Flocks%2F"
     amz_date = "20130524T000000Z"
-    base = {"host": "127.0.0.1:9000", "x-amz-date": amz_date, "x-amz-content-sha256": s3auth.EMPTY_SHA256}
+    base = {"host": "127.0.0.1:9000", "x-amz-date": amz_date, "x-amz-content-sha256": EMPTY_SHA256}
     signed = sign(
         method="GET",
         path=path,
         query=query,
         headers=base,
-        payload_sha256=s3auth.EMPTY_SHA256,
+        payload_sha256=EMPTY_SHA256,
         access_key_id=KEY_ID,
         secret=SECRET,
         region="us-central1",

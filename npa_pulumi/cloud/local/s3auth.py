@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from npa_pulumi.cloud.local.s3errors import S3Error
+from npa_pulumi.cloud.sigv4 import ALGORITHM, EMPTY_SHA256, signing_key, uri_encode
 
-ALGORITHM = "AWS4-HMAC-SHA256"
-EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED = "UNSIGNED-PAYLOAD"
 STREAMING_SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
 STREAMING_SIGNED_TRAILER = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
@@ -35,19 +34,6 @@ MAX_PRESIGN_EXPIRES_S = 7 * 24 * 3600
 
 # Headers: lower-case name -> the request's values of it, in order (a header may repeat).
 Headers = Mapping[str, Sequence[str]]
-
-
-def _hmac(key: bytes, msg: str) -> bytes:
-    return hmac.new(key, msg.encode("utf-8"), hashlib.sha256).digest()
-
-
-def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
-    k_date = _hmac(("AWS4" + secret).encode("utf-8"), date)
-    return _hmac(_hmac(_hmac(k_date, region), service), "aws4_request")
-
-
-def _encode(text: str) -> str:
-    return urllib.parse.quote(text, safe="-_.~")
 
 
 def query_pairs(raw_query: str) -> list[tuple[str, str]]:
@@ -62,7 +48,8 @@ def query_pairs(raw_query: str) -> list[tuple[str, str]]:
 
 
 def canonical_query(pairs: Sequence[tuple[str, str]]) -> str:
-    return "&".join(f"{k}={v}" for k, v in sorted((_encode(k), _encode(v)) for k, v in pairs))
+    encoded = sorted((uri_encode(k, keep_slash=False), uri_encode(v, keep_slash=False)) for k, v in pairs)
+    return "&".join(f"{k}={v}" for k, v in encoded)
 
 
 def canonical_headers(headers: Headers, signed: Sequence[str]) -> str:

@@ -19,28 +19,13 @@ from datetime import UTC, datetime
 
 from pydantic import SecretStr
 
-ALGORITHM = "AWS4-HMAC-SHA256"
-EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
-_UNRESERVED = "-_.~"
-
-
-def _hmac(key: bytes, msg: str) -> bytes:
-    return hmac.new(key, msg.encode("utf-8"), hashlib.sha256).digest()
-
-
-def uri_encode(text: str, *, keep_slash: bool) -> str:
-    return urllib.parse.quote(text, safe=_UNRESERVED + ("/" if keep_slash else ""))
+from npa_pulumi.cloud.sigv4 import ALGORITHM, signing_key, uri_encode
 
 
 def canonical_query(query: str) -> str:
     pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
     encoded = sorted((uri_encode(k, keep_slash=False), uri_encode(v, keep_slash=False)) for k, v in pairs)
     return "&".join(f"{k}={v}" for k, v in encoded)
-
-
-def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
-    k_date = _hmac(("AWS4" + secret).encode("utf-8"), date)
-    return _hmac(_hmac(_hmac(k_date, region), service), "aws4_request")
 
 
 @dataclass(frozen=True)

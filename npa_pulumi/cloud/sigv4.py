@@ -1,0 +1,28 @@
+"""AWS Signature Version 4's shared primitives, stdlib only: the one place both sides of the S3 wire take
+them from — the client that signs (cloud/nebius/s3.py) and the local cloud's endpoint that verifies
+(cloud/local/s3auth.py) — so the two can never disagree on how a key is derived or a name encoded."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import urllib.parse
+
+ALGORITHM = "AWS4-HMAC-SHA256"
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_UNRESERVED = "-_.~"
+
+
+def hmac_sha256(key: bytes, msg: str) -> bytes:
+    return hmac.new(key, msg.encode("utf-8"), hashlib.sha256).digest()
+
+
+def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    """The key a request of `date` (YYYYMMDD) in `region` for `service` is signed with."""
+    k_date = hmac_sha256(("AWS4" + secret).encode("utf-8"), date)
+    return hmac_sha256(hmac_sha256(hmac_sha256(k_date, region), service), "aws4_request")
+
+
+def uri_encode(text: str, *, keep_slash: bool) -> str:
+    """RFC 3986 percent-encoding as SigV4 wants it (`/` kept in an object key's path only)."""
+    return urllib.parse.quote(text, safe=_UNRESERVED + ("/" if keep_slash else ""))
