@@ -12,20 +12,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from npa_pulumi.errors import NpaError
+from npa_pulumi.runtime.daemons import spawn_python_daemon
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.locks import FileLock, held_elsewhere
 
 START_TIMEOUT_S = 30.0
 # Nothing secret reaches the long-lived server: it derives the keys' secrets from the cloud's master key.
-_SECRET_ENV_PREFIXES = ("TF_VAR_", "NEBIUS_", "NPA_NEBIUS_", "PULUMI_CONFIG_PASSPHRASE", "AWS_")
 _LOCAL_HOSTS = ("127.0.0.1", "localhost")
 
 
@@ -103,22 +101,8 @@ def serves(cloud_dir: Path, endpoint: str) -> bool:
 
 
 def _spawn(cloud_dir: Path, port: int | None) -> None:
-    home = s3_dir(cloud_dir)
-    home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SECRET_ENV_PREFIXES)}
-    command = [sys.executable, "-m", "npa_pulumi.cloud.local.s3wire", "--cloud-dir", str(cloud_dir)]
-    if port:
-        command += ["--port", str(port)]
-    with (home / "server.log").open("a") as log:
-        subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            close_fds=True,
-            start_new_session=True,
-            env=env,
-        )
+    args = ["--cloud-dir", str(cloud_dir), *(["--port", str(port)] if port else [])]
+    spawn_python_daemon("npa_pulumi.cloud.local.s3wire", args, s3_dir(cloud_dir) / "server.log")
 
 
 def ensure_running(cloud_dir: Path, *, port: int | None = None, timeout_s: float = START_TIMEOUT_S) -> str:

@@ -11,49 +11,29 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from npa_pulumi.cloud.local.kube import controlplane
 from npa_pulumi.cloud.local.kube.controlplane import Access
-
-# Nothing secret reaches a long-lived agent: it needs no cloud credentials.
-_SECRET_ENV_PREFIXES = ("TF_VAR_", "NEBIUS_", "NPA_NEBIUS_", "PULUMI_CONFIG_PASSPHRASE", "AWS_")
+from npa_pulumi.runtime.daemons import spawn_python_daemon
 
 
 class ControlPlaneError(Exception):
     pass
 
 
-def _agent_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(_SECRET_ENV_PREFIXES)}
-
-
 def spawn_agent(cloud_dir: Path, cluster_id: str) -> None:
+    """The cluster's agent, detached (nothing secret reaches it: it needs no cloud credentials)."""
     home = controlplane.cluster_dir(cloud_dir, cluster_id)
     home.mkdir(parents=True, exist_ok=True)
     for marker in ("ready", "failed"):
         (home / marker).unlink(missing_ok=True)
-    with (home / "agent.log").open("a") as log:
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "npa_pulumi.cloud.local.kube.agent",
-                "--cloud-dir",
-                str(cloud_dir),
-                "--cluster",
-                cluster_id,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            close_fds=True,
-            start_new_session=True,
-            env=_agent_env(),
-        )
+    spawn_python_daemon(
+        "npa_pulumi.cloud.local.kube.agent",
+        ["--cloud-dir", str(cloud_dir), "--cluster", cluster_id],
+        home / "agent.log",
+    )
 
 
 def ensure_running(cloud_dir: Path, cluster_id: str, timeout_s: float) -> Access:
