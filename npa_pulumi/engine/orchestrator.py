@@ -777,13 +777,14 @@ class Fleet:
                     "preflight failed: the fleet does not fit the tenant's quota or reserved capacity"
                 )
                 return result
-        result.stacks.extend(plans.unsupported)
         failed_projects = set() if self.options.stage == "clusters" else self._up_projects(plans, result)
         if self.options.stage != "projects":
             self._up_clusters(plans, result, failed_projects)
         for stack in result.stacks:
             if stack.failed and stack.retry_command is None:
                 stack.retry_command = self._retry_command("up", stack.project_key, stack.cluster_name)
+        if self.options.stage != "projects":
+            result.stacks[:0] = plans.undeployable()  # failures with no retry: retrying changes nothing
         self._fill_identity(result)
         for stack in result.clusters():
             if stack.status in ("deployed", "unchanged") and stack.cluster_id:

@@ -56,6 +56,20 @@ class FleetPlans:
     def cluster(self, stack: str) -> ClusterPlan:
         return next(c for c in self.clusters if c.stack == stack)
 
+    def undeployable(self) -> list[StackResult]:
+        """What `up` reports for the targets whose backend this version cannot deploy: a failure (exit 1)
+        that says why and what to do, never a line in a run that otherwise succeeds."""
+        return [
+            item.model_copy(
+                update={
+                    "status": "not-deployable",
+                    "error": f"{item.error}; `up` cannot deploy it: deploy the other clusters with "
+                    "--only-clusters, or set `backend: mk8s` for this cluster",
+                }
+            )
+            for item in self.unsupported
+        ]
+
 
 def default_ssh_public_key(spec: FleetSpec) -> str | None:
     if spec.ssh_public_key:

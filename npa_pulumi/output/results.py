@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 StackKind = Literal["project", "cluster"]
 
 # Per-stack outcomes. `status` vocabulary by command:
-#   up:      deployed | unchanged | failed | skipped | not-supported
+#   up:      deployed | unchanged | failed | skipped | not-deployable (a backend this version cannot deploy:
+#            a failure, exit 1; preview, status and destroy list such a target as not-supported)
 #   preview: changes | no-changes | failed | not-supported
 #   destroy: destroyed | absent | destroy-incomplete | retained | skipped
 #   status:  deployed | provisioning | failed | destroyed | drifted | absent | unknown, and while an
@@ -22,7 +23,14 @@ StackKind = Literal["project", "cluster"]
 FAILED_LIFECYCLES = ("deployed-validation-failed", "deployed-mig-not-ready", "deployed-credentials-failed")
 #   verify-mig / verify-graphics / verify-storage: ready | not-ready | failed (| skipped: storage
 #            disabled in the spec)
-FAILED_STATUSES = {"failed", "destroy-incomplete", "status-error", "not-ready", *FAILED_LIFECYCLES}
+FAILED_STATUSES = {
+    "failed",
+    "destroy-incomplete",
+    "status-error",
+    "not-ready",
+    "not-deployable",
+    *FAILED_LIFECYCLES,
+}
 
 
 class PolicyViolation(BaseModel):

@@ -32,6 +32,7 @@ _STYLE = {
     "status-error": "red",
     "skipped": "yellow",
     "not-supported": "yellow",
+    "not-deployable": "red",
 }
 
 

@@ -37,9 +37,9 @@ def test_a_soperator_only_project_is_not_created(isolated_home: Path, tmp_path: 
     npa("local-cloud", "init", check=True)
     projects_before = inventory()["projects"]
     result = npa("up", "--spec", str(spec), "--yes", "--output", "json")
-    assert result.code == 0, result.stderr[-3000:]
+    assert result.code == 1, result.stderr[-3000:]  # the soperator target cannot be deployed: a failure
     stacks = {s["stack"]: s for s in result.json()["stacks"]}
-    assert stacks["sop.hpc.slurm"]["status"] == "not-supported"
+    assert stacks["sop.hpc.slurm"]["status"] == "not-deployable"
     assert "sop.hpc" not in stacks  # no project stack: nothing of the project is created
     assert stacks["sop.project-existing1.cluster"]["status"] == "deployed"
     after = inventory()
