@@ -124,7 +124,7 @@ def _load(
     shard: str | None = None,
     stage: str | None = None,
 ) -> tuple[Any, list[Any]]:
-    from npa_pulumi.engine.orchestrator import check_stage
+    from npa_pulumi.engine.options import check_stage
     from npa_pulumi.plan import resolve_targets
     from npa_pulumi.plan.shards import parse_shard, select_shard
     from npa_pulumi.spec import load_spec
@@ -143,7 +143,7 @@ def _shard_kw(kw: dict[str, Any], **extra: Any) -> dict[str, Any]:
         raise UserInputError(
             "--break-lock cannot be combined with --shard: recover a lock in an unsharded run"
         )
-    from npa_pulumi.engine.orchestrator import check_stage
+    from npa_pulumi.engine.options import check_stage
 
     check_stage(kw.get("stage"), kw.get("shard"))
     return _engine_options(
@@ -319,7 +319,6 @@ def up_command(**kw: Any) -> None:
                 policy_packs=list(kw["policy_packs"]),
                 policy_config=kw["policy_config"],
                 create_projects=kw["create_projects"],
-                preflight=kw["preflight"],
                 refresh=kw["refresh"],
                 health_gate=kw["health_gate"],
             ),
@@ -522,7 +521,7 @@ def deletion_options(func: F) -> F:
 
 
 def _teardown_options(kw: dict[str, Any]) -> Any:
-    from npa_pulumi.engine.teardown import TeardownOptions
+    from npa_pulumi.engine.teardown_model import TeardownOptions
 
     if kw["delete_nonempty_buckets"] and not kw["delete_buckets"]:
         raise UserInputError("--delete-nonempty-buckets only applies together with --delete-buckets")
@@ -613,7 +612,7 @@ def _destroy_from_receipt(kw: dict[str, Any], asked: Any) -> int:
     from dataclasses import fields
 
     from npa_pulumi.engine.resume import ReceiptMismatch, check_identity, find_receipt
-    from npa_pulumi.engine.teardown import TeardownOptions
+    from npa_pulumi.engine.teardown_model import TeardownOptions
     from npa_pulumi.engine.workspace import resolve_backend_url
 
     receipt = find_receipt(kw["receipt_ref"])

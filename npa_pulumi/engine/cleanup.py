@@ -33,13 +33,14 @@ from npa_pulumi.engine.guarded_phases import (
     wait_settled,
 )
 from npa_pulumi.engine.guarded_phases import ours as _ours
-from npa_pulumi.engine.teardown import RECEIPT_VERSION, TeardownOptions, drop_record, write_receipt
+from npa_pulumi.engine.teardown import RECEIPT_VERSION, drop_record, write_receipt
+from npa_pulumi.engine.teardown_model import TeardownOptions
 from npa_pulumi.engine.workspace import stack_names
 from npa_pulumi.output.results import TeardownPhase
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort, Project
-    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.output.results import FleetResult
 
 ID_OUTPUTS = (
@@ -54,7 +55,7 @@ ID_OUTPUTS = (
 
 
 class Cleanup:
-    def __init__(self, fleet: Fleet, options: TeardownOptions) -> None:
+    def __init__(self, fleet: FleetContext, options: TeardownOptions) -> None:
         self.fleet = fleet
         self.options = options
         self.projects: dict[str, Project] = {}  # stack-like scope name -> project
@@ -235,7 +236,7 @@ def _doomed(phases: list[TeardownPhase]) -> set[str]:
 
 
 def cleanup_receipt(
-    fleet: Fleet, options: TeardownOptions, phases: list[TeardownPhase], started: float, outcome: str
+    fleet: FleetContext, options: TeardownOptions, phases: list[TeardownPhase], started: float, outcome: str
 ) -> dict[str, Any]:
     return {
         "version": RECEIPT_VERSION,
@@ -254,7 +255,7 @@ def cleanup_receipt(
     }
 
 
-def run_cleanup(fleet: Fleet, options: TeardownOptions, dry_run: bool, result: FleetResult) -> None:
+def run_cleanup(fleet: FleetContext, options: TeardownOptions, dry_run: bool, result: FleetResult) -> None:
     cleanup = Cleanup(fleet, options)
     result.phases = cleanup.plan()
     result.dry_run = dry_run

@@ -32,7 +32,7 @@ from npa_pulumi.output.results import TeardownPhase
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
-    from npa_pulumi.engine.teardown import ProjectEvidence, TeardownOptions
+    from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
 
 MANAGED_BY = "npa-pulumi"
 

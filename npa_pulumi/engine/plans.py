@@ -30,7 +30,7 @@ from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION, RTX_RENDERING_PROFILE
 
 if TYPE_CHECKING:
-    from npa_pulumi.engine.orchestrator import FleetOptions
+    from npa_pulumi.engine.options import FleetOptions
     from npa_pulumi.plan import Target
     from npa_pulumi.spec import FleetSpec
 
@@ -237,7 +237,10 @@ def build_plans(
     options: FleetOptions,
     tenant_id: str,
     in_cluster: bool = True,
+    for_destroy: bool = False,
 ) -> FleetPlans:
+    """`for_destroy`: plans that only name what a destroy deletes. A destroy runs no stack's program, so it
+    needs no SSH key and no recipe that can represent the clusters (the stacks hold what they deployed)."""
     health_gate = in_cluster and options.health_gate
     plans = FleetPlans()
     # A branch is resolved to its commit now, once: every stack of this run applies that commit.
@@ -246,7 +249,7 @@ def build_plans(
     )
     plans.recipe = source
     ssh_key = default_ssh_public_key(spec)
-    if options.cloud == "nebius" and not ssh_key:
+    if options.cloud == "nebius" and not ssh_key and not for_destroy:
         raise UserInputError(
             "no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub"
         )
@@ -286,7 +289,7 @@ def build_plans(
         if plan is not None:
             plans.clusters.append(plan)
     plans.warnings = list(dict.fromkeys(w for recipe in staged.values() for w in recipe.warnings))
-    if problems:
+    if problems and not for_destroy:
         raise RecipeIncompatible(
             "the recipe cannot represent the requested clusters (nothing was changed):\n  - "
             + "\n  - ".join(problems)

@@ -6,18 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.engine import liveness
+
 if TYPE_CHECKING:
-    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.engine.plans import FleetPlans
 
 
-def preflight_gate(fleet: Fleet) -> Callable[[FleetPlans], dict[str, Any] | None]:
+def preflight_gate(fleet: FleetContext) -> Callable[[FleetPlans], dict[str, Any] | None]:
     def gate(_plans: FleetPlans) -> dict[str, Any] | None:
         from npa_pulumi.preflight import render_text
         from npa_pulumi.preflight.targets import preflight_targets
 
         fleet.progress.message("preflight: checking quota and reserved capacity for the selection ...")
-        unchanged = set() if fleet.options.refresh else fleet.unchanged_clusters()
+        unchanged = set() if fleet.options.refresh else liveness.unchanged_clusters(fleet)
         report = preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, unchanged)
         if not report.ok:
             fleet.progress.message(render_text(report))

@@ -31,8 +31,6 @@ from npa_pulumi.engine.teardown import (
     RECEIPT_VERSION,
     STACK_PHASES,
     UNFINISHED,
-    ProjectEvidence,
-    TeardownOptions,
     new_receipt_path,
     read_record,
     receipts_dir,
@@ -41,6 +39,7 @@ from npa_pulumi.engine.teardown import (
     settle_record,
     write_receipt,
 )
+from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 from npa_pulumi.runtime.home import npa_home

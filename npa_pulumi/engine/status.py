@@ -27,12 +27,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine import liveness
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
 from npa_pulumi.engine.stack_operations import StackOp
 from npa_pulumi.output.results import StackResult
 
 if TYPE_CHECKING:
-    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.engine.context import FleetContext
 
 
 def _node_group_view(group: Any) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def _node_group_view(group: Any) -> dict[str, Any]:
     return view
 
 
-def _last_update_failed(fleet: Fleet, op: StackOp) -> bool:
+def _last_update_failed(fleet: FleetContext, op: StackOp) -> bool:
     stack = fleet.executor.select(op, create=False)
     if stack is None:
         return False
@@ -56,7 +57,7 @@ def _last_update_failed(fleet: Fleet, op: StackOp) -> bool:
     return bool(history) and history[0].result == "failed"
 
 
-def _recorded(fleet: Fleet, op: StackOp, outputs: dict[str, Any] | None) -> StackResult | None:
+def _recorded(fleet: FleetContext, op: StackOp, outputs: dict[str, Any] | None) -> StackResult | None:
     """A run in progress (its state) or a failed destroy, as recorded beside the stack."""
     recorded = fleet.executor.recorded_lifecycle(op)
     if recorded is None:
@@ -77,7 +78,7 @@ def _recorded(fleet: Fleet, op: StackOp, outputs: dict[str, Any] | None) -> Stac
     return op.result(recorded.state, **base)
 
 
-def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
+def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     fleet.progress.phase(op.stack, "checking")
     outputs = fleet.executor.outputs(op)
     if outputs is not None:
@@ -105,13 +106,13 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
     try:
         cluster = fleet.cloud.get_cluster(base["cluster_id"])
         groups = fleet.cloud.list_node_groups(cluster.id)
-        drift = [d.as_dict() for d in fleet.drift(outputs)]
+        drift = [d.as_dict() for d in liveness.drift(fleet, outputs)]
     except NotFound:
         fleet.progress.phase(op.stack, "done", "destroyed")
         return op.result(
             "destroyed",
             error="the cluster was deleted outside the fleet; run up to recreate it",
-            drift=fleet.deleted_cluster_drift(outputs),
+            drift=liveness.deleted_cluster_drift(fleet, outputs),
             **base,
         )
     except CloudError as err:
@@ -130,8 +131,7 @@ def cluster_status(fleet: Fleet, op: StackOp) -> StackResult:
         status = "failed"
     elif drift:
         status = "drifted"
-        changed = "; ".join(f"{d['kind'].replace('_', ' ')} {d['id']} {d['reason']}" for d in drift)
-        error = f"{changed}; run up to bring it back to the spec"
+        error = f"{liveness.describe_drift(drift)}; run up to bring it back to the spec"
     elif "PROVISIONING" in states or any(g.ready_node_count < g.target_node_count for g in groups):
         status = "provisioning"
     elif _last_update_failed(fleet, op):

@@ -32,11 +32,12 @@ import os
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.guarded_phases import GuardedPhases, phase_factory
+from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
 from npa_pulumi.engine.workspace import stack_names
 from npa_pulumi.output.results import TeardownPhase
 from npa_pulumi.runtime.files import write_atomically
@@ -44,7 +45,7 @@ from npa_pulumi.runtime.home import npa_home
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
-    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.engine.programs import ProjectPlan
     from npa_pulumi.output.results import FleetResult, StackResult
 
@@ -53,88 +54,6 @@ log = logging.getLogger(__name__)
 RECEIPT_VERSION = 1
 STACK_PHASES = ("cluster", "network")  # phases that destroy a Pulumi stack (and so need the spec)
 UNFINISHED = ("planned", "failed", "blocked")
-
-
-@dataclass(frozen=True)
-class TeardownOptions:
-    delete_buckets: bool = False
-    delete_nonempty_buckets: bool = False
-    delete_storage_identity: bool = False
-    delete_projects: bool = False
-
-    def flags(self) -> list[str]:
-        """The CLI flags that ask for the same (for exact retry commands)."""
-        names = {
-            "delete_buckets": "--delete-buckets",
-            "delete_nonempty_buckets": "--delete-nonempty-buckets",
-            "delete_storage_identity": "--delete-storage-identity",
-            "delete_projects": "--delete-projects",
-        }
-        return [flag for name, flag in names.items() if getattr(self, name)]
-
-
-@dataclass
-class ProjectEvidence:
-    """What a project stack recorded about what it owns: ids and creation flags, nothing secret. Kept as the
-    project's teardown record (`<npa home>/teardown/<fleet>/<project stack>.json`) before the stack is
-    destroyed, so a later, narrower teardown (`--delete-buckets` after the stack is gone) still has proof."""
-
-    project_stack: str
-    project_key: str
-    project_id: str = ""
-    project_created: bool = False
-    network_id: str = ""
-    subnet_id: str = ""
-    network_owned: bool = False
-    bucket_id: str = ""
-    bucket_name: str = ""
-    bucket_created: bool = False
-    service_account_id: str = ""
-    service_account_created: bool = False
-    key_id: str = ""
-
-    @classmethod
-    def from_outputs(cls, stack: str, project_key: str, outputs: dict[str, Any]) -> ProjectEvidence:
-        def text(name: str) -> str:
-            value = outputs.get(name)
-            return value if isinstance(value, str) else ""
-
-        return cls(
-            project_stack=stack,
-            project_key=project_key,
-            project_id=text("project_id"),
-            project_created=outputs.get("project_created") is True,
-            network_id=text("network_id"),
-            subnet_id=text("subnet_id"),
-            network_owned=outputs.get("network_owned") is True,
-            bucket_id=text("bucket_id"),
-            bucket_name=text("bucket_name"),
-            bucket_created=outputs.get("bucket_created") is True,
-            service_account_id=text("storage_service_account_id"),
-            service_account_created=outputs.get("storage_service_account_created") is True,
-            key_id=text("storage_key_id"),
-        )
-
-    def merged_with(self, record: ProjectEvidence | None) -> ProjectEvidence:
-        """A re-deployed stack finds what an earlier one created (and records `created: false`); the
-        earlier record of the same ids still proves it."""
-        if record is None:
-            return self
-        same = record.project_id == self.project_id
-        return ProjectEvidence(
-            **{
-                **asdict(self),
-                "project_created": self.project_created or (same and record.project_created),
-                "bucket_created": self.bucket_created
-                or (bool(self.bucket_id) and record.bucket_id == self.bucket_id and record.bucket_created),
-                "service_account_created": self.service_account_created
-                or (
-                    bool(self.service_account_id)
-                    and record.service_account_id == self.service_account_id
-                    and record.service_account_created
-                ),
-            }
-        )
 
 
 # --------------------------------------------------------------------------------------- records
@@ -209,12 +128,13 @@ def resume_command(receipt_id: str, phases: list[TeardownPhase], spec_path: str 
 class Teardown:
     """Plans (read-only) and runs the phases of one `destroy` of a fleet's selection."""
 
-    def __init__(self, fleet: Fleet, options: TeardownOptions) -> None:
+    def __init__(self, fleet: FleetContext, options: TeardownOptions) -> None:
         self.fleet = fleet
         self.options = options
         self.evidence: dict[str, ProjectEvidence] = {}
         self.stack_exists: dict[str, bool] = {}
         self.shared: set[str] = set()  # project stacks whose other (unselected) cluster stacks remain
+        self.planned_phases: list[TeardownPhase] | None = None
         self.guarded = GuardedPhases(
             fleet.cloud,
             fleet.spec.name,
@@ -232,19 +152,23 @@ class Teardown:
         return self.fleet.spec.name
 
     def retry_command(self, project_key: str, cluster: str | None) -> str:
-        base = self.fleet._retry_command("destroy", project_key, cluster).removesuffix(" --yes")
+        base = self.fleet.retry_command("destroy", project_key, cluster).removesuffix(" --yes")
         return " ".join([base, *self.options.flags(), "--yes"])
 
     # ---------------------------------------------------------------------------------- plan
 
     def plan(self) -> list[TeardownPhase]:
         """Every phase with what it would delete or retain and why. Reads stack outputs and the live
-        cloud; changes nothing."""
+        cloud; changes nothing. Kept as `planned_phases`: what the user confirms is what `run` runs."""
+        self.planned_phases = self._plan()
+        return self.planned_phases
+
+    def _plan(self) -> list[TeardownPhase]:
         from npa_pulumi.engine.stack_operations import StackOp
 
         plans = self.fleet.plans()
         phases: list[TeardownPhase] = []
-        cluster_ops = [self.fleet._cluster_op(c) for c in plans.clusters]
+        cluster_ops = [self.fleet.cluster_op(c) for c in plans.clusters]
         cluster_outputs = self.fleet.stack_outputs(cluster_ops)
         stage = self.fleet.options.stage
         for cluster in plans.clusters:
@@ -368,10 +292,10 @@ class Teardown:
         plans = fleet.plans()
         by_stack = {p.stack: p for p in phases if p.phase == "cluster"}
         stage = fleet.options.stage
-        cluster_ops = [fleet._cluster_op(c) for c in plans.clusters] if stage != "projects" else []
+        cluster_ops = [fleet.cluster_op(c) for c in plans.clusters] if stage != "projects" else []
         if any(p.status == "planned" and p.stack for p in phases):  # some stack will be destroyed
             fleet.warm_provider_host()
-        destroyed = fleet._pool(cluster_ops, lambda op: fleet.executor.run(op, "destroy"))
+        destroyed = fleet.pool(cluster_ops, lambda op: fleet.executor.run(op, "destroy"))
         for item in destroyed:
             phase = by_stack[item.stack]
             if item.status == "failed":
@@ -443,7 +367,7 @@ class Teardown:
 
     def _destroy_project_stack(self, project: ProjectPlan) -> StackResult:
         fleet = self.fleet
-        item = fleet.executor.run(fleet._project_op(project), "destroy")
+        item = fleet.executor.run(fleet.project_op(project), "destroy")
         if item.status == "failed":
             item.status = "destroy-incomplete"
             item.retry_command = self.retry_command(project.project_key, None)
@@ -466,7 +390,7 @@ def settle_record(fleet: str, ev: ProjectEvidence, phases: list[TeardownPhase]) 
 
 
 def receipt_document(
-    fleet: Fleet,
+    fleet: FleetContext,
     options: TeardownOptions,
     phases: list[TeardownPhase],
     started: float,

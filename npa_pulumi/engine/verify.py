@@ -46,7 +46,7 @@ from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.spec.constants import RTX_RENDERING_PROFILE
 
 if TYPE_CHECKING:
-    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.plan import Target
 
 
@@ -80,10 +80,10 @@ def check_evidence_dir(directory: Path) -> Path:
 
 
 def _run(
-    fleet: Fleet,
+    fleet: FleetContext,
     options: VerifyOptions,
     command: str,
-    one: Callable[[Fleet, Target, VerifyOptions], StackResult],
+    one: Callable[[FleetContext, Target, VerifyOptions], StackResult],
 ) -> FleetResult:
     """Run one verifier over every selected target; each target's evidence goes to the evidence dir."""
     result = FleetResult(
@@ -100,19 +100,19 @@ def _run(
     return result
 
 
-def verify_mig(fleet: Fleet, options: VerifyOptions) -> FleetResult:
+def verify_mig(fleet: FleetContext, options: VerifyOptions) -> FleetResult:
     return _run(fleet, options, "verify-mig", _verify_one)
 
 
-def verify_graphics(fleet: Fleet, options: VerifyOptions) -> FleetResult:
+def verify_graphics(fleet: FleetContext, options: VerifyOptions) -> FleetResult:
     return _run(fleet, options, "verify-graphics", _verify_graphics_one)
 
 
-def verify_storage(fleet: Fleet, options: VerifyOptions) -> FleetResult:
+def verify_storage(fleet: FleetContext, options: VerifyOptions) -> FleetResult:
     return _run(fleet, options, "verify-storage", _verify_storage_one)
 
 
-def _verify_storage_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackResult:
+def _verify_storage_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
     from npa_pulumi.kube.client import KubeClient, KubeError
     from npa_pulumi.kube.storage_check import StorageConfig, run_storage_check
 
@@ -166,7 +166,7 @@ def _registered_kubeconfig(
     return Path(registration.kubeconfig).read_text(), registration.cluster_id
 
 
-def _verify_graphics_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackResult:
+def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
     from npa_pulumi.kube.client import KubeClient
     from npa_pulumi.kube.gpu_health import GateConfig, run_smoke, snapshot
 
@@ -221,7 +221,7 @@ def _entry(target: Target, context: str, status: str, **fields: Any) -> StackRes
     )
 
 
-def _verify_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackResult:
+def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
     from npa_pulumi.kube.client import KubeClient, KubeError
     from npa_pulumi.kube.gpu_health import (
         GateConfig,

@@ -105,7 +105,7 @@ def deploy(
     that half of the fleet; also for preview, destroy and refresh), break_lock."""
     from npa_pulumi.engine.preflight_gate import preflight_gate
 
-    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, {**options, "preflight": preflight})
+    fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
     with fleet.progress:
         return fleet.up(preflight=preflight_gate(fleet) if preflight else None)
 
@@ -155,7 +155,7 @@ def destroy(
     The result's `phases` say what each phase did (or would do) and why; `receipt` and `receipt_id` name the
     receipt. `partial_cleanup` (`outcome == "partial-cleanup"`) means something asked for is left; its
     `resume_command` (`npa-pulumi destroy --receipt ID --yes`) continues it."""
-    from npa_pulumi.engine.teardown import TeardownOptions
+    from npa_pulumi.engine.teardown_model import TeardownOptions
 
     teardown = TeardownOptions(
         delete_buckets=delete_buckets,

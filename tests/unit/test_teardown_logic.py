@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from npa_pulumi.engine.teardown import (
-    ProjectEvidence,
-    TeardownOptions,
     drop_record,
     read_record,
     write_receipt,
     write_record,
 )
+from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 
 OUTPUTS = {

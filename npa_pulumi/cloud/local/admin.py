@@ -85,10 +85,8 @@ class AdminMixin(SimulatorBase):
     ) -> dict[str, Any]:
         """Fail (error_kind) and/or slow (latency_ms) the next `count` calls of `op` (`*`: any);
         `count=None` keeps the fault armed until cleared."""
-        from npa_pulumi.cloud.local.simulator import OPERATIONS
-
-        if op != faults.ANY_OPERATION and op not in OPERATIONS:
-            raise ValueError(f"unknown operation {op!r}; choose one of {', '.join(OPERATIONS)} or '*'")
+        if op != faults.ANY_OPERATION and op not in faults.OPERATIONS:
+            raise ValueError(f"unknown operation {op!r}; choose one of {', '.join(faults.OPERATIONS)} or '*'")
         conn = self._connect()
         try:
             with db.transaction(conn, write=True):

@@ -15,6 +15,23 @@ from typing import Any
 from npa_pulumi.cloud.errors import ERROR_KINDS
 
 ANY_OPERATION = "*"
+# The cloud port's operations a fault can be armed on (every call of one goes through the fault check).
+OPERATIONS: tuple[str, ...] = (
+    "principal", "default_region",
+    "list_projects", "get_project", "create_project", "delete_project",
+    "list_networks", "get_network", "create_network", "delete_network",
+    "list_subnets", "get_subnet", "create_subnet", "delete_subnet",
+    "list_quota_allowances", "list_capacity_block_groups", "get_capacity_block_group",
+    "get_bucket", "find_bucket", "list_buckets", "create_bucket", "delete_bucket", "probe_bucket",
+    "count_bucket_objects", "put_object",
+    "find_service_account", "list_service_accounts", "create_service_account", "delete_service_account",
+    "list_access_keys", "create_access_key", "delete_access_key",
+    "create_cluster", "get_cluster", "list_clusters", "delete_cluster",
+    "create_node_group", "get_node_group", "list_node_groups", "delete_node_group", "resize_node_group",
+    "set_cluster_addons", "get_cluster_credentials",
+    "create_filesystem", "get_filesystem", "list_filesystems", "delete_filesystem",
+    "create_gpu_cluster", "get_gpu_cluster", "list_gpu_clusters", "delete_gpu_cluster",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,372 @@
+"""The fleet context every operation receives: spec, targets, options, the cloud port, the plans and their
+fingerprints, the stack-op builders, retry commands, the stack-output cache and the one scheduler.
+
+Operations (`engine/operations/`), teardown, status, verification and the preflight gate take a
+`FleetContext` and use only its public interface; none of them reaches into another's state.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import logging
+import shlex
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.cloud.factory import TENANT_ENV
+from npa_pulumi.engine.fingerprint import (
+    FINGERPRINT_OUTPUT,
+    ToolchainVersions,
+    fingerprint,
+    policy_identity,
+    toolchain_versions,
+)
+from npa_pulumi.engine.lifecycle import validating_state
+from npa_pulumi.engine.options import FleetOptions, check_stage
+from npa_pulumi.engine.plans import FleetPlans, build_plans
+from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
+from npa_pulumi.engine.progress import Progress
+from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
+from npa_pulumi.engine.scheduler import Job, Scheduler
+from npa_pulumi.engine.stack_operations import StackExecutor, StackOp
+from npa_pulumi.engine.stacks import stack_tags
+from npa_pulumi.engine.workspace import EngineSettings
+from npa_pulumi.errors import NpaError, UserInputError
+from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.runtime.analyzer_service import SOCKET_ENV
+from npa_pulumi.runtime.home import logs_dir
+from npa_pulumi.runtime.provider_host import ATTACH_ENV
+
+if TYPE_CHECKING:
+    from npa_pulumi.cloud.factory import CloudKind
+    from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.plan import Target
+    from npa_pulumi.spec import FleetSpec
+
+log = logging.getLogger(__name__)
+
+
+def builtin_policy_pack() -> Path:
+    """Where the fleet-guardrails pack is. The engine runs it in a plugin host of its own: the orchestrator
+    needs its location, never its code (the pack imports pulumi_policy), so it is found, not imported."""
+    spec = importlib.util.find_spec("npa_pulumi.policies")
+    if spec is None or not spec.submodule_search_locations:
+        raise NpaError("the fleet-guardrails policy pack is not installed (npa_pulumi.policies)")
+    return Path(next(iter(spec.submodule_search_locations))) / "fleet-guardrails"
+
+
+class FleetContext:
+    def __init__(
+        self,
+        spec: FleetSpec,
+        targets: Sequence[Target],
+        options: FleetOptions,
+        progress: Progress | None = None,
+    ) -> None:
+        self.spec = spec
+        self.options = options
+        check_stage(options.stage, options.shard)
+        if options.shard:
+            from npa_pulumi.plan.shards import parse_shard, select_shard
+
+            # Idempotent: the CLI selected the shard already; an SDK caller may only have set the option.
+            targets = select_shard(targets, parse_shard(options.shard))
+        self.targets = list(targets)
+        self.progress = progress or Progress(enabled=options.show_progress)
+        self.settings = EngineSettings.resolve(options.backend, options.passphrase_file)
+        self._cloud: CloudPort | None = None
+        self._plans: FleetPlans | None = None
+        # Set by destroy, cleanup and the teardown plan before planning: they run no stack's program, so
+        # their plans need no SSH key or compatible recipe (build_plans' for_destroy).
+        self.deleting = False
+        self._outputs: dict[str, dict[str, Any] | None] = {}
+        # Cluster stacks with nothing for `up` to do (engine/liveness.py computes it; None: not yet).
+        self.unchanged_cluster_stacks: set[str] | None = None
+        self._toolchain: ToolchainVersions | None = None
+        self._fingerprints: dict[str, str] = {}
+        self._policy_identity: str | None = None
+        packs = [str(builtin_policy_pack()), *options.policy_packs]
+        # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
+        # (a pack ignores entries for policies it does not have).
+        configs = [options.policy_config] * len(packs) if options.policy_config else []
+        self.provider_host = (
+            SharedProviderHost(
+                self.settings.env,
+                self.settings.work_dir,
+                logs_dir(spec.name) / "provider-host.log",
+                policy_packs=[str(builtin_policy_pack())],  # the product's own; others run as before
+            )
+            if enabled()
+            else None
+        )
+        self.executor = StackExecutor(
+            self.settings,
+            self.progress,
+            logs_dir(spec.name),
+            packs,
+            configs,
+            break_lock=options.break_lock,
+            provider_host=self.provider_host,
+        )
+
+    def warm_provider_host(self) -> None:
+        """The command will run the engine: start its shared provider host now, beside the work before the
+        first engine run (stack creation, the other stacks' checks), instead of in that run's path."""
+        if self.provider_host is not None:
+            self.provider_host.warm()
+
+    def close(self) -> None:
+        """Stop the command's shared provider host, if one runs (a later command starts another)."""
+        if self.provider_host is not None:
+            self.provider_host.close()
+        self.settings.extra_env.pop(ATTACH_ENV, None)
+        self.settings.extra_env.pop(SOCKET_ENV, None)
+
+    # ----------------------------------------------------------------------------- the cloud
+
+    @property
+    def cloud(self) -> CloudPort:
+        if self._cloud is None:
+            from npa_pulumi.cloud.factory import make_cloud
+
+            kind: CloudKind = "nebius" if self.options.cloud == "nebius" else "local"
+            # The spec's tenant: a credentials file needs it, and a profile of another tenant is refused.
+            pinned = {"tenant_id": self.spec.tenant_id} if kind == "nebius" and self.spec.tenant_id else {}
+            self._cloud = make_cloud(
+                kind, profile=self.profile or None, region=self.spec.region or None, **pinned
+            )
+        return self._cloud
+
+    @property
+    def profile(self) -> str:
+        return self.options.profile or self.spec.profile or ""
+
+    def tenant_id(self) -> str:
+        return self.spec.tenant_id or self.cloud.principal().tenant_id
+
+    def resolve_regions(self) -> None:
+        """Give targets without a region (none in the spec or their project) the one the profile's
+        configuration points at (`CloudPort.default_region`), as docs/spec.md promises."""
+        missing = [t for t in self.targets if not t.region]
+        if not missing:
+            return
+        region = self.cloud.default_region()
+        if not region:
+            raise UserInputError(
+                f"no region for {', '.join(t.cluster_stack for t in missing)}: set `region` in the spec or "
+                f"the project; the {self.options.cloud} profile's configuration names none (for Nebius, the "
+                "region of the profile's parent-id project)"
+            )
+        self.progress.message(
+            f"{self.spec.name}: region {region}, from the profile's configuration, for "
+            f"{len(missing)} cluster(s) whose spec names none"
+        )
+        self.targets = [t if t.region else t.model_copy(update={"region": region}) for t in self.targets]
+
+    # ----------------------------------------------------------------------------- the plans
+
+    def plans(self) -> FleetPlans:
+        if self._plans is None:
+            self.resolve_regions()
+            tenant = self.tenant_id()
+            # Dynamic providers run in the engine's provider process; they learn the tenant from here.
+            self.settings.extra_env[TENANT_ENV] = tenant
+            in_cluster = self.cloud.kubernetes_api_available()
+            self._plans = build_plans(
+                self.spec, self.targets, self.options, tenant, in_cluster, for_destroy=self.deleting
+            )
+            for warning in self._plans.warnings:
+                self.progress.message(warning)
+        return self._plans
+
+    def project_plan(self, stack: str) -> ProjectPlan:
+        return next(p for p in self.plans().projects if p.stack == stack)
+
+    def toolchain(self) -> ToolchainVersions:
+        if self._toolchain is None:
+            self._toolchain = toolchain_versions()
+        return self._toolchain
+
+    def policy_identity(self) -> str:
+        if self._policy_identity is None:
+            self._policy_identity = policy_identity(self.executor.policy_packs, self.options.policy_config)
+        return self._policy_identity
+
+    def fingerprint(self, plan: ProjectPlan | ClusterPlan) -> str:
+        """What the stack of `plan` records as deployed from (engine/fingerprint.py)."""
+        if plan.stack not in self._fingerprints:
+            versions = self.toolchain().covering(terraform=isinstance(plan, ClusterPlan))
+            versions["policies"] = self.policy_identity()
+            self._fingerprints[plan.stack] = fingerprint(plan, self.options.cloud, self.profile, versions)
+        return self._fingerprints[plan.stack]
+
+    @functools.cached_property
+    def replacement_policy_enabled(self) -> bool:
+        """Whether the user's --policy-config leaves the gpu-node-group-replacement policy on."""
+        from npa_pulumi.policies.catalog import NODE_GROUP_REPLACEMENT_POLICY
+
+        if not self.options.policy_config:
+            return True
+        try:
+            config = json.loads(Path(self.options.policy_config).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return True  # the engine reports an unreadable config itself
+        if not isinstance(config, dict):
+            return True
+        entry = config.get(NODE_GROUP_REPLACEMENT_POLICY, config.get("all"))
+        level = entry.get("enforcementLevel") if isinstance(entry, dict) else entry
+        return level != "disabled"
+
+    # ---------------------------------------------------------------------------- stack ops
+
+    def result(self, command: str) -> FleetResult:
+        return FleetResult(
+            command=command,
+            fleet=self.spec.name,
+            cloud=self.options.cloud,
+            backend=self.settings.backend_url,
+            shard=self.options.shard,
+        )
+
+    def project_op(self, plan: ProjectPlan) -> StackOp:
+        return StackOp(
+            plan.stack,
+            "project",
+            plan.project_key,
+            None,
+            project_program(plan, self.options.cloud, self.profile, self.fingerprint(plan)),
+            stack_tags(plan.fleet, plan.project_key, None),
+            tags_needed=self._needs_tags(plan.stack),
+        )
+
+    def cluster_op(self, plan: ClusterPlan, project_ready: bool = True) -> StackOp:
+        return StackOp(
+            plan.stack,
+            "cluster",
+            plan.project_key,
+            plan.cluster_name,
+            cluster_program(plan, self.options.cloud, self.profile, project_ready, self.fingerprint(plan)),
+            stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
+            tags_needed=self._needs_tags(plan.stack),
+            gate_state="" if plan.health_gate is None else validating_state(plan.mig_enabled, plan.has_gpus),
+        )
+
+    def target_ops(self) -> list[StackOp]:
+        """Program-less ops of every selected target's cluster stack: for reading outputs only (they need
+        no plan, so no recipe, SSH key or region)."""
+        return [
+            StackOp(t.cluster_stack, "cluster", t.project_key, t.cluster_name, None, {}) for t in self.targets
+        ]
+
+    def _needs_tags(self, stack: str) -> bool:
+        """Stacks npa-pulumi deployed before carry a fingerprint output and were tagged then."""
+        outputs = self._outputs.get(stack)
+        return not (outputs and FINGERPRINT_OUTPUT in outputs)
+
+    def retry_command(self, command: str, project_key: str, cluster: str | None) -> str:
+        spec = self.options.spec_path or "<fleet.yaml>"
+        parts = [f"npa-pulumi {command} --spec {shlex.quote(spec)} --cloud {self.options.cloud}"]
+        if self.options.profile:
+            parts.append(f"--profile {shlex.quote(self.options.profile)}")
+        if self.options.backend:
+            # Quoted: an s3:// URL carries `&` between its query parameters.
+            parts.append(f"--backend {shlex.quote(self.options.backend)}")
+        if self.options.passphrase_file:
+            parts.append(f"--passphrase-file {shlex.quote(self.options.passphrase_file)}")
+        parts.append(f"--only-projects {project_key}")
+        if cluster:
+            parts.append(f"--only-clusters {cluster}")
+        parts.append("--yes")
+        return " ".join(parts)
+
+    # ------------------------------------------------------------------------ stack outputs
+
+    def stack_outputs(
+        self, ops: Sequence[StackOp], refresh: bool = False
+    ) -> dict[str, dict[str, Any] | None]:
+        """Outputs of each stack (None when it does not exist), read in parallel and cached."""
+        wanted = [op for op in ops if refresh or op.stack not in self._outputs]
+        if wanted:
+            with ThreadPoolExecutor(max_workers=max(1, self.options.concurrency)) as pool:
+                for op, outputs in zip(wanted, pool.map(self.executor.outputs, wanted), strict=True):
+                    self._outputs[op.stack] = outputs
+        return {op.stack: self._outputs.get(op.stack) for op in ops}
+
+    def cached_outputs(self, stack: str) -> dict[str, Any] | None:
+        """The outputs last read for `stack` (None when unread or absent): no engine is asked."""
+        return self._outputs.get(stack)
+
+    # ---------------------------------------------------------------------------- scheduling
+
+    def scheduler(
+        self, ops: Sequence[StackOp], limits: dict[Any, int] | None = None
+    ) -> Scheduler[StackResult]:
+        """The one scheduler over `ops` (each job keyed by its op's stack), configured by --concurrency and
+        --fail-fast (engine/scheduler.py)."""
+        by_stack = {op.stack: op for op in ops}
+
+        def skipped(stack: str) -> StackResult:
+            self.progress.phase(stack, "skipped")
+            return by_stack[stack].result(
+                "skipped", error="not started: an earlier target failed (--fail-fast)"
+            )
+
+        return Scheduler(
+            concurrency=self.options.concurrency,
+            is_failure=lambda result: result.failed,
+            failed=lambda stack, error: by_stack[stack].result("failed", error=error),
+            skipped=skipped,
+            fail_fast=self.options.fail_fast,
+            limits=limits or {},
+        )
+
+    def run_jobs(self, ops: Sequence[StackOp], jobs: Sequence[Job[StackResult]]) -> list[StackResult]:
+        """Run `jobs` (one per op, keyed by its stack) and return their results in the jobs' order."""
+        for op in ops:
+            self.progress.add(op.stack)
+        return self.scheduler(ops).run(jobs).ordered(jobs)
+
+    def pool(self, ops: Sequence[StackOp], work: Callable[[StackOp], StackResult]) -> list[StackResult]:
+        """Run `work` over independent `ops` with the configured concurrency; with fail-fast, stop
+        scheduling after the first failure and report the rest as skipped."""
+        return self.run_jobs(ops, [Job(op.stack, functools.partial(work, op)) for op in ops])
+
+    # ------------------------------------------------------------------------------ results
+
+    def unchanged_result(self, op: StackOp) -> StackResult:
+        outputs = self._outputs.get(op.stack) or {}
+        self.progress.add(op.stack)
+        self.progress.phase(op.stack, "unchanged", "inputs and live state match; skipped")
+        return op.result(
+            "unchanged",
+            project_id=outputs.get("project_id"),
+            cluster_id=outputs.get("cluster_id"),
+            kube_context=outputs.get("kube_context"),
+        )
+
+    def remember_policy(self, plan: ProjectPlan | ClusterPlan, result: StackResult) -> None:
+        """After an engine run that left the stack as its plan says: its policy results, for previews."""
+        from npa_pulumi.engine import policy_results
+        from npa_pulumi.policies.catalog import NODE_GROUP_REPLACEMENT_POLICY
+
+        # The replacement policy judges a Terraform plan, not the stack's plan: never replayed on a skip.
+        kept = [v for v in result.policy if v.policy != NODE_GROUP_REPLACEMENT_POLICY]
+        policy_results.store(self.settings.backend_url, plan.stack, self.fingerprint(plan), kept)
+
+    def fill_identity(self, result: FleetResult) -> None:
+        """Give every cluster entry its project id when the stacks know it."""
+        # The clusters stage runs no project stack: their outputs, read before, name the project.
+        project_ids = {
+            p.project_key: str((self._outputs.get(p.stack) or {}).get("project_id") or "") or None
+            for p in self.plans().projects
+        }
+        project_ids.update(
+            {s.project_key: s.project_id for s in result.stacks if s.kind == "project" and s.project_id}
+        )
+        for stack in result.stacks:
+            if stack.kind == "cluster":
+                stack.project_id = stack.project_id or project_ids.get(stack.project_key)

@@ -1,0 +1,149 @@
+"""Is a deployed stack still what it recorded? The live and drift checks every operation shares.
+
+`up` skips a stack only when it was deployed from exactly the current plan (its fingerprint) and the cloud
+still has what it recorded; `preview`, `refresh` and `status` report drift from the same reads. All of it
+is read-only: stack outputs (through the context's cache) and the cloud port.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift, declared_objects, live_drift
+from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.diy_backend import interrupted
+from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
+from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
+from npa_pulumi.engine.workspace import PROJECT_NAME
+
+
+def fingerprint_matches(
+    context: FleetContext, plan: ProjectPlan | ClusterPlan, outputs: dict[str, Any] | None
+) -> bool:
+    matches = outputs is not None and outputs.get(FINGERPRINT_OUTPUT) == context.fingerprint(plan)
+    # A run killed after the engine wrote the outputs but before it released the lock leaves a
+    # matching fingerprint behind a stale lock: run such a stack, so the lock is recovered.
+    return matches and not interrupted(context.settings.backend_url, plan.stack, PROJECT_NAME)
+
+
+def project_live(context: FleetContext, outputs: dict[str, Any]) -> bool:
+    try:
+        project = context.cloud.get_project(str(outputs.get("project_id")))
+        context.cloud.get_subnet(str(outputs.get("subnet_id")))
+        if outputs.get("bucket_id"):
+            context.cloud.get_bucket(str(outputs["bucket_id"]))
+    except CloudError:
+        return False
+    return project.state == "ACTIVE"
+
+
+def cluster_live(context: FleetContext, outputs: dict[str, Any]) -> bool:
+    cluster_id = outputs.get("cluster_id")
+    if not cluster_id:
+        return False
+    if outputs.get("lifecycle", "deployed") != "deployed":
+        return False  # a failed gate or missing credentials: `up` runs the stack again (only the gate)
+    try:
+        cluster = context.cloud.get_cluster(str(cluster_id))
+        groups = context.cloud.list_node_groups(cluster.id)
+        if drift(context, outputs):
+            return False  # an object the recipe made was deleted or resized outside the fleet
+    except CloudError:
+        return False
+    return cluster.state == "RUNNING" and all(
+        g.state == "RUNNING" and g.ready_node_count >= g.target_node_count for g in groups
+    )
+
+
+def drift(context: FleetContext, outputs: dict[str, Any]) -> list[Drift]:
+    """The objects a cluster stack's recipe declared (its `live_objects` output) that the cloud no longer
+    has or that differ from the spec; empty when the recipe declares none (npa_pulumi/bridge/drift.py).
+    Cloud errors other than NotFound propagate."""
+    declared = declared_objects({LIVE_OBJECTS_OUTPUT: outputs.get("live_objects")})
+    if not declared:
+        return []
+    return live_drift(context.cloud, str(outputs.get("project_id") or ""), declared)
+
+
+def deleted_cluster_drift(context: FleetContext, outputs: dict[str, Any]) -> list[dict[str, str]]:
+    """The drift of a cluster the cloud no longer has: every object its recipe declared that went with
+    it, or the cluster alone when the recipe declares none (or the check cannot run)."""
+    try:
+        found = [d.as_dict() for d in drift(context, outputs)]
+    except CloudError:
+        found = []
+    cluster = {"address": "", "kind": "cluster", "id": str(outputs.get("cluster_id") or "")}
+    return found or [{**cluster, "reason": "deleted outside the fleet"}]
+
+
+def cluster_drift(context: FleetContext, outputs: dict[str, Any]) -> list[dict[str, str]]:
+    """What of a deployed cluster changed outside the fleet, as refresh and preview report it (the whole
+    cluster when it is gone). Cloud errors other than NotFound propagate."""
+    try:
+        context.cloud.get_cluster(str(outputs["cluster_id"]))
+        return [d.as_dict() for d in drift(context, outputs)]
+    except NotFound:
+        return deleted_cluster_drift(context, outputs)
+
+
+def describe_drift(drift_found: list[dict[str, str]]) -> str:
+    """One line for a result's error: every drifted object with why."""
+    return "; ".join(f"{d['kind'].replace('_', ' ')} {d['id']} {d['reason']}" for d in drift_found)
+
+
+def needs_refresh(context: FleetContext, stack: str) -> bool:
+    """A deployed cluster stack whose live objects do not match what it recorded: its update must
+    refresh first, so the Terraform bridge sees the drift (an unchanged spec alone makes no diff)."""
+    outputs = context.cached_outputs(stack)
+    if not outputs or not outputs.get("cluster_id"):
+        return False
+    # A failed gate is retried by a plain update; its objects may still have drifted: check them too.
+    return not cluster_live(context, {**outputs, "lifecycle": "deployed"})
+
+
+def unchanged_projects(context: FleetContext) -> set[str]:
+    plans = context.plans().projects
+    outputs = context.stack_outputs([context.project_op(p) for p in plans])
+    return {
+        p.stack
+        for p in plans
+        if fingerprint_matches(context, p, outputs[p.stack]) and project_live(context, outputs[p.stack] or {})
+    }
+
+
+def cluster_unchanged(
+    context: FleetContext, plan: ClusterPlan, mine: dict[str, Any] | None, project: dict[str, Any] | None
+) -> bool:
+    """A cluster stack deployed from exactly `plan`, whose identity still matches its project stack's
+    outputs and whose live cluster and node groups all run: nothing for `up` to do, no new quota."""
+    if not (mine and project and fingerprint_matches(context, plan, mine)):
+        return False
+    same_identity = mine.get("project_id") == project.get("project_id") and mine.get("subnet_id") == (
+        plan.subnet_id or project.get("subnet_id")
+    )
+    return same_identity and cluster_live(context, mine)
+
+
+def unchanged_clusters(context: FleetContext) -> set[str]:
+    """The selected cluster stacks with nothing for `up` to do (cluster_unchanged), computed once per
+    command (the context keeps it until a project stack's update makes it stale)."""
+    if context.unchanged_cluster_stacks is None and not any_cluster_deployed(context):
+        context.unchanged_cluster_stacks = set()  # nothing to compare: spare planning (a new fleet)
+    if context.unchanged_cluster_stacks is None:
+        plans = context.plans()
+        project_outputs = context.stack_outputs([context.project_op(p) for p in plans.projects])
+        outputs = context.stack_outputs([context.cluster_op(c) for c in plans.clusters])
+        context.unchanged_cluster_stacks = {
+            plan.stack
+            for plan in plans.clusters
+            if cluster_unchanged(context, plan, outputs[plan.stack], project_outputs.get(plan.project_stack))
+        }
+    return context.unchanged_cluster_stacks
+
+
+def any_cluster_deployed(context: FleetContext) -> bool:
+    """Whether any selected cluster stack carries a fingerprint (was deployed by npa-pulumi)."""
+    return any(
+        FINGERPRINT_OUTPUT in (out or {}) for out in context.stack_outputs(context.target_ops()).values()
+    )

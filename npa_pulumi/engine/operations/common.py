@@ -1,0 +1,106 @@
+"""What several operations share: refusing a selection before anything is touched, and Terraform's own
+plan for a cluster (previews show it; `up` hands it to the node-group replacement policy)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.plans import FleetPlans
+from npa_pulumi.engine.programs import ClusterPlan
+from npa_pulumi.engine.stack_operations import StackOp
+from npa_pulumi.errors import NpaError
+
+log = logging.getLogger(__name__)
+
+
+def refuse_storage_without_mk8s(context: FleetContext, plans: FleetPlans) -> None:
+    """Object storage on a project whose selected clusters are all soperator (not deployable yet) is
+    refused, located in the spec, before anything is touched: the original tool failed closed too."""
+    if not plans.storage_without_mk8s:
+        return
+    from npa_pulumi.spec.errors import SpecError, SpecProblem
+
+    source = context.options.spec_path or "<spec>"
+    index = None
+    if context.options.spec_path:
+        from npa_pulumi.spec.yaml_source import load_yaml, read_spec_text
+
+        with contextlib.suppress(NpaError, OSError):
+            index = load_yaml(read_spec_text(context.options.spec_path), source)[1]
+    problems = []
+    for position in plans.storage_without_mk8s:
+        mark = index.exact(("projects", position, "object_storage")) if index else None
+        problems.append(
+            SpecProblem(
+                path=f"projects[{position}].object_storage",
+                line=mark[0] if mark else None,
+                column=mark[1] if mark else None,
+                message="object storage needs at least one selected mk8s cluster in its project; this "
+                "project's selected clusters are all soperator, which npa-pulumi does not deploy yet "
+                "(nothing was created or changed)",
+                hint="select an mk8s cluster of this project, or remove object_storage",
+            )
+        )
+    raise SpecError(problems, source)
+
+
+def terraform_plan(
+    context: FleetContext, op: StackOp, plan: ClusterPlan, project_outputs: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Terraform's own plan for the cluster, summarized (components/terraform_module.plan_preview);
+    read-only. A failure is reported in the summary, never raised: the preview or update stands."""
+    subnet_id = plan.subnet_id or (project_outputs or {}).get("subnet_id")
+    project_id = (project_outputs or {}).get("project_id")
+    if not (subnet_id and project_id):
+        return {"skipped": "the project stack is not deployed yet: no Terraform plan"}
+    from npa_pulumi.components.terraform_module import plan_preview
+
+    props = {
+        "cloud": context.options.cloud,
+        "profile": context.profile,
+        "fleet": plan.fleet,
+        "project_key": plan.project_key,
+        "cluster": plan.cluster_name,
+        "work_key": plan.stack,
+        "identity": {
+            "tenant_id": plan.tenant_id,
+            "parent_id": project_id,
+            "region": plan.region,
+            "subnet_id": subnet_id,
+        },
+        "tfvars": plan.tfvars,
+        "runtime_tfvars": plan.runtime_tfvars,
+        "recipe": plan.recipe,
+    }
+    try:
+        # Read through the cache: `up` has just read these outputs, a preview's cluster op too.
+        deployed = bool((context.stack_outputs([op])[op.stack] or {}).get("cluster_id"))
+        return plan_preview(props, deployed=deployed, stored_state=lambda: _stored_tf_state(context, op))
+    except NpaError as err:
+        return {"error": f"terraform plan failed: {err}"}
+    except Exception as err:  # the recipe or the cloud refused: reported, the preview itself stands
+        log.exception("terraform plan for %s failed", op.stack)
+        return {"error": f"terraform plan failed: {type(err).__name__}: {err}"}
+
+
+def _stored_tf_state(context: FleetContext, op: StackOp) -> str | None:
+    """The Terraform state the bridge keeps in the stack (a secret output), for a machine without the
+    stack's work dir."""
+    from npa_pulumi.policies.catalog import TERRAFORM_MODULE
+
+    state = context.executor.resource_output(op, TERRAFORM_MODULE, "tf_state")
+    return state if isinstance(state, str) and state else None
+
+
+def replacement_policy_config(terraform: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """The gpu-node-group-replacement policy's config entry for a plan that replaces node groups."""
+    from npa_pulumi.bridge.plan_summary import replaced_node_group_addresses
+    from npa_pulumi.policies.catalog import NODE_GROUP_REPLACEMENT_POLICY
+
+    addresses = replaced_node_group_addresses(terraform)
+    if not addresses:
+        return None
+    return {NODE_GROUP_REPLACEMENT_POLICY: {"planned_replacements": addresses}}

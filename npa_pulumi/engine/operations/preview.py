@@ -1,0 +1,151 @@
+"""`preview`: Pulumi's preview of every stack, except those provably unchanged, and Terraform's own plan
+for the clusters whose bridge has work."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.engine import liveness
+from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.operations.common import (
+    refuse_storage_without_mk8s,
+    replacement_policy_config,
+    terraform_plan,
+)
+from npa_pulumi.engine.plans import FleetPlans
+from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
+from npa_pulumi.engine.stack_operations import StackOp, change_counts
+from npa_pulumi.output.results import FleetResult, StackResult
+
+Preflight = Callable[[FleetPlans], dict[str, Any] | None]
+
+
+def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResult:
+    """Skipped: stacks deployed from exactly this plan (the fingerprint covers the policy packs too), live
+    as they recorded (no drift), and with the policy results of an engine run over that plan on this
+    machine (engine/policy_results.py), which the skipped preview reports. `--refresh` previews every
+    stack."""
+    result = context.result("preview")
+    plans = context.plans()
+    result.warnings = list(plans.warnings)
+    refuse_storage_without_mk8s(context, plans)
+    if preflight is not None:
+        result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
+    result.stacks.extend(plans.unsupported)
+    project_ops = [context.project_op(p) for p in plans.projects]
+    if context.options.stage != "clusters":
+        skip_projects = set() if context.options.refresh else liveness.unchanged_projects(context)
+        plan_of_project = {p.stack: p for p in plans.projects}
+        skipped, to_run = skippable(context, project_ops, skip_projects, plan_of_project)
+        result.stacks.extend(skipped)
+        if to_run:
+            context.warm_provider_host()
+        result.stacks.extend(context.pool(to_run, lambda op: _preview_stack(context, op, plan_of_project)))
+        if to_run:
+            # A project stack never deployed has no outputs yet (a preview creates the empty stack).
+            context.stack_outputs(to_run, refresh=True)
+            context.unchanged_cluster_stacks = None
+    if context.options.stage == "projects":
+        return result
+    project_outputs = context.stack_outputs(project_ops)
+    cluster_ops = [
+        context.cluster_op(c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id")))
+        for c in plans.clusters
+    ]
+    plan_of = {c.stack: c for c in plans.clusters}
+    skip_clusters = set() if context.options.refresh else liveness.unchanged_clusters(context)
+    skipped, cluster_ops = skippable(context, cluster_ops, skip_clusters, plan_of)
+    result.stacks.extend(skipped)
+    if cluster_ops:
+        context.warm_provider_host()
+    result.stacks.extend(
+        context.pool(
+            cluster_ops,
+            lambda op: _preview_cluster(
+                context, op, plan_of[op.stack], project_outputs.get(plan_of[op.stack].project_stack)
+            ),
+        )
+    )
+    context.fill_identity(result)
+    return result
+
+
+def skippable(
+    context: FleetContext,
+    ops: list[StackOp],
+    unchanged: set[str],
+    plans: Mapping[str, ProjectPlan | ClusterPlan],
+) -> tuple[list[StackResult], list[StackOp]]:
+    """(results of the unchanged stacks whose policy results are known, the ops that must run)."""
+    from npa_pulumi.engine import policy_results
+
+    skipped, run_these = [], []
+    for op in ops:
+        known = None
+        if op.stack in unchanged:
+            known = policy_results.load(
+                context.settings.backend_url, op.stack, context.fingerprint(plans[op.stack])
+            )
+        if known is None:
+            run_these.append(op)
+            continue
+        item = context.unchanged_result(op)
+        item.status, item.changes, item.policy = "no-changes", change_counts({}), known
+        skipped.append(item)
+    return skipped, run_these
+
+
+def _preview_stack(context: FleetContext, op: StackOp, plans: Mapping[str, ProjectPlan]) -> StackResult:
+    previewed = context.executor.run(op, "preview")
+    if previewed.status == "no-changes":
+        context.remember_policy(plans[op.stack], previewed)
+    return previewed
+
+
+def _preview_drift(context: FleetContext, outputs: dict[str, Any] | None) -> list[dict[str, str]]:
+    """What of a deployed cluster changed outside the fleet ([] when nothing, or when it cannot be
+    read): a preview reports it, and Terraform's plan shows how `up` repairs it."""
+    if not outputs or not outputs.get("cluster_id"):
+        return []
+    try:
+        return liveness.cluster_drift(context, outputs)
+    except CloudError:
+        return []
+
+
+def _preview_cluster(
+    context: FleetContext, op: StackOp, plan: ClusterPlan, project_outputs: dict[str, Any] | None
+) -> StackResult:
+    """Pulumi's preview, then Terraform's own plan where the bridge has work (its inputs changed, or
+    every cluster with --refresh); what of a deployed cluster drifted. An unchanged cluster runs no
+    terraform at all."""
+    drift = _preview_drift(context, context.cached_outputs(op.stack))
+    previewed = context.executor.run(op, "preview")
+    bridge_changed = previewed.status == "changes" and (
+        not previewed.diff or any(d.get("urn", "").endswith("-terraform") for d in previewed.diff)
+    )
+    if previewed.status == "no-changes" and not drift:
+        context.remember_policy(plan, previewed)
+    if drift and not previewed.failed:
+        # The engine's preview compares inputs only: a cluster changed behind the fleet's back is
+        # reported from the live check, as `refresh` and `status` report it (`up` refreshes and repairs).
+        previewed.drift, previewed.status = drift, "changes"
+        previewed.error = liveness.describe_drift(drift) + "; up brings it back to the spec"
+    if previewed.failed or not (bridge_changed or context.options.refresh):
+        return previewed
+    context.progress.phase(op.stack, "terraform plan")
+    terraform = terraform_plan(context, op, plan, project_outputs)
+    replacements = replacement_policy_config(terraform)
+    if replacements is not None:
+        # The policies ran before Terraform's plan was known: preview again with the planned node-group
+        # replacements in the gpu-node-group-replacement policy's config (only in this, rare, case).
+        again = context.executor.run(dataclasses.replace(op, policy_config=replacements), "preview")
+        if drift and not again.failed:
+            again.drift, again.status, again.error = previewed.drift, previewed.status, previewed.error
+        previewed = again
+    previewed.terraform = terraform
+    context.progress.phase(op.stack, "done", previewed.status)
+    return previewed

@@ -1,0 +1,43 @@
+"""`status` and `kubeconfig`: read-only views of the selected cluster stacks."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.output.results import FleetResult
+from npa_pulumi.plan.naming import kube_context_name
+
+log = logging.getLogger(__name__)
+
+
+def run(context: FleetContext) -> FleetResult:
+    from npa_pulumi.engine.status import cluster_status
+
+    result = context.result("status")
+    plans = context.plans()
+    result.warnings = list(plans.warnings)
+    result.stacks.extend(plans.unsupported)
+    ops = [context.cluster_op(c) for c in plans.clusters]
+    started = time.monotonic()
+    result.stacks.extend(context.pool(ops, lambda op: cluster_status(context, op)))
+    log.debug("status took %.1fs", time.monotonic() - started)
+    return result
+
+
+def kubeconfigs(context: FleetContext) -> list[dict[str, str]]:
+    """For every selected cluster: its stack, context and cluster id, plus `kubeconfig` (YAML, fresh
+    credentials from the cloud) when its stack is deployed; what `npa-pulumi kubeconfig` prints."""
+    from npa_pulumi.engine import kubeconfigs as registry
+
+    outputs = context.stack_outputs(context.target_ops())
+    found = []
+    for target in context.targets:
+        name = kube_context_name(context.spec.name, target.project_key, target.cluster_name)
+        cluster_id = str((outputs.get(target.cluster_stack) or {}).get("cluster_id") or "")
+        entry = {"stack": target.cluster_stack, "context": name, "cluster_id": cluster_id}
+        if cluster_id:
+            entry["kubeconfig"] = registry.kubeconfig_text(context.cloud, cluster_id, name)[0]
+        found.append(entry)
+    return found

@@ -1,0 +1,94 @@
+"""`destroy` (and its dry run) and `cleanup`: the ordered, receipted teardown of engine/teardown.py.
+
+The phases a user confirms are the ones that run: `plan` returns the planned `Teardown` with its phases,
+and `destroy` runs that same object (planning again only when none was planned with the same options).
+Destroy plans name what it deletes only (`FleetContext.deleting`): no SSH key or compatible recipe is
+needed to delete a fleet.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.resume import Receipt, carry_completed
+from npa_pulumi.engine.teardown import (
+    Teardown,
+    new_receipt_path,
+    receipt_document,
+    resume_command,
+    write_receipt,
+)
+from npa_pulumi.engine.teardown_model import TeardownOptions
+from npa_pulumi.output.results import FleetResult
+
+
+def plan(context: FleetContext, options: TeardownOptions) -> tuple[FleetResult, Teardown]:
+    """`destroy --dry-run`, and what a destroy asks the user to confirm: every phase with what it would
+    delete or retain and why. Reads stack outputs and the live cloud; changes nothing."""
+    context.deleting = True
+    result = context.result("destroy")
+    result.dry_run = True
+    plans = context.plans()
+    result.warnings = list(plans.warnings)
+    teardown = Teardown(context, options)
+    result.phases = teardown.plan()
+    return result, teardown
+
+
+def destroy(
+    context: FleetContext,
+    options: TeardownOptions,
+    resumed: Receipt | None = None,
+    planned: Teardown | None = None,
+) -> FleetResult:
+    """Ordered teardown: cluster stacks, then (once none of its clusters remain) each project stack with
+    an owned network, then the opt-in bucket, storage identity and project phases; a receipt records
+    every phase. `resumed`: the receipt this run continues (`destroy --receipt`), whose completed phases
+    stay completed. `planned`: the teardown the user confirmed (its phases run as planned)."""
+    context.deleting = True
+    started = time.time()
+    result = context.result("destroy")
+    plans = context.plans()
+    result.warnings = list(plans.warnings)
+    result.stacks.extend(plans.unsupported)
+    run = planned if planned is not None and planned.options == options else Teardown(context, options)
+    result.phases = run.planned_phases if run.planned_phases is not None else run.plan()
+    path = new_receipt_path(context.spec.name)
+    result.receipt, result.receipt_id = str(path), path.stem
+    result.resumes = resumed.id if resumed else None
+
+    def record(outcome: str) -> None:
+        document = receipt_document(context, options, result.phases, started, outcome, path, result.resumes)
+        write_receipt(context.spec.name, document, path)
+
+    record("running")  # before anything is deleted: a killed run still leaves its record
+    try:
+        run.run(result, result.phases)
+    finally:
+        if resumed is not None:
+            result.phases = carry_completed(resumed, result.phases)
+        if result.partial_cleanup:
+            spec_path = str(Path(context.options.spec_path).resolve()) if context.options.spec_path else None
+            result.resume_command = resume_command(path.stem, result.phases, spec_path)
+        record(result.outcome)
+    for item in result.stacks:
+        if item.kind == "project" and item.status == "destroyed":
+            item.outputs["retained"] = "; ".join(
+                f"{p.phase}: {p.reason}"
+                for p in result.phases
+                if p.stack == item.stack and p.status == "retained"
+            )
+    return result
+
+
+def cleanup(context: FleetContext, options: TeardownOptions, dry_run: bool) -> FleetResult:
+    """What the fleet created that no stack references any more (read-only with `dry_run`), deleted
+    through the teardown's guarded phases otherwise (engine/cleanup.py)."""
+    from npa_pulumi.engine.cleanup import run_cleanup
+
+    context.deleting = True
+    result = context.result("cleanup")
+    run_cleanup(context, options, dry_run, result)
+    return result
