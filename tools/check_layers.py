@@ -9,7 +9,10 @@ A module may import its own package, and any package of a lower layer. It may no
 nor a sibling of its own layer unless `SIBLING_EDGES` names that edge (and why). `policies` (the
 CrossGuard pack, run by the engine in a plugin host of its own) depends only on `ONLY_ALLOWED["policies"]`.
 Every import counts: inside functions and `if TYPE_CHECKING:` blocks too. The package graph must have no
-cycle. A package or root module that is in no layer is an error: decide where it goes (docs/architecture.md
+cycle, and neither may the module graph inside a package (an import hidden in a function or under
+TYPE_CHECKING still ties two modules together). Fences: only the modules of `FENCES[name]` import the
+external module `name` (Pulumi's Automation API has one importer), and `NEVER_IMPORTS` names modules a
+package may not import at all (the engine never imports the local simulator). A package or root module that is in no layer is an error: decide where it goes (docs/architecture.md
 says how) and add it here.
 
 Reads source files only (the standard library's `ast`); imports nothing of npa_pulumi.
@@ -49,6 +52,13 @@ SIBLING_EDGES: dict[tuple[str, str], str] = {
 }
 # Packages that may import only these (besides themselves).
 ONLY_ALLOWED: dict[str, frozenset[str]] = {"policies": frozenset({"runtime"})}
+# External modules only one subpackage may import: module -> the package prefix that owns it.
+FENCES: dict[str, str] = {"pulumi.automation": f"{PACKAGE}.engine.automation"}
+# (importer package prefix, imported module prefix) -> why the importer never imports it.
+NEVER_IMPORTS: dict[tuple[str, str], str] = {
+    (f"{PACKAGE}.engine", f"{PACKAGE}.cloud.local"): "the engine reaches the local simulator only through "
+    "the cloud port and cloud/factory.py",
+}
 # Source directories outside npa_pulumi/ that install as its subpackages (pyproject.toml package-dir).
 MAPPED_DIRS: dict[str, str] = {"components": f"{PACKAGE}.components", "policies": f"{PACKAGE}.policies"}
 
@@ -132,6 +142,54 @@ def imports_of(module: str, path: Path, known: set[str]) -> Iterator[Import]:
                 yield Import(module, target, path, getattr(node, "lineno", 0))
 
 
+def external_imports_of(path: Path) -> Iterator[tuple[str, int]]:
+    """(module, line) of every absolute import of a module outside the package, `from a import b` as
+    both `a` and `a.b` (so `from pulumi import automation` is an import of pulumi.automation)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.module, node.lineno
+            for alias in node.names:
+                yield f"{node.module}.{alias.name}", node.lineno
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(f"{prefix}.")
+
+
+def _owning_module(target: str, known: set[str]) -> str | None:
+    while target not in known and "." in target:
+        target = target.rsplit(".", 1)[0]
+    return target if target in known else None
+
+
+def fence_problems(files: list[tuple[str, Path]], repo: Path) -> list[str]:
+    problems = []
+    for module, path in files:
+        for target, line in external_imports_of(path):
+            for fenced, owner in FENCES.items():
+                if _within(target, fenced) and not _within(module, owner):
+                    where = path.relative_to(repo)
+                    problems.append(f"{where}:{line}: {module} imports {fenced}: only {owner} may")
+    return sorted(set(problems))
+
+
+def module_cycle_problems(files: list[tuple[str, Path]], known: set[str]) -> list[str]:
+    """Cycles of the module graph inside each package (imports of the package itself excluded: a
+    submodule importing its package's `__init__` is how Python loads it anyway)."""
+    edges: dict[str, set[str]] = {}
+    for module, path in files:
+        for imp in imports_of(module, path, known):
+            target = _owning_module(imp.target, known)
+            if target is None or target == module or module.startswith(f"{target}."):
+                continue
+            edges.setdefault(module, set()).add(target)
+    return [f"module cycle among: {', '.join(cycle[:-1])}" for cycle in cycles(edges)]
+
+
 def violations(repo: Path = REPO) -> list[str]:
     files = list(source_files(repo))
     known = {module for module, _ in files}
@@ -148,6 +206,9 @@ def violations(repo: Path = REPO) -> list[str]:
             if target is None or target.startswith("?"):
                 problems.append(f"{where}:{imp.line}: {module} imports {imp.target}, which is in no layer")
                 continue
+            for (importer, imported), why in NEVER_IMPORTS.items():
+                if _within(module, importer) and _within(imp.target, imported):
+                    problems.append(f"{where}:{imp.line}: {module} imports {imp.target}: {why}")
             if target == source:
                 continue
             edges.setdefault(source, set()).add(target)
@@ -155,6 +216,8 @@ def violations(repo: Path = REPO) -> list[str]:
             if reason:
                 problems.append(f"{where}:{imp.line}: {module} imports {imp.target}: {reason}")
     problems.extend(f"package cycle among: {', '.join(cycle[:-1])}" for cycle in cycles(edges))
+    problems.extend(module_cycle_problems(files, known))
+    problems.extend(fence_problems(files, repo))
     return problems
 
 

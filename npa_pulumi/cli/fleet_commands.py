@@ -161,7 +161,7 @@ def _nothing_to_do(command: str, spec: Any, kw: dict[str, Any]) -> int:
         "nothing to do" + (f" (shard {kw['shard']} owns no cluster)" if kw.get("shard") else "")
     )
     if kw["output"] == "json":
-        from npa_pulumi.engine.workspace import resolve_backend_url
+        from npa_pulumi.engine.automation.workspace import resolve_backend_url
         from npa_pulumi.output.results import FleetResult
 
         result = FleetResult(
@@ -611,9 +611,9 @@ def _destroy_from_receipt(kw: dict[str, Any], asked: Any) -> int:
     stops before a mutation. The receipt's flags stay asked for; flags given here add to them."""
     from dataclasses import fields
 
+    from npa_pulumi.engine.automation.workspace import resolve_backend_url
     from npa_pulumi.engine.resume import ReceiptMismatch, check_identity, find_receipt
     from npa_pulumi.engine.teardown_model import TeardownOptions
-    from npa_pulumi.engine.workspace import resolve_backend_url
 
     receipt = find_receipt(kw["receipt_ref"])
     if kw["shard"] or kw["only_clusters"]:
@@ -762,7 +762,7 @@ def cleanup_command(**kw: Any) -> None:
 def _local_cleanup(kw: dict[str, Any]) -> int:
     """`cleanup` without a spec: the npa home only (engine/local_cleanup.py); nothing in any cloud."""
     from npa_pulumi.engine import local_cleanup
-    from npa_pulumi.engine.workspace import resolve_backend_url
+    from npa_pulumi.engine.automation.workspace import resolve_backend_url
 
     cloud_flags = [
         f"--{name.replace('_', '-')}"
@@ -883,7 +883,7 @@ def stacks_command(backend: str | None, fleet_name: str | None, output: str) -> 
     """List the fleet stacks in the backend (what `pulumi stack ls` shows in this repository)."""
 
     def body() -> int:
-        from npa_pulumi.engine.stacks import list_fleet_stacks
+        from npa_pulumi.engine.automation.stacks import list_fleet_stacks
 
         stacks = list_fleet_stacks(backend, fleet_name)
         if output == "json":

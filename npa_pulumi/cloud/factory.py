@@ -36,3 +36,20 @@ def make_cloud(
         cloud: CloudPort = local.LocalCloud(**options)
         return cloud
     raise ValueError(f"unknown cloud kind {kind!r} (expected 'local' or 'nebius')")
+
+
+def ensure_backend_served(url: str) -> None:
+    """A backend URL whose S3 endpoint is the local cloud's own server (`backend init --cloud local`):
+    that server must run before the engine (or npa-pulumi's own reads) use the URL; started here, on the
+    port the URL names, if it does not (a reset or a reboot stopped it). Any other URL is left alone, and
+    nothing of the local cloud is loaded for it."""
+    import urllib.parse
+
+    endpoint = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query)).get("endpoint", "")
+    host = urllib.parse.urlsplit(endpoint).hostname or ""
+    if not endpoint.startswith("http://") or not (host == "localhost" or host.startswith("127.")):
+        return  # only the local cloud serves plain HTTP on loopback for npa-pulumi
+    daemon = importlib.import_module("npa_pulumi.cloud.local.s3daemon")
+    cloud_dir = importlib.import_module("npa_pulumi.cloud.local.db").cloud_dir()
+    if daemon.serves(cloud_dir, endpoint):
+        daemon.ensure_running(cloud_dir)

@@ -305,6 +305,11 @@ class CloudPort(Protocol):
         without API servers, for tests that never look inside a cluster)."""
         ...
 
+    def object_storage_endpoint(self, region: str) -> str:
+        """The S3 endpoint that serves this cloud's buckets in `region` (the local cloud starts its own
+        server first when it does not run), for `backend init`."""
+        ...
+
     def cluster_access(self, cluster_id: str) -> ClusterAccess:
         """How to reach a RUNNING cluster's API: its address, CA and a credential (Nebius: the `nebius`
         CLI as an exec plugin pinned to the profile, never a stored token)."""

@@ -44,8 +44,7 @@ from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.home import npa_home
 
 if TYPE_CHECKING:
-    from npa_pulumi.cloud.local import LocalCloud
-    from npa_pulumi.cloud.port import Project
+    from npa_pulumi.cloud.port import CloudPort, Project
 
 DEFAULT_NEBIUS_REGION = "eu-north1"
 LOCAL_STATE_PROJECT = "npa-state"  # the local cloud's project for state buckets (unless --project)
@@ -194,7 +193,7 @@ def local_profile(bucket: str) -> str:
     return f"npa-{bucket}"
 
 
-def _local_project(cloud: LocalCloud, project: str | None) -> Project:
+def _local_project(cloud: CloudPort, project: str | None) -> Project:
     from npa_pulumi.cloud.errors import NotFound
 
     if project:
@@ -211,18 +210,19 @@ def _local_project(cloud: LocalCloud, project: str | None) -> Project:
     )
 
 
-def _minted_key(cloud: LocalCloud, project_id: str, bucket: str) -> tuple[str, SecretStr, Path, str]:
+def _minted_key(cloud: CloudPort, project_id: str, bucket: str) -> tuple[str, SecretStr, Path, str]:
     """The bucket's own access key, kept in its shared-credentials profile: the one written before when
     it is still a live key of the local cloud, else a new key of the bucket's service account (its older
     keys deleted, so keys do not pile up) written there (0600)."""
     path, profile = local_credentials_path(bucket), local_profile(bucket)
     existing = from_profile(path, profile) if path.is_file() else None
-    if existing is not None and cloud.simulator.s3_access_key(existing[0]) is not None:
-        return existing[0], existing[1], path, profile
     name = f"npa-state-{bucket}".replace(".", "-")[:63]
-    account = cloud.find_service_account(project_id, name) or cloud.create_service_account(
-        project_id, name, labels={"npa-purpose": "pulumi-state"}
-    )
+    found = cloud.find_service_account(project_id, name)
+    if existing is not None and found is not None:
+        live = {k.aws_access_key_id for k in cloud.list_access_keys(project_id, found.id)}
+        if existing[0] in live:
+            return existing[0], existing[1], path, profile
+    account = found or cloud.create_service_account(project_id, name, labels={"npa-purpose": "pulumi-state"})
     minted = cloud.create_access_key(project_id, account.id)
     for old in cloud.list_access_keys(project_id, account.id):
         if old.id != minted.key.id:
@@ -242,13 +242,13 @@ def init_local_bucket(bucket: str, project: str | None = None) -> BackendBucket:
     `project`, else the local tenant's state project; with the exported key, else the bucket's own
     (minted and written as a shared-credentials profile)."""
     from npa_pulumi.cloud.errors import CloudError
-    from npa_pulumi.cloud.local import LocalCloud, s3daemon
+    from npa_pulumi.cloud.factory import make_cloud
 
     _check_name(bucket)
-    cloud = LocalCloud()
+    cloud = make_cloud("local")
     try:
         state_project = _local_project(cloud, project)
-        endpoint = s3daemon.ensure_running(cloud.directory)
+        endpoint = cloud.object_storage_endpoint(state_project.region)
         exported = bool(os.environ.get(ACCESS_KEY_ENV) or os.environ.get(SECRET_KEY_ENV))
         path: Path | None = None
         profile: str | None = None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.absence import NotYetGone, delete_network, delete_subnet
 from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.engine.automation.workspace import stack_names
 from npa_pulumi.engine.guarded_phases import (
     PhaseFactory,
     TeardownRefused,
@@ -35,7 +36,6 @@ from npa_pulumi.engine.guarded_phases import (
 from npa_pulumi.engine.guarded_phases import ours as _ours
 from npa_pulumi.engine.teardown import RECEIPT_VERSION, drop_record, write_receipt
 from npa_pulumi.engine.teardown_model import TeardownOptions
-from npa_pulumi.engine.workspace import stack_names
 from npa_pulumi.output.results import TeardownPhase
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class Cleanup:
 
     def referenced(self) -> set[str]:
         """Every id an existing stack of this fleet names in its outputs."""
-        from npa_pulumi.engine.stack_operations import StackOp
+        from npa_pulumi.engine.automation.stack_operations import StackOp
 
         prefix = f"{self.name}."
         names = [n for n in stack_names(self.fleet.settings) if n.startswith(prefix)]

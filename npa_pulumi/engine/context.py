@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.factory import TENANT_ENV
+from npa_pulumi.engine.automation.stack_operations import StackExecutor, StackOp
+from npa_pulumi.engine.automation.stacks import stack_tags
+from npa_pulumi.engine.automation.workspace import EngineSettings
 from npa_pulumi.engine.fingerprint import (
     FINGERPRINT_OUTPUT,
     ToolchainVersions,
@@ -32,9 +35,6 @@ from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
 from npa_pulumi.engine.scheduler import Job, Scheduler
-from npa_pulumi.engine.stack_operations import StackExecutor, StackOp
-from npa_pulumi.engine.stacks import stack_tags
-from npa_pulumi.engine.workspace import EngineSettings
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.runtime.analyzer_service import SOCKET_ENV

@@ -11,11 +11,11 @@ from typing import Any
 
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift, declared_objects, live_drift
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.automation.diy_backend import interrupted
+from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.context import FleetContext
-from npa_pulumi.engine.diy_backend import interrupted
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
-from npa_pulumi.engine.workspace import PROJECT_NAME
 
 
 def fingerprint_matches(

@@ -154,8 +154,8 @@ def cluster_program(
         import pulumi
 
         from npa_pulumi.components import K8sTrainingCluster, K8sTrainingClusterArgs
+        from npa_pulumi.engine.automation.stacks import stack_reference_name
         from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
-        from npa_pulumi.engine.stacks import stack_reference_name
 
         project_id: pulumi.Input[str]
         subnet_id: pulumi.Input[str]

@@ -30,8 +30,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from npa_pulumi.engine.diy_backend import diy_root
-from npa_pulumi.engine.stacks import StackLocked
+from npa_pulumi.engine.automation.diy_backend import diy_root
+from npa_pulumi.engine.automation.stacks import StackLocked
 from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.runtime.locks import FileLock, held_elsewhere
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.engine import liveness
+from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
-from npa_pulumi.engine.stack_operations import StackOp
 from npa_pulumi.output.results import StackResult
 
 if TYPE_CHECKING:

@@ -36,9 +36,9 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.engine.automation.workspace import stack_names
 from npa_pulumi.engine.guarded_phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
-from npa_pulumi.engine.workspace import stack_names
 from npa_pulumi.output.results import TeardownPhase
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.home import npa_home
@@ -164,7 +164,7 @@ class Teardown:
         return self.planned_phases
 
     def _plan(self) -> list[TeardownPhase]:
-        from npa_pulumi.engine.stack_operations import StackOp
+        from npa_pulumi.engine.automation.stack_operations import StackOp
 
         plans = self.fleet.plans()
         phases: list[TeardownPhase] = []

@@ -9,8 +9,8 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from npa_pulumi.engine import diy_backend as diy
-from npa_pulumi.engine.workspace import EngineSettings, select_or_create_stack
+from npa_pulumi.engine.automation import diy_backend as diy
+from npa_pulumi.engine.automation.workspace import EngineSettings, select_or_create_stack
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import pulumi
 import pytest
 from pulumi import automation as auto
 
-from npa_pulumi.engine.workspace import EngineSettings, select_or_create_stack, workspace_options
+from npa_pulumi.engine.automation.workspace import EngineSettings, select_or_create_stack, workspace_options
 from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = pytest.mark.integration

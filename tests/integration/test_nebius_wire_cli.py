@@ -27,7 +27,7 @@ import pytest
 from wire.fake import FakeNebius
 from wire.world import OTHER_TENANT, TENANT, TOKEN, WireWorld, wire_world
 
-from npa_pulumi.engine.workspace import EngineSettings, select_or_create_stack
+from npa_pulumi.engine.automation.workspace import EngineSettings, select_or_create_stack
 
 pytestmark = pytest.mark.integration
 

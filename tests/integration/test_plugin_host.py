@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine.workspace import plugin_python_wrapper
+from npa_pulumi.engine.automation.workspace import plugin_python_wrapper
 from npa_pulumi.runtime.plugin_host import plugin_module
 
 

@@ -20,7 +20,7 @@ import pulumi
 import pytest
 from pulumi import automation as auto
 
-from npa_pulumi.engine.workspace import engine_env
+from npa_pulumi.engine.automation.workspace import engine_env
 from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
-from npa_pulumi.engine.workspace import EngineSettings, select_or_create_stack
+from npa_pulumi.engine.automation.workspace import EngineSettings, select_or_create_stack
 
 pytestmark = pytest.mark.integration
 

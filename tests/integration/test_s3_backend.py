@@ -21,7 +21,7 @@ import pytest
 from fleet_helpers import CLI, REPO, CliResult, inventory, npa, write_spec
 from s3_support import S3Server
 
-from npa_pulumi.engine import diy_backend
+from npa_pulumi.engine.automation import diy_backend
 from npa_pulumi.runtime.processes import process_alive
 from npa_pulumi.runtime.toolchain import find_pulumi
 

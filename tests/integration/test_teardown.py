@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from fleet_helpers import CLI, inventory, npa, write_spec
 
-from npa_pulumi.engine.workspace import EngineSettings
+from npa_pulumi.engine.automation.workspace import EngineSettings
 from npa_pulumi.runtime.toolchain import find_pulumi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine.workspace import DEFAULT_BACKEND_URL, resolve_backend_url
+from npa_pulumi.engine.automation.workspace import DEFAULT_BACKEND_URL, resolve_backend_url
 
 
 @pytest.fixture

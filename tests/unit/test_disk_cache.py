@@ -12,7 +12,7 @@ import pytest
 from npa_pulumi.bridge import recipe as recipe_module
 from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource, materialize, stand_in_dir
 from npa_pulumi.bridge.terraform import terraform_version
-from npa_pulumi.engine.workspace import pulumi_command
+from npa_pulumi.engine.automation.workspace import pulumi_command
 from npa_pulumi.runtime import disk_cache
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine import diy_backend as diy
+from npa_pulumi.engine.automation import diy_backend as diy
 
 PROJECT = "npa-fleet"
 

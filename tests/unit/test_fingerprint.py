@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from npa_pulumi import __version__
+from npa_pulumi.engine.automation.workspace import pulumi_command
 from npa_pulumi.engine.fingerprint import UNAVAILABLE, ToolchainVersions, fingerprint, toolchain_versions
 from npa_pulumi.engine.programs import ProjectPlan
-from npa_pulumi.engine.workspace import pulumi_command
 
 PLAN = ProjectPlan(
     fleet="f", project_key="p", display_name="P", project_id=None, region="r", tenant_id="t", stack="f.p"

@@ -53,8 +53,9 @@ def _append(path: Path, text: str) -> None:
 
 
 def test_an_upward_import_fails(tree: Path) -> None:
-    _append(tree / "npa_pulumi/runtime/home.py", "\nfrom npa_pulumi.engine import stacks\n")
-    problem, cycle = check_layers.violations(tree)
+    _append(tree / "npa_pulumi/runtime/home.py", "\nfrom npa_pulumi.engine.automation import stacks\n")
+    problem, cycle, module_cycle = check_layers.violations(tree)
+    assert module_cycle.startswith("module cycle among: ")  # the modules that now import each other
     assert problem.startswith("npa_pulumi/runtime/home.py:")
     assert "runtime may not import engine, a higher layer" in problem
     assert cycle.startswith("package cycle among: ") and "engine" in cycle and "runtime" in cycle
@@ -66,7 +67,8 @@ def test_a_hidden_upward_import_fails(tree: Path) -> None:
         "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..plan import Target\n"
         "\ndef _late() -> None:\n    import npa_pulumi.cli.main\n",
     )
-    *problems, cycle = check_layers.violations(tree)
+    found = check_layers.violations(tree)
+    *problems, cycle = [p for p in found if not p.startswith("module cycle among: ")]
     assert len(problems) == 2
     assert all(p.startswith("npa_pulumi/spec/names.py:") and "spec may not import" in p for p in problems)
     assert cycle.startswith("package cycle among: ")
@@ -94,3 +96,40 @@ def test_cycles_are_found() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "b"}, "d": {"a"}, "e": {"f"}, "f": {"e"}}
     assert check_layers.cycles(edges) == [["a", "b", "c", "a"], ["e", "f", "e"]]
     assert check_layers.cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_a_module_cycle_inside_a_package_fails_even_hidden_in_a_function(tree: Path) -> None:
+    """Two engine modules that import each other (one of the imports inside a function, as the old
+    orchestrator hid its cycle) are a module cycle, though the package graph is unchanged."""
+    _append(
+        tree / "npa_pulumi/engine/liveness.py",
+        "\n\ndef _late() -> None:\n    from npa_pulumi.engine.operations import up  # noqa: F401\n",
+    )
+    [problem] = check_layers.violations(tree)
+    assert problem.startswith("module cycle among: ")
+    assert "npa_pulumi.engine.liveness" in problem and "npa_pulumi.engine.operations.up" in problem
+
+
+def test_a_type_checking_module_cycle_fails(tree: Path) -> None:
+    _append(
+        tree / "npa_pulumi/engine/options.py",
+        "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from npa_pulumi.engine.context import X\n",
+    )
+    [problem] = check_layers.violations(tree)
+    assert problem.startswith("module cycle among: ") and "npa_pulumi.engine.options" in problem
+
+
+def test_only_the_automation_fence_imports_pulumi_automation(tree: Path) -> None:
+    _append(tree / "npa_pulumi/engine/liveness.py", "\nfrom pulumi import automation as auto\n")
+    _append(tree / "npa_pulumi/sdk/fleet.py", "\nimport pulumi.automation\n")
+    problems = check_layers.violations(tree)
+    assert len(problems) == 2
+    assert all("imports pulumi.automation: only npa_pulumi.engine.automation may" in p for p in problems)
+    assert {p.split(":")[0] for p in problems} == {"npa_pulumi/engine/liveness.py", "npa_pulumi/sdk/fleet.py"}
+
+
+def test_the_engine_never_imports_the_local_simulator(tree: Path) -> None:
+    _append(tree / "npa_pulumi/engine/backend_init.py", "\nfrom npa_pulumi.cloud.local import s3daemon\n")
+    [problem] = check_layers.violations(tree)
+    assert problem.startswith("npa_pulumi/engine/backend_init.py:")
+    assert "the engine reaches the local simulator only through the cloud port" in problem

@@ -7,7 +7,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from npa_pulumi.engine import diy_backend
+from npa_pulumi.engine.automation import diy_backend
 from npa_pulumi.engine.lifecycle import (
     TAG_REASON,
     TAG_RETRY,

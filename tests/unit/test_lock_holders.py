@@ -7,7 +7,7 @@ import socket
 import subprocess
 from datetime import UTC, datetime
 
-from npa_pulumi.engine.stacks import lock_holders
+from npa_pulumi.engine.automation.stacks import lock_holders
 
 # The pinned engine's message (backend/diy/lock.go checkForLock), as the Automation API raises it.
 REFUSAL = (

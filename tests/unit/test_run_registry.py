@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from npa_pulumi.engine.automation.stacks import StackLocked
 from npa_pulumi.engine.runlock import exclusive_run, registry_dir
-from npa_pulumi.engine.stacks import StackLocked
 
 REPO = Path(__file__).resolve().parents[2]
 HOLDER = """

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine.diy_backend import LockInfo
+from npa_pulumi.engine.automation.diy_backend import LockInfo
 from npa_pulumi.runtime.processes import (
     is_zombie,
     parent_pid,

@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from npa_pulumi.engine.workspace import engine_env
+from npa_pulumi.engine.automation.workspace import engine_env
 from npa_pulumi.runtime.toolchain import find_pulumi, find_terraform
 
 REPO = Path(__file__).resolve().parents[2]

@@ -266,6 +266,11 @@ class LocalCloud:
     def kubernetes_api_available(self) -> bool:
         return self.simulator.kubernetes_api_enabled()
 
+    def object_storage_endpoint(self, region: str) -> str:
+        from npa_pulumi.cloud.local import s3daemon
+
+        return s3daemon.ensure_running(self.directory)
+
     def cluster_access(self, cluster_id: str) -> ClusterAccess:
         creds = self.simulator.get_cluster_credentials(cluster_id)
         certificate = ClientCertificate(creds["client_certificate_pem"], creds["client_key_pem"])

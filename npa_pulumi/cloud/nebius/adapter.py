@@ -858,6 +858,9 @@ class NebiusCloud:
     def kubernetes_api_available(self) -> bool:
         return True
 
+    def object_storage_endpoint(self, region: str) -> str:
+        return f"https://storage.{region}.nebius.cloud"
+
     def cluster_access(self, cluster_id: str) -> ClusterAccess:
         """The cluster's public endpoint and CA from the API, and the `nebius` CLI as the exec credential
         plugin pinned to this adapter's profile (as `nebius mk8s cluster get-credentials` writes it), so

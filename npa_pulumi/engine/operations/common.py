@@ -7,10 +7,10 @@ import contextlib
 import logging
 from typing import Any
 
+from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan
-from npa_pulumi.engine.stack_operations import StackOp
 from npa_pulumi.errors import NpaError
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness
+from npa_pulumi.engine.automation.stack_operations import StackOp, change_counts
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.operations.common import (
     refuse_storage_without_mk8s,
@@ -17,7 +18,6 @@ from npa_pulumi.engine.operations.common import (
 )
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
-from npa_pulumi.engine.stack_operations import StackOp, change_counts
 from npa_pulumi.output.results import FleetResult, StackResult
 
 Preflight = Callable[[FleetPlans], dict[str, Any] | None]

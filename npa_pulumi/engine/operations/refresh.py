@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness
+from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.context import FleetContext
-from npa_pulumi.engine.stack_operations import StackOp
 from npa_pulumi.output.results import FleetResult, StackResult
 
 

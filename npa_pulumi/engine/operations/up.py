@@ -18,8 +18,10 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness
+from npa_pulumi.engine.automation.diy_backend import checkpoint_outputs
+from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.context import FleetContext
-from npa_pulumi.engine.diy_backend import checkpoint_outputs
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.operations.common import (
     refuse_storage_without_mk8s,
@@ -29,8 +31,6 @@ from npa_pulumi.engine.operations.common import (
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.scheduler import Job
-from npa_pulumi.engine.stack_operations import StackOp
-from npa_pulumi.engine.workspace import PROJECT_NAME
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
 

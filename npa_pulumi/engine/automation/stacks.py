@@ -24,8 +24,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine.diy_backend import read_locks
-from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
+from npa_pulumi.engine.automation.diy_backend import read_locks
+from npa_pulumi.engine.automation.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive
 from npa_pulumi.runtime.toolchain import find_pulumi

@@ -19,11 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from npa_pulumi.engine import diy_backend, lifecycle
-from npa_pulumi.engine.diy_backend import NO_FAST_PATH, SECRET_PLACEHOLDER, checkpoint_outputs
-from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.provider_host import SharedProviderHost
-from npa_pulumi.engine.stacks import (
+from npa_pulumi.engine import lifecycle
+from npa_pulumi.engine.automation import diy_backend
+from npa_pulumi.engine.automation.diy_backend import NO_FAST_PATH, SECRET_PLACEHOLDER, checkpoint_outputs
+from npa_pulumi.engine.automation.stacks import (
     StackLocked,
     clear_pending_operations,
     clear_stale_lock,
@@ -31,7 +30,9 @@ from npa_pulumi.engine.stacks import (
     recover_engine_lock,
     recovery_command,
 )
-from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings, workspace_options
+from npa_pulumi.engine.automation.workspace import PROJECT_NAME, EngineSettings, workspace_options
+from npa_pulumi.engine.progress import Progress
+from npa_pulumi.engine.provider_host import SharedProviderHost
 from npa_pulumi.output.results import PolicyViolation, StackKind, StackResult
 
 if TYPE_CHECKING:

@@ -18,13 +18,13 @@ import shlex
 import stat
 import sys
 import threading
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.cloud.factory import ensure_backend_served
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.runtime import disk_cache
 from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
@@ -62,20 +62,9 @@ def resolve_backend_url(flag: str | None = None) -> str:
             f"backend URL {url!r} has no scheme; expected e.g. file:///path, s3://bucket or https://"
         )
     elif url.startswith("s3://"):
-        ensure_local_s3(url)
+        # A backend in the local cloud's buckets needs its S3 server running (the cloud layer knows).
+        ensure_backend_served(url)
     return url
-
-
-def ensure_local_s3(url: str) -> None:
-    """A backend in the local cloud's buckets (`backend init --cloud local`): its S3 server must run
-    before the engine (or npa-pulumi's own reads) use the URL; started here if it does not (a reset or
-    a reboot stopped it, or it was killed), on the port the URL names."""
-    from npa_pulumi.cloud.local import db, s3daemon
-
-    endpoint = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query)).get("endpoint", "")
-    cloud_dir = db.cloud_dir()
-    if endpoint and s3daemon.serves(cloud_dir, endpoint):
-        s3daemon.ensure_running(cloud_dir)
 
 
 @dataclass(frozen=True)
@@ -324,7 +313,7 @@ def select_or_create_stack(
 def stack_names(settings: EngineSettings, project_name: str = PROJECT_NAME) -> list[str]:
     """The project's stacks: from a DIY backend's files when it is one (no engine start, ~0.15 s of CPU
     each time), else through `pulumi stack ls`."""
-    from npa_pulumi.engine.diy_backend import stack_names as diy_stack_names
+    from npa_pulumi.engine.automation.diy_backend import stack_names as diy_stack_names
 
     names = diy_stack_names(settings.backend_url, project_name)
     if names is not None:
