@@ -12,7 +12,8 @@ Every import counts: inside functions and `if TYPE_CHECKING:` blocks too. The pa
 cycle, and neither may the module graph inside a package (an import hidden in a function or under
 TYPE_CHECKING still ties two modules together). Fences: only the modules of `FENCES[name]` import the
 external module `name` (Pulumi's Automation API has one importer), and `NEVER_IMPORTS` names modules a
-package may not import at all (the engine never imports the local simulator). A package or root module that is in no layer is an error: decide where it goes (docs/architecture.md
+package may not import at all (the engine never imports the local simulator). A package or root
+module that is in no layer is an error: decide where it goes (docs/architecture.md
 says how) and add it here.
 
 Reads source files only (the standard library's `ast`); imports nothing of npa_pulumi.
