@@ -69,11 +69,7 @@ class Cleanup:
         return self.fleet.spec.name
 
     def retry_command(self) -> str:
-        opts = self.fleet.options
-        parts = [f"npa-pulumi cleanup --spec {opts.spec_path or '<fleet.yaml>'} --cloud {opts.cloud}"]
-        if opts.backend:
-            parts.append(f"--backend {opts.backend}")
-        return " ".join([*parts, *self.options.flags(), "--yes"])
+        return " ".join([*self.fleet.command_line("cleanup"), *self.options.flags(), "--yes"])
 
     def referenced(self) -> set[str]:
         """Every id an existing stack of this fleet names in its outputs."""

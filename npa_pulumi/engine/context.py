@@ -267,16 +267,22 @@ class FleetContext:
         outputs = self._outputs.get(stack)
         return not (outputs and FINGERPRINT_OUTPUT in outputs)
 
-    def retry_command(self, command: str, project_key: str, cluster: str | None) -> str:
+    def command_line(self, command: str) -> list[str]:
+        """`npa-pulumi COMMAND` against the same spec, cloud, profile, backend and passphrase as this run,
+        each value shell-quoted (an s3:// URL carries `&` between its query parameters)."""
         spec = self.options.spec_path or "<fleet.yaml>"
         parts = [f"npa-pulumi {command} --spec {shlex.quote(spec)} --cloud {self.options.cloud}"]
         if self.options.profile:
             parts.append(f"--profile {shlex.quote(self.options.profile)}")
         if self.options.backend:
-            # Quoted: an s3:// URL carries `&` between its query parameters.
             parts.append(f"--backend {shlex.quote(self.options.backend)}")
         if self.options.passphrase_file:
             parts.append(f"--passphrase-file {shlex.quote(self.options.passphrase_file)}")
+        return parts
+
+    def retry_command(self, command: str, project_key: str, cluster: str | None) -> str:
+        """The exact command that retries `command` for one project (and cluster) of this run."""
+        parts = self.command_line(command)
         parts.append(f"--only-projects {project_key}")
         if cluster:
             parts.append(f"--only-clusters {cluster}")

@@ -110,7 +110,7 @@ def find_receipt(ref: str) -> Receipt:
         )
     if not paths:
         raise UserInputError(
-            f"no receipt {ref!r} under {npa_home() / 'receipts'}: `npa-pulumi destroy` prints the id of the "
+            f"no receipt {ref!r} under {receipts_root()}: `npa-pulumi destroy` prints the id of the "
             "receipt it writes (JSON: receipt_id)"
         )
     if len(paths) > 1:
