@@ -537,3 +537,27 @@ def test_a_spec_for_another_tenant_than_the_profile_is_refused_before_any_call(w
     assert OTHER_TENANT in error["message"] and TENANT in error["message"], error
     assert "Traceback" not in result.stderr
     assert world.fake.calls == []
+
+
+# ------------------------------------------------------------------------------------------ destroy
+
+
+def test_destroy_needs_no_ssh_key(world: CliWorld) -> None:
+    """A destroy runs no stack's program: a machine without an SSH key (none in the spec, none under
+    ~/.ssh) gets past planning, while `up` on it is refused for the missing key before any call."""
+    text = spec_text([cpu_cluster("train")]).replace(f'ssh_public_key: "{SSH_KEY}"\n', "")
+    spec = world.spec(text)
+    assert not (Path.home() / ".ssh").exists()
+    project_id, subnet_id = seed_project(world)
+    world.seed_stack(
+        "a", "train", cluster_outputs(project_id, subnet_id, "mk8scluster-e00gone", "train", "f" * 64)
+    )
+
+    up = world.npa("up", spec, "--yes")
+    assert up.code == 2 and "no SSH public key" in up.json()["error"]["message"], up.explain()
+
+    dry = world.npa("destroy", spec, "--dry-run")
+    assert dry.code == 0, dry.explain()
+    phases = {(p["phase"], p["stack"]): p for p in dry.json()["phases"]}
+    assert phases[("cluster", f"{FLEET}.a.train")]["status"] == "planned"
+    assert "SSH" not in dry.stderr
