@@ -21,6 +21,7 @@ from npa_pulumi.cloud.factory import TENANT_ENV
 from npa_pulumi.engine.automation.stack_operations import StackExecutor, StackOp
 from npa_pulumi.engine.automation.stacks import stack_tags
 from npa_pulumi.engine.automation.workspace import EngineSettings
+from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.fingerprint import (
     FINGERPRINT_OUTPUT,
     ToolchainVersions,
@@ -28,10 +29,9 @@ from npa_pulumi.engine.fingerprint import (
     policy_identity,
     toolchain_versions,
 )
-from npa_pulumi.engine.lifecycle import validating_state
 from npa_pulumi.engine.options import FleetOptions, check_stage
 from npa_pulumi.engine.plans import FleetPlans, build_plans
-from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
+from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, project_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
 from npa_pulumi.engine.scheduler import Job, Scheduler
@@ -177,7 +177,13 @@ class FleetContext:
             self.settings.extra_env[TENANT_ENV] = tenant
             in_cluster = self.cloud.kubernetes_api_available()
             self._plans = build_plans(
-                self.spec, self.targets, self.options, tenant, in_cluster, for_destroy=self.deleting
+                self.spec,
+                self.targets,
+                self.options,
+                tenant,
+                in_cluster,
+                for_destroy=self.deleting,
+                backend_for=backend_for,
             )
             for warning in self._plans.warnings:
                 self.progress.message(warning)
@@ -244,15 +250,20 @@ class FleetContext:
         )
 
     def cluster_op(self, plan: ClusterPlan, project_ready: bool = True) -> StackOp:
+        backend = backend_for(plan.backend)
+        assert backend is not None, f"{plan.stack}: planned without a backend"  # build_plans planned it
+        program = backend.program(
+            plan, self.options.cloud, self.profile, project_ready, self.fingerprint(plan)
+        )
         return StackOp(
             plan.stack,
             "cluster",
             plan.project_key,
             plan.cluster_name,
-            cluster_program(plan, self.options.cloud, self.profile, project_ready, self.fingerprint(plan)),
+            program,
             stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
             tags_needed=self._needs_tags(plan.stack),
-            gate_state="" if plan.health_gate is None else validating_state(plan.mig_enabled, plan.has_gpus),
+            gate_state=backend.gate_state(plan),
         )
 
     def target_ops(self) -> list[StackOp]:

@@ -9,7 +9,7 @@ stops the whole run here, listing every problem found.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from npa_pulumi.bridge.recipe import (
     pin_source,
     resolve_source,
 )
+from npa_pulumi.engine.backends.base import ClusterBackend, PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import StackResult
@@ -138,18 +139,18 @@ def _staged(source: RecipeSource, region: str, staged: dict[str, MaterializedRec
     return staged[region]
 
 
-def _cluster_plan(
-    target: Target,
-    tenant_id: str,
-    source: RecipeSource,
-    ssh_key: str | None,
-    problems: list[str],
-    staged: dict[str, MaterializedRecipe],
-    in_cluster: bool,
-    health_gate: bool,
-) -> ClusterPlan | None:
+def mk8s_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
+    """One mk8s target's plan: the k8s-training recipe's tfvars, its facts and the gate's settings; the
+    recipe's incompatibilities go to `inputs.problems` (engine/backends/mk8s.py)."""
     from npa_pulumi.plan import render_tfvars
 
+    tenant_id, source, ssh_key = inputs.tenant_id, inputs.source, inputs.ssh_key
+    problems, staged, in_cluster, health_gate = (
+        inputs.problems,
+        inputs.staged,
+        inputs.in_cluster,
+        inputs.health_gate,
+    )
     cluster = target.cluster
     recipe = _staged(source, target.region, staged)
     mig = cluster.mig is not None
@@ -238,9 +239,12 @@ def build_plans(
     tenant_id: str,
     in_cluster: bool = True,
     for_destroy: bool = False,
+    backend_for: Callable[[str], ClusterBackend | None] = lambda _kind: None,
 ) -> FleetPlans:
     """`for_destroy`: plans that only name what a destroy deletes. A destroy runs no stack's program, so it
-    needs no SSH key and no recipe that can represent the clusters (the stacks hold what they deployed)."""
+    needs no SSH key and no recipe that can represent the clusters (the stacks hold what they deployed).
+    `backend_for`: the backend that plans a target of a kind (engine/backends/registry.py); a target of a
+    kind it names none for is listed in `unsupported`."""
     health_gate = in_cluster and options.health_gate
     plans = FleetPlans()
     # A branch is resolved to its commit now, once: every stack of this run applies that commit.
@@ -253,17 +257,16 @@ def build_plans(
         raise UserInputError(
             "no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub"
         )
-    problems: list[str] = []
-    staged: dict[str, MaterializedRecipe] = {}
+    inputs = PlanInputs(tenant_id, source, ssh_key, in_cluster, health_gate)
     seen_projects: set[str] = set()
     missing_region = sorted({t.cluster_stack for t in targets if not t.region})
     if missing_region:
         raise UserInputError(
             f"no region for {', '.join(missing_region)}: set `region` in the spec or the project"
         )
-    # A project stack (project, network, bucket) is only for projects with a deployable (mk8s) cluster in the
+    # A project stack (project, network, bucket) is only for projects with a deployable cluster in the
     # selection: preflight budgets nothing for the others, so nothing of theirs may be created.
-    deployable = {t.project_key for t in targets if t.backend == "mk8s"}
+    deployable = {t.project_key for t in targets if backend_for(t.backend) is not None}
     for target in targets:
         if target.project_key not in seen_projects:
             seen_projects.add(target.project_key)
@@ -271,7 +274,8 @@ def build_plans(
                 plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
             elif target.object_storage is not None:
                 plans.storage_without_mk8s.append(target.project_index)
-        if target.backend != "mk8s":
+        backend = backend_for(target.backend)
+        if backend is None:
             untouched = "" if target.project_key in deployable else "; its project was not touched"
             plans.unsupported.append(
                 StackResult(
@@ -285,13 +289,11 @@ def build_plans(
                 )
             )
             continue
-        plan = _cluster_plan(target, tenant_id, source, ssh_key, problems, staged, in_cluster, health_gate)
-        if plan is not None:
-            plans.clusters.append(plan)
-    plans.warnings = list(dict.fromkeys(w for recipe in staged.values() for w in recipe.warnings))
-    if problems and not for_destroy:
+        plans.clusters.append(backend.plan(target, inputs))
+    plans.warnings = list(dict.fromkeys(w for recipe in inputs.staged.values() for w in recipe.warnings))
+    if inputs.problems and not for_destroy:
         raise RecipeIncompatible(
             "the recipe cannot represent the requested clusters (nothing was changed):\n  - "
-            + "\n  - ".join(problems)
+            + "\n  - ".join(inputs.problems)
         )
     return plans

@@ -42,7 +42,6 @@ from npa_pulumi.engine.teardown import (
 from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, TeardownPhase
-from npa_pulumi.runtime.home import npa_home
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
