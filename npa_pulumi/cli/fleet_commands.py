@@ -521,7 +521,7 @@ def deletion_options(func: F) -> F:
 
 
 def _teardown_options(kw: dict[str, Any]) -> Any:
-    from npa_pulumi.engine.teardown_model import TeardownOptions
+    from npa_pulumi.engine.teardown.model import TeardownOptions
 
     if kw["delete_nonempty_buckets"] and not kw["delete_buckets"]:
         raise UserInputError("--delete-nonempty-buckets only applies together with --delete-buckets")
@@ -612,8 +612,8 @@ def _destroy_from_receipt(kw: dict[str, Any], asked: Any) -> int:
     from dataclasses import fields
 
     from npa_pulumi.engine.automation.workspace import resolve_backend_url
-    from npa_pulumi.engine.resume import ReceiptMismatch, check_identity, find_receipt
-    from npa_pulumi.engine.teardown_model import TeardownOptions
+    from npa_pulumi.engine.teardown.model import TeardownOptions
+    from npa_pulumi.engine.teardown.resume import ReceiptMismatch, check_identity, find_receipt
 
     receipt = find_receipt(kw["receipt_ref"])
     if kw["shard"] or kw["only_clusters"]:
@@ -651,7 +651,7 @@ def _destroy_from_receipt(kw: dict[str, Any], asked: Any) -> int:
 
 
 def _destroy_receipt_with_spec(kw: dict[str, Any], receipt: Any, teardown: Any) -> int:
-    from npa_pulumi.engine.resume import ReceiptMismatch, check_identity
+    from npa_pulumi.engine.teardown.resume import ReceiptMismatch, check_identity
 
     spec, targets = _load(kw["spec_path"], tuple(receipt.projects), (), kw["project_prefix"])
     check_identity(receipt, {"fleet": spec.name, "tenant_id": spec.tenant_id or None})
@@ -678,7 +678,7 @@ def _destroy_receipt_with_spec(kw: dict[str, Any], receipt: Any, teardown: Any) 
 def _destroy_receipt_guarded(kw: dict[str, Any], receipt: Any, teardown: Any) -> int:
     """No spec: the receipt's guarded phases only, with the cloud and the teardown records."""
     from npa_pulumi.cloud.factory import make_cloud
-    from npa_pulumi.engine.resume import Resume, run_resume
+    from npa_pulumi.engine.teardown.resume import Resume, run_resume
     from npa_pulumi.output.results import FleetResult
 
     pinned = (
@@ -760,9 +760,9 @@ def cleanup_command(**kw: Any) -> None:
 
 
 def _local_cleanup(kw: dict[str, Any]) -> int:
-    """`cleanup` without a spec: the npa home only (engine/local_cleanup.py); nothing in any cloud."""
-    from npa_pulumi.engine import local_cleanup
+    """`cleanup` without a spec: the npa home only (engine/teardown/local_cleanup.py), no cloud."""
     from npa_pulumi.engine.automation.workspace import resolve_backend_url
+    from npa_pulumi.engine.teardown import local_cleanup
 
     cloud_flags = [
         f"--{name.replace('_', '-')}"

@@ -40,12 +40,12 @@ from npa_pulumi.engine.operations import teardown as teardown_operation
 from npa_pulumi.engine.operations import up as up_operation
 from npa_pulumi.engine.options import DEFAULT_CONCURRENCY, STAGES, FleetOptions, check_stage
 from npa_pulumi.engine.plans import FleetPlans
-from npa_pulumi.engine.teardown_model import TeardownOptions
+from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.output.results import FleetResult
 
 if TYPE_CHECKING:
-    from npa_pulumi.engine.resume import Receipt
-    from npa_pulumi.engine.teardown import Teardown
+    from npa_pulumi.engine.teardown.resume import Receipt
+    from npa_pulumi.engine.teardown.run import Teardown
 
 __all__ = [
     "DEFAULT_CONCURRENCY",

@@ -133,7 +133,7 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: st
             pulumi.export("storage_access_key_id", storage.access_key_id)
             pulumi.export("storage_secret_access_key", storage.secret_access_key)
             pulumi.export("storage_verified", storage.verified)
-            # What a teardown reads as proof of ownership (engine/teardown.py); never a secret.
+            # What a teardown reads as proof of ownership (engine/teardown/run.py); never a secret.
             pulumi.export("bucket_created", storage.bucket_created)
             pulumi.export("storage_service_account_id", storage.service_account_id)
             pulumi.export("storage_service_account_created", storage.service_account_created)

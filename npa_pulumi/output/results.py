@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -74,17 +75,35 @@ class StackResult(BaseModel):
         return self.status in FAILED_STATUSES
 
 
-TEARDOWN_PHASE_OUTCOMES = ("planned", "done", "absent", "retained", "blocked", "failed")
+class PhaseName(StrEnum):
+    """The phases of a teardown, in the order they run for one project."""
+
+    CLUSTER = "cluster"
+    NETWORK = "network"
+    BUCKET = "bucket"
+    STORAGE_IDENTITY = "storage-identity"
+    PROJECT = "project"
+
+
+class PhaseOutcome(StrEnum):
+    """How a teardown phase ended (or, in a dry run, that it is planned)."""
+
+    PLANNED = "planned"
+    DONE = "done"
+    ABSENT = "absent"  # nothing there: repeat-safe
+    RETAINED = "retained"  # kept, with the reason
+    BLOCKED = "blocked"  # by another phase (blocked_by)
+    FAILED = "failed"  # with the reason and the exact retry command
 
 
 class TeardownPhase(BaseModel):
-    """One phase of a teardown (engine/teardown.py): what it deletes or retains, and how it ended.
+    """One phase of a teardown (engine/teardown/run.py): what it deletes or retains, and how it ended.
     Ids and reasons only, never a secret: phases go into receipts as they are."""
 
-    phase: str  # cluster | network | bucket | storage-identity | project
+    phase: PhaseName
     project_key: str
     stack: str  # the cluster stack, or the project stack for project-scoped phases
-    status: str = "planned"  # planned | done | absent | retained | blocked | failed
+    status: PhaseOutcome = PhaseOutcome.PLANNED
     deletes: dict[str, Any] = Field(default_factory=dict)
     retains: dict[str, Any] = Field(default_factory=dict)
     reason: str | None = None
@@ -100,7 +119,7 @@ class TeardownPhase(BaseModel):
 
 
 # Phases whose failure no stack result carries (cluster and network phases are stack destroys).
-_STACKLESS_PHASES = ("bucket", "storage-identity", "project")
+_STACKLESS_PHASES = (PhaseName.BUCKET, PhaseName.STORAGE_IDENTITY, PhaseName.PROJECT)
 
 
 class FleetResult(BaseModel):

@@ -155,7 +155,7 @@ def destroy(
     The result's `phases` say what each phase did (or would do) and why; `receipt` and `receipt_id` name the
     receipt. `partial_cleanup` (`outcome == "partial-cleanup"`) means something asked for is left; its
     `resume_command` (`npa-pulumi destroy --receipt ID --yes`) continues it."""
-    from npa_pulumi.engine.teardown_model import TeardownOptions
+    from npa_pulumi.engine.teardown.model import TeardownOptions
 
     teardown = TeardownOptions(
         delete_buckets=delete_buckets,

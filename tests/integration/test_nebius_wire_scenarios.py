@@ -264,7 +264,7 @@ def test_a_created_projects_default_network_is_deleted_with_it(backend: Backend)
     """The project phase through the adapter: the topology the cloud makes with a project (one
     `default-network`, one `default-subnet-*` in it) is recognised and deleted before the project; a network
     someone else added is inventoried as foreign and refuses the project."""
-    from npa_pulumi.engine.guarded_phases import (
+    from npa_pulumi.engine.teardown.phases import (
         TeardownRefused,
         default_topology,
         delete_project,

@@ -7,10 +7,10 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from npa_pulumi.engine.cleanup import Cleanup
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.options import FleetOptions
-from npa_pulumi.engine.teardown_model import TeardownOptions
+from npa_pulumi.engine.teardown.cleanup import Cleanup
+from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.plan import resolve_targets
 from npa_pulumi.spec import load_spec
 

@@ -9,13 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine.teardown import (
-    drop_record,
-    read_record,
-    write_receipt,
-    write_record,
-)
-from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
+from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
+from npa_pulumi.engine.teardown.receipts import write_receipt
+from npa_pulumi.engine.teardown.records import drop_record, read_record, write_record
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 
 OUTPUTS = {
@@ -122,7 +118,7 @@ def _receipt(home: Path, fleet: str, rid: str, **extra: object) -> Path:
 
 
 def test_receipts_are_found_by_id_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from npa_pulumi.engine.resume import ReceiptMismatch, check_identity, find_receipt
+    from npa_pulumi.engine.teardown.resume import ReceiptMismatch, check_identity, find_receipt
     from npa_pulumi.errors import UserInputError
 
     monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "npa"))
@@ -143,7 +139,7 @@ def test_receipts_are_found_by_id_and_checked(tmp_path: Path, monkeypatch: pytes
 
 
 def test_completed_phases_stay_completed_on_a_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from npa_pulumi.engine.resume import carry_completed, find_receipt
+    from npa_pulumi.engine.teardown.resume import carry_completed, find_receipt
 
     monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "npa"))
     _receipt(tmp_path / "npa", "f", "r1")

@@ -1,4 +1,4 @@
-"""`destroy` (and its dry run) and `cleanup`: the ordered, receipted teardown of engine/teardown.py.
+"""`destroy` (and its dry run) and `cleanup`: the ordered, receipted teardown of engine/teardown/run.py.
 
 The phases a user confirms are the ones that run: `plan` returns the planned `Teardown` with its phases,
 and `destroy` runs that same object (planning again only when none was planned with the same options).
@@ -12,15 +12,10 @@ import time
 from pathlib import Path
 
 from npa_pulumi.engine.context import FleetContext
-from npa_pulumi.engine.resume import Receipt, carry_completed
-from npa_pulumi.engine.teardown import (
-    Teardown,
-    new_receipt_path,
-    receipt_document,
-    resume_command,
-    write_receipt,
-)
-from npa_pulumi.engine.teardown_model import TeardownOptions
+from npa_pulumi.engine.teardown.model import TeardownOptions
+from npa_pulumi.engine.teardown.receipts import fleet_receipt, new_receipt_path, resume_command, write_receipt
+from npa_pulumi.engine.teardown.resume import Receipt, carry_completed
+from npa_pulumi.engine.teardown.run import Teardown
 from npa_pulumi.output.results import FleetResult
 
 
@@ -59,8 +54,13 @@ def destroy(
     result.receipt, result.receipt_id = str(path), path.stem
     result.resumes = resumed.id if resumed else None
 
+    spec_path = str(Path(context.options.spec_path).resolve()) if context.options.spec_path else None
+
     def record(outcome: str) -> None:
-        document = receipt_document(context, options, result.phases, started, outcome, path, result.resumes)
+        again = resume_command(path.stem, result.phases, spec_path) if outcome == "partial-cleanup" else None
+        document = fleet_receipt(
+            context, "destroy", options, result.phases, started, outcome, path, result.resumes, again
+        )
         write_receipt(context.spec.name, document, path)
 
     record("running")  # before anything is deleted: a killed run still leaves its record
@@ -70,7 +70,6 @@ def destroy(
         if resumed is not None:
             result.phases = carry_completed(resumed, result.phases)
         if result.partial_cleanup:
-            spec_path = str(Path(context.options.spec_path).resolve()) if context.options.spec_path else None
             result.resume_command = resume_command(path.stem, result.phases, spec_path)
         record(result.outcome)
     for item in result.stacks:
@@ -85,8 +84,8 @@ def destroy(
 
 def cleanup(context: FleetContext, options: TeardownOptions, dry_run: bool) -> FleetResult:
     """What the fleet created that no stack references any more (read-only with `dry_run`), deleted
-    through the teardown's guarded phases otherwise (engine/cleanup.py)."""
-    from npa_pulumi.engine.cleanup import run_cleanup
+    through the teardown's guarded phases otherwise (engine/teardown/cleanup.py)."""
+    from npa_pulumi.engine.teardown.cleanup import run_cleanup
 
     context.deleting = True
     result = context.result("cleanup")

@@ -2,8 +2,8 @@
 
 They need no Pulumi stack, only the cloud and the proof of ownership (`ProjectEvidence`: the project
 stack's outputs, or the teardown record written before that stack was destroyed). That is why a teardown
-can be resumed from its receipt without the spec (engine/resume.py): these phases are what is left once
-the stacks are gone.
+can be resumed from its receipt without the spec (engine/teardown/resume.py): these phases are what is
+left once the stacks are gone.
 
 Each phase is planned read-only (what it would delete or retain, and why) and then run with every guard
 checked again right before the delete: the fleet's labels on the live object, a bucket's object count,
@@ -28,11 +28,11 @@ from npa_pulumi.cloud.absence import (
 )
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.port import DEFAULT_NETWORK_NAME, DEFAULT_SUBNET_PREFIX
-from npa_pulumi.output.results import TeardownPhase
+from npa_pulumi.output.results import PhaseOutcome, TeardownPhase
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
-    from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
+    from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
 
 MANAGED_BY = "npa-pulumi"
 
@@ -357,7 +357,7 @@ class GuardedPhases:
                     p.name for p in phases if p.phase != "project" and p.status in ("failed", "blocked")
                 ]
                 if blockers:
-                    item.status, item.blocked_by = "blocked", blockers
+                    item.status, item.blocked_by = PhaseOutcome.BLOCKED, blockers
                     item.reason = "the project is deleted only after everything in it is"
                 else:
                     self._attempt(
@@ -369,11 +369,11 @@ class GuardedPhases:
         try:
             action()
         except (CloudError, TeardownRefused, NotYetGone) as err:
-            item.status, item.reason = "failed", describe(err)
+            item.status, item.reason = PhaseOutcome.FAILED, describe(err)
             item.retry_command = self.retry(project_key)
             self.say(f"{item.name}: failed: {item.reason}")
             return
-        item.status = "done"
+        item.status = PhaseOutcome.DONE
 
     def _delete_bucket(self, ev: ProjectEvidence) -> None:
         delete_bucket(self.cloud, self.fleet, ev.bucket_id, self.options.delete_nonempty_buckets)

@@ -29,7 +29,7 @@ from typing import Any
 from npa_pulumi.engine.automation import diy_backend
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.runlock import RECORD_LOCKED, read_run_record
-from npa_pulumi.engine.teardown import receipts_root
+from npa_pulumi.engine.teardown.receipts import receipts_root
 from npa_pulumi.output.markdown import backend_label
 from npa_pulumi.runtime.home import npa_home
 

@@ -7,6 +7,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+RECEIPT_VERSION = 1
+STACK_PHASES = ("cluster", "network")  # phases that destroy a Pulumi stack (and so need the spec)
+UNFINISHED = ("planned", "failed", "blocked")
+
 
 @dataclass(frozen=True)
 class TeardownOptions:

@@ -25,21 +25,25 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine.guarded_phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.runlock import exclusive_run
-from npa_pulumi.engine.teardown import (
+from npa_pulumi.engine.teardown.model import (
     RECEIPT_VERSION,
     STACK_PHASES,
     UNFINISHED,
+    ProjectEvidence,
+    TeardownOptions,
+)
+from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
+from npa_pulumi.engine.teardown.receipts import (
+    ReceiptIdentity,
     new_receipt_path,
-    read_record,
+    receipt,
     receipts_dir,
     receipts_root,
     resume_command,
-    settle_record,
     write_receipt,
 )
-from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
+from npa_pulumi.engine.teardown.records import read_record, settle_record
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 
@@ -250,23 +254,16 @@ def run_resume(resume: Resume, result: FleetResult, phases: list[TeardownPhase],
 
 def _document(resume: Resume, result: FleetResult, started: float, outcome: str) -> dict[str, Any]:
     """The resumed run's receipt: the continued receipt's identity and selection, this run's outcomes."""
-    before = resume.receipt.document
-    identity = ("cloud", "backend", "profile", "tenant_id", "region", "spec_path", "passphrase_file")
-    return {
-        "version": RECEIPT_VERSION,
-        "id": resume.path.stem,
-        "command": "destroy",
-        "fleet": resume.receipt.fleet,
-        **{key: before.get(key) for key in identity},
-        "resumes": resume.receipt.id,
-        "resume_command": result.resume_command,
-        "asked": {
-            "projects": resume.receipt.projects,
-            "clusters": resume.receipt.clusters,
-            **{f.name: getattr(resume.options, f.name) for f in fields(resume.options)},
-        },
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if outcome != "running" else None,
-        "outcome": outcome,
-        "phases": [p.to_json() for p in result.phases],
-    }
+    identity = ReceiptIdentity.from_document({**resume.receipt.document, "fleet": resume.receipt.fleet})
+    asked = (resume.receipt.projects, resume.receipt.clusters, resume.options)
+    return receipt(
+        "destroy",
+        resume.path,
+        identity,
+        asked,
+        result.phases,
+        started,
+        outcome,
+        resumes=resume.receipt.id,
+        resume_command=result.resume_command,
+    )

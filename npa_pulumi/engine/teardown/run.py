@@ -1,47 +1,17 @@
-"""Teardown you can audit: `destroy` as ordered phases, each with an outcome, evidence and a receipt.
-
-Per project of the selection the phases run in this order:
-
-    cluster (one per cluster stack) -> network (the project stack) -> bucket -> storage-identity -> project
-
-* cluster: the cluster stack is destroyed (what it will delete is read from its outputs);
-* network: the project stack is destroyed once none of the project's cluster stacks remain; an owned
-  network/subnet goes with it, a reused subnet is only read and stays;
-* bucket, storage-identity, project: retained unless asked for (`--delete-buckets`,
-  `--delete-storage-identity`, `--delete-projects`), and even then deleted only with durable proof that
-  this fleet created them: the creation recorded in the project stack's outputs (or, once that stack is
-  gone, in the teardown record written before it was destroyed) *and* the fleet's labels on the live
-  object. A bucket that holds objects is refused unless `--delete-nonempty-buckets`; a project that
-  holds anything the fleet did not create (or anything retained) is refused.
-
-Outcomes: `planned` (dry run), `done`, `absent` (nothing there: repeat-safe), `retained` (why), `blocked`
-(by which phase: a dependent phase is never guessed) or `failed` (why, and the exact retry command).
-Independent phases continue when one fails: a failed bucket does not stop the storage identity, but it
-blocks the project.
-
-Every destroy leaves a receipt, `<npa home>/teardown-receipts/<fleet>/<UTC time>-destroy.json` (0600):
-what was asked and each phase's outcome with the ids deleted or retained. Receipts and teardown records
-hold ids and flags only, never a secret (the access key's secret, a token, a capacity block).
-"""
+"""A destroy's phases for one selection: planned read-only (`Teardown.plan`), then run in order
+(`Teardown.run`); the phases and outcomes are described in the package's docstring."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import shlex
-import time
 from collections.abc import Callable
-from dataclasses import asdict, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.automation.workspace import stack_names
-from npa_pulumi.engine.guarded_phases import GuardedPhases, phase_factory
-from npa_pulumi.engine.teardown_model import ProjectEvidence, TeardownOptions
-from npa_pulumi.output.results import TeardownPhase
-from npa_pulumi.runtime.files import write_atomically
-from npa_pulumi.runtime.home import npa_home
+from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
+from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
+from npa_pulumi.engine.teardown.records import read_record, settle_record, write_record
+from npa_pulumi.output.results import PhaseOutcome, TeardownPhase
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
@@ -50,79 +20,6 @@ if TYPE_CHECKING:
     from npa_pulumi.output.results import FleetResult, StackResult
 
 log = logging.getLogger(__name__)
-
-RECEIPT_VERSION = 1
-STACK_PHASES = ("cluster", "network")  # phases that destroy a Pulumi stack (and so need the spec)
-UNFINISHED = ("planned", "failed", "blocked")
-
-
-# --------------------------------------------------------------------------------------- records
-
-
-def records_dir(fleet: str) -> Path:
-    return npa_home() / "teardown" / fleet
-
-
-def receipts_root() -> Path:
-    """Where every fleet's teardown receipts live (one folder per fleet)."""
-    return npa_home() / "teardown-receipts"
-
-
-def receipts_dir(fleet: str) -> Path:
-    return receipts_root() / fleet
-
-
-def _private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
-
-
-def read_record(fleet: str, stack: str) -> ProjectEvidence | None:
-    path = records_dir(fleet) / f"{stack}.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as err:
-        log.warning("teardown record %s is unreadable (%s): treated as no proof", path, err)
-        return None
-    known = {f.name for f in fields(ProjectEvidence)}
-    try:
-        return ProjectEvidence(**{k: v for k, v in data.items() if k in known})
-    except TypeError:
-        return None
-
-
-def write_record(fleet: str, evidence: ProjectEvidence) -> None:
-    path = _private_dir(records_dir(fleet)) / f"{evidence.project_stack}.json"
-    write_atomically(path, json.dumps(asdict(evidence), indent=2, sort_keys=True) + "\n", mode=0o600)
-
-
-def drop_record(fleet: str, stack: str) -> None:
-    (records_dir(fleet) / f"{stack}.json").unlink(missing_ok=True)
-
-
-def new_receipt_path(fleet: str, kind: str = "destroy") -> Path:
-    """Where a new receipt goes; its file name without `.json` is the receipt id (`destroy --receipt ID`)."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return _private_dir(receipts_dir(fleet)) / f"{stamp}-{os.getpid()}-{kind}.json"
-
-
-def write_receipt(
-    fleet: str, document: dict[str, Any], path: Path | None = None, kind: str = "destroy"
-) -> Path:
-    if path is None:
-        path = new_receipt_path(fleet, kind)
-    write_atomically(path, json.dumps(document, indent=2, sort_keys=True) + "\n", mode=0o600)
-    return path
-
-
-def resume_command(receipt_id: str, phases: list[TeardownPhase], spec_path: str | None) -> str:
-    """The one command that continues a partial cleanup from its receipt. Only the guarded phases
-    (bucket, storage identity, project) run without the spec; an unfinished stack phase needs it."""
-    stacks_left = any(p.phase in STACK_PHASES and p.status in UNFINISHED for p in phases)
-    spec = f" --spec {shlex.quote(spec_path)}" if stacks_left and spec_path else ""
-    return f"npa-pulumi destroy --receipt {receipt_id}{spec} --yes"
 
 
 class Teardown:
@@ -175,9 +72,9 @@ class Teardown:
             outputs = cluster_outputs.get(cluster.stack)
             phase = phase_factory(cluster.project_key, cluster.stack)("cluster")
             if outputs is None:
-                phase.status, phase.reason = "absent", "no cluster stack: nothing to delete"
+                phase.status, phase.reason = PhaseOutcome.ABSENT, "no cluster stack: nothing to delete"
             elif stage == "projects":
-                phase.status, phase.retains = "retained", {"cluster_stack": cluster.stack}
+                phase.status, phase.retains = PhaseOutcome.RETAINED, {"cluster_stack": cluster.stack}
                 phase.reason = "--stage projects destroys no cluster stack (that is `--stage clusters`)"
             else:
                 phase.deletes = {
@@ -204,7 +101,7 @@ class Teardown:
         if stage == "clusters":
             for item in phases:
                 if item.phase != "cluster" and item.status == "planned":
-                    item.status, item.retains, item.deletes = "retained", {**item.deletes}, {}
+                    item.status, item.retains, item.deletes = PhaseOutcome.RETAINED, {**item.deletes}, {}
                     item.reason = (
                         "--stage clusters keeps the project stacks (`destroy --stage projects` next)"
                     )
@@ -244,7 +141,7 @@ class Teardown:
                 )
             for item in phases:
                 if item.status == "planned":
-                    item.status, item.reason = "retained", why
+                    item.status, item.reason = PhaseOutcome.RETAINED, why
                     item.retains, item.deletes = {**item.retains, **item.deletes}, {}
                 elif item.phase == "network" and item.status == "retained":
                     # A reused subnet is retained anyway; the project stack stays too, and this says why.
@@ -301,7 +198,11 @@ class Teardown:
             if item.status == "failed":
                 item.status = "destroy-incomplete"
                 item.retry_command = self.retry_command(item.project_key, item.cluster_name)
-                phase.status, phase.reason, phase.retry_command = "failed", item.error, item.retry_command
+                phase.status, phase.reason, phase.retry_command = (
+                    PhaseOutcome.FAILED,
+                    item.error,
+                    item.retry_command,
+                )
                 # What `status` shows on any machine until a destroy succeeds (engine/lifecycle.py).
                 op = next(o for o in cluster_ops if o.stack == item.stack)
                 tags = destroy_incomplete_tags(item.error or "the destroy failed", item.retry_command)
@@ -310,7 +211,7 @@ class Teardown:
                 # Only once the stack is gone: a kubeconfig is how a half-destroyed cluster is inspected.
                 context = kube_context_name(fleet.spec.name, item.project_key, item.cluster_name)
                 kubeconfigs.remove(context, item.stack)
-                phase.status = "done" if item.status == "destroyed" else "absent"
+                phase.status = PhaseOutcome.DONE if item.status == "destroyed" else PhaseOutcome.ABSENT
         result.stacks.extend(destroyed)
         if fleet.options.shard or stage == "clusters":
             # Another shard may still be destroying clusters of the same projects: deciding here whether a
@@ -328,7 +229,7 @@ class Teardown:
                 )
             for phase in phases:
                 if phase.phase != "cluster" and phase.status == "planned":
-                    phase.status, phase.reason = "retained", why
+                    phase.status, phase.reason = PhaseOutcome.RETAINED, why
             result.warnings.append(why)
             return
         for project in plans.projects:
@@ -341,7 +242,7 @@ class Teardown:
             if failed:
                 for waiting in mine:
                     if waiting.status == "planned":
-                        waiting.status, waiting.blocked_by = "blocked", failed
+                        waiting.status, waiting.blocked_by = PhaseOutcome.BLOCKED, failed
                         waiting.reason = "a cluster of this project was not destroyed"
                 continue
             self._run_project(result, project, mine)
@@ -357,10 +258,10 @@ class Teardown:
             stack_result = self._destroy_project_stack(project)
             result.stacks.append(stack_result)
             if stack_result.failed:
-                network.status, network.reason = "failed", stack_result.error
+                network.status, network.reason = PhaseOutcome.FAILED, stack_result.error
                 network.retry_command = stack_result.retry_command
             elif network.status == "planned":
-                network.status = "done"
+                network.status = PhaseOutcome.DONE
         if evidence is not None:
             self.guarded.run(evidence, project.project_key, phases)
             settle_record(self.name, evidence, phases)
@@ -372,60 +273,3 @@ class Teardown:
             item.status = "destroy-incomplete"
             item.retry_command = self.retry_command(project.project_key, None)
         return item
-
-
-def settle_record(fleet: str, ev: ProjectEvidence, phases: list[TeardownPhase]) -> None:
-    """Forget what is gone; drop the record once nothing this fleet created remains to prove."""
-    done = {p.phase for p in phases if p.status in ("done", "absent")}
-    if "bucket" in done:
-        ev.bucket_id, ev.bucket_name, ev.bucket_created = "", "", False
-    if "storage-identity" in done:
-        ev.service_account_id, ev.service_account_created, ev.key_id = "", False, ""
-    if "network" in done:
-        ev.network_id, ev.subnet_id, ev.network_owned = "", "", False
-    if "project" in done or not (ev.project_created or ev.bucket_created or ev.service_account_created):
-        drop_record(fleet, ev.project_stack)
-    else:
-        write_record(fleet, ev)
-
-
-def receipt_document(
-    fleet: FleetContext,
-    options: TeardownOptions,
-    phases: list[TeardownPhase],
-    started: float,
-    outcome: str,
-    path: Path,
-    resumes: str | None = None,
-) -> dict[str, Any]:
-    """The receipt: ids, flags, identity (names, never credentials) and outcomes only (never a secret).
-    It holds what `destroy --receipt ID` needs to continue without the spec."""
-    spec_path = str(Path(fleet.options.spec_path).resolve()) if fleet.options.spec_path else None
-    # Where the state passphrase is read from (a path, never the passphrase): a resume needs the same.
-    passphrase = fleet.options.passphrase_file
-    return {
-        "version": RECEIPT_VERSION,
-        "id": path.stem,
-        "command": "destroy",
-        "fleet": fleet.spec.name,
-        "cloud": fleet.options.cloud,
-        "backend": fleet.settings.backend_url,
-        "profile": fleet.profile or None,
-        "tenant_id": fleet.spec.tenant_id or None,
-        "region": fleet.spec.region or None,
-        "spec_path": spec_path,
-        "passphrase_file": str(Path(passphrase).resolve()) if passphrase else None,
-        "resumes": resumes,
-        "resume_command": resume_command(path.stem, phases, spec_path)
-        if outcome == "partial-cleanup"
-        else None,
-        "asked": {
-            "projects": sorted({t.project_key for t in fleet.targets}),
-            "clusters": sorted(t.cluster_stack for t in fleet.targets),
-            **{f.name: getattr(options, f.name) for f in fields(options)},
-        },
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if outcome != "running" else None,
-        "outcome": outcome,
-        "phases": [p.to_json() for p in phases],
-    }

@@ -1,5 +1,5 @@
 """`npa-pulumi cleanup`: what the fleet created that no stack references any more, found by the fleet's
-labels, and deleted (with `--yes`) through the same guarded phases as `destroy` (engine/teardown.py).
+labels, and deleted (with `--yes`) through the same guarded phases as `destroy` (engine/teardown/run.py).
 
 Candidates are the tenant's projects that carry this fleet's labels (`npa-fleet=<fleet>`,
 `managed-by=npa-pulumi`) and the spec's projects; inside them, networks, subnets, buckets and service
@@ -14,13 +14,13 @@ deletes leaves a receipt (`<npa home>/teardown-receipts/<fleet>/<UTC time>-<pid>
 from __future__ import annotations
 
 import time
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.absence import NotYetGone, delete_network, delete_subnet
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine.automation.workspace import stack_names
-from npa_pulumi.engine.guarded_phases import (
+from npa_pulumi.engine.teardown.model import TeardownOptions
+from npa_pulumi.engine.teardown.phases import (
     PhaseFactory,
     TeardownRefused,
     decide_project,
@@ -33,10 +33,10 @@ from npa_pulumi.engine.guarded_phases import (
     phase_factory,
     wait_settled,
 )
-from npa_pulumi.engine.guarded_phases import ours as _ours
-from npa_pulumi.engine.teardown import RECEIPT_VERSION, drop_record, write_receipt
-from npa_pulumi.engine.teardown_model import TeardownOptions
-from npa_pulumi.output.results import TeardownPhase
+from npa_pulumi.engine.teardown.phases import ours as _ours
+from npa_pulumi.engine.teardown.receipts import fleet_receipt, new_receipt_path, write_receipt
+from npa_pulumi.engine.teardown.records import drop_record
+from npa_pulumi.output.results import PhaseOutcome, TeardownPhase
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort, Project
@@ -186,7 +186,7 @@ class Cleanup:
                 if item.phase == "project":
                     blockers = [p.name for p in mine if p.phase != "project" and p.status == "failed"]
                     if blockers:
-                        item.status, item.blocked_by = "blocked", blockers
+                        item.status, item.blocked_by = PhaseOutcome.BLOCKED, blockers
                         item.reason = "the project is deleted only after everything in it is"
                         continue
                 self._attempt(item)
@@ -198,10 +198,10 @@ class Cleanup:
         try:
             self._delete(item)
         except (CloudError, TeardownRefused, NotYetGone) as err:
-            item.status, item.reason = "failed", describe(err)
+            item.status, item.reason = PhaseOutcome.FAILED, describe(err)
             item.retry_command = self.retry_command()
             return
-        item.status = "done"
+        item.status = PhaseOutcome.DONE
 
     def _delete(self, item: TeardownPhase) -> None:
         cloud, deletes = self.cloud, item.deletes
@@ -231,26 +231,6 @@ def _doomed(phases: list[TeardownPhase]) -> set[str]:
     return doomed
 
 
-def cleanup_receipt(
-    fleet: FleetContext, options: TeardownOptions, phases: list[TeardownPhase], started: float, outcome: str
-) -> dict[str, Any]:
-    return {
-        "version": RECEIPT_VERSION,
-        "command": "cleanup",
-        "fleet": fleet.spec.name,
-        "cloud": fleet.options.cloud,
-        "backend": fleet.settings.backend_url,
-        "asked": {
-            "projects": sorted({t.project_key for t in fleet.targets}),
-            **{f.name: getattr(options, f.name) for f in fields(options)},
-        },
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if outcome != "running" else None,
-        "outcome": outcome,
-        "phases": [p.to_json() for p in phases],
-    }
-
-
 def run_cleanup(fleet: FleetContext, options: TeardownOptions, dry_run: bool, result: FleetResult) -> None:
     cleanup = Cleanup(fleet, options)
     result.phases = cleanup.plan()
@@ -258,16 +238,20 @@ def run_cleanup(fleet: FleetContext, options: TeardownOptions, dry_run: bool, re
     if dry_run or not any(p.status == "planned" for p in result.phases):
         return
     started = time.time()
-    receipt = write_receipt(
-        fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, "running"), kind="cleanup"
-    )
-    result.receipt, result.receipt_id = str(receipt), receipt.stem
+    path = new_receipt_path(fleet.spec.name, "cleanup")
+
+    def record(outcome: str, retry: str | None = None) -> None:
+        document = fleet_receipt(
+            fleet, "cleanup", options, result.phases, started, outcome, path, None, retry
+        )
+        write_receipt(fleet.spec.name, document, path)
+
+    record("running")
+    result.receipt, result.receipt_id = str(path), path.stem
     try:
         cleanup.run(result.phases)
     finally:
         if result.partial_cleanup:
             # cleanup finds its candidates by the fleet's labels again: running it again is the retry
             result.resume_command = cleanup.retry_command()
-        write_receipt(
-            fleet.spec.name, cleanup_receipt(fleet, options, result.phases, started, result.outcome), receipt
-        )
+        record(result.outcome, result.resume_command)
