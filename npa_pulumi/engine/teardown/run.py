@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import stack_names
+from npa_pulumi.engine.scheduler import Job, Scheduler
 from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
 from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.teardown.records import read_record, settle_record, write_record
@@ -21,6 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_GUARDED = "guarded-phases"  # the scheduler group of the projects' phases
+_FAIL_FAST = "not started: an earlier target failed (--fail-fast)"
+
 
 class Teardown:
     """Plans (read-only) and runs the phases of one `destroy` of a fleet's selection."""
@@ -32,6 +39,7 @@ class Teardown:
         self.stack_exists: dict[str, bool] = {}
         self.shared: set[str] = set()  # project stacks whose other (unselected) cluster stacks remain
         self.planned_phases: list[TeardownPhase] | None = None
+        self._lock = threading.Lock()  # cluster destroys finish side by side; their phases settle in turn
         self.guarded = GuardedPhases(
             fleet.cloud,
             fleet.spec.name,
@@ -180,11 +188,10 @@ class Teardown:
     # ---------------------------------------------------------------------------------- run
 
     def run(self, result: FleetResult, phases: list[TeardownPhase]) -> None:
-        """Run the planned phases in order, filling `result` (stacks and phases) as they finish."""
-        from npa_pulumi.engine import kubeconfigs
-        from npa_pulumi.engine.lifecycle import TAG_RUN, destroy_incomplete_tags
-        from npa_pulumi.plan.naming import kube_context_name
-
+        """Run the planned phases, filling `result` (stacks and phases) as they finish: the fleet's graph
+        backward on the one scheduler, each cluster stack first and a project's phases as soon as all its
+        cluster stacks are done (never behind another project's clusters); the projects' guarded phases
+        one at a time."""
         fleet = self.fleet
         plans = fleet.plans()
         by_stack = {p.stack: p for p in phases if p.phase == "cluster"}
@@ -192,9 +199,66 @@ class Teardown:
         cluster_ops = [fleet.cluster_op(c) for c in plans.clusters] if stage != "projects" else []
         if any(p.status == "planned" and p.stack for p in phases):  # some stack will be destroyed
             fleet.warm_provider_host()
-        destroyed = fleet.pool(cluster_ops, lambda op: fleet.executor.run(op, "destroy"))
-        for item in destroyed:
-            phase = by_stack[item.stack]
+        keep_projects = bool(fleet.options.shard) or stage == "clusters"
+        jobs: list[Job[StackResult | None]] = [
+            Job(op.stack, functools.partial(self._destroy_cluster, op, by_stack[op.stack]))
+            for op in cluster_ops
+        ]
+        project_results: dict[str, list[StackResult]] = {}
+        if not keep_projects:
+            for project in plans.projects:
+                clusters = tuple(op.stack for op in cluster_ops if op.project_key == project.project_key)
+                work = functools.partial(self._project_job, project, phases, project_results)
+                jobs.append(Job(f"project:{project.stack}", work, after=clusters, group=_GUARDED))
+        for op in cluster_ops:
+            fleet.progress.add(op.stack)
+        outcome = self._scheduler(cluster_ops).run(jobs)
+        result.stacks.extend(
+            r for r in (outcome.results.get(op.stack) for op in cluster_ops) if r is not None
+        )
+        for project in plans.projects:
+            result.stacks.extend(project_results.get(project.stack, []))
+        if keep_projects:
+            self._keep_project_stacks(result, phases)
+
+    def _scheduler(self, cluster_ops: list[StackOp]) -> Scheduler[StackResult | None]:
+        by_stack = {op.stack: op for op in cluster_ops}
+
+        def failed(key: str, error: str) -> StackResult | None:
+            if key in by_stack:
+                return self._after_cluster(by_stack[key], by_stack[key].result("failed", error=error))
+            log.error("teardown of %s failed: %s", key, error)
+            return None
+
+        def skipped(key: str) -> StackResult | None:
+            return by_stack[key].result("skipped", error=_FAIL_FAST) if key in by_stack else None
+
+        return Scheduler(
+            concurrency=self.fleet.options.concurrency,
+            is_failure=lambda item: item is not None and item.failed,
+            failed=failed,
+            skipped=skipped,
+            fail_fast=self.fleet.options.fail_fast,
+            limits={_GUARDED: 1},  # the guarded phases of projects run one at a time, as they always did
+        )
+
+    def _destroy_cluster(self, op: StackOp, phase: TeardownPhase) -> StackResult:
+        return self._after_cluster(op, self.fleet.executor.run(op, "destroy"), phase)
+
+    def _after_cluster(
+        self, op: StackOp, item: StackResult, phase: TeardownPhase | None = None
+    ) -> StackResult:
+        """A cluster stack's phase from its destroy's result; a failed destroy leaves its lifecycle tag and
+        the exact retry command, a finished one removes the cluster's kubeconfig."""
+        from npa_pulumi.engine import kubeconfigs
+        from npa_pulumi.engine.lifecycle import TAG_RUN, destroy_incomplete_tags
+        from npa_pulumi.plan.naming import kube_context_name
+
+        fleet = self.fleet
+        phase = phase or next(
+            p for p in self.planned_phases or [] if p.phase == "cluster" and p.stack == op.stack
+        )
+        with self._lock:
             if item.status == "failed":
                 item.status = "destroy-incomplete"
                 item.retry_command = self.retry_command(item.project_key, item.cluster_name)
@@ -204,7 +268,6 @@ class Teardown:
                     item.retry_command,
                 )
                 # What `status` shows on any machine until a destroy succeeds (engine/lifecycle.py).
-                op = next(o for o in cluster_ops if o.stack == item.stack)
                 tags = destroy_incomplete_tags(item.error or "the destroy failed", item.retry_command)
                 fleet.executor.write_lifecycle(op, tags, remove=(TAG_RUN,))
             elif item.status in ("destroyed", "absent") and item.cluster_name:
@@ -212,42 +275,49 @@ class Teardown:
                 context = kube_context_name(fleet.spec.name, item.project_key, item.cluster_name)
                 kubeconfigs.remove(context, item.stack)
                 phase.status = PhaseOutcome.DONE if item.status == "destroyed" else PhaseOutcome.ABSENT
-        result.stacks.extend(destroyed)
-        if fleet.options.shard or stage == "clusters":
-            # Another shard may still be destroying clusters of the same projects: deciding here whether a
-            # project stack is unused would race it. A final unsharded `destroy` removes the project stacks.
-            if stage == "clusters":
-                why = (
-                    "--stage clusters: project stacks are kept; once every cluster stage has finished, run "
-                    "`npa-pulumi destroy --stage projects` to remove the project stacks no cluster uses"
-                )
-            else:
-                why = (
-                    f"shard {fleet.options.shard}: project stacks are kept; once every shard has finished, "
-                    "run `npa-pulumi destroy` without --shard to remove the project stacks no cluster uses "
-                    "any more"
-                )
-            for phase in phases:
-                if phase.phase != "cluster" and phase.status == "planned":
-                    phase.status, phase.reason = PhaseOutcome.RETAINED, why
-            result.warnings.append(why)
-            return
-        for project in plans.projects:
-            mine = [p for p in phases if p.stack == project.stack]
-            failed = [
-                p.name
-                for p in phases
-                if p.phase == "cluster" and p.project_key == project.project_key and p.status == "failed"
-            ]
-            if failed:
-                for waiting in mine:
-                    if waiting.status == "planned":
-                        waiting.status, waiting.blocked_by = PhaseOutcome.BLOCKED, failed
-                        waiting.reason = "a cluster of this project was not destroyed"
-                continue
-            self._run_project(result, project, mine)
+        return item
 
-    def _run_project(self, result: FleetResult, project: ProjectPlan, phases: list[TeardownPhase]) -> None:
+    def _keep_project_stacks(self, result: FleetResult, phases: list[TeardownPhase]) -> None:
+        """Another shard may still be destroying clusters of the same projects: deciding here whether a
+        project stack is unused would race it. A final unsharded `destroy` removes the project stacks."""
+        fleet = self.fleet
+        if fleet.options.stage == "clusters":
+            why = (
+                "--stage clusters: project stacks are kept; once every cluster stage has finished, run "
+                "`npa-pulumi destroy --stage projects` to remove the project stacks no cluster uses"
+            )
+        else:
+            why = (
+                f"shard {fleet.options.shard}: project stacks are kept; once every shard has finished, "
+                "run `npa-pulumi destroy` without --shard to remove the project stacks no cluster uses "
+                "any more"
+            )
+        for phase in phases:
+            if phase.phase != "cluster" and phase.status == "planned":
+                phase.status, phase.reason = PhaseOutcome.RETAINED, why
+        result.warnings.append(why)
+
+    def _project_job(
+        self, project: ProjectPlan, phases: list[TeardownPhase], results: dict[str, list[StackResult]]
+    ) -> None:
+        """A project's phases once its cluster stacks are done; blocked when any of them failed."""
+        mine = [p for p in phases if p.stack == project.stack]
+        failed = [
+            p.name
+            for p in phases
+            if p.phase == "cluster" and p.project_key == project.project_key and p.status == "failed"
+        ]
+        if failed:
+            for waiting in mine:
+                if waiting.status == "planned":
+                    waiting.status, waiting.blocked_by = PhaseOutcome.BLOCKED, failed
+                    waiting.reason = "a cluster of this project was not destroyed"
+            return
+        results[project.stack] = self._run_project(project, mine)
+
+    def _run_project(self, project: ProjectPlan, phases: list[TeardownPhase]) -> list[StackResult]:
+        """The project's network (its stack), then its guarded phases; the stack results of what ran."""
+        stacks: list[StackResult] = []
         evidence = self.evidence.get(project.stack)
         network = next((p for p in phases if p.phase == "network"), None)
         if evidence is not None:
@@ -256,7 +326,7 @@ class Teardown:
         destroy_stack = self.stack_exists.get(project.stack) and project.stack not in self.shared
         if network is not None and destroy_stack and network.status in ("planned", "retained"):
             stack_result = self._destroy_project_stack(project)
-            result.stacks.append(stack_result)
+            stacks.append(stack_result)
             if stack_result.failed:
                 network.status, network.reason = PhaseOutcome.FAILED, stack_result.error
                 network.retry_command = stack_result.retry_command
@@ -265,6 +335,7 @@ class Teardown:
         if evidence is not None:
             self.guarded.run(evidence, project.project_key, phases)
             settle_record(self.name, evidence, phases)
+        return stacks
 
     def _destroy_project_stack(self, project: ProjectPlan) -> StackResult:
         fleet = self.fleet
