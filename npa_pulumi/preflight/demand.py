@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.preflight.masking import mask_id
+from npa_pulumi.spec.effective import gpus_per_node, vcpus_per_node
 
 GIB = 2**30
 DEFAULT_CPU_DISK_GIB = 128
@@ -56,8 +57,6 @@ OPTIONAL_VPC_TOPOLOGY: frozenset[str] = frozenset(
 _BYTE_QUOTA_PREFIXES = ("compute.disk.size.", "compute.filesystem.size.", BUCKET_SIZE_PREFIX)
 
 _GPU_FAMILY_RE = re.compile(r"^gpu-([a-z0-9]+)")
-_PRESET_GPUS_RE = re.compile(r"(\d+)gpu")
-_PRESET_VCPUS_RE = re.compile(r"(\d+)vcpu")
 
 # Storage classes as the spec normalises them (lower case, `-` → `_`, `enhanced` is Enhanced Throughput).
 _STORAGE_CLASSES = {
@@ -84,15 +83,13 @@ def gpu_family(platform: str) -> str:
 
 
 def preset_gpus(preset: str) -> int:
-    """GPUs per node: the first `<N>gpu` in the preset, else 0."""
-    match = _PRESET_GPUS_RE.search(preset.lower())
-    return int(match.group(1)) if match else 0
+    """GPUs per node, by the spec's one preset parser (`8gpu-128vcpu-1600gb` → 8; none → 0)."""
+    return gpus_per_node(preset)
 
 
 def preset_vcpus(preset: str) -> int:
-    """vCPUs per node: the first `<N>vcpu` in the preset, else 0 (an empty preset adds nothing)."""
-    match = _PRESET_VCPUS_RE.search(preset.lower())
-    return int(match.group(1)) if match else 0
+    """vCPUs per node, by the spec's one preset parser (an empty preset adds nothing)."""
+    return vcpus_per_node(preset)
 
 
 def resolved_gpu_disk_gib(pool_disk_gib: int, gpu_disk_size_gib: int, mig_enabled: bool) -> int:
