@@ -30,9 +30,6 @@ class Drift:
     id: str
     reason: str  # "deleted outside the fleet" | "resized outside the fleet: ..."
 
-    def describe(self) -> str:
-        return f"{self.kind.replace('_', ' ')} {self.id} ({self.address}) {self.reason}"
-
     def as_dict(self) -> dict[str, str]:
         return {"address": self.address, "kind": self.kind, "id": self.id, "reason": self.reason}
 

@@ -835,9 +835,9 @@ def _phase_lines(phases: list[Any]) -> list[str]:
     return lines
 
 
-def _read_only_command(name: str, method: str, summary: str, staged: bool = False) -> click.Command:
-    """A command that reads the cloud (status, refresh): load, select (a shard too), run
-    `Fleet.<method>()`, report."""
+def _selection_command(name: str, method: str, summary: str, staged: bool = False) -> click.Command:
+    """A command over the selection that asks nothing (status reads; refresh records drift in the stacks'
+    state): load, select (a shard too), run `Fleet.<method>()`, report."""
 
     @click.command(name, help=summary)
     @fleet_options
@@ -865,8 +865,8 @@ def _read_only_command(name: str, method: str, summary: str, staged: bool = Fals
     return stage_option(command) if staged else command
 
 
-status_command = _read_only_command("status", "status", "Stack outputs plus live cloud state per cluster.")
-refresh_command = _read_only_command(
+status_command = _selection_command("status", "status", "Stack outputs plus live cloud state per cluster.")
+refresh_command = _selection_command(
     "refresh",
     "refresh",
     "Compare every stack with the live cloud and record drift. With --shard only the shard's cluster "
