@@ -8,7 +8,7 @@ docs/resource-contract.md; the capacity-block id is only ever held as a Pulumi s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -26,10 +26,11 @@ class K8sTrainingClusterArgs(FleetResourceArgs):
     work_key: str  # the cluster stack's name: its Terraform work dir
     identity: Mapping[str, Input[str]]  # tenant_id, parent_id (the project), region, subnet_id
     tfvars: dict[str, Any]
-    runtime_tfvars: dict[str, Any]  # capacity-block reservations: Terraform sees them only at run time
+    # Capacity-block reservations: Terraform sees them only at run time; never in a repr (nor the block id).
+    runtime_tfvars: dict[str, Any] = field(repr=False)
     recipe: dict[str, str]  # source, location, digest
     recipe_facts: dict[str, Any]
-    capacity_block_group: str
+    capacity_block_group: str = field(repr=False)
     gpu_driver_mode: str
     allow_unsafe_nvswitch_operator: bool
     nvswitch_topology: bool

@@ -46,10 +46,11 @@ class ClusterPlan:
     backend: str
     subnet_id: str = ""
     tfvars: dict[str, Any] = field(default_factory=dict)
-    runtime_tfvars: dict[str, Any] = field(default_factory=dict)
+    # The capacity-block reservation and its id: secrets, never in a repr (logs, tracebacks).
+    runtime_tfvars: dict[str, Any] = field(default_factory=dict, repr=False)
     recipe: dict[str, str] = field(default_factory=dict)
     recipe_facts: dict[str, Any] = field(default_factory=dict)
-    capacity_block_group: str = ""
+    capacity_block_group: str = field(default="", repr=False)
     gpu_driver_mode: str = ""
     allow_unsafe_nvswitch_operator: bool = False
     nvswitch_topology: bool = False

@@ -60,6 +60,7 @@ class NodePoolSpec(SpecModel):
         "",
         description="GPU pools only: a capacity block group id. Renders a STRICT reservation (never falls "
         "back to on-demand). Runtime-only: never printed, never written to disk.",
+        repr=False,
     )
     preemptible: Boolean = Field(False, description="Preemptible nodes.")
 
@@ -163,7 +164,9 @@ class SoperatorWorkerSpec(SpecModel):
     docker_cache: Boolean = False
     docker_cache_gib: Integer = Field(372, description="Node-local image cache GiB (a multiple of 93).")
     docker_cache_disk_type: Text = "NETWORK_SSD_IO_M3"
-    capacity_block_group: Text = Field("", description="Runtime-only capacity block group id (STRICT).")
+    capacity_block_group: Text = Field(
+        "", description="Runtime-only capacity block group id (STRICT).", repr=False
+    )
     capacity_block_group_name: Text = ""
 
     def is_gpu(self) -> bool:
