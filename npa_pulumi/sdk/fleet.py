@@ -28,9 +28,9 @@ They never prompt: calling them is the confirmation. `deploy` runs the quota pre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.plan import (
     RenderedTfvars,
@@ -59,6 +59,12 @@ from npa_pulumi.spec import (
 )
 
 
+if TYPE_CHECKING:
+    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.engine.verify import VerifyOptions
+    from npa_pulumi.output.results import FleetResult
+
+
 def plan(
     spec: FleetSpec | str | Path,
     *,
@@ -78,7 +84,7 @@ def _fleet(
     only_clusters: Sequence[str],
     project_prefix: str | None,
     options: dict[str, Any],
-) -> Any:
+) -> Fleet:
     from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
 
     fleet_spec = spec if isinstance(spec, FleetSpec) else load_spec(spec)
@@ -97,7 +103,7 @@ def deploy(
     project_prefix: str | None = None,
     preflight: bool = True,
     **options: Any,
-) -> Any:
+) -> FleetResult:
     """`npa-pulumi up`: returns a FleetResult (see npa_pulumi.output.results). Options are FleetOptions
     fields: cloud, profile, backend, passphrase_file, recipe_dir, recipe_ref, concurrency, fail_fast,
     policy_packs, policy_config, create_projects, refresh, show_progress, shard ("K/N": only the clusters
@@ -117,10 +123,11 @@ def _operate(
     only_clusters: Sequence[str],
     project_prefix: str | None,
     options: dict[str, Any],
-) -> Any:
+) -> FleetResult:
     fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
     with fleet.progress:
-        return getattr(fleet, method)()
+        operation: Callable[[], FleetResult] = getattr(fleet, method)
+        return operation()
 
 
 def preview(
@@ -130,7 +137,7 @@ def preview(
     only_clusters: Sequence[str] = (),
     project_prefix: str | None = None,
     **options: Any,
-) -> Any:
+) -> FleetResult:
     """`npa-pulumi preview`: per-stack changes and policy results, changing nothing; each cluster whose
     Terraform inputs changed (every cluster with `refresh=True`) also carries Terraform's own plan
     (`StackResult.terraform`)."""
@@ -149,7 +156,7 @@ def destroy(
     delete_storage_identity: bool = False,
     delete_projects: bool = False,
     **options: Any,
-) -> Any:
+) -> FleetResult:
     """`npa-pulumi destroy`: cluster stacks, then project stacks once none of their clusters remain, then
     the opt-in, ownership-gated bucket, storage identity and project phases; `dry_run` only plans them.
     The result's `phases` say what each phase did (or would do) and why; `receipt` and `receipt_id` name the
@@ -175,7 +182,7 @@ def status(
     only_clusters: Sequence[str] = (),
     project_prefix: str | None = None,
     **options: Any,
-) -> Any:
+) -> FleetResult:
     """`npa-pulumi status`: stack outputs checked against the live cloud."""
     return _operate("status", spec, only_projects, only_clusters, project_prefix, options)
 
@@ -187,7 +194,7 @@ def refresh(
     only_clusters: Sequence[str] = (),
     project_prefix: str | None = None,
     **options: Any,
-) -> Any:
+) -> FleetResult:
     """`npa-pulumi refresh`: drift per stack."""
     return _operate("refresh", spec, only_projects, only_clusters, project_prefix, options)
 
@@ -204,7 +211,7 @@ def verify_mig(
     evidence_dir: str | Path | None = None,
     concurrency: int = 4,
     **options: Any,
-) -> Any:
+) -> FleetResult:
     """`npa-pulumi verify-mig`: MIG readiness of the selected MIG clusters through their registered
     kubeconfigs; `reconcile` removes only the stale mig-not-ready taint (see npa_pulumi.engine.verify)."""
     from npa_pulumi.engine.verify import VerifyOptions
@@ -227,7 +234,7 @@ def verify_graphics(
     evidence_dir: str | Path | None = None,
     concurrency: int = 4,
     **options: Any,
-) -> Any:
+) -> FleetResult:
     """`npa-pulumi verify-graphics`: CUDA and GLX/EGL/Vulkan on every GPU worker of the selected RTX
     rendering clusters, through their registered kubeconfigs."""
     from npa_pulumi.engine.verify import verify_graphics as run
@@ -247,7 +254,7 @@ def verify_storage(
     evidence_dir: str | Path | None = None,
     concurrency: int = 4,
     **options: Any,
-) -> Any:
+) -> FleetResult:
     """`npa-pulumi verify-storage`: the shared filesystem's mount on every worker and one RWX claim shared
     by all of them, through the registered kubeconfigs (see npa_pulumi.engine.verify)."""
     from npa_pulumi.engine.verify import verify_storage as run
@@ -258,7 +265,7 @@ def verify_storage(
 
 
 def _verify(
-    run: Any,
+    run: Callable[[Fleet, VerifyOptions], FleetResult],
     spec: FleetSpec | str | Path,
     only_projects: Sequence[str],
     only_clusters: Sequence[str],
@@ -267,7 +274,7 @@ def _verify(
     evidence_dir: str | Path | None,
     concurrency: int,
     options: dict[str, Any],
-) -> Any:
+) -> FleetResult:
     from npa_pulumi.engine.verify import VerifyOptions
 
     fleet = _fleet(spec, only_projects, only_clusters, project_prefix, dict(options))
