@@ -58,7 +58,6 @@ from npa_pulumi.spec import (
     parse_spec,
 )
 
-
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import Fleet
     from npa_pulumi.engine.verify import VerifyOptions
