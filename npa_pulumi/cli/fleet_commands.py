@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.orchestrator import Fleet
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -176,7 +179,7 @@ def _nothing_to_do(command: str, spec: Any, kw: dict[str, Any]) -> int:
     return 0
 
 
-def _fleet(spec: Any, targets: list[Any], options: dict[str, Any]) -> Any:
+def _fleet(spec: Any, targets: list[Any], options: dict[str, Any]) -> Fleet:
     from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
 
     return Fleet(spec, targets, FleetOptions(**options))

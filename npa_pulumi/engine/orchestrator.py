@@ -32,6 +32,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.engine import liveness
 from npa_pulumi.engine.context import FleetContext, builtin_policy_pack
 from npa_pulumi.engine.operations import preview as preview_operation
 from npa_pulumi.engine.operations import refresh as refresh_operation
@@ -145,3 +146,7 @@ class Fleet(FleetContext):
 
     def kubeconfigs(self) -> list[dict[str, str]]:
         return status_operation.kubeconfigs(self)
+
+    def unchanged_clusters(self) -> set[str]:
+        """The selected cluster stacks `up` would skip (deployed from this plan, live): no new demand."""
+        return liveness.unchanged_clusters(self)
