@@ -8,7 +8,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from npa_pulumi.cloud.local.fixture import default_fixture_path
+from npa_pulumi.simulator.fixture import default_fixture_path
 
 PROJECT = "project-existing1"
 REGION = "us-central1"

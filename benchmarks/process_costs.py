@@ -31,7 +31,7 @@ def kind_of(argv: list[str]) -> str:
         return "kubernetes provider"
     if exe in ("terraform", "tofu"):
         return "terraform"
-    if "npa_pulumi.cloud.local.api" in joined:
+    if "npa_pulumi.simulator.api" in joined:
         return "local-cloud api (provisioners)"
     if "pulumi.dynamic" in joined or "npa_pulumi.runtime.provider_host" in joined:
         return "dynamic-provider host"

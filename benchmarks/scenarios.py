@@ -395,8 +395,8 @@ def preview_unchanged(work: Path, budget: Budget) -> dict[str, Any]:
 _CONTROL_PLANE = """
 import json, time
 from pathlib import Path
-from npa_pulumi.cloud.local.simulator import LocalSimulator
-from npa_pulumi.cloud.local.kube import controlplane, lifecycle
+from npa_pulumi.simulator.simulator import LocalSimulator
+from npa_pulumi.simulator.kube import controlplane, lifecycle
 
 sim = LocalSimulator()
 project = sim.list_projects(sim.principal()["tenant_id"])[0]["id"]

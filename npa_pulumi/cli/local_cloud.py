@@ -7,7 +7,7 @@
     local-cloud fault add|list|clear                   fail or slow the next N calls of an operation
     local-cloud set provisioning-seconds|wait-timeout-seconds N
     local-cloud settings [--output json]
-    local-cloud api OPERATION [--args JSON]            the machine-facing API (see npa_pulumi.cloud.local.api)
+    local-cloud api OPERATION [--args JSON]            the machine-facing API (see npa_pulumi.simulator.api)
 
 The location is `--dir`, else `$NPA_LOCAL_CLOUD_DIR`, else `~/.npa-pulumi/local-cloud/`.
 """
@@ -26,10 +26,10 @@ from rich.text import Text
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.cloud.errors import ERROR_KINDS, CloudError
-from npa_pulumi.cloud.local import db
-from npa_pulumi.cloud.local.simulator import OPERATIONS, LocalSimulator
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
+from npa_pulumi.simulator import db
+from npa_pulumi.simulator.simulator import OPERATIONS, LocalSimulator
 
 SETTING_NAMES = {
     "provisioning-seconds": "provisioning_seconds",
@@ -163,7 +163,7 @@ def s3_group() -> None:
 
 
 def _s3_report(ctx: click.Context, output: str, verb: str) -> None:
-    from npa_pulumi.cloud.local import s3daemon
+    from npa_pulumi.simulator import s3daemon
 
     state = s3daemon.status(_simulator(ctx, auto_init=False).directory)
     if output == "json":
@@ -185,7 +185,7 @@ def s3_start_cmd(ctx: click.Context, port: int | None, output: str) -> None:
     """Start the S3 server (nothing to do when it runs); prints its endpoint."""
 
     def body() -> int:
-        from npa_pulumi.cloud.local import s3daemon
+        from npa_pulumi.simulator import s3daemon
 
         simulator = _simulator(ctx)
         simulator.principal()  # seeds the cloud on first use, as every other command does
@@ -203,7 +203,7 @@ def s3_stop_cmd(ctx: click.Context, output: str) -> None:
     """Stop the S3 server (a command whose backend is in the local cloud starts it again)."""
 
     def body() -> int:
-        from npa_pulumi.cloud.local import s3daemon
+        from npa_pulumi.simulator import s3daemon
 
         stopped = s3daemon.stop(_simulator(ctx, auto_init=False).directory)
         _s3_report(ctx, output, "stopped" if stopped else "not running")
@@ -219,7 +219,7 @@ def s3_status_cmd(ctx: click.Context, output: str) -> None:
     """Whether the S3 server runs, its endpoint and pid."""
 
     def body() -> int:
-        from npa_pulumi.cloud.local import s3daemon
+        from npa_pulumi.simulator import s3daemon
 
         running = s3daemon.is_running(_simulator(ctx, auto_init=False).directory)
         _s3_report(ctx, output, "running" if running else "not running")
@@ -418,8 +418,8 @@ def settings_cmd(ctx: click.Context, output: str) -> None:
 @click.pass_context
 def api_cmd(ctx: click.Context, arguments: tuple[str, ...]) -> None:
     """Machine-facing API: OPERATION [--args JSON | --args-env VAR]; prints one JSON document.
-    (The stand-in recipe calls `python -m npa_pulumi.cloud.local.api` directly, which starts faster.)"""
-    from npa_pulumi.cloud.local import api
+    (The stand-in recipe calls `python -m npa_pulumi.simulator.api` directly, which starts faster.)"""
+    from npa_pulumi.simulator import api
 
     directory: Path | None = ctx.obj.get("dir") if ctx.obj else None
     if directory is not None:

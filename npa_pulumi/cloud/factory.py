@@ -1,9 +1,19 @@
-"""One entry point for both adapters, so callers never import an adapter module themselves."""
+"""One entry point for both adapters, so callers never import an adapter module themselves.
+
+The Nebius adapter lives here (`cloud/nebius/`); the local simulator is a package of its own above this
+layer (`npa_pulumi/simulator/`), found through the `npa_pulumi.clouds` entry-point group that it registers
+(pyproject.toml), so the cloud layer and everything that uses it stay free of it.
+"""
 
 from __future__ import annotations
 
-import importlib
+import functools
+import urllib.parse
+from importlib.metadata import entry_points
+from types import ModuleType
 from typing import Any, Literal
+
+from npa_pulumi.errors import NpaError
 
 from .port import CloudPort
 
@@ -32,8 +42,7 @@ def make_cloud(
         settings = NebiusSettings.from_options({"profile": profile, "region": region, **options})
         return NebiusCloud(settings)
     if kind == "local":
-        local = importlib.import_module("npa_pulumi.cloud.local")
-        cloud: CloudPort = local.LocalCloud(**options)
+        cloud: CloudPort = adapter("local").make(**options)
         return cloud
     raise ValueError(f"unknown cloud kind {kind!r} (expected 'local' or 'nebius')")
 
@@ -43,13 +52,24 @@ def ensure_backend_served(url: str) -> None:
     that server must run before the engine (or npa-pulumi's own reads) use the URL; started here, on the
     port the URL names, if it does not (a reset or a reboot stopped it). Any other URL is left alone, and
     nothing of the local cloud is loaded for it."""
-    import urllib.parse
-
     endpoint = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query)).get("endpoint", "")
     host = urllib.parse.urlsplit(endpoint).hostname or ""
     if not endpoint.startswith("http://") or not (host == "localhost" or host.startswith("127.")):
         return  # only the local cloud serves plain HTTP on loopback for npa-pulumi
-    daemon = importlib.import_module("npa_pulumi.cloud.local.s3daemon")
-    cloud_dir = importlib.import_module("npa_pulumi.cloud.local.db").cloud_dir()
-    if daemon.serves(cloud_dir, endpoint):
-        daemon.ensure_running(cloud_dir)
+    adapter("local").ensure_backend_served(url)
+
+
+ADAPTER_GROUP = "npa_pulumi.clouds"
+
+
+@functools.cache
+def adapter(kind: str) -> ModuleType:
+    """The module registered as cloud adapter `kind` in the `npa_pulumi.clouds` entry-point group."""
+    found = entry_points(group=ADAPTER_GROUP, name=kind)
+    if not found:
+        raise NpaError(
+            f"no {kind!r} cloud adapter is installed (entry point group {ADAPTER_GROUP}); reinstall "
+            "npa-pulumi (`make venv`, or `pip install npa-pulumi`)"
+        )
+    module: ModuleType = next(iter(found)).load()
+    return module

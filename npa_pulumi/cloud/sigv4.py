@@ -1,6 +1,6 @@
 """AWS Signature Version 4's shared primitives, stdlib only: the one place both sides of the S3 wire take
 them from — the client that signs (cloud/nebius/s3.py) and the local cloud's endpoint that verifies
-(cloud/local/s3auth.py) — so the two can never disagree on how a key is derived or a name encoded."""
+(simulator/s3auth.py) — so the two can never disagree on how a key is derived or a name encoded."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ switched on where the endpoint supports it (every overwritten checkpoint stays r
 grants anything to everyone is refused.
 
 * `--cloud nebius`: Nebius Object Storage, `https://storage.<region>.nebius.cloud` (or `--endpoint`).
-* `--cloud local`: the embedded simulator's own S3 endpoint (cloud/local/s3wire.py, started here and by
+* `--cloud local`: the embedded simulator's own S3 endpoint (simulator/s3wire.py, started here and by
   any command whose backend URL names it): the bucket is made in the local cloud, in `--project` or a
   dedicated state project (`npa-state`, created in the local tenant when missing); without exported keys a
   service account and access key are minted for it and written as an AWS shared-credentials profile

@@ -56,7 +56,7 @@ resource "terraform_data" "filesystem" {
 
   provisioner "local-exec" {
     when    = destroy
-    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_filesystem --args-env NPA_LOCAL_API_ARGS"
+    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api delete_filesystem --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
         filesystem_id = "computefilesystem-e00${substr(sha256("computefilesystem/${try(self.triggers_replace.idempotency_key, self.id)}"), 0, 15)}"

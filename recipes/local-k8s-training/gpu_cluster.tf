@@ -35,7 +35,7 @@ resource "terraform_data" "gpu_cluster" {
 
   provisioner "local-exec" {
     when    = destroy
-    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_gpu_cluster --args-env NPA_LOCAL_API_ARGS"
+    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api delete_gpu_cluster --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
         gpu_cluster_id = "computegpucluster-e00${substr(sha256("computegpucluster/${try(self.triggers_replace.idempotency_key, self.id)}"), 0, 15)}"

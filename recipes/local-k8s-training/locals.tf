@@ -4,7 +4,7 @@ locals {
   # no shell quoting is involved. The local cloud's location comes from $NPA_LOCAL_CLOUD_DIR, inherited
   # from terraform's environment. Destroy-time provisioners may only reference `self`, so they spell the
   # same command out instead of using this local.
-  npa_api = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api"
+  npa_api = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api"
 
   # Per-region platform defaults, as upstream's locals.regions_default.
   regions_default = {

@@ -23,7 +23,7 @@ locals {
   idempotency_scope = "${var.npa_idempotency_scope}/${var.parent_id}"
   cluster_key       = "${local.idempotency_scope}/mk8scluster/${var.cluster_name}/${sha256(jsonencode(local.cluster_request))}"
   cluster_id        = "mk8scluster-e00${substr(sha256("mk8scluster/${local.cluster_key}"), 0, 15)}"
-  # The same strings the simulator reports (npa_pulumi/cloud/local/records.py endpoint_for).
+  # The same strings the simulator reports (npa_pulumi/simulator/records.py endpoint_for).
   public_endpoint  = "https://pub.${local.cluster_id}.mk8s.${var.region}.local-cloud.invalid:443"
   private_endpoint = "https://${local.cluster_id}.mk8s.${var.region}.local-cloud.invalid:443"
 
@@ -95,7 +95,7 @@ resource "terraform_data" "cluster" {
 
   provisioner "local-exec" {
     when    = destroy
-    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_cluster --args-env NPA_LOCAL_API_ARGS"
+    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api delete_cluster --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
         cluster_id = "mk8scluster-e00${substr(sha256("mk8scluster/${try(self.triggers_replace.idempotency_key, self.id)}"), 0, 15)}"
@@ -120,7 +120,7 @@ resource "terraform_data" "cpu_node_group" {
 
   provisioner "local-exec" {
     when    = destroy
-    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_node_group --args-env NPA_LOCAL_API_ARGS"
+    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api delete_node_group --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
         node_group_id = "mk8snodegroup-e00${substr(sha256("mk8snodegroup/${try(self.triggers_replace.idempotency_key, self.id)}"), 0, 15)}"
@@ -147,7 +147,7 @@ resource "terraform_data" "gpu_node_group" {
 
   provisioner "local-exec" {
     when    = destroy
-    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_node_group --args-env NPA_LOCAL_API_ARGS"
+    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api delete_node_group --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
         node_group_id = "mk8snodegroup-e00${substr(sha256("mk8snodegroup/${try(self.triggers_replace.idempotency_key, self.id)}"), 0, 15)}"

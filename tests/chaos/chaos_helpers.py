@@ -195,7 +195,7 @@ def _describe(argv: list[bytes]) -> str:
     exe = Path(parts[0]).name
     if exe.startswith("python") and len(parts) > 2 and parts[1] in ("-m", "-u"):
         module = parts[2] if parts[1] == "-m" else (parts[3] if len(parts) > 3 else "")
-        if module == "npa_pulumi.cloud.local.api" and len(parts) > 3:
+        if module == "npa_pulumi.simulator.api" and len(parts) > 3:
             return f"local-cloud api {parts[3]}"
         return f"python -m {module}"
     if exe == "pulumi" and len(parts) > 2:
@@ -443,7 +443,7 @@ def assert_converged(shape: FleetShape, context: str = "") -> dict[str, Any]:
 def secret_values(shape: FleetShape | None = None, capacity_blocks: Iterable[str] = ()) -> dict[str, str]:
     """The secrets of a run in the current HOME: the passphrase, the IAM token the bridge mints, each
     project stack's storage access-key secret, and the capacity-block ids the spec reserves."""
-    from npa_pulumi.cloud.local import LocalCloud
+    from npa_pulumi.simulator import LocalCloud
 
     found = {"passphrase": (npa_home() / "passphrase").read_text().strip()}
     found["iam token"] = LocalCloud().access_token().get_secret_value()

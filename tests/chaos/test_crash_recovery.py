@@ -318,8 +318,8 @@ def test_sigkill_during_up_on_the_local_clouds_s3_backend(
     killed at a random moment leaves its locks in the bucket; the next `up` clears them (their owner is
     provably gone) and converges. The S3 server belongs to the local cloud, not to the run: it outlives
     the kill (or comes back on its port for the next command), and `local-cloud reset` stops it."""
-    from npa_pulumi.cloud.local import s3daemon
     from npa_pulumi.runtime.processes import process_alive
+    from npa_pulumi.simulator import s3daemon
 
     cloud_dir = chaos_home / ".npa-pulumi" / "local-cloud"
     npa("local-cloud", "set", "provisioning-seconds", "1", check=True)

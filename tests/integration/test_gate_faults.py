@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from npa_pulumi.cloud.errors import PermissionDenied
-from npa_pulumi.cloud.local.cloud import LocalCloud
-from npa_pulumi.cloud.local.simulator import LocalSimulator
 from npa_pulumi.kube.client import KubeClient
 from npa_pulumi.kube.gpu_health import Evidence, GateConfig, run_gate, snapshot
 from npa_pulumi.kube.kubeconfig import dump
+from npa_pulumi.simulator.cloud import LocalCloud
+from npa_pulumi.simulator.simulator import LocalSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

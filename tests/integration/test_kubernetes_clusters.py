@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from fleet_helpers import by_stack, inventory, npa, write_spec
 
-from npa_pulumi.cloud.local.kube import binaries
 from npa_pulumi.runtime.toolchain import find_pulumi
+from npa_pulumi.simulator.kube import binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

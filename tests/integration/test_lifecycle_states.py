@@ -19,8 +19,8 @@ import pytest
 from fleet_helpers import CLI, REPO, by_stack, npa, write_spec
 from s3_support import S3Server
 
-from npa_pulumi.cloud.local.kube import binaries, shapes
-from npa_pulumi.cloud.local.simulator import LocalSimulator
+from npa_pulumi.simulator.kube import binaries, shapes
+from npa_pulumi.simulator.simulator import LocalSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

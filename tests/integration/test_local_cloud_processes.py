@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.cloud.local import LocalSimulator
+from npa_pulumi.simulator import LocalSimulator
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ WORKER = """
 import json, os, sys, time
 from pathlib import Path
 from npa_pulumi.cloud.errors import CloudError
-from npa_pulumi.cloud.local import LocalSimulator
+from npa_pulumi.simulator import LocalSimulator
 go = Path(os.environ["START_SIGNAL"])
 while not go.exists():
     time.sleep(0.005)
@@ -80,7 +80,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def _api(env: dict[str, str], operation: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "npa_pulumi.cloud.local.api", operation, "--args", json.dumps(kwargs)],
+        [sys.executable, "-m", "npa_pulumi.simulator.api", operation, "--args", json.dumps(kwargs)],
         env=env,
         capture_output=True,
         text=True,
@@ -188,7 +188,7 @@ def test_a_waiting_node_group_starts_when_another_process_frees_quota(env: dict[
         [
             sys.executable,
             "-m",
-            "npa_pulumi.cloud.local.api",
+            "npa_pulumi.simulator.api",
             "create_node_group",
             "--args",
             json.dumps(request),

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from npa_pulumi.cloud.local import LocalSimulator
 from npa_pulumi.plan import read_recipe_variables, render_tfvars, resolve_targets
 from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS
 from npa_pulumi.runtime.toolchain import find_terraform
+from npa_pulumi.simulator import LocalSimulator
 from npa_pulumi.spec.parse import parse_spec
 
 pytestmark = pytest.mark.integration

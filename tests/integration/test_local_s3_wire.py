@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from npa_pulumi.cloud.local import s3daemon
-from npa_pulumi.cloud.local.simulator import LocalSimulator
+from npa_pulumi.simulator import s3daemon
+from npa_pulumi.simulator.simulator import LocalSimulator
 
 pytestmark = pytest.mark.integration
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from npa_pulumi.cloud.local.cloud import LocalCloud
-from npa_pulumi.cloud.local.kube.storage import DATA_DIR, filesystem_dir
-from npa_pulumi.cloud.local.simulator import LocalSimulator
 from npa_pulumi.kube.client import KubeClient
 from npa_pulumi.kube.kubeconfig import dump
 from npa_pulumi.kube.storage_check import RUN_LABEL, StorageConfig, run_storage_check
+from npa_pulumi.simulator.cloud import LocalCloud
+from npa_pulumi.simulator.kube.storage import DATA_DIR, filesystem_dir
+from npa_pulumi.simulator.simulator import LocalSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 
 from npa_pulumi.cloud.errors import PermissionDenied, QuotaExceeded, Unavailable
-from npa_pulumi.cloud.local import LocalCloud
-from npa_pulumi.cloud.local.api import call as api_call
 from npa_pulumi.cloud.retry import (
     DEFAULT_ATTEMPTS,
     ENV_ATTEMPTS,
@@ -18,6 +16,8 @@ from npa_pulumi.cloud.retry import (
     call_with_retry,
     default_policy,
 )
+from npa_pulumi.simulator import LocalCloud
+from npa_pulumi.simulator.api import call as api_call
 
 TENANT = "tenant-local"
 PROJECT = "project-existing1"

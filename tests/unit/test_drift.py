@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from npa_pulumi.bridge.drift import declared_objects, live_drift
-from npa_pulumi.cloud.local import LocalCloud, LocalSimulator
+from npa_pulumi.simulator import LocalCloud, LocalSimulator
 
 TIGHT = Path(__file__).resolve().parents[1] / "fixtures" / "local_cloud" / "tight-tenant.yaml"
 PROJECT = "project-existing1"

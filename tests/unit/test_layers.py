@@ -130,7 +130,7 @@ def test_only_the_automation_fence_imports_pulumi_automation(tree: Path) -> None
 
 
 def test_the_engine_never_imports_the_local_simulator(tree: Path) -> None:
-    _append(tree / "npa_pulumi/engine/backend_init.py", "\nfrom npa_pulumi.cloud.local import s3daemon\n")
+    _append(tree / "npa_pulumi/engine/backend_init.py", "\nfrom npa_pulumi.simulator import s3daemon\n")
     [problem] = check_layers.violations(tree)
     assert problem.startswith("npa_pulumi/engine/backend_init.py:")
     assert "the engine reaches the local simulator only through the cloud port" in problem

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from npa_pulumi.cloud.local import accounting as acct
-from npa_pulumi.cloud.local.accounting import GIB, Charge
+from npa_pulumi.simulator import accounting as acct
+from npa_pulumi.simulator.accounting import GIB, Charge
 
 
 def _charges(**kwargs: object) -> dict[str, int]:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from npa_pulumi.cli.local_cloud import local_cloud
-from npa_pulumi.cloud.local import LocalSimulator
+from npa_pulumi.simulator import LocalSimulator
 
 TIGHT = Path(__file__).resolve().parents[1] / "fixtures" / "local_cloud" / "tight-tenant.yaml"
 SHORT = Path(__file__).resolve().parents[2] / "examples" / "local-tenant-short.yaml"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.cloud.local.fixture import (
+from npa_pulumi.simulator.fixture import (
     FixtureError,
     QuotaSpec,
     TenantFixture,

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from npa_pulumi.cloud.local.kube import shapes
 from npa_pulumi.kube.kubeconfig import (
     ClientCertificate,
     ClusterAccess,
@@ -19,6 +18,7 @@ from npa_pulumi.kube.kubeconfig import (
     merge,
     write_private,
 )
+from npa_pulumi.simulator.kube import shapes
 
 CLUSTER: dict[str, Any] = {"id": "mk8scluster-e00abc", "region": "eu-north1", "addons": {}, "node_faults": {}}
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.cloud.local import LocalCloud, ids
 from npa_pulumi.cloud.port import (
     AccessKeySecret,
     CapacityBlockGroup,
@@ -17,6 +16,7 @@ from npa_pulumi.cloud.port import (
     Project,
     QuotaAllowance,
 )
+from npa_pulumi.simulator import LocalCloud, ids
 
 PORT_METHODS = [
     name

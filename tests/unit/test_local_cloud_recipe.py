@@ -8,8 +8,8 @@ from pathlib import Path
 
 import hcl2
 
-from npa_pulumi.cloud.local import ids
 from npa_pulumi.plan import IDENTITY_VARIABLES, RECIPE_VARIABLES, RUNTIME_VARIABLES, read_recipe_variables
+from npa_pulumi.simulator import ids
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "local-k8s-training"
 
@@ -173,6 +173,6 @@ def test_provisioners_call_the_simulator_through_npa_python() -> None:
     assert commands
     for command in commands:
         assert command.startswith(
-            r"\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api"
+            r"\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api"
         ) or command.startswith("${local.npa_api}")
-    assert r'"\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api"' in _tf_text()
+    assert r'"\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api"' in _tf_text()

@@ -20,8 +20,8 @@ from npa_pulumi.cloud.errors import (
     QuotaExceeded,
     Unavailable,
 )
-from npa_pulumi.cloud.local import LocalCloud, LocalSimulator, ids
 from npa_pulumi.cloud.port import AccessKeySecret
+from npa_pulumi.simulator import LocalCloud, LocalSimulator, ids
 
 TIGHT = Path(__file__).resolve().parents[1] / "fixtures" / "local_cloud" / "tight-tenant.yaml"
 TENANT = "tenant-local"
@@ -75,7 +75,7 @@ def test_first_use_seeds_the_default_fixture_and_says_so(
 
 
 def test_without_auto_init_an_empty_directory_is_an_error(tmp_path: Path) -> None:
-    from npa_pulumi.cloud.local.simulator import LocalCloudUnusable
+    from npa_pulumi.simulator.simulator import LocalCloudUnusable
 
     with pytest.raises(LocalCloudUnusable, match="local-cloud init"):
         LocalSimulator(tmp_path / "none", auto_init=False).list_projects(TENANT)

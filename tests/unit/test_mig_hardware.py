@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from npa_pulumi.cloud.local.kube import gpus, shapes
 from npa_pulumi.kube.gpu_health import (
     MIG_HARDWARE_MARKER,
     MIG_HARDWARE_SCRIPT,
@@ -13,6 +12,7 @@ from npa_pulumi.kube.gpu_health import (
     mig_hardware_pod,
     mig_hardware_report,
 )
+from npa_pulumi.simulator.kube import gpus, shapes
 
 LAYOUT = {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.24gb": 2, "nvidia.com/mig-2g.48gb": 1}
 PINS = {"driver": "580.173.02", "mig_manager": "v0.14.2"}

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from npa_pulumi.cloud.local import s3auth
-from npa_pulumi.cloud.local.s3errors import S3Error
 from npa_pulumi.cloud.nebius.s3 import sign
 from npa_pulumi.cloud.sigv4 import EMPTY_SHA256
+from npa_pulumi.simulator import s3auth
+from npa_pulumi.simulator.s3errors import S3Error
 
 # AWS's documentation examples (Signature Version 4, "Examples"): this key, this date.
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"

@@ -160,7 +160,7 @@ def test_committed_kubernetes_wrapper_matches_the_pins() -> None:
 
 @pytest.mark.integration
 def test_kubernetes_binaries_report_the_pinned_versions() -> None:
-    from npa_pulumi.cloud.local.kube import binaries
+    from npa_pulumi.simulator.kube import binaries
 
     found = binaries.require_all()
     version = PINS["kubernetes"]["version"]

@@ -2,7 +2,7 @@
 
 A backend is an adapter plus the few things a scenario cannot do through the port: seeding an mk8s
 cluster (the port can read and delete clusters, not create them). `nebius` runs through the loopback
-gRPC fake; `local` (the embedded simulator, when `npa_pulumi.cloud.local.LocalCloud` exists) is seeded
+gRPC fake; `local` (the embedded simulator, when `npa_pulumi.simulator.LocalCloud` exists) is seeded
 from the same tenant fixture and creates clusters through its simulator-only operations.
 """
 
@@ -47,9 +47,9 @@ class Backend(Protocol):
 
 
 def local_available() -> bool:
-    if importlib.util.find_spec("npa_pulumi.cloud.local.cloud") is None:
+    if importlib.util.find_spec("npa_pulumi.simulator.cloud") is None:
         return False
-    module = importlib.import_module("npa_pulumi.cloud.local")
+    module = importlib.import_module("npa_pulumi.simulator")
     return hasattr(module, "LocalCloud")
 
 
@@ -93,7 +93,7 @@ class LocalBackend:
     kind = "local"
 
     def __init__(self, directory: Path) -> None:
-        local = importlib.import_module("npa_pulumi.cloud.local")
+        local = importlib.import_module("npa_pulumi.simulator")
         fixture = directory.parent / "tenant.yaml"
         fixture.write_text(yaml.safe_dump(TENANT_FIXTURE), encoding="utf-8")
         local.LocalSimulator(directory, auto_init=False).initialise(fixture)

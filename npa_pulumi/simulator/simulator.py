@@ -1,7 +1,7 @@
 """The embedded Nebius simulator: every operation of the local cloud, on plain dicts.
 
 `LocalCloud` (the port adapter) turns these dicts into port records; the machine-facing API
-(`python -m npa_pulumi.cloud.local.api`) prints them as JSON for the stand-in recipe. The simulator and
+(`python -m npa_pulumi.simulator.api`) prints them as JSON for the stand-in recipe. The simulator and
 its modules stay free of pydantic and other heavy imports so that API starts fast.
 
     base.py        seeding, the operation envelope (faults, transactions), shared helpers
@@ -17,13 +17,13 @@ its modules stay free of pydantic and other heavy imports so that API starts fas
 
 from __future__ import annotations
 
-from npa_pulumi.cloud.local.admin import ENV_WAIT_TIMEOUT, SETTINGS
-from npa_pulumi.cloud.local.base import LocalCloudUnusable
-from npa_pulumi.cloud.local.compute import ComputeMixin
-from npa_pulumi.cloud.local.faults import OPERATIONS
-from npa_pulumi.cloud.local.mk8s import Mk8sMixin
-from npa_pulumi.cloud.local.objects import ObjectsMixin
-from npa_pulumi.cloud.local.projects import ProjectsMixin
+from npa_pulumi.simulator.admin import ENV_WAIT_TIMEOUT, SETTINGS
+from npa_pulumi.simulator.base import LocalCloudUnusable
+from npa_pulumi.simulator.compute import ComputeMixin
+from npa_pulumi.simulator.faults import OPERATIONS
+from npa_pulumi.simulator.mk8s import Mk8sMixin
+from npa_pulumi.simulator.objects import ObjectsMixin
+from npa_pulumi.simulator.projects import ProjectsMixin
 
 
 class LocalSimulator(ProjectsMixin, ObjectsMixin, ComputeMixin, Mk8sMixin):

@@ -31,9 +31,9 @@ from npa_pulumi.cloud.errors import (
     QuotaExceeded,
     error_from_kind,
 )
-from npa_pulumi.cloud.local import accounting as acct
-from npa_pulumi.cloud.local import db, faults, ids, records, scheduling
 from npa_pulumi.errors import NpaError
+from npa_pulumi.simulator import accounting as acct
+from npa_pulumi.simulator import db, faults, ids, records, scheduling
 
 
 class LocalCloudUnusable(NpaError):
@@ -100,7 +100,7 @@ class SimulatorBase:
         Returns `{"status": "initialised" | "unchanged" | "conflict", ...}`: an initialised cloud is left
         alone unless `force`; "conflict" means it was seeded from different fixture content.
         """
-        from npa_pulumi.cloud.local import fixture as fx  # pydantic + YAML: only when seeding
+        from npa_pulumi.simulator import fixture as fx  # pydantic + YAML: only when seeding
 
         path = Path(fixture_path) if fixture_path is not None else fx.default_fixture_path()
         tenant_fixture, digest = fx.load_fixture(path)
@@ -127,8 +127,8 @@ class SimulatorBase:
     def reset(self) -> None:
         """Forget everything; the next use re-seeds from the default fixture. Safe while other processes
         use the cloud, because it empties the tables in one transaction instead of deleting the file."""
-        from npa_pulumi.cloud.local import s3daemon
-        from npa_pulumi.cloud.local.kube import lifecycle
+        from npa_pulumi.simulator import s3daemon
+        from npa_pulumi.simulator.kube import lifecycle
 
         if self.path.is_file():
             with db.init_lock(self.directory):

@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from npa_pulumi.cloud.local.s3errors import S3Error
 from npa_pulumi.cloud.sigv4 import ALGORITHM, EMPTY_SHA256, signing_key, uri_encode
+from npa_pulumi.simulator.s3errors import S3Error
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
 STREAMING_SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument
-from npa_pulumi.cloud.local import accounting as acct
-from npa_pulumi.cloud.local import records
-from npa_pulumi.cloud.local.base import SimulatorBase, clean_labels
+from npa_pulumi.simulator import accounting as acct
+from npa_pulumi.simulator import records
+from npa_pulumi.simulator.base import SimulatorBase, clean_labels
 
 
 class ComputeMixin(SimulatorBase):

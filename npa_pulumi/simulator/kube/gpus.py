@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from npa_pulumi.cloud.local.kube import kubelet, shapes
+from npa_pulumi.simulator.kube import kubelet, shapes
 
 JSON = dict[str, Any]
 PROBE_SELECTOR = "npa.nebius.com/smoke=mig-hardware"

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 from pydantic import SecretStr
 
-from npa_pulumi.cloud.local.simulator import LocalSimulator
 from npa_pulumi.cloud.port import (
     DEFAULT_OPERATION_TIMEOUT_S,
     AccessKey,
@@ -38,6 +37,7 @@ from npa_pulumi.cloud.port import (
 )
 from npa_pulumi.cloud.retry import call_with_retry
 from npa_pulumi.kube.kubeconfig import ClientCertificate, ClusterAccess
+from npa_pulumi.simulator.simulator import LocalSimulator
 
 R = TypeVar("R", bound=CloudRecord)
 
@@ -267,7 +267,7 @@ class LocalCloud:
         return self.simulator.kubernetes_api_enabled()
 
     def object_storage_endpoint(self, region: str) -> str:
-        from npa_pulumi.cloud.local import s3daemon
+        from npa_pulumi.simulator import s3daemon
 
         return s3daemon.ensure_running(self.directory)
 

@@ -102,7 +102,7 @@ def serves(cloud_dir: Path, endpoint: str) -> bool:
 
 def _spawn(cloud_dir: Path, port: int | None) -> None:
     args = ["--cloud-dir", str(cloud_dir), *(["--port", str(port)] if port else [])]
-    spawn_python_daemon("npa_pulumi.cloud.local.s3wire", args, s3_dir(cloud_dir) / "server.log")
+    spawn_python_daemon("npa_pulumi.simulator.s3wire", args, s3_dir(cloud_dir) / "server.log")
 
 
 def ensure_running(cloud_dir: Path, *, port: int | None = None, timeout_s: float = START_TIMEOUT_S) -> str:

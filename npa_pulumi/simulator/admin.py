@@ -9,9 +9,9 @@ import json
 import os
 from typing import Any
 
-from npa_pulumi.cloud.local import accounting as acct
-from npa_pulumi.cloud.local import db, faults, records
-from npa_pulumi.cloud.local.base import SimulatorBase, is_deleted
+from npa_pulumi.simulator import accounting as acct
+from npa_pulumi.simulator import db, faults, records
+from npa_pulumi.simulator.base import SimulatorBase, is_deleted
 
 ENV_WAIT_TIMEOUT = "NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S"
 # `kubernetes_api`: 1 runs a real Kubernetes API server (with kwok nodes) behind every cluster, 0 skips it
@@ -114,7 +114,7 @@ class AdminMixin(SimulatorBase):
     def set_api_fault(self, cluster_id: str, fault: str, active: bool = True) -> None:
         """`unreachable`: the cluster's API server stops answering (its process is paused, so clients
         time out as they would behind a broken network) until cleared."""
-        from npa_pulumi.cloud.local.kube import lifecycle
+        from npa_pulumi.simulator.kube import lifecycle
 
         if fault != "unreachable":
             raise ValueError(f"unknown API fault {fault!r}; the API fault is `unreachable`")
@@ -126,7 +126,7 @@ class AdminMixin(SimulatorBase):
         plus quotas and capacity block groups with their current usage. Never a secret."""
         with self._op("inventory", {}, write=False, inject=False, reconcile=True) as ctx:
             out: dict[str, list[dict[str, Any]]] = {name: [] for name in records.KIND_LISTS.values()}
-            from npa_pulumi.cloud.local.kube import lifecycle
+            from npa_pulumi.simulator.kube import lifecycle
 
             apis = lifecycle.running(self.directory)
             for row in ctx.conn.execute("SELECT * FROM resources ORDER BY created_at, id"):

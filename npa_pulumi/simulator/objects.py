@@ -23,10 +23,10 @@ import sqlite3
 from dataclasses import dataclass
 
 from npa_pulumi.cloud.errors import AlreadyExists, CloudError, QuotaExceeded
-from npa_pulumi.cloud.local import records
-from npa_pulumi.cloud.local.base import OpContext
-from npa_pulumi.cloud.local.s3errors import S3Error
-from npa_pulumi.cloud.local.storage import SECRET_DERIVATION, StorageMixin, access_key_secret
+from npa_pulumi.simulator import records
+from npa_pulumi.simulator.base import OpContext
+from npa_pulumi.simulator.s3errors import S3Error
+from npa_pulumi.simulator.storage import SECRET_DERIVATION, StorageMixin, access_key_secret
 
 MIN_PART_BYTES = 5 * 1024 * 1024  # S3: every part of a multipart upload but the last
 MAX_PARTS = 10000

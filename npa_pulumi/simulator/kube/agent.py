@@ -1,6 +1,6 @@
 """The per-cluster agent: the local cloud's stand-in for the mk8s service's control of one cluster.
 
-    python -m npa_pulumi.cloud.local.kube.agent --cloud-dir DIR --cluster ID
+    python -m npa_pulumi.simulator.kube.agent --cloud-dir DIR --cluster ID
 
 It holds the cluster's `agent.lock` for its whole life, starts the control plane, then once a second
 reads the cluster and its node groups from the simulator and makes the API server hold what a real
@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.cloud.local.kube import binaries, controlplane, shapes
-from npa_pulumi.cloud.local.kube.gpus import GpuModel
-from npa_pulumi.cloud.local.kube.storage import StorageModel
 from npa_pulumi.runtime.locks import FileLock
+from npa_pulumi.simulator.kube import binaries, controlplane, shapes
+from npa_pulumi.simulator.kube.gpus import GpuModel
+from npa_pulumi.simulator.kube.storage import StorageModel
 
 POLL_S = 1.0
 RESYNC_S = 30.0  # re-apply everything this often, so objects deleted by hand come back
@@ -42,7 +42,7 @@ def _digest(obj: Any) -> str:
 
 class Agent:
     def __init__(self, cloud_dir: Path, cluster_id: str) -> None:
-        from npa_pulumi.cloud.local.simulator import LocalSimulator
+        from npa_pulumi.simulator.simulator import LocalSimulator
 
         self.cloud_dir = cloud_dir
         self.cluster_id = cluster_id
@@ -214,7 +214,7 @@ class Agent:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m npa_pulumi.cloud.local.kube.agent")
+    parser = argparse.ArgumentParser(prog="python -m npa_pulumi.simulator.kube.agent")
     parser.add_argument("--cloud-dir", required=True, type=Path)
     parser.add_argument("--cluster", required=True)
     args = parser.parse_args(argv)

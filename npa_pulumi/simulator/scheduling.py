@@ -13,8 +13,8 @@ import json
 import sqlite3
 from typing import Any
 
-from npa_pulumi.cloud.local import accounting as acct
-from npa_pulumi.cloud.local import records
+from npa_pulumi.simulator import accounting as acct
+from npa_pulumi.simulator import records
 
 _NO_BLOCK = "(none)"
 

@@ -33,8 +33,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from npa_pulumi.cloud.local import db, ids
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.simulator import db, ids
 
 DEFAULT_WAIT_TIMEOUT_S = 30.0
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.cloud.errors import AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied
-from npa_pulumi.cloud.local import accounting as acct
-from npa_pulumi.cloud.local import records
-from npa_pulumi.cloud.local.base import SimulatorBase, clean_labels
+from npa_pulumi.simulator import accounting as acct
+from npa_pulumi.simulator import records
+from npa_pulumi.simulator.base import SimulatorBase, clean_labels
 
 STORAGE_CLASSES = ("standard", "enhanced_throughput", "intelligent")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

@@ -1,7 +1,7 @@
 """The `local` cloud adapter: an embedded Nebius simulator persisted in SQLite.
 
 `LocalCloud` implements the cloud port; `LocalSimulator` is the dict-level engine behind it (also used by
-the machine-facing API `python -m npa_pulumi.cloud.local.api` that the stand-in recipe calls). Exports are
+the machine-facing API `python -m npa_pulumi.simulator.api` that the stand-in recipe calls). Exports are
 resolved lazily so that API does not pay for pydantic at import time.
 """
 
@@ -10,19 +10,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from npa_pulumi.cloud.local.cloud import LocalCloud
-    from npa_pulumi.cloud.local.simulator import LocalSimulator
+    from npa_pulumi.simulator.cloud import LocalCloud
+    from npa_pulumi.simulator.simulator import LocalSimulator
 
 __all__ = ["LocalCloud", "LocalSimulator"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "LocalCloud":
-        from npa_pulumi.cloud.local.cloud import LocalCloud
+        from npa_pulumi.simulator.cloud import LocalCloud
 
         return LocalCloud
     if name == "LocalSimulator":
-        from npa_pulumi.cloud.local.simulator import LocalSimulator
+        from npa_pulumi.simulator.simulator import LocalSimulator
 
         return LocalSimulator
     raise AttributeError(name)

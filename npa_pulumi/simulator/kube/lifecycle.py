@@ -14,9 +14,9 @@ import signal
 import time
 from pathlib import Path
 
-from npa_pulumi.cloud.local.kube import controlplane
-from npa_pulumi.cloud.local.kube.controlplane import Access
 from npa_pulumi.runtime.daemons import spawn_python_daemon
+from npa_pulumi.simulator.kube import controlplane
+from npa_pulumi.simulator.kube.controlplane import Access
 
 
 class ControlPlaneError(Exception):
@@ -30,7 +30,7 @@ def spawn_agent(cloud_dir: Path, cluster_id: str) -> None:
     for marker in ("ready", "failed"):
         (home / marker).unlink(missing_ok=True)
     spawn_python_daemon(
-        "npa_pulumi.cloud.local.kube.agent",
+        "npa_pulumi.simulator.kube.agent",
         ["--cloud-dir", str(cloud_dir), "--cluster", cluster_id],
         home / "agent.log",
     )
@@ -63,8 +63,8 @@ def ensure_running(cloud_dir: Path, cluster_id: str, timeout_s: float) -> Access
 def wait_for_nodes(access: Access, node_group_id: str, count: int, timeout_s: float) -> None:
     """Until the group's `count` nodes are registered and Ready (the agent creates them; kwok makes them
     Ready), so a RUNNING node group also means nodes a workload can use."""
-    from npa_pulumi.cloud.local.kube.shapes import NODE_GROUP_ID
     from npa_pulumi.kube.client import KubeError
+    from npa_pulumi.simulator.kube.shapes import NODE_GROUP_ID
 
     client = access.client()
     deadline = time.monotonic() + timeout_s

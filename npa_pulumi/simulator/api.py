@@ -1,6 +1,6 @@
 """The local cloud's machine-facing API, for scripts and the stand-in recipe's local-exec provisioners.
 
-    "$NPA_PYTHON" -m npa_pulumi.cloud.local.api OPERATION [--args JSON | --args-env VAR]
+    "$NPA_PYTHON" -m npa_pulumi.simulator.api OPERATION [--args JSON | --args-env VAR]
 
 OPERATION is any simulator operation (`create_cluster`, `delete_node_group`, `list_quota_allowances`, …,
 see `--help`), plus `inventory` and `settings`. Its keyword arguments come as one JSON object, inline or
@@ -31,9 +31,9 @@ from collections.abc import Callable
 from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.cloud.local.simulator import OPERATIONS, LocalSimulator
 from npa_pulumi.cloud.retry import call_with_retry
 from npa_pulumi.errors import EXIT_FAILED, EXIT_INVALID_INPUT, NpaError
+from npa_pulumi.simulator.simulator import OPERATIONS, LocalSimulator
 
 EXTRA_OPERATIONS = ("inventory", "settings")
 ARGS_ENV_DEFAULT = "NPA_LOCAL_API_ARGS"
@@ -45,7 +45,7 @@ class UsageError(Exception):
 
 def _parse(argv: list[str]) -> tuple[str, dict[str, Any]]:
     parser = argparse.ArgumentParser(
-        prog="python -m npa_pulumi.cloud.local.api",
+        prog="python -m npa_pulumi.simulator.api",
         description="Call one local-cloud operation with JSON keyword arguments; prints one JSON document.",
         epilog="operations: " + ", ".join((*OPERATIONS, *EXTRA_OPERATIONS)),
     )

@@ -1,6 +1,6 @@
 """The local cloud's S3 endpoint: the simulator's buckets over S3's HTTP API, on 127.0.0.1.
 
-    python -m npa_pulumi.cloud.local.s3wire --cloud-dir DIR [--port N]
+    python -m npa_pulumi.simulator.s3wire --cloud-dir DIR [--port N]
 
 Run as a detached daemon of the local cloud (s3daemon.py starts, finds and stops it). Buckets are the
 simulator's bucket rows, objects live in its database (objects.py); every request is authenticated with
@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from npa_pulumi.cloud.local import db, s3auth
-from npa_pulumi.cloud.local.objects import AccessKey, BucketInfo, ObjectInfo
-from npa_pulumi.cloud.local.s3daemon import s3_dir
-from npa_pulumi.cloud.local.s3errors import S3Error
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.locks import FileLock
+from npa_pulumi.simulator import db, s3auth
+from npa_pulumi.simulator.objects import AccessKey, BucketInfo, ObjectInfo
+from npa_pulumi.simulator.s3daemon import s3_dir
+from npa_pulumi.simulator.s3errors import S3Error
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_BODY_BYTES = 5 * 1024**3 + 64 * 1024**2  # S3's largest single PUT (5 GiB) plus aws-chunked framing
@@ -106,7 +106,7 @@ class S3WireServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], cloud_dir: Path) -> None:
-        from npa_pulumi.cloud.local.simulator import LocalSimulator
+        from npa_pulumi.simulator.simulator import LocalSimulator
 
         super().__init__(address, S3Handler)
         self.cloud_dir = cloud_dir
@@ -634,7 +634,7 @@ def _cloud_gone(cloud_dir: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m npa_pulumi.cloud.local.s3wire")
+    parser = argparse.ArgumentParser(prog="python -m npa_pulumi.simulator.s3wire")
     parser.add_argument("--cloud-dir", required=True, type=Path)
     parser.add_argument("--port", type=int, default=0, help="0: the recorded port, else a free one")
     args = parser.parse_args(argv)

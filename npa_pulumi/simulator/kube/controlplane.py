@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.cloud.local.kube import binaries
 from npa_pulumi.runtime.locks import FileLock, held_elsewhere
 from npa_pulumi.runtime.processes import process_alive, start_time
+from npa_pulumi.simulator.kube import binaries
 
 CLUSTER_NAME = "cluster"  # kwokctl's name for the one cluster in each workdir
 FIELD_MANAGER = "nebius-mk8s"

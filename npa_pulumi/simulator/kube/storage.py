@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.cloud.local.kube import kubelet, shapes
+from npa_pulumi.simulator.kube import kubelet, shapes
 
 JSON = dict[str, Any]
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"

@@ -27,13 +27,13 @@ from npa_pulumi.cloud.errors import (
     QuotaExceeded,
     Unavailable,
 )
-from npa_pulumi.cloud.local import accounting as acct
-from npa_pulumi.cloud.local import records, scheduling
-from npa_pulumi.cloud.local.admin import ENV_WAIT_TIMEOUT, AdminMixin
-from npa_pulumi.cloud.local.base import OpContext, clean_labels
-from npa_pulumi.cloud.local.kube import binaries as kube_binaries
-from npa_pulumi.cloud.local.kube import lifecycle as kube_lifecycle
-from npa_pulumi.cloud.local.kube.controlplane import Access
+from npa_pulumi.simulator import accounting as acct
+from npa_pulumi.simulator import records, scheduling
+from npa_pulumi.simulator.admin import ENV_WAIT_TIMEOUT, AdminMixin
+from npa_pulumi.simulator.base import OpContext, clean_labels
+from npa_pulumi.simulator.kube import binaries as kube_binaries
+from npa_pulumi.simulator.kube import lifecycle as kube_lifecycle
+from npa_pulumi.simulator.kube.controlplane import Access
 
 DEFAULT_K8S_VERSION = "1.32"
 RESERVATION_POLICIES = ("", "AUTO", "FORBID", "STRICT")
