@@ -29,13 +29,16 @@ def _text(document: dict[str, Any]) -> str:
     for layer in document["files"]:
         lines += ["", f"{layer['origin']}: version {layer.get('version') or '-'}, {layer.get('date') or '-'}"]
         for key, source in (layer.get("sources") or {}).items():
-            lines.append(f"  source {key} ({source['date']}): {source['title']} {source.get('url', '')}".rstrip())
+            lines.append(
+                f"  source {key} ({source['date']}): {source['title']} {source.get('url', '')}".rstrip()
+            )
         for entry in layer.get("compute") or []:
             region = f" [{entry['region']}]" if entry.get("region") else ""
             lines.append(
                 f"  {entry['platform']} {entry['preset']}{region}: "
                 f"on-demand {_price(entry.get('on_demand_hourly_usd'), '/h')}, "
-                f"preemptible {_price(entry.get('preemptible_hourly_usd'), '/h')}  ({entry.get('source') or '-'})"
+                f"preemptible {_price(entry.get('preemptible_hourly_usd'), '/h')}  "
+                f"({entry.get('source') or '-'})"
             )
         for entry in layer.get("units") or []:
             region = f" [{entry['region']}]" if entry.get("region") else ""

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
+from npa_pulumi.cli.cost_commands import prices_option
 from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 
@@ -377,6 +378,7 @@ def up_command(**kw: Any) -> None:
     is_flag=True,
     help="Run Terraform's own plan for every cluster stack, not only those whose bridge inputs changed.",
 )
+@prices_option
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
@@ -399,6 +401,7 @@ def preview_command(**kw: Any) -> None:
                 policy_packs=list(kw["policy_packs"]),
                 policy_config=kw["policy_config"],
                 refresh=kw["refresh"],
+                prices=kw["prices"],
             ),
         )
         from npa_pulumi.engine.preflight_gate import preflight_gate
@@ -836,7 +839,9 @@ def _phase_lines(phases: list[Any]) -> list[str]:
     return lines
 
 
-def _read_only_command(name: str, method: str, summary: str, staged: bool = False) -> click.Command:
+def _read_only_command(
+    name: str, method: str, summary: str, staged: bool = False, costed: bool = False
+) -> click.Command:
     """A command that reads the cloud (status, refresh): load, select (a shard too), run
     `Fleet.<method>()`, report."""
 
@@ -856,17 +861,20 @@ def _read_only_command(name: str, method: str, summary: str, staged: bool = Fals
             )
             if not targets:
                 return _nothing_to_do(name, spec, kw)
-            fleet = _fleet(spec, targets, _shard_kw(kw))
+            fleet = _fleet(spec, targets, _shard_kw(kw, **({"prices": kw["prices"]} if costed else {})))
             with fleet.progress:
                 result = getattr(fleet, method)()
             return _finish(result, kw["output"])
 
         run_guarded(body, kw["output"])
 
+    command = prices_option(command) if costed else command
     return stage_option(command) if staged else command
 
 
-status_command = _read_only_command("status", "status", "Stack outputs plus live cloud state per cluster.")
+status_command = _read_only_command(
+    "status", "status", "Stack outputs plus live cloud state per cluster, and what it costs.", costed=True
+)
 refresh_command = _read_only_command(
     "refresh",
     "refresh",

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.factory import TENANT_ENV
+from npa_pulumi.engine.costs import preview_cost, status_cost
 from npa_pulumi.engine.diy_backend import checkpoint_outputs, interrupted
 from npa_pulumi.engine.fingerprint import (
     FINGERPRINT_OUTPUT,
@@ -107,6 +108,7 @@ class FleetOptions:
     # `--stage projects|clusters`: only the project stacks, or only the cluster stacks, of the selection, so
     # CI runs the project phase once and the cluster phase across a matrix (None: both, in order).
     stage: str | None = None
+    prices: str | None = None  # `--prices FILE` (plan/prices.py); None: $NPA_PRICES, else the shipped catalog
 
 
 STAGES = ("projects", "clusters")
@@ -558,6 +560,7 @@ class Fleet:
                 self.stack_outputs(to_run, refresh=True)
                 self._unchanged_clusters = None
         if self.options.stage == "projects":
+            preview_cost(self, result)
             return result
         project_outputs = self.stack_outputs(project_ops)
         cluster_ops = [
@@ -579,6 +582,7 @@ class Fleet:
             )
         )
         self._fill_identity(result)
+        preview_cost(self, result)  # the cost delta and the budget guardrail (engine/costs.py)
         return result
 
     def _skippable(
@@ -1153,6 +1157,7 @@ class Fleet:
         started = time.monotonic()
         result.stacks.extend(self._pool(ops, lambda op: cluster_status(self, op)))
         log.debug("status took %.1fs", time.monotonic() - started)
+        status_cost(self, result)  # what the deployed fleet costs now (engine/costs.py)
         return result
 
     def kubeconfigs(self) -> list[dict[str, str]]:

@@ -25,6 +25,7 @@ from npa_pulumi.bridge.recipe import (
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import StackResult
+from npa_pulumi.plan.cost import cluster_basis, project_basis
 from npa_pulumi.preflight.demand import preset_gpus
 from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION, RTX_RENDERING_PROFILE
@@ -106,6 +107,7 @@ def _project_plan(target: Target, tenant_id: str, create_missing: bool) -> Proje
         stack=target.project_stack,
         object_storage=_storage_plan(target),
         create_missing=create_missing,
+        cost_basis=project_basis(target).to_output(),
     )
 
 
@@ -174,6 +176,7 @@ def _cluster_plan(
             if cluster.gpu_workload_profile == RTX_RENDERING_PROFILE and cluster.gpu_count() > 0
             else None
         ),
+        cost_basis=cluster_basis(target).to_output(),
     )
 
 

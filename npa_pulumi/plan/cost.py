@@ -116,7 +116,9 @@ def cluster_basis(target: Target) -> CostBasis:
     for basis in (
         _pool_basis("cpu_nodes", cpu, _pricing(bool(cpu and cpu.preemptible), False)),
         _pool_basis(
-            "gpu_nodes", gpu, _pricing(bool(gpu and gpu.preemptible), cluster.capacity_block_group is not None)
+            "gpu_nodes",
+            gpu,
+            _pricing(bool(gpu and gpu.preemptible), cluster.capacity_block_group is not None),
         ),
     ):
         if basis is not None:

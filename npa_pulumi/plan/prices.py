@@ -247,7 +247,8 @@ class PriceCatalog:
 
     def _has_on_demand(self, platform: str, preset: str, region: str) -> bool:
         return any(
-            _preset_quote(layer, platform, preset, region, Pricing.ON_DEMAND) is not None for layer in self.layers
+            _preset_quote(layer, platform, preset, region, Pricing.ON_DEMAND) is not None
+            for layer in self.layers
         )
 
     def _reserved(self, platform: str, preset: str, region: str) -> Quote | str:

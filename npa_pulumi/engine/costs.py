@@ -1,0 +1,188 @@
+"""The fleet's cost in a preview (before and after the change) and in `status` (what is deployed now).
+
+Before is what each stack recorded as its `cost_basis` output when it was deployed (plan/cost.py), priced
+with the catalog in use now, so a negotiated price moves both sides alike; a stack that does not exist yet
+costs nothing before, and a deployed stack that is no longer in the spec costs nothing after (its saving).
+After is the spec's. The sums and the budget guardrail are pure (plan/cost_delta.py, plan/budget.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.engine.diy_backend import stack_names
+from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
+from npa_pulumi.engine.stack_operations import StackOp
+from npa_pulumi.engine.workspace import PROJECT_NAME
+from npa_pulumi.errors import NpaError
+from npa_pulumi.output.results import FleetResult, PolicyViolation
+from npa_pulumi.plan.budget import BudgetConfig, budget_config, check_budget
+from npa_pulumi.plan.cost import (
+    COST_BASIS_OUTPUT,
+    Cost,
+    CostBasis,
+    LineKind,
+    combine,
+    price_basis,
+)
+from npa_pulumi.plan.cost_delta import StackDelta, stack_delta, summarize
+from npa_pulumi.plan.prices import PriceCatalog, load_catalog
+from npa_pulumi.plan.shards import parse_shard, select_shard
+from npa_pulumi.plan.targets import resolve_targets
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.orchestrator import Fleet
+
+log = logging.getLogger(__name__)
+
+
+def _op(stack: str, kind: str, project_key: str, cluster: str | None) -> StackOp:
+    return StackOp(stack, "cluster" if kind == "cluster" else "project", project_key, cluster, None, {})
+
+
+def _recorded(outputs: dict[str, Any] | None) -> tuple[CostBasis | None, bool]:
+    """(the basis a stack recorded, whether its past is known): a stack that does not exist, or exists
+    without a deployment, is known to cost nothing; a deployed one without a basis is unknown."""
+    if not outputs:
+        return None, True
+    basis = CostBasis.from_output(outputs.get(COST_BASIS_OUTPUT))
+    deployed = FINGERPRINT_OUTPUT in outputs or bool(outputs.get("cluster_id") or outputs.get("project_id"))
+    return basis, basis is not None or not deployed
+
+
+def _before(outputs: dict[str, Any] | None, catalog: PriceCatalog) -> tuple[Cost | None, bool]:
+    basis, known = _recorded(outputs)
+    return (price_basis(basis, catalog) if basis else None), known
+
+
+def _full_selection(fleet: Fleet) -> bool:
+    """Whether this run covers every cluster of the spec (its shard's share, with --shard): only then is a
+    stack that the spec no longer has really removed, rather than outside the selection."""
+    everything = resolve_targets(fleet.spec)
+    if fleet.options.shard:
+        everything = select_shard(everything, parse_shard(fleet.options.shard))
+    return {t.cluster_stack for t in everything} == {t.cluster_stack for t in fleet.targets}
+
+
+def _backend_stacks(fleet: Fleet) -> list[str]:
+    names = stack_names(fleet.settings.backend_url, PROJECT_NAME)
+    if names is None:
+        from npa_pulumi.engine.stacks import list_fleet_stacks
+
+        names = [str(s["name"]) for s in list_fleet_stacks(fleet.options.backend, fleet.spec.name)]
+    prefix = f"{fleet.spec.name}."
+    return [name.rsplit("/", 1)[-1] for name in names if name.rsplit("/", 1)[-1].startswith(prefix)]
+
+
+def _removed(fleet: Fleet, known: set[str], catalog: PriceCatalog) -> list[StackDelta]:
+    """Deployed stacks of this fleet that the spec no longer has: after is zero."""
+    if not _full_selection(fleet):
+        return []
+    try:
+        names = [name for name in _backend_stacks(fleet) if name not in known]
+    except NpaError as err:
+        log.warning("cost: the backend's stacks could not be listed: %s", err)
+        return []
+    ops = []
+    for name in sorted(names):
+        parts = name.removeprefix(f"{fleet.spec.name}.").split(".")
+        kind = "cluster" if len(parts) == 2 else "project"
+        if fleet.options.stage and fleet.options.stage != f"{kind}s":
+            continue  # --stage: only that half of the fleet
+        ops.append(_op(name, kind, parts[0], parts[1] if kind == "cluster" else None))
+    outputs = fleet.stack_outputs(ops)
+    deltas = []
+    for op in ops:
+        before, recorded = _before(outputs.get(op.stack), catalog)
+        if before is None and recorded:
+            continue  # an empty stack (never deployed): nothing to save
+        deltas.append(
+            stack_delta(
+                op.stack, op.kind, op.project_key, op.cluster_name, before, None, past_recorded=recorded
+            )
+        )
+    return deltas
+
+
+def _policy_config(fleet: Fleet) -> BudgetConfig:
+    path = fleet.options.policy_config
+    if not path:
+        return BudgetConfig()
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return BudgetConfig()  # the engine reports an unreadable config itself
+    return budget_config(config, path)
+
+
+def catalog_of(fleet: Fleet) -> PriceCatalog:
+    return load_catalog(getattr(fleet.options, "prices", None))
+
+
+def preview_cost(fleet: Fleet, result: FleetResult) -> None:
+    """Attach the cost delta of this preview to `result`, and the budget guardrail's verdict."""
+    catalog = catalog_of(fleet)
+    plans = fleet.plans()
+    wanted: list[tuple[StackOp, dict[str, Any]]] = []
+    if fleet.options.stage != "clusters":
+        wanted += [(_op(p.stack, "project", p.project_key, None), p.cost_basis) for p in plans.projects]
+    if fleet.options.stage != "projects":
+        wanted += [
+            (_op(c.stack, "cluster", c.project_key, c.cluster_name), c.cost_basis) for c in plans.clusters
+        ]
+    outputs = fleet.stack_outputs([op for op, _ in wanted])
+    deltas = []
+    for op, basis in wanted:
+        before, recorded = _before(outputs.get(op.stack), catalog)
+        after = price_basis(CostBasis.model_validate(basis), catalog)
+        deltas.append(
+            stack_delta(
+                op.stack, op.kind, op.project_key, op.cluster_name, before, after, past_recorded=recorded
+            )
+        )
+    known = {s.stack for s in result.stacks} | {op.stack for op, _ in wanted}
+    deltas += _removed(fleet, known, catalog)
+    config = _policy_config(fleet)
+    result.cost = summarize(deltas, catalog.describe(), config.to_json() if config.active else None)
+    result.policy.extend(PolicyViolation(**v) for v in check_budget(result.cost, config))
+
+
+def status_cost(fleet: Fleet, result: FleetResult) -> None:
+    """What the deployed fleet costs now, from what its stacks recorded: per project and cluster."""
+    catalog = catalog_of(fleet)
+    projects: dict[str, list[tuple[str, str | None, StackOp]]] = {}
+    for target in fleet.targets:
+        entries = projects.setdefault(target.project_key, [])
+        if not entries:
+            entries.append(
+                (target.project_stack, None, _op(target.project_stack, "project", target.project_key, None))
+            )
+        op = _op(target.cluster_stack, "cluster", target.project_key, target.cluster_name)
+        entries.append((target.cluster_stack, target.cluster_name, op))
+    outputs = fleet.stack_outputs([op for entries in projects.values() for _, _, op in entries])
+    unrecorded: list[str] = []
+    project_docs, project_costs = [], []
+    for key, entries in projects.items():
+        stacks_doc, parts = [], []
+        for stack, cluster, _ in entries:
+            before, recorded = _before(outputs.get(stack), catalog)
+            if not recorded:
+                unrecorded.append(stack)
+            cost = before or Cost()
+            parts.append((stack, cost))
+            stacks_doc.append(
+                {"stack": stack, "cluster_name": cluster, "recorded": recorded, "cost": cost.to_json()}
+            )
+        total = combine(parts)
+        project_costs.append((key, total))
+        project_docs.append({"project_key": key, "cost": total.to_json(), "stacks": stacks_doc})
+    fleet_cost = combine(project_costs, LineKind.PROJECT)
+    result.cost = {
+        **fleet_cost.to_json(),
+        "prices": catalog.describe(),
+        "projects": project_docs,
+        "unrecorded": unrecorded,
+    }
