@@ -326,7 +326,10 @@ def parse_catalog_text(text: str, origin: str) -> CatalogFile:
     try:
         data, index = load_yaml(text, origin)
     except SpecError as err:
-        raise PricesFileError(f"{origin}: {err}") from None
+        where = [
+            f"line {p.line}, column {p.column}: {p.message}" if p.line else p.message for p in err.problems
+        ]
+        raise PricesFileError(f"{origin}: not a readable price catalog: " + "; ".join(where)) from None
     if not isinstance(data, dict):
         raise PricesFileError(f"{origin}: a price catalog is a mapping (format, compute, units, ...)")
     try:
