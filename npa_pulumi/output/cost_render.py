@@ -46,15 +46,21 @@ def _project_rows(cost: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _side(value: float | None, absent: bool) -> str:
+    if absent:
+        return "none"
+    return "not priced" if value is None else money(value)
+
+
 def _line(line: dict[str, Any]) -> str:
-    sign = _SIGN.get(str(line.get("change")), "~")
+    change = str(line.get("change"))
     past, new = line.get("past_monthly_usd"), line.get("monthly_usd")
     reserved = " (reserved, not in the totals)" if line.get("pricing") == "reserved" else ""
-    figures = (
-        f"{'not priced' if past is None else money(past)} → {'not priced' if new is None else money(new)}"
-        f" ({_diff(line.get('diff_monthly_usd'))})"
-    )
-    return f"  - {sign} {code(line['item'])} {md(line['description'])}: {figures}{reserved}"
+    figures = f"{_side(past, change == 'added')} → {_side(new, change == 'removed')}"
+    if line.get("diff_monthly_usd") is not None:
+        figures += f" ({_diff(line.get('diff_monthly_usd'))})"
+    sign = _SIGN.get(change, "~")
+    return f"  - **{sign}** {code(line['item'])} {md(line['description'])}: {figures}{reserved}"
 
 
 def _breakdown(cost: dict[str, Any]) -> str:
@@ -67,7 +73,7 @@ def _breakdown(cost: dict[str, Any]) -> str:
     for stack in changed:
         recorded = "" if stack.get("past_recorded", True) else " (before not recorded: counted as $0)"
         block = [
-            f"{_SIGN.get(str(stack['change']), '~')} {code(stack['stack'])} "
+            f"- **{_SIGN.get(str(stack['change']), '~')}** {code(stack['stack'])} "
             f"{_diff(stack['diff_monthly_usd'])}/month{recorded}"
         ]
         lines = stack.get("lines") or []

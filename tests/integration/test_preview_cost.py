@@ -93,7 +93,7 @@ def test_cost_of_growing_and_shrinking_a_deployed_fleet(isolated_home: Path, tmp
     assert "**monthly cost will increase by $144.83 (+40%)**" in document, document[:3000]
     assert project_row(document, "alpha") == ["$362.08", "$506.91", "+$144.83"]
     assert "| **All projects** | **$362.08** | **$506.91** | **+$144.83** |" in document
-    assert "+ <code>cost-demo.alpha.extra</code> +$144.83/month" in document
+    assert "- **+** <code>cost-demo.alpha.extra</code> +$144.83/month" in document
     cost = result["cost"]
     assert cost["diff_monthly_usd"] == pytest.approx(EXTRA_MONTHLY)
     added = {s["stack"]: s for s in cost["stacks"]}["cost-demo.alpha.extra"]
@@ -123,6 +123,6 @@ def test_cost_of_growing_and_shrinking_a_deployed_fleet(isolated_home: Path, tmp
     assert done.returncode == 0, done.stderr[-4000:]
     assert "**monthly cost will decrease by $289.66 (-80%)**" in document, document[:3000]
     assert project_row(document, "alpha") == ["$362.08", "$72.42", "-$289.66"]
-    assert "- <code>cost-demo.alpha.infer</code> -$289.66/month" in document
+    assert "- **-** <code>cost-demo.alpha.infer</code> -$289.66/month" in document
     removed = {s["stack"]: s for s in result["cost"]["stacks"]}["cost-demo.alpha.infer"]
     assert removed["change"] == "removed" and removed["monthly_usd"] == 0

@@ -94,9 +94,9 @@ def _no_ambient_prices(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_shipped_catalog_has_a_version_a_date_and_a_source_for_every_figure() -> None:
     layer = builtin_layer()
     assert layer.file.version and layer.file.date and layer.file.hours_per_month == 730
-    for entry in [*layer.file.compute, *layer.file.units]:
-        assert entry.source in layer.file.sources, entry
-        assert layer.file.sources[entry.source].date
+    sources = [entry.source for entry in layer.file.compute] + [entry.source for entry in layer.file.units]
+    for source in sources:
+        assert source in layer.file.sources and layer.file.sources[source].date, source
     figures = {(e.platform, e.preset): e for e in layer.file.compute}
     h200 = figures["gpu-h200-sxm", "8gpu-128vcpu-1600gb"]
     assert (h200.on_demand_hourly_usd, h200.preemptible_hourly_usd) == (Decimal("28.0"), Decimal("11.6"))
@@ -171,7 +171,8 @@ def test_a_preemptible_pool_uses_the_preemptible_price() -> None:
     assert spot["unit_price_usd"] == 10.0 and spot["monthly_usd"] == 7_300
     # Without a preemptible figure the pool is unknown: never priced on demand.
     catalog = load_catalog()
-    found = catalog.compute("gpu-b200-sxm", "8gpu-160vcpu-1792gb", "us-central1", Pricing.PREEMPTIBLE, gpus=8, vcpus=160, memory=1792)  # fmt: skip
+    b200 = ("gpu-b200-sxm", "8gpu-160vcpu-1792gb", "us-central1")
+    found = catalog.compute(*b200, Pricing.PREEMPTIBLE, gpus=8, vcpus=160, memory=1792)
     assert isinstance(found, str) and "preemptible" in found
 
 
@@ -184,7 +185,8 @@ def test_a_capacity_block_pool_is_reported_separately(tmp_path: Path) -> None:
 
     contract = tmp_path / "prices.yaml"
     contract.write_text(
-        "reserved:\n  - {platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb, hourly_usd: 20, source: contract}\n"
+        "reserved:\n"
+        "  - {platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb, hourly_usd: 20, source: contract}\n"
     )
     document = plan(prices=contract)
     priced = clusters(document)["reserved"]["cost"]
@@ -401,8 +403,10 @@ def test_the_budget_policy_fails_a_change_over_its_limit_when_mandatory() -> Non
     total = budget_config({"fleet-monthly-budget": {"monthly_total_limit_usd": 50_000}}, "p")
     (advisory,) = check_budget(cost, total)
     assert advisory["level"] == "advisory" and "would cost $61,320 a month" in advisory["message"]
-    assert check_budget(cost, budget_config({"all": "disabled", "fleet-monthly-budget": {"monthly_total_limit_usd": 1}}, "p")) == []  # fmt: skip
-    assert check_budget(cost, budget_config({"fleet-monthly-budget": {"monthly_increase_limit_usd": 30_000}}, "p")) == []  # fmt: skip
+    disabled = {"all": "disabled", "fleet-monthly-budget": {"monthly_total_limit_usd": 1}}
+    assert check_budget(cost, budget_config(disabled, "p")) == []
+    roomy = {"fleet-monthly-budget": {"monthly_increase_limit_usd": 30_000}}
+    assert check_budget(cost, budget_config(roomy, "p")) == []
     with pytest.raises(Exception, match="must be a number"):
         budget_config({"fleet-monthly-budget": {"monthly_increase_limit_usd": "lots"}}, "p")
     with pytest.raises(Exception, match="enforcementLevel"):
@@ -421,7 +425,7 @@ def test_the_comment_cost_section_has_the_headline_table_and_collapsed_lines() -
     assert "| <code>a</code> | $20,440 | $40,880 | +$20,440 |" in section
     assert "| **All projects** | **$40,880** | **$61,320** | **+$20,440** |" in section
     assert "<details>" in section and section.count("<details>") == section.count("</details>")
-    assert "- <code>f.b.old</code> -$20,440/month" in section
+    assert "- **-** <code>f.b.old</code> -$20,440/month" in section
     assert "Key: ~ changed, + added, - removed." in section
     assert any(line.startswith("cost: monthly cost will increase") for line in cost_text(result.cost))
 
