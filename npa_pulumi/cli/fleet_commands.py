@@ -297,6 +297,7 @@ def _finish(result: Any, output: str) -> int:
 @shard_option
 @stage_option
 @break_lock_option
+@prices_option
 def up_command(**kw: Any) -> None:
     """Deploy the fleet: project stacks first, then cluster stacks in parallel."""
 
@@ -323,6 +324,7 @@ def up_command(**kw: Any) -> None:
                 preflight=kw["preflight"],
                 refresh=kw["refresh"],
                 health_gate=kw["health_gate"],
+                prices=kw["prices"],
             ),
         )
         fleet.plans()  # every offline check (recipe, tfvars) before asking

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from npa_pulumi.plan.cost import (
     CostBasis,
     LineKind,
     combine,
+    money,
     price_basis,
 )
 from npa_pulumi.plan.cost_delta import StackDelta, stack_delta, summarize
@@ -122,6 +124,20 @@ def catalog_of(fleet: Fleet) -> PriceCatalog:
     return load_catalog(getattr(fleet.options, "prices", None))
 
 
+def over_budget(fleet: Fleet, result: FleetResult) -> bool:
+    """`up`'s budget gate, before any change: with a limit configured, the cost delta and the guardrail's
+    verdict go into `result`; True (and `result.error`) when a mandatory budget is exceeded."""
+    if not _policy_config(fleet).active:
+        return False
+    preview_cost(fleet, result)
+    mandatory = [v for v in result.policy if v.level.lower() == "mandatory"]
+    if mandatory:
+        result.error = (
+            f"{mandatory[0].policy} (mandatory): {mandatory[0].message} Nothing was created or changed."
+        )
+    return bool(mandatory)
+
+
 def preview_cost(fleet: Fleet, result: FleetResult) -> None:
     """Attach the cost delta of this preview to `result`, and the budget guardrail's verdict."""
     catalog = catalog_of(fleet)
@@ -186,3 +202,42 @@ def status_cost(fleet: Fleet, result: FleetResult) -> None:
         "projects": project_docs,
         "unrecorded": unrecorded,
     }
+
+
+_SAVING_PHASES = {"cluster": "cluster", "bucket": "project"}  # phase -> the stack whose basis it removes
+
+
+def teardown_cost(fleet: Fleet, result: FleetResult) -> None:
+    """What a destroy saves (`destroy --dry-run`: would save): the recorded cost of every cluster stack it
+    deletes, and of every bucket it deletes (a plain destroy retains buckets, whose cost goes on)."""
+    catalog = catalog_of(fleet)
+    wanted = [p for p in result.phases if p.phase in _SAVING_PHASES and p.status in ("planned", "done")]
+    if not wanted:
+        return
+    ops = [
+        _op(
+            p.stack,
+            _SAVING_PHASES[p.phase],
+            p.project_key,
+            p.stack.rsplit(".", 1)[-1] if p.phase == "cluster" else None,
+        )
+        for p in wanted
+    ]
+    outputs = fleet.stack_outputs(ops)  # read by the teardown's plan: cached, from before the deletes
+    deltas = []
+    for op, phase in zip(ops, wanted, strict=True):
+        basis, recorded = _recorded(outputs.get(op.stack))
+        if phase.phase == "bucket" and basis is not None:
+            basis = CostBasis(region=basis.region, buckets=basis.buckets)
+        before = price_basis(basis, catalog) if basis else None
+        if before is None and recorded:
+            continue
+        deltas.append(
+            stack_delta(
+                op.stack, op.kind, op.project_key, op.cluster_name, before, None, past_recorded=recorded
+            )
+        )
+    cost = summarize(deltas, catalog.describe())
+    verb = "would save" if result.dry_run else "saves"
+    cost["headline"] = f"this destroy {verb} {money(-Decimal(str(cost['diff_monthly_usd'])))} a month"
+    result.cost = cost

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.factory import TENANT_ENV
-from npa_pulumi.engine.costs import preview_cost, status_cost
+from npa_pulumi.engine.costs import over_budget, preview_cost, status_cost, teardown_cost
 from npa_pulumi.engine.diy_backend import checkpoint_outputs, interrupted
 from npa_pulumi.engine.fingerprint import (
     FINGERPRINT_OUTPUT,
@@ -781,6 +781,8 @@ class Fleet:
                     "preflight failed: the fleet does not fit the tenant's quota or reserved capacity"
                 )
                 return result
+        if over_budget(self, result):  # a mandatory fleet-monthly-budget stops up before any change
+            return result
         result.stacks.extend(plans.unsupported)
         failed_projects = set() if self.options.stage == "clusters" else self._up_projects(plans, result)
         if self.options.stage != "projects":
@@ -1029,6 +1031,7 @@ class Fleet:
         plans = self.plans()
         result.warnings = list(plans.warnings)
         result.phases = Teardown(self, teardown or TeardownOptions()).plan()
+        teardown_cost(self, result)  # what it would save (engine/costs.py)
         return result
 
     @_hosted
@@ -1081,6 +1084,7 @@ class Fleet:
                     for p in result.phases
                     if p.stack == item.stack and p.status == "retained"
                 )
+        teardown_cost(self, result)  # what it saves (engine/costs.py)
         return result
 
     def cleanup_plan(self, teardown: TeardownOptions) -> FleetResult:

@@ -116,6 +116,23 @@ def test_cost_of_growing_and_shrinking_a_deployed_fleet(isolated_home: Path, tmp
     (violation,) = result["policy"]
     assert violation["policy"] == "fleet-monthly-budget" and violation["level"] == "mandatory"
     assert "<code>fleet-monthly-budget</code>" in document and "**1 mandatory**" in document
+    # ... and stops `up` before any change (the final preview below still finds $362.08 deployed).
+    refused = run_cli(
+        "up",
+        "--spec",
+        str(spec),
+        "--cloud",
+        "local",
+        "--yes",
+        "--policy-config",
+        str(config),
+        "--output",
+        "json",
+    )
+    assert refused.returncode == 1, refused.stderr[-4000:]
+    body = json.loads(refused.stdout)
+    assert body["error"].startswith("fleet-monthly-budget (mandatory): this change adds $144.83 a month")
+    assert body["stacks"] == [] and body["cost"]["diff_monthly_usd"] == pytest.approx(EXTRA_MONTHLY)
 
     # Removing a cluster: the saving.
     spec.write_text(HEAD)
@@ -126,3 +143,11 @@ def test_cost_of_growing_and_shrinking_a_deployed_fleet(isolated_home: Path, tmp
     assert "- **-** <code>cost-demo.alpha.infer</code> -$289.66/month" in document
     removed = {s["stack"]: s for s in result["cost"]["stacks"]}["cost-demo.alpha.infer"]
     assert removed["change"] == "removed" and removed["monthly_usd"] == 0
+
+    # A destroy says what it saves: the recorded cost of the clusters it deletes (buckets are retained).
+    spec.write_text(HEAD + INFER)
+    dry = run_cli("destroy", "--spec", str(spec), "--cloud", "local", "--dry-run", "--output", "json")
+    assert dry.returncode == 0, dry.stderr[-4000:]
+    saving = json.loads(dry.stdout)["cost"]
+    assert saving["headline"] == "this destroy would save $362.08 a month"
+    assert {s["stack"] for s in saving["stacks"]} == {"cost-demo.alpha.train", "cost-demo.alpha.infer"}

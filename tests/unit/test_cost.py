@@ -438,3 +438,37 @@ def test_the_cost_section_escapes_what_comes_from_the_spec() -> None:
     )
     section = cost_markdown(result)
     assert "<img" not in section and "a\\|&lt;img" in section
+
+
+def test_what_a_stack_recorded_decides_its_past() -> None:
+    from npa_pulumi.engine.costs import _recorded
+
+    basis = CostBasis(region="r", pools=[PoolBasis(item="cpu_nodes", count=1, platform="cpu-d3", preset="x")])
+    assert _recorded(None) == (None, True)  # no stack: nothing before
+    assert _recorded({}) == (None, True)  # created by a preview, never deployed
+    assert _recorded({"npa_fingerprint": "f", "cluster_id": "c"}) == (None, False)  # deployed, not recorded
+    assert _recorded({"npa_fingerprint": "f", "cost_basis": basis.to_output()}) == (basis, True)
+
+
+def test_status_cost_text_lists_projects_and_clusters() -> None:
+    cost = {
+        **Cost().to_json(),
+        "monthly_usd": 40_952.42,
+        "hourly_usd": 56.1,
+        "projects": [
+            {
+                "project_key": "a",
+                "cost": {"monthly_usd": 40_952.42},
+                "stacks": [
+                    {"stack": "f.a", "cluster_name": None, "cost": {"monthly_usd": 0}},
+                    {"stack": "f.a.train", "cluster_name": "train", "cost": {"monthly_usd": 40_952.42}},
+                ],
+            }
+        ],
+        "unknown": [{"item": "f.a.train: gpu_nodes.disk"}],
+        "unrecorded": ["f.b.old"],
+    }
+    lines = cost_text(cost)
+    assert lines[0] == "cost now: $40,952 a month ($56.10/h)"
+    assert "    train: $40,952 a month" in lines and "  project a: $40,952 a month" in lines
+    assert any("1 item not priced" in line for line in lines) and any("f.b.old" in line for line in lines)
