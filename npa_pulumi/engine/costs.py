@@ -129,7 +129,8 @@ def over_budget(fleet: Fleet, result: FleetResult) -> bool:
     verdict go into `result`; True (and `result.error`) when a mandatory budget is exceeded."""
     if not _policy_config(fleet).active:
         return False
-    preview_cost(fleet, result)
+    # `up` never destroys a stack the spec dropped, so its saving does not offset an increase here.
+    preview_cost(fleet, result, include_removed=False)
     mandatory = [v for v in result.policy if v.level.lower() == "mandatory"]
     if mandatory:
         result.error = (
@@ -138,8 +139,10 @@ def over_budget(fleet: Fleet, result: FleetResult) -> bool:
     return bool(mandatory)
 
 
-def preview_cost(fleet: Fleet, result: FleetResult) -> None:
-    """Attach the cost delta of this preview to `result`, and the budget guardrail's verdict."""
+def preview_cost(fleet: Fleet, result: FleetResult, include_removed: bool = True) -> None:
+    """Attach the cost delta of this preview to `result`, and the budget guardrail's verdict. A deployed
+    stack the spec no longer has is counted as removed (its saving, once it is destroyed) unless
+    `include_removed` is False."""
     catalog = catalog_of(fleet)
     plans = fleet.plans()
     wanted: list[tuple[StackOp, dict[str, Any]]] = []
@@ -160,7 +163,8 @@ def preview_cost(fleet: Fleet, result: FleetResult) -> None:
             )
         )
     known = {s.stack for s in result.stacks} | {op.stack for op, _ in wanted}
-    deltas += _removed(fleet, known, catalog)
+    if include_removed:
+        deltas += _removed(fleet, known, catalog)
     config = _policy_config(fleet)
     result.cost = summarize(deltas, catalog.describe(), config.to_json() if config.active else None)
     result.policy.extend(PolicyViolation(**v) for v in check_budget(result.cost, config))

@@ -72,6 +72,8 @@ def _breakdown(cost: dict[str, Any]) -> str:
     used, left_out = 0, 0
     for stack in changed:
         recorded = "" if stack.get("past_recorded", True) else " (before not recorded: counted as $0)"
+        if stack.get("change") == "removed":
+            recorded += " (no longer in the spec: saved once its stack is destroyed)"
         block = [
             f"- **{_SIGN.get(str(stack['change']), '~')}** {code(stack['stack'])} "
             f"{_diff(stack['diff_monthly_usd'])}/month{recorded}"
