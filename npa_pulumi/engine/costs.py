@@ -60,13 +60,15 @@ def _before(outputs: dict[str, Any] | None, catalog: PriceCatalog) -> tuple[Cost
     return (price_basis(basis, catalog) if basis else None), known
 
 
-def _full_selection(fleet: Fleet) -> bool:
-    """Whether this run covers every cluster of the spec (its shard's share, with --shard): only then is a
-    stack that the spec no longer has really removed, rather than outside the selection."""
+def _spec_stacks(fleet: Fleet) -> set[str] | None:
+    """Every stack the spec has, when this run covers all of its clusters (its shard's share, with
+    --shard); None for a narrower selection (--only-projects / --only-clusters), which cannot tell a stack
+    the spec dropped from one outside the selection."""
     everything = resolve_targets(fleet.spec)
-    if fleet.options.shard:
-        everything = select_shard(everything, parse_shard(fleet.options.shard))
-    return {t.cluster_stack for t in everything} == {t.cluster_stack for t in fleet.targets}
+    share = select_shard(everything, parse_shard(fleet.options.shard)) if fleet.options.shard else everything
+    if {t.cluster_stack for t in share} != {t.cluster_stack for t in fleet.targets}:
+        return None
+    return {stack for t in everything for stack in (t.project_stack, t.cluster_stack)}
 
 
 def _backend_stacks(fleet: Fleet) -> list[str]:
@@ -80,11 +82,13 @@ def _backend_stacks(fleet: Fleet) -> list[str]:
 
 
 def _removed(fleet: Fleet, known: set[str], catalog: PriceCatalog) -> list[StackDelta]:
-    """Deployed stacks of this fleet that the spec no longer has: after is zero."""
-    if not _full_selection(fleet):
+    """Deployed stacks of this fleet that the spec no longer has: after is zero. Every shard reports them
+    (`preview-merge` counts each once)."""
+    in_spec = _spec_stacks(fleet)
+    if in_spec is None:
         return []
     try:
-        names = [name for name in _backend_stacks(fleet) if name not in known]
+        names = [name for name in _backend_stacks(fleet) if name not in known | in_spec]
     except NpaError as err:
         log.warning("cost: the backend's stacks could not be listed: %s", err)
         return []

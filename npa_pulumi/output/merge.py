@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, PolicyViolation, StackResult
 from npa_pulumi.plan.budget import BUDGET_POLICY, BudgetConfig, check_budget
-from npa_pulumi.plan.cost_delta import StackDelta, deltas_from_document, summarize
+from npa_pulumi.plan.cost_delta import Change, StackDelta, deltas_from_document, summarize
 from npa_pulumi.plan.shards import ShardError, parse_shard
 
 
@@ -138,7 +138,10 @@ def _merge_cost(merged: FleetResult, results: list[tuple[str, FleetResult]]) -> 
     seen: dict[str, StackDelta] = {}
     for cost in costs:
         for delta in deltas_from_document(cost):
-            seen.setdefault(delta.stack, delta)
+            kept = seen.get(delta.stack)
+            # The shard that previewed a stack knows it best; another can only have seen it as not its own.
+            if kept is None or (kept.change is Change.REMOVED and delta.change is not Change.REMOVED):
+                seen[delta.stack] = delta
     order = {stack.stack: index for index, stack in enumerate(merged.stacks)}
     deltas = sorted(seen.values(), key=lambda d: (order.get(d.stack, len(order)), d.stack))
     budget = next((cost["budget"] for cost in costs if cost.get("budget")), None)
