@@ -178,8 +178,10 @@ def _nothing_to_do(command: str, spec: Any, kw: dict[str, Any]) -> int:
 
 
 def _fleet(spec: Any, targets: list[Any], options: dict[str, Any]) -> Any:
+    from npa_pulumi.cli.cost_commands import check_cost_inputs
     from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
 
+    check_cost_inputs(options.get("prices"), options.get("policy_config"))  # bad input before any engine run
     return Fleet(spec, targets, FleetOptions(**options))
 
 

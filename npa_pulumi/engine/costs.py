@@ -175,7 +175,15 @@ def preview_cost(fleet: Fleet, result: FleetResult, include_removed: bool = True
 
 
 def status_cost(fleet: Fleet, result: FleetResult) -> None:
-    """What the deployed fleet costs now, from what its stacks recorded: per project and cluster."""
+    """What the deployed fleet costs now, from what its stacks recorded: per project and cluster (a price
+    catalog that cannot be read is a warning: the status stands)."""
+    try:
+        _status_cost(fleet, result)
+    except NpaError as err:
+        result.warnings.append(f"what the fleet costs is not shown: {err}")
+
+
+def _status_cost(fleet: Fleet, result: FleetResult) -> None:
     catalog = catalog_of(fleet)
     projects: dict[str, list[tuple[str, str | None, StackOp]]] = {}
     for target in fleet.targets:
@@ -217,7 +225,15 @@ _SAVING_PHASES = {"cluster": "cluster", "bucket": "project"}  # phase -> the sta
 
 def teardown_cost(fleet: Fleet, result: FleetResult) -> None:
     """What a destroy saves (`destroy --dry-run`: would save): the recorded cost of every cluster stack it
-    deletes, and of every bucket it deletes (a plain destroy retains buckets, whose cost goes on)."""
+    deletes, and of every bucket it deletes (a plain destroy retains buckets, whose cost goes on). Runs
+    after the deletes: a price catalog that cannot be read is a warning, never a failed destroy."""
+    try:
+        _teardown_cost(fleet, result)
+    except NpaError as err:
+        result.warnings.append(f"what this destroy saves is not shown: {err}")
+
+
+def _teardown_cost(fleet: Fleet, result: FleetResult) -> None:
     catalog = catalog_of(fleet)
     wanted = [p for p in result.phases if p.phase in _SAVING_PHASES and p.status in ("planned", "done")]
     if not wanted:

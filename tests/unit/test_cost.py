@@ -472,3 +472,24 @@ def test_status_cost_text_lists_projects_and_clusters() -> None:
     assert lines[0] == "cost now: $40,952 a month ($56.10/h)"
     assert "    train: $40,952 a month" in lines and "  project a: $40,952 a month" in lines
     assert any("1 item not priced" in line for line in lines) and any("f.b.old" in line for line in lines)
+
+
+def test_preview_refuses_bad_cost_inputs_before_any_engine_run(tmp_path: Path) -> None:
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC.replace("GPU_COUNT", "2"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("compute:\n  - {platform: cpu-d3, preset: 4vcpu-16gb, on_demand_hourly_usd: free}\n")
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["preview", "--spec", str(spec), "--prices", str(bad), "--output", "json"])
+    assert refused.exit_code == 2, refused.output
+    error = json.loads(refused.stdout)["error"]
+    assert (
+        error["kind"] == "invalid-prices" and "compute[0].on_demand_hourly_usd (line 2)" in error["message"]
+    )
+    config = tmp_path / "policy.json"
+    config.write_text(json.dumps({"fleet-monthly-budget": {"monthly_total_limit_usd": "a lot"}}))
+    refused = runner.invoke(
+        cli, ["up", "--spec", str(spec), "--policy-config", str(config), "--output", "json"]
+    )
+    assert refused.exit_code == 2, refused.output
+    assert "monthly_total_limit_usd must be a number" in json.loads(refused.stdout)["error"]["message"]
