@@ -70,6 +70,9 @@ class CostBasis(_Basis):
     pools: list[PoolBasis] = Field(default_factory=list)
     filesystem_gib: int = 0
     buckets: list[BucketBasis] = Field(default_factory=list)
+    # What the stack runs that no catalog can price from the spec (a Slurm control plane whose presets the
+    # recipe chooses): listed as unknown, never left out silently. {item: description}
+    unpriced: dict[str, str] = Field(default_factory=dict)
 
     def to_output(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -142,11 +145,14 @@ def cluster_basis(target: Target) -> CostBasis:
             )
     # An existing filesystem is not the cluster's: it is billed wherever it was made.
     owned_fs = cluster.enable_filestore and not cluster.existing_filestore
-    return CostBasis(
-        region=target.region,
-        pools=pools,
-        filesystem_gib=cluster.filestore_disk_size_gibibytes if owned_fs else 0,
-    )
+    filesystem_gib = cluster.filestore_disk_size_gibibytes if owned_fs else 0
+    unpriced: dict[str, str] = {}
+    if cluster.soperator is not None:
+        filesystem_gib = cluster.soperator.jail_size_gib  # the Slurm jail: a shared filesystem
+        unpriced["slurm_control_plane"] = (
+            "Slurm controller, login and system nodes (presets chosen by the recipe)"
+        )
+    return CostBasis(region=target.region, pools=pools, filesystem_gib=filesystem_gib, unpriced=unpriced)
 
 
 def project_basis(target: Target) -> CostBasis:
@@ -343,6 +349,10 @@ def price_basis(basis: CostBasis, catalog: PriceCatalog) -> Cost:
             StorageKind.FILESYSTEM,
             None,
             basis.filesystem_gib,
+        )
+    for item, description in basis.unpriced.items():
+        builder.unknown.append(
+            UnknownItem(item, description, "not priced: the spec does not say what it runs on")
         )
     for bucket in basis.buckets:
         builder.storage(

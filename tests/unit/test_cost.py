@@ -493,3 +493,15 @@ def test_preview_refuses_bad_cost_inputs_before_any_engine_run(tmp_path: Path) -
     )
     assert refused.exit_code == 2, refused.output
     assert "monthly_total_limit_usd must be a number" in json.loads(refused.stdout)["error"]["message"]
+
+
+def test_a_slurm_cluster_prices_its_workers_and_names_what_it_cannot() -> None:
+    from npa_pulumi.spec.parse import load_spec
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = load_spec(repo / "examples" / "mixed-backends.yaml")
+    document = plan_document(spec, resolve_targets(spec), prices=load_catalog())
+    slurm = next(c for c in clusters(document).values() if c["backend"] == "soperator")["cost"]
+    assert {entry["item"] for entry in slurm["lines"]} == {"workers[cpu]", "workers[gpu]"}
+    unknown = {u["item"] for u in slurm["unknown"]}
+    assert {"slurm_control_plane", "filesystem"} <= unknown
