@@ -70,7 +70,7 @@ STACK_TAGS_CLUSTER: tuple[str, ...] = ("npa:cluster",)
 class PolicyInfo:
     name: str
     level: Level
-    kind: Literal["resource", "stack"]
+    kind: Literal["resource", "stack", "fleet"]
     description: str
     remediation: str
     applies_to: tuple[str, ...]
@@ -314,7 +314,41 @@ POLICIES: tuple[PolicyInfo, ...] = (
     ),
 )
 
+# Policies about the whole fleet, which CrossGuard cannot judge (it sees one stack per engine run): npa-pulumi
+# evaluates them over every stack of a preview (npa_pulumi/plan/budget.py) and reports them as this pack's
+# results; their level and settings come from the same --policy-config file, under the same names.
+FLEET_POLICIES: tuple[PolicyInfo, ...] = (
+    PolicyInfo(
+        name="fleet-monthly-budget",
+        level="advisory",
+        kind="fleet",
+        description=(
+            "A change whose monthly cost increase, or a fleet whose monthly total, exceeds the limit set in "
+            "the policy config (prices: the shipped catalog or --prices; unknown prices are not counted). "
+            "Off until a limit is set; advisory by default, mandatory fails the preview."
+        ),
+        remediation=(
+            "shrink the change, or raise monthly_increase_limit_usd / monthly_total_limit_usd in the policy "
+            "config once the spending is approved"
+        ),
+        applies_to=("fleet",),
+        config_schema={
+            "monthly_increase_limit_usd": {
+                "type": "number",
+                "minimum": 0,
+                "description": "the most a change may add to the fleet's monthly on-demand cost, in USD",
+            },
+            "monthly_total_limit_usd": {
+                "type": "number",
+                "minimum": 0,
+                "description": "the most the fleet may cost a month on demand after the change, in USD",
+            },
+        },
+    ),
+)
+
 POLICY_NAMES: tuple[str, ...] = tuple(p.name for p in POLICIES)
+FLEET_POLICY_NAMES: tuple[str, ...] = tuple(p.name for p in FLEET_POLICIES)
 
 
 def get_policy(name: str) -> PolicyInfo:
@@ -326,4 +360,4 @@ def get_policy(name: str) -> PolicyInfo:
 
 def catalog_document() -> dict[str, Any]:
     """The pack as one JSON-ready document (what `npa-pulumi policy list --output json` prints)."""
-    return {"pack": PACK_NAME, "policies": [p.to_dict() for p in POLICIES]}
+    return {"pack": PACK_NAME, "policies": [p.to_dict() for p in (*POLICIES, *FLEET_POLICIES)]}

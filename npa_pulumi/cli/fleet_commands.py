@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
+from npa_pulumi.cli.cost_commands import prices_option
 from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 
@@ -180,8 +181,10 @@ def _nothing_to_do(command: str, spec: Any, kw: dict[str, Any]) -> int:
 
 
 def _fleet(spec: Any, targets: list[Any], options: dict[str, Any]) -> Fleet:
+    from npa_pulumi.cli.cost_commands import check_cost_inputs
     from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
 
+    check_cost_inputs(options.get("prices"), options.get("policy_config"))  # bad input before any engine run
     return Fleet(spec, targets, FleetOptions(**options))
 
 
@@ -299,6 +302,7 @@ def _finish(result: Any, output: str) -> int:
 @shard_option
 @stage_option
 @break_lock_option
+@prices_option
 def up_command(**kw: Any) -> None:
     """Deploy the fleet: project stacks first, then cluster stacks in parallel."""
 
@@ -324,6 +328,7 @@ def up_command(**kw: Any) -> None:
                 create_projects=kw["create_projects"],
                 refresh=kw["refresh"],
                 health_gate=kw["health_gate"],
+                prices=kw["prices"],
             ),
         )
         fleet.plans()  # every offline check (recipe, tfvars) before asking
@@ -379,6 +384,7 @@ def up_command(**kw: Any) -> None:
     is_flag=True,
     help="Run Terraform's own plan for every cluster stack, not only those whose bridge inputs changed.",
 )
+@prices_option
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
@@ -401,6 +407,7 @@ def preview_command(**kw: Any) -> None:
                 policy_packs=list(kw["policy_packs"]),
                 policy_config=kw["policy_config"],
                 refresh=kw["refresh"],
+                prices=kw["prices"],
             ),
         )
         from npa_pulumi.engine.preflight_gate import preflight_gate
@@ -838,7 +845,9 @@ def _phase_lines(phases: list[Any]) -> list[str]:
     return lines
 
 
-def _selection_command(name: str, method: str, summary: str, staged: bool = False) -> click.Command:
+def _selection_command(
+    name: str, method: str, summary: str, staged: bool = False, costed: bool = False
+) -> click.Command:
     """A command over the selection that asks nothing (status reads; refresh records drift in the stacks'
     state): load, select (a shard too), run `Fleet.<method>()`, report."""
 
@@ -858,17 +867,20 @@ def _selection_command(name: str, method: str, summary: str, staged: bool = Fals
             )
             if not targets:
                 return _nothing_to_do(name, spec, kw)
-            fleet = _fleet(spec, targets, _shard_kw(kw))
+            fleet = _fleet(spec, targets, _shard_kw(kw, **({"prices": kw["prices"]} if costed else {})))
             with fleet.progress:
                 result = getattr(fleet, method)()
             return _finish(result, kw["output"])
 
         run_guarded(body, kw["output"])
 
+    command = prices_option(command) if costed else command
     return stage_option(command) if staged else command
 
 
-status_command = _selection_command("status", "status", "Stack outputs plus live cloud state per cluster.")
+status_command = _selection_command(
+    "status", "status", "Stack outputs plus live cloud state per cluster, and what it costs.", costed=True
+)
 refresh_command = _selection_command(
     "refresh",
     "refresh",

@@ -31,6 +31,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "local-cloud": "npa_pulumi.cli.local_cloud",
     "preflight": "npa_pulumi.cli.preflight_commands",
     "plan": "npa_pulumi.cli.spec_commands",
+    "prices": "npa_pulumi.cli.cost_commands",
     "schema": "npa_pulumi.cli.spec_commands",
     "tfvars": "npa_pulumi.cli.spec_commands",
 }

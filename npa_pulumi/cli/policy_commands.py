@@ -13,9 +13,10 @@ from npa_pulumi.policies import catalog
 
 
 def _text_listing() -> str:
-    width = max(len(p.name) for p in catalog.POLICIES)
-    lines = [f"Policy pack {catalog.PACK_NAME} ({len(catalog.POLICIES)} policies)", ""]
-    for info in catalog.POLICIES:
+    listed = (*catalog.POLICIES, *catalog.FLEET_POLICIES)
+    width = max(len(p.name) for p in listed)
+    lines = [f"Policy pack {catalog.PACK_NAME} ({len(listed)} policies)", ""]
+    for info in listed:
         lines.append(f"{info.name:<{width}}  {info.level:<9}  {info.kind:<8}  {info.description}")
         if info.config_schema:
             settings = ", ".join(

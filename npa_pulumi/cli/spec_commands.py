@@ -12,9 +12,11 @@ import click
 from rich.text import Text
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
+from npa_pulumi.cli.cost_commands import prices_option
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 from npa_pulumi.plan.document import plan_document
+from npa_pulumi.plan.prices import load_catalog
 from npa_pulumi.plan.recipe_surface import IDENTITY_VARIABLES, default_recipe_variables, read_recipe_variables
 from npa_pulumi.plan.targets import Target, resolve_targets
 from npa_pulumi.plan.text import render_plan_text
@@ -68,19 +70,21 @@ def _load(spec_path: Path | None) -> FleetSpec:
     help="Only these clusters of the selected projects. Repeatable or comma-separated.",
 )
 @click.option("--project-prefix", default=None, help="Override the spec's project_prefix for display names.")
+@prices_option
 def plan_command(
     spec_path: Path | None,
     output: str,
     only_projects: Sequence[str],
     only_clusters: Sequence[str],
     project_prefix: str | None,
+    prices: str | None,
 ) -> None:
-    """Show what the fleet would deploy (offline; no cloud calls)."""
+    """Show what the fleet would deploy and what it costs (offline; no cloud calls)."""
 
     def body() -> int:
         spec = _load(spec_path)
         targets = resolve_targets(spec, only_projects, only_clusters, project_prefix)
-        document = plan_document(spec, targets, project_prefix)
+        document = plan_document(spec, targets, project_prefix, load_catalog(prices))
         if output == "json":
             emit_json(document)
         else:

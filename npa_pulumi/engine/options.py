@@ -39,6 +39,7 @@ class FleetOptions:
     # `--stage projects|clusters`: only the project stacks, or only the cluster stacks, of the selection, so
     # CI runs the project phase once and the cluster phase across a matrix (None: both, in order).
     stage: str | None = None
+    prices: str | None = None  # `--prices FILE` (plan/prices.py); None: $NPA_PRICES, else the shipped catalog
 
 
 STAGES = ("projects", "clusters")

@@ -26,6 +26,7 @@ from npa_pulumi.engine.backends.base import ClusterBackend, PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import StackResult
+from npa_pulumi.plan.cost import cluster_basis, project_basis
 from npa_pulumi.preflight.demand import preset_gpus
 from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION, RTX_RENDERING_PROFILE
@@ -121,6 +122,7 @@ def _project_plan(target: Target, tenant_id: str, create_missing: bool) -> Proje
         stack=target.project_stack,
         object_storage=_storage_plan(target),
         create_missing=create_missing,
+        cost_basis=project_basis(target).to_output(),
     )
 
 
@@ -189,6 +191,7 @@ def mk8s_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
             if cluster.gpu_workload_profile == RTX_RENDERING_PROFILE and cluster.gpu_count() > 0
             else None
         ),
+        cost_basis=cluster_basis(target).to_output(),
     )
 
 

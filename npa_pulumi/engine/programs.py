@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from npa_pulumi.plan.cost import COST_BASIS_OUTPUT
+
 PENDING = "pending-project-stack"  # identity placeholder in a preview before the project stack exists
 
 
@@ -32,6 +34,9 @@ class ProjectPlan:
     stack: str
     object_storage: StoragePlan | None = None
     create_missing: bool = True
+    # What the stack's price depends on (plan/cost.py), recorded as the `cost_basis` output so a preview and
+    # `status` can price the deployed fleet.
+    cost_basis: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,8 @@ class ClusterPlan:
     # The GPU health gate's settings (npa_pulumi.kube.gpu_health.GateConfig); None: no gate runs, the
     # cluster is deployed with validation "skipped" (`up --no-health-gate`, or MIG until MIG readiness).
     health_gate: dict[str, Any] | None = None
+    # What the stack's price depends on (plan/cost.py): pools, disks, filesystem; recorded as `cost_basis`.
+    cost_basis: dict[str, Any] = field(default_factory=dict)
 
 
 def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: str) -> Callable[[], None]:
@@ -113,6 +120,8 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: st
         pulumi.export("subnet_id", network.subnet_id)
         pulumi.export("network_owned", network.owned)
         pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
+        if plan.cost_basis:
+            pulumi.export(COST_BASIS_OUTPUT, plan.cost_basis)
         if plan.object_storage is not None:
             storage = ObjectStorage(
                 f"{plan.project_key}-storage",
@@ -195,6 +204,8 @@ def cluster_program(
         pulumi.export("project_id", project_id)
         pulumi.export("subnet_id", subnet_id)
         pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
+        if plan.cost_basis:
+            pulumi.export(COST_BASIS_OUTPUT, plan.cost_basis)
         pulumi.export("cluster_id", cluster.cluster_id)
         pulumi.export("endpoint", cluster.endpoint)
         pulumi.export("node_group_ids", cluster.node_group_ids)

@@ -22,9 +22,10 @@ def write_preview(result: FleetResult, output: str, out_file: str | None, json_o
         else:
             emit_json(result.to_json())
     elif output == "markdown":
+        from npa_pulumi.output.cost_render import cost_markdown
         from npa_pulumi.output.markdown import render_preview_markdown
 
-        document = render_preview_markdown(result)
+        document = render_preview_markdown(result, extra=cost_markdown(result))
         if out_file:
             Path(out_file).write_text(document)
         else:

@@ -220,8 +220,8 @@ def _short_type(type_token: str) -> str:
 # ----------------------------------------------------------------------------------------- header
 
 
-def _policy_summary(stacks: list[StackResult]) -> str:
-    counts = _level_counts(v for s in stacks for v in s.policy)
+def _policy_summary(stacks: list[StackResult], fleet: Iterable[PolicyViolation] = ()) -> str:
+    counts = _level_counts([*(v for s in stacks for v in s.policy), *fleet])
     if not counts:
         return "policy: ✅ no violations"
     parts = [
@@ -273,11 +273,13 @@ def _summary_line(result: FleetResult) -> str:
     if other:
         statuses = sorted({md(s.status) for s in stacks if s.status not in _COUNTED and not s.failed})
         parts.append(f"{other} other ({', '.join(statuses)})")
-    return " · ".join([", ".join(parts), _policy_summary(stacks), preflight_fit(result.preflight)])
+    policy = _policy_summary(stacks, result.policy)
+    return " · ".join([", ".join(parts), policy, preflight_fit(result.preflight)])
 
 
 def _verdict(result: FleetResult) -> str:
-    mandatory = any(v.level.lower() == "mandatory" for s in result.stacks for v in s.policy)
+    everything = [*(v for s in result.stacks for v in s.policy), *result.policy]
+    mandatory = any(v.level.lower() == "mandatory" for v in everything)
     preflight_failed = result.preflight is not None and not result.preflight.get("ok")
     if result.failed or mandatory or preflight_failed:
         return "❌"
@@ -842,9 +844,10 @@ def _assemble(head: str, notice: str, tables: str, preflight: str, details: list
     return "\n\n".join(s.strip("\n") for s in sections if s) + "\n"
 
 
-def render_preview_markdown(result: FleetResult, budget: int = DEFAULT_BUDGET) -> str:
-    """The fleet-wide preview document, at most `budget` UTF-8 bytes."""
-    head = _header(result)
+def render_preview_markdown(result: FleetResult, budget: int = DEFAULT_BUDGET, extra: str = "") -> str:
+    """The fleet-wide preview document, at most `budget` UTF-8 bytes; `extra` (already escaped and bounded:
+    the cost section) follows the header."""
+    head = _header(result) + ("\n" + extra if extra else "")
     preflight = preflight_section(result.preflight)
     groups = group_by_project(result.stacks)
 

@@ -24,7 +24,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from npa_pulumi.errors import UserInputError
-from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.results import FleetResult, PolicyViolation, StackResult
+from npa_pulumi.plan.budget import BUDGET_POLICY, BudgetConfig, check_budget
+from npa_pulumi.plan.cost_delta import Change, StackDelta, deltas_from_document, summarize
 from npa_pulumi.plan.shards import ShardError, parse_shard
 
 
@@ -127,6 +129,29 @@ def _unique(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def _merge_cost(merged: FleetResult, results: list[tuple[str, FleetResult]]) -> None:
+    """The shards' per-stack cost deltas summed again (a project stack, or a removed stack that every shard
+    saw, counted once), and the budget guardrail judged on the merged totals, as an unsharded run does."""
+    costs = [result.cost for _name, result in results if result.cost]
+    if not costs:
+        return
+    seen: dict[str, StackDelta] = {}
+    for cost in costs:
+        for delta in deltas_from_document(cost):
+            kept = seen.get(delta.stack)
+            # The shard that previewed a stack knows it best; another can only have seen it as not its own.
+            if kept is None or (kept.change is Change.REMOVED and delta.change is not Change.REMOVED):
+                seen[delta.stack] = delta
+    order = {stack.stack: index for index, stack in enumerate(merged.stacks)}
+    deltas = sorted(seen.values(), key=lambda d: (order.get(d.stack, len(order)), d.stack))
+    budget = next((cost["budget"] for cost in costs if cost.get("budget")), None)
+    merged.cost = summarize(deltas, costs[0].get("prices") or {}, budget)
+    config = BudgetConfig.from_json(budget)
+    merged.policy = [v for _name, result in results for v in result.policy if v.policy != BUDGET_POLICY]
+    if config is not None:
+        merged.policy += [PolicyViolation(**v) for v in check_budget(merged.cost, config)]
+
+
 def merge_previews(
     documents: Sequence[PreviewDocument],
     order: Sequence[str] | None = None,
@@ -146,6 +171,7 @@ def merge_previews(
     merged.warnings = _unique([w for _name, result in results for w in result.warnings])
     errors = _unique([result.error for _name, result in results if result.error])
     merged.error = "; ".join(errors) or None
+    _merge_cost(merged, results)
     reports = [result.preflight for _name, result in results if result.preflight is not None]
     if preflight is not None:
         merged.preflight = preflight

@@ -138,6 +138,10 @@ class FleetResult(BaseModel):
     receipt_id: str | None = None  # destroy: its id, for `destroy --receipt ID`
     resumes: str | None = None  # destroy --receipt: the receipt this run continued
     resume_command: str | None = None  # a partial cleanup: the one command that continues it
+    # preview: the cost delta (plan/cost_delta.py `summarize`); status: what the deployed fleet costs
+    cost: dict[str, Any] | None = None
+    # Policy results about the whole fleet rather than one stack (the fleet-monthly-budget guardrail)
+    policy: list[PolicyViolation] = Field(default_factory=list)
 
     @property
     def partial_cleanup(self) -> bool:
@@ -159,7 +163,8 @@ class FleetResult(BaseModel):
             for p in self.phases
             if p.status == "failed" and (p.phase in _STACKLESS_PHASES or self.command != "destroy")
         )
-        return sum(1 for s in self.stacks if s.failed) + (1 if self.error else 0) + stackless
+        mandatory = sum(1 for v in self.policy if v.level.lower() == "mandatory")
+        return sum(1 for s in self.stacks if s.failed) + (1 if self.error else 0) + stackless + mandatory
 
     def clusters(self) -> list[StackResult]:
         return [s for s in self.stacks if s.kind == "cluster"]
@@ -234,6 +239,8 @@ class FleetResult(BaseModel):
             "error": self.error,
             "warnings": self.warnings,
             **({"shard": self.shard} if self.shard else {}),
+            **({"cost": self.cost} if self.cost is not None else {}),
+            **({"policy": [v.model_dump() for v in self.policy]} if self.policy else {}),
         }
 
     @classmethod
@@ -250,9 +257,12 @@ class FleetResult(BaseModel):
             StackResult.model_validate({**s, "outputs": outputs.get(str(s.get("stack")), {})})
             for s in document.get("stacks") or []
         ]
-        fields = ("command", "fleet", "cloud", "backend", "preflight", "error", "warnings", "dry_run")
+        fields = ("command", "fleet", "cloud", "backend", "preflight", "error", "warnings", "dry_run", "cost")
         known = {name: document[name] for name in fields if name in document}
-        return cls.model_validate({**known, "stacks": stacks, "shard": document.get("shard")})
+        policy = document.get("policy") or []
+        return cls.model_validate(
+            {**known, "stacks": stacks, "shard": document.get("shard"), "policy": policy}
+        )
 
     @staticmethod
     def _stack_json(stack: StackResult) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from npa_pulumi.output.cost_render import cost_text
 from npa_pulumi.output.results import FleetResult
 from npa_pulumi.output.streams import stdout_console
 
@@ -77,6 +78,14 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
         print_teardown_phases(result, console)
     if result.error:
         console.print(f"[red]error:[/] {escape(result.error)}", soft_wrap=True)
+    for violation in result.policy:
+        console.print(
+            f"[yellow]policy[/] fleet {escape(result.fleet)}: {escape(f'[{violation.level}]')} "
+            f"{escape(violation.policy)}: {escape(violation.message)}",
+            soft_wrap=True,
+        )
+    for line in cost_text(result.cost):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
     totals = result.totals()
     summary = ", ".join(f"{k} {v}" for k, v in totals.items() if k not in ("stacks", "clusters", "failed"))
     console.print(f"{totals['stacks']} stack(s): {summary or 'nothing'}; failed {totals['failed']}")

@@ -10,24 +10,42 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from npa_pulumi.plan.cost import Cost, LineKind, combine, plan_costs
+from npa_pulumi.plan.prices import PriceCatalog, load_catalog
 from npa_pulumi.plan.targets import ResolvedPool, Target, resolve_object_storage
 from npa_pulumi.spec.constants import API_VERSION
 from npa_pulumi.spec.models import FleetSpec, SoperatorSpec
 
 
 def plan_document(
-    spec: FleetSpec, targets: Sequence[Target], project_prefix: str | None = None
+    spec: FleetSpec,
+    targets: Sequence[Target],
+    project_prefix: str | None = None,
+    prices: PriceCatalog | None = None,
 ) -> dict[str, Any]:
-    """The plan of the selected targets (projects without a selected target are left out).
+    """The plan of the selected targets (projects without a selected target are left out), with what each
+    stack, project and the fleet cost (`prices`: the catalog in use; default the shipped one, or
+    $NPA_PRICES layered over it).
 
     `project_prefix` is the --project-prefix override the targets were resolved with, if any.
     """
+    costs = plan_costs(targets, prices or load_catalog())
     projects: dict[int, dict[str, Any]] = {}
+    stacks_of: dict[int, list[tuple[str, Cost]]] = {}
     for target in targets:
         entry = projects.get(target.project_index)
         if entry is None:
             entry = projects[target.project_index] = _project(spec, target)
-        entry["clusters"].append(_cluster(target))
+            entry["cost"] = costs[target.project_stack].to_json()
+            stacks_of[target.project_index] = [(target.project_stack, costs[target.project_stack])]
+        entry["clusters"].append({**_cluster(target), "cost": costs[target.cluster_stack].to_json()})
+        stacks_of[target.project_index].append((target.cluster_stack, costs[target.cluster_stack]))
+    project_totals = {index: combine(parts) for index, parts in stacks_of.items()}
+    for index, entry in projects.items():
+        entry["total_cost"] = project_totals[index].to_json()
+    fleet_cost = combine(
+        ((projects[index]["key"], project_totals[index]) for index in sorted(projects)), LineKind.PROJECT
+    )
     backends = Counter(target.backend for target in targets)
     return {
         "api_version": API_VERSION,
@@ -40,6 +58,8 @@ def plan_document(
         "cluster_count": len(targets),
         "backend_counts": {"mk8s": backends.get("mk8s", 0), "soperator": backends.get("soperator", 0)},
         "projects": [projects[index] for index in sorted(projects)],
+        "cost": fleet_cost.to_json(),
+        "prices": (prices or load_catalog()).describe(),
     }
 
 

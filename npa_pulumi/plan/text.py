@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from npa_pulumi.plan.cost import cost_phrase
+
 
 def render_plan_text(document: dict[str, Any], *, width: int | None = None) -> str:
     """Render a `plan_document` for people. Never shows more than the document holds."""
@@ -35,6 +37,16 @@ def render_plan_text(document: dict[str, Any], *, width: int | None = None) -> s
                 f"  object storage: {storage['storage_class']}, {storage['size_gibibytes']} GiB, {bucket}"
             )
         console.print(_clusters_table(project["clusters"]))
+        console.print(f"  project cost: {cost_phrase(project['total_cost'])}")
+    if "cost" in document:
+        console.print()
+        console.print(f"Fleet cost: {cost_phrase(document['cost'])}")
+        for item in document["cost"]["unknown"][:20]:
+            console.print(f"  not priced: {item['item']} ({item['description']}): {item['reason']}")
+        if len(document["cost"]["unknown"]) > 20:
+            console.print(f"  ... and {len(document['cost']['unknown']) - 20} more (see --output json)")
+        layers = ", ".join(f"{layer['origin']} {layer['version']}" for layer in document["prices"]["layers"])
+        console.print(f"  prices: {layers}; a month is 730 hours (npa-pulumi prices shows the catalog)")
     return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
 
 
@@ -55,6 +67,7 @@ def _clusters_table(clusters: list[dict[str, Any]]) -> Table:
         ("filestore", _filestore),
         ("kubernetes", lambda c: c["k8s_version"] or "backend default"),
         ("extras", _extras),
+        ("cost", lambda c: cost_phrase(c["cost"]) if "cost" in c else "-"),
     )
     for title, cell in rows:
         table.add_row(f"  {title}", *(cell(cluster) for cluster in clusters))

@@ -70,11 +70,15 @@ def plan(
     only_projects: Sequence[str] = (),
     only_clusters: Sequence[str] = (),
     project_prefix: str | None = None,
+    prices: str | Path | None = None,
 ) -> dict[str, Any]:
-    """The offline plan of a fleet (a FleetSpec, or the path of a spec file); no cloud calls."""
+    """The offline plan of a fleet (a FleetSpec, or the path of a spec file), with its cost (`prices`: a
+    --prices file over the shipped catalog; default $NPA_PRICES, else the shipped one); no cloud calls."""
+    from npa_pulumi.plan.prices import load_catalog
+
     fleet = spec if isinstance(spec, FleetSpec) else load_spec(spec)
     targets = resolve_targets(fleet, only_projects, only_clusters, project_prefix)
-    return plan_document(fleet, targets, project_prefix)
+    return plan_document(fleet, targets, project_prefix, load_catalog(prices))
 
 
 def _fleet(
@@ -105,7 +109,8 @@ def deploy(
 ) -> FleetResult:
     """`npa-pulumi up`: returns a FleetResult (see npa_pulumi.output.results). Options are FleetOptions
     fields: cloud, profile, backend, passphrase_file, recipe_dir, recipe_ref, concurrency, fail_fast,
-    policy_packs, policy_config, create_projects, refresh, show_progress, shard ("K/N": only the clusters
+    policy_packs, policy_config, create_projects, refresh, show_progress, prices (a --prices file: preview's
+    and status's cost), shard ("K/N": only the clusters
     shard K of N owns; also for preview, destroy, status and refresh), stage ("projects" | "clusters": only
     that half of the fleet; also for preview, destroy and refresh), break_lock."""
     from npa_pulumi.engine.preflight_gate import preflight_gate

@@ -50,6 +50,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert "npa_pulumi/recipes/local-k8s-training/variables.tf" in names
     assert "npa_pulumi/policies/fleet-guardrails/PulumiPolicy.yaml" in names
+    assert "npa_pulumi/plan/price_catalog.yaml" in names  # the shipped price catalog (plan/prices.py)
     assert "npa_pulumi/data/local-tenant.yaml" in names
     assert "npa_pulumi/components/terraform_module.py" in names
     assert not [n for n in names if "__pycache__" in n]

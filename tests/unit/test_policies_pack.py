@@ -44,6 +44,8 @@ EXPECTED = {
     "fleet-tags-present": "advisory",
 }
 
+FLEET_EXPECTED = {"fleet-monthly-budget": "advisory"}
+
 
 def test_catalog_names_and_levels() -> None:
     assert {p.name: p.level for p in catalog.POLICIES} == EXPECTED
@@ -236,7 +238,7 @@ def test_policy_list_is_registered() -> None:
 def test_policy_list_text() -> None:
     result = CliRunner().invoke(cli, ["policy", "list"])
     assert result.exit_code == 0, result.output
-    for name, level in EXPECTED.items():
+    for name, level in {**EXPECTED, **FLEET_EXPECTED}.items():
         assert re.search(rf"^{re.escape(name)}\s+{level}\s", result.output, re.M), name
 
 
@@ -245,6 +247,9 @@ def test_policy_list_json() -> None:
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
     assert document["pack"] == "fleet-guardrails"
-    assert {p["name"]: p["level"] for p in document["policies"]} == EXPECTED
+    # The pack's policies, then the fleet-wide ones npa-pulumi judges itself (plan/budget.py).
+    assert {p["name"]: p["level"] for p in document["policies"]} == {**EXPECTED, **FLEET_EXPECTED}
+    budget = next(p for p in document["policies"] if p["name"] == "fleet-monthly-budget")
+    assert budget["kind"] == "fleet" and "monthly_increase_limit_usd" in budget["config_schema"]
     mig = next(p for p in document["policies"] if p["name"] == "mig-version-pinning")
     assert mig["config_schema"]["gpu_driver_version"]["default"] == "580.173.02"

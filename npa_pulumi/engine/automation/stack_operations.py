@@ -34,6 +34,7 @@ from npa_pulumi.engine.automation.workspace import PROJECT_NAME, EngineSettings,
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import SharedProviderHost
 from npa_pulumi.output.results import PolicyViolation, StackKind, StackResult
+from npa_pulumi.policies.catalog import FLEET_POLICY_NAMES
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -99,6 +100,18 @@ class StackOp:
             status=status,
             **fields,
         )
+
+
+def _user_policy_config(path: str | None) -> dict[str, Any] | None:
+    """The user's --policy-config as a mapping ({} without one); None when it cannot be read as one (the
+    engine is given the file as it is, and reports it)."""
+    if not path:
+        return {}
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
 
 
 @dataclass
@@ -519,14 +532,18 @@ class StackExecutor:
     @contextmanager
     def _policy_configs(self, op: StackOp) -> Iterator[list[str]]:
         """The config files paired with the packs for this run: the user's, or, when the op carries its own
-        entries for the built-in pack (listed first), a temporary merge of both that is removed afterwards."""
-        if not op.policy_config or not self.policy_packs:
+        entries for the built-in pack (listed first), a temporary merge of both that is removed afterwards.
+        Entries of the fleet-wide policies (the budget; npa-pulumi judges them, not CrossGuard, whose engine
+        refuses a config for a policy no pack has) are left out of what the engine gets."""
+        user_file = self.policy_configs[0] if self.policy_configs else None
+        user = _user_policy_config(user_file)
+        fleet_entries = user is not None and any(name in FLEET_POLICY_NAMES for name in user)
+        if user is None or not self.policy_packs or not (op.policy_config or fleet_entries):
             yield self.policy_configs
             return
-        user_file = self.policy_configs[0] if self.policy_configs else None
-        user: dict[str, Any] = json.loads(Path(user_file).read_text(encoding="utf-8")) if user_file else {}
+        user = {name: entry for name, entry in user.items() if name not in FLEET_POLICY_NAMES}
         merged = dict(user)
-        for policy, entries in op.policy_config.items():
+        for policy, entries in (op.policy_config or {}).items():
             given = user.get(policy) or {}
             # A policy's entry is a level ("mandatory") or an object with enforcementLevel and settings.
             given = {"enforcementLevel": given} if isinstance(given, str) else dict(given)

@@ -11,6 +11,7 @@ from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness
 from npa_pulumi.engine.automation.stack_operations import StackOp, change_counts
 from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.costs import preview_cost
 from npa_pulumi.engine.operations.common import (
     refuse_storage_without_mk8s,
     replacement_policy_config,
@@ -49,6 +50,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
             context.stack_outputs(to_run, refresh=True)
             context.unchanged_cluster_stacks = None
     if context.options.stage == "projects":
+        preview_cost(context, result)
         return result
     project_outputs = context.stack_outputs(project_ops)
     cluster_ops = [
@@ -70,6 +72,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
         )
     )
     context.fill_identity(result)
+    preview_cost(context, result)  # the cost delta and the budget guardrail (engine/costs.py)
     return result
 
 

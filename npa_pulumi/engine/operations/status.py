@@ -6,6 +6,7 @@ import logging
 import time
 
 from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.costs import status_cost
 from npa_pulumi.output.results import FleetResult
 from npa_pulumi.plan.naming import kube_context_name
 
@@ -23,6 +24,7 @@ def run(context: FleetContext) -> FleetResult:
     started = time.monotonic()
     result.stacks.extend(context.pool(ops, lambda op: cluster_status(context, op)))
     log.debug("status took %.1fs", time.monotonic() - started)
+    status_cost(context, result)  # what the deployed fleet costs now (engine/costs.py)
     return result
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.costs import teardown_cost
 from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.engine.teardown.receipts import fleet_receipt, new_receipt_path, resume_command, write_receipt
 from npa_pulumi.engine.teardown.resume import Receipt, carry_completed
@@ -29,6 +30,7 @@ def plan(context: FleetContext, options: TeardownOptions) -> tuple[FleetResult, 
     result.warnings = list(plans.warnings)
     teardown = Teardown(context, options)
     result.phases = teardown.plan()
+    teardown_cost(context, result)  # what it would save (engine/costs.py)
     return result, teardown
 
 
@@ -79,6 +81,7 @@ def destroy(
                 for p in result.phases
                 if p.stack == item.stack and p.status == "retained"
             )
+    teardown_cost(context, result)  # what it saves (engine/costs.py)
     return result
 
 

@@ -22,6 +22,7 @@ from npa_pulumi.engine.automation.diy_backend import checkpoint_outputs
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.costs import over_budget
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.operations.common import (
     refuse_storage_without_mk8s,
@@ -54,6 +55,8 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
         if report is not None and not report.get("ok", False):
             result.error = "preflight failed: the fleet does not fit the tenant's quota or reserved capacity"
             return result
+    if over_budget(context, result):  # a mandatory fleet-monthly-budget stops up before any change
+        return result
     _apply(context, plans, result)
     for stack in result.stacks:
         if stack.failed and stack.retry_command is None:
