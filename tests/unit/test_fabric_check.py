@@ -78,7 +78,7 @@ def test_real_all_reduce_perf_output_is_read_row_by_row() -> None:
 
 def test_columns_are_read_from_the_end_whatever_comes_before_and_without_validation() -> None:
     """Releases differ before the timing groups, and `#wrong` is N/A with `-c 0`."""
-    row = "  8589934592    2147483648     float     sum   35210  243.96  426.94    N/A   35187  244.12  427.21    N/A"
+    row = "  8589934592    2147483648     float     sum   35210  243.96  426.94    N/A   35187  244.12  427.21    N/A"  # noqa: E501
     result = parse_all_reduce(row + "\n# Avg bus bandwidth    : 427.07\n")
     assert result.errors == []
     assert result.rows[0].out_busbw_gbps == 426.94 and result.rows[0].out_wrong is None
