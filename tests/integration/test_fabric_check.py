@@ -93,7 +93,9 @@ def test_fabric_bandwidth_in_the_gate_and_verify_fabric(kube_api: Path, tmp_path
     status = by_stack(npa("status", "--spec", spec, "--output", "json", check=True).json())
     assert status["fab.p.train"]["health"]["fabric"]["nodes"][nodes[0]]["busbw_gbps"] >= 420
     kubeconfig = train["kubeconfig"]
-    probes = _kubectl(kubeconfig, "get", "pods,services", "-A", "-l", "app.kubernetes.io/managed-by=npa-gpu-health")
+    probes = _kubectl(
+        kubeconfig, "get", "pods,services", "-A", "-l", "app.kubernetes.io/managed-by=npa-gpu-health"
+    )
     assert probes["items"] == []
 
     # ---- a single-GPU cluster: nothing to measure, and it says so
