@@ -545,6 +545,8 @@ def run_fabric_check(
             evidence["nodes"] = run_intra_node(client, config, nodes, deadline, clock)
             slow = [n for n, r in evidence["nodes"].items() if not r["passed"]]
             if slow:
+                if config.inter_node:  # a node known to be slow would only slow the all-reduce
+                    evidence["inter_node"] = {"status": "not-run", "reason": "the intra-node check failed"}
                 why = "; ".join(f"{n}: {(evidence['nodes'][n]['errors'] or ['failed'])[-1]}" for n in slow)
                 return done(f"intra-node NCCL bandwidth too low on {', '.join(slow)} ({why})", slow)
         if config.inter_node and len(nodes) >= 2:
