@@ -285,3 +285,62 @@ def test_the_cluster_takes_the_fabric_checks_state_and_reason() -> None:
     lifecycle, evidence = combine_with_gate(["deployed-validation-failed", failed_gate, "", skipped])
     assert lifecycle == "deployed-validation-failed" and evidence["reason"] == "smoke"
     assert evidence["fabric"] == skipped
+
+
+def test_the_inter_node_program_prints_what_the_parser_reads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The torchrun program the inter-node pods run, over a stand-in of torch.distributed (2 nodes x 8
+    GPUs, every all-reduce of a buffer of ones giving the world size): nccl-tests' table, read back."""
+    import sys
+    import types
+
+    from npa_pulumi.kube.fabric_check import INTER_NODE_PROGRAM
+
+    world = 16
+
+    class Tensor:
+        def __init__(self, count: int, value: float = 1.0) -> None:
+            self.count, self.value = count, value
+
+        def copy_(self, other: Tensor) -> Tensor:
+            self.value = other.value
+            return self
+
+        def __ne__(self, other: object) -> Any:  # type: ignore[override]
+            return types.SimpleNamespace(sum=lambda: types.SimpleNamespace(item=lambda: 0))
+
+    def all_reduce(tensor: Tensor) -> None:
+        tensor.value = float(world)
+
+    dist = types.SimpleNamespace(
+        init_process_group=lambda backend: None,
+        get_rank=lambda: 0,
+        get_world_size=lambda: world,
+        all_gather_object=lambda out, item: out.__setitem__(slice(None), [item] * len(out)),
+        all_reduce=all_reduce,
+        barrier=lambda: None,
+        destroy_process_group=lambda: None,
+    )
+    cuda = types.SimpleNamespace(
+        set_device=lambda d: None, get_device_name=lambda: "NVIDIA H200", synchronize=lambda: None
+    )
+    torch = types.ModuleType("torch")
+    torch.__dict__.update(
+        cuda=cuda,
+        distributed=dist,
+        float32="float32",
+        ones=lambda count, dtype, device: Tensor(count),
+        empty_like=lambda t: Tensor(t.count, 0.0),
+    )
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)  # type: ignore[arg-type]
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr(sys, "argv", ["npa_all_reduce.py", "-b", "512M", "-e", "2G", "-f", "2"])
+    exec(compile(INTER_NODE_PROGRAM, "npa_all_reduce.py", "exec"), {"__name__": "__main__"})
+    result = parse_all_reduce(capsys.readouterr().out)
+    assert result.errors == [] and result.ranks == world
+    assert [r.size_bytes for r in result.rows] == [512 << 20, 1 << 30, 2 << 30]
+    assert result.avg_busbw_gbps is not None and result.avg_busbw_gbps > 0
+    row = result.rows[0]
+    assert row.out_busbw_gbps == pytest.approx(row.out_algbw_gbps * 2 * 15 / 16, rel=0.01)
