@@ -307,7 +307,7 @@ def test_the_inter_node_program_prints_what_the_parser_reads(
             self.value = other.value
             return self
 
-        def __ne__(self, other: object) -> Any:  # type: ignore[override]
+        def __ne__(self, other: object) -> Any:
             return types.SimpleNamespace(sum=lambda: types.SimpleNamespace(item=lambda: 0))
 
     def all_reduce(tensor: Tensor) -> None:
@@ -334,7 +334,7 @@ def test_the_inter_node_program_prints_what_the_parser_reads(
         empty_like=lambda t: Tensor(t.count, 0.0),
     )
     monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setitem(sys.modules, "torch.distributed", dist)  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setattr(sys, "argv", ["npa_all_reduce.py", "-b", "512M", "-e", "2G", "-f", "2"])
     exec(compile(INTER_NODE_PROGRAM, "npa_all_reduce.py", "exec"), {"__name__": "__main__"})
