@@ -81,6 +81,11 @@ class FabricConfig:
     inter_not_applicable: str = ""  # why the inter-node check does not apply
     poll_s: float = 1.0
 
+    def __post_init__(self) -> None:
+        # Numbers cross the Pulumi engine as floats: counts go back to integers (`-g 8`, not `-g 8.0`).
+        for name in ("gpus_per_node", "expected_gpu_nodes", "step_factor"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+
     @property
     def benchmark_args(self) -> str:
         return f"-b {self.min_bytes} -e {self.max_bytes} -f {self.step_factor} -g {self.gpus_per_node}"

@@ -133,6 +133,14 @@ def test_the_intra_node_probe_uses_every_gpu_of_its_node_under_a_fresh_name() ->
     assert "/dev/termination-log" in container["command"][-1]
 
 
+def test_counts_that_crossed_the_engine_as_floats_are_integers_again() -> None:
+    config = _config(gpus_per_node=8.0, expected_gpu_nodes=2.0, step_factor=2.0)
+    assert config.benchmark_args == "-b 512M -e 8G -f 2 -g 8"
+    assert (
+        intra_pod(config, "n1", "r")["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    )
+
+
 def test_inter_node_pods_rendezvous_through_a_headless_service() -> None:
     pods = inter_pods(_config(), ["n1", "n2"], "abc")
     assert [p["spec"]["nodeName"] for p in pods] == ["n1", "n2"]
