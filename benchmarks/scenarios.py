@@ -484,6 +484,52 @@ def health_gate(work: Path, budget: Budget) -> dict[str, Any]:
     }
 
 
+_FABRIC_SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: fabricbench
+region: us-central1
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+  gpu_health_stabilization_seconds: 2
+projects:
+  - project_id: project-existing1
+    clusters:
+      - name: c0
+        gpu_nodes: {count: 2, platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb}
+        enable_gpu_cluster: true
+        infiniband_fabric: fabric-local
+"""
+
+
+def fabric_check(work: Path, budget: Budget) -> dict[str, Any]:
+    """What the fabric check adds to the gate on a 2-node H200 cluster on a fabric (issue 28): intra-node
+    all_reduce_perf on both nodes at once, then one all-reduce across them, probes removed; its own
+    `elapsed_s` from the evidence, beside the health gate's."""
+    runs = []
+    for repeat in range(max(2, budget.repeats - 1)):
+        home = _home(work, f"fabric-{repeat}", 0)
+        home.extra["NPA_LOCAL_CLOUD_KUBERNETES_API"] = "1"
+        spec = home.root / "fleet.yaml"
+        spec.write_text(_FABRIC_SPEC)
+        result = home.npa_json("up", "--spec", str(spec), "--yes", "--output", "json")
+        cluster = next(c for c in result["clusters"] if c["cluster_name"] == "c0")
+        fabric = (cluster.get("health") or {}).get("fabric") or {}
+        if fabric.get("status") != "passed":
+            raise RunFailed(f"the fabric check did not pass: {fabric.get('reason')}")
+        runs.append({"fabric_s": fabric["elapsed_s"], "gate_s": cluster["health"]["elapsed_s"]})
+        home.npa("local-cloud", "reset", "--yes")
+        shutil.rmtree(home.root, ignore_errors=True)
+    added = median([r["fabric_s"] for r in runs])
+    return {
+        "name": "fabric check added time",
+        "target": "the fabric check adds <= 10 s to the gate of a 2-node fabric cluster on the local cloud",
+        "runs": runs,
+        "fabric_s": stats([r["fabric_s"] for r in runs]),
+        "met": added <= 10,
+    }
+
+
 def stack_costs(work: Path, budget: Budget) -> dict[str, Any]:
     """Measure first (issue 19): per stack operation of a one-cluster fleet — up, a no-op preview, destroy
     — where the CPU goes, by kind of process, without and with the in-cluster stage (API servers on: the
@@ -626,6 +672,7 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "preview_unchanged": preview_unchanged,
     "control_plane": control_plane,
     "health_gate": health_gate,
+    "fabric_check": fabric_check,
     "stack_costs": stack_costs,
     "scale": scale,
 }

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from npa_pulumi.components.cluster_access import ClusterCredentials, ClusterCredentialsArgs
     from npa_pulumi.components.fleet_project import FleetProject, FleetProjectArgs
+    from npa_pulumi.components.gpu_fabric import GpuFabricCheck, GpuFabricCheckArgs
     from npa_pulumi.components.gpu_health import GpuHealthGate, GpuHealthGateArgs
     from npa_pulumi.components.in_cluster import FleetClusterObjects, FleetClusterObjectsArgs
     from npa_pulumi.components.k8s_training_cluster import K8sTrainingCluster, K8sTrainingClusterArgs
@@ -28,6 +29,8 @@ _MODULE_OF = {
     "FleetClusterObjectsArgs": "in_cluster",
     "FleetProject": "fleet_project",
     "FleetProjectArgs": "fleet_project",
+    "GpuFabricCheck": "gpu_fabric",
+    "GpuFabricCheckArgs": "gpu_fabric",
     "GpuHealthGate": "gpu_health",
     "GpuHealthGateArgs": "gpu_health",
     "K8sTrainingCluster": "k8s_training_cluster",
@@ -47,6 +50,8 @@ __all__ = [
     "FleetClusterObjectsArgs",
     "FleetProject",
     "FleetProjectArgs",
+    "GpuFabricCheck",
+    "GpuFabricCheckArgs",
     "GpuHealthGate",
     "GpuHealthGateArgs",
     "K8sTrainingCluster",

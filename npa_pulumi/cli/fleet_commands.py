@@ -972,7 +972,7 @@ def _run_verifier(kw: dict[str, Any], runner: str, **options: Any) -> None:
     def body() -> int:
         from pathlib import Path
 
-        from npa_pulumi.engine import verify
+        from npa_pulumi.engine import verify, verify_fabric
 
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
         fleet = _fleet(spec, targets, _engine_options(kw))
@@ -982,7 +982,8 @@ def _run_verifier(kw: dict[str, Any], runner: str, **options: Any) -> None:
             concurrency=kw["concurrency"],
             **options,
         )
-        return _finish(getattr(verify, runner)(fleet, settings), kw["output"])
+        run = getattr(verify, runner, None) or getattr(verify_fabric, runner)
+        return _finish(run(fleet, settings), kw["output"])
 
     run_guarded(body, kw["output"])
 
@@ -1048,6 +1049,24 @@ def verify_storage_command(**kw: Any) -> None:
     _run_verifier(kw, "verify_storage")
 
 
+@click.command("verify-fabric")
+@fleet_options
+@output_option()
+@click.option("--timeout-minutes", default=15.0, show_default=True, type=click.FloatRange(min=0.1))
+@click.option(
+    "--evidence-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Keep each cluster's evidence here (0700 dir, 0600 files; refused inside a git work tree).",
+)
+def verify_fabric_command(**kw: Any) -> None:
+    """Measure NCCL all-reduce bus bandwidth on every GPU node (NVLink/NVSwitch) and across the
+    InfiniBand fabric of the selected clusters, against their thresholds; on a slow fabric, name the node
+    or link. Refused while pods hold the GPUs; probe pods are removed after."""
+
+    _run_verifier(kw, "verify_fabric")
+
+
 def register(group: click.Group) -> None:
     group.add_command(up_command)
     group.add_command(up_command, name="deploy")
@@ -1062,3 +1081,4 @@ def register(group: click.Group) -> None:
     group.add_command(verify_mig_command)
     group.add_command(verify_graphics_command)
     group.add_command(verify_storage_command)
+    group.add_command(verify_fabric_command)

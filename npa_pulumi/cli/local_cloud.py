@@ -318,6 +318,8 @@ NODE_FAULT_KINDS = {
     "mig-not-ready-taint": "mig_not_ready_taint",
     "storage-unavailable": "storage_unavailable",
     "mig-disabled": "mig_disabled",
+    "nvlink-degraded": "nvlink_degraded",
+    "ib-port-down": "ib_port_down",
 }
 
 
@@ -333,7 +335,9 @@ NODE_FAULT_KINDS = {
     "mig-not-ready-taint: the GPU operator's stale nvidia.com/gpu=mig-not-ready:NoSchedule taint, once; "
     "storage-unavailable: the shared filesystem is not mounted on the node (its fstab entry stays, nofail); "
     "mig-disabled: the node's first GPU lost its MIG mode (nvidia-smi: Disabled, pending Enabled; no MIG "
-    "devices) while the device plugin still advertises the layout.",
+    "devices) while the device plugin still advertises the layout; nvlink-degraded: the node's NVLink "
+    "all-reduce bandwidth drops to a quarter; ib-port-down: an InfiniBand port of the node is down (every "
+    "all-reduce through the node drops to 40%).",
 )
 @click.option("--clear", is_flag=True, help="Clear the fault instead (not for reboot, which is an event).")
 @click.pass_context

@@ -28,6 +28,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "verify-mig": "npa_pulumi.cli.fleet_commands",
     "verify-graphics": "npa_pulumi.cli.fleet_commands",
     "verify-storage": "npa_pulumi.cli.fleet_commands",
+    "verify-fabric": "npa_pulumi.cli.fleet_commands",
     "local-cloud": "npa_pulumi.cli.local_cloud",
     "preflight": "npa_pulumi.cli.preflight_commands",
     "plan": "npa_pulumi.cli.spec_commands",

@@ -186,6 +186,7 @@ def mk8s_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
         has_gpus=cluster.gpu_count() > 0,
         in_cluster=in_cluster,
         health_gate=health_gate_config(cluster) if health_gate else None,
+        fabric_check=fabric_check_config(cluster) if health_gate and cluster.gpu_count() > 0 else None,
         rtx_driver_repositories=(
             dict(cluster.gpu_driver_package_repositories)
             if cluster.gpu_workload_profile == RTX_RENDERING_PROFILE and cluster.gpu_count() > 0
@@ -232,6 +233,26 @@ def health_gate_config(cluster: Any) -> dict[str, Any] | None:
             if cluster.mig is not None and has_gpus
             else {}
         ),
+    }
+
+
+def fabric_check_config(cluster: Any) -> dict[str, Any]:
+    """The fabric check's settings for one cluster (npa_pulumi.kube.fabric_check.FabricConfig)."""
+    fabric = cluster.fabric_check
+    return {
+        "gpus_per_node": preset_gpus(cluster.gpu_nodes.preset) if cluster.gpu_nodes is not None else 0,
+        "expected_gpu_nodes": cluster.gpu_count(),
+        "intra_node": fabric.intra_node,
+        "inter_node": fabric.inter_node,
+        "intra_min_busbw_gbps": float(fabric.intra_node_min_busbw_gbps),
+        "inter_min_busbw_gbps": float(fabric.inter_node_min_busbw_gbps),
+        "threshold_source": fabric.threshold_source,
+        "min_bytes": fabric.min_bytes,
+        "max_bytes": fabric.max_bytes,
+        "step_factor": fabric.step_factor,
+        "timeout_s": float(fabric.timeout_minutes * 60),
+        "not_applicable": fabric.not_applicable,
+        "inter_not_applicable": fabric.inter_not_applicable,
     }
 
 

@@ -71,6 +71,9 @@ class ClusterPlan:
     health_gate: dict[str, Any] | None = None
     # What the stack's price depends on (plan/cost.py): pools, disks, filesystem; recorded as `cost_basis`.
     cost_basis: dict[str, Any] = field(default_factory=dict)
+    # The fabric check's settings (npa_pulumi.kube.fabric_check.FabricConfig), run after the gate passed;
+    # None with the gate. `not_applicable` set: recorded in the evidence, nothing runs.
+    fabric_check: dict[str, Any] | None = None
 
 
 def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: str) -> Callable[[], None]:
@@ -267,15 +270,42 @@ def cluster_program(
                     ),
                     pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
                 )
-                pulumi.export("lifecycle", gate.lifecycle)
+                lifecycle, evidence = _with_fabric_check(plan, in_cluster, credentials.server, gate)
+                pulumi.export("lifecycle", lifecycle)
                 validation = (
                     "mig" if plan.mig_enabled else "gpu-health" if plan.has_gpus else "cluster-basics"
                 )
                 pulumi.export("validation", validation)
-                pulumi.export("health_evidence", gate.evidence)
+                pulumi.export("health_evidence", evidence)
                 gated = True
         if not gated:  # no gate ran: say so instead of pretending one did
             pulumi.export("lifecycle", "deployed")
             pulumi.export("validation", "skipped")
 
     return program
+
+
+def _with_fabric_check(
+    plan: ClusterPlan, in_cluster: dict[str, Any], server: Any, gate: Any
+) -> tuple[Any, Any]:
+    """The cluster's lifecycle and health evidence: the gate's, with the fabric check's (its own step,
+    components/gpu_fabric.py) after it; a check that does not apply is recorded as `not-applicable`."""
+    import pulumi
+
+    fabric = plan.fabric_check
+    if fabric is None:
+        return gate.lifecycle, gate.evidence
+    if fabric.get("not_applicable"):
+        record = {"status": "not-applicable", "passed": True, "reason": fabric["not_applicable"]}
+        return gate.lifecycle, gate.evidence.apply(lambda e: {**(e or {}), "fabric": record})
+    from npa_pulumi.components.gpu_fabric import GpuFabricCheck, GpuFabricCheckArgs, combine_with_gate
+
+    check = GpuFabricCheck(
+        f"{plan.cluster_name}-fabric",
+        GpuFabricCheckArgs(**in_cluster, server=server, gate_passed=gate.passed, fabric=fabric),
+        pulumi.ResourceOptions(parent=gate, depends_on=[gate]),
+    )
+    combined = pulumi.Output.all(gate.lifecycle, gate.evidence, check.lifecycle, check.evidence).apply(
+        combine_with_gate
+    )
+    return combined.apply(lambda c: c[0]), combined.apply(lambda c: c[1])

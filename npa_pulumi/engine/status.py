@@ -10,7 +10,7 @@ deployed      the cluster and every node group are RUNNING with their target nod
 deployed-validation-failed / deployed-mig-not-ready / deployed-credentials-failed
               as the stack recorded it: the gate did not pass, or no credentials; everything is kept,
               `up` runs the gate again
-provisioning / validating-gpu-health / validating-mig / validating-cluster-basics
+provisioning / validating-gpu-health / validating-mig / validating-cluster-basics / validating-fabric
               while an `up` (on any machine) applies the cluster stack or runs its health gate: recorded
               beside the stack (engine/lifecycle.py) and shown only while that run lives
 destroy-incomplete

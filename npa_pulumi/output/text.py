@@ -23,6 +23,7 @@ _STYLE = {
     "provisioning": "yellow",
     "validating-gpu-health": "yellow",
     "validating-mig": "yellow",
+    "validating-fabric": "yellow",
     "validating-cluster-basics": "yellow",
     "ready": "green",
     "not-ready": "red",

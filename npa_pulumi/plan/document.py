@@ -12,7 +12,7 @@ from typing import Any
 
 from npa_pulumi.plan.cost import Cost, LineKind, combine, plan_costs
 from npa_pulumi.plan.prices import PriceCatalog, load_catalog
-from npa_pulumi.plan.targets import ResolvedPool, Target, resolve_object_storage
+from npa_pulumi.plan.targets import ResolvedCluster, ResolvedPool, Target, resolve_object_storage
 from npa_pulumi.spec.constants import API_VERSION
 from npa_pulumi.spec.models import FleetSpec, SoperatorSpec
 
@@ -140,7 +140,22 @@ def _cluster(target: Target) -> dict[str, Any]:
             "cuda_smoke": cluster.health.cuda_smoke,
             "graphics_smoke": cluster.health.graphics_smoke,
         },
+        "gpu_fabric_check": _fabric_check(cluster),
         "soperator": None if cluster.soperator is None else _soperator(cluster.soperator),
+    }
+
+
+def _fabric_check(cluster: ResolvedCluster) -> dict[str, Any]:
+    fabric = cluster.fabric_check
+    if fabric.not_applicable:
+        return {"status": "not-applicable", "reason": fabric.not_applicable}
+    return {
+        "status": "enabled",
+        "intra_node_min_busbw_gbps": fabric.intra_node_min_busbw_gbps,
+        "inter_node_min_busbw_gbps": fabric.inter_node_min_busbw_gbps if fabric.inter_node else None,
+        "inter_node": "enabled" if fabric.inter_node else f"not-applicable: {fabric.inter_not_applicable}",
+        "benchmark": f"all_reduce_perf -b {fabric.min_bytes} -e {fabric.max_bytes} -f {fabric.step_factor}",
+        "timeout_minutes": fabric.timeout_minutes,
     }
 
 

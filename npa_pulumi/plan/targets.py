@@ -14,7 +14,15 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.spec import constants as c
 from npa_pulumi.spec.effective import gpus_per_node, memory_gib_per_node, vcpus_per_node
-from npa_pulumi.spec.models import ClusterSpec, FleetSpec, NodePoolSpec, ProjectSpec, SoperatorSpec
+from npa_pulumi.spec.fabric import has_nvlink_fabric, thresholds_for
+from npa_pulumi.spec.models import (
+    ClusterSpec,
+    FleetSpec,
+    GpuFabricCheckSpec,
+    NodePoolSpec,
+    ProjectSpec,
+    SoperatorSpec,
+)
 from npa_pulumi.spec.names import cluster_stack_name, project_stack_name
 from npa_pulumi.spec.parse import ensure_valid
 
@@ -69,6 +77,23 @@ class ResolvedHealth(_Resolved):
     graphics_smoke_image: str
 
 
+class ResolvedFabricCheck(_Resolved):
+    """The fabric check's effective settings: what runs (intra-node, inter-node) and what it must reach;
+    `not_applicable` says why nothing runs (recorded, never a silent pass)."""
+
+    intra_node: bool
+    inter_node: bool
+    intra_node_min_busbw_gbps: int
+    inter_node_min_busbw_gbps: int
+    threshold_source: str
+    min_bytes: str
+    max_bytes: str
+    step_factor: int
+    timeout_minutes: int
+    not_applicable: str
+    inter_not_applicable: str
+
+
 class ResolvedObjectStorage(_Resolved):
     """An enabled project bucket. `bucket_name` None means a name derived at deploy time."""
 
@@ -111,6 +136,7 @@ class ResolvedCluster(_Resolved):
     gpu_workload_profile: str | None
     gpu_driver_package_repositories: dict[str, str]
     health: ResolvedHealth
+    fabric_check: ResolvedFabricCheck
     soperator: SoperatorSpec | None
 
     def gpu_count(self) -> int:
@@ -329,7 +355,47 @@ def resolve_cluster(cluster: ClusterSpec) -> ResolvedCluster:
             graphics_smoke=cluster.gpu_graphics_smoke,
             graphics_smoke_image=cluster.gpu_graphics_smoke_image,
         ),
+        fabric_check=_fabric_check(cluster),
         soperator=cluster.soperator,
+    )
+
+
+def _fabric_check(cluster: ClusterSpec) -> ResolvedFabricCheck:
+    block = cluster.gpu_fabric_check or GpuFabricCheckSpec()
+    platform, preset = cluster.gpu_platform(), cluster.gpu_preset()
+    nvlink = cluster.gpu_count() > 0 and has_nvlink_fabric(platform, preset)
+    table = thresholds_for(platform, preset)
+    overridden = [
+        name
+        for name in ("intra_node_min_busbw_gbps", "inter_node_min_busbw_gbps")
+        if getattr(block, name) > 0
+    ]
+    why = ""
+    if cluster.gpu_count() <= 0:
+        why = "no GPU nodes"
+    elif not nvlink:
+        why = f"{preset or 'the preset'} on {platform} has no multi-GPU NVLink/NVSwitch fabric"
+    elif block.enabled is False:
+        why = "disabled in the spec (gpu_fabric_check.enabled: false)"
+    inter_why = ""
+    if not cluster.resolved_enable_gpu_cluster():
+        inter_why = "no InfiniBand GPU cluster (enable_gpu_cluster is off)"
+    elif cluster.gpu_count() < 2:
+        inter_why = "fewer than two GPU nodes"
+    source = table.source + (f"; overridden in the spec: {', '.join(overridden)}" if overridden else "")
+    return ResolvedFabricCheck(
+        intra_node=not why,
+        inter_node=not why and not inter_why,
+        intra_node_min_busbw_gbps=block.intra_node_min_busbw_gbps or table.intra_node_gbps,
+        inter_node_min_busbw_gbps=block.inter_node_min_busbw_gbps or table.inter_node_gbps,
+        threshold_source=source,
+        min_bytes=block.min_bytes.strip().upper(),
+        max_bytes=block.max_bytes.strip().upper(),
+        step_factor=block.step_factor,
+        # never past the health gate's own deadline (a spec without the block gets the smaller one)
+        timeout_minutes=min(block.timeout_minutes, cluster.gpu_health_timeout_minutes),
+        not_applicable=why,
+        inter_not_applicable=inter_why,
     )
 
 

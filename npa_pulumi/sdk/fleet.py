@@ -268,6 +268,26 @@ def verify_storage(
     )
 
 
+def verify_fabric(
+    spec: FleetSpec | str | Path,
+    *,
+    only_projects: Sequence[str] = (),
+    only_clusters: Sequence[str] = (),
+    project_prefix: str | None = None,
+    timeout_s: float = 900.0,
+    evidence_dir: str | Path | None = None,
+    concurrency: int = 4,
+    **options: Any,
+) -> Any:
+    """`npa-pulumi verify-fabric`: NCCL all-reduce bus bandwidth on every GPU node and across the
+    InfiniBand fabric of the selected clusters (see npa_pulumi.engine.verify_fabric)."""
+    from npa_pulumi.engine.verify_fabric import verify_fabric as run
+
+    return _verify(
+        run, spec, only_projects, only_clusters, project_prefix, timeout_s, evidence_dir, concurrency, options
+    )
+
+
 def _verify(
     run: Callable[[Fleet, VerifyOptions], FleetResult],
     spec: FleetSpec | str | Path,
@@ -313,6 +333,7 @@ __all__ = [
     "render_tfvars",
     "resolve_targets",
     "status",
+    "verify_fabric",
     "verify_graphics",
     "verify_mig",
     "verify_storage",

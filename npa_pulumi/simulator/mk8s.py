@@ -48,6 +48,8 @@ NODE_FAULTS = (
     "mig_not_ready_taint",
     "storage_unavailable",
     "mig_disabled",
+    "nvlink_degraded",
+    "ib_port_down",
 )
 NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
 

@@ -8,6 +8,7 @@ from npa_pulumi.spec.errors import SpecError, SpecProblem
 from npa_pulumi.spec.models import (
     ClusterSpec,
     FleetSpec,
+    GpuFabricCheckSpec,
     KubeRaySpec,
     MigSpec,
     NodePoolSpec,
@@ -27,6 +28,7 @@ __all__ = [
     "API_VERSION",
     "ClusterSpec",
     "FleetSpec",
+    "GpuFabricCheckSpec",
     "KubeRaySpec",
     "MigSpec",
     "NodePoolSpec",

@@ -119,6 +119,26 @@ class KubeRaySpec(SpecModel):
         }
 
 
+class GpuFabricCheckSpec(SpecModel):
+    """NCCL bandwidth on every GPU node and across the InfiniBand fabric (docs/health-and-verifiers.md)."""
+
+    enabled: Boolean | None = Field(
+        None, description="Run the fabric check; unset means on for multi-GPU NVLink/NVSwitch presets."
+    )
+    intra_node_min_busbw_gbps: Integer = Field(
+        0, description="Intra-node average bus bandwidth floor (GB/s); 0 means the platform's table value."
+    )
+    inter_node_min_busbw_gbps: Integer = Field(
+        0, description="Inter-node bus bandwidth floor at the largest size (GB/s); 0 means the table value."
+    )
+    min_bytes: Text = Field("512M", description="all_reduce_perf -b (smallest message), e.g. 512M.")
+    max_bytes: Text = Field("8G", description="all_reduce_perf -e (largest message), e.g. 8G.")
+    step_factor: Integer = Field(2, description="all_reduce_perf -f (size multiplier between rows).")
+    timeout_minutes: Integer = Field(
+        15, description="Deadline of the whole check; at most gpu_health_timeout_minutes."
+    )
+
+
 class ObjectStorageSpec(SpecModel):
     """A project's object-storage bucket, independent of any cluster's shared filesystem."""
 
@@ -244,6 +264,7 @@ MK8S_FIELDS: tuple[str, ...] = (
     "gpu_driver_package_repositories",
     "mig",
     "kuberay",
+    "gpu_fabric_check",
 )
 
 
@@ -290,6 +311,7 @@ class ClusterSpec(SpecModel):
     )
     mig: MigSpec | None = None
     kuberay: KubeRaySpec | None = None
+    gpu_fabric_check: GpuFabricCheckSpec | None = None
     backend: Literal["mk8s", "soperator"] = "mk8s"
     soperator: SoperatorSpec | None = None
     # Set by the RTX rendering profile; not spec fields.
@@ -532,6 +554,7 @@ __all__ = [
     "SOPERATOR_ROLE_PRESETS",
     "ClusterSpec",
     "FleetSpec",
+    "GpuFabricCheckSpec",
     "KubeRaySpec",
     "MigSpec",
     "NodePoolSpec",

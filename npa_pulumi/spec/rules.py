@@ -18,6 +18,7 @@ from npa_pulumi.spec.effective import (
     preset_declares_gpus,
     vcpus_per_node,
 )
+from npa_pulumi.spec.fabric import has_nvlink_fabric, size_bytes
 from npa_pulumi.spec.models import (
     ClusterSpec,
     FleetSpec,
@@ -516,6 +517,50 @@ def _health(cluster: ClusterSpec) -> Iterator[RawProblem]:
         )
 
 
+def _fabric_check(cluster: ClusterSpec) -> Iterator[RawProblem]:
+    """`gpu_fabric_check`: only on multi-GPU NVLink presets when enabled; sane sizes and thresholds; its
+    deadline within the health gate's."""
+    block = cluster.gpu_fabric_check
+    if block is None:
+        return
+    if block.enabled and not (
+        cluster.gpu_count() > 0 and has_nvlink_fabric(cluster.gpu_platform(), cluster.gpu_preset())
+    ):
+        yield _problem(
+            "gpu_fabric_check.enabled",
+            "the fabric check needs GPU nodes with several NVLink/NVSwitch GPUs (an -sxm/-nvl platform "
+            f"with a multi-GPU preset), got {cluster.gpu_platform() or 'no GPU pool'!r} / "
+            f"{cluster.gpu_preset() or 'no preset'!r}",
+            "remove gpu_fabric_check or set enabled: false; single-GPU clusters record it not-applicable",
+        )
+    for name in ("intra_node_min_busbw_gbps", "inter_node_min_busbw_gbps"):
+        if getattr(block, name) < 0:
+            yield _problem(f"gpu_fabric_check.{name}", f"gpu_fabric_check.{name} cannot be negative")
+    low, high = size_bytes(block.min_bytes), size_bytes(block.max_bytes)
+    for name, value in (("min_bytes", low), ("max_bytes", high)):
+        if not value:
+            yield _problem(
+                f"gpu_fabric_check.{name}",
+                f"gpu_fabric_check.{name} must be a positive message size",
+                "e.g. 512M or 8G (binary units K, M, G)",
+            )
+    if low and high and low > high:
+        yield _problem("gpu_fabric_check.max_bytes", "gpu_fabric_check.max_bytes must be >= min_bytes")
+    if block.step_factor < 2:
+        yield _problem("gpu_fabric_check.step_factor", "gpu_fabric_check.step_factor must be >= 2")
+    if block.timeout_minutes <= 0:
+        yield _problem(
+            "gpu_fabric_check.timeout_minutes", "gpu_fabric_check.timeout_minutes must be positive"
+        )
+    elif block.timeout_minutes > cluster.gpu_health_timeout_minutes:
+        yield _problem(
+            "gpu_fabric_check.timeout_minutes",
+            f"gpu_fabric_check.timeout_minutes ({block.timeout_minutes}) exceeds gpu_health_timeout_minutes "
+            f"({cluster.gpu_health_timeout_minutes})",
+            "the fabric check runs within the health gate's deadline",
+        )
+
+
 def _workload_profile(cluster: ClusterSpec) -> Iterator[RawProblem]:
     for field, message, hint in rtx_profile_problems(cluster):
         yield _problem(field, message, hint)
@@ -544,6 +589,7 @@ _MK8S_RULES = (
     _mig,
     _driver,
     _health,
+    _fabric_check,
 )
 
 

@@ -77,3 +77,30 @@ def test_diy_tags_are_merged_read_and_removed(tmp_path: Path) -> None:
     assert TAG_STATE not in diy_backend.read_tags(url, "npa-fleet", "f.p.c")
     # the file is the engine's own format
     assert json.loads((stacks / "f.p.c.pulumi-tags").read_text())["version"] == 1
+
+
+def test_the_fabric_check_records_validating_fabric_while_it_runs() -> None:
+    """The engine's event collector calls its hooks when the gate's and the fabric check's steps start
+    (and not when they are unchanged); `validating-fabric` is a running state like the others."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from npa_pulumi.engine.automation.stack_operations import EventCollector
+    from npa_pulumi.engine.lifecycle import VALIDATING_FABRIC
+
+    calls: list[str] = []
+    progress: Any = SimpleNamespace(resource_event=lambda *_a, **_k: None)
+    collector = EventCollector(
+        "s", progress, on_gate=lambda: calls.append("gate"), on_fabric=lambda: calls.append("fabric")
+    )
+
+    def pre(kind: str, op: str) -> Any:
+        meta = SimpleNamespace(type=f"pulumi-python:dynamic/npa:{kind}", op=op, urn=f"urn:{kind}", diffs=[])
+        return SimpleNamespace(summary_event=None, resource_pre_event=SimpleNamespace(metadata=meta))
+
+    collector(pre("GpuHealthGate", "update"))
+    collector(pre("GpuFabricCheck", "same"))
+    collector(pre("GpuFabricCheck", "update"))
+    assert calls == ["gate", "fabric"]
+    recorded = Recorded.from_tags(running_tags(VALIDATING_FABRIC))
+    assert recorded is not None and recorded.state == "validating-fabric" and recorded.current

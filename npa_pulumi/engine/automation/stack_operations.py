@@ -125,6 +125,7 @@ class EventCollector:
     errors: list[str] = field(default_factory=list)
     summary: dict[str, int] | None = None  # the engine's closing resource-change counts
     on_gate: Callable[[], None] | None = None  # called when the engine starts running the health gate
+    on_fabric: Callable[[], None] | None = None  # ... and its fabric check (components/gpu_fabric.py)
 
     def sorted_diff(self) -> list[dict[str, Any]]:
         """The per-resource changes in URN order: the engine registers resources (and providers)
@@ -140,6 +141,8 @@ class EventCollector:
             op = str(getattr(meta.op, "value", meta.op))
             if self.on_gate is not None and meta.type.endswith(GATE_TYPE_SUFFIX) and op in _RUNS:
                 self.on_gate()
+            if self.on_fabric is not None and meta.type.endswith(FABRIC_TYPE_SUFFIX) and op in _RUNS:
+                self.on_fabric()
             if meta.type != "pulumi:pulumi:Stack":
                 self.progress.resource_event(self.stack, finished=False)
                 if op not in ("same", "read"):
@@ -170,6 +173,7 @@ class EventCollector:
 
 
 GATE_TYPE_SUFFIX = ":GpuHealthGate"  # components/gpu_health.py's dynamic resource type
+FABRIC_TYPE_SUFFIX = ":GpuFabricCheck"  # components/gpu_fabric.py's
 _RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
 
 
@@ -427,6 +431,9 @@ class StackExecutor:
                 state = op.gate_state
                 collector.on_gate = lambda: self.write_lifecycle(
                     op, lifecycle.running_tags(state), stack=stack
+                )
+                collector.on_fabric = lambda: self.write_lifecycle(
+                    op, lifecycle.running_tags(lifecycle.VALIDATING_FABRIC), stack=stack
                 )
         verb = {
             "up": "updating",

@@ -24,6 +24,7 @@ from typing import Any
 
 from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.simulator.kube import binaries, controlplane, shapes
+from npa_pulumi.simulator.kube.fabric import FabricModel
 from npa_pulumi.simulator.kube.gpus import GpuModel
 from npa_pulumi.simulator.kube.storage import StorageModel
 
@@ -55,6 +56,7 @@ class Agent:
         self.last_full_sync = 0.0
         self.storage = StorageModel(cloud_dir, self.sim)  # the filesystem CSI driver and probe kubelet
         self.gpus = GpuModel()  # what nvidia-smi says on each node
+        self.fabric = FabricModel()  # what NCCL's all-reduce measures on NVLink and InfiniBand
 
     # ------------------------------------------------------------------ ownership
 
@@ -163,6 +165,10 @@ class Agent:
             self.gpus.answer_probes(client, cluster, groups)
         except KubeError as err:
             log(f"gpus: {err}")
+        try:
+            self.fabric.answer_probes(client, cluster, groups)
+        except KubeError as err:
+            log(f"fabric: {err}")
         self.first_sync = False
         if force:
             self.last_full_sync = time.monotonic()

@@ -479,13 +479,19 @@ def pod_failure_stage(nodes: list[str]) -> JSON:
         # the node's own daemons (the driver stack) keep running: only workloads fail
         {"key": ".metadata.ownerReferences.[].kind", "operator": "NotIn", "values": ["DaemonSet"]},
         # nvidia-smi reads the driver, it runs no kernel: the agent answers the MIG hardware probe
-        {"key": '.metadata.labels["npa.nebius.com/smoke"]', "operator": "NotIn", "values": ["mig-hardware"]},
+        {
+            "key": '.metadata.labels["npa.nebius.com/smoke"]',
+            "operator": "NotIn",
+            "values": ["mig-hardware", *AGENT_ANSWERED_FABRIC_PROBES],
+        },
     ]
     message = '"CUDA error: an illegal memory access was encountered"'
     return _terminating_stage(POD_FAILURE_STAGE, expressions, 1, message)
 
 
 SMOKE_STAGE = "npa-gpu-smoke"
+# The fabric check's NCCL probes (simulator/kube/fabric.py answers them, pod-failure included).
+AGENT_ANSWERED_FABRIC_PROBES = ("nccl-intra", "nccl-inter")
 
 
 def smoke_stage(faulted_nodes: list[str]) -> JSON:
@@ -501,7 +507,8 @@ def smoke_stage(faulted_nodes: list[str]) -> JSON:
         {
             "key": '.metadata.labels["npa.nebius.com/smoke"]',
             "operator": "NotIn",
-            "values": ["graphics", "mig-hardware"],  # the graphics stages and the agent answer those
+            # the graphics stages and the agent answer those
+            "values": ["graphics", "mig-hardware", *AGENT_ANSWERED_FABRIC_PROBES],
         },
         {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
         {"key": ".status.phase", "operator": "In", "values": ["Running"]},

@@ -1,0 +1,148 @@
+"""The fabric check on the local cloud, with the real engine and real API servers: `up` of a 2-node
+H200 cluster on an InfiniBand fabric measures NCCL bandwidth on each node and across both, and records it
+in the stack's `health_evidence`; a degraded NVLink on one node makes `verify-fabric` and a fresh `up`'s
+gate name that node (the cluster is kept); an InfiniBand port down on one node fails the inter-node check
+and the culprit search names it; a single-GPU cluster records the check as `not-applicable`. One fleet is
+deployed; every step reads it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_helpers import by_stack, npa, write_spec
+
+from npa_pulumi.simulator.kube import binaries
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: fab
+region: us-central1
+project_prefix: "fab-"
+defaults:
+  enable_filestore: false
+  gpu_health_stabilization_seconds: 1
+  gpu_health_timeout_minutes: 5
+projects:
+  - name: p
+    clusters:
+      - name: train
+        cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+        gpu_nodes: {count: 2, platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb}
+        enable_gpu_cluster: true
+        infiniband_fabric: fabric-local
+        gpu_fabric_check: {timeout_minutes: TIMEOUT}
+      - name: solo
+        gpu_nodes: {count: 1, platform: gpu-h200-sxm, preset: 1gpu-16vcpu-200gb}
+"""
+
+
+def _spec(tmp_path: Path, timeout_minutes: int = 4) -> str:
+    text = SPEC.replace("TIMEOUT", str(timeout_minutes))
+    return str(write_spec(tmp_path / f"fleet-{timeout_minutes}.yaml", text))
+
+
+def _kubectl(kubeconfig: str, *args: str) -> Any:
+    kubectl = binaries.find("kubectl")
+    assert kubectl is not None
+    out = subprocess.run(
+        [str(kubectl), "--kubeconfig", kubeconfig, *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def _verify(spec: str, evidence: Path) -> tuple[int, dict[str, Any]]:
+    result = npa(
+        "verify-fabric", "--spec", spec, "--only-clusters", "train", "--evidence-dir", str(evidence),
+        "--output", "json",
+    )  # fmt: skip
+    return result.code, by_stack(result.json())["fab.p.train"]
+
+
+def test_fabric_bandwidth_in_the_gate_and_verify_fabric(kube_api: Path, tmp_path: Path) -> None:
+    npa("local-cloud", "init", check=True)
+    spec = _spec(tmp_path)
+    first = npa("up", "--spec", spec, "--only-clusters", "train", "--yes", "--output", "json")
+    assert first.code == 0, first.stderr[-4000:]
+    train = by_stack(first.json())["fab.p.train"]
+    assert train["status"] == "deployed", train
+    fabric = train["health"]["fabric"]
+    assert fabric["status"] == "passed" and fabric["passed"] is True, fabric
+    assert fabric["thresholds"]["intra_node_busbw_gbps"] == 420.0
+    assert fabric["thresholds"]["inter_node_busbw_gbps"] == 360.0
+    assert "soperator" in fabric["thresholds"]["source"]
+    assert fabric["images"]["intra_node"].startswith("cr.eu-north1.nebius.cloud/nebius-benchmarks/nccl-tests")
+    nodes = sorted(fabric["nodes"])
+    assert len(nodes) == 2
+    for node in nodes:
+        report = fabric["nodes"][node]
+        assert report["passed"] and report["busbw_gbps"] >= 420, report
+        assert len(report["result"]["rows"]) == 5 and report["cleaned_up"] is True  # 512M .. 8G
+    inter = fabric["inter_node"]
+    assert inter["status"] == "passed" and inter["busbw_gbps"] >= 360 and sorted(inter["nodes"]) == nodes
+    assert inter["result"]["ranks"] == 16 and inter["result"]["largest_size_bytes"] == 8 << 30
+    # the stack's own output holds the same evidence
+    status = by_stack(npa("status", "--spec", spec, "--output", "json", check=True).json())
+    assert status["fab.p.train"]["health"]["fabric"]["nodes"][nodes[0]]["busbw_gbps"] >= 420
+    kubeconfig = train["kubeconfig"]
+    probes = _kubectl(
+        kubeconfig, "get", "pods,services", "-A", "-l", "app.kubernetes.io/managed-by=npa-gpu-health"
+    )
+    assert probes["items"] == []
+
+    # ---- a single-GPU cluster: nothing to measure, and it says so
+    code, solo = _verify_solo(spec, tmp_path / "evidence")
+    assert code == 0 and solo["status"] == "skipped", solo
+    assert solo["health"]["status"] == "not-applicable" and "no multi-GPU NVLink" in solo["health"]["reason"]
+
+    fault = ["local-cloud", "fault", "node", "--cluster", train["cluster_id"]]
+    slow, other = nodes
+    # ---- a degraded NVLink on one node: verify-fabric names it ...
+    npa(*fault, "--node", slow, "--kind", "nvlink-degraded", check=True)
+    code, entry = _verify(spec, tmp_path / "evidence")
+    assert code == 1 and entry["status"] == "not-ready", entry
+    assert entry["health"]["slow_nodes"] == [slow] and slow in entry["error"] and other not in entry["error"]
+    assert entry["health"]["nodes"][slow]["busbw_gbps"] < 420 <= entry["health"]["nodes"][other]["busbw_gbps"]
+    assert (tmp_path / "evidence" / f"{train['kube_context']}-verify-fabric.json").is_file()
+    # ... and so does the gate of a fresh up (a fabric setting changed: only the check runs again)
+    failed = npa("up", "--spec", _spec(tmp_path, 3), "--only-clusters", "train", "--yes", "--output", "json")
+    assert failed.code == 1, failed.stderr[-3000:]
+    train = by_stack(failed.json())["fab.p.train"]
+    assert train["status"] == "deployed-validation-failed", train
+    assert train["health"]["phase"] == "fabric" and slow in train["health"]["reason"]
+    assert train["health"]["fabric"]["slow_nodes"] == [slow]
+    assert train["changes"].get("update", 0) == 1  # the fabric check alone; Terraform untouched
+    assert len(_kubectl(kubeconfig, "get", "nodes")["items"]) == 3  # nothing was torn down
+    npa(*fault, "--node", slow, "--kind", "nvlink-degraded", "--clear", check=True)
+    code, entry = _verify(spec, tmp_path / "evidence")
+    assert code == 0 and entry["status"] == "ready", entry
+
+    # ---- an InfiniBand port down on one node: the inter-node check fails, the culprit search names it
+    npa(*fault, "--node", other, "--kind", "ib-port-down", check=True)
+    code, entry = _verify(spec, tmp_path / "evidence")
+    assert code == 1, entry
+    inter = entry["health"]["inter_node"]
+    assert inter["status"] == "failed" and inter["busbw_gbps"] < 360, inter
+    assert inter["culprits"] == [other] and entry["health"]["slow_nodes"] == [other]
+    assert all(r["passed"] for r in entry["health"]["nodes"].values())  # NVLink is fine on both
+    assert {tuple(s["nodes"]) for s in inter["search"]} == {(slow,), (other,)}
+    npa(*fault, "--node", other, "--kind", "ib-port-down", "--clear", check=True)
+    retried = npa("up", "--spec", _spec(tmp_path, 3), "--only-clusters", "train", "--yes", "--output", "json")
+    assert retried.code == 0, retried.stderr[-3000:]
+    assert by_stack(retried.json())["fab.p.train"]["status"] == "deployed"
+
+
+def _verify_solo(spec: str, evidence: Path) -> tuple[int, dict[str, Any]]:
+    result = npa(
+        "verify-fabric", "--spec", spec, "--only-clusters", "solo", "--evidence-dir", str(evidence),
+        "--output", "json",
+    )  # fmt: skip
+    return result.code, by_stack(result.json())["fab.p.solo"]
