@@ -8,8 +8,9 @@ What it provides, in `.tools/bin` (git-ignored):
 
 * `pulumi` at the version pinned in tools/pins.toml, plus the Python helper scripts the official
   distribution ships beside it (`pulumi-language-python-exec`, `pulumi-resource-pulumi-python`,
-  `pulumi-analyzer-policy-python`). A `pulumi` on PATH at exactly the pinned version is used as is;
-  otherwise it is built from the Go module proxy through the wrapper module in tools/pulumi.
+  `pulumi-analyzer-policy-python`). A `pulumi` on PATH in the supported range (pins.toml
+  `supported_min` .. `supported_below`; exactly the pin with NPA_STRICT_TOOLCHAIN=1) is used as is;
+  otherwise the pin is built from the Go module proxy through the wrapper module in tools/pulumi.
 * `terraform`: a terraform or tofu on PATH at or above the pinned minimum, otherwise OpenTofu built from
   the Go module proxy through tools/tofu.
 
@@ -255,6 +256,32 @@ def build_pulumi(pins: Pins, bindir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def strict_toolchain() -> bool:
+    """NPA_STRICT_TOOLCHAIN=1: only the exact pin (reproducible CI); otherwise a supported release will do."""
+    return os.environ.get("NPA_STRICT_TOOLCHAIN", "").strip().lower() in ("1", "true", "yes")
+
+
+def pulumi_range(pins: Pins) -> str:
+    p = pins["pulumi"]
+    if strict_toolchain():
+        return f"exactly v{p['version']} (NPA_STRICT_TOOLCHAIN=1)"
+    return f">= v{p['supported_min']}, < v{p['supported_below']}"
+
+
+def pulumi_accepted(pins: Pins, reported: str) -> bool:
+    """Whether a `pulumi` reporting `reported` is used as is (npa_pulumi.runtime.toolchain decides the
+    same at run time, for a pulumi found on PATH)."""
+    p = pins["pulumi"]
+    found = parse_version(reported)
+    if found is None:
+        return False
+    if strict_toolchain():
+        return found == parse_version(p["version"])
+    low, high = parse_version(p["supported_min"]), parse_version(p["supported_below"])
+    assert low is not None and high is not None
+    return low <= found < high
+
+
 def ensure_pulumi(pins: Pins) -> None:
     version = pins["pulumi"]["version"]
     on_path = which_outside_tools("pulumi")
@@ -265,13 +292,20 @@ def ensure_pulumi(pins: Pins) -> None:
             reported = "unknown"
         real_dir = Path(on_path).resolve().parent
         helpers = [real_dir / n for n in PULUMI_HELPER_SCRIPTS]
-        if reported == f"v{version}" and all(os.access(h, os.X_OK) for h in helpers):
+        accepted = pulumi_accepted(pins, reported)
+        if accepted and all(os.access(h, os.X_OK) for h in helpers):
             for name in ("pulumi", "pulumi-language-python", *PULUMI_HELPER_SCRIPTS, POLICY_SHIM[0]):
                 if (real_dir / name).exists():
                     link(real_dir / name, name)
-            say(f"pulumi {reported} from PATH ({on_path})")
+            which = "the pin" if reported == f"v{version}" else f"supported: {pulumi_range(pins)}"
+            say(f"pulumi {reported} from PATH ({on_path}; {which})")
             return
-        say(f"ignoring pulumi on PATH ({on_path}, {reported}): npa-pulumi pins v{version}")
+        why = (
+            "its helper scripts are not beside it"
+            if accepted
+            else f"npa-pulumi supports {pulumi_range(pins)}"
+        )
+        say(f"ignoring pulumi on PATH ({on_path}, {reported}): {why}; providing the pin v{version}")
     home = cache_root() / pulumi_key(pins)
     bindir = home / "bin"
     if pulumi_complete(bindir):

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
+from npa_pulumi.cli.completion import complete_clusters, complete_projects
 from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 
@@ -60,12 +61,14 @@ def _fleet_options(func: F, spec_required: bool) -> F:
             multiple=True,
             metavar="KEYS",
             help="Only these projects (key or display name; comma-separated or repeated).",
+            shell_complete=complete_projects,
         ),
         click.option(
             "--only-clusters",
             multiple=True,
             metavar="NAMES",
             help="Only these clusters (comma-separated or repeated).",
+            shell_complete=complete_clusters,
         ),
         click.option("--project-prefix", default=None, help="Override the spec's project_prefix."),
         click.option(
