@@ -275,7 +275,7 @@ def _chart(views: list[ClusterView]) -> str:
     rows_per = 2 if costs else 1
     height = len(projects) * (bar_h * rows_per + gap) + gap
     parts = [
-        f'<svg id="gpu-chart" xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 90}" '
+        f'<svg id="gpu-chart" width="{label_w + bar_w + 90}" '
         f'height="{height}" role="img" aria-label="GPUs per project">'
     ]
     y = gap
