@@ -660,6 +660,48 @@ def ensure_kubernetes_provider(pins: Pins) -> None:
     link(bindir / KUBERNETES_PROVIDER, KUBERNETES_PROVIDER)
 
 
+# -------------------------------------------------------------------------------------- chromium
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def find_chromium() -> str | None:
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def ensure_chromium() -> None:
+    """Headless Chromium for the report page's browser test (tests/integration/test_report_browser.py):
+    Debian's package, installed when this runs as root with apt-get (CI's fresh Debian machine). Not part
+    of `all`: `make test` asks for it. Where it cannot be installed, the browser test is skipped, loudly."""
+    found = find_chromium()
+    if found:
+        say(f"chromium from PATH ({found}; nothing to do)")
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        say(
+            "chromium is not installed and cannot be installed here (needs root and apt-get): "
+            "the report's browser test will be skipped; `apt-get install chromium` provides it"
+        )
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        run_streaming(["apt-get", "update", "-q"], Path("/"), env, "apt-get update")
+        run_streaming(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"],
+            Path("/"),
+            env,
+            "apt-get install chromium",
+        )
+    except ToolchainError as err:
+        say(f"could not install chromium (the report's browser test will be skipped): {err}")
+        return
+    say(f"chromium installed ({find_chromium()})")
+
+
 # -------------------------------------------------------------------------------------------- misc
 
 
@@ -681,6 +723,7 @@ def status(as_json: bool) -> int:
 
 
 COMPONENTS = ("venv", "pulumi", "terraform", "kubernetes", "kwok", "pulumi-kubernetes")
+OPTIONAL_COMPONENTS = ("chromium",)  # not in `all`: `make test` asks for it (the report's browser test)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -690,7 +733,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     ensure = sub.add_parser("ensure", help="provide the toolchain (idempotent)")
     ensure.add_argument(
-        "components", nargs="*", metavar="COMPONENT", help=f"all (default), {', '.join(COMPONENTS)}"
+        "components",
+        nargs="*",
+        metavar="COMPONENT",
+        help=f"all (default), {', '.join((*COMPONENTS, *OPTIONAL_COMPONENTS))}",
     )
     st = sub.add_parser("status", help="show what is linked in .tools/bin")
     st.add_argument("--json", action="store_true")
@@ -710,10 +756,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     wanted = set(args.components or ["all"])
-    unknown = wanted - {"all", *COMPONENTS}
+    unknown = wanted - {"all", *COMPONENTS, *OPTIONAL_COMPONENTS}
     if unknown:
         parser.error(
-            f"unknown component(s): {', '.join(sorted(unknown))}; expected all, {', '.join(COMPONENTS)}"
+            f"unknown component(s): {', '.join(sorted(unknown))}; "
+            f"expected all, {', '.join((*COMPONENTS, *OPTIONAL_COMPONENTS))}"
         )
     if "all" in wanted:
         wanted = set(COMPONENTS)
@@ -724,9 +771,10 @@ def main(argv: list[str] | None = None) -> int:
         "kubernetes": lambda: ensure_kubernetes(pins),
         "kwok": lambda: ensure_kwok(pins),
         "pulumi-kubernetes": lambda: ensure_kubernetes_provider(pins),
+        "chromium": ensure_chromium,
     }
     try:
-        for name in COMPONENTS:
+        for name in (*COMPONENTS, *OPTIONAL_COMPONENTS):
             if name in wanted:
                 steps[name]()
     except ToolchainError as err:

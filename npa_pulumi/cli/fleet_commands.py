@@ -340,7 +340,7 @@ def up_command(**kw: Any) -> None:
 
 @click.command("preview")
 @fleet_options
-@output_option("text", "json", "markdown")
+@output_option("text", "json", "markdown", "html")
 @click.option(
     "--out",
     "out_file",
@@ -409,8 +409,10 @@ def preview_command(**kw: Any) -> None:
         with fleet.progress:
             result = fleet.preview(preflight=preflight_gate(fleet) if kw["preflight"] else None)
         from npa_pulumi.output.documents import write_preview
+        from npa_pulumi.plan import plan_document
 
-        return write_preview(result, kw["output"], kw["out_file"], kw["json_out"])
+        plan = plan_document(spec, targets, kw["project_prefix"]) if kw["output"] == "html" else None
+        return write_preview(result, kw["output"], kw["out_file"], kw["json_out"], plan)
 
     run_guarded(body, kw["output"])
 

@@ -74,6 +74,18 @@ def test_demo_stack_ls_under_a_foreign_home(isolated_home: Path, tmp_path: Path)
     for stack in STACKS:
         assert stack in listing.stdout, listing.stdout
 
+    # Without the export (the demo before issue 32) the engine reads the account's home instead.
+    plain = subprocess.run(
+        [str(find_pulumi()), "stack", "ls", "--project", "npa-fleet"],
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k not in ("NPA_PULUMI_HOME", "PULUMI_BACKEND_URL")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plain.returncode != 0 or STACKS[0] not in plain.stdout
+    assert f"file://{account_home}/.npa-pulumi/state" in plain.stderr or plain.returncode == 0
+
 
 def test_demo_keeps_an_explicit_backend(isolated_home: Path, tmp_path: Path) -> None:
     """A backend the user exported is the demo's, not replaced by the default."""

@@ -44,10 +44,10 @@ def only_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_runtime_numbers_are_the_pins() -> None:
-    assert toolchain.PULUMI_PIN == PINS["pulumi"]["version"]
-    assert toolchain.PULUMI_SUPPORTED_MIN == PINS["pulumi"]["supported_min"]
-    assert toolchain.PULUMI_SUPPORTED_BELOW == PINS["pulumi"]["supported_below"]
-    assert toolchain.KUBERNETES_PROVIDER_VERSION == PINS["pulumi_kubernetes"]["version"]
+    assert PINS["pulumi"]["version"] == toolchain.PULUMI_PIN
+    assert PINS["pulumi"]["supported_min"] == toolchain.PULUMI_SUPPORTED_MIN
+    assert PINS["pulumi"]["supported_below"] == toolchain.PULUMI_SUPPORTED_BELOW
+    assert PINS["pulumi_kubernetes"]["version"] == toolchain.KUBERNETES_PROVIDER_VERSION
     low, pin, high = (
         toolchain.parse_version(v)
         for v in (toolchain.PULUMI_SUPPORTED_MIN, toolchain.PULUMI_PIN, toolchain.PULUMI_SUPPORTED_BELOW)
@@ -83,7 +83,7 @@ def test_strict_toolchain_accepts_only_the_pin(only_path: Path, monkeypatch: pyt
 
 
 def test_no_pulumi_at_all_says_what_to_install(only_path: Path) -> None:
-    with pytest.raises(toolchain.ToolchainMissing, match="supported|install pulumi"):
+    with pytest.raises(toolchain.ToolchainMissing, match=r"install pulumi \(>= v"):
         toolchain.find_pulumi()
 
 
@@ -126,3 +126,14 @@ def test_make_tools_accepts_the_same_range(monkeypatch: pytest.MonkeyPatch) -> N
     assert not script.pulumi_accepted(PINS, "v3.230.1")
     assert script.pulumi_accepted(PINS, f"v{PINS['pulumi']['version']}")
     assert "NPA_STRICT_TOOLCHAIN=1" in script.pulumi_range(PINS)
+
+
+def test_a_missing_plugin_error_names_the_install_command() -> None:
+    from npa_pulumi.engine.stack_operations import missing_plugin_hint
+
+    engine = (
+        "no resource plugin 'pulumi-resource-kubernetes' found in the workspace at version v4.25.0 "
+        "or on your $PATH, install the plugin using `pulumi plugin install resource kubernetes v4.25.0`"
+    )
+    assert "`pulumi plugin install resource kubernetes v4.25.0`" in missing_plugin_hint(engine.split(",")[0])
+    assert missing_plugin_hint("some other failure") == "some other failure"
