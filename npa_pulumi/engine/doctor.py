@@ -332,17 +332,25 @@ def _backend_reachable(url: str) -> Check:
 
 
 def _home_mismatch(url: str, explicit: bool) -> Check:
+    """The default backend as npa-pulumi resolves it ($NPA_PULUMI_HOME, else $HOME) against what the plain
+    `pulumi` reads from the repository's Pulumi.yaml (`~` from the account's entry in the user database)."""
     account = _account_home()
     home = Path.home()
-    if explicit or not url.startswith("file://~") or account is None or account.resolve() == home.resolve():
-        return Check("home", OK, f"$HOME is {home}", details={"home": str(home)})
-    export = f"export PULUMI_BACKEND_URL=file://{_file_backend_path(url)}"
+    details: dict[str, Any] = {"home": str(home), "account_home": str(account) if account else None}
+    if explicit or not url.startswith("file://~") or account is None:
+        return Check("home", OK, f"$HOME is {home}", details=details)
+    ours = _file_backend_path(url)
+    engines = account / ".npa-pulumi" / "state"
+    if os.path.abspath(ours) == os.path.abspath(engines):
+        return Check("home", OK, f"$HOME is {home}, the account's home", details=details)
+    export = f"export PULUMI_BACKEND_URL=file://{ours}"
+    details["export"] = export
+    moved = "$NPA_PULUMI_HOME" if "NPA_PULUMI_HOME" in os.environ else f"$HOME ({home})"
     summary = (
-        f"$HOME ({home}) is not the account's home ({account}): the plain `pulumi` reads "
-        "file://~/.npa-pulumi/state from the latter"
+        f"npa-pulumi keeps state in {ours} ({moved}), the plain `pulumi` would read {engines} (the "
+        "account's home expands the `~` of Pulumi.yaml)"
     )
-    details = {"home": str(home), "account_home": str(account), "export": export}
-    return Check("home", WARN, summary, f"`{export}` (npa-pulumi itself uses $HOME)", details)
+    return Check("home", WARN, summary, f"`{export}` before using the plain `pulumi`", details)
 
 
 def check_passphrase(passphrase_file: str | None) -> Check:
