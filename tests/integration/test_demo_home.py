@@ -49,11 +49,11 @@ def _seed_stacks(home: Path, tmp_path: Path) -> Path:
 
 
 def _demo_step(home: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """The demo's step as `make demo` runs it: examples/demo-env.sh sourced, then `demo_stack_ls`, with no
+    NPA_PULUMI_HOME or PULUMI_BACKEND_URL but those in `extra`."""
     pulumi_dir = str(find_pulumi().parent)
-    env = {**os.environ, "HOME": str(home), "PATH": f"{pulumi_dir}:{os.environ['PATH']}", **extra}
-    env.pop("NPA_PULUMI_HOME", None)
-    env.pop("PULUMI_BACKEND_URL", None)
-    env.update(extra)
+    env = {k: v for k, v in os.environ.items() if k not in ("NPA_PULUMI_HOME", "PULUMI_BACKEND_URL")}
+    env.update({"HOME": str(home), "PATH": f"{pulumi_dir}:{os.environ['PATH']}", **extra})
     return subprocess.run(
         ["bash", "-c", "set -euo pipefail; source examples/demo-env.sh; demo_stack_ls"],
         cwd=REPO,
