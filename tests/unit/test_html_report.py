@@ -137,3 +137,38 @@ def test_lifecycles() -> None:
     assert lifecycle_of("deployed-mig-not-ready") is Lifecycle.FAILED
     assert lifecycle_of("changes") is Lifecycle.PENDING
     assert lifecycle_of("something-new") is Lifecycle.ABSENT
+
+
+def test_preview_renders_the_pending_change(tmp_path: Path) -> None:
+    from npa_pulumi.output.documents import write_preview
+    from npa_pulumi.output.results import FleetResult, StackResult
+
+    result = FleetResult(
+        command="preview",
+        fleet="fleet1-test",
+        cloud="local",
+        backend="file:///state",
+        stacks=[
+            StackResult(
+                stack="fleet1-test.a.cluster",
+                kind="cluster",
+                project_key="a",
+                cluster_name="cluster",
+                status="changes",
+                changes={"create": 3},
+            ),
+            StackResult(
+                stack="fleet1-test.b.cluster",
+                kind="cluster",
+                project_key="b",
+                cluster_name="cluster",
+                status="no-changes",
+            ),
+        ],
+    )
+    out = tmp_path / "preview.html"
+    assert write_preview(result, "html", str(out), None, _plan()) == 0
+    parsed = _Cells()
+    parsed.feed(out.read_text())
+    assert parsed.cells == {"fleet1-test.a.cluster": "pending", "fleet1-test.b.cluster": "unchanged"}
+    assert "pending change" in out.read_text() and "create 3" in out.read_text()
