@@ -211,6 +211,12 @@ def check_kubectl() -> Check:
 def check_local_kubernetes() -> Check:
     from npa_pulumi.cloud.local.kube import binaries
 
+    if os.environ.get("NPA_LOCAL_CLOUD_KUBERNETES_API", "").strip() == "0":
+        return Check(
+            "local-kubernetes",
+            SKIP,
+            "the local cloud's API servers are off (NPA_LOCAL_CLOUD_KUBERNETES_API=0)",
+        )
     missing = [name for name in binaries.ALL if binaries.find(name) is None]
     if missing:
         fix = (
