@@ -6,12 +6,6 @@ import click
 
 from npa_pulumi.cli.completion import SHELLS, completion_source
 
-INSTALL = {
-    "bash": 'eval "$(npa-pulumi completion bash)"        # in ~/.bashrc',
-    "zsh": 'eval "$(npa-pulumi completion zsh)"         # in ~/.zshrc (after compinit)',
-    "fish": "npa-pulumi completion fish > ~/.config/fish/completions/npa-pulumi.fish",
-}
-
 
 @click.command("completion")
 @click.argument("shell", type=click.Choice(SHELLS))
