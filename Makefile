@@ -4,7 +4,7 @@ PY := .venv/bin/python
 export GOTOOLCHAIN := local
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: help tools venv test test-unit test-integration lint fmt demo demo-destroy bench bench-quick chaos chaos-quick clean
+.PHONY: help tools browser venv test test-unit test-integration lint fmt demo demo-destroy bench bench-quick chaos chaos-quick clean
 
 help:
 	@echo "make demo        deploy the example fleet to the embedded local cloud (sets everything up)"
@@ -20,9 +20,13 @@ tools:
 venv:
 	@python3 tools/toolchain.py ensure venv
 
+# Headless Chromium for the report page's browser test: Debian's package, installed as root (CI).
+browser:
+	@python3 tools/toolchain.py ensure chromium
+
 # Lint first: a ruff finding, a mypy error or an import against the layers (tools/check_layers.py) fails
 # `make test` before any engine starts.
-test: tools lint
+test: tools browser lint
 	@$(PY) -m pytest tests -q --ignore=tests/chaos $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `make demo`: deploy the example fleet to the embedded local cloud, show its state, and say how to tear
-# it down. Everything runs against ~/.npa-pulumi (state, passphrase, local cloud), the same default
-# backend that this repository's Pulumi.yaml names, so `pulumi stack ls` here shows the demo's stacks.
+# it down. Everything runs against $HOME/.npa-pulumi (state, passphrase, local cloud), the same default
+# backend that this repository's Pulumi.yaml names; examples/demo-env.sh exports it resolved, so
+# `pulumi stack ls` here shows the demo's stacks even where $HOME is not the account's home.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/.tools/bin:$PATH"
-export PULUMI_SKIP_UPDATE_CHECK=true
+# shellcheck source=examples/demo-env.sh
+source examples/demo-env.sh
 NPA=.venv/bin/npa-pulumi
 SPEC=examples/fleet1-test.yaml
 
@@ -30,8 +31,11 @@ step "Inside a cluster: kubectl get nodes with the kubeconfig that up wrote (a r
 kubectl --kubeconfig "${NPA_PULUMI_HOME:-$HOME/.npa-pulumi}/kubeconfigs/fleet-fleet1-test-a-cluster.yaml" \
   get nodes -L nebius.com/node-group-name -L nvidia.com/gpu.product
 
-step "Per-cluster state in Pulumi itself: pulumi stack ls (in this directory)"
-pulumi stack ls --project npa-fleet 2>/dev/null || pulumi stack ls
+step "Per-cluster state in Pulumi itself: pulumi stack ls (in this directory; PULUMI_BACKEND_URL=$PULUMI_BACKEND_URL)"
+demo_stack_ls
+
+step "This machine: what the fleet needs and how to fix what is missing (npa-pulumi doctor)"
+"$NPA" doctor --cloud local || true
 
 step "Team use: a private state bucket in the local cloud, served over S3 like Nebius Object Storage"
 "$NPA" backend init --cloud local --bucket fleet1-team-state

@@ -8,8 +8,9 @@ What it provides, in `.tools/bin` (git-ignored):
 
 * `pulumi` at the version pinned in tools/pins.toml, plus the Python helper scripts the official
   distribution ships beside it (`pulumi-language-python-exec`, `pulumi-resource-pulumi-python`,
-  `pulumi-analyzer-policy-python`). A `pulumi` on PATH at exactly the pinned version is used as is;
-  otherwise it is built from the Go module proxy through the wrapper module in tools/pulumi.
+  `pulumi-analyzer-policy-python`). A `pulumi` on PATH in the supported range (pins.toml
+  `supported_min` .. `supported_below`; exactly the pin with NPA_STRICT_TOOLCHAIN=1) is used as is;
+  otherwise the pin is built from the Go module proxy through the wrapper module in tools/pulumi.
 * `terraform`: a terraform or tofu on PATH at or above the pinned minimum, otherwise OpenTofu built from
   the Go module proxy through tools/tofu.
 
@@ -255,6 +256,32 @@ def build_pulumi(pins: Pins, bindir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def strict_toolchain() -> bool:
+    """NPA_STRICT_TOOLCHAIN=1: only the exact pin (reproducible CI); otherwise a supported release will do."""
+    return os.environ.get("NPA_STRICT_TOOLCHAIN", "").strip().lower() in ("1", "true", "yes")
+
+
+def pulumi_range(pins: Pins) -> str:
+    p = pins["pulumi"]
+    if strict_toolchain():
+        return f"exactly v{p['version']} (NPA_STRICT_TOOLCHAIN=1)"
+    return f">= v{p['supported_min']}, < v{p['supported_below']}"
+
+
+def pulumi_accepted(pins: Pins, reported: str) -> bool:
+    """Whether a `pulumi` reporting `reported` is used as is (npa_pulumi.runtime.toolchain decides the
+    same at run time, for a pulumi found on PATH)."""
+    p = pins["pulumi"]
+    found = parse_version(reported)
+    if found is None:
+        return False
+    if strict_toolchain():
+        return found == parse_version(p["version"])
+    low, high = parse_version(p["supported_min"]), parse_version(p["supported_below"])
+    assert low is not None and high is not None
+    return low <= found < high
+
+
 def ensure_pulumi(pins: Pins) -> None:
     version = pins["pulumi"]["version"]
     on_path = which_outside_tools("pulumi")
@@ -265,13 +292,20 @@ def ensure_pulumi(pins: Pins) -> None:
             reported = "unknown"
         real_dir = Path(on_path).resolve().parent
         helpers = [real_dir / n for n in PULUMI_HELPER_SCRIPTS]
-        if reported == f"v{version}" and all(os.access(h, os.X_OK) for h in helpers):
+        accepted = pulumi_accepted(pins, reported)
+        if accepted and all(os.access(h, os.X_OK) for h in helpers):
             for name in ("pulumi", "pulumi-language-python", *PULUMI_HELPER_SCRIPTS, POLICY_SHIM[0]):
                 if (real_dir / name).exists():
                     link(real_dir / name, name)
-            say(f"pulumi {reported} from PATH ({on_path})")
+            which = "the pin" if reported == f"v{version}" else f"supported: {pulumi_range(pins)}"
+            say(f"pulumi {reported} from PATH ({on_path}; {which})")
             return
-        say(f"ignoring pulumi on PATH ({on_path}, {reported}): npa-pulumi pins v{version}")
+        why = (
+            "its helper scripts are not beside it"
+            if accepted
+            else f"npa-pulumi supports {pulumi_range(pins)}"
+        )
+        say(f"ignoring pulumi on PATH ({on_path}, {reported}): {why}; providing the pin v{version}")
     home = cache_root() / pulumi_key(pins)
     bindir = home / "bin"
     if pulumi_complete(bindir):
@@ -626,6 +660,48 @@ def ensure_kubernetes_provider(pins: Pins) -> None:
     link(bindir / KUBERNETES_PROVIDER, KUBERNETES_PROVIDER)
 
 
+# -------------------------------------------------------------------------------------- chromium
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def find_chromium() -> str | None:
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def ensure_chromium() -> None:
+    """Headless Chromium for the report page's browser test (tests/integration/test_report_browser.py):
+    Debian's package, installed when this runs as root with apt-get (CI's fresh Debian machine). Not part
+    of `all`: `make test` asks for it. Where it cannot be installed, the browser test is skipped, loudly."""
+    found = find_chromium()
+    if found:
+        say(f"chromium from PATH ({found}; nothing to do)")
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        say(
+            "chromium is not installed and cannot be installed here (needs root and apt-get): "
+            "the report's browser test will be skipped; `apt-get install chromium` provides it"
+        )
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        run_streaming(["apt-get", "update", "-q"], Path("/"), env, "apt-get update")
+        run_streaming(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"],
+            Path("/"),
+            env,
+            "apt-get install chromium",
+        )
+    except ToolchainError as err:
+        say(f"could not install chromium (the report's browser test will be skipped): {err}")
+        return
+    say(f"chromium installed ({find_chromium()})")
+
+
 # -------------------------------------------------------------------------------------------- misc
 
 
@@ -647,6 +723,7 @@ def status(as_json: bool) -> int:
 
 
 COMPONENTS = ("venv", "pulumi", "terraform", "kubernetes", "kwok", "pulumi-kubernetes")
+OPTIONAL_COMPONENTS = ("chromium",)  # not in `all`: `make test` asks for it (the report's browser test)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -656,7 +733,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     ensure = sub.add_parser("ensure", help="provide the toolchain (idempotent)")
     ensure.add_argument(
-        "components", nargs="*", metavar="COMPONENT", help=f"all (default), {', '.join(COMPONENTS)}"
+        "components",
+        nargs="*",
+        metavar="COMPONENT",
+        help=f"all (default), {', '.join((*COMPONENTS, *OPTIONAL_COMPONENTS))}",
     )
     st = sub.add_parser("status", help="show what is linked in .tools/bin")
     st.add_argument("--json", action="store_true")
@@ -676,10 +756,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     wanted = set(args.components or ["all"])
-    unknown = wanted - {"all", *COMPONENTS}
+    unknown = wanted - {"all", *COMPONENTS, *OPTIONAL_COMPONENTS}
     if unknown:
         parser.error(
-            f"unknown component(s): {', '.join(sorted(unknown))}; expected all, {', '.join(COMPONENTS)}"
+            f"unknown component(s): {', '.join(sorted(unknown))}; "
+            f"expected all, {', '.join((*COMPONENTS, *OPTIONAL_COMPONENTS))}"
         )
     if "all" in wanted:
         wanted = set(COMPONENTS)
@@ -690,9 +771,10 @@ def main(argv: list[str] | None = None) -> int:
         "kubernetes": lambda: ensure_kubernetes(pins),
         "kwok": lambda: ensure_kwok(pins),
         "pulumi-kubernetes": lambda: ensure_kubernetes_provider(pins),
+        "chromium": ensure_chromium,
     }
     try:
-        for name in COMPONENTS:
+        for name in (*COMPONENTS, *OPTIONAL_COMPONENTS):
             if name in wanted:
                 steps[name]()
     except ToolchainError as err:

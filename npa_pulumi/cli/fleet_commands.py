@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
+from npa_pulumi.cli.completion import complete_clusters, complete_projects
 from npa_pulumi.cli.cost_commands import prices_option
 from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
@@ -64,12 +65,14 @@ def _fleet_options(func: F, spec_required: bool) -> F:
             multiple=True,
             metavar="KEYS",
             help="Only these projects (key or display name; comma-separated or repeated).",
+            shell_complete=complete_projects,
         ),
         click.option(
             "--only-clusters",
             multiple=True,
             metavar="NAMES",
             help="Only these clusters (comma-separated or repeated).",
+            shell_complete=complete_clusters,
         ),
         click.option("--project-prefix", default=None, help="Override the spec's project_prefix."),
         click.option(
@@ -344,7 +347,7 @@ def up_command(**kw: Any) -> None:
 
 @click.command("preview")
 @fleet_options
-@output_option("text", "json", "markdown")
+@output_option("text", "json", "markdown", "html")
 @click.option(
     "--out",
     "out_file",
@@ -415,8 +418,10 @@ def preview_command(**kw: Any) -> None:
         with fleet.progress:
             result = fleet.preview(preflight=preflight_gate(fleet) if kw["preflight"] else None)
         from npa_pulumi.output.documents import write_preview
+        from npa_pulumi.plan import plan_document
 
-        return write_preview(result, kw["output"], kw["out_file"], kw["json_out"])
+        plan = plan_document(spec, targets, kw["project_prefix"]) if kw["output"] == "html" else None
+        return write_preview(result, kw["output"], kw["out_file"], kw["json_out"], plan)
 
     run_guarded(body, kw["output"])
 

@@ -35,6 +35,9 @@ COMMAND_OWNERS: dict[str, str] = {
     "prices": "npa_pulumi.cli.cost_commands",
     "schema": "npa_pulumi.cli.spec_commands",
     "tfvars": "npa_pulumi.cli.spec_commands",
+    "doctor": "npa_pulumi.cli.doctor_commands",
+    "report": "npa_pulumi.cli.report_commands",
+    "completion": "npa_pulumi.cli.completion_commands",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMAND_OWNERS.values()))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -13,7 +14,14 @@ from npa_pulumi.output.results import FleetResult
 from npa_pulumi.output.streams import emit_json
 
 
-def write_preview(result: FleetResult, output: str, out_file: str | None, json_out: str | None) -> int:
+def write_preview(
+    result: FleetResult,
+    output: str,
+    out_file: str | None,
+    json_out: str | None,
+    plan: dict[str, Any] | None = None,
+) -> int:
+    """`plan` (the offline plan document) gives the html page its GPU models."""
     if json_out:
         Path(json_out).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
     if output == "json":
@@ -21,6 +29,14 @@ def write_preview(result: FleetResult, output: str, out_file: str | None, json_o
             Path(out_file).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
         else:
             emit_json(result.to_json())
+    elif output == "html":
+        from npa_pulumi.output.html_report import render_report
+
+        page = render_report(result.to_json(), plan)
+        if out_file:
+            Path(out_file).write_text(page)
+        else:
+            print(page, end="")
     elif output == "markdown":
         from npa_pulumi.output.cost_render import cost_markdown
         from npa_pulumi.output.markdown import render_preview_markdown

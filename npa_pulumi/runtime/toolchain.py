@@ -1,26 +1,110 @@
 """Finding the pinned binaries: the Pulumi engine and terraform/tofu.
 
 Lookup order for each binary:
-1. an explicit override (`NPA_PULUMI_BIN` / `NPA_TERRAFORM_BIN`);
+1. an explicit override (`NPA_PULUMI_BIN` / `NPA_TERRAFORM_BIN`), trusted as given;
 2. the repository's `.tools/bin` (what `make tools` provides in a source checkout);
 3. the per-user toolchain cache that `make tools` builds into (`~/.cache/npa-pulumi/toolchain/...`);
-4. PATH.
+4. PATH. A `pulumi` found there (the user's own) is used when its version is in the supported range
+   (`PULUMI_SUPPORTED_MIN` up to, not including, `PULUMI_SUPPORTED_BELOW`), and refused, with the range
+   named, outside it; `NPA_STRICT_TOOLCHAIN=1` accepts only the pin, as `make tools` builds it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from npa_pulumi.errors import NpaError
+from npa_pulumi.runtime import disk_cache
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = REPO_ROOT / ".tools" / "bin"
 
 
+# tools/pins.toml [pulumi]: version, supported_min, supported_below (tests/unit/test_toolchain.py checks).
+PULUMI_PIN = "3.259.0"
+PULUMI_SUPPORTED_MIN = "3.220.0"
+PULUMI_SUPPORTED_BELOW = "4.0.0"
+STRICT_ENV = "NPA_STRICT_TOOLCHAIN"
+
+Version = tuple[int, int, int]
+
+
 class ToolchainMissing(NpaError):
     kind = "toolchain-missing"
+
+
+def parse_version(text: str) -> Version | None:
+    match = re.search(r"v?(\d+)\.(\d+)\.(\d+)", text)
+    if not match:
+        return None
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
+def _v(text: str) -> Version:
+    parsed = parse_version(text)
+    assert parsed is not None, text
+    return parsed
+
+
+def strict_toolchain() -> bool:
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def pulumi_supported_range() -> str:
+    """The versions of a user's `pulumi` npa-pulumi accepts, as a message names them."""
+    if strict_toolchain():
+        return f"exactly v{PULUMI_PIN} ({STRICT_ENV}=1)"
+    return f">= v{PULUMI_SUPPORTED_MIN}, < v{PULUMI_SUPPORTED_BELOW}"
+
+
+def pulumi_version_supported(version: Version) -> bool:
+    if strict_toolchain():
+        return version == _v(PULUMI_PIN)
+    return _v(PULUMI_SUPPORTED_MIN) <= version < _v(PULUMI_SUPPORTED_BELOW)
+
+
+def reported_version(binary: Path, *args: str) -> str | None:
+    """What `binary version` (or `binary *args`) prints, remembered per binary (path, size, mtime) in the
+    disk cache; None when it cannot be run."""
+    command = list(args) or ["version"]
+    try:
+        key = disk_cache.cache_key("reported-version", disk_cache.binary_identity(binary), *command)
+    except OSError:
+        return None
+    known = disk_cache.load("tool-versions", key)
+    if isinstance(known, str):
+        return known
+    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true", "CHECKPOINT_DISABLE": "1"}
+    try:
+        proc = subprocess.run(
+            [str(binary), *command], capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    text = proc.stdout.strip()
+    disk_cache.store("tool-versions", key, text)
+    return text
+
+
+class ToolchainUnsupported(ToolchainMissing):
+    kind = "toolchain-unsupported"
+
+
+@dataclass(frozen=True)
+class PulumiChoice:
+    """The engine npa-pulumi runs, and why that one."""
+
+    path: Path
+    source: str  # override | tools | cache | path
+    version: str | None  # as it reports itself (known for a binary from PATH)
 
 
 def _cache_root() -> Path:
@@ -57,14 +141,39 @@ def locate(name: str, override_env: str, cache_prefix: str) -> Path | None:
     return Path(on_path) if on_path else None
 
 
+def choose_pulumi() -> PulumiChoice:
+    """The engine in the lookup order of the module docstring. Raises ToolchainUnsupported for a
+    `pulumi` on PATH outside the supported range, ToolchainMissing when there is none at all."""
+    override = os.environ.get("NPA_PULUMI_BIN")
+    if override:
+        path = Path(override)
+        return PulumiChoice(path / "pulumi" if path.is_dir() else path, "override", None)
+    if _first_executable([TOOLS_BIN / "pulumi"]):
+        return PulumiChoice(TOOLS_BIN / "pulumi", "tools", None)
+    cached = _first_executable([d / "pulumi" for d in _cached_bin_dirs("pulumi-v")])
+    if cached:
+        return PulumiChoice(cached, "cache", None)
+    on_path = shutil.which("pulumi")
+    if not on_path:
+        raise ToolchainMissing(
+            f"the Pulumi engine was not found: install pulumi ({pulumi_supported_range()}; "
+            "https://www.pulumi.com/docs/install/), run `make tools` in a checkout (builds the pinned "
+            f"v{PULUMI_PIN}), or set NPA_PULUMI_BIN"
+        )
+    path = Path(on_path)
+    text = reported_version(path)
+    version = parse_version(text or "")
+    if version is None or not pulumi_version_supported(version):
+        raise ToolchainUnsupported(
+            f"the pulumi on PATH ({path}, {text or 'version unknown'}) is outside the supported range "
+            f"{pulumi_supported_range()}: install a supported release (the pin is v{PULUMI_PIN}), run "
+            "`make tools` in a checkout, or set NPA_PULUMI_BIN to one"
+        )
+    return PulumiChoice(path, "path", text)
+
+
 def find_pulumi() -> Path:
-    found = locate("pulumi", "NPA_PULUMI_BIN", "pulumi-v")
-    if found:
-        return found
-    raise ToolchainMissing(
-        "the Pulumi engine was not found: run `make tools` (builds the pinned engine), install pulumi, "
-        "or set NPA_PULUMI_BIN"
-    )
+    return choose_pulumi().path
 
 
 def find_terraform() -> Path:
@@ -86,10 +195,42 @@ def find_terraform() -> Path:
 
 
 KUBERNETES_PROVIDER = "pulumi-resource-kubernetes"
+# tools/pins.toml [pulumi_kubernetes].version, which the Python SDK pulumi-kubernetes is pinned to as well.
+KUBERNETES_PROVIDER_VERSION = "4.25.0"
+
+
+def kubernetes_plugin_install_command() -> str:
+    """The one command that provides the pinned Kubernetes provider plugin where Pulumi's plugin source
+    can be reached (the engine itself never downloads one: npa-pulumi turns that off)."""
+    return f"pulumi plugin install resource kubernetes v{KUBERNETES_PROVIDER_VERSION}"
+
+
+def _installed_plugin(kind: str, name: str, version: str) -> Path | None:
+    """A plugin `pulumi plugin install` put under $PULUMI_HOME (default ~/.pulumi)."""
+    home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+    directory = home / "plugins" / f"{kind}-{name}-v{version}"
+    return _first_executable([directory / f"pulumi-{kind}-{name}"])
 
 
 def find_kubernetes_provider() -> Path | None:
     """The Pulumi Kubernetes provider plugin `make tools` builds (the engine runs it as an ambient
-    plugin from PATH). None when absent: a stack that needs it then fails with the engine's own error
-    naming the missing plugin, rather than a download attempt."""
-    return locate(KUBERNETES_PROVIDER, "NPA_KUBERNETES_PROVIDER_BIN", "pulumi-kubernetes-v")
+    plugin from PATH), or the pinned one `pulumi plugin install` put under $PULUMI_HOME. None when
+    absent: a stack that needs it then fails with the engine's own error naming the missing plugin,
+    rather than a download attempt (`doctor` prints `kubernetes_plugin_install_command()`)."""
+    found = locate(KUBERNETES_PROVIDER, "NPA_KUBERNETES_PROVIDER_BIN", "pulumi-kubernetes-v")
+    return found or _installed_plugin("resource", "kubernetes", KUBERNETES_PROVIDER_VERSION)
+
+
+# The local cloud's Kubernetes binaries (the simulator runs them; `doctor` looks for them).
+KUBE_CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd")
+KWOK_BINARIES = ("kwok", "kwokctl")
+KUBE_BINARIES = (*KUBE_CONTROL_PLANE, *KWOK_BINARIES)
+KUBE_BIN_DIR_ENV = "NPA_KUBE_BIN_DIR"
+_KUBE_CACHE_PREFIX = {name: "kubernetes-v" for name in KUBE_CONTROL_PLANE} | {
+    name: "kwok-v" for name in KWOK_BINARIES
+}
+
+
+def find_kube_binary(name: str) -> Path | None:
+    """`$NPA_KUBE_BIN_DIR`, the checkout's `.tools/bin`, the toolchain cache, then PATH (`locate`)."""
+    return locate(name, KUBE_BIN_DIR_ENV, _KUBE_CACHE_PREFIX[name])

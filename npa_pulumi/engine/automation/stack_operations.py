@@ -381,7 +381,7 @@ class StackExecutor:
                 locked=True,
             )
         except auto.CommandError as err:
-            message = "; ".join(collector.errors) or _plain(str(err))[-2000:]
+            message = missing_plugin_hint("; ".join(collector.errors) or _plain(str(err))[-2000:])
             self.progress.phase(op.stack, "failed")
             return op.result(
                 "failed",
@@ -627,3 +627,23 @@ class StackExecutor:
             drifted = any(v for k, v in changes.items() if k != "same")
             return op.result("drifted" if drifted else "in-sync", changes=changes)
         raise ValueError(f"unknown stack command {command!r}")
+
+
+_MISSING_PLUGIN = re.compile(
+    r"no (resource|analyzer|language) plugin '(?:pulumi-(?:resource|analyzer|language)-)?([\w.-]+)' found"
+    r"[^\n]*?at version v?(\d+\.\d+\.\d+)"
+)
+
+
+def missing_plugin_hint(message: str) -> str:
+    """The engine's "no resource plugin 'pulumi-resource-X' found ... at version vV" (npa-pulumi turns its
+    automatic downloads off), with the one command that provides it where Pulumi's plugin source can be
+    reached; offline, `make tools` builds the pinned Kubernetes provider."""
+    match = _MISSING_PLUGIN.search(message)
+    if match is None:
+        return message
+    kind, name, version = match.groups()
+    return (
+        f"{message}; install it with `pulumi plugin install {kind} {name} v{version}` "
+        "(offline: `make tools` in a checkout builds the pinned Kubernetes provider)"
+    )

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from npa_pulumi.runtime.toolchain import locate
+from npa_pulumi.runtime.toolchain import (
+    KUBE_BIN_DIR_ENV,
+    KUBE_BINARIES,
+    KUBE_CONTROL_PLANE,
+    KWOK_BINARIES,
+    find_kube_binary,
+)
 
-CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd")
-KWOK = ("kwok", "kwokctl")
-ALL = (*CONTROL_PLANE, *KWOK)
-ENV_BIN_DIR = "NPA_KUBE_BIN_DIR"
-
-_CACHE_PREFIX = {name: "kubernetes-v" for name in CONTROL_PLANE} | {name: "kwok-v" for name in KWOK}
+CONTROL_PLANE = KUBE_CONTROL_PLANE
+KWOK = KWOK_BINARIES
+ALL = KUBE_BINARIES
+ENV_BIN_DIR = KUBE_BIN_DIR_ENV
 
 
 class KubeBinariesMissing(Exception):
@@ -20,7 +24,7 @@ class KubeBinariesMissing(Exception):
 
 
 def find(name: str) -> Path | None:
-    return locate(name, ENV_BIN_DIR, _CACHE_PREFIX[name])
+    return find_kube_binary(name)
 
 
 def require_all() -> dict[str, Path]:

@@ -1,0 +1,65 @@
+"""`doctor`: what the fleet needs on this machine for the chosen cloud, and how to fix what is missing
+(engine/doctor.py). Read-only; exit 1 when something `up` on that cloud needs is missing."""
+
+from __future__ import annotations
+
+import click
+
+from npa_pulumi.cli.common import output_option, run_guarded
+from npa_pulumi.errors import EXIT_FAILED
+from npa_pulumi.output.streams import emit_json
+
+
+@click.command("doctor")
+@click.option(
+    "--cloud",
+    type=click.Choice(["local", "nebius"]),
+    default="local",
+    show_default=True,
+    help="The cloud the fleet will run on: nebius adds the CLI, the profile and a token check.",
+)
+@click.option("--profile", default=None, help="~/.nebius profile to check (--cloud nebius).")
+@click.option("--backend", default=None, metavar="URL", help="Backend to check (default as for up).")
+@click.option("--passphrase-file", default=None, type=click.Path(dir_okay=False))
+@click.option(
+    "--recipe-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="The k8s-training checkout whose terraform constraint to check (default: the stand-in).",
+)
+@output_option()
+def doctor_command(
+    cloud: str,
+    profile: str | None,
+    backend: str | None,
+    passphrase_file: str | None,
+    recipe_dir: str | None,
+    output: str,
+) -> None:
+    """Check this machine for what the fleet needs: Python and the package, the Pulumi engine and its
+    version, terraform/tofu against the recipe's constraint, the provider plugins, kubectl, the Nebius CLI
+    and profile (--cloud nebius: tenant id, a token can be minted), the backend and its locks, the
+    passphrase source, disk space, and $HOME against the account's home. Changes nothing."""
+
+    def body() -> int:
+        from npa_pulumi.engine.doctor import run_doctor
+        from npa_pulumi.output.doctor import print_doctor
+
+        report = run_doctor(
+            cloud,
+            profile=profile,
+            backend=backend,
+            passphrase_file=passphrase_file,
+            recipe_dir=recipe_dir,
+        )
+        if output == "json":
+            emit_json(report.to_json())
+        else:
+            print_doctor(report)
+        return 0 if report.ok else EXIT_FAILED
+
+    run_guarded(body, output)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(doctor_command)

@@ -1,0 +1,98 @@
+"""`report`: the fleet as one self-contained HTML page (output/html_report.py), from the same data
+`status --output json` prints (plus the offline plan, for GPU models), from anywhere the backend is
+reachable. Read-only."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from npa_pulumi.cli.common import run_guarded, stderr_console
+from npa_pulumi.cli.fleet_commands import fleet_options
+from npa_pulumi.errors import EXIT_FAILED, UserInputError
+from npa_pulumi.runtime.files import write_atomically
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+@click.command("report")
+@fleet_options
+@click.option(
+    "--output",
+    "-o",
+    "output_path",
+    required=True,
+    metavar="FILE",
+    help="The HTML file to write (`-`: stdout).",
+)
+@click.option(
+    "--from-json",
+    "from_json",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="Render this `status --output json` (or `preview --output json`) document instead of reading "
+    "the backend and the cloud.",
+)
+def report_command(**kw: Any) -> None:
+    """Write the fleet report page: a grid of projects × clusters coloured by lifecycle, per cluster GPUs
+    by model, node groups, the health gate's outcome and evidence, kube context, drift and cost when
+    known, a chart of GPUs per project, and a detail section per cluster. One self-contained file (no
+    network, no scripts); nothing secret in it. Exit 1 when a cluster is failed (the page is written)."""
+
+    def body() -> int:
+        import json
+
+        from npa_pulumi.output.html_report import lifecycle_of, render_report
+        from npa_pulumi.sdk import fleet as sdk
+
+        selection = {
+            "only_projects": _split(kw["only_projects"]),
+            "only_clusters": _split(kw["only_clusters"]),
+            "project_prefix": kw["project_prefix"],
+        }
+        plan = sdk.plan(kw["spec_path"], **selection)
+        if kw["from_json"]:
+            try:
+                document = json.loads(Path(kw["from_json"]).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                raise UserInputError(f"--from-json {kw['from_json']}: not a JSON document ({err})") from None
+            if not isinstance(document, dict) or "clusters" not in document:
+                raise UserInputError(f"--from-json {kw['from_json']}: not a status or preview document")
+        else:
+            result = sdk.status(
+                kw["spec_path"],
+                **selection,
+                cloud=kw["cloud"],
+                profile=kw["profile"],
+                backend=kw["backend"],
+                passphrase_file=kw["passphrase_file"],
+                recipe_dir=kw["recipe_dir"],
+                recipe_ref=kw["recipe_ref"],
+                concurrency=kw["concurrency"],
+                show_progress=True,
+            )
+            document = result.to_json()
+        page = render_report(document, plan)
+        if kw["output_path"] == "-":
+            sys.stdout.write(page)
+        else:
+            target = Path(kw["output_path"])
+            if target.is_dir():
+                raise UserInputError(f"--output {target} is a directory; name the HTML file to write")
+            write_atomically(target, page)
+            stderr_console.print(f"wrote {target} ({len(document.get('clusters') or [])} cluster(s))")
+        failed = [
+            c for c in document.get("clusters") or [] if lifecycle_of(str(c.get("status"))).value == "failed"
+        ]
+        return EXIT_FAILED if failed else 0
+
+    run_guarded(body)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(report_command)

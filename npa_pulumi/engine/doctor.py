@@ -1,0 +1,429 @@
+"""`npa-pulumi doctor`: what the fleet needs on this machine for the chosen cloud, checked read-only, each
+with how to fix it. Nothing is created or changed: the backend is only looked at, the passphrase only
+located (never generated), a Nebius token only minted (never printed or stored).
+
+What `up` on the chosen cloud needs is `fail` when missing (the command exits 1); what only some commands
+or fleets need (kubectl, the Kubernetes binaries of the local cloud's API servers, disk headroom) is `warn`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import pwd
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from npa_pulumi import __version__
+from npa_pulumi.errors import NpaError
+from npa_pulumi.output.doctor import Check, CheckStatus, DoctorReport
+from npa_pulumi.runtime import toolchain
+from npa_pulumi.runtime.home import npa_home
+
+MIN_FREE_GIB = 2.0  # work dirs, plugin and provider caches, a local cloud's etcd data
+LOW_FREE_GIB = 10.0
+OK, WARN, FAIL, SKIP = CheckStatus.OK, CheckStatus.WARN, CheckStatus.FAIL, CheckStatus.SKIP
+
+
+def _version(text: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in text)
+
+
+def check_python() -> Check:
+    found = sys.version_info[:3]
+    summary = f"Python {_version(found)} ({sys.executable})"
+    if found < (3, 11):
+        return Check("python", FAIL, summary, "install Python >= 3.11 (pipx install --python python3.11 ...)")
+    return Check("python", OK, summary, details={"version": _version(found), "executable": sys.executable})
+
+
+def _package_data() -> dict[str, Path | None]:
+    """Where this installation's run-time data is (None: missing), found the way the commands find it."""
+    from importlib import resources, util
+
+    from npa_pulumi.plan.recipe_surface import shipped_recipe_dir
+
+    def package_dir(name: str, *rel: str) -> Path | None:
+        spec = util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        path = Path(next(iter(spec.submodule_search_locations))).joinpath(*rel)
+        return path if path.exists() else None
+
+    tenant = Path(str(resources.files("npa_pulumi") / "data" / "local-tenant.yaml"))
+    return {
+        "recipe": shipped_recipe_dir(),
+        "policy-pack": package_dir("npa_pulumi.policies", "fleet-guardrails", "PulumiPolicy.yaml"),
+        "components": package_dir("npa_pulumi.components", "terraform_module.py"),
+        "local-tenant": tenant if tenant.is_file() else None,
+    }
+
+
+def check_package() -> Check:
+    root = Path(__file__).resolve().parents[1]
+    data = _package_data()
+    missing = [name for name, path in data.items() if path is None]
+    try:
+        dist = importlib.metadata.version("npa-pulumi")
+    except importlib.metadata.PackageNotFoundError:
+        dist = "not installed (running from source)"
+    details = {
+        "version": __version__,
+        "distribution": dist,
+        "location": str(root),
+        "data": {name: str(path) if path else None for name, path in data.items()},
+    }
+    summary = f"npa-pulumi {__version__} at {root}"
+    if missing:
+        fix = "reinstall the package (pipx reinstall npa-pulumi, or pip install . from a checkout)"
+        return Check("package", FAIL, f"{summary}; missing {', '.join(missing)}", fix, details)
+    return Check(
+        "package", OK, summary + " (recipe, policy pack, components, tenant fixture)", details=details
+    )
+
+
+def check_engine() -> Check:
+    range_text = toolchain.pulumi_supported_range()
+    try:
+        choice = toolchain.choose_pulumi()
+    except toolchain.ToolchainMissing as err:
+        return Check("engine", FAIL, str(err), "install a supported pulumi or run `make tools` in a checkout")
+    reported = choice.version or toolchain.reported_version(choice.path)
+    details: dict[str, Any] = {
+        "path": str(choice.path),
+        "source": choice.source,
+        "version": reported,
+        "pin": f"v{toolchain.PULUMI_PIN}",
+        "supported": range_text,
+        "strict": toolchain.strict_toolchain(),
+    }
+    if reported is None:
+        fix = f"check that {choice.path} runs (`{choice.path} version`)"
+        return Check("engine", FAIL, f"pulumi at {choice.path} does not run", fix, details)
+    kind = "the pin" if reported == f"v{toolchain.PULUMI_PIN}" else f"supported range {range_text}"
+    where = {"override": "NPA_PULUMI_BIN", "tools": ".tools/bin", "cache": "the toolchain cache"}.get(
+        choice.source, "PATH"
+    )
+    summary = f"pulumi {reported} from {where} ({choice.path}; {kind})"
+    parsed = toolchain.parse_version(reported)
+    if choice.source == "override" and (parsed is None or not toolchain.pulumi_version_supported(parsed)):
+        fix = f"NPA_PULUMI_BIN is used as given; a supported engine is {range_text}"
+        return Check("engine", WARN, summary + ", outside the supported range", fix, details)
+    missing = [
+        name
+        for name in ("pulumi-language-python-exec", "pulumi-resource-pulumi-python")
+        if not os.access(choice.path.resolve().parent / name, os.X_OK)
+        and not os.access(choice.path.parent / name, os.X_OK)
+    ]
+    if missing:
+        details["missing_helpers"] = missing
+        fix = "install pulumi from its official distribution (it ships these beside the binary)"
+        return Check("engine", FAIL, f"{summary}; {', '.join(missing)} not beside it", fix, details)
+    return Check("engine", OK, summary, details=details)
+
+
+def _recipe_constraint(cloud: str, recipe_dir: str | None) -> str:
+    """The recipe's `required_version` (the shipped stand-in's, or the given checkout's)."""
+    import re
+
+    from npa_pulumi.bridge.recipe import stand_in_dir
+
+    roots = [Path(recipe_dir)] if recipe_dir else ([stand_in_dir()] if cloud == "local" else [])
+    for root in roots:
+        for tf in sorted([*root.glob("*.tf"), *root.glob("k8s-training/*.tf")]):
+            match = re.search(r'required_version\s*=\s*"([^"]+)"', tf.read_text(errors="replace"))
+            if match:
+                return match.group(1)
+    return ""
+
+
+def check_terraform(cloud: str, recipe_dir: str | None) -> Check:
+    from npa_pulumi.bridge.terraform import MIN_TERRAFORM, TerraformError, terraform_version
+
+    constraint = _recipe_constraint(cloud, recipe_dir)
+    minimum = MIN_TERRAFORM
+    for op, text in _constraint_parts(constraint):
+        parsed = toolchain.parse_version(text)
+        if op == ">=" and parsed and parsed > minimum:
+            minimum = parsed
+    fix = (
+        f"install terraform or OpenTofu >= {_version(minimum)} (or set NPA_TERRAFORM_BIN; "
+        "`make tools` builds OpenTofu in a checkout)"
+    )
+    try:
+        binary = toolchain.find_terraform()
+        found = terraform_version(binary)
+    except (toolchain.ToolchainMissing, TerraformError, OSError) as err:
+        return Check("terraform", FAIL, str(err).splitlines()[0], fix, {"constraint": constraint})
+    details = {
+        "path": str(binary),
+        "version": _version(found),
+        "minimum": _version(minimum),
+        "constraint": constraint or f">= {_version(MIN_TERRAFORM)}",
+    }
+    summary = f"{binary.name} {_version(found)} ({binary}); recipe needs {details['constraint']}"
+    if found < minimum:
+        return Check("terraform", FAIL, summary, fix, details)
+    return Check("terraform", OK, summary, details=details)
+
+
+def _constraint_parts(constraint: str) -> list[tuple[str, str]]:
+    parts = []
+    for piece in constraint.split(","):
+        piece = piece.strip()
+        for op in (">=", "<=", "~>", "!=", ">", "<", "="):
+            if piece.startswith(op):
+                parts.append((op, piece[len(op) :].strip()))
+                break
+    return parts
+
+
+def check_plugins() -> Check:
+    provider = toolchain.find_kubernetes_provider()
+    install = toolchain.kubernetes_plugin_install_command()
+    details = {"plugin": f"resource-kubernetes v{toolchain.KUBERNETES_PROVIDER_VERSION}", "install": install}
+    if provider is None:
+        return Check(
+            "plugins",
+            FAIL,
+            f"the Kubernetes provider plugin v{toolchain.KUBERNETES_PROVIDER_VERSION} is not installed",
+            f"`{install}` (needs Pulumi's plugin source; offline: `make tools` builds it)",
+            details,
+        )
+    details["path"] = str(provider)
+    summary = f"pulumi-resource-kubernetes v{toolchain.KUBERNETES_PROVIDER_VERSION} ({provider})"
+    return Check("plugins", OK, summary, details=details)
+
+
+def check_kubectl() -> Check:
+    kubectl = toolchain.find_kube_binary("kubectl")
+    if kubectl is None:
+        fix = "install kubectl (https://kubernetes.io/docs/tasks/tools/) to look inside clusters"
+        return Check("kubectl", WARN, "kubectl not found (only needed to look inside clusters)", fix)
+    return Check("kubectl", OK, f"kubectl ({kubectl})", details={"path": str(kubectl)})
+
+
+def check_local_kubernetes() -> Check:
+    if os.environ.get("NPA_LOCAL_CLOUD_KUBERNETES_API", "").strip() == "0":
+        return Check(
+            "local-kubernetes",
+            SKIP,
+            "the local cloud's API servers are off (NPA_LOCAL_CLOUD_KUBERNETES_API=0)",
+        )
+    missing = [name for name in toolchain.KUBE_BINARIES if toolchain.find_kube_binary(name) is None]
+    if missing:
+        fix = (
+            "`make tools` in a checkout builds them, or turn the API servers off: "
+            "`npa-pulumi local-cloud set kubernetes_api 0`"
+        )
+        return Check(
+            "local-kubernetes",
+            WARN,
+            f"the local cloud's API servers need {', '.join(missing)}",
+            fix,
+            {"missing": missing},
+        )
+    return Check("local-kubernetes", OK, "kube-apiserver, etcd, kwok for the local cloud's API servers")
+
+
+def check_nebius(cloud: str, profile: str | None) -> list[Check]:
+    if cloud != "nebius":
+        skip = "not needed for --cloud local"
+        return [Check("nebius-cli", SKIP, skip), Check("nebius-profile", SKIP, skip)]
+    checks = []
+    cli = shutil.which("nebius")
+    if cli:
+        checks.append(Check("nebius-cli", OK, f"nebius CLI ({cli})", details={"path": cli}))
+    else:
+        fix = "install the Nebius CLI (https://docs.nebius.com/cli/install) and run `nebius profile create`"
+        checks.append(Check("nebius-cli", WARN, "the nebius CLI is not on PATH", fix))
+    checks.append(_nebius_profile(profile))
+    return checks
+
+
+def _nebius_profile(profile: str | None) -> Check:
+    from npa_pulumi.cloud.errors import CloudError
+    from npa_pulumi.cloud.factory import make_cloud
+    from npa_pulumi.cloud.nebius.profile import resolve_identity
+    from npa_pulumi.cloud.nebius.settings import NebiusSettings
+
+    fix = "`nebius profile create` (or `--profile NAME`), with `tenant-id: <tenant>` in ~/.nebius/config.yaml"
+    try:
+        identity = resolve_identity(NebiusSettings.from_options({"profile": profile}))
+    except (NpaError, CloudError, OSError, ValueError) as err:
+        return Check("nebius-profile", FAIL, f"no usable Nebius profile: {err}", fix)
+    details = {"identity": identity.describe(), "tenant_id": identity.tenant_id or None}
+    if not identity.tenant_id:
+        return Check("nebius-profile", FAIL, f"{identity.describe()} has no tenant-id", fix, details)
+    try:
+        with make_cloud("nebius", profile=profile, call_timeout_s=20.0) as cloud:  # type: ignore[attr-defined]
+            cloud.access_token()  # minted and dropped: never printed, never stored
+    except (NpaError, CloudError, OSError, ValueError) as err:
+        summary = f"{identity.describe()} (tenant {identity.tenant_id}) cannot mint a token: {err}"
+        return Check("nebius-profile", FAIL, summary, "`nebius iam whoami` to re-authenticate", details)
+    summary = f"{identity.describe()}, tenant {identity.tenant_id}, a token can be minted"
+    return Check("nebius-profile", OK, summary, details=details)
+
+
+def _account_home() -> Path | None:
+    try:
+        return Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except KeyError:
+        return None
+
+
+def check_backend(backend: str | None) -> list[Check]:
+    from npa_pulumi.engine.automation.workspace import DEFAULT_BACKEND_URL
+
+    url = backend or os.environ.get("PULUMI_BACKEND_URL") or DEFAULT_BACKEND_URL
+    checks = [_backend_reachable(url)]
+    checks.append(_home_mismatch(url, explicit=bool(backend or os.environ.get("PULUMI_BACKEND_URL"))))
+    return checks
+
+
+def _file_backend_path(url: str) -> Path:
+    location = url[len("file://") :].partition("?")[0]
+    if url.startswith("file://~/.npa-pulumi/state") and "NPA_PULUMI_HOME" in os.environ:
+        return npa_home() / "state"
+    return Path(os.path.abspath(os.path.expanduser(location)))
+
+
+def _backend_reachable(url: str) -> Check:
+    from npa_pulumi.engine.automation.diy_backend import s3_bucket, stack_names
+
+    if url.startswith("file://"):
+        path = _file_backend_path(url)
+        where = path if path.exists() else next((p for p in path.parents if p.exists()), path)
+        if not os.access(where, os.W_OK):
+            fix = f"make {where} writable, or choose another backend with --backend / PULUMI_BACKEND_URL"
+            return Check(
+                "backend", FAIL, f"file://{path} is not writable here", fix, {"url": f"file://{path}"}
+            )
+        locks = sorted(path.glob(".pulumi/locks/organization/*/*/*.json")) if path.is_dir() else []
+        stacks = stack_names(f"file://{path}", "npa-fleet") or []
+        details = {"url": f"file://{path}", "stacks": len(stacks), "locks": [str(p) for p in locks]}
+        state = "created by the first run" if not path.exists() else f"{len(stacks)} stack(s)"
+        summary = f"file://{path} ({state}; {len(locks)} lock(s) held)"
+        if locks:
+            stuck = sorted({p.parent.name for p in locks})
+            fix = (
+                "a run holds these stacks now, or one was killed: the next run removes a lock whose "
+                f"process is gone; another host's needs `--break-lock` ({', '.join(stuck)})"
+            )
+            return Check("backend", WARN, summary, fix, details)
+        return Check("backend", OK, summary, details=details)
+    if url.startswith("s3://"):
+        try:
+            bucket = s3_bucket(url)
+        except (NpaError, OSError, ValueError) as err:
+            return Check("backend", FAIL, f"{url.split('?')[0]}: {err}", "check the URL and the access key")
+        if bucket is None:
+            fix = "export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) for the state bucket"
+            return Check("backend", WARN, f"{url.split('?')[0]}: no access key here to read it", fix)
+        try:
+            listed = stack_names(url, "npa-fleet")
+        except (NpaError, OSError, ValueError) as err:
+            fix = "check the endpoint, the key and the bucket policy (npa-pulumi backend init)"
+            return Check("backend", FAIL, f"{url.split('?')[0]} is not reachable: {err}", fix)
+        summary = f"{url.split('?')[0]} reachable ({len(listed or [])} stack(s))"
+        return Check("backend", OK, summary, details={"url": url.split("?")[0]})
+    return Check("backend", OK, f"{url} (not inspected: the engine reaches it)", details={"url": url})
+
+
+def _home_mismatch(url: str, explicit: bool) -> Check:
+    """The default backend as npa-pulumi resolves it ($NPA_PULUMI_HOME, else $HOME) against what the plain
+    `pulumi` reads from the repository's Pulumi.yaml (`~` from the account's entry in the user database)."""
+    account = _account_home()
+    home = Path.home()
+    details: dict[str, Any] = {"home": str(home), "account_home": str(account) if account else None}
+    if explicit or not url.startswith("file://~") or account is None:
+        return Check("home", OK, f"$HOME is {home}", details=details)
+    ours = _file_backend_path(url)
+    engines = account / ".npa-pulumi" / "state"
+    if os.path.abspath(ours) == os.path.abspath(engines):
+        return Check("home", OK, f"$HOME is {home}, the account's home", details=details)
+    export = f"export PULUMI_BACKEND_URL=file://{ours}"
+    details["export"] = export
+    moved = "$NPA_PULUMI_HOME" if "NPA_PULUMI_HOME" in os.environ else f"$HOME ({home})"
+    summary = (
+        f"npa-pulumi keeps state in {ours} ({moved}), the plain `pulumi` would read {engines} (the "
+        "account's home expands the `~` of Pulumi.yaml)"
+    )
+    return Check("home", WARN, summary, f"`{export}` before using the plain `pulumi`", details)
+
+
+def check_passphrase(passphrase_file: str | None) -> Check:
+    named = passphrase_file or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+    if passphrase_file or (named and not os.environ.get("PULUMI_CONFIG_PASSPHRASE")):
+        path = Path(str(named)).expanduser()
+        source = "--passphrase-file" if passphrase_file else "PULUMI_CONFIG_PASSPHRASE_FILE"
+        if not path.is_file():
+            return Check(
+                "passphrase", FAIL, f"{source} names {path}, which does not exist", "point it at the file"
+            )
+        return Check("passphrase", OK, f"from {source} ({path})", details={"source": source})
+    if os.environ.get("PULUMI_CONFIG_PASSPHRASE"):
+        return Check("passphrase", OK, "from PULUMI_CONFIG_PASSPHRASE", details={"source": "env"})
+    path = npa_home() / "passphrase"
+    if path.is_file():
+        loose = path.stat().st_mode & 0o077
+        fix = f"chmod 600 {path}" if loose else None
+        status = WARN if loose else OK
+        summary = f"generated file {path}" + (" (readable by others)" if loose else "")
+        return Check("passphrase", status, summary, fix, {"source": "generated", "path": str(path)})
+    summary = f"none yet: the first run generates {path} (0600); keep it with the backend"
+    return Check("passphrase", OK, summary, details={"source": "generated", "path": str(path)})
+
+
+def check_disk() -> Check:
+    home = npa_home()
+    where = home if home.exists() else next((p for p in home.parents if p.exists()), Path("/"))
+    usage = shutil.disk_usage(where)
+    free = usage.free / 2**30
+    details = {"path": str(where), "free_gib": round(free, 1)}
+    summary = f"{free:.1f} GiB free for {home}"
+    fix = f"free space on {where}, or move the work dirs with NPA_PULUMI_HOME"
+    if free < MIN_FREE_GIB:
+        return Check("disk", FAIL, summary, fix, details)
+    if free < LOW_FREE_GIB:
+        return Check("disk", WARN, summary, fix, details)
+    return Check("disk", OK, summary, details=details)
+
+
+def _guarded(name: str, check: Callable[[], Check]) -> Check:
+    """One check that broke is reported as failed, never as a traceback that hides the others."""
+    try:
+        return check()
+    except Exception as err:
+        return Check(name, FAIL, f"the check itself failed: {type(err).__name__}: {err}")
+
+
+def run_doctor(
+    cloud: str = "local",
+    *,
+    profile: str | None = None,
+    backend: str | None = None,
+    passphrase_file: str | None = None,
+    recipe_dir: str | None = None,
+) -> DoctorReport:
+    checks = [
+        _guarded("python", check_python),
+        _guarded("package", check_package),
+        _guarded("engine", check_engine),
+        _guarded("terraform", lambda: check_terraform(cloud, recipe_dir)),
+        _guarded("plugins", check_plugins),
+        _guarded("kubectl", check_kubectl),
+    ]
+    if cloud == "local":
+        checks.append(_guarded("local-kubernetes", check_local_kubernetes))
+    checks += check_nebius(cloud, profile)
+    try:
+        checks += check_backend(backend)
+    except Exception as err:
+        checks.append(Check("backend", FAIL, f"the check itself failed: {type(err).__name__}: {err}"))
+    checks.append(_guarded("passphrase", lambda: check_passphrase(passphrase_file)))
+    checks.append(_guarded("disk", check_disk))
+    return DoctorReport(cloud=cloud, checks=checks)

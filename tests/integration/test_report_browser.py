@@ -1,0 +1,129 @@
+"""The fleet report page in a real browser (issue 32, item 5): `report` of a deployed local fleet with one
+failed health gate renders in headless Chromium (Debian's package) with no console messages, a screenshot
+is taken, and the DOM shows every cluster with its state, the failed one marked; the HTML holds none of
+the run's secrets (the passphrase, the bucket's access-key secret, the IAM token the bridge mints)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from browser_support import render
+from fleet_helpers import by_stack, npa, write_spec
+
+from npa_pulumi.engine.automation.workspace import EngineSettings
+from npa_pulumi.runtime.toolchain import find_pulumi
+from npa_pulumi.simulator.cloud import LocalCloud
+
+pytestmark = pytest.mark.integration
+
+SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: rpt
+region: us-central1
+project_prefix: "rpt-"
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+  gpu_health_stabilization_seconds: STABILIZATION
+  gpu_health_timeout_minutes: 2
+  gpu_cuda_smoke: true
+projects:
+  - name: alpha
+    object_storage: {enabled: true, storage_class: standard, size_gibibytes: 16}
+    clusters:
+      - name: train
+        gpu_nodes: {count: 1, platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb}
+        enable_gpu_cluster: false
+      - name: cpu
+  - name: beta
+    clusters:
+      - name: train
+        gpu_nodes: {count: 1, platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb}
+        enable_gpu_cluster: false
+"""
+BAD_PAGE = '<!DOCTYPE html><html><body><script>console.error("control-marker")</script></body></html>'
+
+
+class _Grid(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: dict[str, tuple[str, str]] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "td" and found.get("data-stack"):
+            self.cells[str(found["data-stack"])] = (str(found["data-status"]), str(found["data-lifecycle"]))
+
+
+def _spec(tmp_path: Path, stabilization: int) -> str:
+    return str(write_spec(tmp_path / "fleet.yaml", SPEC.replace("STABILIZATION", str(stabilization))))
+
+
+def _secrets(home: Path) -> dict[str, str]:
+    settings = EngineSettings.resolve(None)
+    outputs = subprocess.run(
+        [str(find_pulumi()), "stack", "output", "--json", "--show-secrets", "--stack", "rpt.alpha"],
+        cwd=settings.work_dir,
+        env={**os.environ, **settings.env()},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        "passphrase": (home / ".npa-pulumi" / "passphrase").read_text().strip(),
+        "bucket secret": json.loads(outputs.stdout)["storage_secret_access_key"],
+        "iam token": LocalCloud().access_token().get_secret_value(),
+    }
+
+
+def test_the_console_check_sees_a_console_message(tmp_path: Path) -> None:
+    """The control: a page that logs to the console is caught, so an empty list below means something."""
+    page = tmp_path / "bad.html"
+    page.write_text(BAD_PAGE)
+    rendered = render(page, tmp_path / "bad.png")
+    assert any("control-marker" in message for message in rendered.console), rendered.console
+
+
+@pytest.mark.slow
+def test_report_of_a_fleet_with_a_failed_gate(kube_api: Path, tmp_path: Path) -> None:
+    npa("local-cloud", "init", check=True)
+    spec = _spec(tmp_path, 2)
+    first = npa("up", "--spec", spec, "--yes", "-j", "3", "--output", "json")
+    assert first.code == 0, first.stderr[-4000:]
+    beta = by_stack(first.json())["rpt.beta.train"]
+    bad = sorted(n for n, v in beta["health"]["nodes"].items() if v.get("gpu"))[0]
+    fault = ["local-cloud", "fault", "node", "--cluster", beta["cluster_id"], "--node", bad]
+    npa(*fault, "--kind", "pod-failure", check=True)
+    failed = npa("up", "--spec", _spec(tmp_path, 3), "--yes", "-j", "3", "--output", "json")
+    assert failed.code == 1, failed.stderr[-3000:]
+    assert by_stack(failed.json())["rpt.beta.train"]["status"] == "deployed-validation-failed"
+
+    page = tmp_path / "fleet.html"
+    report = npa("report", "--spec", spec, "--output", str(page))
+    assert report.code == 1, report.stderr[-3000:]  # a failed cluster, as `status` exits
+    assert "Traceback" not in report.stderr
+    html = page.read_text()
+
+    rendered = render(page, tmp_path / "fleet.png")
+    assert rendered.console == [], rendered.console
+    assert rendered.screenshot.stat().st_size > 10_000
+    assert rendered.screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    grid = _Grid()
+    grid.feed(rendered.dom)
+    assert grid.cells == {
+        "rpt.alpha.train": ("deployed", "deployed"),
+        "rpt.alpha.cpu": ("deployed", "deployed"),
+        "rpt.beta.train": ("deployed-validation-failed", "failed"),
+    }
+    assert bad in rendered.dom  # the gate's reason names the node
+    assert "8× gpu-h200-sxm" in rendered.dom
+
+    for name, secret in _secrets(kube_api).items():
+        assert secret and secret not in html, f"the {name} is in the report"
+    assert not re.search(r"(?i)(src|href)\s*=\s*[\"']?(https?:)?//", html)

@@ -1,0 +1,174 @@
+"""The fleet report page (output/html_report.py): every cluster in the grid with its lifecycle, GPUs by
+model from the plan, the health gate's evidence, cost only when the status data has it, nothing secret
+and nothing fetched. tests/integration/test_report_browser.py renders it in headless Chromium."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from npa_pulumi.output.html_report import Lifecycle, lifecycle_of, render_report
+from npa_pulumi.plan import plan_document, resolve_targets
+from npa_pulumi.spec import load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+SECRETS = (
+    "AKIAABCDEFGHIJKLMNOP",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl",
+    "capacityblockgroup-e00secretblock",
+    "s3cr3t-passphrase-value",
+)
+
+
+def _plan() -> dict[str, Any]:
+    spec = load_spec(REPO / "examples" / "fleet1-test.yaml")
+    return plan_document(spec, resolve_targets(spec, [], [], None), None)
+
+
+def _status() -> dict[str, Any]:
+    return {
+        "command": "status",
+        "fleet": "fleet1-test",
+        "cloud": "local",
+        "backend": "s3://state?endpoint=http://127.0.0.1:9000&region=x",
+        "clusters": [
+            {
+                "project_key": "a",
+                "cluster_name": "cluster",
+                "stack": "fleet1-test.a.cluster",
+                "status": "deployed",
+                "cluster_id": "mk8scluster-a",
+                "kube_context": "fleet-fleet1-test-a-cluster",
+                "validation": "gpu-health",
+                "health": {
+                    "passed": True,
+                    "phase": "done",
+                    "stable_after_s": 2.0,
+                    "nodes": {"n1": {"gpu": True, "smoke": {"passed": True}}, "n0": {}},
+                },
+                "node_groups": [{"name": "gpu", "state": "RUNNING", "ready": 1, "target": 1}],
+                "cost": {"hourly": 4.25, "currency": "USD"},
+                "drift": [],
+            },
+            {
+                "project_key": "b",
+                "cluster_name": "cluster",
+                "stack": "fleet1-test.b.cluster",
+                "status": "deployed-validation-failed",
+                "health": {"passed": False, "phase": "smoke", "reason": "smoke failed on n7"},
+                "error": f"token={SECRETS[3]} {SECRETS[0]} {SECRETS[1]} {SECRETS[2]}",
+                "retry_command": "npa-pulumi up --spec f.yaml --only-projects b",
+                "drift": [{"kind": "node_group", "id": "ng-1", "reason": "resized"}],
+            },
+        ],
+    }
+
+
+class _Cells(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: dict[str, str] = {}
+        self.details: dict[str, str] = {}
+        self.tags: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        found = dict(attrs)
+        if tag == "td" and found.get("data-stack"):
+            self.cells[str(found["data-stack"])] = str(found.get("data-lifecycle"))
+        if tag == "section" and found.get("data-stack"):
+            self.details[str(found["data-stack"])] = str(found.get("data-lifecycle"))
+
+
+def test_every_cluster_is_in_the_grid_with_its_lifecycle() -> None:
+    page = render_report(_status(), _plan())
+    parsed = _Cells()
+    parsed.feed(page)
+    expected = {"fleet1-test.a.cluster": "deployed", "fleet1-test.b.cluster": "failed"}
+    assert parsed.cells == expected
+    assert parsed.details == expected
+    assert "deployed-validation-failed" in page
+    assert "1× gpu-rtx6000" in page  # GPUs by model, from the plan
+    assert "CUDA smoke 1/1 passed" in page and "smoke failed on n7" in page
+    assert "fleet-fleet1-test-a-cluster" in page and "node_group ng-1: resized" in page
+    assert 'id="gpu-chart"' in page and "<svg" in page
+
+
+def test_the_page_is_self_contained() -> None:
+    page = render_report(_status(), _plan())
+    parsed = _Cells()
+    parsed.feed(page)
+    assert not parsed.tags & {"script", "img", "iframe", "object", "embed"}  # the icon is a data: URL
+    assert not re.search(r"(?i)(src|href)\s*=\s*[\"']?(https?:)?//", page)
+    assert "default-src 'none'" in page
+    assert "127.0.0.1:9000" not in page  # the backend's endpoint query is left out
+
+
+def test_nothing_secret_reaches_the_page() -> None:
+    page = render_report(_status(), _plan())
+    for secret in SECRETS:
+        assert secret not in page, secret
+    assert "[secret]" in page
+
+
+def test_cost_is_shown_only_when_the_status_data_has_it() -> None:
+    page = render_report(_status(), _plan())
+    assert "hourly: 4.25" in page and "cost 4.25" in page
+    without = _status()
+    for cluster in without["clusters"]:
+        cluster.pop("cost", None)
+    page = render_report(without, _plan())
+    assert "cost" not in page.lower().replace("cost unknown", "")
+
+
+def test_names_are_escaped() -> None:
+    document = _status()
+    document["clusters"][0]["cluster_name"] = "<img src=x onerror=alert(1)>"
+    page = render_report(document, None)
+    assert "<img" not in page and "&lt;img" in page
+
+
+def test_lifecycles() -> None:
+    assert lifecycle_of("validating-mig") is Lifecycle.VALIDATING
+    assert lifecycle_of("destroy-incomplete") is Lifecycle.DESTROY_INCOMPLETE
+    assert lifecycle_of("drifted") is Lifecycle.DRIFTED
+    assert lifecycle_of("deployed-mig-not-ready") is Lifecycle.FAILED
+    assert lifecycle_of("changes") is Lifecycle.PENDING
+    assert lifecycle_of("something-new") is Lifecycle.ABSENT
+
+
+def test_preview_renders_the_pending_change(tmp_path: Path) -> None:
+    from npa_pulumi.output.documents import write_preview
+    from npa_pulumi.output.results import FleetResult, StackResult
+
+    result = FleetResult(
+        command="preview",
+        fleet="fleet1-test",
+        cloud="local",
+        backend="file:///state",
+        stacks=[
+            StackResult(
+                stack="fleet1-test.a.cluster",
+                kind="cluster",
+                project_key="a",
+                cluster_name="cluster",
+                status="changes",
+                changes={"create": 3},
+            ),
+            StackResult(
+                stack="fleet1-test.b.cluster",
+                kind="cluster",
+                project_key="b",
+                cluster_name="cluster",
+                status="no-changes",
+            ),
+        ],
+    )
+    out = tmp_path / "preview.html"
+    assert write_preview(result, "html", str(out), None, _plan()) == 0
+    parsed = _Cells()
+    parsed.feed(out.read_text())
+    assert parsed.cells == {"fleet1-test.a.cluster": "pending", "fleet1-test.b.cluster": "unchanged"}
+    assert "pending change" in out.read_text() and "create 3" in out.read_text()
