@@ -44,7 +44,7 @@ from npa_pulumi.engine.fingerprint import (
     toolchain_versions,
 )
 from npa_pulumi.engine.lifecycle import validating_state
-from npa_pulumi.engine.plans import FleetPlans, build_plans
+from npa_pulumi.engine.plans import FleetPlans, build_plans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, cluster_program, project_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
@@ -539,6 +539,7 @@ class Fleet:
         skipped preview reports. `--refresh` previews every stack."""
         result = self._result("preview")
         plans = self.plans()
+        require_recipe_terraform(plans)
         result.warnings = list(plans.warnings)
         self.refuse_storage_without_mk8s(plans)
         if preflight is not None:
@@ -749,6 +750,7 @@ class Fleet:
     def up(self, preflight: Callable[[FleetPlans], dict[str, Any] | None] | None = None) -> FleetResult:
         result = self._result("up")
         plans = self.plans()
+        require_recipe_terraform(plans)
         result.warnings = list(plans.warnings)
         self.refuse_storage_without_mk8s(plans)
         missing = [] if self.options.create_projects else self._missing_projects(plans)
@@ -1048,6 +1050,7 @@ class Fleet:
         started = time.time()
         result = self._result("destroy")
         plans = self.plans()
+        require_recipe_terraform(plans)
         result.warnings = list(plans.warnings)
         result.stacks.extend(plans.unsupported)
         run = Teardown(self, options)
