@@ -28,7 +28,6 @@ one `git add` from being committed).
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import kubeconfigs
+from npa_pulumi.engine.evidence import PRIVATE_HINT, PUBLISHERS, canonical, evidence_hash, name_hash
 from npa_pulumi.engine.plans import health_gate_config
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
@@ -93,11 +93,40 @@ def _run(
     with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
         entries = list(pool.map(lambda target: one(fleet, target, options), fleet.targets))
     for entry in entries:
-        if evidence_dir is not None and entry.health is not None:
-            path = evidence_dir / f"{entry.kube_context}-{command}.json"
-            write_atomically(path, json.dumps(entry.health, indent=2, sort_keys=True) + "\n", mode=0o600)
+        if entry.health is not None:
+            _publishable(entry, command, evidence_dir)
         result.stacks.append(entry)
     return result
+
+
+def _publishable(entry: StackResult, command: str, evidence_dir: Path | None) -> None:
+    """Keep the exact evidence (per-node findings, names, the cluster id, the full error) only in the
+    evidence dir; leave on `entry` what may be published (engine/evidence.py)."""
+    assert entry.health is not None
+    private = {
+        "verifier": command,
+        "stack": entry.stack,
+        "kube_context": entry.kube_context,
+        "cluster_id": entry.cluster_id,
+        "status": entry.status,
+        "error": entry.error,
+        "evidence": entry.health,
+    }
+    publication = PUBLISHERS[command](entry.health)
+    if evidence_dir is not None:
+        path = evidence_dir / f"{entry.kube_context}-{command}.json"
+        write_atomically(path, canonical(private), mode=0o600)
+    entry.health = {
+        **publication.summary,
+        "cluster_id_sha256": name_hash(entry.cluster_id) if entry.cluster_id else None,
+        "evidence_sha256": evidence_hash(private),
+        "evidence_kept": evidence_dir is not None,
+    }
+    entry.cluster_id = None
+    if entry.error is not None:
+        entry.error = publication.error or "verification failed"
+        if evidence_dir is None:
+            entry.error += f" ({PRIVATE_HINT})"
 
 
 def verify_mig(fleet: Fleet, options: VerifyOptions) -> FleetResult:

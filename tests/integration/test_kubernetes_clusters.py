@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import by_stack, inventory, npa, write_spec
+from fleet_helpers import assert_publishable, by_stack, inventory, npa, private_evidence, write_spec
 
 from npa_pulumi.cloud.local.kube import binaries
 from npa_pulumi.runtime.toolchain import find_pulumi
@@ -219,11 +219,16 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert _kubectl(str(merged), "get", "nodes", "--context", cpu["kube_context"])["items"]
 
     # ---- verify-graphics: CUDA and GLX/EGL/Vulkan on the RTX worker; a CPU cluster is refused
-    graphics = npa("verify-graphics", "--spec", str(tmp_path / "fleet.yaml"), "--output", "json")
+    evidence_dir = tmp_path / "evidence"
+    private = ["--evidence-dir", str(evidence_dir)]
+    graphics = npa("verify-graphics", "--spec", str(tmp_path / "fleet.yaml"), *private, "--output", "json")
     assert graphics.code == 1  # the CPU-only cluster is not an RTX rendering cluster
+    assert_publishable(graphics, evidence_dir)
     verdicts = {c["cluster_name"]: c for c in graphics.json()["clusters"]}
     assert verdicts["render"]["status"] == "ready", verdicts["render"]
-    [worker] = verdicts["render"]["health"]["workers"].values()
+    assert [n["passed"] for n in verdicts["render"]["health"]["nodes"]] == [True]
+    [receipt] = private_evidence(evidence_dir).values()
+    [worker] = receipt["evidence"]["workers"].values()
     assert worker["cuda"]["passed"] and worker["graphics"]["passed"] and worker["graphics"]["cleaned_up"]
     assert (verdicts["cpu"]["status"], verdicts["cpu"]["error"]) == ("failed", "not an RTX rendering cluster")
 
@@ -237,12 +242,16 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
         time.sleep(0.5)
     time.sleep(1.0)  # kwok picks the changed Stage up from its watch
     only_render = ["--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "render", "--output", "json"]
-    broken = npa("verify-graphics", *only_render)
+    broken = npa("verify-graphics", *only_render, *private)
     npa(*fault, "--kind", "pod-failure", "--clear", check=True)
     assert broken.code == 1, broken.stdout[-3000:]
+    assert_publishable(broken, evidence_dir)
     [verdict] = broken.json()["clusters"]
-    assert verdict["status"] == "not-ready" and rtx_name in verdict["error"], verdict
-    [worker] = verdict["health"]["workers"].values()
+    assert verdict["status"] == "not-ready" and "1 of 1 node(s) failed" in verdict["error"], verdict
+    assert verdict["health"]["failure_categories"]["cuda"] == 1
+    [receipt] = private_evidence(evidence_dir).values()
+    assert rtx_name in receipt["error"]
+    [worker] = receipt["evidence"]["workers"].values()
     assert not worker["cuda"]["passed"] and worker["cuda"]["cleaned_up"] and worker["graphics"]["cleaned_up"]
     probes = _kubectl(
         render["kubeconfig"], "get", "pods", "-A", "-l", "app.kubernetes.io/managed-by=npa-gpu-health"

@@ -1,0 +1,238 @@
+"""What a verifier may publish, and what only its private evidence directory holds.
+
+The verifiers' stdout and JSON documents end up in CI logs and pull-request comments, so they carry only
+counts, categories, hashes and pass/fail per node (a node is named by the SHA-256 of its name). The exact
+evidence (node names, pod names, mount tables, paths, probe output, workload names, the cluster's id, the
+full error text) goes only to `--evidence-dir` (engine/verify.py writes it there, 0600), and the published
+summary carries the SHA-256 of that file's content, so a reviewer holding it can tie the two together.
+
+A category is a fixed word per kind of finding (`host_mount`, `mig-mode`, `graphics`, ...): never text
+taken from the cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON = dict[str, Any]
+
+# MIG (and gate) findings by what they say, first match wins; anything else is `other`.
+_MIG_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("mig-not-ready:NoSchedule", "stale-taint"),
+    ("taint could not be removed", "repair"),
+    ("MIG mode", "mig-mode"),
+    ("MIG device", "mig-devices"),
+    ("nvidia-smi", "hardware-probe"),
+    (" driver ", "driver-version"),
+    ("NebiusGPUError", "gpu-error"),
+    ("fabric", "fabric"),
+    ("label ", "labels"),
+    ("capacity", "resources"),
+    ("allocatable", "resources"),
+    ("not Ready", "node-readiness"),
+    ("no boot id", "node-readiness"),
+    ("cordoned", "node-readiness"),
+    ("ClusterPolicy", "operator"),
+    ("DaemonSet", "operator"),
+    ("Deployment gpu-operator", "operator"),
+    ("driver pod", "operator"),
+    ("requested", "node-count"),
+    ("cannot ", "api"),
+)
+_STORAGE_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("left behind", "cleanup"),
+    ("not removed", "cleanup"),
+    ("could not delete", "cleanup"),
+    ("workers changed", "stale-workers"),
+    ("worker", "workers"),
+    ("StorageClass", "storage-class"),
+    ("CSI", "storage-class"),
+    ("claim", "claim"),
+    ("API", "api"),
+)
+STORAGE_NODE_CHECKS = ("host_mount", "fstab_nofail", "capacity", "host_io", "shared_write", "shared_read")
+
+
+@dataclass(frozen=True)
+class Publication:
+    """The publishable form of one verifier's evidence: the summary and a one-line error."""
+
+    summary: JSON
+    error: str | None
+
+
+@dataclass
+class _NodeVerdicts:
+    failed: dict[str, list[str]] = field(default_factory=dict)  # node name -> categories
+    passed: set[str] = field(default_factory=set)
+
+    def fail(self, node: str, category: str) -> None:
+        categories = self.failed.setdefault(node, [])
+        if category not in categories:
+            categories.append(category)
+        self.passed.discard(node)
+
+    def nodes(self) -> list[JSON]:
+        names = self.passed | set(self.failed)
+        rows = [
+            {
+                "node_sha256": name_hash(n),
+                "passed": n not in self.failed,
+                "failed": sorted(self.failed.get(n, [])),
+            }
+            for n in names
+        ]
+        return sorted(rows, key=lambda row: str(row["node_sha256"]))
+
+
+def name_hash(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:16]
+
+
+def evidence_hash(document: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical(document).encode()).hexdigest()
+
+
+def canonical(document: Mapping[str, Any]) -> str:
+    """The evidence file's exact content."""
+    return json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def _category(message: str, table: Iterable[tuple[str, str]]) -> str:
+    return next((category for needle, category in table if needle in message), "other")
+
+
+def _attribute(message: str, nodes: Iterable[str]) -> str | None:
+    """The node a finding is about, when it starts with `<node>: `."""
+    return next((n for n in nodes if message.startswith(f"{n}: ")), None)
+
+
+def _categorized(
+    messages: Iterable[str], nodes: Iterable[str], table: Iterable[tuple[str, str]], verdicts: _NodeVerdicts
+) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    known = list(nodes)
+    for message in messages:
+        category = _category(message, table)
+        counts[category] += 1
+        node = _attribute(message, known)
+        if node is not None:
+            verdicts.fail(node, category)
+    return counts
+
+
+def _summary(command: str, passed: bool, verdicts: _NodeVerdicts, counts: Counter[str], **extra: Any) -> JSON:
+    return {
+        "verifier": command,
+        "passed": passed,
+        "nodes_checked": len(verdicts.passed | set(verdicts.failed)),
+        "nodes_failed": len(verdicts.failed),
+        "nodes": verdicts.nodes(),
+        "failure_categories": dict(sorted(counts.items())),
+        **extra,
+    }
+
+
+def _failed_clause(verdicts: _NodeVerdicts, counts: Counter[str], total: int) -> str:
+    categories = ", ".join(f"{c} ({n})" for c, n in sorted(counts.items())) or "no finding recorded"
+    return f"{len(verdicts.failed)} of {total} node(s) failed; categories: {categories}"
+
+
+PRIVATE_HINT = "exact per-node evidence goes only to --evidence-dir"
+
+
+def publish_storage(evidence: JSON) -> Publication:
+    nodes = evidence.get("nodes") or {}
+    verdicts = _NodeVerdicts(passed=set(nodes))
+    for name, verdict in nodes.items():
+        for check in STORAGE_NODE_CHECKS:
+            if check in verdict and not verdict[check]:
+                verdicts.fail(name, check)
+    failures = [str(f) for f in evidence.get("failures") or []]
+    cluster_level = [f for f in failures if _attribute(f, nodes) is None]
+    counts = Counter(c for categories in verdicts.failed.values() for c in categories)
+    counts += _categorized(cluster_level, (), _STORAGE_CATEGORIES, verdicts)
+    passed = bool(evidence.get("passed"))
+    cleanup = evidence.get("cleanup") or {}
+    summary = _summary(
+        "verify-storage",
+        passed,
+        verdicts,
+        counts,
+        expected_workers=evidence.get("expected_workers"),
+        requested_gibibytes=evidence.get("requested_gibibytes"),
+        capacity_gib_ok=sum(1 for v in nodes.values() if v.get("capacity")),
+        cleanup={
+            "objects_created": int(cleanup.get("objects_created") or 0),
+            "all_removed": bool(cleanup.get("all_removed")),
+        },
+    )
+    error = (
+        None
+        if passed
+        else f"shared storage verification failed: {_failed_clause(verdicts, counts, len(nodes))}"
+    )
+    return Publication(summary, error)
+
+
+def publish_graphics(evidence: JSON) -> Publication:
+    workers = evidence.get("workers") or {}
+    verdicts = _NodeVerdicts(passed=set(workers))
+    for name, result in workers.items():
+        for kind in ("cuda", "graphics"):
+            if not (result.get(kind) or {}).get("passed"):
+                verdicts.fail(name, kind)
+            for missing in (result.get(kind) or {}).get("missing") or []:
+                verdicts.fail(name, f"graphics-{str(missing).lower()}"[:32])
+    counts = Counter(c for categories in verdicts.failed.values() for c in categories)
+    expected = int(evidence.get("expected_workers") or 0)
+    passed = bool(evidence.get("passed"))
+    summary = _summary("verify-graphics", passed, verdicts, counts, expected_workers=expected)
+    if passed:
+        return Publication(summary, None)
+    if verdicts.failed:
+        return Publication(
+            summary, f"graphics verification failed: {_failed_clause(verdicts, counts, len(workers))}"
+        )
+    counts["partial-evidence"] += 1
+    summary["failure_categories"] = dict(sorted(counts.items()))
+    return Publication(summary, f"partial evidence: {len(workers)} GPU worker(s) found, {expected} expected")
+
+
+def publish_mig(evidence: JSON) -> Publication:
+    nodes = [str(n) for n in evidence.get("nodes") or []] + sorted(evidence.get("hardware") or {})
+    verdicts = _NodeVerdicts(passed=set(nodes))
+    errors = [str(e) for e in evidence.get("errors") or []]
+    counts = _categorized(errors, set(nodes), _MIG_CATEGORIES, verdicts)
+    workloads = evidence.get("gpu_workloads") or []
+    ready = bool(evidence.get("ready"))
+    summary = _summary(
+        "verify-mig",
+        ready,
+        verdicts,
+        counts,
+        snapshots=evidence.get("snapshots"),
+        repaired_stale_taint=len(evidence.get("repaired_stale_taint_on") or evidence.get("repaired") or []),
+        gpu_workloads=len(workloads),
+    )
+    if ready:
+        return Publication(summary, None)
+    if workloads:
+        return Publication(
+            summary,
+            f"refusing to repair while {len(workloads)} GPU workload(s) run (their names: {PRIVATE_HINT}); "
+            "delete them and run verify-mig --reconcile again",
+        )
+    return Publication(summary, f"MIG not ready: {_failed_clause(verdicts, counts, len(set(nodes)))}")
+
+
+PUBLISHERS = {
+    "verify-storage": publish_storage,
+    "verify-graphics": publish_graphics,
+    "verify-mig": publish_mig,
+}
