@@ -50,6 +50,7 @@ from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
 from npa_pulumi.engine.stack_operations import StackExecutor, StackOp, change_counts
 from npa_pulumi.engine.stacks import stack_tags
+from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.engine.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
@@ -249,7 +250,8 @@ class Fleet:
         return self.options.profile or self.spec.profile or ""
 
     def tenant_id(self) -> str:
-        return self.spec.tenant_id or self.cloud.principal().tenant_id
+        # spec, then the profile, then ~/.npa/config.yaml (engine/user_defaults.py)
+        return self.spec.tenant_id or self.cloud.principal().tenant_id or user_defaults().tenant_id
 
     def resolve_regions(self) -> None:
         """Give targets without a region (none in the spec or their project) the one the profile's
@@ -257,7 +259,7 @@ class Fleet:
         missing = [t for t in self.targets if not t.region]
         if not missing:
             return
-        region = self.cloud.default_region()
+        region = self.cloud.default_region() or user_defaults().region
         if not region:
             raise UserInputError(
                 f"no region for {', '.join(t.cluster_stack for t in missing)}: set `region` in the spec or "
@@ -1172,7 +1174,20 @@ class Fleet:
             context = kube_context_name(self.spec.name, target.project_key, target.cluster_name)
             cluster_id = str((outputs.get(target.cluster_stack) or {}).get("cluster_id") or "")
             entry = {"stack": target.cluster_stack, "context": context, "cluster_id": cluster_id}
-            if cluster_id:
+            if not cluster_id:
+                found.append(entry)
+                continue
+            stale = kubeconfigs.registration_problems(
+                context,
+                stack=target.cluster_stack,
+                cloud_name=self.options.cloud,
+                profile=self.profile,
+                outputs=outputs.get(target.cluster_stack),
+                cloud=self.cloud,
+            )
+            if stale:
+                entry["error"] = kubeconfigs.refuse_stale(stale)
+            else:
                 entry["kubeconfig"] = kubeconfigs.kubeconfig_text(self.cloud, cluster_id, context)[0]
             found.append(entry)
         return found

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.engine import kubeconfigs
 from npa_pulumi.engine.evidence import PRIVATE_HINT, PUBLISHERS, canonical, evidence_hash, name_hash
 from npa_pulumi.engine.plans import health_gate_config
+from npa_pulumi.engine.stack_operations import StackOp
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.plan.naming import kube_context_name
@@ -151,7 +152,7 @@ def _verify_storage_one(fleet: Fleet, target: Target, options: VerifyOptions) ->
         return _entry(
             target, context, "skipped", validation="storage", error="the spec disables the shared filesystem"
         )
-    found = _registered_kubeconfig(target, context, validation="storage")
+    found = _registered_kubeconfig(fleet, target, context, validation="storage")
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found
@@ -181,8 +182,10 @@ def _verify_storage_one(fleet: Fleet, target: Target, options: VerifyOptions) ->
 
 
 def _registered_kubeconfig(
-    target: Target, context: str, validation: str = "mig"
+    fleet: Fleet, target: Target, context: str, validation: str = "mig"
 ) -> tuple[str, str] | StackResult:
+    """The cluster's registered kubeconfig and id, once the record is proven to be this run's cluster:
+    its stack, cloud and profile, the stack's outputs and the live cloud (engine/kubeconfigs.py)."""
     registration = kubeconfigs.registered(context)
     if registration is None or not Path(registration.kubeconfig).is_file():
         return _entry(
@@ -191,6 +194,19 @@ def _registered_kubeconfig(
             "failed",
             validation=validation,
             error=f"no registered kubeconfig for {context} on this machine: run `npa-pulumi up` first",
+        )
+    op = StackOp(target.cluster_stack, "cluster", target.project_key, target.cluster_name, None, {})
+    mismatches = kubeconfigs.identity_mismatches(
+        registration,
+        stack=target.cluster_stack,
+        cloud_name=fleet.options.cloud,
+        profile=fleet.profile,
+        outputs=fleet.stack_outputs([op])[target.cluster_stack],
+        cloud=fleet.cloud,
+    )
+    if mismatches:
+        return _entry(
+            target, context, "failed", validation=validation, error=kubeconfigs.refuse_stale(mismatches)
         )
     return Path(registration.kubeconfig).read_text(), registration.cluster_id
 
@@ -203,7 +219,7 @@ def _verify_graphics_one(fleet: Fleet, target: Target, options: VerifyOptions) -
     settings = health_gate_config(target.cluster)
     if target.cluster.gpu_workload_profile != RTX_RENDERING_PROFILE or settings is None:
         return _entry(target, context, "failed", validation="graphics", error="not an RTX rendering cluster")
-    found = _registered_kubeconfig(target, context, validation="graphics")
+    found = _registered_kubeconfig(fleet, target, context, validation="graphics")
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found
@@ -265,7 +281,7 @@ def _verify_one(fleet: Fleet, target: Target, options: VerifyOptions) -> StackRe
     settings = health_gate_config(target.cluster)
     if target.cluster.mig is None or settings is None or not settings.get("mig_resources"):
         return _entry(target, context, "failed", error="not a MIG cluster (its spec enables no mig)")
-    found = _registered_kubeconfig(target, context)
+    found = _registered_kubeconfig(fleet, target, context)
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found
