@@ -49,7 +49,9 @@ def test_a_recipe_requiring_a_newer_terraform_is_refused_before_anything_changes
     result = npa(command, "--spec", str(spec), "--recipe-dir", str(recipe), *extra, "--output", "json")
     assert result.code == 1, result.stderr[-3000:] + result.stdout[-3000:]
     assert "Traceback" not in result.stderr
-    message = result.stdout + result.stderr
+    error = result.json()["error"]
+    assert error["kind"] == "terraform-version", error
+    message = error["message"]
     assert '">= 99.0" (k8s-training/versions.tf)' in message
     assert "NPA_TERRAFORM_BIN" in message
     assert "OpenTofu" in message or "Terraform" in message

@@ -104,8 +104,8 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     assert_publishable(stale, evidence_dir)
     [entry] = stale.json()["clusters"]
     assert entry["status"] == "not-ready" and "stale-taint (1)" in entry["error"], entry["error"]
-    [receipt] = private_evidence(evidence_dir).values()
-    assert "mig-not-ready" in receipt["error"] and node in receipt["error"]
+    [kept] = private_evidence(evidence_dir).values()
+    assert "mig-not-ready" in kept["error"] and node in kept["error"]
 
     # ---- a GPU workload runs: the repair is refused and nothing is touched
     _kubectl(kubeconfig, "apply", "-f", "-", stdin=GPU_POD.replace("NODE", node))
@@ -114,8 +114,8 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     assert_publishable(refused, evidence_dir)
     [entry] = refused.json()["clusters"]
     assert "1 GPU workload(s)" in entry["error"] and entry["health"]["repaired_stale_taint"] == 0
-    [receipt] = private_evidence(evidence_dir).values()
-    assert "default/trainer" in receipt["error"] and receipt["evidence"]["repaired"] == []
+    [kept] = private_evidence(evidence_dir).values()
+    assert "default/trainer" in kept["error"] and kept["evidence"]["repaired"] == []
     taints = _kubectl(kubeconfig, "get", "node", node)["spec"]["taints"]
     assert stale_taint in taints
 
