@@ -448,21 +448,29 @@ class Fleet:
         if self._unchanged_clusters is None and not self._any_cluster_deployed():
             self._unchanged_clusters = set()  # nothing to compare: spare planning (preflight of a new fleet)
         if self._unchanged_clusters is None:
-            plans = self.plans()
-            project_outputs = self.stack_outputs([self._project_op(p) for p in plans.projects])
-            outputs = self.stack_outputs([self._cluster_op(c) for c in plans.clusters])
-            unchanged = set()
-            for plan in plans.clusters:
-                mine, project = outputs[plan.stack], project_outputs.get(plan.project_stack)
-                if not (mine and project and self._fingerprint_matches(plan, mine)):
-                    continue
-                same_identity = mine.get("project_id") == project.get("project_id") and mine.get(
-                    "subnet_id"
-                ) == (plan.subnet_id or project.get("subnet_id"))
-                if same_identity and self._cluster_live(mine):
-                    unchanged.add(plan.stack)
-            self._unchanged_clusters = unchanged
+            same = self.same_plan_clusters()
+            self._unchanged_clusters = {stack for stack, mine in same.items() if self._cluster_live(mine)}
         return self._unchanged_clusters
+
+    def same_plan_clusters(self) -> dict[str, dict[str, Any]]:
+        """The outputs of cluster stacks deployed from exactly the current plan whose identity still matches
+        their project stack, live or not (preflight proves them against the live cloud itself)."""
+        if not self._any_cluster_deployed():
+            return {}
+        plans = self.plans()
+        project_outputs = self.stack_outputs([self._project_op(p) for p in plans.projects])
+        outputs = self.stack_outputs([self._cluster_op(c) for c in plans.clusters])
+        same: dict[str, dict[str, Any]] = {}
+        for plan in plans.clusters:
+            mine, project = outputs[plan.stack], project_outputs.get(plan.project_stack)
+            if not (mine and project and self._fingerprint_matches(plan, mine)):
+                continue
+            same_identity = mine.get("project_id") == project.get("project_id") and mine.get("subnet_id") == (
+                plan.subnet_id or project.get("subnet_id")
+            )
+            if same_identity:
+                same[plan.stack] = mine
+        return same
 
     def _any_cluster_deployed(self) -> bool:
         """Whether any selected cluster stack carries a fingerprint (was deployed by npa-pulumi)."""

@@ -47,7 +47,7 @@ def test_storage_publishes_counts_categories_and_hashes_only() -> None:
         broken.error
         == "shared storage verification failed: 1 of 2 node(s) failed; categories: host_mount (1)"
     )
-    [failed] = [n for n in broken.summary["nodes"] if not n["passed"]]  # type: ignore[attr-defined]
+    [failed] = [n for n in broken.summary["nodes"] if not n["passed"]]
     assert failed == {"node_sha256": name_hash(NODES[0]), "passed": False, "failed": ["host_mount"]}
     assert broken.summary["cleanup"] == {"objects_created": 7, "all_removed": True}
 

@@ -37,6 +37,7 @@ OPERATIONS: tuple[str, ...] = (
     "list_access_keys", "create_access_key", "delete_access_key",
     "create_cluster", "get_cluster", "list_clusters", "delete_cluster",
     "create_node_group", "get_node_group", "list_node_groups", "delete_node_group", "resize_node_group",
+    "edit_node_group_template",
     "set_cluster_addons", "get_cluster_credentials",
     "create_filesystem", "get_filesystem", "list_filesystems", "delete_filesystem",
     "create_gpu_cluster", "get_gpu_cluster", "list_gpu_clusters", "delete_gpu_cluster",
