@@ -65,13 +65,18 @@ def test_an_out_of_band_change_to_a_reserved_pool_is_charged_again(
     )
     assert len(gpu_groups) == 4  # a reserved PCIe pool: one node per group, each matched on its own
     changed = gpu_groups[1]["id"]
-    original = {"preset": "2gpu-48vcpu-436gb", "preemptible": False, "reservation_policy": "STRICT"}
-    for change, named in (
+    original: dict[str, Any] = {
+        "preset": "2gpu-48vcpu-436gb",
+        "preemptible": False,
+        "reservation_policy": "STRICT",
+    }
+    changes: tuple[tuple[dict[str, Any], str], ...] = (
         ({"preset": "1gpu-24vcpu-218gb"}, "preset 1gpu-24vcpu-218gb, 2gpu-48vcpu-436gb requested"),
         ({"preemptible": True}, "preemptible"),
         ({"reservation_policy": "AUTO"}, "bound to AUTO"),
         ({"reservation_ids": ["capacityblockgroup-local2"]}, "bound to STRICT [capacityblockgroup-…al2]"),
-    ):
+    )
+    for change, named in changes:
         sim.edit_node_group_template(changed, **change)  # behind the fleet's back
         report = _preflight(spec)
         assert _charged(report) == 8 and not report["ok"], (change, report)

@@ -4,6 +4,8 @@ proof counts, one waiting on quota does not."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from npa_pulumi.cloud.port import NodeGroup, NodeGroupCondition
 from npa_pulumi.plan import resolve_targets
 from npa_pulumi.preflight.live_proof import ExpectedGroup, expected_groups, group_mismatches
@@ -50,7 +52,7 @@ def _groups() -> tuple[list[NodeGroup], list[ExpectedGroup]]:
 def test_the_exact_group_is_proven_and_each_change_is_named() -> None:
     [live], [gpu] = _groups()
     assert group_mismatches(live, gpu) == []
-    cases = {
+    cases: dict[str, tuple[dict[str, Any], str]] = {
         "preset": ({"preset": "1gpu-24vcpu-218gb"}, "preset 1gpu-24vcpu-218gb, 2gpu-48vcpu-436gb requested"),
         "preemptible": ({"preemptible": True}, "a reserved pool must not be preemptible"),
         "auto": ({"reservation_policy": "AUTO"}, "bound to AUTO [capacityblockgroup-…a1b2], STRICT"),
