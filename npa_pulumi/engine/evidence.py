@@ -192,9 +192,23 @@ def publish_graphics(evidence: JSON) -> Publication:
     counts = Counter(c for categories in verdicts.failed.values() for c in categories)
     expected = int(evidence.get("expected_workers") or 0)
     passed = bool(evidence.get("passed"))
-    summary = _summary("verify-graphics", passed, verdicts, counts, expected_workers=expected)
+    stable = evidence.get("stabilization") or {}
+    summary = _summary(
+        "verify-graphics",
+        passed,
+        verdicts,
+        counts,
+        expected_workers=expected,
+        stabilization_s=stable.get("stabilization_s"),
+        stable=bool(stable.get("passed")),
+    )
     if passed:
         return Publication(summary, None)
+    if stable and not stable.get("passed"):
+        counts["stabilization"] += 1
+        summary["failure_categories"] = dict(sorted(counts.items()))
+        waited = stable.get("stabilization_s") or 0
+        return Publication(summary, f"not stable for {waited:g}s before the probes; the probes did not run")
     if verdicts.failed:
         return Publication(
             summary, f"graphics verification failed: {_failed_clause(verdicts, counts, len(workers))}"

@@ -28,6 +28,7 @@ one `git add` from being committed).
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import time
 from collections.abc import Callable
@@ -226,6 +227,23 @@ def _verify_graphics_one(fleet: Fleet, target: Target, options: VerifyOptions) -
     config = GateConfig(**{**settings, "cuda_smoke": True, "graphics_smoke": True})
     started = time.monotonic()
     deadline = started + options.timeout_s
+    # As the original does: the declared stability interval first (every node Ready, boot ids unchanged,
+    # the driver components up, for `stabilization_s`), so a probe never judges a node that is still
+    # settling after a driver, node or runtime change.
+    stable = _stabilized(text, config, options.timeout_s)
+    if not stable["passed"]:
+        evidence = {"passed": False, "expected_workers": config.expected_gpu_nodes, "workers": {}}
+        evidence["stabilization"] = stable
+        why = f"not stable for {config.stabilization_s:g}s before the probes: {stable['reason']}"
+        return _entry(
+            target,
+            context,
+            "not-ready",
+            validation="graphics",
+            health=evidence,
+            cluster_id=cluster_id,
+            error=why,
+        )
     client = KubeClient.from_kubeconfig(text, timeout_s=10.0)
     workers = sorted(snapshot(client, config, 0.0).gpu_nodes)
     results: dict[str, Any] = {}
@@ -239,6 +257,7 @@ def _verify_graphics_one(fleet: Fleet, target: Target, options: VerifyOptions) -
         "passed": complete,
         "expected_workers": config.expected_gpu_nodes,
         "workers": results,
+        "stabilization": stable,
         "elapsed_s": round(time.monotonic() - started, 2),
     }
     if complete:
@@ -252,6 +271,23 @@ def _verify_graphics_one(fleet: Fleet, target: Target, options: VerifyOptions) -
     return _entry(
         target, context, "not-ready", validation="graphics", health=evidence, cluster_id=cluster_id, error=why
     )
+
+
+def _stabilized(kubeconfig: str, config: Any, timeout_s: float) -> dict[str, Any]:
+    """The gate's stabilization alone (no smoke), bounded by the verifier's timeout."""
+    from npa_pulumi.kube.client import KubeClient
+    from npa_pulumi.kube.gpu_health import run_gate
+
+    window = dataclasses.replace(config, cuda_smoke=False, graphics_smoke=False, timeout_s=timeout_s)
+    found = run_gate(lambda t: KubeClient.from_kubeconfig(kubeconfig, timeout_s=t), window)
+    return {
+        "passed": found.passed,
+        "reason": found.reason,
+        "stabilization_s": config.stabilization_s,
+        "stable_after_s": found.stable_after_s,
+        "snapshots": found.snapshots,
+        "errors": found.last_errors,
+    }
 
 
 def _entry(target: Target, context: str, status: str, **fields: Any) -> StackResult:

@@ -88,3 +88,18 @@ def test_graphics_names_no_worker_and_keeps_partial_evidence_failing() -> None:
     partial = publish_graphics({"passed": False, "expected_workers": 2, "workers": {}})
     assert partial.error == "partial evidence: 0 GPU worker(s) found, 2 expected"
     assert partial.summary["failure_categories"] == {"partial-evidence": 1}
+
+
+def test_graphics_that_never_stabilized_fails_without_naming_the_node() -> None:
+    stable = {
+        "passed": False,
+        "reason": f"boot ids changed during stabilization ({NODES[1]})",
+        "stabilization_s": 30,
+    }
+    published = publish_graphics(
+        {"passed": False, "expected_workers": 1, "workers": {}, "stabilization": stable}
+    )
+    assert published.error == "not stable for 30s before the probes; the probes did not run"
+    assert published.summary["failure_categories"] == {"stabilization": 1}
+    assert published.summary["stable"] is False and published.summary["stabilization_s"] == 30
+    assert NODES[1] not in _published(published.summary, published.error)
