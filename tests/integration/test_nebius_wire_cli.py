@@ -557,3 +557,19 @@ def test_a_spec_for_another_tenant_than_the_profile_is_refused_before_any_call(w
     assert OTHER_TENANT in error["message"] and TENANT in error["message"], error
     assert "Traceback" not in result.stderr
     assert world.fake.calls == []
+
+
+def test_an_empty_region_comes_from_npa_config_after_the_profile(world: CliWorld) -> None:
+    # A profile with no parent-id project names no region: the original tool's ~/.npa/config.yaml is read
+    # next (docs/spec.md), and without it the run asks for `region`.
+    wire = world.wire
+    wire.write_config({"wire": wire.profile(TOKEN, wire.tenant_id, "wire")}, default="wire")
+    spec = world.spec(spec_text([cpu_cluster("train")]).replace(f"region: {REGION}\n", ""))
+    asked = world.npa("preflight", spec)
+    assert asked.code == 2 and "set `region`" in asked.stdout + asked.stderr, asked.explain()
+    config = wire.home / ".npa" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"region: {REGION}\n")
+    result = world.npa("preflight", spec)
+    assert result.code == 0, result.explain()
+    assert {r["region"] for r in result.json()["requirements"]} == {REGION}
