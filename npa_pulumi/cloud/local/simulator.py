@@ -34,7 +34,7 @@ OPERATIONS: tuple[str, ...] = (
     "get_bucket", "find_bucket", "list_buckets", "create_bucket", "delete_bucket", "probe_bucket",
     "count_bucket_objects", "put_object",
     "find_service_account", "list_service_accounts", "create_service_account", "delete_service_account",
-    "list_access_keys", "create_access_key", "delete_access_key",
+    "list_access_keys", "create_access_key", "delete_access_key", "grant_bucket_access",
     "create_cluster", "get_cluster", "list_clusters", "delete_cluster",
     "create_node_group", "get_node_group", "list_node_groups", "delete_node_group", "resize_node_group",
     "edit_node_group_template",
