@@ -21,9 +21,14 @@ whose spec disables the filesystem is skipped (and passes).
 Targets run `concurrency` at a time; results keep the spec's order.
 
 A selected cluster that is not a MIG (resp. RTX rendering) cluster, or has no registered kubeconfig (it
-was never deployed from this machine's npa home: `up` registers it), fails closed with the reason.
-Evidence can be kept in a private directory (0700, files 0600), never inside a git work tree (it would be
-one `git add` from being committed).
+was never deployed from this machine's npa home: `up` registers it), fails closed with the reason; so does
+one whose registration no longer matches this run's stack, cloud and profile, the stack's outputs and the
+live cloud (engine/kubeconfigs.py): nothing is probed then. `verify_graphics` waits the declared stability
+interval (the gate's stabilization, no smoke) before its probes.
+
+What a verifier returns is publishable (engine/evidence.py): counts, categories, hashes and pass/fail per
+node. The exact evidence goes only to the private evidence directory (0700, files 0600), never inside a git
+work tree (it would be one `git add` from being committed).
 """
 
 from __future__ import annotations
