@@ -23,6 +23,7 @@ JSON = dict[str, Any]
 
 # MIG (and gate) findings by what they say, first match wins; anything else is `other`.
 _MIG_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("older template", "stale-driver-pod"),
     ("mig-not-ready:NoSchedule", "stale-taint"),
     ("taint could not be removed", "repair"),
     ("MIG mode", "mig-mode"),
@@ -205,10 +206,15 @@ def publish_graphics(evidence: JSON) -> Publication:
     if passed:
         return Publication(summary, None)
     if stable and not stable.get("passed"):
+        found = Counter(_category(str(e), _MIG_CATEGORIES) for e in stable.get("errors") or [])
         counts["stabilization"] += 1
+        counts += found
         summary["failure_categories"] = dict(sorted(counts.items()))
         waited = stable.get("stabilization_s") or 0
-        return Publication(summary, f"not stable for {waited:g}s before the probes; the probes did not run")
+        why = f" ({', '.join(f'{c} ({n})' for c, n in sorted(found.items()))})" if found else ""
+        return Publication(
+            summary, f"not stable for {waited:g}s before the probes{why}; the probes did not run"
+        )
     if verdicts.failed:
         return Publication(
             summary, f"graphics verification failed: {_failed_clause(verdicts, counts, len(workers))}"

@@ -101,5 +101,14 @@ def test_graphics_that_never_stabilized_fails_without_naming_the_node() -> None:
     )
     assert published.error == "not stable for 30s before the probes; the probes did not run"
     assert published.summary["failure_categories"] == {"stabilization": 1}
+    stale = (
+        "driver pod gpu-operator/nvidia-driver-daemonset-x7k2p runs an older template (a) than its DaemonSet"
+    )
+    published = publish_graphics(
+        {"passed": False, "workers": {}, "stabilization": {**stable, "errors": [stale]}}
+    )
+    assert published.summary["failure_categories"] == {"stabilization": 1, "stale-driver-pod": 1}
+    assert published.error is not None and "(stale-driver-pod (1))" in published.error
+    assert "x7k2p" not in _published(published.summary, published.error)
     assert published.summary["stable"] is False and published.summary["stabilization_s"] == 30
     assert NODES[1] not in _published(published.summary, published.error)
