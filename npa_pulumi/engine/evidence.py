@@ -24,6 +24,7 @@ JSON = dict[str, Any]
 # MIG (and gate) findings by what they say, first match wins; anything else is `other`.
 _MIG_CATEGORIES: tuple[tuple[str, str], ...] = (
     ("older template", "stale-driver-pod"),
+    ("node selector does not match", "driver-selector"),
     ("mig-not-ready:NoSchedule", "stale-taint"),
     ("taint could not be removed", "repair"),
     ("MIG mode", "mig-mode"),

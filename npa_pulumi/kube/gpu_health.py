@@ -339,6 +339,25 @@ def stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON]) -> l
     return errors
 
 
+def _driver_selector_errors(client: KubeClient, namespace: str, config: GateConfig) -> list[str]:
+    """Every driver DaemonSet selects exactly the GPU pool's nodes: no fewer (a node without a driver),
+    no more (a selector that reaches other nodes)."""
+    if config.expected_gpu_nodes <= 0:
+        return []
+    errors = []
+    for daemonset in client.list(f"/apis/apps/v1/namespaces/{namespace}/daemonsets"):
+        name = daemonset["metadata"]["name"]
+        if "driver" not in name:
+            continue
+        desired = int((daemonset.get("status") or {}).get("desiredNumberScheduled") or 0)
+        if desired != config.expected_gpu_nodes:
+            errors.append(
+                f"DaemonSet {namespace}/{name} selects {desired} node(s), the GPU pool has "
+                f"{config.expected_gpu_nodes}: its node selector does not match the pool's nodes"
+            )
+    return errors
+
+
 def _driver_errors(client: KubeClient, config: GateConfig) -> list[str]:
     namespace = DRIVER_NAMESPACES.get(config.driver_mode)
     if namespace is None:
@@ -346,7 +365,7 @@ def _driver_errors(client: KubeClient, config: GateConfig) -> list[str]:
     pods = client.list(f"/api/v1/namespaces/{namespace}/pods")
     if not pods:
         return [f"driver components ({namespace}): no pods found"]
-    errors = stale_driver_pods(client, namespace, pods)
+    errors = stale_driver_pods(client, namespace, pods) + _driver_selector_errors(client, namespace, config)
     for pod in pods:
         name, status = pod["metadata"]["name"], pod.get("status") or {}
         if pod["metadata"].get("deletionTimestamp"):

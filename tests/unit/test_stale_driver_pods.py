@@ -56,3 +56,27 @@ def test_a_pod_on_an_older_template_is_named() -> None:
 def test_pods_on_the_newest_template_pass() -> None:
     pods = [_pod("driver-y2", "bbbb")]
     assert stale_driver_pods(_Cluster(pods), NS, pods) == []  # type: ignore[arg-type]
+
+
+def test_a_driver_daemonset_must_select_exactly_the_gpu_pool() -> None:
+    from npa_pulumi.kube.gpu_health import GateConfig, _driver_selector_errors
+
+    cluster = _Cluster([])
+    [daemonset] = cluster.objects[f"/apis/apps/v1/namespaces/{NS}/daemonsets"]
+    config = GateConfig(
+        expected_nodes=3,
+        expected_gpu_nodes=2,
+        gpus_per_node=8,
+        gpu_platform="gpu-rtx6000",
+        driver_mode="operator",
+        nvswitch=False,
+        stabilization_s=0.0,
+        timeout_s=1.0,
+        cuda_smoke=False,
+        smoke_image="",
+    )
+    daemonset["status"] = {"desiredNumberScheduled": 2}
+    assert _driver_selector_errors(cluster, NS, config) == []  # type: ignore[arg-type]
+    daemonset["status"] = {"desiredNumberScheduled": 3}
+    [error] = _driver_selector_errors(cluster, NS, config)  # type: ignore[arg-type]
+    assert "selects 3 node(s), the GPU pool has 2" in error
