@@ -510,6 +510,59 @@ class AccessKey(pulumi.dynamic.Resource, module="npa", name="AccessKey"):
         )
 
 
+STORAGE_ACCESS_GROUP = "npa-fleet-storage-access"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketGrantArgs(StorageArgs):
+    bucket_id: Input[str]
+    service_account_id: Input[str]
+
+
+class BucketGrantInputs(StorageInputs):
+    bucket_id: str
+    service_account_id: str
+
+
+class BucketGrantOutputs(ProviderModel):
+    grant_id: str  # the access permit
+    group_id: str
+    role: str
+
+
+class BucketGrantProvider(_FleetProvider):
+    """The storage identity's bucket-scoped grant (CloudPort.grant_bucket_access): a project group with the
+    account as member and one access permit on exactly the bucket; never the tenant's editors group."""
+
+    replace_keys = ("project_id", "bucket_id", "service_account_id")
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        inputs = BucketGrantInputs.model_validate(props)
+        grant = _cloud(inputs).grant_bucket_access(
+            inputs.project_id, inputs.bucket_id, inputs.service_account_id, STORAGE_ACCESS_GROUP
+        )
+        outputs = BucketGrantOutputs(grant_id=grant.permit_id, group_id=grant.group_id, role=grant.role)
+        return CreateResult(id_=grant.permit_id, outs=with_outputs(props, outputs))
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        return None  # retained with its service account (see ServiceAccountProvider.delete)
+
+
+class BucketGrant(pulumi.dynamic.Resource, module="npa", name="BucketGrant"):
+    grant_id: pulumi.Output[str]
+    group_id: pulumi.Output[str]
+    role: pulumi.Output[str]
+
+    def __init__(self, resource_name: str, args: BucketGrantArgs, opts: pulumi.ResourceOptions | None = None):
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
+        super().__init__(
+            BucketGrantProvider(),
+            resource_name,
+            {**as_props(args), "retain_on_delete": True, "grant_id": None, "group_id": None, "role": None},
+            opts,
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class BucketProbeArgs(StorageArgs):
     bucket_id: Input[str]
@@ -517,6 +570,7 @@ class BucketProbeArgs(StorageArgs):
     access_key_id: Input[str]
     aws_access_key_id: Input[str]
     secret: Input[str]
+    grant_id: Input[str]  # the probe proves the grant: it runs (again) when the grant changes
 
 
 class BucketProbeInputs(StorageInputs):
@@ -525,6 +579,7 @@ class BucketProbeInputs(StorageInputs):
     access_key_id: str
     aws_access_key_id: str
     secret: str
+    grant_id: str = ""
 
 
 class BucketProbeOutputs(ProviderModel):
@@ -534,7 +589,7 @@ class BucketProbeOutputs(ProviderModel):
 class BucketProbeProvider(_FleetProvider):
     """Write, read back and delete one object with the fleet's own key; the bucket is not ready otherwise."""
 
-    update_keys = ("bucket_id", "access_key_id")
+    update_keys = ("bucket_id", "access_key_id", "grant_id")
 
     def _probe(self, props: dict[str, Any]) -> BucketProbeOutputs:
         from pydantic import SecretStr

@@ -1,6 +1,8 @@
 """`ObjectStorage`: the project's bucket with an exact binary capacity cap, its own service account and
-access key (a Pulumi secret), and a write/read/delete probe that must pass before the storage counts as
-ready. Everything here is retained when the fleet is destroyed: buckets hold durable artifacts."""
+access key (a Pulumi secret), the account's grant on exactly that bucket (a project group holding one
+access permit, `storage.object-editor`; never the editors group), and a write/read/delete probe with that
+key, which must pass (proving the grant) before the storage counts as ready. Everything here is retained
+when the fleet is destroyed: buckets hold durable artifacts."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from npa_pulumi.components.cloud_resources import (
     AccessKeyArgs,
     Bucket,
     BucketArgs,
+    BucketGrant,
+    BucketGrantArgs,
     BucketProbe,
     BucketProbeArgs,
     ServiceAccount,
@@ -91,6 +95,13 @@ class ObjectStorage(pulumi.ComponentResource):
             AccessKeyArgs(**as_props(scope), service_account_id=account.service_account_id),
             child,
         )
+        grant = BucketGrant(
+            f"{name}-grant",
+            BucketGrantArgs(
+                **as_props(scope), bucket_id=bucket.bucket_id, service_account_id=account.service_account_id
+            ),
+            child,
+        )
         probe = BucketProbe(
             f"{name}-probe",
             BucketProbeArgs(
@@ -100,6 +111,7 @@ class ObjectStorage(pulumi.ComponentResource):
                 access_key_id=key.access_key_id,
                 aws_access_key_id=key.aws_access_key_id,
                 secret=key.secret,
+                grant_id=grant.grant_id,
             ),
             child,
         )

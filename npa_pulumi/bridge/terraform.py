@@ -131,6 +131,11 @@ def _base_env() -> dict[str, str]:
     return env
 
 
+def base_env() -> dict[str, str]:
+    """The environment every terraform process starts from (secrets of the engine scrubbed)."""
+    return _base_env()
+
+
 def _hcl_value(value: Any) -> str:
     """A TF_VAR_* value: strings verbatim, everything else as JSON (valid HCL expression syntax)."""
     return value if isinstance(value, str) else json.dumps(value)

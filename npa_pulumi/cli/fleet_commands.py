@@ -939,10 +939,14 @@ def kubeconfig_command(**kw: Any) -> None:
     def body() -> int:
         from pathlib import Path
 
+        from npa_pulumi.engine.kubeconfigs import StaleRegistration
         from npa_pulumi.kube import kubeconfig as kc
 
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
         entries = _fleet(spec, targets, _engine_options(kw)).kubeconfigs()
+        stale = [e["error"] for e in entries if e.get("error")]
+        if stale:
+            raise StaleRegistration("\n".join(stale))
         deployed = [e for e in entries if e.get("kubeconfig")]
         for entry in entries:
             if not entry.get("kubeconfig"):

@@ -18,17 +18,19 @@ from npa_pulumi.output.streams import emit_json, stdout_console
 def preflight_command(**kw: Any) -> None:
     """Check that the tenant's quota and reserved capacity fit the selection (exit 1 on any shortfall).
 
-    Reads only; nothing is created. Clusters already deployed from the same spec and running count as zero
-    new demand."""
+    Reads only; nothing is created. A cluster already deployed from the same spec counts as zero new demand
+    only when the live cloud proves it exactly as requested (project, cluster, node groups' template and
+    workers, STRICT reservation binding); otherwise it is charged in full and a note says why."""
 
     def body() -> int:
+        from npa_pulumi.engine.preflight_gate import claimed_clusters
         from npa_pulumi.preflight import print_report
         from npa_pulumi.preflight.targets import preflight_targets
 
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
         fleet = _fleet(spec, targets, _engine_options(kw, show_progress=False))
         fleet.resolve_regions()  # an empty spec region comes from the profile's configuration
-        report = preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, fleet.unchanged_clusters())
+        report = preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
         if kw["output"] == "json":
             emit_json(report.to_json())
         else:

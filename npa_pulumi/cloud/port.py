@@ -22,6 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from npa_pulumi.kube.kubeconfig import ClusterAccess
 
 DEFAULT_OPERATION_TIMEOUT_S = 600.0
+# The one role the fleet's storage identity gets, on exactly its bucket (docs.nebius.com/iam/authorization/
+# roles: Object Storage roles): objects written, read and deleted, nothing else; never the editors group.
+BUCKET_OBJECT_ROLE = "storage.object-editor"
 
 
 class CloudRecord(BaseModel):
@@ -123,6 +126,19 @@ class AccessKeySecret(CloudRecord):
 
     key: AccessKey
     secret: SecretStr
+
+
+class BucketGrant(CloudRecord):
+    """A bucket-scoped grant: the service account is a member of `group_id`, which holds one access permit
+    with `role` on exactly `bucket_id` (Nebius grants roles to groups through access permits)."""
+
+    group_id: str
+    membership_id: str
+    permit_id: str
+    bucket_id: str
+    service_account_id: str
+    role: str
+    created: bool = False  # anything of it was created by this call (else all of it existed)
 
 
 class Filesystem(CloudRecord):
@@ -296,6 +312,18 @@ class CloudPort(Protocol):
     def delete_access_key(
         self, access_key_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
     ) -> None: ...
+    def grant_bucket_access(
+        self,
+        project_id: str,
+        bucket_id: str,
+        service_account_id: str,
+        group_name: str,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+    ) -> BucketGrant:
+        """Let the service account use exactly this bucket, idempotently: group `group_name` in the
+        project (created if missing), the account its member, and one access permit of the group on the
+        bucket with `BUCKET_OBJECT_ROLE`. Without it, a key of the account cannot touch the bucket."""
+        ...
 
     # Managed Kubernetes and what hangs off it
     def get_cluster(self, cluster_id: str) -> Cluster: ...

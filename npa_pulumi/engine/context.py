@@ -35,6 +35,7 @@ from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, project_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
 from npa_pulumi.engine.scheduler import Job, Scheduler
+from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.runtime.analyzer_service import SOCKET_ENV
@@ -146,7 +147,8 @@ class FleetContext:
         return self.options.profile or self.spec.profile or ""
 
     def tenant_id(self) -> str:
-        return self.spec.tenant_id or self.cloud.principal().tenant_id
+        # spec, then the profile, then ~/.npa/config.yaml (engine/user_defaults.py)
+        return self.spec.tenant_id or self.cloud.principal().tenant_id or user_defaults().tenant_id
 
     def resolve_regions(self) -> None:
         """Give targets without a region (none in the spec or their project) the one the profile's
@@ -154,7 +156,7 @@ class FleetContext:
         missing = [t for t in self.targets if not t.region]
         if not missing:
             return
-        region = self.cloud.default_region()
+        region = self.cloud.default_region() or user_defaults().region
         if not region:
             raise UserInputError(
                 f"no region for {', '.join(t.cluster_stack for t in missing)}: set `region` in the spec or "

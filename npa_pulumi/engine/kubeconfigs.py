@@ -8,6 +8,12 @@
 copied out of state), `destroy` removes them once the cluster's stack is gone, and `npa-pulumi kubeconfig`
 prints or merges them. A registration that belongs to another fleet's stack is never overwritten: two
 fleets whose names run together (`a-b`/`c` and `a`/`b-c`) would otherwise share a context silently.
+
+A registration is checked before it is used, not trusted (`identity_mismatches`): `verify-*` and
+`kubeconfig` refuse a record whose stack, cloud or profile is not this run's, whose cluster id or project is
+not what the cluster stack's outputs say now, or whose cluster the live cloud no longer has in that project
+(a cluster re-created under the same name, a stack destroyed elsewhere): probing the wrong cluster would
+"verify" something else.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.kubeconfig import dump, write_private
 from npa_pulumi.runtime.files import write_atomically
@@ -27,6 +34,12 @@ from npa_pulumi.runtime.home import npa_home
 
 class KubeconfigConflict(NpaError):
     kind = "kubeconfig-conflict"
+
+
+class StaleRegistration(NpaError):
+    """A registered cluster record that no longer matches the stack's outputs or the live cloud."""
+
+    kind = "stale-registration"
 
 
 class Registration(BaseModel):
@@ -99,3 +112,87 @@ def remove(context: str, stack: str) -> bool:
     kubeconfig_path(context).unlink(missing_ok=True)
     registration_path(context).unlink(missing_ok=True)
     return True
+
+
+def identity_mismatches(
+    registration: Registration,
+    *,
+    stack: str,
+    cloud_name: str,
+    profile: str,
+    outputs: dict[str, Any] | None,
+    cloud: Any,
+) -> list[str]:
+    """What about `registration` does not match this run (its stack, --cloud and --profile), the cluster
+    stack's outputs now, and the live cloud: empty when it may be used."""
+    context = registration.context
+    found: list[str] = []
+    if registration.stack != stack:
+        found.append(f"{context} is registered to stack {registration.stack}, not {stack}")
+    if registration.cloud != cloud_name:
+        found.append(
+            f"{context} was registered on cloud {registration.cloud!r}, this run uses --cloud {cloud_name}"
+        )
+    if registration.profile != profile:
+        found.append(
+            f"{context} was registered with profile {registration.profile or '(default)'!r}, this run uses "
+            f"{profile or '(default)'!r} (--profile)"
+        )
+    if found:
+        return found  # another cloud or principal: its outputs and live records are not comparable
+    live_id = str((outputs or {}).get("cluster_id") or "")
+    if not live_id:
+        found.append(
+            f"stack {stack} has no deployed cluster (destroyed elsewhere?), but {context} is registered"
+        )
+    elif live_id != registration.cluster_id:
+        found.append(
+            f"{context} is registered for cluster id {registration.cluster_id}, but stack {stack} now holds "
+            f"cluster {live_id} (re-created?)"
+        )
+    stack_project = str((outputs or {}).get("project_id") or "")
+    if stack_project and registration.project_id and stack_project != registration.project_id:
+        found.append(
+            f"{context} is registered in project {registration.project_id}, but stack {stack} is in "
+            f"project {stack_project}"
+        )
+    found.extend(_live_mismatches(registration, cloud))
+    return found
+
+
+def registration_problems(
+    context: str, *, stack: str, cloud_name: str, profile: str, outputs: dict[str, Any] | None, cloud: Any
+) -> list[str]:
+    """For `kubeconfig`: the mismatches of `context`'s registration, when there is one (a machine that
+    never ran `up` for the cluster has none, and takes the stack's outputs as they are)."""
+    registration = registered(context)
+    if registration is None:
+        return []
+    return identity_mismatches(
+        registration, stack=stack, cloud_name=cloud_name, profile=profile, outputs=outputs, cloud=cloud
+    )
+
+
+def _live_mismatches(registration: Registration, cloud: Any) -> list[str]:
+    context, cluster_id = registration.context, registration.cluster_id
+    try:
+        live = cloud.get_cluster(cluster_id)
+    except NotFound:
+        return [f"{context}'s registered cluster {cluster_id} no longer exists in the cloud"]
+    except CloudError as err:
+        return [f"{context}'s registered cluster {cluster_id} cannot be read from the cloud: {err}"]
+    if registration.project_id and live.project_id != registration.project_id:
+        return [
+            f"{context}'s cluster {cluster_id} is in project {live.project_id} in the cloud, not the "
+            f"registered {registration.project_id}"
+        ]
+    return []
+
+
+def refuse_stale(mismatches: list[str]) -> str:
+    return (
+        "the registered cluster record does not match (nothing was probed): "
+        + "; ".join(mismatches)
+        + ". Run `npa-pulumi up` for this cluster again to register it afresh (or `npa-pulumi status` to see "
+        "what the stack holds)"
+    )

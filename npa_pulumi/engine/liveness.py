@@ -117,12 +117,35 @@ def cluster_unchanged(
 ) -> bool:
     """A cluster stack deployed from exactly `plan`, whose identity still matches its project stack's
     outputs and whose live cluster and node groups all run: nothing for `up` to do, no new quota."""
-    if not (mine and project and fingerprint_matches(context, plan, mine)):
+    if not mine:
         return False
-    same_identity = mine.get("project_id") == project.get("project_id") and mine.get("subnet_id") == (
+    return _same_plan_and_identity(context, plan, mine, project) and cluster_live(context, mine)
+
+
+def same_plan_clusters(context: FleetContext) -> dict[str, dict[str, Any]]:
+    """The outputs of cluster stacks deployed from exactly the current plan whose identity still matches
+    their project stack, live or not (preflight proves them against the live cloud itself)."""
+    if not any_cluster_deployed(context):
+        return {}
+    plans = context.plans()
+    project_outputs = context.stack_outputs([context.project_op(p) for p in plans.projects])
+    outputs = context.stack_outputs([context.cluster_op(c) for c in plans.clusters])
+    same: dict[str, dict[str, Any]] = {}
+    for plan in plans.clusters:
+        mine, project = outputs[plan.stack], project_outputs.get(plan.project_stack)
+        if mine and _same_plan_and_identity(context, plan, mine, project):
+            same[plan.stack] = mine
+    return same
+
+
+def _same_plan_and_identity(
+    context: FleetContext, plan: ClusterPlan, mine: dict[str, Any], project: dict[str, Any] | None
+) -> bool:
+    if not (project and fingerprint_matches(context, plan, mine)):
+        return False
+    return mine.get("project_id") == project.get("project_id") and mine.get("subnet_id") == (
         plan.subnet_id or project.get("subnet_id")
     )
-    return same_identity and cluster_live(context, mine)
 
 
 def unchanged_clusters(context: FleetContext) -> set[str]:

@@ -22,6 +22,15 @@ from npa_pulumi.bridge.recipe import (
     pin_source,
     resolve_source,
 )
+from npa_pulumi.bridge.versions import (
+    TerraformRelease,
+    TerraformVersionRefused,
+    VersionConstraint,
+    refusal,
+    required_versions,
+    terraform_release,
+    unmet_constraints,
+)
 from npa_pulumi.engine.backends.base import ClusterBackend, PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.errors import UserInputError
@@ -51,6 +60,9 @@ class FleetPlans:
     # `preview` refuse them (Fleet.refuse_storage_without_mk8s).
     storage_without_mk8s: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # from preparing the recipe, e.g. an unpointed domain
+    # Every `required_version` of the recipe's modules (bridge/versions.py): `require_recipe_terraform`
+    # checks the binary that will run against them before anything mutates.
+    terraform_constraints: list[VersionConstraint] = field(default_factory=list)
 
     def project(self, key: str) -> ProjectPlan:
         return next(p for p in self.projects if p.project_key == key)
@@ -196,6 +208,26 @@ def mk8s_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
     )
 
 
+def _constraints(recipe: MaterializedRecipe) -> list[VersionConstraint]:
+    return required_versions([recipe.module_dir, *([recipe.modules_dir] if recipe.modules_dir else [])])
+
+
+def require_recipe_terraform(plans: FleetPlans) -> TerraformRelease | None:
+    """The terraform/tofu that will run this plan's cluster stacks, refused (TerraformVersionRefused)
+    when it does not meet the recipe's own `required_version` constraints: `up`, `preview` and `destroy`
+    call it before their first mutation, so a too-old binary never leaves project stacks half-applied.
+    None when no cluster stack of the selection runs terraform."""
+    from npa_pulumi.runtime.toolchain import find_terraform
+
+    if not plans.clusters:
+        return None
+    release = terraform_release(find_terraform())
+    unmet = unmet_constraints(plans.terraform_constraints, release)
+    if unmet:
+        raise TerraformVersionRefused(refusal(unmet, release))
+    return release
+
+
 def mig_version_pins(versions: dict[str, str]) -> dict[str, str]:
     """The spec's MIG pins (`gpu_operator_version`, ...) under the names the gate checks them by
     (npa_pulumi.kube.gpu_health.MIG_PINNED_COMPONENTS), plus the container toolkit of that release."""
@@ -315,6 +347,9 @@ def build_plans(
             continue
         plans.clusters.append(backend.plan(target, inputs))
     plans.warnings = list(dict.fromkeys(w for recipe in inputs.staged.values() for w in recipe.warnings))
+    plans.terraform_constraints = list(
+        dict.fromkeys(c for r in inputs.staged.values() for c in _constraints(r))
+    )
     if inputs.problems and not for_destroy:
         raise RecipeIncompatible(
             "the recipe cannot represent the requested clusters (nothing was changed):\n  - "

@@ -21,14 +21,19 @@ whose spec disables the filesystem is skipped (and passes).
 Targets run `concurrency` at a time; results keep the spec's order.
 
 A selected cluster that is not a MIG (resp. RTX rendering) cluster, or has no registered kubeconfig (it
-was never deployed from this machine's npa home: `up` registers it), fails closed with the reason.
-Evidence can be kept in a private directory (0700, files 0600), never inside a git work tree (it would be
-one `git add` from being committed).
+was never deployed from this machine's npa home: `up` registers it), fails closed with the reason; so does
+one whose registration no longer matches this run's stack, cloud and profile, the stack's outputs and the
+live cloud (engine/kubeconfigs.py): nothing is probed then. `verify_graphics` waits the declared stability
+interval (the gate's stabilization, no smoke) before its probes.
+
+What a verifier returns is publishable (engine/evidence.py): counts, categories, hashes and pass/fail per
+node. The exact evidence goes only to the private evidence directory (0700, files 0600), never inside a git
+work tree (it would be one `git add` from being committed).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import subprocess
 import time
 from collections.abc import Callable
@@ -38,6 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import kubeconfigs
+from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.evidence import PRIVATE_HINT, PUBLISHERS, canonical, evidence_hash, name_hash
 from npa_pulumi.engine.plans import health_gate_config
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
@@ -93,11 +100,40 @@ def _run(
     with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
         entries = list(pool.map(lambda target: one(fleet, target, options), fleet.targets))
     for entry in entries:
-        if evidence_dir is not None and entry.health is not None:
-            path = evidence_dir / f"{entry.kube_context}-{command}.json"
-            write_atomically(path, json.dumps(entry.health, indent=2, sort_keys=True) + "\n", mode=0o600)
+        if entry.health is not None:
+            _publishable(entry, command, evidence_dir)
         result.stacks.append(entry)
     return result
+
+
+def _publishable(entry: StackResult, command: str, evidence_dir: Path | None) -> None:
+    """Keep the exact evidence (per-node findings, names, the cluster id, the full error) only in the
+    evidence dir; leave on `entry` what may be published (engine/evidence.py)."""
+    assert entry.health is not None
+    private = {
+        "verifier": command,
+        "stack": entry.stack,
+        "kube_context": entry.kube_context,
+        "cluster_id": entry.cluster_id,
+        "status": entry.status,
+        "error": entry.error,
+        "evidence": entry.health,
+    }
+    publication = PUBLISHERS[command](entry.health)
+    if evidence_dir is not None:
+        path = evidence_dir / f"{entry.kube_context}-{command}.json"
+        write_atomically(path, canonical(private), mode=0o600)
+    entry.health = {
+        **publication.summary,
+        "cluster_id_sha256": name_hash(entry.cluster_id) if entry.cluster_id else None,
+        "evidence_sha256": evidence_hash(private),
+        "evidence_kept": evidence_dir is not None,
+    }
+    entry.cluster_id = None
+    if entry.error is not None:
+        entry.error = publication.error or "verification failed"
+        if evidence_dir is None:
+            entry.error += f" ({PRIVATE_HINT})"
 
 
 def verify_mig(fleet: FleetContext, options: VerifyOptions) -> FleetResult:
@@ -122,7 +158,7 @@ def _verify_storage_one(fleet: FleetContext, target: Target, options: VerifyOpti
         return _entry(
             target, context, "skipped", validation="storage", error="the spec disables the shared filesystem"
         )
-    found = _registered_kubeconfig(target, context, validation="storage")
+    found = _registered_kubeconfig(fleet, target, context, validation="storage")
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found
@@ -152,8 +188,10 @@ def _verify_storage_one(fleet: FleetContext, target: Target, options: VerifyOpti
 
 
 def _registered_kubeconfig(
-    target: Target, context: str, validation: str = "mig"
+    fleet: FleetContext, target: Target, context: str, validation: str = "mig"
 ) -> tuple[str, str] | StackResult:
+    """The cluster's registered kubeconfig and id, once the record is proven to be this run's cluster:
+    its stack, cloud and profile, the stack's outputs and the live cloud (engine/kubeconfigs.py)."""
     registration = kubeconfigs.registered(context)
     if registration is None or not Path(registration.kubeconfig).is_file():
         return _entry(
@@ -162,6 +200,19 @@ def _registered_kubeconfig(
             "failed",
             validation=validation,
             error=f"no registered kubeconfig for {context} on this machine: run `npa-pulumi up` first",
+        )
+    op = StackOp(target.cluster_stack, "cluster", target.project_key, target.cluster_name, None, {})
+    mismatches = kubeconfigs.identity_mismatches(
+        registration,
+        stack=target.cluster_stack,
+        cloud_name=fleet.options.cloud,
+        profile=fleet.profile,
+        outputs=fleet.stack_outputs([op])[target.cluster_stack],
+        cloud=fleet.cloud,
+    )
+    if mismatches:
+        return _entry(
+            target, context, "failed", validation=validation, error=kubeconfigs.refuse_stale(mismatches)
         )
     return Path(registration.kubeconfig).read_text(), registration.cluster_id
 
@@ -174,13 +225,30 @@ def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOpt
     settings = health_gate_config(target.cluster)
     if target.cluster.gpu_workload_profile != RTX_RENDERING_PROFILE or settings is None:
         return _entry(target, context, "failed", validation="graphics", error="not an RTX rendering cluster")
-    found = _registered_kubeconfig(target, context, validation="graphics")
+    found = _registered_kubeconfig(fleet, target, context, validation="graphics")
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found
     config = GateConfig(**{**settings, "cuda_smoke": True, "graphics_smoke": True})
     started = time.monotonic()
     deadline = started + options.timeout_s
+    # As the original does: the declared stability interval first (every node Ready, boot ids unchanged,
+    # the driver components up, for `stabilization_s`), so a probe never judges a node that is still
+    # settling after a driver, node or runtime change.
+    stable = _stabilized(text, config, options.timeout_s)
+    if not stable["passed"]:
+        evidence = {"passed": False, "expected_workers": config.expected_gpu_nodes, "workers": {}}
+        evidence["stabilization"] = stable
+        why = f"not stable for {config.stabilization_s:g}s before the probes: {stable['reason']}"
+        return _entry(
+            target,
+            context,
+            "not-ready",
+            validation="graphics",
+            health=evidence,
+            cluster_id=cluster_id,
+            error=why,
+        )
     client = KubeClient.from_kubeconfig(text, timeout_s=10.0)
     workers = sorted(snapshot(client, config, 0.0).gpu_nodes)
     results: dict[str, Any] = {}
@@ -194,6 +262,7 @@ def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOpt
         "passed": complete,
         "expected_workers": config.expected_gpu_nodes,
         "workers": results,
+        "stabilization": stable,
         "elapsed_s": round(time.monotonic() - started, 2),
     }
     if complete:
@@ -207,6 +276,23 @@ def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOpt
     return _entry(
         target, context, "not-ready", validation="graphics", health=evidence, cluster_id=cluster_id, error=why
     )
+
+
+def _stabilized(kubeconfig: str, config: Any, timeout_s: float) -> dict[str, Any]:
+    """The gate's stabilization alone (no smoke), bounded by the verifier's timeout."""
+    from npa_pulumi.kube.client import KubeClient
+    from npa_pulumi.kube.gpu_health import run_gate
+
+    window = dataclasses.replace(config, cuda_smoke=False, graphics_smoke=False, timeout_s=timeout_s)
+    found = run_gate(lambda t: KubeClient.from_kubeconfig(kubeconfig, timeout_s=t), window)
+    return {
+        "passed": found.passed,
+        "reason": found.reason,
+        "stabilization_s": config.stabilization_s,
+        "stable_after_s": found.stable_after_s,
+        "snapshots": found.snapshots,
+        "errors": found.last_errors,
+    }
 
 
 def _entry(target: Target, context: str, status: str, **fields: Any) -> StackResult:
@@ -236,7 +322,7 @@ def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> 
     settings = health_gate_config(target.cluster)
     if target.cluster.mig is None or settings is None or not settings.get("mig_resources"):
         return _entry(target, context, "failed", error="not a MIG cluster (its spec enables no mig)")
-    found = _registered_kubeconfig(target, context)
+    found = _registered_kubeconfig(fleet, target, context)
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found

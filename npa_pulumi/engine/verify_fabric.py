@@ -43,7 +43,7 @@ def _verify_fabric_one(fleet: FleetContext, target: Target, options: VerifyOptio
             health=not_applicable(config),
             error=f"the fabric check does not apply: {config.not_applicable}",
         )
-    found = _registered_kubeconfig(target, context, validation="fabric")
+    found = _registered_kubeconfig(fleet, target, context, validation="fabric")
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found

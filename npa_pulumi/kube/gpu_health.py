@@ -297,6 +297,67 @@ def _daemonset_errors(client: KubeClient, name: str, pin: str, nodes: int) -> li
     return errors
 
 
+REVISION_LABEL = "controller-revision-hash"
+
+
+def _current_revisions(client: KubeClient, namespace: str) -> dict[str, tuple[str, str]]:
+    """DaemonSet uid -> (its name, the hash of its newest template), from its ControllerRevisions."""
+    daemonsets = {
+        d["metadata"]["uid"]: d["metadata"]["name"]
+        for d in client.list(f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
+    }
+    newest: dict[str, tuple[int, str]] = {}
+    for revision in client.list(f"/apis/apps/v1/namespaces/{namespace}/controllerrevisions"):
+        meta = revision["metadata"]
+        owner = next(
+            (o["uid"] for o in meta.get("ownerReferences") or [] if o.get("uid") in daemonsets), None
+        )
+        digest = (meta.get("labels") or {}).get(REVISION_LABEL, "")
+        number = int(revision.get("revision") or 0)
+        if owner is not None and digest and number >= newest.get(owner, (-1, ""))[0]:
+            newest[owner] = (number, digest)
+    return {uid: (daemonsets[uid], digest) for uid, (_n, digest) in newest.items()}
+
+
+def stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON]) -> list[str]:
+    """Driver pods running an older template than their DaemonSet's newest: an `OnDelete` update strategy
+    leaves them in place until someone deletes them, so a changed driver never reaches those nodes."""
+    current = _current_revisions(client, namespace)
+    errors = []
+    for pod in pods:
+        meta = pod["metadata"]
+        owner = next((o["uid"] for o in meta.get("ownerReferences") or [] if o.get("uid") in current), None)
+        have = (meta.get("labels") or {}).get(REVISION_LABEL, "")
+        if owner is None or not have or meta.get("deletionTimestamp"):
+            continue
+        daemonset, want = current[owner]
+        if have != want:
+            errors.append(
+                f"driver pod {namespace}/{meta['name']} runs an older template ({have}) than its DaemonSet "
+                f"{daemonset} ({want}): an OnDelete update leaves it until the pod is deleted"
+            )
+    return errors
+
+
+def _driver_selector_errors(client: KubeClient, namespace: str, config: GateConfig) -> list[str]:
+    """Every driver DaemonSet selects exactly the GPU pool's nodes: no fewer (a node without a driver),
+    no more (a selector that reaches other nodes)."""
+    if config.expected_gpu_nodes <= 0:
+        return []
+    errors = []
+    for daemonset in client.list(f"/apis/apps/v1/namespaces/{namespace}/daemonsets"):
+        name = daemonset["metadata"]["name"]
+        if "driver" not in name:
+            continue
+        desired = int((daemonset.get("status") or {}).get("desiredNumberScheduled") or 0)
+        if desired != config.expected_gpu_nodes:
+            errors.append(
+                f"DaemonSet {namespace}/{name} selects {desired} node(s), the GPU pool has "
+                f"{config.expected_gpu_nodes}: its node selector does not match the pool's nodes"
+            )
+    return errors
+
+
 def _driver_errors(client: KubeClient, config: GateConfig) -> list[str]:
     namespace = DRIVER_NAMESPACES.get(config.driver_mode)
     if namespace is None:
@@ -304,7 +365,7 @@ def _driver_errors(client: KubeClient, config: GateConfig) -> list[str]:
     pods = client.list(f"/api/v1/namespaces/{namespace}/pods")
     if not pods:
         return [f"driver components ({namespace}): no pods found"]
-    errors = []
+    errors = stale_driver_pods(client, namespace, pods) + _driver_selector_errors(client, namespace, config)
     for pod in pods:
         name, status = pod["metadata"]["name"], pod.get("status") or {}
         if pod["metadata"].get("deletionTimestamp"):

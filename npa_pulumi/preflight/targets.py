@@ -2,19 +2,20 @@
 
 * a named project that a single listing of the tenant already finds is not new (no VPC topology demand);
 * a bucket that already exists and matches is not new;
-* a cluster whose stack is deployed with the same inputs and whose live cluster and node groups are all
-  running with the requested counts adds no demand (`unchanged` is decided by the caller, which knows the
-  stacks; see `npa_pulumi.engine.preflight_gate`).
+* a cluster whose stack is deployed with the same inputs (the caller, which knows the stacks, passes its
+  claimed project and cluster: `npa_pulumi.engine.preflight_gate`) adds no demand only when the live
+  inventory proves it exactly (`live_proof.py`); otherwise it is charged in full, and a note says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.plan.naming import derived_bucket_name
 from npa_pulumi.preflight.demand import BucketDemandInput, ClusterDemandInput, ProjectDemandInput
+from npa_pulumi.preflight.live_proof import ClaimedCluster, live_proof_problems
 from npa_pulumi.preflight.report import PreflightReport
 from npa_pulumi.preflight.runner import evaluate_preflight, run_preflight
 
@@ -68,12 +69,12 @@ def build_inputs(
     cloud: CloudPort,
     tenant_id: str,
     targets: Sequence[Target],
-    unchanged_stacks: Iterable[str] = (),
+    claimed: Mapping[str, ClaimedCluster] | None = None,
     bucket_names: dict[str, str] | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[list[ClusterDemandInput], list[ProjectDemandInput], list[BucketDemandInput]]:
-    unchanged = set(unchanged_stacks)
     mk8s = [t for t in targets if t.backend == "mk8s"]
-    clusters = [cluster_demand(t, t.cluster_stack in unchanged) for t in mk8s]
+    clusters = [cluster_demand(t, _proven(cloud, tenant_id, t, claimed or {}, notes)) for t in mk8s]
     existing = _existing_project_ids(cloud, tenant_id, mk8s)
     projects: list[ProjectDemandInput] = []
     buckets: list[BucketDemandInput] = []
@@ -114,16 +115,41 @@ def build_inputs(
     return clusters, projects, buckets
 
 
+def _proven(
+    cloud: CloudPort,
+    tenant_id: str,
+    target: Target,
+    claimed: Mapping[str, ClaimedCluster],
+    notes: list[str] | None,
+) -> bool:
+    """Whether the target's claimed deployment is proven live (zero new demand); notes say either way."""
+    claim = claimed.get(target.cluster_stack)
+    if claim is None:
+        return False
+    problems = live_proof_problems(cloud, tenant_id, target, claim)
+    where = f"{target.project_key}/{target.cluster_name}"
+    if notes is not None:
+        if problems:
+            notes.append(f"{where}: deployed, but charged in full: {'; '.join(problems[:5])}")
+        else:
+            notes.append(f"{where}: deployed as requested (live proof): no new demand")
+    return not problems
+
+
 def preflight_targets(
     cloud: CloudPort,
     tenant_id: str,
     targets: Sequence[Target],
-    unchanged_stacks: Iterable[str] = (),
+    claimed: Mapping[str, ClaimedCluster] | None = None,
     bucket_names: dict[str, str] | None = None,
 ) -> PreflightReport:
+    """The report for `targets`; `claimed`: the deployed cluster stacks of the current plan, by stack."""
+    notes: list[str] = []
     try:
-        clusters, projects, buckets = build_inputs(cloud, tenant_id, targets, unchanged_stacks, bucket_names)
+        clusters, projects, buckets = build_inputs(cloud, tenant_id, targets, claimed, bucket_names, notes)
     except CloudError as err:
         # Unreadable inventory fails closed: nothing is assumed to exist, and nothing is deployed.
         return evaluate_preflight(tenant_id, [], [], None, None, errors=[f"cannot read the inventory: {err}"])
-    return run_preflight(cloud, tenant_id, clusters=clusters, projects=projects, buckets=buckets)
+    report = run_preflight(cloud, tenant_id, clusters=clusters, projects=projects, buckets=buckets)
+    report.notes.extend(notes)
+    return report

@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 from pydantic import SecretStr
 
 from npa_pulumi.cloud.port import (
+    BUCKET_OBJECT_ROLE,
     DEFAULT_OPERATION_TIMEOUT_S,
     AccessKey,
     AccessKeySecret,
     Bucket,
+    BucketGrant,
     CapacityBlockGroup,
     CloudPort,
     CloudRecord,
@@ -252,6 +254,19 @@ class LocalCloud:
 
     def delete_access_key(self, access_key_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
         self.simulator.delete_access_key(access_key_id, timeout_s=timeout_s)
+
+    def grant_bucket_access(
+        self,
+        project_id: str,
+        bucket_id: str,
+        service_account_id: str,
+        group_name: str,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+    ) -> BucketGrant:
+        record = self.simulator.grant_bucket_access(
+            project_id, bucket_id, service_account_id, group_name, BUCKET_OBJECT_ROLE
+        )
+        return _as(BucketGrant, record)
 
     # Managed Kubernetes and what hangs off it
     def get_cluster(self, cluster_id: str) -> Cluster:

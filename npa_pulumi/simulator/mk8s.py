@@ -353,6 +353,51 @@ class Mk8sMixin(AdminMixin):
             )
             return self._fetch(ctx, "node_group", node_group_id)
 
+    def edit_node_group_template(
+        self,
+        node_group_id: str,
+        preset: str | None = None,
+        preemptible: bool | None = None,
+        reservation_policy: str | None = None,
+        reservation_ids: list[str] | None = None,
+        disk_size_gib: int | None = None,
+    ) -> dict[str, Any]:
+        """Change a node group's template in place, as the console or the mk8s API can behind a fleet's
+        back (a preset, preemptibility, the reservation binding or the boot disk): nothing in the fleet's
+        stacks records it, so only a live inventory shows it. Instances are charged again as on a resize."""
+        params: dict[str, Any] = {"node_group_id": node_group_id}
+        changes: dict[str, Any] = {}
+        if preset is not None:
+            changes["preset"] = preset
+        if preemptible is not None:
+            changes["preemptible"] = bool(preemptible)
+        if reservation_policy is not None:
+            changes["reservation_policy"] = reservation_policy.strip().upper()
+        if reservation_ids is not None:
+            changes["reservation_ids"] = [str(r) for r in reservation_ids]
+        if disk_size_gib is not None:
+            if not _is_count(disk_size_gib) or disk_size_gib <= 0:
+                raise InvalidArgument("disk_size_gib must be a positive integer")
+            changes["disk_size_gib"] = disk_size_gib
+        with self._op("edit_node_group_template", {**params, **changes}, write=True) as ctx:
+            if changes.get("reservation_policy", "") not in ("", "AUTO", "FORBID", "STRICT"):
+                raise InvalidArgument("reservation_policy must be one of AUTO, FORBID, STRICT (or empty)")
+            row = self._row(ctx, "node_group", node_group_id)
+            data = {**records.data_of(row), **changes}
+            acct.release(ctx.conn, node_group_id)
+            ctx.conn.execute(
+                "UPDATE resources SET ready_at = ?, data = ? WHERE id = ?",
+                (records.WAITING_FOR_QUOTA, json.dumps(data), node_group_id),
+            )
+            scheduling.try_start(
+                ctx.conn,
+                self._row(ctx, "node_group", node_group_id),
+                ctx.tenant_id,
+                ctx.now,
+                ctx.provisioning_seconds,
+            )
+            return self._fetch(ctx, "node_group", node_group_id)
+
     def delete_node_group(self, node_group_id: str, timeout_s: float | None = None) -> None:
         params = {"node_group_id": node_group_id}
         with self._op("delete_node_group", params, write=True, timeout_s=timeout_s) as ctx:

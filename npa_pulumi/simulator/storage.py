@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import os
 import re
 import secrets
@@ -22,6 +23,9 @@ from npa_pulumi.cloud.errors import AlreadyExists, FailedPrecondition, InvalidAr
 from npa_pulumi.simulator import accounting as acct
 from npa_pulumi.simulator import records
 from npa_pulumi.simulator.base import SimulatorBase, clean_labels
+
+# Roles that let a key write, read and delete a bucket's objects, as on Nebius (port.BUCKET_OBJECT_ROLE).
+BUCKET_ROLES = frozenset({"storage.object-editor", "storage.editor", "editor", "admin"})
 
 STORAGE_CLASSES = ("standard", "enhanced_throughput", "intelligent")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -199,6 +203,13 @@ class StorageMixin(SimulatorBase):
                 raise PermissionDenied(
                     f"SignatureDoesNotMatch: wrong secret for access key {aws_access_key_id}"
                 )
+            account = self._row(ctx, "service_account", key_row["parent_id"])
+            grants = records.data_of(account).get("bucket_grants") or []
+            if not any(g.get("bucket_id") == bucket_id and g.get("role") in BUCKET_ROLES for g in grants):
+                raise PermissionDenied(
+                    f"AccessDenied: service account {account['id']} holds no access permit on bucket "
+                    f"{bucket['name']} (grant_bucket_access)"
+                )
             object_key, body = f".npa-probe/{secrets.token_hex(8)}", secrets.token_bytes(32)
             where = (bucket_id, object_key)
             ctx.conn.execute("INSERT INTO objects (bucket_id, key, body) VALUES (?, ?, ?)", (*where, body))
@@ -210,6 +221,46 @@ class StorageMixin(SimulatorBase):
                     f"the probe object in bucket {bucket['name']} did not read back intact"
                 )
             ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ? AND key = ?", where)
+
+    def grant_bucket_access(
+        self, project_id: str, bucket_id: str, service_account_id: str, group_name: str, role: str
+    ) -> dict[str, Any]:
+        """As Nebius grants it: a group in the project with the account as member, and the group's access
+        permit with `role` on the bucket; recorded on the account (ids derived from what they join)."""
+        params = {
+            "project_id": project_id,
+            "bucket_id": bucket_id,
+            "service_account_id": service_account_id,
+            "group_name": group_name,
+            "role": role,
+        }
+        with self._op("grant_bucket_access", params, write=True) as ctx:
+            bucket = self._row(ctx, "bucket", bucket_id)
+            account = self._row(ctx, "service_account", service_account_id)
+            if bucket["project_id"] != project_id or account["project_id"] != project_id:
+                raise InvalidArgument(f"bucket and service account must both be in project {project_id}")
+
+            def rid(kind: str, *parts: str) -> str:
+                return f"{kind}-e00{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:16]}"
+
+            group_id = rid("group", project_id, group_name)
+            grant = {
+                "group_name": group_name,
+                "group_id": group_id,
+                "membership_id": rid("groupmembership", group_id, service_account_id),
+                "permit_id": rid("accesspermit", group_id, bucket_id, role),
+                "bucket_id": bucket_id,
+                "role": role,
+            }
+            data = records.data_of(account)
+            grants = list(data.get("bucket_grants") or [])
+            created = grant not in grants
+            if created:
+                data["bucket_grants"] = [*grants, grant]
+                ctx.conn.execute(
+                    "UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), service_account_id)
+                )
+            return {**grant, "service_account_id": service_account_id, "created": created}
 
     # ------------------------------------------------------------------ service accounts and access keys
 

@@ -61,3 +61,40 @@ def write_spec(path: Path, text: str) -> Path:
 
 def by_stack(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["stack"]: s for s in document["stacks"]}
+
+
+def private_evidence(evidence_dir: Path) -> dict[str, dict[str, Any]]:
+    """The verifiers' evidence files in `evidence_dir`, by file name."""
+    return {path.name: json.loads(path.read_text()) for path in sorted(evidence_dir.glob("*.json"))}
+
+
+def _identifying(document: Any, found: set[str], key: str = "") -> None:
+    """What in a verifier's evidence names this cluster's machines and objects: node names (the keys of its
+    per-node tables), pod and node fields, the cluster's id, the run id, probe output and error text."""
+    if isinstance(document, dict):
+        for name, value in document.items():
+            if name in ("nodes", "workers", "hardware") and isinstance(value, dict):
+                found.update(value)
+            _identifying(value, found, name)
+    elif isinstance(document, list):
+        for value in document:
+            if key in ("nodes", "failures", "errors", "gpu_workloads", "repaired_stale_taint_on", "repaired"):
+                found.add(str(value))
+            _identifying(value, found, key)
+    elif isinstance(document, str) and key in ("pod", "node", "run_id", "output_tail", "error", "cluster_id"):
+        found.add(document)
+
+
+def assert_publishable(result: CliResult, evidence_dir: Path) -> None:
+    """Nothing of what the verifier's evidence files hold appears in its stdout or stderr."""
+    files = private_evidence(evidence_dir)
+    assert files, f"no evidence written to {evidence_dir}"
+    secrets: set[str] = set()
+    for document in files.values():
+        _identifying(document, secrets)
+    secrets = {s for s in secrets if len(s) >= 6}
+    assert secrets, files
+    published = result.stdout + result.stderr
+    leaked = sorted(s for s in secrets if s in published)
+    assert not leaked, f"published output holds private evidence: {leaked[:5]}"
+    assert str(evidence_dir) not in published

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import by_stack, inventory, npa, write_spec
+from fleet_helpers import assert_publishable, by_stack, inventory, npa, private_evidence, write_spec
 
 from npa_pulumi.runtime.toolchain import find_pulumi
 from npa_pulumi.simulator.kube import binaries
@@ -219,13 +219,56 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert _kubectl(str(merged), "get", "nodes", "--context", cpu["kube_context"])["items"]
 
     # ---- verify-graphics: CUDA and GLX/EGL/Vulkan on the RTX worker; a CPU cluster is refused
-    graphics = npa("verify-graphics", "--spec", str(tmp_path / "fleet.yaml"), "--output", "json")
+    evidence_dir = tmp_path / "evidence"
+    private = ["--evidence-dir", str(evidence_dir)]
+    graphics = npa("verify-graphics", "--spec", str(tmp_path / "fleet.yaml"), *private, "--output", "json")
     assert graphics.code == 1  # the CPU-only cluster is not an RTX rendering cluster
+    assert_publishable(graphics, evidence_dir)
     verdicts = {c["cluster_name"]: c for c in graphics.json()["clusters"]}
     assert verdicts["render"]["status"] == "ready", verdicts["render"]
-    [worker] = verdicts["render"]["health"]["workers"].values()
+    assert [n["passed"] for n in verdicts["render"]["health"]["nodes"]] == [True]
+    [receipt] = private_evidence(evidence_dir).values()
+    [worker] = receipt["evidence"]["workers"].values()
     assert worker["cuda"]["passed"] and worker["graphics"]["passed"] and worker["graphics"]["cleaned_up"]
     assert (verdicts["cpu"]["status"], verdicts["cpu"]["error"]) == ("failed", "not an RTX rendering cluster")
+
+    # ---- an OnDelete driver update leaves the driver pod on the old template: verify-graphics does not
+    # stabilize and fails closed (the stale pod is named in the evidence only); deleting it heals it
+    only_render = ["--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "render", "--output", "json"]
+    driver = ["-n", "gpu-operator", "daemonset", "nvidia-driver-daemonset"]
+    on_delete = '{"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}}}'
+    _kubectl(render["kubeconfig"], "patch", *driver, "--type", "merge", "-p", on_delete)
+    changed = '{"spec": {"template": {"metadata": {"annotations": {"npa.test/driver-change": "1"}}}}}'
+    _kubectl(render["kubeconfig"], "patch", *driver, "--type", "merge", "-p", changed)
+    deadline = time.monotonic() + 30
+    while (
+        len(_kubectl(render["kubeconfig"], "get", "controllerrevisions", "-n", "gpu-operator")["items"]) < 2
+    ):
+        assert time.monotonic() < deadline, "the DaemonSet controller never recorded the new template"
+        time.sleep(0.5)
+    stale = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
+    assert stale.code == 1, stale.stdout[-3000:]
+    assert_publishable(stale, evidence_dir)
+    [verdict] = stale.json()["clusters"]
+    assert verdict["health"]["failure_categories"].get("stale-driver-pod"), verdict
+    [receipt] = private_evidence(evidence_dir).values()
+    old_pods = [
+        p["metadata"]["name"]
+        for p in _kubectl(render["kubeconfig"], "get", "pods", "-n", "gpu-operator")["items"]
+        if p["metadata"]["name"].startswith("nvidia-driver-daemonset")
+    ]
+    assert old_pods and all(
+        any(p in e for e in receipt["evidence"]["stabilization"]["errors"]) for p in old_pods
+    )
+    kubectl = str(binaries.find("kubectl"))
+    for pod in old_pods:
+        subprocess.run(
+            [kubectl, "--kubeconfig", render["kubeconfig"], "delete", "pod", "-n", "gpu-operator", pod],
+            check=True,
+            capture_output=True,
+        )
+    healed = npa("verify-graphics", *only_render, *private)
+    assert healed.code == 0, healed.stdout[-3000:]
 
     # ---- a broken RTX worker (its workloads fail): verify-graphics fails closed on it, no probe pod left
     rtx_name = next(n for n, v in render["health"]["nodes"].items() if v.get("gpu"))
@@ -236,13 +279,16 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
         assert time.monotonic() < deadline, "the pod-failure fault never reached the cluster's API"
         time.sleep(0.5)
     time.sleep(1.0)  # kwok picks the changed Stage up from its watch
-    only_render = ["--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "render", "--output", "json"]
-    broken = npa("verify-graphics", *only_render)
+    broken = npa("verify-graphics", *only_render, *private)
     npa(*fault, "--kind", "pod-failure", "--clear", check=True)
     assert broken.code == 1, broken.stdout[-3000:]
+    assert_publishable(broken, evidence_dir)
     [verdict] = broken.json()["clusters"]
-    assert verdict["status"] == "not-ready" and rtx_name in verdict["error"], verdict
-    [worker] = verdict["health"]["workers"].values()
+    assert verdict["status"] == "not-ready" and "1 of 1 node(s) failed" in verdict["error"], verdict
+    assert verdict["health"]["failure_categories"]["cuda"] == 1
+    [receipt] = private_evidence(evidence_dir).values()
+    assert rtx_name in receipt["error"]
+    [worker] = receipt["evidence"]["workers"].values()
     assert not worker["cuda"]["passed"] and worker["cuda"]["cleaned_up"] and worker["graphics"]["cleaned_up"]
     probes = _kubectl(
         render["kubeconfig"], "get", "pods", "-A", "-l", "app.kubernetes.io/managed-by=npa-gpu-health"

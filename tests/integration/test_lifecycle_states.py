@@ -7,6 +7,7 @@ machine with the same backend and passphrase sees it, until a destroy succeeds."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import CLI, REPO, by_stack, npa, write_spec
+from fleet_helpers import CLI, REPO, assert_publishable, by_stack, npa, private_evidence, write_spec
 from s3_support import S3Server
 
 from npa_pulumi.simulator.kube import binaries, shapes
@@ -76,27 +77,48 @@ def test_states_during_up_storage_and_an_incomplete_destroy(kube_api: Path, tmp_
     done = _status(spec)
     assert (done["status"], done["validation"]) == ("deployed", "gpu-health")
 
-    # ---- the shared filesystem: healthy, then broken on one worker (fails closed), no probe left either way
-    storage = npa("verify-storage", "--spec", spec, "--timeout-minutes", "2", "--output", "json")
+    # ---- the shared filesystem: healthy, then broken on one worker (fails closed), no probe left either way;
+    # what the CLI prints is publishable: the exact per-node evidence is only in the evidence dir
+    evidence_dir = tmp_path / "evidence"
+    verify = ["verify-storage", "--spec", spec, "--timeout-minutes", "2", "--evidence-dir", str(evidence_dir)]
+    storage = npa(*verify, "--output", "json")
     assert storage.code == 0, storage.stdout[-3000:] + storage.stderr[-2000:]
+    assert_publishable(storage, evidence_dir)
     [entry] = storage.json()["clusters"]
     assert (entry["status"], entry["validation"]) == ("ready", "storage")
-    nodes = entry["health"]["nodes"]
+    published = entry["health"]
+    assert (published["nodes_checked"], published["nodes_failed"], published["passed"]) == (2, 0, True)
+    assert published["requested_gibibytes"] == 64 and published["capacity_gib_ok"] == 2
+    assert entry["cluster_id"] is None and published["cluster_id_sha256"]
+    [receipt] = private_evidence(evidence_dir).values()
+    [receipt_file] = evidence_dir.glob("*-verify-storage.json")
+    assert published["evidence_sha256"] == hashlib.sha256(receipt_file.read_bytes()).hexdigest()
+    nodes = receipt["evidence"]["nodes"]
     assert len(nodes) == 2 and all(
         v["host_mount"] and v["shared_read"] and v["capacity"] for v in nodes.values()
     )
-    assert entry["health"]["requested_gibibytes"] == 64 and all(
+    assert receipt["evidence"]["requested_gibibytes"] == 64 and all(
         v["capacity_gib"] == 64 for v in nodes.values()
     )
     bad = sorted(nodes)[0]
-    fault = ["local-cloud", "fault", "node", "--cluster", entry["cluster_id"], "--node", bad]
+    fault = ["local-cloud", "fault", "node", "--cluster", receipt["cluster_id"], "--node", bad]
     npa(*fault, "--kind", "storage-unavailable", check=True)
-    broken = npa("verify-storage", "--spec", spec, "--timeout-minutes", "2", "--output", "json")
+    broken = npa(*verify, "--output", "json")
+    broken_text = npa(*verify)
     npa(*fault, "--kind", "storage-unavailable", "--clear", check=True)
-    assert broken.code == 1
+    assert broken.code == 1 and broken_text.code == 1
+    assert_publishable(broken, evidence_dir)
+    assert_publishable(broken_text, evidence_dir)
     [entry] = broken.json()["clusters"]
-    assert entry["status"] == "not-ready" and bad in entry["error"]
-    assert not entry["health"]["nodes"][bad]["host_mount"] and entry["health"]["cleanup"]["all_removed"]
+    assert entry["status"] == "not-ready" and "1 of 2 node(s) failed" in entry["error"], entry["error"]
+    assert entry["health"]["failure_categories"]["host_mount"] == 1
+    assert [n["failed"] for n in entry["health"]["nodes"] if not n["passed"]] == [["host_mount"]]
+    [receipt] = private_evidence(evidence_dir).values()
+    assert bad in receipt["error"]
+    assert (
+        not receipt["evidence"]["nodes"][bad]["host_mount"] and receipt["evidence"]["cleanup"]["all_removed"]
+    )
+    assert entry["health"]["cleanup"]["all_removed"]
     kubeconfig = done["kubeconfig"] if done.get("kubeconfig") else _kubeconfig(spec, tmp_path)
     label = "npa.nebius.com/storage-verification"
     assert _kubectl(kubeconfig, "get", "pods,pvc", "-A", "-l", label)["items"] == []
@@ -221,21 +243,31 @@ def test_mig_and_cpu_only_clusters_pass_their_validating_states_on_an_s3_backend
         h["errors"] == [] and len(h["mig_uuids"]) == 3 for h in hardware.values()
     )
 
-    # ---- verify-mig reads nvidia-smi too; a GPU whose MIG mode was reset fails closed on its node only
+    # ---- verify-mig reads nvidia-smi too; a GPU whose MIG mode was reset fails closed on its node only;
+    # its output names no node: those are only in the evidence dir
+    evidence_dir = tmp_path / "mig-evidence"
     verify = ["verify-mig", "--spec", spec, *common, "--only-clusters", "mig", "--output", "json"]
+    verify += ["--evidence-dir", str(evidence_dir)]
     ready = npa(*verify)
     assert ready.code == 0, ready.stdout[-3000:] + ready.stderr[-2000:]
+    assert_publishable(ready, evidence_dir)
     [entry] = ready.json()["clusters"]
-    assert sorted(entry["health"]["hardware"]) == sorted(hardware)
+    assert entry["health"]["nodes_checked"] == 2 and entry["health"]["passed"]
+    [receipt] = private_evidence(evidence_dir).values()
+    assert sorted(receipt["evidence"]["hardware"]) == sorted(hardware)
     bad = sorted(hardware)[0]
     fault = ["local-cloud", "fault", "node", "--cluster", shown[MIG]["cluster_id"], "--node", bad]
     npa(*fault, "--kind", "mig-disabled", check=True)
     broken = npa(*verify)
     npa(*fault, "--kind", "mig-disabled", "--clear", check=True)
     assert broken.code == 1, broken.stdout[-3000:]
+    assert_publishable(broken, evidence_dir)
     [entry] = broken.json()["clusters"]
-    assert entry["status"] == "not-ready" and "MIG mode Disabled/Enabled" in entry["error"], entry["error"]
-    assert all(bad in e for e in entry["health"]["errors"]), entry["health"]["errors"]
+    assert entry["status"] == "not-ready" and "mig-mode" in entry["error"], entry["error"]
+    assert [n["failed"] for n in entry["health"]["nodes"] if not n["passed"]] == [["mig-mode"]]
+    [receipt] = private_evidence(evidence_dir).values()
+    assert "MIG mode Disabled/Enabled" in receipt["error"], receipt["error"]
+    assert all(bad in e for e in receipt["evidence"]["errors"]), receipt["evidence"]["errors"]
     label = "npa.nebius.com/smoke=mig-hardware"
     kubeconfig = tmp_path / "kubeconfig"
     npa(

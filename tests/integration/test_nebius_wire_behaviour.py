@@ -345,6 +345,7 @@ def _bucket_and_key(world: WireWorld) -> tuple[Bucket, AccessKeySecret]:
     cloud = world.cloud()
     bucket = cloud.create_bucket(PROJECT, "probe-me", "standard", GIB)
     account = cloud.create_service_account(PROJECT, "npa-fleet-storage")
+    cloud.grant_bucket_access(PROJECT, bucket.id, account.id, "npa-fleet-storage-access")
     return bucket, cloud.create_access_key(PROJECT, account.id)
 
 
@@ -355,6 +356,38 @@ def test_probe_writes_reads_and_deletes(world: WireWorld) -> None:
     assert methods == [("PUT", 200), ("GET", 200), ("DELETE", 204), ("GET", 404)]
     assert all(path.startswith("/probe-me/.npa-probe/") for _, path, _ in world.s3_log.requests)
     assert world.fake.objects["probe-me"] == {}
+
+
+def test_the_grant_is_a_bucket_scoped_permit_of_a_project_group(world: WireWorld) -> None:
+    # docs.nebius.com/iam/authorization/groups: a custom group in the project, the service account its
+    # member, one access permit of that group on exactly the bucket; never the tenant's editors group.
+    bucket, key = _bucket_and_key(world)
+    [group] = world.fake.groups.values()
+    assert (group.metadata.parent_id, group.metadata.name) == (PROJECT, "npa-fleet-storage-access")
+    [member] = world.fake.memberships.values()
+    assert (member.metadata.parent_id, member.spec.member_id) == (
+        group.metadata.id,
+        key.key.service_account_id,
+    )
+    [permit] = world.fake.permits.values()
+    assert permit.metadata.parent_id == group.metadata.id
+    assert (permit.spec.resource_id, permit.spec.role) == (bucket.id, "storage.object-editor")
+    calls = [
+        c.method.rsplit("/", 2)[-2:] for c in world.fake.calls if "Group" in c.method or "Permit" in c.method
+    ]
+    assert [tuple(c) for c in calls] == [
+        ("nebius.iam.v1.GroupService", "GetByName"),
+        ("nebius.iam.v1.GroupService", "Create"),
+        ("nebius.iam.v1.GroupMembershipService", "ListMembers"),
+        ("nebius.iam.v1.GroupMembershipService", "Create"),
+        ("nebius.iam.v1.AccessPermitService", "List"),
+        ("nebius.iam.v1.AccessPermitService", "Create"),
+    ]
+    world.cloud().probe_bucket(bucket, key)  # the key can use its bucket now
+    # Another bucket of the project: the grant does not reach it.
+    other = world.cloud().create_bucket(PROJECT, "not-granted", "standard", GIB)
+    with pytest.raises(PermissionDenied, match="AccessDenied"):
+        world.cloud().probe_bucket(other, key)
 
 
 def test_probe_refuses_a_wrong_secret(world: WireWorld) -> None:

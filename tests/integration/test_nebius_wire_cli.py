@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
+from nebius.api.nebius.mk8s import v1 as mk8s
 from wire.fake import FakeNebius
 from wire.world import OTHER_TENANT, TENANT, TOKEN, WireWorld, wire_world
 
@@ -320,6 +321,24 @@ def test_a_deployed_running_cluster_adds_no_preflight_demand(world: CliWorld) ->
     again = world.npa("preflight", spec)
     assert again.code == 1, again.explain()
 
+    # The API's preemption marker on the reserved group (`preemptible: {}`), decoded at the adapter: the
+    # live group no longer matches the spec, so it is charged in full again, and the note says why.
+    reserved = [
+        g for g in world.fake.node_groups.values() if g.spec.template.resources.platform.startswith("gpu-")
+    ]
+    for group in world.fake.node_groups.values():
+        group.status.ready_node_count = group.status.target_node_count
+    assert world.npa("preflight", spec).code == 0
+    for group in reserved:
+        group.spec.template.preemptible = mk8s.PreemptibleSpec()
+    marked = world.npa("preflight", spec)
+    assert marked.code == 1, marked.explain()
+    notes = marked.json()["notes"]
+    assert any("charged in full" in n and "a reserved pool must not be preemptible" in n for n in notes), (
+        notes
+    )
+    assert BLOCK not in marked.stdout
+
 
 # ------------------------------------------------------------------------------------------ status
 
@@ -463,6 +482,7 @@ def seed_running_cluster(world: CliWorld, project_id: str, name: str, gpu_nodes:
                 ready=gpu_nodes,
                 platform="gpu-h100-sxm",
                 preset="8gpu-128vcpu-1600gb",
+                disk_gib=1023,  # what the spec's GPU pool resolves to (gpu_disk_size_gib's default)
                 reservation=("STRICT", [BLOCK]),
             )
     return cluster_id
@@ -561,3 +581,19 @@ def test_destroy_needs_no_ssh_key(world: CliWorld) -> None:
     phases = {(p["phase"], p["stack"]): p for p in dry.json()["phases"]}
     assert phases[("cluster", f"{FLEET}.a.train")]["status"] == "planned"
     assert "SSH" not in dry.stderr
+
+
+def test_an_empty_region_comes_from_npa_config_after_the_profile(world: CliWorld) -> None:
+    # A profile with no parent-id project names no region: the original tool's ~/.npa/config.yaml is read
+    # next (docs/spec.md), and without it the run asks for `region`.
+    wire = world.wire
+    wire.write_config({"wire": wire.profile(TOKEN, wire.tenant_id, "wire")}, default="wire")
+    spec = world.spec(spec_text([cpu_cluster("train")]).replace(f"region: {REGION}\n", ""))
+    asked = world.npa("preflight", spec)
+    assert asked.code == 2 and "set `region`" in asked.stdout + asked.stderr, asked.explain()
+    config = wire.home / ".npa" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"region: {REGION}\n")
+    result = world.npa("preflight", spec)
+    assert result.code == 0, result.explain()
+    assert {r["region"] for r in result.json()["requirements"]} == {REGION}

@@ -16,7 +16,8 @@ from pydantic import SecretStr
 from wire.backends import REGION, Backend, backend_kinds, open_backend
 from wire.coverage import covers, declared
 
-from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.cloud.errors import CloudError, NotFound, PermissionDenied
+from npa_pulumi.cloud.port import BUCKET_OBJECT_ROLE
 
 pytestmark = pytest.mark.integration
 
@@ -164,6 +165,7 @@ def test_capacity_block_reads(backend: Backend) -> None:
     "delete_bucket",
     "create_service_account",
     "create_access_key",
+    "grant_bucket_access",
 )
 def test_bucket_create_read_back_probe_delete(backend: Backend) -> None:
     cloud = backend.cloud
@@ -183,6 +185,18 @@ def test_bucket_create_read_back_probe_delete(backend: Backend) -> None:
 
     account = cloud.create_service_account(project, "npa-fleet-storage")
     key = cloud.create_access_key(project, account.id)
+    # A key whose account holds no grant on the bucket cannot touch it: the probe proves the grant.
+    with pytest.raises(PermissionDenied, match="AccessDenied"):
+        cloud.probe_bucket(bucket, key)
+    grant = cloud.grant_bucket_access(project, bucket.id, account.id, "npa-fleet-storage-access")
+    assert (grant.bucket_id, grant.service_account_id, grant.role) == (
+        bucket.id,
+        account.id,
+        BUCKET_OBJECT_ROLE,
+    )
+    assert grant.created and grant.group_id and grant.membership_id and grant.permit_id
+    again = cloud.grant_bucket_access(project, bucket.id, account.id, "npa-fleet-storage-access")
+    assert again.model_copy(update={"created": True}) == grant and not again.created  # idempotent
     cloud.probe_bucket(bucket, key)
 
     cloud.delete_bucket(bucket.id)

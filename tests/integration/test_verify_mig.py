@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import REPO, by_stack, npa, write_spec
+from fleet_helpers import REPO, assert_publishable, by_stack, npa, private_evidence, write_spec
 
 from npa_pulumi.simulator.kube import binaries
 
@@ -79,8 +79,11 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     assert (cluster["status"], cluster["validation"]) == ("deployed", "mig")
     kubeconfig = cluster["kubeconfig"]
 
-    ready = npa("verify-mig", "--spec", spec, "--output", "json")
+    evidence_dir = tmp_path / "evidence"
+    private = ["--evidence-dir", str(evidence_dir)]
+    ready = npa("verify-mig", "--spec", spec, *private, "--output", "json")
     assert ready.code == 0, ready.stdout[-3000:]
+    assert_publishable(ready, evidence_dir)
     [entry] = ready.json()["clusters"]
     assert entry["status"] == "ready" and entry["health"]["snapshots"] >= 2
 
@@ -94,17 +97,25 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     while stale_taint not in _kubectl(kubeconfig, "get", "node", node)["spec"].get("taints", []):
         assert time.monotonic() < deadline, "the cluster's agent never carried out the taint event"
         time.sleep(0.3)
-    stale = npa("verify-mig", "--spec", spec, "--wait", "--timeout-minutes", "0.2", "--output", "json")
+    stale = npa(
+        "verify-mig", "--spec", spec, "--wait", "--timeout-minutes", "0.2", *private, "--output", "json"
+    )
     assert stale.code == 1
+    assert_publishable(stale, evidence_dir)
     [entry] = stale.json()["clusters"]
-    assert entry["status"] == "not-ready" and "mig-not-ready" in entry["error"] and node in entry["error"]
+    assert entry["status"] == "not-ready" and "stale-taint (1)" in entry["error"], entry["error"]
+    [kept] = private_evidence(evidence_dir).values()
+    assert "mig-not-ready" in kept["error"] and node in kept["error"]
 
     # ---- a GPU workload runs: the repair is refused and nothing is touched
     _kubectl(kubeconfig, "apply", "-f", "-", stdin=GPU_POD.replace("NODE", node))
-    refused = npa("verify-mig", "--spec", spec, "--reconcile", "--output", "json")
+    refused = npa("verify-mig", "--spec", spec, "--reconcile", *private, "--output", "json")
     assert refused.code == 1
+    assert_publishable(refused, evidence_dir)
     [entry] = refused.json()["clusters"]
-    assert "default/trainer" in entry["error"] and entry["health"]["repaired"] == []
+    assert "1 GPU workload(s)" in entry["error"] and entry["health"]["repaired_stale_taint"] == 0
+    [kept] = private_evidence(evidence_dir).values()
+    assert "default/trainer" in kept["error"] and kept["evidence"]["repaired"] == []
     taints = _kubectl(kubeconfig, "get", "node", node)["spec"]["taints"]
     assert stale_taint in taints
 
@@ -128,14 +139,14 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
         check=True,
         capture_output=True,
     )
-    evidence_dir = tmp_path / "evidence"
     repaired = npa(
         "verify-mig", "--spec", spec, "--wait", "--reconcile", "--timeout-minutes", "1",
         "--evidence-dir", str(evidence_dir), "--output", "json",
     )  # fmt: skip
     assert repaired.code == 0, repaired.stdout[-3000:]
     [entry] = repaired.json()["clusters"]
-    assert entry["status"] == "ready" and entry["health"]["repaired_stale_taint_on"] == [node]
+    assert entry["status"] == "ready" and entry["health"]["repaired_stale_taint"] == 1
+    assert_publishable(repaired, evidence_dir)
     taints = _kubectl(kubeconfig, "get", "node", node)["spec"]["taints"]
     assert stale_taint not in taints
     assert {"key": "team", "value": "ml", "effect": "PreferNoSchedule"} in taints
@@ -143,7 +154,8 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     assert (
         stat.S_IMODE(evidence_dir.stat().st_mode) == 0o700 and stat.S_IMODE(receipt.stat().st_mode) == 0o600
     )
-    assert json.loads(receipt.read_text())["ready"] is True
+    document = json.loads(receipt.read_text())
+    assert document["evidence"]["ready"] is True and document["evidence"]["repaired_stale_taint_on"] == [node]
 
     # ---- evidence is never written into a repository; a CPU-only selection is not a MIG cluster
     inside = npa("verify-mig", "--spec", spec, "--evidence-dir", str(Path(__file__).parent / "ev"))

@@ -282,6 +282,11 @@ def test_probe_bucket_verifies_the_access_key(cloud: LocalCloud) -> None:
     account = cloud.create_service_account("project-existing1", "writer")
     assert cloud.find_service_account("project-existing1", "writer") == account
     credentials = cloud.create_access_key("project-existing1", account.id)
+    with pytest.raises(PermissionDenied, match=r"AccessDenied: service account .* holds no access permit"):
+        cloud.probe_bucket(bucket, credentials)  # a valid key, but no grant on the bucket
+    grant = cloud.grant_bucket_access("project-existing1", bucket.id, account.id, "storage-access")
+    assert grant.created and grant.role == "storage.object-editor" and grant.bucket_id == bucket.id
+    assert not cloud.grant_bucket_access("project-existing1", bucket.id, account.id, "storage-access").created
     cloud.probe_bucket(bucket, credentials)
     wrong = AccessKeySecret(key=credentials.key, secret=SecretStr("not-the-secret"))
     with pytest.raises(PermissionDenied, match="SignatureDoesNotMatch"):

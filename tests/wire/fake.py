@@ -135,6 +135,10 @@ class OpState:
     failure: tuple[grpc.StatusCode, str, list[Any]] | None = None
 
 
+# Roles that let a key write, read and delete a bucket's objects (docs.nebius.com/iam/authorization/roles).
+BUCKET_ROLES = frozenset({"storage.object-editor", "storage.editor", "editor", "admin"})
+
+
 @dataclass
 class AccessKeyState:
     key: Any  # iam.v2.AccessKey
@@ -163,6 +167,9 @@ class FakeNebius:
     buckets: dict[str, Any] = field(default_factory=dict)
     service_accounts: dict[str, Any] = field(default_factory=dict)
     access_keys: dict[str, AccessKeyState] = field(default_factory=dict)
+    groups: dict[str, Any] = field(default_factory=dict)  # iam.v1.Group by id
+    memberships: dict[str, Any] = field(default_factory=dict)  # iam.v1.GroupMembership by id (parent: group)
+    permits: dict[str, Any] = field(default_factory=dict)  # iam.v1.AccessPermit by id (parent: group)
     clusters: dict[str, Any] = field(default_factory=dict)
     node_groups: dict[str, Any] = field(default_factory=dict)
     filesystems: dict[str, Any] = field(default_factory=dict)
@@ -173,6 +180,9 @@ class FakeNebius:
     subnet_counter: int = 0
     s3_ignore_deletes: bool = False  # answer 204 to DELETE but keep the object (a broken store)
     s3_corrupt_reads: bool = False  # answer GET with other bytes than were written
+    # As Nebius does: a key touches a bucket only when its service account is in a group that holds an
+    # access permit with a storage role on that bucket (or on its project or tenant).
+    s3_require_grants: bool = True
 
     # ------------------------------------------------------------------ seeding
 
@@ -438,6 +448,9 @@ class FakeNebius:
             self.subnets,
             self.buckets,
             self.service_accounts,
+            self.groups,
+            self.memberships,
+            self.permits,
             self.clusters,
             self.node_groups,
             self.filesystems,
@@ -540,6 +553,19 @@ class FakeNebius:
                 if state.key.status.aws_access_key_id == aws_access_key_id:
                     return state.secret
         return None
+
+    def key_may_use_bucket(self, aws_access_key_id: str, bucket: Any) -> bool:
+        """Whether the key's service account holds, through a group, a storage role on `bucket`."""
+        with self.lock:
+            accounts = {
+                s.key.spec.account.service_account.id
+                for s in self.access_keys.values()
+                if s.key.status.aws_access_key_id == aws_access_key_id
+            }
+            groups = {m.metadata.parent_id for m in self.memberships.values() if m.spec.member_id in accounts}
+            scopes = {bucket.metadata.id, bucket.metadata.parent_id, self.tenant_of(bucket.metadata.id)}
+            held = [p.spec for p in self.permits.values() if p.metadata.parent_id in groups]
+            return any(spec.resource_id in scopes and spec.role in BUCKET_ROLES for spec in held)
 
     def bucket_by_name(self, name: str) -> Any | None:
         with self.lock:

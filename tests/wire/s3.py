@@ -95,7 +95,7 @@ def make_handler(fake: FakeNebius, log: S3Log) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
             try:
-                _, region = verify_sigv4(self.command, self.path, headers, body, fake.secret_for)
+                key_id, region = verify_sigv4(self.command, self.path, headers, body, fake.secret_for)
             except ValueError as err:
                 self._reply(403, _error(str(err), "request refused"))
                 return
@@ -109,6 +109,9 @@ def make_handler(fake: FakeNebius, log: S3Log) -> type[BaseHTTPRequestHandler]:
                 self._reply(
                     400, _error("AuthorizationHeaderMalformed", f"bucket is in {bucket.status.region}")
                 )
+                return
+            if fake.s3_require_grants and not fake.key_may_use_bucket(key_id, bucket):
+                self._reply(403, _error("AccessDenied", f"no access permit on bucket {bucket_name}"))
                 return
             with fake.lock:
                 objects = fake.objects.setdefault(bucket_name, {})

@@ -90,7 +90,7 @@ class WireServicers:
         self.fake.check_access(token, resource_id)
         return table[resource_id]
 
-    def _page(self, items: list[Any], request: Any, response_class: Any) -> Any:
+    def _page(self, items: list[Any], request: Any, response_class: Any, field: str = "items") -> Any:
         size = int(request.page_size) or self.fake.max_page_size
         size = min(size, self.fake.max_page_size)
         token = request.page_token
@@ -102,7 +102,7 @@ class WireServicers:
         ordered = sorted(items, key=lambda m: m.metadata.id)
         chunk = ordered[start : start + size]
         nxt = f"page:{start + size}" if start + size < len(ordered) else ""
-        return response_class(items=[copy(m) for m in chunk], next_page_token=nxt)
+        return response_class(**{field: [copy(m) for m in chunk]}, next_page_token=nxt)
 
     def _children(self, table: dict[str, Any], parent_id: str) -> list[Any]:
         return [m for m in table.values() if m.metadata.parent_id == parent_id]
@@ -320,6 +320,58 @@ class WireServicers:
             "delete access key",
             lambda: _discard(self.fake.access_keys, request.id),
         )
+
+    # ------------------------------------------------------------------ IAM groups and access permits
+
+    def group_get_by_name(self, request: Any, token: TokenInfo) -> Any:
+        return self._by_name(self.fake.groups, request.parent_id, request.name, token, "group")
+
+    def group_create(self, request: Any, token: TokenInfo) -> Any:
+        parent = request.metadata.parent_id
+        if parent not in self.fake.projects and parent not in self.fake.tenants:
+            raise FakeError(grpc.StatusCode.NOT_FOUND, f"parent {parent} not found")
+        self._parent(parent, token)
+        self._unique_name(self.fake.groups, parent, request.metadata.name)
+        gid = new_id("group")
+        self.fake.groups[gid] = iam.Group(metadata=self._meta(request, gid), spec=iam.GroupSpec())
+        return self.fake.start_operation("GroupService/Create", gid, "create group")
+
+    def membership_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.groups)
+        members = self._children(self.fake.memberships, request.parent_id)
+        return self._page(members, request, iam.ListGroupMembershipsResponse, field="memberships")
+
+    def membership_create(self, request: Any, token: TokenInfo) -> Any:
+        group = self._parent(request.metadata.parent_id, token, self.fake.groups)
+        member = self._require(request.spec.member_id, "spec.member_id")
+        if member not in self.fake.service_accounts:
+            raise FakeError(grpc.StatusCode.NOT_FOUND, f"member {member} not found")
+        if any(m.spec.member_id == member for m in self._children(self.fake.memberships, group)):
+            raise FakeError(grpc.StatusCode.ALREADY_EXISTS, f"{member} is already a member of {group}")
+        mid = new_id("groupmembership")
+        self.fake.memberships[mid] = iam.GroupMembership(
+            metadata=self._meta(request, mid), spec=iam.GroupMembershipSpec(member_id=member)
+        )
+        return self.fake.start_operation("GroupMembershipService/Create", mid, "add group member")
+
+    def permit_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.groups)
+        permits = self._children(self.fake.permits, request.parent_id)
+        return self._page(permits, request, iam.ListAccessPermitResponse)
+
+    def permit_create(self, request: Any, token: TokenInfo) -> Any:
+        group = self._parent(request.metadata.parent_id, token, self.fake.groups)
+        resource = self._require(request.spec.resource_id, "spec.resource_id")
+        role = self._require(request.spec.role, "spec.role")
+        if self.fake.tenant_of(resource) is None:
+            raise FakeError(grpc.StatusCode.NOT_FOUND, f"resource {resource} not found")
+        if self.fake.tenant_of(resource) != self.fake.tenant_of(group):
+            raise FakeError(grpc.StatusCode.NOT_FOUND, f"{group} is not in {resource}'s hierarchy")
+        pid = new_id("accesspermit")
+        self.fake.permits[pid] = iam.AccessPermit(
+            metadata=self._meta(request, pid), spec=iam.AccessPermitSpec(resource_id=resource, role=role)
+        )
+        return self.fake.start_operation("AccessPermitService/Create", pid, "create access permit")
 
     # ------------------------------------------------------------------ VPC
 
@@ -593,6 +645,29 @@ class WireServicers:
                 True,
             ),
             h("nebius.iam.v2.AccessKeyService", "Create", iam2.CreateAccessKeyRequest, self.key_create, True),
+            h("nebius.iam.v1.GroupService", "GetByName", iam.GetGroupByNameRequest, self.group_get_by_name),
+            h("nebius.iam.v1.GroupService", "Create", iam.CreateGroupRequest, self.group_create, True),
+            h(
+                "nebius.iam.v1.GroupMembershipService",
+                "ListMembers",
+                iam.ListGroupMembershipsRequest,
+                self.membership_list,
+            ),
+            h(
+                "nebius.iam.v1.GroupMembershipService",
+                "Create",
+                iam.CreateGroupMembershipRequest,
+                self.membership_create,
+                True,
+            ),
+            h("nebius.iam.v1.AccessPermitService", "List", iam.ListAccessPermitRequest, self.permit_list),
+            h(
+                "nebius.iam.v1.AccessPermitService",
+                "Create",
+                iam.CreateAccessPermitRequest,
+                self.permit_create,
+                True,
+            ),
             h("nebius.iam.v2.AccessKeyService", "Get", iam2.GetAccessKeyRequest, self.key_get),
             h(
                 "nebius.iam.v2.AccessKeyService",

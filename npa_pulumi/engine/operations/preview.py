@@ -17,7 +17,7 @@ from npa_pulumi.engine.operations.common import (
     replacement_policy_config,
     terraform_plan,
 )
-from npa_pulumi.engine.plans import FleetPlans
+from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
 from npa_pulumi.output.results import FleetResult, StackResult
 
@@ -31,6 +31,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     stack."""
     result = context.result("preview")
     plans = context.plans()
+    require_recipe_terraform(plans)  # the recipe's Terraform version, before anything mutates
     result.warnings = list(plans.warnings)
     refuse_storage_without_mk8s(context, plans)
     if preflight is not None:

@@ -39,7 +39,20 @@ def kubeconfigs(context: FleetContext) -> list[dict[str, str]]:
         name = kube_context_name(context.spec.name, target.project_key, target.cluster_name)
         cluster_id = str((outputs.get(target.cluster_stack) or {}).get("cluster_id") or "")
         entry = {"stack": target.cluster_stack, "context": name, "cluster_id": cluster_id}
-        if cluster_id:
+        if not cluster_id:
+            found.append(entry)
+            continue
+        stale = registry.registration_problems(
+            name,
+            stack=target.cluster_stack,
+            cloud_name=context.options.cloud,
+            profile=context.profile,
+            outputs=outputs.get(target.cluster_stack),
+            cloud=context.cloud,
+        )
+        if stale:
+            entry["error"] = registry.refuse_stale(stale)
+        else:
             entry["kubeconfig"] = registry.kubeconfig_text(context.cloud, cluster_id, name)[0]
         found.append(entry)
     return found

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import teardown_cost
+from npa_pulumi.engine.plans import require_recipe_terraform
 from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.engine.teardown.receipts import fleet_receipt, new_receipt_path, resume_command, write_receipt
 from npa_pulumi.engine.teardown.resume import Receipt, carry_completed
@@ -48,6 +49,7 @@ def destroy(
     started = time.time()
     result = context.result("destroy")
     plans = context.plans()
+    require_recipe_terraform(plans)
     result.warnings = list(plans.warnings)
     result.stacks.extend(plans.unsupported)
     run = planned if planned is not None and planned.options == options else Teardown(context, options)

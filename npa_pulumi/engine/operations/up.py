@@ -29,7 +29,7 @@ from npa_pulumi.engine.operations.common import (
     replacement_policy_config,
     terraform_plan,
 )
-from npa_pulumi.engine.plans import FleetPlans
+from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.scheduler import Job
 from npa_pulumi.errors import NpaError
@@ -43,6 +43,7 @@ Preflight = Callable[[FleetPlans], dict[str, Any] | None]
 def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResult:
     result = context.result("up")
     plans = context.plans()
+    require_recipe_terraform(plans)  # the recipe's Terraform version, before anything mutates
     result.warnings = list(plans.warnings)
     refuse_storage_without_mk8s(context, plans)
     refusal = _refusal(context, plans)
