@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
+from npa_pulumi.cli.rollout_options import rollout_kw, rollout_options
 from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 
@@ -296,6 +297,7 @@ def _finish(result: Any, output: str) -> int:
 @shard_option
 @stage_option
 @break_lock_option
+@rollout_options
 def up_command(**kw: Any) -> None:
     """Deploy the fleet: project stacks first, then cluster stacks in parallel."""
 
@@ -321,6 +323,7 @@ def up_command(**kw: Any) -> None:
                 create_projects=kw["create_projects"],
                 refresh=kw["refresh"],
                 health_gate=kw["health_gate"],
+                **rollout_kw(kw),
             ),
         )
         fleet.plans()  # every offline check (recipe, tfvars) before asking

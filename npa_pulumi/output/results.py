@@ -138,6 +138,9 @@ class FleetResult(BaseModel):
     receipt_id: str | None = None  # destroy: its id, for `destroy --receipt ID`
     resumes: str | None = None  # destroy --receipt: the receipt this run continued
     resume_command: str | None = None  # a partial cleanup: the one command that continues it
+    # A staged rollout (plan/rollout.py): its waves and, for up and status, each wave's state, where it
+    # halted and why, and the command that resumes it (engine/rollout.py).
+    rollout: dict[str, Any] | None = None
 
     @property
     def partial_cleanup(self) -> bool:
@@ -234,6 +237,7 @@ class FleetResult(BaseModel):
             "error": self.error,
             "warnings": self.warnings,
             **({"shard": self.shard} if self.shard else {}),
+            **({"rollout": self.rollout} if self.rollout else {}),
         }
 
     @classmethod
@@ -252,7 +256,9 @@ class FleetResult(BaseModel):
         ]
         fields = ("command", "fleet", "cloud", "backend", "preflight", "error", "warnings", "dry_run")
         known = {name: document[name] for name in fields if name in document}
-        return cls.model_validate({**known, "stacks": stacks, "shard": document.get("shard")})
+        return cls.model_validate(
+            {**known, "stacks": stacks, "shard": document.get("shard"), "rollout": document.get("rollout")}
+        )
 
     @staticmethod
     def _stack_json(stack: StackResult) -> dict[str, Any]:

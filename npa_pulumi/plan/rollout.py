@@ -193,9 +193,7 @@ class RolloutPlan:
         """The waves for a terminal: one line per wave, its clusters in the order they start."""
         out = []
         for wave in self.waves:
-            names = ", ".join(
-                f"{m.key} [{m.reservation}]" if m.reservation else m.key for m in wave.members
-            )
+            names = ", ".join(f"{m.key} [{m.reservation}]" if m.reservation else m.key for m in wave.members)
             out.append(f"wave {wave.index} ({wave.rule.describe()}): {names or '(no selected cluster)'}")
         return out
 
@@ -267,5 +265,6 @@ def halt_reason(
     if policy.halt_on is HaltOn.POLICY_VIOLATION:
         violating = [o.key for o in outcomes if o.violations]
         if violating:
-            return f"wave {wave.index}: policy violation(s) on {', '.join(violating)} (halt_on policy-violation)"
+            keys = ", ".join(violating)
+            return f"wave {wave.index}: policy violation(s) on {keys} (halt_on policy-violation)"
     return None

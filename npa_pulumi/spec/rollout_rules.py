@@ -35,7 +35,8 @@ def _wave(wave: RolloutWaveSpec, path: PathTuple, last: bool, keys: list[str]) -
     if len(given) != 1:
         yield RawProblem(
             path,
-            f"a wave has exactly one of clusters, count, percent or rest (found: {', '.join(given) or 'none'})",
+            "a wave has exactly one of clusters, count, percent or rest "
+            f"(found: {', '.join(given) or 'none'})",
             "split it into several waves",
         )
         return
