@@ -379,6 +379,7 @@ def up_command(**kw: Any) -> None:
     is_flag=True,
     help="Run Terraform's own plan for every cluster stack, not only those whose bridge inputs changed.",
 )
+@rollout_options
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
@@ -401,6 +402,7 @@ def preview_command(**kw: Any) -> None:
                 policy_packs=list(kw["policy_packs"]),
                 policy_config=kw["policy_config"],
                 refresh=kw["refresh"],
+                **rollout_kw(kw),
             ),
         )
         from npa_pulumi.engine.preflight_gate import preflight_gate

@@ -45,3 +45,11 @@ def rollout_kw(kw: dict[str, Any]) -> dict[str, Any]:
         "max_in_flight": kw.get("max_in_flight"),
         "max_in_flight_per_reservation": kw.get("max_in_flight_per_reservation"),
     }
+
+
+def rollout_policy(spec: Any, kw: dict[str, Any]) -> Any:
+    """The spec's rollout policy with the flags' values in place of its own (None: no rollout)."""
+    from npa_pulumi.plan.rollout import RolloutPolicy, with_overrides
+
+    base = RolloutPolicy.from_spec(spec.rollout) if spec.rollout is not None else None
+    return with_overrides(base, **rollout_kw(kw))

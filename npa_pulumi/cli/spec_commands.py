@@ -12,6 +12,7 @@ import click
 from rich.text import Text
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
+from npa_pulumi.cli.rollout_options import rollout_options, rollout_policy
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 from npa_pulumi.plan.document import plan_document
@@ -68,19 +69,21 @@ def _load(spec_path: Path | None) -> FleetSpec:
     help="Only these clusters of the selected projects. Repeatable or comma-separated.",
 )
 @click.option("--project-prefix", default=None, help="Override the spec's project_prefix for display names.")
+@rollout_options
 def plan_command(
     spec_path: Path | None,
     output: str,
     only_projects: Sequence[str],
     only_clusters: Sequence[str],
     project_prefix: str | None,
+    **rollout_flags: Any,
 ) -> None:
     """Show what the fleet would deploy (offline; no cloud calls)."""
 
     def body() -> int:
         spec = _load(spec_path)
         targets = resolve_targets(spec, only_projects, only_clusters, project_prefix)
-        document = plan_document(spec, targets, project_prefix)
+        document = plan_document(spec, targets, project_prefix, rollout_policy(spec, rollout_flags))
         if output == "json":
             emit_json(document)
         else:

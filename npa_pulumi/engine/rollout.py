@@ -36,8 +36,8 @@ from npa_pulumi.plan.rollout import (
     WaveState,
     assign_waves,
     halt_reason,
-    parse_waves,
-    reservation_labels,
+    members_of,
+    with_overrides,
 )
 
 if TYPE_CHECKING:
@@ -57,31 +57,18 @@ def policy(context: FleetContext) -> RolloutPolicy | None:
     `--max-in-flight-per-reservation` in place of its values; None when neither asks for one."""
     options = context.options
     spec = context.spec.rollout
-    asked = options.waves or options.max_in_flight or options.max_in_flight_per_reservation
-    if spec is None and not asked:
-        return None
-    base = RolloutPolicy.from_spec(spec) if spec is not None else RolloutPolicy(waves=())
-    return dataclasses.replace(
-        base,
-        waves=parse_waves(options.waves) if options.waves else base.waves,
-        max_in_flight=options.max_in_flight or base.max_in_flight,
-        max_in_flight_per_reservation=options.max_in_flight_per_reservation
-        or base.max_in_flight_per_reservation,
+    return with_overrides(
+        RolloutPolicy.from_spec(spec) if spec is not None else None,
+        options.waves,
+        options.max_in_flight,
+        options.max_in_flight_per_reservation,
     )
 
 
 def plan(context: FleetContext) -> RolloutPlan | None:
     """The waves over the selected clusters, in spec order (None: no rollout asked)."""
     chosen = policy(context)
-    if chosen is None:
-        return None
-    targets = context.targets
-    labels = reservation_labels([t.cluster.capacity_block_group_value() for t in targets])
-    members = [
-        RolloutMember(t.cluster_stack, f"{t.project_key}/{t.cluster_name}", label)
-        for t, label in zip(targets, labels, strict=True)
-    ]
-    return assign_waves(chosen, members)
+    return assign_waves(chosen, members_of(context.targets)) if chosen is not None else None
 
 
 def resume_command(context: FleetContext) -> str:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from npa_pulumi.output.results import FleetResult, PolicyViolation, StackResult
+from npa_pulumi.output.rollout_markdown import rollout_section
 from npa_pulumi.preflight.masking import mask_id
 from npa_pulumi.preflight.report import FAILING_REQUIREMENT_STATUSES, human_amount, human_unit
 
@@ -845,7 +846,7 @@ def _assemble(head: str, notice: str, tables: str, preflight: str, details: list
 def render_preview_markdown(result: FleetResult, budget: int = DEFAULT_BUDGET) -> str:
     """The fleet-wide preview document, at most `budget` UTF-8 bytes."""
     head = _header(result)
-    preflight = preflight_section(result.preflight)
+    preflight = preflight_section(result.preflight) + rollout_section(result.rollout)
     groups = group_by_project(result.stacks)
 
     # Trim details first; only when the tables alone cannot fit are they collapsed, step by step.

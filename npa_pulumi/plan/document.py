@@ -10,17 +10,22 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from npa_pulumi.plan.rollout import RolloutPolicy, assign_waves, members_of
 from npa_pulumi.plan.targets import ResolvedPool, Target, resolve_object_storage
 from npa_pulumi.spec.constants import API_VERSION
 from npa_pulumi.spec.models import FleetSpec, SoperatorSpec
 
 
 def plan_document(
-    spec: FleetSpec, targets: Sequence[Target], project_prefix: str | None = None
+    spec: FleetSpec,
+    targets: Sequence[Target],
+    project_prefix: str | None = None,
+    rollout: RolloutPolicy | None = None,
 ) -> dict[str, Any]:
     """The plan of the selected targets (projects without a selected target are left out).
 
-    `project_prefix` is the --project-prefix override the targets were resolved with, if any.
+    `project_prefix` is the --project-prefix override the targets were resolved with, if any; `rollout`
+    the staged rollout's policy when the command line gives one (else the spec's `rollout:` block).
     """
     projects: dict[int, dict[str, Any]] = {}
     for target in targets:
@@ -40,7 +45,16 @@ def plan_document(
         "cluster_count": len(targets),
         "backend_counts": {"mk8s": backends.get("mk8s", 0), "soperator": backends.get("soperator", 0)},
         "projects": [projects[index] for index in sorted(projects)],
+        **_rollout(spec, targets, rollout),
     }
+
+
+def _rollout(spec: FleetSpec, targets: Sequence[Target], policy: RolloutPolicy | None) -> dict[str, Any]:
+    if policy is None and spec.rollout is not None:
+        policy = RolloutPolicy.from_spec(spec.rollout)
+    if policy is None:
+        return {}
+    return {"rollout": assign_waves(policy, members_of(targets)).to_json()}
 
 
 def _project(spec: FleetSpec, target: Target) -> dict[str, Any]:

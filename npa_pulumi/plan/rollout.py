@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.errors import UserInputError
 
 if TYPE_CHECKING:
+    from npa_pulumi.plan.targets import Target
     from npa_pulumi.spec.models import RolloutSpec
 
 
@@ -236,6 +237,35 @@ def assign_waves(policy: RolloutPolicy, members: Sequence[RolloutMember]) -> Rol
     if left:
         waves.append(Wave(len(waves) + 1, WaveRule(WaveKind.REST, implicit=True), tuple(left)))
     return RolloutPlan(policy, tuple(waves))
+
+
+def members_of(targets: Sequence[Target]) -> list[RolloutMember]:
+    """The selected targets as rollout members, in spec order, each with its reservation's label."""
+    labels = reservation_labels([t.cluster.capacity_block_group_value() for t in targets])
+    return [
+        RolloutMember(t.cluster_stack, f"{t.project_key}/{t.cluster_name}", label)
+        for t, label in zip(targets, labels, strict=True)
+    ]
+
+
+def with_overrides(
+    base: RolloutPolicy | None,
+    waves: str | None = None,
+    max_in_flight: int | None = None,
+    max_in_flight_per_reservation: int | None = None,
+) -> RolloutPolicy | None:
+    """The spec's policy (`base`) with the command line's values in place of its own; None when neither
+    asks for a rollout."""
+    if base is None and not (waves or max_in_flight or max_in_flight_per_reservation):
+        return None
+    base = base or RolloutPolicy(waves=())
+    return RolloutPolicy(
+        waves=parse_waves(waves) if waves else base.waves,
+        max_in_flight=max_in_flight or base.max_in_flight,
+        max_in_flight_per_reservation=max_in_flight_per_reservation or base.max_in_flight_per_reservation,
+        halt_on=base.halt_on,
+        halt_failures=base.halt_failures,
+    )
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,16 @@ def render_plan_text(document: dict[str, Any], *, width: int | None = None) -> s
                 f"  object storage: {storage['storage_class']}, {storage['size_gibibytes']} GiB, {bucket}"
             )
         console.print(_clusters_table(project["clusters"]))
+    rollout = document.get("rollout")
+    if rollout:
+        console.print()
+        console.print(f"Rollout (halt on {rollout['halt_on']}); each wave starts once the one before passed:")
+        for wave in rollout["waves"]:
+            reservations = wave.get("reservations") or {}
+            names = ", ".join(
+                f"{key} ({reservations[key]})" if key in reservations else key for key in wave["clusters"]
+            )
+            console.print(f"  wave {wave['wave']} ({wave['rule']}): {names or '(no selected cluster)'}")
     return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
 
 
