@@ -123,7 +123,10 @@ def _wave() -> Any:
 
 def test_a_failed_gate_halts_by_default_and_names_the_cluster() -> None:
     policy = RolloutPolicy(parse_waves("2;rest"))
-    ok = [MemberOutcome("research/train", False, "deployed"), MemberOutcome("research/eval", False, "unchanged")]
+    ok = [
+        MemberOutcome("research/train", False, "deployed"),
+        MemberOutcome("research/eval", False, "unchanged"),
+    ]
     assert halt_reason(policy, _wave(), ok, 0) is None
     bad = [ok[0], MemberOutcome("research/eval", True, "deployed-validation-failed")]
     reason = halt_reason(policy, _wave(), bad, 0)
