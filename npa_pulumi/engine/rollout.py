@@ -18,6 +18,7 @@ waves finished and where the rollout halted, and prints the command that resumes
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -77,7 +78,7 @@ def resume_command(context: FleetContext) -> str:
     parts = context.command_line("up")
     options = context.options
     if options.waves:
-        parts.append(f"--waves '{options.waves}'")
+        parts.append(f"--waves {shlex.quote(options.waves)}")
     if options.max_in_flight:
         parts.append(f"--max-in-flight {options.max_in_flight}")
     if options.max_in_flight_per_reservation:
@@ -208,6 +209,7 @@ class RolloutRun:
                 result = job.blocked(culprit)
             else:
                 result = op.result("skipped", error=f"{culprit} failed; not attempted")
+            self.context.progress.phase(job.key, "skipped", result.error or "")
             self.record(result)
             return result
 

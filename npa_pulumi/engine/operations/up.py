@@ -140,7 +140,7 @@ def _rollout(context: FleetContext, result: FleetResult) -> staged.RolloutRun | 
         return None
     run = staged.RolloutRun(context, waves)
     for stack in result.clusters():
-        run.record(stack)
+        run.record(stack)  # unchanged: passed at once (a not-deployable target is reported, never gates)
     for line in waves.lines():
         context.progress.message(f"rollout {line}")
     return run
