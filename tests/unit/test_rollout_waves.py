@@ -204,3 +204,33 @@ def test_a_bad_rollout_block_is_a_located_error(rollout: Any, path: str, fragmen
     found = [(p.path, p.message) for p in caught.value.problems]
     assert any(p.path.startswith(path) and fragment in p.message for p in caught.value.problems), found
     assert all(p.line is not None for p in caught.value.problems), found
+
+
+# ------------------------------------------------------------------------------------ where it is shown
+
+
+def test_the_plan_document_and_the_pr_comment_list_the_waves() -> None:
+    from npa_pulumi.output.markdown import render_preview_markdown
+    from npa_pulumi.output.results import FleetResult, StackResult
+    from npa_pulumi.plan import plan_document, resolve_targets
+
+    spec = parse_spec(spec_doc({"waves": [{"clusters": ["research/eval"]}, {"rest": True}]}))
+    document = plan_document(spec, resolve_targets(spec))
+    waves = document["rollout"]["waves"]
+    assert [w["clusters"] for w in waves] == [["research/eval"], ["research/train"]]
+    assert [w["rule"] for w in waves] == ["research/eval", "rest"]
+
+    result = FleetResult(command="preview", fleet="f", cloud="local", backend="file:///tmp/x")
+    result.stacks = [
+        StackResult(
+            stack=f"f.research.{n}", kind="cluster", project_key="research", cluster_name=n, status="changes"
+        )
+        for n in ("train", "eval")
+    ]
+    result.rollout = document["rollout"]
+    comment = render_preview_markdown(
+        FleetResult.from_json(result.to_json())
+    )  # also what preview-merge reads
+    assert "#### Rollout" in comment
+    assert "| 1 | research/eval | `research/eval` |" in comment
+    assert "| 2 | rest | `research/train` |" in comment
