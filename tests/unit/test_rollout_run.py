@@ -157,3 +157,58 @@ def test_the_per_reservation_limit_holds_inside_a_wave() -> None:
     policy = RolloutPolicy(parse_waves("rest"), max_in_flight=6, max_in_flight_per_reservation=2)
     run(policy, names, work, reservation="reservation-1")
     assert most == 2
+
+
+class StatusContext:
+    """What `rollout.status` reads: the spec's policy, the selected targets, the tags beside the stacks."""
+
+    def __init__(self, tags: dict[str, dict[str, str]]) -> None:
+        from npa_pulumi.plan import resolve_targets
+        from npa_pulumi.spec import parse_spec
+
+        self.spec = parse_spec(
+            """
+apiVersion: npa.fleet/v0.0.1
+name: f
+region: eu-north1
+defaults: {cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}}
+projects:
+  - name: p
+    clusters: [{name: canary}, {name: a}, {name: b}]
+rollout:
+  waves: [{clusters: [p/canary]}, {rest: true}]
+"""
+        )
+        self.targets = resolve_targets(self.spec)
+        self.options = FleetOptions()
+        self.executor = self
+        self._tags = tags
+
+    def read_tags(self, op: StackOp) -> dict[str, str] | None:
+        return self._tags.get(op.stack)
+
+
+def test_status_shows_the_wave_in_progress_the_waiting_and_a_halt_from_the_tags() -> None:
+    from npa_pulumi.engine import lifecycle
+    from npa_pulumi.engine import rollout as staged
+
+    live = lifecycle.this_run()  # this process: a run that still lives
+    passed = {staged.TAG_RUN: live, staged.TAG_WAVE: "1/2", staged.TAG_STATE: "passed"}
+    applying = {staged.TAG_RUN: live, staged.TAG_WAVE: "2/2", staged.TAG_STATE: "applying"}
+    shown = staged.status(StatusContext({"f.p.canary": passed, "f.p.a": applying}))  # type: ignore[arg-type]
+    assert shown is not None
+    assert [w["state"] for w in shown["waves"]] == ["passed", "applying"] and shown["in_progress"] == 2
+
+    waiting = staged.status(StatusContext({"f.p.canary": {**passed, staged.TAG_STATE: "applying"}}))  # type: ignore[arg-type]
+    assert waiting is not None and [w["state"] for w in waiting["waves"]] == ["applying", "waiting"]
+
+    halted = {
+        **passed,
+        staged.TAG_STATE: "halted",
+        staged.TAG_REASON: "wave 1: p/canary (deployed-validation-failed)",
+        staged.TAG_RESUME: "npa-pulumi up --spec fleet.yaml --cloud local --yes",
+    }
+    stopped = staged.status(StatusContext({"f.p.canary": halted}))  # type: ignore[arg-type]
+    assert stopped is not None
+    assert [w["state"] for w in stopped["waves"]] == ["halted", "not-started"]
+    assert stopped["halted"]["wave"] == 1 and stopped["resume_command"].endswith("--yes")
