@@ -7,12 +7,16 @@ The PR comment lists the waves. After `--clear` and the printed resume command, 
 
 from __future__ import annotations
 
+import os
 import shlex
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import CLI, by_stack, inventory, npa, write_spec
+from fleet_helpers import by_stack, inventory, npa, write_spec
+
+from npa_pulumi.cloud.local.db import db_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -56,9 +60,21 @@ def _last_updates() -> dict[str, Any]:
     return {s["name"]: s["last_update"] for s in listed}
 
 
-def _node_groups(cluster_ids: list[str]) -> list[dict[str, Any]]:
-    groups = inventory()["node_groups"]
-    return sorted((g for g in groups if g.get("cluster_id") in cluster_ids), key=lambda g: str(g["id"]))
+def _node_groups(cluster_ids: list[str]) -> list[Any]:
+    """The clusters' node groups as the simulator stores them (times and data) and shows them."""
+    shown = sorted(
+        (g for g in inventory()["node_groups"] if g.get("cluster_id") in cluster_ids),
+        key=lambda g: str(g["id"]),
+    )
+    marks = ",".join("?" * len(cluster_ids))
+    with sqlite3.connect(db_path(Path(os.environ["NPA_LOCAL_CLOUD_DIR"]))) as conn:
+        stored = conn.execute(
+            "SELECT id, created_at, ready_at, data FROM resources WHERE kind = 'node_group' "
+            f"AND parent_id IN ({marks}) ORDER BY id",
+            cluster_ids,
+        ).fetchall()
+    assert len(stored) == len(shown) >= len(cluster_ids)
+    return [shown, stored]
 
 
 def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
@@ -118,4 +134,3 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     assert all(finished[s]["status"] == "deployed" for s in [CANARY, *LATER]), finished
     assert all(finished[s]["changes"].get("update", 0) >= 1 for s in LATER), finished  # the change arrived
     assert [w["state"] for w in resumed.json()["rollout"]["waves"]] == ["passed"] * 3
-    assert CLI  # the resume command is the CLI's own: run as `python -m npa_pulumi.cli.main`
