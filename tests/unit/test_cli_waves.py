@@ -19,7 +19,7 @@ def test_plan_shows_the_specs_waves_and_the_flags_replace_them() -> None:
     shown = CliRunner().invoke(cli, ["plan", "--spec", EXAMPLE, "--output", "json"])
     assert shown.exit_code == 0, shown.output
     rollout = json.loads(shown.stdout)["rollout"]
-    assert [w["clusters"] for w in rollout["waves"]][0] == ["research/train"]
+    assert rollout["waves"][0]["clusters"] == ["research/train"]
     assert rollout["max_in_flight_per_reservation"] == 2
 
     flagged = CliRunner().invoke(
