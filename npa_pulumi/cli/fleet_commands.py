@@ -11,6 +11,7 @@ import click
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.cli.completion import complete_clusters, complete_projects
 from npa_pulumi.cli.cost_commands import prices_option
+from npa_pulumi.cli.rollout_options import rollout_kw, rollout_options
 from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 
@@ -306,6 +307,7 @@ def _finish(result: Any, output: str) -> int:
 @stage_option
 @break_lock_option
 @prices_option
+@rollout_options
 def up_command(**kw: Any) -> None:
     """Deploy the fleet: project stacks first, then cluster stacks in parallel."""
 
@@ -332,6 +334,7 @@ def up_command(**kw: Any) -> None:
                 refresh=kw["refresh"],
                 health_gate=kw["health_gate"],
                 prices=kw["prices"],
+                **rollout_kw(kw),
             ),
         )
         fleet.plans()  # every offline check (recipe, tfvars) before asking
@@ -388,6 +391,7 @@ def up_command(**kw: Any) -> None:
     help="Run Terraform's own plan for every cluster stack, not only those whose bridge inputs changed.",
 )
 @prices_option
+@rollout_options
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
@@ -411,6 +415,7 @@ def preview_command(**kw: Any) -> None:
                 policy_config=kw["policy_config"],
                 refresh=kw["refresh"],
                 prices=kw["prices"],
+                **rollout_kw(kw),
             ),
         )
         from npa_pulumi.engine.preflight_gate import preflight_gate

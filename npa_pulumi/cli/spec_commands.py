@@ -13,6 +13,7 @@ from rich.text import Text
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.cli.cost_commands import prices_option
+from npa_pulumi.cli.rollout_options import rollout_options, rollout_policy
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 from npa_pulumi.plan.document import plan_document
@@ -71,6 +72,7 @@ def _load(spec_path: Path | None) -> FleetSpec:
 )
 @click.option("--project-prefix", default=None, help="Override the spec's project_prefix for display names.")
 @prices_option
+@rollout_options
 def plan_command(
     spec_path: Path | None,
     output: str,
@@ -78,13 +80,16 @@ def plan_command(
     only_clusters: Sequence[str],
     project_prefix: str | None,
     prices: str | None,
+    **rollout_flags: Any,
 ) -> None:
     """Show what the fleet would deploy and what it costs (offline; no cloud calls)."""
 
     def body() -> int:
         spec = _load(spec_path)
         targets = resolve_targets(spec, only_projects, only_clusters, project_prefix)
-        document = plan_document(spec, targets, project_prefix, load_catalog(prices))
+        document = plan_document(
+            spec, targets, project_prefix, load_catalog(prices), rollout_policy(spec, rollout_flags)
+        )
         if output == "json":
             emit_json(document)
         else:

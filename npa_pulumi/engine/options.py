@@ -40,6 +40,11 @@ class FleetOptions:
     # CI runs the project phase once and the cluster phase across a matrix (None: both, in order).
     stage: str | None = None
     prices: str | None = None  # `--prices FILE` (plan/prices.py); None: $NPA_PRICES, else the shipped catalog
+    # `up --waves ... --max-in-flight N --max-in-flight-per-reservation N`: a staged rollout (plan/rollout.py)
+    # over the spec's `rollout:` block, or in place of it (None: the spec's).
+    waves: str | None = None
+    max_in_flight: int | None = None
+    max_in_flight_per_reservation: int | None = None
 
 
 STAGES = ("projects", "clusters")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from npa_pulumi.output.results import FleetResult, PolicyViolation, StackResult
+from npa_pulumi.output.rollout_markdown import rollout_section
 from npa_pulumi.preflight.masking import mask_id
 from npa_pulumi.preflight.report import FAILING_REQUIREMENT_STATUSES, human_amount, human_unit
 
@@ -848,7 +849,7 @@ def render_preview_markdown(result: FleetResult, budget: int = DEFAULT_BUDGET, e
     """The fleet-wide preview document, at most `budget` UTF-8 bytes; `extra` (already escaped and bounded:
     the cost section) follows the header."""
     head = _header(result) + ("\n" + extra if extra else "")
-    preflight = preflight_section(result.preflight)
+    preflight = preflight_section(result.preflight) + rollout_section(result.rollout)
     groups = group_by_project(result.stacks)
 
     # Trim details first; only when the tables alone cannot fit are they collapsed, step by step.

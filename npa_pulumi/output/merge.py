@@ -182,4 +182,6 @@ def merge_previews(
             "the shards' preflight reports each cover one shard and are not combined: pass a whole-fleet "
             "report (`npa-pulumi preflight --output json`) with --preflight"
         )
+    if len(results) == 1:  # each shard's waves cover its own clusters only: never combined
+        merged.rollout = results[0][1].rollout
     return merged

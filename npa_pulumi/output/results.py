@@ -143,6 +143,9 @@ class FleetResult(BaseModel):
     cost: dict[str, Any] | None = None
     # Policy results about the whole fleet rather than one stack (the fleet-monthly-budget guardrail)
     policy: list[PolicyViolation] = Field(default_factory=list)
+    # A staged rollout (plan/rollout.py): its waves and, for up and status, each wave's state, where it
+    # halted and why, and the command that resumes it (engine/rollout.py).
+    rollout: dict[str, Any] | None = None
 
     @property
     def partial_cleanup(self) -> bool:
@@ -242,6 +245,7 @@ class FleetResult(BaseModel):
             **({"shard": self.shard} if self.shard else {}),
             **({"cost": self.cost} if self.cost is not None else {}),
             **({"policy": [v.model_dump() for v in self.policy]} if self.policy else {}),
+            **({"rollout": self.rollout} if self.rollout else {}),
         }
 
     @classmethod
@@ -262,7 +266,13 @@ class FleetResult(BaseModel):
         known = {name: document[name] for name in fields if name in document}
         policy = document.get("policy") or []
         return cls.model_validate(
-            {**known, "stacks": stacks, "shard": document.get("shard"), "policy": policy}
+            {
+                **known,
+                "stacks": stacks,
+                "shard": document.get("shard"),
+                "policy": policy,
+                "rollout": document.get("rollout"),
+            }
         )
 
     @staticmethod

@@ -77,6 +77,8 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
             console.print(f"  retry: {stack.retry_command}", soft_wrap=True, markup=False)
     if result.phases:
         print_teardown_phases(result, console)
+    if result.rollout:
+        print_rollout(result.rollout, console)
     if result.error:
         console.print(f"[red]error:[/] {escape(result.error)}", soft_wrap=True)
     for violation in result.policy:
@@ -90,6 +92,33 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
     totals = result.totals()
     summary = ", ".join(f"{k} {v}" for k, v in totals.items() if k not in ("stacks", "clusters", "failed"))
     console.print(f"{totals['stacks']} stack(s): {summary or 'nothing'}; failed {totals['failed']}")
+
+
+def print_rollout(rollout: dict[str, Any], console: Console) -> None:
+    """A staged rollout's waves in order (each wave's clusters in the order they start), each wave's state
+    when there is one, where it halted and the command that resumes it."""
+    console.print(f"[bold]rollout[/] (halt on {escape(str(rollout.get('halt_on', '')))}):", soft_wrap=True)
+    for wave in rollout.get("waves") or []:
+        state = f" [{wave['state']}]" if wave.get("state") else ""
+        reservations = wave.get("reservations") or {}
+        names = ", ".join(
+            f"{key} ({reservations[key]})" if key in reservations else key
+            for key in wave.get("clusters") or []
+        )
+        console.print(
+            f"  wave {wave['wave']} ({escape(str(wave['rule']))}){escape(state)}: {escape(names or '-')}",
+            soft_wrap=True,
+        )
+    halted = rollout.get("halted")
+    if halted:
+        console.print(
+            f"[red]rollout halted at wave {halted['wave']}[/]: {escape(str(halted['reason']))}; later waves "
+            "were not started",
+            soft_wrap=True,
+        )
+    if rollout.get("resume_command"):
+        resume = rollout["resume_command"]
+        console.print(f"resume it after a fix with: {resume}", soft_wrap=True, markup=False)
 
 
 def print_teardown_phases(result: FleetResult, console: Console) -> None:

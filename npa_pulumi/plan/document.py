@@ -12,6 +12,7 @@ from typing import Any
 
 from npa_pulumi.plan.cost import Cost, LineKind, combine, plan_costs
 from npa_pulumi.plan.prices import PriceCatalog, load_catalog
+from npa_pulumi.plan.rollout import RolloutPolicy, assign_waves, members_of
 from npa_pulumi.plan.targets import ResolvedCluster, ResolvedPool, Target, resolve_object_storage
 from npa_pulumi.spec.constants import API_VERSION
 from npa_pulumi.spec.models import FleetSpec, SoperatorSpec
@@ -22,12 +23,14 @@ def plan_document(
     targets: Sequence[Target],
     project_prefix: str | None = None,
     prices: PriceCatalog | None = None,
+    rollout: RolloutPolicy | None = None,
 ) -> dict[str, Any]:
     """The plan of the selected targets (projects without a selected target are left out), with what each
     stack, project and the fleet cost (`prices`: the catalog in use; default the shipped one, or
     $NPA_PRICES layered over it).
 
-    `project_prefix` is the --project-prefix override the targets were resolved with, if any.
+    `project_prefix` is the --project-prefix override the targets were resolved with, if any; `rollout`
+    the staged rollout's policy when the command line gives one (else the spec's `rollout:` block).
     """
     costs = plan_costs(targets, prices or load_catalog())
     projects: dict[int, dict[str, Any]] = {}
@@ -60,7 +63,16 @@ def plan_document(
         "projects": [projects[index] for index in sorted(projects)],
         "cost": fleet_cost.to_json(),
         "prices": (prices or load_catalog()).describe(),
+        **_rollout(spec, targets, rollout),
     }
+
+
+def _rollout(spec: FleetSpec, targets: Sequence[Target], policy: RolloutPolicy | None) -> dict[str, Any]:
+    if policy is None and spec.rollout is not None:
+        policy = RolloutPolicy.from_spec(spec.rollout)
+    if policy is None:
+        return {}
+    return {"rollout": assign_waves(policy, members_of(targets)).to_json()}
 
 
 def _project(spec: FleetSpec, target: Target) -> dict[str, Any]:

@@ -47,6 +47,16 @@ def render_plan_text(document: dict[str, Any], *, width: int | None = None) -> s
             console.print(f"  ... and {len(document['cost']['unknown']) - 20} more (see --output json)")
         layers = ", ".join(f"{layer['origin']} {layer['version']}" for layer in document["prices"]["layers"])
         console.print(f"  prices: {layers}; a month is 730 hours (npa-pulumi prices shows the catalog)")
+    rollout = document.get("rollout")
+    if rollout:
+        console.print()
+        console.print(f"Rollout (halt on {rollout['halt_on']}); each wave starts once the one before passed:")
+        for wave in rollout["waves"]:
+            reservations = wave.get("reservations") or {}
+            names = ", ".join(
+                f"{key} ({reservations[key]})" if key in reservations else key for key in wave["clusters"]
+            )
+            console.print(f"  wave {wave['wave']} ({wave['rule']}): {names or '(no selected cluster)'}")
     return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
 
 

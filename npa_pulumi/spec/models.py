@@ -525,6 +525,38 @@ class ProjectSpec(SpecModel):
         return self.project_id
 
 
+class RolloutWaveSpec(SpecModel):
+    """One wave of a staged rollout: exactly one of `clusters`, `count`, `percent` or `rest`."""
+
+    clusters: list[StrictText] | None = Field(
+        None, description="project-key/cluster-name selectors (globs allowed), e.g. research/train."
+    )
+    count: Integer | None = Field(None, description="The next N clusters, in spec order.")
+    percent: Integer | None = Field(
+        None, description="The next P percent of the selected clusters (rounded up, at least one)."
+    )
+    rest: Boolean | None = Field(None, description="Every cluster no earlier wave took (last wave only).")
+
+
+class HaltOnFailuresSpec(SpecModel):
+    """`halt_on: {failures: K}`: halt once K clusters of the rollout failed (stack or health gate)."""
+
+    failures: Integer = Field(1, description="Failures that halt the rollout (at least 1).")
+
+
+class RolloutSpec(SpecModel):
+    """A staged rollout of `up` across the fleet: waves in order, each after the previous passed its gates."""
+
+    waves: list[RolloutWaveSpec] = Field(default_factory=list, description="The waves, in order.")
+    max_in_flight: Integer = Field(0, description="Clusters applying at once, overall (0: --concurrency).")
+    max_in_flight_per_reservation: Integer = Field(
+        0, description="Clusters of one capacity block group applying at once (0: no limit of its own)."
+    )
+    halt_on: Text | HaltOnFailuresSpec = Field(
+        "gate-failure", description="gate-failure (default), policy-violation, or {failures: K}."
+    )
+
+
 class FleetSpec(SpecModel):
     """A whole fleet: clusters across projects of one tenant."""
 
@@ -540,6 +572,7 @@ class FleetSpec(SpecModel):
     )
     profile: Text = Field("", description="~/.nebius profile to authenticate as; empty means the active one.")
     projects: list[ProjectSpec] = Field(default_factory=list)
+    rollout: RolloutSpec | None = Field(None, description="Staged rollout of `up`: canary and waves.")
 
     def cluster_targets(self) -> list[tuple[ProjectSpec, ClusterSpec]]:
         return [(project, cluster) for project in self.projects for cluster in project.clusters]
@@ -555,11 +588,14 @@ __all__ = [
     "ClusterSpec",
     "FleetSpec",
     "GpuFabricCheckSpec",
+    "HaltOnFailuresSpec",
     "KubeRaySpec",
     "MigSpec",
     "NodePoolSpec",
     "ObjectStorageSpec",
     "ProjectSpec",
+    "RolloutSpec",
+    "RolloutWaveSpec",
     "SoperatorControlPlaneSpec",
     "SoperatorRoleSpec",
     "SoperatorSpec",

@@ -36,6 +36,7 @@ from npa_pulumi.spec.names import (
     stack_name_problem,
 )
 from npa_pulumi.spec.problems import RawProblem
+from npa_pulumi.spec.rollout_rules import check_rollout
 
 _REPO_FILE_RE = re.compile(r"[A-Za-z0-9._-]+")
 _CPU_PLATFORM_RE = re.compile(r"cpu-[a-z0-9-]+")
@@ -93,6 +94,7 @@ def check_fleet(spec: FleetSpec) -> list[RawProblem]:
             )
         keys.setdefault(key, index)
         problems += _stack_name_problems(spec, project, base)
+    problems += check_rollout(spec)
     return problems
 
 

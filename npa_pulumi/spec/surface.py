@@ -11,7 +11,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from npa_pulumi.spec.models import MK8S_FIELDS, ClusterSpec, ObjectStorageSpec, SoperatorSpec
+from npa_pulumi.spec.models import (
+    MK8S_FIELDS,
+    ClusterSpec,
+    ObjectStorageSpec,
+    RolloutSpec,
+    SoperatorSpec,
+)
 from npa_pulumi.spec.types import Text
 
 
@@ -91,6 +97,7 @@ class FleetDocument(SurfaceModel):
         None, description="Cluster profile deep-merged under every cluster (mig and kuberay replace whole)."
     )
     projects: list[ProjectEntry] | None = Field(None, description="Non-empty list of projects.")
+    rollout: RolloutSpec | None = Field(None, description="Staged rollout of `up`: canary and waves.")
 
 
 def check_surface(data: Any) -> None:

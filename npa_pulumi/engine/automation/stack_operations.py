@@ -477,17 +477,22 @@ class StackExecutor:
             self._known_tags.pop(op.stack, None)
             log.warning("could not record the lifecycle of %s: %s", op.stack, err)
 
-    def recorded_lifecycle(self, op: StackOp) -> lifecycle.Recorded | None:
-        """The lifecycle state recorded beside the stack, when it still holds."""
+    def read_tags(self, op: StackOp) -> dict[str, str] | None:
+        """The tags recorded beside the stack (None: no stack, or none could be read)."""
         tags = diy_backend.read_tags(self.settings.backend_url, self.project_name, op.stack)
         if tags is NO_FAST_PATH:
             try:
                 stack = self.select(op, create=False)
                 tags = dict(stack.list_tags()) if stack is not None else None
             except Exception as err:
-                log.warning("could not read the lifecycle of %s: %s", op.stack, err)
+                log.warning("could not read the tags of %s: %s", op.stack, err)
                 tags = None
-        if not isinstance(tags, dict):
+        return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else None
+
+    def recorded_lifecycle(self, op: StackOp) -> lifecycle.Recorded | None:
+        """The lifecycle state recorded beside the stack, when it still holds."""
+        tags = self.read_tags(op)
+        if tags is None:
             return None
         recorded = lifecycle.Recorded.from_tags(tags)
         return recorded if recorded is not None and recorded.current else None

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
-from npa_pulumi.engine import liveness
+from npa_pulumi.engine import liveness, rollout
 from npa_pulumi.engine.automation.stack_operations import StackOp, change_counts
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import preview_cost
@@ -33,6 +33,8 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     plans = context.plans()
     require_recipe_terraform(plans)  # the recipe's Terraform version, before anything mutates
     result.warnings = list(plans.warnings)
+    waves = rollout.plan(context)
+    result.rollout = waves.to_json() if waves is not None else None
     refuse_storage_without_mk8s(context, plans)
     if preflight is not None:
         result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking

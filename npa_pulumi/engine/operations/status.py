@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from npa_pulumi.engine import rollout
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import status_cost
 from npa_pulumi.output.results import FleetResult
@@ -23,6 +24,7 @@ def run(context: FleetContext) -> FleetResult:
     ops = [context.cluster_op(c) for c in plans.clusters]
     started = time.monotonic()
     result.stacks.extend(context.pool(ops, lambda op: cluster_status(context, op)))
+    result.rollout = rollout.status(context)
     log.debug("status took %.1fs", time.monotonic() - started)
     status_cost(context, result)  # what the deployed fleet costs now (engine/costs.py)
     return result

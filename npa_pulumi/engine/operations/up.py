@@ -18,6 +18,7 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness
+from npa_pulumi.engine import rollout as staged
 from npa_pulumi.engine.automation.diy_backend import checkpoint_outputs
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
@@ -112,6 +113,7 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
                 result.stacks.append(context.unchanged_result(op))
             else:
                 cluster_ops.append(op)
+    rollout = _rollout(context, result) if stage != "projects" else None
     if project_ops or cluster_ops:
         context.warm_provider_host()
     with _creating_cluster_stacks(context, cluster_ops if project_ops else []) as created:
@@ -128,7 +130,24 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
                     blocked=_blocked(op, plan),
                 )
             )
-        result.stacks.extend(context.run_jobs([*project_ops, *cluster_ops], jobs))
+        if rollout is None:
+            result.stacks.extend(context.run_jobs([*project_ops, *cluster_ops], jobs))
+        else:
+            result.stacks.extend(rollout.run_jobs([*project_ops, *cluster_ops], jobs))
+            result.rollout = rollout.summary()
+
+
+def _rollout(context: FleetContext, result: FleetResult) -> staged.RolloutRun | None:
+    """The staged rollout this `up` runs (engine/rollout.py), its unchanged clusters already passed."""
+    waves = staged.plan(context)
+    if waves is None:
+        return None
+    run = staged.RolloutRun(context, waves)
+    for stack in result.clusters():
+        run.record(stack)  # unchanged: passed at once (a not-deployable target is reported, never gates)
+    for line in waves.lines():
+        context.progress.message(f"rollout {line}")
+    return run
 
 
 def _blocked(op: StackOp, plan: ClusterPlan) -> Callable[[str], StackResult]:

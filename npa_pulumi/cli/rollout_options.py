@@ -1,0 +1,55 @@
+"""`--waves`, `--max-in-flight`, `--max-in-flight-per-reservation`: a staged rollout from the command line,
+in place of (or beside) the spec's `rollout:` block (plan/rollout.py has the rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def rollout_options(command: F) -> F:
+    command = click.option(
+        "--max-in-flight-per-reservation",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Rollout: clusters of one capacity block group applying at once (over the spec's value).",
+    )(command)
+    command = click.option(
+        "--max-in-flight",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Rollout: clusters applying at once, overall (over the spec's value and --concurrency).",
+    )(command)
+    return click.option(
+        "--waves",
+        default=None,
+        metavar="WAVES",
+        help="A staged rollout, over the spec's rollout.waves: waves separated by ';', each 'rest', a count "
+        "(3), a percentage (25%%) or project/cluster selectors (globs; ',' between), e.g. "
+        "'research/train;3;rest'. A wave starts once every cluster of the previous one passed its gate.",
+    )(command)
+
+
+def rollout_kw(kw: dict[str, Any]) -> dict[str, Any]:
+    """The FleetOptions of the rollout flags, checked before anything is read or changed."""
+    from npa_pulumi.plan.rollout import parse_waves
+
+    if kw.get("waves"):
+        parse_waves(kw["waves"])  # a UserInputError names the bad wave
+    return {
+        "waves": kw.get("waves"),
+        "max_in_flight": kw.get("max_in_flight"),
+        "max_in_flight_per_reservation": kw.get("max_in_flight_per_reservation"),
+    }
+
+
+def rollout_policy(spec: Any, kw: dict[str, Any]) -> Any:
+    """The spec's rollout policy with the flags' values in place of its own (None: no rollout)."""
+    from npa_pulumi.plan.rollout import RolloutPolicy, with_overrides
+
+    base = RolloutPolicy.from_spec(spec.rollout) if spec.rollout is not None else None
+    return with_overrides(base, **rollout_kw(kw))

@@ -1,0 +1,46 @@
+"""The staged rollout's section of the PR comment (output/markdown.py): its waves, in order, with the
+clusters each holds in the order they start, bounded like every other section of the comment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_WAVES = 20
+MAX_CLUSTERS_CELL = 1500
+
+
+def _cell(text: str) -> str:
+    flat = " ".join(text.replace("|", "\\|").split())
+    return flat if len(flat) <= MAX_CLUSTERS_CELL else flat[: MAX_CLUSTERS_CELL - 1] + "…"
+
+
+def rollout_section(rollout: dict[str, Any] | None) -> str:
+    if not rollout or not rollout.get("waves"):
+        return ""
+    waves = rollout["waves"]
+    limits = []
+    if rollout.get("max_in_flight"):
+        limits.append(f"at most {rollout['max_in_flight']} cluster(s) at once")
+    if rollout.get("max_in_flight_per_reservation"):
+        limits.append(f"{rollout['max_in_flight_per_reservation']} per capacity block group")
+    lines = [
+        "#### Rollout",
+        "",
+        f"`up` rolls this change out in {len(waves)} wave(s); each starts once every cluster of the one "
+        f"before passed its health gate (halt on `{rollout.get('halt_on', 'gate-failure')}`"
+        + (f"; {', '.join(limits)}" if limits else "")
+        + ").",
+        "",
+        "| Wave | Takes | Clusters (in start order) |",
+        "|--:|:--|:--|",
+    ]
+    for wave in waves[:MAX_WAVES]:
+        reservations = wave.get("reservations") or {}
+        names = ", ".join(
+            f"`{key}` ({reservations[key]})" if key in reservations else f"`{key}`"
+            for key in wave.get("clusters") or []
+        )
+        lines.append(f"| {wave['wave']} | {_cell(str(wave.get('rule', '')))} | {_cell(names or '—')} |")
+    if len(waves) > MAX_WAVES:
+        lines.append(f"\n_… and {len(waves) - MAX_WAVES} more waves (see the JSON)._")
+    return "\n".join(lines) + "\n\n"

@@ -1,0 +1,84 @@
+"""The rules of the fleet's `rollout:` block (staged rollouts, plan/rollout.py), with absolute spec paths."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterator
+
+from npa_pulumi.spec.models import FleetSpec, HaltOnFailuresSpec, RolloutSpec, RolloutWaveSpec
+from npa_pulumi.spec.names import PathTuple
+from npa_pulumi.spec.problems import RawProblem
+
+HALT_ON = ("gate-failure", "policy-violation")
+_WAVE_KEYS = ("clusters", "count", "percent", "rest")
+
+
+def check_rollout(spec: FleetSpec) -> Iterator[RawProblem]:
+    rollout = spec.rollout
+    if rollout is None:
+        return
+    base: PathTuple = ("rollout",)
+    if not rollout.waves:
+        yield RawProblem(
+            (*base, "waves"),
+            "rollout.waves must be a non-empty list",
+            "e.g. waves: [{clusters: [research/train]}, {count: 3}, {rest: true}]",
+        )
+    keys = [f"{project.key()}/{cluster.name}" for project, cluster in spec.cluster_targets()]
+    for position, wave in enumerate(rollout.waves):
+        yield from _wave(wave, (*base, "waves", position), position == len(rollout.waves) - 1, keys)
+    yield from _limits(rollout, base)
+
+
+def _wave(wave: RolloutWaveSpec, path: PathTuple, last: bool, keys: list[str]) -> Iterator[RawProblem]:
+    given = [key for key in _WAVE_KEYS if getattr(wave, key) is not None]
+    if len(given) != 1:
+        yield RawProblem(
+            path,
+            "a wave has exactly one of clusters, count, percent or rest "
+            f"(found: {', '.join(given) or 'none'})",
+            "split it into several waves",
+        )
+        return
+    if wave.clusters is not None:
+        if not wave.clusters:
+            yield RawProblem((*path, "clusters"), "clusters must name at least one cluster")
+        for index, selector in enumerate(wave.clusters):
+            where = (*path, "clusters", index)
+            if "/" not in selector:
+                yield RawProblem(
+                    where,
+                    f"selector {selector!r} is not project-key/cluster-name",
+                    "globs are allowed: research/*, */train",
+                )
+            elif not any(fnmatch.fnmatchcase(key, selector) for key in keys):
+                yield RawProblem(
+                    where,
+                    f"selector {selector!r} matches no cluster of the fleet",
+                    f"clusters: {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}",
+                )
+    elif wave.count is not None and wave.count < 1:
+        yield RawProblem((*path, "count"), "count must be at least 1")
+    elif wave.percent is not None and not 1 <= wave.percent <= 100:
+        yield RawProblem((*path, "percent"), "percent must be between 1 and 100")
+    elif wave.rest is not None:
+        if not wave.rest:
+            yield RawProblem((*path, "rest"), "rest must be true (omit the wave instead)")
+        elif not last:
+            yield RawProblem((*path, "rest"), "rest takes every remaining cluster: it must be the last wave")
+
+
+def _limits(rollout: RolloutSpec, base: PathTuple) -> Iterator[RawProblem]:
+    for name in ("max_in_flight", "max_in_flight_per_reservation"):
+        if getattr(rollout, name) < 0:
+            yield RawProblem((*base, name), f"{name} must be 0 (no limit of its own) or more")
+    halt = rollout.halt_on
+    if isinstance(halt, HaltOnFailuresSpec):
+        if halt.failures < 1:
+            yield RawProblem((*base, "halt_on", "failures"), "failures must be at least 1")
+    elif halt not in HALT_ON:
+        yield RawProblem(
+            (*base, "halt_on"),
+            f"unknown halt_on {halt!r}",
+            "expected gate-failure, policy-violation or {failures: K}",
+        )

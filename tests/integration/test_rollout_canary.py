@@ -1,0 +1,136 @@
+"""A staged rollout on the local cloud, with the real engine and API servers: seven clusters, a canary wave
+(research/train, the one GPU cluster), then two waves of three. A change to all seven with a `gpu-error`
+fault on the canary's GPU node: `up` exits 1 after the canary's gate fails, names the halted wave, why and
+the command that resumes it; no cluster of waves 2 and 3 is updated (their stacks' last update and their
+node groups in the simulator are as before) and `status` shows the halt, from the tags beside the stacks.
+The PR comment lists the waves. After `--clear` and the printed resume command, all seven are deployed."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_helpers import by_stack, inventory, npa, write_spec
+
+from npa_pulumi.simulator.db import db_path
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: roll
+region: us-central1
+project_prefix: "roll-"
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+  gpu_health_stabilization_seconds: 1
+  gpu_health_timeout_minutes: TIMEOUT
+projects:
+  - name: research
+    clusters:
+      - name: train
+        gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: 1gpu-24vcpu-218gb}
+        enable_gpu_cluster: false
+      - name: eval
+  - name: prod
+    clusters: [{name: a}, {name: b}, {name: c}, {name: d}, {name: e}]
+rollout:
+  waves:
+    - clusters: [research/train]
+    - count: 3
+    - rest: true
+  max_in_flight: 3
+"""
+CANARY = "roll.research.train"
+LATER = ["roll.research.eval", "roll.prod.a", "roll.prod.b", "roll.prod.c", "roll.prod.d", "roll.prod.e"]
+WAVES = [["research/train"], ["research/eval", "prod/a", "prod/b"], ["prod/c", "prod/d", "prod/e"]]
+
+
+def _spec(tmp_path: Path, timeout: int) -> str:
+    return str(write_spec(tmp_path / "fleet.yaml", SPEC.replace("TIMEOUT", str(timeout))))
+
+
+def _last_updates() -> dict[str, Any]:
+    listed = npa("stacks", "--fleet", "roll", "--output", "json", check=True).json()["stacks"]
+    return {s["name"]: s["last_update"] for s in listed}
+
+
+def _node_groups(cluster_ids: list[str]) -> list[Any]:
+    """The clusters' node groups as the simulator stores them (times and data) and shows them."""
+    shown = sorted(
+        (g for g in inventory()["node_groups"] if g.get("cluster_id") in cluster_ids),
+        key=lambda g: str(g["id"]),
+    )
+    marks = ",".join("?" * len(cluster_ids))
+    with sqlite3.connect(db_path(Path(os.environ["NPA_LOCAL_CLOUD_DIR"]))) as conn:
+        stored = conn.execute(
+            "SELECT id, created_at, ready_at, data FROM resources WHERE kind = 'node_group' "
+            f"AND parent_id IN ({marks}) ORDER BY id",
+            cluster_ids,
+        ).fetchall()
+    assert len(stored) == len(shown) >= len(cluster_ids)
+    return [shown, stored]
+
+
+def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
+    kube_api: Path, tmp_path: Path
+) -> None:
+    npa("local-cloud", "init", check=True)
+    first = npa("up", "--spec", _spec(tmp_path, 2), "--yes", "--no-preflight", "--output", "json")
+    assert first.code == 0, first.stderr[-2000:] + first.stdout[-6000:]
+    deployed = by_stack(first.json())
+    assert all(deployed[s]["status"] == "deployed" for s in [CANARY, *LATER]), deployed
+    assert [w["clusters"] for w in first.json()["rollout"]["waves"]] == WAVES
+    assert [w["state"] for w in first.json()["rollout"]["waves"]] == ["passed"] * 3
+    gpu_node = next(n for n, v in deployed[CANARY]["health"]["nodes"].items() if v.get("gpu"))
+    later_ids = [deployed[s]["cluster_id"] for s in LATER]
+    before_updates, before_groups = _last_updates(), _node_groups(later_ids)
+
+    # ---- the PR comment of the change lists the waves and their clusters
+    spec = _spec(tmp_path, 1)  # a gate setting of every cluster changes: all seven have an update to make
+    comment = npa("preview", "--spec", spec, "--stage", "projects", "--no-preflight", "--output", "markdown")
+    assert comment.code == 0, comment.stderr[-3000:]
+    assert "#### Rollout" in comment.stdout
+    for index, clusters in enumerate(WAVES, start=1):
+        row = next(line for line in comment.stdout.splitlines() if line.startswith(f"| {index} |"))
+        assert all(f"`{key}`" in row for key in clusters), row
+
+    # ---- a GPU fault on the canary: its gate fails, the rollout halts, nothing later is touched
+    fault = ["local-cloud", "fault", "node", "--cluster", deployed[CANARY]["cluster_id"], "--node", gpu_node]
+    npa(*fault, "--kind", "gpu-error", check=True)
+    halted = npa("up", "--spec", spec, "--yes", "--no-preflight", "--output", "json")
+    assert halted.code == 1, halted.stderr[-4000:]
+    document = halted.json()
+    stacks = by_stack(document)
+    assert stacks[CANARY]["status"] == "deployed-validation-failed", stacks[CANARY]
+    assert all(stacks[s]["status"] == "skipped" for s in LATER), {s: stacks[s]["status"] for s in LATER}
+    assert all("halted at wave 1" in (stacks[s]["error"] or "") for s in LATER)
+    rollout = document["rollout"]
+    assert rollout["halted"]["wave"] == 1 and "research/train" in rollout["halted"]["reason"]
+    assert [w["state"] for w in rollout["waves"]] == ["halted", "not-started", "not-started"]
+    resume = rollout["resume_command"]
+    assert resume.startswith("npa-pulumi up ") and "--yes" in resume
+    after_updates = _last_updates()
+    assert {s: after_updates[s] for s in LATER} == {s: before_updates[s] for s in LATER}
+    assert after_updates[CANARY] != before_updates[CANARY]
+    assert _node_groups(later_ids) == before_groups
+
+    status = npa("status", "--spec", spec, "--output", "json").json()["rollout"]
+    assert status["halted"]["wave"] == 1 and status["resume_command"] == resume
+    assert [w["state"] for w in status["waves"]] == ["halted", "not-started", "not-started"]
+
+    # ---- fixed: the printed command resumes at the halted wave and finishes the rollout
+    npa(*fault, "--kind", "gpu-error", "--clear", check=True)
+    argv = shlex.split(resume)
+    assert argv[0] == "npa-pulumi"
+    resumed = npa(*argv[1:], "--no-preflight", "--output", "json")
+    assert resumed.code == 0, resumed.stderr[-4000:]
+    finished = by_stack(resumed.json())
+    assert all(finished[s]["status"] == "deployed" for s in [CANARY, *LATER]), finished
+    assert all(finished[s]["changes"].get("update", 0) >= 1 for s in LATER), finished  # the change arrived
+    assert [w["state"] for w in resumed.json()["rollout"]["waves"]] == ["passed"] * 3
