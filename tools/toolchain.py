@@ -76,8 +76,22 @@ def load_pins() -> Pins:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "npa-pulumi" / "toolchain"
+    """`$XDG_CACHE_HOME`, else `$HOME/.cache`: .../npa-pulumi/toolchain. Where $HOME is not the account's
+    home (HOME=$(mktemp -d) make demo, a CI container) and has no toolchain cache yet, the account's is
+    used when it exists and is writable: the binaries are the machine's, and rebuilding them per $HOME
+    costs half an hour. (npa_pulumi.runtime.toolchain looks them up the same way.)"""
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "npa-pulumi" / "toolchain"
+    primary = Path.home() / ".cache" / "npa-pulumi" / "toolchain"
+    try:
+        import pwd
+
+        account = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "npa-pulumi" / "toolchain"
+    except (KeyError, ImportError):
+        return primary
+    if not primary.exists() and account.is_dir() and os.access(account, os.W_OK):
+        return account
+    return primary
 
 
 def go_env() -> dict[str, str]:

@@ -108,8 +108,20 @@ class PulumiChoice:
 
 
 def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "npa-pulumi" / "toolchain"
+    """Where `make tools` builds into (tools/toolchain.py `cache_root`, the same rule): `$XDG_CACHE_HOME`,
+    else `$HOME/.cache`, else (that has none, $HOME not being the account's home) the account's."""
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "npa-pulumi" / "toolchain"
+    primary = Path.home() / ".cache" / "npa-pulumi" / "toolchain"
+    try:
+        import pwd
+
+        account = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "npa-pulumi" / "toolchain"
+    except (KeyError, ImportError):
+        return primary
+    if not primary.exists() and account.is_dir() and os.access(account, os.W_OK):
+        return account
+    return primary
 
 
 def _cached_bin_dirs(prefix: str) -> list[Path]:

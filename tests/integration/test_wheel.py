@@ -150,7 +150,13 @@ def _tool(
         for k, v in os.environ.items()
         if not k.startswith(("NPA_", "PULUMI_", "XDG_")) and k not in ("HOME", "PATH", "VIRTUAL_ENV")
     }
-    clean.update({"HOME": str(home), "PATH": path, "NPA_LOCAL_CLOUD_KUBERNETES_API": "0", **env})
+    # A workstation with pipx: no checkout and no toolchain cache of `make tools` (which would be looked up
+    # in the account's home, this $HOME being another).
+    cache = home / ".cache"
+    clean.update(
+        {"HOME": str(home), "XDG_CACHE_HOME": str(cache), "PATH": path, "NPA_LOCAL_CLOUD_KUBERNETES_API": "0"}
+    )
+    clean.update(env)
     return subprocess.run(
         [str(venv / "bin" / "npa-pulumi"), *args],
         cwd=cwd,
