@@ -4,8 +4,9 @@
 
 It holds the cluster's `agent.lock` for its whole life, starts the control plane, then once a second
 reads the cluster and its node groups from the simulator and makes the API server hold what a real
-cluster would (Nodes for RUNNING groups, the recipe's objects, fault stages). It stops the control plane
-and exits when asked (SIGTERM), when the cluster is deleted, or when the local cloud itself is gone (its
+cluster would (Nodes for RUNNING groups, the recipe's objects, fault stages). Where the cluster stack
+installed the fleet's KubeRay operator, it runs the real operator binary for the cluster as a child
+process (kuberay.py). It stops the operator and the control plane and exits when asked (SIGTERM), when the cluster is deleted, or when the local cloud itself is gone (its
 database deleted or emptied), so no apiserver or etcd outlives what owns it.
 """
 
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.cloud.local.kube import binaries, controlplane, shapes
+from npa_pulumi.cloud.local.kube import binaries, controlplane, kuberay, shapes
 from npa_pulumi.cloud.local.kube.gpus import GpuModel
 from npa_pulumi.cloud.local.kube.storage import StorageModel
 from npa_pulumi.runtime.locks import FileLock
@@ -55,6 +56,7 @@ class Agent:
         self.last_full_sync = 0.0
         self.storage = StorageModel(cloud_dir, self.sim)  # the filesystem CSI driver and probe kubelet
         self.gpus = GpuModel()  # what nvidia-smi says on each node
+        self.operator: kuberay.OperatorProcess | None = None  # KubeRay, once the control plane is up
 
     # ------------------------------------------------------------------ ownership
 
@@ -145,7 +147,6 @@ class Agent:
             try:
                 self.apply(client, obj, force)
             except KubeError as err:
-                # e.g. a RayCluster before its CRD is established: the next tick applies it
                 log(f"apply {obj['kind']} {obj['metadata']['name']}: {err}")
         selector = f"{shapes.MANAGED_BY}={shapes.LOCAL_CLOUD}"
         for node in client.list("/api/v1/nodes", selector):
@@ -163,6 +164,11 @@ class Agent:
             self.gpus.answer_probes(client, cluster, groups)
         except KubeError as err:
             log(f"gpus: {err}")
+        if self.operator is not None:
+            try:
+                self.operator.sync(kuberay.installed(client))
+            except KubeError as err:  # the API down: the operator keeps running, as a pod would
+                log(f"kuberay: {err}")
         self.first_sync = False
         if force:
             self.last_full_sync = time.monotonic()
@@ -188,6 +194,7 @@ class Agent:
             return 1
         log(f"control plane up at {access.server}: {', '.join(f'{p.name}={p.pid}' for p in procs)}")
         client = access.client()
+        self.operator = kuberay.OperatorProcess(self.home, access.kubeconfig_dict("kuberay-operator"), log)
         self.install_stages(client)
         self.last_snapshot = first
         try:
@@ -206,6 +213,8 @@ class Agent:
             except Exception as err:  # the API down (a fault) or restarting: keep going
                 log(f"sync failed: {err}")
             time.sleep(POLL_S)
+        if self.operator is not None:
+            self.operator.stop()
         controlplane.terminate(procs)
         if self.snapshot() is None:
             shutil.rmtree(self.home, ignore_errors=True)
