@@ -63,6 +63,9 @@ class ClusterPlan:
     # The GPU health gate's settings (npa_pulumi.kube.gpu_health.GateConfig); None: no gate runs, the
     # cluster is deployed with validation "skipped" (`up --no-health-gate`, or MIG until MIG readiness).
     health_gate: dict[str, Any] | None = None
+    # `kuberay.enabled`: the fleet's KubeRay template (npa_pulumi.kube.kuberay.RayTemplate's fields); its
+    # gate runs after the health gate's, within the same timeout.
+    kuberay: dict[str, Any] | None = None
 
 
 def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: str) -> Callable[[], None]:
@@ -236,6 +239,7 @@ def cluster_program(
                     project_key=plan.project_key,
                     cluster=plan.cluster_name,
                     rtx_driver_repositories=plan.rtx_driver_repositories,
+                    kuberay=_ray_template(plan),
                 ),
                 pulumi.ResourceOptions(parent=cluster),
             )
@@ -255,15 +259,82 @@ def cluster_program(
                     ),
                     pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
                 )
-                pulumi.export("lifecycle", gate.lifecycle)
+                lifecycle, evidence = gate.lifecycle, gate.evidence
+                if plan.kuberay is not None:
+                    lifecycle, evidence = _kuberay_gate(
+                        plan, in_cluster, credentials.server, objects, gate, cluster
+                    )
+                pulumi.export("lifecycle", lifecycle)
                 validation = (
                     "mig" if plan.mig_enabled else "gpu-health" if plan.has_gpus else "cluster-basics"
                 )
                 pulumi.export("validation", validation)
-                pulumi.export("health_evidence", gate.evidence)
+                pulumi.export("health_evidence", evidence)
                 gated = True
         if not gated:  # no gate ran: say so instead of pretending one did
             pulumi.export("lifecycle", "deployed")
             pulumi.export("validation", "skipped")
 
     return program
+
+
+def _ray_template(plan: ClusterPlan) -> Any:
+    if plan.kuberay is None:
+        return None
+    from npa_pulumi.kube.kuberay import RayTemplate
+
+    return RayTemplate(**plan.kuberay)
+
+
+def _kuberay_gate(
+    plan: ClusterPlan, in_cluster: dict[str, Any], server: Any, objects: Any, gate: Any, cluster: Any
+) -> Any:
+    """The Ray gate after the health gate; the cluster is deployed only when both passed."""
+    import pulumi
+
+    from npa_pulumi.components import KubeRayGate, KubeRayGateArgs
+
+    assert plan.kuberay is not None and plan.health_gate is not None
+    ray = KubeRayGate(
+        f"{plan.cluster_name}-kuberay-gate",
+        KubeRayGateArgs(
+            **in_cluster,
+            server=server,
+            raycluster=objects.raycluster,
+            ray={
+                "worker_replicas": plan.kuberay["worker_replicas"],
+                "image": plan.kuberay["image"],
+                "cpu_node_group": plan.kuberay["cpu_node_group"],
+                "timeout_s": float(plan.health_gate["timeout_s"]),
+            },
+        ),
+        pulumi.ResourceOptions(parent=cluster, depends_on=[objects, gate]),
+    )
+    pulumi.export("kuberay", ray.evidence.apply(ray_summary))
+    lifecycle = pulumi.Output.all(gate.lifecycle, ray.lifecycle).apply(
+        lambda states: states[1] if states[0] == "deployed" else states[0]
+    )
+    return lifecycle, pulumi.Output.all(gate.evidence, ray.evidence).apply(lambda e: merge_evidence(*e))
+
+
+def merge_evidence(health: dict[str, Any], ray: dict[str, Any]) -> dict[str, Any]:
+    """The health gate's evidence with the Ray gate's under `kuberay`; when the health gate passed, the
+    Ray gate decides `passed` and gives the reason."""
+    merged = {**(health or {}), "kuberay": ray or {}}
+    if (health or {}).get("passed"):
+        merged["passed"] = bool((ray or {}).get("passed"))
+        if not merged["passed"]:
+            merged["reason"] = (ray or {}).get("reason", "the Ray cluster is not ready")
+    return merged
+
+
+def ray_summary(evidence: dict[str, Any]) -> dict[str, Any]:
+    """What `status` shows of the Ray gate's last look: ready/desired workers, the head, what was missing."""
+    return {
+        "ready": bool(evidence.get("passed")),
+        "ready_workers": evidence.get("ready_workers", 0),
+        "desired_workers": evidence.get("desired_workers", 0),
+        "head_ready": bool(evidence.get("head_ready")),
+        "conditions": evidence.get("conditions") or {},
+        "missing": evidence.get("missing") or [],
+    }

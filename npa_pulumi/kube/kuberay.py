@@ -265,11 +265,15 @@ def _check_pods(client: Any, config: RayGateConfig, snap: RaySnapshot) -> None:
         images = [c.get("image", "") for c in (pod.get("spec") or {}).get("containers") or []]
         group = ((nodes.get(node) or {}).get("metadata") or {}).get("labels", {}).get(NODE_GROUP_LABEL, "")
         role = (pod["metadata"].get("labels") or {}).get(RAY_NODE_TYPE_LABEL, "")
-        snap.pods.append({"name": name, "role": role, "node": node, "images": images, "ready": _pod_ready(pod)})
+        snap.pods.append(
+            {"name": name, "role": role, "node": node, "images": images, "ready": _pod_ready(pod)}
+        )
         if any(image != config.image for image in images):
             snap.missing.append(f"pod {name} runs {', '.join(images)}, not the pinned {config.image}")
         if node and group != config.cpu_node_group:
-            snap.missing.append(f"pod {name} is on node {node}, not on the CPU node group {config.cpu_node_group}")
+            snap.missing.append(
+                f"pod {name} is on node {node}, not on the CPU node group {config.cpu_node_group}"
+            )
     if not pods:
         snap.missing.append("no Ray pods exist")
 
@@ -290,5 +294,10 @@ def wait_for_ray(
         except Exception as err:  # the API is unreachable (a fault): keep waiting, say so if it lasts
             snap = RaySnapshot(missing=[f"the cluster's API failed: {err}"])
         if snap.ready or clock() >= deadline:
-            return {"passed": snap.ready, "attempts": attempts, "timeout_s": config.timeout_s, **snap.to_json()}
+            return {
+                "passed": snap.ready,
+                "attempts": attempts,
+                "timeout_s": config.timeout_s,
+                **snap.to_json(),
+            }
         sleep(config.poll_s)

@@ -6,8 +6,9 @@ It holds the cluster's `agent.lock` for its whole life, starts the control plane
 reads the cluster and its node groups from the simulator and makes the API server hold what a real
 cluster would (Nodes for RUNNING groups, the recipe's objects, fault stages). Where the cluster stack
 installed the fleet's KubeRay operator, it runs the real operator binary for the cluster as a child
-process (kuberay.py). It stops the operator and the control plane and exits when asked (SIGTERM), when the cluster is deleted, or when the local cloud itself is gone (its
-database deleted or emptied), so no apiserver or etcd outlives what owns it.
+process (kuberay.py). It stops the operator and the control plane and exits when asked (SIGTERM), when
+the cluster is deleted, or when the local cloud itself is gone (its database deleted or emptied), so no
+apiserver, etcd or operator outlives what owns it.
 """
 
 from __future__ import annotations

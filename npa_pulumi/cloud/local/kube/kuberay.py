@@ -84,7 +84,9 @@ class OperatorProcess:
         binary = find_kuberay_operator()
         if binary is None:
             if not self.warned_missing:
-                self.log("the KubeRay operator is installed but kuberay-operator is not built: run `make tools`")
+                self.log(
+                    "the KubeRay operator is installed but kuberay-operator is not built: run `make tools`"
+                )
                 self.warned_missing = True
             return
         self.dir.mkdir(parents=True, exist_ok=True)
