@@ -65,8 +65,8 @@ def _run(inputs: KubeRayGateInputs) -> KubeRayGateOutputs:
     try:
         kubeconfig = dump(cloud.cluster_access(inputs.cluster_id).kubeconfig(inputs.context))
     except Exception as err:
-        evidence = {"passed": False, "reason": f"no credentials for the cluster's API: {err}"}
-        return KubeRayGateOutputs(passed=False, lifecycle="deployed-credentials-failed", evidence=evidence)
+        refused = {"passed": False, "reason": f"no credentials for the cluster's API: {err}"}
+        return KubeRayGateOutputs(passed=False, lifecycle="deployed-credentials-failed", evidence=refused)
 
     def client_for(timeout_s: float) -> KubeClient:
         return KubeClient.from_kubeconfig(kubeconfig, timeout_s=timeout_s)

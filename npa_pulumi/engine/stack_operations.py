@@ -111,6 +111,7 @@ class EventCollector:
     errors: list[str] = field(default_factory=list)
     summary: dict[str, int] | None = None  # the engine's closing resource-change counts
     on_gate: Callable[[], None] | None = None  # called when the engine starts running the health gate
+    on_ray_gate: Callable[[], None] | None = None  # ... and the KubeRay gate (components/kuberay_gate.py)
 
     def sorted_diff(self) -> list[dict[str, Any]]:
         """The per-resource changes in URN order: the engine registers resources (and providers)
@@ -126,6 +127,8 @@ class EventCollector:
             op = str(getattr(meta.op, "value", meta.op))
             if self.on_gate is not None and meta.type.endswith(GATE_TYPE_SUFFIX) and op in _RUNS:
                 self.on_gate()
+            if self.on_ray_gate is not None and meta.type.endswith(RAY_GATE_TYPE_SUFFIX) and op in _RUNS:
+                self.on_ray_gate()
             if meta.type != "pulumi:pulumi:Stack":
                 self.progress.resource_event(self.stack, finished=False)
                 if op not in ("same", "read"):
@@ -156,6 +159,7 @@ class EventCollector:
 
 
 GATE_TYPE_SUFFIX = ":GpuHealthGate"  # components/gpu_health.py's dynamic resource type
+RAY_GATE_TYPE_SUFFIX = ":KubeRayGate"  # components/kuberay_gate.py's
 _RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
 
 
@@ -413,6 +417,9 @@ class StackExecutor:
                 state = op.gate_state
                 collector.on_gate = lambda: self.write_lifecycle(
                     op, lifecycle.running_tags(state), stack=stack
+                )
+                collector.on_ray_gate = lambda: self.write_lifecycle(
+                    op, lifecycle.running_tags(lifecycle.VALIDATING_KUBERAY), stack=stack
                 )
         verb = {
             "up": "updating",

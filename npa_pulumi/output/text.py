@@ -23,6 +23,7 @@ _STYLE = {
     "validating-gpu-health": "yellow",
     "validating-mig": "yellow",
     "validating-cluster-basics": "yellow",
+    "validating-kuberay": "yellow",
     "ready": "green",
     "not-ready": "red",
     "drifted": "yellow",
