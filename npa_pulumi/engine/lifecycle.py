@@ -8,7 +8,8 @@ ends, and the health gate runs inside the update), and a failed destroy leaves o
 
 * `npa:lifecycle` = `provisioning` while a cluster stack's update applies its infrastructure, then
   `validating-gpu-health` / `validating-mig` / `validating-cluster-basics` from the moment the engine starts
-  the health gate's step, `validating-kuberay` from the KubeRay gate's; removed when the run ends, so the outputs it wrote take precedence.
+  the health gate's step, `validating-kuberay` from the KubeRay gate's; removed when the run ends, so the
+  outputs it wrote take precedence.
   `npa:lifecycle-run` (`<host>/<pid>/<start time>`) names the run: a state whose run is provably gone (a
   killed `up` on this host) is stale and ignored, like a stale stack lock.
 * `npa:lifecycle` = `destroy-incomplete` after a failed destroy of the cluster stack, with

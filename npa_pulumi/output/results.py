@@ -14,7 +14,8 @@ StackKind = Literal["project", "cluster"]
 #   destroy: destroyed | absent | destroy-incomplete | retained | skipped
 #   status:  deployed | provisioning | failed | destroyed | drifted | absent | unknown, and while an
 #            `up` runs elsewhere provisioning | validating-gpu-health | validating-mig |
-#            validating-cluster-basics | validating-kuberay; destroy-incomplete after a failed destroy (engine/lifecycle.py)
+#            validating-cluster-basics | validating-kuberay; destroy-incomplete after a failed destroy
+#            (engine/lifecycle.py)
 #   refresh: in-sync | drifted | absent | failed
 #   up also: deployed-validation-failed (the GPU health gate did not pass; everything is kept for a retry)
 #            deployed-credentials-failed (the stack is deployed, but no kubeconfig could be had)
