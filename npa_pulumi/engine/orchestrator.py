@@ -881,6 +881,8 @@ class Fleet:
         evidence = outputs.get("health_evidence")
         if isinstance(evidence, dict):
             stack.health = evidence
+        if isinstance(outputs.get("kuberay"), dict):  # the KubeRay gate's summary (engine/programs.py)
+            stack.kuberay = outputs["kuberay"]
         lifecycle = outputs.get("lifecycle")
         if lifecycle in FAILED_LIFECYCLES and not stack.failed:
             stack.status = lifecycle

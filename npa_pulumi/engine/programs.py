@@ -244,6 +244,10 @@ def cluster_program(
                 pulumi.ResourceOptions(parent=cluster),
             )
             pulumi.export("kube_server", credentials.server)
+            if plan.kuberay is not None:
+                from npa_pulumi.kube.kuberay import fleet_objects
+
+                pulumi.export("kuberay_objects", objects.raycluster.apply(lambda _r: fleet_objects()))
             pulumi.export("fleet_namespace", objects.namespace)
             if plan.health_gate is not None:
                 from npa_pulumi.components import GpuHealthGate, GpuHealthGateArgs

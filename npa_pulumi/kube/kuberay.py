@@ -178,6 +178,22 @@ def operator_pod_spec(template: RayTemplate) -> JSON:
     }
 
 
+def fleet_objects() -> list[str]:
+    """The template's objects, as `Kind namespace/name` (what a teardown receipt lists as deleted)."""
+    crds = [f"CustomResourceDefinition {kind}.ray.io" for kind in ("rayclusters", "rayjobs", "rayservices")]
+    return [
+        f"RayCluster {RAY_NAMESPACE}/{RAYCLUSTER_NAME}",
+        f"NetworkPolicy {RAY_NAMESPACE}/{NETWORK_POLICY_NAME}",
+        f"Namespace {RAY_NAMESPACE}",
+        f"Deployment {OPERATOR_NAMESPACE}/{OPERATOR_NAME}",
+        f"ServiceAccount {OPERATOR_NAMESPACE}/{OPERATOR_NAME}",
+        f"ClusterRoleBinding {OPERATOR_NAME}",
+        f"ClusterRole {OPERATOR_NAME}",
+        f"Namespace {OPERATOR_NAMESPACE}",
+        *crds,
+    ]
+
+
 # --------------------------------------------------------------------------------- the gate
 
 

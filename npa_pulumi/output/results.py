@@ -49,6 +49,9 @@ class StackResult(BaseModel):
     kubeconfig: str | None = None
     validation: str | None = None
     health: dict[str, Any] | None = None  # the health gate's evidence (nothing secret in it)
+    # A KubeRay cluster's Ray readiness: ready, ready_workers, desired_workers, head_ready, missing
+    # (`status` reads it live from the cluster; `up` from its gate).
+    kuberay: dict[str, Any] | None = None
     node_groups: list[dict[str, Any]] = Field(default_factory=list)
     # status / refresh: objects deleted or changed outside the fleet, [{address, kind, id, reason}]
     drift: list[dict[str, str]] = Field(default_factory=list)
