@@ -230,3 +230,16 @@ def test_evidence_merges_under_the_health_gates_and_status_summary() -> None:
     )
     assert merge_evidence({"passed": False, "reason": "node"}, ray)["reason"] == "node"
     assert ray_summary(ray)["ready_workers"] == 1 and ray_summary(ray)["ready"] is False
+
+
+@pytest.mark.parametrize("field", ["gpu_workers", "image", "ray_service", "enable_autoscaling"])
+def test_gpu_workers_services_images_and_autoscaling_cannot_be_asked_for(field: str) -> None:
+    import json
+
+    from npa_pulumi.spec import SpecError, parse_spec
+
+    cluster = {"cpu_nodes": {"count": 1, "preset": "16vcpu-64gb"}, "kuberay": {"enabled": True, field: 1}}
+    with pytest.raises(SpecError) as caught:
+        parse_spec(json.dumps({"name": "f", "projects": [{"name": "a", "clusters": [cluster]}]}))
+    [problem] = caught.value.problems
+    assert problem.path == f"projects[0].clusters[0].kuberay.{field}"
