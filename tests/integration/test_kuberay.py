@@ -95,7 +95,10 @@ def _wait(what: str, probe: Any, timeout_s: float = 90.0) -> Any:
 
 
 def _ray_pods(kubeconfig: str) -> list[dict[str, Any]]:
-    return _kubectl(kubeconfig, "get", "pods", "-n", "ray", "-l", "ray.io/cluster=ray-cluster")["items"]
+    pods: list[dict[str, Any]] = _kubectl(
+        kubeconfig, "get", "pods", "-n", "ray", "-l", "ray.io/cluster=ray-cluster"
+    )["items"]
+    return pods
 
 
 def _conditions(raycluster: dict[str, Any]) -> dict[str, str]:

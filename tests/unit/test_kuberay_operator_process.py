@@ -52,7 +52,8 @@ def test_runs_while_wanted_and_stops_when_not(fake_operator: Path, tmp_path: Pat
     proc.sync(True)
     assert proc.pid == pid  # one operator per cluster
     proc.sync(False)
-    assert proc.pid is None and _gone(pid) and operator.running_pid(tmp_path / "cluster") is None
+    assert _gone(pid) and operator.running_pid(tmp_path / "cluster") is None
+    assert proc.proc is None
 
 
 def test_a_crashed_operator_is_restarted(fake_operator: Path, tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ class FakeClient:
 
 
 def test_installed_only_for_the_fleets_live_deployment() -> None:
-    ours = {"metadata": {"labels": {MANAGED_BY: FLEET_MANAGER}}, "spec": {"replicas": 1}}
+    ours: dict[str, Any] = {"metadata": {"labels": {MANAGED_BY: FLEET_MANAGER}}, "spec": {"replicas": 1}}
     assert operator.installed(FakeClient(ours))
     assert not operator.installed(FakeClient(None))
     assert not operator.installed(FakeClient({"metadata": {"labels": {}}, "spec": {"replicas": 1}}))

@@ -17,8 +17,8 @@ from npa_pulumi.plan import resolve_targets
 from npa_pulumi.policies import catalog
 from npa_pulumi.policies.fleet_guardrails_lib.checks import CheckContext, check_kuberay_reviewed_template
 from npa_pulumi.policies.fleet_guardrails_lib.facts import ClusterRegistry, Subject
-from npa_pulumi.spec import load_spec
 from npa_pulumi.spec import constants as c
+from npa_pulumi.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = kuberay.RayTemplate(
