@@ -160,6 +160,7 @@ class FleetResult(BaseModel):
                 "kubeconfig": s.kubeconfig,
                 "validation": s.validation,
                 "health": s.health,
+                "kuberay": s.kuberay,
                 "changes": s.changes,
                 "policy": [v.model_dump() for v in s.policy],
                 "node_groups": s.node_groups,
