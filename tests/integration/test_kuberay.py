@@ -111,6 +111,21 @@ def test_kuberay_journey(kube_api: Path, tmp_path: Path) -> None:
     npa("local-cloud", "init", check=True)
     spec = _spec(tmp_path)
 
+    # ---- preview lists every object of the template, the policy pack sees the RayCluster
+    previewed = npa("preview", "--spec", spec, "--cloud", "local", "--output", "json", timeout=900)
+    assert previewed.code == 0, previewed.stderr[-4000:]
+    types = {d["type"] for d in by_stack(previewed.json())[STACK]["diff"]}
+    assert {
+        "kubernetes:ray.io/v1:RayCluster",
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+        "kubernetes:apps/v1:Deployment",
+        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+        "npa:fleet:FleetKubeRay",
+        "pulumi-python:dynamic/npa:KubeRayGate",
+    } <= types, types
+    disabled_types = {d["type"] for d in by_stack(previewed.json())[DISABLED_STACK]["diff"]}
+    assert "kubernetes:ray.io/v1:RayCluster" not in disabled_types
+
     # ---- up: deployed only with the Ray cluster ready
     stacks = _up(spec)
     ray = stacks[STACK]
