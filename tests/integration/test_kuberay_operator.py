@@ -172,6 +172,22 @@ def test_the_agent_runs_kuberay_and_kuberay_runs_the_ray_cluster(cluster: Cluste
         assert time.monotonic() < deadline, snap.to_json()
         time.sleep(1)
 
+    # the CPU node NotReady: the Ray pods lose readiness (the node controller), KubeRay reports it; back
+    # once the node is
+    node = client.list("/api/v1/nodes")[0]["metadata"]["name"]
+    cluster.sim.set_node_fault(cluster.id, node, "not_ready", True)
+    config = kuberay.RayGateConfig(
+        worker_replicas=2, image=c.RAY_IMAGE, cpu_node_group="ray-ng-cpu", timeout_s=0
+    )
+    deadline = time.monotonic() + 150
+    while kuberay.check_ray(client, config).head_ready:
+        assert time.monotonic() < deadline, "the head stayed ready on a NotReady node"
+        time.sleep(2)
+    snap = kuberay.check_ray(client, config)
+    assert not snap.ready and snap.conditions["HeadPodReady"] != "True", snap.to_json()
+    cluster.sim.set_node_fault(cluster.id, node, "not_ready", False)
+    _wait_ready(cluster, 120)
+
     # the operator's Deployment removed: the process stops
     pid = cluster.operator_pid()
     client.delete(operator.DEPLOYMENT_PATH)

@@ -139,6 +139,7 @@ class Agent:
         rtx = [
             n for n, o in nodes.items() if "RTX" in o["metadata"]["labels"].get("nvidia.com/gpu.product", "")
         ]
+        not_ready = [n for n, f in (cluster.get("node_faults") or {}).items() if f.get("not_ready")]
         stages = [
             shapes.pod_failure_stage(faulted),
             shapes.smoke_stage(faulted),
@@ -168,6 +169,7 @@ class Agent:
         if self.operator is not None:
             try:
                 self.operator.sync(kuberay.installed(client))
+                kuberay.follow_node_readiness(client, not_ready, log)
             except KubeError as err:  # the API down: the operator keeps running, as a pod would
                 log(f"kuberay: {err}")
         self.first_sync = False

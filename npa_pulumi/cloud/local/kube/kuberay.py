@@ -43,6 +43,46 @@ def operator_args() -> list[str]:
     ]
 
 
+NODE_NOT_READY = "NodeNotReady"  # the reason the node controller gives a pod it marks not Ready
+
+
+def follow_node_readiness(client: Any, not_ready_nodes: list[str], log: Any) -> None:
+    """Ray pods follow their node's readiness, as mk8s's node controller and the kubelet make them: a
+    running Ray pod on a NotReady node is marked not Ready (reason NodeNotReady), and Ready again once its
+    node is back. kwok re-evaluates its Stages only when a pod changes, so a fault on a node whose pods are
+    already running has to be carried out here. Only KubeRay's pods, so what the GPU health gate reads of
+    the driver stack on a faulted node stays as it was."""
+    down = set(not_ready_nodes)
+    for pod in client.list("/api/v1/pods", "ray.io/node-type"):
+        meta, status = pod["metadata"], pod.get("status") or {}
+        if meta.get("deletionTimestamp") or status.get("phase") != "Running":
+            continue
+        ready: dict[str, Any] = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+        )
+        on_down_node = (pod.get("spec") or {}).get("nodeName") in down
+        if on_down_node and ready.get("status") == "True":
+            _set_ready(client, meta, False)
+            log(f"pod {meta['namespace']}/{meta['name']}: not Ready (its node is NotReady)")
+        elif not on_down_node and ready.get("status") == "False" and ready.get("reason") == NODE_NOT_READY:
+            _set_ready(client, meta, True)
+            log(f"pod {meta['namespace']}/{meta['name']}: Ready again")
+
+
+def _set_ready(client: Any, meta: dict[str, Any], ready: bool) -> None:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = "True" if ready else "False"
+    reason: dict[str, Any] = {"reason": None} if ready else {"reason": NODE_NOT_READY}  # null: removed
+    conditions = [
+        {"type": kind, "status": status, "lastTransitionTime": now, **reason}
+        for kind in ("Ready", "ContainersReady")
+    ]
+    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
+    client.request(
+        "PATCH", path, {"status": {"conditions": conditions}}, "application/strategic-merge-patch+json"
+    )
+
+
 def installed(client: Any) -> bool:
     """Whether the cluster holds the fleet's operator Deployment, wanting a replica and not being deleted."""
     deployment = client.get_or_none(DEPLOYMENT_PATH)
