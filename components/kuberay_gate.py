@@ -30,7 +30,7 @@ from npa_pulumi.runtime.supervision import watch_run
 
 watch_run()  # in the provider host: stop with the run that started it
 
-_JUDGED = ("cluster_id", "context", "server", "raycluster", "ray")
+_JUDGED = ("cluster_id", "context", "server", "node_group_ids", "raycluster", "ray")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +39,7 @@ class KubeRayGateArgs(FleetResourceArgs):
     region: str
     cluster_id: Input[str]
     context: str
+    node_group_ids: Input[list[str]]  # judged: a replaced node group runs the gate again
     server: Input[str]  # judged: a cluster recreated under the same id answers elsewhere
     raycluster: Input[str]  # the fleet's RayCluster (namespace/name): the gate waits for it
     ray: dict[str, Any]  # npa_pulumi.kube.kuberay.RayGateConfig's fields
