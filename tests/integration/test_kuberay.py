@@ -105,8 +105,11 @@ def _conditions(raycluster: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in raycluster.get("status", {}).get("conditions", [])}
 
 
-def test_kuberay_journey(kube_api: Path, tmp_path: Path) -> None:
+def test_kuberay_journey(kube_api: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert find_kuberay_operator() is not None, "make tools builds the KubeRay operator"
+    # Two control planes start one after the other (their ports are picked under one lock); on a busy
+    # machine that takes longer than the local cloud's default 30 s wait.
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S", "300")
     cloud_dir = kube_api / ".npa-pulumi" / "local-cloud"
     npa("local-cloud", "init", check=True)
     spec = _spec(tmp_path)
