@@ -165,7 +165,15 @@ def test_kuberay_journey(kube_api: Path, tmp_path: Path, monkeypatch: pytest.Mon
     worker = next(
         p["metadata"]["name"] for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"
     )
-    _kubectl(kubeconfig, "delete", "pod", "-n", "ray", worker, "--wait=false", check=False)
+    kubectl = binaries.find("kubectl")
+    assert kubectl is not None
+    deleted = subprocess.run(
+        [str(kubectl), "--kubeconfig", kubeconfig, "delete", "pod", "-n", "ray", worker, "--wait=false"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert deleted.returncode == 0, deleted.stderr
 
     def recreated() -> bool:
         names = {p["metadata"]["name"] for p in _ray_pods(kubeconfig)}
