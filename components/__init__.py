@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from npa_pulumi.components.gpu_health import GpuHealthGate, GpuHealthGateArgs
     from npa_pulumi.components.in_cluster import FleetClusterObjects, FleetClusterObjectsArgs
     from npa_pulumi.components.k8s_training_cluster import K8sTrainingCluster, K8sTrainingClusterArgs
+    from npa_pulumi.components.kuberay import FleetKubeRay, FleetKubeRayArgs
+    from npa_pulumi.components.kuberay_gate import KubeRayGate, KubeRayGateArgs
     from npa_pulumi.components.object_storage import ObjectStorage, ObjectStorageArgs
     from npa_pulumi.components.project_network import ProjectNetwork, ProjectNetworkArgs
     from npa_pulumi.components.terraform_module import TerraformModule, TerraformModuleArgs
@@ -33,6 +35,10 @@ _MODULE_OF = {
     "GpuFabricCheckArgs": "gpu_fabric",
     "GpuHealthGate": "gpu_health",
     "GpuHealthGateArgs": "gpu_health",
+    "FleetKubeRay": "kuberay",
+    "FleetKubeRayArgs": "kuberay",
+    "KubeRayGate": "kuberay_gate",
+    "KubeRayGateArgs": "kuberay_gate",
     "K8sTrainingCluster": "k8s_training_cluster",
     "K8sTrainingClusterArgs": "k8s_training_cluster",
     "ObjectStorage": "object_storage",
@@ -48,6 +54,8 @@ __all__ = [
     "ClusterCredentialsArgs",
     "FleetClusterObjects",
     "FleetClusterObjectsArgs",
+    "FleetKubeRay",
+    "FleetKubeRayArgs",
     "FleetProject",
     "FleetProjectArgs",
     "GpuFabricCheck",
@@ -56,6 +64,8 @@ __all__ = [
     "GpuHealthGateArgs",
     "K8sTrainingCluster",
     "K8sTrainingClusterArgs",
+    "KubeRayGate",
+    "KubeRayGateArgs",
     "ObjectStorage",
     "ObjectStorageArgs",
     "ProjectNetwork",

@@ -3,7 +3,8 @@ cluster stack, created through a `kubernetes.Provider` built from the cluster's 
 
 * the `npa-system` namespace, where the fleet keeps its own objects;
 * for RTX rendering clusters, the ConfigMap `gpu-driver-package-repositories` with the spec's
-  `gpu_driver_package_repositories` (what the RTX driver configuration reads).
+  `gpu_driver_package_repositories` (what the RTX driver configuration reads);
+* for clusters with `kuberay.enabled`, the reviewed KubeRay template (components/kuberay.py).
 
 `preview` shows their changes and policies see them like any other resource; `destroy` deletes them before
 the cluster goes (they depend on it). A provider that can no longer reach a deleted cluster drops them from
@@ -23,6 +24,9 @@ from pulumi_kubernetes import Provider
 from pulumi_kubernetes.core.v1 import ConfigMap, Namespace
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
+from npa_pulumi.components.kuberay import FleetKubeRay, FleetKubeRayArgs, load_crds
+from npa_pulumi.kube.kuberay import RayTemplate
+
 FLEET_NAMESPACE = "npa-system"
 RTX_REPOSITORIES_CONFIGMAP = "gpu-driver-package-repositories"
 
@@ -34,11 +38,13 @@ class FleetClusterObjectsArgs:
     project_key: str
     cluster: str
     rtx_driver_repositories: dict[str, str] | None = None
+    kuberay: RayTemplate | None = None
 
 
 class FleetClusterObjects(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     rtx_configmap: pulumi.Output[str]
+    raycluster: pulumi.Output[str]
 
     def __init__(self, name: str, args: FleetClusterObjectsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(
@@ -78,4 +84,15 @@ class FleetClusterObjects(pulumi.ComponentResource):
             self.rtx_configmap = configmap.metadata.apply(lambda m: f"{m.namespace}/{m.name}")
         else:
             self.rtx_configmap = pulumi.Output.from_input("")
-        self.register_outputs({"namespace": self.namespace, "rtx_configmap": self.rtx_configmap})
+        if args.kuberay is not None:
+            ray = FleetKubeRay(
+                f"{name}-kuberay",
+                FleetKubeRayArgs(provider=provider, labels=labels, template=args.kuberay, crds=load_crds()),
+                pulumi.ResourceOptions(parent=self),
+            )
+            self.raycluster = ray.raycluster
+        else:
+            self.raycluster = pulumi.Output.from_input("")
+        self.register_outputs(
+            {"namespace": self.namespace, "rtx_configmap": self.rtx_configmap, "raycluster": self.raycluster}
+        )

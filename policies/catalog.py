@@ -33,6 +33,11 @@ K8S_TRAINING_CLUSTER = "npa:fleet:K8sTrainingCluster"
 FLEET_PROJECT = "npa:fleet:FleetProject"
 PROJECT_NETWORK = "npa:fleet:ProjectNetwork"
 OBJECT_STORAGE = "npa:fleet:ObjectStorage"
+# pulumi-kubernetes' token for a RayCluster (apiextensions.CustomResource: `kubernetes:<apiVersion>:<kind>`).
+RAYCLUSTER = "kubernetes:ray.io/v1:RayCluster"
+# The fleet's RayCluster template pins this Ray release, by image digest (npa_pulumi/kube/kuberay.py).
+RAY_VERSION_PREFIX = "2.58."
+RAY_IMAGE_REPOSITORY = "rayproject/ray@sha256:"
 
 # Types whose props `no-plaintext-credentials` scans: the product's own resources. Third-party resources
 # (e.g. a kubernetes Secret's `stringData`) follow their providers' rules and are left alone.
@@ -292,6 +297,23 @@ POLICIES: tuple[PolicyInfo, ...] = (
                 "substrings of a node group's Terraform resource name that mark it as a GPU node group",
             ),
         },
+    ),
+    PolicyInfo(
+        name="kuberay-reviewed-template",
+        level="mandatory",
+        kind="resource",
+        description=(
+            "A RayCluster the fleet owns (app.kubernetes.io/managed-by: npa-pulumi) keeps the reviewed CPU "
+            "template: Ray 2.58 from a digest-pinned rayproject/ray image in every container, in-tree "
+            "autoscaling off, no sidecars, non-root pods without privilege escalation and with every "
+            "capability dropped, a head and exactly one fixed-size worker group, each placed by node "
+            "selector."
+        ),
+        remediation=(
+            "create the fleet's RayCluster only through `kuberay:` in the spec (npa_pulumi/kube/kuberay.py "
+            "builds it); run other Ray workloads as your own objects, not labelled as the fleet's"
+        ),
+        applies_to=(RAYCLUSTER,),
     ),
     PolicyInfo(
         name="fleet-tags-present",

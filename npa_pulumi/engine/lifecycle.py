@@ -8,8 +8,9 @@ ends, and the health gate runs inside the update), and a failed destroy leaves o
 
 * `npa:lifecycle` = `provisioning` while a cluster stack's update applies its infrastructure, then
   `validating-gpu-health` / `validating-mig` / `validating-cluster-basics` from the moment the engine starts
-  the health gate's step, `validating-fabric` while its fabric check (NCCL bandwidth) runs; removed when
-  the run ends, so the outputs it wrote take precedence.
+  the health gate's step, `validating-fabric` while its fabric check (NCCL bandwidth) runs,
+  `validating-kuberay` from the KubeRay gate's; removed when the run ends, so the outputs it wrote take
+  precedence.
   `npa:lifecycle-run` (`<host>/<pid>/<start time>`) names the run: a state whose run is provably gone (a
   killed `up` on this host) is stale and ignored, like a stale stack lock.
 * `npa:lifecycle` = `destroy-incomplete` after a failed destroy of the cluster stack, with
@@ -32,12 +33,14 @@ TAG_REASON = "npa:lifecycle-reason"
 TAG_RETRY = "npa:lifecycle-retry"
 TAGS = (TAG_STATE, TAG_RUN, TAG_REASON, TAG_RETRY)
 VALIDATING_FABRIC = "validating-fabric"  # the gate's fabric check (NCCL bandwidth) is running
+VALIDATING_KUBERAY = "validating-kuberay"  # the KubeRay gate's step, after the health gate's
 RUNNING_STATES = (
     "provisioning",
     "validating-gpu-health",
     "validating-mig",
     "validating-cluster-basics",
     VALIDATING_FABRIC,
+    VALIDATING_KUBERAY,
 )
 DESTROY_INCOMPLETE = "destroy-incomplete"
 _MAX_TAG_VALUE = 250  # the service limits tag values to 256 characters

@@ -199,6 +199,7 @@ def mk8s_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
         in_cluster=in_cluster,
         health_gate=health_gate_config(cluster) if health_gate else None,
         fabric_check=fabric_check_config(cluster) if health_gate and cluster.gpu_count() > 0 else None,
+        kuberay=kuberay_template(cluster),
         rtx_driver_repositories=(
             dict(cluster.gpu_driver_package_repositories)
             if cluster.gpu_workload_profile == RTX_RENDERING_PROFILE and cluster.gpu_count() > 0
@@ -226,6 +227,25 @@ def require_recipe_terraform(plans: FleetPlans) -> TerraformRelease | None:
     if unmet:
         raise TerraformVersionRefused(refusal(unmet, release))
     return release
+
+
+def kuberay_template(cluster: Any) -> dict[str, Any] | None:
+    """The fleet's KubeRay template for a cluster with `kuberay.enabled` (npa_pulumi.kube.kuberay)."""
+    from npa_pulumi.kube.kuberay import RayTemplate, cpu_node_group_name
+    from npa_pulumi.spec.constants import KUBERAY_OPERATOR_IMAGE
+
+    ray = cluster.kuberay
+    if ray is None:
+        return None
+    return RayTemplate(
+        worker_replicas=ray.worker_replicas,
+        worker_cpus=ray.worker_cpus,
+        worker_memory_gib=ray.worker_memory_gib,
+        ray_version=ray.ray_version,
+        image=ray.image,
+        operator_image=KUBERAY_OPERATOR_IMAGE,
+        cpu_node_group=cpu_node_group_name(cluster.name),
+    ).to_json()
 
 
 def mig_version_pins(versions: dict[str, str]) -> dict[str, str]:

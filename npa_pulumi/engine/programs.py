@@ -74,6 +74,9 @@ class ClusterPlan:
     # The fabric check's settings (npa_pulumi.kube.fabric_check.FabricConfig), run after the gate passed;
     # None with the gate. `not_applicable` set: recorded in the evidence, nothing runs.
     fabric_check: dict[str, Any] | None = None
+    # `kuberay.enabled`: the fleet's KubeRay template (npa_pulumi.kube.kuberay.RayTemplate's fields); its
+    # gate runs after the health gate's, within the same timeout.
+    kuberay: dict[str, Any] | None = None
 
 
 def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: str) -> Callable[[], None]:
@@ -251,10 +254,15 @@ def cluster_program(
                     project_key=plan.project_key,
                     cluster=plan.cluster_name,
                     rtx_driver_repositories=plan.rtx_driver_repositories,
+                    kuberay=_ray_template(plan),
                 ),
                 pulumi.ResourceOptions(parent=cluster),
             )
             pulumi.export("kube_server", credentials.server)
+            if plan.kuberay is not None:
+                from npa_pulumi.kube.kuberay import fleet_objects
+
+                pulumi.export("kuberay_objects", objects.raycluster.apply(lambda _r: fleet_objects()))
             pulumi.export("fleet_namespace", objects.namespace)
             if plan.health_gate is not None:
                 from npa_pulumi.components import GpuHealthGate, GpuHealthGateArgs
@@ -271,6 +279,10 @@ def cluster_program(
                     pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
                 )
                 lifecycle, evidence = _with_fabric_check(plan, in_cluster, credentials.server, gate)
+                if plan.kuberay is not None:
+                    lifecycle, evidence = _kuberay_gate(
+                        plan, in_cluster, credentials.server, objects, gate, cluster, lifecycle, evidence
+                    )
                 pulumi.export("lifecycle", lifecycle)
                 validation = (
                     "mig" if plan.mig_enabled else "gpu-health" if plan.has_gpus else "cluster-basics"
@@ -309,3 +321,73 @@ def _with_fabric_check(
         combine_with_gate
     )
     return combined.apply(lambda c: c[0]), combined.apply(lambda c: c[1])
+
+
+def _ray_template(plan: ClusterPlan) -> Any:
+    if plan.kuberay is None:
+        return None
+    from npa_pulumi.kube.kuberay import RayTemplate
+
+    return RayTemplate(**plan.kuberay)
+
+
+def _kuberay_gate(
+    plan: ClusterPlan,
+    in_cluster: dict[str, Any],
+    server: Any,
+    objects: Any,
+    gate: Any,
+    cluster: Any,
+    before: Any,
+    evidence: Any,
+) -> Any:
+    """The Ray gate after the health gate (and its fabric check): `before` and `evidence` are what those
+    decided; the cluster is deployed only when all passed."""
+    import pulumi
+
+    from npa_pulumi.components import KubeRayGate, KubeRayGateArgs
+
+    assert plan.kuberay is not None and plan.health_gate is not None
+    ray = KubeRayGate(
+        f"{plan.cluster_name}-kuberay-gate",
+        KubeRayGateArgs(
+            **in_cluster,
+            server=server,
+            raycluster=objects.raycluster,
+            ray={
+                "worker_replicas": plan.kuberay["worker_replicas"],
+                "image": plan.kuberay["image"],
+                "cpu_node_group": plan.kuberay["cpu_node_group"],
+                "timeout_s": float(plan.health_gate["timeout_s"]),
+            },
+        ),
+        pulumi.ResourceOptions(parent=cluster, depends_on=[objects, gate]),
+    )
+    pulumi.export("kuberay", ray.evidence.apply(ray_summary))
+    lifecycle = pulumi.Output.all(before, ray.lifecycle).apply(
+        lambda states: states[1] if states[0] == "deployed" else states[0]
+    )
+    return lifecycle, pulumi.Output.all(evidence, ray.evidence).apply(lambda e: merge_evidence(*e))
+
+
+def merge_evidence(health: dict[str, Any], ray: dict[str, Any]) -> dict[str, Any]:
+    """The health gate's evidence with the Ray gate's under `kuberay`; when the health gate passed, the
+    Ray gate decides `passed` and gives the reason."""
+    merged = {**(health or {}), "kuberay": ray or {}}
+    if (health or {}).get("passed"):
+        merged["passed"] = bool((ray or {}).get("passed"))
+        if not merged["passed"]:
+            merged["reason"] = (ray or {}).get("reason", "the Ray cluster is not ready")
+    return merged
+
+
+def ray_summary(evidence: dict[str, Any]) -> dict[str, Any]:
+    """What `status` shows of the Ray gate's last look: ready/desired workers, the head, what was missing."""
+    return {
+        "ready": bool(evidence.get("passed")),
+        "ready_workers": evidence.get("ready_workers", 0),
+        "desired_workers": evidence.get("desired_workers", 0),
+        "head_ready": bool(evidence.get("head_ready")),
+        "conditions": evidence.get("conditions") or {},
+        "missing": evidence.get("missing") or [],
+    }

@@ -142,5 +142,34 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         error = f"the health gate did not pass: {reason}; run up to check again (Terraform is not re-applied)"
     else:
         status = "deployed"
+    if isinstance(outputs.get("kuberay"), dict):
+        base["kuberay"] = _ray_readiness(fleet, op, base, outputs["kuberay"])
     fleet.progress.phase(op.stack, "done", status)
     return op.result(status, node_groups=views, error=error, drift=drift, **base)
+
+
+def _ray_readiness(
+    fleet: FleetContext, op: StackOp, base: dict[str, Any], recorded: dict[str, Any]
+) -> dict[str, Any]:
+    """The Ray cluster's readiness now, read from the cluster (the gate's last look when it cannot be)."""
+    from npa_pulumi.engine.programs import ray_summary
+    from npa_pulumi.kube.client import KubeClient
+    from npa_pulumi.kube.kubeconfig import dump
+    from npa_pulumi.kube.kuberay import RayGateConfig, check_ray
+
+    plan = fleet.plans().cluster(op.stack)
+    if plan.kuberay is None or not base.get("kube_context"):
+        return {**recorded, "live": False}
+    config = RayGateConfig(
+        worker_replicas=plan.kuberay["worker_replicas"],
+        image=plan.kuberay["image"],
+        cpu_node_group=plan.kuberay["cpu_node_group"],
+        timeout_s=0,
+    )
+    try:
+        access = fleet.cloud.cluster_access(base["cluster_id"])
+        client = KubeClient.from_kubeconfig(dump(access.kubeconfig(base["kube_context"])), timeout_s=10.0)
+        snap = check_ray(client, config).to_json()
+    except Exception as err:  # the API unreachable: say so, keep what the gate saw
+        return {**recorded, "live": False, "error": str(err)}
+    return {**ray_summary({**snap, "passed": snap["ready"]}), "live": True}

@@ -16,7 +16,8 @@ StackKind = Literal["project", "cluster"]
 #   destroy: destroyed | absent | destroy-incomplete | retained | skipped
 #   status:  deployed | provisioning | failed | destroyed | drifted | absent | unknown, and while an
 #            `up` runs elsewhere provisioning | validating-gpu-health | validating-mig |
-#            validating-cluster-basics | validating-fabric; destroy-incomplete after a failed destroy
+#            validating-cluster-basics | validating-fabric | validating-kuberay; destroy-incomplete after a
+#            failed destroy
 #            (engine/lifecycle.py)
 #   refresh: in-sync | drifted | absent | failed
 #   up also: deployed-validation-failed (the GPU health gate did not pass; everything is kept for a retry)
@@ -58,6 +59,9 @@ class StackResult(BaseModel):
     kubeconfig: str | None = None
     validation: str | None = None
     health: dict[str, Any] | None = None  # the health gate's evidence (nothing secret in it)
+    # A KubeRay cluster's Ray readiness: ready, ready_workers, desired_workers, head_ready, missing
+    # (`status` reads it live from the cluster; `up` from its gate).
+    kuberay: dict[str, Any] | None = None
     node_groups: list[dict[str, Any]] = Field(default_factory=list)
     # status / refresh: objects deleted or changed outside the fleet, [{address, kind, id, reason}]
     drift: list[dict[str, str]] = Field(default_factory=list)
@@ -192,6 +196,7 @@ class FleetResult(BaseModel):
                 "kubeconfig": s.kubeconfig,
                 "validation": s.validation,
                 "health": s.health,
+                "kuberay": s.kuberay,
                 "changes": s.changes,
                 "policy": [v.model_dump() for v in s.policy],
                 "node_groups": s.node_groups,

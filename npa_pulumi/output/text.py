@@ -25,6 +25,7 @@ _STYLE = {
     "validating-mig": "yellow",
     "validating-fabric": "yellow",
     "validating-cluster-basics": "yellow",
+    "validating-kuberay": "yellow",
     "ready": "green",
     "not-ready": "red",
     "drifted": "yellow",
@@ -47,6 +48,13 @@ def _changes(changes: dict[str, int]) -> str:
     return ", ".join(shown) or "-"
 
 
+def ray_readiness(ray: dict[str, Any]) -> str:
+    """`ray: ready, 2/2 workers, head ready` (or what is missing)."""
+    state = "ready" if ray.get("ready") else "not ready"
+    head = "head ready" if ray.get("head_ready") else "head not ready"
+    return f"ray: {state}, {ray.get('ready_workers', 0)}/{ray.get('desired_workers', 0)} workers, {head}"
+
+
 def print_fleet_result(result: FleetResult, console: Console | None = None) -> None:
     console = console or _stdout()
     table = Table(title=f"{result.command}: fleet {result.fleet} ({result.cloud})", title_justify="left")
@@ -57,6 +65,8 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
         status = f"[{style}]{stack.status}[/]" if style else stack.status
         if stack.validation:
             status += f" (validation: {stack.validation})"
+        if stack.kuberay:
+            status += f"\n{ray_readiness(stack.kuberay)}"
         table.add_row(
             stack.stack, status, _changes(stack.changes), stack.cluster_id or "-", stack.kube_context or "-"
         )

@@ -152,18 +152,9 @@ def _variables(cluster: ResolvedCluster, declared: set[str], ssh_public_key: str
         "collectK8sClusterMetrics",
     ):
         yield _Variable(toggle, False, droppable=True)
-    if cluster.kuberay is not None:
-        yield _Variable("enable_kuberay_cluster", True)
-        yield _Variable(
-            "kuberay_cpu_cluster",
-            {
-                "worker_replicas": cluster.kuberay.worker_replicas,
-                "worker_cpus": cluster.kuberay.worker_cpus,
-                "worker_memory_gib": cluster.kuberay.worker_memory_gib,
-            },
-        )
-    else:
-        yield _Variable("enable_kuberay_cluster", False, droppable=True)
+    # The recipe's own KubeRay (the vendor's privileged template) stays off: the fleet's cluster stack
+    # installs its reviewed CPU template itself (components/kuberay.py).
+    yield _Variable("enable_kuberay_cluster", False, droppable=True)
     yield _Variable("enable_kuberay_service", False, droppable=True)
     yield _Variable("enable_opa_gatekeeper", False, droppable=True)
     # loki has no default in the recipe, so it is always set when declared.

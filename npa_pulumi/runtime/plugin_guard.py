@@ -30,7 +30,7 @@ GRACE_S = 5.0
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with(guard: int) -> Callable[[], None]:
+def die_with(guard: int) -> Callable[[], None]:
     def before_exec() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m npa_pulumi.runtime.plugin_guard REAL_BINARY [ARGS...]\n")
         return 2
     engine = os.getppid()
-    child = subprocess.Popen(argv[1:], preexec_fn=_die_with(os.getpid()))
+    child = subprocess.Popen(argv[1:], preexec_fn=die_with(os.getpid()))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda s, _f: child.send_signal(s))
     while True:

@@ -122,3 +122,22 @@ def run(cmd: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.Complet
         with _lock:
             _running.discard(proc)
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+def spawn_bound(cmd: list[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start `cmd` as a child that the kernel kills when this process dies (PR_SET_PDEATHSIG, set before
+    exec; runtime/plugin_guard.py), its output appended to `log`, stdin closed: a child that can never
+    outlive the long-lived process that supervises it, however that process ends."""
+    from npa_pulumi.runtime.plugin_guard import die_with
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            close_fds=True,
+            env=dict(env),
+            preexec_fn=die_with(os.getpid()),
+        )

@@ -246,3 +246,27 @@ _KUBE_CACHE_PREFIX = {name: "kubernetes-v" for name in KUBE_CONTROL_PLANE} | {
 def find_kube_binary(name: str) -> Path | None:
     """`$NPA_KUBE_BIN_DIR`, the checkout's `.tools/bin`, the toolchain cache, then PATH (`locate`)."""
     return locate(name, KUBE_BIN_DIR_ENV, _KUBE_CACHE_PREFIX[name])
+
+
+KUBERAY_OPERATOR = "kuberay-operator"
+KUBERAY_CRD_DIR = "kuberay-crds"  # beside the binary: the module's CRDs as compact JSON (tools/toolchain.py)
+
+
+def find_kuberay_operator() -> Path | None:
+    """The KubeRay operator binary `make tools` builds; the local cloud's agents run it per cluster."""
+    return locate(KUBERAY_OPERATOR, "NPA_KUBERAY_BIN", "kuberay-v")
+
+
+def kuberay_crd_files() -> list[Path]:
+    """KubeRay's own CRDs (RayCluster, RayJob, RayService) at the pinned release, as JSON files, from
+    beside the operator binary. Raises ToolchainMissing when they were not built."""
+    operator = find_kuberay_operator()
+    crd_dir = operator.resolve().parent / KUBERAY_CRD_DIR if operator else None
+    files = sorted(crd_dir.glob("ray.io_*.json")) if crd_dir and crd_dir.is_dir() else []
+    if not files:
+        raise ToolchainMissing(
+            "KubeRay's CRDs were not found: run `make tools` (builds the pinned KubeRay operator and "
+            "converts its CRDs), or set NPA_KUBERAY_BIN to a directory holding kuberay-operator and "
+            f"{KUBERAY_CRD_DIR}/"
+        )
+    return files

@@ -534,6 +534,63 @@ def check_gpu_node_group_replacement(
     ]
 
 
+# --- kuberay-reviewed-template --------------------------------------------------------------------
+
+
+def _ray_pod_problems(group: str, template: Mapping[str, Any]) -> Iterator[str]:
+    spec = as_mapping(template.get("spec")) or {}
+    containers = [as_mapping(c) or {} for c in as_list(spec.get("containers")) or []]
+    if len(containers) != 1 or spec.get("initContainers"):
+        yield f"{group}: {len(containers)} containers; the template runs exactly one, no sidecars"
+    if not as_mapping(spec.get("nodeSelector")):
+        yield f"{group}: no node selector; the template places Ray pods on the CPU node group"
+    pod_security = as_mapping(spec.get("securityContext")) or {}
+    for container in containers:
+        image = as_str(container.get("image")) or ""
+        if catalog.RAY_IMAGE_REPOSITORY not in image:
+            yield f"{group}: image {image!r} is not the digest-pinned {catalog.RAY_IMAGE_REPOSITORY}..."
+        security = as_mapping(container.get("securityContext")) or {}
+        non_root = security.get("runAsNonRoot", pod_security.get("runAsNonRoot"))
+        if as_bool(non_root) is not True:
+            yield f"{group}: runAsNonRoot is {show(non_root)}, not true"
+        if as_bool(security.get("allowPrivilegeEscalation")) is not False:
+            yield f"{group}: allowPrivilegeEscalation is {show(security.get('allowPrivilegeEscalation'))}"
+        if as_bool(security.get("privileged")) is True:
+            yield f"{group}: the container is privileged"
+        dropped = as_list((as_mapping(security.get("capabilities")) or {}).get("drop")) or []
+        if "ALL" not in [as_str(d) for d in dropped]:
+            yield f"{group}: capabilities drop {show(dropped)}, not ALL"
+
+
+def check_kuberay_reviewed_template(
+    subject: Subject, config: Mapping[str, Any], ctx: CheckContext
+) -> list[str]:
+    if subject.resource_type != catalog.RAYCLUSTER:
+        return []
+    labels = as_mapping((as_mapping(subject.props.get("metadata")) or {}).get("labels")) or {}
+    if labels.get("app.kubernetes.io/managed-by") != "npa-pulumi":
+        return []  # a user's own RayCluster is not the fleet's template
+    spec = as_mapping(subject.props.get("spec")) or {}
+    problems: list[str] = []
+    version = as_str(spec.get("rayVersion")) or ""
+    if not version.startswith(catalog.RAY_VERSION_PREFIX):
+        problems.append(f"rayVersion is {version!r}, not Ray {catalog.RAY_VERSION_PREFIX}x")
+    if as_bool(spec.get("enableInTreeAutoscaling")) is not False:
+        problems.append(f"enableInTreeAutoscaling is {show(spec.get('enableInTreeAutoscaling'))}, not false")
+    head = as_mapping(spec.get("headGroupSpec")) or {}
+    problems += _ray_pod_problems("head", as_mapping(head.get("template")) or {})
+    groups = [as_mapping(g) or {} for g in as_list(spec.get("workerGroupSpecs")) or []]
+    if len(groups) != 1:
+        problems.append(f"{len(groups)} worker groups; the template has exactly one CPU worker group")
+    for group in groups:
+        name = f"worker group {as_str(group.get('groupName')) or '?'}"
+        sizes = {as_int(group.get(k)) for k in ("replicas", "minReplicas", "maxReplicas")}
+        if len(sizes) != 1:
+            problems.append(f"{name}: replicas, minReplicas and maxReplicas differ; the group is fixed-size")
+        problems += _ray_pod_problems(name, as_mapping(group.get("template")) or {})
+    return problems
+
+
 # --- fleet-tags-present (stack) -------------------------------------------------------------------
 
 CLUSTER_TYPES = (catalog.K8S_TRAINING_CLUSTER, catalog.TERRAFORM_MODULE)
@@ -565,4 +622,5 @@ RESOURCE_CHECKS: dict[str, Check] = {
     "no-plaintext-credentials": check_no_plaintext_credentials,
     "fleet-assets-retained": check_fleet_assets_retained,
     "gpu-node-group-replacement": check_gpu_node_group_replacement,
+    "kuberay-reviewed-template": check_kuberay_reviewed_template,
 }

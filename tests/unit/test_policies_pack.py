@@ -41,6 +41,7 @@ EXPECTED = {
     "no-plaintext-credentials": "mandatory",
     "fleet-assets-retained": "mandatory",
     "gpu-node-group-replacement": "advisory",
+    "kuberay-reviewed-template": "mandatory",
     "fleet-tags-present": "advisory",
 }
 

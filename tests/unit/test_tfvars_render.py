@@ -216,14 +216,12 @@ def test_rtx_profile_defaults_the_pool() -> None:
     )
 
 
-def test_kuberay() -> None:
+def test_kuberay_keeps_the_recipes_own_kuberay_off() -> None:
+    """The fleet installs its reviewed template itself (components/kuberay.py): the recipe's vendor
+    template is never switched on, and its inputs are never rendered."""
     file_vars = render({"cpu_nodes": CPU, "kuberay": {"enabled": True, "worker_replicas": 3}}).file_vars
-    assert file_vars["enable_kuberay_cluster"] is True
-    assert file_vars["kuberay_cpu_cluster"] == {
-        "worker_replicas": 3,
-        "worker_cpus": 2,
-        "worker_memory_gib": 4,
-    }
+    assert file_vars["enable_kuberay_cluster"] is False
+    assert "kuberay_cpu_cluster" not in file_vars
     assert file_vars["enable_kuberay_service"] is False
 
 
@@ -374,7 +372,6 @@ def test_recipe_without_enable_gpu_cluster_clusters_through_the_fabric() -> None
         ({"gpu_nodes": RTX, "managed_driver_preset": "cuda12.8"}, "gpu_nodes_driver_preset"),
         ({"gpu_nodes": {**RTX, "preemptible": True}}, "gpu_nodes_preemptible"),
         ({"cpu_nodes": {**CPU, "preemptible": True}}, "cpu_nodes_preemptible"),
-        ({"cpu_nodes": CPU, "kuberay": {"enabled": True}}, "kuberay_cpu_cluster"),
         (
             {"cpu_nodes": CPU, "enable_filestore": True, "filestore_mount_tag": "shared"},
             "filestore_mount_tag",

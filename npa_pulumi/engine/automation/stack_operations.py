@@ -126,6 +126,7 @@ class EventCollector:
     summary: dict[str, int] | None = None  # the engine's closing resource-change counts
     on_gate: Callable[[], None] | None = None  # called when the engine starts running the health gate
     on_fabric: Callable[[], None] | None = None  # ... and its fabric check (components/gpu_fabric.py)
+    on_ray_gate: Callable[[], None] | None = None  # ... and the KubeRay gate (components/kuberay_gate.py)
 
     def sorted_diff(self) -> list[dict[str, Any]]:
         """The per-resource changes in URN order: the engine registers resources (and providers)
@@ -143,6 +144,8 @@ class EventCollector:
                 self.on_gate()
             if self.on_fabric is not None and meta.type.endswith(FABRIC_TYPE_SUFFIX) and op in _RUNS:
                 self.on_fabric()
+            if self.on_ray_gate is not None and meta.type.endswith(RAY_GATE_TYPE_SUFFIX) and op in _RUNS:
+                self.on_ray_gate()
             if meta.type != "pulumi:pulumi:Stack":
                 self.progress.resource_event(self.stack, finished=False)
                 if op not in ("same", "read"):
@@ -174,6 +177,7 @@ class EventCollector:
 
 GATE_TYPE_SUFFIX = ":GpuHealthGate"  # components/gpu_health.py's dynamic resource type
 FABRIC_TYPE_SUFFIX = ":GpuFabricCheck"  # components/gpu_fabric.py's
+RAY_GATE_TYPE_SUFFIX = ":KubeRayGate"  # components/kuberay_gate.py's
 _RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
 
 
@@ -434,6 +438,9 @@ class StackExecutor:
                 )
                 collector.on_fabric = lambda: self.write_lifecycle(
                     op, lifecycle.running_tags(lifecycle.VALIDATING_FABRIC), stack=stack
+                )
+                collector.on_ray_gate = lambda: self.write_lifecycle(
+                    op, lifecycle.running_tags(lifecycle.VALIDATING_KUBERAY), stack=stack
                 )
         verb = {
             "up": "updating",

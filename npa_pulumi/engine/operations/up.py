@@ -318,6 +318,8 @@ def _apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
     evidence = outputs.get("health_evidence")
     if isinstance(evidence, dict):
         stack.health = evidence
+    if isinstance(outputs.get("kuberay"), dict):  # the KubeRay gate's summary (engine/programs.py)
+        stack.kuberay = outputs["kuberay"]
     lifecycle = outputs.get("lifecycle")
     if lifecycle in FAILED_LIFECYCLES and not stack.failed:
         stack.status = lifecycle

@@ -91,6 +91,9 @@ class Teardown:
                     "node_group_ids": [str(i) for i in (outputs.get("node_group_ids") or [])],
                     "kube_context": str(outputs.get("kube_context") or ""),
                 }
+                if outputs.get("kuberay_objects"):  # deleted by the stack's destroy, before the cluster
+                    phase.deletes["kuberay_objects"] = [str(o) for o in outputs["kuberay_objects"]]
+                    phase.retains = {"ray_application_outputs": "the user's own buckets and filesystems"}
             phases.append(phase)
         # The clusters this run deletes are not "something else in the project".
         self.guarded.doomed_clusters = {

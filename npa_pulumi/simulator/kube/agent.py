@@ -4,9 +4,11 @@
 
 It holds the cluster's `agent.lock` for its whole life, starts the control plane, then once a second
 reads the cluster and its node groups from the simulator and makes the API server hold what a real
-cluster would (Nodes for RUNNING groups, the recipe's objects, fault stages). It stops the control plane
-and exits when asked (SIGTERM), when the cluster is deleted, or when the local cloud itself is gone (its
-database deleted or emptied), so no apiserver or etcd outlives what owns it.
+cluster would (Nodes for RUNNING groups, the recipe's objects, fault stages). Where the cluster stack
+installed the fleet's KubeRay operator, it runs the real operator binary for the cluster as a child
+process (kuberay.py). It stops the operator and the control plane and exits when asked (SIGTERM), when
+the cluster is deleted, or when the local cloud itself is gone (its database deleted or emptied), so no
+apiserver, etcd or operator outlives what owns it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.runtime.locks import FileLock
-from npa_pulumi.simulator.kube import binaries, controlplane, shapes
+from npa_pulumi.simulator.kube import binaries, controlplane, kuberay, shapes
 from npa_pulumi.simulator.kube.fabric import FabricModel
 from npa_pulumi.simulator.kube.gpus import GpuModel
 from npa_pulumi.simulator.kube.storage import StorageModel
@@ -57,6 +59,7 @@ class Agent:
         self.storage = StorageModel(cloud_dir, self.sim)  # the filesystem CSI driver and probe kubelet
         self.gpus = GpuModel()  # what nvidia-smi says on each node
         self.fabric = FabricModel()  # what NCCL's all-reduce measures on NVLink and InfiniBand
+        self.operator: kuberay.OperatorProcess | None = None  # KubeRay, once the control plane is up
 
     # ------------------------------------------------------------------ ownership
 
@@ -138,6 +141,7 @@ class Agent:
         rtx = [
             n for n, o in nodes.items() if "RTX" in o["metadata"]["labels"].get("nvidia.com/gpu.product", "")
         ]
+        not_ready = [n for n, f in (cluster.get("node_faults") or {}).items() if f.get("not_ready")]
         stages = [
             shapes.pod_failure_stage(faulted),
             shapes.smoke_stage(faulted),
@@ -147,7 +151,6 @@ class Agent:
             try:
                 self.apply(client, obj, force)
             except KubeError as err:
-                # e.g. a RayCluster before its CRD is established: the next tick applies it
                 log(f"apply {obj['kind']} {obj['metadata']['name']}: {err}")
         selector = f"{shapes.MANAGED_BY}={shapes.LOCAL_CLOUD}"
         for node in client.list("/api/v1/nodes", selector):
@@ -169,6 +172,12 @@ class Agent:
             self.fabric.answer_probes(client, cluster, groups)
         except KubeError as err:
             log(f"fabric: {err}")
+        if self.operator is not None:
+            try:
+                self.operator.sync(kuberay.installed(client))
+                kuberay.follow_node_readiness(client, not_ready, log)
+            except KubeError as err:  # the API down: the operator keeps running, as a pod would
+                log(f"kuberay: {err}")
         self.first_sync = False
         if force:
             self.last_full_sync = time.monotonic()
@@ -194,6 +203,7 @@ class Agent:
             return 1
         log(f"control plane up at {access.server}: {', '.join(f'{p.name}={p.pid}' for p in procs)}")
         client = access.client()
+        self.operator = kuberay.OperatorProcess(self.home, access.kubeconfig_dict("kuberay-operator"), log)
         self.install_stages(client)
         self.last_snapshot = first
         try:
@@ -212,6 +222,8 @@ class Agent:
             except Exception as err:  # the API down (a fault) or restarting: keep going
                 log(f"sync failed: {err}")
             time.sleep(POLL_S)
+        if self.operator is not None:
+            self.operator.stop()
         controlplane.terminate(procs)
         if self.snapshot() is None:
             shutil.rmtree(self.home, ignore_errors=True)

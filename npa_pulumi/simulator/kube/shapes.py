@@ -5,8 +5,8 @@
   cluster runs MIG), the GPU taint, capacity and allocatable from the preset, and a boot id that changes
   only when the node reboots. `kwok.x-k8s.io/node: fake` hands the node to kwok, which keeps it Ready.
 * What the k8s-training recipe installs (its "addons"): the GPU driver stack as DaemonSets (the device
-  plugin for `managed-image`, the GPU operator's daemonsets for `operator`), the CSI StorageClasses, and
-  the KubeRay CRD with the CPU RayCluster.
+  plugin for `managed-image`, the GPU operator's daemonsets for `operator`) and the CSI StorageClasses.
+  KubeRay is not the recipe's: the fleet's cluster stack installs it, and the agent runs its operator.
 * kwok Stages: kwok's own (node initialise / heartbeat, pod ready / complete / delete, node-not-ready)
   plus two of the simulator's, for GPU faults and for pods failing on a faulted node.
 """
@@ -193,33 +193,6 @@ def _storage_class(name: str, provisioner: str, default: bool) -> JSON:
     }
 
 
-RAYCLUSTER_CRD: JSON = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "rayclusters.ray.io"},
-    "spec": {
-        "group": "ray.io",
-        "names": {
-            "kind": "RayCluster",
-            "listKind": "RayClusterList",
-            "plural": "rayclusters",
-            "singular": "raycluster",
-        },
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
-
-
 def recipe_objects(cluster: JSON) -> list[JSON]:
     """The objects the recipe's Helm releases leave in the cluster, in apply order (namespaces and CRDs
     before what lives in them)."""
@@ -258,9 +231,6 @@ def recipe_objects(cluster: JSON) -> list[JSON]:
         ]
     elif driver == "operator":
         objects += _gpu_operator(addons.get("mig") or {})
-    kuberay = addons.get("kuberay") or {}
-    if kuberay:
-        objects += [_namespace("kuberay"), RAYCLUSTER_CRD, _raycluster(kuberay)]
     return objects
 
 
@@ -358,27 +328,6 @@ def _gpu_operator(mig: JSON) -> list[JSON]:
         },
     }
     return [_namespace("gpu-operator"), CLUSTERPOLICY_CRD, policy, operator, *daemonsets]
-
-
-def _raycluster(kuberay: JSON) -> JSON:
-    cpus, memory = kuberay.get("worker_cpus", 2), kuberay.get("worker_memory_gib", 8)
-    container = {"name": "ray-worker", "image": "rayproject/ray:local"}
-    resources = {"limits": {"cpu": str(cpus), "memory": f"{memory}Gi"}}
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": "ray-cluster", "namespace": "kuberay", "labels": {MANAGED_BY: "Helm"}},
-        "spec": {
-            "headGroupSpec": {"template": {"spec": {"containers": [{**container, "name": "ray-head"}]}}},
-            "workerGroupSpecs": [
-                {
-                    "groupName": "cpu",
-                    "replicas": int(kuberay.get("worker_replicas", 1)),
-                    "template": {"spec": {"containers": [{**container, "resources": resources}]}},
-                }
-            ],
-        },
-    }
 
 
 # --------------------------------------------------------------------------------- kwok Stages
