@@ -137,3 +137,25 @@ def test_a_missing_plugin_error_names_the_install_command() -> None:
     )
     assert "`pulumi plugin install resource kubernetes v4.25.0`" in missing_plugin_hint(engine.split(",")[0])
     assert missing_plugin_hint("some other failure") == "some other failure"
+
+
+def test_a_foreign_home_reuses_the_accounts_toolchain_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HOME=$(mktemp -d) make demo: the binaries `make tools` built are the machine's, found again."""
+    import pwd
+
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    account = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "npa-pulumi" / "toolchain"
+    expected = (
+        account
+        if account.is_dir() and os.access(account, os.W_OK)
+        else tmp_path / ".cache" / "npa-pulumi" / "toolchain"
+    )
+    assert toolchain._cache_root() == expected
+    assert _script().cache_root() == expected
+    (tmp_path / ".cache" / "npa-pulumi" / "toolchain").mkdir(parents=True)  # this $HOME has its own now
+    assert toolchain._cache_root() == tmp_path / ".cache" / "npa-pulumi" / "toolchain"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert toolchain._cache_root() == tmp_path / "xdg" / "npa-pulumi" / "toolchain"
