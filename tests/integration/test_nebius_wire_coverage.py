@@ -30,7 +30,11 @@ def _load_wire_test_modules() -> list[str]:
         if path.stem not in sys.modules:
             spec = importlib.util.spec_from_file_location(f"wire_coverage_{path.stem}", path)
             assert spec is not None and spec.loader is not None
-            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            module = importlib.util.module_from_spec(spec)
+            # Registered first: a dataclass with string annotations looks its module up (run alone, the
+            # file's wire modules were not imported by pytest before this test).
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
         loaded.append(path.stem)
     return loaded
 

@@ -8,6 +8,8 @@ metadata, profiles) lives in test_nebius_wire_behaviour.py.
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,6 +108,23 @@ def test_subnet_reuse_or_create(backend: Backend) -> None:
 def test_default_region_is_the_profiles(backend: Backend) -> None:
     # nebius: the region of the profile's `parent-id` project; local: the local tenant's first region.
     assert backend.cloud.default_region() == REGION
+
+
+@covers("object_storage_endpoint")
+def test_the_object_storage_endpoint_serves_the_clouds_buckets(backend: Backend) -> None:
+    """`backend init` puts its state bucket behind this endpoint: it must be the S3 endpoint that serves the
+    cloud's buckets (nebius: the one the adapter's own S3 calls use, here the fake's; local: its own S3
+    server, started on demand, answering S3's errors to an unsigned request)."""
+    endpoint = backend.cloud.object_storage_endpoint(REGION)
+    if backend.kind == "nebius":
+        settings = backend.cloud.settings  # type: ignore[attr-defined]
+        assert endpoint == (settings.storage_endpoint or f"https://storage.{REGION}.nebius.cloud").rstrip("/")
+        return
+    assert endpoint.startswith("http://127.0.0.1:"), endpoint
+    assert backend.cloud.object_storage_endpoint(REGION) == endpoint  # the same server, not a second one
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{endpoint}/any-bucket", timeout=10)
+    assert refused.value.code == 403 and b"<Error>" in refused.value.read()
 
 
 @covers("list_quota_allowances")
