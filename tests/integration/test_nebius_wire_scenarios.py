@@ -117,7 +117,7 @@ def test_the_object_storage_endpoint_serves_the_clouds_buckets(backend: Backend)
     server, started on demand, answering S3's errors to an unsigned request)."""
     endpoint = backend.cloud.object_storage_endpoint(REGION)
     if backend.kind == "nebius":
-        settings = backend.cloud.settings  # type: ignore[attr-defined]
+        settings = backend.cloud.settings
         assert endpoint == (settings.storage_endpoint or f"https://storage.{REGION}.nebius.cloud").rstrip("/")
         return
     assert endpoint.startswith("http://127.0.0.1:"), endpoint
