@@ -1,7 +1,7 @@
 """The fabric check's run (npa_pulumi/kube/fabric_check.py) against an in-memory API whose pods the local
 cloud's fabric model answers (npa_pulumi/simulator/kube/fabric.py): thresholds, the culprit search
 (each node alone, then halving), cleanup by UID, refusal while GPUs are in use. The same run against real
-API servers: tests/integration/test_fabric_check.py."""
+API servers: tests/integration/test_fabric_gate.py."""
 
 from __future__ import annotations
 
