@@ -30,7 +30,13 @@ TAG_RUN = "npa:lifecycle-run"
 TAG_REASON = "npa:lifecycle-reason"
 TAG_RETRY = "npa:lifecycle-retry"
 TAGS = (TAG_STATE, TAG_RUN, TAG_REASON, TAG_RETRY)
-RUNNING_STATES = ("provisioning", "validating-gpu-health", "validating-mig", "validating-cluster-basics")
+RUNNING_STATES = (
+    "provisioning",
+    "validating-gpu-health",
+    "validating-mig",
+    "validating-cluster-basics",
+    "validating-slurm",
+)
 DESTROY_INCOMPLETE = "destroy-incomplete"
 _MAX_TAG_VALUE = 250  # the service limits tag values to 256 characters
 

@@ -258,6 +258,15 @@ def build_plans(
             "no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub"
         )
     inputs = PlanInputs(tenant_id, source, ssh_key, in_cluster, health_gate)
+    if any(t.backend == "soperator" and backend_for(t.backend) is not None for t in targets):
+        from npa_pulumi.bridge import soperator_recipe
+
+        inputs.soperator_source = pin_source(
+            soperator_recipe.resolve_source(
+                options.cloud, options.soperator_recipe_dir, options.soperator_recipe_ref
+            ),
+            npa_home() / "cache",
+        )
     seen_projects: set[str] = set()
     missing_region = sorted({t.cluster_stack for t in targets if not t.region})
     if missing_region:
@@ -290,7 +299,8 @@ def build_plans(
             )
             continue
         plans.clusters.append(backend.plan(target, inputs))
-    plans.warnings = list(dict.fromkeys(w for recipe in inputs.staged.values() for w in recipe.warnings))
+    staged = [*inputs.staged.values(), *inputs.soperator_staged.values()]
+    plans.warnings = list(dict.fromkeys(w for recipe in staged for w in recipe.warnings))
     if inputs.problems and not for_destroy:
         raise RecipeIncompatible(
             "the recipe cannot represent the requested clusters (nothing was changed):\n  - "

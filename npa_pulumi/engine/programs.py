@@ -64,6 +64,10 @@ class ClusterPlan:
     # The GPU health gate's settings (npa_pulumi.kube.gpu_health.GateConfig); None: no gate runs, the
     # cluster is deployed with validation "skipped" (`up --no-health-gate`, or MIG until MIG readiness).
     health_gate: dict[str, Any] | None = None
+    # Which recipe the cluster stack runs through the Terraform bridge: k8s-training (mk8s) or soperator.
+    module_kind: str = "k8s-training"
+    # soperator: the Slurm cluster the gate waits for (npa_pulumi.kube.slurm_check.SlurmGateConfig).
+    slurm: dict[str, Any] | None = None
 
 
 def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: str) -> Callable[[], None]:

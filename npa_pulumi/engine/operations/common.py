@@ -74,6 +74,7 @@ def terraform_plan(
         "tfvars": plan.tfvars,
         "runtime_tfvars": plan.runtime_tfvars,
         "recipe": plan.recipe,
+        "module_kind": plan.module_kind,
     }
     try:
         # Read through the cache: `up` has just read these outputs, a preview's cluster op too.

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.cloud.local.kube import binaries, controlplane, shapes
+from npa_pulumi.cloud.local.kube import binaries, controlplane, shapes, slurm
 from npa_pulumi.cloud.local.kube.gpus import GpuModel
 from npa_pulumi.cloud.local.kube.storage import StorageModel
 from npa_pulumi.runtime.locks import FileLock
@@ -55,6 +55,7 @@ class Agent:
         self.last_full_sync = 0.0
         self.storage = StorageModel(cloud_dir, self.sim)  # the filesystem CSI driver and probe kubelet
         self.gpus = GpuModel()  # what nvidia-smi says on each node
+        self.slurm = slurm.SlurmOperator()  # soperator clusters: the operator's status reconcile
 
     # ------------------------------------------------------------------ ownership
 
@@ -131,7 +132,7 @@ class Agent:
         from npa_pulumi.kube.client import KubeError
 
         force = time.monotonic() - self.last_full_sync > RESYNC_S
-        nodes = shapes.desired_nodes(cluster, groups)
+        nodes = slurm.with_faults(cluster, shapes.desired_nodes(cluster, groups))
         faulted = [n for n, f in (cluster.get("node_faults") or {}).items() if f.get("pod_failure")]
         rtx = [
             n for n, o in nodes.items() if "RTX" in o["metadata"]["labels"].get("nvidia.com/gpu.product", "")
@@ -141,7 +142,9 @@ class Agent:
             shapes.smoke_stage(faulted),
             *shapes.graphics_stages(rtx, faulted),
         ]
-        for obj in [*stages, *nodes.values(), *shapes.recipe_objects(cluster)]:
+        slurm_cluster = slurm.slurm_of(cluster)
+        slurm_objects = slurm.desired_objects(slurm_cluster) if slurm_cluster else []
+        for obj in [*stages, *nodes.values(), *shapes.recipe_objects(cluster), *slurm_objects]:
             try:
                 self.apply(client, obj, force)
             except KubeError as err:
@@ -155,6 +158,10 @@ class Agent:
                 self.applied.pop(f"/api/v1/nodes/{name}", None)
                 log(f"node {name} removed")
         self.inject_taint_events(client, cluster)
+        try:
+            self.slurm.sync(client, cluster, controlplane.FIELD_MANAGER)
+        except KubeError as err:
+            log(f"slurm operator: {err}")
         try:
             self.storage.sync(client, cluster, groups)
         except (KubeError, OSError) as err:
