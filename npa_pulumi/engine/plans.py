@@ -276,13 +276,16 @@ def build_plans(
     # A project stack (project, network, bucket) is only for projects with a deployable cluster in the
     # selection: preflight budgets nothing for the others, so nothing of theirs may be created.
     deployable = {t.project_key for t in targets if backend_for(t.backend) is not None}
+    # Object storage serves mk8s clusters: a project whose selected clusters are all soperator is refused
+    # it (the original tool failed closed too), deployable or not.
+    with_mk8s = {t.project_key for t in targets if t.backend == "mk8s" and backend_for(t.backend) is not None}
     for target in targets:
         if target.project_key not in seen_projects:
             seen_projects.add(target.project_key)
+            if target.object_storage is not None and target.project_key not in with_mk8s:
+                plans.storage_without_mk8s.append(target.project_index)
             if target.project_key in deployable:
                 plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
-            elif target.object_storage is not None:
-                plans.storage_without_mk8s.append(target.project_index)
         backend = backend_for(target.backend)
         if backend is None:
             untouched = "" if target.project_key in deployable else "; its project was not touched"
@@ -293,6 +296,7 @@ def build_plans(
                     project_key=target.project_key,
                     cluster_name=target.cluster_name,
                     status="not-supported",
+                    backend=target.backend,
                     error=f"backend {target.backend!r} is planned and validated, but deploying it is not "
                     f"supported yet{untouched}",
                 )

@@ -89,6 +89,7 @@ class StackOp:
     # A cluster stack with a health gate: the lifecycle state recorded while the gate's step runs
     # (engine/lifecycle.py); "" when it has none.
     gate_state: str = ""
+    backend: str | None = None  # a cluster stack's backend (mk8s | soperator), reported in its result
 
     def result(self, status: str, **fields: Any) -> StackResult:
         return StackResult(
@@ -97,6 +98,7 @@ class StackOp:
             project_key=self.project_key,
             cluster_name=self.cluster_name,
             status=status,
+            **({"backend": self.backend} if self.backend and "backend" not in fields else {}),
             **fields,
         )
 

@@ -31,6 +31,7 @@ from npa_pulumi.engine.operations.common import (
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.scheduler import Job
+from npa_pulumi.engine.slurm_status import recorded_slurm_status
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
 
@@ -295,6 +296,7 @@ def _apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
     evidence = outputs.get("health_evidence")
     if isinstance(evidence, dict):
         stack.health = evidence
+    stack.slurm = recorded_slurm_status(outputs) or stack.slurm  # soperator: what its gate saw
     lifecycle = outputs.get("lifecycle")
     if lifecycle in FAILED_LIFECYCLES and not stack.failed:
         stack.status = lifecycle
