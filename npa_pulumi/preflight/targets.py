@@ -17,6 +17,7 @@ from npa_pulumi.plan.naming import derived_bucket_name
 from npa_pulumi.preflight.demand import BucketDemandInput, ClusterDemandInput, ProjectDemandInput
 from npa_pulumi.preflight.report import PreflightReport
 from npa_pulumi.preflight.runner import evaluate_preflight, run_preflight
+from npa_pulumi.preflight.soperator_demand import soperator_demand
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
@@ -74,11 +75,14 @@ def build_inputs(
     unchanged = set(unchanged_stacks)
     mk8s = [t for t in targets if t.backend == "mk8s"]
     clusters = [cluster_demand(t, t.cluster_stack in unchanged) for t in mk8s]
-    existing = _existing_project_ids(cloud, tenant_id, mk8s)
+    # Projects of every deployed backend (mk8s and soperator targets share their project's network).
+    deployed = [t for t in targets if t.backend in ("mk8s", "soperator")]
+    existing = _existing_project_ids(cloud, tenant_id, deployed)
+    with_mk8s = {t.project_key for t in mk8s}
     projects: list[ProjectDemandInput] = []
     buckets: list[BucketDemandInput] = []
     seen: set[str] = set()
-    for target in mk8s:
+    for target in deployed:
         if target.project_key in seen:
             continue
         seen.add(target.project_key)
@@ -88,7 +92,7 @@ def build_inputs(
             )
         )
         storage = target.object_storage
-        if storage is None:
+        if storage is None or target.project_key not in with_mk8s:  # refused before preflight otherwise
             continue
         exists = False
         project_id = existing.get(target.project_key)
@@ -122,8 +126,14 @@ def preflight_targets(
     bucket_names: dict[str, str] | None = None,
 ) -> PreflightReport:
     try:
-        clusters, projects, buckets = build_inputs(cloud, tenant_id, targets, unchanged_stacks, bucket_names)
+        unchanged = set(unchanged_stacks)
+        clusters, projects, buckets = build_inputs(cloud, tenant_id, targets, unchanged, bucket_names)
+        soperators = [
+            soperator_demand(t, t.cluster_stack in unchanged) for t in targets if t.backend == "soperator"
+        ]
     except CloudError as err:
         # Unreadable inventory fails closed: nothing is assumed to exist, and nothing is deployed.
         return evaluate_preflight(tenant_id, [], [], None, None, errors=[f"cannot read the inventory: {err}"])
-    return run_preflight(cloud, tenant_id, clusters=clusters, projects=projects, buckets=buckets)
+    return run_preflight(
+        cloud, tenant_id, clusters=clusters, projects=projects, buckets=buckets, soperators=soperators
+    )
