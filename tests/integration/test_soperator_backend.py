@@ -147,6 +147,24 @@ def test_without_an_api_server_both_deploy_and_destroy(isolated_home: Path, tmp_
     clusters = {c["cluster_name"]: c for c in status.json()["clusters"]}
     assert clusters["slurm"]["status"] == "deployed" and clusters["slurm"]["drift"] == []
 
+    # Drift: a worker node group deleted outside the fleet is reported, and `up` brings it back.
+    worker = groups["soperator-slurm-worker-cpu-0"]["id"]
+    npa(
+        "local-cloud", "api", "delete_node_group", "--args", json.dumps({"node_group_id": worker}), check=True
+    )
+    drifted = {
+        c["cluster_name"]: c
+        for c in npa("status", "--spec", str(spec), "--output", "json").json()["clusters"]
+    }
+    assert drifted["slurm"]["status"] == "drifted"
+    assert [d["address"] for d in drifted["slurm"]["drift"]] == ['terraform_data.node_group["worker-cpu-0"]']
+    assert drifted["train"]["status"] == "deployed"
+    repaired = npa("up", "--spec", str(spec), "--yes", "--output", "json")
+    assert repaired.code == 0, repaired.stderr[-3000:]
+    assert by_stack(repaired.json())[TRAIN]["status"] == "unchanged"
+    names = [g["name"] for g in inventory()["node_groups"]]
+    assert "soperator-slurm-worker-cpu-0" in names
+
     destroy = npa("destroy", "--spec", str(spec), "--yes", "--output", "json")
     assert destroy.code == 0, destroy.stderr[-3000:]
     assert destroy.json()["receipt"]

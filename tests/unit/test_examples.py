@@ -13,7 +13,13 @@ from npa_pulumi.plan import default_recipe_variables, plan_document, render_tfva
 from npa_pulumi.spec import fleet_json_schema, load_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-FLEET_EXAMPLES = ["fleet1-test.yaml", "rtxpro-mig.yaml", "mixed-backends.yaml", "kuberay.yaml", "mixed-local.yaml"]
+FLEET_EXAMPLES = [
+    "fleet1-test.yaml",
+    "rtxpro-mig.yaml",
+    "mixed-backends.yaml",
+    "kuberay.yaml",
+    "mixed-local.yaml",
+]
 
 
 @pytest.mark.parametrize("name", FLEET_EXAMPLES)
