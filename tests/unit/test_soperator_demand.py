@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from npa_pulumi.plan import resolve_targets
+from npa_pulumi.plan import Target, resolve_targets
 from npa_pulumi.plan.soperator import node_groups, render_tfvars
 from npa_pulumi.preflight.demand import GIB, compute_requirements
 from npa_pulumi.preflight.soperator_demand import soperator_demand
@@ -46,7 +46,7 @@ SPEC = {
 }
 
 
-def _target():  # type: ignore[no-untyped-def]
+def _target() -> Target:
     [target] = resolve_targets(parse_spec(json.dumps(SPEC)))
     return target
 
@@ -74,6 +74,7 @@ def test_a_two_worker_set_target_needs_exactly_this() -> None:
 def test_worker_sets_are_chunked_into_node_groups_as_the_recipe_names_them() -> None:
     target = _target()
     payload = target.cluster.soperator
+    assert payload is not None
     groups = [(g.name, g.role, g.nodes) for g in node_groups(target.cluster_name, payload)]
     assert groups == [
         ("soperator-slurm-system", "system", 3),
