@@ -99,7 +99,8 @@ def deploy(
     **options: Any,
 ) -> Any:
     """`npa-pulumi up`: returns a FleetResult (see npa_pulumi.output.results). Options are FleetOptions
-    fields: cloud, profile, backend, passphrase_file, recipe_dir, recipe_ref, concurrency, fail_fast,
+    fields: cloud, profile, backend, passphrase_file, recipe_dir, recipe_ref, soperator_recipe_dir,
+    soperator_recipe_ref, concurrency, fail_fast,
     policy_packs, policy_config, create_projects, refresh, show_progress, shard ("K/N": only the clusters
     shard K of N owns; also for preview, destroy, status and refresh), stage ("projects" | "clusters": only
     that half of the fleet; also for preview, destroy and refresh), break_lock."""

@@ -127,7 +127,7 @@ class EventCollector:
         if event.resource_pre_event is not None:
             meta = event.resource_pre_event.metadata
             op = str(getattr(meta.op, "value", meta.op))
-            if self.on_gate is not None and meta.type.endswith(GATE_TYPE_SUFFIX) and op in _RUNS:
+            if self.on_gate is not None and meta.type.endswith(GATE_TYPE_SUFFIXES) and op in _RUNS:
                 self.on_gate()
             if meta.type != "pulumi:pulumi:Stack":
                 self.progress.resource_event(self.stack, finished=False)
@@ -159,6 +159,8 @@ class EventCollector:
 
 
 GATE_TYPE_SUFFIX = ":GpuHealthGate"  # components/gpu_health.py's dynamic resource type
+# ... and components/slurm_gate.py's (soperator clusters): either one starting is the gate's step.
+GATE_TYPE_SUFFIXES = (GATE_TYPE_SUFFIX, ":SlurmGate")
 _RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
 
 
