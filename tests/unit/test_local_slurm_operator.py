@@ -103,3 +103,9 @@ def test_the_recipe_records_the_slurm_cluster_as_json_text() -> None:
         "nodesets": [],
     }
     assert slurm.slurm_of({"addons": {"gpu_driver": ""}}) is None
+
+
+def test_a_role_fault_counts_before_kwok_marks_the_node() -> None:
+    status = slurm.cluster_status(SLURM, _nodes(), {"cpu": {}}, [], down=frozenset({"login"}))
+    assert status["phase"] == "Not available" and status["readyLogin"] == 0
+    assert [c["type"] for c in status["conditions"] if c["status"] != "True"] == ["LoginAvailable"]

@@ -264,10 +264,19 @@ def nodeset_status(nodeset: JSON, nodes: list[JSON], previous: list[JSON]) -> JS
     }
 
 
-def cluster_status(slurm: JSON, nodes: list[JSON], nodesets: dict[str, JSON], previous: list[JSON]) -> JSON:
-    """The SlurmCluster's status: Available only when controllers, login and accounting are available."""
+def cluster_status(
+    slurm: JSON,
+    nodes: list[JSON],
+    nodesets: dict[str, JSON],
+    previous: list[JSON],
+    down: frozenset[str] = frozenset(),
+) -> JSON:
+    """The SlurmCluster's status: Available only when controllers, login and accounting are available.
+    `down`: roles a fault took down (their pods are not ready even before kwok marks the nodes NotReady)."""
     controllers, controllers_total = _role_ready(nodes, "controller")
     login, login_total = _role_ready(nodes, "login")
+    controllers = 0 if "controller" in down else controllers
+    login = 0 if "login" in down else login
     system, system_total = _role_ready(nodes, "system")
     accounting_on = bool(slurm.get("accounting"))
     accounting, accounting_total = _role_ready(nodes, "accounting")
@@ -359,12 +368,14 @@ class SlurmOperator:
                 if current is None:
                     continue
                 previous = ((current.get("status") or {}).get("conditions")) or []
-                status = cluster_status(slurm, nodes, live_sets, previous)
+                down = frozenset(role for fault, role in FAULT_ROLES.items() if faults_of(cluster).get(fault))
+                status = cluster_status(slurm, nodes, live_sets, previous, down)
                 self._apply_status(client, path, obj, status, field_manager)
             elif obj["kind"] == "Service" and obj["metadata"]["name"] == LOGIN_SERVICE:
                 path = object_path(obj)
                 if client.get_or_none(path) is None:
                     continue
                 login, _ = _role_ready(nodes, "login")
+                login = 0 if faults_of(cluster).get("login_down") else login
                 ingress = [{"ip": login_address(str(cluster.get("id", "")))}] if login else []
                 self._apply_status(client, path, obj, {"loadBalancer": {"ingress": ingress}}, field_manager)
