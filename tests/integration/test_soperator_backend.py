@@ -39,6 +39,7 @@ projects:
         backend: soperator
         soperator:
           slurm_operator_version: "4.1.0"
+          gate_timeout_minutes: TIMEOUT
           workers:
             - {name: cpu, platform: cpu-d3, preset: 16vcpu-64gb, size: 2}
 """
@@ -246,7 +247,7 @@ def test_a_controller_down_fault_fails_only_the_soperator_gate(kube_api: Path, t
     assert injected, "the soperator cluster never appeared"
     assert up.code == 1, up.stderr[-4000:]
     stacks = by_stack(up.json())
-    assert stacks[TRAIN]["status"] == "deployed"  # the mk8s target is unaffected
+    assert stacks[TRAIN]["status"] == "deployed", stacks[TRAIN]  # the mk8s target is unaffected
     failed = stacks[SLURM]
     assert failed["status"] == "deployed-validation-failed"
     evidence = failed["health"]

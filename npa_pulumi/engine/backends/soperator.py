@@ -48,7 +48,7 @@ def slurm_config(target: Target, payload: SoperatorSpec) -> dict[str, Any]:
         "name": SLURM_NAME,
         "namespace": SLURM_NAMESPACE,
         "nodesets": {worker.name: worker.size for worker in payload.workers},
-        "timeout_s": float(target.cluster.health.timeout_minutes * 60),
+        "timeout_s": float(max(1, payload.gate_timeout_minutes) * 60),
         "accounting": payload.accounting,
     }
 
@@ -68,7 +68,7 @@ def gpu_gate_config(target: Target, payload: SoperatorSpec) -> dict[str, Any]:
         "driver_mode": "operator" if first else "",
         "nvswitch": first is not None,
         "stabilization_s": float(health.stabilization_seconds) if first else 0.0,
-        "timeout_s": float(health.timeout_minutes * 60),
+        "timeout_s": float(max(1, payload.gate_timeout_minutes) * 60),
         "cuda_smoke": bool(health.cuda_smoke) and first is not None,
         "smoke_image": health.cuda_smoke_image,
         "graphics_smoke": False,
