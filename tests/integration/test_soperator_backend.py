@@ -148,6 +148,19 @@ def test_without_an_api_server_both_deploy_and_destroy(isolated_home: Path, tmp_
     clusters = {c["cluster_name"]: c for c in status.json()["clusters"]}
     assert clusters["slurm"]["status"] == "deployed" and clusters["slurm"]["drift"] == []
 
+    # Preview of a resized worker set: Terraform's own plan for the soperator stack, nothing changed.
+    resized = write_spec(tmp_path / "resized.yaml", spec.read_text().replace("size: 2}", "size: 3}"))
+    preview = npa("preview", "--spec", str(resized), "--output", "json")
+    assert preview.code == 0, preview.stderr[-3000:]
+    planned = by_stack(preview.json())
+    assert planned[TRAIN]["status"] == "no-changes" and planned[SLURM]["status"] == "changes"
+    terraform = planned[SLURM]["terraform"]
+    # The worker group (its request changed) and the Slurm cluster's release (its NodeSet grows).
+    assert sorted(r["address"] for r in terraform["resources"]) == [
+        'terraform_data.node_group["worker-cpu-0"]',
+        "terraform_data.slurm_cluster",
+    ]
+
     # Drift: a worker node group deleted outside the fleet is reported, and `up` brings it back.
     worker = groups["soperator-slurm-worker-cpu-0"]["id"]
     npa(
