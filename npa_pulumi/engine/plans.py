@@ -248,8 +248,18 @@ def build_plans(
     health_gate = in_cluster and options.health_gate
     plans = FleetPlans()
     # A branch is resolved to its commit now, once: every stack of this run applies that commit.
-    source = pin_source(
-        resolve_source(options.cloud, options.recipe_dir, options.recipe_ref), npa_home() / "cache"
+    # A selection without mk8s targets needs no k8s-training recipe (a soperator-only fleet on Nebius).
+    needs_k8s_training = (
+        any(t.backend == "mk8s" for t in targets)
+        or bool(options.recipe_dir or options.recipe_ref)
+        or options.cloud == "local"
+    )
+    source = (
+        pin_source(
+            resolve_source(options.cloud, options.recipe_dir, options.recipe_ref), npa_home() / "cache"
+        )
+        if needs_k8s_training
+        else RecipeSource("dir", "")  # never materialized: no target plans with it
     )
     plans.recipe = source
     ssh_key = default_ssh_public_key(spec)
