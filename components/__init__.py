@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from npa_pulumi.components.kuberay_gate import KubeRayGate, KubeRayGateArgs
     from npa_pulumi.components.object_storage import ObjectStorage, ObjectStorageArgs
     from npa_pulumi.components.project_network import ProjectNetwork, ProjectNetworkArgs
+    from npa_pulumi.components.slurm_gate import SlurmGate, SlurmGateArgs
+    from npa_pulumi.components.soperator_cluster import SoperatorCluster, SoperatorClusterArgs
     from npa_pulumi.components.terraform_module import TerraformModule, TerraformModuleArgs
 
 _MODULE_OF = {
@@ -45,6 +47,10 @@ _MODULE_OF = {
     "ObjectStorageArgs": "object_storage",
     "ProjectNetwork": "project_network",
     "ProjectNetworkArgs": "project_network",
+    "SlurmGate": "slurm_gate",
+    "SlurmGateArgs": "slurm_gate",
+    "SoperatorCluster": "soperator_cluster",
+    "SoperatorClusterArgs": "soperator_cluster",
     "TerraformModule": "terraform_module",
     "TerraformModuleArgs": "terraform_module",
 }
@@ -70,6 +76,10 @@ __all__ = [
     "ObjectStorageArgs",
     "ProjectNetwork",
     "ProjectNetworkArgs",
+    "SlurmGate",
+    "SlurmGateArgs",
+    "SoperatorCluster",
+    "SoperatorClusterArgs",
     "TerraformModule",
     "TerraformModuleArgs",
 ]

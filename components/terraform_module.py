@@ -77,6 +77,7 @@ class TerraformModuleInputs(ProviderModel):
     tfvars: dict[str, Any]
     runtime_tfvars: dict[str, Any] | None = None
     recipe: RecipeRef
+    module_kind: str = "k8s-training"  # or "soperator" (npa_pulumi/bridge/soperator_recipe.py)
 
 
 class TerraformModuleOutputs(ProviderModel):
@@ -91,6 +92,10 @@ class TerraformModuleOutputs(ProviderModel):
 def _workspace(inputs: TerraformModuleInputs) -> TerraformWorkspace:
     from npa_pulumi.bridge.terraform import TerraformWorkspace
 
+    if inputs.module_kind == "soperator":
+        from npa_pulumi.bridge.soperator_recipe import INSTALLATION
+
+        return TerraformWorkspace(root=work_dir(inputs.work_key), module_subdir=INSTALLATION)
     return TerraformWorkspace(root=work_dir(inputs.work_key))
 
 
@@ -115,7 +120,11 @@ def _source(inputs: TerraformModuleInputs) -> RecipeSource:
     if kind is None:
         raise RuntimeError(f"unknown recipe source {inputs.recipe.source!r}")
     location = inputs.recipe.location
-    if kind == "local-stand-in":
+    if kind == "local-stand-in" and inputs.module_kind == "soperator":
+        from npa_pulumi.bridge import soperator_recipe
+
+        location = str(soperator_recipe.stand_in_dir())
+    elif kind == "local-stand-in":
         # The shipped stand-in is found where this installation keeps it, not at the path recorded in
         # state (another machine, or a moved checkout, has it elsewhere).
         location = str(stand_in_dir())
@@ -136,9 +145,19 @@ def _prepare(
     from npa_pulumi.bridge.terraform import runtime_env
 
     inputs = TerraformModuleInputs.model_validate(props)
+    soperator = inputs.module_kind == "soperator"
+    if workspace is not None and soperator:  # a preview's scratch dir: the recipe's own layout
+        from npa_pulumi.bridge.soperator_recipe import INSTALLATION
+
+        workspace.module_subdir = INSTALLATION
     workspace = workspace or _workspace(inputs)
     source = _source(inputs)
-    recipe = materialize(source, workspace.root, inputs.identity.region, cache_dir())
+    if soperator:
+        from npa_pulumi.bridge import soperator_recipe
+
+        recipe = soperator_recipe.materialize(source, workspace.root, inputs.identity.region, cache_dir())
+    else:
+        recipe = materialize(source, workspace.root, inputs.identity.region, cache_dir())
     if same_recipe and recipe.digest != inputs.recipe.digest:
         raise RuntimeError(
             f"the recipe at {source.location} changed between preview and apply (digest "
@@ -150,6 +169,10 @@ def _prepare(
     token = _token(inputs)
     if token is not None:
         identity["iam_token"] = token
+    if soperator:  # the soperator recipe names the fleet's identity its own way
+        from npa_pulumi.bridge.soperator_recipe import recipe_identity
+
+        identity = recipe_identity(identity)
     extra = {"NPA_PYTHON": sys.executable}
     if source.kind == "local-stand-in":
         # The stand-in derives stable idempotency keys from this owner (see its main.tf); other recipes

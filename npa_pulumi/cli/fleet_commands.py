@@ -89,6 +89,19 @@ def _fleet_options(func: F, spec_required: bool) -> F:
             help="The upstream library at REF: a branch (resolved on every run), a tag or a full commit SHA.",
         ),
         click.option(
+            "--soperator-recipe-dir",
+            default=None,
+            type=click.Path(file_okay=False),
+            help="For soperator clusters: a local checkout of the library, its soperator/, or the "
+            "installation directory (soperator/installations/example).",
+        ),
+        click.option(
+            "--soperator-recipe-ref",
+            default=None,
+            metavar="REF",
+            help="For soperator clusters: the upstream library at REF (branch, tag or full commit SHA).",
+        ),
+        click.option(
             "-j",
             "--concurrency",
             default=4,
@@ -200,6 +213,8 @@ def _engine_options(kw: dict[str, Any], **extra: Any) -> dict[str, Any]:
         "passphrase_file": kw["passphrase_file"],
         "recipe_dir": kw["recipe_dir"],
         "recipe_ref": kw["recipe_ref"],
+        "soperator_recipe_dir": kw.get("soperator_recipe_dir"),
+        "soperator_recipe_ref": kw.get("soperator_recipe_ref"),
         "concurrency": kw["concurrency"],
         "spec_path": kw["spec_path"],
         **extra,

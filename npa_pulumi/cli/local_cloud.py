@@ -352,6 +352,31 @@ def fault_node_cmd(ctx: click.Context, cluster_id: str, node: str, kind: str, cl
     _guard(body)
 
 
+SLURM_FAULT_KINDS = {"controller-down": "controller_down", "login-down": "login_down"}
+
+
+@fault_group.command("slurm")
+@click.option("--cluster", "cluster_id", required=True, help="The soperator cluster's mk8s cluster ID.")
+@click.option(
+    "--kind",
+    required=True,
+    type=click.Choice(sorted(SLURM_FAULT_KINDS)),
+    help="controller-down: the Slurm controller nodes go NotReady; login-down: the login nodes do. The "
+    "simulated operator then reports the SlurmCluster `Not available`.",
+)
+@click.option("--clear", is_flag=True, help="Clear the fault instead.")
+@click.pass_context
+def fault_slurm_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -> None:
+    """Take down a Slurm role of a soperator cluster (or bring it back)."""
+
+    def body() -> int:
+        _simulator(ctx).set_slurm_fault(cluster_id, SLURM_FAULT_KINDS[kind], active=not clear)
+        _say(f"{'cleared' if clear else 'injected'} Slurm {kind} on {cluster_id}")
+        return 0
+
+    _guard(body)
+
+
 @fault_group.command("api")
 @click.option("--cluster", "cluster_id", required=True, help="The mk8s cluster's ID.")
 @click.option(

@@ -266,13 +266,15 @@ class FleetContext:
             stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
             tags_needed=self._needs_tags(plan.stack),
             gate_state=backend.gate_state(plan),
+            backend=plan.backend,
         )
 
     def target_ops(self) -> list[StackOp]:
         """Program-less ops of every selected target's cluster stack: for reading outputs only (they need
         no plan, so no recipe, SSH key or region)."""
         return [
-            StackOp(t.cluster_stack, "cluster", t.project_key, t.cluster_name, None, {}) for t in self.targets
+            StackOp(t.cluster_stack, "cluster", t.project_key, t.cluster_name, None, {}, backend=t.backend)
+            for t in self.targets
         ]
 
     def _needs_tags(self, stack: str) -> bool:

@@ -41,6 +41,7 @@ RUNNING_STATES = (
     "validating-cluster-basics",
     VALIDATING_FABRIC,
     VALIDATING_KUBERAY,
+    "validating-slurm",
 )
 DESTROY_INCOMPLETE = "destroy-incomplete"
 _MAX_TAG_VALUE = 250  # the service limits tag values to 256 characters

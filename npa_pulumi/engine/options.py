@@ -21,6 +21,9 @@ class FleetOptions:
     passphrase_file: str | None = None
     recipe_dir: str | None = None
     recipe_ref: str | None = None
+    # The soperator recipe (nebius-solutions-library soperator/installations/example), for soperator targets.
+    soperator_recipe_dir: str | None = None
+    soperator_recipe_ref: str | None = None
     concurrency: int = DEFAULT_CONCURRENCY
     fail_fast: bool = False
     policy_packs: list[str] = field(default_factory=list)

@@ -324,8 +324,18 @@ def build_plans(
     health_gate = in_cluster and options.health_gate
     plans = FleetPlans()
     # A branch is resolved to its commit now, once: every stack of this run applies that commit.
-    source = pin_source(
-        resolve_source(options.cloud, options.recipe_dir, options.recipe_ref), npa_home() / "cache"
+    # A selection without mk8s targets needs no k8s-training recipe (a soperator-only fleet on Nebius).
+    needs_k8s_training = (
+        any(t.backend == "mk8s" for t in targets)
+        or bool(options.recipe_dir or options.recipe_ref)
+        or options.cloud == "local"
+    )
+    source = (
+        pin_source(
+            resolve_source(options.cloud, options.recipe_dir, options.recipe_ref), npa_home() / "cache"
+        )
+        if needs_k8s_training
+        else RecipeSource("dir", "")  # never materialized: no target plans with it
     )
     plans.recipe = source
     ssh_key = default_ssh_public_key(spec)
@@ -334,6 +344,15 @@ def build_plans(
             "no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub"
         )
     inputs = PlanInputs(tenant_id, source, ssh_key, in_cluster, health_gate)
+    if any(t.backend == "soperator" and backend_for(t.backend) is not None for t in targets):
+        from npa_pulumi.bridge import soperator_recipe
+
+        inputs.soperator_source = pin_source(
+            soperator_recipe.resolve_source(
+                options.cloud, options.soperator_recipe_dir, options.soperator_recipe_ref
+            ),
+            npa_home() / "cache",
+        )
     seen_projects: set[str] = set()
     missing_region = sorted({t.cluster_stack for t in targets if not t.region})
     if missing_region:
@@ -343,13 +362,16 @@ def build_plans(
     # A project stack (project, network, bucket) is only for projects with a deployable cluster in the
     # selection: preflight budgets nothing for the others, so nothing of theirs may be created.
     deployable = {t.project_key for t in targets if backend_for(t.backend) is not None}
+    # Object storage serves mk8s clusters: a project whose selected clusters are all soperator is refused
+    # it (the original tool failed closed too), deployable or not.
+    with_mk8s = {t.project_key for t in targets if t.backend == "mk8s" and backend_for(t.backend) is not None}
     for target in targets:
         if target.project_key not in seen_projects:
             seen_projects.add(target.project_key)
+            if target.object_storage is not None and target.project_key not in with_mk8s:
+                plans.storage_without_mk8s.append(target.project_index)
             if target.project_key in deployable:
                 plans.projects.append(_project_plan(target, tenant_id, options.create_projects))
-            elif target.object_storage is not None:
-                plans.storage_without_mk8s.append(target.project_index)
         backend = backend_for(target.backend)
         if backend is None:
             untouched = "" if target.project_key in deployable else "; its project was not touched"
@@ -360,16 +382,16 @@ def build_plans(
                     project_key=target.project_key,
                     cluster_name=target.cluster_name,
                     status="not-supported",
+                    backend=target.backend,
                     error=f"backend {target.backend!r} is planned and validated, but deploying it is not "
                     f"supported yet{untouched}",
                 )
             )
             continue
         plans.clusters.append(backend.plan(target, inputs))
-    plans.warnings = list(dict.fromkeys(w for recipe in inputs.staged.values() for w in recipe.warnings))
-    plans.terraform_constraints = list(
-        dict.fromkeys(c for r in inputs.staged.values() for c in _constraints(r))
-    )
+    staged = [*inputs.staged.values(), *inputs.soperator_staged.values()]
+    plans.warnings = list(dict.fromkeys(w for recipe in staged for w in recipe.warnings))
+    plans.terraform_constraints = list(dict.fromkeys(c for r in staged for c in _constraints(r)))
     if inputs.problems and not for_destroy:
         raise RecipeIncompatible(
             "the recipe cannot represent the requested clusters (nothing was changed):\n  - "

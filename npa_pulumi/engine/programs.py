@@ -77,6 +77,10 @@ class ClusterPlan:
     # `kuberay.enabled`: the fleet's KubeRay template (npa_pulumi.kube.kuberay.RayTemplate's fields); its
     # gate runs after the health gate's, within the same timeout.
     kuberay: dict[str, Any] | None = None
+    # Which recipe the cluster stack runs through the Terraform bridge: k8s-training (mk8s) or soperator.
+    module_kind: str = "k8s-training"
+    # soperator: the Slurm cluster the gate waits for (npa_pulumi.kube.slurm_check.SlurmGateConfig).
+    slurm: dict[str, Any] | None = None
 
 
 def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: str) -> Callable[[], None]:

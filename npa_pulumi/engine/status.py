@@ -30,6 +30,7 @@ from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.engine import liveness
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
+from npa_pulumi.engine.slurm_status import slurm_status
 from npa_pulumi.output.results import StackResult
 
 if TYPE_CHECKING:
@@ -145,7 +146,8 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     if isinstance(outputs.get("kuberay"), dict):
         base["kuberay"] = _ray_readiness(fleet, op, base, outputs["kuberay"])
     fleet.progress.phase(op.stack, "done", status)
-    return op.result(status, node_groups=views, error=error, drift=drift, **base)
+    slurm = slurm_status(fleet, outputs)  # a soperator cluster's native status (None for mk8s)
+    return op.result(status, node_groups=views, error=error, drift=drift, slurm=slurm, **base)
 
 
 def _ray_readiness(

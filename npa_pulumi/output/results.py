@@ -74,6 +74,11 @@ class StackResult(BaseModel):
     elapsed_s: float = 0.0
     log_file: str | None = None
     locked: bool = False  # failed because another run holds the stack's lock (the error names it)
+    # Cluster stacks: the target's backend (mk8s | soperator), and a soperator cluster's native Slurm status
+    # ({name, namespace, phase, conditions, nodesets: {name: {phase, desired, replicas, ready}},
+    # login_endpoint, source: live | gate}).
+    backend: str | None = None
+    slurm: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -183,6 +188,14 @@ class FleetResult(BaseModel):
             counts[stack.status] = counts.get(stack.status, 0) + 1
         return {"stacks": len(self.stacks), "clusters": len(self.clusters()), "failed": self.failed, **counts}
 
+    def backend_counts(self) -> dict[str, int]:
+        """Cluster stacks per backend, as the original tool's summary counted them."""
+        counts = {"mk8s": 0, "soperator": 0}
+        for stack in self.clusters():
+            kind = stack.backend or "mk8s"
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
     def to_json(self) -> dict[str, Any]:
         clusters = [
             {
@@ -204,6 +217,8 @@ class FleetResult(BaseModel):
                 "terraform": s.terraform,
                 "error": s.error,
                 "retry_command": s.retry_command,
+                **({"backend": s.backend} if s.backend else {}),
+                **({"slurm": s.slurm} if s.slurm is not None else {}),
             }
             for s in self.clusters()
         ]
@@ -244,6 +259,7 @@ class FleetResult(BaseModel):
             "projects": projects,
             "stacks": [self._stack_json(s) for s in self.stacks],
             "totals": self.totals(),
+            "backend_counts": self.backend_counts(),
             "preflight": self.preflight,
             "error": self.error,
             "warnings": self.warnings,

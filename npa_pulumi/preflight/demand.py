@@ -194,6 +194,38 @@ class BucketDemandInput(_DemandModel):
         return BUCKET_SIZE_PREFIX + self.storage_class.replace("_", "-")
 
 
+# --- soperator targets -----------------------------------------------------------------------------
+# Every node group the soperator recipe creates (system, controller, login, accounting, each chunk of each
+# worker node set), their boot disks, the shared filesystems, one InfiniBand GPU cluster per GPU worker set,
+# and the VPC allocations (two per node, as for mk8s, plus the login node group's static IP).
+
+
+class NodeGroupDemand(_DemandModel):
+    role: str
+    nodes: int = Field(ge=0)
+    platform: str
+    preset: str
+    disk_gib: int = Field(ge=0)
+    preemptible: bool = False
+    reserved: bool = (
+        False  # a STRICT capacity block backs its GPUs (checked on its own, not the family quota)
+    )
+
+
+class SoperatorDemandInput(_DemandModel):
+    target: str = ""
+    region: str = Field(min_length=1)
+    node_groups: tuple[NodeGroupDemand, ...]
+    filesystems_gib: tuple[int, ...]
+    gpu_clusters: int = Field(default=0, ge=0)
+    static_ips: int = Field(default=1, ge=0)  # the login node group's allocation
+    unchanged_live_verified: bool = False
+
+    @property
+    def nodes(self) -> int:
+        return sum(g.nodes for g in self.node_groups)
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """The fleet's total incremental need for one allowance in one region."""
@@ -263,12 +295,17 @@ def compute_requirements(
     clusters: Iterable[ClusterDemandInput],
     projects: Iterable[ProjectDemandInput] = (),
     buckets: Iterable[BucketDemandInput] = (),
+    soperators: Iterable[SoperatorDemandInput] = (),
 ) -> list[Requirement]:
     """Aggregate the incremental quota demand per (name, region), sorted by region then name.
 
-    Zero amounts are dropped, so a quota that nothing needs is never looked up.
+    Zero amounts are dropped, so a quota that nothing needs is never looked up. `soperators`: the
+    soperator targets (npa_pulumi/preflight/soperator_demand.py builds them).
     """
     tally = _Tally()
+    for soperator in soperators:
+        if not soperator.unchanged_live_verified:
+            add_soperator(tally, soperator)
     for cluster in clusters:
         if not cluster.unchanged_live_verified:
             _add_cluster(tally, cluster)
@@ -341,3 +378,21 @@ def capacity_demand(clusters: Iterable[ClusterDemandInput]) -> list[CapacityDema
         CapacityDemand(block, *shapes[block], required_gpus=gpus[block], targets=tuple(targets[block]))
         for block in sorted(shapes)
     ]
+
+
+def add_soperator(tally: _Tally, s: SoperatorDemandInput) -> None:
+    r = s.region
+    tally.add(MK8S_CLUSTER_COUNT, r, 1)
+    tally.add(VPC_ALLOCATION_COUNT, r, 2 * s.nodes + s.static_ips)
+    for g in s.node_groups:
+        gpu = bool(gpu_family(g.platform)) and preset_gpus(g.preset) > 0
+        tally.add(PREEMPTIBLE_INSTANCE_COUNT if g.preemptible else INSTANCE_COUNT, r, g.nodes)
+        if gpu and not g.preemptible and not g.reserved:
+            tally.add(GPU_FAMILY_PREFIX + gpu_family(g.platform), r, g.nodes * preset_gpus(g.preset))
+        if not gpu:
+            tally.add(NON_GPU_VCPU, r, g.nodes * preset_vcpus(g.preset))
+        tally.add(DISK_COUNT, r, g.nodes)
+        tally.add(DISK_SIZE, r, g.nodes * g.disk_gib * GIB)
+    tally.add(GPU_CLUSTER_COUNT, r, s.gpu_clusters)
+    tally.add(FILESYSTEM_COUNT, r, len(s.filesystems_gib))
+    tally.add(FILESYSTEM_SIZE, r, sum(s.filesystems_gib) * GIB)

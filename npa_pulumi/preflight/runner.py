@@ -28,6 +28,7 @@ from npa_pulumi.preflight.demand import (
     ClusterDemandInput,
     ProjectDemandInput,
     Requirement,
+    SoperatorDemandInput,
     capacity_demand,
     compute_requirements,
 )
@@ -167,6 +168,7 @@ def run_preflight(
     clusters: Sequence[ClusterDemandInput] = (),
     projects: Sequence[ProjectDemandInput] = (),
     buckets: Sequence[BucketDemandInput] = (),
+    soperators: Sequence[SoperatorDemandInput] = (),
 ) -> PreflightReport:
     """Budget the selected targets against the tenant's quotas and capacity blocks. Never raises for what
     it finds or fails to read: the report says it (fail closed).
@@ -174,7 +176,7 @@ def run_preflight(
     Each listing is read at most once, and only when there is something to check against it.
     """
     errors: list[str] = []
-    requirements = compute_requirements(clusters, projects, buckets)
+    requirements = compute_requirements(clusters, projects, buckets, soperators)
     demands: list[CapacityDemand] = []
     try:
         demands = capacity_demand(clusters)

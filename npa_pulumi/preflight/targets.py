@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.plan.naming import derived_bucket_name
 from npa_pulumi.preflight.demand import BucketDemandInput, ClusterDemandInput, ProjectDemandInput
 from npa_pulumi.preflight.live_proof import ClaimedCluster, live_proof_problems
 from npa_pulumi.preflight.report import PreflightReport
 from npa_pulumi.preflight.runner import evaluate_preflight, run_preflight
+from npa_pulumi.preflight.soperator_demand import soperator_demand
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
@@ -75,11 +76,14 @@ def build_inputs(
 ) -> tuple[list[ClusterDemandInput], list[ProjectDemandInput], list[BucketDemandInput]]:
     mk8s = [t for t in targets if t.backend == "mk8s"]
     clusters = [cluster_demand(t, _proven(cloud, tenant_id, t, claimed or {}, notes)) for t in mk8s]
-    existing = _existing_project_ids(cloud, tenant_id, mk8s)
+    # Projects of every deployed backend (mk8s and soperator targets share their project's network).
+    deployed = [t for t in targets if t.backend in ("mk8s", "soperator")]
+    existing = _existing_project_ids(cloud, tenant_id, deployed)
+    with_mk8s = {t.project_key for t in mk8s}
     projects: list[ProjectDemandInput] = []
     buckets: list[BucketDemandInput] = []
     seen: set[str] = set()
-    for target in mk8s:
+    for target in deployed:
         if target.project_key in seen:
             continue
         seen.add(target.project_key)
@@ -89,7 +93,7 @@ def build_inputs(
             )
         )
         storage = target.object_storage
-        if storage is None:
+        if storage is None or target.project_key not in with_mk8s:  # refused before preflight otherwise
             continue
         exists = False
         project_id = existing.get(target.project_key)
@@ -147,9 +151,48 @@ def preflight_targets(
     notes: list[str] = []
     try:
         clusters, projects, buckets = build_inputs(cloud, tenant_id, targets, claimed, bucket_names, notes)
+        soperators = [
+            soperator_demand(t, _soperator_proven(cloud, t, claimed or {}, notes))
+            for t in targets
+            if t.backend == "soperator"
+        ]
     except CloudError as err:
         # Unreadable inventory fails closed: nothing is assumed to exist, and nothing is deployed.
         return evaluate_preflight(tenant_id, [], [], None, None, errors=[f"cannot read the inventory: {err}"])
-    report = run_preflight(cloud, tenant_id, clusters=clusters, projects=projects, buckets=buckets)
+    report = run_preflight(
+        cloud, tenant_id, clusters=clusters, projects=projects, buckets=buckets, soperators=soperators
+    )
     report.notes.extend(notes)
     return report
+
+
+def _soperator_proven(
+    cloud: CloudPort, target: Target, claimed: Mapping[str, ClaimedCluster], notes: list[str]
+) -> bool:
+    """A deployed soperator target adds no demand only when the live cloud still runs the cluster its
+    stack claims, in its project, with every node group at its target size; otherwise it is charged in
+    full (a note says why). Node groups are the recipe's, so their templates are not matched here."""
+    claim = claimed.get(target.cluster_stack)
+    if claim is None:
+        return False
+    where = f"{target.project_key}/{target.cluster_name}"
+    try:
+        cluster = cloud.get_cluster(claim.cluster_id) if claim.cluster_id else None
+        groups = cloud.list_node_groups(cluster.id) if cluster is not None else []
+    except NotFound:
+        cluster, groups = None, []
+    problems = []
+    if cluster is None or cluster.project_id != claim.project_id:
+        problems.append("its cluster is not in the claimed project")
+    elif cluster.state != "RUNNING":
+        problems.append(f"its cluster is {cluster.state}")
+    problems += [
+        f"node group {g.name} is {g.state} with {g.ready_node_count}/{g.target_node_count} nodes"
+        for g in groups
+        if g.state != "RUNNING" or g.ready_node_count < g.target_node_count
+    ]
+    if problems:
+        notes.append(f"{where}: deployed, but charged in full: {'; '.join(problems[:5])}")
+        return False
+    notes.append(f"{where}: deployed and running (live check): no new demand")
+    return True

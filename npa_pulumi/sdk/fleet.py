@@ -108,9 +108,9 @@ def deploy(
     **options: Any,
 ) -> FleetResult:
     """`npa-pulumi up`: returns a FleetResult (see npa_pulumi.output.results). Options are FleetOptions
-    fields: cloud, profile, backend, passphrase_file, recipe_dir, recipe_ref, concurrency, fail_fast,
-    policy_packs, policy_config, create_projects, refresh, show_progress, prices (a --prices file: preview's
-    and status's cost), shard ("K/N": only the clusters
+    fields: cloud, profile, backend, passphrase_file, recipe_dir, recipe_ref, soperator_recipe_dir,
+    soperator_recipe_ref, concurrency, fail_fast, policy_packs, policy_config, create_projects, refresh,
+    show_progress, prices (a --prices file: preview's and status's cost), shard ("K/N": only the clusters
     shard K of N owns; also for preview, destroy, status and refresh), stage ("projects" | "clusters": only
     that half of the fleet; also for preview, destroy and refresh), break_lock."""
     from npa_pulumi.engine.preflight_gate import preflight_gate

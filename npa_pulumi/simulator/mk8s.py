@@ -178,6 +178,23 @@ class Mk8sMixin(AdminMixin):
             ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), cluster_id))
             return dict(faults_of)
 
+    def set_slurm_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
+        """Inject (or clear) a fault of a soperator cluster's Slurm roles (`controller_down`, `login_down`):
+        the agent makes that role's nodes NotReady and its operator reports the Slurm cluster accordingly
+        (npa_pulumi/cloud/local/kube/slurm.py)."""
+        if fault not in ("controller_down", "login_down"):
+            raise InvalidArgument(f"unknown Slurm fault {fault!r}; choose controller_down or login_down")
+        with self._op("set_slurm_fault", {"cluster_id": cluster_id}, write=True, inject=False) as ctx:
+            row = self._row(ctx, "cluster", cluster_id)
+            data = records.data_of(row)
+            faults = data.setdefault("slurm_faults", {})
+            if active:
+                faults[fault] = True
+            else:
+                faults.pop(fault, None)
+            ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), cluster_id))
+            return dict(faults)
+
     def get_cluster_credentials(self, cluster_id: str, timeout_s: float | None = None) -> dict[str, Any]:
         """Administrator credentials for the cluster's API server (a client certificate), starting the
         server if it is not running. Secret: callers keep the key out of logs and plaintext state."""

@@ -155,6 +155,8 @@ def _cluster(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str, An
         # Kubernetes agent (kube/agent.py) shapes the API server's objects from these.
         "addons": data.get("addons", {}),
         "node_faults": data.get("node_faults", {}),
+        # soperator clusters: the Slurm role faults (`local-cloud fault slurm`), kube/slurm.py reads them.
+        **({"slurm_faults": data["slurm_faults"]} if data.get("slurm_faults") else {}),
     }
 
 

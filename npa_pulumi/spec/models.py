@@ -236,6 +236,9 @@ class SoperatorSpec(SpecModel):
     slurm_operator_version: Text = "4.1.0"
     k8s_version: Text = ""
     node_group_version: Text = ""
+    gate_timeout_minutes: Integer = Field(
+        60, description="How long `up` waits for the Slurm cluster to be Available (the recipe waits 1 h)."
+    )
 
 
 # The mk8s cluster fields as written in YAML (flat/legacy form, `defaults`, and the `mk8s:` envelope).

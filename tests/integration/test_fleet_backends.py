@@ -1,6 +1,6 @@
-"""A soperator target is planned and validated, but this version cannot deploy it: `up` reports it as a
-failure of its own (exit 1, the reason and what to do) while the mk8s target next to it deploys, and
-deselecting it makes the run succeed."""
+"""Both backends deploy side by side: a soperator target next to an mk8s target in one project, each in a
+cluster stack of its own on the project's shared network; deselecting one leaves it untouched, and a
+preview lists both as what they are."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ projects:
 """
 
 
-def test_an_undeployable_soperator_target_fails_up(isolated_home: Path, tmp_path: Path) -> None:
+def test_a_soperator_target_deploys_beside_an_mk8s_target(isolated_home: Path, tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "fleet.yaml", MIXED)
     plan = npa("plan", "--spec", str(spec), "--output", "json")
     assert plan.code == 0, plan.stderr
@@ -39,24 +39,23 @@ def test_an_undeployable_soperator_target_fails_up(isolated_home: Path, tmp_path
 
     npa("local-cloud", "init", check=True)
     result = npa("up", "--spec", str(spec), "--yes", "--output", "json")
-    assert result.code == 1, result.stderr[-3000:]
+    assert result.code == 0, result.stderr[-3000:]
     document = result.json()
     clusters = {c["cluster_name"]: c for c in document["clusters"]}
-    assert clusters["train"]["status"] == "deployed"
-    assert clusters["slurm"]["status"] == "not-deployable"
-    assert "not supported yet" in clusters["slurm"]["error"]
-    assert "--only-clusters" in clusters["slurm"]["error"]
-    assert clusters["slurm"]["retry_command"] is None  # retrying would change nothing
-    assert document["ok"] is False and document["totals"]["not-deployable"] == 1
-    assert [c["name"] for c in inventory()["mk8s_clusters"]] == ["train"]
+    assert clusters["train"]["status"] == clusters["slurm"]["status"] == "deployed"
+    assert clusters["slurm"]["backend"] == "soperator" and clusters["train"]["backend"] == "mk8s"
+    assert document["ok"] is True and document["backend_counts"] == {"mk8s": 1, "soperator": 1}
+    assert sorted(c["name"] for c in inventory()["mk8s_clusters"]) == ["soperator-slurm", "train"]
 
-    # Deselected, the same fleet's run succeeds (the deployed cluster is unchanged).
+    # Deselected, the soperator target is left alone (the deployed mk8s cluster is unchanged).
     again = npa("up", "--spec", str(spec), "--only-clusters", "train", "--yes", "--output", "json")
     assert again.code == 0, again.stderr[-3000:]
     assert [c["status"] for c in again.json()["clusters"]] == ["unchanged"]
+    assert sorted(c["name"] for c in inventory()["mk8s_clusters"]) == ["soperator-slurm", "train"]
 
-    # A preview lists it as not supported without failing (it changes nothing).
+    # A preview plans both (nothing is listed as unsupported) and changes nothing.
     preview = npa("preview", "--spec", str(spec), "--output", "json")
     assert preview.code == 0, preview.stderr[-3000:]
     previewed = {s["stack"]: s["status"] for s in preview.json()["stacks"]}
-    assert previewed["mixed.project-existing1.slurm"] == "not-supported"
+    assert "not-supported" not in previewed.values()
+    assert {"mixed.project-existing1.slurm", "mixed.project-existing1.train"} <= set(previewed)

@@ -1,7 +1,6 @@
-"""A project whose selected clusters are all `backend: soperator` (planned, not deployable yet): `up`
-creates nothing for it — no project, network or bucket that preflight never budgeted — and a bucket
-declared for it is refused before any change, as the original tool refused object storage without an mk8s
-target."""
+"""A project whose selected clusters are all `backend: soperator`: `up` creates the project and its network
+(preflight budgets them) and deploys the soperator cluster in it; a bucket declared for such a project is
+refused before any change, as the original tool refused object storage without an mk8s target."""
 
 from __future__ import annotations
 
@@ -32,19 +31,24 @@ projects:
 STORAGE = "    object_storage: {enabled: true, storage_class: standard, size_gibibytes: 16}\n"
 
 
-def test_a_soperator_only_project_is_not_created(isolated_home: Path, tmp_path: Path) -> None:
+def test_a_soperator_only_project_is_created_with_its_cluster(isolated_home: Path, tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "fleet.yaml", SPEC)
     npa("local-cloud", "init", check=True)
     projects_before = inventory()["projects"]
     result = npa("up", "--spec", str(spec), "--yes", "--output", "json")
-    assert result.code == 1, result.stderr[-3000:]  # the soperator target cannot be deployed: a failure
+    assert result.code == 0, result.stderr[-3000:]
     stacks = {s["stack"]: s for s in result.json()["stacks"]}
-    assert stacks["sop.hpc.slurm"]["status"] == "not-deployable"
-    assert "sop.hpc" not in stacks  # no project stack: nothing of the project is created
+    assert stacks["sop.hpc"]["status"] == "deployed"  # its project stack: project and network
+    assert stacks["sop.hpc.slurm"]["status"] == "deployed"
     assert stacks["sop.project-existing1.cluster"]["status"] == "deployed"
     after = inventory()
-    assert after["projects"] == projects_before
-    assert not [n for n in after["networks"] if n["name"].startswith("hpc")]
+    [created] = [p for p in after["projects"] if p not in projects_before]
+    assert created["name"] == "hpc"
+    [network] = [n for n in after["networks"] if n["project_id"] == created["id"]]
+    [soperator] = [c for c in after["mk8s_clusters"] if c["name"] == "soperator-slurm"]
+    assert soperator["project_id"] == created["id"]
+    [subnet] = [s for s in after["subnets"] if s["network_id"] == network["id"]]
+    assert soperator["subnet_id"] == subnet["id"]
 
 
 @pytest.mark.parametrize("command", ["up", "preview"])

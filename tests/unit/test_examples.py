@@ -19,6 +19,7 @@ FLEET_EXAMPLES = [
     "mixed-backends.yaml",
     "kuberay.yaml",
     "canary-rollout.yaml",
+    "mixed-local.yaml",
 ]
 
 

@@ -90,6 +90,7 @@ class StackOp:
     # A cluster stack with a health gate: the lifecycle state recorded while the gate's step runs
     # (engine/lifecycle.py); "" when it has none.
     gate_state: str = ""
+    backend: str | None = None  # a cluster stack's backend (mk8s | soperator), reported in its result
 
     def result(self, status: str, **fields: Any) -> StackResult:
         return StackResult(
@@ -98,6 +99,7 @@ class StackOp:
             project_key=self.project_key,
             cluster_name=self.cluster_name,
             status=status,
+            **({"backend": self.backend} if self.backend and "backend" not in fields else {}),
             **fields,
         )
 
@@ -140,7 +142,7 @@ class EventCollector:
         if event.resource_pre_event is not None:
             meta = event.resource_pre_event.metadata
             op = str(getattr(meta.op, "value", meta.op))
-            if self.on_gate is not None and meta.type.endswith(GATE_TYPE_SUFFIX) and op in _RUNS:
+            if self.on_gate is not None and meta.type.endswith(GATE_TYPE_SUFFIXES) and op in _RUNS:
                 self.on_gate()
             if self.on_fabric is not None and meta.type.endswith(FABRIC_TYPE_SUFFIX) and op in _RUNS:
                 self.on_fabric()
@@ -178,6 +180,8 @@ class EventCollector:
 GATE_TYPE_SUFFIX = ":GpuHealthGate"  # components/gpu_health.py's dynamic resource type
 FABRIC_TYPE_SUFFIX = ":GpuFabricCheck"  # components/gpu_fabric.py's
 RAY_GATE_TYPE_SUFFIX = ":KubeRayGate"  # components/kuberay_gate.py's
+# ... and components/slurm_gate.py's (soperator clusters): either one starting is the gate's step.
+GATE_TYPE_SUFFIXES = (GATE_TYPE_SUFFIX, ":SlurmGate")
 _RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
 
 

@@ -31,6 +31,9 @@ class PlanInputs:
     health_gate: bool
     problems: list[str] = field(default_factory=list)  # the recipe's incompatibilities, per target
     staged: dict[str, MaterializedRecipe] = field(default_factory=dict)  # the recipe prepared per region
+    # The soperator recipe (--soperator-recipe-dir/-ref, the local stand-in); None: no soperator target.
+    soperator_source: RecipeSource | None = None
+    soperator_staged: dict[str, MaterializedRecipe] = field(default_factory=dict)
 
 
 class ClusterBackend(Protocol):

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from npa_pulumi.engine.backends.base import BackendKind, ClusterBackend
 from npa_pulumi.engine.backends.mk8s import Mk8sBackend
+from npa_pulumi.engine.backends.soperator import SoperatorBackend
 
-BACKENDS: dict[BackendKind, ClusterBackend] = {BackendKind.MK8S: Mk8sBackend()}
+BACKENDS: dict[BackendKind, ClusterBackend] = {
+    BackendKind.MK8S: Mk8sBackend(),
+    BackendKind.SOPERATOR: SoperatorBackend(),
+}
 
 
 def backend_for(kind: str) -> ClusterBackend | None:

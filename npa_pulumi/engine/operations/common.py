@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 
 
 def refuse_storage_without_mk8s(context: FleetContext, plans: FleetPlans) -> None:
-    """Object storage on a project whose selected clusters are all soperator (not deployable yet) is
-    refused, located in the spec, before anything is touched: the original tool failed closed too."""
+    """Object storage on a project whose selected clusters are all soperator is refused, located in the
+    spec, before anything is touched: the original tool failed closed too."""
     if not plans.storage_without_mk8s:
         return
     from npa_pulumi.spec.errors import SpecError, SpecProblem
@@ -39,7 +39,7 @@ def refuse_storage_without_mk8s(context: FleetContext, plans: FleetPlans) -> Non
                 line=mark[0] if mark else None,
                 column=mark[1] if mark else None,
                 message="object storage needs at least one selected mk8s cluster in its project; this "
-                "project's selected clusters are all soperator, which npa-pulumi does not deploy yet "
+                "project's selected clusters are all soperator, which do not use the fleet's object storage "
                 "(nothing was created or changed)",
                 hint="select an mk8s cluster of this project, or remove object_storage",
             )
@@ -74,6 +74,7 @@ def terraform_plan(
         "tfvars": plan.tfvars,
         "runtime_tfvars": plan.runtime_tfvars,
         "recipe": plan.recipe,
+        "module_kind": plan.module_kind,
     }
     try:
         # Read through the cache: `up` has just read these outputs, a preview's cluster op too.

@@ -33,6 +33,7 @@ from npa_pulumi.engine.operations.common import (
 from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.scheduler import Job
+from npa_pulumi.engine.slurm_status import recorded_slurm_status
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
 
@@ -320,6 +321,7 @@ def _apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
         stack.health = evidence
     if isinstance(outputs.get("kuberay"), dict):  # the KubeRay gate's summary (engine/programs.py)
         stack.kuberay = outputs["kuberay"]
+    stack.slurm = recorded_slurm_status(outputs) or stack.slurm  # soperator: what its gate saw
     lifecycle = outputs.get("lifecycle")
     if lifecycle in FAILED_LIFECYCLES and not stack.failed:
         stack.status = lifecycle

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.runtime.locks import FileLock
-from npa_pulumi.simulator.kube import binaries, controlplane, kuberay, shapes
+from npa_pulumi.simulator.kube import binaries, controlplane, kuberay, shapes, slurm
 from npa_pulumi.simulator.kube.fabric import FabricModel
 from npa_pulumi.simulator.kube.gpus import GpuModel
 from npa_pulumi.simulator.kube.storage import StorageModel
@@ -60,6 +60,7 @@ class Agent:
         self.gpus = GpuModel()  # what nvidia-smi says on each node
         self.fabric = FabricModel()  # what NCCL's all-reduce measures on NVLink and InfiniBand
         self.operator: kuberay.OperatorProcess | None = None  # KubeRay, once the control plane is up
+        self.slurm = slurm.SlurmOperator()  # soperator clusters: the operator's status reconcile
 
     # ------------------------------------------------------------------ ownership
 
@@ -136,7 +137,7 @@ class Agent:
         from npa_pulumi.kube.client import KubeError
 
         force = time.monotonic() - self.last_full_sync > RESYNC_S
-        nodes = shapes.desired_nodes(cluster, groups)
+        nodes = slurm.with_faults(cluster, shapes.desired_nodes(cluster, groups))
         faulted = [n for n, f in (cluster.get("node_faults") or {}).items() if f.get("pod_failure")]
         rtx = [
             n for n, o in nodes.items() if "RTX" in o["metadata"]["labels"].get("nvidia.com/gpu.product", "")
@@ -147,7 +148,9 @@ class Agent:
             shapes.smoke_stage(faulted),
             *shapes.graphics_stages(rtx, faulted),
         ]
-        for obj in [*stages, *nodes.values(), *shapes.recipe_objects(cluster)]:
+        slurm_cluster = slurm.slurm_of(cluster)
+        slurm_objects = slurm.desired_objects(slurm_cluster) if slurm_cluster else []
+        for obj in [*stages, *nodes.values(), *shapes.recipe_objects(cluster), *slurm_objects]:
             try:
                 self.apply(client, obj, force)
             except KubeError as err:
@@ -160,6 +163,10 @@ class Agent:
                 self.applied.pop(f"/api/v1/nodes/{name}", None)
                 log(f"node {name} removed")
         self.inject_taint_events(client, cluster)
+        try:
+            self.slurm.sync(client, cluster, controlplane.FIELD_MANAGER)
+        except KubeError as err:
+            log(f"slurm operator: {err}")
         try:
             self.storage.sync(client, cluster, groups)
         except (KubeError, OSError) as err:

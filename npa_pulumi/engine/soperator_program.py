@@ -1,0 +1,125 @@
+"""The inline Pulumi program of a soperator cluster stack: the soperator recipe through the Terraform
+bridge, the cluster's credentials and the fleet's own objects, then the Slurm gate (components/
+slurm_gate.py). Its outputs are those of an mk8s cluster stack (cluster_id, endpoint, node_group_ids,
+kube_context, live_objects, lifecycle, validation, health_evidence), plus `slurm_cluster` and the
+`slurm_status` the gate last saw."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from npa_pulumi.engine.programs import PENDING, ClusterPlan
+
+
+def soperator_program(
+    plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool, fingerprint: str
+) -> Callable[[], None]:
+    if plan.in_cluster:
+        import npa_pulumi.components.in_cluster  # noqa: F401  (see programs.cluster_program)
+
+    def program() -> None:
+        import pulumi
+
+        from npa_pulumi.components import SoperatorCluster, SoperatorClusterArgs
+        from npa_pulumi.engine.automation.stacks import stack_reference_name
+        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
+
+        project_id: pulumi.Input[str]
+        subnet_id: pulumi.Input[str]
+        if project_stack_ready:
+            ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
+            project_id = ref.require_output("project_id")
+            subnet_id = plan.subnet_id or ref.require_output("subnet_id")
+        else:
+            project_id, subnet_id = PENDING, plan.subnet_id or PENDING
+        cluster = SoperatorCluster(
+            plan.cluster_name,
+            SoperatorClusterArgs(
+                cloud=cloud,
+                profile=profile,
+                fleet=plan.fleet,
+                project_key=plan.project_key,
+                cluster=plan.cluster_name,
+                work_key=plan.stack,
+                identity={
+                    "tenant_id": plan.tenant_id,
+                    "parent_id": project_id,
+                    "region": plan.region,
+                    "subnet_id": subnet_id,
+                },
+                tfvars=plan.tfvars,
+                runtime_tfvars=plan.runtime_tfvars,
+                recipe=plan.recipe,
+            ),
+        )
+        pulumi.export("backend", "soperator")
+        pulumi.export("project_id", project_id)
+        pulumi.export("subnet_id", subnet_id)
+        pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
+        pulumi.export("cluster_id", cluster.cluster_id)
+        pulumi.export("endpoint", cluster.endpoint)
+        pulumi.export("node_group_ids", cluster.node_group_ids)
+        pulumi.export("filestores", cluster.filestores)
+        pulumi.export("slurm_cluster", cluster.slurm_cluster)
+        pulumi.export("kube_context", cluster.kube_context)
+        pulumi.export("live_objects", cluster.live_objects)
+        gated = False
+        if plan.in_cluster:
+            from npa_pulumi.components import (
+                ClusterCredentials,
+                ClusterCredentialsArgs,
+                FleetClusterObjects,
+                FleetClusterObjectsArgs,
+            )
+            from npa_pulumi.plan.naming import kube_context_name
+
+            in_cluster: dict[str, Any] = {
+                "cloud": cloud,
+                "profile": profile,
+                "fleet": plan.fleet,
+                "project_key": plan.project_key,
+                "tenant_id": plan.tenant_id,
+                "region": plan.region,
+                "cluster_id": cluster.cluster_id,
+                "context": kube_context_name(plan.fleet, plan.project_key, plan.cluster_name),
+                "node_group_ids": cluster.node_group_ids,
+            }
+            credentials = ClusterCredentials(
+                f"{plan.cluster_name}-credentials",
+                ClusterCredentialsArgs(**in_cluster),
+                pulumi.ResourceOptions(parent=cluster),
+            )
+            objects = FleetClusterObjects(
+                f"{plan.cluster_name}-in-cluster",
+                FleetClusterObjectsArgs(
+                    kubeconfig=credentials.kubeconfig,
+                    fleet=plan.fleet,
+                    project_key=plan.project_key,
+                    cluster=plan.cluster_name,
+                    rtx_driver_repositories=None,
+                ),
+                pulumi.ResourceOptions(parent=cluster),
+            )
+            pulumi.export("kube_server", credentials.server)
+            pulumi.export("fleet_namespace", objects.namespace)
+            if plan.slurm is not None:
+                from npa_pulumi.components import SlurmGate, SlurmGateArgs
+
+                gate = SlurmGate(
+                    f"{plan.cluster_name}-slurm",
+                    SlurmGateArgs(
+                        **in_cluster, server=credentials.server, slurm=plan.slurm, gate=plan.health_gate
+                    ),
+                    pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
+                )
+                pulumi.export("lifecycle", gate.lifecycle)
+                pulumi.export("validation", "slurm")
+                pulumi.export("health_evidence", gate.evidence)
+                pulumi.export("slurm_status", gate.slurm_status)
+                gated = True
+        if not gated:
+            pulumi.export("lifecycle", "deployed")
+            pulumi.export("validation", "skipped")
+
+    return program
