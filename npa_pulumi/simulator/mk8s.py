@@ -181,7 +181,7 @@ class Mk8sMixin(AdminMixin):
     def set_slurm_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
         """Inject (or clear) a fault of a soperator cluster's Slurm roles (`controller_down`, `login_down`):
         the agent makes that role's nodes NotReady and its operator reports the Slurm cluster accordingly
-        (npa_pulumi/cloud/local/kube/slurm.py)."""
+        (npa_pulumi/simulator/kube/slurm.py)."""
         if fault not in ("controller_down", "login_down"):
             raise InvalidArgument(f"unknown Slurm fault {fault!r}; choose controller_down or login_down")
         with self._op("set_slurm_fault", {"cluster_id": cluster_id}, write=True, inject=False) as ctx:

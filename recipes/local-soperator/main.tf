@@ -2,13 +2,13 @@
 # (with accounting) accounting roles and one per chunk of `nodes_per_nodegroup` of each worker node set; an
 # InfiniBand GPU cluster per worker set that asks for one; the shared filesystems (controller spool, jail,
 # accounting); then "Flux": the Slurm cluster recorded as the cluster's `soperator` addon, which the
-# cluster's agent turns into the operator's objects (npa_pulumi/cloud/local/kube/slurm.py).
+# cluster's agent turns into the operator's objects (npa_pulumi/simulator/kube/slurm.py).
 #
 # IDs are derived from idempotency keys exactly as in the k8s-training stand-in (see its main.tf): the
 # simulator names an object "<prefix>-e00" + the first 15 hex digits of sha256("<prefix>/<key>").
 
 locals {
-  npa_api           = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api"
+  npa_api           = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api"
   cluster_name      = "soperator-${var.company_name}"
   idempotency_scope = "${var.npa_idempotency_scope}/${var.iam_project_id}"
   labels            = { "library-solution" = "soperator" }
@@ -153,7 +153,7 @@ resource "terraform_data" "cluster" {
 
   provisioner "local-exec" {
     when    = destroy
-    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_cluster --args-env NPA_LOCAL_API_ARGS"
+    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api delete_cluster --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
         cluster_id = "mk8scluster-e00${substr(sha256("mk8scluster/${self.triggers_replace.idempotency_key}"), 0, 15)}"
@@ -176,7 +176,7 @@ resource "terraform_data" "filesystem" {
 
   provisioner "local-exec" {
     when    = destroy
-    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_filesystem --args-env NPA_LOCAL_API_ARGS"
+    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api delete_filesystem --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
         filesystem_id = "computefilesystem-e00${substr(sha256("computefilesystem/${self.triggers_replace.idempotency_key}"), 0, 15)}"
@@ -199,7 +199,7 @@ resource "terraform_data" "gpu_cluster" {
 
   provisioner "local-exec" {
     when    = destroy
-    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_gpu_cluster --args-env NPA_LOCAL_API_ARGS"
+    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api delete_gpu_cluster --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
         gpu_cluster_id = "computegpucluster-e00${substr(sha256("computegpucluster/${self.triggers_replace.idempotency_key}"), 0, 15)}"
@@ -223,7 +223,7 @@ resource "terraform_data" "node_group" {
 
   provisioner "local-exec" {
     when    = destroy
-    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.cloud.local.api delete_node_group --args-env NPA_LOCAL_API_ARGS"
+    command = "\"$${NPA_PYTHON:-python3}\" -m npa_pulumi.simulator.api delete_node_group --args-env NPA_LOCAL_API_ARGS"
     environment = {
       NPA_LOCAL_API_ARGS = jsonencode({
         node_group_id = "mk8snodegroup-e00${substr(sha256("mk8snodegroup/${self.triggers_replace.idempotency_key}"), 0, 15)}"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fleet_helpers import REPO, by_stack, inventory, npa, write_spec
 
-from npa_pulumi.cloud.local.kube import binaries
+from npa_pulumi.simulator.kube import binaries
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from npa_pulumi.cloud.local.kube import slurm
 from npa_pulumi.kube.slurm_check import SlurmGateConfig, problems
+from npa_pulumi.simulator.kube import slurm
 
 SLURM: dict[str, Any] = {
     "name": "soperator",
