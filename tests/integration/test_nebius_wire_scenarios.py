@@ -120,11 +120,18 @@ def test_the_object_storage_endpoint_serves_the_clouds_buckets(backend: Backend)
         settings = backend.cloud.settings
         assert endpoint == (settings.storage_endpoint or f"https://storage.{REGION}.nebius.cloud").rstrip("/")
         return
-    assert endpoint.startswith("http://127.0.0.1:"), endpoint
-    assert backend.cloud.object_storage_endpoint(REGION) == endpoint  # the same server, not a second one
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(f"{endpoint}/any-bucket", timeout=10)
-    assert refused.value.code == 403 and b"<Error>" in refused.value.read()
+    from npa_pulumi.simulator import s3daemon
+
+    directory = backend.cloud.directory
+    try:
+        assert endpoint.startswith("http://127.0.0.1:"), endpoint
+        assert backend.cloud.object_storage_endpoint(REGION) == endpoint  # the same server, not a second
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{endpoint}/any-bucket", timeout=10)
+        assert refused.value.code == 403 and b"<Error>" in refused.value.read()
+    finally:
+        s3daemon.stop(directory)  # the server it started outlives nothing of the test
+    assert not s3daemon.is_running(directory)
 
 
 @covers("list_quota_allowances")
