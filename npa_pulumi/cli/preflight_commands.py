@@ -20,9 +20,12 @@ def preflight_command(**kw: Any) -> None:
 
     Reads only; nothing is created. A cluster already deployed from the same spec counts as zero new demand
     only when the live cloud proves it exactly as requested (project, cluster, node groups' template and
-    workers, STRICT reservation binding); otherwise it is charged in full and a note says why."""
+    workers, STRICT reservation binding); otherwise it is charged in full and a note says why. The
+    terraform/tofu that would run the selection's cluster stacks is checked against the recipe's own
+    `required_version` first, as `up` does before its first mutation."""
 
     def body() -> int:
+        from npa_pulumi.engine.plans import require_recipe_terraform
         from npa_pulumi.engine.preflight_gate import claimed_clusters
         from npa_pulumi.preflight import print_report
         from npa_pulumi.preflight.targets import preflight_targets
@@ -30,6 +33,7 @@ def preflight_command(**kw: Any) -> None:
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
         fleet = _fleet(spec, targets, _engine_options(kw, show_progress=False))
         fleet.resolve_regions()  # an empty spec region comes from the profile's configuration
+        require_recipe_terraform(fleet.plans)  # a binary the recipe refuses would fail `up` at its first init
         report = preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
         if kw["output"] == "json":
             emit_json(report.to_json())

@@ -11,7 +11,7 @@ ends, and the health gate runs inside the update), and a failed destroy leaves o
   the health gate's step, `validating-fabric` while its fabric check (NCCL bandwidth) runs,
   `validating-kuberay` from the KubeRay gate's; removed when the run ends, so the outputs it wrote take
   precedence.
-  `npa:lifecycle-run` (`<host>/<pid>/<start time>`) names the run: a state whose run is provably gone (a
+  `npa:lifecycle-run` (`<host>/<pid>/<start time>/<start ticks>`) names the run: a state whose run is provably gone (a
   killed `up` on this host) is stale and ignored, like a stale stack lock.
 * `npa:lifecycle` = `destroy-incomplete` after a failed destroy of the cluster stack, with
   `npa:lifecycle-reason` and `npa:lifecycle-retry` (the exact destroy command); it stays until a destroy
@@ -25,7 +25,7 @@ import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from npa_pulumi.runtime.processes import parse_timestamp, process_alive
+from npa_pulumi.runtime.processes import parse_timestamp, process_alive, start_ticks
 
 TAG_STATE = "npa:lifecycle"
 TAG_RUN = "npa:lifecycle-run"
@@ -49,10 +49,40 @@ _MAX_TAG_VALUE = 250  # the service limits tag values to 256 characters
 
 def this_run() -> str:
     started = datetime.fromtimestamp(_START, tz=UTC).isoformat(timespec="seconds")
-    return f"{socket.gethostname()}/{os.getpid()}/{started}"
+    ticks = start_ticks(os.getpid())
+    return f"{socket.gethostname()}/{os.getpid()}/{started}" + (f"/{ticks}" if ticks is not None else "")
 
 
 _START = datetime.now(tz=UTC).timestamp()
+
+
+@dataclass(frozen=True)
+class RunId:
+    """A run as `this_run()` names it: host, pid, start time (ISO) and, where procfs had it, the process's
+    start in clock ticks since boot (the exact identity; the time alone is compared with a slack)."""
+
+    host: str
+    pid: int
+    started: str
+    ticks: int | None
+
+    @classmethod
+    def parse(cls, run: str) -> RunId | None:
+        parts = run.split("/")
+        if len(parts) < 3 or not parts[0] or not parts[1].isdigit():
+            return None
+        ticks = parts[3] if len(parts) > 3 else ""
+        return cls(parts[0], int(parts[1]), parts[2], int(ticks) if ticks.isdigit() else None)
+
+    @property
+    def started_at(self) -> float:
+        return parse_timestamp(self.started) or 0.0
+
+    @property
+    def alive(self) -> bool:
+        return process_alive(
+            self.pid, hostname=self.host, since=parse_timestamp(self.started), ticks=self.ticks
+        )
 
 
 def validating_state(mig: bool, has_gpus: bool) -> str:
@@ -91,8 +121,5 @@ class Recorded:
         """A destroy-incomplete record holds until removed; a running state only while its run lives."""
         if self.state == DESTROY_INCOMPLETE:
             return True
-        host, _, rest = self.run.partition("/")
-        pid, _, started = rest.partition("/")
-        if not host or not pid.isdigit():
-            return False
-        return process_alive(int(pid), hostname=host, since=parse_timestamp(started))
+        run = RunId.parse(self.run)
+        return run is not None and run.alive

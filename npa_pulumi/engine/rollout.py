@@ -21,7 +21,6 @@ import dataclasses
 import shlex
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import lifecycle
@@ -341,8 +340,5 @@ def _in_progress(document: dict[str, Any], latest: str) -> None:
 
 
 def _run_started(run: str) -> float:
-    started = run.rsplit("/", 1)[-1]
-    try:
-        return datetime.fromisoformat(started).timestamp()
-    except ValueError:
-        return 0.0
+    parsed = lifecycle.RunId.parse(run)
+    return parsed.started_at if parsed is not None else 0.0

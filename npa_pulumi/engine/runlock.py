@@ -34,7 +34,7 @@ from npa_pulumi.engine.automation.diy_backend import diy_root
 from npa_pulumi.engine.automation.stacks import StackLocked
 from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.runtime.locks import FileLock, held_elsewhere
-from npa_pulumi.runtime.processes import parse_timestamp, process_alive
+from npa_pulumi.runtime.processes import parse_timestamp, process_alive, start_ticks
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class RunRecord:
     command: str
     stacks: frozenset[str]
     locked: bool = True
+    ticks: int | None = None  # the writer's start in clock ticks since boot (exact; see runtime.processes)
 
     @property
     def alive(self) -> bool:
@@ -58,7 +59,7 @@ class RunRecord:
             return True  # another machine's run: assume it is real
         if self.locked:
             return held_elsewhere(self.path)
-        return process_alive(self.pid, since=parse_timestamp(self.timestamp))
+        return process_alive(self.pid, since=parse_timestamp(self.timestamp), ticks=self.ticks)
 
 
 def registry_dir(backend_url: str, fleet: str) -> Path:
@@ -81,6 +82,7 @@ def read_run_record(path: Path) -> RunRecord | None:
             str(data.get("command", "")),
             frozenset(str(s) for s in data.get("stacks", [])),
             data.get("lock") == RECORD_LOCKED,
+            int(data["start_ticks"]) if isinstance(data.get("start_ticks"), int) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -125,6 +127,7 @@ def exclusive_run(
                 )
         body = {
             "pid": os.getpid(),
+            "start_ticks": start_ticks(os.getpid()),
             "hostname": socket.gethostname(),
             "username": _user(),
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -9,6 +9,11 @@ pid, a host and when it was written. Its writer is taken to be gone when, on thi
   stays one forever), and `kill(pid, 0)` still succeeds on it;
 * the process started after the record was written: the pid was reused by another program.
 
+A record of ours also names the process's start in clock ticks since boot (`start_ticks`): the kernel's
+own identity of that process, compared exactly. A wall-clock time is compared with a slack, and only
+where the record has no ticks (the engine's own lock files): a VM's wall clock can step away from its
+boot clock (a paused or migrated VM, NTP), which moves every start time derived from /proc/stat's btime.
+
 A record from another host is assumed live: nothing here can tell.
 """
 
@@ -56,6 +61,18 @@ def _boot_time() -> float | None:
     return None
 
 
+def start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (/proc/<pid>/stat's starttime): fixed for the
+    life of the process and independent of the wall clock; None without the process or without procfs."""
+    fields = stat_fields(pid)
+    if fields is None or len(fields) < 20:
+        return None
+    try:
+        return int(fields[19])  # field 22 of the whole line: starttime
+    except ValueError:
+        return None
+
+
 def start_time(pid: int) -> float | None:
     """When the process started (seconds since the epoch); None without the process or without procfs."""
     fields = stat_fields(pid)
@@ -81,10 +98,12 @@ def parse_timestamp(text: str) -> float | None:
         return None
 
 
-def process_alive(pid: int, *, hostname: str | None = None, since: float | None = None) -> bool:
-    """Whether the process that wrote a record (`pid` on `hostname`, at `since` seconds since the epoch)
-    still runs; see the module docstring. `hostname` None means this host; `since` None skips the pid
-    reuse check."""
+def process_alive(
+    pid: int, *, hostname: str | None = None, since: float | None = None, ticks: int | None = None
+) -> bool:
+    """Whether the process that wrote a record (`pid` on `hostname`, at `since` seconds since the epoch,
+    or started at `ticks` since boot) still runs; see the module docstring. `hostname` None means this
+    host; `since` and `ticks` None skip the pid reuse check; `ticks` wins over `since`."""
     if hostname is not None and hostname != socket.gethostname():
         return True
     if pid <= 0:
@@ -97,6 +116,9 @@ def process_alive(pid: int, *, hostname: str | None = None, since: float | None 
         pass  # it exists, under another user
     if is_zombie(pid):
         return False
+    if ticks is not None:
+        now_ticks = start_ticks(pid)
+        return now_ticks is None or now_ticks == ticks
     if since is not None:
         started = start_time(pid)
         if started is not None and started > since + _START_TIME_SLACK_S:

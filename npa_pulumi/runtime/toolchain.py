@@ -2,7 +2,8 @@
 
 Lookup order for each binary:
 1. an explicit override (`NPA_PULUMI_BIN` / `NPA_TERRAFORM_BIN`), trusted as given;
-2. the repository's `.tools/bin` (what `make tools` provides in a source checkout);
+2. the repository's `.tools/bin` (what `make tools` provides in a source checkout; `NPA_TOOLS_BIN` names
+   another such directory, or an empty one to look past the checkout's);
 3. the per-user toolchain cache that `make tools` builds into (`~/.cache/npa-pulumi/toolchain/...`);
 4. PATH. A `pulumi` found there (the user's own) is used when its version is in the supported range
    (`PULUMI_SUPPORTED_MIN` up to, not including, `PULUMI_SUPPORTED_BELOW`), and refused, with the range
@@ -23,6 +24,12 @@ from npa_pulumi.runtime import disk_cache
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = REPO_ROOT / ".tools" / "bin"
+
+
+def tools_bin() -> Path:
+    """Where `make tools` links the toolchain: `$NPA_TOOLS_BIN`, else the checkout's `.tools/bin`."""
+    override = os.environ.get("NPA_TOOLS_BIN")
+    return Path(override) if override else TOOLS_BIN
 
 
 # tools/pins.toml [pulumi]: version, supported_min, supported_below (tests/unit/test_toolchain.py checks).
@@ -145,7 +152,7 @@ def locate(name: str, override_env: str, cache_prefix: str) -> Path | None:
     if override:
         path = Path(override)
         return path / name if path.is_dir() else path
-    candidates = [TOOLS_BIN / name, *(d / name for d in _cached_bin_dirs(cache_prefix))]
+    candidates = [tools_bin() / name, *(d / name for d in _cached_bin_dirs(cache_prefix))]
     found = _first_executable(candidates)
     if found:
         return found
@@ -160,8 +167,8 @@ def choose_pulumi() -> PulumiChoice:
     if override:
         path = Path(override)
         return PulumiChoice(path / "pulumi" if path.is_dir() else path, "override", None)
-    if _first_executable([TOOLS_BIN / "pulumi"]):
-        return PulumiChoice(TOOLS_BIN / "pulumi", "tools", None)
+    if _first_executable([tools_bin() / "pulumi"]):
+        return PulumiChoice(tools_bin() / "pulumi", "tools", None)
     cached = _first_executable([d / "pulumi" for d in _cached_bin_dirs("pulumi-v")])
     if cached:
         return PulumiChoice(cached, "cache", None)
@@ -192,7 +199,7 @@ def find_terraform() -> Path:
     override = os.environ.get("NPA_TERRAFORM_BIN")
     if override:
         return Path(override)
-    candidates = [TOOLS_BIN / "terraform", *(d / "tofu" for d in _cached_bin_dirs("opentofu-v"))]
+    candidates = [tools_bin() / "terraform", *(d / "tofu" for d in _cached_bin_dirs("opentofu-v"))]
     found = _first_executable(candidates)
     if found:
         return found

@@ -37,7 +37,7 @@ def _recipe_requiring(tmp_path: Path, constraint: str) -> Path:
     return recipe
 
 
-@pytest.mark.parametrize("command", ["up", "preview"])
+@pytest.mark.parametrize("command", ["up", "preview", "preflight"])
 def test_a_recipe_requiring_a_newer_terraform_is_refused_before_anything_changes(
     isolated_home: Path, tmp_path: Path, command: str
 ) -> None:

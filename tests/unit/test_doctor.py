@@ -84,16 +84,17 @@ def test_a_ready_machine_passes_with_one_document(machine: dict[str, str]) -> No
 
 
 def test_a_missing_plugin_fails_with_the_install_command(machine: dict[str, str], tmp_path: Path) -> None:
+    # Nowhere doctor looks has the plugin: no override, an empty tools dir (past the checkout's
+    # .tools/bin), an empty toolchain cache, a PATH without it and a PULUMI_HOME without plugins.
     env = {
         **machine,
-        "NPA_KUBERNETES_PROVIDER_BIN": str(tmp_path / "nowhere" / "pulumi-resource-kubernetes"),
+        "NPA_TOOLS_BIN": str(tmp_path / "no-tools"),
+        "XDG_CACHE_HOME": str(tmp_path / "no-cache"),
         "PATH": "/usr/bin:/bin",
     }
     env.pop("NPA_KUBERNETES_PROVIDER_BIN")
     code, document, _ = doctor(env, drop=("NPA_KUBERNETES_PROVIDER_BIN",))
     plugins = _checks(document)["plugins"]
-    if plugins["status"] == "ok":
-        pytest.skip(f"this machine has the plugin where doctor looks: {plugins['details'].get('path')}")
     assert code == 1 and document["ok"] is False
     assert plugins["status"] == "fail"
     assert "pulumi plugin install resource kubernetes v4.25.0" in plugins["fix"]

@@ -13,6 +13,7 @@ from npa_pulumi.engine.lifecycle import (
     TAG_RETRY,
     TAG_STATE,
     Recorded,
+    RunId,
     destroy_incomplete_tags,
     running_tags,
     validating_state,
@@ -45,6 +46,21 @@ def test_a_running_state_holds_only_while_its_run_lives() -> None:
     assert not Recorded.from_tags({TAG_STATE: "provisioning"}).current  # type: ignore[union-attr]
     assert Recorded.from_tags({TAG_STATE: "deployed"}) is None  # outputs say that, not tags
     assert Recorded.from_tags({}) is None
+
+
+def test_a_run_is_told_by_its_start_ticks_not_the_wall_clock() -> None:
+    """A VM's wall clock can step away from its boot clock (paused, migrated, NTP): the run's start in
+    clock ticks since boot decides, so a wall time far off does not make a live run look gone, and a
+    reused pid (other ticks) is gone whatever the time says."""
+    run = RunId.parse(running_tags("provisioning")["npa:lifecycle-run"])
+    assert run is not None and run.ticks is not None and run.alive
+    long_before = "2000-01-01T00:00:00+00:00"  # "started after the record": the wall-clock test says gone
+    shifted = f"{run.host}/{run.pid}/{long_before}/{run.ticks}"
+    assert Recorded("provisioning", run=shifted).current
+    assert not Recorded("provisioning", run=f"{run.host}/{run.pid}/{run.started}/{run.ticks + 1}").current
+    legacy = RunId.parse(f"{run.host}/{run.pid}/{run.started}")  # a record written before the ticks
+    assert legacy is not None and legacy.ticks is None and legacy.alive
+    assert RunId.parse("host-only") is None and RunId.parse("h/not-a-pid/x") is None
 
 
 def test_destroy_incomplete_holds_with_its_reason_and_retry() -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.runtime.locks import FileLock, held_elsewhere
-from npa_pulumi.runtime.processes import process_alive, start_time
+from npa_pulumi.runtime.processes import process_alive, start_ticks
 from npa_pulumi.simulator.kube import binaries
 
 CLUSTER_NAME = "cluster"  # kwokctl's name for the one cluster in each workdir
@@ -85,10 +85,10 @@ class Component:
 
     name: str
     pid: int
-    started: float
+    started: int  # clock ticks since boot: exact, whatever the wall clock does
 
     def alive(self) -> bool:
-        return process_alive(self.pid, since=self.started)
+        return process_alive(self.pid, ticks=self.started)
 
 
 def components(workdir: Path) -> list[Component]:
@@ -98,7 +98,7 @@ def components(workdir: Path) -> list[Component]:
     for pid_file in sorted(pid_dir.glob("*.pid")) if pid_dir.is_dir() else []:
         with contextlib.suppress(OSError, ValueError):
             pid = int(pid_file.read_text().strip())
-            started = start_time(pid)
+            started = start_ticks(pid)
             if started is not None and process_alive(pid):
                 found.append(Component(pid_file.stem, pid, started))
     return found
@@ -118,6 +118,9 @@ def terminate(procs: list[Component], grace_s: float = 2.0) -> None:
         if proc.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
+    killed_by = time.monotonic() + 5.0  # SIGKILL is delivered asynchronously: wait until they are gone
+    while time.monotonic() < killed_by and any(p.alive() for p in procs):
+        time.sleep(0.02)
 
 
 # --------------------------------------------------------------------------------- kwokctl

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from npa_pulumi.runtime.daemons import spawn_python_daemon
+from npa_pulumi.runtime.processes import process_alive
 from npa_pulumi.simulator.kube import controlplane
 from npa_pulumi.simulator.kube.controlplane import Access
 
@@ -105,6 +106,11 @@ def stop(cloud_dir: Path, cluster_id: str, timeout_s: float = 20.0) -> None:
         if controlplane.agent_running(cloud_dir, cluster_id):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        # The lock goes when the agent closes it on its way out, a moment before the process is gone:
+        # "stopped" means gone (or a zombie), so wait for that too (bounded).
+        gone_by = time.monotonic() + 5.0
+        while time.monotonic() < gone_by and process_alive(pid):
+            time.sleep(0.02)
     # Whatever the agent left (it was SIGKILLed, say): the pid files name the components.
     controlplane.terminate(controlplane.components(home / "kwok"))
     shutil.rmtree(home, ignore_errors=True)
