@@ -27,6 +27,11 @@ from npa_pulumi.output.streams import emit_json
     type=click.Path(file_okay=False),
     help="The k8s-training checkout whose terraform constraint to check (default: the stand-in).",
 )
+@click.option(
+    "--install-plugins",
+    is_flag=True,
+    help="Install a missing pinned provider plugin with `pulumi plugin install` (needs its plugin source).",
+)
 @output_option()
 def doctor_command(
     cloud: str,
@@ -34,12 +39,14 @@ def doctor_command(
     backend: str | None,
     passphrase_file: str | None,
     recipe_dir: str | None,
+    install_plugins: bool,
     output: str,
 ) -> None:
     """Check this machine for what the fleet needs: Python and the package, the Pulumi engine and its
     version, terraform/tofu against the recipe's constraint, the provider plugins, kubectl, the Nebius CLI
     and profile (--cloud nebius: tenant id, a token can be minted), the backend and its locks, the
-    passphrase source, disk space, and $HOME against the account's home. Changes nothing."""
+    passphrase source, disk space, and $HOME against the account's home. Changes nothing, except that
+    --install-plugins installs a missing pinned provider plugin."""
 
     def body() -> int:
         from npa_pulumi.engine.doctor import run_doctor
@@ -51,6 +58,7 @@ def doctor_command(
             backend=backend,
             passphrase_file=passphrase_file,
             recipe_dir=recipe_dir,
+            install_plugins=install_plugins,
         )
         if output == "json":
             emit_json(report.to_json())

@@ -1,6 +1,7 @@
 """`npa-pulumi doctor`: what the fleet needs on this machine for the chosen cloud, checked read-only, each
 with how to fix it. Nothing is created or changed: the backend is only looked at, the passphrase only
-located (never generated), a Nebius token only minted (never printed or stored).
+located (never generated), a Nebius token only minted (never printed or stored). The one exception is an
+explicit opt-in: `--install-plugins` runs `pulumi plugin install` for a missing pinned provider plugin.
 
 What `up` on the chosen cloud needs is `fail` when missing (the command exits 1); what only some commands
 or fleets need (kubectl, the Kubernetes binaries of the local cloud's API servers, disk headroom) is `warn`.
@@ -12,6 +13,7 @@ import importlib.metadata
 import os
 import pwd
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -181,21 +183,62 @@ def _constraint_parts(constraint: str) -> list[tuple[str, str]]:
     return parts
 
 
-def check_plugins() -> Check:
+def check_plugins(install: bool = False) -> Check:
+    """The pinned Kubernetes provider plugin; with `install` (doctor --install-plugins, the one thing
+    doctor may change) a missing one is installed with the engine's own `pulumi plugin install` first."""
     provider = toolchain.find_kubernetes_provider()
-    install = toolchain.kubernetes_plugin_install_command()
-    details = {"plugin": f"resource-kubernetes v{toolchain.KUBERNETES_PROVIDER_VERSION}", "install": install}
+    command = toolchain.kubernetes_plugin_install_command()
+    details: dict[str, Any] = {
+        "plugin": f"resource-kubernetes v{toolchain.KUBERNETES_PROVIDER_VERSION}",
+        "install": command,
+    }
+    failure = ""
+    if provider is None and install:
+        failure = install_kubernetes_plugin()
+        provider = toolchain.find_kubernetes_provider()
+        details["installed"] = provider is not None
     if provider is None:
+        why = f"; `{command}` failed: {failure}" if failure else ""
         return Check(
             "plugins",
             FAIL,
-            f"the Kubernetes provider plugin v{toolchain.KUBERNETES_PROVIDER_VERSION} is not installed",
-            f"`{install}` (needs Pulumi's plugin source; offline: `make tools` builds it)",
+            f"the Kubernetes provider plugin v{toolchain.KUBERNETES_PROVIDER_VERSION} is not installed{why}",
+            f"`{command}` (or `npa-pulumi doctor --install-plugins`; needs Pulumi's plugin source; offline: "
+            "`make tools` builds it)",
             details,
         )
     details["path"] = str(provider)
     summary = f"pulumi-resource-kubernetes v{toolchain.KUBERNETES_PROVIDER_VERSION} ({provider})"
     return Check("plugins", OK, summary, details=details)
+
+
+PLUGIN_INSTALL_TIMEOUT_S = 600
+
+
+def install_kubernetes_plugin() -> str:
+    """Run `pulumi plugin install resource kubernetes v<pin>` with the engine npa-pulumi uses, its output
+    on stderr (stdout stays the report). '' when it succeeded, else why not (the last line it printed)."""
+    engine = toolchain.find_pulumi()
+    argv = [str(engine), *toolchain.kubernetes_plugin_install_command().split()[1:]]
+    print(f"doctor: installing the Kubernetes provider plugin: {' '.join(argv)}", file=sys.stderr)
+    try:
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stderr,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=PLUGIN_INSTALL_TIMEOUT_S,
+            env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"},
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"{type(err).__name__}: {err}"
+    sys.stderr.write(proc.stderr)
+    if proc.returncode == 0:
+        return ""
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit {proc.returncode}"
 
 
 def check_kubectl() -> Check:
@@ -408,13 +451,14 @@ def run_doctor(
     backend: str | None = None,
     passphrase_file: str | None = None,
     recipe_dir: str | None = None,
+    install_plugins: bool = False,
 ) -> DoctorReport:
     checks = [
         _guarded("python", check_python),
         _guarded("package", check_package),
         _guarded("engine", check_engine),
         _guarded("terraform", lambda: check_terraform(cloud, recipe_dir)),
-        _guarded("plugins", check_plugins),
+        _guarded("plugins", lambda: check_plugins(install_plugins)),
         _guarded("kubectl", check_kubectl),
     ]
     if cloud == "local":

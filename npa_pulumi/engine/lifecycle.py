@@ -11,8 +11,8 @@ ends, and the health gate runs inside the update), and a failed destroy leaves o
   the health gate's step, `validating-fabric` while its fabric check (NCCL bandwidth) runs,
   `validating-kuberay` from the KubeRay gate's; removed when the run ends, so the outputs it wrote take
   precedence.
-  `npa:lifecycle-run` (`<host>/<pid>/<start time>/<start ticks>`) names the run: a state whose run is provably gone (a
-  killed `up` on this host) is stale and ignored, like a stale stack lock.
+  `npa:lifecycle-run` (`<host>/<pid>/<start time>/<start ticks>`) names the run: a state whose run is
+  provably gone (a killed `up` on this host) is stale and ignored, like a stale stack lock.
 * `npa:lifecycle` = `destroy-incomplete` after a failed destroy of the cluster stack, with
   `npa:lifecycle-reason` and `npa:lifecycle-retry` (the exact destroy command); it stays until a destroy
   succeeds (the stack and its tags go) or an `up` runs the stack again.

@@ -100,6 +100,64 @@ def test_a_missing_plugin_fails_with_the_install_command(machine: dict[str, str]
     assert "pulumi plugin install resource kubernetes v4.25.0" in plugins["fix"]
 
 
+def _installing_engine(tmp_path: Path, *, works: bool) -> Path:
+    """A stand-in engine whose `plugin install` puts the plugin where Pulumi does (or fails offline),
+    recording the command it was given."""
+    install = (
+        'mkdir -p "$PULUMI_HOME/plugins/resource-kubernetes-$5" && '
+        'printf "#!/bin/sh\\n" > "$PULUMI_HOME/plugins/resource-kubernetes-$5/pulumi-resource-kubernetes" && '
+        'chmod +x "$PULUMI_HOME/plugins/resource-kubernetes-$5/pulumi-resource-kubernetes"'
+        if works
+        else 'echo "error: could not reach the plugin source" >&2; exit 1'
+    )
+    script = (
+        f'#!/bin/sh\necho "$@" >> "{tmp_path / "engine-calls"}"\n'
+        f'if [ "$1" = plugin ]; then {install}; exit 0; fi\necho v{PIN}\n'
+    )
+    for helper in ("pulumi-language-python-exec", "pulumi-resource-pulumi-python"):
+        _executable(tmp_path / "installing" / helper, "#!/bin/sh\n")
+    return _executable(tmp_path / "installing" / "pulumi", script)
+
+
+def _nothing_installed(machine: dict[str, str], tmp_path: Path, engine: Path) -> dict[str, str]:
+    env = {
+        **machine,
+        "NPA_PULUMI_BIN": str(engine),
+        "NPA_TOOLS_BIN": str(tmp_path / "no-tools"),
+        "XDG_CACHE_HOME": str(tmp_path / "no-cache"),
+        "PATH": "/usr/bin:/bin",
+    }
+    env.pop("NPA_KUBERNETES_PROVIDER_BIN")
+    return env
+
+
+def test_install_plugins_installs_the_missing_plugin_with_the_engine(
+    machine: dict[str, str], tmp_path: Path
+) -> None:
+    env = _nothing_installed(machine, tmp_path, _installing_engine(tmp_path, works=True))
+    code, document, stderr = doctor(env, "--install-plugins", drop=("NPA_KUBERNETES_PROVIDER_BIN",))
+    plugins = _checks(document)["plugins"]
+    assert plugins["status"] == "ok" and plugins["details"]["installed"] is True, plugins
+    assert plugins["details"]["path"].startswith(machine["PULUMI_HOME"])
+    assert "plugin install resource kubernetes v4.25.0" in (tmp_path / "engine-calls").read_text()
+    assert "installing the Kubernetes provider plugin" in stderr and code == 0
+    # without the opt-in doctor changes nothing: a second machine without the plugin just fails
+    other = tmp_path / "other-home"
+    code, document, _ = doctor({**env, "PULUMI_HOME": str(other)}, drop=("NPA_KUBERNETES_PROVIDER_BIN",))
+    assert code == 1 and _checks(document)["plugins"]["status"] == "fail" and not other.exists()
+
+
+def test_install_plugins_offline_fails_with_the_engine_s_reason(
+    machine: dict[str, str], tmp_path: Path
+) -> None:
+    env = _nothing_installed(machine, tmp_path, _installing_engine(tmp_path, works=False))
+    code, document, _ = doctor(env, "--install-plugins", drop=("NPA_KUBERNETES_PROVIDER_BIN",))
+    plugins = _checks(document)["plugins"]
+    assert code == 1 and plugins["status"] == "fail" and plugins["details"]["installed"] is False
+    assert "could not reach the plugin source" in plugins["summary"]
+    assert "pulumi plugin install resource kubernetes v4.25.0" in plugins["fix"]
+
+
 def test_an_old_terraform_fails_against_the_recipe(machine: dict[str, str], tmp_path: Path) -> None:
     old = _executable(tmp_path / "old" / "terraform", '#!/bin/sh\necho \'{"terraform_version": "1.3.2"}\'\n')
     code, document, _ = doctor({**machine, "NPA_TERRAFORM_BIN": str(old)})
