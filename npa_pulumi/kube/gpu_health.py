@@ -374,7 +374,9 @@ def _driver_errors(client: KubeClient, config: GateConfig) -> list[str]:
         return [f"driver components ({namespace}): no pods found"]
     errors = stale_driver_pods(client, namespace, pods) + _driver_selector_errors(client, namespace, config)
     if config.driver_repositories and config.driver_mode == "operator":
-        found = client.get_or_none(f"/api/v1/namespaces/{namespace}/configmaps/{config.driver_repo_configmap}")
+        found = client.get_or_none(
+            f"/api/v1/namespaces/{namespace}/configmaps/{config.driver_repo_configmap}"
+        )
         errors += repository_errors(found, pods, config.driver_repo_configmap, config.driver_repositories)
     for pod in pods:
         name, status = pod["metadata"]["name"], pod.get("status") or {}

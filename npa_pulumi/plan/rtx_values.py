@@ -58,11 +58,11 @@ class RtxOperatorValues(BaseModel):
         if self.repo_config_map:
             driver["repoConfig"] = {"configMapName": self.repo_config_map}
         return {
-            "nebius": {
-                "nvidiaDriverCRDPatch": {"profiles": [p.model_dump() for p in self.driver_profiles]}
-            },
+            "nebius": {"nvidiaDriverCRDPatch": {"profiles": [p.model_dump() for p in self.driver_profiles]}},
             "driver": driver,
-            "toolkit": {"env": [{"name": RUNTIME_CONFIG_SOURCE, "value": self.toolkit_runtime_config_source}]},
+            "toolkit": {
+                "env": [{"name": RUNTIME_CONFIG_SOURCE, "value": self.toolkit_runtime_config_source}]
+            },
         }
 
     def revision(self) -> str:

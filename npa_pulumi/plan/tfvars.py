@@ -160,7 +160,9 @@ def _variables(cluster: ResolvedCluster, declared: set[str], ssh_public_key: str
     yield _Variable("loki", {"enabled": False, "replication_factor": 1}, droppable=True)
 
 
-def _rtx_driver_profile(cluster: ResolvedCluster, gpu: ResolvedPool, rtx: RtxOperatorValues) -> dict[str, Any]:
+def _rtx_driver_profile(
+    cluster: ResolvedCluster, gpu: ResolvedPool, rtx: RtxOperatorValues
+) -> dict[str, Any]:
     """The original's {platform, preset[, package_repositories]}, plus the operator values the profile
     pins (plan/rtx_values.py) and their revision, which a recipe puts where a change updates the
     release."""

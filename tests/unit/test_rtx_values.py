@@ -18,7 +18,9 @@ def test_the_values_pin_exactly_the_requested_zonal_pool() -> None:
     values = rtx_operator_values("gpu-rtx6000-a", "8gpu-192vcpu-1744gb", SOURCES).helm_values()
     assert values == {
         "nebius": {
-            "nvidiaDriverCRDPatch": {"profiles": [{"platform": "gpu-rtx6000-a", "preset": "8gpu-192vcpu-1744gb"}]}
+            "nvidiaDriverCRDPatch": {
+                "profiles": [{"platform": "gpu-rtx6000-a", "preset": "8gpu-192vcpu-1744gb"}]
+            }
         },
         "driver": {"rdma": {"enabled": False}, "repoConfig": {"configMapName": REPOSITORIES_CONFIGMAP}},
         "toolkit": {"env": [{"name": "RUNTIME_CONFIG_SOURCE", "value": "file"}]},
@@ -65,3 +67,40 @@ def test_the_values_never_hold_the_sources_themselves() -> None:
     values = rtx_operator_values("gpu-rtx6000", "1gpu-24vcpu-218gb", SOURCES)
     assert "mirror.example" not in values.model_dump_json()
     assert "mirror.example" not in json.dumps(values.helm_values())
+
+
+FLEET = """\
+apiVersion: npa.fleet/v0.0.1
+name: render
+region: us-central1
+projects:
+  - name: p
+    clusters:
+      - name: rtx
+        gpu_nodes: {count: 1, platform: gpu-rtx6000-a, preset: 1gpu-24vcpu-218gb}
+        gpu_workload_profile: rtx-rendering
+        gpu_driver_package_repositories:
+          ubuntu-noble.sources: "Types: deb\\nURIs: https://mirror.example/ubuntu\\nSuites: noble\\n"
+      - name: plain
+        gpu_nodes: {count: 1, platform: gpu-rtx6000-a, preset: 1gpu-24vcpu-218gb}
+        gpu_workload_profile: rtx-rendering
+"""
+
+
+def test_the_gate_checks_the_repository_files_by_their_digests() -> None:
+    from npa_pulumi.engine.plans import health_gate_config
+    from npa_pulumi.kube.gpu_health import GateConfig
+    from npa_pulumi.plan import resolve_targets
+    from npa_pulumi.spec import parse_spec
+
+    clusters = {t.cluster_name: t.cluster for t in resolve_targets(parse_spec(FLEET))}
+    settings = health_gate_config(clusters["rtx"])
+    assert settings is not None
+    config = GateConfig(**settings)
+    assert config.driver_repo_configmap == REPOSITORIES_CONFIGMAP
+    assert config.driver_repositories == {
+        "ubuntu-noble.sources": hashlib.sha256(SOURCES["ubuntu-noble.sources"].encode()).hexdigest()
+    }
+    assert "mirror.example" not in json.dumps(settings)  # the gate's settings are kept in stack state
+    plain = health_gate_config(clusters["plain"])
+    assert plain is not None and "driver_repositories" not in plain

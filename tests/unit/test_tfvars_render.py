@@ -205,9 +205,14 @@ def test_rtx_rendering_profile() -> None:
     # repositories through repoConfig's ConfigMap; and their revision
     assert profile["values"] == {
         "nebius": {
-            "nvidiaDriverCRDPatch": {"profiles": [{"platform": "gpu-rtx6000-a", "preset": "8gpu-192vcpu-1744gb"}]}
+            "nvidiaDriverCRDPatch": {
+                "profiles": [{"platform": "gpu-rtx6000-a", "preset": "8gpu-192vcpu-1744gb"}]
+            }
         },
-        "driver": {"rdma": {"enabled": False}, "repoConfig": {"configMapName": "gpu-driver-package-repositories"}},
+        "driver": {
+            "rdma": {"enabled": False},
+            "repoConfig": {"configMapName": "gpu-driver-package-repositories"},
+        },
         "toolkit": {"env": [{"name": "RUNTIME_CONFIG_SOURCE", "value": "file"}]},
     }
     assert re.fullmatch(r"[0-9a-f]{64}", profile["revision"])

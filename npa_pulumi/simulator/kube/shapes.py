@@ -340,7 +340,9 @@ def _rtx_driver_daemonset(daemonset: JSON, rtx: RtxDriver, repositories: list[st
     return daemonset
 
 
-def _gpu_operator(mig: JSON, rtx: RtxDriver | None = None, repositories: list[str] | None = None) -> list[JSON]:
+def _gpu_operator(
+    mig: JSON, rtx: RtxDriver | None = None, repositories: list[str] | None = None
+) -> list[JSON]:
     """The GPU operator as its chart leaves it: the ClusterPolicy (state ready, the chart's version label,
     each component's version) and the component DaemonSets, whose images carry those versions; MIG
     Manager only with MIG. `mig.versions` (the recipe's pins) override the chart's defaults. With the RTX
@@ -350,7 +352,7 @@ def _gpu_operator(mig: JSON, rtx: RtxDriver | None = None, repositories: list[st
     rtx = rtx or RtxDriver()
     versions = {**OPERATOR_VERSIONS, **{k: v for k, v in (mig.get("versions") or {}).items() if v}}
     blocked = rtx.enabled and bool(rtx.repo_config_map) and repositories is None
-    policy = {
+    policy: JSON = {
         "apiVersion": "nvidia.com/v1",
         "kind": "ClusterPolicy",
         "metadata": {
