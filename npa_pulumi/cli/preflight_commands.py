@@ -33,7 +33,7 @@ def preflight_command(**kw: Any) -> None:
         spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
         fleet = _fleet(spec, targets, _engine_options(kw, show_progress=False))
         fleet.resolve_regions()  # an empty spec region comes from the profile's configuration
-        require_recipe_terraform(fleet.plans)  # a binary the recipe refuses would fail `up` at its first init
+        require_recipe_terraform(fleet.plans())  # a binary the recipe refuses would fail `up` at its first init
         report = preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
         if kw["output"] == "json":
             emit_json(report.to_json())
