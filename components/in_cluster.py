@@ -3,7 +3,9 @@ cluster stack, created through a `kubernetes.Provider` built from the cluster's 
 
 * the `npa-system` namespace, where the fleet keeps its own objects;
 * for RTX rendering clusters, the ConfigMap `gpu-driver-package-repositories` with the spec's
-  `gpu_driver_package_repositories` (what the RTX driver configuration reads);
+  `gpu_driver_package_repositories`, in the GPU operator's namespace: the operator's `driver.repoConfig`
+  names it, and the driver pods can mount only ConfigMaps of their own namespace. The namespace is the
+  recipe's (its Helm release creates it); the fleet owns only the ConfigMap;
 * for clusters with `kuberay.enabled`, the reviewed KubeRay template (components/kuberay.py).
 
 `preview` shows their changes and policies see them like any other resource; `destroy` deletes them before
@@ -25,10 +27,11 @@ from pulumi_kubernetes.core.v1 import ConfigMap, Namespace
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
 from npa_pulumi.components.kuberay import FleetKubeRay, FleetKubeRayArgs, load_crds
+from npa_pulumi.kube.gpu_operator import OPERATOR_NAMESPACE, REPOSITORIES_CONFIGMAP
 from npa_pulumi.kube.kuberay import RayTemplate
 
 FLEET_NAMESPACE = "npa-system"
-RTX_REPOSITORIES_CONFIGMAP = "gpu-driver-package-repositories"
+RTX_REPOSITORIES_CONFIGMAP = REPOSITORIES_CONFIGMAP
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class FleetClusterObjects(pulumi.ComponentResource):
             configmap = ConfigMap(
                 f"{name}-rtx-repositories",
                 metadata=ObjectMetaArgs(
-                    name=RTX_REPOSITORIES_CONFIGMAP, namespace=self.namespace, labels=labels
+                    name=RTX_REPOSITORIES_CONFIGMAP, namespace=OPERATOR_NAMESPACE, labels=labels
                 ),
                 data=dict(args.rtx_driver_repositories),
                 opts=child,

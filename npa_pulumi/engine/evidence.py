@@ -25,6 +25,7 @@ JSON = dict[str, Any]
 _MIG_CATEGORIES: tuple[tuple[str, str], ...] = (
     ("older template", "stale-driver-pod"),
     ("node selector does not match", "driver-selector"),
+    ("repository", "driver-repositories"),
     ("mig-not-ready:NoSchedule", "stale-taint"),
     ("taint could not be removed", "repair"),
     ("MIG mode", "mig-mode"),

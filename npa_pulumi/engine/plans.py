@@ -36,6 +36,7 @@ from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import StackResult
 from npa_pulumi.plan.cost import cluster_basis, project_basis
+from npa_pulumi.plan.rtx_values import cluster_rtx_values
 from npa_pulumi.preflight.demand import preset_gpus
 from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION, RTX_RENDERING_PROFILE
@@ -205,6 +206,7 @@ def mk8s_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
             if cluster.gpu_workload_profile == RTX_RENDERING_PROFILE and cluster.gpu_count() > 0
             else None
         ),
+        rtx_values_revision=_rtx_values_revision(cluster),
         cost_basis=cluster_basis(target).to_output(),
     )
 
@@ -275,6 +277,7 @@ def health_gate_config(cluster: Any) -> dict[str, Any] | None:
         "smoke_image": health.cuda_smoke_image,
         "graphics_smoke": bool(health.graphics_smoke) and has_gpus,
         "graphics_image": health.graphics_smoke_image,
+        **_rtx_repository_check(cluster, has_gpus),
         **(
             {
                 "mig_resources": dict(MIG_RESOURCES_PER_GPU),
@@ -286,6 +289,22 @@ def health_gate_config(cluster: Any) -> dict[str, Any] | None:
             else {}
         ),
     }
+
+
+def _rtx_values_revision(cluster: Any) -> str:
+    """The RTX operator values' revision ("" without the profile or GPUs): the gate re-runs when it
+    changes, as the driver pods roll."""
+    values = cluster_rtx_values(cluster) if cluster.gpu_count() > 0 else None
+    return values.revision() if values is not None else ""
+
+
+def _rtx_repository_check(cluster: Any, has_gpus: bool) -> dict[str, Any]:
+    """The gate's repository-mount check of an RTX cluster with package repositories: the ConfigMap and
+    each file's SHA-256 (never the sources themselves: the gate's settings are kept in stack state)."""
+    values = cluster_rtx_values(cluster) if has_gpus else None
+    if values is None or not values.repo_config_map:
+        return {}
+    return {"driver_repo_configmap": values.repo_config_map, "driver_repositories": dict(values.repositories)}
 
 
 def fabric_check_config(cluster: Any) -> dict[str, Any]:

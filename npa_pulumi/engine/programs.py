@@ -64,8 +64,10 @@ class ClusterPlan:
     # The in-cluster stage: credentials, a Kubernetes provider and the fleet's own objects. Off only for a
     # local cloud run without API servers (tests that never look inside a cluster).
     in_cluster: bool = True
-    # RTX rendering clusters: the driver package repositories the fleet publishes in its ConfigMap.
+    # RTX rendering clusters: the driver package repositories the fleet publishes in its ConfigMap (in the
+    # GPU operator's namespace), and the revision of the operator values (plan/rtx_values.py).
     rtx_driver_repositories: dict[str, str] | None = None
+    rtx_values_revision: str = ""
     # The GPU health gate's settings (npa_pulumi.kube.gpu_health.GateConfig); None: no gate runs, the
     # cluster is deployed with validation "skipped" (`up --no-health-gate`, or MIG until MIG readiness).
     health_gate: dict[str, Any] | None = None
@@ -277,7 +279,7 @@ def cluster_program(
                     GpuHealthGateArgs(
                         **in_cluster,
                         server=credentials.server,
-                        driver={"mode": plan.gpu_driver_mode, "mig": plan.mig_enabled},
+                        driver=_judged_driver(plan),
                         gate=plan.health_gate,
                     ),
                     pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
@@ -299,6 +301,15 @@ def cluster_program(
             pulumi.export("validation", "skipped")
 
     return program
+
+
+def _judged_driver(plan: ClusterPlan) -> dict[str, Any]:
+    """What of the driver re-runs the gate when it changes: the mode, MIG, and the RTX values' revision
+    (left out without it, so other clusters' gates keep their inputs)."""
+    driver: dict[str, Any] = {"mode": plan.gpu_driver_mode, "mig": plan.mig_enabled}
+    if plan.rtx_values_revision:
+        driver["rtx_values_revision"] = plan.rtx_values_revision
+    return driver
 
 
 def _with_fabric_check(

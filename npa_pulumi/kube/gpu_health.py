@@ -6,7 +6,9 @@ One run, bounded by a single deadline (`timeout_s`), every API call bounded by w
    expected GPU nodes, with the expected allocatable `nvidia.com/gpu` in total and capacity equal to it;
    no `NebiusGPUError` condition; on NVSwitch topologies the fabric state exposed as complete; the driver
    components of the driver mode (`nvidia-device-plugin` for managed-image, `gpu-operator` for operator)
-   Running and ready.
+   Running and ready, none on an older template than its DaemonSet's, every driver DaemonSet selecting
+   exactly the GPU pool, and (RTX package repositories) every driver pod mounting exactly the configured
+   repository files from the fleet's ConfigMap (kube/gpu_operator.py).
 2. **Stabilization**: the first clean snapshot starts a timer, any error resets it; it passes once it has
    stayed clean for `stabilization_s`. The first snapshot with the whole topology fixes each node's boot
    id; a later one that differs (a node rebooted, added or replaced) fails at once.
@@ -33,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from npa_pulumi.kube.client import KubeClient, KubeError
+from npa_pulumi.kube.gpu_operator import repository_errors
 
 JSON = dict[str, Any]
 SMOKE_LABEL = "app.kubernetes.io/managed-by"
@@ -67,6 +70,10 @@ class GateConfig:
     # RTX rendering: GLX, EGL and Vulkan readiness on every GPU node, after the CUDA smoke.
     graphics_smoke: bool = False
     graphics_image: str = ""
+    # RTX rendering with package repositories: the ConfigMap `driver.repoConfig` names (in the operator's
+    # namespace) and its files (name -> SHA-256 of the content), which every driver pod must mount.
+    driver_repo_configmap: str = ""
+    driver_repositories: dict[str, str] | None = None
 
     @property
     def mig(self) -> bool:
@@ -366,6 +373,11 @@ def _driver_errors(client: KubeClient, config: GateConfig) -> list[str]:
     if not pods:
         return [f"driver components ({namespace}): no pods found"]
     errors = stale_driver_pods(client, namespace, pods) + _driver_selector_errors(client, namespace, config)
+    if config.driver_repositories and config.driver_mode == "operator":
+        found = client.get_or_none(
+            f"/api/v1/namespaces/{namespace}/configmaps/{config.driver_repo_configmap}"
+        )
+        errors += repository_errors(found, pods, config.driver_repo_configmap, config.driver_repositories)
     for pod in pods:
         name, status = pod["metadata"]["name"], pod.get("status") or {}
         if pod["metadata"].get("deletionTimestamp"):

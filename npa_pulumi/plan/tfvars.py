@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.plan.recipe_surface import RECIPE_VARIABLES, RUNTIME_VARIABLES, RecipeError
-from npa_pulumi.plan.targets import ResolvedCluster, Target
+from npa_pulumi.plan.rtx_values import RtxOperatorValues, cluster_rtx_values
+from npa_pulumi.plan.targets import ResolvedCluster, ResolvedPool, Target
 from npa_pulumi.spec import constants as c
 
 
@@ -105,11 +106,9 @@ def _variables(cluster: ResolvedCluster, declared: set[str], ssh_public_key: str
     preemptible = bool(gpu and gpu.preemptible)
     yield _Variable("gpu_nodes_preemptible", preemptible, droppable=not preemptible)
 
-    if cluster.gpu_workload_profile == c.RTX_RENDERING_PROFILE and gpu is not None:
-        profile: dict[str, Any] = {"platform": gpu.platform, "preset": gpu.preset}
-        if cluster.gpu_driver_package_repositories:
-            profile["package_repositories"] = dict(cluster.gpu_driver_package_repositories)
-        yield _Variable("gpu_operator_rtx_driver_profile", profile)
+    rtx = cluster_rtx_values(cluster)
+    if rtx is not None and gpu is not None:
+        yield _Variable("gpu_operator_rtx_driver_profile", _rtx_driver_profile(cluster, gpu, rtx))
 
     yield _Variable("mig_strategy", mig.strategy if mig else "none", droppable=mig is None)
     yield from _driver(cluster, gpu_count)
@@ -159,6 +158,18 @@ def _variables(cluster: ResolvedCluster, declared: set[str], ssh_public_key: str
     yield _Variable("enable_opa_gatekeeper", False, droppable=True)
     # loki has no default in the recipe, so it is always set when declared.
     yield _Variable("loki", {"enabled": False, "replication_factor": 1}, droppable=True)
+
+
+def _rtx_driver_profile(
+    cluster: ResolvedCluster, gpu: ResolvedPool, rtx: RtxOperatorValues
+) -> dict[str, Any]:
+    """The original's {platform, preset[, package_repositories]}, plus the operator values the profile
+    pins (plan/rtx_values.py) and their revision, which a recipe puts where a change updates the
+    release."""
+    profile: dict[str, Any] = {"platform": gpu.platform, "preset": gpu.preset}
+    if cluster.gpu_driver_package_repositories:
+        profile["package_repositories"] = dict(cluster.gpu_driver_package_repositories)
+    return {**profile, "values": rtx.helm_values(), "revision": rtx.revision()}
 
 
 def _driver(cluster: ResolvedCluster, gpu_count: int) -> Iterable[_Variable]:

@@ -144,7 +144,8 @@ class Mk8sMixin(AdminMixin):
 
     def set_cluster_addons(self, cluster_id: str, addons: dict[str, Any]) -> dict[str, Any]:
         """What the recipe installs into the cluster (its Helm releases): `gpu_driver` (managed-image |
-        operator | ""), `filestore`, `mig` ({strategy, config}), `kuberay` ({worker_replicas, ...})."""
+        operator | ""), `filestore`, `mig` ({strategy, config}), `kuberay` ({worker_replicas, ...}),
+        `rtx_driver` (the RTX profile's {platform, preset, values, revision})."""
         params = {"cluster_id": cluster_id, "addons": addons}
         with self._op("set_cluster_addons", params, write=True) as ctx:
             row = self._row(ctx, "cluster", cluster_id)
@@ -152,6 +153,8 @@ class Mk8sMixin(AdminMixin):
             data["addons"] = dict(addons)
             if isinstance(addons.get("kuberay"), str):  # the recipe sends it as JSON text
                 data["addons"]["kuberay"] = json.loads(addons["kuberay"] or "{}") or {"worker_replicas": 1}
+            if isinstance(addons.get("rtx_driver"), str):  # as JSON text too
+                data["addons"]["rtx_driver"] = json.loads(addons["rtx_driver"] or "{}")
             ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), cluster_id))
             return self._fetch(ctx, "cluster", cluster_id)
 

@@ -20,6 +20,14 @@ locals {
         mig_manager   = var.gpu_mig_manager_version == null ? "" : var.gpu_mig_manager_version
       }
     } : null
+    # The RTX rendering profile's operator values and their revision (JSON text, an `any` as below): the
+    # revision is what changes the release when write-only values or the repository files change.
+    rtx_driver = local.has_gpus && !var.gpu_nodes_driverfull_image && var.gpu_operator_rtx_driver_profile != null ? jsonencode({
+      platform = try(var.gpu_operator_rtx_driver_profile.platform, "")
+      preset   = try(var.gpu_operator_rtx_driver_profile.preset, "")
+      values   = try(var.gpu_operator_rtx_driver_profile.values, null)
+      revision = try(var.gpu_operator_rtx_driver_profile.revision, "")
+    }) : null
     # JSON text: the CPU RayCluster's settings are an `any`, which a conditional cannot unify with null.
     kuberay = var.enable_kuberay_cluster ? (var.kuberay_cpu_cluster == null ? "{}" : jsonencode(var.kuberay_cpu_cluster)) : null
   }

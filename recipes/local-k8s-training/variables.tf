@@ -378,7 +378,7 @@ variable "gpu_operator_rdma_enabled" {
 }
 
 variable "gpu_operator_rtx_driver_profile" {
-  description = "RTX rendering profile: {platform, preset[, package_repositories]}."
+  description = "RTX rendering profile: {platform, preset[, package_repositories], values, revision}: the GPU operator values the profile pins and their revision."
   type        = any
   default     = null
 }

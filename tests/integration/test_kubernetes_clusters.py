@@ -2,7 +2,8 @@
 controller manager and scheduler, with kwok nodes), `up` writes a kubeconfig per cluster, and the fleet's
 own objects are pulumi-kubernetes resources of the cluster stack.
 
-A two-project fleet, one GPU cluster (RTX rendering, so it also gets the fleet's ConfigMap) and one
+A two-project fleet, one GPU cluster (RTX rendering: the GPU operator runs the profile's values, and the
+fleet's repository ConfigMap sits in the operator's namespace, mounted by every driver pod) and one
 CPU-only cluster, is deployed; `kubectl` with the written kubeconfigs finds exactly the nodes the spec asks
 for, the recipe's objects and the fleet's namespace; scaling a node group changes the nodes; destroying a
 cluster stops its control plane and removes its kubeconfig; `local-cloud reset` leaves no process behind.
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 from fleet_helpers import assert_publishable, by_stack, inventory, npa, private_evidence, write_spec
 
+from npa_pulumi.plan.rtx_values import rtx_operator_values
 from npa_pulumi.runtime.toolchain import find_pulumi
 from npa_pulumi.simulator.kube import binaries
 
@@ -66,6 +68,44 @@ def _kubectl(kubeconfig: str, *args: str) -> Any:
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+REPOSITORIES_CM = ["get", "configmap", "-n", "gpu-operator", "gpu-driver-package-repositories"]
+
+
+def _assert_rtx_operator_values(kubeconfig: str) -> None:
+    """The GPU operator runs the RTX values (plan/rtx_values.py): the driver selects exactly the pool and
+    carries the values' revision, each driver pod mounts the repository file read-only under the Ubuntu
+    sources directory, the toolkit reads containerd's config file, RDMA is off."""
+    values = rtx_operator_values("gpu-rtx6000", "1gpu-24vcpu-218gb", {"ubuntu-noble.sources": REPOSITORY})
+    driver = _kubectl(kubeconfig, "get", "-n", "gpu-operator", "daemonset", "nvidia-driver-daemonset")
+    template = driver["spec"]["template"]
+    assert template["metadata"]["annotations"]["npa.nebius.com/rtx-values-revision"] == values.revision()
+    selector = template["spec"]["nodeSelector"]
+    assert (selector["nebius.com/platform"], selector["nebius.com/preset"]) == (
+        "gpu-rtx6000",
+        "1gpu-24vcpu-218gb",
+    )
+    mount = {
+        "name": "gpu-driver-package-repositories",
+        "mountPath": "/etc/apt/sources.list.d/ubuntu-noble.sources",
+        "subPath": "ubuntu-noble.sources",
+        "readOnly": True,
+    }
+    pods = [
+        p
+        for p in _kubectl(kubeconfig, "get", "pods", "-n", "gpu-operator")["items"]
+        if p["metadata"]["name"].startswith("nvidia-driver-daemonset")
+    ]
+    assert pods and all(mount in p["spec"]["containers"][0]["volumeMounts"] for p in pods)
+    toolkit = _kubectl(
+        kubeconfig, "get", "-n", "gpu-operator", "daemonset", "nvidia-container-toolkit-daemonset"
+    )
+    [container] = toolkit["spec"]["template"]["spec"]["containers"]
+    assert {"name": "RUNTIME_CONFIG_SOURCE", "value": "file"} in container["env"]
+    [policy] = _kubectl(kubeconfig, "get", "clusterpolicies")["items"]
+    assert policy["spec"]["driver"]["rdma"] == {"enabled": False}
+    assert policy["spec"]["driver"]["repoConfig"] == {"configMapName": "gpu-driver-package-repositories"}
 
 
 def _up(spec: Path) -> dict[str, Any]:
@@ -171,10 +211,11 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert "nvidia-device-plugin-daemonset" in {d["metadata"]["name"] for d in daemonsets}
     namespace = _kubectl(render["kubeconfig"], "get", "namespace", "npa-system")
     assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "npa-pulumi"
-    configmap = _kubectl(
-        render["kubeconfig"], "get", "configmap", "-n", "npa-system", "gpu-driver-package-repositories"
-    )
+    # the repositories ConfigMap lives in the operator's namespace, where driver.repoConfig finds it
+    configmap = _kubectl(render["kubeconfig"], *REPOSITORIES_CM)
     assert configmap["data"] == {"ubuntu-noble.sources": REPOSITORY}
+    assert configmap["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "npa-pulumi"
+    _assert_rtx_operator_values(render["kubeconfig"])
     types = _stack_resource_types(kube_api, "reach.gpu.render")
     assert {
         "kubernetes:core/v1:Namespace",
@@ -187,12 +228,7 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert {name: len(nodes) for name, nodes in cpu_groups.items()} == {"cpu-ng-cpu": 2}
     assert all(_ready(n) for n in cpu_groups["cpu-ng-cpu"])
     assert _kubectl(cpu["kubeconfig"], "get", "daemonsets", "-A")["items"] == []
-    assert (
-        _kubectl(cpu["kubeconfig"], "get", "configmaps", "-n", "npa-system", "-l", "npa.nebius.com/fleet")[
-            "items"
-        ]
-        == []
-    )
+    assert _kubectl(cpu["kubeconfig"], "get", "configmaps", "-A", "-l", "npa.nebius.com/fleet")["items"] == []
     cpu_types = _stack_resource_types(kube_api, "reach.project-existing1.cpu")
     assert "kubernetes:core/v1:Namespace" in cpu_types and "kubernetes:core/v1:ConfigMap" not in cpu_types
 
@@ -232,9 +268,24 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert worker["cuda"]["passed"] and worker["graphics"]["passed"] and worker["graphics"]["cleaned_up"]
     assert (verdicts["cpu"]["status"], verdicts["cpu"]["error"]) == ("failed", "not an RTX rendering cluster")
 
+    # ---- the fleet's repository file edited out of band: the driver no longer mounts the declared
+    # sources, so verify-graphics does not stabilize and fails closed (category only: no file content)
+    only_render = ["--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "render", "--output", "json"]
+    edited = json.dumps(
+        {"data": {"ubuntu-noble.sources": "deb https://elsewhere.example/ubuntu noble main\n"}}
+    )
+    _kubectl(render["kubeconfig"], "patch", *REPOSITORIES_CM[1:], "--type", "merge", "-p", edited)
+    drifted = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
+    restored = json.dumps({"data": {"ubuntu-noble.sources": REPOSITORY}})
+    _kubectl(render["kubeconfig"], "patch", *REPOSITORIES_CM[1:], "--type", "merge", "-p", restored)
+    assert drifted.code == 1, drifted.stdout[-3000:]
+    assert_publishable(drifted, evidence_dir)
+    assert "elsewhere.example" not in drifted.stdout + drifted.stderr
+    [verdict] = drifted.json()["clusters"]
+    assert verdict["health"]["failure_categories"].get("driver-repositories"), verdict
+
     # ---- an OnDelete driver update leaves the driver pod on the old template: verify-graphics does not
     # stabilize and fails closed (the stale pod is named in the evidence only); deleting it heals it
-    only_render = ["--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "render", "--output", "json"]
     driver = ["-n", "gpu-operator", "daemonset", "nvidia-driver-daemonset"]
     on_delete = '{"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}}}'
     _kubectl(render["kubeconfig"], "patch", *driver, "--type", "merge", "-p", on_delete)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -194,11 +195,27 @@ def test_rtx_rendering_profile() -> None:
             "gpu_driver_package_repositories": {"ubuntu.sources": "Types: deb"},
         }
     ).file_vars
-    assert file_vars["gpu_operator_rtx_driver_profile"] == {
+    profile = file_vars["gpu_operator_rtx_driver_profile"]
+    assert {k: profile[k] for k in ("platform", "preset", "package_repositories")} == {
         "platform": "gpu-rtx6000-a",
         "preset": "8gpu-192vcpu-1744gb",
         "package_repositories": {"ubuntu.sources": "Types: deb"},
     }
+    # the operator values: exactly the zonal pool, RDMA off, the toolkit reads the config file, the
+    # repositories through repoConfig's ConfigMap; and their revision
+    assert profile["values"] == {
+        "nebius": {
+            "nvidiaDriverCRDPatch": {
+                "profiles": [{"platform": "gpu-rtx6000-a", "preset": "8gpu-192vcpu-1744gb"}]
+            }
+        },
+        "driver": {
+            "rdma": {"enabled": False},
+            "repoConfig": {"configMapName": "gpu-driver-package-repositories"},
+        },
+        "toolkit": {"env": [{"name": "RUNTIME_CONFIG_SOURCE", "value": "file"}]},
+    }
+    assert re.fullmatch(r"[0-9a-f]{64}", profile["revision"])
     assert file_vars["gpu_nodes_driverfull_image"] is False
     assert "gpu_nodes_driver_preset" not in file_vars
     assert file_vars["enable_gpu_cluster"] is False
@@ -206,10 +223,9 @@ def test_rtx_rendering_profile() -> None:
 
 def test_rtx_profile_defaults_the_pool() -> None:
     file_vars = render({"gpu_workload_profile": "rtx-rendering"}).file_vars
-    assert file_vars["gpu_operator_rtx_driver_profile"] == {
-        "platform": "gpu-rtx6000",
-        "preset": "1gpu-24vcpu-218gb",
-    }
+    profile = file_vars["gpu_operator_rtx_driver_profile"]
+    assert (profile["platform"], profile["preset"]) == ("gpu-rtx6000", "1gpu-24vcpu-218gb")
+    assert "package_repositories" not in profile and "repoConfig" not in profile["values"]["driver"]
     assert (file_vars["gpu_nodes_platform"], file_vars["gpu_nodes_fixed_count_per_group"]) == (
         "gpu-rtx6000",
         1,

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.kube.gpu_operator import OPERATOR_NAMESPACE
 from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.simulator.kube import binaries, controlplane, kuberay, shapes, slurm
 from npa_pulumi.simulator.kube.fabric import FabricModel
@@ -150,7 +151,8 @@ class Agent:
         ]
         slurm_cluster = slurm.slurm_of(cluster)
         slurm_objects = slurm.desired_objects(slurm_cluster) if slurm_cluster else []
-        for obj in [*stages, *nodes.values(), *shapes.recipe_objects(cluster), *slurm_objects]:
+        recipe = shapes.recipe_objects(cluster, self.repository_files(client, cluster))
+        for obj in [*stages, *nodes.values(), *recipe, *slurm_objects]:
             try:
                 self.apply(client, obj, force)
             except KubeError as err:
@@ -188,6 +190,17 @@ class Agent:
         self.first_sync = False
         if force:
             self.last_full_sync = time.monotonic()
+
+    @staticmethod
+    def repository_files(client: Any, cluster: JSON) -> list[str] | None:
+        """The files of the ConfigMap the RTX values' repoConfig names, read as the GPU operator reads it
+        to render the driver's mounts; None when there is none (or no such setting)."""
+        addons = cluster.get("addons") or {}
+        configmap = shapes.rtx_driver(addons.get("rtx_driver") or {}).repo_config_map
+        if addons.get("gpu_driver") != "operator" or not configmap:
+            return None
+        found = client.get_or_none(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/configmaps/{configmap}")
+        return None if found is None else sorted((found.get("data") or {}).keys())
 
     def install_stages(self, client: Any) -> None:
         kwok = binaries.find("kwok")

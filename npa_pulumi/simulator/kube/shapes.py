@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from npa_pulumi.kube.gpu_operator import REPO_CONFIG_DIRS, VALUES_REVISION_ANNOTATION
 
 JSON = dict[str, Any]
 
@@ -193,9 +196,10 @@ def _storage_class(name: str, provisioner: str, default: bool) -> JSON:
     }
 
 
-def recipe_objects(cluster: JSON) -> list[JSON]:
+def recipe_objects(cluster: JSON, repositories: list[str] | None = None) -> list[JSON]:
     """The objects the recipe's Helm releases leave in the cluster, in apply order (namespaces and CRDs
-    before what lives in them)."""
+    before what lives in them). `repositories`: the files of the ConfigMap the RTX values' repoConfig
+    names, as the agent read it from the API (None: no such ConfigMap)."""
     addons = cluster.get("addons") or {}
     objects: list[JSON] = [_storage_class("compute-csi-default-sc", "compute.csi.mk8s.nebius.ai", True)]
     if addons.get("filestore"):
@@ -230,7 +234,8 @@ def recipe_objects(cluster: JSON) -> list[JSON]:
             ),
         ]
     elif driver == "operator":
-        objects += _gpu_operator(addons.get("mig") or {})
+        rtx = rtx_driver(addons.get("rtx_driver") or {})
+        objects += _gpu_operator(addons.get("mig") or {}, rtx, repositories)
     return objects
 
 
@@ -271,12 +276,83 @@ CLUSTERPOLICY_CRD: JSON = {
 }
 
 
-def _gpu_operator(mig: JSON) -> list[JSON]:
+@dataclass(frozen=True)
+class RtxDriver:
+    """The RTX rendering profile's operator values, as the simulated operator applies them."""
+
+    platform: str = ""
+    preset: str = ""
+    rdma: bool = False
+    repo_config_map: str = ""
+    toolkit_env: tuple[tuple[str, str], ...] = ()
+    revision: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.platform)
+
+
+def rtx_driver(addon: JSON) -> RtxDriver:
+    """Read the recipe's `rtx_driver` addon ({platform, preset, values, revision}): the driver CRD patch's
+    one profile, RDMA, repoConfig and the toolkit's environment. Without values (an older fleet), the
+    pool alone."""
+    values = addon.get("values") or {}
+    profiles = ((values.get("nebius") or {}).get("nvidiaDriverCRDPatch") or {}).get("profiles") or [addon]
+    pool = profiles[0] if profiles else {}
+    driver = values.get("driver") or {}
+    return RtxDriver(
+        platform=str(pool.get("platform") or ""),
+        preset=str(pool.get("preset") or ""),
+        rdma=bool((driver.get("rdma") or {}).get("enabled")),
+        repo_config_map=str((driver.get("repoConfig") or {}).get("configMapName") or ""),
+        toolkit_env=tuple(
+            (str(e.get("name")), str(e.get("value"))) for e in (values.get("toolkit") or {}).get("env") or []
+        ),
+        revision=str(addon.get("revision") or ""),
+    )
+
+
+def _rtx_driver_daemonset(daemonset: JSON, rtx: RtxDriver, repositories: list[str]) -> JSON:
+    """The driver DaemonSet as the operator renders it from the RTX values: the NVIDIADriver's selector is
+    exactly the pool (platform and preset), the values' revision is a template annotation (a change rolls
+    the pods), and each repoConfig file is mounted read-only by `subPath` under the Ubuntu image's
+    sources directory, from a volume of the ConfigMap with one item per file."""
+    template = daemonset["spec"]["template"]
+    template["metadata"]["annotations"] = {VALUES_REVISION_ANNOTATION: rtx.revision}
+    template["spec"]["nodeSelector"] = {
+        "nvidia.com/gpu.present": "true",
+        "nebius.com/platform": rtx.platform,
+        "nebius.com/preset": rtx.preset,
+    }
+    if rtx.repo_config_map and repositories:
+        files = sorted(repositories)
+        template["spec"]["volumes"] = [
+            {
+                "name": rtx.repo_config_map,
+                "configMap": {"name": rtx.repo_config_map, "items": [{"key": f, "path": f} for f in files]},
+            }
+        ]
+        directory = REPO_CONFIG_DIRS["ubuntu"]
+        template["spec"]["containers"][0]["volumeMounts"] = [
+            {"name": rtx.repo_config_map, "mountPath": f"{directory}/{f}", "subPath": f, "readOnly": True}
+            for f in files
+        ]
+    return daemonset
+
+
+def _gpu_operator(
+    mig: JSON, rtx: RtxDriver | None = None, repositories: list[str] | None = None
+) -> list[JSON]:
     """The GPU operator as its chart leaves it: the ClusterPolicy (state ready, the chart's version label,
     each component's version) and the component DaemonSets, whose images carry those versions; MIG
-    Manager only with MIG. `mig.versions` (the recipe's pins) override the chart's defaults."""
+    Manager only with MIG. `mig.versions` (the recipe's pins) override the chart's defaults. With the RTX
+    values, the driver follows them (see _rtx_driver_daemonset); while the ConfigMap their repoConfig
+    names is missing, the operator cannot render the driver: the ClusterPolicy is `notReady` and the
+    driver DaemonSet is left as it was (not created yet on a new cluster)."""
+    rtx = rtx or RtxDriver()
     versions = {**OPERATOR_VERSIONS, **{k: v for k, v in (mig.get("versions") or {}).items() if v}}
-    policy = {
+    blocked = rtx.enabled and bool(rtx.repo_config_map) and repositories is None
+    policy: JSON = {
         "apiVersion": "nvidia.com/v1",
         "kind": "ClusterPolicy",
         "metadata": {
@@ -292,8 +368,13 @@ def _gpu_operator(mig: JSON) -> list[JSON]:
             "mig": {"strategy": mig.get("strategy") or "single"},
             "cdi": {"enabled": True},
         },
-        "status": {"state": "ready"},
+        "status": {"state": "notReady" if blocked else "ready"},
     }
+    if rtx.enabled:
+        policy["spec"]["driver"]["rdma"] = {"enabled": rtx.rdma}
+        if rtx.repo_config_map:
+            policy["spec"]["driver"]["repoConfig"] = {"configMapName": rtx.repo_config_map}
+        policy["spec"]["toolkit"]["env"] = [{"name": k, "value": v} for k, v in rtx.toolkit_env]
     images = {
         "nvidia-driver-daemonset": f"nvcr.io/nvidia/driver:{versions['driver']}-ubuntu22.04",
         "nvidia-container-toolkit-daemonset": f"nvcr.io/nvidia/k8s/container-toolkit:{versions['toolkit']}",
@@ -305,6 +386,16 @@ def _gpu_operator(mig: JSON) -> list[JSON]:
             f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:{versions['mig_manager']}"
         )
     daemonsets = [_gpu_daemonset("gpu-operator", app, app, image) for app, image in images.items()]
+    if rtx.enabled:
+        for daemonset in daemonsets:
+            name = daemonset["metadata"]["name"]
+            if name == "nvidia-driver-daemonset":
+                _rtx_driver_daemonset(daemonset, rtx, repositories or [])
+            elif name == "nvidia-container-toolkit-daemonset" and rtx.toolkit_env:
+                container = daemonset["spec"]["template"]["spec"]["containers"][0]
+                container["env"] = [{"name": k, "value": v} for k, v in rtx.toolkit_env]
+        if blocked:
+            daemonsets = [d for d in daemonsets if d["metadata"]["name"] != "nvidia-driver-daemonset"]
     labels = _labels("gpu-operator")
     operator = {
         "apiVersion": "apps/v1",
