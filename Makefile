@@ -4,11 +4,12 @@ PY := .venv/bin/python
 export GOTOOLCHAIN := local
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: help tools browser venv test test-unit test-integration lint fmt demo demo-destroy bench bench-quick chaos chaos-quick clean
+.PHONY: help tools browser venv test test-long test-unit test-integration lint fmt demo demo-destroy bench bench-quick chaos chaos-quick clean
 
 help:
 	@echo "make demo        deploy the example fleet to the embedded local cloud (sets everything up)"
-	@echo "make test        run all tests (sets everything up)"
+	@echo "make test        lint and the tests within the test budget (sets everything up)"
+	@echo "make test-long   the long journeys make test leaves out (@pytest.mark.long)"
 	@echo "make lint        ruff, the layering contract, mypy (part of make test)"
 	@echo "make tools       only provide the toolchain (.venv, pulumi, terraform/tofu)"
 	@echo "make chaos-quick the fault campaign, quick (part of make test); make chaos: the long one"
@@ -26,11 +27,22 @@ browser:
 
 # Lint first: a ruff finding, a mypy error or an import against the layers (tools/check_layers.py) fails
 # `make test` before any engine starts.
+# Two pytest workers (pytest-xdist; a test file stays on one worker): a test drives about one core, mostly
+# in the engine, terraform and the API servers it starts. PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+
+# The long journeys (`@pytest.mark.long`, ~17 min on two cores) are left to `make test-long`, so that `make
+# test` keeps its budget (README, "Test budget"); each has a faster test of the same path in `make test`.
 test: tools browser lint
-	@$(PY) -m pytest tests -q --ignore=tests/chaos $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest tests -q --ignore=tests/chaos -m "not long" $(PYTEST_PARALLEL) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi
 	@$(MAKE) --no-print-directory chaos-quick
+
+test-long: tools browser
+	@$(PY) -m pytest tests -q --ignore=tests/chaos -m long $(PYTEST_PARALLEL) $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
 test-unit: venv
 	@$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)

@@ -195,6 +195,7 @@ PROJECT = "project-existing1"
 MIG, BASICS = f"stages.{PROJECT}.mig", f"stages.{PROJECT}.basics"
 
 
+@pytest.mark.long
 def test_mig_and_cpu_only_clusters_pass_their_validating_states_on_an_s3_backend(
     kube_api: Path, tmp_path: Path, s3_backend: tuple[S3Server, str, str]
 ) -> None:

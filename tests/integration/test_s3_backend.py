@@ -271,6 +271,7 @@ def _wait_for_update_lock(
     return body
 
 
+@pytest.mark.long
 def test_second_operator_fails_on_exactly_the_stack_a_live_run_holds(
     isolated_home: Path, tmp_path: Path, s3_backend: tuple[S3Server, str, str]
 ) -> None:

@@ -48,6 +48,7 @@ def test_bad_shard_is_rejected_before_anything(isolated_home: Path, tmp_path: Pa
     assert "--break-lock cannot be combined with --shard" in both.json()["error"]["message"]
 
 
+@pytest.mark.long
 def test_two_shards_deploy_one_fleet_in_parallel(
     isolated_home: Path, tmp_path: Path, s3_backend: tuple[S3Server, str, str]
 ) -> None:

@@ -163,6 +163,7 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     assert not (Path(__file__).parent / "ev").exists()
 
 
+@pytest.mark.long
 def test_a_recipe_that_ignores_a_pin_is_deployed_mig_not_ready(kube_api: Path, tmp_path: Path) -> None:
     """A recipe whose GPU operator chart installs another MIG Manager than the spec pins: the layout is
     exact, but the gate reads the operator's ClusterPolicy and DaemonSets, so the cluster is kept as
