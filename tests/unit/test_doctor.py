@@ -131,18 +131,24 @@ def _nothing_installed(machine: dict[str, str], tmp_path: Path, engine: Path) ->
     return env
 
 
+def _install_plugins(machine: dict[str, str], tmp_path: Path, *, works: bool) -> tuple[int, Any, str, Any]:
+    """doctor --install-plugins on a machine without the plugin: (exit, document, stderr, plugins check)."""
+    env = _nothing_installed(machine, tmp_path, _installing_engine(tmp_path, works=works))
+    code, document, stderr = doctor(env, "--install-plugins", drop=("NPA_KUBERNETES_PROVIDER_BIN",))
+    return code, document, stderr, _checks(document)["plugins"]
+
+
 def test_install_plugins_installs_the_missing_plugin_with_the_engine(
     machine: dict[str, str], tmp_path: Path
 ) -> None:
-    env = _nothing_installed(machine, tmp_path, _installing_engine(tmp_path, works=True))
-    code, document, stderr = doctor(env, "--install-plugins", drop=("NPA_KUBERNETES_PROVIDER_BIN",))
-    plugins = _checks(document)["plugins"]
+    code, _, stderr, plugins = _install_plugins(machine, tmp_path, works=True)
     assert plugins["status"] == "ok" and plugins["details"]["installed"] is True, plugins
     assert plugins["details"]["path"].startswith(machine["PULUMI_HOME"])
     assert "plugin install resource kubernetes v4.25.0" in (tmp_path / "engine-calls").read_text()
     assert "installing the Kubernetes provider plugin" in stderr and code == 0
     # without the opt-in doctor changes nothing: a second machine without the plugin just fails
     other = tmp_path / "other-home"
+    env = _nothing_installed(machine, tmp_path, tmp_path / "installing" / "pulumi")
     code, document, _ = doctor({**env, "PULUMI_HOME": str(other)}, drop=("NPA_KUBERNETES_PROVIDER_BIN",))
     assert code == 1 and _checks(document)["plugins"]["status"] == "fail" and not other.exists()
 
@@ -150,9 +156,7 @@ def test_install_plugins_installs_the_missing_plugin_with_the_engine(
 def test_install_plugins_offline_fails_with_the_engine_s_reason(
     machine: dict[str, str], tmp_path: Path
 ) -> None:
-    env = _nothing_installed(machine, tmp_path, _installing_engine(tmp_path, works=False))
-    code, document, _ = doctor(env, "--install-plugins", drop=("NPA_KUBERNETES_PROVIDER_BIN",))
-    plugins = _checks(document)["plugins"]
+    code, _, _, plugins = _install_plugins(machine, tmp_path, works=False)
     assert code == 1 and plugins["status"] == "fail" and plugins["details"]["installed"] is False
     assert "could not reach the plugin source" in plugins["summary"]
     assert "pulumi plugin install resource kubernetes v4.25.0" in plugins["fix"]
