@@ -32,8 +32,8 @@ browser:
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
-# The long journeys (`@pytest.mark.long`, ~17 min on two cores) are left to `make test-long`, so that `make
-# test` keeps its budget (README, "Test budget"); each has a faster test of the same path in `make test`.
+# The long journeys (`@pytest.mark.long`) are left to `make test-long`, so that `make test` keeps its budget
+# (README, "Test budget"); each has a faster test of the same path in `make test`.
 test: tools browser lint
 	@$(PY) -m pytest tests -q --ignore=tests/chaos -m "not long" $(PYTEST_PARALLEL) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; \

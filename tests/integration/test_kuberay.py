@@ -105,7 +105,6 @@ def _conditions(raycluster: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in raycluster.get("status", {}).get("conditions", [])}
 
 
-@pytest.mark.long
 @pytest.mark.timeout(2400)  # one journey over one fleet: seven `up`s, a preview, a destroy
 def test_kuberay_journey(kube_api: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert find_kuberay_operator() is not None, "make tools builds the KubeRay operator"

@@ -77,7 +77,6 @@ def _node_groups(cluster_ids: list[str]) -> list[Any]:
     return [shown, stored]
 
 
-@pytest.mark.long
 def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     kube_api: Path, tmp_path: Path
 ) -> None:

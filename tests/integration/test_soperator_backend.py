@@ -226,7 +226,6 @@ def test_a_mixed_fleet_deploys_a_usable_slurm_cluster(kube_api: Path, tmp_path: 
     assert after["mk8s_clusters"] == after["node_groups"] == after["filesystems"] == []
 
 
-@pytest.mark.long
 @pytest.mark.slow
 def test_a_controller_down_fault_fails_only_the_soperator_gate(kube_api: Path, tmp_path: Path) -> None:
     spec = _spec(tmp_path, timeout_minutes=1)
