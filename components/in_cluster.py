@@ -31,7 +31,6 @@ from npa_pulumi.kube.gpu_operator import OPERATOR_NAMESPACE, REPOSITORIES_CONFIG
 from npa_pulumi.kube.kuberay import RayTemplate
 
 FLEET_NAMESPACE = "npa-system"
-RTX_REPOSITORIES_CONFIGMAP = REPOSITORIES_CONFIGMAP
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ class FleetClusterObjects(pulumi.ComponentResource):
             configmap = ConfigMap(
                 f"{name}-rtx-repositories",
                 metadata=ObjectMetaArgs(
-                    name=RTX_REPOSITORIES_CONFIGMAP, namespace=OPERATOR_NAMESPACE, labels=labels
+                    name=REPOSITORIES_CONFIGMAP, namespace=OPERATOR_NAMESPACE, labels=labels
                 ),
                 data=dict(args.rtx_driver_repositories),
                 opts=child,

@@ -82,7 +82,7 @@ def read_run_record(path: Path) -> RunRecord | None:
             str(data.get("command", "")),
             frozenset(str(s) for s in data.get("stacks", [])),
             data.get("lock") == RECORD_LOCKED,
-            int(data["start_ticks"]) if isinstance(data.get("start_ticks"), int) else None,
+            ticks if isinstance(ticks := data.get("start_ticks"), int) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -21,8 +21,13 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+
+# A SIGKILLed process, or one that dropped its lock on the way out, is gone a moment later, not at once.
+EXIT_WAIT_S = 5.0
 
 # /proc/<pid>/stat's starttime is in clock ticks since boot; /proc/stat's btime is in whole seconds, so a
 # start time read this way may be off by up to a second.
@@ -123,4 +128,15 @@ def process_alive(
         started = start_time(pid)
         if started is not None and started > since + _START_TIME_SLACK_S:
             return False
+    return True
+
+
+def wait_while(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
+    """Poll `condition` until it is false or `timeout_s` has passed; whether it became false. For a
+    process being stopped: `wait_while(lambda: process_alive(pid), EXIT_WAIT_S)`."""
+    deadline = time.monotonic() + timeout_s
+    while condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval_s)
     return True

@@ -22,13 +22,12 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from npa_pulumi.runtime.locks import FileLock, held_elsewhere
-from npa_pulumi.runtime.processes import process_alive, start_ticks
+from npa_pulumi.runtime.processes import EXIT_WAIT_S, process_alive, start_ticks, wait_while
 from npa_pulumi.simulator.kube import binaries
 
 CLUSTER_NAME = "cluster"  # kwokctl's name for the one cluster in each workdir
@@ -111,16 +110,13 @@ def terminate(procs: list[Component], grace_s: float = 2.0) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGCONT)  # a stopped (faulted) apiserver must see the TERM
                 os.kill(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(p.alive() for p in procs):
-        time.sleep(0.05)
+    wait_while(lambda: any(p.alive() for p in procs), grace_s)
     for proc in procs:
         if proc.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
-    killed_by = time.monotonic() + 5.0  # SIGKILL is delivered asynchronously: wait until they are gone
-    while time.monotonic() < killed_by and any(p.alive() for p in procs):
-        time.sleep(0.02)
+    # SIGKILL is delivered asynchronously: wait until they are gone.
+    wait_while(lambda: any(p.alive() for p in procs), EXIT_WAIT_S, interval_s=0.02)
 
 
 # --------------------------------------------------------------------------------- kwokctl

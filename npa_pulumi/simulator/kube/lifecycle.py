@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from npa_pulumi.runtime.daemons import spawn_python_daemon
-from npa_pulumi.runtime.processes import process_alive
+from npa_pulumi.runtime.processes import EXIT_WAIT_S, process_alive, wait_while
 from npa_pulumi.simulator.kube import controlplane
 from npa_pulumi.simulator.kube.controlplane import Access
 
@@ -100,17 +100,12 @@ def stop(cloud_dir: Path, cluster_id: str, timeout_s: float = 20.0) -> None:
     if pid is not None and controlplane.agent_running(cloud_dir, cluster_id):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and controlplane.agent_running(cloud_dir, cluster_id):
-            time.sleep(0.05)
-        if controlplane.agent_running(cloud_dir, cluster_id):
+        if not wait_while(lambda: controlplane.agent_running(cloud_dir, cluster_id), timeout_s):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         # The lock goes when the agent closes it on its way out, a moment before the process is gone:
         # "stopped" means gone (or a zombie), so wait for that too (bounded).
-        gone_by = time.monotonic() + 5.0
-        while time.monotonic() < gone_by and process_alive(pid):
-            time.sleep(0.02)
+        wait_while(lambda: process_alive(pid), EXIT_WAIT_S, interval_s=0.02)
     # Whatever the agent left (it was SIGKILLed, say): the pid files name the components.
     controlplane.terminate(controlplane.components(home / "kwok"))
     shutil.rmtree(home, ignore_errors=True)
