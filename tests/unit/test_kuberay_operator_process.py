@@ -39,6 +39,17 @@ def _gone(pid: int, timeout_s: float = 5.0) -> bool:
     return False
 
 
+def _environ_has(pid: int, entry: bytes, timeout_s: float = 5.0) -> bool:
+    """Whether the process's environment holds the entry, once it has exec'd: between fork and exec (and
+    for a moment during exec) /proc/PID/environ is the parent's or empty."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_runs_while_wanted_and_stops_when_not(fake_operator: Path, tmp_path: Path) -> None:
     lines: list[str] = []
     proc = operator.OperatorProcess(tmp_path / "cluster", {"kind": "Config"}, lines.append)
@@ -47,8 +58,7 @@ def test_runs_while_wanted_and_stops_when_not(fake_operator: Path, tmp_path: Pat
     assert pid is not None and operator.running_pid(tmp_path / "cluster") == pid
     kubeconfig = tmp_path / "cluster" / "kuberay" / "kubeconfig"
     assert kubeconfig.stat().st_mode & 0o777 == 0o600
-    environ = Path(f"/proc/{pid}/environ").read_bytes()
-    assert f"KUBECONFIG={kubeconfig}".encode() in environ
+    assert _environ_has(pid, f"KUBECONFIG={kubeconfig}".encode())
     proc.sync(True)
     assert proc.pid == pid  # one operator per cluster
     proc.sync(False)
