@@ -5,6 +5,7 @@
     local-cloud reset [--yes]                          forget everything (re-seeded on next use)
     local-cloud s3 start|stop|status [--port N]        its S3 endpoint (the buckets over S3's API)
     local-cloud fault add|list|clear                   fail or slow the next N calls of an operation
+    local-cloud fault node|slurm|driver|api            break a node, a Slurm role, the GPU driver, an API
     local-cloud set provisioning-seconds|wait-timeout-seconds N
     local-cloud settings [--output json]
     local-cloud api OPERATION [--args JSON]            the machine-facing API (see npa_pulumi.simulator.api)
@@ -372,6 +373,34 @@ def fault_slurm_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool)
     def body() -> int:
         _simulator(ctx).set_slurm_fault(cluster_id, SLURM_FAULT_KINDS[kind], active=not clear)
         _say(f"{'cleared' if clear else 'injected'} Slurm {kind} on {cluster_id}")
+        return 0
+
+    _guard(body)
+
+
+DRIVER_FAULT_KINDS = {"stale-template": "stale_template", "no-repo-mount": "no_repo_mount"}
+
+
+@fault_group.command("driver")
+@click.option("--cluster", "cluster_id", required=True, help="The RTX cluster's mk8s cluster ID.")
+@click.option(
+    "--kind",
+    required=True,
+    type=click.Choice(sorted(DRIVER_FAULT_KINDS)),
+    help="stale-template: the GPU operator updates the driver DaemonSet's template with an OnDelete "
+    "strategy, so the running driver pods stay on the older template until deleted; no-repo-mount: the "
+    "driver pods no longer mount the fleet's package-repository files (gpu_driver_package_repositories).",
+)
+@click.option(
+    "--clear", is_flag=True, help="Clear the fault instead (the operator renders the driver as before)."
+)
+@click.pass_context
+def fault_driver_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -> None:
+    """Break the GPU operator's driver of an RTX-rendering cluster (or mend it)."""
+
+    def body() -> int:
+        _simulator(ctx).set_driver_fault(cluster_id, DRIVER_FAULT_KINDS[kind], active=not clear)
+        _say(f"{'cleared' if clear else 'injected'} driver {kind} on {cluster_id}")
         return 0
 
     _guard(body)

@@ -50,14 +50,6 @@ def _node_group_view(group: Any) -> dict[str, Any]:
     return view
 
 
-def _last_update_failed(fleet: FleetContext, op: StackOp) -> bool:
-    stack = fleet.executor.select(op, create=False)
-    if stack is None:
-        return False
-    history = stack.history(page_size=1)
-    return bool(history) and history[0].result == "failed"
-
-
 def _recorded(fleet: FleetContext, op: StackOp, outputs: dict[str, Any] | None) -> StackResult | None:
     """A run in progress (its state) or a failed destroy, as recorded beside the stack."""
     recorded = fleet.executor.recorded_lifecycle(op)
@@ -101,7 +93,7 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     if isinstance(outputs.get("health_evidence"), dict):
         base["health"] = outputs["health_evidence"]
     if not base["cluster_id"]:
-        status = "failed" if _last_update_failed(fleet, op) else "unknown"
+        status = "failed" if fleet.executor.last_update_failed(op) else "unknown"
         fleet.progress.phase(op.stack, "done", status)
         return op.result(status, error="the stack records no cluster; run up to converge", **base)
     try:
@@ -135,7 +127,7 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         error = f"{liveness.describe_drift(drift)}; run up to bring it back to the spec"
     elif "PROVISIONING" in states or any(g.ready_node_count < g.target_node_count for g in groups):
         status = "provisioning"
-    elif _last_update_failed(fleet, op):
+    elif fleet.executor.last_update_failed(op):
         status, error = "failed", error or "the last update of this stack failed; run up again"
     elif outputs.get("lifecycle", "deployed") != "deployed":
         status = str(outputs["lifecycle"])

@@ -52,6 +52,11 @@ NODE_FAULTS = (
     "ib_port_down",
 )
 NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
+SLURM_FAULTS = ("controller_down", "login_down")
+# The GPU operator's driver (RTX clusters): `stale_template` is an OnDelete update of the driver DaemonSet
+# that leaves its pods on the older template; `no_repo_mount` renders the driver without the mounts of the
+# fleet's package-repository files (kube/shapes.py applies both).
+DRIVER_FAULTS = ("stale_template", "no_repo_mount")
 
 
 def _is_count(value: Any) -> bool:
@@ -185,12 +190,23 @@ class Mk8sMixin(AdminMixin):
         """Inject (or clear) a fault of a soperator cluster's Slurm roles (`controller_down`, `login_down`):
         the agent makes that role's nodes NotReady and its operator reports the Slurm cluster accordingly
         (npa_pulumi/simulator/kube/slurm.py)."""
-        if fault not in ("controller_down", "login_down"):
-            raise InvalidArgument(f"unknown Slurm fault {fault!r}; choose controller_down or login_down")
-        with self._op("set_slurm_fault", {"cluster_id": cluster_id}, write=True, inject=False) as ctx:
+        return self._set_cluster_fault(cluster_id, "slurm_faults", SLURM_FAULTS, fault, active)
+
+    def set_driver_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
+        """Inject (or clear) a fault of the GPU operator's driver on an RTX cluster (DRIVER_FAULTS); the
+        cluster's agent renders the driver DaemonSet accordingly (npa_pulumi/simulator/kube/shapes.py)."""
+        return self._set_cluster_fault(cluster_id, "driver_faults", DRIVER_FAULTS, fault, active)
+
+    def _set_cluster_fault(
+        self, cluster_id: str, key: str, allowed: tuple[str, ...], fault: str, active: bool
+    ) -> dict[str, Any]:
+        """Switch one named fault of a cluster on or off in its record under `key`; the current set."""
+        if fault not in allowed:
+            raise InvalidArgument(f"unknown fault {fault!r}; choose one of {', '.join(allowed)}")
+        with self._op(f"set_{key[:-1]}", {"cluster_id": cluster_id}, write=True, inject=False) as ctx:
             row = self._row(ctx, "cluster", cluster_id)
             data = records.data_of(row)
-            faults = data.setdefault("slurm_faults", {})
+            faults = data.setdefault(key, {})
             if active:
                 faults[fault] = True
             else:

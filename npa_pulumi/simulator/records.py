@@ -157,6 +157,8 @@ def _cluster(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str, An
         "node_faults": data.get("node_faults", {}),
         # soperator clusters: the Slurm role faults (`local-cloud fault slurm`), kube/slurm.py reads them.
         **({"slurm_faults": data["slurm_faults"]} if data.get("slurm_faults") else {}),
+        # RTX clusters: the GPU operator's driver faults (`local-cloud fault driver`), kube/shapes.py.
+        **({"driver_faults": data["driver_faults"]} if data.get("driver_faults") else {}),
     }
 
 

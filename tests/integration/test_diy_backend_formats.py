@@ -46,3 +46,22 @@ def test_pinned_engine_files_match_the_versions_read(isolated_home: Path, tmp_pa
     assert diy.write_tags(url, PROJECT, "formats.dev", {"npa:kind": "project"})
     listed = stack.list_tags()
     assert listed["npa:fleet"] == "formats" and listed["npa:kind"] == "project"
+
+
+def _failing_program() -> None:
+    raise RuntimeError("this update fails on purpose")
+
+
+def test_the_newest_history_entry_is_the_engines_last_update(isolated_home: Path, tmp_path: Path) -> None:
+    """`last_update_result` reads the engine's history files: what `pulumi stack history` says."""
+    url = f"file://{tmp_path / 'backend'}"
+    settings = EngineSettings.resolve(backend=url)
+    stack = select_or_create_stack(settings, "formats.history", _program, project_name=PROJECT)
+    assert diy.last_update_result(url, "formats.history", PROJECT) is None  # no update yet
+    stack.up()
+    assert diy.last_update_result(url, "formats.history", PROJECT) == "succeeded"
+    failing = select_or_create_stack(settings, "formats.history", _failing_program, project_name=PROJECT)
+    with pytest.raises(Exception, match="fails on purpose"):
+        failing.up()
+    assert stack.history(page_size=1)[0].result == "failed"
+    assert diy.last_update_result(url, "formats.history", PROJECT) == "failed"

@@ -284,18 +284,27 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     [verdict] = drifted.json()["clusters"]
     assert verdict["health"]["failure_categories"].get("driver-repositories"), verdict
 
-    # ---- an OnDelete driver update leaves the driver pod on the old template: verify-graphics does not
-    # stabilize and fails closed (the stale pod is named in the evidence only); deleting it heals it
-    driver = ["-n", "gpu-operator", "daemonset", "nvidia-driver-daemonset"]
-    on_delete = '{"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}}}'
-    _kubectl(render["kubeconfig"], "patch", *driver, "--type", "merge", "-p", on_delete)
-    changed = '{"spec": {"template": {"metadata": {"annotations": {"npa.test/driver-change": "1"}}}}}'
-    _kubectl(render["kubeconfig"], "patch", *driver, "--type", "merge", "-p", changed)
-    deadline = time.monotonic() + 30
-    while (
-        len(_kubectl(render["kubeconfig"], "get", "controllerrevisions", "-n", "gpu-operator")["items"]) < 2
+    # ---- the operator renders the driver without the repository mounts (`local-cloud fault driver
+    # --kind no-repo-mount`): the driver pods roll onto the new template and verify-graphics fails closed
+    driver_fault = ["local-cloud", "fault", "driver", "--cluster", render["cluster_id"]]
+    npa(*driver_fault, "--kind", "no-repo-mount", check=True)
+    unmounted = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
+    npa(*driver_fault, "--kind", "no-repo-mount", "--clear", check=True)
+    assert unmounted.code == 1, unmounted.stdout[-3000:]
+    assert_publishable(unmounted, evidence_dir)
+    [verdict] = unmounted.json()["clusters"]
+    assert verdict["health"]["failure_categories"].get("driver-repositories"), verdict
+
+    # ---- an OnDelete driver update (`local-cloud fault driver --kind stale-template`) leaves the driver
+    # pod on the old template: verify-graphics does not stabilize and fails closed (the stale pod is named
+    # in the evidence only); deleting it heals it
+    npa(*driver_fault, "--kind", "stale-template", check=True)
+    deadline = time.monotonic() + 60
+    while not any(
+        "npa.local/driver-update" in json.dumps(r["data"])
+        for r in _kubectl(render["kubeconfig"], "get", "controllerrevisions", "-n", "gpu-operator")["items"]
     ):
-        assert time.monotonic() < deadline, "the DaemonSet controller never recorded the new template"
+        assert time.monotonic() < deadline, "the DaemonSet controller never recorded the updated template"
         time.sleep(0.5)
     stale = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
     assert stale.code == 1, stale.stdout[-3000:]
@@ -320,6 +329,7 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
         )
     healed = npa("verify-graphics", *only_render, *private)
     assert healed.code == 0, healed.stdout[-3000:]
+    npa(*driver_fault, "--kind", "stale-template", "--clear", check=True)
 
     # ---- a broken RTX worker (its workloads fail): verify-graphics fails closed on it, no probe pod left
     rtx_name = next(n for n, v in render["health"]["nodes"].items() if v.get("gpu"))

@@ -144,3 +144,19 @@ def test_stack_names_are_the_checkpoint_files_and_nothing_else(backend: tuple[st
     (stacks / "f.p.c3.json.zst").write_text("")
     assert diy.stack_names(url, PROJECT) is None  # a compression it does not read: ask the engine
     assert diy.stack_names("s3://bucket", PROJECT) is None
+
+
+def test_the_last_update_is_the_newest_history_entry(backend: tuple[str, Path]) -> None:
+    url, _stacks = backend
+    history = Path(url.removeprefix("file://")) / ".pulumi" / "history" / PROJECT / "f.p"
+    assert diy.last_update_result(url, "f.p", PROJECT) is None  # no history at all
+    history.mkdir(parents=True)
+    # Entries are ordered by their nanosecond stamp, not by name; checkpoints and attrs are not entries.
+    (history / "f.p-999.history.json").write_text(json.dumps({"kind": "update", "result": "succeeded"}))
+    (history / "f.p-1000.history.json").write_text(json.dumps({"kind": "update", "result": "failed"}))
+    (history / "f.p-1001.checkpoint.json").write_text("{}")
+    (history / "f.p-1000.history.json.attrs").write_text("{}")
+    assert diy.last_update_result(url, "f.p", PROJECT) == "failed"
+    (history / "f.p-1002.history.json").write_text("not json")
+    assert diy.last_update_result(url, "f.p", PROJECT) is diy.NO_FAST_PATH  # unreadable: ask the engine
+    assert diy.last_update_result("s3://b/prefix", "f.p", PROJECT) is diy.NO_FAST_PATH

@@ -31,8 +31,12 @@ def _addons(sources: dict[str, str], platform: str = "gpu-rtx6000-a") -> dict[st
     return {"gpu_driver": "operator", "rtx_driver": {**rtx, "revision": values.revision()}}
 
 
-def _objects(addons: dict[str, Any], files: list[str] | None) -> dict[str, dict[str, Any]]:
+def _objects(
+    addons: dict[str, Any], files: list[str] | None, driver_faults: dict[str, bool] | None = None
+) -> dict[str, dict[str, Any]]:
     cluster = {"id": "mk8scluster-x", "region": "us-central1", "addons": addons}
+    if driver_faults:
+        cluster["driver_faults"] = driver_faults
     return {f"{o['kind']}/{o['metadata']['name']}": o for o in shapes.recipe_objects(cluster, files)}
 
 
@@ -89,6 +93,24 @@ def test_a_cluster_without_the_profile_keeps_the_chart_defaults() -> None:
     template = objects["DaemonSet/nvidia-driver-daemonset"]["spec"]["template"]
     assert template["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert "volumes" not in template["spec"] and "annotations" not in template["metadata"]
+
+
+def test_the_driver_faults_of_the_local_cloud() -> None:
+    """`local-cloud fault driver`: a stale template is an OnDelete update that changes the template; a
+    driver without its repository mounts keeps the volume; cleared, the driver is rendered as before."""
+    healthy = _objects(_addons(SOURCES), sorted(SOURCES))["DaemonSet/nvidia-driver-daemonset"]
+    stale = _objects(_addons(SOURCES), sorted(SOURCES), {"stale_template": True})
+    stale_driver = stale["DaemonSet/nvidia-driver-daemonset"]
+    assert stale_driver["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert stale_driver["spec"]["template"] != healthy["spec"]["template"]
+    assert "updateStrategy" not in healthy["spec"]
+    unmounted = _objects(_addons(SOURCES), sorted(SOURCES), {"no_repo_mount": True})
+    template = unmounted["DaemonSet/nvidia-driver-daemonset"]["spec"]["template"]["spec"]
+    assert template["volumes"] and "volumeMounts" not in template["containers"][0]
+    pods = [{"metadata": {"name": "nvidia-driver-daemonset-a1"}, "spec": copy.deepcopy(template)}]
+    assert repository_errors(_configmap(SOURCES), pods, CM, file_digests(SOURCES))
+    cleared = _objects(_addons(SOURCES), sorted(SOURCES), {"no_repo_mount": False})
+    assert cleared["DaemonSet/nvidia-driver-daemonset"] == healthy
 
 
 def test_pods_of_the_rendered_template_mount_every_configured_file() -> None:

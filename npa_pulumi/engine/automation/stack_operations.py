@@ -308,6 +308,15 @@ class StackExecutor:
             for name, value in stack.outputs().items()
         }
 
+    def last_update_failed(self, op: StackOp) -> bool:
+        """Whether the stack's newest update failed (False when it has none, or there is no stack)."""
+        result = diy_backend.last_update_result(self.settings.backend_url, op.stack, self.project_name)
+        if result is NO_FAST_PATH:
+            stack = self.select(op, create=False)
+            history = stack.history(page_size=1) if stack is not None else []
+            result = history[0].result if history else None
+        return bool(result == "failed")
+
     def resource_output(self, op: StackOp, resource_type: str, name: str) -> Any:
         """One output of the stack's first resource of `resource_type`, secrets decrypted (the engine's
         `stack export --show-secrets`); None when the stack, the resource or the output is absent. For the

@@ -235,7 +235,8 @@ def recipe_objects(cluster: JSON, repositories: list[str] | None = None) -> list
         ]
     elif driver == "operator":
         rtx = rtx_driver(addons.get("rtx_driver") or {})
-        objects += _gpu_operator(addons.get("mig") or {}, rtx, repositories)
+        faults = frozenset(f for f, on in (cluster.get("driver_faults") or {}).items() if on)
+        objects += _gpu_operator(addons.get("mig") or {}, rtx, repositories, faults)
     return objects
 
 
@@ -312,13 +313,25 @@ def rtx_driver(addon: JSON) -> RtxDriver:
     )
 
 
-def _rtx_driver_daemonset(daemonset: JSON, rtx: RtxDriver, repositories: list[str]) -> JSON:
+# A template annotation only the stale-template fault sets: the "newer driver" its OnDelete update brings.
+STALE_TEMPLATE_ANNOTATION = "npa.local/driver-update"
+
+
+def _rtx_driver_daemonset(
+    daemonset: JSON, rtx: RtxDriver, repositories: list[str], faults: frozenset[str] = frozenset()
+) -> JSON:
     """The driver DaemonSet as the operator renders it from the RTX values: the NVIDIADriver's selector is
     exactly the pool (platform and preset), the values' revision is a template annotation (a change rolls
     the pods), and each repoConfig file is mounted read-only by `subPath` under the Ubuntu image's
-    sources directory, from a volume of the ConfigMap with one item per file."""
+    sources directory, from a volume of the ConfigMap with one item per file. Faults (`local-cloud fault
+    driver`): `stale_template` changes the template with an OnDelete update strategy, so the running
+    driver pods stay on the older one until deleted (cleared, the template is the current one again);
+    `no_repo_mount` leaves the repository files unmounted (the volume stays)."""
     template = daemonset["spec"]["template"]
     template["metadata"]["annotations"] = {VALUES_REVISION_ANNOTATION: rtx.revision}
+    if "stale_template" in faults:
+        daemonset["spec"]["updateStrategy"] = {"type": "OnDelete"}
+        template["metadata"]["annotations"][STALE_TEMPLATE_ANNOTATION] = "pending"
     template["spec"]["nodeSelector"] = {
         "nvidia.com/gpu.present": "true",
         "nebius.com/platform": rtx.platform,
@@ -332,6 +345,8 @@ def _rtx_driver_daemonset(daemonset: JSON, rtx: RtxDriver, repositories: list[st
                 "configMap": {"name": rtx.repo_config_map, "items": [{"key": f, "path": f} for f in files]},
             }
         ]
+        if "no_repo_mount" in faults:
+            return daemonset
         directory = REPO_CONFIG_DIRS["ubuntu"]
         template["spec"]["containers"][0]["volumeMounts"] = [
             {"name": rtx.repo_config_map, "mountPath": f"{directory}/{f}", "subPath": f, "readOnly": True}
@@ -341,7 +356,10 @@ def _rtx_driver_daemonset(daemonset: JSON, rtx: RtxDriver, repositories: list[st
 
 
 def _gpu_operator(
-    mig: JSON, rtx: RtxDriver | None = None, repositories: list[str] | None = None
+    mig: JSON,
+    rtx: RtxDriver | None = None,
+    repositories: list[str] | None = None,
+    driver_faults: frozenset[str] = frozenset(),
 ) -> list[JSON]:
     """The GPU operator as its chart leaves it: the ClusterPolicy (state ready, the chart's version label,
     each component's version) and the component DaemonSets, whose images carry those versions; MIG
@@ -390,7 +408,7 @@ def _gpu_operator(
         for daemonset in daemonsets:
             name = daemonset["metadata"]["name"]
             if name == "nvidia-driver-daemonset":
-                _rtx_driver_daemonset(daemonset, rtx, repositories or [])
+                _rtx_driver_daemonset(daemonset, rtx, repositories or [], driver_faults)
             elif name == "nvidia-container-toolkit-daemonset" and rtx.toolkit_env:
                 container = daemonset["spec"]["template"]["spec"]["containers"][0]
                 container["env"] = [{"name": k, "value": v} for k, v in rtx.toolkit_env]
