@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from npa_pulumi.cloud.errors import NotFound
-from npa_pulumi.cloud.port import CloudPort
+from npa_pulumi.cloud.project_reads import LiveReader
 
 LIVE_OBJECTS_OUTPUT = "npa_live_objects"
 
@@ -42,7 +42,7 @@ def declared_objects(outputs: Mapping[str, Any] | None) -> dict[str, dict[str, A
     return {str(k): dict(v) for k, v in declared.items() if isinstance(v, Mapping) and v.get("id")}
 
 
-def live_drift(cloud: CloudPort, project_id: str, declared: Mapping[str, Mapping[str, Any]]) -> list[Drift]:
+def live_drift(cloud: LiveReader, project_id: str, declared: Mapping[str, Mapping[str, Any]]) -> list[Drift]:
     """Every declared object that the cloud no longer has, or whose node count differs from the declared
     one, in the order declared. Errors other than NotFound propagate (a check that could not run is not
     a finding)."""

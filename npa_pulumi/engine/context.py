@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.factory import TENANT_ENV
+from npa_pulumi.cloud.project_reads import FleetReads, LiveReader
 from npa_pulumi.engine.automation.stack_operations import StackExecutor, StackOp
 from npa_pulumi.engine.automation.stacks import stack_tags
 from npa_pulumi.engine.automation.workspace import EngineSettings
@@ -87,6 +88,7 @@ class FleetContext:
         self._outputs: dict[str, dict[str, Any] | None] = {}
         # Cluster stacks with nothing for `up` to do (engine/liveness.py computes it; None: not yet).
         self.unchanged_cluster_stacks: set[str] | None = None
+        self._fleet_reads: FleetReads | None = None
         self._toolchain: ToolchainVersions | None = None
         self._fingerprints: dict[str, str] = {}
         self._policy_identity: str | None = None
@@ -190,6 +192,14 @@ class FleetContext:
             for warning in self._plans.warnings:
                 self.progress.message(warning)
         return self._plans
+
+    def live_reads(self, project_id: str) -> LiveReader:
+        """The live cloud's objects of a project, listed once for this command (cloud/project_reads.py):
+        what fleet-wide reads (`status`, the no-op checks at a command's start) ask of each cluster, without
+        a call per cluster. Checks after this command changed something ask the cloud itself."""
+        if self._fleet_reads is None:
+            self._fleet_reads = FleetReads(self.cloud)
+        return self._fleet_reads.project(project_id)
 
     def project_plan(self, stack: str) -> ProjectPlan:
         return next(p for p in self.plans().projects if p.stack == stack)

@@ -11,6 +11,7 @@ from typing import Any
 
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift, declared_objects, live_drift
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.cloud.project_reads import LiveReader
 from npa_pulumi.engine.automation.diy_backend import interrupted
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.context import FleetContext
@@ -38,16 +39,20 @@ def project_live(context: FleetContext, outputs: dict[str, Any]) -> bool:
     return project.state == "ACTIVE"
 
 
-def cluster_live(context: FleetContext, outputs: dict[str, Any]) -> bool:
+def cluster_live(context: FleetContext, outputs: dict[str, Any], batched: bool = False) -> bool:
+    """Whether the cluster and node groups the stack recorded all run at their targets, without drift.
+    `batched`: read them from the command's per-project listings (fleet-wide checks at the start of a
+    command); otherwise asked of the cloud now (a check after this command may have changed them)."""
     cluster_id = outputs.get("cluster_id")
     if not cluster_id:
         return False
     if outputs.get("lifecycle", "deployed") != "deployed":
         return False  # a failed gate or missing credentials: `up` runs the stack again (only the gate)
     try:
-        cluster = context.cloud.get_cluster(str(cluster_id))
-        groups = context.cloud.list_node_groups(cluster.id)
-        if drift(context, outputs):
+        reads = live_reads(context, outputs) if batched else context.cloud
+        cluster = reads.get_cluster(str(cluster_id))
+        groups = reads.list_node_groups(cluster.id)
+        if drift(context, outputs, reads):
             return False  # an object the recipe made was deleted or resized outside the fleet
     except CloudError:
         return False
@@ -56,21 +61,28 @@ def cluster_live(context: FleetContext, outputs: dict[str, Any]) -> bool:
     )
 
 
-def drift(context: FleetContext, outputs: dict[str, Any]) -> list[Drift]:
+def live_reads(context: FleetContext, outputs: dict[str, Any]) -> LiveReader:
+    """The command's batched reads of the project a stack recorded (cloud/project_reads.py)."""
+    return context.live_reads(str(outputs.get("project_id") or ""))
+
+
+def drift(context: FleetContext, outputs: dict[str, Any], reads: LiveReader | None = None) -> list[Drift]:
     """The objects a cluster stack's recipe declared (its `live_objects` output) that the cloud no longer
     has or that differ from the spec; empty when the recipe declares none (npa_pulumi/bridge/drift.py).
-    Cloud errors other than NotFound propagate."""
+    Read through `reads` (default: the cloud now). Cloud errors other than NotFound propagate."""
     declared = declared_objects({LIVE_OBJECTS_OUTPUT: outputs.get("live_objects")})
     if not declared:
         return []
-    return live_drift(context.cloud, str(outputs.get("project_id") or ""), declared)
+    return live_drift(reads or context.cloud, str(outputs.get("project_id") or ""), declared)
 
 
-def deleted_cluster_drift(context: FleetContext, outputs: dict[str, Any]) -> list[dict[str, str]]:
+def deleted_cluster_drift(
+    context: FleetContext, outputs: dict[str, Any], reads: LiveReader | None = None
+) -> list[dict[str, str]]:
     """The drift of a cluster the cloud no longer has: every object its recipe declared that went with
     it, or the cluster alone when the recipe declares none (or the check cannot run)."""
     try:
-        found = [d.as_dict() for d in drift(context, outputs)]
+        found = [d.as_dict() for d in drift(context, outputs, reads)]
     except CloudError:
         found = []
     cluster = {"address": "", "kind": "cluster", "id": str(outputs.get("cluster_id") or "")}
@@ -113,13 +125,18 @@ def unchanged_projects(context: FleetContext) -> set[str]:
 
 
 def cluster_unchanged(
-    context: FleetContext, plan: ClusterPlan, mine: dict[str, Any] | None, project: dict[str, Any] | None
+    context: FleetContext,
+    plan: ClusterPlan,
+    mine: dict[str, Any] | None,
+    project: dict[str, Any] | None,
+    batched: bool = False,
 ) -> bool:
     """A cluster stack deployed from exactly `plan`, whose identity still matches its project stack's
-    outputs and whose live cluster and node groups all run: nothing for `up` to do, no new quota."""
+    outputs and whose live cluster and node groups all run: nothing for `up` to do, no new quota.
+    `batched`: the live side from the command's per-project listings (cluster_live)."""
     if not mine:
         return False
-    return _same_plan_and_identity(context, plan, mine, project) and cluster_live(context, mine)
+    return _same_plan_and_identity(context, plan, mine, project) and cluster_live(context, mine, batched)
 
 
 def same_plan_clusters(context: FleetContext) -> dict[str, dict[str, Any]]:
@@ -160,7 +177,9 @@ def unchanged_clusters(context: FleetContext) -> set[str]:
         context.unchanged_cluster_stacks = {
             plan.stack
             for plan in plans.clusters
-            if cluster_unchanged(context, plan, outputs[plan.stack], project_outputs.get(plan.project_stack))
+            if cluster_unchanged(
+                context, plan, outputs[plan.stack], project_outputs.get(plan.project_stack), batched=True
+            )
         }
     return context.unchanged_cluster_stacks
 

@@ -97,9 +97,12 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         fleet.progress.phase(op.stack, "done", status)
         return op.result(status, error="the stack records no cluster; run up to converge", **base)
     try:
-        cluster = fleet.cloud.get_cluster(base["cluster_id"])
-        groups = fleet.cloud.list_node_groups(cluster.id)
-        drift = [d.as_dict() for d in liveness.drift(fleet, outputs)]
+        # The project's clusters, node groups, filesystems and GPU clusters are listed once for the
+        # whole command (cloud/project_reads.py), not read per cluster.
+        reads = liveness.live_reads(fleet, outputs)
+        cluster = reads.get_cluster(base["cluster_id"])
+        groups = reads.list_node_groups(cluster.id)
+        drift = [d.as_dict() for d in liveness.drift(fleet, outputs, reads)]
     except NotFound:
         fleet.progress.phase(op.stack, "done", "destroyed")
         return op.result(

@@ -297,6 +297,9 @@ class LocalCloud:
     def list_node_groups(self, cluster_id: str) -> list[NodeGroup]:
         return [_node_group(g) for g in self.simulator.list_node_groups(cluster_id)]
 
+    def list_project_node_groups(self, project_id: str) -> list[NodeGroup]:
+        return [_node_group(g) for g in self.simulator.list_project_node_groups(project_id)]
+
     def delete_node_group(self, node_group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
         self.simulator.delete_node_group(node_group_id, timeout_s=timeout_s)
 

@@ -364,6 +364,13 @@ class Mk8sMixin(AdminMixin):
             self._row(ctx, "cluster", cluster_id)
             return self._list(ctx, "node_group", "parent_id", cluster_id)
 
+    def list_project_node_groups(self, project_id: str) -> list[dict[str, Any]]:
+        """Every node group of the project's clusters in one query (what fleet-wide reads batch on)."""
+        params = {"project_id": project_id}
+        with self._op("list_project_node_groups", params, write=False, reconcile=True) as ctx:
+            self._project_row(ctx, project_id)
+            return self._list(ctx, "node_group", "project_id", project_id)
+
     def resize_node_group(self, node_group_id: str, node_count: int) -> dict[str, Any]:
         """Change a node group's size in place, as the console or the mk8s API can behind a fleet's back.
         Its instances are released and charged again at the new size (the group waits, PROVISIONING with a

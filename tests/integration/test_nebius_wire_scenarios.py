@@ -343,6 +343,7 @@ def test_a_created_projects_default_network_is_deleted_with_it(backend: Backend)
     "list_clusters",
     "get_cluster",
     "list_node_groups",
+    "list_project_node_groups",
     "get_node_group",
     "list_filesystems",
     "list_gpu_clusters",
@@ -365,6 +366,7 @@ def test_cluster_and_node_group_status(backend: Backend) -> None:
     assert running == groups[seeded.running_group]
     assert (running.state, running.target_node_count, running.ready_node_count) == ("RUNNING", 2, 2)
     assert running.cluster_id == cluster.id
+    assert {g.id: g for g in cloud.list_project_node_groups(project)} == groups  # the fleet-wide read
 
     # The real failure mode: a quota-starved group is accepted and stays PROVISIONING, with the reason
     # visible only in its own events.

@@ -104,6 +104,11 @@ class KubernetesAndCompute(NebiusClient):
         )
         return [convert.node_group(ng) for ng in items]
 
+    def list_project_node_groups(self, project_id: str) -> list[NodeGroup]:
+        # mk8s lists node groups per cluster only (NodeGroupService.List's parent is a cluster).
+        clusters = self.list_clusters(project_id)
+        return [group for cluster in clusters for group in self.list_node_groups(cluster.id)]
+
     def delete_node_group(self, node_group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
         mk8s = self._api("mk8s.v1")
         client = self._client("mk8s.v1", "NodeGroupServiceClient")
