@@ -48,6 +48,10 @@ class Budget:
     preview_stacks: int
     scale_clusters: int = 200  # issue 20's figure; the quick budget uses fewer, and the report says so
     scale_shards: int = 4
+    # issue 31: fleet-wide reads over a cloned fleet (projects x clusters each), and `plan` of a large spec
+    fleet_projects: int = 40
+    fleet_per_project: int = 25
+    huge_plan_clusters: int = 10_000
 
     @classmethod
     def quick(cls) -> Budget:
@@ -657,6 +661,58 @@ def scale(work: Path, budget: Budget) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------ fleet-wide reads at 1,000 clusters
+
+
+def fleet_reads(work: Path, budget: Budget) -> dict[str, Any]:
+    """Issue 31: `status` of a 1,000-cluster fleet on the file backend (a cloned fleet: one cluster
+    deployed for real, the others copied from it, benchmarks/cloned_fleet.py), with the orchestrator's
+    peak RSS, live and `--no-live`; and `plan` of a 10,000-cluster spec."""
+    from benchmarks import cloned_fleet
+
+    projects, per_project = budget.fleet_projects, budget.fleet_per_project
+    clusters = projects * per_project
+    fixture = roomy_tenant(work / "roomy-tenant.yaml", scale=max(10, clusters // 2))
+    home = _home(work, "fleet-reads", 0, fixture)
+    started = time.perf_counter()
+    spec = cloned_fleet.build(home, "reads", projects, per_project)
+    built_s = round(time.perf_counter() - started, 1)
+    status = ["status", "--spec", str(spec), "-j", "8", "--output", "json"]
+    live: list[Sample] = []
+    records: list[Sample] = []
+    for _ in range(budget.repeats):
+        live.append(home.npa(*status, rss=True))
+        records.append(home.npa(*status, "--no-live", rss=True))
+    huge = home.root / "huge.yaml"
+    huge.write_text(fleet_spec("huge", budget.huge_plan_clusters, projects=budget.huge_plan_clusters // 25))
+    plans = [home.npa("plan", "--spec", str(huge), "--output", "json", rss=True) for _ in range(budget.repeats)]
+    shutil.rmtree(home.root, ignore_errors=True)
+    status_s, plan_s = median([s.wall_s for s in live]), median([s.wall_s for s in plans])
+    rss = max(s.orchestrator_rss_mb or 0 for s in live)
+    return {
+        "name": "fleet-wide reads at 1,000 clusters",
+        "target": (
+            f"status of {clusters} cluster stacks <= 20 s (file backend); orchestrator RSS <= 300 MB; "
+            f"plan of {budget.huge_plan_clusters} clusters <= 5 s"
+        ),
+        "clusters": clusters,
+        "projects": projects,
+        "fixture_build_s": built_s,
+        "status": _samples(live),
+        "status_no_live": _samples(records),
+        "plan": _samples(plans),
+        "wall_s": {
+            "status": stats([s.wall_s for s in live]),
+            "status_no_live": stats([s.wall_s for s in records]),
+            "plan": stats([s.wall_s for s in plans]),
+        },
+        "orchestrator_rss_mb": rss,
+        "status_met": status_s <= 20.0 and rss <= 300,
+        "plan_met": plan_s <= 5.0,
+        "met": status_s <= 20.0 and rss <= 300 and plan_s <= 5.0,
+    }
+
+
 def _timed(work: Callable[[], object]) -> float:
     started = time.perf_counter()
     work()
@@ -675,6 +731,7 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "fabric_check": fabric_check,
     "stack_costs": stack_costs,
     "scale": scale,
+    "fleet_reads": fleet_reads,
 }
 
 
