@@ -1,6 +1,6 @@
 """`GpuHealthGate`: the step of a cluster stack that decides whether the cluster is `deployed`.
 
-It runs the GPU health gate (npa_pulumi/kube/gpu_health.py) against the cluster's API — MIG readiness for a
+It runs the GPU health gate (npa_pulumi/kube/gpu_health/) against the cluster's API — MIG readiness for a
 MIG cluster, the cluster-basics check (every node Ready with a boot id) for a CPU-only one — and records
 the outcome as outputs (`passed`, `lifecycle`, `evidence`), never failing the stack update: the cloud
 resources, the Terraform state and the kubeconfig are kept, and `status` on any machine reads the outcome
@@ -44,7 +44,7 @@ class GpuHealthGateArgs(FleetResourceArgs):
     node_group_ids: Input[list[str]]  # judged: a replaced node group runs the gate again
     server: Input[str]  # judged: a cluster recreated under the same id answers elsewhere
     driver: dict[str, Any]  # the driver mode and MIG: judged likewise
-    gate: dict[str, Any]  # npa_pulumi.kube.gpu_health.GateConfig's fields
+    gate: dict[str, Any]  # npa_pulumi.kube.gpu_health.config.GateConfig's fields
 
 
 class GpuHealthGateInputs(FleetResourceInputs):
@@ -63,7 +63,8 @@ class GpuHealthGateOutputs(ProviderModel):
 
 def _run(inputs: GpuHealthGateInputs) -> GpuHealthGateOutputs:
     from npa_pulumi.kube.client import KubeClient, KubeError
-    from npa_pulumi.kube.gpu_health import GateConfig, run_gate
+    from npa_pulumi.kube.gpu_health.config import GateConfig
+    from npa_pulumi.kube.gpu_health.gate import run_gate
     from npa_pulumi.kube.kubeconfig import dump
 
     config = GateConfig(**inputs.gate)

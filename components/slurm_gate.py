@@ -1,7 +1,7 @@
 """`SlurmGate`: the step of a soperator cluster stack that decides whether the Slurm cluster is `deployed`.
 
 It waits, within the target's timeout, for the SlurmCluster to be `Available` with every NodeSet `Ready` at
-its size (npa_pulumi/kube/slurm_check.py), then runs the GPU health gate (npa_pulumi/kube/gpu_health.py)
+its size (npa_pulumi/kube/slurm_check.py), then runs the GPU health gate (npa_pulumi/kube/gpu_health/)
 over the cluster's nodes: every node Ready, and the GPU checks and CUDA smoke on the GPU workers. Like
 `GpuHealthGate`, it records the outcome as outputs and never fails the update: everything is kept, and a
 retried `up` re-runs only this step (it runs again whenever its last run did not pass).
@@ -41,7 +41,7 @@ class SlurmGateArgs(FleetResourceArgs):
     node_group_ids: Input[list[str]]  # judged: a replaced node group runs the gate again
     server: Input[str]
     slurm: dict[str, Any]  # npa_pulumi.kube.slurm_check.SlurmGateConfig's fields
-    gate: dict[str, Any] | None  # npa_pulumi.kube.gpu_health.GateConfig's fields
+    gate: dict[str, Any] | None  # npa_pulumi.kube.gpu_health.config.GateConfig's fields
 
 
 class SlurmGateInputs(FleetResourceInputs):
@@ -62,7 +62,8 @@ class SlurmGateOutputs(ProviderModel):
 
 def _run(inputs: SlurmGateInputs) -> SlurmGateOutputs:
     from npa_pulumi.kube.client import KubeClient, KubeError
-    from npa_pulumi.kube.gpu_health import GateConfig, run_gate
+    from npa_pulumi.kube.gpu_health.config import GateConfig
+    from npa_pulumi.kube.gpu_health.gate import run_gate
     from npa_pulumi.kube.kubeconfig import dump
     from npa_pulumi.kube.slurm_check import SlurmGateConfig, wait_for_slurm
 

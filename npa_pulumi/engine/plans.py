@@ -252,15 +252,15 @@ def kuberay_template(cluster: Any) -> dict[str, Any] | None:
 
 def mig_version_pins(versions: dict[str, str]) -> dict[str, str]:
     """The spec's MIG pins (`gpu_operator_version`, ...) under the names the gate checks them by
-    (npa_pulumi.kube.gpu_health.MIG_PINNED_COMPONENTS), plus the container toolkit of that release."""
+    (npa_pulumi.kube.gpu_health.mig.MIG_PINNED_COMPONENTS), plus the container toolkit of that release."""
     pins = {name.removeprefix("gpu_").removesuffix("_version"): v for name, v in versions.items()}
     return {**pins, "toolkit": MIG_TOOLKIT_VERSION}
 
 
 def health_gate_config(cluster: Any) -> dict[str, Any] | None:
-    """The gate's settings for one cluster (npa_pulumi.kube.gpu_health.GateConfig). A CPU-only cluster gets
-    the cluster-basics check: every node Ready with a boot id, nothing else. A MIG cluster gets MIG
-    readiness: the exact layout on every GPU node, twice in a row, then a smoke on a MIG device."""
+    """The gate's settings for one cluster (npa_pulumi.kube.gpu_health.config.GateConfig). A CPU-only
+    cluster gets the cluster-basics check: every node Ready with a boot id, nothing else. A MIG cluster gets
+    MIG readiness: the exact layout on every GPU node, twice in a row, then a smoke on a MIG device."""
     gpus = cluster.gpu_nodes
     has_gpus = cluster.gpu_count() > 0 and gpus is not None
     health = cluster.health

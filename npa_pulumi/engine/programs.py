@@ -68,7 +68,7 @@ class ClusterPlan:
     # GPU operator's namespace), and the revision of the operator values (plan/rtx_values.py).
     rtx_driver_repositories: dict[str, str] | None = None
     rtx_values_revision: str = ""
-    # The GPU health gate's settings (npa_pulumi.kube.gpu_health.GateConfig); None: no gate runs, the
+    # The GPU health gate's settings (npa_pulumi.kube.gpu_health.config.GateConfig); None: no gate runs, the
     # cluster is deployed with validation "skipped" (`up --no-health-gate`, or MIG until MIG readiness).
     health_gate: dict[str, Any] | None = None
     # What the stack's price depends on (plan/cost.py): pools, disks, filesystem; recorded as `cost_basis`.

@@ -219,7 +219,9 @@ def _registered_kubeconfig(
 
 def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
     from npa_pulumi.kube.client import KubeClient
-    from npa_pulumi.kube.gpu_health import GateConfig, run_smoke, snapshot
+    from npa_pulumi.kube.gpu_health.checks import snapshot
+    from npa_pulumi.kube.gpu_health.config import GateConfig
+    from npa_pulumi.kube.gpu_health.probes import run_smoke
 
     context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)
     settings = health_gate_config(target.cluster)
@@ -281,7 +283,7 @@ def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOpt
 def _stabilized(kubeconfig: str, config: Any, timeout_s: float) -> dict[str, Any]:
     """The gate's stabilization alone (no smoke), bounded by the verifier's timeout."""
     from npa_pulumi.kube.client import KubeClient
-    from npa_pulumi.kube.gpu_health import run_gate
+    from npa_pulumi.kube.gpu_health.gate import run_gate
 
     window = dataclasses.replace(config, cuda_smoke=False, graphics_smoke=False, timeout_s=timeout_s)
     found = run_gate(lambda t: KubeClient.from_kubeconfig(kubeconfig, timeout_s=t), window)
@@ -309,13 +311,13 @@ def _entry(target: Target, context: str, status: str, **fields: Any) -> StackRes
 
 def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
     from npa_pulumi.kube.client import KubeClient, KubeError
-    from npa_pulumi.kube.gpu_health import (
-        GateConfig,
+    from npa_pulumi.kube.gpu_health.checks import snapshot
+    from npa_pulumi.kube.gpu_health.config import GateConfig
+    from npa_pulumi.kube.gpu_health.mig import (
         gpu_workloads,
         is_stale_taint_error,
         remove_stale_mig_taint,
         run_mig_hardware,
-        snapshot,
     )
 
     context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)

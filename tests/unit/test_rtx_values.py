@@ -89,7 +89,7 @@ projects:
 
 def test_the_gate_checks_the_repository_files_by_their_digests() -> None:
     from npa_pulumi.engine.plans import health_gate_config
-    from npa_pulumi.kube.gpu_health import GateConfig
+    from npa_pulumi.kube.gpu_health.config import GateConfig
     from npa_pulumi.plan import resolve_targets
     from npa_pulumi.spec import parse_spec
 

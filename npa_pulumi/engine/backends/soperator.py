@@ -54,8 +54,8 @@ def slurm_config(target: Target, payload: SoperatorSpec) -> dict[str, Any]:
 
 
 def gpu_gate_config(target: Target, payload: SoperatorSpec) -> dict[str, Any]:
-    """The GPU health gate's settings for the whole cluster (npa_pulumi.kube.gpu_health.GateConfig): every
-    node of every role Ready, and the GPU checks and CUDA smoke on the GPU workers."""
+    """The GPU health gate's settings for the whole cluster (npa_pulumi.kube.gpu_health.config.GateConfig):
+    every node of every role Ready, and the GPU checks and CUDA smoke on the GPU workers."""
     groups = shapes.node_groups(target.cluster_name, payload)
     gpu_workers = [w for w in payload.workers if w.is_gpu()]
     health = target.cluster.health
