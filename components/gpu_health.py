@@ -28,6 +28,7 @@ from npa_pulumi.components.args import (
     as_props,
     with_outputs,
 )
+from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.runtime.supervision import watch_run
 
 watch_run()  # in the provider host: stop with the run that started it (npa_pulumi/runtime/supervision.py)
@@ -44,7 +45,7 @@ class GpuHealthGateArgs(FleetResourceArgs):
     node_group_ids: Input[list[str]]  # judged: a replaced node group runs the gate again
     server: Input[str]  # judged: a cluster recreated under the same id answers elsewhere
     driver: dict[str, Any]  # the driver mode and MIG: judged likewise
-    gate: dict[str, Any]  # npa_pulumi.kube.gpu_health.config.GateConfig's fields
+    gate: GateConfig  # judged likewise; in state as its `to_inputs()`
 
 
 class GpuHealthGateInputs(FleetResourceInputs):
@@ -63,11 +64,10 @@ class GpuHealthGateOutputs(ProviderModel):
 
 def _run(inputs: GpuHealthGateInputs) -> GpuHealthGateOutputs:
     from npa_pulumi.kube.client import KubeClient, KubeError
-    from npa_pulumi.kube.gpu_health.config import GateConfig
     from npa_pulumi.kube.gpu_health.gate import run_gate
     from npa_pulumi.kube.kubeconfig import dump
 
-    config = GateConfig(**inputs.gate)
+    config = GateConfig.from_inputs(inputs.gate)
     cloud = cloud_for(inputs.cloud, inputs.profile, inputs.region, inputs.tenant_id)
     try:
         kubeconfig = dump(cloud.cluster_access(inputs.cluster_id).kubeconfig(inputs.context))
@@ -116,5 +116,6 @@ class GpuHealthGate(pulumi.dynamic.Resource, module="npa", name="GpuHealthGate")
     def __init__(
         self, resource_name: str, args: GpuHealthGateArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props = {**as_props(args), "passed": None, "lifecycle": None, "evidence": None}
+        gate = args.gate.to_inputs()  # the Pulumi boundary: plain JSON in state
+        props = {**as_props(args), "gate": gate, "passed": None, "lifecycle": None, "evidence": None}
         super().__init__(GpuHealthGateProvider(), resource_name, props, opts)

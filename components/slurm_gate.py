@@ -25,6 +25,7 @@ from npa_pulumi.components.args import (
     as_props,
     with_outputs,
 )
+from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.runtime.supervision import watch_run
 
 watch_run()  # in the provider host: stop with the run that started it
@@ -41,7 +42,7 @@ class SlurmGateArgs(FleetResourceArgs):
     node_group_ids: Input[list[str]]  # judged: a replaced node group runs the gate again
     server: Input[str]
     slurm: dict[str, Any]  # npa_pulumi.kube.slurm_check.SlurmGateConfig's fields
-    gate: dict[str, Any] | None  # npa_pulumi.kube.gpu_health.config.GateConfig's fields
+    gate: GateConfig | None  # in state as its `to_inputs()`
 
 
 class SlurmGateInputs(FleetResourceInputs):
@@ -62,7 +63,6 @@ class SlurmGateOutputs(ProviderModel):
 
 def _run(inputs: SlurmGateInputs) -> SlurmGateOutputs:
     from npa_pulumi.kube.client import KubeClient, KubeError
-    from npa_pulumi.kube.gpu_health.config import GateConfig
     from npa_pulumi.kube.gpu_health.gate import run_gate
     from npa_pulumi.kube.kubeconfig import dump
     from npa_pulumi.kube.slurm_check import SlurmGateConfig, wait_for_slurm
@@ -92,7 +92,7 @@ def _run(inputs: SlurmGateInputs) -> SlurmGateOutputs:
         }
         if slurm.passed and inputs.gate is not None:
             left = max(1.0, config.timeout_s - (time.monotonic() - started))
-            gpu = run_gate(client_for, GateConfig(**{**inputs.gate, "timeout_s": left})).to_json()
+            gpu = run_gate(client_for, GateConfig.from_inputs({**inputs.gate, "timeout_s": left})).to_json()
             evidence = {**gpu, "slurm": slurm.to_json()}
         status = slurm.status
     except KubeError as err:
@@ -137,5 +137,7 @@ class SlurmGate(pulumi.dynamic.Resource, module="npa", name="SlurmGate"):
     def __init__(
         self, resource_name: str, args: SlurmGateArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props = {**as_props(args), "passed": None, "lifecycle": None, "evidence": None, "slurm_status": None}
+        gate = None if args.gate is None else args.gate.to_inputs()  # the Pulumi boundary: plain JSON
+        props = {**as_props(args), "gate": gate, "passed": None, "lifecycle": None, "evidence": None}
+        props["slurm_status"] = None
         super().__init__(SlurmGateProvider(), resource_name, props, opts)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.plan.cost import COST_BASIS_OUTPUT
 
 PENDING = "pending-project-stack"  # identity placeholder in a preview before the project stack exists
@@ -68,9 +69,9 @@ class ClusterPlan:
     # GPU operator's namespace), and the revision of the operator values (plan/rtx_values.py).
     rtx_driver_repositories: dict[str, str] | None = None
     rtx_values_revision: str = ""
-    # The GPU health gate's settings (npa_pulumi.kube.gpu_health.config.GateConfig); None: no gate runs, the
+    # The GPU health gate's settings; None: no gate runs, the
     # cluster is deployed with validation "skipped" (`up --no-health-gate`, or MIG until MIG readiness).
-    health_gate: dict[str, Any] | None = None
+    health_gate: GateConfig | None = None
     # What the stack's price depends on (plan/cost.py): pools, disks, filesystem; recorded as `cost_basis`.
     cost_basis: dict[str, Any] = field(default_factory=dict)
     # The fabric check's settings (npa_pulumi.kube.fabric_check.FabricConfig), run after the gate passed;
@@ -373,7 +374,7 @@ def _kuberay_gate(
                 "worker_replicas": plan.kuberay["worker_replicas"],
                 "image": plan.kuberay["image"],
                 "cpu_node_group": plan.kuberay["cpu_node_group"],
-                "timeout_s": float(plan.health_gate["timeout_s"]),
+                "timeout_s": float(plan.health_gate.timeout_s),
             },
         ),
         pulumi.ResourceOptions(parent=cluster, depends_on=[objects, gate]),

@@ -3,13 +3,17 @@ a run proves (`Evidence`), plus the names every part of the gate shares."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 JSON = dict[str, Any]
 SMOKE_LABEL = "app.kubernetes.io/managed-by"
 SMOKE_LABEL_VALUE = "npa-gpu-health"
 DRIVER_NAMESPACES = {"managed-image": "nvidia-device-plugin", "operator": "gpu-operator"}
+# Optional settings a gate's stored inputs carry even at their defaults (the shape stack state has always
+# had: a `gate` property that changed shape would re-run every deployed gate).
+_ALWAYS_STORED = ("graphics_smoke", "graphics_image")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,21 @@ class GateConfig:
     # namespace) and its files (name -> SHA-256 of the content), which every driver pod must mount.
     driver_repo_configmap: str = ""
     driver_repositories: dict[str, str] | None = None
+
+    def to_inputs(self) -> JSON:
+        """The settings as a dynamic resource's input (plain JSON, kept in stack state): every required
+        field, and an optional one only when it is set (or in `_ALWAYS_STORED`)."""
+        stored: JSON = {}
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if spec.default is MISSING or spec.name in _ALWAYS_STORED or value != spec.default:
+                stored[spec.name] = value
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in stored.items()}
+
+    @classmethod
+    def from_inputs(cls, stored: Mapping[str, Any]) -> GateConfig:
+        """The settings back from a dynamic resource's input (as `to_inputs` wrote them)."""
+        return cls(**stored)
 
     @property
     def mig(self) -> bool:
