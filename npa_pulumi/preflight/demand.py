@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.errors import UserInputError
-from npa_pulumi.preflight.masking import mask_id
 from npa_pulumi.spec.effective import gpus_per_node, vcpus_per_node
 
 GIB = 2**30
