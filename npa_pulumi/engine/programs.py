@@ -177,17 +177,9 @@ def cluster_program(
         import pulumi
 
         from npa_pulumi.components import K8sTrainingCluster, K8sTrainingClusterArgs
-        from npa_pulumi.engine.automation.stacks import stack_reference_name
         from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 
-        project_id: pulumi.Input[str]
-        subnet_id: pulumi.Input[str]
-        if project_stack_ready:
-            ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
-            project_id = ref.require_output("project_id")
-            subnet_id = plan.subnet_id or ref.require_output("subnet_id")
-        else:  # preview of a fleet whose project stack has not been deployed yet
-            project_id, subnet_id = PENDING, plan.subnet_id or PENDING
+        project_id, subnet_id = project_identity(plan, project_stack_ready)
         cluster = K8sTrainingCluster(
             plan.cluster_name,
             K8sTrainingClusterArgs(
@@ -227,50 +219,19 @@ def cluster_program(
         pulumi.export("live_objects", cluster.live_objects)
         gated = False
         if plan.in_cluster:
-            from npa_pulumi.components import (
-                ClusterCredentials,
-                ClusterCredentialsArgs,
-                FleetClusterObjects,
-                FleetClusterObjectsArgs,
+            stage = in_cluster_stage(
+                plan,
+                cloud,
+                profile,
+                cluster,
+                rtx_driver_repositories=plan.rtx_driver_repositories,
+                kuberay=_ray_template(plan),
             )
-            from npa_pulumi.plan.naming import kube_context_name
-
-            # Which cluster, through which cloud, and what the in-cluster steps depend on: a new cluster or
-            # replaced node groups fetch the credentials again and run the gate again.
-            in_cluster: dict[str, Any] = {
-                "cloud": cloud,
-                "profile": profile,
-                "fleet": plan.fleet,
-                "project_key": plan.project_key,
-                "tenant_id": plan.tenant_id,
-                "region": plan.region,
-                "cluster_id": cluster.cluster_id,
-                "context": kube_context_name(plan.fleet, plan.project_key, plan.cluster_name),
-                "node_group_ids": cluster.node_group_ids,
-            }
-            credentials = ClusterCredentials(
-                f"{plan.cluster_name}-credentials",
-                ClusterCredentialsArgs(**in_cluster),
-                pulumi.ResourceOptions(parent=cluster),
-            )
-            objects = FleetClusterObjects(
-                f"{plan.cluster_name}-in-cluster",
-                FleetClusterObjectsArgs(
-                    kubeconfig=credentials.kubeconfig,
-                    fleet=plan.fleet,
-                    project_key=plan.project_key,
-                    cluster=plan.cluster_name,
-                    rtx_driver_repositories=plan.rtx_driver_repositories,
-                    kuberay=_ray_template(plan),
-                ),
-                pulumi.ResourceOptions(parent=cluster),
-            )
-            pulumi.export("kube_server", credentials.server)
+            in_cluster, credentials, objects = stage.gate_args, stage.credentials, stage.objects
             if plan.kuberay is not None:
                 from npa_pulumi.kube.kuberay import fleet_objects
 
                 pulumi.export("kuberay_objects", objects.raycluster.apply(lambda _r: fleet_objects()))
-            pulumi.export("fleet_namespace", objects.namespace)
             if plan.health_gate is not None:
                 from npa_pulumi.components import GpuHealthGate, GpuHealthGateArgs
 
@@ -297,11 +258,98 @@ def cluster_program(
                 pulumi.export("validation", validation)
                 pulumi.export("health_evidence", evidence)
                 gated = True
-        if not gated:  # no gate ran: say so instead of pretending one did
-            pulumi.export("lifecycle", "deployed")
-            pulumi.export("validation", "skipped")
+        if not gated:
+            export_ungated()
 
     return program
+
+
+def project_identity(plan: ClusterPlan, project_stack_ready: bool) -> tuple[Any, Any]:
+    """The cluster's project and subnet ids: the project stack's outputs (a reused subnet from the plan),
+    or placeholders in a preview of a fleet whose project stack has not been deployed yet. Inside a
+    program only."""
+    import pulumi
+
+    from npa_pulumi.engine.automation.stacks import stack_reference_name
+
+    if not project_stack_ready:
+        return PENDING, plan.subnet_id or PENDING
+    ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
+    return ref.require_output("project_id"), plan.subnet_id or ref.require_output("subnet_id")
+
+
+@dataclass(frozen=True)
+class InClusterStage:
+    """What the in-cluster stage built. `gate_args`: which cluster, through which cloud, and what the
+    in-cluster steps depend on (a new cluster or replaced node groups fetch the credentials again and run
+    the gates again), the arguments every gate step takes besides its own."""
+
+    gate_args: dict[str, Any]
+    credentials: Any  # components.ClusterCredentials
+    objects: Any  # components.FleetClusterObjects
+
+
+def in_cluster_stage(
+    plan: ClusterPlan,
+    cloud: str,
+    profile: str,
+    cluster: Any,
+    *,
+    rtx_driver_repositories: dict[str, str] | None = None,
+    kuberay: Any = None,
+) -> InClusterStage:
+    """The in-cluster stage every cluster stack shares, under `cluster` (its component): the cluster's
+    credentials, a Kubernetes provider from them and the fleet's own objects; exports `kube_server` and
+    `fleet_namespace`. `kuberay`: the fleet's RayTemplate, if any. Inside a program only."""
+    import pulumi
+
+    from npa_pulumi.components import (
+        ClusterCredentials,
+        ClusterCredentialsArgs,
+        FleetClusterObjects,
+        FleetClusterObjectsArgs,
+    )
+    from npa_pulumi.plan.naming import kube_context_name
+
+    gate_args: dict[str, Any] = {
+        "cloud": cloud,
+        "profile": profile,
+        "fleet": plan.fleet,
+        "project_key": plan.project_key,
+        "tenant_id": plan.tenant_id,
+        "region": plan.region,
+        "cluster_id": cluster.cluster_id,
+        "context": kube_context_name(plan.fleet, plan.project_key, plan.cluster_name),
+        "node_group_ids": cluster.node_group_ids,
+    }
+    credentials = ClusterCredentials(
+        f"{plan.cluster_name}-credentials",
+        ClusterCredentialsArgs(**gate_args),
+        pulumi.ResourceOptions(parent=cluster),
+    )
+    objects = FleetClusterObjects(
+        f"{plan.cluster_name}-in-cluster",
+        FleetClusterObjectsArgs(
+            kubeconfig=credentials.kubeconfig,
+            fleet=plan.fleet,
+            project_key=plan.project_key,
+            cluster=plan.cluster_name,
+            rtx_driver_repositories=rtx_driver_repositories,
+            kuberay=kuberay,
+        ),
+        pulumi.ResourceOptions(parent=cluster),
+    )
+    pulumi.export("kube_server", credentials.server)
+    pulumi.export("fleet_namespace", objects.namespace)
+    return InClusterStage(gate_args, credentials, objects)
+
+
+def export_ungated() -> None:
+    """No gate ran (`--no-health-gate`, or no in-cluster stage): say so instead of pretending one did."""
+    import pulumi
+
+    pulumi.export("lifecycle", "deployed")
+    pulumi.export("validation", "skipped")
 
 
 def _judged_driver(plan: ClusterPlan) -> dict[str, Any]:
