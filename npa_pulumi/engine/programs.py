@@ -183,21 +183,7 @@ def cluster_program(
         cluster = K8sTrainingCluster(
             plan.cluster_name,
             K8sTrainingClusterArgs(
-                cloud=cloud,
-                profile=profile,
-                fleet=plan.fleet,
-                project_key=plan.project_key,
-                cluster=plan.cluster_name,
-                work_key=plan.stack,
-                identity={
-                    "tenant_id": plan.tenant_id,
-                    "parent_id": project_id,
-                    "region": plan.region,
-                    "subnet_id": subnet_id,
-                },
-                tfvars=plan.tfvars,
-                runtime_tfvars=plan.runtime_tfvars,
-                recipe=plan.recipe,
+                **cluster_module_args(plan, cloud, profile, project_id, subnet_id),
                 recipe_facts=plan.recipe_facts,
                 capacity_block_group=plan.capacity_block_group,
                 gpu_driver_mode=plan.gpu_driver_mode,
@@ -262,6 +248,32 @@ def cluster_program(
             export_ungated()
 
     return program
+
+
+def cluster_module_args(
+    plan: ClusterPlan, cloud: str, profile: str, project_id: Any, subnet_id: Any
+) -> dict[str, Any]:
+    """What a cluster's Terraform module is run with, from its plan: the one mapping of a plan onto the
+    arguments of its cluster component (`K8sTrainingClusterArgs`, `SoperatorClusterArgs`) and onto the
+    properties the preview's Terraform plan reads (operations/common.terraform_plan). The ids may be
+    Pulumi outputs in a program, plain strings in a preview."""
+    return {
+        "cloud": cloud,
+        "profile": profile,
+        "fleet": plan.fleet,
+        "project_key": plan.project_key,
+        "cluster": plan.cluster_name,
+        "work_key": plan.stack,
+        "identity": {
+            "tenant_id": plan.tenant_id,
+            "parent_id": project_id,
+            "region": plan.region,
+            "subnet_id": subnet_id,
+        },
+        "tfvars": plan.tfvars,
+        "runtime_tfvars": plan.runtime_tfvars,
+        "recipe": plan.recipe,
+    }
 
 
 def project_identity(plan: ClusterPlan, project_stack_ready: bool) -> tuple[Any, Any]:

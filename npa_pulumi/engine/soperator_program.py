@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from npa_pulumi.engine.programs import ClusterPlan, export_ungated, in_cluster_stage, project_identity
+from npa_pulumi.engine.programs import (
+    ClusterPlan,
+    cluster_module_args,
+    export_ungated,
+    in_cluster_stage,
+    project_identity,
+)
 
 
 def soperator_program(
@@ -26,23 +32,7 @@ def soperator_program(
         project_id, subnet_id = project_identity(plan, project_stack_ready)
         cluster = SoperatorCluster(
             plan.cluster_name,
-            SoperatorClusterArgs(
-                cloud=cloud,
-                profile=profile,
-                fleet=plan.fleet,
-                project_key=plan.project_key,
-                cluster=plan.cluster_name,
-                work_key=plan.stack,
-                identity={
-                    "tenant_id": plan.tenant_id,
-                    "parent_id": project_id,
-                    "region": plan.region,
-                    "subnet_id": subnet_id,
-                },
-                tfvars=plan.tfvars,
-                runtime_tfvars=plan.runtime_tfvars,
-                recipe=plan.recipe,
-            ),
+            SoperatorClusterArgs(**cluster_module_args(plan, cloud, profile, project_id, subnet_id)),
         )
         pulumi.export("backend", "soperator")
         pulumi.export("project_id", project_id)
