@@ -38,9 +38,9 @@ from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.output.results import StackResult
 from npa_pulumi.plan.cost import cluster_basis, project_basis
 from npa_pulumi.plan.rtx_values import cluster_rtx_values
-from npa_pulumi.preflight.demand import preset_gpus
 from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION, RTX_RENDERING_PROFILE
+from npa_pulumi.spec.effective import gpus_per_node
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.options import FleetOptions
@@ -270,7 +270,7 @@ def health_gate_config(cluster: Any) -> GateConfig:
     return GateConfig(
         expected_nodes=cluster.cpu_count() + cluster.gpu_count(),
         expected_gpu_nodes=cluster.gpu_count() if has_gpus else 0,
-        gpus_per_node=preset_gpus(gpus.preset) if has_gpus and gpus is not None else 0,
+        gpus_per_node=gpus_per_node(gpus.preset) if has_gpus and gpus is not None else 0,
         gpu_platform=gpus.platform if has_gpus and gpus is not None else "",
         driver_mode=cluster.gpu_driver_mode if has_gpus else "",
         nvswitch=bool(cluster.nvswitch_topology) and has_gpus,
@@ -309,7 +309,7 @@ def fabric_check_config(cluster: Any) -> dict[str, Any]:
     """The fabric check's settings for one cluster (npa_pulumi.kube.fabric_check.FabricConfig)."""
     fabric = cluster.fabric_check
     return {
-        "gpus_per_node": preset_gpus(cluster.gpu_nodes.preset) if cluster.gpu_nodes is not None else 0,
+        "gpus_per_node": gpus_per_node(cluster.gpu_nodes.preset) if cluster.gpu_nodes is not None else 0,
         "expected_gpu_nodes": cluster.gpu_count(),
         "intra_node": fabric.intra_node,
         "inter_node": fabric.inter_node,

@@ -16,8 +16,8 @@ from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.plan import soperator as shapes
 from npa_pulumi.plan.recipe_surface import read_recipe_variables
-from npa_pulumi.preflight.demand import preset_gpus
 from npa_pulumi.runtime.home import npa_home
+from npa_pulumi.spec.effective import gpus_per_node
 
 if TYPE_CHECKING:
     from npa_pulumi.plan import Target
@@ -64,7 +64,7 @@ def gpu_gate_config(target: Target, payload: SoperatorSpec) -> GateConfig:
     return GateConfig(
         expected_nodes=sum(g.nodes for g in groups),
         expected_gpu_nodes=sum(w.size for w in gpu_workers),
-        gpus_per_node=preset_gpus(first.preset) if first else 0,
+        gpus_per_node=gpus_per_node(first.preset) if first else 0,
         gpu_platform=first.platform if first else "",
         driver_mode="operator" if first else "",
         nvswitch=first is not None,
