@@ -59,3 +59,31 @@ def test_settings_round_trip_through_stored_inputs() -> None:
     config = GateConfig(**{**BASE.to_inputs(), "driver_repo_configmap": "repos", "driver_repositories": {}})
     assert GateConfig.from_inputs(config.to_inputs()) == config
     assert GateConfig.from_inputs(BASE.to_inputs()) == BASE
+
+
+def test_a_typed_gate_keeps_the_fingerprint_of_the_stored_settings() -> None:
+    """A deployed stack's fingerprint was taken over its plan with the gate's settings as JSON: the typed
+    settings hash the same, so `up` after an upgrade still skips an unchanged stack."""
+    import dataclasses
+    from typing import Any
+
+    from npa_pulumi.engine.fingerprint import fingerprint
+    from npa_pulumi.engine.programs import ClusterPlan
+
+    plan = ClusterPlan(
+        fleet="f",
+        project_key="p",
+        project_stack="f.p",
+        cluster_name="c",
+        stack="f.p.c",
+        region="r",
+        tenant_id="t",
+        backend="mk8s",
+        health_gate=BASE,
+    )
+    stored: Any = BASE.to_inputs()
+    as_json = dataclasses.replace(plan, health_gate=stored)
+    versions = {"npa": "0.1.0", "engine": "3.259.0"}
+    assert fingerprint(plan, "local", "", versions) == fingerprint(as_json, "local", "", versions)
+    changed = dataclasses.replace(plan, health_gate=dataclasses.replace(BASE, timeout_s=60.0))
+    assert fingerprint(changed, "local", "", versions) != fingerprint(plan, "local", "", versions)
