@@ -19,88 +19,57 @@ from typing import Any
 
 import pulumi
 from pulumi import Input
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from npa_pulumi.components._cloud import cloud_for
-from npa_pulumi.components.args import (
-    FleetResourceArgs,
-    FleetResourceInputs,
-    ProviderModel,
-    as_props,
-    with_outputs,
+from npa_pulumi.components._gate import (
+    GATE_OUTPUTS,
+    GateArgs,
+    GateInputs,
+    GateOutputs,
+    GateProvider,
+    cluster_clients,
 )
+from npa_pulumi.components.args import as_props
 from npa_pulumi.runtime.supervision import watch_run
 
 watch_run()  # in the provider host: stop with the run that started it (npa_pulumi/runtime/supervision.py)
 
-_JUDGED = ("cluster_id", "context", "server", "node_group_ids", "fabric", "gate_passed")
-
 
 @dataclass(frozen=True, kw_only=True)
-class GpuFabricCheckArgs(FleetResourceArgs):
-    tenant_id: str
-    region: str
-    cluster_id: Input[str]
-    context: str
-    node_group_ids: Input[list[str]]
-    server: Input[str]
+class GpuFabricCheckArgs(GateArgs):
     gate_passed: Input[bool]  # the health gate's outcome: the fabric is measured only on a healthy cluster
     fabric: dict[str, Any]  # npa_pulumi.kube.fabric_check.FabricConfig's fields
 
 
-class GpuFabricCheckInputs(FleetResourceInputs):
-    cluster_id: str
-    context: str
+class GpuFabricCheckInputs(GateInputs):
     gate_passed: bool = False
     fabric: dict[str, Any]
 
 
-class GpuFabricCheckOutputs(ProviderModel):
-    passed: bool
-    lifecycle: str  # deployed | deployed-validation-failed | "" (skipped: the gate's state stands)
-    evidence: dict[str, Any]
-
-
-def _run(inputs: GpuFabricCheckInputs) -> GpuFabricCheckOutputs:
-    from npa_pulumi.kube.client import KubeClient
+def _run(inputs: GpuFabricCheckInputs) -> GateOutputs:
     from npa_pulumi.kube.fabric_check import FabricConfig, run_fabric_check
-    from npa_pulumi.kube.kubeconfig import dump
 
     if not inputs.gate_passed:
         evidence = {"status": "skipped", "passed": False, "reason": "the GPU health gate did not pass"}
-        return GpuFabricCheckOutputs(passed=False, lifecycle="", evidence=evidence)
+        return GateOutputs(passed=False, lifecycle="", evidence=evidence)
     config = FabricConfig(**inputs.fabric)
-    cloud = cloud_for(inputs.cloud, inputs.profile, inputs.region, inputs.tenant_id)
     try:
-        kubeconfig = dump(cloud.cluster_access(inputs.cluster_id).kubeconfig(inputs.context))
+        client_for = cluster_clients(inputs)
     except Exception as err:  # the cloud refused the credentials: the cluster stays, the state says so
         evidence = {"status": "failed", "passed": False, "reason": f"no credentials for the cluster: {err}"}
-        return GpuFabricCheckOutputs(passed=False, lifecycle="deployed-credentials-failed", evidence=evidence)
-    evidence = run_fabric_check(lambda t: KubeClient.from_kubeconfig(kubeconfig, timeout_s=t), config)
+        return GateOutputs(passed=False, lifecycle="deployed-credentials-failed", evidence=evidence)
+    evidence = run_fabric_check(client_for, config)
     passed = bool(evidence["passed"])
     lifecycle = "deployed" if passed else "deployed-validation-failed"
-    return GpuFabricCheckOutputs(passed=passed, lifecycle=lifecycle, evidence=evidence)
+    return GateOutputs(passed=passed, lifecycle=lifecycle, evidence=evidence)
 
 
-class GpuFabricCheckProvider(ResourceProvider):
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        inputs = GpuFabricCheckInputs.model_validate(props)
-        return CreateResult(id_=f"fabric-{inputs.cluster_id}", outs=with_outputs(props, _run(inputs)))
+class GpuFabricCheckProvider(GateProvider):
+    inputs_model = GpuFabricCheckInputs
+    id_prefix = "fabric"
+    judged = ("fabric", "gate_passed")
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in _JUDGED if olds.get(k) != news.get(k)]
-        return DiffResult(
-            changes=bool(changed) or not olds.get("passed"), replaces=[], delete_before_replace=False
-        )
-
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=with_outputs(news, _run(GpuFabricCheckInputs.model_validate(news))))
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs=props)  # a refresh does not re-run the check
-
-    def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        return None
+    def run(self, inputs: GpuFabricCheckInputs) -> GateOutputs:
+        return _run(inputs)
 
 
 class GpuFabricCheck(pulumi.dynamic.Resource, module="npa", name="GpuFabricCheck"):
@@ -111,7 +80,7 @@ class GpuFabricCheck(pulumi.dynamic.Resource, module="npa", name="GpuFabricCheck
     def __init__(
         self, resource_name: str, args: GpuFabricCheckArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props = {**as_props(args), "passed": None, "lifecycle": None, "evidence": None}
+        props = {**as_props(args), **GATE_OUTPUTS}
         super().__init__(GpuFabricCheckProvider(), resource_name, props, opts)
 
 

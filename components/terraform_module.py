@@ -258,8 +258,9 @@ def plan_preview(
     import tempfile
     from pathlib import Path
 
-    from npa_pulumi.bridge.plan_summary import mask, summarize
+    from npa_pulumi.bridge.plan_summary import summarize
     from npa_pulumi.bridge.terraform import TerraformWorkspace
+    from npa_pulumi.cloud.redaction import mask_secrets
 
     inputs = TerraformModuleInputs.model_validate(props)
     state = _workspace(inputs).read_state_text()
@@ -275,7 +276,7 @@ def plan_preview(
         workspace, env = _prepare(props, state, same_recipe=False, workspace=scratch)
         plan = workspace.plan_json(env, Path(tmp))
         secrets = workspace.redact
-    summary: dict[str, Any] = mask(summarize(plan), secrets)
+    summary: dict[str, Any] = mask_secrets(summarize(plan), secrets)
     return summary
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-SENSITIVE = "(sensitive)"
+from npa_pulumi.cloud.redaction import SENSITIVE
+
 UNKNOWN = "(known after apply)"
 # Address or type fragments of the resources whose replacement destroys workloads or data.
 _DESTRUCTIVE_KINDS = ("node_group", "cluster", "filesystem")
@@ -123,18 +124,6 @@ def summarize(plan: Mapping[str, Any]) -> dict[str, Any]:
             }
         )
     return {**counts, "resources": resources}
-
-
-def mask(value: Any, secrets: tuple[str, ...]) -> Any:
-    """`value` with every string that contains one of `secrets` (run-time secrets: the IAM token,
-    capacity-block reservations, which the recipe need not declare sensitive) replaced by `(sensitive)`."""
-    if isinstance(value, Mapping):
-        return {k: mask(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask(v, secrets) for v in value]
-    if isinstance(value, str) and any(secret and secret in value for secret in secrets):
-        return SENSITIVE
-    return value
 
 
 def replaced_node_group_addresses(summary: Mapping[str, Any]) -> list[str]:

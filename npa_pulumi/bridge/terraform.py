@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.cloud.redaction import replace_secrets
 from npa_pulumi.errors import NpaError
 from npa_pulumi.runtime import disk_cache, supervision
 from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
@@ -184,10 +185,7 @@ class TerraformWorkspace:
     redact: tuple[str, ...] = ()
 
     def scrub(self, text: str) -> str:
-        for secret in sorted(self.redact, key=len, reverse=True):
-            if secret:
-                text = text.replace(secret, "***")
-        return text
+        return replace_secrets(text, self.redact)
 
     def _private(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +58,28 @@ def toolchain_versions() -> ToolchainVersions:
 
 
 def fingerprint(plan: Any, cloud: str, profile: str, versions: Mapping[str, str]) -> str:
-    body = asdict(plan) if is_dataclass(plan) and not isinstance(plan, type) else dict(plan)
+    body = _plain(plan) if is_dataclass(plan) and not isinstance(plan, type) else dict(plan)
     payload = json.dumps(
         {"plan": body, "cloud": cloud, "profile": profile, "versions": dict(versions)},
         sort_keys=True,
         default=str,
     )
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """A plan as JSON, as `dataclasses.asdict` would write it, except that settings which travel to a
+    resource as its stored inputs (`to_inputs()`, e.g. the gate's `GateConfig`) are written that way, so
+    the fingerprint of a deployed stack does not change with the settings' Python type."""
+    if callable(getattr(value, "to_inputs", None)):
+        return value.to_inputs()
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 def policy_identity(packs: list[str], config: str | None) -> str:

@@ -34,12 +34,13 @@ from npa_pulumi.bridge.versions import (
 from npa_pulumi.engine.backends.base import ClusterBackend, PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.output.results import StackResult
 from npa_pulumi.plan.cost import cluster_basis, project_basis
 from npa_pulumi.plan.rtx_values import cluster_rtx_values
-from npa_pulumi.preflight.demand import preset_gpus
 from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION, RTX_RENDERING_PROFILE
+from npa_pulumi.spec.effective import gpus_per_node
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.options import FleetOptions
@@ -252,43 +253,40 @@ def kuberay_template(cluster: Any) -> dict[str, Any] | None:
 
 def mig_version_pins(versions: dict[str, str]) -> dict[str, str]:
     """The spec's MIG pins (`gpu_operator_version`, ...) under the names the gate checks them by
-    (npa_pulumi.kube.gpu_health.MIG_PINNED_COMPONENTS), plus the container toolkit of that release."""
+    (npa_pulumi.kube.gpu_health.mig.MIG_PINNED_COMPONENTS), plus the container toolkit of that release."""
     pins = {name.removeprefix("gpu_").removesuffix("_version"): v for name, v in versions.items()}
     return {**pins, "toolkit": MIG_TOOLKIT_VERSION}
 
 
-def health_gate_config(cluster: Any) -> dict[str, Any] | None:
-    """The gate's settings for one cluster (npa_pulumi.kube.gpu_health.GateConfig). A CPU-only cluster gets
-    the cluster-basics check: every node Ready with a boot id, nothing else. A MIG cluster gets MIG
-    readiness: the exact layout on every GPU node, twice in a row, then a smoke on a MIG device."""
+def health_gate_config(cluster: Any) -> GateConfig:
+    """The gate's settings for one cluster. A CPU-only
+    cluster gets the cluster-basics check: every node Ready with a boot id, nothing else. A MIG cluster gets
+    MIG readiness: the exact layout on every GPU node, twice in a row, then a smoke on a MIG device."""
     gpus = cluster.gpu_nodes
     has_gpus = cluster.gpu_count() > 0 and gpus is not None
     health = cluster.health
-    return {
-        "expected_nodes": cluster.cpu_count() + cluster.gpu_count(),
-        "expected_gpu_nodes": cluster.gpu_count() if has_gpus else 0,
-        "gpus_per_node": preset_gpus(gpus.preset) if has_gpus and gpus is not None else 0,
-        "gpu_platform": gpus.platform if has_gpus and gpus is not None else "",
-        "driver_mode": cluster.gpu_driver_mode if has_gpus else "",
-        "nvswitch": bool(cluster.nvswitch_topology) and has_gpus,
-        "stabilization_s": float(health.stabilization_seconds) if has_gpus else 0.0,
-        "timeout_s": float(health.timeout_minutes * 60),
-        "cuda_smoke": bool(health.cuda_smoke) and has_gpus,
-        "smoke_image": health.cuda_smoke_image,
-        "graphics_smoke": bool(health.graphics_smoke) and has_gpus,
-        "graphics_image": health.graphics_smoke_image,
-        **_rtx_repository_check(cluster, has_gpus),
-        **(
-            {
-                "mig_resources": dict(MIG_RESOURCES_PER_GPU),
-                "mig_strategy": cluster.mig.strategy,
-                "mig_config": cluster.mig.config,
-                "mig_versions": mig_version_pins(cluster.mig.versions),
-            }
-            if cluster.mig is not None and has_gpus
-            else {}
-        ),
-    }
+    mig = cluster.mig if has_gpus else None
+    repositories = _rtx_repository_check(cluster, has_gpus)
+    return GateConfig(
+        expected_nodes=cluster.cpu_count() + cluster.gpu_count(),
+        expected_gpu_nodes=cluster.gpu_count() if has_gpus else 0,
+        gpus_per_node=gpus_per_node(gpus.preset) if has_gpus and gpus is not None else 0,
+        gpu_platform=gpus.platform if has_gpus and gpus is not None else "",
+        driver_mode=cluster.gpu_driver_mode if has_gpus else "",
+        nvswitch=bool(cluster.nvswitch_topology) and has_gpus,
+        stabilization_s=float(health.stabilization_seconds) if has_gpus else 0.0,
+        timeout_s=float(health.timeout_minutes * 60),
+        cuda_smoke=bool(health.cuda_smoke) and has_gpus,
+        smoke_image=health.cuda_smoke_image,
+        graphics_smoke=bool(health.graphics_smoke) and has_gpus,
+        graphics_image=health.graphics_smoke_image,
+        driver_repo_configmap=repositories[0] if repositories else "",
+        driver_repositories=repositories[1] if repositories else None,
+        mig_resources=dict(MIG_RESOURCES_PER_GPU) if mig is not None else None,
+        mig_strategy=mig.strategy if mig is not None else "",
+        mig_config=mig.config if mig is not None else "",
+        mig_versions=mig_version_pins(mig.versions) if mig is not None else None,
+    )
 
 
 def _rtx_values_revision(cluster: Any) -> str:
@@ -298,20 +296,20 @@ def _rtx_values_revision(cluster: Any) -> str:
     return values.revision() if values is not None else ""
 
 
-def _rtx_repository_check(cluster: Any, has_gpus: bool) -> dict[str, Any]:
+def _rtx_repository_check(cluster: Any, has_gpus: bool) -> tuple[str, dict[str, str]] | None:
     """The gate's repository-mount check of an RTX cluster with package repositories: the ConfigMap and
     each file's SHA-256 (never the sources themselves: the gate's settings are kept in stack state)."""
     values = cluster_rtx_values(cluster) if has_gpus else None
     if values is None or not values.repo_config_map:
-        return {}
-    return {"driver_repo_configmap": values.repo_config_map, "driver_repositories": dict(values.repositories)}
+        return None
+    return values.repo_config_map, dict(values.repositories)
 
 
 def fabric_check_config(cluster: Any) -> dict[str, Any]:
     """The fabric check's settings for one cluster (npa_pulumi.kube.fabric_check.FabricConfig)."""
     fabric = cluster.fabric_check
     return {
-        "gpus_per_node": preset_gpus(cluster.gpu_nodes.preset) if cluster.gpu_nodes is not None else 0,
+        "gpus_per_node": gpus_per_node(cluster.gpu_nodes.preset) if cluster.gpu_nodes is not None else 0,
         "expected_gpu_nodes": cluster.gpu_count(),
         "intra_node": fabric.intra_node,
         "inter_node": fabric.inter_node,

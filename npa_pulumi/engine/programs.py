@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.plan.cost import COST_BASIS_OUTPUT
 
 PENDING = "pending-project-stack"  # identity placeholder in a preview before the project stack exists
@@ -68,9 +69,9 @@ class ClusterPlan:
     # GPU operator's namespace), and the revision of the operator values (plan/rtx_values.py).
     rtx_driver_repositories: dict[str, str] | None = None
     rtx_values_revision: str = ""
-    # The GPU health gate's settings (npa_pulumi.kube.gpu_health.GateConfig); None: no gate runs, the
+    # The GPU health gate's settings; None: no gate runs, the
     # cluster is deployed with validation "skipped" (`up --no-health-gate`, or MIG until MIG readiness).
-    health_gate: dict[str, Any] | None = None
+    health_gate: GateConfig | None = None
     # What the stack's price depends on (plan/cost.py): pools, disks, filesystem; recorded as `cost_basis`.
     cost_basis: dict[str, Any] = field(default_factory=dict)
     # The fabric check's settings (npa_pulumi.kube.fabric_check.FabricConfig), run after the gate passed;
@@ -176,35 +177,13 @@ def cluster_program(
         import pulumi
 
         from npa_pulumi.components import K8sTrainingCluster, K8sTrainingClusterArgs
-        from npa_pulumi.engine.automation.stacks import stack_reference_name
         from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 
-        project_id: pulumi.Input[str]
-        subnet_id: pulumi.Input[str]
-        if project_stack_ready:
-            ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
-            project_id = ref.require_output("project_id")
-            subnet_id = plan.subnet_id or ref.require_output("subnet_id")
-        else:  # preview of a fleet whose project stack has not been deployed yet
-            project_id, subnet_id = PENDING, plan.subnet_id or PENDING
+        project_id, subnet_id = project_identity(plan, project_stack_ready)
         cluster = K8sTrainingCluster(
             plan.cluster_name,
             K8sTrainingClusterArgs(
-                cloud=cloud,
-                profile=profile,
-                fleet=plan.fleet,
-                project_key=plan.project_key,
-                cluster=plan.cluster_name,
-                work_key=plan.stack,
-                identity={
-                    "tenant_id": plan.tenant_id,
-                    "parent_id": project_id,
-                    "region": plan.region,
-                    "subnet_id": subnet_id,
-                },
-                tfvars=plan.tfvars,
-                runtime_tfvars=plan.runtime_tfvars,
-                recipe=plan.recipe,
+                **cluster_module_args(plan, cloud, profile, project_id, subnet_id),
                 recipe_facts=plan.recipe_facts,
                 capacity_block_group=plan.capacity_block_group,
                 gpu_driver_mode=plan.gpu_driver_mode,
@@ -226,50 +205,19 @@ def cluster_program(
         pulumi.export("live_objects", cluster.live_objects)
         gated = False
         if plan.in_cluster:
-            from npa_pulumi.components import (
-                ClusterCredentials,
-                ClusterCredentialsArgs,
-                FleetClusterObjects,
-                FleetClusterObjectsArgs,
+            stage = in_cluster_stage(
+                plan,
+                cloud,
+                profile,
+                cluster,
+                rtx_driver_repositories=plan.rtx_driver_repositories,
+                kuberay=_ray_template(plan),
             )
-            from npa_pulumi.plan.naming import kube_context_name
-
-            # Which cluster, through which cloud, and what the in-cluster steps depend on: a new cluster or
-            # replaced node groups fetch the credentials again and run the gate again.
-            in_cluster: dict[str, Any] = {
-                "cloud": cloud,
-                "profile": profile,
-                "fleet": plan.fleet,
-                "project_key": plan.project_key,
-                "tenant_id": plan.tenant_id,
-                "region": plan.region,
-                "cluster_id": cluster.cluster_id,
-                "context": kube_context_name(plan.fleet, plan.project_key, plan.cluster_name),
-                "node_group_ids": cluster.node_group_ids,
-            }
-            credentials = ClusterCredentials(
-                f"{plan.cluster_name}-credentials",
-                ClusterCredentialsArgs(**in_cluster),
-                pulumi.ResourceOptions(parent=cluster),
-            )
-            objects = FleetClusterObjects(
-                f"{plan.cluster_name}-in-cluster",
-                FleetClusterObjectsArgs(
-                    kubeconfig=credentials.kubeconfig,
-                    fleet=plan.fleet,
-                    project_key=plan.project_key,
-                    cluster=plan.cluster_name,
-                    rtx_driver_repositories=plan.rtx_driver_repositories,
-                    kuberay=_ray_template(plan),
-                ),
-                pulumi.ResourceOptions(parent=cluster),
-            )
-            pulumi.export("kube_server", credentials.server)
+            in_cluster, credentials, objects = stage.gate_args, stage.credentials, stage.objects
             if plan.kuberay is not None:
                 from npa_pulumi.kube.kuberay import fleet_objects
 
                 pulumi.export("kuberay_objects", objects.raycluster.apply(lambda _r: fleet_objects()))
-            pulumi.export("fleet_namespace", objects.namespace)
             if plan.health_gate is not None:
                 from npa_pulumi.components import GpuHealthGate, GpuHealthGateArgs
 
@@ -296,11 +244,124 @@ def cluster_program(
                 pulumi.export("validation", validation)
                 pulumi.export("health_evidence", evidence)
                 gated = True
-        if not gated:  # no gate ran: say so instead of pretending one did
-            pulumi.export("lifecycle", "deployed")
-            pulumi.export("validation", "skipped")
+        if not gated:
+            export_ungated()
 
     return program
+
+
+def cluster_module_args(
+    plan: ClusterPlan, cloud: str, profile: str, project_id: Any, subnet_id: Any
+) -> dict[str, Any]:
+    """What a cluster's Terraform module is run with, from its plan: the one mapping of a plan onto the
+    arguments of its cluster component (`K8sTrainingClusterArgs`, `SoperatorClusterArgs`) and onto the
+    properties the preview's Terraform plan reads (operations/common.terraform_plan). The ids may be
+    Pulumi outputs in a program, plain strings in a preview."""
+    return {
+        "cloud": cloud,
+        "profile": profile,
+        "fleet": plan.fleet,
+        "project_key": plan.project_key,
+        "cluster": plan.cluster_name,
+        "work_key": plan.stack,
+        "identity": {
+            "tenant_id": plan.tenant_id,
+            "parent_id": project_id,
+            "region": plan.region,
+            "subnet_id": subnet_id,
+        },
+        "tfvars": plan.tfvars,
+        "runtime_tfvars": plan.runtime_tfvars,
+        "recipe": plan.recipe,
+    }
+
+
+def project_identity(plan: ClusterPlan, project_stack_ready: bool) -> tuple[Any, Any]:
+    """The cluster's project and subnet ids: the project stack's outputs (a reused subnet from the plan),
+    or placeholders in a preview of a fleet whose project stack has not been deployed yet. Inside a
+    program only."""
+    import pulumi
+
+    from npa_pulumi.engine.automation.stacks import stack_reference_name
+
+    if not project_stack_ready:
+        return PENDING, plan.subnet_id or PENDING
+    ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
+    return ref.require_output("project_id"), plan.subnet_id or ref.require_output("subnet_id")
+
+
+@dataclass(frozen=True)
+class InClusterStage:
+    """What the in-cluster stage built. `gate_args`: which cluster, through which cloud, and what the
+    in-cluster steps depend on (a new cluster or replaced node groups fetch the credentials again and run
+    the gates again), the arguments every gate step takes besides its own."""
+
+    gate_args: dict[str, Any]
+    credentials: Any  # components.ClusterCredentials
+    objects: Any  # components.FleetClusterObjects
+
+
+def in_cluster_stage(
+    plan: ClusterPlan,
+    cloud: str,
+    profile: str,
+    cluster: Any,
+    *,
+    rtx_driver_repositories: dict[str, str] | None = None,
+    kuberay: Any = None,
+) -> InClusterStage:
+    """The in-cluster stage every cluster stack shares, under `cluster` (its component): the cluster's
+    credentials, a Kubernetes provider from them and the fleet's own objects; exports `kube_server` and
+    `fleet_namespace`. `kuberay`: the fleet's RayTemplate, if any. Inside a program only."""
+    import pulumi
+
+    from npa_pulumi.components import (
+        ClusterCredentials,
+        ClusterCredentialsArgs,
+        FleetClusterObjects,
+        FleetClusterObjectsArgs,
+    )
+    from npa_pulumi.plan.naming import kube_context_name
+
+    gate_args: dict[str, Any] = {
+        "cloud": cloud,
+        "profile": profile,
+        "fleet": plan.fleet,
+        "project_key": plan.project_key,
+        "tenant_id": plan.tenant_id,
+        "region": plan.region,
+        "cluster_id": cluster.cluster_id,
+        "context": kube_context_name(plan.fleet, plan.project_key, plan.cluster_name),
+        "node_group_ids": cluster.node_group_ids,
+    }
+    credentials = ClusterCredentials(
+        f"{plan.cluster_name}-credentials",
+        ClusterCredentialsArgs(**gate_args),
+        pulumi.ResourceOptions(parent=cluster),
+    )
+    objects = FleetClusterObjects(
+        f"{plan.cluster_name}-in-cluster",
+        FleetClusterObjectsArgs(
+            kubeconfig=credentials.kubeconfig,
+            fleet=plan.fleet,
+            project_key=plan.project_key,
+            cluster=plan.cluster_name,
+            rtx_driver_repositories=rtx_driver_repositories,
+            kuberay=kuberay,
+        ),
+        pulumi.ResourceOptions(parent=cluster),
+    )
+    pulumi.export("kube_server", credentials.server)
+    pulumi.export("fleet_namespace", objects.namespace)
+    return InClusterStage(gate_args, credentials, objects)
+
+
+def export_ungated() -> None:
+    """No gate ran (`--no-health-gate`, or no in-cluster stage): say so instead of pretending one did."""
+    import pulumi
+
+    pulumi.export("lifecycle", "deployed")
+    pulumi.export("validation", "skipped")
 
 
 def _judged_driver(plan: ClusterPlan) -> dict[str, Any]:
@@ -373,7 +434,7 @@ def _kuberay_gate(
                 "worker_replicas": plan.kuberay["worker_replicas"],
                 "image": plan.kuberay["image"],
                 "cpu_node_group": plan.kuberay["cpu_node_group"],
-                "timeout_s": float(plan.health_gate["timeout_s"]),
+                "timeout_s": float(plan.health_gate.timeout_s),
             },
         ),
         pulumi.ResourceOptions(parent=cluster, depends_on=[objects, gate]),

@@ -7,9 +7,14 @@ kube_context, live_objects, lifecycle, validation, health_evidence), plus `slurm
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from npa_pulumi.engine.programs import PENDING, ClusterPlan
+from npa_pulumi.engine.programs import (
+    ClusterPlan,
+    cluster_module_args,
+    export_ungated,
+    in_cluster_stage,
+    project_identity,
+)
 
 
 def soperator_program(
@@ -22,36 +27,12 @@ def soperator_program(
         import pulumi
 
         from npa_pulumi.components import SoperatorCluster, SoperatorClusterArgs
-        from npa_pulumi.engine.automation.stacks import stack_reference_name
         from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 
-        project_id: pulumi.Input[str]
-        subnet_id: pulumi.Input[str]
-        if project_stack_ready:
-            ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
-            project_id = ref.require_output("project_id")
-            subnet_id = plan.subnet_id or ref.require_output("subnet_id")
-        else:
-            project_id, subnet_id = PENDING, plan.subnet_id or PENDING
+        project_id, subnet_id = project_identity(plan, project_stack_ready)
         cluster = SoperatorCluster(
             plan.cluster_name,
-            SoperatorClusterArgs(
-                cloud=cloud,
-                profile=profile,
-                fleet=plan.fleet,
-                project_key=plan.project_key,
-                cluster=plan.cluster_name,
-                work_key=plan.stack,
-                identity={
-                    "tenant_id": plan.tenant_id,
-                    "parent_id": project_id,
-                    "region": plan.region,
-                    "subnet_id": subnet_id,
-                },
-                tfvars=plan.tfvars,
-                runtime_tfvars=plan.runtime_tfvars,
-                recipe=plan.recipe,
-            ),
+            SoperatorClusterArgs(**cluster_module_args(plan, cloud, profile, project_id, subnet_id)),
         )
         pulumi.export("backend", "soperator")
         pulumi.export("project_id", project_id)
@@ -66,52 +47,19 @@ def soperator_program(
         pulumi.export("live_objects", cluster.live_objects)
         gated = False
         if plan.in_cluster:
-            from npa_pulumi.components import (
-                ClusterCredentials,
-                ClusterCredentialsArgs,
-                FleetClusterObjects,
-                FleetClusterObjectsArgs,
-            )
-            from npa_pulumi.plan.naming import kube_context_name
-
-            in_cluster: dict[str, Any] = {
-                "cloud": cloud,
-                "profile": profile,
-                "fleet": plan.fleet,
-                "project_key": plan.project_key,
-                "tenant_id": plan.tenant_id,
-                "region": plan.region,
-                "cluster_id": cluster.cluster_id,
-                "context": kube_context_name(plan.fleet, plan.project_key, plan.cluster_name),
-                "node_group_ids": cluster.node_group_ids,
-            }
-            credentials = ClusterCredentials(
-                f"{plan.cluster_name}-credentials",
-                ClusterCredentialsArgs(**in_cluster),
-                pulumi.ResourceOptions(parent=cluster),
-            )
-            objects = FleetClusterObjects(
-                f"{plan.cluster_name}-in-cluster",
-                FleetClusterObjectsArgs(
-                    kubeconfig=credentials.kubeconfig,
-                    fleet=plan.fleet,
-                    project_key=plan.project_key,
-                    cluster=plan.cluster_name,
-                    rtx_driver_repositories=None,
-                ),
-                pulumi.ResourceOptions(parent=cluster),
-            )
-            pulumi.export("kube_server", credentials.server)
-            pulumi.export("fleet_namespace", objects.namespace)
+            stage = in_cluster_stage(plan, cloud, profile, cluster)
             if plan.slurm is not None:
                 from npa_pulumi.components import SlurmGate, SlurmGateArgs
 
                 gate = SlurmGate(
                     f"{plan.cluster_name}-slurm",
                     SlurmGateArgs(
-                        **in_cluster, server=credentials.server, slurm=plan.slurm, gate=plan.health_gate
+                        **stage.gate_args,
+                        server=stage.credentials.server,
+                        slurm=plan.slurm,
+                        gate=plan.health_gate,
                     ),
-                    pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
+                    pulumi.ResourceOptions(parent=cluster, depends_on=[stage.objects]),
                 )
                 pulumi.export("lifecycle", gate.lifecycle)
                 pulumi.export("validation", "slurm")
@@ -119,7 +67,6 @@ def soperator_program(
                 pulumi.export("slurm_status", gate.slurm_status)
                 gated = True
         if not gated:
-            pulumi.export("lifecycle", "deployed")
-            pulumi.export("validation", "skipped")
+            export_ungated()
 
     return program

@@ -219,17 +219,18 @@ def _registered_kubeconfig(
 
 def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
     from npa_pulumi.kube.client import KubeClient
-    from npa_pulumi.kube.gpu_health import GateConfig, run_smoke, snapshot
+    from npa_pulumi.kube.gpu_health.checks import snapshot
+    from npa_pulumi.kube.gpu_health.probes import run_smoke
 
     context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)
     settings = health_gate_config(target.cluster)
-    if target.cluster.gpu_workload_profile != RTX_RENDERING_PROFILE or settings is None:
+    if target.cluster.gpu_workload_profile != RTX_RENDERING_PROFILE:
         return _entry(target, context, "failed", validation="graphics", error="not an RTX rendering cluster")
     found = _registered_kubeconfig(fleet, target, context, validation="graphics")
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found
-    config = GateConfig(**{**settings, "cuda_smoke": True, "graphics_smoke": True})
+    config = dataclasses.replace(settings, cuda_smoke=True, graphics_smoke=True)
     started = time.monotonic()
     deadline = started + options.timeout_s
     # As the original does: the declared stability interval first (every node Ready, boot ids unchanged,
@@ -281,7 +282,7 @@ def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOpt
 def _stabilized(kubeconfig: str, config: Any, timeout_s: float) -> dict[str, Any]:
     """The gate's stabilization alone (no smoke), bounded by the verifier's timeout."""
     from npa_pulumi.kube.client import KubeClient
-    from npa_pulumi.kube.gpu_health import run_gate
+    from npa_pulumi.kube.gpu_health.gate import run_gate
 
     window = dataclasses.replace(config, cuda_smoke=False, graphics_smoke=False, timeout_s=timeout_s)
     found = run_gate(lambda t: KubeClient.from_kubeconfig(kubeconfig, timeout_s=t), window)
@@ -309,24 +310,23 @@ def _entry(target: Target, context: str, status: str, **fields: Any) -> StackRes
 
 def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
     from npa_pulumi.kube.client import KubeClient, KubeError
-    from npa_pulumi.kube.gpu_health import (
-        GateConfig,
+    from npa_pulumi.kube.gpu_health.checks import snapshot
+    from npa_pulumi.kube.gpu_health.mig import (
         gpu_workloads,
         is_stale_taint_error,
         remove_stale_mig_taint,
         run_mig_hardware,
-        snapshot,
     )
 
     context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)
     settings = health_gate_config(target.cluster)
-    if target.cluster.mig is None or settings is None or not settings.get("mig_resources"):
+    if target.cluster.mig is None or not settings.mig_resources:
         return _entry(target, context, "failed", error="not a MIG cluster (its spec enables no mig)")
     found = _registered_kubeconfig(fleet, target, context)
     if isinstance(found, StackResult):
         return found
     text, cluster_id = found
-    config = GateConfig(**{**settings, "poll_s": options.poll_s, "cuda_smoke": False})
+    config = dataclasses.replace(settings, poll_s=options.poll_s, cuda_smoke=False)
     started = time.monotonic()
     deadline = started + (options.timeout_s if options.wait else max(options.poll_s * 3, 10.0))
     clean, snapshots = 0, 0

@@ -34,13 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from npa_pulumi.kube.client import KubeClient, KubeError
-from npa_pulumi.kube.gpu_health import (
-    SMOKE_LABEL,
-    SMOKE_LABEL_VALUE,
-    _delete_and_wait,
-    _terminated,
-    gpu_workloads,
-)
+from npa_pulumi.kube.gpu_health.config import SMOKE_LABEL, SMOKE_LABEL_VALUE
+from npa_pulumi.kube.gpu_health.mig import gpu_workloads
+from npa_pulumi.kube.gpu_health.probes import delete_and_wait, terminated_state
 from npa_pulumi.kube.nccl_output import parse_all_reduce
 
 JSON = dict[str, Any]
@@ -335,7 +331,7 @@ def _run_probes(
                     continue
                 probe.phase = (current.get("status") or {}).get("phase", "Pending")
                 if probe.phase in ("Succeeded", "Failed"):
-                    terminated = _terminated(current)
+                    terminated = terminated_state(current)
                     probe.exit_code = terminated.get("exitCode")
                     probe.output = str(terminated.get("message") or "")
             pending = [p for p in probes if p.uid and p.phase not in ("Succeeded", "Failed")]
@@ -348,7 +344,7 @@ def _run_probes(
     finally:
         for probe in probes:
             if probe.uid:
-                probe.cleaned_up = _delete_and_wait(client, _pod_path(probe.pod), probe.uid, deadline, clock)
+                probe.cleaned_up = delete_and_wait(client, _pod_path(probe.pod), probe.uid, deadline, clock)
 
 
 def _pod_path(pod: JSON) -> str:
@@ -410,7 +406,7 @@ def _run_inter_groups(
             probes.append([_Probe(pod) for pod in inter_pods(config, group, run, loopback)])
         _run_probes(client, [p for group in probes for p in group], deadline, clock, config.poll_s)
     finally:
-        removed = [_delete_and_wait(client, path, uid, deadline, clock) for path, uid in services]
+        removed = [delete_and_wait(client, path, uid, deadline, clock) for path, uid in services]
     reports = []
     for (_run, group), group_probes, gone in zip(runs, probes, removed or [True] * len(runs), strict=False):
         report = _judge(group_probes[0], config.inter_min_busbw_gbps, "largest")

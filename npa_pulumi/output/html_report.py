@@ -7,10 +7,10 @@ the documents `status --output json` (or `preview --output json`) and `plan --ou
   drift, and cost when the status document carries a `cost` field;
 * an SVG bar chart of GPUs (and cost, when known) per project.
 
-Nothing secret: every text goes through the pull-request comment's scrubbing (`markdown.scrub`: capacity
-block ids masked, credential-looking values blanked) before it is HTML-escaped, and the fields that can
-hold state (stack outputs, Terraform state, kubeconfig contents) are never read. A Content-Security-Policy
-forbids the page any request.
+Nothing secret: every text goes through the pull-request comment's scrubbing (`cloud/redaction.scrub`:
+capacity block ids masked, credential-looking values blanked) before it is HTML-escaped, and the fields
+that can hold state (stack outputs, Terraform state, kubeconfig contents) are never read. A
+Content-Security-Policy forbids the page any request.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from npa_pulumi.output.markdown import scrub
+from npa_pulumi.cloud.redaction import scrub
 from npa_pulumi.spec.effective import gpus_per_node
 
 MAX_TEXT = 400

@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from npa_pulumi.cloud.redaction import scrub
 from npa_pulumi.output.results import FleetResult, PolicyViolation, StackResult
 from npa_pulumi.output.rollout_markdown import rollout_section
-from npa_pulumi.preflight.masking import mask_id
 from npa_pulumi.preflight.report import FAILING_REQUIREMENT_STATUSES, human_amount, human_unit
 
 COMMENT_LIMIT = 65_536
@@ -53,61 +53,6 @@ MAX_CAPACITY_ROWS = 30
 NOTICE_RESERVE = 700
 
 COUNT_OPS = ("create", "update", "replace", "delete")
-
-# ----------------------------------------------------------------------------------------- scrubbing
-
-_CAPACITY_BLOCK_ID = re.compile(r"capacityblockgroup-[A-Za-z0-9][A-Za-z0-9_-]*")
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"
-)
-_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
-_AWS_ACCESS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
-_SECRET_WORDS = (
-    r"token|secret|passphrase|password|passwd|api[_-]?key|access[_-]?key|private[_-]?key|credentials?"
-)
-# `NAME=value` (environment, tfvars, URLs) and `"name": "value"` (JSON) where the name says "secret".
-_SECRET_ASSIGNMENT = re.compile(rf"(?i)\b([\w.-]*(?:{_SECRET_WORDS})[\w.-]*=)([^\s&\"',;]+)")
-_SECRET_JSON_FIELD = re.compile(rf"(?i)(\"[\w.-]*(?:{_SECRET_WORDS})[\w.-]*\"\s*:\s*)(\"(?:[^\"\\]|\\.)*\")")
-# Pulumi's wire form of a secret value: {"4dabf18193072939515e22adb298388d": "1b47...", "plaintext": ...}.
-_PULUMI_SECRET = re.compile(
-    r"(\"4dabf18193072939515e22adb298388d\"\s*:\s*\"1b47061264138c4ac30d75fd1eb44270\"\s*,\s*"
-    r"\"(?:value|plaintext|ciphertext)\"\s*:\s*)(\"(?:[^\"\\]|\\.)*\"|[^,}]*)"
-)
-_SECRET = "[secret]"
-
-
-# Every pattern above needs one of these words; most cells (names, types, counts) have none, and a large
-# fleet renders tens of thousands of cells, so those skip the full set (plain substring tests are fast).
-_SUSPECT_WORDS = (
-    "capacityblockgroup",
-    "key",
-    "eyj",
-    "bearer",
-    "akia",
-    "asia",
-    "token",
-    "secret",
-    "pass",
-    "credential",
-    "4dabf181",
-)
-
-
-def scrub(text: str) -> str:
-    """Mask capacity-block ids and blank anything that looks like a credential."""
-    lowered = text.lower()
-    if not any(word in lowered for word in _SUSPECT_WORDS):
-        return text
-    text = _PRIVATE_KEY.sub(_SECRET, text)
-    text = _PULUMI_SECRET.sub(lambda m: m.group(1) + f'"{_SECRET}"', text)
-    text = _SECRET_JSON_FIELD.sub(lambda m: m.group(1) + f'"{_SECRET}"', text)
-    text = _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + _SECRET, text)
-    text = _JWT.sub(_SECRET, text)
-    text = _BEARER.sub(lambda m: m.group(1) + _SECRET, text)
-    text = _AWS_ACCESS_KEY_ID.sub(_SECRET, text)
-    return _CAPACITY_BLOCK_ID.sub(lambda m: mask_id(m.group(0)), text)
-
 
 # ----------------------------------------------------------------------------------------- escaping
 

@@ -13,7 +13,6 @@ from npa_pulumi.preflight.demand import (
     capacity_demand,
     compute_requirements,
 )
-from npa_pulumi.preflight.masking import mask_id
 from npa_pulumi.preflight.report import (
     CapacityBlockLine,
     PreflightFailed,
@@ -46,7 +45,6 @@ __all__ = [
     "evaluate_allowances",
     "evaluate_preflight",
     "free_gpus",
-    "mask_id",
     "print_report",
     "render_text",
     "run_preflight",

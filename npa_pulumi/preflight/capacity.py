@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 
 from npa_pulumi.cloud.port import CapacityBlockGroup
+from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.preflight.demand import CapacityDemand
-from npa_pulumi.preflight.masking import mask_id
 
 NO_FALLBACK = "STRICT reservation-backed node groups will not fall back to on-demand capacity."
 

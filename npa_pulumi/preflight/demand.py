@@ -17,14 +17,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.errors import UserInputError
-from npa_pulumi.preflight.masking import mask_id
-from npa_pulumi.spec.effective import gpus_per_node, vcpus_per_node
+from npa_pulumi.spec.constants import DEFAULT_GPU_DISK_GIB
+from npa_pulumi.spec.effective import gpus_per_node, resolved_cpu_disk_gib, vcpus_per_node
 
 GIB = 2**30
-DEFAULT_CPU_DISK_GIB = 128
-DEFAULT_GPU_DISK_GIB = 1023
-MIG_GPU_DISK_GIB = 128
 DEFAULT_FILESTORE_GIB = 1024
 
 # Quota names, spelled once.
@@ -92,13 +90,6 @@ def preset_vcpus(preset: str) -> int:
     return vcpus_per_node(preset)
 
 
-def resolved_gpu_disk_gib(pool_disk_gib: int, gpu_disk_size_gib: int, mig_enabled: bool) -> int:
-    """The GPU boot disk: the pool's own disk, else 128 under MIG, else `gpu_disk_size_gib`."""
-    if pool_disk_gib > 0:
-        return pool_disk_gib
-    return MIG_GPU_DISK_GIB if mig_enabled else gpu_disk_size_gib
-
-
 def normalize_storage_class(value: str) -> str:
     """`Enhanced-Throughput` → `enhanced_throughput`; raises ValueError for anything but the three classes."""
     key = value.strip().lower().replace("-", "_")
@@ -124,7 +115,7 @@ class ClusterDemandInput(_DemandModel):
     gpu_count: int = Field(default=0, ge=0)
     gpu_platform: str = ""
     gpu_preset: str = ""
-    # Already resolved (see `resolved_gpu_disk_gib`): 128 under MIG, 1023 by default.
+    # Already resolved (spec.effective.resolved_gpu_disk_gib): 128 under MIG, 1023 by default.
     gpu_disk_gib: int = Field(default=DEFAULT_GPU_DISK_GIB, ge=0)
     gpu_preemptible: bool = False
     capacity_block_group: str = ""
@@ -277,7 +268,7 @@ def _add_cluster(tally: _Tally, c: ClusterDemandInput) -> None:
                 tally.add(GPU_FAMILY_PREFIX + gpu_family(c.gpu_platform), r, c.gpu_count * c.gpus_per_node)
     tally.add(DISK_COUNT, r, c.nodes)  # one boot disk per node
     if c.cpu_count > 0:
-        cpu_disk = c.cpu_disk_gib if c.cpu_disk_gib > 0 else DEFAULT_CPU_DISK_GIB
+        cpu_disk = resolved_cpu_disk_gib(c.cpu_disk_gib)
         tally.add(DISK_SIZE, r, c.cpu_count * cpu_disk * GIB)
     if c.gpu_count > 0:
         tally.add(DISK_SIZE, r, c.gpu_count * c.gpu_disk_gib * GIB)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.preflight.masking import mask_id
+from npa_pulumi.cloud.redaction import mask_id
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort, NodeGroup

@@ -14,6 +14,7 @@ from typing import Literal
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import CapacityBlockGroup, CloudPort, QuotaAllowance
+from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.preflight.allowances import AllowanceLookup, evaluate_allowances
 from npa_pulumi.preflight.capacity import (
     NO_FALLBACK,
@@ -32,7 +33,6 @@ from npa_pulumi.preflight.demand import (
     capacity_demand,
     compute_requirements,
 )
-from npa_pulumi.preflight.masking import mask_id
 from npa_pulumi.preflight.report import CapacityBlockLine, PreflightReport, RequirementLine
 
 log = logging.getLogger(__name__)

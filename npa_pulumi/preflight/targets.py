@@ -19,6 +19,7 @@ from npa_pulumi.preflight.live_proof import ClaimedCluster, live_proof_problems
 from npa_pulumi.preflight.report import PreflightReport
 from npa_pulumi.preflight.runner import evaluate_preflight, run_preflight
 from npa_pulumi.preflight.soperator_demand import soperator_demand
+from npa_pulumi.spec.constants import DEFAULT_GPU_DISK_GIB
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
@@ -39,7 +40,7 @@ def cluster_demand(target: Target, unchanged: bool = False) -> ClusterDemandInpu
         gpu_count=gpu.count if gpu else 0,
         gpu_platform=gpu.platform if gpu else "",
         gpu_preset=gpu.preset if gpu else "",
-        gpu_disk_gib=gpu.disk_size_gib if gpu and gpu.disk_size_gib > 0 else 1023,
+        gpu_disk_gib=gpu.disk_size_gib if gpu and gpu.disk_size_gib > 0 else DEFAULT_GPU_DISK_GIB,
         gpu_preemptible=gpu.preemptible if gpu else False,
         capacity_block_group=cluster.capacity_block_group_value(),
         enable_gpu_cluster=cluster.enable_gpu_cluster,

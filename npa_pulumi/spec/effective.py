@@ -9,7 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from npa_pulumi.spec.constants import DEFAULT_MANAGED_DRIVER_PRESET, GPU_DRIVER_MODES
+from npa_pulumi.spec.constants import (
+    DEFAULT_CPU_DISK_GIB,
+    DEFAULT_MANAGED_DRIVER_PRESET,
+    GPU_DRIVER_MODES,
+    MIG_BOOT_DISK_GIB,
+)
 
 _GPUS_RE = re.compile(r"^(\d+)gpu-")
 _VCPUS_RE = re.compile(r"(\d+)vcpu")
@@ -39,6 +44,19 @@ def preset_declares_gpus(preset: str) -> bool:
     """The original's check: a positive integer before the first `gpu-` (`8gpu-…` yes, `gpu-…` no)."""
     prefix = preset.split("gpu-", 1)[0] if preset else ""
     return prefix.isdigit() and int(prefix) > 0
+
+
+def resolved_cpu_disk_gib(pool_disk_gib: int) -> int:
+    """The CPU boot disk: the pool's own, else the default (spec/constants.py holds the disk defaults)."""
+    return pool_disk_gib if pool_disk_gib > 0 else DEFAULT_CPU_DISK_GIB
+
+
+def resolved_gpu_disk_gib(pool_disk_gib: int, gpu_disk_size_gib: int, mig_enabled: bool) -> int:
+    """The GPU boot disk (rendered and budgeted): the pool's own, else 128 under MIG, else
+    `gpu_disk_size_gib` (the cluster's, by default 1023)."""
+    if pool_disk_gib > 0:
+        return pool_disk_gib
+    return MIG_BOOT_DISK_GIB if mig_enabled else gpu_disk_size_gib
 
 
 def _is_sxm_or_nvl(platform: str) -> bool:

@@ -20,6 +20,8 @@ from npa_pulumi.spec.effective import (
     gpus_per_node,
     is_fabric_capable_topology,
     resolve_driver,
+    resolved_cpu_disk_gib,
+    resolved_gpu_disk_gib,
 )
 from npa_pulumi.spec.names import slug
 from npa_pulumi.spec.types import Boolean, Integer, LowerText, StrictInteger, StrictText, Text
@@ -410,16 +412,12 @@ class ClusterSpec(SpecModel):
         return self.k8s_version
 
     def resolved_cpu_disk_size_gib(self) -> int:
-        disk = self.cpu_nodes.disk_size_gib if self.cpu_nodes else 0
-        return disk if disk > 0 else c.DEFAULT_CPU_DISK_GIB
+        return resolved_cpu_disk_gib(self.cpu_nodes.disk_size_gib if self.cpu_nodes else 0)
 
     def resolved_gpu_disk_size_gib(self) -> int:
         """The GPU boot disk (rendered and budgeted): the pool's, else 128 under MIG, else the default."""
-        if self.gpu_nodes and self.gpu_nodes.disk_size_gib > 0:
-            return self.gpu_nodes.disk_size_gib
-        if self.mig_enabled():
-            return c.MIG_BOOT_DISK_GIB
-        return self.gpu_disk_size_gib
+        pool = self.gpu_nodes.disk_size_gib if self.gpu_nodes else 0
+        return resolved_gpu_disk_gib(pool, self.gpu_disk_size_gib, self.mig_enabled())
 
     def resolved_gpu_driver_mode(self) -> str:
         """The requested mode, except that MIG needs the pinned in-cluster (operator) driver."""

@@ -1,5 +1,5 @@
 """Each fault the local cloud can inject into a cluster's Kubernetes API makes the matching GPU health
-check fail, and only that one: the gate (npa_pulumi/kube/gpu_health.py) run directly against a real API
+check fail, and only that one: the gate (npa_pulumi/kube/gpu_health/) run directly against a real API
 server with kwok nodes, with short deadlines."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import pytest
 
 from npa_pulumi.cloud.errors import PermissionDenied
 from npa_pulumi.kube.client import KubeClient
-from npa_pulumi.kube.gpu_health import Evidence, GateConfig, run_gate, snapshot
+from npa_pulumi.kube.gpu_health.checks import snapshot
+from npa_pulumi.kube.gpu_health.config import Evidence, GateConfig
+from npa_pulumi.kube.gpu_health.gate import run_gate
 from npa_pulumi.kube.kubeconfig import dump
 from npa_pulumi.simulator.cloud import LocalCloud
 from npa_pulumi.simulator.simulator import LocalSimulator

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
+from npa_pulumi.cloud.redaction import scrub
 from npa_pulumi.output.markdown import (
     COMMENT_LIMIT,
     backend_label,
     code,
     marker,
     render_preview_markdown,
-    scrub,
     size,
 )
 from npa_pulumi.output.results import FleetResult, PolicyViolation, StackResult

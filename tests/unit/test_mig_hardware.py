@@ -1,17 +1,13 @@
 """The MIG hardware probe: what `nvidia-smi` prints (real output, and the local cloud's model of a node)
-judged against the pinned layout by npa_pulumi/kube/gpu_health.py."""
+judged against the pinned layout by npa_pulumi/kube/gpu_health/."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from npa_pulumi.kube.gpu_health import (
-    MIG_HARDWARE_MARKER,
-    MIG_HARDWARE_SCRIPT,
-    GateConfig,
-    mig_hardware_pod,
-    mig_hardware_report,
-)
+from npa_pulumi.kube.gpu_health.config import GateConfig
+from npa_pulumi.kube.gpu_health.mig import mig_hardware_report
+from npa_pulumi.kube.gpu_health.probes import MIG_HARDWARE_MARKER, MIG_HARDWARE_SCRIPT, mig_hardware_pod
 from npa_pulumi.simulator.kube import gpus, shapes
 
 LAYOUT = {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.24gb": 2, "nvidia.com/mig-2g.48gb": 1}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from npa_pulumi.bridge.plan_summary import SENSITIVE, UNKNOWN, mask, replaced_node_groups, summarize
+from npa_pulumi.bridge.plan_summary import UNKNOWN, replaced_node_groups, summarize
+from npa_pulumi.cloud.redaction import SENSITIVE
+from npa_pulumi.cloud.redaction import mask_secrets as mask
 
 PLAN = {
     "resource_changes": [

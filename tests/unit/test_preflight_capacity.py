@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from npa_pulumi.cloud.port import CapacityBlockGroup
+from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.preflight.capacity import (
     NO_FALLBACK,
     capacity_failure_message,
@@ -14,7 +15,6 @@ from npa_pulumi.preflight.capacity import (
     free_gpus,
 )
 from npa_pulumi.preflight.demand import CapacityDemand
-from npa_pulumi.preflight.masking import mask_id
 
 TENANT = "tenant-e00tenant"
 R = "eu-north1"

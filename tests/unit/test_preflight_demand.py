@@ -16,8 +16,8 @@ from npa_pulumi.preflight.demand import (
     gpu_family,
     preset_gpus,
     preset_vcpus,
-    resolved_gpu_disk_gib,
 )
+from npa_pulumi.spec.effective import resolved_gpu_disk_gib
 
 R = "eu-north1"
 CBG = "capacityblockgroup-e00reserved0000h200a1b2"

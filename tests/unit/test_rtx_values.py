@@ -89,18 +89,17 @@ projects:
 
 def test_the_gate_checks_the_repository_files_by_their_digests() -> None:
     from npa_pulumi.engine.plans import health_gate_config
-    from npa_pulumi.kube.gpu_health import GateConfig
     from npa_pulumi.plan import resolve_targets
     from npa_pulumi.spec import parse_spec
 
     clusters = {t.cluster_name: t.cluster for t in resolve_targets(parse_spec(FLEET))}
-    settings = health_gate_config(clusters["rtx"])
-    assert settings is not None
-    config = GateConfig(**settings)
+    config = health_gate_config(clusters["rtx"])
     assert config.driver_repo_configmap == REPOSITORIES_CONFIGMAP
     assert config.driver_repositories == {
         "ubuntu-noble.sources": hashlib.sha256(SOURCES["ubuntu-noble.sources"].encode()).hexdigest()
     }
-    assert "mirror.example" not in json.dumps(settings)  # the gate's settings are kept in stack state
+    assert "mirror.example" not in json.dumps(
+        config.to_inputs()
+    )  # the gate's settings are kept in stack state
     plain = health_gate_config(clusters["plain"])
-    assert plain is not None and "driver_repositories" not in plain
+    assert "driver_repositories" not in plain.to_inputs()

@@ -77,7 +77,7 @@ def test_the_plan_renders_the_recipe_and_the_gate(target: Target) -> None:
     gate = plan.health_gate
     assert gate is not None
     # every node: system 3, controller 1, login 1, workers 2 + 1; the GPU checks on the one GPU worker
-    assert (gate["expected_nodes"], gate["expected_gpu_nodes"], gate["gpus_per_node"]) == (8, 1, 8)
+    assert (gate.expected_nodes, gate.expected_gpu_nodes, gate.gpus_per_node) == (8, 1, 8)
     assert SoperatorBackend().gate_state(plan) == "validating-slurm"
 
 

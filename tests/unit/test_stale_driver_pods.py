@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from npa_pulumi.kube.gpu_health import REVISION_LABEL, stale_driver_pods
+from npa_pulumi.kube.gpu_health.checks import REVISION_LABEL, stale_driver_pods
 
 NS = "gpu-operator"
 DS_UID = "uid-driver-ds"
@@ -59,7 +59,8 @@ def test_pods_on_the_newest_template_pass() -> None:
 
 
 def test_a_driver_daemonset_must_select_exactly_the_gpu_pool() -> None:
-    from npa_pulumi.kube.gpu_health import GateConfig, _driver_selector_errors
+    from npa_pulumi.kube.gpu_health.checks import _driver_selector_errors
+    from npa_pulumi.kube.gpu_health.config import GateConfig
 
     cluster = _Cluster([])
     [daemonset] = cluster.objects[f"/apis/apps/v1/namespaces/{NS}/daemonsets"]

@@ -13,10 +13,11 @@ from npa_pulumi.bridge import soperator_recipe
 from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource
 from npa_pulumi.engine.backends.base import BackendKind, PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan
+from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.plan import soperator as shapes
 from npa_pulumi.plan.recipe_surface import read_recipe_variables
-from npa_pulumi.preflight.demand import preset_gpus
 from npa_pulumi.runtime.home import npa_home
+from npa_pulumi.spec.effective import gpus_per_node
 
 if TYPE_CHECKING:
     from npa_pulumi.plan import Target
@@ -53,27 +54,27 @@ def slurm_config(target: Target, payload: SoperatorSpec) -> dict[str, Any]:
     }
 
 
-def gpu_gate_config(target: Target, payload: SoperatorSpec) -> dict[str, Any]:
-    """The GPU health gate's settings for the whole cluster (npa_pulumi.kube.gpu_health.GateConfig): every
-    node of every role Ready, and the GPU checks and CUDA smoke on the GPU workers."""
+def gpu_gate_config(target: Target, payload: SoperatorSpec) -> GateConfig:
+    """The GPU health gate's settings for the whole cluster: every node of every role Ready, and the GPU
+    checks and CUDA smoke on the GPU workers."""
     groups = shapes.node_groups(target.cluster_name, payload)
     gpu_workers = [w for w in payload.workers if w.is_gpu()]
     health = target.cluster.health
     first = gpu_workers[0] if gpu_workers else None
-    return {
-        "expected_nodes": sum(g.nodes for g in groups),
-        "expected_gpu_nodes": sum(w.size for w in gpu_workers),
-        "gpus_per_node": preset_gpus(first.preset) if first else 0,
-        "gpu_platform": first.platform if first else "",
-        "driver_mode": "operator" if first else "",
-        "nvswitch": first is not None,
-        "stabilization_s": float(health.stabilization_seconds) if first else 0.0,
-        "timeout_s": float(max(1, payload.gate_timeout_minutes) * 60),
-        "cuda_smoke": bool(health.cuda_smoke) and first is not None,
-        "smoke_image": health.cuda_smoke_image,
-        "graphics_smoke": False,
-        "graphics_image": health.graphics_smoke_image,
-    }
+    return GateConfig(
+        expected_nodes=sum(g.nodes for g in groups),
+        expected_gpu_nodes=sum(w.size for w in gpu_workers),
+        gpus_per_node=gpus_per_node(first.preset) if first else 0,
+        gpu_platform=first.platform if first else "",
+        driver_mode="operator" if first else "",
+        nvswitch=first is not None,
+        stabilization_s=float(health.stabilization_seconds) if first else 0.0,
+        timeout_s=float(max(1, payload.gate_timeout_minutes) * 60),
+        cuda_smoke=bool(health.cuda_smoke) and first is not None,
+        smoke_image=health.cuda_smoke_image,
+        graphics_smoke=False,
+        graphics_image=health.graphics_smoke_image,
+    )
 
 
 def soperator_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:

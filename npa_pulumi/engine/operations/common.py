@@ -10,7 +10,7 @@ from typing import Any
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.plans import FleetPlans
-from npa_pulumi.engine.programs import ClusterPlan
+from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args
 from npa_pulumi.errors import NpaError
 
 log = logging.getLogger(__name__)
@@ -59,21 +59,7 @@ def terraform_plan(
     from npa_pulumi.components.terraform_module import plan_preview
 
     props = {
-        "cloud": context.options.cloud,
-        "profile": context.profile,
-        "fleet": plan.fleet,
-        "project_key": plan.project_key,
-        "cluster": plan.cluster_name,
-        "work_key": plan.stack,
-        "identity": {
-            "tenant_id": plan.tenant_id,
-            "parent_id": project_id,
-            "region": plan.region,
-            "subnet_id": subnet_id,
-        },
-        "tfvars": plan.tfvars,
-        "runtime_tfvars": plan.runtime_tfvars,
-        "recipe": plan.recipe,
+        **cluster_module_args(plan, context.options.cloud, context.profile, project_id, subnet_id),
         "module_kind": plan.module_kind,
     }
     try:

@@ -1,7 +1,7 @@
 """The GPUs inside a local cluster's nodes, as their driver reports them: what `nvidia-smi` prints.
 
 No kubelet or driver runs in a local cluster, so the cluster's agent answers the GPU health gate's MIG
-hardware probe (pods labelled `npa.nebius.com/smoke=mig-hardware`, see npa_pulumi/kube/gpu_health.py)
+hardware probe (pods labelled `npa.nebius.com/smoke=mig-hardware`, see npa_pulumi/kube/gpu_health/)
 from its model of the node: the preset's GPUs (one fewer under the `gpu_missing` fault), each with a
 stable UUID, the GPU operator's driver release (the recipe's pin), MIG mode enabled on MIG clusters with the
 all-balanced layout's devices, and under the `mig_disabled` fault a first GPU whose MIG mode was reset
