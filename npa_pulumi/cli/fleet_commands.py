@@ -264,7 +264,7 @@ def _finish(result: Any, output: str) -> int:
         print_fleet_result(result)
     if getattr(result, "partial_cleanup", False):
         return EXIT_PARTIAL_CLEANUP  # not success, and not "the command failed": something is left
-    return EXIT_FAILED if result.failed else 0
+    return EXIT_FAILED if result.failed_count else 0
 
 
 # ------------------------------------------------------------------------------------------ commands

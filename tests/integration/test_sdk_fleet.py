@@ -24,7 +24,7 @@ def test_sdk_deploy_status_destroy(isolated_home: Path) -> None:
         ],
     )
     deployed = deploy(spec, cloud="local")
-    assert deployed.failed == 0, deployed.to_json()
+    assert deployed.failed_count == 0, deployed.to_json()
     [cluster] = deployed.clusters()
     assert cluster.stack == "sdk.project-existing1.one"
     assert cluster.status == "deployed"
