@@ -166,3 +166,28 @@ def test_the_cli_banner_of_each_approval() -> None:
         "About to CLEAN UP fleet 'f': delete what no stack references.",
         "Phases, in order:",
     ]
+
+
+def test_the_engine_takes_the_selection_as_it_is(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK opens the engine on the selected targets: no second stage check, no second shard."""
+    from npa_pulumi.sdk.operations import open_fleet
+
+    chosen = Selection(stage="clusters", shard="1/2")
+    selected = select(SPEC, chosen)
+
+    def refuse(*_args: object) -> None:
+        raise AssertionError("checked or selected again")
+
+    monkeypatch.setattr("npa_pulumi.sdk.requests.parse_shard", refuse)
+    monkeypatch.setattr("npa_pulumi.sdk.requests.check_stage", refuse)
+    monkeypatch.setattr("npa_pulumi.plan.shards.parse_shard", refuse)
+    monkeypatch.setattr("npa_pulumi.engine.options.check_stage", refuse)
+    monkeypatch.setattr("npa_pulumi.engine.context.check_stage", refuse, raising=False)
+    fleet = open_fleet(selected, RefreshRequest(selection=chosen))
+    try:
+        assert fleet.targets == selected.targets
+        assert (fleet.options.shard, fleet.options.stage) == ("1/2", "clusters")
+    finally:
+        fleet.close()
