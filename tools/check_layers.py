@@ -62,6 +62,20 @@ FENCES: dict[str, str] = {"pulumi.automation": f"{PACKAGE}.engine.automation"}
 NEVER_IMPORTS: dict[tuple[str, str], str] = {
     (f"{PACKAGE}.engine", f"{PACKAGE}.simulator"): "the engine reaches the local simulator only through "
     "the cloud port and cloud/factory.py",
+    **{
+        (f"{PACKAGE}.cli.{module}", f"{PACKAGE}.engine"): "the CLI's fleet commands call the SDK (one typed "
+        "request per operation), never the engine around it"
+        for module in (
+            "deploy_commands",
+            "teardown_commands",
+            "status_commands",
+            "verify_commands",
+            "preflight_commands",
+            "report_commands",
+            "fleet_options",
+            "fleet_output",
+        )
+    },
 }
 # Source directories outside npa_pulumi/ that install as its subpackages (pyproject.toml package-dir).
 MAPPED_DIRS: dict[str, str] = {"components": f"{PACKAGE}.components", "policies": f"{PACKAGE}.policies"}

@@ -24,24 +24,6 @@ prices_option = click.option(
 )
 
 
-def check_cost_inputs(prices: str | None, policy_config: str | None) -> None:
-    """Bad input before any engine run: a --prices file (or $NPA_PRICES) that is no catalog, or a budget
-    setting in --policy-config that is no limit, is refused with where it is (exit 2)."""
-    import json
-    from pathlib import Path
-
-    from npa_pulumi.plan.budget import budget_config
-    from npa_pulumi.plan.prices import load_catalog
-
-    load_catalog(prices)
-    if policy_config:
-        try:
-            config = json.loads(Path(policy_config).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return  # the engine reports an unreadable policy config itself, as before
-        budget_config(config, policy_config)
-
-
 def _text(document: dict[str, Any]) -> str:
     lines = [f"Prices in USD; a month is {document['hours_per_month']} hours. Looked up in this order:"]
     for layer in document["files"]:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded
-from npa_pulumi.cli.fleet_commands import _engine_options, _fleet, _load, fleet_options
+from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, selection
 from npa_pulumi.errors import EXIT_FAILED
 from npa_pulumi.output.streams import emit_json, stdout_console
 
@@ -25,16 +25,13 @@ def preflight_command(**kw: Any) -> None:
     `required_version` first, as `up` does before its first mutation."""
 
     def body() -> int:
-        from npa_pulumi.engine.plans import require_recipe_terraform
-        from npa_pulumi.engine.preflight_gate import claimed_clusters
         from npa_pulumi.preflight import print_report
-        from npa_pulumi.preflight.targets import preflight_targets
+        from npa_pulumi.sdk import operations as sdk
+        from npa_pulumi.sdk.requests import FleetRequest
 
-        spec, targets = _load(kw["spec_path"], kw["only_projects"], kw["only_clusters"], kw["project_prefix"])
-        fleet = _fleet(spec, targets, _engine_options(kw, show_progress=False))
-        fleet.resolve_regions()  # an empty spec region comes from the profile's configuration
-        require_recipe_terraform(fleet.plans())  # a binary the recipe refuses fails `up` at its first init
-        report = preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
+        chosen = selection(kw)
+        request = FleetRequest(**fleet_fields(kw, chosen, show_progress=False))
+        report = sdk.preflight(sdk.select(kw["spec_path"], chosen), request)
         if kw["output"] == "json":
             emit_json(report.to_json())
         else:

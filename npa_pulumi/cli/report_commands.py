@@ -11,13 +11,9 @@ from typing import Any
 import click
 
 from npa_pulumi.cli.common import run_guarded, stderr_console
-from npa_pulumi.cli.fleet_commands import fleet_options
+from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, selection
 from npa_pulumi.errors import EXIT_FAILED, UserInputError
 from npa_pulumi.runtime.files import write_atomically
-
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    return [item.strip() for value in values for item in value.split(",") if item.strip()]
 
 
 @click.command("report")
@@ -50,12 +46,13 @@ def report_command(**kw: Any) -> None:
         from npa_pulumi.output.html_report import lifecycle_of, render_report
         from npa_pulumi.sdk import fleet as sdk
 
-        selection = {
-            "only_projects": _split(kw["only_projects"]),
-            "only_clusters": _split(kw["only_clusters"]),
-            "project_prefix": kw["project_prefix"],
-        }
-        plan = sdk.plan(kw["spec_path"], **selection)
+        chosen = selection(kw)
+        plan = sdk.plan(
+            kw["spec_path"],
+            only_projects=chosen.projects,
+            only_clusters=chosen.clusters,
+            project_prefix=chosen.prefix,
+        )
         if kw["from_json"]:
             try:
                 document = json.loads(Path(kw["from_json"]).read_text(encoding="utf-8"))
@@ -64,18 +61,7 @@ def report_command(**kw: Any) -> None:
             if not isinstance(document, dict) or "clusters" not in document:
                 raise UserInputError(f"--from-json {kw['from_json']}: not a status or preview document")
         else:
-            result = sdk.status(
-                kw["spec_path"],
-                **selection,
-                cloud=kw["cloud"],
-                profile=kw["profile"],
-                backend=kw["backend"],
-                passphrase_file=kw["passphrase_file"],
-                recipe_dir=kw["recipe_dir"],
-                recipe_ref=kw["recipe_ref"],
-                concurrency=kw["concurrency"],
-                show_progress=True,
-            )
+            result = sdk.status(kw["spec_path"], sdk.StatusRequest(**fleet_fields(kw, chosen)))
             document = result.to_json()
         page = render_report(document, plan)
         if kw["output_path"] == "-":

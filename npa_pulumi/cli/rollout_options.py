@@ -34,22 +34,12 @@ def rollout_options(command: F) -> F:
     )(command)
 
 
-def rollout_kw(kw: dict[str, Any]) -> dict[str, Any]:
-    """The FleetOptions of the rollout flags, checked before anything is read or changed."""
-    from npa_pulumi.plan.rollout import parse_waves
-
-    if kw.get("waves"):
-        parse_waves(kw["waves"])  # a UserInputError names the bad wave
-    return {
-        "waves": kw.get("waves"),
-        "max_in_flight": kw.get("max_in_flight"),
-        "max_in_flight_per_reservation": kw.get("max_in_flight_per_reservation"),
-    }
-
-
 def rollout_policy(spec: Any, kw: dict[str, Any]) -> Any:
-    """The spec's rollout policy with the flags' values in place of its own (None: no rollout)."""
+    """The spec's rollout policy with the flags' values in place of its own (None: no rollout); the flags
+    are checked as they are read (`fleet_options.rollout`), before anything is read or changed."""
+    from npa_pulumi.cli.fleet_options import rollout
     from npa_pulumi.plan.rollout import RolloutPolicy, with_overrides
 
+    flags = rollout(kw)
     base = RolloutPolicy.from_spec(spec.rollout) if spec.rollout is not None else None
-    return with_overrides(base, **rollout_kw(kw))
+    return with_overrides(base, flags.waves, flags.max_in_flight, flags.max_in_flight_per_reservation)

@@ -30,7 +30,7 @@ from npa_pulumi.engine.fingerprint import (
     policy_identity,
     toolchain_versions,
 )
-from npa_pulumi.engine.options import FleetOptions, check_stage
+from npa_pulumi.engine.options import FleetOptions
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, project_program
 from npa_pulumi.engine.progress import Progress
@@ -71,12 +71,9 @@ class FleetContext:
     ) -> None:
         self.spec = spec
         self.options = options
-        check_stage(options.stage, options.shard)
-        if options.shard:
-            from npa_pulumi.plan.shards import parse_shard, select_shard
-
-            # Idempotent: the CLI selected the shard already; an SDK caller may only have set the option.
-            targets = select_shard(targets, parse_shard(options.shard))
+        # The targets are the selection, a shard's share already: the SDK's Selection checked the shard and
+        # the stage and selected once (sdk/requests.py); `options.shard` / `options.stage` say which share
+        # this run covers (run locks, shared project stacks, costs, receipts).
         self.targets = list(targets)
         self.progress = progress or Progress(enabled=options.show_progress)
         self.settings = EngineSettings.resolve(options.backend, options.passphrase_file)

@@ -55,4 +55,4 @@ def write_preview(
             Path(out_file).write_text(buffer.getvalue())
         else:
             print_fleet_result(result)
-    return EXIT_FAILED if result.failed else 0
+    return EXIT_FAILED if result.failed_count else 0

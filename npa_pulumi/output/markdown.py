@@ -227,7 +227,7 @@ def _verdict(result: FleetResult) -> str:
     everything = [*(v for s in result.stacks for v in s.policy), *result.policy]
     mandatory = any(v.level.lower() == "mandatory" for v in everything)
     preflight_failed = result.preflight is not None and not result.preflight.get("ok")
-    if result.failed or mandatory or preflight_failed:
+    if result.failed_count or mandatory or preflight_failed:
         return "❌"
     # Green only when every stack previewed and none would change; anything else deserves a look.
     return "✅" if all(s.status == "no-changes" for s in result.stacks) else "🟡"

@@ -167,10 +167,12 @@ class FleetResult(BaseModel):
 
     @property
     def outcome(self) -> str:
-        return "partial-cleanup" if self.partial_cleanup else ("failed" if self.failed else "ok")
+        return "partial-cleanup" if self.partial_cleanup else ("failed" if self.failed_count else "ok")
 
     @property
-    def failed(self) -> int:
+    def failed_count(self) -> int:
+        """How many things failed (stacks, the run's own error, stackless phases, mandatory fleet policy);
+        0 is success. The JSON keeps the name `totals.failed`."""
         stackless = sum(
             1
             for p in self.phases
@@ -186,7 +188,8 @@ class FleetResult(BaseModel):
         counts: dict[str, int] = {}
         for stack in self.stacks:
             counts[stack.status] = counts.get(stack.status, 0) + 1
-        return {"stacks": len(self.stacks), "clusters": len(self.clusters()), "failed": self.failed, **counts}
+        totals = {"stacks": len(self.stacks), "clusters": len(self.clusters()), "failed": self.failed_count}
+        return {**totals, **counts}
 
     def backend_counts(self) -> dict[str, int]:
         """Cluster stacks per backend, as the original tool's summary counted them."""
@@ -254,7 +257,7 @@ class FleetResult(BaseModel):
             "fleet": self.fleet,
             "cloud": self.cloud,
             "backend": self.backend,
-            "ok": self.failed == 0,
+            "ok": self.failed_count == 0,
             "clusters": clusters,
             "projects": projects,
             "stacks": [self._stack_json(s) for s in self.stacks],

@@ -7,7 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.sdk.fleet import ClusterSpec, FleetSpec, NodePoolSpec, ProjectSpec, deploy, destroy, status
+from npa_pulumi.sdk.fleet import (
+    ClusterSpec,
+    DestroyRequest,
+    FleetSpec,
+    NodePoolSpec,
+    ProjectSpec,
+    StatusRequest,
+    TeardownOptions,
+    UpRequest,
+    deploy,
+    destroy,
+    status,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -23,25 +35,27 @@ def test_sdk_deploy_status_destroy(isolated_home: Path) -> None:
             )
         ],
     )
-    deployed = deploy(spec, cloud="local")
-    assert deployed.failed == 0, deployed.to_json()
+    deployed = deploy(spec, UpRequest(cloud="local"))
+    assert deployed.failed_count == 0, deployed.to_json()
     [cluster] = deployed.clusters()
     assert cluster.stack == "sdk.project-existing1.one"
     assert cluster.status == "deployed"
     assert cluster.cluster_id and cluster.cluster_id.startswith("mk8scluster-")
 
-    assert [c.status for c in status(spec, cloud="local").clusters()] == ["deployed"]
+    assert [c.status for c in status(spec, StatusRequest(cloud="local")).clusters()] == ["deployed"]
 
-    planned = destroy(spec, cloud="local", dry_run=True, delete_projects=True)
+    planned = destroy(
+        spec, DestroyRequest(cloud="local", dry_run=True, teardown=TeardownOptions(delete_projects=True))
+    )
     assert planned.dry_run and planned.stacks == []
     assert [(p.name, p.status) for p in planned.phases] == [
         ("cluster:sdk.project-existing1.one", "planned"),
         ("network:sdk.project-existing1", "retained"),  # a reused subnet
         ("project:sdk.project-existing1", "retained"),  # not created by the fleet
     ]
-    assert [c.status for c in status(spec, cloud="local").clusters()] == ["deployed"]
+    assert [c.status for c in status(spec, StatusRequest(cloud="local")).clusters()] == ["deployed"]
 
-    destroyed = destroy(spec, cloud="local")
+    destroyed = destroy(spec, DestroyRequest(cloud="local"))
     assert {s.status for s in destroyed.stacks} == {"destroyed"}
     assert destroyed.receipt and {p.status for p in destroyed.phases if p.phase == "cluster"} == {"done"}
-    assert [c.status for c in status(spec, cloud="local").clusters()] == ["absent"]
+    assert [c.status for c in status(spec, StatusRequest(cloud="local")).clusters()] == ["absent"]

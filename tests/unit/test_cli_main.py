@@ -45,7 +45,10 @@ def test_a_command_loads_only_its_own_module() -> None:
     loaded = set(out.stderr.split())
     assert "npa_pulumi.cli.spec_commands" in loaded
     assert not loaded & {
-        "npa_pulumi.cli.fleet_commands",
+        "npa_pulumi.cli.deploy_commands",
+        "npa_pulumi.cli.teardown_commands",
+        "npa_pulumi.cli.status_commands",
+        "npa_pulumi.cli.verify_commands",
         "npa_pulumi.cli.local_cloud",
         "npa_pulumi.cli.policy_commands",
     }

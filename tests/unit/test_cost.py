@@ -381,7 +381,7 @@ def test_preview_merge_gives_the_totals_of_an_unsharded_run() -> None:
     assert sorted(s["stack"] for s in merged.cost["stacks"]) == sorted(s["stack"] for s in whole["stacks"])
     # The budget is judged on the merged totals: each shard alone would be over the limit too, once.
     assert [v.policy for v in merged.policy] == ["fleet-monthly-budget"]
-    assert merged.failed == 1
+    assert merged.failed_count == 1
 
 
 # ----------------------------------------------------------------------------------------- budget
@@ -399,7 +399,7 @@ def test_the_budget_policy_fails_a_change_over_its_limit_when_mandatory() -> Non
     from npa_pulumi.output.results import PolicyViolation
 
     result.policy.append(PolicyViolation(**violation))
-    assert result.failed == 1 and result.to_json()["ok"] is False
+    assert result.failed_count == 1 and result.to_json()["ok"] is False
     total = budget_config({"fleet-monthly-budget": {"monthly_total_limit_usd": 50_000}}, "p")
     (advisory,) = check_budget(cost, total)
     assert advisory["level"] == "advisory" and "would cost $61,320 a month" in advisory["message"]

@@ -60,7 +60,7 @@ def test_merged_shards_equal_the_unsharded_preview() -> None:
     full = FULL.to_json()
     assert merged.to_json() == full
     assert render_preview_markdown(merged) == render_preview_markdown(FULL)
-    assert merged.failed == 1  # the failed cluster fails the merge, as it failed the preview
+    assert merged.failed_count == 1  # the failed cluster fails the merge, as it failed the preview
 
 
 def test_round_trip_keeps_project_outputs() -> None:

@@ -59,25 +59,18 @@ projects:
 """
 
 
-def test_a_fleet_given_a_shard_option_runs_only_that_shard(isolated_home: Path, tmp_path: Path) -> None:
-    """The SDK passes FleetOptions straight through: the orchestrator itself must apply `shard`."""
-    from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
+def test_the_sdk_selects_a_shard_once(tmp_path: Path) -> None:
+    """The SDK's Selection checks and applies `shard` (the engine receives the shard's targets)."""
     from npa_pulumi.plan import resolve_targets
+    from npa_pulumi.sdk.fleet import Selection, select
     from npa_pulumi.spec import load_spec
 
     path = tmp_path / "fleet.yaml"
     path.write_text(SPEC)
-    spec = load_spec(path)
-    targets = resolve_targets(spec, [], [], None)
-    shards = [
-        [
-            t.cluster_name
-            for t in Fleet(spec, targets, FleetOptions(shard=f"{k}/3", show_progress=False)).targets
-        ]
-        for k in (1, 2, 3)
-    ]
+    targets = resolve_targets(load_spec(path), [], [], None)
+    shards = [[t.cluster_name for t in select(path, Selection(shard=f"{k}/3")).targets] for k in (1, 2, 3)]
     assert sorted(n for shard in shards for n in shard) == ["a", "b", "c", "d", "e"]
     for k, shard in enumerate(shards, start=1):
         assert shard == [t.cluster_name for t in targets if shard_of(t.cluster_stack, 3) == k]
     with pytest.raises(ShardError):
-        Fleet(spec, targets, FleetOptions(shard="4/3", show_progress=False))
+        Selection(shard="4/3")

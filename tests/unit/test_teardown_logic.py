@@ -84,9 +84,10 @@ def test_records_and_receipts_are_private(tmp_path: Path, monkeypatch: pytest.Mo
 def test_failed_phases_without_a_stack_fail_the_result() -> None:
     result = FleetResult(command="destroy", fleet="f", cloud="local", backend="file://x")
     result.phases = [TeardownPhase(phase="network", project_key="a", stack="f.a", status="failed")]
-    assert result.failed == 0  # a network failure is the project stack's failure, counted with the stacks
+    # a network failure is the project stack's failure, counted with the stacks
+    assert result.failed_count == 0
     result.phases.append(TeardownPhase(phase="bucket", project_key="a", stack="f.a", status="failed"))
-    assert result.failed == 1
+    assert result.failed_count == 1
     document = result.to_json()
     assert document["ok"] is False
     assert [p["name"] for p in document["phases"]] == ["network:f.a", "bucket:f.a"]

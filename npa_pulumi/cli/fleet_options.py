@@ -1,0 +1,249 @@
+"""The flags the fleet commands share, and the typed pieces of an SDK request they become.
+
+A command reads its click options once, into a `Selection` (checked as it is made: the shard, the stage)
+and the `FleetFields` every request carries, then builds its operation's request (npa_pulumi/sdk/
+requests.py) and calls the SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+
+import click
+
+from npa_pulumi.cli.completion import complete_clusters, complete_projects
+
+if TYPE_CHECKING:
+    from npa_pulumi.sdk.requests import Rollout, Selection, TeardownOptions
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def split(values: tuple[str, ...]) -> tuple[str, ...]:
+    """`--only-projects a,b --only-projects c`: a, b, c."""
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+
+
+def fleet_options(func: F) -> F:
+    """Options every fleet command shares: the spec, the cloud, the backend and target selection."""
+    return _fleet_options(func, spec_required=True)
+
+
+def destroy_options(func: F) -> F:
+    """`destroy` takes the fleet options with the spec optional: `--receipt ID` can stand in for it."""
+    return _fleet_options(func, spec_required=False)
+
+
+def _fleet_options(func: F, spec_required: bool) -> F:
+    decorators = [
+        click.option(
+            "--spec",
+            "-f",
+            "spec_path",
+            required=spec_required,
+            type=click.Path(dir_okay=False),
+            help="The npa.fleet/v0.0.1 spec file."
+            + ("" if spec_required else " Optional with --receipt (then only the guarded phases run)."),
+        ),
+        click.option(
+            "--cloud",
+            type=click.Choice(["local", "nebius"]),
+            default="local",
+            show_default=True,
+            help="local: the embedded simulated cloud; nebius: the real API.",
+        ),
+        click.option(
+            "--backend",
+            default=None,
+            metavar="URL",
+            help="Pulumi backend (default: $PULUMI_BACKEND_URL, else file://~/.npa-pulumi/state).",
+        ),
+        click.option(
+            "--passphrase-file",
+            default=None,
+            type=click.Path(dir_okay=False),
+            help="Secrets passphrase file (default: generated once into ~/.npa-pulumi/passphrase).",
+        ),
+        click.option("--profile", default=None, help="~/.nebius profile; wins over the spec's profile."),
+        click.option(
+            "--only-projects",
+            multiple=True,
+            metavar="KEYS",
+            help="Only these projects (key or display name; comma-separated or repeated).",
+            shell_complete=complete_projects,
+        ),
+        click.option(
+            "--only-clusters",
+            multiple=True,
+            metavar="NAMES",
+            help="Only these clusters (comma-separated or repeated).",
+            shell_complete=complete_clusters,
+        ),
+        click.option("--project-prefix", default=None, help="Override the spec's project_prefix."),
+        click.option(
+            "--recipe-dir",
+            default=None,
+            type=click.Path(file_okay=False),
+            help="A local k8s-training checkout (library root or k8s-training/).",
+        ),
+        click.option(
+            "--recipe-ref",
+            default=None,
+            metavar="REF",
+            help="The upstream library at REF: a branch (resolved on every run), a tag or a full commit SHA.",
+        ),
+        click.option(
+            "--soperator-recipe-dir",
+            default=None,
+            type=click.Path(file_okay=False),
+            help="For soperator clusters: a local checkout of the library, its soperator/, or the "
+            "installation directory (soperator/installations/example).",
+        ),
+        click.option(
+            "--soperator-recipe-ref",
+            default=None,
+            metavar="REF",
+            help="For soperator clusters: the upstream library at REF (branch, tag or full commit SHA).",
+        ),
+        click.option(
+            "-j",
+            "--concurrency",
+            default=4,
+            show_default=True,
+            type=click.IntRange(1, 64),
+            help="Cluster stacks processed at once.",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+shard_option = click.option(
+    "--shard",
+    default=None,
+    metavar="K/N",
+    help="Only the clusters shard K of N owns (rendezvous hashing of the cluster stack name: stable when "
+    "clusters are added). Project stacks are shared, single-flight through their lock.",
+)
+stage_option = click.option(
+    "--stage",
+    type=click.Choice(["projects", "clusters"]),
+    default=None,
+    help="Only the project stacks (run once), or only the cluster stacks (shardable; their project stacks "
+    "must be deployed). destroy: clusters stage first, then projects. Default: both, in order.",
+)
+break_lock_option = click.option(
+    "--break-lock",
+    is_flag=True,
+    help="Take over stack locks held by a run on another machine that is known to be gone. Without it only "
+    "a lock whose process is provably gone (on this machine) is recovered; a live local run's never is.",
+)
+
+
+def deletion_options(func: F) -> F:
+    """The opt-in deletions `destroy` and `cleanup` share; each is ownership-gated."""
+    decorators = [
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Print the ordered phases (what each deletes or retains, and why) and change nothing.",
+        ),
+        click.option(
+            "--delete-buckets",
+            is_flag=True,
+            help="Also delete buckets the fleet provably created, when empty.",
+        ),
+        click.option(
+            "--delete-nonempty-buckets",
+            is_flag=True,
+            help="With --delete-buckets: delete such a bucket even when it still holds objects.",
+        ),
+        click.option(
+            "--delete-storage-identity",
+            is_flag=True,
+            help="Also delete the storage service account and its access keys the fleet created.",
+        ),
+        click.option(
+            "--delete-projects",
+            is_flag=True,
+            help="Also delete projects the fleet created, once they hold nothing else.",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+# ------------------------------------------------------------------------ click options -> typed request
+
+
+class FleetFields(TypedDict):
+    """The fields every SDK request (`FleetRequest`) takes, read from the shared flags."""
+
+    selection: Selection
+    cloud: str
+    profile: str | None
+    backend: str | None
+    passphrase_file: str | None
+    recipe_dir: str | None
+    recipe_ref: str | None
+    soperator_recipe_dir: str | None
+    soperator_recipe_ref: str | None
+    concurrency: int
+    show_progress: bool
+
+
+def selection(kw: dict[str, Any]) -> Selection:
+    """The command's selection, checked once: a bad `--shard`, or `--stage projects` with a shard, is a
+    UserInputError before the spec is read. Commands without --shard/--stage select without them."""
+    from npa_pulumi.sdk.requests import Selection
+
+    return Selection(
+        projects=split(kw["only_projects"]),
+        clusters=split(kw["only_clusters"]),
+        prefix=kw["project_prefix"],
+        shard=kw.get("shard"),
+        stage=kw.get("stage"),
+    )
+
+
+def fleet_fields(kw: dict[str, Any], chosen: Selection, show_progress: bool = True) -> FleetFields:
+    """The shared flags as an SDK request's fields (the CLI shows progress on stderr)."""
+    return FleetFields(
+        selection=chosen,
+        cloud=kw["cloud"],
+        profile=kw["profile"],
+        backend=kw["backend"],
+        passphrase_file=kw["passphrase_file"],
+        recipe_dir=kw["recipe_dir"],
+        recipe_ref=kw["recipe_ref"],
+        soperator_recipe_dir=kw["soperator_recipe_dir"],
+        soperator_recipe_ref=kw["soperator_recipe_ref"],
+        concurrency=kw["concurrency"],
+        show_progress=show_progress,
+    )
+
+
+def rollout(kw: dict[str, Any]) -> Rollout:
+    """`--waves`, `--max-in-flight`, `--max-in-flight-per-reservation` (checked as they are read)."""
+    from npa_pulumi.sdk.requests import Rollout
+
+    return Rollout(
+        waves=kw["waves"],
+        max_in_flight=kw["max_in_flight"],
+        max_in_flight_per_reservation=kw["max_in_flight_per_reservation"],
+    )
+
+
+def teardown(kw: dict[str, Any]) -> TeardownOptions:
+    """The opt-in deletions of `deletion_options` (the request checks their combination)."""
+    from npa_pulumi.sdk.requests import TeardownOptions
+
+    return TeardownOptions(
+        delete_buckets=kw["delete_buckets"],
+        delete_nonempty_buckets=kw["delete_nonempty_buckets"],
+        delete_storage_identity=kw["delete_storage_identity"],
+        delete_projects=kw["delete_projects"],
+    )

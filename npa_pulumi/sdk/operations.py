@@ -1,0 +1,309 @@
+"""The SDK's operations: a selected fleet and one typed request in, a `FleetResult` out.
+
+    selected = select("fleet.yaml", Selection(shard="1/4"))   # the spec read, the selection resolved once
+    result = deploy(selected, UpRequest(selection=selection))
+
+Each operation takes the spec (a FleetSpec, a path, or what `select` returned) and its request. Nothing
+prompts: calling an operation is the confirmation, unless `approve` is given: it is called once, after
+every offline and read-only check and before the first change, with what is about to change (the CLI asks a
+person there); raising from it stops the operation with nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.output.results import FleetResult, TeardownPhase
+from npa_pulumi.plan import Target, resolve_targets
+from npa_pulumi.sdk.requests import (
+    CleanupRequest,
+    DestroyRequest,
+    FleetRequest,
+    MigVerifyRequest,
+    PreviewRequest,
+    RefreshRequest,
+    Selection,
+    StatusRequest,
+    UpRequest,
+    VerifyRequest,
+)
+from npa_pulumi.spec import FleetSpec, load_spec
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.engine.verify import VerifyOptions
+    from npa_pulumi.preflight.report import PreflightReport
+
+
+@dataclass(frozen=True)
+class Selected:
+    """A spec and the targets a selection resolved to (a shard's share of them, with a shard)."""
+
+    spec: FleetSpec
+    targets: list[Target]
+    selection: Selection = field(default_factory=Selection)
+    spec_path: str | None = None  # the file it was read from, for exact retry commands
+
+
+@dataclass(frozen=True)
+class Approval:
+    """What an operation is about to change, for whoever approves it: `action` (deploy, destroy, clean
+    up), the fleet, its `spec` and the `targets` it changes (no spec: a receipt's guarded phases), the
+    `phases` a destroy or cleanup will run (the ones approved are the ones that run), and the receipt a
+    destroy continues."""
+
+    action: str
+    fleet: str
+    spec: FleetSpec | None
+    targets: list[Target]
+    phases: list[TeardownPhase] = field(default_factory=list)
+    receipt_id: str | None = None
+
+
+Approve = Callable[[Approval], None]
+SpecSource = FleetSpec | str | Path | Selected
+
+
+def select(spec: FleetSpec | str | Path, selection: Selection = Selection()) -> Selected:
+    """Read the spec (unless it is one already) and resolve the selection: its projects, clusters and
+    prefix, then the shard's share. The selection checked itself when it was made, so bad input fails
+    before the spec is read."""
+    fleet = spec if isinstance(spec, FleetSpec) else load_spec(spec)
+    targets = resolve_targets(fleet, list(selection.projects), list(selection.clusters), selection.prefix)
+    path = None if isinstance(spec, FleetSpec) else str(spec)
+    return Selected(fleet, selection.owned(targets), selection, path)
+
+
+def _selected(spec: SpecSource, selection: Selection) -> Selected:
+    return spec if isinstance(spec, Selected) else select(spec, selection)
+
+
+def check_cost_inputs(prices: str | None, policy_config: str | None) -> None:
+    """Bad input before any engine run: a prices file (or $NPA_PRICES) that is no catalog, or a budget
+    setting in the policy config that is no limit, is refused with where it is (exit 2)."""
+    from npa_pulumi.plan.budget import budget_config
+    from npa_pulumi.plan.prices import load_catalog
+
+    load_catalog(prices)
+    if policy_config:
+        try:
+            config = json.loads(Path(policy_config).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return  # the engine reports an unreadable policy config itself, as before
+        budget_config(config, policy_config)
+
+
+def open_fleet(selected: Selected, request: FleetRequest) -> Fleet:
+    """The engine's façade over the selected targets, with the request's options."""
+    from npa_pulumi.engine.orchestrator import Fleet
+
+    options = request.fleet_options(selected.spec_path)
+    check_cost_inputs(options.prices, options.policy_config)
+    return Fleet(selected.spec, selected.targets, options)
+
+
+def empty_result(
+    command: str, selected: Selected, request: FleetRequest, dry_run: bool = False
+) -> FleetResult:
+    """The result of an operation over an empty selection (a shard that owns no cluster): nothing ran."""
+    from npa_pulumi.engine.automation.workspace import resolve_backend_url
+
+    return FleetResult(
+        command=command,
+        fleet=selected.spec.name,
+        cloud=request.cloud,
+        backend=resolve_backend_url(request.backend),
+        shard=selected.selection.shard,
+        dry_run=dry_run,
+    )
+
+
+def deploy(spec: SpecSource, request: UpRequest = UpRequest(), approve: Approve | None = None) -> FleetResult:
+    """`npa-pulumi up`: every offline check (recipes, tfvars), then the quota preflight (unless
+    `request.preflight` is False; a failed report comes back in `result.preflight` and nothing deploys),
+    then project stacks and their cluster stacks."""
+    from npa_pulumi.engine.preflight_gate import preflight_gate
+
+    selected = _selected(spec, request.selection)
+    fleet = open_fleet(selected, request)
+    fleet.plans()  # every offline check (recipe, tfvars) before asking
+    if approve is not None:
+        approve(Approval("deploy", selected.spec.name, selected.spec, selected.targets))
+    with fleet.progress:
+        return fleet.up(preflight=preflight_gate(fleet) if request.preflight else None)
+
+
+def preview(spec: SpecSource, request: PreviewRequest = PreviewRequest()) -> FleetResult:
+    """`npa-pulumi preview`: per-stack changes and policy results, changing nothing; each cluster whose
+    Terraform inputs changed (every cluster with `refresh=True`) also carries Terraform's own plan
+    (`StackResult.terraform`), and the result its cost delta."""
+    from npa_pulumi.engine.preflight_gate import preflight_gate
+
+    fleet = open_fleet(_selected(spec, request.selection), request)
+    with fleet.progress:
+        return fleet.preview(preflight=preflight_gate(fleet) if request.preflight else None)
+
+
+def destroy(
+    spec: SpecSource, request: DestroyRequest = DestroyRequest(), approve: Approve | None = None
+) -> FleetResult:
+    """`npa-pulumi destroy`: cluster stacks, then project stacks once none of their clusters remain, then
+    the opt-in, ownership-gated bucket, storage identity and project phases; `dry_run` only plans them.
+    The result's `phases` say what each phase did (or would do) and why; `receipt` and `receipt_id` name
+    the receipt. `partial_cleanup` (`outcome == "partial-cleanup"`) means something asked for is left; its
+    `resume_command` (`npa-pulumi destroy --receipt ID --yes`) continues it."""
+    selected = _selected(spec, request.selection)
+    fleet = open_fleet(selected, request)
+    if request.dry_run or approve is not None:
+        with fleet.progress:
+            plan = fleet.teardown_plan(request.teardown)  # read-only
+        if request.dry_run:
+            return plan
+        assert approve is not None
+        approve(Approval("destroy", selected.spec.name, selected.spec, selected.targets, plan.phases))
+    with fleet.progress:
+        return fleet.destroy(request.teardown)
+
+
+def cleanup(
+    spec: SpecSource, request: CleanupRequest = CleanupRequest(), approve: Approve | None = None
+) -> FleetResult:
+    """`npa-pulumi cleanup --spec`: what the fleet created (by its labels) that no stack references any
+    more, deleted through destroy's guarded phases; the plan alone with `dry_run` or nothing to delete."""
+    selected = _selected(spec, request.selection)
+    fleet = open_fleet(selected, request)
+    with fleet.progress:
+        plan = fleet.cleanup_plan(request.teardown)  # read-only
+    if request.dry_run or not any(p.status == "planned" for p in plan.phases):
+        return plan
+    if approve is not None:
+        approve(Approval("clean up", selected.spec.name, selected.spec, [], plan.phases))
+    with fleet.progress:
+        return fleet.cleanup(request.teardown)
+
+
+def status(spec: SpecSource, request: StatusRequest = StatusRequest()) -> FleetResult:
+    """`npa-pulumi status`: stack outputs checked against the live cloud, and what it costs."""
+    fleet = open_fleet(_selected(spec, request.selection), request)
+    with fleet.progress:
+        return fleet.status()
+
+
+def refresh(spec: SpecSource, request: RefreshRequest = RefreshRequest()) -> FleetResult:
+    """`npa-pulumi refresh`: drift per stack, recorded in the stacks' state."""
+    fleet = open_fleet(_selected(spec, request.selection), request)
+    with fleet.progress:
+        return fleet.refresh()
+
+
+def verify_mig(spec: SpecSource, request: MigVerifyRequest = MigVerifyRequest()) -> FleetResult:
+    """`npa-pulumi verify-mig`: MIG readiness of the selected MIG clusters through their registered
+    kubeconfigs; `reconcile` removes only the stale mig-not-ready taint (see npa_pulumi.engine.verify)."""
+    from npa_pulumi.engine import verify
+
+    return _verify(verify.verify_mig, spec, request, 600.0, wait=request.wait, reconcile=request.reconcile)
+
+
+def verify_graphics(spec: SpecSource, request: VerifyRequest = VerifyRequest()) -> FleetResult:
+    """`npa-pulumi verify-graphics`: CUDA and GLX/EGL/Vulkan on every GPU worker of the selected RTX
+    rendering clusters, through their registered kubeconfigs."""
+    from npa_pulumi.engine import verify
+
+    return _verify(verify.verify_graphics, spec, request, 600.0)
+
+
+def verify_storage(spec: SpecSource, request: VerifyRequest = VerifyRequest()) -> FleetResult:
+    """`npa-pulumi verify-storage`: the shared filesystem's mount on every worker and one RWX claim shared
+    by all of them, through the registered kubeconfigs (see npa_pulumi.engine.verify)."""
+    from npa_pulumi.engine import verify
+
+    return _verify(verify.verify_storage, spec, request, 600.0)
+
+
+def verify_fabric(spec: SpecSource, request: VerifyRequest = VerifyRequest()) -> FleetResult:
+    """`npa-pulumi verify-fabric`: NCCL all-reduce bus bandwidth on every GPU node and across the
+    InfiniBand fabric of the selected clusters (see npa_pulumi.engine.verify_fabric)."""
+    from npa_pulumi.engine import verify_fabric as fabric
+
+    return _verify(fabric.verify_fabric, spec, request, 900.0)
+
+
+def _verify(
+    run: Callable[[Fleet, VerifyOptions], FleetResult],
+    spec: SpecSource,
+    request: VerifyRequest,
+    default_timeout_s: float,
+    wait: bool = False,
+    reconcile: bool = False,
+) -> FleetResult:
+    from npa_pulumi.engine.verify import VerifyOptions
+
+    fleet = open_fleet(_selected(spec, request.selection), request)
+    settings = VerifyOptions(
+        wait=wait,
+        reconcile=reconcile,
+        timeout_s=request.timeout_s if request.timeout_s is not None else default_timeout_s,
+        evidence_dir=request.evidence_dir,
+        concurrency=request.concurrency,
+    )
+    return run(fleet, settings)
+
+
+def kubeconfigs(spec: SpecSource, request: FleetRequest = FleetRequest()) -> list[dict[str, str]]:
+    """One entry per selected cluster: `stack`, `context`, and `kubeconfig` when it is deployed. A
+    registration that no longer matches its stack or the live cloud raises StaleRegistration."""
+    from npa_pulumi.engine.kubeconfigs import StaleRegistration
+
+    entries = open_fleet(_selected(spec, request.selection), request).kubeconfigs()
+    stale = [e["error"] for e in entries if e.get("error")]
+    if stale:
+        raise StaleRegistration("\n".join(stale))
+    return entries
+
+
+def preflight(spec: SpecSource, request: FleetRequest = FleetRequest()) -> PreflightReport:
+    """`npa-pulumi preflight`: whether the tenant's quota and reserved capacity fit the selection
+    (read-only); the recipe's terraform/tofu is checked first, as `up` does."""
+    from npa_pulumi.engine.plans import require_recipe_terraform
+    from npa_pulumi.engine.preflight_gate import claimed_clusters
+    from npa_pulumi.preflight.targets import preflight_targets
+
+    fleet = open_fleet(_selected(spec, request.selection), request)
+    fleet.resolve_regions()  # an empty spec region comes from the profile's configuration
+    require_recipe_terraform(fleet.plans())  # a binary the recipe refuses fails `up` at its first init
+    return preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
+
+
+def list_stacks(backend: str | None = None, fleet: str | None = None) -> list[dict[str, Any]]:
+    """The fleet stacks in a backend with their npa tags (`pulumi stack ls`); `fleet`: only its stacks."""
+    from npa_pulumi.engine.automation.stacks import list_fleet_stacks
+
+    return list_fleet_stacks(backend, fleet)
+
+
+__all__ = [
+    "Approval",
+    "Approve",
+    "Selected",
+    "check_cost_inputs",
+    "cleanup",
+    "deploy",
+    "destroy",
+    "empty_result",
+    "kubeconfigs",
+    "list_stacks",
+    "open_fleet",
+    "preflight",
+    "preview",
+    "refresh",
+    "select",
+    "status",
+    "verify_fabric",
+    "verify_graphics",
+    "verify_mig",
+    "verify_storage",
+]
