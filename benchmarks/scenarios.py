@@ -685,7 +685,8 @@ def fleet_reads(work: Path, budget: Budget) -> dict[str, Any]:
         records.append(home.npa(*status, "--no-live", rss=True))
     huge = home.root / "huge.yaml"
     huge.write_text(fleet_spec("huge", budget.huge_plan_clusters, projects=budget.huge_plan_clusters // 25))
-    plans = [home.npa("plan", "--spec", str(huge), "--output", "json", rss=True) for _ in range(budget.repeats)]
+    plan = ["plan", "--spec", str(huge), "--output", "json"]
+    plans = [home.npa(*plan, rss=True) for _ in range(budget.repeats)]
     shutil.rmtree(home.root, ignore_errors=True)
     status_s, plan_s = median([s.wall_s for s in live]), median([s.wall_s for s in plans])
     rss = max(s.orchestrator_rss_mb or 0 for s in live)

@@ -21,6 +21,13 @@ from npa_pulumi.output.streams import emit_json
 @output_option()
 @shard_option
 @prices_option
+@click.option(
+    "--no-live",
+    "no_live",
+    is_flag=True,
+    help="Only what each stack recorded (its outputs, run state and last update); the live clusters and "
+    "node groups are not read. Fast at any fleet size; says nothing about what changed outside the fleet.",
+)
 def status_command(**kw: Any) -> None:
     """Stack outputs plus live cloud state per cluster, and what it costs."""
 
@@ -29,7 +36,7 @@ def status_command(**kw: Any) -> None:
         from npa_pulumi.sdk.requests import StatusRequest
 
         chosen = selection(kw)
-        request = StatusRequest(**fleet_fields(kw, chosen), prices=kw["prices"])
+        request = StatusRequest(**fleet_fields(kw, chosen), prices=kw["prices"], live=not kw["no_live"])
         selected = sdk.select(kw["spec_path"], chosen)
         if not selected.targets:
             return nothing_to_do("status", selected, request, kw["output"])

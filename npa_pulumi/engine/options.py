@@ -30,6 +30,7 @@ class FleetOptions:
     policy_config: str | None = None
     create_projects: bool = True
     refresh: bool = False
+    live: bool = True  # False: `status --no-live`, the stacks' records only (no call to the cloud)
     health_gate: bool = True  # False: `up --no-health-gate`, clusters deployed with validation "skipped"
     spec_path: str | None = None  # for exact retry commands
     show_progress: bool = True

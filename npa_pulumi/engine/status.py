@@ -96,6 +96,8 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         status = "failed" if fleet.executor.last_update_failed(op) else "unknown"
         fleet.progress.phase(op.stack, "done", status)
         return op.result(status, error="the stack records no cluster; run up to converge", **base)
+    if not fleet.options.live:
+        return _recorded_only(fleet, op, outputs, base)
     try:
         # The project's clusters, node groups, filesystems and GPU clusters are listed once for the
         # whole command (cloud/project_reads.py), not read per cluster.
@@ -143,6 +145,19 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     fleet.progress.phase(op.stack, "done", status)
     slurm = slurm_status(fleet, outputs)  # a soperator cluster's native status (None for mk8s)
     return op.result(status, node_groups=views, error=error, drift=drift, slurm=slurm, **base)
+
+
+def _recorded_only(
+    fleet: FleetContext, op: StackOp, outputs: dict[str, Any], base: dict[str, Any]
+) -> StackResult:
+    """`status --no-live`: what the stack recorded — its last update failed, or the lifecycle its last
+    run left (deployed, or the gate's verdict) — with no read of the live cloud."""
+    if fleet.executor.last_update_failed(op):
+        status, error = "failed", "the last update of this stack failed; run up again"
+    else:
+        status, error = str(outputs.get("lifecycle") or "deployed"), None
+    fleet.progress.phase(op.stack, "done", status)
+    return op.result(status, error=error, **base)
 
 
 def _ray_readiness(

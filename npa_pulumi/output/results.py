@@ -155,6 +155,8 @@ class FleetResult(BaseModel):
     # A staged rollout (plan/rollout.py): its waves and, for up and status, each wave's state, where it
     # halted and why, and the command that resumes it (engine/rollout.py).
     rollout: dict[str, Any] | None = None
+    # status --no-live: the stacks' records only, the live cloud not read (`"live": false` in the JSON)
+    live: bool = True
 
     @property
     def partial_cleanup(self) -> bool:
@@ -270,6 +272,7 @@ class FleetResult(BaseModel):
             **({"cost": self.cost} if self.cost is not None else {}),
             **({"policy": [v.model_dump() for v in self.policy]} if self.policy else {}),
             **({"rollout": self.rollout} if self.rollout else {}),
+            **({"live": False} if not self.live else {}),
         }
 
     @classmethod

@@ -159,10 +159,12 @@ class StatusRequest(FleetRequest):
     """`status`: stack outputs checked against the live cloud, with what it costs (`prices`)."""
 
     prices: str | None = None
+    live: bool = True  # False: the stacks' records only, the live cloud not read (`--no-live`)
 
     def fleet_options(self, spec_path: str | None) -> FleetOptions:
         options = super().fleet_options(spec_path)
         options.prices = self.prices
+        options.live = self.live
         return options
 
 

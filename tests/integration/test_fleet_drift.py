@@ -74,6 +74,14 @@ def test_up_repairs_a_deleted_cluster_a_resized_node_group_and_a_deleted_bucket(
     assert "resized outside the fleet: 3 nodes, the spec says 1" in drift["reason"]
     assert "run up" in clusters["resized"]["error"]
 
+    # `--no-live` shows what the stacks recorded, and says that it did not look at the cloud.
+    records = npa("status", "--spec", str(spec), "--no-live", "--output", "json").json()
+    assert records["live"] is False and any("--no-live" in w for w in records["warnings"])
+    recorded = _clusters(records)
+    assert {recorded[name]["status"] for name in ("gone", "resized")} == {"deployed"}
+    assert recorded["gone"]["cluster_id"] == ids["gone"] and not recorded["gone"]["drift"]
+    assert "live" not in status.json()
+
     refreshed = npa("refresh", "--spec", str(spec), "--output", "json")
     by_name = {s["cluster_name"]: s for s in refreshed.json()["stacks"] if s["kind"] == "cluster"}
     assert by_name["resized"]["status"] == "drifted"

@@ -20,6 +20,12 @@ def run(context: FleetContext) -> FleetResult:
     result = context.result("status")
     plans = context.plans()
     result.warnings = list(plans.warnings)
+    if not context.options.live:
+        result.live = False
+        result.warnings.append(
+            "--no-live: each stack as it recorded itself; the live cloud was not read, so clusters "
+            "changed or deleted outside the fleet are not shown"
+        )
     result.stacks.extend(plans.unsupported)
     ops = [context.cluster_op(c) for c in plans.clusters]
     started = time.monotonic()
