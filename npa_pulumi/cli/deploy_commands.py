@@ -12,6 +12,7 @@ from npa_pulumi.cli.fleet_options import (
     break_lock_option,
     fleet_fields,
     fleet_options,
+    policy_options,
     rollout,
     selection,
     shard_option,
@@ -57,19 +58,7 @@ from npa_pulumi.errors import UserInputError
     show_default=True,
     help="Deployed only once the GPU health gate passes; --no-health-gate records validation 'skipped'.",
 )
-@click.option(
-    "--policy-pack",
-    "policy_packs",
-    multiple=True,
-    type=click.Path(file_okay=False),
-    help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.",
-)
-@click.option(
-    "--policy-config",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Policy config JSON (enforcement levels and settings).",
-)
+@policy_options
 @shard_option
 @stage_option
 @break_lock_option
@@ -126,19 +115,7 @@ def up_command(**kw: Any) -> None:
     show_default=True,
     help="Also report whether quota and reserved capacity fit (read-only).",
 )
-@click.option(
-    "--policy-pack",
-    "policy_packs",
-    multiple=True,
-    type=click.Path(file_okay=False),
-    help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.",
-)
-@click.option(
-    "--policy-config",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Policy config JSON (enforcement levels and settings).",
-)
+@policy_options
 @shard_option
 @stage_option
 @click.option(

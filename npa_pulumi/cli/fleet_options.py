@@ -142,6 +142,23 @@ break_lock_option = click.option(
 )
 
 
+def policy_options(func: F) -> F:
+    """`--policy-pack` (repeatable) and `--policy-config`, as `up` and `preview` take them."""
+    func = click.option(
+        "--policy-config",
+        default=None,
+        type=click.Path(dir_okay=False),
+        help="Policy config JSON (enforcement levels and settings).",
+    )(func)
+    return click.option(
+        "--policy-pack",
+        "policy_packs",
+        multiple=True,
+        type=click.Path(file_okay=False),
+        help="An extra CrossGuard policy pack (repeatable); fleet-guardrails always runs.",
+    )(func)
+
+
 def deletion_options(func: F) -> F:
     """The opt-in deletions `destroy` and `cleanup` share; each is ownership-gated."""
     decorators = [

@@ -354,56 +354,55 @@ def fault_node_cmd(ctx: click.Context, cluster_id: str, node: str, kind: str, cl
 
 
 SLURM_FAULT_KINDS = {"controller-down": "controller_down", "login-down": "login_down"}
-
-
-@fault_group.command("slurm")
-@click.option("--cluster", "cluster_id", required=True, help="The soperator cluster's mk8s cluster ID.")
-@click.option(
-    "--kind",
-    required=True,
-    type=click.Choice(sorted(SLURM_FAULT_KINDS)),
-    help="controller-down: the Slurm controller nodes go NotReady; login-down: the login nodes do. The "
-    "simulated operator then reports the SlurmCluster `Not available`.",
-)
-@click.option("--clear", is_flag=True, help="Clear the fault instead.")
-@click.pass_context
-def fault_slurm_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -> None:
-    """Take down a Slurm role of a soperator cluster (or bring it back)."""
-
-    def body() -> int:
-        _simulator(ctx).set_slurm_fault(cluster_id, SLURM_FAULT_KINDS[kind], active=not clear)
-        _say(f"{'cleared' if clear else 'injected'} Slurm {kind} on {cluster_id}")
-        return 0
-
-    _guard(body)
-
-
 DRIVER_FAULT_KINDS = {"stale-template": "stale_template", "no-repo-mount": "no_repo_mount"}
 
 
-@fault_group.command("driver")
-@click.option("--cluster", "cluster_id", required=True, help="The RTX cluster's mk8s cluster ID.")
-@click.option(
-    "--kind",
-    required=True,
-    type=click.Choice(sorted(DRIVER_FAULT_KINDS)),
-    help="stale-template: the GPU operator updates the driver DaemonSet's template with an OnDelete "
+def _cluster_fault_command(
+    name: str, subject: str, kinds: dict[str, str], kinds_help: str, summary: str, cluster_help: str
+) -> None:
+    """`local-cloud fault NAME --cluster ID --kind K [--clear]`: one switchable fault of a cluster, set
+    through the simulator's `set_NAME_fault`."""
+
+    def command(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -> None:
+        def body() -> int:
+            setter = getattr(_simulator(ctx), f"set_{name}_fault")
+            setter(cluster_id, kinds[kind], active=not clear)
+            _say(f"{'cleared' if clear else 'injected'} {subject} {kind} on {cluster_id}")
+            return 0
+
+        _guard(body)
+
+    command.__doc__ = summary
+    options = [
+        click.option("--cluster", "cluster_id", required=True, help=cluster_help),
+        click.option("--kind", required=True, type=click.Choice(sorted(kinds)), help=kinds_help),
+        click.option("--clear", is_flag=True, help="Clear the fault instead."),
+    ]
+    decorated = click.pass_context(command)
+    for option in reversed(options):
+        decorated = option(decorated)
+    fault_group.command(name)(decorated)
+
+
+_cluster_fault_command(
+    "slurm",
+    "Slurm",
+    SLURM_FAULT_KINDS,
+    "controller-down: the Slurm controller nodes go NotReady; login-down: the login nodes do. The "
+    "simulated operator then reports the SlurmCluster `Not available`.",
+    "Take down a Slurm role of a soperator cluster (or bring it back).",
+    "The soperator cluster's mk8s cluster ID.",
+)
+_cluster_fault_command(
+    "driver",
+    "driver",
+    DRIVER_FAULT_KINDS,
+    "stale-template: the GPU operator updates the driver DaemonSet's template with an OnDelete "
     "strategy, so the running driver pods stay on the older template until deleted; no-repo-mount: the "
     "driver pods no longer mount the fleet's package-repository files (gpu_driver_package_repositories).",
+    "Break the GPU operator's driver of an RTX-rendering cluster (or mend it).",
+    "The RTX cluster's mk8s cluster ID.",
 )
-@click.option(
-    "--clear", is_flag=True, help="Clear the fault instead (the operator renders the driver as before)."
-)
-@click.pass_context
-def fault_driver_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -> None:
-    """Break the GPU operator's driver of an RTX-rendering cluster (or mend it)."""
-
-    def body() -> int:
-        _simulator(ctx).set_driver_fault(cluster_id, DRIVER_FAULT_KINDS[kind], active=not clear)
-        _say(f"{'cleared' if clear else 'injected'} driver {kind} on {cluster_id}")
-        return 0
-
-    _guard(body)
 
 
 @fault_group.command("api")
