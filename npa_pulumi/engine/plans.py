@@ -39,8 +39,8 @@ from npa_pulumi.output.results import StackResult
 from npa_pulumi.plan.cost import cluster_basis, project_basis
 from npa_pulumi.plan.rtx_values import cluster_rtx_values
 from npa_pulumi.runtime.home import npa_home
+from npa_pulumi.runtime.presets import gpus_per_node
 from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION, RTX_RENDERING_PROFILE
-from npa_pulumi.spec.effective import gpus_per_node
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.options import FleetOptions

@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 from npa_pulumi.cloud.redaction import scrub
-from npa_pulumi.spec.effective import gpus_per_node
+from npa_pulumi.runtime.presets import gpus_per_node
 
 MAX_TEXT = 400
 

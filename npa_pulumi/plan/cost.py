@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from npa_pulumi.plan.prices import HOURS_PER_MONTH, PriceCatalog, Pricing, Quote, StorageKind
 from npa_pulumi.plan.targets import ResolvedPool, Target
-from npa_pulumi.spec.effective import gpus_per_node, memory_gib_per_node, vcpus_per_node
+from npa_pulumi.runtime.presets import gpus_per_node, memory_gib_per_node, vcpus_per_node
 
 COST_BASIS_OUTPUT = "cost_basis"
 ZERO = Decimal(0)

@@ -12,8 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.runtime.presets import gpus_per_node, memory_gib_per_node, vcpus_per_node
 from npa_pulumi.spec import constants as c
-from npa_pulumi.spec.effective import gpus_per_node, memory_gib_per_node, vcpus_per_node
 from npa_pulumi.spec.fabric import has_nvlink_fabric, thresholds_for
 from npa_pulumi.spec.models import (
     ClusterSpec,

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.runtime.presets import gpus_per_node, vcpus_per_node
 from npa_pulumi.spec.constants import DEFAULT_GPU_DISK_GIB
-from npa_pulumi.spec.effective import gpus_per_node, resolved_cpu_disk_gib, vcpus_per_node
+from npa_pulumi.spec.effective import resolved_cpu_disk_gib
 
 GIB = 2**30
 DEFAULT_FILESTORE_GIB = 1024

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from npa_pulumi.runtime.presets import gpus_per_node
 from npa_pulumi.spec.constants import (
     DEFAULT_CPU_DISK_GIB,
     DEFAULT_MANAGED_DRIVER_PRESET,
@@ -16,28 +17,7 @@ from npa_pulumi.spec.constants import (
     MIG_BOOT_DISK_GIB,
 )
 
-_GPUS_RE = re.compile(r"^(\d+)gpu-")
-_VCPUS_RE = re.compile(r"(\d+)vcpu")
-_MEMORY_RE = re.compile(r"(\d+)gb")
 DRIVER_PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def gpus_per_node(preset: str) -> int:
-    """GPUs per node encoded by a preset (`8gpu-128vcpu-1600gb` → 8), 0 when none."""
-    match = _GPUS_RE.match(preset.strip().lower())
-    return int(match.group(1)) if match else 0
-
-
-def vcpus_per_node(preset: str) -> int:
-    """vCPUs per node: the first `<N>vcpu` in the preset, 0 when none (an empty preset)."""
-    match = _VCPUS_RE.search(preset.lower())
-    return int(match.group(1)) if match else 0
-
-
-def memory_gib_per_node(preset: str) -> int:
-    """Memory per node in GiB: the first `<N>gb` in the preset, 0 when none."""
-    match = _MEMORY_RE.search(preset.lower())
-    return int(match.group(1)) if match else 0
 
 
 def preset_declares_gpus(preset: str) -> bool:

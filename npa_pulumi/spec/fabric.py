@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from npa_pulumi.spec.effective import gpus_per_node
+from npa_pulumi.runtime.presets import gpus_per_node
 
 SOPERATOR_DEFAULT = (
     "Nebius soperator recipe default nccl_benchmark_min_threshold (420 GB/s, single-node all_reduce_perf "

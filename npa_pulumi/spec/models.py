@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from npa_pulumi.runtime.presets import gpus_per_node
 from npa_pulumi.spec import constants as c
 from npa_pulumi.spec.effective import (
     DriverSelection,
-    gpus_per_node,
     is_fabric_capable_topology,
     resolve_driver,
     resolved_cpu_disk_gib,

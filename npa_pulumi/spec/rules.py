@@ -10,14 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from npa_pulumi.runtime.presets import memory_gib_per_node, vcpus_per_node
 from npa_pulumi.spec import constants as c
-from npa_pulumi.spec.effective import (
-    driver_problems,
-    is_fabric_capable_topology,
-    memory_gib_per_node,
-    preset_declares_gpus,
-    vcpus_per_node,
-)
+from npa_pulumi.spec.effective import driver_problems, is_fabric_capable_topology, preset_declares_gpus
 from npa_pulumi.spec.fabric import has_nvlink_fabric, size_bytes
 from npa_pulumi.spec.models import (
     ClusterSpec,

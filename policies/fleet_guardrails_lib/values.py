@@ -24,6 +24,8 @@ from typing import Any
 from pulumi_policy import Secret
 from pulumi_policy.proxy import unknown_checking_proxy
 
+from npa_pulumi.runtime import presets
+
 SPECIAL_SIG_KEY = "4dabf18193072939515e22adb298388d"
 SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 
@@ -120,8 +122,6 @@ def show(value: Any, limit: int = 48) -> str:
 
 
 def gpus_per_node(preset: str | None) -> int | None:
-    """`8gpu-128vcpu-1600gb` -> 8; None when the preset names no GPU count."""
-    if not preset:
-        return None
-    match = re.match(r"^(\d+)gpu-", preset)
-    return int(match.group(1)) if match else None
+    """`8gpu-128vcpu-1600gb` -> 8 (the product's one preset reading, runtime/presets.py); None when the
+    preset names no GPU count."""
+    return presets.gpus_per_node(preset or "") or None

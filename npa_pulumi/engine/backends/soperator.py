@@ -17,7 +17,7 @@ from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.plan import soperator as shapes
 from npa_pulumi.plan.recipe_surface import read_recipe_variables
 from npa_pulumi.runtime.home import npa_home
-from npa_pulumi.spec.effective import gpus_per_node
+from npa_pulumi.runtime.presets import gpus_per_node
 
 if TYPE_CHECKING:
     from npa_pulumi.plan import Target
