@@ -15,6 +15,7 @@ Mutations block until the long-running operation has finished (or `timeout_s` pa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -346,10 +347,10 @@ class CloudPort(Protocol):
     def delete_cluster(self, cluster_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
     def get_node_group(self, node_group_id: str) -> NodeGroup: ...
     def list_node_groups(self, cluster_id: str) -> list[NodeGroup]: ...
-    def list_project_node_groups(self, project_id: str) -> list[NodeGroup]:
-        """Every node group of every cluster in the project, for fleet-wide reads (cloud/project_reads.py):
-        one query where the cloud can answer it so (the local cloud); on Nebius, whose node groups are
-        listed per cluster, one list of the project's clusters and one of each cluster's groups."""
+    def list_project_node_groups(self, project_id: str, cluster_ids: Sequence[str]) -> list[NodeGroup]:
+        """The node groups of these clusters of the project (its clusters as just listed), for fleet-wide
+        reads (cloud/project_reads.py): one query where the cloud can answer it so (the local cloud); on
+        Nebius, whose node groups are listed per cluster, one list per cluster."""
         ...
 
     def delete_node_group(

@@ -43,7 +43,7 @@ class ProjectListing:
     @classmethod
     def read(cls, cloud: CloudPort, project_id: str) -> ProjectListing:
         clusters = {c.id: c for c in cloud.list_clusters(project_id)}
-        groups = cloud.list_project_node_groups(project_id)
+        groups = cloud.list_project_node_groups(project_id, list(clusters))
         groups_of: dict[str, list[NodeGroup]] = {cluster_id: [] for cluster_id in clusters}
         for group in groups:
             groups_of.setdefault(group.cluster_id, []).append(group)

@@ -9,7 +9,7 @@ and GPU clusters, each with an optional client-supplied idempotency key). Every 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -297,8 +297,10 @@ class LocalCloud:
     def list_node_groups(self, cluster_id: str) -> list[NodeGroup]:
         return [_node_group(g) for g in self.simulator.list_node_groups(cluster_id)]
 
-    def list_project_node_groups(self, project_id: str) -> list[NodeGroup]:
-        return [_node_group(g) for g in self.simulator.list_project_node_groups(project_id)]
+    def list_project_node_groups(self, project_id: str, cluster_ids: Sequence[str]) -> list[NodeGroup]:
+        wanted = set(cluster_ids)
+        groups = self.simulator.list_project_node_groups(project_id)
+        return [_node_group(g) for g in groups if g["cluster_id"] in wanted]
 
     def delete_node_group(self, node_group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
         self.simulator.delete_node_group(node_group_id, timeout_s=timeout_s)

@@ -427,9 +427,10 @@ def test_status_of_deployed_provisioning_destroyed_and_absent_clusters(world: Cl
     absent = clusters["fresh"]
     assert absent["cluster_id"] is None and absent["node_groups"] == []
 
-    # What crossed the wire: one Get per recorded cluster (the absent one needs none), node groups listed
-    # under each live cluster, all with the profile's token, and nothing but reads.
-    assert sorted(c.request.id for c in fake.calls_to("ClusterService/Get")) == sorted([train, burst, gone])
+    # What crossed the wire: the project's clusters listed once (batched per project, not a Get per
+    # cluster), node groups listed under each live cluster, all with the profile's token, nothing but reads.
+    assert not fake.calls_to("ClusterService/Get")
+    assert [c.request.parent_id for c in fake.calls_to("ClusterService/List")] == [project_id]
     listed = [(c.request.parent_id, c.request.page_token) for c in fake.calls_to("NodeGroupService/List")]
     # train's three groups take two pages of the fake's two.
     assert sorted(listed) == sorted([(train, ""), (train, "page:2"), (burst, "")])
@@ -445,7 +446,7 @@ def test_status_reports_a_cloud_it_cannot_read_as_a_status_error(world: CliWorld
     world.seed_stack("a", "train", cluster_outputs(project_id, subnet_id, cluster_id, "train", "f" * 64))
     # Refused outright (not a transient fault): reported per cluster, exit 1, no traceback.
     world.fake.fail_next(
-        "ClusterService/Get", grpc.StatusCode.PERMISSION_DENIED, times=5, message="no access to the cluster"
+        "ClusterService/List", grpc.StatusCode.PERMISSION_DENIED, times=5, message="no access to the cluster"
     )
 
     result = world.npa("status", spec)
@@ -454,7 +455,7 @@ def test_status_reports_a_cloud_it_cannot_read_as_a_status_error(world: CliWorld
     assert cluster["status"] == "status-error"
     assert "no access to the cluster" in cluster["error"]
     assert "Traceback" not in result.stderr
-    assert len(world.fake.calls_to("ClusterService/Get")) == 1  # a refusal is not retried
+    assert len(world.fake.calls_to("ClusterService/List")) == 1  # a refusal is not retried
     assert_no_token(result)
 
 

@@ -366,7 +366,8 @@ def test_cluster_and_node_group_status(backend: Backend) -> None:
     assert running == groups[seeded.running_group]
     assert (running.state, running.target_node_count, running.ready_node_count) == ("RUNNING", 2, 2)
     assert running.cluster_id == cluster.id
-    assert {g.id: g for g in cloud.list_project_node_groups(project)} == groups  # the fleet-wide read
+    batched = cloud.list_project_node_groups(project, [cluster.id])  # the fleet-wide read
+    assert {g.id: g for g in batched} == groups
 
     # The real failure mode: a quota-starved group is accepted and stays PROVISIONING, with the reason
     # visible only in its own events.

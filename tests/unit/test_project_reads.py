@@ -36,7 +36,8 @@ class ListingCloud:
             raise NotFound(f"project {project_id} not found")
         return self.clusters[project_id]
 
-    def list_project_node_groups(self, project_id: str) -> list[NodeGroup]:
+    def list_project_node_groups(self, project_id: str, cluster_ids: list[str]) -> list[NodeGroup]:
+        assert cluster_ids == [c.id for c in self.clusters[project_id]]  # the clusters just listed
         return self.groups[project_id]
 
     def list_filesystems(self, project_id: str) -> list[Filesystem]:

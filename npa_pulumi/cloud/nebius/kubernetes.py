@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ...kube.kubeconfig import ClusterAccess, ExecCredential
 from ..port import (
     DEFAULT_OPERATION_TIMEOUT_S,
@@ -104,10 +106,9 @@ class KubernetesAndCompute(NebiusClient):
         )
         return [convert.node_group(ng) for ng in items]
 
-    def list_project_node_groups(self, project_id: str) -> list[NodeGroup]:
+    def list_project_node_groups(self, project_id: str, cluster_ids: Sequence[str]) -> list[NodeGroup]:
         # mk8s lists node groups per cluster only (NodeGroupService.List's parent is a cluster).
-        clusters = self.list_clusters(project_id)
-        return [group for cluster in clusters for group in self.list_node_groups(cluster.id)]
+        return [group for cluster_id in cluster_ids for group in self.list_node_groups(cluster_id)]
 
     def delete_node_group(self, node_group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
         mk8s = self._api("mk8s.v1")
