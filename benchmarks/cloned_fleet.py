@@ -13,14 +13,12 @@ what a deployed stack of that name would hold. The clones are never updated by a
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.fixtures import PROJECT, REGION, TENANT
+from benchmarks.fixtures import PROJECT, REGION, TENANT, spec_header
 from benchmarks.harness import Home
-
-PULUMI_PROJECT = "npa-fleet"
+from npa_pulumi.engine.automation.workspace import PROJECT_NAME as PULUMI_PROJECT
 
 
 @dataclass(frozen=True)
@@ -36,15 +34,7 @@ class Template:
 def clone_spec(name: str, projects: int, per_project: int) -> str:
     """`projects` existing-project entries (the clones' projects are created by the fixture, so every
     project is named by id) of `per_project` CPU clusters each; the first cluster is the template."""
-    lines = [
-        "apiVersion: npa.fleet/v0.0.1",
-        f"name: {name}",
-        f"region: {REGION}",
-        "defaults:",
-        "  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}",
-        "  enable_filestore: false",
-        "projects:",
-    ]
+    lines = spec_header(name)
     for index in range(projects):
         lines.append(f"  - project_id: {PROJECT if index == 0 else f'{{p{index:03d}}}'}")
         lines.append("    clusters:")
@@ -84,7 +74,8 @@ def build(home: Home, fleet: str, projects: int, per_project: int) -> Path:
     state = _state_dir(home)
     stacks = state / "stacks" / PULUMI_PROJECT
     history = state / "history" / PULUMI_PROJECT
-    [entry] = [p for p in (history / template.stack).iterdir() if p.name.endswith(".history.json")][-1:]
+    # The template was deployed once: one update, one history entry.
+    [entry] = [p for p in (history / template.stack).iterdir() if p.name.endswith(".history.json")]
     old = {
         "stack": template.stack,
         "context": f"fleet-{fleet}-{PROJECT}-c0000",
@@ -137,5 +128,4 @@ def build(home: Home, fleet: str, projects: int, per_project: int) -> Path:
     for index in range(1, projects):
         spec_text = spec_text.replace(f"{{p{index:03d}}}", project_ids[index])
     spec.write_text(spec_text)
-    shutil.rmtree(home.root / "raw", ignore_errors=True)
     return spec

@@ -15,10 +15,9 @@ REGION = "us-central1"
 TENANT = "tenant-local"
 
 
-def fleet_spec(name: str, clusters: int, projects: int = 1, existing_project: bool = True) -> str:
-    """`clusters` CPU-only clusters spread over `projects` projects (the first one the fixture's existing
-    project when `existing_project`, the others created by name)."""
-    lines = [
+def spec_header(name: str) -> list[str]:
+    """A generated spec's lines up to its `projects:` (one small CPU pool per cluster, no filestore)."""
+    return [
         "apiVersion: npa.fleet/v0.0.1",
         f"name: {name}",
         f"region: {REGION}",
@@ -27,6 +26,12 @@ def fleet_spec(name: str, clusters: int, projects: int = 1, existing_project: bo
         "  enable_filestore: false",
         "projects:",
     ]
+
+
+def fleet_spec(name: str, clusters: int, projects: int = 1, existing_project: bool = True) -> str:
+    """`clusters` CPU-only clusters spread over `projects` projects (the first one the fixture's existing
+    project when `existing_project`, the others created by name)."""
+    lines = spec_header(name)
     per_project = [clusters // projects + (1 if i < clusters % projects else 0) for i in range(projects)]
     number = 0
     for index, count in enumerate(per_project):

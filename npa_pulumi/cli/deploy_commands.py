@@ -23,6 +23,18 @@ from npa_pulumi.cli.rollout_options import rollout_options
 from npa_pulumi.errors import UserInputError
 
 
+def _preview_fields(kw: dict[str, Any]) -> dict[str, Any]:
+    """What `up` and `preview` both take (PreviewRequest's own fields; UpRequest extends it)."""
+    return {
+        "preflight": kw["preflight"],
+        "policy_packs": tuple(kw["policy_packs"]),
+        "policy_config": kw["policy_config"],
+        "refresh": kw["refresh"],
+        "prices": kw["prices"],
+        "rollout": rollout(kw),
+    }
+
+
 @click.command("up")
 @fleet_options
 @output_option()
@@ -74,12 +86,7 @@ def up_command(**kw: Any) -> None:
         chosen = selection(kw)
         request = UpRequest(
             **fleet_fields(kw, chosen),
-            preflight=kw["preflight"],
-            policy_packs=tuple(kw["policy_packs"]),
-            policy_config=kw["policy_config"],
-            refresh=kw["refresh"],
-            prices=kw["prices"],
-            rollout=rollout(kw),
+            **_preview_fields(kw),
             fail_fast=not kw["continue_on_error"],
             create_projects=kw["create_projects"],
             health_gate=kw["health_gate"],
@@ -135,15 +142,7 @@ def preview_command(**kw: Any) -> None:
         from npa_pulumi.sdk.requests import PreviewRequest
 
         chosen = selection(kw)
-        request = PreviewRequest(
-            **fleet_fields(kw, chosen),
-            preflight=kw["preflight"],
-            policy_packs=tuple(kw["policy_packs"]),
-            policy_config=kw["policy_config"],
-            refresh=kw["refresh"],
-            prices=kw["prices"],
-            rollout=rollout(kw),
-        )
+        request = PreviewRequest(**fleet_fields(kw, chosen), **_preview_fields(kw))
         selected = sdk.select(kw["spec_path"], chosen)
         if not selected.targets and kw["output"] != "markdown" and not kw["out_file"]:
             return nothing_to_do("preview", selected, request, kw["output"])

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from npa_pulumi.engine.context import FleetContext
 
 
+LAST_UPDATE_FAILED = "the last update of this stack failed; run up again"
+
+
 def _node_group_view(group: Any) -> dict[str, Any]:
     view = {
         "id": group.id,
@@ -133,7 +136,7 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     elif "PROVISIONING" in states or any(g.ready_node_count < g.target_node_count for g in groups):
         status = "provisioning"
     elif fleet.executor.last_update_failed(op):
-        status, error = "failed", error or "the last update of this stack failed; run up again"
+        status, error = "failed", error or LAST_UPDATE_FAILED
     elif outputs.get("lifecycle", "deployed") != "deployed":
         status = str(outputs["lifecycle"])
         reason = (base.get("health") or {}).get("reason", "")
@@ -153,7 +156,7 @@ def _recorded_only(
     """`status --no-live`: what the stack recorded — its last update failed, or the lifecycle its last
     run left (deployed, or the gate's verdict) — with no read of the live cloud."""
     if fleet.executor.last_update_failed(op):
-        status, error = "failed", "the last update of this stack failed; run up again"
+        status, error = "failed", LAST_UPDATE_FAILED
     else:
         status, error = str(outputs.get("lifecycle") or "deployed"), None
     fleet.progress.phase(op.stack, "done", status)

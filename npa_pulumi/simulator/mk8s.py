@@ -190,23 +190,24 @@ class Mk8sMixin(AdminMixin):
         """Inject (or clear) a fault of a soperator cluster's Slurm roles (`controller_down`, `login_down`):
         the agent makes that role's nodes NotReady and its operator reports the Slurm cluster accordingly
         (npa_pulumi/simulator/kube/slurm.py)."""
-        return self._set_cluster_fault(cluster_id, "slurm_faults", SLURM_FAULTS, fault, active)
+        return self._set_cluster_fault(cluster_id, "slurm", SLURM_FAULTS, fault, active)
 
     def set_driver_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
         """Inject (or clear) a fault of the GPU operator's driver on an RTX cluster (DRIVER_FAULTS); the
         cluster's agent renders the driver DaemonSet accordingly (npa_pulumi/simulator/kube/shapes.py)."""
-        return self._set_cluster_fault(cluster_id, "driver_faults", DRIVER_FAULTS, fault, active)
+        return self._set_cluster_fault(cluster_id, "driver", DRIVER_FAULTS, fault, active)
 
     def _set_cluster_fault(
-        self, cluster_id: str, key: str, allowed: tuple[str, ...], fault: str, active: bool
+        self, cluster_id: str, kind: str, allowed: tuple[str, ...], fault: str, active: bool
     ) -> dict[str, Any]:
-        """Switch one named fault of a cluster on or off in its record under `key`; the current set."""
+        """Switch one fault of a cluster's `kind` (slurm, driver) on or off: operation `set_<kind>_fault`,
+        recorded under `<kind>_faults`; the current set."""
         if fault not in allowed:
-            raise InvalidArgument(f"unknown fault {fault!r}; choose one of {', '.join(allowed)}")
-        with self._op(f"set_{key[:-1]}", {"cluster_id": cluster_id}, write=True, inject=False) as ctx:
+            raise InvalidArgument(f"unknown {kind} fault {fault!r}; choose one of {', '.join(allowed)}")
+        with self._op(f"set_{kind}_fault", {"cluster_id": cluster_id}, write=True, inject=False) as ctx:
             row = self._row(ctx, "cluster", cluster_id)
             data = records.data_of(row)
-            faults = data.setdefault(key, {})
+            faults = data.setdefault(f"{kind}_faults", {})
             if active:
                 faults[fault] = True
             else:

@@ -41,6 +41,8 @@ from chaos_helpers import (
 )
 from conftest import SEED, budget
 
+from npa_pulumi.runtime.processes import wait_while
+
 TRIALS = budget(quick=3, long=20)
 BLOCK = "capacityblockgroup-local1"
 
@@ -278,16 +280,16 @@ def test_sigkill_during_up_leaves_no_orphaned_control_plane(
         # First the CLI's process group (CI cancelling a job): the engine's plugins, the Go Kubernetes
         # provider among them, must stop by themselves; then the whole session (a crash).
         _kill_after(Background.start(tmp_path / "runs", *_up_args(spec)), delay, trial % 2 == 1, context)
+
         # An agent whose cluster a dying run rolled back notices within a poll (1 s) and then stops its
         # control plane, each process given a bounded time to exit: on a loaded machine that is seconds.
-        deadline = time.monotonic() + 30
-        while True:
+        def orphans() -> dict[str, list[str]]:
             clusters = {c["id"] for c in inventory()["mk8s_clusters"]}
-            orphans = {cid: procs for cid, procs in _control_planes(cloud_dir).items() if cid not in clusters}
-            if not orphans or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        assert orphans == {}, f"{context}: control planes of clusters the cloud does not hold: {orphans}"
+            return {cid: procs for cid, procs in _control_planes(cloud_dir).items() if cid not in clusters}
+
+        wait_while(lambda: bool(orphans()), timeout_s=30, interval_s=1)
+        left = orphans()
+        assert left == {}, f"{context}: control planes of clusters the cloud does not hold: {left}"
 
         again = npa(*_up_args(spec))
         assert again.code == 0, f"{context}: {again.why()}"

@@ -8,14 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from npa_pulumi.kube.kuberay import FLEET_MANAGER, MANAGED_BY
-from npa_pulumi.runtime.processes import process_alive
+from npa_pulumi.runtime.processes import process_alive, wait_while
 from npa_pulumi.simulator.kube import kuberay as operator
 
 
@@ -31,23 +30,14 @@ def fake_operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _gone(pid: int, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not process_alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    return wait_while(lambda: process_alive(pid), timeout_s)
 
 
 def _environ_has(pid: int, entry: bytes, timeout_s: float = 5.0) -> bool:
     """Whether the process's environment holds the entry, once it has exec'd: between fork and exec (and
     for a moment during exec) /proc/PID/environ is the parent's or empty."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-            return True
-        time.sleep(0.05)
-    return False
+    environ = Path(f"/proc/{pid}/environ")
+    return wait_while(lambda: entry not in environ.read_bytes().split(b"\0"), timeout_s)
 
 
 def test_runs_while_wanted_and_stops_when_not(fake_operator: Path, tmp_path: Path) -> None:
