@@ -69,8 +69,9 @@ def test_engine_env_is_offline_and_uses_this_python() -> None:
     assert f"{sys.executable} -u -m npa_pulumi.runtime.plugin_host" in wrapper.read_text()
     path = env["PATH"].split(os.pathsep)
     guard = [d for d in path if Path(d).name.startswith("guarded-")]
-    # First the guarded Kubernetes provider (when it is built), then the engine's own directory.
-    assert path[len(guard[:1])] == str(find_pulumi().parent)
+    # First the guarded Kubernetes provider (when it is built), then the engine's own directory: where the
+    # binary really lives, not a link's (.tools/bin holds the unguarded provider too).
+    assert path[len(guard[:1])] == str(find_pulumi().resolve().parent)
     assert guard[:1] == path[:1] or not guard
 
 
@@ -218,3 +219,8 @@ def test_the_kubernetes_plugin_runs_guarded_first_on_the_engines_path() -> None:
     assert found is not None and Path(found).parent.name.startswith("guarded-")
     script = Path(found).read_text()
     assert "-m npa_pulumi.runtime.plugin_guard" in script and str(provider.resolve()) in script
+    # The engine puts its own directory first on its plugins' PATH: no unguarded provider may live there.
+    from npa_pulumi.engine.automation.workspace import pulumi_command
+
+    engine_dir = Path(pulumi_command().command).parent
+    assert not (engine_dir / "pulumi-resource-kubernetes").exists(), engine_dir

@@ -107,15 +107,14 @@ def engine_env(pulumi_bin: Path | None = None) -> dict[str, str]:
     """Environment overrides for every Pulumi call: offline, no update checks, the right Python.
 
     * no update checks and no automatic plugin downloads (a missing plugin is an error, not a network call);
-    * the engine's directory first on PATH, so its bundled helper scripts are found;
+    * the engine's own directory (where the binary really lives, as `pulumi_command` runs it) on PATH, so
+      its bundled helper scripts are found; not the directory of a link to it (`.tools/bin`), which also
+      holds an unguarded Kubernetes provider;
     * dynamic providers and policy packs run with this interpreter, which can import npa_pulumi, through
       `plugin_python_wrapper` so that each host watches the run that started it from its first moment.
     """
     pulumi_bin = pulumi_bin or find_pulumi()
-    bin_dirs = [str(pulumi_bin.parent)]
-    real_dir = str(pulumi_bin.resolve().parent)
-    if real_dir not in bin_dirs:
-        bin_dirs.append(real_dir)
+    bin_dirs = [str(pulumi_bin.resolve().parent)]
     provider = find_kubernetes_provider()
     if provider is not None:
         # An ambient plugin: found on PATH, never downloaded; first on PATH, its guard (see
@@ -221,7 +220,10 @@ def pulumi_command() -> auto.PulumiCommand:
 
     from pulumi import automation as auto
 
-    binary = find_pulumi()
+    # The binary where it really lives, not a link to it (`.tools/bin/pulumi`): the engine puts its own
+    # directory first on its plugins' PATH, and `.tools/bin` also holds the Kubernetes provider, which must
+    # be found through its guard (runtime/plugin_guard.py) so that it stops with the run that started it.
+    binary = find_pulumi().resolve()
     # PulumiCommand(root=R) runs R/bin/pulumi; both .tools/bin and the toolchain cache fit that shape.
     root = str(binary.parent.parent)
     try:
