@@ -1,44 +1,74 @@
-"""A large deployed fleet, built by copying one really deployed cluster stack (issue 31).
+"""A large deployed fleet, built by copying a few really deployed cluster stacks (issue 31).
 
 Deploying 1,000 clusters costs about 4 s of CPU per cluster stack on this machine (over an hour of the
-two cores), so the fleet-wide read scenario deploys one cluster for real and then, for each of the
-others, creates its cloud objects in the local cloud (project, network, subnet, cluster, node group:
-the simulator's own create calls, as the recipe makes them) and writes its stack's files as the engine
-wrote the template's: the checkpoint, the tags and the newest history entry, with the template's names
-and ids replaced by the clone's. What `status` reads of a stack (its record and the live cloud) is then
-what a deployed stack of that name would hold. The clones are never updated by an engine: `up` and
-`preview` of them are not measured from this fixture.
+two cores), so the fleet-wide scenario deploys for real every project stack and the first `DEPLOYED`
+clusters of the first project (those are the ones `up` then changes), and clones the other clusters from
+the first: for each it creates the cloud objects in the local cloud (cluster and node group: the
+simulator's own create calls, as the recipe makes them) and writes its stack's files as the engine wrote
+the template's (the checkpoint, the tags, the newest history entry, the workspace's stack settings and the
+policy results of its last engine run), with the template's names and ids replaced by the clone's and the
+fingerprint `up` records for the clone's plan (benchmarks/fingerprints.py). What `status`, an unchanged
+`preview` and the unchanged-check of `up` read of a stack is then what a deployed stack of that name
+would hold. The clones are never run by an engine: every measured command finds them unchanged.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from benchmarks.fixtures import PROJECT, REGION, TENANT, spec_header
-from benchmarks.harness import Home
+from benchmarks.harness import REPO, Home, S3Endpoint
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME as PULUMI_PROJECT
+from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
+
+DEPLOYED = 5  # clusters of the first project deployed for real: the template, and the ones `up` changes
 
 
-@dataclass(frozen=True)
-class Template:
-    """The really deployed cluster stack the clones copy, and the ids it recorded."""
+@dataclass
+class ClonedFleet:
+    spec: Path
+    name: str
+    per_project: int
+    project_ids: list[str]  # the spec's projects, in order
+    deployed: list[str]  # the names of the really deployed clusters, the template first
+    deployed_nodes: int = 1  # their CPU node count in the spec
 
-    stack: str
-    cluster: str
-    project_key: str
-    outputs: dict[str, object]
+    def toggle(self) -> None:
+        """Rewrite the spec with the deployed clusters' CPU node count changed (1 <-> 2): a change of
+        those clusters only."""
+        self.deployed_nodes = 3 - self.deployed_nodes
+        self.spec.write_text(
+            _spec_text(
+                self.name,
+                self.project_ids,
+                self.per_project,
+                dict.fromkeys(self.deployed, self.deployed_nodes),
+            )
+        )
 
 
-def clone_spec(name: str, projects: int, per_project: int) -> str:
-    """`projects` existing-project entries (the clones' projects are created by the fixture, so every
-    project is named by id) of `per_project` CPU clusters each; the first cluster is the template."""
+def _spec_text(
+    name: str, project_ids: list[str], per_project: int, nodes: dict[str, int] | None = None
+) -> str:
+    """One existing-project entry per id (the clones' projects are created by the fixture, so every
+    project is named by id) of `per_project` CPU clusters each; the first cluster is the template.
+    `nodes`: another CPU node count for the named clusters (a change of those clusters only)."""
     lines = spec_header(name)
-    for index in range(projects):
-        lines.append(f"  - project_id: {PROJECT if index == 0 else f'{{p{index:03d}}}'}")
+    for index, project_id in enumerate(project_ids):
+        lines.append(f"  - project_id: {project_id}")
         lines.append("    clusters:")
-        lines += [f"      - name: c{index * per_project + n:04d}" for n in range(per_project)]
+        for n in range(per_project):
+            cluster = f"c{index * per_project + n:04d}"
+            lines.append(f"      - name: {cluster}")
+            if nodes and cluster in nodes:
+                lines.append(
+                    f"        cpu_nodes: {{count: {nodes[cluster]}, platform: cpu-d3, preset: 4vcpu-16gb}}"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -46,13 +76,12 @@ def _state_dir(home: Home) -> Path:
     return home.npa_home / "state" / ".pulumi"
 
 
-def _template(home: Home, fleet: str) -> Template:
-    stack = f"{fleet}.{PROJECT}.c0000"
+def _outputs(home: Home, stack: str) -> dict[str, object]:
     checkpoint = json.loads((_state_dir(home) / "stacks" / PULUMI_PROJECT / f"{stack}.json").read_text())
     root = next(
         r for r in checkpoint["checkpoint"]["latest"]["resources"] if r["type"] == "pulumi:pulumi:Stack"
     )
-    return Template(stack, "c0000", PROJECT, dict(root["outputs"]))
+    return dict(root["outputs"])
 
 
 def _rename(text: str, old: dict[str, str], new: dict[str, str]) -> str:
@@ -61,71 +90,142 @@ def _rename(text: str, old: dict[str, str], new: dict[str, str]) -> str:
     return text
 
 
-def build(home: Home, fleet: str, projects: int, per_project: int) -> Path:
-    """Deploy the template cluster, then clone it to `projects` x `per_project` clusters; the spec."""
+def fingerprints(home: Home, spec: Path) -> dict[str, str]:
+    """Each stack's fingerprint as `up` computes it, under the home's environment."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.fingerprints", str(spec)],
+        env=home.env(),
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return dict(json.loads(out))
+
+
+class _StackFiles:
+    """One deployed stack's files, and writing them again under another stack's names."""
+
+    def __init__(self, home: Home, stack: str) -> None:
+        state = _state_dir(home)
+        self.stacks = state / "stacks" / PULUMI_PROJECT
+        self.history = state / "history" / PULUMI_PROJECT
+        self.workspace = home.npa_home / "workspace"
+        self.policy = home.npa_home / "policy-results"
+        [entry] = [p for p in (self.history / stack).iterdir() if p.name.endswith(".history.json")]
+        [policy] = list(self.policy.glob(f"{stack}.????????????.json"))  # one backend: its 12-hex key
+        self.stack, self.stamp = stack, entry.name.removeprefix(f"{stack}-")
+        self.backend_key = policy.name.removeprefix(f"{stack}.")
+        self.text = {
+            "checkpoint": (self.stacks / f"{stack}.json").read_text(),
+            "tags": (self.stacks / f"{stack}.pulumi-tags").read_text(),
+            "history": entry.read_text(),
+            "settings": (self.workspace / f"Pulumi.{stack}.yaml").read_text(),
+            "policy": policy.read_text(),
+        }
+
+    def write(self, stack: str, old: dict[str, str], new: dict[str, str], tags: dict[str, str]) -> None:
+        def text(kind: str) -> str:
+            return _rename(self.text[kind], old, new)
+
+        (self.stacks / f"{stack}.json").write_text(text("checkpoint"))
+        document = json.loads(self.text["tags"])
+        document["tags"].update(tags)
+        (self.stacks / f"{stack}.pulumi-tags").write_text(json.dumps(document))
+        (self.history / stack).mkdir(parents=True, exist_ok=True)
+        (self.history / stack / f"{stack}-{self.stamp}").write_text(text("history"))
+        (self.workspace / f"Pulumi.{stack}.yaml").write_text(text("settings"))
+        (self.policy / f"{stack}.{self.backend_key}").write_text(text("policy"))
+
+
+def build(home: Home, fleet: str, projects: int, per_project: int) -> ClonedFleet:
+    """The fleet of `projects` x `per_project` clusters: every project stack and the first DEPLOYED
+    clusters deployed for real, the others cloned from the first cluster; the spec and the deployed."""
     from npa_pulumi.simulator.simulator import LocalSimulator
 
-    spec = home.root / "fleet.yaml"
-    template_spec = home.root / "template.yaml"
-    template_spec.write_text(clone_spec(fleet, 1, 1))
-    home.npa("up", "--spec", str(template_spec), "--yes", "--no-preflight", "--output", "json")
-    template = _template(home, fleet)
     sim = LocalSimulator(directory=home.npa_home / "local-cloud")
-    state = _state_dir(home)
-    stacks = state / "stacks" / PULUMI_PROJECT
-    history = state / "history" / PULUMI_PROJECT
-    # The template was deployed once: one update, one history entry.
-    [entry] = [p for p in (history / template.stack).iterdir() if p.name.endswith(".history.json")]
-    old = {
-        "stack": template.stack,
-        "context": f"fleet-{fleet}-{PROJECT}-c0000",
-        "urn_name": "::c0000",
-        "project": str(template.outputs["project_id"]),
-        "subnet": str(template.outputs["subnet_id"]),
-        "cluster": str(template.outputs["cluster_id"]),
-        "group": str(template.outputs["node_group_ids"][0]),  # type: ignore[index]
-    }
-    text = {
-        "checkpoint": (stacks / f"{template.stack}.json").read_text(),
-        "tags": (stacks / f"{template.stack}.pulumi-tags").read_text(),
-        "history": entry.read_text(),
-    }
-    project_ids = [str(template.outputs["project_id"])]
-    subnets = [str(template.outputs["subnet_id"])]
-    for index in range(1, projects):
+    spec = home.root / "fleet.yaml"
+    project_keys = [PROJECT]  # a project named by id is keyed by it
+    for index in range(1, projects):  # existing projects, each with its network, as a tenant has them
         project = sim.create_project(TENANT, f"{fleet}-clone-p{index:03d}", REGION)
         network = sim.create_network(project["id"], "fleet-network")
-        subnet = sim.create_subnet(project["id"], network["id"], "fleet-subnet")
-        project_ids.append(project["id"])
-        subnets.append(subnet["id"])
-    for index in range(projects):
+        sim.create_subnet(project["id"], network["id"], "fleet-subnet")
+        project_keys.append(project["id"])
+    spec.write_text(_spec_text(fleet, project_keys, per_project))
+    deployed = [f"c{n:04d}" for n in range(DEPLOYED)]
+    up = ["up", "--spec", str(spec), "--yes", "--no-preflight", "-j", "8", "--output", "json"]
+    home.npa(*up, "--stage", "projects")
+    home.npa(*up, "--only-projects", PROJECT, "--only-clusters", ",".join(deployed))
+    prints = fingerprints(home, spec)
+    template = f"{fleet}.{PROJECT}.{deployed[0]}"
+    outputs = _outputs(home, template)
+    if outputs[FINGERPRINT_OUTPUT] != prints[template]:  # the fixture computes what `up` recorded
+        raise RuntimeError(f"benchmarks.fingerprints disagrees with what up recorded for {template}")
+    files = _StackFiles(home, template)
+    old = {
+        "stack": template,
+        "context": f"fleet-{fleet}-{PROJECT}-{deployed[0]}",
+        "urn_name": f"::{deployed[0]}",
+        "project": str(outputs["project_id"]),
+        "subnet": str(outputs["subnet_id"]),
+        "cluster": str(outputs["cluster_id"]),
+        "group": str(outputs["node_group_ids"][0]),  # type: ignore[index]
+        "fingerprint": str(outputs[FINGERPRINT_OUTPUT]),
+    }
+    for index, key in enumerate(project_keys):
+        project = _outputs(home, f"{fleet}.{key}")
         for n in range(per_project):
-            number = index * per_project + n
-            if number == 0:
-                continue  # the template itself
-            name = f"c{number:04d}"
-            key = PROJECT if index == 0 else project_ids[index]
-            cluster = sim.create_cluster(project_ids[index], name, subnets[index])
+            name = f"c{index * per_project + n:04d}"
+            if name in deployed:
+                continue
+            cluster = sim.create_cluster(str(project["project_id"]), name, str(project["subnet_id"]))
             group = sim.create_node_group(cluster["id"], "cpu", 1, "cpu-d3", "4vcpu-16gb")
             stack = f"{fleet}.{key}.{name}"
             new = {
                 "stack": stack,
                 "context": f"fleet-{fleet}-{key}-{name}",
                 "urn_name": f"::{name}",
-                "project": project_ids[index],
-                "subnet": subnets[index],
+                "project": str(project["project_id"]),
+                "subnet": str(project["subnet_id"]),
                 "cluster": cluster["id"],
                 "group": group["id"],
+                "fingerprint": prints[stack],
             }
-            (stacks / f"{stack}.json").write_text(_rename(text["checkpoint"], old, new))
-            tags = json.loads(text["tags"])
-            tags["tags"].update({"npa:cluster": name, "npa:project": key})
-            (stacks / f"{stack}.pulumi-tags").write_text(json.dumps(tags))
-            (history / stack).mkdir(parents=True, exist_ok=True)
-            stamp = entry.name.removeprefix(f"{template.stack}-")
-            (history / stack / f"{stack}-{stamp}").write_text(text["history"])
-    spec_text = clone_spec(fleet, projects, per_project)
-    for index in range(1, projects):
-        spec_text = spec_text.replace(f"{{p{index:03d}}}", project_ids[index])
-    spec.write_text(spec_text)
-    return spec
+            files.write(stack, old, new, {"npa:cluster": name, "npa:project": key})
+    return ClonedFleet(spec, fleet, per_project, project_keys, deployed)
+
+
+def upload_state(home: Home, server: S3Endpoint) -> str:
+    """A bucket on `server` (made by `backend init`, as a user makes one) holding the fleet's state, every
+    file as the file backend holds it; the s3:// backend URL that reads it."""
+    import boto3  # type: ignore[import-untyped]
+
+    made = home.npa_json(
+        "backend",
+        "init",
+        "--cloud",
+        "local",
+        "--endpoint",
+        server.endpoint,
+        "--bucket",
+        "bench-fleet",
+        "--output",
+        "json",
+    )
+    url = urlsplit(str(made["backend_url"]))
+    prefix = url.path.strip("/")
+    client = boto3.client("s3", endpoint_url=server.endpoint, **_credentials(server))
+    state = _state_dir(home)
+    for path in sorted(p for p in state.rglob("*") if p.is_file() and "locks" not in p.parts):
+        key = "/".join(filter(None, [prefix, ".pulumi", str(path.relative_to(state))]))
+        client.put_object(Bucket=url.netloc, Key=key, Body=path.read_bytes())
+    # moto sends no response checksums: the engine's SDK validates them only when required.
+    return str(made["backend_url"]) + "&response_checksum_validation=when_required"
+
+
+def _credentials(server: S3Endpoint) -> dict[str, str]:
+    return {
+        "aws_access_key_id": server.env["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": server.env["AWS_SECRET_ACCESS_KEY"],
+        "region_name": server.env["AWS_REGION"],
+    }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ from rich.console import Console
 
 from npa_pulumi.errors import EXIT_FAILED
 from npa_pulumi.output.results import FleetResult
-from npa_pulumi.output.streams import emit_json
+from npa_pulumi.output.streams import emit_json, json_text
 
 
 def write_preview(
@@ -23,10 +22,10 @@ def write_preview(
 ) -> int:
     """`plan` (the offline plan document) gives the html page its GPU models."""
     if json_out:
-        Path(json_out).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+        Path(json_out).write_text(json_text(result.to_json()))
     if output == "json":
         if out_file:
-            Path(out_file).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+            Path(out_file).write_text(json_text(result.to_json()))
         else:
             emit_json(result.to_json())
     elif output == "html":
