@@ -6,7 +6,8 @@ cluster ready.
 One journey over one fleet (a cluster start is the expensive part): ready; a deleted worker recreated by
 the operator; a NotReady CPU node failing the gate with Ray's conditions in the evidence, then a retry
 that re-runs only the gates; disabling removing exactly the fleet's Ray objects; destroy leaving no
-operator behind, its receipt naming the Ray objects.
+operator behind, its receipt naming the Ray objects. `make test` runs its first and last steps (preview,
+ready, destroy: about 3 of its 10 minutes); the whole journey is `make test-long`'s.
 """
 
 from __future__ import annotations
@@ -106,7 +107,13 @@ def _conditions(raycluster: dict[str, Any]) -> dict[str, str]:
 
 
 @pytest.mark.timeout(2400)  # one journey over one fleet: seven `up`s, a preview, a destroy
-def test_kuberay_journey(kube_api: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "whole",
+    [pytest.param(False, id="ready-then-destroyed"), pytest.param(True, id="whole", marks=pytest.mark.long)],
+)
+def test_kuberay_journey(
+    kube_api: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole: bool
+) -> None:
     assert find_kuberay_operator() is not None, "make tools builds the KubeRay operator"
     # Two control planes start one after the other (their ports are picked under one lock); on a busy
     # machine that takes longer than the local cloud's default 30 s wait.
@@ -162,6 +169,28 @@ def test_kuberay_journey(kube_api: Path, tmp_path: Path, monkeypatch: pytest.Mon
     assert live_schema == ours["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # KubeRay's own, whole
     assert len(_operators(cloud_dir)) == 1, "one operator, for the one cluster that installed it"
 
+    if whole:
+        _faults_disable_and_enable_again(spec, tmp_path, ray, pods, kubeconfig, cloud_dir)
+
+    # ---- destroyed: the receipt names the Ray objects, no operator is left
+    done = npa("destroy", "--spec", spec, "--cloud", "local", "--yes", "--output", "json", timeout=900)
+    assert done.code == 0, done.stderr[-4000:]
+    receipt = json.loads(Path(done.json()["receipt"]).read_text())
+    (phase,) = [p for p in receipt["phases"] if p["phase"] == "cluster" and p["stack"] == STACK]
+    assert phase["status"] == "done"
+    assert "RayCluster ray/ray-cluster" in phase["deletes"]["kuberay_objects"]
+    _wait("no operator after destroy", lambda: not _operators(cloud_dir), 30)
+
+
+def _faults_disable_and_enable_again(
+    spec: str,
+    tmp_path: Path,
+    ray: dict[str, Any],
+    pods: list[dict[str, Any]],
+    kubeconfig: str,
+    cloud_dir: Path,
+) -> None:
+    """The journey's middle: a worker recreated, a failed gate and its retry, disabled, enabled again."""
     # ---- a worker deleted out of band: the operator recreates it, status shows ready again
     worker = next(
         p["metadata"]["name"] for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"
@@ -232,14 +261,7 @@ def test_kuberay_journey(kube_api: Path, tmp_path: Path, monkeypatch: pytest.Mon
     assert _kubectl(kubeconfig, "get", "namespace", "npa-system")  # the fleet's other objects stay
     _wait("the operator to stop", lambda: not _operators(cloud_dir), 30)
 
-    # ---- enabled again, then destroyed: the receipt names the Ray objects, no operator is left
+    # ---- enabled again (the caller destroys it)
     again = _up(_spec(tmp_path, timeout_minutes=1))[STACK]
     assert again["status"] == "deployed" and again["kuberay"]["ready"] is True
     assert len(_operators(cloud_dir)) == 1
-    done = npa("destroy", "--spec", spec, "--cloud", "local", "--yes", "--output", "json", timeout=900)
-    assert done.code == 0, done.stderr[-4000:]
-    receipt = json.loads(Path(done.json()["receipt"]).read_text())
-    (phase,) = [p for p in receipt["phases"] if p["phase"] == "cluster" and p["stack"] == STACK]
-    assert phase["status"] == "done"
-    assert "RayCluster ray/ray-cluster" in phase["deletes"]["kuberay_objects"]
-    _wait("no operator after destroy", lambda: not _operators(cloud_dir), 30)

@@ -3,13 +3,16 @@
 fault on the canary's GPU node: `up` exits 1 after the canary's gate fails, names the halted wave, why and
 the command that resumes it; no cluster of waves 2 and 3 is updated (their stacks' last update and their
 node groups in the simulator are as before) and `status` shows the halt, from the tags beside the stacks.
-The PR comment lists the waves. After `--clear` and the printed resume command, all seven are deployed."""
+The PR comment lists the waves. After `--clear` and the printed resume command, all seven are deployed.
+`make test` runs the same journey over three clusters (the canary, then one per wave); the seven are
+`make test-long`'s."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +41,37 @@ projects:
         enable_gpu_cluster: false
       - name: eval
   - name: prod
-    clusters: [{name: a}, {name: b}, {name: c}, {name: d}, {name: e}]
+    clusters: PROD
 rollout:
   waves:
     - clusters: [research/train]
-    - count: 3
+    - count: WAVE
     - rest: true
   max_in_flight: 3
 """
 CANARY = "roll.research.train"
-LATER = ["roll.research.eval", "roll.prod.a", "roll.prod.b", "roll.prod.c", "roll.prod.d", "roll.prod.e"]
-WAVES = [["research/train"], ["research/eval", "prod/a", "prod/b"], ["prod/c", "prod/d", "prod/e"]]
 
 
-def _spec(tmp_path: Path, timeout: int) -> str:
-    return str(write_spec(tmp_path / "fleet.yaml", SPEC.replace("TIMEOUT", str(timeout))))
+@dataclass(frozen=True)
+class Fleet:
+    """The fleet's shape: `prod` clusters in the prod project, the second wave `wave` clusters."""
+
+    prod: tuple[str, ...]
+    wave: int
+
+    @property
+    def later(self) -> list[str]:
+        return ["roll.research.eval", *(f"roll.prod.{name}" for name in self.prod)]
+
+    @property
+    def waves(self) -> list[list[str]]:
+        later = ["research/eval", *(f"prod/{name}" for name in self.prod)]
+        return [["research/train"], later[: self.wave], later[self.wave :]]
+
+    def spec(self, tmp_path: Path, timeout: int) -> str:
+        prod = "[" + ", ".join(f"{{name: {name}}}" for name in self.prod) + "]"
+        text = SPEC.replace("TIMEOUT", str(timeout)).replace("PROD", prod).replace("WAVE", str(self.wave))
+        return str(write_spec(tmp_path / "fleet.yaml", text))
 
 
 def _last_updates() -> dict[str, Any]:
@@ -77,26 +96,36 @@ def _node_groups(cluster_ids: list[str]) -> list[Any]:
     return [shown, stored]
 
 
+@pytest.mark.parametrize(
+    "fleet",
+    [
+        pytest.param(Fleet(("a",), 1), id="three-clusters"),
+        pytest.param(Fleet(("a", "b", "c", "d", "e"), 3), id="seven-clusters", marks=pytest.mark.long),
+    ],
+)
 def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
-    kube_api: Path, tmp_path: Path
+    kube_api: Path, tmp_path: Path, fleet: Fleet
 ) -> None:
+    later, waves = fleet.later, fleet.waves
     npa("local-cloud", "init", check=True)
-    first = npa("up", "--spec", _spec(tmp_path, 2), "--yes", "--no-preflight", "--output", "json")
+    first = npa("up", "--spec", fleet.spec(tmp_path, 2), "--yes", "--no-preflight", "--output", "json")
     assert first.code == 0, first.stderr[-2000:] + first.stdout[-6000:]
     deployed = by_stack(first.json())
-    assert all(deployed[s]["status"] == "deployed" for s in [CANARY, *LATER]), deployed
-    assert [w["clusters"] for w in first.json()["rollout"]["waves"]] == WAVES
+    assert all(deployed[s]["status"] == "deployed" for s in [CANARY, *later]), deployed
+    assert [w["clusters"] for w in first.json()["rollout"]["waves"]] == waves
     assert [w["state"] for w in first.json()["rollout"]["waves"]] == ["passed"] * 3
     gpu_node = next(n for n, v in deployed[CANARY]["health"]["nodes"].items() if v.get("gpu"))
-    later_ids = [deployed[s]["cluster_id"] for s in LATER]
+    later_ids = [deployed[s]["cluster_id"] for s in later]
     before_updates, before_groups = _last_updates(), _node_groups(later_ids)
 
     # ---- the PR comment of the change lists the waves and their clusters
-    spec = _spec(tmp_path, 1)  # a gate setting of every cluster changes: all seven have an update to make
+    spec = fleet.spec(
+        tmp_path, 1
+    )  # a gate setting of every cluster changes: every cluster has an update to make
     comment = npa("preview", "--spec", spec, "--stage", "projects", "--no-preflight", "--output", "markdown")
     assert comment.code == 0, comment.stderr[-3000:]
     assert "#### Rollout" in comment.stdout
-    for index, clusters in enumerate(WAVES, start=1):
+    for index, clusters in enumerate(waves, start=1):
         row = next(line for line in comment.stdout.splitlines() if line.startswith(f"| {index} |"))
         assert all(f"`{key}`" in row for key in clusters), row
 
@@ -108,15 +137,15 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     document = halted.json()
     stacks = by_stack(document)
     assert stacks[CANARY]["status"] == "deployed-validation-failed", stacks[CANARY]
-    assert all(stacks[s]["status"] == "skipped" for s in LATER), {s: stacks[s]["status"] for s in LATER}
-    assert all("halted at wave 1" in (stacks[s]["error"] or "") for s in LATER)
+    assert all(stacks[s]["status"] == "skipped" for s in later), {s: stacks[s]["status"] for s in later}
+    assert all("halted at wave 1" in (stacks[s]["error"] or "") for s in later)
     rollout = document["rollout"]
     assert rollout["halted"]["wave"] == 1 and "research/train" in rollout["halted"]["reason"]
     assert [w["state"] for w in rollout["waves"]] == ["halted", "not-started", "not-started"]
     resume = rollout["resume_command"]
     assert resume.startswith("npa-pulumi up ") and "--yes" in resume
     after_updates = _last_updates()
-    assert {s: after_updates[s] for s in LATER} == {s: before_updates[s] for s in LATER}
+    assert {s: after_updates[s] for s in later} == {s: before_updates[s] for s in later}
     assert after_updates[CANARY] != before_updates[CANARY]
     assert _node_groups(later_ids) == before_groups
 
@@ -131,6 +160,6 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     resumed = npa(*argv[1:], "--no-preflight", "--output", "json")
     assert resumed.code == 0, resumed.stderr[-4000:]
     finished = by_stack(resumed.json())
-    assert all(finished[s]["status"] == "deployed" for s in [CANARY, *LATER]), finished
-    assert all(finished[s]["changes"].get("update", 0) >= 1 for s in LATER), finished  # the change arrived
+    assert all(finished[s]["status"] == "deployed" for s in [CANARY, *later]), finished
+    assert all(finished[s]["changes"].get("update", 0) >= 1 for s in later), finished  # the change arrived
     assert [w["state"] for w in resumed.json()["rollout"]["waves"]] == ["passed"] * 3

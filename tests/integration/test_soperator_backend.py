@@ -227,6 +227,9 @@ def test_a_mixed_fleet_deploys_a_usable_slurm_cluster(kube_api: Path, tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.long  # make test-long (2+ minutes: the gate waits out its timeout); in make test, the same
+# gate's failure on a down controller is tests/unit/test_local_slurm_operator.py's, and the deploy path
+# this test's mixed fleet shares is test_a_mixed_fleet_deploys_a_usable_slurm_cluster's
 def test_a_controller_down_fault_fails_only_the_soperator_gate(kube_api: Path, tmp_path: Path) -> None:
     spec = _spec(tmp_path, timeout_minutes=1)
     npa("local-cloud", "init", check=True)
