@@ -162,16 +162,8 @@ def build(home: Home, fleet: str, projects: int, per_project: int) -> ClonedFlee
     if outputs[FINGERPRINT_OUTPUT] != prints[template]:  # the fixture computes what `up` recorded
         raise RuntimeError(f"benchmarks.fingerprints disagrees with what up recorded for {template}")
     files = _StackFiles(home, template)
-    old = {
-        "stack": template,
-        "context": f"fleet-{fleet}-{PROJECT}-{deployed[0]}",
-        "urn_name": f"::{deployed[0]}",
-        "project": str(outputs["project_id"]),
-        "subnet": str(outputs["subnet_id"]),
-        "cluster": str(outputs["cluster_id"]),
-        "group": str(outputs["node_group_ids"][0]),  # type: ignore[index]
-        "fingerprint": str(outputs[FINGERPRINT_OUTPUT]),
-    }
+    group_ids: list[str] = outputs["node_group_ids"]  # type: ignore[assignment]
+    old = _names(fleet, PROJECT, deployed[0], outputs, str(outputs["cluster_id"]), group_ids[0])
     for index, key in enumerate(project_keys):
         project = _outputs(home, f"{fleet}.{key}")
         for n in range(per_project):
@@ -180,19 +172,28 @@ def build(home: Home, fleet: str, projects: int, per_project: int) -> ClonedFlee
                 continue
             cluster = sim.create_cluster(str(project["project_id"]), name, str(project["subnet_id"]))
             group = sim.create_node_group(cluster["id"], "cpu", 1, "cpu-d3", "4vcpu-16gb")
-            stack = f"{fleet}.{key}.{name}"
-            new = {
-                "stack": stack,
-                "context": f"fleet-{fleet}-{key}-{name}",
-                "urn_name": f"::{name}",
-                "project": str(project["project_id"]),
-                "subnet": str(project["subnet_id"]),
-                "cluster": cluster["id"],
-                "group": group["id"],
-                "fingerprint": prints[stack],
-            }
-            files.write(stack, old, new, {"npa:cluster": name, "npa:project": key})
+            new = _names(fleet, key, name, project, cluster["id"], group["id"])
+            new["fingerprint"] = prints[new["stack"]]
+            files.write(new["stack"], old, new, {"npa:cluster": name, "npa:project": key})
     return ClonedFleet(spec, fleet, per_project, project_keys, deployed)
+
+
+def _names(
+    fleet: str, key: str, name: str, ids: dict[str, object], cluster: str, group: str
+) -> dict[str, str]:
+    """What of a cluster stack's files names it: its stack, kube context and URN names, its project's
+    and subnet's ids (from `ids`: its outputs, or its project stack's), its cluster's and node group's ids,
+    and the fingerprint it recorded (replaced for a clone)."""
+    return {
+        "stack": f"{fleet}.{key}.{name}",
+        "context": f"fleet-{fleet}-{key}-{name}",
+        "urn_name": f"::{name}",
+        "project": str(ids["project_id"]),
+        "subnet": str(ids["subnet_id"]),
+        "cluster": cluster,
+        "group": group,
+        "fingerprint": str(ids.get(FINGERPRINT_OUTPUT, "")),
+    }
 
 
 def upload_state(home: Home, server: S3Endpoint) -> str:
@@ -200,27 +201,15 @@ def upload_state(home: Home, server: S3Endpoint) -> str:
     file as the file backend holds it; the s3:// backend URL that reads it."""
     import boto3  # type: ignore[import-untyped]
 
-    made = home.npa_json(
-        "backend",
-        "init",
-        "--cloud",
-        "local",
-        "--endpoint",
-        server.endpoint,
-        "--bucket",
-        "bench-fleet",
-        "--output",
-        "json",
-    )
-    url = urlsplit(str(made["backend_url"]))
+    backend = server.backend(home, "bench-fleet")
+    url = urlsplit(backend)
     prefix = url.path.strip("/")
     client = boto3.client("s3", endpoint_url=server.endpoint, **_credentials(server))
     state = _state_dir(home)
     for path in sorted(p for p in state.rglob("*") if p.is_file() and "locks" not in p.parts):
         key = "/".join(filter(None, [prefix, ".pulumi", str(path.relative_to(state))]))
         client.put_object(Bucket=url.netloc, Key=key, Body=path.read_bytes())
-    # moto sends no response checksums: the engine's SDK validates them only when required.
-    return str(made["backend_url"]) + "&response_checksum_validation=when_required"
+    return backend
 
 
 def _credentials(server: S3Endpoint) -> dict[str, str]:

@@ -272,6 +272,23 @@ class S3Endpoint:
         server.stop()
         raise RunFailed(f"moto_server did not start: {log.read_text()[-1500:]}")
 
+    def backend(self, home: Home, bucket: str) -> str:
+        """A bucket made by `backend init` (as a user makes one) and the s3:// backend URL to use it."""
+        made = home.npa_json(
+            "backend",
+            "init",
+            "--cloud",
+            "local",
+            "--endpoint",
+            self.endpoint,
+            "--bucket",
+            bucket,
+            "--output",
+            "json",
+        )
+        # moto sends no response checksums: the engine's SDK validates them only when required.
+        return str(made["backend_url"]) + "&response_checksum_validation=when_required"
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()

@@ -597,20 +597,7 @@ def scale(work: Path, budget: Budget) -> dict[str, Any]:
         local = _home(work, "scale-file", 0, fixture)
         remote = _home(work, "scale-s3", 0, fixture)
         remote.extra.update(server.env)
-        made = remote.npa_json(
-            "backend",
-            "init",
-            "--cloud",
-            "local",
-            "--endpoint",
-            server.endpoint,
-            "--bucket",
-            "bench-state",
-            "--output",
-            "json",
-        )
-        # moto sends no response checksums: the engine's SDK validates them only when required.
-        s3 = ["--backend", made["backend_url"] + "&response_checksum_validation=when_required"]
+        s3 = ["--backend", server.backend(remote, "bench-state")]
         deploys = {
             "file": _timed(lambda: _deployed_fleet(local, n, [])),
             "s3": _timed(lambda: _deployed_fleet(remote, n, s3)),
