@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from chaos_helpers import (
     Background,
+    CliResult,
     FleetShape,
     assert_converged,
     assert_no_leaks,
@@ -304,6 +305,16 @@ def test_sigkill_during_up_leaves_no_orphaned_control_plane(
     assert _control_planes(cloud_dir) == {}, "local-cloud reset left control-plane processes behind"
 
 
+def _stack_errors(result: CliResult) -> dict[str, str]:
+    """Each failed stack's error from a run's JSON document (a lock's holder, named in full), which a
+    truncated stdout in the assertion message would cut."""
+    try:
+        stacks = result.json().get("stacks", [])
+    except ValueError:
+        return {}
+    return {str(s.get("stack")): str(s.get("error")) for s in stacks if s.get("error")}
+
+
 S3_SPEC = """\
 apiVersion: npa.fleet/v0.0.1
 name: s3crash
@@ -349,7 +360,7 @@ def test_sigkill_during_up_on_the_local_clouds_s3_backend(
         run = Background.start(tmp_path / "runs", "up", *common, "--yes", "--output", "json", env=env)
         _kill_after(run, delay, trial % 2 == 1, context)
         again = npa("up", *common, "--yes", "--output", "json", env=env)
-        assert again.code == 0, f"{context}: {again.why()}"
+        assert again.code == 0, f"{context}: {_stack_errors(again)}\n{again.why()}"
         states = {c["stack"]: c["status"] for c in again.json()["clusters"]}
         assert set(states.values()) <= {"deployed", "unchanged"}, f"{context}: {states}"
         locks = [k for k in _bucket_keys(cloud_dir, "chaos-state") if k.startswith(".pulumi/locks/")]
