@@ -114,7 +114,7 @@ class _StackFiles:
         self.policy = home.npa_home / "policy-results"
         [entry] = [p for p in (self.history / stack).iterdir() if p.name.endswith(".history.json")]
         [policy] = list(self.policy.glob(f"{stack}.????????????.json"))  # one backend: its 12-hex key
-        self.stack, self.stamp = stack, entry.name.removeprefix(f"{stack}-")
+        self.stamp = entry.name.removeprefix(f"{stack}-")
         self.backend_key = policy.name.removeprefix(f"{stack}.")
         self.text = {
             "checkpoint": (self.stacks / f"{stack}.json").read_text(),
@@ -163,7 +163,9 @@ def build(home: Home, fleet: str, projects: int, per_project: int) -> ClonedFlee
         raise RuntimeError(f"benchmarks.fingerprints disagrees with what up recorded for {template}")
     files = _StackFiles(home, template)
     group_ids: list[str] = outputs["node_group_ids"]  # type: ignore[assignment]
-    old = _names(fleet, PROJECT, deployed[0], outputs, str(outputs["cluster_id"]), group_ids[0])
+    old = _names(
+        fleet, PROJECT, deployed[0], outputs, str(outputs["cluster_id"]), group_ids[0], prints[template]
+    )
     for index, key in enumerate(project_keys):
         project = _outputs(home, f"{fleet}.{key}")
         for n in range(per_project):
@@ -172,18 +174,18 @@ def build(home: Home, fleet: str, projects: int, per_project: int) -> ClonedFlee
                 continue
             cluster = sim.create_cluster(str(project["project_id"]), name, str(project["subnet_id"]))
             group = sim.create_node_group(cluster["id"], "cpu", 1, "cpu-d3", "4vcpu-16gb")
-            new = _names(fleet, key, name, project, cluster["id"], group["id"])
-            new["fingerprint"] = prints[new["stack"]]
-            files.write(new["stack"], old, new, {"npa:cluster": name, "npa:project": key})
+            stack = f"{fleet}.{key}.{name}"
+            new = _names(fleet, key, name, project, cluster["id"], group["id"], prints[stack])
+            files.write(stack, old, new, {"npa:cluster": name, "npa:project": key})
     return ClonedFleet(spec, fleet, per_project, project_keys, deployed)
 
 
 def _names(
-    fleet: str, key: str, name: str, ids: dict[str, object], cluster: str, group: str
+    fleet: str, key: str, name: str, ids: dict[str, object], cluster: str, group: str, fingerprint: str
 ) -> dict[str, str]:
     """What of a cluster stack's files names it: its stack, kube context and URN names, its project's
     and subnet's ids (from `ids`: its outputs, or its project stack's), its cluster's and node group's ids,
-    and the fingerprint it recorded (replaced for a clone)."""
+    and the fingerprint of its plan."""
     return {
         "stack": f"{fleet}.{key}.{name}",
         "context": f"fleet-{fleet}-{key}-{name}",
@@ -192,7 +194,7 @@ def _names(
         "subnet": str(ids["subnet_id"]),
         "cluster": cluster,
         "group": group,
-        "fingerprint": str(ids.get(FINGERPRINT_OUTPUT, "")),
+        "fingerprint": fingerprint,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 from pathlib import Path
 from typing import Any
@@ -21,17 +22,22 @@ def write_preview(
     plan: dict[str, Any] | None = None,
 ) -> int:
     """`plan` (the offline plan document) gives the html page its GPU models."""
+
+    @functools.cache
+    def fleet_json() -> dict[str, Any]:  # built once, for --json-out and the json or html output alike
+        return result.to_json()
+
     if json_out:
-        Path(json_out).write_text(json_text(result.to_json()))
+        Path(json_out).write_text(json_text(fleet_json()))
     if output == "json":
         if out_file:
-            Path(out_file).write_text(json_text(result.to_json()))
+            Path(out_file).write_text(json_text(fleet_json()))
         else:
-            emit_json(result.to_json())
+            emit_json(fleet_json())
     elif output == "html":
         from npa_pulumi.output.html_report import render_report
 
-        page = render_report(result.to_json(), plan)
+        page = render_report(fleet_json(), plan)
         if out_file:
             Path(out_file).write_text(page)
         else:

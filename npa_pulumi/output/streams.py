@@ -20,7 +20,7 @@ def json_text(document: Any) -> str:
     """`document` as indented JSON text with a final newline."""
     try:
         return orjson.dumps(document, default=str, option=_JSON_OPTIONS).decode() + "\n"
-    except (orjson.JSONEncodeError, TypeError):
+    except orjson.JSONEncodeError:
         # what orjson refuses but the standard library writes (an integer wider than 64 bits)
         return json.dumps(document, indent=2, default=str) + "\n"
 
