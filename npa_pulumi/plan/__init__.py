@@ -1,30 +1,67 @@
-"""Offline planning: targets with effective values, the plan document, and k8s-training tfvars."""
+"""Offline planning: targets with effective values, the plan document, and k8s-training tfvars.
 
-from npa_pulumi.plan.document import plan_document
-from npa_pulumi.plan.recipe_surface import (
-    IDENTITY_VARIABLES,
-    MIG_RECIPE_VARIABLES,
-    RECIPE_VARIABLES,
-    RUNTIME_VARIABLES,
-    RecipeError,
-    default_recipe_variables,
-    read_recipe_variables,
-    shipped_recipe_dir,
-)
-from npa_pulumi.plan.targets import (
-    ResolvedCluster,
-    ResolvedHealth,
-    ResolvedKubeRay,
-    ResolvedMig,
-    ResolvedObjectStorage,
-    ResolvedPool,
-    SelectorError,
-    Target,
-    resolve_cluster,
-    resolve_targets,
-)
-from npa_pulumi.plan.text import render_plan_text
-from npa_pulumi.plan.tfvars import RenderedTfvars, render_tfvars
+The names below are loaded on first use (PEP 562): the dynamic-provider host needs only the recipe's
+variable surface (`plan.recipe_surface`, through the bridge), and importing this package eagerly loaded
+the plan document with its cost model, price table, the spec's models and rich (~0.45 s of CPU per
+command's host).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from npa_pulumi.plan.document import plan_document
+    from npa_pulumi.plan.recipe_surface import (
+        IDENTITY_VARIABLES,
+        MIG_RECIPE_VARIABLES,
+        RECIPE_VARIABLES,
+        RUNTIME_VARIABLES,
+        RecipeError,
+        default_recipe_variables,
+        read_recipe_variables,
+        shipped_recipe_dir,
+    )
+    from npa_pulumi.plan.targets import (
+        ResolvedCluster,
+        ResolvedHealth,
+        ResolvedKubeRay,
+        ResolvedMig,
+        ResolvedObjectStorage,
+        ResolvedPool,
+        SelectorError,
+        Target,
+        resolve_cluster,
+        resolve_targets,
+    )
+    from npa_pulumi.plan.text import render_plan_text
+    from npa_pulumi.plan.tfvars import RenderedTfvars, render_tfvars
+
+_MODULE_OF = {
+    "IDENTITY_VARIABLES": "recipe_surface",
+    "MIG_RECIPE_VARIABLES": "recipe_surface",
+    "RECIPE_VARIABLES": "recipe_surface",
+    "RUNTIME_VARIABLES": "recipe_surface",
+    "RecipeError": "recipe_surface",
+    "RenderedTfvars": "tfvars",
+    "ResolvedCluster": "targets",
+    "ResolvedHealth": "targets",
+    "ResolvedKubeRay": "targets",
+    "ResolvedMig": "targets",
+    "ResolvedObjectStorage": "targets",
+    "ResolvedPool": "targets",
+    "SelectorError": "targets",
+    "Target": "targets",
+    "default_recipe_variables": "recipe_surface",
+    "plan_document": "document",
+    "read_recipe_variables": "recipe_surface",
+    "render_plan_text": "text",
+    "render_tfvars": "tfvars",
+    "resolve_cluster": "targets",
+    "resolve_targets": "targets",
+    "shipped_recipe_dir": "recipe_surface",
+}
 
 __all__ = [
     "IDENTITY_VARIABLES",
@@ -50,3 +87,12 @@ __all__ = [
     "resolve_targets",
     "shipped_recipe_dir",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

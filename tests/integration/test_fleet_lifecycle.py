@@ -139,6 +139,15 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     assert gone_stacks["lifecycle.alpha.extra"]["status"] == "destroyed"
     assert "lifecycle.alpha" not in gone_stacks  # the project still has clusters: its stack stays
     assert len(inventory()["mk8s_clusters"]) == 4
+    # the destroyed stack is removed by its destroy's own engine run (`destroy --remove`): checkpoint,
+    # history and its settings file (with its encryption salt) gone; a kept stack keeps them
+    npa_home = isolated_home / ".npa-pulumi"
+    state = npa_home / "state" / ".pulumi"
+    for stack, kept in (("lifecycle.alpha.extra", False), ("lifecycle.alpha.train", True)):
+        assert (state / "stacks" / "npa-fleet" / f"{stack}.json").exists() is kept, stack
+        history = state / "history" / "npa-fleet" / stack
+        assert any(f.is_file() for f in history.glob("*")) is kept, stack
+        assert (npa_home / "workspace" / f"Pulumi.{stack}.yaml").exists() is kept, stack
 
     # ---- pulumi stack ls (the plain CLI, in the repository) lists the fleet's stacks
     # Pulumi expands the `~` of Pulumi.yaml's backend with the account's home, not $HOME; point the plain

@@ -638,12 +638,14 @@ class StackExecutor:
                 kube_context=outputs.get("kube_context"),
             )
         if command == "destroy":
+            if lean:
+                with _engine_flags(stack, "--remove"):
+                    stack.destroy(on_output=write_log, on_event=collector, **kwargs)
+                # The stack is gone: its counts come from the engine's summary event or not at all.
+                return op.result("destroyed", changes=change_counts(collector.summary))
             destroyed = stack.destroy(on_output=write_log, on_event=collector, **kwargs)
-            changes = (
-                self._changes(stack, collector) if lean else change_counts(destroyed.summary.resource_changes)
-            )
             stack.workspace.remove_stack(stack.name)
-            return op.result("destroyed", changes=changes)
+            return op.result("destroyed", changes=change_counts(destroyed.summary.resource_changes))
         if command == "refresh":
             refreshed = stack.refresh(on_output=write_log, on_event=collector, **kwargs)
             changes = (
@@ -652,6 +654,22 @@ class StackExecutor:
             drifted = any(v for k, v in changes.items() if k != "same")
             return op.result("drifted" if drifted else "in-sync", changes=changes)
         raise ValueError(f"unknown stack command {command!r}")
+
+
+@contextmanager
+def _engine_flags(stack: auto.Stack, *flags: str) -> Iterator[None]:
+    """Extra engine flags for the stack's next commands, through the Automation API's own hook for them
+    (`Workspace.serialize_args_for_op`, which a LocalWorkspace leaves empty). `destroy --remove` removes
+    the stack in the destroy's own engine process, as `stack rm` would (the same backend call: history and
+    tags gone, the checkpoint kept as `.bak`, the stack's settings file deleted), sparing a second engine
+    start. Only where the result needs nothing read back from the stack afterwards (`_lean`): the SDK
+    reads the stack's history after a destroy, which a removed stack no longer has."""
+    workspace = stack.workspace
+    setattr(workspace, "serialize_args_for_op", lambda _name: list(flags))  # noqa: B010
+    try:
+        yield
+    finally:
+        delattr(workspace, "serialize_args_for_op")
 
 
 _MISSING_PLUGIN = re.compile(
