@@ -5,7 +5,9 @@ an operation (the orchestrator, the engine, the Python dynamic-provider and poli
 provisioners, the Kubernetes provider) shares the CLI's session id. Every `period_s` the sampler reads
 /proc for each of them: its kind (from its command line) and its CPU so far (utime + stime). A process's
 last reading is its cost. Processes that live shorter than one period are missed (their CPU still shows
-in the wait4 total the harness records), so the breakdown is a lower bound per kind.
+in the whole tree's total, `tree_cpu_s`, from wait4), so the breakdown is a lower bound per kind. An
+engine process is named by its subcommand (`engine up`, `engine stack init`): which of them a stack
+operation needs is what its floor is made of (scenarios.stack_floor).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def kind_of(argv: list[str]) -> str:
     exe = Path(argv[0]).name
     joined = " ".join(argv)
     if exe == "pulumi":
-        return "engine"
+        return f"engine {engine_subcommand(argv[1:])}".rstrip()
     if exe.startswith("pulumi-resource-kubernetes") or ("plugin_guard" in joined and "kubernetes" in joined):
         return "kubernetes provider"
     if exe in ("terraform", "tofu"):
@@ -50,12 +52,21 @@ def kind_of(argv: list[str]) -> str:
     return exe if not exe.startswith("python") else f"python {Path(argv[1]).name if len(argv) > 1 else ''}"
 
 
+def engine_subcommand(args: list[str]) -> str:
+    """`up`, `destroy`, `stack init`, `stack rm`, ... from the engine's arguments (flags skipped)."""
+    words = [a for a in args if not a.startswith("-")][:2]
+    if words and words[0] in ("stack", "plugin", "config"):
+        return " ".join(words)
+    return words[0] if words else ""
+
+
 @dataclass
 class Breakdown:
     cpu_s: dict[str, float] = field(default_factory=dict)
     processes: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     code: int = 0
+    tree_cpu_s: float = 0.0  # user + system CPU of the CLI and every descendant it waited for (wait4)
 
 
 def _read(pid: int) -> tuple[str, float] | None:
@@ -80,7 +91,11 @@ def run(argv: list[str], env: Mapping[str, str], cwd: Path, period_s: float = 0.
         start_new_session=True,
     )
     seen: dict[int, tuple[str, float]] = {}
-    while proc.poll() is None:
+    while True:
+        reaped, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if reaped:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            break
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -97,7 +112,11 @@ def run(argv: list[str], env: Mapping[str, str], cwd: Path, period_s: float = 0.
                     kind = seen[pid][0]
                 seen[pid] = (kind or "other", cpu)
         time.sleep(period_s)
-    result = Breakdown(wall_s=time.perf_counter() - started, code=proc.returncode)
+    result = Breakdown(
+        wall_s=time.perf_counter() - started,
+        code=proc.returncode,
+        tree_cpu_s=round(usage.ru_utime + usage.ru_stime, 2),
+    )
     for kind, cpu in seen.values():
         result.cpu_s[kind] = round(result.cpu_s.get(kind, 0.0) + cpu, 2)
         result.processes[kind] = result.processes.get(kind, 0) + 1

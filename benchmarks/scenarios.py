@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import process_costs
 from benchmarks.fixtures import PROJECT, REGION, TENANT, fleet_spec, roomy_tenant
 from benchmarks.harness import (
     CLI,
@@ -52,6 +54,7 @@ class Budget:
     fleet_projects: int = 40
     fleet_per_project: int = 25
     huge_plan_clusters: int = 10_000
+    first_deploy_clusters: int = 100  # issue 31: a first deploy's CPU per cluster stack at fleet scale
 
     @classmethod
     def quick(cls) -> Budget:
@@ -538,7 +541,6 @@ def stack_costs(work: Path, budget: Budget) -> dict[str, Any]:
     """Measure first (issue 19): per stack operation of a one-cluster fleet — up, a no-op preview, destroy
     — where the CPU goes, by kind of process, without and with the in-cluster stage (API servers on: the
     Kubernetes provider, credentials and the health gate)."""
-    from benchmarks import process_costs
 
     report: dict[str, Any] = {}
     for label, api in (("control plane only", "0"), ("with the in-cluster stage", "1")):
@@ -569,6 +571,117 @@ def stack_costs(work: Path, budget: Budget) -> dict[str, Any]:
         "target": "a breakdown (no target): where each stack operation's CPU goes",
         "operations": report,
         "met": True,
+    }
+
+
+# The kinds of process that are the cloud's, not the product's: the stand-in recipe's provisioners (the
+# local cloud's API, run by terraform's local-exec through a shell). Left out of both sides of the floor.
+CLOUD_KINDS = ("local-cloud api (provisioners)", "shell")
+# What Pulumi itself needs per stack: a `stack init` to make it, an engine run per operation (`destroy
+# --remove` removes the stack in the same process, so a `stack rm` is not part of the floor).
+FLOOR_ENGINE_RUNS = {"up": ("engine stack init", "engine up"), "destroy": ("engine destroy",)}
+# The Python processes a Pulumi program with dynamic providers needs per command: the program's own
+# interpreter (an inline program: the Automation API's) and one dynamic-provider host.
+FLOOR_INTERPRETERS = {
+    "program": "import pulumi.automation",
+    # What the SDK's host (`python -m pulumi.dynamic`) imports before it serves: importing that module
+    # would run its main().
+    "provider host": "import dill, grpc, pulumi.dynamic, pulumi.runtime.proto.provider_pb2_grpc",
+}
+
+
+def _interpreter_floor(env: dict[str, str]) -> dict[str, float]:
+    """CPU of a Python start that imports what each kind of Pulumi Python process must (median of 3)."""
+    floor = {}
+    for name, code in FLOOR_INTERPRETERS.items():
+        runs = []
+        for _ in range(3):
+            sample, _, err = measure([sys.executable, "-c", code], env, cwd=REPO)
+            if sample.code != 0:
+                raise RunFailed(f"python -c {code!r} exited {sample.code}: {err[-500:]}")
+            runs.append(sample.cpu_s)
+        floor[name] = round(median(runs), 3)
+    return floor
+
+
+def _product_cpu(breakdown: process_costs.Breakdown) -> float:
+    """The whole tree's CPU less what the sampler saw of the cloud's own processes."""
+    cloud = sum(v for k, v in breakdown.cpu_s.items() if k in CLOUD_KINDS)
+    return breakdown.tree_cpu_s - cloud
+
+
+def _floor_of(
+    op: str, breakdown: process_costs.Breakdown, interpreters: dict[str, float]
+) -> dict[str, float]:
+    """One operation's floor: the engine runs Pulumi needs (each stack's, as measured: engine start, the
+    passphrase key's derivation and the engine's own work), terraform's own CPU, and one start of each
+    kind of Python process a Pulumi program with dynamic providers needs."""
+    engine = sum(cpu for kind, cpu in breakdown.cpu_s.items() if kind in FLOOR_ENGINE_RUNS[op])
+    return {
+        "engine": round(engine, 2),
+        "terraform": round(breakdown.cpu_s.get("terraform", 0.0), 2),
+        "interpreters": round(sum(interpreters.values()), 2),
+    }
+
+
+def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
+    """Issue 31, item 2: a cluster stack's CPU against its floor. A one-cluster fleet's `up` + `destroy`
+    (control plane only) with every process's CPU by kind, beside the floor measured on the same runs and
+    this machine (FLOOR_*: what Pulumi, terraform and the interpreters must spend); then the CPU per
+    cluster stack of a first deploy of `first_deploy_clusters` clusters at `-j 8`. The cloud's own
+    processes (the local cloud's provisioners) are left out of every figure."""
+    home = _home(work, "floor", 0)
+    spec = home.root / "fleet.yaml"
+    spec.write_text(fleet_spec("floor", 1))
+    interpreters = _interpreter_floor(home.env())
+    runs = []
+    for _ in range(budget.repeats):
+        run: dict[str, Any] = {}
+        for op, args in (("up", ["up", "--yes"]), ("destroy", ["destroy", "--yes"])):
+            measured = process_costs.run([*CLI, *args, "--spec", str(spec)], home.env(), REPO)
+            if measured.code != 0:
+                raise RunFailed(f"{op} exited {measured.code}")
+            run[op] = {
+                "cpu_s": round(_product_cpu(measured), 2),
+                "floor_s": _floor_of(op, measured, interpreters),
+                "cpu_s_by_kind": dict(sorted(measured.cpu_s.items(), key=lambda kv: -kv[1])),
+                "processes_by_kind": measured.processes,
+            }
+        run["cpu_s"] = round(run["up"]["cpu_s"] + run["destroy"]["cpu_s"], 2)
+        run["floor_s"] = round(sum(sum(run[op]["floor_s"].values()) for op in ("up", "destroy")), 2)
+        runs.append(run)
+    shutil.rmtree(home.root, ignore_errors=True)
+    ratio = median([r["cpu_s"] / r["floor_s"] for r in runs])
+
+    n = budget.first_deploy_clusters
+    home = _home(work, "first-deploy", 0, roomy_tenant(work / "floor-tenant.yaml", scale=max(10, n // 2)))
+    spec = home.root / "fleet.yaml"
+    spec.write_text(fleet_spec("first", n, projects=max(2, n // 50)))
+    args = ["up", "--spec", str(spec), "--yes", "-j", "8", "--no-preflight"]
+    deploy = process_costs.run([*CLI, *args], home.env(), REPO)
+    if deploy.code != 0:
+        raise RunFailed(f"the first deploy of {n} clusters exited {deploy.code}")
+    per_stack = _product_cpu(deploy) / n
+    shutil.rmtree(home.root, ignore_errors=True)
+    return {
+        "name": "a cluster stack's CPU against its floor",
+        "target": "one-cluster up + destroy <= 1.3x the measured floor; a first deploy <= 2 s of CPU per "
+        "cluster stack at 100 clusters",
+        "interpreter_floor_s": interpreters,
+        "runs": runs,
+        "cpu_s": stats([r["cpu_s"] for r in runs]),
+        "floor_s": stats([r["floor_s"] for r in runs]),
+        "ratio": round(ratio, 3),
+        "first_deploy": {
+            "clusters": n,
+            "wall_s": round(deploy.wall_s, 1),
+            "cpu_s": round(_product_cpu(deploy), 1),
+            "cpu_s_per_cluster_stack": round(per_stack, 2),
+            "cpu_s_by_kind": dict(sorted(deploy.cpu_s.items(), key=lambda kv: -kv[1])),
+            "processes_by_kind": deploy.processes,
+            "reduced": n < 100,
+        },
+        "met": ratio <= 1.3 and per_stack <= 2.0,
     }
 
 
@@ -764,6 +877,7 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "health_gate": health_gate,
     "fabric_check": fabric_check,
     "stack_costs": stack_costs,
+    "stack_floor": stack_floor,
     "scale": scale,
     "fleet_reads": fleet_reads,
 }
