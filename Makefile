@@ -72,12 +72,15 @@ demo: tools
 
 # The fault campaign (tests/chaos): fuzzed specs, SIGKILLed runs, injected cloud faults, concurrent runs,
 # secrets. chaos-quick is part of `make test`; NPA_CHAOS_SEED=N replays a campaign, CHAOS_ARGS narrows it.
+# Its tests are independent (each its own home, cloud and processes), so they are spread one by one over
+# the same workers as the tests (the campaign's seed is shared: tests/chaos/conftest.py).
+CHAOS_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist load)
 chaos-quick: tools
-	@NPA_CHAOS=quick $(PY) -m pytest tests/chaos -q --durations=10 $(CHAOS_ARGS); rc=$$?; \
+	@NPA_CHAOS=quick $(PY) -m pytest tests/chaos -q --durations=10 $(CHAOS_PARALLEL) $(CHAOS_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "chaos: pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
 chaos: tools
-	@NPA_CHAOS=long $(PY) -m pytest tests/chaos -q --durations=10 $(CHAOS_ARGS); rc=$$?; \
+	@NPA_CHAOS=long $(PY) -m pytest tests/chaos -q --durations=10 $(CHAOS_PARALLEL) $(CHAOS_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "chaos: pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
 # Benchmarks (benchmarks/): a markdown table on stdout, the full report in benchmarks/out/report.json.

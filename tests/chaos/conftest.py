@@ -51,6 +51,10 @@ def _git_head() -> str | None:
 
 
 SEED, SEED_SOURCE = campaign_seed(os.environ, _git_head)
+# One campaign across pytest-xdist workers: this conftest is loaded by the controller first (tests/chaos is
+# the run's argument), and the workers it starts inherit its environment, so they replay its seed instead
+# of drawing their own; the header (printed by the controller) still names where the seed came from.
+os.environ.setdefault("NPA_CHAOS_SEED", str(SEED))
 
 
 def budget(quick: int, long: int) -> int:

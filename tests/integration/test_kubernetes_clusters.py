@@ -5,8 +5,11 @@ own objects are pulumi-kubernetes resources of the cluster stack.
 A two-project fleet, one GPU cluster (RTX rendering: the GPU operator runs the profile's values, and the
 fleet's repository ConfigMap sits in the operator's namespace, mounted by every driver pod) and one
 CPU-only cluster, is deployed; `kubectl` with the written kubeconfigs finds exactly the nodes the spec asks
-for, the recipe's objects and the fleet's namespace; scaling a node group changes the nodes; destroying a
-cluster stops its control plane and removes its kubeconfig; `local-cloud reset` leaves no process behind.
+for, the recipe's objects and the fleet's namespace; verify-graphics passes on the RTX worker and fails
+closed on a broken one; scaling a node group changes the nodes; destroying a cluster stops its control
+plane and removes its kubeconfig; `local-cloud reset` leaves no process behind. The driver's drifts
+(its repository file, its mounts, a stale pod) fail verify-graphics closed in a long test of the RTX
+cluster alone (`make test-long`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ projects:
       - name: cpu
         cpu_nodes: {count: 2}
 """
+
+
+# Where SPEC's second project begins: the spec before it holds the RTX cluster alone.
+RENDER_ONLY_CUT = "  - project_id: project-existing1\n"
 
 
 def _spec(tmp_path: Path, gpu_count: int) -> Path:
@@ -268,69 +275,7 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert worker["cuda"]["passed"] and worker["graphics"]["passed"] and worker["graphics"]["cleaned_up"]
     assert (verdicts["cpu"]["status"], verdicts["cpu"]["error"]) == ("failed", "not an RTX rendering cluster")
 
-    # ---- the fleet's repository file edited out of band: the driver no longer mounts the declared
-    # sources, so verify-graphics does not stabilize and fails closed (category only: no file content)
     only_render = ["--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "render", "--output", "json"]
-    edited = json.dumps(
-        {"data": {"ubuntu-noble.sources": "deb https://elsewhere.example/ubuntu noble main\n"}}
-    )
-    _kubectl(render["kubeconfig"], "patch", *REPOSITORIES_CM[1:], "--type", "merge", "-p", edited)
-    drifted = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
-    restored = json.dumps({"data": {"ubuntu-noble.sources": REPOSITORY}})
-    _kubectl(render["kubeconfig"], "patch", *REPOSITORIES_CM[1:], "--type", "merge", "-p", restored)
-    assert drifted.code == 1, drifted.stdout[-3000:]
-    assert_publishable(drifted, evidence_dir)
-    assert "elsewhere.example" not in drifted.stdout + drifted.stderr
-    [verdict] = drifted.json()["clusters"]
-    assert verdict["health"]["failure_categories"].get("driver-repositories"), verdict
-
-    # ---- the operator renders the driver without the repository mounts (`local-cloud fault driver
-    # --kind no-repo-mount`): the driver pods roll onto the new template and verify-graphics fails closed
-    driver_fault = ["local-cloud", "fault", "driver", "--cluster", render["cluster_id"]]
-    npa(*driver_fault, "--kind", "no-repo-mount", check=True)
-    unmounted = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
-    npa(*driver_fault, "--kind", "no-repo-mount", "--clear", check=True)
-    assert unmounted.code == 1, unmounted.stdout[-3000:]
-    assert_publishable(unmounted, evidence_dir)
-    [verdict] = unmounted.json()["clusters"]
-    assert verdict["health"]["failure_categories"].get("driver-repositories"), verdict
-
-    # ---- an OnDelete driver update (`local-cloud fault driver --kind stale-template`) leaves the driver
-    # pod on the old template: verify-graphics does not stabilize and fails closed (the stale pod is named
-    # in the evidence only); deleting it heals it
-    npa(*driver_fault, "--kind", "stale-template", check=True)
-    deadline = time.monotonic() + 60
-    while not any(
-        "npa.local/driver-update" in json.dumps(r["data"])
-        for r in _kubectl(render["kubeconfig"], "get", "controllerrevisions", "-n", "gpu-operator")["items"]
-    ):
-        assert time.monotonic() < deadline, "the DaemonSet controller never recorded the updated template"
-        time.sleep(0.5)
-    stale = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
-    assert stale.code == 1, stale.stdout[-3000:]
-    assert_publishable(stale, evidence_dir)
-    [verdict] = stale.json()["clusters"]
-    assert verdict["health"]["failure_categories"].get("stale-driver-pod"), verdict
-    [receipt] = private_evidence(evidence_dir).values()
-    old_pods = [
-        p["metadata"]["name"]
-        for p in _kubectl(render["kubeconfig"], "get", "pods", "-n", "gpu-operator")["items"]
-        if p["metadata"]["name"].startswith("nvidia-driver-daemonset")
-    ]
-    assert old_pods and all(
-        any(p in e for e in receipt["evidence"]["stabilization"]["errors"]) for p in old_pods
-    )
-    kubectl = str(binaries.find("kubectl"))
-    for pod in old_pods:
-        subprocess.run(
-            [kubectl, "--kubeconfig", render["kubeconfig"], "delete", "pod", "-n", "gpu-operator", pod],
-            check=True,
-            capture_output=True,
-        )
-    healed = npa("verify-graphics", *only_render, *private)
-    assert healed.code == 0, healed.stdout[-3000:]
-    npa(*driver_fault, "--kind", "stale-template", "--clear", check=True)
-
     # ---- a broken RTX worker (its workloads fail): verify-graphics fails closed on it, no probe pod left
     rtx_name = next(n for n, v in render["health"]["nodes"].items() if v.get("gpu"))
     fault = ["local-cloud", "fault", "node", "--cluster", render["cluster_id"], "--node", rtx_name]
@@ -402,3 +347,82 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert _control_plane_processes(cloud_dir)
     npa("local-cloud", "reset", "--yes", check=True)
     assert _control_plane_processes(cloud_dir) == []
+
+
+@pytest.mark.long
+def test_verify_graphics_fails_closed_when_the_driver_drifts(kube_api: Path, tmp_path: Path) -> None:
+    """The RTX cluster alone (`make test` covers verify-graphics on a healthy and on a broken worker in the
+    journey above): the repository file edited out of band, the driver rendered without its repository
+    mounts, and an OnDelete driver update that leaves the old pod: each one fails verify-graphics closed,
+    naming the category only, and the stale pod's deletion heals it."""
+    npa("local-cloud", "init", check=True)
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC.replace("GPU_COUNT", "1").split(RENDER_ONLY_CUT)[0])
+    render = _up(spec)["reach.gpu.render"]
+    assert render["status"] == "deployed", render
+    evidence_dir = tmp_path / "evidence"
+    private = ["--evidence-dir", str(evidence_dir)]
+
+    # ---- the fleet's repository file edited out of band: the driver no longer mounts the declared
+    # sources, so verify-graphics does not stabilize and fails closed (category only: no file content)
+    only_render = ["--spec", str(spec), "--output", "json"]
+    edited = json.dumps(
+        {"data": {"ubuntu-noble.sources": "deb https://elsewhere.example/ubuntu noble main\n"}}
+    )
+    _kubectl(render["kubeconfig"], "patch", *REPOSITORIES_CM[1:], "--type", "merge", "-p", edited)
+    drifted = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
+    restored = json.dumps({"data": {"ubuntu-noble.sources": REPOSITORY}})
+    _kubectl(render["kubeconfig"], "patch", *REPOSITORIES_CM[1:], "--type", "merge", "-p", restored)
+    assert drifted.code == 1, drifted.stdout[-3000:]
+    assert_publishable(drifted, evidence_dir)
+    assert "elsewhere.example" not in drifted.stdout + drifted.stderr
+    [verdict] = drifted.json()["clusters"]
+    assert verdict["health"]["failure_categories"].get("driver-repositories"), verdict
+
+    # ---- the operator renders the driver without the repository mounts (`local-cloud fault driver
+    # --kind no-repo-mount`): the driver pods roll onto the new template and verify-graphics fails closed
+    driver_fault = ["local-cloud", "fault", "driver", "--cluster", render["cluster_id"]]
+    npa(*driver_fault, "--kind", "no-repo-mount", check=True)
+    unmounted = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
+    npa(*driver_fault, "--kind", "no-repo-mount", "--clear", check=True)
+    assert unmounted.code == 1, unmounted.stdout[-3000:]
+    assert_publishable(unmounted, evidence_dir)
+    [verdict] = unmounted.json()["clusters"]
+    assert verdict["health"]["failure_categories"].get("driver-repositories"), verdict
+
+    # ---- an OnDelete driver update (`local-cloud fault driver --kind stale-template`) leaves the driver
+    # pod on the old template: verify-graphics does not stabilize and fails closed (the stale pod is named
+    # in the evidence only); deleting it heals it
+    npa(*driver_fault, "--kind", "stale-template", check=True)
+    deadline = time.monotonic() + 60
+    while not any(
+        "npa.local/driver-update" in json.dumps(r["data"])
+        for r in _kubectl(render["kubeconfig"], "get", "controllerrevisions", "-n", "gpu-operator")["items"]
+    ):
+        assert time.monotonic() < deadline, "the DaemonSet controller never recorded the updated template"
+        time.sleep(0.5)
+    stale = npa("verify-graphics", *only_render, *private, "--timeout-minutes", "0.3")
+    assert stale.code == 1, stale.stdout[-3000:]
+    assert_publishable(stale, evidence_dir)
+    [verdict] = stale.json()["clusters"]
+    assert verdict["health"]["failure_categories"].get("stale-driver-pod"), verdict
+    [receipt] = private_evidence(evidence_dir).values()
+    old_pods = [
+        p["metadata"]["name"]
+        for p in _kubectl(render["kubeconfig"], "get", "pods", "-n", "gpu-operator")["items"]
+        if p["metadata"]["name"].startswith("nvidia-driver-daemonset")
+    ]
+    assert old_pods and all(
+        any(p in e for e in receipt["evidence"]["stabilization"]["errors"]) for p in old_pods
+    )
+    kubectl = str(binaries.find("kubectl"))
+    for pod in old_pods:
+        subprocess.run(
+            [kubectl, "--kubeconfig", render["kubeconfig"], "delete", "pod", "-n", "gpu-operator", pod],
+            check=True,
+            capture_output=True,
+        )
+    healed = npa("verify-graphics", *only_render, *private)
+    assert healed.code == 0, healed.stdout[-3000:]
+    npa(*driver_fault, "--kind", "stale-template", "--clear", check=True)
+
+    npa("local-cloud", "reset", "--yes", check=True)
