@@ -101,7 +101,7 @@ def test_toolchain_script_is_idempotent(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- Kubernetes toolchain
 
 
-def _toolchain_module() -> object:
+def _toolchain_module() -> Any:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("npa_toolchain_script", REPO / "tools" / "toolchain.py")
@@ -224,3 +224,45 @@ def test_the_kubernetes_plugin_runs_guarded_first_on_the_engines_path() -> None:
 
     engine_dir = Path(pulumi_command().command).parent
     assert not (engine_dir / "pulumi-resource-kubernetes").exists(), engine_dir
+
+
+def test_the_go_builds_run_two_at_a_time_and_all_finish() -> None:
+    """Two lanes: two builds run at once (each waits for the other at a barrier, which one lane would never
+    reach), the rest follow, and a failing build is reported after the others have ended."""
+    import threading
+
+    toolchain = _toolchain_module()
+    barrier = threading.Barrier(2, timeout=10)
+    done: list[str] = []
+
+    def step(name: str, meet: bool = False, fail: bool = False) -> Any:
+        def run() -> None:
+            if meet:
+                barrier.wait()
+            if fail:
+                raise toolchain.ToolchainError(f"{name} failed")
+            done.append(name)
+
+        return run
+
+    toolchain.run_go_builds([step("a", meet=True), step("b", meet=True), step("c")], lanes=2)
+    assert sorted(done) == ["a", "b", "c"]
+    done.clear()
+    with pytest.raises(toolchain.ToolchainError, match="x failed"):
+        toolchain.run_go_builds([step("x", fail=True), step("y"), step("z")], lanes=2)
+    assert sorted(done) == ["y", "z"]
+
+
+def test_the_number_of_build_lanes(monkeypatch: pytest.MonkeyPatch) -> None:
+    toolchain = _toolchain_module()
+    monkeypatch.setenv("NPA_TOOLCHAIN_LANES", "1")
+    assert toolchain.build_lanes() == 1
+    for wrong in ("0", "two"):
+        monkeypatch.setenv("NPA_TOOLCHAIN_LANES", wrong)
+        with pytest.raises(toolchain.ToolchainError, match="NPA_TOOLCHAIN_LANES"):
+            toolchain.build_lanes()
+    monkeypatch.delenv("NPA_TOOLCHAIN_LANES")
+    monkeypatch.setattr(toolchain, "available_memory_gb", lambda: 4.0)
+    assert toolchain.build_lanes() == 1  # two builds at once would not fit
+    monkeypatch.setattr(toolchain, "available_memory_gb", lambda: 20.0)
+    assert toolchain.build_lanes() == (2 if (os.cpu_count() or 1) >= 2 else 1)
