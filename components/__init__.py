@@ -8,8 +8,9 @@ every component, pulumi-kubernetes' generated types and the planner with them (~
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from npa_pulumi.runtime.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from npa_pulumi.components.cluster_access import ClusterCredentials, ClusterCredentialsArgs
@@ -84,15 +85,4 @@ __all__ = [
     "TerraformModuleArgs",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_MODULE_OF])
+__getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())

@@ -913,7 +913,7 @@ def available_memory_gb() -> float | None:
 def build_lanes() -> int:
     """How many Go builds run at once: `$NPA_TOOLCHAIN_LANES`, else two where the memory allows (one `go
     build` leaves a core idle through module downloads, single-threaded links and its last packages; a
-    second build fills it: the cold toolchain drops from ~42 to ~30 minutes on 2 cores), else one."""
+    second build fills it), else one."""
     given = os.environ.get(LANES_ENV, "").strip()
     if given:
         if not given.isdigit() or int(given) < 1:

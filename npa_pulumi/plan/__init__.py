@@ -8,8 +8,9 @@ command's host).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from npa_pulumi.runtime.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from npa_pulumi.plan.document import plan_document
@@ -88,11 +89,4 @@ __all__ = [
     "shipped_recipe_dir",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())

@@ -1,0 +1,35 @@
+"""A package's public names loaded on first use (PEP 562), for packages whose modules are costly to import
+and whose users each need only some of them (`npa_pulumi.components` in a provider host, `npa_pulumi.plan`
+and `npa_pulumi.cloud.nebius` in every command).
+
+    _MODULE_OF = {"plan_document": "document", ...}
+    __getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())
+
+Type checkers read the names from the package's `if TYPE_CHECKING:` imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_names(
+    package: str, module_of: Mapping[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The package's `__getattr__` (imports the name's module once, then keeps the name in the package)
+    and `__dir__` (the names already loaded and those still to come)."""
+
+    def getattr_(name: str) -> Any:
+        module = module_of.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        namespace[name] = value
+        return value
+
+    def dir_() -> list[str]:
+        return sorted([*namespace, *module_of])
+
+    return getattr_, dir_
