@@ -68,6 +68,9 @@ class Breakdown:
     code: int = 0
     tree_cpu_s: float = 0.0  # user + system CPU of the CLI and every descendant it waited for (wait4)
 
+    def cpu_s_costliest_first(self) -> dict[str, float]:
+        return dict(sorted(self.cpu_s.items(), key=lambda kv: -kv[1]))
+
 
 def _read(pid: int) -> tuple[str, float] | None:
     try:

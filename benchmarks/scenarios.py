@@ -559,7 +559,7 @@ def stack_costs(work: Path, budget: Budget) -> dict[str, Any]:
                 raise RunFailed(f"{name} ({label}) exited {measured.code}")
             ops[name] = {
                 "wall_s": round(measured.wall_s, 2),
-                "cpu_s_by_kind": dict(sorted(measured.cpu_s.items(), key=lambda kv: -kv[1])),
+                "cpu_s_by_kind": measured.cpu_s_costliest_first(),
                 "processes_by_kind": measured.processes,
                 "cpu_s_sampled_total": round(sum(measured.cpu_s.values()), 2),
             }
@@ -644,7 +644,7 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
             run[op] = {
                 "cpu_s": round(_product_cpu(measured), 2),
                 "floor_s": _floor_of(op, measured, interpreters),
-                "cpu_s_by_kind": dict(sorted(measured.cpu_s.items(), key=lambda kv: -kv[1])),
+                "cpu_s_by_kind": measured.cpu_s_costliest_first(),
                 "processes_by_kind": measured.processes,
             }
         run["cpu_s"] = round(run["up"]["cpu_s"] + run["destroy"]["cpu_s"], 2)
@@ -661,7 +661,8 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
     deploy = process_costs.run([*CLI, *args], home.env(), REPO)
     if deploy.code != 0:
         raise RunFailed(f"the first deploy of {n} clusters exited {deploy.code}")
-    per_stack = _product_cpu(deploy) / n
+    deploy_cpu = _product_cpu(deploy)
+    per_stack = deploy_cpu / n
     shutil.rmtree(home.root, ignore_errors=True)
     return {
         "name": "a cluster stack's CPU against its floor",
@@ -675,9 +676,9 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
         "first_deploy": {
             "clusters": n,
             "wall_s": round(deploy.wall_s, 1),
-            "cpu_s": round(_product_cpu(deploy), 1),
+            "cpu_s": round(deploy_cpu, 1),
             "cpu_s_per_cluster_stack": round(per_stack, 2),
-            "cpu_s_by_kind": dict(sorted(deploy.cpu_s.items(), key=lambda kv: -kv[1])),
+            "cpu_s_by_kind": deploy.cpu_s_costliest_first(),
             "processes_by_kind": deploy.processes,
             "reduced": n < 100,
         },

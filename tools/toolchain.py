@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -923,7 +924,7 @@ def build_lanes() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 and (memory or 0) >= TWO_LANES_MIN_AVAILABLE_GB else 1
 
 
-def run_go_builds(steps: list[Any], lanes: int) -> None:
+def run_go_builds(steps: list[Callable[[], None]], lanes: int) -> None:
     """Run the build steps on `lanes` threads, longest first; the first failure is raised once every
     started build has ended (a build is never abandoned half-way: its cache directory stays consistent)."""
     if lanes <= 1 or len(steps) <= 1:
@@ -934,9 +935,8 @@ def run_go_builds(steps: list[Any], lanes: int) -> None:
 
     with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="toolchain") as pool:
         futures = [pool.submit(step) for step in steps]
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        first = errors[0]
+    first = next((error for error in (f.exception() for f in futures) if error is not None), None)
+    if first is not None:
         raise first if isinstance(first, ToolchainError) else ToolchainError(str(first))
 
 
