@@ -272,6 +272,20 @@ class S3Endpoint:
         server.stop()
         raise RunFailed(f"moto_server did not start: {log.read_text()[-1500:]}")
 
+    def kms_provider(self) -> str:
+        """A new key in the server's KMS, as the `--secrets-provider` URL the engine opens it with."""
+        import boto3  # type: ignore[import-untyped]
+
+        kms = boto3.client(
+            "kms",
+            endpoint_url=self.endpoint,
+            region_name=self.env["AWS_REGION"],
+            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
+        )
+        key_id = kms.create_key(Description="npa-pulumi benchmark")["KeyMetadata"]["KeyId"]
+        return f"awskms://{key_id}?region={self.env['AWS_REGION']}&endpoint={self.endpoint}"
+
     def backend(self, home: Home, bucket: str) -> str:
         """A bucket made by `backend init` (as a user makes one) and the s3:// backend URL to use it."""
         made = home.npa_json(

@@ -45,7 +45,10 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 
 
 @pytest.fixture
-def kube_api(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The local cloud with a real Kubernetes API server (kwok nodes) behind every cluster."""
+def kube_api(isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The local cloud with a real Kubernetes API server (kwok nodes) behind every cluster. Temporary files
+    go to the test's own `tmp/` (TMPDIR), where a test can see what the run left behind."""
     monkeypatch.setenv("NPA_LOCAL_CLOUD_KUBERNETES_API", "1")
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     return isolated_home

@@ -65,6 +65,13 @@ def _fleet_options(func: F, spec_required: bool) -> F:
             type=click.Path(dir_okay=False),
             help="Secrets passphrase file (default: generated once into ~/.npa-pulumi/passphrase).",
         ),
+        click.option(
+            "--secrets-provider",
+            default=None,
+            metavar="URL",
+            help="Secrets provider of stacks this run creates: passphrase (default), or a key service "
+            "such as awskms://KEY_ID?region=R (default: $NPA_SECRETS_PROVIDER). Existing stacks keep theirs.",
+        ),
         click.option("--profile", default=None, help="~/.nebius profile; wins over the spec's profile."),
         click.option(
             "--only-projects",
@@ -204,6 +211,7 @@ class FleetFields(TypedDict):
     profile: str | None
     backend: str | None
     passphrase_file: str | None
+    secrets_provider: str | None
     recipe_dir: str | None
     recipe_ref: str | None
     soperator_recipe_dir: str | None
@@ -234,6 +242,7 @@ def fleet_fields(kw: dict[str, Any], chosen: Selection, show_progress: bool = Tr
         profile=kw["profile"],
         backend=kw["backend"],
         passphrase_file=kw["passphrase_file"],
+        secrets_provider=kw["secrets_provider"],
         recipe_dir=kw["recipe_dir"],
         recipe_ref=kw["recipe_ref"],
         soperator_recipe_dir=kw["soperator_recipe_dir"],

@@ -42,12 +42,6 @@ class Project(CloudRecord):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
-# The topology Nebius makes along with a new project: one network of this name and one subnet in it whose
-# name starts with the prefix, neither carrying the project's labels.
-DEFAULT_NETWORK_NAME = "default-network"
-DEFAULT_SUBNET_PREFIX = "default-subnet-"
-
-
 class Network(CloudRecord):
     id: str
     project_id: str

@@ -76,7 +76,9 @@ class FleetContext:
         # this run covers (run locks, shared project stacks, costs, receipts).
         self.targets = list(targets)
         self.progress = progress or Progress(enabled=options.show_progress)
-        self.settings = EngineSettings.resolve(options.backend, options.passphrase_file)
+        self.settings = EngineSettings.resolve(
+            options.backend, options.passphrase_file, secrets_provider=options.secrets_provider
+        )
         self._cloud: CloudPort | None = None
         self._plans: FleetPlans | None = None
         # Set by destroy, cleanup and the teardown plan before planning: they run no stack's program, so

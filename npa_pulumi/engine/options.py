@@ -19,6 +19,8 @@ class FleetOptions:
     profile: str | None = None
     backend: str | None = None
     passphrase_file: str | None = None
+    # New stacks' secrets provider (`--secrets-provider`; None: $NPA_SECRETS_PROVIDER, else the passphrase).
+    secrets_provider: str | None = None
     recipe_dir: str | None = None
     recipe_ref: str | None = None
     # The soperator recipe (nebius-solutions-library soperator/installations/example), for soperator targets.

@@ -10,7 +10,11 @@ usual), and
 * stops the child when the engine that started the guard is gone (the guard is reparented);
 * forwards SIGTERM and SIGINT to it;
 * has the kernel kill the child if the guard itself is killed (PR_SET_PDEATHSIG, set in the child just
-  before exec by the guard's only thread, which lives as long as the guard).
+  before exec by the guard's only thread, which lives as long as the guard);
+* gives the child a temporary directory of its own (TMPDIR, mode 0700) and removes it when the child
+  ends: the Kubernetes provider writes the cluster's kubeconfig, credentials included, to a fresh
+  `$TMPDIR/kubeconfig*` file on every configure and never deletes it (pkg/provider/util.go,
+  writeKubeconfigToFile), so without this every stack operation left one in /tmp.
 
 Standard library only: it starts once per plugin, on the path of every stack operation that uses it.
 """
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -46,7 +52,15 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m npa_pulumi.runtime.plugin_guard REAL_BINARY [ARGS...]\n")
         return 2
     engine = os.getppid()
-    child = subprocess.Popen(argv[1:], preexec_fn=die_with(os.getpid()))
+    private_tmp = tempfile.mkdtemp(prefix="npa-plugin-")
+    try:
+        return _run(argv[1:], engine, {**os.environ, "TMPDIR": private_tmp})
+    finally:
+        shutil.rmtree(private_tmp, ignore_errors=True)
+
+
+def _run(command: list[str], engine: int, env: dict[str, str]) -> int:
+    child = subprocess.Popen(command, env=env, preexec_fn=die_with(os.getpid()))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda s, _f: child.send_signal(s))
     while True:

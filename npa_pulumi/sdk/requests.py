@@ -65,14 +65,16 @@ class Rollout:
 @dataclass(frozen=True, kw_only=True)
 class FleetRequest:
     """What every fleet operation is asked: the selection, where the fleet lives (cloud, profile, Pulumi
-    backend, secrets passphrase), the recipes and how many cluster stacks run at once. `show_progress`:
-    rich progress on stderr (the CLI's; an SDK caller's default is none)."""
+    backend, secrets passphrase, the secrets provider of new stacks), the recipes and how many cluster
+    stacks run at once. `show_progress`: rich progress on stderr (the CLI's; an SDK caller's default is
+    none)."""
 
     selection: Selection = Selection()
     cloud: str = "local"
     profile: str | None = None
     backend: str | None = None
     passphrase_file: str | None = None
+    secrets_provider: str | None = None
     recipe_dir: str | None = None
     recipe_ref: str | None = None
     soperator_recipe_dir: str | None = None
@@ -87,6 +89,7 @@ class FleetRequest:
             profile=self.profile,
             backend=self.backend,
             passphrase_file=self.passphrase_file,
+            secrets_provider=self.secrets_provider,
             recipe_dir=self.recipe_dir,
             recipe_ref=self.recipe_ref,
             soperator_recipe_dir=self.soperator_recipe_dir,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument
-from npa_pulumi.cloud.port import DEFAULT_NETWORK_NAME as DEFAULT_NETWORK
-from npa_pulumi.cloud.port import DEFAULT_SUBNET_PREFIX
+from npa_pulumi.cloud.project_defaults import DEFAULT_NETWORK_NAME as DEFAULT_NETWORK
+from npa_pulumi.cloud.project_defaults import DEFAULT_SUBNET_PREFIX
 from npa_pulumi.simulator import accounting as acct
 from npa_pulumi.simulator import db, records
 from npa_pulumi.simulator.base import OpContext, SimulatorBase, clean_labels

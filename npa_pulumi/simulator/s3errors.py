@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from xml.sax.saxutils import escape
+
+def escape(text: str) -> str:
+    """XML character data: `&`, `<` and `>` escaped (xml.sax.saxutils.escape, without importing urllib)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
 
 # S3's HTTP status for each error code this server uses.
 STATUS: dict[str, int] = {

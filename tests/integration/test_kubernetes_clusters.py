@@ -348,6 +348,11 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     npa("local-cloud", "reset", "--yes", check=True)
     assert _control_plane_processes(cloud_dir) == []
 
+    # ---- no credentials left in temporary files: the Kubernetes provider writes each cluster's kubeconfig
+    # to $TMPDIR on every configure and never removes it; the plugin guard's private TMPDIR goes with it
+    leftovers = [p.name for p in Path(os.environ["TMPDIR"]).rglob("*") if p.name.startswith("kubeconfig")]
+    assert leftovers == []
+
 
 @pytest.mark.long
 def test_verify_graphics_fails_closed_when_the_driver_drifts(kube_api: Path, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""Packages whose names load on first use (runtime/lazy_names.py): what a provider host and every command
-import stays small, and the names still resolve."""
+"""Packages whose names load on first use (runtime/lazy_names.py): what a provider host, every command and
+the local cloud's provisioner import stays small, and the names still resolve."""
 
 from __future__ import annotations
 
@@ -29,6 +29,14 @@ def test_reading_an_s3_backend_does_not_load_the_nebius_adapter() -> None:
     loaded = _loaded_after("import npa_pulumi.engine.automation.diy_backend")
     assert "npa_pulumi.cloud.nebius.s3" in loaded
     assert "npa_pulumi.cloud.nebius.adapter" not in loaded
+
+
+def test_the_local_clouds_provisioner_loads_neither_pydantic_nor_the_cloud_port() -> None:
+    """Terraform starts `python -m npa_pulumi.simulator.api` once per local-cloud object it creates or
+    deletes; the cloud port's records (pydantic) cost ~0.3 s of CPU per start and it needs none of them."""
+    loaded = _loaded_after("import npa_pulumi.simulator.api", prefix="")
+    assert "npa_pulumi.simulator.simulator" in loaded
+    assert not loaded & {"pydantic", "npa_pulumi.cloud.port", "yaml", "urllib.request"}
 
 
 def test_the_names_resolve_on_first_use() -> None:

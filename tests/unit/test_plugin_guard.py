@@ -66,3 +66,34 @@ def test_the_plugins_exit_code_and_output_pass_through(tmp_path: Path) -> None:
         timeout=30,
     )
     assert (out.returncode, out.stdout) == (3, "4242\n")
+
+
+def test_the_plugin_gets_a_private_temporary_directory_that_goes_with_it() -> None:
+    """The Kubernetes provider writes the cluster's kubeconfig to a new `$TMPDIR/kubeconfig*` on every
+    configure and never removes it: the guard's private TMPDIR takes those files away with the plugin."""
+    plugin = 'touch "$TMPDIR/kubeconfig123"; echo "$TMPDIR"; stat -c %a "$TMPDIR"'
+    out = subprocess.run(
+        [sys.executable, "-m", "npa_pulumi.runtime.plugin_guard", "sh", "-c", plugin],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    private, mode = out.stdout.split()
+    assert Path(private).name.startswith("npa-plugin-") and mode == "700"
+    assert not Path(private).exists(), "the plugin's temporary files outlived it"
+
+
+def test_the_private_temporary_directory_goes_when_the_engine_interrupts_the_plugin(tmp_path: Path) -> None:
+    """The engine stops a plugin with SIGINT to its process group (the guard and the plugin), then waits."""
+    marker = tmp_path / "tmpdir"
+    plugin = f'echo "$TMPDIR" > {marker}; touch "$TMPDIR/kubeconfig1"; exec sleep 300'
+    guard = subprocess.Popen(
+        [sys.executable, "-m", "npa_pulumi.runtime.plugin_guard", "sh", "-c", plugin], start_new_session=True
+    )
+    assert _wait_for(lambda: marker.exists() and marker.read_text().strip())
+    private = Path(marker.read_text().strip())
+    assert (private / "kubeconfig1").exists()
+    os.killpg(guard.pid, signal.SIGINT)
+    guard.wait(timeout=30)
+    assert not private.exists()

@@ -75,6 +75,30 @@ class SecretsSettings:
     source: str  # "env" | "file:<path>" | "generated:<path>"
 
 
+PASSPHRASE = "passphrase"
+SECRETS_PROVIDER_ENV = "NPA_SECRETS_PROVIDER"
+# The engine's cloud secrets managers (gocloud.dev/secrets URLs): a data key per stack, kept encrypted by
+# the key service and decrypted once per engine process, instead of a passphrase derivation (1,000,000
+# rounds of PBKDF2-SHA256) in every engine process that opens the stack.
+CLOUD_SECRETS_SCHEMES = ("awskms", "azurekeyvault", "gcpkms", "hashivault")
+
+
+def resolve_secrets_provider(chosen: str | None = None) -> str:
+    """The secrets provider new stacks are created with: `chosen` (--secrets-provider), else
+    $NPA_SECRETS_PROVIDER, else the passphrase. A stack keeps the provider it was created with."""
+    value = (chosen or os.environ.get(SECRETS_PROVIDER_ENV) or PASSPHRASE).strip()
+    if value == PASSPHRASE:
+        return value
+    scheme = value.split("://", 1)[0] if "://" in value else ""
+    if scheme not in CLOUD_SECRETS_SCHEMES:
+        expected = ", ".join(f"{name}://..." for name in CLOUD_SECRETS_SCHEMES)
+        raise UserInputError(
+            f"secrets provider {value!r} is not one the engine offers; expected {PASSPHRASE!r} or a key "
+            f"service URL ({expected}), e.g. awskms://KEY_ID?region=eu-north1"
+        )
+    return value
+
+
 def _check_private(path: Path) -> None:
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -183,6 +207,9 @@ class EngineSettings:
     secrets: SecretsSettings
     work_dir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    # What new stacks are created with (resolve_secrets_provider); existing stacks keep their own. The
+    # passphrase stays resolved either way: stacks made with it still open with it.
+    secrets_provider: str = PASSPHRASE
 
     @classmethod
     def resolve(
@@ -190,6 +217,7 @@ class EngineSettings:
         backend: str | None = None,
         passphrase_file: str | Path | None = None,
         extra_env: dict[str, str] | None = None,
+        secrets_provider: str | None = None,
     ) -> EngineSettings:
         if os.environ.get("PULUMI_CONFIG_PASSPHRASE") == "":
             # An exported *empty* passphrase shadows the file (an engine gotcha); treat it as unset.
@@ -201,6 +229,7 @@ class EngineSettings:
             secrets=resolve_secrets(passphrase_file),
             work_dir=work_dir,
             extra_env=dict(extra_env or {}),
+            secrets_provider=resolve_secrets_provider(secrets_provider),
         )
 
     def env(self) -> dict[str, str]:
@@ -291,7 +320,7 @@ def workspace_options(
         work_dir=str(settings.work_dir),
         program=program,
         env_vars=settings.env(),
-        secrets_provider="passphrase",
+        secrets_provider=settings.secrets_provider,
         pulumi_command=pulumi_command(),
     )
 

@@ -27,7 +27,7 @@ from npa_pulumi.cloud.absence import (
     wait_gone,
 )
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.cloud.port import DEFAULT_NETWORK_NAME, DEFAULT_SUBNET_PREFIX
+from npa_pulumi.cloud.project_defaults import DEFAULT_NETWORK_NAME, DEFAULT_SUBNET_PREFIX
 from npa_pulumi.output.results import PhaseOutcome, TeardownPhase
 
 if TYPE_CHECKING:
