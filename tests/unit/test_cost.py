@@ -104,6 +104,26 @@ def test_shipped_catalog_has_a_version_a_date_and_a_source_for_every_figure() ->
     assert all(entry.gib_month_usd is None and entry.reason for entry in layer.file.storage)
 
 
+def test_the_shipped_catalog_from_the_cache_is_what_its_yaml_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped catalog's YAML is read once per content and kept in the disk cache; what comes back is
+    the same catalog, in the same order, and a damaged entry is read past."""
+    from importlib import resources
+
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "home"))
+    text = resources.files("npa_pulumi.plan").joinpath("price_catalog.yaml").read_text(encoding="utf-8")
+    fresh = parse_catalog_text(text, "shipped")
+    first = builtin_layer().file
+    [entry] = (tmp_path / "home" / "cache" / "price-catalogs").glob("*.json")
+    cached = builtin_layer().file
+    assert cached == first == fresh
+    assert list(cached.sources) == list(fresh.sources)
+    assert [(e.platform, e.preset) for e in cached.compute] == [(e.platform, e.preset) for e in fresh.compute]
+    entry.write_text('"{not json"')
+    assert builtin_layer().file == fresh
+
+
 def test_per_unit_prices_reproduce_the_published_presets() -> None:
     catalog = load_catalog()
     h200_1gpu = catalog.compute(
