@@ -122,11 +122,15 @@ def configs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any
 
 
 def _stack(engine: dict[str, str], name: str, fleet: Fleet, tags: dict[str, str] | None) -> auto.Stack:
+    # The workspace beside the engine's home, not a new /tmp/automation-* directory per stack left behind.
+    workspace = Path(engine["PULUMI_HOME"]).parent / "workspace"
+    workspace.mkdir(exist_ok=True)
     stack = auto.create_or_select_stack(
         name,
         project_name=PROJECT,
         program=fleet.program(),
         opts=auto.LocalWorkspaceOptions(
+            work_dir=str(workspace),
             env_vars=engine,
             pulumi_command=auto.PulumiCommand(root=str(find_pulumi().parent.parent), skip_version_check=True),
         ),
