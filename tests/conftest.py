@@ -4,6 +4,8 @@ so nothing touches the developer's real ~/.npa-pulumi, ~/.nebius or ~/.pulumi.""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,10 +47,12 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 
 
 @pytest.fixture
-def kube_api(isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def kube_api(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The local cloud with a real Kubernetes API server (kwok nodes) behind every cluster. Temporary files
-    go to the test's own `tmp/` (TMPDIR), where a test can see what the run left behind."""
+    go to a directory of the test's own (TMPDIR), where a test can see what the run left behind; a short
+    path, as Unix sockets made there (Chromium's) allow 107 bytes."""
     monkeypatch.setenv("NPA_LOCAL_CLOUD_KUBERNETES_API", "1")
-    (tmp_path / "tmp").mkdir(exist_ok=True)
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    return isolated_home
+    private_tmp = tempfile.mkdtemp(prefix="npa-test-")
+    monkeypatch.setenv("TMPDIR", private_tmp)
+    yield isolated_home
+    shutil.rmtree(private_tmp, ignore_errors=True)
