@@ -196,9 +196,17 @@ def start(cloud_dir: Path, cluster_id: str, timeout_s: float = 120.0) -> tuple[A
     return access, components(workdir)
 
 
+def start_lock_path() -> Path:
+    """Machine-wide, as ports are: every local cloud of this user on this machine shares it, whatever TMPDIR
+    each process was given (a per-process TMPDIR made it per-process: two clusters starting at once then
+    took the same ports, and one's nodes never became Ready)."""
+    shared = Path("/tmp")
+    directory = shared if shared.is_dir() else Path(tempfile.gettempdir())
+    return directory / f"npa-local-cloud-ports-{os.getuid()}.lock"
+
+
 def _start_lock() -> FileLock:
-    """Machine-wide, as ports are: every local cloud of this user on this machine shares it."""
-    return FileLock(Path(tempfile.gettempdir()) / f"npa-local-cloud-ports-{os.getuid()}.lock")
+    return FileLock(start_lock_path())
 
 
 def _server_of(kubeconfig: Path) -> str:
