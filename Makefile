@@ -29,8 +29,9 @@ browser:
 # `make test` before any engine starts.
 # Two pytest workers (pytest-xdist; a test file stays on one worker): a test drives about one core, mostly
 # in the engine, terraform and the API servers it starts. PYTEST_WORKERS=0 runs them in this process.
+# Modules are handed out longest first (tests/conftest.py orders them), so no long one starts last.
 PYTEST_WORKERS ?= 2
-PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # The long journeys (`@pytest.mark.long`) are left to `make test-long`, so that `make test` keeps its budget
 # (README, "Test budget"); each has a faster test of the same path in `make test`.

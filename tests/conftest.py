@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,56 @@ import pytest
 
 # No test starts a Kubernetes API server unless it asks for one (the `kube_api` fixture): see isolated_home.
 os.environ.setdefault("NPA_LOCAL_CLOUD_KUBERNETES_API", "0")
+
+# ------------------------------------------------------------------ longest modules first
+# `make test` gives whole modules to two workers (--dist loadfile --no-loadscope-reorder), in collection
+# order: a long module handed out last keeps one worker busy while the other core idles. So modules run
+# longest first, by the seconds the last run on this checkout recorded in pytest's cache; a module with no
+# record (every module of a fresh clone) is estimated by what it starts.
+MODULE_SECONDS_KEY = "npa/module-seconds"
+ESTIMATED_SECONDS = {"kube_api": 60.0, "integration": 15.0}
+UNKNOWN_SECONDS = 1.0
+
+
+def _module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _estimated_seconds(items: list[pytest.Item]) -> float:
+    if any("kube_api" in getattr(item, "fixturenames", ()) for item in items):
+        return ESTIMATED_SECONDS["kube_api"]
+    if any(item.get_closest_marker("integration") for item in items):
+        return ESTIMATED_SECONDS["integration"]
+    return UNKNOWN_SECONDS
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cache = getattr(config, "cache", None)
+    recorded: dict[str, float] = cache.get(MODULE_SECONDS_KEY, {}) if cache is not None else {}
+    modules: dict[str, list[pytest.Item]] = defaultdict(list)
+    for item in items:
+        modules[_module_of(item.nodeid)].append(item)
+    order = {module: index for index, module in enumerate(modules)}
+    seconds = {module: recorded.get(module) or _estimated_seconds(its) for module, its in modules.items()}
+    items.sort(key=lambda item: (-seconds[_module_of(item.nodeid)], order[_module_of(item.nodeid)]))
+
+
+_measured_seconds: dict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _measured_seconds[_module_of(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Record each module's seconds for the next run's order (the controller only: it sees every report)."""
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _measured_seconds:
+        return
+    recorded = dict(cache.get(MODULE_SECONDS_KEY, {}))
+    recorded.update({module: round(seconds, 1) for module, seconds in _measured_seconds.items()})
+    cache.set(MODULE_SECONDS_KEY, recorded)
 
 
 @pytest.fixture

@@ -130,13 +130,38 @@ def _resolve_relative(module: str, is_package: bool, level: int, name: str | Non
     return ".".join([*base, *([name] if name else [])])
 
 
-def imports_of(module: str, path: Path, known: set[str]) -> Iterator[Import]:
+@dataclass(frozen=True)
+class ModuleImports:
+    """What one module imports, from one parse and one walk of its source (the check reads each file
+    once: walking the package's syntax trees is most of its time)."""
+
+    internal: list[Import]  # imports of the package's own modules
+    external: list[tuple[str, int]]  # (module, line) of every absolute import of anything
+
+
+def _import_module_target(node: ast.Call) -> str | None:
+    """The module an `import_module("...")` call names, if the call is one."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if name != "import_module" or not node.args:
+        return None
+    first = node.args[0]
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+def scan(module: str, path: Path, known: set[str]) -> ModuleImports:
+    """The package imports of a module (also hidden in functions, under TYPE_CHECKING or through
+    import_module) and its absolute imports, `from a import b` counted as both `a` and `a.b` (so
+    `from pulumi import automation` is an import of pulumi.automation)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     is_package = path.name == "__init__.py"
+    internal: list[Import] = []
+    external: list[tuple[str, int]] = []
     for node in ast.walk(tree):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
+            external.extend((alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = (
                 _resolve_relative(module, is_package, node.level, node.module)
@@ -146,32 +171,19 @@ def imports_of(module: str, path: Path, known: set[str]) -> Iterator[Import]:
             for alias in node.names:
                 submodule = f"{base}.{alias.name}"
                 targets.append(submodule if submodule in known else base)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute | ast.Name)
-            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            targets = [node.args[0].value]
-        for target in targets:
-            if target == PACKAGE or target.startswith(f"{PACKAGE}."):
-                yield Import(module, target, path, getattr(node, "lineno", 0))
-
-
-def external_imports_of(path: Path) -> Iterator[tuple[str, int]]:
-    """(module, line) of every absolute import of a module outside the package, `from a import b` as
-    both `a` and `a.b` (so `from pulumi import automation` is an import of pulumi.automation)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            yield node.module, node.lineno
-            for alias in node.names:
-                yield f"{node.module}.{alias.name}", node.lineno
+            if not node.level and node.module:
+                external.append((node.module, node.lineno))
+                external.extend((f"{node.module}.{alias.name}", node.lineno) for alias in node.names)
+        elif isinstance(node, ast.Call):
+            named = _import_module_target(node)
+            targets = [named] if named else []
+        line = getattr(node, "lineno", 0)
+        internal.extend(
+            Import(module, target, path, line)
+            for target in targets
+            if target == PACKAGE or target.startswith(f"{PACKAGE}.")
+        )
+    return ModuleImports(internal, external)
 
 
 def _within(module: str, prefix: str) -> bool:
@@ -184,10 +196,10 @@ def _owning_module(target: str, known: set[str]) -> str | None:
     return target if target in known else None
 
 
-def fence_problems(files: list[tuple[str, Path]], repo: Path) -> list[str]:
+def fence_problems(files: list[tuple[str, Path]], scanned: dict[str, ModuleImports], repo: Path) -> list[str]:
     problems = []
     for module, path in files:
-        for target, line in external_imports_of(path):
+        for target, line in scanned[module].external:
             for fenced, owner in FENCES.items():
                 if _within(target, fenced) and not _within(module, owner):
                     where = path.relative_to(repo)
@@ -195,12 +207,14 @@ def fence_problems(files: list[tuple[str, Path]], repo: Path) -> list[str]:
     return sorted(set(problems))
 
 
-def module_cycle_problems(files: list[tuple[str, Path]], known: set[str]) -> list[str]:
+def module_cycle_problems(
+    files: list[tuple[str, Path]], scanned: dict[str, ModuleImports], known: set[str]
+) -> list[str]:
     """Cycles of the module graph inside each package (imports of the package itself excluded: a
     submodule importing its package's `__init__` is how Python loads it anyway)."""
     edges: dict[str, set[str]] = {}
-    for module, path in files:
-        for imp in imports_of(module, path, known):
+    for module, _ in files:
+        for imp in scanned[module].internal:
             target = _owning_module(imp.target, known)
             if target is None or target == module or module.startswith(f"{target}."):
                 continue
@@ -211,6 +225,7 @@ def module_cycle_problems(files: list[tuple[str, Path]], known: set[str]) -> lis
 def violations(repo: Path = REPO) -> list[str]:
     files = list(source_files(repo))
     known = {module for module, _ in files}
+    scanned = {module: scan(module, path, known) for module, path in files}
     problems: list[str] = []
     edges: dict[str, set[str]] = {}
     for module, path in files:
@@ -219,7 +234,7 @@ def violations(repo: Path = REPO) -> list[str]:
         if source is None or source.startswith("?"):
             problems.append(f"{where}: {module} is in no layer of the contract (tools/check_layers.py)")
             continue
-        for imp in imports_of(module, path, known):
+        for imp in scanned[module].internal:
             target = group_of(imp.target)
             if target is None or target.startswith("?"):
                 problems.append(f"{where}:{imp.line}: {module} imports {imp.target}, which is in no layer")
@@ -234,8 +249,8 @@ def violations(repo: Path = REPO) -> list[str]:
             if reason:
                 problems.append(f"{where}:{imp.line}: {module} imports {imp.target}: {reason}")
     problems.extend(f"package cycle among: {', '.join(cycle[:-1])}" for cycle in cycles(edges))
-    problems.extend(module_cycle_problems(files, known))
-    problems.extend(fence_problems(files, repo))
+    problems.extend(module_cycle_problems(files, scanned, known))
+    problems.extend(fence_problems(files, scanned, repo))
     return problems
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 from npa_pulumi.engine.automation import diy_backend
@@ -18,6 +19,7 @@ from npa_pulumi.engine.lifecycle import (
     running_tags,
     validating_state,
 )
+from npa_pulumi.runtime.processes import start_time
 
 
 def test_validating_state_follows_the_gate() -> None:
@@ -58,8 +60,16 @@ def test_a_run_is_told_by_its_start_ticks_not_the_wall_clock() -> None:
     shifted = f"{run.host}/{run.pid}/{long_before}/{run.ticks}"
     assert Recorded("provisioning", run=shifted).current
     assert not Recorded("provisioning", run=f"{run.host}/{run.pid}/{run.started}/{run.ticks + 1}").current
-    legacy = RunId.parse(f"{run.host}/{run.pid}/{run.started}")  # a record written before the ticks
+    # A record written before the ticks is told by its wall time alone, against the process's start as
+    # procfs tells it in wall time (the same clock, so this holds however far the VM's clock has stepped
+    # since the run wrote its own record): that start is this run, a time long before it another run.
+    started = start_time(run.pid)
+    assert started is not None
+    as_recorded = datetime.fromtimestamp(started, tz=UTC).isoformat(timespec="seconds")
+    legacy = RunId.parse(f"{run.host}/{run.pid}/{as_recorded}")
     assert legacy is not None and legacy.ticks is None and legacy.alive
+    before = RunId.parse(f"{run.host}/{run.pid}/{long_before}")
+    assert before is not None and not before.alive
     assert RunId.parse("host-only") is None and RunId.parse("h/not-a-pid/x") is None
 
 
