@@ -7,6 +7,7 @@ import importlib
 import click
 
 from npa_pulumi import __version__
+from npa_pulumi.runtime.interpreter import tune_for_a_command
 
 # Which module registers each top-level command (its `register(group: click.Group) -> None`). A module is
 # imported only when one of its commands runs (or for --help): importing all of them costs ~0.1 s on
@@ -64,6 +65,7 @@ def cli() -> None:
 
 
 def main() -> None:
+    tune_for_a_command()  # before any command module loads
     cli(prog_name="npa-pulumi")
 
 

@@ -39,7 +39,7 @@ from npa_pulumi.engine.scheduler import Job, Scheduler
 from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
-from npa_pulumi.runtime.analyzer_service import SOCKET_ENV
+from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
 from npa_pulumi.runtime.home import logs_dir
 from npa_pulumi.runtime.provider_host import ATTACH_ENV
 

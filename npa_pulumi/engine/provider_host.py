@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from npa_pulumi.runtime.analyzer_service import PACKS_ENV, SOCKET_ENV
+from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
+from npa_pulumi.runtime.analyzer_service import PACKS_ENV
 from npa_pulumi.runtime.provider_host import ATTACH_ENV, PACKAGE
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,8 @@ The engine cannot attach to a running analyzer as it can to a provider: every en
 pack's plugin (`pulumi-analyzer-policy-python`, which runs `$PULUMI_PYTHON_CMD -u -m pulumi.policy ENGINE
 .` in the pack's directory), and every one of them imported the Pulumi SDK, pulumi-policy, grpc and the
 pack again (~0.3 s of CPU per stack operation, twice per `up` of one cluster). `$PULUMI_PYTHON_CMD` is our
-own wrapper (runtime/plugin_host.py), so the plugin the engine starts can be a thin proxy instead: it asks
+own wrapper (engine/automation/workspace.py), so the plugin the engine starts can be a thin proxy instead
+(runtime/analyzer_relay.py, started without the site packages): it asks
 this service, over a Unix socket the orchestrator names in `NPA_ANALYZER_SOCKET`, for an analyzer of its
 pack, prints that analyzer's port as the pack would have printed its own, and lives until the engine is
 done with it.
@@ -37,7 +38,6 @@ from typing import Any
 
 log = logging.getLogger("npa_pulumi.analyzer_service")
 
-SOCKET_ENV = "NPA_ANALYZER_SOCKET"
 PACKS_ENV = "NPA_SHARED_POLICY_PACKS"
 
 

@@ -10,8 +10,8 @@ chaos campaign hit it at 2.3 s) left the host waiting for an engine that no long
 Anything else given to the wrapper goes to the real interpreter unchanged.
 
 A policy pack the command's shared host serves (runtime/analyzer_service.py, named by `NPA_ANALYZER_SOCKET`)
-is not run here at all: this process only relays the port of an analyzer the shared host starts for it,
-and lives as long as the engine keeps it (its connection is what keeps that analyzer running).
+is not run here at all: the wrapper starts the light relay (runtime/analyzer_relay.py) in this module's
+place, which comes here only when the shared host does not serve the pack.
 """
 
 from __future__ import annotations
@@ -20,11 +20,7 @@ import os
 import runpy
 import sys
 
-from npa_pulumi.runtime.processes import parent_pid
-from npa_pulumi.runtime.supervision import PLUGIN_HOSTS, run_is_gone, watch_run
-
-SOCKET_ENV = "NPA_ANALYZER_SOCKET"  # = analyzer_service.SOCKET_ENV (not imported: this start must stay light)
-POLL_S = 0.5
+from npa_pulumi.runtime.supervision import PLUGIN_HOSTS, watch_run
 
 
 def plugin_module(args: list[str]) -> tuple[str, list[str]] | None:
@@ -42,51 +38,9 @@ def main(argv: list[str]) -> None:
     if found is None:
         os.execv(sys.executable, [sys.executable, *argv[1:]])
     module, rest = found
-    if module == "pulumi.policy" and os.environ.get(SOCKET_ENV):
-        relayed = relay_analyzer(os.environ[SOCKET_ENV], rest)
-        if relayed is not None:
-            os._exit(relayed)
     watch_run(plugin_host=True)
     sys.argv = [module, *rest]  # run_module puts the module's file in argv[0], as `python -m` does
     runpy.run_module(module, run_name="__main__", alter_sys=True)
-
-
-def relay_analyzer(socket_path: str, args: list[str]) -> int | None:
-    """Ask the shared host for an analyzer of the pack in `args` (`ENGINE PROGRAM ...`), print its port,
-    and wait until the engine or the shared host is done with it. None: run the pack here after all."""
-    import json
-    import socket
-
-    positional = [a for a in args if not a.startswith("-")]
-    if len(positional) < 2:
-        return None
-    parent = os.getppid()  # the engine's plugin launcher script; the engine is its parent
-    grandparent = parent_pid(parent)
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(socket_path)
-        conn.sendall(json.dumps({"pack": os.path.abspath(positional[1])}).encode() + b"\n")
-        reader = conn.makefile("rb")
-        answer = json.loads(reader.readline() or b"{}")
-    except (OSError, ValueError):
-        conn.close()
-        return None
-    port = answer.get("port")
-    if not isinstance(port, int):
-        conn.close()
-        return None
-    sys.stdout.write(f"{port}\n")
-    sys.stdout.flush()
-    conn.settimeout(POLL_S)
-    while True:  # the engine kills this process when its run is over
-        try:
-            if not conn.recv(4096):
-                return 0  # the shared host stopped
-        except TimeoutError:
-            if run_is_gone(parent, grandparent):
-                return 70  # the run is gone
-        except OSError:
-            return 0
 
 
 if __name__ == "__main__":

@@ -20,11 +20,11 @@ A record from another host is assumed live: nothing here can tell.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable
-from datetime import datetime
-from pathlib import Path
+
+# Only light standard modules at import (datetime and socket where they are used; not pathlib, not typing):
+# the engine starts a policy relay (runtime/analyzer_relay.py) per stack operation, and it imports this.
 
 # A SIGKILLed process, or one that dropped its lock on the way out, is gone a moment later, not at once.
 EXIT_WAIT_S = 5.0
@@ -38,7 +38,8 @@ def stat_fields(pid: int) -> list[str] | None:
     """The fields of `/proc/<pid>/stat` after "pid (comm)": state, ppid, ...; None without the process
     or without procfs."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as file:
+            stat = file.read()
     except OSError:
         return None
     # comm may contain spaces and parentheses, so split after the last ")".
@@ -50,6 +51,14 @@ def parent_pid(pid: int) -> int | None:
     return int(fields[1]) if fields and len(fields) > 1 else None
 
 
+def run_is_gone(parent: int, grandparent: int | None) -> bool:
+    """Whether the run that started this process is over: this process was reparented (its `parent`, the
+    plugin launcher, is gone), or that launcher was (its `grandparent`, the engine, is gone)."""
+    if os.getppid() != parent:
+        return True
+    return grandparent is not None and parent_pid(parent) not in (grandparent, None)
+
+
 def is_zombie(pid: int) -> bool:
     """Whether the process has exited but was not reaped. False without procfs (macOS)."""
     fields = stat_fields(pid)
@@ -58,7 +67,9 @@ def is_zombie(pid: int) -> bool:
 
 def _boot_time() -> float | None:
     try:
-        for line in Path("/proc/stat").read_text().splitlines():
+        with open("/proc/stat", encoding="utf-8") as file:
+            lines = file.read().splitlines()
+        for line in lines:
             if line.startswith("btime "):
                 return float(line.split()[1])
     except (OSError, ValueError):
@@ -97,6 +108,8 @@ def parse_timestamp(text: str) -> float | None:
     text = text.strip()
     if not text:
         return None
+    from datetime import datetime
+
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
@@ -109,8 +122,11 @@ def process_alive(
     """Whether the process that wrote a record (`pid` on `hostname`, at `since` seconds since the epoch,
     or started at `ticks` since boot) still runs; see the module docstring. `hostname` None means this
     host; `since` and `ticks` None skip the pid reuse check; `ticks` wins over `since`."""
-    if hostname is not None and hostname != socket.gethostname():
-        return True
+    if hostname is not None:
+        import socket
+
+        if hostname != socket.gethostname():
+            return True
     if pid <= 0:
         return False
     try:

@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.runtime import analyzer_service, supervision
+from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
+from npa_pulumi.runtime.interpreter import tune_for_a_command
 
 log = logging.getLogger("npa_pulumi.provider_host")
 
@@ -143,6 +145,7 @@ def _await_end(parent: int) -> str:
 
 
 def main() -> int:
+    tune_for_a_command()  # before the Pulumi SDK and grpc load
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s provider-host %(levelname)s %(message)s"
     )
@@ -160,12 +163,12 @@ def main() -> int:
     port = server.add_insecure_port(address="127.0.0.1:0")
     server.start()
     analyzers = None
-    if os.environ.get(analyzer_service.SOCKET_ENV):
+    if os.environ.get(SOCKET_ENV):
         # This process is supervised by the orchestrator; the pack's own watchdog (which watches an
         # engine) must not start here.
         supervision.supervised_elsewhere()
         packs = os.environ.get(analyzer_service.PACKS_ENV, "").split(os.pathsep)
-        analyzers = analyzer_service.AnalyzerService(os.environ[analyzer_service.SOCKET_ENV], packs)
+        analyzers = analyzer_service.AnalyzerService(os.environ[SOCKET_ENV], packs)
         analyzers.start()
     sys.stdout.write(f"{port}\n")
     sys.stdout.flush()

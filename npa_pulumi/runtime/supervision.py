@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from npa_pulumi.runtime.processes import parent_pid
+from npa_pulumi.runtime.processes import parent_pid, run_is_gone
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +78,6 @@ def supervised_elsewhere() -> None:
     global _watching
     with _lock:
         _watching = True
-
-
-def run_is_gone(parent: int, grandparent: int | None) -> bool:
-    if os.getppid() != parent:
-        return True
-    return grandparent is not None and parent_pid(parent) not in (grandparent, None)
 
 
 def _watch(parent: int, grandparent: int | None) -> None:

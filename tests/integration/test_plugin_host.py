@@ -230,6 +230,9 @@ def test_the_shared_host_serves_each_engine_run_an_analyzer_of_its_own(
             assert proxy.stdout is not None
             ports.append(int(proxy.stdout.readline()))
         assert ports[0] != ports[1]
+        for proxy in proxies:  # the light relay (analyzer_relay), not an interpreter with the site packages
+            argv = Path(f"/proc/{proxy.pid}/cmdline").read_bytes().split(b"\0")
+            assert argv[1:3] == [b"-I", b"-S"], argv
         for port, stack in zip(ports, ("a", "b"), strict=True):
             with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
                 stub = analyzer_pb2_grpc.AnalyzerStub(channel)
@@ -252,7 +255,7 @@ def test_the_shared_host_serves_each_engine_run_an_analyzer_of_its_own(
             [
                 wrapper,
                 "-c",
-                "import npa_pulumi.runtime.plugin_host as p, sys; "
+                "import npa_pulumi.runtime.analyzer_relay as p, sys; "
                 f"print(p.relay_analyzer({str(sock)!r}, ['127.0.0.1:1', '/elsewhere']))",
             ],
             capture_output=True,
@@ -269,3 +272,29 @@ def test_the_shared_host_serves_each_engine_run_an_analyzer_of_its_own(
         host.stdin.close()
         host.wait(timeout=60)
     assert "stopped (stdin closed)" in log.read_text()
+
+
+def test_a_policy_host_without_its_shared_host_runs_the_pack_itself(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    """The light relay cannot reach the shared host (it stopped, or never started): it becomes the full
+    plugin host, which serves the pack in its own process, as the engine's own policy host would."""
+    from npa_pulumi.engine.orchestrator import builtin_policy_pack
+
+    env = {**os.environ, "NPA_ANALYZER_SOCKET": str(tmp_path / "nobody-listens.sock")}
+    host = subprocess.Popen(
+        [plugin_python_wrapper(), "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
+        cwd=builtin_policy_pack(),
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert host.stdout is not None
+        port = host.stdout.readline().strip()
+        assert port.isdigit(), port  # the pack's own analyzer, serving
+        argv = Path(f"/proc/{host.pid}/cmdline").read_bytes().split(b"\0")
+        assert b"npa_pulumi.runtime.plugin_host" in argv and b"-S" not in argv, argv
+    finally:
+        host.kill()
+        host.wait()

@@ -26,7 +26,17 @@ def test_the_bridge_loads_the_recipe_surface_without_the_plan_document() -> None
 
 
 def test_reading_an_s3_backend_does_not_load_the_nebius_adapter() -> None:
-    loaded = _loaded_after("import npa_pulumi.engine.automation.diy_backend")
+    """The backend reader loads its S3 client (ssl, urllib.request) only for an s3:// backend, and never
+    the Nebius gRPC adapter."""
+    loaded = _loaded_after("import npa_pulumi.engine.automation.diy_backend", prefix="")
+    assert not loaded & {"npa_pulumi.cloud.nebius.s3", "ssl", "npa_pulumi.cloud.nebius.adapter"}
+    loaded = _loaded_after(
+        "import os\n"
+        "os.environ.pop('AWS_SESSION_TOKEN', None)\n"
+        "os.environ.update(AWS_ACCESS_KEY_ID='key', AWS_SECRET_ACCESS_KEY='secret')\n"
+        "from npa_pulumi.engine.automation.diy_backend import s3_bucket\n"
+        "assert s3_bucket('s3://state?endpoint=http://127.0.0.1:9&region=eu-north1') is not None"
+    )
     assert "npa_pulumi.cloud.nebius.s3" in loaded
     assert "npa_pulumi.cloud.nebius.adapter" not in loaded
 

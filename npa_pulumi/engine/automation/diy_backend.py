@@ -39,12 +39,14 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from npa_pulumi.cloud.nebius.s3 import S3Client
 from npa_pulumi.engine.aws_credentials import from_environment
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive
+
+if TYPE_CHECKING:
+    from npa_pulumi.cloud.nebius.s3 import S3Client
 
 # Format versions this module understands (pinned engine: backend/diy/{meta,stack_tags}.go,
 # apitype.DeploymentSchemaVersionCurrent).
@@ -431,6 +433,9 @@ def s3_bucket(backend_url: str) -> S3Bucket | None:
     endpoint = query.get("endpoint") or f"https://s3.{region}.amazonaws.com"
     if "://" not in endpoint:
         endpoint = "https://" + endpoint
+    # Imported here: the S3 client loads ssl and urllib.request, which a file:// backend never needs.
+    from npa_pulumi.cloud.nebius.s3 import S3Client
+
     try:
         client = S3Client(endpoint, region, key, secret, timeout_s=15.0)
     except ValueError:

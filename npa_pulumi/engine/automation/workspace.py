@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.cloud.factory import ensure_backend_served
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.runtime import disk_cache
+from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV as ANALYZER_SOCKET_ENV
 from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
 from npa_pulumi.runtime.files import create_private_file, write_atomically
 from npa_pulumi.runtime.home import npa_home
@@ -183,11 +184,25 @@ def guarded_plugin_dir(binary: Path) -> Path | None:
 
 def plugin_python_wrapper() -> str:
     """An executable that runs this interpreter with `npa_pulumi.runtime.plugin_host` in front of the
-    engine's plugin hosts (`$PULUMI_PYTHON_CMD -u -m pulumi.dynamic ...`); see that module for why. It is
-    written once per interpreter into `<npa home>/bin/`; where that cannot be written, the plain
+    engine's plugin hosts (`$PULUMI_PYTHON_CMD -u -m pulumi.dynamic ...`); see that module for why. A policy
+    host the command's shared host serves starts as the light relay instead (runtime/analyzer_relay.py:
+    `python -I -S`, this package found from its own place, not through the site packages). It is written
+    once per interpreter and package into `<npa home>/bin/`; where that cannot be written, the plain
     interpreter is used (the hosts then start their watchdog on their first request, as before)."""
-    text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -u -m npa_pulumi.runtime.plugin_host "$@"\n'
-    path = npa_home() / "bin" / f"plugin-python-{cache_key(sys.executable)[:12]}"
+    python = shlex.quote(sys.executable)
+    package_root = str(Path(__file__).resolve().parents[3])  # the directory holding npa_pulumi/
+    relay = shlex.quote(
+        f"import sys; sys.path.insert(0, {package_root!r}); "
+        "from npa_pulumi.runtime.analyzer_relay import main; main(sys.argv)"
+    )
+    text = (
+        "#!/bin/sh\n"
+        f'if [ -n "${{{ANALYZER_SOCKET_ENV}:-}}" ] && [ "$1 $2 $3" = "-u -m pulumi.policy" ]; then\n'
+        f'  exec {python} -I -S -c {relay} "$@"\n'
+        "fi\n"
+        f'exec {python} -u -m npa_pulumi.runtime.plugin_host "$@"\n'
+    )
+    path = npa_home() / "bin" / f"plugin-python-{cache_key(sys.executable, package_root)[:12]}"
     try:
         if path.read_text() == text and os.access(path, os.X_OK):
             return str(path)
