@@ -276,6 +276,7 @@ class FleetContext:
             tags_needed=self._needs_tags(plan.stack),
             gate_state=backend.gate_state(plan),
             backend=plan.backend,
+            key_shared_with=plan.project_stack,
         )
 
     def target_ops(self) -> list[StackOp]:

@@ -59,6 +59,22 @@ def _up(spec: Path, *extra: str) -> dict[str, Any]:
     return document
 
 
+def _passphrase_salts(home: Path, stacks: Any) -> dict[str, str]:
+    """Each stack's passphrase salt, from its checkpoint and its settings file (the two must agree)."""
+    npa_home = home / ".npa-pulumi"
+    salts = {}
+    for stack in stacks:
+        checkpoint = json.loads(
+            (npa_home / "state" / ".pulumi" / "stacks" / "npa-fleet" / f"{stack}.json").read_text()
+        )
+        providers = checkpoint["checkpoint"]["latest"]["secrets_providers"]
+        assert providers["type"] == "passphrase", (stack, providers)
+        settings = (npa_home / "workspace" / f"Pulumi.{stack}.yaml").read_text()
+        assert f"encryptionsalt: {providers['state']['salt']}" in settings, (stack, settings)
+        salts[stack] = providers["state"]["salt"]
+    return salts
+
+
 def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "fleet.yaml", SPEC)
     npa("local-cloud", "init", check=True)
@@ -90,6 +106,14 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     # the existing project reuses its subnet; the created one got an owned network
     assert {s["project_id"] for s in cloud["subnets"]} >= {alpha_id, "project-existing1"}
 
+    # ---- each cluster stack was made with its project stack's passphrase salt (one key derivation per
+    # engine run, which opens both); each project stack has a salt of its own
+    salts = _passphrase_salts(isolated_home, stacks)
+    assert salts["lifecycle.alpha.train"] == salts["lifecycle.alpha.infer"] == salts["lifecycle.alpha"]
+    assert salts["lifecycle.project-existing1.one"] == salts["lifecycle.project-existing1"]
+    assert salts["lifecycle.project-existing1.two"] == salts["lifecycle.project-existing1"]
+    assert salts["lifecycle.alpha"] != salts["lifecycle.project-existing1"]
+
     # ---- status: every cluster deployed, checked against the live cloud
     status = npa("status", "--spec", str(spec), "--cloud", "local", "--output", "json")
     assert status.code == 0, status.stderr[-3000:]
@@ -120,6 +144,11 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     changed = {name for name, s in third_stacks.items() if s["status"] != "unchanged"}
     assert changed == {"lifecycle.alpha.extra"}
     assert len(inventory()["mk8s_clusters"]) == 5
+    # made by a later command than its project stack: the same salt
+    assert (
+        _passphrase_salts(isolated_home, ["lifecycle.alpha.extra"])["lifecycle.alpha.extra"]
+        == salts["lifecycle.alpha"]
+    )
 
     # ---- destroy just that cluster
     gone = npa(

@@ -266,6 +266,20 @@ def checkpoint_outputs(backend_url: str, stack: str, project_name: str) -> Any:
     return {}
 
 
+def passphrase_salt(backend_url: str, stack: str, project_name: str) -> str | None:
+    """The passphrase secrets provider's salt of a stack (its `encryptionsalt`: the salt and a check value
+    encrypted with the key, not secret), from its checkpoint; None for a stack with another provider, or
+    when the checkpoint cannot be read here."""
+    latest = _latest_deployment(backend_url, stack, project_name)
+    if not isinstance(latest, dict):
+        return None
+    providers = latest.get("secrets_providers") or {}
+    if not isinstance(providers, dict) or providers.get("type") != "passphrase":
+        return None
+    salt = (providers.get("state") or {}).get("salt")
+    return salt if isinstance(salt, str) and salt.startswith("v1:") else None
+
+
 # ---------------------------------------------------------------------------------------- history
 
 

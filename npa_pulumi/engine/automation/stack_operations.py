@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -30,7 +31,7 @@ from npa_pulumi.engine.automation.stacks import (
     recover_engine_lock,
     recovery_command,
 )
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME, EngineSettings, workspace_options
+from npa_pulumi.engine.automation.workspace import PASSPHRASE, PROJECT_NAME, EngineSettings, workspace_options
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import SharedProviderHost
 from npa_pulumi.output.results import PolicyViolation, StackKind, StackResult
@@ -91,6 +92,10 @@ class StackOp:
     # (engine/lifecycle.py); "" when it has none.
     gate_state: str = ""
     backend: str | None = None  # a cluster stack's backend (mk8s | soperator), reported in its result
+    # A cluster stack's project stack: a new stack is made with that stack's passphrase salt, so that its
+    # engine runs, which open both stacks (the StackReference), derive the passphrase's key once, not twice
+    # (`StackExecutor._key_shared`). None: a salt of its own.
+    key_shared_with: str | None = None
 
     def result(self, status: str, **fields: Any) -> StackResult:
         return StackResult(
@@ -228,6 +233,8 @@ class StackExecutor:
         self.policy_configs = policy_configs or []
         self.project_name = project_name
         self._created: set[str] = set()  # stacks this executor created (they carry no tags yet)
+        self._creation_locks: dict[str, threading.Lock] = {}  # one `stack init` per new stack at a time
+        self._creation_locks_lock = threading.Lock()
         self._known_tags: dict[str, dict[str, str]] = {}  # lifecycle writes on non-DIY backends
 
     # ----------------------------------------------------------------------------- stack access
@@ -245,16 +252,26 @@ class StackExecutor:
             return self._select_known(op.stack, opts)
         try:
             if create and checkpoint is None:
-                # `create_or_select` tries `stack select` first, one engine start (~0.3 s of CPU) wasted
-                # on every new stack; the DIY checkpoint says the stack is not there.
-                try:
-                    stack = auto.create_stack(
-                        op.stack, project_name=self.project_name, program=program, opts=opts
-                    )
-                    self._created.add(op.stack)
-                    return stack
-                except auto.StackAlreadyExistsError:  # another process made it meanwhile
-                    opts = workspace_options(self.settings, program, self.project_name)
+                with self._creation_lock(op.stack):
+                    # Another thread of this command (the project stack a cluster stack shares a key
+                    # with, a stack created ahead of its run) may have made it while this one waited.
+                    if isinstance(
+                        checkpoint_outputs(self.settings.backend_url, op.stack, self.project_name), dict
+                    ):
+                        return self._select_known(op.stack, opts)
+                    # `create_or_select` tries `stack select` first, one engine start (~0.3 s of CPU)
+                    # wasted on every new stack; the DIY checkpoint says the stack is not there.
+                    try:
+                        stack = auto.create_stack(
+                            op.stack,
+                            project_name=self.project_name,
+                            program=program,
+                            opts=self._key_shared(op, opts),
+                        )
+                        self._created.add(op.stack)
+                        return stack
+                    except auto.StackAlreadyExistsError:  # another process made it meanwhile
+                        opts = workspace_options(self.settings, program, self.project_name)
             if create:
                 try:
                     stack = auto.create_or_select_stack(
@@ -275,6 +292,35 @@ class StackExecutor:
         except auto.StackNotFoundError:
             return None
         return stack
+
+    def _creation_lock(self, stack_name: str) -> threading.Lock:
+        with self._creation_locks_lock:
+            return self._creation_locks.setdefault(stack_name, threading.Lock())
+
+    def _key_shared(self, op: StackOp, opts: auto.LocalWorkspaceOptions) -> auto.LocalWorkspaceOptions:
+        """`opts` for creating `op.stack` with the passphrase salt of `op.key_shared_with` (a cluster
+        stack's project stack, created first when it is new).
+
+        The engine derives a passphrase's key (1,000,000 PBKDF2 rounds, ~0.25 s of CPU) once per salt per
+        process (pkg/secrets/passphrase: its secrets managers are cached by their state, the salt). Every
+        engine run of a cluster stack opens its project stack too (the StackReference to its outputs), so
+        with a salt of its own each run derived two keys; with its project's salt, one. The salt is not
+        secret (it is in every checkpoint); one passphrase protecting several stacks with one salt gives an
+        attacker nothing the passphrase itself would not. The stack's settings file carries the salt into
+        `stack init` (the Automation API's `stack_settings`), which keeps a salt it finds there. Other
+        secrets providers (a key service) derive nothing: unchanged."""
+        if op.key_shared_with is None or self.settings.secrets_provider != PASSPHRASE:
+            return opts
+        from pulumi import automation as auto
+
+        partner = StackOp(op.key_shared_with, "project", op.project_key, None, None, {})
+        if self.select(partner, create=True) is None:
+            return opts
+        salt = diy_backend.passphrase_salt(self.settings.backend_url, op.key_shared_with, self.project_name)
+        if salt is None:  # not a DIY backend, or the partner's stack has no passphrase salt
+            return opts
+        opts.stack_settings = {op.stack: auto.StackSettings(encryption_salt=salt)}
+        return opts
 
     @staticmethod
     def _select_known(stack_name: str, opts: auto.LocalWorkspaceOptions) -> auto.Stack:
