@@ -87,7 +87,9 @@ def test_the_plugin_gets_a_private_temporary_directory_that_goes_with_it() -> No
 def test_the_private_temporary_directory_goes_when_the_engine_interrupts_the_plugin(tmp_path: Path) -> None:
     """The engine stops a plugin with SIGINT to its process group (the guard and the plugin), then waits."""
     marker = tmp_path / "tmpdir"
-    plugin = f'echo "$TMPDIR" > {marker}; touch "$TMPDIR/kubeconfig1"; exec sleep 300'
+    # The file first, then the marker the test waits for (the other way round, the test could look before
+    # the file was made).
+    plugin = f'touch "$TMPDIR/kubeconfig1"; echo "$TMPDIR" > {marker}; exec sleep 300'
     guard = subprocess.Popen(
         [sys.executable, "-m", "npa_pulumi.runtime.plugin_guard", "sh", "-c", plugin], start_new_session=True
     )
