@@ -3,9 +3,11 @@
 The engine starts its plugins in process groups of their own but in the CLI's session, so every process of
 an operation (the orchestrator, the engine, the Python dynamic-provider and policy hosts, terraform and its
 provisioners, the Kubernetes provider) shares the CLI's session id. Every `period_s` the sampler reads
-/proc for each of them: its kind (from its command line) and its CPU so far (utime + stime). A process's
-last reading is its cost. Processes that live shorter than one period are missed (their CPU still shows
-in the whole tree's total, `tree_cpu_s`, from wait4), so the breakdown is a lower bound per kind. An
+/proc for each of them: its kind (from its command line) and its CPU so far (utime + stime). Where the
+kernel's exit accounting can be read (`exit_accounting.py`: Linux, as root), a process's cost is its exact
+CPU at exit (`Breakdown.exact`); elsewhere its last reading, which misses what it spent after that reading.
+Processes that live shorter than one period are missed either way (their CPU still shows in the whole
+tree's total, `tree_cpu_s`, from wait4), so the breakdown is a lower bound per kind. An
 engine process is named by its subcommand (`engine up`, `engine stack init`): which of them a stack
 operation needs is what its floor is made of (scenarios.stack_floor).
 """
@@ -18,6 +20,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchmarks.exit_accounting import ExitAccounting
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -67,6 +71,7 @@ class Breakdown:
     wall_s: float = 0.0
     code: int = 0
     tree_cpu_s: float = 0.0  # user + system CPU of the CLI and every descendant it waited for (wait4)
+    exact: bool = False  # each process's CPU from the kernel's exit accounting, not its last reading
 
     def cpu_s_costliest_first(self) -> dict[str, float]:
         return dict(sorted(self.cpu_s.items(), key=lambda kv: -kv[1]))
@@ -84,6 +89,7 @@ def _read(pid: int) -> tuple[str, float] | None:
 
 
 def run(argv: list[str], env: Mapping[str, str], cwd: Path, period_s: float = 0.05) -> Breakdown:
+    accounting = ExitAccounting.start()
     started = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -115,10 +121,19 @@ def run(argv: list[str], env: Mapping[str, str], cwd: Path, period_s: float = 0.
                     kind = seen[pid][0]
                 seen[pid] = (kind or "other", cpu)
         time.sleep(period_s)
+    wall_s = time.perf_counter() - started
+    if accounting is not None:
+        accounting.stop(wait_for=proc.pid)
+        for pid, (kind, cpu) in seen.items():
+            # Never below a reading: a record can be lost (a busy machine overflows the socket), and a
+            # multi-threaded process whose own record was lost leaves only its main thread's.
+            exact = accounting.cpu_s(pid)
+            seen[pid] = (kind, cpu if exact is None else max(cpu, exact))
     result = Breakdown(
-        wall_s=time.perf_counter() - started,
+        wall_s=wall_s,
         code=proc.returncode,
         tree_cpu_s=round(usage.ru_utime + usage.ru_stime, 2),
+        exact=accounting is not None,
     )
     for kind, cpu in seen.values():
         result.cpu_s[kind] = round(result.cpu_s.get(kind, 0.0) + cpu, 2)

@@ -172,7 +172,8 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             "Python process; the cloud's provisioners left out): one-cluster `up` + `destroy`; a first "
             f"deploy of {first['clusters']} clusters",
             f"{_median(result['cpu_s']):.1f} s vs a floor of {_median(result['floor_s']):.1f} s: "
-            f"{result['ratio']:.2f}x (n={result['cpu_s'].get('n', 0)}); first deploy "
+            f"{result['ratio']:.2f}x (n={result['cpu_s'].get('n', 0)}; each process's CPU "
+            f"{'exact, at its exit' if result.get('exact') else 'sampled'}); first deploy "
             f"{first['cpu_s_per_cluster_stack']:.2f} s of CPU per cluster stack{with_kms}",
             "<= 1.3x; <= 2 s per cluster stack",
             _status(result["met"]),

@@ -642,6 +642,7 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
             if measured.code != 0:
                 raise RunFailed(f"{op} exited {measured.code}")
             run[op] = {
+                "exact": measured.exact,
                 "cpu_s": round(_product_cpu(measured), 2),
                 "floor_s": _floor_of(op, measured, interpreters),
                 "cpu_s_by_kind": measured.cpu_s_costliest_first(),
@@ -672,6 +673,8 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
         "cpu_s": stats([r["cpu_s"] for r in runs]),
         "floor_s": stats([r["floor_s"] for r in runs]),
         "ratio": round(ratio, 3),
+        # Each process's CPU from the kernel's exit accounting (root on Linux), not its last reading.
+        "exact": all(r[op]["exact"] for r in runs for op in ("up", "destroy")),
         "first_deploy": first_deploy,
         "first_deploy_key_service": key_service,
         "met": ratio <= 1.3 and per_stack <= 2.0,
@@ -702,6 +705,7 @@ def _first_deploy(
         "wall_s": round(deploy.wall_s, 1),
         "cpu_s": round(deploy_cpu, 1),
         "cpu_s_per_cluster_stack": round(deploy_cpu / n, 2),
+        "exact": deploy.exact,
         "cpu_s_by_kind": deploy.cpu_s_costliest_first(),
         "processes_by_kind": deploy.processes,
         "reduced": n < 100,

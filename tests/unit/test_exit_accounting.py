@@ -1,0 +1,61 @@
+"""The benchmarks' exact per-process CPU (benchmarks/exit_accounting.py): a taskstats exit record is read
+at the right offsets, and as root on Linux a child's CPU, its exited threads included, is what wait4 says."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+
+from benchmarks.exit_accounting import ExitAccounting, exit_records
+
+SPIN = """
+import threading, time
+def spin(seconds):
+    start = time.thread_time()
+    while time.thread_time() - start < seconds:
+        pass
+worker = threading.Thread(target=spin, args=(0.3,))
+worker.start(); worker.join()  # a thread that exits before the process: its CPU must still count
+spin(0.2)
+"""
+
+
+def _attribute(kind: int, payload: bytes) -> bytes:
+    return struct.pack("HH", 4 + len(payload), kind) + payload + b"\0" * (-(4 + len(payload)) % 4)
+
+
+def _record(nested_type: int, ident_type: int, ident: int, utime_us: int, stime_us: int) -> bytes:
+    stats = bytearray(328)
+    stats[152:168] = struct.pack("QQ", utime_us, stime_us)
+    nested = _attribute(ident_type, struct.pack("I", ident)) + _attribute(3, bytes(stats))
+    return struct.pack("HH", 4 + len(nested), nested_type | 0x8000) + nested
+
+
+def _message(*records: bytes) -> bytes:
+    body = struct.pack("BBH", 2, 1, 0) + b"".join(records)
+    return struct.pack("IHHII", 16 + len(body), 31, 0, 0, 0) + body
+
+
+def test_exit_records_read_the_task_the_process_and_their_cpu() -> None:
+    assert exit_records(_message(_record(4, 1, 4243, 10_000, 0))) == [(False, 4243, 0.01)]  # one task
+    # The last thread of a multi-threaded process: its own record and the process's, in one message.
+    last = _message(_record(4, 1, 4250, 200_000, 0), _record(5, 2, 4242, 1_250_000, 250_000))
+    assert exit_records(last) == [(False, 4250, 0.2), (True, 4242, 1.5)]
+    assert exit_records(struct.pack("IHHII", 20, 31, 0, 0, 0) + b"\0" * 4) == []
+
+
+def test_a_childs_cpu_at_exit_matches_wait4() -> None:
+    accounting = ExitAccounting.start()
+    if os.geteuid() != 0:
+        assert accounting is None  # registering a listener needs CAP_NET_ADMIN: the sampler's readings stand
+        return
+    assert accounting is not None, "taskstats exit accounting is unavailable as root"
+    child = subprocess.Popen([sys.executable, "-c", SPIN])
+    _, _, usage = os.wait4(child.pid, 0)
+    accounting.stop(wait_for=child.pid)
+    measured = accounting.cpu_s(child.pid)
+    expected = usage.ru_utime + usage.ru_stime
+    assert measured is not None and expected >= 0.5
+    assert abs(measured - expected) < 0.02, (measured, expected)
