@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from npa_pulumi.output.cost_render import cost_text
 from npa_pulumi.output.results import FleetResult
 from npa_pulumi.output.streams import stdout_console
 
@@ -97,8 +96,12 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
             f"{escape(violation.policy)}: {escape(violation.message)}",
             soft_wrap=True,
         )
-    for line in cost_text(result.cost):
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    if result.cost:
+        # Only a priced result loads the cost renderer (and the markdown and preflight report it shares).
+        from npa_pulumi.output.cost_render import cost_text
+
+        for line in cost_text(result.cost):
+            console.print(line, soft_wrap=True, markup=False, highlight=False)
     totals = result.totals()
     summary = ", ".join(f"{k} {v}" for k, v in totals.items() if k not in ("stacks", "clusters", "failed"))
     console.print(f"{totals['stacks']} stack(s): {summary or 'nothing'}; failed {totals['failed']}")
