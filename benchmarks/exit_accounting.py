@@ -9,8 +9,11 @@ the machine's CPUs (`TASKSTATS_CMD_ATTR_REGISTER_CPUMASK`): a thread's own (`TAS
 and, when the last thread of a multi-threaded process exits, the process's total, its exited threads
 included (`TASKSTATS_TYPE_AGGR_TGID`). Registering needs root (CAP_NET_ADMIN) and a kernel with
 CONFIG_TASKSTATS; without either, `ExitAccounting.start()` returns None and the sampler's readings stand.
-The listener hears every exit on the machine: on a machine busy with other work (a build) its socket can
-overflow and records are lost, so the sampler keeps a process's last reading where that is higher.
+The listener hears every exit on the machine: on a machine busy with other work (a build, a test suite) its
+socket can overflow and records are lost, and under load a record (made before the exiting process frees
+its memory) and wait4 were seen to differ by up to ~5 % (exact in every quiet run; once, during a full
+`make test`, a multi-threaded process's total fell 18 % short), so the sampler keeps a process's last
+reading where that is higher. Run the benchmarks on a quiet machine.
 
 Field offsets are those of `struct taskstats` (linux/taskstats.h), stable since its version 1 for the
 fields read here: ac_utime and ac_stime (microseconds) at bytes 152 and 160.
