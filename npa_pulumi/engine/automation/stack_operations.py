@@ -313,10 +313,12 @@ class StackExecutor:
             return opts
         from pulumi import automation as auto
 
-        partner = StackOp(op.key_shared_with, "project", op.project_key, None, None, {})
-        if self.select(partner, create=True) is None:
-            return opts
-        salt = diy_backend.passphrase_salt(self.settings.backend_url, op.key_shared_with, self.project_name)
+        url, partner = self.settings.backend_url, op.key_shared_with
+        salt = diy_backend.passphrase_salt(url, partner, self.project_name)
+        if salt is None and checkpoint_outputs(url, partner, self.project_name) is None:
+            # The project stack is new too: made first (its own run then finds it), to share its salt.
+            self.select(StackOp(partner, "project", op.project_key, None, None, {}), create=True)
+            salt = diy_backend.passphrase_salt(url, partner, self.project_name)
         if salt is None:  # not a DIY backend, or the partner's stack has no passphrase salt
             return opts
         opts.stack_settings = {op.stack: auto.StackSettings(encryption_salt=salt)}
