@@ -3,17 +3,18 @@
 One adapter per (cloud, profile, region, tenant) is kept for the life of the provider process and shared by
 every provider call: opening one per call would leave an SDK channel and a token-refresh task behind each
 time. The tenant reaches the provider process through `NPA_TENANT_ID`, which the orchestrator puts in the
-engine's environment: a service-account credentials file needs an explicit tenant, and a profile of another
+engine's environment (runtime/provider_env.py when the orchestrator serves the providers itself): a
+service-account credentials file needs an explicit tenant, and a profile of another
 tenant must be refused rather than used.
 """
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 
 from npa_pulumi.cloud.factory import TENANT_ENV, CloudKind
 from npa_pulumi.cloud.port import CloudPort
+from npa_pulumi.runtime import provider_env
 
 
 @lru_cache(maxsize=16)
@@ -28,5 +29,5 @@ def cloud_for(cloud: str, profile: str, region: str, tenant_id: str = "") -> Clo
     if cloud not in ("local", "nebius"):
         raise ValueError(f"unknown cloud {cloud!r} (expected 'local' or 'nebius')")
     kind: CloudKind = "nebius" if cloud == "nebius" else "local"
-    tenant = tenant_id or os.environ.get(TENANT_ENV) or None
+    tenant = tenant_id or provider_env.get(TENANT_ENV) or None
     return _adapter(kind, profile or None, region or None, tenant)

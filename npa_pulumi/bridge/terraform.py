@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import subprocess
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 from npa_pulumi.cloud.redaction import replace_secrets
 from npa_pulumi.errors import NpaError
-from npa_pulumi.runtime import disk_cache, supervision
+from npa_pulumi.runtime import disk_cache, provider_env, supervision
 from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
 from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.runtime.retry import RetryPolicy, call_with_retry
@@ -119,8 +118,10 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
 def _base_env() -> dict[str, str]:
     from npa_pulumi.cloud.nebius.settings import ENV_IAM_TOKEN, ENV_REUSE_IAM_TOKEN, env_flag
 
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and not k.startswith("TF_CLI_ARGS")}
-    if not env_flag(os.environ, ENV_REUSE_IAM_TOKEN):
+    # provider_env: in a provider call the orchestrator serves, the engines' environment (the tenant, PATH).
+    ambient = provider_env.environ()
+    env = {k: v for k, v in ambient.items() if k not in _SCRUBBED_ENV and not k.startswith("TF_CLI_ARGS")}
+    if not env_flag(ambient, ENV_REUSE_IAM_TOKEN):
         # As on the SDK path (cloud/nebius/profile.py): an ambient token, not the profile, would decide
         # the principal the recipe's provider and provisioners act as, and a stale one shadows the profile.
         env.pop(ENV_IAM_TOKEN, None)

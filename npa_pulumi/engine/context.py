@@ -34,7 +34,7 @@ from npa_pulumi.engine.options import FleetOptions
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, project_program
 from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.provider_host import SharedProviderHost, enabled
+from npa_pulumi.engine.provider_host import HostMode, SharedProviderHost, host_mode
 from npa_pulumi.engine.scheduler import Job, Scheduler
 from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.errors import NpaError, UserInputError
@@ -95,14 +95,16 @@ class FleetContext:
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
         # (a pack ignores entries for policies it does not have).
         configs = [options.policy_config] * len(packs) if options.policy_config else []
+        mode = host_mode()
         self.provider_host = (
             SharedProviderHost(
                 self.settings.env,
                 self.settings.work_dir,
                 logs_dir(spec.name) / "provider-host.log",
                 policy_packs=[str(builtin_policy_pack())],  # the product's own; others run as before
+                mode=mode,
             )
-            if enabled()
+            if mode is not HostMode.OFF
             else None
         )
         self.executor = StackExecutor(

@@ -1,20 +1,28 @@
-"""The command's one dynamic-provider host, started by the orchestrator and attached to by every engine run
-(the host itself, and why: runtime/provider_host.py).
+"""The command's one dynamic-provider host, attached to by every engine run (what it serves, and why:
+runtime/provider_host.py).
 
-    host = SharedProviderHost(settings, log_path)
+    host = SharedProviderHost(settings.env, work_dir, log_path)
     env = host.attach_env()   # {"PULUMI_DEBUG_PROVIDERS": "pulumi-python:<port>"}; {} when it cannot start
     ...                       # engine runs with env
     host.close()              # at the end of the command (also at interpreter exit)
 
-Started on first use, from the environment the engines get (so the providers see exactly what a host the
-engine started would: the tenant, the backend, the npa home), in the engine's work directory. If it cannot
-start, the engines start their own hosts as before: slower, never wrong.
+By default the orchestrator serves the providers and the product's policy pack itself, on a port of its
+own process (`HostMode.IN_PROCESS`): the engines attach to it exactly as they would to a host process, and
+no interpreter has to start and import the Pulumi SDK, grpc and the providers again for every command (about
+0.45 s of CPU per command, the largest cost above a cluster stack's floor). The providers then see the
+engines' environment through runtime/provider_env.py, and their terraform runs are bound to this process
+(runtime/supervision.py `bind_children_to_this_process`: a process group of their own, SIGINT if the
+orchestrator dies). `NPA_SHARED_PROVIDER_HOST=process` serves them from a host process instead (started
+from the engines' environment, in the engine's work directory, stopped when its stdin closes), and
+`NPA_SHARED_PROVIDER_HOST=0` turns sharing off: every engine run starts its own host, as Pulumi does. If
+the host cannot start, the engines start their own hosts as before: slower, never wrong.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import enum
 import logging
 import os
 import select
@@ -29,18 +37,30 @@ from pathlib import Path
 
 from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
 from npa_pulumi.runtime.analyzer_service import PACKS_ENV
-from npa_pulumi.runtime.provider_host import ATTACH_ENV, PACKAGE
+from npa_pulumi.runtime.provider_host import ATTACH_ENV, PACKAGE, ProviderServer
 
 log = logging.getLogger(__name__)
 
+# What the host's code logs to its log file (runtime/provider_host.py, runtime/analyzer_service.py).
+HOST_LOGGERS = ("npa_pulumi.provider_host", "npa_pulumi.analyzer_service")
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 70.0  # past the host's own grace for a terraform still running (supervision.GRACE_S)
-# Off switch (`NPA_SHARED_PROVIDER_HOST=0`): every engine run starts its own host, as Pulumi does by default.
 ENABLE_ENV = "NPA_SHARED_PROVIDER_HOST"
 
 
-def enabled(environ: Mapping[str, str] = os.environ) -> bool:
-    return environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+class HostMode(enum.Enum):
+    IN_PROCESS = "in-process"  # the orchestrator serves the providers (the default)
+    PROCESS = "process"  # a host process of the command's own
+    OFF = "off"  # every engine run starts its own host, as Pulumi does by default
+
+
+def host_mode(environ: Mapping[str, str] = os.environ) -> HostMode:
+    value = environ.get(ENABLE_ENV, "").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return HostMode.OFF
+    if value == HostMode.PROCESS.value:
+        return HostMode.PROCESS
+    return HostMode.IN_PROCESS
 
 
 def attach_value(port: int, current: str | None) -> str:
@@ -59,8 +79,12 @@ class SharedProviderHost:
         cwd: Path,
         log_path: Path,
         policy_packs: list[str] | None = None,
+        mode: HostMode = HostMode.IN_PROCESS,
     ) -> None:
         self._env = env
+        self._mode = mode
+        self._server: ProviderServer | None = None  # IN_PROCESS: served here
+        self._log_handler: logging.Handler | None = None
         self._policy_packs = list(policy_packs or [])  # the packs it serves to every engine run
         self._socket_dir: str | None = None
         self._cwd = cwd
@@ -73,6 +97,9 @@ class SharedProviderHost:
 
     @property
     def pid(self) -> int | None:
+        """The host's process: this one when the orchestrator serves the providers itself."""
+        if self._server is not None:
+            return os.getpid()
         return self._proc.pid if self._proc is not None else None
 
     def warm(self) -> None:
@@ -101,12 +128,49 @@ class SharedProviderHost:
             return env
 
     def _start(self) -> None:
-        env = {**os.environ, **self._env()}
-        env.pop(ATTACH_ENV, None)
-        env.pop(SOCKET_ENV, None)
         if self._policy_packs:
             # A short private path: a Unix socket's path is limited to ~100 bytes.
             self._socket_dir = tempfile.mkdtemp(prefix="npa-")
+        if not self._atexit:
+            atexit.register(self.close)
+            self._atexit = True
+        from npa_pulumi.runtime import supervision
+
+        if self._mode is HostMode.IN_PROCESS and supervision.bind_children_to_this_process():
+            self._start_here()
+        else:
+            self._start_process()
+
+    def _provider_env(self) -> dict[str, str]:
+        """The engines' environment overrides, as the providers must see them (not the attach settings)."""
+        env = dict(self._env())
+        env.pop(ATTACH_ENV, None)
+        env.pop(SOCKET_ENV, None)
+        return env
+
+    def _socket_path(self) -> str | None:
+        return os.path.join(self._socket_dir, "analyzers.sock") if self._socket_dir is not None else None
+
+    def _start_here(self) -> None:
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_path.touch(mode=0o600, exist_ok=True)
+        self._log_path.chmod(0o600)
+        handler = logging.FileHandler(self._log_path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s provider-host %(levelname)s %(message)s"))
+        for name in HOST_LOGGERS:
+            logger = logging.getLogger(name)
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+            logger.propagate = False  # the host's log, not the command's stderr
+        self._log_handler = handler
+        server = ProviderServer({**self._provider_env(), "PULUMI_PROJECT": "npa-fleet"})
+        self._server = server
+        self._port = server.start(self._socket_path(), self._policy_packs)
+        log.debug("the orchestrator serves its dynamic providers on port %d", self._port)
+
+    def _start_process(self) -> None:
+        env = {**os.environ, **self._provider_env()}
+        if self._socket_dir is not None:
             env[SOCKET_ENV] = os.path.join(self._socket_dir, "analyzers.sock")
             env[PACKS_ENV] = os.pathsep.join(self._policy_packs)
         env.setdefault("PULUMI_PROJECT", "npa-fleet")  # what the engine tells a host it starts
@@ -122,9 +186,6 @@ class SharedProviderHost:
                 cwd=self._cwd,
                 process_group=0,  # like the engine's plugins: a Ctrl-C reaches the engines, not terraform
             )
-        if not self._atexit:
-            atexit.register(self.close)
-            self._atexit = True
         assert self._proc.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         line = b""
@@ -151,6 +212,13 @@ class SharedProviderHost:
             self._failed = False
 
     def _stop_locked(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            self._port = None
+            server.stop("the command is over")
+            self._remove_socket_dir()
+            self._detach_log()
+            return
         proc, self._proc, self._port = self._proc, None, None
         if proc is None:
             if self._socket_dir is not None:
@@ -170,3 +238,16 @@ class SharedProviderHost:
         if self._socket_dir is not None:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             self._socket_dir = None
+
+    def _remove_socket_dir(self) -> None:
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
+
+    def _detach_log(self) -> None:
+        handler, self._log_handler = self._log_handler, None
+        if handler is None:
+            return
+        for name in HOST_LOGGERS:
+            logging.getLogger(name).removeHandler(handler)
+        handler.close()

@@ -38,10 +38,11 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.runtime import analyzer_service, supervision
+from npa_pulumi.runtime import analyzer_service, provider_env, supervision
 from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
 from npa_pulumi.runtime.interpreter import tune_for_a_command
 
@@ -90,11 +91,24 @@ def unimplemented(context: Any, response: Any) -> Any:
     return response()
 
 
-def make_servicer(sdk: types.ModuleType) -> Any:
+def make_servicer(sdk: types.ModuleType, env: Mapping[str, str] | None = None) -> Any:
+    """The SDK's servicer, shared by every engine that attaches; with `env`, every provider call runs with
+    it over this process's environment (runtime/provider_env.py: the orchestrator serving its providers)."""
     from google.protobuf import empty_pb2
 
     base: type = sdk.DynamicResourceProviderServicer
     proto = sdk.proto
+    overrides = dict(env or {})
+
+    def in_env(call: Callable[..., Any]) -> Callable[..., Any]:
+        if not overrides:
+            return call
+
+        def with_env(*args: Any) -> Any:
+            with provider_env.overlay(overrides):
+                return call(*args)
+
+        return with_env
 
     class SharedServicer(base):  # type: ignore[misc]
         def Handshake(self, request: Any, context: Any) -> Any:
@@ -106,23 +120,72 @@ def make_servicer(sdk: types.ModuleType) -> Any:
         def Configure(self, request: Any, context: Any) -> Any:
             return proto.ConfigureResponse(acceptSecrets=False)
 
+        def Check(self, request: Any, context: Any) -> Any:
+            return in_env(super().Check)(request, context)
+
+        def Diff(self, request: Any, context: Any) -> Any:
+            return in_env(super().Diff)(request, context)
+
         def Create(self, request: Any, context: Any) -> Any:
             log.info("create %s", request.urn)
-            return super().Create(request, context)
+            return in_env(super().Create)(request, context)
 
         def Update(self, request: Any, context: Any) -> Any:
             log.info("update %s", request.urn)
-            return super().Update(request, context)
+            return in_env(super().Update)(request, context)
 
         def Delete(self, request: Any, context: Any) -> Any:
             log.info("delete %s", request.urn)
-            return super().Delete(request, context)
+            return in_env(super().Delete)(request, context)
 
         def Read(self, request: Any, context: Any) -> Any:
             log.info("read %s", request.urn)
-            return super().Read(request, context)
+            return in_env(super().Read)(request, context)
 
     return SharedServicer()
+
+
+class ProviderServer:
+    """The dynamic providers on a port of this process, and (given a socket) the shared policy packs'
+    analyzers: what the host process below serves, and what the orchestrator serves itself
+    (engine/provider_host.py)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self._env = dict(env or {})
+        self._server: Any = None
+        self._analyzers: analyzer_service.AnalyzerService | None = None
+
+    def start(self, socket_path: str | None = None, packs: list[str] | None = None) -> int:
+        from concurrent import futures
+
+        import grpc
+
+        sdk = load_sdk_host()
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="npa-provider"),
+            options=sdk._GRPC_CHANNEL_OPTIONS,
+        )
+        sdk.provider_pb2_grpc.add_ResourceProviderServicer_to_server(
+            make_servicer(sdk, self._env), self._server
+        )
+        port = int(self._server.add_insecure_port(address="127.0.0.1:0"))
+        self._server.start()
+        if socket_path:
+            self._analyzers = analyzer_service.AnalyzerService(socket_path, list(packs or []))
+            self._analyzers.start()
+        log.info("serving on 127.0.0.1:%d, pid %d", port, os.getpid())
+        return port
+
+    def stop(self, why: str) -> None:
+        """Stop serving: the analyzers, then every terraform still running (SIGINT, then up to
+        supervision.GRACE_S to write its state), then the server."""
+        started = time.monotonic()
+        if self._analyzers is not None:
+            self._analyzers.close()
+        supervision.stop_all(supervision.GRACE_S)  # nothing runs after a command that finished
+        if self._server is not None:
+            self._server.stop(grace=1.0)
+        log.info("stopped (%s) in %.1fs", why, time.monotonic() - started)
 
 
 def _await_end(parent: int) -> str:
@@ -150,36 +213,18 @@ def main() -> int:
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s provider-host %(levelname)s %(message)s"
     )
     parent = os.getppid()
-    from concurrent import futures
-
-    import grpc
-
-    sdk = load_sdk_host()
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="npa-provider"),
-        options=sdk._GRPC_CHANNEL_OPTIONS,
-    )
-    sdk.provider_pb2_grpc.add_ResourceProviderServicer_to_server(make_servicer(sdk), server)
-    port = server.add_insecure_port(address="127.0.0.1:0")
-    server.start()
-    analyzers = None
-    if os.environ.get(SOCKET_ENV):
+    server = ProviderServer()
+    socket_path = os.environ.get(SOCKET_ENV)
+    if socket_path:
         # This process is supervised by the orchestrator; the pack's own watchdog (which watches an
         # engine) must not start here.
         supervision.supervised_elsewhere()
-        packs = os.environ.get(analyzer_service.PACKS_ENV, "").split(os.pathsep)
-        analyzers = analyzer_service.AnalyzerService(os.environ[SOCKET_ENV], packs)
-        analyzers.start()
+    port = server.start(socket_path, os.environ.get(analyzer_service.PACKS_ENV, "").split(os.pathsep))
     sys.stdout.write(f"{port}\n")
     sys.stdout.flush()
-    log.info("serving on 127.0.0.1:%d, pid %d, for the orchestrator %d", port, os.getpid(), parent)
+    log.info("a host of its own, for the orchestrator %d", parent)
     why = _await_end(parent)
-    started = time.monotonic()
-    if analyzers is not None:
-        analyzers.close()
-    supervision.stop_all(supervision.GRACE_S)  # nothing runs after a command that finished
-    server.stop(grace=1.0)
-    log.info("stopped (%s) in %.1fs", why, time.monotonic() - started)
+    server.stop(why)
     logging.shutdown()
     return 0 if why == "stdin closed" else 70
 

@@ -25,8 +25,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from npa_pulumi.runtime.processes import parent_pid, run_is_gone
 
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 GRACE_S = 60.0
 POLL_S = 0.5
 
-_running: set[subprocess.Popen[str]] = set()
+_running: set[subprocess.Popen[Any]] = set()
 _lock = threading.Lock()
 _watching = False
 
@@ -103,8 +104,81 @@ def stop_all(grace_s: float) -> None:
                 proc.kill()
 
 
+class _BoundSpawner:
+    """Starts the children of a process that serves providers in-process (the orchestrator): each in a
+    process group of its own (a Ctrl-C to the CLI's group reaches the engines, which cancel; a second
+    SIGINT straight from the terminal would make terraform quit without writing its state), and with the
+    kernel's parent-death signal set to SIGINT, so that a SIGKILLed orchestrator still gives every running
+    terraform its graceful stop.
+
+    Two details decide how. The death signal is set by util-linux's `setpriv --pdeathsig INT`, which then
+    execs the command: setting it in Python between fork and exec (`preexec_fn`) makes Python fork() rather
+    than vfork(), and a fork runs grpc's fork handlers in the child, which broke the child in a process that
+    serves gRPC. And the kernel sends the signal when the *thread* that forked the child ends, so every child
+    is forked by one daemon thread that lives as long as the process."""
+
+    def __init__(self, setpriv: str) -> None:
+        import queue
+
+        self._setpriv = setpriv
+        self._requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[bytes]], Any]] = (
+            queue.SimpleQueue()
+        )
+        threading.Thread(target=self._serve, name="npa-child-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            start, reply = self._requests.get()
+            try:
+                reply.set_result(start())
+            except BaseException as err:
+                reply.set_exception(err)
+
+    def popen(
+        self, cmd: list[str], cwd: Path, env: Mapping[str, str], stdout: int, stderr: int
+    ) -> subprocess.Popen[bytes]:
+        from concurrent.futures import Future
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                [self._setpriv, "--pdeathsig", "INT", "--", *cmd],
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                process_group=0,
+            )
+
+        reply: Future[subprocess.Popen[bytes]] = Future()
+        self._requests.put((start, reply))
+        return reply.result()
+
+
+_spawner: _BoundSpawner | None = None
+
+
+def bind_children_to_this_process() -> bool:
+    """From now on, `run` starts its children the way a process that serves providers in-process must
+    (`_BoundSpawner`): the orchestrator calls this when it serves the command's providers itself. False
+    where that cannot be done (no `setpriv`, not Linux): the orchestrator then serves them from a host
+    process of their own, which watches its run and stops terraform itself."""
+    global _spawner
+    import shutil
+
+    with _lock:
+        if _spawner is None:
+            setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+            if setpriv is None:
+                return False
+            _spawner = _BoundSpawner(setpriv)
+        return True
+
+
 def run(cmd: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(cmd, capture_output=True, text=True)`, registered so the watchdog can stop it."""
+    if _spawner is not None:
+        return _run_bound(_spawner, cmd, cwd, env)
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -115,6 +189,30 @@ def run(cmd: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.Complet
     finally:
         with _lock:
             _running.discard(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+def _run_bound(
+    spawner: _BoundSpawner, cmd: list[str], cwd: Path, env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`run` in a process that serves providers in-process. The child writes to anonymous files, not pipes:
+    if this process dies, a pipe's reader is gone and terraform's next write (its "Interrupt received"
+    message, say) would end it by SIGPIPE before it wrote its state; a file outlives its reader."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = spawner.popen(cmd, cwd, env, out.fileno(), err.fileno())
+        with _lock:
+            _running.add(proc)
+        try:
+            proc.wait()
+        finally:
+            with _lock:
+                _running.discard(proc)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf-8", errors="replace")
+        stderr = err.read().decode("utf-8", errors="replace")
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 

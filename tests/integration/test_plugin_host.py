@@ -99,18 +99,48 @@ def _host_pids(log: Path) -> list[int]:
     return [int(line.split(" pid ")[1].split(",")[0]) for line in text.splitlines() if "serving on" in line]
 
 
-def test_one_shared_host_serves_every_stack_of_a_command(isolated_home: Path, tmp_path: Path) -> None:
-    """Both cluster stacks (and the project stack) of an `up -j 2` are served by the one host the
-    orchestrator started, which is gone when the command is; no engine run starts a host of its own."""
+def _session_processes(session: int, name: str) -> list[int]:
+    """The processes of a session whose command is `name` (a killed CLI's session outlives it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        command = stat[stat.index("(") + 1 : stat.rfind(")")]
+        if command == name and int(fields[3]) == session and fields[0] not in "ZX":
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("mode", ["in-process", "process"])
+def test_one_shared_host_serves_every_stack_of_a_command(
+    isolated_home: Path, tmp_path: Path, mode: str
+) -> None:
+    """Both cluster stacks (and the project stack) of an `up -j 2` are served by the one host of the
+    command: by default the orchestrator itself, with `NPA_SHARED_PROVIDER_HOST=process` a host process it
+    started, which is gone when the command is. Every stack's creates and policy analyses go through it."""
     from npa_pulumi.runtime.home import logs_dir
 
     spec = tmp_path / "fleet.yaml"
     spec.write_text(TWO_CLUSTERS)
+    env = {**os.environ, "NPA_SHARED_PROVIDER_HOST": "process" if mode == "process" else ""}
     subprocess.run(_cli("local-cloud", "init"), check=True, capture_output=True)
-    up = subprocess.run(_cli("up", "--spec", str(spec), "--yes", "-j", "2"), capture_output=True, text=True)
-    assert up.returncode == 0, up.stderr[-3000:]
+    cli = subprocess.Popen(
+        _cli("up", "--spec", str(spec), "--yes", "-j", "2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    _, stderr = cli.communicate(timeout=600)
+    assert cli.returncode == 0, stderr[-3000:]
     log = logs_dir("shared") / "provider-host.log"
     assert log == _host_log(isolated_home)
+    assert oct(log.stat().st_mode & 0o777) == "0o600"
     text = log.read_text()
     hosts = _host_pids(log)
     assert len(hosts) == 1, text  # one host for the whole command
@@ -120,12 +150,17 @@ def test_one_shared_host_serves_every_stack_of_a_command(isolated_home: Path, tm
         "shared.project-existing1.c2::",
     ):
         assert f"create urn:pulumi:{stack}" in text, text  # every stack's creates went through it
-    assert "stopped (stdin closed)" in text
     assert text.count("analyzer for ") == 3  # the policy pack, once per engine run, from the same host
-    assert _gone(hosts[0])
-    # No engine run started a host of its own: those write the engine's per-stack logs, never this one,
-    # and the stacks' own logs say nothing of a Python provider plugin starting.
-    destroy = subprocess.run(_cli("destroy", "--spec", str(spec), "--yes"), capture_output=True, text=True)
+    if mode == "process":
+        assert hosts[0] != cli.pid
+        assert "stopped (stdin closed)" in text
+        assert _gone(hosts[0])
+    else:
+        assert hosts == [cli.pid]  # the orchestrator served its providers itself
+        assert "stopped (the command is over)" in text
+    destroy = subprocess.run(
+        _cli("destroy", "--spec", str(spec), "--yes"), capture_output=True, text=True, env=env
+    )
     assert destroy.returncode == 0, destroy.stderr[-3000:]
     assert len(_host_pids(log)) == 2  # the destroy had its own
     assert "delete urn:pulumi:shared.project-existing1.c2::" in log.read_text()
@@ -142,13 +177,19 @@ def test_without_the_shared_host_engines_start_their_own(isolated_home: Path, tm
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs procfs to follow the host")
+@pytest.mark.parametrize("mode", ["in-process", "process"])
 def test_the_shared_host_and_its_terraform_stop_when_the_cli_is_killed(
-    isolated_home: Path, tmp_path: Path
+    isolated_home: Path, tmp_path: Path, mode: str
 ) -> None:
+    """CI cancelling a job: SIGKILL to the CLI's process group while a cluster stack's terraform applies.
+    Terraform is in a process group of its own, so the kill does not reach it; it gets one SIGINT from its
+    supervisor (the host process, or the kernel's parent-death signal when the orchestrator served the
+    providers itself), stops, and leaves its state and lock so that the next `up` completes the cluster."""
     import signal
 
     spec = tmp_path / "fleet.yaml"
     spec.write_text(TWO_CLUSTERS.replace("      - name: c2\n", ""))
+    env = {**os.environ, "NPA_SHARED_PROVIDER_HOST": "process" if mode == "process" else ""}
     subprocess.run(_cli("local-cloud", "init"), check=True, capture_output=True)
     # Slow provisioning: the cluster stack's terraform apply is running in the host when the CLI dies.
     subprocess.run(_cli("local-cloud", "set", "provisioning-seconds", "20"), check=True, capture_output=True)
@@ -158,6 +199,7 @@ def test_the_shared_host_and_its_terraform_stop_when_the_cli_is_killed(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        env=env,
     )
     try:
         deadline = time.monotonic() + 240
@@ -170,22 +212,31 @@ def test_the_shared_host_and_its_terraform_stop_when_the_cli_is_killed(
         time.sleep(2)  # terraform is applying
         host = _host_pids(log)[0]
         assert not _gone(host)
+        terraform = _session_processes(cli.pid, "terraform")
+        assert terraform, "no terraform running in the CLI's session"
     finally:
         os.killpg(cli.pid, signal.SIGKILL)  # the CLI and its engines, as CI cancelling a job
         cli.wait()
     # Terraform gets SIGINT and up to supervision.GRACE_S (60 s) to finish writing its state; slack for load.
     deadline = time.monotonic() + 180
-    while not _gone(host) and time.monotonic() < deadline:
+    while not all(_gone(pid) for pid in [host, *terraform]) and time.monotonic() < deadline:
         time.sleep(0.2)
     try:
+        assert all(_gone(pid) for pid in terraform), "terraform outlived the CLI that started it"
         assert _gone(host), "the shared provider host outlived the CLI that started it"
-        # A SIGKILLed CLI closes the host's stdin as it exits, and may still be its parent at that instant:
-        # either way of noticing is the host stopping because its orchestrator ended.
-        text = log.read_text()
-        assert "stopped (the orchestrator is gone)" in text or "stopped (stdin closed)" in text
+        if mode == "process":
+            # A SIGKILLed CLI closes the host's stdin as it exits, and may still be its parent at that
+            # instant: either way of noticing is the host stopping because its orchestrator ended.
+            text = log.read_text()
+            assert "stopped (the orchestrator is gone)" in text or "stopped (stdin closed)" in text
     finally:
-        if not _gone(host):
-            os.kill(host, 9)
+        for pid in [host, *terraform]:
+            if not _gone(pid):
+                os.kill(pid, 9)
+    # Nothing holds the cluster's terraform state: the next `up` completes the cluster.
+    subprocess.run(_cli("local-cloud", "set", "provisioning-seconds", "0"), check=True, capture_output=True)
+    again = subprocess.run(_cli("up", "--spec", str(spec), "--yes"), capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
 
 
 def test_the_shared_host_serves_each_engine_run_an_analyzer_of_its_own(
