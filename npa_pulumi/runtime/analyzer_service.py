@@ -32,6 +32,7 @@ import runpy
 import socket
 import sys
 import threading
+from collections.abc import Mapping
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,9 @@ class _Pack:
 
 
 class AnalyzerService:
-    def __init__(self, path: str, packs: list[str]) -> None:
+    def __init__(self, path: str, packs: list[str], env: Mapping[str, str] | None = None) -> None:
         self.path = path
+        self._env = dict(env or {})  # the engines' environment, when served in the orchestrator
         self.allowed = {os.path.realpath(p) for p in packs if p}
         self._packs: dict[str, _Pack] = {}
         self._lock = threading.Lock()
@@ -133,7 +135,7 @@ class AnalyzerService:
                 if directory not in self.allowed:
                     conn.sendall(b'{"fallback": "not a shared pack"}\n')
                     return
-                server = self._start_analyzer(self._pack(directory))
+                server = self._start_analyzer(self._pack(directory), self._env)
             except Exception as err:  # the proxy runs the pack itself: slower, never wrong
                 log.exception("no shared analyzer")
                 with contextlib.suppress(OSError):
@@ -152,12 +154,19 @@ class AnalyzerService:
                 log.info("analyzer on port %d stopped", port)
 
     @staticmethod
-    def _start_analyzer(pack: _Pack) -> tuple[int, Any]:
+    def _start_analyzer(pack: _Pack, env: Mapping[str, str]) -> tuple[int, Any]:
         import grpc
         from pulumi.runtime.proto import analyzer_pb2_grpc
         from pulumi_policy.policy import _GRPC_CHANNEL_OPTIONS
 
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_GRPC_CHANNEL_OPTIONS)
+        from npa_pulumi.runtime import sdk_context
+
+        # Every call in a context of its own, as in the pack's own process (runtime/sdk_context.py).
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=4),
+            options=_GRPC_CHANNEL_OPTIONS,
+            interceptors=[sdk_context.interceptor(env)],
+        )
         analyzer_pb2_grpc.add_AnalyzerServicer_to_server(pack.servicer(), server)
         port = server.add_insecure_port(address="127.0.0.1:0")
         server.start()

@@ -38,11 +38,11 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.runtime import analyzer_service, provider_env, supervision
+from npa_pulumi.runtime import analyzer_service, sdk_context, supervision
 from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
 from npa_pulumi.runtime.interpreter import tune_for_a_command
 
@@ -77,8 +77,14 @@ def load_sdk_host() -> types.ModuleType:
     module = types.ModuleType("npa_pulumi._sdk_dynamic_host")
     module.__file__ = spec.origin
     exec(compile(tree, spec.origin, "exec"), module.__dict__)
-    if not hasattr(module, "DynamicResourceProviderServicer"):
-        raise RuntimeError(f"{spec.origin} defines no DynamicResourceProviderServicer")
+    for name in ("DynamicResourceProviderServicer", "configure", "Settings"):
+        if not hasattr(module, name):
+            raise RuntimeError(f"{spec.origin} defines no {name}")
+    # Its get_provider() configures the SDK's settings on every call; here every call already runs in a
+    # fresh context holding exactly those settings (runtime/sdk_context.py), and configuring them again
+    # would reset the process-wide defaults that an inline program in the same process reads.
+    setattr(module, "configure", lambda _settings: None)  # noqa: B010 - names the SDK's module defines
+    setattr(module, "Settings", lambda **_options: None)  # noqa: B010
     return module
 
 
@@ -91,24 +97,11 @@ def unimplemented(context: Any, response: Any) -> Any:
     return response()
 
 
-def make_servicer(sdk: types.ModuleType, env: Mapping[str, str] | None = None) -> Any:
-    """The SDK's servicer, shared by every engine that attaches; with `env`, every provider call runs with
-    it over this process's environment (runtime/provider_env.py: the orchestrator serving its providers)."""
+def make_servicer(sdk: types.ModuleType) -> Any:
     from google.protobuf import empty_pb2
 
     base: type = sdk.DynamicResourceProviderServicer
     proto = sdk.proto
-    overrides = dict(env or {})
-
-    def in_env(call: Callable[..., Any]) -> Callable[..., Any]:
-        if not overrides:
-            return call
-
-        def with_env(*args: Any) -> Any:
-            with provider_env.overlay(overrides):
-                return call(*args)
-
-        return with_env
 
     class SharedServicer(base):  # type: ignore[misc]
         def Handshake(self, request: Any, context: Any) -> Any:
@@ -120,27 +113,21 @@ def make_servicer(sdk: types.ModuleType, env: Mapping[str, str] | None = None) -
         def Configure(self, request: Any, context: Any) -> Any:
             return proto.ConfigureResponse(acceptSecrets=False)
 
-        def Check(self, request: Any, context: Any) -> Any:
-            return in_env(super().Check)(request, context)
-
-        def Diff(self, request: Any, context: Any) -> Any:
-            return in_env(super().Diff)(request, context)
-
         def Create(self, request: Any, context: Any) -> Any:
             log.info("create %s", request.urn)
-            return in_env(super().Create)(request, context)
+            return super().Create(request, context)
 
         def Update(self, request: Any, context: Any) -> Any:
             log.info("update %s", request.urn)
-            return in_env(super().Update)(request, context)
+            return super().Update(request, context)
 
         def Delete(self, request: Any, context: Any) -> Any:
             log.info("delete %s", request.urn)
-            return in_env(super().Delete)(request, context)
+            return super().Delete(request, context)
 
         def Read(self, request: Any, context: Any) -> Any:
             log.info("read %s", request.urn)
-            return in_env(super().Read)(request, context)
+            return super().Read(request, context)
 
     return SharedServicer()
 
@@ -160,18 +147,18 @@ class ProviderServer:
 
         import grpc
 
+        sdk_context.check()
         sdk = load_sdk_host()
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="npa-provider"),
             options=sdk._GRPC_CHANNEL_OPTIONS,
+            interceptors=[sdk_context.interceptor(self._env)],
         )
-        sdk.provider_pb2_grpc.add_ResourceProviderServicer_to_server(
-            make_servicer(sdk, self._env), self._server
-        )
+        sdk.provider_pb2_grpc.add_ResourceProviderServicer_to_server(make_servicer(sdk), self._server)
         port = int(self._server.add_insecure_port(address="127.0.0.1:0"))
         self._server.start()
         if socket_path:
-            self._analyzers = analyzer_service.AnalyzerService(socket_path, list(packs or []))
+            self._analyzers = analyzer_service.AnalyzerService(socket_path, list(packs or []), self._env)
             self._analyzers.start()
         log.info("serving on 127.0.0.1:%d, pid %d", port, os.getpid())
         return port
