@@ -137,9 +137,13 @@ class SharedProviderHost:
         from npa_pulumi.runtime import supervision
 
         if self._mode is HostMode.IN_PROCESS and supervision.bind_children_to_this_process():
-            self._start_here()
-        else:
-            self._start_process()
+            try:
+                self._start_here()
+                return
+            except RuntimeError as err:  # an SDK whose shape sdk_context does not know: a process serves
+                log.warning("serving the providers in a host process (%s)", err)
+                self._stop_here()
+        self._start_process()
 
     def _provider_env(self) -> dict[str, str]:
         """The engines' environment overrides, as the providers must see them (not the attach settings)."""
@@ -212,12 +216,9 @@ class SharedProviderHost:
             self._failed = False
 
     def _stop_locked(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            self._port = None
-            server.stop("the command is over")
+        if self._server is not None:
+            self._stop_here()
             self._remove_socket_dir()
-            self._detach_log()
             return
         proc, self._proc, self._port = self._proc, None, None
         if proc is None:
@@ -238,6 +239,12 @@ class SharedProviderHost:
         if self._socket_dir is not None:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             self._socket_dir = None
+
+    def _stop_here(self) -> None:
+        server, self._server, self._port = self._server, None, None
+        if server is not None:
+            server.stop("the command is over")
+        self._detach_log()
 
     def _remove_socket_dir(self) -> None:
         if self._socket_dir is not None:
