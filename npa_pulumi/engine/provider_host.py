@@ -123,8 +123,9 @@ class SharedProviderHost:
             if self._port is None:
                 return {}
             env = {ATTACH_ENV: attach_value(self._port, self._env().get(ATTACH_ENV))}
-            if self._socket_dir is not None:
-                env[SOCKET_ENV] = os.path.join(self._socket_dir, "analyzers.sock")
+            socket_path = self._socket_path()
+            if socket_path is not None:
+                env[SOCKET_ENV] = socket_path
             return env
 
     def _start(self) -> None:
@@ -174,8 +175,9 @@ class SharedProviderHost:
 
     def _start_process(self) -> None:
         env = {**os.environ, **self._provider_env()}
-        if self._socket_dir is not None:
-            env[SOCKET_ENV] = os.path.join(self._socket_dir, "analyzers.sock")
+        socket_path = self._socket_path()
+        if socket_path is not None:
+            env[SOCKET_ENV] = socket_path
             env[PACKS_ENV] = os.pathsep.join(self._policy_packs)
         env.setdefault("PULUMI_PROJECT", "npa-fleet")  # what the engine tells a host it starts
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
