@@ -1,4 +1,5 @@
-"""One dynamic-provider host for a whole CLI run: `python -m npa_pulumi.runtime.provider_host`.
+"""One dynamic-provider host for a whole CLI run: `ProviderServer`, served by the orchestrator itself (the
+default, engine/provider_host.py) or by a process of its own, `python -m npa_pulumi.runtime.provider_host`.
 
 The engine starts a Python host for the dynamic providers (`pulumi-resource-pulumi-python`, then
 `python -m pulumi.dynamic`) in every engine run that registers a dynamic resource, and every one of them
@@ -6,26 +7,30 @@ imports the Pulumi SDK, grpc and the provider's modules again: about 0.5-0.9 s o
 the largest single cost of a stack. The engine can instead *attach* to a provider that is already serving:
 `PULUMI_DEBUG_PROVIDERS=pulumi-python:<port>` (pkg/resource/plugin/provider_plugin.go,
 `GetProviderAttachPort`: the engine dials the port, sends `Attach`, and never starts or kills a process for
-that package). The orchestrator starts this host once per command (engine/provider_host.py) and every
-engine run of the command attaches to it. The same process serves the product's policy pack to every engine
-run (runtime/analyzer_service.py).
+that package). The orchestrator serves (or starts) this host once per command and every engine run of the
+command attaches to it. The same server serves the product's policy pack to every engine run
+(runtime/analyzer_service.py).
 
 What it serves is the SDK's own `DynamicResourceProviderServicer` (loaded from `pulumi.dynamic.__main__`
 without running that module's `main()`, so requests are handled exactly as in a host the engine starts),
-with three differences:
+with four differences:
 
 * `Attach` is accepted (the SDK's host never needed it: the engine only attaches when told to);
 * `Configure` keeps no state: it is called by every engine that attaches, and the SDK stores the config on
   the one servicer, where one stack's configuration would reach another stack's providers. The fleet's
   dynamic providers take no provider configuration; everything they need is in their inputs;
+* every call runs in a fresh context that holds what the SDK's host would configure, and the SDK's own
+  per-call configure is off (runtime/sdk_context.py: in the orchestrator it would reset settings that its
+  inline programs read);
 * the request pool is large (the SDK's host has 4 workers, one engine's worth): with `-j N`, N stacks'
   terraform applies run in it at once, each holding a worker for minutes.
 
-Supervision, as for the hosts the engine starts (runtime/supervision.py): the host's stdin is a pipe from
-the orchestrator. When the orchestrator closes it (the command is over) or dies (the pipe closes with it,
-or this process is reparented), every running terraform gets SIGINT and time to write its state, and the
-host exits. It runs in a process group of its own, like the engine's plugins, so a Ctrl-C or a SIGKILL of
-the CLI's process group reaches the engines, not the terraform runs in here.
+Supervision (runtime/supervision.py). In the orchestrator, terraform is bound to it by the kernel
+(`bind_children_to_this_process`). A host process's stdin is a pipe from the orchestrator: when the
+orchestrator closes it (the command is over) or dies (the pipe closes with it, or this process is
+reparented), every running terraform gets SIGINT and time to write its state, and the host exits. It runs
+in a process group of its own, like the engine's plugins, so a Ctrl-C or a SIGKILL of the CLI's process
+group reaches the engines, not the terraform runs in here.
 """
 
 from __future__ import annotations
