@@ -177,7 +177,8 @@ def test_without_the_shared_host_engines_start_their_own(isolated_home: Path, tm
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs procfs to follow the host")
-@pytest.mark.parametrize("mode", ["in-process", "process"])
+# The host process (the fallback) in `make test-long`; `make test` kills the default, in-process serving.
+@pytest.mark.parametrize("mode", ["in-process", pytest.param("process", marks=pytest.mark.long)])
 def test_the_shared_host_and_its_terraform_stop_when_the_cli_is_killed(
     isolated_home: Path, tmp_path: Path, mode: str
 ) -> None:
