@@ -103,8 +103,11 @@ class SharedProviderHost:
         return self._proc.pid if self._proc is not None else None
 
     def warm(self) -> None:
-        """Start the host in the background (it takes ~0.5 s), so the first engine run finds it ready; that
-        run's `attach_env` waits for it. For a command that is known to run the engine."""
+        """Start a host process in the background (it takes ~0.5 s), so the first engine run finds it ready;
+        that run's `attach_env` waits for it. For a command that is known to run the engine. Serving here
+        needs no warming: it takes milliseconds once the SDK is loaded, which the first program does."""
+        if self._mode is HostMode.IN_PROCESS:
+            return
         with self._lock:
             if self._port is not None or self._failed:
                 return

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,9 @@ def _watch(parent: int, grandparent: int | None) -> None:
 def stop_all(grace_s: float) -> None:
     with _lock:
         running = list(_running)
+        guards = [_guards.pop(proc) for proc in running if proc in _guards]
+    for guard in guards:  # this process stops them itself: no second SIGINT from a guard if it dies meanwhile
+        guard.disarm()
     for proc in running:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGINT)
@@ -104,81 +107,65 @@ def stop_all(grace_s: float) -> None:
                 proc.kill()
 
 
-class _BoundSpawner:
-    """Starts the children of a process that serves providers in-process (the orchestrator): each in a
-    process group of its own (a Ctrl-C to the CLI's group reaches the engines, which cancel; a second
-    SIGINT straight from the terminal would make terraform quit without writing its state), and with the
-    kernel's parent-death signal set to SIGINT, so that a SIGKILLed orchestrator still gives every running
-    terraform its graceful stop.
+WATCH = 'read line; [ "$line" = done ] || kill -INT "$1" 2>/dev/null'
 
-    Two details decide how. The death signal is set by util-linux's `setpriv --pdeathsig INT`, which then
-    execs the command: setting it in Python between fork and exec (`preexec_fn`) makes Python fork() rather
-    than vfork(), and a fork runs grpc's fork handlers in the child, which broke the child in a process that
-    serves gRPC. And the kernel sends the signal when the *thread* that forked the child ends, so every child
-    is forked by one daemon thread that lives as long as the process."""
 
-    def __init__(self, setpriv: str) -> None:
-        import queue
+class _Guard:
+    """One SIGINT for a bound child when the process that started it dies, however it dies: a shell that
+    blocks reading a pipe whose only writer is this process. The kernel closes the pipe when this process
+    ends; the shell then reads end-of-file instead of `done` and interrupts the child, once. (The kernel's
+    parent-death signal, tried first, is sent again at every reparenting while a multi-threaded parent's
+    threads die one by one, and a second SIGINT makes terraform quit without writing its state.)"""
 
-        self._setpriv = setpriv
-        self._requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[bytes]], Any]] = (
-            queue.SimpleQueue()
-        )
-        threading.Thread(target=self._serve, name="npa-child-spawner", daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            start, reply = self._requests.get()
-            try:
-                reply.set_result(start())
-            except BaseException as err:
-                reply.set_exception(err)
-
-    def popen(
-        self, cmd: list[str], cwd: Path, env: Mapping[str, str], stdout: int, stderr: int
-    ) -> subprocess.Popen[bytes]:
-        from concurrent.futures import Future
-
-        def start() -> subprocess.Popen[bytes]:
-            return subprocess.Popen(
-                [self._setpriv, "--pdeathsig", "INT", "--", *cmd],
-                cwd=cwd,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=stdout,
-                stderr=stderr,
-                process_group=0,
+    def __init__(self, pid: int) -> None:
+        read_end, self._write_end = os.pipe()  # not inheritable: no other child holds the writer
+        try:
+            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                ["/bin/sh", "-c", WATCH, "npa-child-guard", str(pid)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                process_group=0,  # a Ctrl-C to the CLI's group does not end the guard
             )
+        except OSError:
+            os.close(self._write_end)
+            raise
+        finally:
+            os.close(read_end)
 
-        reply: Future[subprocess.Popen[bytes]] = Future()
-        self._requests.put((start, reply))
-        return reply.result()
+    def disarm(self) -> None:
+        """The child ended, or this process stops it itself: the guard exits without a signal."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._write_end, b"done\n")
+        os.close(self._write_end)
+        proc.wait()
 
 
-_spawner: _BoundSpawner | None = None
+_bound = False
+_guards: dict[subprocess.Popen[Any], _Guard] = {}
 
 
 def bind_children_to_this_process() -> bool:
-    """From now on, `run` starts its children the way a process that serves providers in-process must
-    (`_BoundSpawner`): the orchestrator calls this when it serves the command's providers itself. False
-    where that cannot be done (no `setpriv`, not Linux): the orchestrator then serves them from a host
-    process of their own, which watches its run and stops terraform itself."""
-    global _spawner
-    import shutil
-
+    """From now on, `run` starts its children the way a process that serves providers in-process must: the
+    orchestrator calls this when it serves the command's providers itself. Each child runs in a process
+    group of its own (a Ctrl-C to the CLI's group reaches the engines, which cancel; a second SIGINT
+    straight from the terminal would make terraform quit without writing its state), writes to files
+    rather than pipes, and has a `_Guard`. False where that cannot be done (no /bin/sh): the orchestrator
+    then serves them from a host process of their own, which watches its run and stops terraform itself."""
+    global _bound
     with _lock:
-        if _spawner is None:
-            setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-            if setpriv is None:
-                return False
-            _spawner = _BoundSpawner(setpriv)
-        return True
+        if not _bound:
+            _bound = os.name == "posix" and os.access("/bin/sh", os.X_OK)
+        return _bound
 
 
 def run(cmd: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(cmd, capture_output=True, text=True)`, registered so the watchdog can stop it."""
-    if _spawner is not None:
-        return _run_bound(_spawner, cmd, cwd, env)
+    if _bound:
+        return _run_bound(cmd, cwd, env)
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -192,23 +179,27 @@ def run(cmd: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.Complet
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
-def _run_bound(
-    spawner: _BoundSpawner, cmd: list[str], cwd: Path, env: Mapping[str, str]
-) -> subprocess.CompletedProcess[str]:
+def _run_bound(cmd: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
     """`run` in a process that serves providers in-process. The child writes to anonymous files, not pipes:
     if this process dies, a pipe's reader is gone and terraform's next write (its "Interrupt received"
     message, say) would end it by SIGPIPE before it wrote its state; a file outlives its reader."""
     import tempfile
 
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = spawner.popen(cmd, cwd, env, out.fileno(), err.fileno())
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out, stderr=err, process_group=0
+        )
+        guard = _Guard(proc.pid)
         with _lock:
             _running.add(proc)
+            _guards[proc] = guard
         try:
             proc.wait()
         finally:
             with _lock:
                 _running.discard(proc)
+                _guards.pop(proc, None)
+            guard.disarm()
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode("utf-8", errors="replace")
