@@ -150,12 +150,12 @@ class ProviderServer:
     def start(self, socket_path: str | None = None, packs: list[str] | None = None) -> int:
         from concurrent import futures
 
-        # The SDK's package first, whole: this may run beside a thread that is importing it too (the first
-        # inline program), and starting at a submodule there meets the package's import cycle half-done
-        # ("cannot import name 'SETTINGS' from partially initialized module").
-        import pulumi  # noqa: F401
-
         import grpc
+
+        # The SDK's package, whole, before any of its submodules: this may run beside a thread that is
+        # importing it too (the first inline program), and starting at a submodule there meets the package's
+        # import cycle half-done ("cannot import name 'SETTINGS' from partially initialized module").
+        import pulumi  # noqa: F401
 
         sdk_context.check()
         sdk = load_sdk_host()
