@@ -435,12 +435,14 @@ class StackExecutor:
                 log_file=str(log_path),
                 locked=True,
             )
-        except auto.ConcurrentUpdateError:
+        except auto.ConcurrentUpdateError as err:
             self.progress.phase(op.stack, "failed", "locked")
+            # The engine named no holder npa-pulumi can judge: say what it did say (its lock lines).
+            said = " ".join(_plain(str(err)).split())[-600:]
             return op.result(
                 "failed",
                 error=f"stack {op.stack} is locked by another update; if no other run is "
-                f"active: {recovery_command(op.stack)}",
+                f"active: {recovery_command(op.stack)} (the engine said: {said})",
                 elapsed_s=time.monotonic() - started,
                 log_file=str(log_path),
                 locked=True,
