@@ -223,13 +223,13 @@ class SharedProviderHost:
     def _stop_locked(self) -> None:
         if self._server is not None:
             self._stop_here()
-            self._remove_socket_dir()
-            return
+        else:
+            self._stop_process()
+        self._remove_socket_dir()
+
+    def _stop_process(self) -> None:
         proc, self._proc, self._port = self._proc, None, None
         if proc is None:
-            if self._socket_dir is not None:
-                shutil.rmtree(self._socket_dir, ignore_errors=True)
-                self._socket_dir = None
             return
         with contextlib.suppress(OSError):
             if proc.stdin is not None:
@@ -241,9 +241,6 @@ class SharedProviderHost:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
-        if self._socket_dir is not None:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
-            self._socket_dir = None
 
     def _stop_here(self) -> None:
         server, self._server, self._port = self._server, None, None
