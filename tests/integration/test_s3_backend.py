@@ -196,8 +196,15 @@ def test_two_operators_share_a_fleet_through_s3_locks(
         base = ["--spec", str(spec), "--backend", backend, "--passphrase-file", str(passphrase)]
         return ["up", *base, "--yes", "--no-preflight", "--output", "json", *extra]
 
+    # A run of this host killed while the engine created two stacks (it locks a stack it creates) left
+    # their locks in the bucket, and no stacks: `pulumi cancel` cannot reach those; the first run removes
+    # them (their owner is provably gone) and creates the stacks.
+    for stack in (PROJECT_STACK, C2):
+        _engine_lock(server, bucket, stack, host=socket.gethostname(), pid=_gone_pid(), user="dave")
     first = npa(*args(1))
     assert first.code == 0, first.stderr[-3000:]
+    assert first.stderr.count("recovered from an interrupted run: removed a stale lock left by pid") == 2
+    assert server.keys(bucket, ".pulumi/locks/") == []
 
     # Non-overlapping selections of two operators run side by side, each its own process and HOME.
     run_a = subprocess.Popen(

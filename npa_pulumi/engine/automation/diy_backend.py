@@ -36,6 +36,7 @@ import gzip
 import json
 import os
 import re
+import socket
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -464,7 +465,7 @@ def s3_bucket(backend_url: str) -> S3Bucket | None:
 class LockInfo:
     """A stack lock file: `{"pid", "username", "hostname", "timestamp"}` (backend/diy/lock.go)."""
 
-    location: str  # the lock file's path, or its key in the bucket
+    location: str  # the lock file's path, its key in the bucket, or the URL the engine's refusal names
     pid: int
     hostname: str
     username: str
@@ -475,6 +476,13 @@ class LockInfo:
         """Whether the engine that took the lock still runs (runtime.processes: a zombie, or a pid reused
         since the lock was taken, is not it; another host's lock is assumed live)."""
         return process_alive(self.pid, hostname=self.hostname, since=parse_timestamp(self.timestamp))
+
+    @property
+    def local(self) -> bool:
+        return self.hostname == socket.gethostname()
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.hostname}, user {self.username}, since {self.timestamp}"
 
 
 def _lock(location: str, raw: bytes | str) -> LockInfo | None:
@@ -522,6 +530,23 @@ def read_locks(backend_url: str, project_name: str, stack: str) -> list[LockInfo
         if lock is not None:
             locks.append(lock)
     return locks
+
+
+def remove_locks(backend_url: str, locks: list[LockInfo]) -> None:
+    """Delete these locks (read by `read_locks` from the same backend) without the engine: `pulumi cancel`
+    needs the stack to exist, and a run killed while it created a stack leaves the lock of one that does
+    not. S3Unreadable when the bucket refuses a delete."""
+    bucket = s3_bucket(backend_url)
+    for lock in locks:
+        if bucket is None:
+            Path(lock.location).unlink(missing_ok=True)
+            continue
+        try:
+            response = bucket.client.request("DELETE", bucket.name, lock.location)
+        except OSError as err:
+            raise S3Unreadable(str(err)) from None
+        if response.status not in (200, 204, 404):
+            raise S3Unreadable(f"HTTP {response.status}")
 
 
 def interrupted(backend_url: str, stack: str, project_name: str) -> bool:

@@ -25,6 +25,7 @@ from npa_pulumi.engine.automation import diy_backend
 from npa_pulumi.engine.automation.diy_backend import NO_FAST_PATH, SECRET_PLACEHOLDER, checkpoint_outputs
 from npa_pulumi.engine.automation.stacks import (
     StackLocked,
+    clear_creation_lock,
     clear_pending_operations,
     clear_stale_lock,
     ensure_tags,
@@ -262,11 +263,12 @@ class StackExecutor:
                     # `create_or_select` tries `stack select` first, one engine start (~0.3 s of CPU)
                     # wasted on every new stack; the DIY checkpoint says the stack is not there.
                     try:
-                        stack = auto.create_stack(
+                        key_shared = self._key_shared(op, opts)
+                        stack = self._create(
                             op.stack,
-                            project_name=self.project_name,
-                            program=program,
-                            opts=self._key_shared(op, opts),
+                            lambda: auto.create_stack(
+                                op.stack, project_name=self.project_name, program=program, opts=key_shared
+                            ),
                         )
                         self._created.add(op.stack)
                         return stack
@@ -274,8 +276,11 @@ class StackExecutor:
                         opts = workspace_options(self.settings, program, self.project_name)
             if create:
                 try:
-                    stack = auto.create_or_select_stack(
-                        op.stack, project_name=self.project_name, program=program, opts=opts
+                    stack = self._create(
+                        op.stack,
+                        lambda: auto.create_or_select_stack(
+                            op.stack, project_name=self.project_name, program=program, opts=opts
+                        ),
                     )
                 except auto.StackAlreadyExistsError:
                     # Made by another run (another shard, another machine) between select and create.
@@ -292,6 +297,21 @@ class StackExecutor:
         except auto.StackNotFoundError:
             return None
         return stack
+
+    def _create(self, stack_name: str, create: Callable[[], auto.Stack]) -> auto.Stack:
+        """`create()`, recovering once from the lock a run killed while it created this stack left
+        behind (the engine locks a stack it creates; `_prepare` can only clear the locks of existing
+        stacks)."""
+        from pulumi import automation as auto
+
+        try:
+            return create()
+        except auto.ConcurrentUpdateError as err:
+            note = clear_creation_lock(
+                self.settings.backend_url, self.project_name, stack_name, str(err), self.break_lock
+            )
+            self.progress.message(f"{stack_name}: recovered from an interrupted run: {note}")
+            return create()
 
     def _creation_lock(self, stack_name: str) -> threading.Lock:
         with self._creation_locks_lock:

@@ -19,15 +19,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine.automation.diy_backend import read_locks
+from npa_pulumi.engine.automation.diy_backend import LockInfo, S3Unreadable, read_locks, remove_locks
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME, EngineSettings
 from npa_pulumi.errors import NpaError
-from npa_pulumi.runtime.processes import parse_timestamp, process_alive
 from npa_pulumi.runtime.toolchain import find_pulumi
 
 if TYPE_CHECKING:
@@ -101,44 +99,24 @@ def list_fleet_stacks(backend: str | None = None, fleet: str | None = None) -> l
     ]
 
 
-@dataclass(frozen=True)
-class LockHolder:
-    """Who holds a stack's engine lock, as the engine wrote it into the lock (any DIY backend)."""
-
-    username: str
-    hostname: str
-    pid: int
-    timestamp: str
-
-    @property
-    def provably_gone(self) -> bool:
-        """Only a lock of this host can be proven stale (no such process, a zombie, a reused pid); another
-        host's lock is taken as live, whatever its age."""
-        return not process_alive(self.pid, hostname=self.hostname, since=parse_timestamp(self.timestamp))
-
-    @property
-    def local(self) -> bool:
-        return self.hostname == socket.gethostname()
-
-    def describe(self) -> str:
-        return f"pid {self.pid} on {self.hostname}, user {self.username}, since {self.timestamp}"
-
-
 # backend/diy/lock.go checkForLock: "\n  <lock url>: created by <user>@<host> (pid <pid>) at <RFC 3339>"
 _LOCK_LINE = re.compile(
-    r"^\s*\S+: created by (?P<user>.*)@(?P<host>[^@\s]+) \(pid (?P<pid>\d+)\) at (?P<ts>\S+)"
+    r"^\s*(?P<where>\S+): created by (?P<user>.*)@(?P<host>[^@\s]+) \(pid (?P<pid>\d+)\) at (?P<ts>\S+)"
 )
 
 
-def lock_holders(engine_error: str) -> list[LockHolder]:
-    """The holders the engine names when it refuses to lock a stack (its `ConcurrentUpdateError`): the one
-    way to learn them on a backend whose files npa-pulumi does not read (s3://, gs://, azblob://)."""
+def lock_holders(engine_error: str) -> list[LockInfo]:
+    """The locks the engine names when it refuses to lock a stack (its `ConcurrentUpdateError`): the one
+    way to learn them on a backend whose files npa-pulumi does not read (gs://, azblob://, s3:// without a
+    key here). Their location is the URL the engine printed."""
     holders = []
     for line in engine_error.splitlines():
         match = _LOCK_LINE.match(line)
         if match:
             holders.append(
-                LockHolder(match["user"], match["host"], int(match["pid"]), match["ts"].rstrip(".,;"))
+                LockInfo(
+                    match["where"], int(match["pid"]), match["host"], match["user"], match["ts"].rstrip(".,;")
+                )
             )
     return holders
 
@@ -157,6 +135,19 @@ def locked_message(stack: str, holder: str, *, live_here: bool) -> str:
     )
 
 
+def _take_over(stack_name: str, locks: list[LockInfo], break_lock: bool, remove: Callable[[], Any]) -> str:
+    """Remove `locks` (with `remove`) when every owner is provably gone, or with `break_lock` when the live
+    ones run on other machines, and say what was done; raise StackLocked naming a holder otherwise."""
+    for lock in locks:
+        if lock.owner_alive and (not break_lock or lock.local):
+            raise StackLocked(locked_message(stack_name, lock.describe(), live_here=lock.local))
+    remove()
+    live = [lock for lock in locks if lock.owner_alive]
+    if live:
+        return f"broke the lock held by {live[0].describe()} (--break-lock)"
+    return f"removed a stale lock left by {locks[0].describe()} (that process is gone)"
+
+
 def clear_stale_lock(
     stack: auto.Stack, backend_url: str, project_name: str = PROJECT_NAME, break_lock: bool = False
 ) -> str | None:
@@ -164,23 +155,7 @@ def clear_stale_lock(
     StackLocked if a live process holds it. Returns a note describing what was recovered, or None when
     there was no lock (or the backend's locks are not readable here: the engine then names the holder)."""
     locks = read_locks(backend_url, project_name, stack.name)
-    if not locks:
-        return None
-    live = [lock for lock in locks if lock.owner_alive]
-    if live:
-        lock = live[0]
-        holder = f"pid {lock.pid} on {lock.hostname}, user {lock.username}, since {lock.timestamp}"
-        here = lock.hostname == socket.gethostname()
-        if not break_lock or here:
-            raise StackLocked(locked_message(stack.name, holder, live_here=here))
-        stack.cancel()
-        return f"broke the lock held by {holder} (--break-lock)"
-    stack.cancel()
-    gone = locks[0]
-    return (
-        f"removed a stale lock left by pid {gone.pid} on {gone.hostname}, user {gone.username}, since "
-        f"{gone.timestamp} (that process is gone)"
-    )
+    return _take_over(stack.name, locks, break_lock, stack.cancel) if locks else None
 
 
 def recover_engine_lock(stack: auto.Stack, engine_error: str, break_lock: bool = False) -> str | None:
@@ -188,17 +163,38 @@ def recover_engine_lock(stack: auto.Stack, engine_error: str, break_lock: bool =
     with `break_lock`, held by another machine) and return a note; raise StackLocked naming the holder
     otherwise. None when the error names no holder (the caller reports the engine's error)."""
     holders = lock_holders(engine_error)
+    return _take_over(stack.name, holders, break_lock, stack.cancel) if holders else None
+
+
+def clear_creation_lock(
+    backend_url: str, project_name: str, stack_name: str, engine_error: str, break_lock: bool = False
+) -> str:
+    """After the engine refused to create `stack_name` because it is locked: the engine locks a stack
+    while it creates it, so a run killed in that moment leaves the lock of a stack that does not exist,
+    which `pulumi cancel` cannot reach (it needs the stack). Judged like any lock and removed from the
+    backend directly; StackLocked when it must stay or cannot be removed from here."""
+    locks = read_locks(backend_url, project_name, stack_name)
+    if locks:
+        try:
+            return _take_over(stack_name, locks, break_lock, lambda: remove_locks(backend_url, locks))
+        except S3Unreadable as err:
+            raise StackLocked(
+                f"stack {stack_name} cannot be created: the lock a killed run left for it could not be "
+                f"removed ({err}); delete {locks[0].location} from the state bucket and rerun"
+            ) from None
+    holders = lock_holders(engine_error)
     if not holders:
-        return None
-    for holder in holders:
-        if holder.provably_gone:
-            continue
-        if not break_lock or holder.local:
-            raise StackLocked(locked_message(stack.name, holder.describe(), live_here=holder.local))
-    stack.cancel()
-    if all(h.provably_gone for h in holders):
-        return f"removed a stale lock left by {holders[0].describe()} (that process is gone)"
-    return f"broke the lock held by {holders[0].describe()} (--break-lock)"
+        said = " ".join(engine_error.split())[-600:]
+        raise StackLocked(f"stack {stack_name} cannot be created: the engine says it is locked ({said})")
+
+    def cannot_remove() -> None:
+        raise StackLocked(
+            f"stack {stack_name} cannot be created: the run that locked it ({holders[0].describe()}) is "
+            f"gone, but npa-pulumi cannot read this backend's locks; delete "
+            f"{', '.join(h.location for h in holders)} and rerun"
+        )
+
+    return _take_over(stack_name, holders, break_lock, cannot_remove)
 
 
 def clear_pending_operations(stack: auto.Stack) -> list[str]:
