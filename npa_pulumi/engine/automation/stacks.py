@@ -189,8 +189,8 @@ def clear_creation_lock(
 
     def cannot_remove() -> None:
         raise StackLocked(
-            f"stack {stack_name} cannot be created: the run that locked it ({holders[0].describe()}) is "
-            f"gone, but npa-pulumi cannot read this backend's locks; delete "
+            f"stack {stack_name} cannot be created: the lock left by {holders[0].describe()} may be "
+            f"removed, but npa-pulumi cannot delete this backend's locks; delete "
             f"{', '.join(h.location for h in holders)} and rerun"
         )
 
