@@ -25,12 +25,13 @@ with four differences:
 * the request pool is large (the SDK's host has 4 workers, one engine's worth): with `-j N`, N stacks'
   terraform applies run in it at once, each holding a worker for minutes.
 
-Supervision (runtime/supervision.py). In the orchestrator, terraform is bound to it by the kernel
-(`bind_children_to_this_process`). A host process's stdin is a pipe from the orchestrator: when the
-orchestrator closes it (the command is over) or dies (the pipe closes with it, or this process is
-reparented), every running terraform gets SIGINT and time to write its state, and the host exits. It runs
-in a process group of its own, like the engine's plugins, so a Ctrl-C or a SIGKILL of the CLI's process
-group reaches the engines, not the terraform runs in here.
+Supervision (runtime/supervision.py). In the orchestrator, terraform is bound to it
+(`bind_children_to_this_process`: a process group of its own, and a guard that sends it one SIGINT when
+the orchestrator dies). A host process's stdin is a pipe from the orchestrator: when the orchestrator
+closes it (the command is over) or dies (the pipe closes with it, or this process is reparented), every
+running terraform gets SIGINT and time to write its state, and the host exits. It runs in a process group
+of its own, like the engine's plugins, so a Ctrl-C or a SIGKILL of the CLI's process group reaches the
+engines, not the terraform runs in here.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from npa_pulumi.engine.automation.stacks import (
     clear_creation_lock,
     clear_pending_operations,
     clear_stale_lock,
+    engine_said,
     ensure_tags,
     recover_engine_lock,
     recovery_command,
@@ -308,7 +309,7 @@ class StackExecutor:
             return create()
         except auto.ConcurrentUpdateError as err:
             note = clear_creation_lock(
-                self.settings.backend_url, self.project_name, stack_name, str(err), self.break_lock
+                self.settings.backend_url, self.project_name, stack_name, _plain(str(err)), self.break_lock
             )
             self.progress.message(f"{stack_name}: recovered from an interrupted run: {note}")
             return create()
@@ -458,7 +459,7 @@ class StackExecutor:
         except auto.ConcurrentUpdateError as err:
             self.progress.phase(op.stack, "failed", "locked")
             # The engine named no holder npa-pulumi can judge: say what it did say (its lock lines).
-            said = " ".join(_plain(str(err)).split())[-600:]
+            said = engine_said(_plain(str(err)))
             return op.result(
                 "failed",
                 error=f"stack {op.stack} is locked by another update; if no other run is "

@@ -121,6 +121,11 @@ def lock_holders(engine_error: str) -> list[LockInfo]:
     return holders
 
 
+def engine_said(engine_error: str) -> str:
+    """The end of the engine's refusal (where its lock lines are) on one line, for a message to quote."""
+    return " ".join(engine_error.split())[-600:]
+
+
 def locked_message(stack: str, holder: str, *, live_here: bool) -> str:
     if live_here:
         return (
@@ -138,11 +143,11 @@ def locked_message(stack: str, holder: str, *, live_here: bool) -> str:
 def _take_over(stack_name: str, locks: list[LockInfo], break_lock: bool, remove: Callable[[], Any]) -> str:
     """Remove `locks` (with `remove`) when every owner is provably gone, or with `break_lock` when the live
     ones run on other machines, and say what was done; raise StackLocked naming a holder otherwise."""
-    for lock in locks:
-        if lock.owner_alive and (not break_lock or lock.local):
+    live = [lock for lock in locks if lock.owner_alive]
+    for lock in live:
+        if not break_lock or lock.local:
             raise StackLocked(locked_message(stack_name, lock.describe(), live_here=lock.local))
     remove()
-    live = [lock for lock in locks if lock.owner_alive]
     if live:
         return f"broke the lock held by {live[0].describe()} (--break-lock)"
     return f"removed a stale lock left by {locks[0].describe()} (that process is gone)"
@@ -184,7 +189,7 @@ def clear_creation_lock(
             ) from None
     holders = lock_holders(engine_error)
     if not holders:
-        said = " ".join(engine_error.split())[-600:]
+        said = engine_said(engine_error)
         raise StackLocked(f"stack {stack_name} cannot be created: the engine says it is locked ({said})")
 
     def cannot_remove() -> None:
