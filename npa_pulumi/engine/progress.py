@@ -15,6 +15,15 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+HEADLINE_CHARS = 300
+
+
+def headline(error: str) -> str:
+    """A failure's first non-empty line, cut to HEADLINE_CHARS: the reason beside a failed stack's progress
+    line, so a log of `--output json` (stdout elsewhere) still says why. The whole error is in the result."""
+    first = next((line.strip() for line in error.splitlines() if line.strip()), "")
+    return first if len(first) <= HEADLINE_CHARS else first[: HEADLINE_CHARS - 1] + "…"
+
 
 @dataclass
 class StackLine:

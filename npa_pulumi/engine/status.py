@@ -30,6 +30,7 @@ from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.engine import liveness
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
+from npa_pulumi.engine.progress import headline
 from npa_pulumi.engine.slurm_status import slurm_status
 from npa_pulumi.output.results import StackResult
 
@@ -117,7 +118,7 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
             **base,
         )
     except CloudError as err:
-        fleet.progress.phase(op.stack, "failed")
+        fleet.progress.phase(op.stack, "failed", headline(str(err)))
         return op.result("status-error", error=str(err), **base)
     views = [_node_group_view(g) for g in groups]
     states = {cluster.state, *(g.state for g in groups)}

@@ -114,14 +114,20 @@ def test_fleet_lifecycle(isolated_home: Path, tmp_path: Path) -> None:
     assert salts["lifecycle.project-existing1.two"] == salts["lifecycle.project-existing1"]
     assert salts["lifecycle.alpha"] != salts["lifecycle.project-existing1"]
 
+    # ---- the engines wrote the file backend without gocloud's `.attrs` sidecars, which they rewrite in
+    # place: a cluster stack reading its project stack during that write failed with "failed to load
+    # checkpoint: EOF" (the refresh below, which refreshes both at once)
+    state = isolated_home / ".npa-pulumi" / "state" / ".pulumi"
+    assert {p.name for p in state.rglob("*.attrs")} == set()
+
     # ---- status: every cluster deployed, checked against the live cloud
     status = npa("status", "--spec", str(spec), "--cloud", "local", "--output", "json")
-    assert status.code == 0, status.stderr[-3000:]
+    assert status.code == 0, status.stderr[-3000:] + status.stdout[-3000:]
     assert {c["status"] for c in status.json()["clusters"]} == {"deployed"}
 
     # ---- refresh: every stack in sync with the cloud
     refreshed = npa("refresh", "--spec", str(spec), "--cloud", "local", "--output", "json")
-    assert refreshed.code == 0, refreshed.stderr[-3000:]
+    assert refreshed.code == 0, refreshed.stderr[-3000:] + refreshed.stdout[-3000:]
     assert {s["status"] for s in refreshed.json()["stacks"]} == {"in-sync"}
 
     # ---- without a terminal and without --yes, mutating commands refuse and change nothing

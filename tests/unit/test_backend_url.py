@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine.automation.workspace import DEFAULT_BACKEND_URL, resolve_backend_url
+from npa_pulumi.engine.automation.workspace import (
+    DEFAULT_BACKEND_URL,
+    EngineSettings,
+    engine_backend_url,
+    resolve_backend_url,
+)
 
 
 @pytest.fixture
@@ -51,3 +56,18 @@ def test_npa_pulumi_home_still_moves_the_default(home: Path, monkeypatch: pytest
 
 def test_other_backends_are_untouched(home: Path) -> None:
     assert resolve_backend_url("s3://bucket/path?region=x") == "s3://bucket/path?region=x"
+
+
+def test_the_engines_open_a_file_backend_without_sidecars() -> None:
+    # gocloud's fileblob rewrites a `.attrs` sidecar in place on each write: a concurrent read gets EOF.
+    assert engine_backend_url("file:///s") == "file:///s?metadata=skip"
+    assert engine_backend_url("file:///s?no_tmp_dir=true") == "file:///s?no_tmp_dir=true&metadata=skip"
+    # the user's own choice stands
+    assert engine_backend_url("file:///s?metadata=") == "file:///s?metadata="
+    assert engine_backend_url("s3://bucket/path?region=x") == "s3://bucket/path?region=x"
+
+
+def test_the_engine_env_carries_the_engine_url(home: Path) -> None:
+    settings = EngineSettings.resolve(backend="file://~/team-state")
+    assert settings.backend_url == f"file://{home}/team-state"  # what npa-pulumi shows and reads
+    assert settings.env()["PULUMI_BACKEND_URL"] == f"file://{home}/team-state?metadata=skip"

@@ -34,7 +34,7 @@ from npa_pulumi.engine.automation.stacks import (
     recovery_command,
 )
 from npa_pulumi.engine.automation.workspace import PASSPHRASE, PROJECT_NAME, EngineSettings, workspace_options
-from npa_pulumi.engine.progress import Progress
+from npa_pulumi.engine.progress import Progress, headline
 from npa_pulumi.engine.provider_host import SharedProviderHost
 from npa_pulumi.output.results import PolicyViolation, StackKind, StackResult
 from npa_pulumi.policies.catalog import FLEET_POLICY_NAMES
@@ -470,7 +470,7 @@ class StackExecutor:
             )
         except auto.CommandError as err:
             message = missing_plugin_hint("; ".join(collector.errors) or _plain(str(err))[-2000:])
-            self.progress.phase(op.stack, "failed")
+            self.progress.phase(op.stack, "failed", headline(message))
             return op.result(
                 "failed",
                 error=message,

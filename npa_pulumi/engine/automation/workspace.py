@@ -18,6 +18,7 @@ import shlex
 import stat
 import sys
 import threading
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -66,6 +67,23 @@ def resolve_backend_url(flag: str | None = None) -> str:
         # A backend in the local cloud's buckets needs its S3 server running (the cloud layer knows).
         ensure_backend_served(url)
     return url
+
+
+def engine_backend_url(url: str) -> str:
+    """The backend URL as the engines get it. A file:// backend is opened with `metadata=skip` (a
+    parameter of gocloud's fileblob, the engine's file store): otherwise every write also rewrites a
+    `.attrs` sidecar beside the file in place (truncate, then write), and an engine reading that file at
+    the moment, which every read of a blob does, fails with "failed to load checkpoint: EOF" (a cluster
+    stack's StackReference to its project stack while `refresh` writes it, a `preview` beside another
+    run's `up`). Without sidecars each write is one rename. The sidecars hold a content type and an MD5
+    that the engine never reads; a `metadata` parameter the user set is kept."""
+    if not url.startswith("file://"):
+        return url
+    location, _, query = url.partition("?")
+    params = urllib.parse.parse_qsl(query, keep_blank_values=True)
+    if any(name == "metadata" for name, _ in params):
+        return url
+    return f"{location}?{urllib.parse.urlencode([*params, ('metadata', 'skip')])}"
 
 
 @dataclass(frozen=True)
@@ -249,7 +267,7 @@ class EngineSettings:
 
     def env(self) -> dict[str, str]:
         env = engine_env()
-        env["PULUMI_BACKEND_URL"] = self.backend_url
+        env["PULUMI_BACKEND_URL"] = engine_backend_url(self.backend_url)
         env.update(self.secrets.env)
         env.update(self.extra_env)
         return env
@@ -327,7 +345,7 @@ def ensure_project_file(work_dir: Path, project_name: str, backend_url: str) -> 
     settings = auto.ProjectSettings(
         name=project_name,
         runtime="python",
-        backend=auto.ProjectBackend(url=backend_url),
+        backend=auto.ProjectBackend(url=engine_backend_url(backend_url)),
         main=os.getcwd(),  # what the Automation API sets for an inline program
     )
     text = yaml.dump(settings.to_dict())
