@@ -15,13 +15,16 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from npa_pulumi.cloud.redaction import scrub
+
 HEADLINE_CHARS = 300
 
 
 def headline(error: str) -> str:
-    """A failure's first non-empty line, cut to HEADLINE_CHARS: the reason beside a failed stack's progress
-    line, so a log of `--output json` (stdout elsewhere) still says why. The whole error is in the result."""
-    first = next((line.strip() for line in error.splitlines() if line.strip()), "")
+    """A failure's first non-empty line, cut to HEADLINE_CHARS and scrubbed like a pull-request comment: the
+    reason beside a failed stack's progress line, so a log of `--output json` (stdout elsewhere) still says
+    why. The whole error is in the result."""
+    first = scrub(next((line.strip() for line in error.splitlines() if line.strip()), ""))
     return first if len(first) <= HEADLINE_CHARS else first[: HEADLINE_CHARS - 1] + "…"
 
 

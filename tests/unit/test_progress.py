@@ -31,3 +31,9 @@ def test_headline_is_cut_to_its_limit_and_empty_for_an_empty_error() -> None:
     assert len(cut) == HEADLINE_CHARS and cut.endswith("…")
     assert headline("short reason") == "short reason"
     assert headline("\n \n") == ""
+
+
+def test_headline_masks_what_looks_like_a_credential() -> None:
+    said = headline("create failed: capacity block capacityblockgroup-e00abcdef1234a1b2 token=abc123secret")
+    assert "e00abcdef1234a1b2" not in said and "abc123secret" not in said
+    assert said.startswith("create failed: capacity block capacityblockgroup-")
