@@ -204,7 +204,9 @@ def install_venv() -> None:
     say("installing npa-pulumi and its dev dependencies into .venv (pip install -e '.[dev]')")
     proc = subprocess.run([*pip, "install", "-q", "-e", ".[dev]"], cwd=REPO)
     if proc.returncode != 0:
-        raise ToolchainError("pip install -e '.[dev]' failed; see the output above (PyPI must be reachable)")
+        code = proc.returncode
+        how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
+        raise ToolchainError(f"pip install -e '.[dev]' {how}; see the output above (PyPI must be reachable)")
     stamp.write_text(fingerprint + "\n")
     say("virtualenv ready")
 
