@@ -178,10 +178,14 @@ class Project(pulumi.dynamic.Resource, module="npa", name="Project"):
 class NetworkArgs(FleetResourceArgs):
     project_id: Input[str]
     region: str
+    adopt_subnet_id: str = ""  # `adopt`: bind this existing subnet (import semantics: never created)
+    adopt_owned: bool = False  # ... and own it (its network was created by the tool the fleet took over)
 
 
 class NetworkInputs(FleetResourceInputs):
     project_id: str
+    adopt_subnet_id: str = ""
+    adopt_owned: bool = False
 
 
 class NetworkOutputs(ProviderModel):
@@ -212,6 +216,8 @@ class NetworkProvider(_FleetProvider):
         inputs = NetworkInputs.model_validate(props)
         cloud = _cloud(inputs)
         project_id = inputs.project_id
+        if inputs.adopt_subnet_id:
+            return self._adopt(props, cloud, inputs)
         labels = _labels(inputs)
         owned_name = f"{inputs.project_key}-subnet"
         subnets = cloud.list_subnets(project_id)
@@ -229,6 +235,18 @@ class NetworkProvider(_FleetProvider):
             )
             subnet, owned = cloud.create_subnet(project_id, network.id, owned_name, labels=labels), True
         outputs = NetworkOutputs(network_id=subnet.network_id, subnet_id=subnet.id, owned=owned)
+        return CreateResult(id_=subnet.id, outs=with_outputs(props, outputs))
+
+    @staticmethod
+    def _adopt(props: dict[str, Any], cloud: CloudPort, inputs: NetworkInputs) -> CreateResult:
+        """The subnet an adopted cluster runs on, read and bound as it is: Pulumi's import, for a dynamic
+        resource (whose provider the engine cannot call to import)."""
+        subnet = cloud.get_subnet(inputs.adopt_subnet_id)
+        if subnet.project_id != inputs.project_id:
+            raise RuntimeError(
+                f"subnet {subnet.id} is in project {subnet.project_id}, not {inputs.project_id}: not adopted"
+            )
+        outputs = NetworkOutputs(network_id=subnet.network_id, subnet_id=subnet.id, owned=inputs.adopt_owned)
         return CreateResult(id_=subnet.id, outs=with_outputs(props, outputs))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -262,10 +280,13 @@ class Network(pulumi.dynamic.Resource, module="npa", name="Network"):
     owned: pulumi.Output[bool]
 
     def __init__(self, resource_name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        props = as_props(args)
+        if not props["adopt_subnet_id"]:  # only an adoption carries them: no other stack's inputs change
+            del props["adopt_subnet_id"], props["adopt_owned"]
         super().__init__(
             NetworkProvider(),
             resource_name,
-            {**as_props(args), "network_id": None, "subnet_id": None, "owned": None},
+            {**props, "network_id": None, "subnet_id": None, "owned": None},
             opts,
         )
 

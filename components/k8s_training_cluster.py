@@ -35,6 +35,8 @@ class K8sTrainingClusterArgs(FleetResourceArgs):
     allow_unsafe_nvswitch_operator: bool
     nvswitch_topology: bool
     mig_enabled: bool
+    # `adopt`: the Terraform state of the cluster as another tool deployed it (TerraformModuleArgs).
+    adopted_state: str | None = field(default=None, repr=False)
 
 
 def _cluster_id(outputs: dict[str, Any]) -> str:
@@ -109,6 +111,7 @@ class K8sTrainingCluster(pulumi.ComponentResource):
                 runtime_tfvars=pulumi.Output.secret(args.runtime_tfvars),
                 recipe=args.recipe,
                 recipe_facts=args.recipe_facts,
+                adopted_state=args.adopted_state,
             ),
             pulumi.ResourceOptions(parent=self),
         )

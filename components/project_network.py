@@ -18,6 +18,10 @@ from npa_pulumi.components.cloud_resources import Network, NetworkArgs
 class ProjectNetworkArgs(FleetResourceArgs):
     project_id: Input[str]
     region: str
+    # `adopt`: the subnet the adopted clusters run on, taken over instead of chosen, and whether the fleet
+    # owns it (the original tool created its network). "": the usual choice.
+    adopt_subnet_id: str = ""
+    adopt_owned: bool = False
 
 
 class ProjectNetwork(pulumi.ComponentResource):
@@ -39,6 +43,8 @@ class ProjectNetwork(pulumi.ComponentResource):
                 project_key=args.project_key,
                 project_id=args.project_id,
                 region=args.region,
+                adopt_subnet_id=args.adopt_subnet_id,
+                adopt_owned=args.adopt_owned,
             ),
             pulumi.ResourceOptions(parent=self),
         )

@@ -51,6 +51,10 @@ class TerraformModuleArgs(FleetResourceArgs):
     runtime_tfvars: Input[dict[str, Any]]  # TF_VAR_* at run time only (a Pulumi secret)
     recipe: dict[str, str]  # source, location, digest
     recipe_facts: dict[str, Any]  # what the recipe does with the shared filesystem (policies read it)
+    # `adopt`: the Terraform state of a cluster another tool deployed (the original `npa fleet`), a Pulumi
+    # secret. The create takes it over instead of applying: it is restored, Terraform's plan must be empty
+    # (nothing in the cloud changes), and it becomes the bridge's own state.
+    adopted_state: Input[str] | None = None
 
 
 class Identity(BaseModel):
@@ -78,6 +82,7 @@ class TerraformModuleInputs(ProviderModel):
     runtime_tfvars: dict[str, Any] | None = None
     recipe: RecipeRef
     module_kind: str = "k8s-training"  # or "soperator" (npa_pulumi/bridge/soperator_recipe.py)
+    adopted_state: str | None = None
 
 
 class TerraformModuleOutputs(ProviderModel):
@@ -280,10 +285,28 @@ def plan_preview(
     return summary
 
 
+class AdoptionRefused(RuntimeError):
+    """An adopted state that Terraform would change: nothing is applied."""
+
+
 class TerraformModuleProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
+        adopted = props.get("adopted_state")
+        if adopted:
+            return self._adopt(props, str(adopted))
         workspace, env = _prepare(props, None)
         workspace.apply(env)
+        return CreateResult(id_=str(props["work_key"]), outs=_outs(props, workspace, env))
+
+    def _adopt(self, props: dict[str, Any], state: str) -> CreateResult:
+        """Take over a cluster another tool's Terraform deployed: its state, restored; a plan that must
+        have nothing to do (so no apply ever runs on adoption); its outputs, as after an apply."""
+        workspace, env = _prepare(props, state)
+        if workspace.plan_changes(env):
+            raise AdoptionRefused(
+                "adoption refused: Terraform's plan for the adopted state has changes (the spec's tfvars or "
+                "identity differ from what was deployed); nothing was applied"
+            )
         return CreateResult(id_=str(props["work_key"]), outs=_outs(props, workspace, env))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -328,13 +351,23 @@ class TerraformModule(pulumi.dynamic.Resource, module="npa", name="TerraformModu
         opts = pulumi.ResourceOptions.merge(
             opts,
             pulumi.ResourceOptions(
-                additional_secret_outputs=["runtime_tfvars", "sensitive_outputs", "tf_state"],
+                additional_secret_outputs=[
+                    "runtime_tfvars",
+                    "sensitive_outputs",
+                    "tf_state",
+                    "adopted_state",
+                ],
                 custom_timeouts=pulumi.CustomTimeouts(create="180m", update="180m", delete="120m"),
             ),
         )
+        props = as_props(args)
+        if props.get("adopted_state") is None:
+            del props["adopted_state"]  # only an adoption carries it: no other stack's inputs change
+        else:
+            props["adopted_state"] = pulumi.Output.secret(props["adopted_state"])
         super().__init__(
             TerraformModuleProvider(),
             resource_name,
-            {**as_props(args), "outputs": None, "sensitive_outputs": None, "tf_state": None, "drift": None},
+            {**props, "outputs": None, "sensitive_outputs": None, "tf_state": None, "drift": None},
             opts,
         )

@@ -86,6 +86,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
         "PULUMI_CONFIG_PASSPHRASE",
         "PULUMI_CONFIG_PASSPHRASE_FILE",
         "NEBIUS_IAM_TOKEN",
+        "NPA_CONFIG_DIR",  # the original's registrations and config.yaml: HOME/.npa in every test
     ):
         monkeypatch.delenv(var, raising=False)
     yield home

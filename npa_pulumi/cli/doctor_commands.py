@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded
+from npa_pulumi.cli.fleet_options import k8s_training_dir_option, with_recipe_aliases
 from npa_pulumi.errors import EXIT_FAILED
 from npa_pulumi.output.streams import emit_json
 
@@ -27,12 +28,14 @@ from npa_pulumi.output.streams import emit_json
     type=click.Path(file_okay=False),
     help="The k8s-training checkout whose terraform constraint to check (default: the stand-in).",
 )
+@k8s_training_dir_option(click.Path(file_okay=False))
 @click.option(
     "--install-plugins",
     is_flag=True,
     help="Install a missing pinned provider plugin with `pulumi plugin install` (needs its plugin source).",
 )
 @output_option()
+@with_recipe_aliases
 def doctor_command(
     cloud: str,
     profile: str | None,

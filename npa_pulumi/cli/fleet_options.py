@@ -7,8 +7,9 @@ requests.py) and calls the SDK.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 import click
 
@@ -25,6 +26,66 @@ def split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
 
 
+# ------------------------------------------------------------------------ the original's recipe flags
+
+# The original `npa fleet`'s spellings of the mk8s recipe flags: alias parameter -> (the parameter it stands
+# for, its own flag, the flag it aliases). Both spellings of one flag at once is a usage error (exit 2).
+RECIPE_ALIASES: dict[str, tuple[str, str, str]] = {
+    "k8s_training_dir": ("recipe_dir", "--k8s-training-dir", "--recipe-dir"),
+    "k8s_training_ref": ("recipe_ref", "--k8s-training-ref", "--recipe-ref"),
+}
+
+
+def k8s_training_dir_option(path_type: click.ParamType[Any]) -> Callable[[F], F]:
+    """`--k8s-training-dir DIR`: the original's name for `--recipe-dir`, of the same type."""
+    return click.option(
+        "--k8s-training-dir",
+        "k8s_training_dir",
+        default=None,
+        type=path_type,
+        metavar="DIR",
+        help="Same as --recipe-dir (the original npa fleet's name for it).",
+    )
+
+
+k8s_training_ref_option = click.option(
+    "--k8s-training-ref",
+    "k8s_training_ref",
+    default=None,
+    metavar="REF",
+    help="Same as --recipe-ref (the original npa fleet's name for it).",
+)
+
+
+def merge_recipe_aliases(kw: dict[str, Any]) -> dict[str, Any]:
+    """The command's parameters with each alias's value under the parameter it stands for (the aliases
+    themselves removed); a click.UsageError (exit 2) when both spellings of one flag were given."""
+    merged = dict(kw)
+    for alias, (target, spelled, canonical) in RECIPE_ALIASES.items():
+        if alias not in merged:
+            continue
+        value = merged.pop(alias)
+        if value is None:
+            continue
+        if merged.get(target) is not None:
+            raise click.UsageError(
+                f"{spelled} is the original npa fleet's name for {canonical}: give one of them, not both"
+            )
+        merged[target] = value
+    return merged
+
+
+def with_recipe_aliases(func: F) -> F:
+    """A command callback that takes `--k8s-training-dir`/`--k8s-training-ref` (as options declared on it)
+    as its `recipe_dir`/`recipe_ref`: apply it before the options are attached."""
+
+    @functools.wraps(func)
+    def command(*args: Any, **kw: Any) -> Any:
+        return func(*args, **merge_recipe_aliases(kw))
+
+    return cast(F, command)
+
+
 def fleet_options(func: F) -> F:
     """Options every fleet command shares: the spec, the cloud, the backend and target selection."""
     return _fleet_options(func, spec_required=True)
@@ -36,6 +97,7 @@ def destroy_options(func: F) -> F:
 
 
 def _fleet_options(func: F, spec_required: bool) -> F:
+    func = with_recipe_aliases(func)
     decorators = [
         click.option(
             "--spec",
@@ -94,12 +156,14 @@ def _fleet_options(func: F, spec_required: bool) -> F:
             type=click.Path(file_okay=False),
             help="A local k8s-training checkout (library root or k8s-training/).",
         ),
+        k8s_training_dir_option(click.Path(file_okay=False)),
         click.option(
             "--recipe-ref",
             default=None,
             metavar="REF",
             help="The upstream library at REF: a branch (resolved on every run), a tag or a full commit SHA.",
         ),
+        k8s_training_ref_option,
         click.option(
             "--soperator-recipe-dir",
             default=None,

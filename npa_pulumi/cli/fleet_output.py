@@ -87,6 +87,8 @@ def banner_of(approval: Approval) -> list[str]:
         ]
     if approval.action == "deploy":
         return banner("create/update", approval.spec, approval.targets)
+    if approval.action == "adopt":  # stacks are created; nothing in the cloud changes
+        return banner("adopt (take over, without a change in the cloud)", approval.spec, approval.targets)
     continuing = [f"Continuing the teardown of receipt {approval.receipt_id}."] if approval.receipt_id else []
     return [*banner("DESTROY", approval.spec, approval.targets), *continuing, *phases]
 

@@ -6,6 +6,8 @@
     local-cloud s3 start|stop|status [--port N]        its S3 endpoint (the buckets over S3's API)
     local-cloud fault add|list|clear                   fail or slow the next N calls of an operation
     local-cloud fault node|slurm|driver|api            break a node, a Slurm role, the GPU driver, an API
+    local-cloud add instance|disk|registry|group|security-group --project P --name N
+                                                       put into a project what a user could (for tests)
     local-cloud set provisioning-seconds|wait-timeout-seconds N
     local-cloud settings [--output json]
     local-cloud api OPERATION [--args JSON]            the machine-facing API (see npa_pulumi.simulator.api)
@@ -427,6 +429,60 @@ def fault_api_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -
     _guard(body)
 
 
+# `local-cloud add KIND`: the simulator's create operation of each kind a user can put into a project.
+ADDABLE = {
+    "instance": "create_instance",
+    "disk": "create_disk",
+    "registry": "create_registry",
+    "group": "create_group",
+    "security-group": "create_security_group",
+}
+
+
+@local_cloud.command("add")
+@click.argument("kind", type=click.Choice(sorted(ADDABLE)))
+@click.option("--project", "project_id", required=True, help="The project id to put it in.")
+@click.option("--name", required=True, help="Its name (unique in the project per kind).")
+@click.option("--network", "network_id", default=None, help="security-group: the network it belongs to.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label (repeatable).")
+@output_option()
+@click.pass_context
+def add_cmd(
+    ctx: click.Context,
+    kind: str,
+    project_id: str,
+    name: str,
+    network_id: str | None,
+    labels: tuple[str, ...],
+    output: str,
+) -> None:
+    """Put a VM, a disk, a container registry, an IAM group or a security group into a project, as a user
+    could outside the fleet (a teardown must then refuse to delete the project, naming it)."""
+
+    def body() -> int:
+        parsed: dict[str, str] = {}
+        for label in labels:
+            key, sep, value = label.partition("=")
+            if not sep or not key:
+                raise ValueError(f"--label {label!r}: expected KEY=VALUE")
+            parsed[key] = value
+        args: dict[str, Any] = {"project_id": project_id, "name": name, "labels": parsed}
+        if kind == "security-group":
+            if not network_id:
+                raise ValueError("a security group needs --network (the network it belongs to)")
+            args["network_id"] = network_id
+        elif network_id:
+            raise ValueError(f"--network applies to a security group, not to a {kind}")
+        record = getattr(_simulator(ctx), ADDABLE[kind])(**args)
+        if output == "json":
+            emit_json({"ok": True, "kind": kind, "result": record})
+        else:
+            _say(f"added {kind} {record['id']} ({record['name']}) to project {project_id}")
+        return 0
+
+    _guard(body, output)
+
+
 @local_cloud.command("set")
 @click.argument("name", type=click.Choice(sorted(SETTING_NAMES)))
 @click.argument("value", type=click.FloatRange(min=0))
@@ -434,7 +490,8 @@ def fault_api_cmd(ctx: click.Context, cluster_id: str, kind: str, clear: bool) -
 def set_cmd(ctx: click.Context, name: str, value: float) -> None:
     """Change a setting: provisioning-seconds (how long new clusters and node groups stay PROVISIONING),
     wait-timeout-seconds (how long the stand-in recipe waits for RUNNING) or project-default-network
-    (1: a new project comes with a `default-network` and a `default-subnet-*`, as on Nebius; 0: empty)."""
+    (1: a new project comes with a `default-network`, a `default-subnet-*` and the network's default
+    security group, as on Nebius; 0: empty)."""
 
     def body() -> int:
         _simulator(ctx).set_setting(SETTING_NAMES[name], value)
@@ -520,6 +577,11 @@ _TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "buckets": ("id", "name", "project_id", "storage_class", "max_size_bytes"),
     "service_accounts": ("id", "name", "project_id"),
     "access_keys": ("id", "aws_access_key_id", "service_account_id", "state"),
+    "security_groups": ("id", "name", "network_id", "default", "state"),
+    "iam_groups": ("id", "name", "project_id"),
+    "instances": ("id", "name", "project_id", "platform", "state"),
+    "disks": ("id", "name", "project_id", "size_bytes", "state"),
+    "registries": ("id", "name", "project_id", "state"),
     "capacity_block_groups": ("id", "region", "platform", "fabric", "state", "limit", "usage"),
 }
 

@@ -16,6 +16,7 @@ from npa_pulumi.runtime.interpreter import tune_for_a_command
 COMMAND_OWNERS: dict[str, str] = {
     "policy": "npa_pulumi.cli.policy_commands",
     "backend": "npa_pulumi.cli.backend_commands",
+    "adopt": "npa_pulumi.cli.adopt_commands",
     "up": "npa_pulumi.cli.deploy_commands",
     "deploy": "npa_pulumi.cli.deploy_commands",
     "preview": "npa_pulumi.cli.deploy_commands",

@@ -18,11 +18,12 @@ from npa_pulumi.output.streams import emit_json, stdout_console
 def preflight_command(**kw: Any) -> None:
     """Check that the tenant's quota and reserved capacity fit the selection (exit 1 on any shortfall).
 
-    Reads only; nothing is created. A cluster already deployed from the same spec counts as zero new demand
-    only when the live cloud proves it exactly as requested (project, cluster, node groups' template and
-    workers, STRICT reservation binding); otherwise it is charged in full and a note says why. The
-    terraform/tofu that would run the selection's cluster stacks is checked against the recipe's own
-    `required_version` first, as `up` does before its first mutation."""
+    Reads only; nothing is created. A deployed cluster is charged only what the live cloud proves it does
+    not hold yet (its project and cluster, then each node group's template, workers and STRICT reservation
+    binding; not the stack's fingerprint, so an upgrade or a gate-only edit charges nothing), in full when
+    the live cloud does not prove it; the report says why for each. The terraform/tofu that would run the
+    selection's cluster stacks is checked against the recipe's own `required_version` first, as `up` does
+    before its first mutation."""
 
     def body() -> int:
         from npa_pulumi.preflight import print_report

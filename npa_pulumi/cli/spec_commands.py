@@ -13,6 +13,7 @@ from rich.text import Text
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.cli.cost_commands import prices_option
+from npa_pulumi.cli.fleet_options import k8s_training_dir_option, with_recipe_aliases
 from npa_pulumi.cli.rollout_options import rollout_options, rollout_policy
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
@@ -112,7 +113,9 @@ def plan_command(
     help="A k8s-training root module (or a checkout holding k8s-training/) whose variables.tf decides "
     "which variables are emitted. Default: the shipped local stand-in recipe.",
 )
+@k8s_training_dir_option(click.Path(path_type=Path))
 @click.option("--project-prefix", default=None, help="Override the spec's project_prefix.")
+@with_recipe_aliases
 def tfvars_command(
     spec_path: Path | None,
     project: str | None,

@@ -60,6 +60,19 @@ class Subnet(CloudRecord):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class SecurityGroup(CloudRecord):
+    """A VPC security group. `default`: the provider made it with its network (one per network, used on an
+    interface that names no other); it goes with that network."""
+
+    id: str
+    project_id: str
+    network_id: str
+    name: str
+    default: bool = False
+    state: str = "READY"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
 class QuotaAllowance(CloudRecord):
     """One allowance record as the quotas service reports it. `limit=None` means unlimited."""
 
@@ -142,6 +155,47 @@ class Filesystem(CloudRecord):
     name: str
     size_bytes: int
     state: str = "READY"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Instance(CloudRecord):
+    """A compute virtual machine of the project. The fleet creates none itself; a cluster's nodes may be
+    listed among them, so a teardown judges a project's instances once its clusters are gone."""
+
+    id: str
+    project_id: str
+    name: str
+    platform: str = ""
+    state: str = "RUNNING"  # CREATING | STARTING | RUNNING | STOPPING | STOPPED | DELETING | ERROR
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Disk(CloudRecord):
+    id: str
+    project_id: str
+    name: str
+    size_bytes: int = 0
+    state: str = "READY"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Registry(CloudRecord):
+    """A container registry."""
+
+    id: str
+    project_id: str
+    name: str
+    state: str = "READY"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class IamGroup(CloudRecord):
+    """An IAM group of the project (a bucket grant's group is one: `grant_bucket_access`)."""
+
+    id: str
+    project_id: str
+    name: str
+    state: str = "ACTIVE"
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -256,6 +310,13 @@ class CloudPort(Protocol):
         timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
     ) -> Subnet: ...
     def delete_subnet(self, subnet_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None: ...
+    def list_security_groups(self, project_id: str) -> list[SecurityGroup]:
+        """The project's security groups, each network's provider-made default one included."""
+        ...
+
+    def delete_security_group(
+        self, security_group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> None: ...
 
     # quotas and reserved capacity
     def list_quota_allowances(self, tenant_id: str) -> list[QuotaAllowance]: ...
@@ -316,8 +377,17 @@ class CloudPort(Protocol):
         timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
     ) -> BucketGrant:
         """Let the service account use exactly this bucket, idempotently: group `group_name` in the
-        project (created if missing), the account its member, and one access permit of the group on the
-        bucket with `BUCKET_OBJECT_ROLE`. Without it, a key of the account cannot touch the bucket."""
+        project (created if missing, with the account's labels: whoever owns the account owns its grant's
+        group), the account its member, and one access permit of the group on the bucket with
+        `BUCKET_OBJECT_ROLE`. Without it, a key of the account cannot touch the bucket."""
+        ...
+
+    def list_groups(self, project_id: str) -> list[IamGroup]:
+        """The project's IAM groups (not the tenant's)."""
+        ...
+
+    def delete_group(self, group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
+        """Delete an IAM group with its memberships and access permits."""
         ...
 
     # Managed Kubernetes and what hangs off it
@@ -352,3 +422,8 @@ class CloudPort(Protocol):
     ) -> None: ...
     def list_filesystems(self, project_id: str) -> list[Filesystem]: ...
     def list_gpu_clusters(self, project_id: str) -> list[GpuCluster]: ...
+
+    # what else a project can hold (read before a project is deleted: it must hold none of it)
+    def list_instances(self, project_id: str) -> list[Instance]: ...
+    def list_disks(self, project_id: str) -> list[Disk]: ...
+    def list_registries(self, project_id: str) -> list[Registry]: ...

@@ -6,8 +6,12 @@
 
 `up` writes both for every cluster whose stack is deployed (fresh credentials from the cloud, never
 copied out of state), `destroy` removes them once the cluster's stack is gone, and `npa-pulumi kubeconfig`
-prints or merges them. A registration that belongs to another fleet's stack is never overwritten: two
-fleets whose names run together (`a-b`/`c` and `a`/`b-c`) would otherwise share a context silently.
+prints or merges them. Each write also registers the cluster where the original `npa fleet` did,
+`<NPA_CONFIG_DIR or ~/.npa>/clusters/<context>/`, for the rest of `npa` to read (engine/npa_records.py);
+each removal removes that record too, when it is this fleet's record of that cluster.
+
+A registration that belongs to another fleet's stack is never overwritten: two fleets whose names run
+together (`a-b`/`c` and `a`/`b-c`) would otherwise share a context silently.
 
 A registration is checked before it is used, not trusted (`identity_mismatches`): `verify-*` and
 `kubeconfig` refuse a record whose stack, cloud or profile is not this run's, whose cluster id or project is
@@ -19,17 +23,23 @@ not what the cluster stack's outputs say now, or whose cluster the live cloud no
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine import npa_records
 from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.kubeconfig import dump, write_private
+from npa_pulumi.plan.targets import Target
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.home import npa_home
+
+log = logging.getLogger(__name__)
 
 
 class KubeconfigConflict(NpaError):
@@ -55,6 +65,8 @@ class Registration(BaseModel):
     server: str
     kubeconfig: str
     updated_at: str
+    # The original's record of this cluster (engine/npa_records.py) when this write made it, else "".
+    npa_record: str = ""
 
 
 def kubeconfig_path(context: str) -> Path:
@@ -78,8 +90,22 @@ def kubeconfig_text(cloud: Any, cluster_id: str, context: str) -> tuple[str, str
     return dump(access.kubeconfig(context)), access.server
 
 
-def write(port: Any, *, context: str, stack: str, **fields: str) -> Registration:
-    """Write the cluster's kubeconfig (0600) and registration; refuses a context another stack owns."""
+def write(
+    port: Any,
+    target: Target,
+    *,
+    context: str,
+    cluster_id: str,
+    project_id: str,
+    cloud: str,
+    profile: str,
+    teardown_hint: str,
+    warn: Callable[[str], None] | None = None,
+) -> Registration:
+    """Write the cluster's kubeconfig (0600) and registration, then the original's record of it; refuses a
+    context another stack owns. A record of another cluster under the original's directory is left as it is
+    and `warn` is told why (the kubeconfig and this registration stand)."""
+    stack = target.cluster_stack
     existing = registered(context)
     if existing is not None and existing.stack != stack:
         raise KubeconfigConflict(
@@ -87,27 +113,55 @@ def write(port: Any, *, context: str, stack: str, **fields: str) -> Registration
             f"not {stack}: rename a project or cluster, or remove {registration_path(context)} if that "
             "fleet is gone"
         )
-    text, server = kubeconfig_text(port, fields["cluster_id"], context)
+    text, server = kubeconfig_text(port, cluster_id, context)
     path = kubeconfig_path(context)
     write_private(path, text)
+    npa = npa_records.register(
+        port,
+        npa_records.NpaRegistration(
+            context=context,
+            fleet=target.fleet,
+            project_key=target.project_key,
+            project_id=project_id,
+            cluster_id=cluster_id,
+            shape=npa_records.ClusterShape.of(target),
+            teardown_hint=teardown_hint,
+        ),
+        text,
+    )
+    if npa.skipped:
+        (warn or log.warning)(f"{stack}: {npa.skipped}")
     registration = Registration(
         context=context,
+        fleet=target.fleet,
+        project_key=target.project_key,
+        project_id=project_id,
+        cluster_name=target.cluster_name,
+        cluster_id=cluster_id,
         stack=stack,
+        cloud=cloud,
+        profile=profile,
         server=server,
         kubeconfig=str(path),
         updated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        **fields,
+        npa_record=str(npa.directory) if npa.written else "",
     )
-    target = registration_path(context)
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_atomically(target, json.dumps(registration.model_dump(), indent=2) + "\n", mode=0o600)
+    record = registration_path(context)
+    record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomically(record, json.dumps(registration.model_dump(), indent=2) + "\n", mode=0o600)
     return registration
 
 
-def remove(context: str, stack: str) -> bool:
-    """Forget the cluster's kubeconfig and registration, when they are this stack's; True if removed."""
+def remove(context: str, stack: str, *, fleet: str, project_key: str, cluster_id: str = "") -> bool:
+    """Forget the cluster's kubeconfig and registration when they are this stack's, and the original's
+    record of it when that is this fleet's record of the cluster (`cluster_id`: the destroyed cluster, when
+    the caller knows it; else the registration's). True if npa-pulumi's own registration was removed."""
     existing = registered(context)
-    if existing is None or existing.stack != stack:
+    ours = existing is not None and existing.stack == stack
+    known_id = cluster_id or (existing.cluster_id if existing is not None and ours else "")
+    if npa_records.unregister(context, fleet=fleet, project_key=project_key, cluster_id=known_id):
+        log.info("removed the npa registration of %s", context)
+    if not ours:
         return False
     kubeconfig_path(context).unlink(missing_ok=True)
     registration_path(context).unlink(missing_ok=True)

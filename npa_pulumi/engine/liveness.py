@@ -1,8 +1,9 @@
 """Is a deployed stack still what it recorded? The live and drift checks every operation shares.
 
 `up` skips a stack only when it was deployed from exactly the current plan (its fingerprint) and the cloud
-still has what it recorded; `preview`, `refresh` and `status` report drift from the same reads. All of it
-is read-only: stack outputs (through the context's cache) and the cloud port.
+still has what it recorded; `preview`, `refresh` and `status` report drift from the same reads; preflight's
+live proof starts from every deployed cluster stack, whatever its fingerprint (`deployed_clusters`). All of
+it is read-only: stack outputs (through the context's cache) and the cloud port.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift, declared_objects
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.project_reads import LiveReader
 from npa_pulumi.engine.automation.diy_backend import interrupted
+from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
+from npa_pulumi.plan import Target
 
 
 def fingerprint_matches(
@@ -139,20 +142,39 @@ def cluster_unchanged(
     return _same_plan_and_identity(context, plan, mine, project) and cluster_live(context, mine, batched)
 
 
-def same_plan_clusters(context: FleetContext) -> dict[str, dict[str, Any]]:
-    """The outputs of cluster stacks deployed from exactly the current plan whose identity still matches
-    their project stack, live or not (preflight proves them against the live cloud itself)."""
-    if not any_cluster_deployed(context):
+def deployed_clusters(context: FleetContext) -> dict[str, tuple[dict[str, Any], dict[str, Any] | None]]:
+    """The outputs of every selected cluster stack that records a cluster, deployed from any plan by any
+    version, with its project stack's outputs (None when that stack records nothing): what preflight's
+    live proof starts from (it compares what decides capacity itself, never the fingerprint). Read through
+    the context's output cache; no plan is needed."""
+    clusters = context.stack_outputs(context.target_ops())
+    deployed = {stack: out for stack, out in clusters.items() if out and out.get("cluster_id")}
+    if not deployed:
         return {}
-    plans = context.plans()
-    project_outputs = context.stack_outputs([context.project_op(p) for p in plans.projects])
-    outputs = context.stack_outputs([context.cluster_op(c) for c in plans.clusters])
-    same: dict[str, dict[str, Any]] = {}
-    for plan in plans.clusters:
-        mine, project = outputs[plan.stack], project_outputs.get(plan.project_stack)
-        if mine and _same_plan_and_identity(context, plan, mine, project):
-            same[plan.stack] = mine
-    return same
+    targets = [t for t in context.targets if t.cluster_stack in deployed]
+    projects = context.stack_outputs(
+        list({t.project_stack: _outputs_op(t.project_stack, t.project_key) for t in targets}.values())
+    )
+    return {t.cluster_stack: (deployed[t.cluster_stack], projects.get(t.project_stack)) for t in targets}
+
+
+def _outputs_op(stack: str, project_key: str) -> StackOp:
+    """A program-less op of a project stack: for reading its outputs only."""
+    return StackOp(stack, "project", project_key, None, None, {})
+
+
+def identity_mismatch(target: Target, mine: dict[str, Any], project: dict[str, Any] | None) -> str:
+    """Why a cluster stack's recorded identity no longer matches its project stack and the plan ("" when it
+    does): its cluster would be built again elsewhere."""
+    if not project:
+        return "its project stack records no project"
+    recorded, planned = mine.get("project_id"), project.get("project_id")
+    if recorded != planned:
+        return f"the stack's project {recorded} is not its project stack's {planned}"
+    recorded, planned = mine.get("subnet_id"), target.cluster.subnet_id or project.get("subnet_id")
+    if recorded != planned:
+        return f"the stack's subnet {recorded} is not the plan's {planned}: the cluster would be built again"
+    return ""
 
 
 def _same_plan_and_identity(

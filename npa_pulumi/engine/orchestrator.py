@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import liveness
 from npa_pulumi.engine.context import FleetContext, builtin_policy_pack
+from npa_pulumi.engine.operations import adopt as adopt_operation
 from npa_pulumi.engine.operations import preview as preview_operation
 from npa_pulumi.engine.operations import refresh as refresh_operation
 from npa_pulumi.engine.operations import status as status_operation
@@ -45,6 +46,8 @@ from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.output.results import FleetResult
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from npa_pulumi.engine.teardown.resume import Receipt
     from npa_pulumi.engine.teardown.run import Teardown
 
@@ -106,6 +109,7 @@ class Fleet(FleetContext):
     """The operations of one command over one selection; the state they share is the context's."""
 
     _planned_teardown: Teardown | None = None
+    _planned_adoption: adopt_operation.AdoptionPlan | None = None
 
     @_hosted
     def preview(self, preflight: Preflight | None = None) -> FleetResult:
@@ -126,6 +130,21 @@ class Fleet(FleetContext):
     def destroy(self, teardown: TeardownOptions | None = None, resumed: Receipt | None = None) -> FleetResult:
         options = teardown or TeardownOptions()
         return teardown_operation.destroy(self, options, resumed, planned=self._planned_teardown)
+
+    def adoption_plan(self, source: Path) -> FleetResult:
+        """`adopt --dry-run`, and what `adopt` then takes over (reads only: nothing changes)."""
+        result, self._planned_adoption = adopt_operation.plan(self, source)
+        return result
+
+    @_hosted
+    @_exclusive("adopt")
+    def adopt(self, source: Path) -> FleetResult:
+        """Take over the original tool's clusters: exactly those `adoption_plan` found (planned now if it
+        did not run)."""
+        adoption = self._planned_adoption
+        if adoption is None or adoption.source != source:
+            _, adoption = adopt_operation.plan(self, source)
+        return adopt_operation.run(self, adoption)
 
     def cleanup_plan(self, teardown: TeardownOptions) -> FleetResult:
         """`cleanup --dry-run`: what the fleet created that no stack references any more (read-only)."""

@@ -1,31 +1,89 @@
 """The preflight step of `up`: budget the selection against quota and reserved capacity before anything
-is touched. A cluster stack deployed from the same plan adds no demand only when preflight proves it against
-the live cloud (npa_pulumi/preflight/live_proof.py); `claimed_clusters` gives preflight what each claims."""
+is touched. A deployed cluster stack, from any plan and any npa-pulumi, Pulumi or terraform, is charged only
+what its live cluster does not hold yet, as preflight proves it against the live cloud
+(npa_pulumi/preflight/live_proof.py); `claimed_clusters` gives preflight what each stack claims."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, declared_objects
 from npa_pulumi.engine import liveness
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.engine.plans import FleetPlans
     from npa_pulumi.preflight.live_proof import ClaimedCluster
+    from npa_pulumi.preflight.report import DeployedClusterLine
+
+REFRESH_REFUSAL = "`--refresh` re-reads every stack first, so nothing it recorded is taken as held"
 
 
 def claimed_clusters(fleet: FleetContext) -> dict[str, ClaimedCluster]:
-    """The project and cluster each cluster stack deployed from the current plan records; none under
-    `--refresh` (everything is charged in full)."""
+    """What each selected cluster stack that records a cluster claims, by stack: its project and cluster,
+    the filesystem and GPU cluster it recorded, and why it cannot claim anything (its identity no longer
+    matches its project stack or the plan's subnet; `--refresh`: everything is charged in full)."""
     from npa_pulumi.preflight.live_proof import ClaimedCluster
 
-    if fleet.options.refresh:
-        return {}
-    return {
-        stack: ClaimedCluster(str(outputs.get("project_id") or ""), str(outputs.get("cluster_id") or ""))
-        for stack, outputs in liveness.same_plan_clusters(fleet).items()
+    deployed = liveness.deployed_clusters(fleet)
+    same_plan = _same_plan(fleet, deployed)
+    by_stack = {t.cluster_stack: t for t in fleet.targets}
+    claims: dict[str, ClaimedCluster] = {}
+    for stack, (mine, project) in deployed.items():
+        declared = declared_objects({LIVE_OBJECTS_OUTPUT: mine.get("live_objects")})
+        refused = REFRESH_REFUSAL if fleet.options.refresh else ""
+        claims[stack] = ClaimedCluster(
+            project_id=str(mine.get("project_id") or ""),
+            cluster_id=str(mine.get("cluster_id") or ""),
+            refused=refused or liveness.identity_mismatch(by_stack[stack], mine, project),
+            same_plan=stack in same_plan,
+            records_objects=declared is not None,
+            filesystem_ids=_filesystem_ids(mine.get("filesystem"), declared),
+            gpu_cluster_ids=tuple(_declared_ids(declared, "gpu_cluster")),
+        )
+    return claims
+
+
+def _filesystem_ids(recorded: Any, declared: dict[str, dict[str, Any]] | None) -> tuple[str, ...]:
+    """The stack's `filesystem` output's id, then any filesystem its recipe declared."""
+    found = [str(recorded.get("id") or "")] if isinstance(recorded, dict) else []
+    found += _declared_ids(declared, "filesystem")
+    return tuple(dict.fromkeys(i for i in found if i))
+
+
+def _declared_ids(declared: dict[str, dict[str, Any]] | None, kind: str) -> list[str]:
+    return [str(entry["id"]) for entry in (declared or {}).values() if entry.get("kind") == kind]
+
+
+def _same_plan(
+    fleet: FleetContext, deployed: dict[str, tuple[dict[str, Any], dict[str, Any] | None]]
+) -> set[str]:
+    """The deployed soperator stacks recorded from exactly the current plan: only their check needs it
+    (their node groups are the recipe's, not matched against the spec), so only they are planned here."""
+    soperator = {
+        t.cluster_stack for t in fleet.targets if t.backend == "soperator" and t.cluster_stack in deployed
     }
+    if not soperator:
+        return set()
+    return {
+        plan.stack
+        for plan in fleet.plans().clusters
+        if plan.stack in soperator and liveness.fingerprint_matches(fleet, plan, deployed[plan.stack][0])
+    }
+
+
+SHOWN_DEPLOYED = 20  # above this many deployed clusters, `up` names only those charged something
+
+
+def _deployed_lines(deployed: list[DeployedClusterLine]) -> list[str]:
+    """What `up` says of the deployed clusters on its way past an ok preflight (the report, in its result,
+    has every one): each cluster's line, or with many clusters a count and those charged something."""
+    if len(deployed) <= SHOWN_DEPLOYED:
+        return [line.describe() for line in deployed]
+    zero = sum(1 for line in deployed if line.charge == "zero")
+    charged = [line.describe() for line in deployed if line.charge != "zero"]
+    return [f"{len(deployed)} deployed cluster(s), {zero} charged zero (live proof)", *charged]
 
 
 def preflight_gate(fleet: FleetContext) -> Callable[[FleetPlans], dict[str, Any] | None]:
@@ -39,6 +97,8 @@ def preflight_gate(fleet: FleetContext) -> Callable[[FleetPlans], dict[str, Any]
             fleet.progress.message(render_text(report))
         else:
             fleet.progress.message(f"preflight: ok ({len(report.requirements)} requirement(s) fit)")
+            for line in _deployed_lines(report.deployed):
+                fleet.progress.message(f"preflight: {line}")
         return report.to_json()
 
     return gate

@@ -86,7 +86,21 @@ class ClusterPlan:
     slurm: dict[str, Any] | None = None
 
 
-def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: str) -> Callable[[], None]:
+@dataclass(frozen=True)
+class NetworkAdoption:
+    """`adopt`: the subnet the adopted clusters run on, and whether the fleet takes it over as its own."""
+
+    subnet_id: str
+    owned: bool
+
+
+def project_program(
+    plan: ProjectPlan,
+    cloud: str,
+    profile: str,
+    fingerprint: str,
+    adopt_network: NetworkAdoption | None = None,
+) -> Callable[[], None]:
     def program() -> None:
         import pulumi
 
@@ -123,6 +137,8 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: st
                 project_key=plan.project_key,
                 project_id=project.project_id,
                 region=plan.region,
+                adopt_subnet_id=adopt_network.subnet_id if adopt_network else "",
+                adopt_owned=adopt_network.owned if adopt_network else False,
             ),
         )
         pulumi.export("project_id", project.project_id)
@@ -166,8 +182,14 @@ def project_program(plan: ProjectPlan, cloud: str, profile: str, fingerprint: st
 
 
 def cluster_program(
-    plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool, fingerprint: str
+    plan: ClusterPlan,
+    cloud: str,
+    profile: str,
+    project_stack_ready: bool,
+    fingerprint: str,
+    adopted_state: str | None = None,
 ) -> Callable[[], None]:
+    """`adopted_state`: `adopt` takes over a cluster the original tool's Terraform deployed (its state)."""
     if plan.in_cluster:
         # Load pulumi-kubernetes here, in the thread that builds the operations, before the programs run
         # side by side in worker threads (see components/in_cluster.py).
@@ -190,6 +212,7 @@ def cluster_program(
                 allow_unsafe_nvswitch_operator=plan.allow_unsafe_nvswitch_operator,
                 nvswitch_topology=plan.nvswitch_topology,
                 mig_enabled=plan.mig_enabled,
+                adopted_state=adopted_state,
             ),
         )
         pulumi.export("project_id", project_id)

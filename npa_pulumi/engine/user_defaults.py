@@ -5,10 +5,16 @@ Order (docs/spec.md): the spec (`tenant_id`, `region`, a project's `region`); th
 `~/.nebius/config.yaml` profile (its tenant, and the region of its `parent-id` project); then
 `~/.npa/config.yaml` (`tenant_id` / `tenant-id`, `region`). A file that is missing says nothing; one that
 is not a YAML mapping is refused, naming the file, rather than silently ignored.
+
+The original's configuration directory is `$NPA_CONFIG_DIR`, else `~/.npa` (`original_config_dir`): its
+`config.yaml`, and the cluster registrations its other commands read (`clusters/<context>/`,
+engine/npa_records.py). Its per-cluster Terraform directories stay under `~/.npa/fleet` whatever
+`NPA_CONFIG_DIR` says, as the original kept them.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +29,14 @@ class UserDefaults:
     region: str = ""
 
 
+def original_config_dir() -> Path:
+    """The original tool's configuration directory: `$NPA_CONFIG_DIR`, else `~/.npa`."""
+    configured = os.environ.get("NPA_CONFIG_DIR", "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".npa"
+
+
 def user_config_path() -> Path:
-    return Path.home() / ".npa" / "config.yaml"
+    return original_config_dir() / "config.yaml"
 
 
 def _text(document: dict[object, object], *keys: str) -> str:

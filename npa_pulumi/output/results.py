@@ -13,7 +13,7 @@ StackKind = Literal["project", "cluster"]
 #   up:      deployed | unchanged | failed | skipped | not-deployable (a backend this version cannot deploy:
 #            a failure, exit 1; preview, status and destroy list such a target as not-supported)
 #   preview: changes | no-changes | failed | not-supported
-#   destroy: destroyed | absent | destroy-incomplete | retained | skipped
+#   destroy: destroyed | absent | destroy-incomplete | retained | skipped (and per phase: PhaseOutcome)
 #   status:  deployed | provisioning | failed | destroyed | drifted | absent | unknown, and while an
 #            `up` runs elsewhere provisioning | validating-gpu-health | validating-mig |
 #            validating-cluster-basics | validating-fabric | validating-kuberay; destroy-incomplete after a
@@ -32,6 +32,10 @@ FAILED_STATUSES = {
     "status-error",
     "not-ready",
     "not-deployable",
+    # adopt: a selected cluster that cannot be taken over as the spec stands (nothing is adopted)
+    "not-found",
+    "mismatched",
+    "refused",
     *FAILED_LIFECYCLES,
 }
 
@@ -79,6 +83,10 @@ class StackResult(BaseModel):
     # login_endpoint, source: live | gate}).
     backend: str | None = None
     slurm: dict[str, Any] | None = None
+    # adopt: what was found in the original's install and taken over ({verdict, source, cluster_id,
+    # node_group_ids, project_id, subnet_id, network_id, network_owned, original_status, digests,
+    # reasons}); ids, paths and digests only
+    adoption: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -101,9 +109,18 @@ class PhaseOutcome(StrEnum):
     PLANNED = "planned"
     DONE = "done"
     ABSENT = "absent"  # nothing there: repeat-safe
-    RETAINED = "retained"  # kept, with the reason
+    RETAINED = "retained"  # kept, not asked to delete (or not this run's to delete): the reason says which
+    # Asked to delete (--delete-buckets, --delete-storage-identity, --delete-projects, a cleanup) but not
+    # proved safe to: no durable record of creation, the fleet's labels gone, a bucket that holds objects, a
+    # project that holds anything else or whose inventory could not be read; or a guard that failed right
+    # before the delete. Never success: a partial cleanup (exit 2), continued from its receipt.
+    REFUSED = "refused"
     BLOCKED = "blocked"  # by another phase (blocked_by)
     FAILED = "failed"  # with the reason and the exact retry command
+
+
+# The outcomes that leave something a teardown was asked to delete: a partial cleanup.
+UNFINISHED_OUTCOMES = frozenset({PhaseOutcome.REFUSED, PhaseOutcome.BLOCKED, PhaseOutcome.FAILED})
 
 
 class TeardownPhase(BaseModel):
@@ -160,11 +177,12 @@ class FleetResult(BaseModel):
 
     @property
     def partial_cleanup(self) -> bool:
-        """A destroy or cleanup that ran and left something it was asked to delete: a phase failed or was
-        blocked (or a stack's destroy failed). Never success: exit 2, and the receipt says what is left."""
+        """A destroy or cleanup that ran and left something it was asked to delete: a phase was refused,
+        failed or was blocked (or a stack's destroy failed). A phase retained because it was not asked for
+        is not one. Never success: exit 2, and the receipt says what is left."""
         if self.command not in ("destroy", "cleanup") or self.dry_run:
             return False
-        unfinished = any(p.status in ("failed", "blocked") for p in self.phases)
+        unfinished = any(p.status in UNFINISHED_OUTCOMES for p in self.phases)
         return unfinished or any(s.failed for s in self.stacks)
 
     @property
@@ -253,13 +271,15 @@ class FleetResult(BaseModel):
                 "resumes": self.resumes,
                 "resume_command": self.resume_command,
             }
+        if self.command == "adopt":  # what was found (a dry run) or taken over, and the receipt
+            teardown = {"dry_run": self.dry_run, "receipt": self.receipt}
         return {
             **teardown,
             "command": self.command,
             "fleet": self.fleet,
             "cloud": self.cloud,
             "backend": self.backend,
-            "ok": self.failed_count == 0,
+            "ok": self.failed_count == 0 and not self.partial_cleanup,
             "clusters": clusters,
             "projects": projects,
             "stacks": [self._stack_json(s) for s in self.stacks],

@@ -2,11 +2,13 @@
 
 The arithmetic follows the original `npa fleet` quota preflight (reference §5) exactly. The inputs are this
 module's own small models, so preflight does not depend on how the spec or the plan represent a target;
-`npa_pulumi.preflight.glue` converts resolved targets into them.
+`npa_pulumi.preflight.targets` converts resolved targets into them.
 
-Every amount is the *incremental* demand of a deploy: the engine marks a target whose stack is already
-deployed with the same inputs and whose live objects match as `unchanged_live_verified`, an existing
-project as `exists` and a verified existing bucket as `exists_verified`, and those contribute nothing.
+Every amount is the *incremental* demand of a deploy: a deployed cluster whose live cluster holds everything
+its target asks for is `unchanged_live_verified`, one that holds part of it is charged only the rest (its
+counts are the nodes still charged, with `cluster_exists`, `gpu_cluster_exists` and `filestore_held_gib`;
+`preflight/live_proof.py` proves both), an existing project is `exists` and a verified existing bucket
+`exists_verified`, and those contribute nothing.
 """
 
 from __future__ import annotations
@@ -125,8 +127,13 @@ class ClusterDemandInput(_DemandModel):
     enable_filestore: bool = False
     existing_filestore: str = ""
     filestore_gib: int = Field(default=DEFAULT_FILESTORE_GIB, ge=0)
-    # Deployed with the same inputs and the live project, cluster and node groups match: zero new demand.
+    # A deployed cluster whose live cluster holds everything the target asks for: zero new demand.
     unchanged_live_verified: bool = False
+    # A deployed cluster proven live that holds part of it (preflight/live_proof.py): the pool counts above
+    # are then the nodes still charged (new or replaced groups, added workers), not the spec's counts.
+    cluster_exists: bool = False  # the mk8s cluster runs: not charged again
+    gpu_cluster_exists: bool = False  # its GPU cluster is live: not charged again
+    filestore_held_gib: int | None = Field(default=None, ge=0)  # its live shared filesystem's size
 
     @field_validator("capacity_block_group", "existing_filestore", "infiniband_fabric")
     @classmethod
@@ -252,7 +259,8 @@ class _Tally:
 
 def _add_cluster(tally: _Tally, c: ClusterDemandInput) -> None:
     r = c.region
-    tally.add(MK8S_CLUSTER_COUNT, r, 1)
+    if not c.cluster_exists:
+        tally.add(MK8S_CLUSTER_COUNT, r, 1)
     # Each private worker takes its address plus a pod alias; the control plane is service-owned and
     # worker public IPs are off, so neither is counted.
     tally.add(VPC_ALLOCATION_COUNT, r, 2 * c.nodes)
@@ -276,11 +284,13 @@ def _add_cluster(tally: _Tally, c: ClusterDemandInput) -> None:
     # GPU-node vCPUs never count here: on-demand GPU nodes use the family quota, preemptible ones the
     # preemptible instance count. CPU-node vCPUs count whether or not the nodes are preemptible.
     tally.add(NON_GPU_VCPU, r, c.cpu_count * preset_vcpus(c.cpu_preset))
-    if c.enable_gpu_cluster:
+    if c.enable_gpu_cluster and not c.gpu_cluster_exists:
         tally.add(GPU_CLUSTER_COUNT, r, 1)
     if c.creates_filesystem:
-        tally.add(FILESYSTEM_COUNT, r, 1)
-        tally.add(FILESYSTEM_SIZE, r, c.filestore_gib * GIB)
+        if c.filestore_held_gib is None:
+            tally.add(FILESYSTEM_COUNT, r, 1)
+        # A held filesystem is charged only the size it grows by; one that shrinks needs nothing new.
+        tally.add(FILESYSTEM_SIZE, r, (c.filestore_gib - (c.filestore_held_gib or 0)) * GIB)
 
 
 def compute_requirements(

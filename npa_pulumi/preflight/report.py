@@ -1,6 +1,7 @@
 """The preflight report: what the fleet needs, what the tenant has, and why a deploy may not start.
 
-The JSON form is a contract (`{"ok", "requirements", "capacity_blocks", "errors"}`); byte quantities stay
+The JSON form is a contract (`{"ok", "requirements", "capacity_blocks", "errors", "notes", "deployed"}`:
+`deployed` says what each deployed cluster is charged and why); byte quantities stay
 integers there and become GiB only in the text form. Capacity block ids are masked everywhere, because
 reports end up in CI logs and pull-request comments.
 """
@@ -72,6 +73,58 @@ class CapacityBlockLine(_ReportModel):
     reason: str = ""
 
 
+class ChargedAmount(_ReportModel):
+    """One quota amount a deployed cluster is charged (bytes stay integers, as in `requirements`)."""
+
+    name: str
+    region: str
+    amount: int
+    unit: str
+
+
+class ChargedGpus(_ReportModel):
+    """Reserved GPUs a deployed cluster is charged against one capacity block."""
+
+    id: str  # masked, never the full block id
+    gpus: int
+
+
+class DeployedClusterLine(_ReportModel):
+    """A selected cluster whose stack is deployed: what preflight charges it, and why.
+
+    `charge`: `zero` (the live cluster holds everything its target asks for), `difference` (it holds part:
+    only the rest is charged), `full` (the live cloud does not prove it: charged as a new cluster)."""
+
+    target: str  # <project>/<cluster>
+    stack: str
+    charge: Literal["zero", "difference", "full"]
+    reasons: list[str]
+    charged: list[ChargedAmount] = []
+    reserved_gpus: list[ChargedGpus] = []
+
+    def describe(self) -> str:
+        """One line: what the cluster is charged and why (the report's note for it)."""
+        why = "; ".join(self.reasons[:8])
+        if self.charge == "full":
+            return f"{self.target}: deployed, but charged in full: {why}"
+        if self.charge == "zero":
+            held = (
+                "the live cluster (RUNNING, in its project) holds every node group as its spec asks "
+                "(platform, preset, count, boot disk, preemptibility, reservation)"
+            )
+            return f"{self.target}: deployed, charged zero (live proof): {held}{'; ' + why if why else ''}"
+        what = [f"{b.id} +{b.gpus} reserved GPU(s)" for b in self.reserved_gpus] + [
+            f"{a.name} +{human_amount(a.amount, a.unit)}{_unit_suffix(a.unit)}" for a in self.charged
+        ]
+        return (
+            f"{self.target}: deployed, charged the difference (live proof): {', '.join(what)}; because {why}"
+        )
+
+
+def _unit_suffix(unit: str) -> str:
+    return "" if unit == "count" else f" {human_unit(unit)}"
+
+
 def sort_requirements(lines: list[RequirementLine]) -> list[RequirementLine]:
     return sorted(lines, key=lambda ln: (_REQUIREMENT_RANK[ln.status], ln.region, ln.name))
 
@@ -86,6 +139,7 @@ class PreflightReport(_ReportModel):
     capacity_blocks: list[CapacityBlockLine]
     errors: list[str]
     notes: list[str] = []
+    deployed: list[DeployedClusterLine] = []
 
     @classmethod
     def build(
@@ -114,7 +168,7 @@ class PreflightReport(_ReportModel):
         return [ln for ln in self.requirements if ln.status == "shortfall"]
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON document: `{"ok", "requirements", "capacity_blocks", "errors", "notes"}`."""
+        """The JSON document: `{"ok", "requirements", "capacity_blocks", "errors", "notes", "deployed"}`."""
         return self.model_dump(mode="json")
 
     def summary(self) -> str:

@@ -2,21 +2,38 @@
 
 * a named project that a single listing of the tenant already finds is not new (no VPC topology demand);
 * a bucket that already exists and matches is not new;
-* a cluster whose stack is deployed with the same inputs (the caller, which knows the stacks, passes its
-  claimed project and cluster: `npa_pulumi.engine.preflight_gate`) adds no demand only when the live
-  inventory proves it exactly (`live_proof.py`); otherwise it is charged in full, and a note says why.
+* a cluster whose stack is deployed (the caller, which knows the stacks, passes what each claims:
+  `npa_pulumi.engine.preflight_gate`) is charged only what its live cluster does not hold yet, as the live
+  inventory proves it (`live_proof.py`): zero when it holds everything, the difference when it holds part,
+  in full when the inventory does not prove it. The report's `deployed` lines and `notes` say which, and
+  why, for each deployed cluster.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.plan.naming import derived_bucket_name
-from npa_pulumi.preflight.demand import BucketDemandInput, ClusterDemandInput, ProjectDemandInput
-from npa_pulumi.preflight.live_proof import ClaimedCluster, live_proof_problems
-from npa_pulumi.preflight.report import PreflightReport
+from npa_pulumi.preflight.demand import (
+    BucketDemandInput,
+    CapacityDemandConflict,
+    ClusterDemandInput,
+    ProjectDemandInput,
+    SoperatorDemandInput,
+    capacity_demand,
+    compute_requirements,
+)
+from npa_pulumi.preflight.live_proof import CapacityProof, ClaimedCluster, ProjectObjects, prove_capacity
+from npa_pulumi.preflight.report import (
+    ChargedAmount,
+    ChargedGpus,
+    DeployedClusterLine,
+    PreflightReport,
+)
 from npa_pulumi.preflight.runner import evaluate_preflight, run_preflight
 from npa_pulumi.preflight.soperator_demand import soperator_demand
 from npa_pulumi.spec.constants import DEFAULT_GPU_DISK_GIB
@@ -26,29 +43,45 @@ if TYPE_CHECKING:
     from npa_pulumi.plan import Target
 
 
-def cluster_demand(target: Target, unchanged: bool = False) -> ClusterDemandInput:
+def cluster_demand(
+    target: Target, unchanged: bool = False, proof: CapacityProof | None = None
+) -> ClusterDemandInput:
+    """The target's demand: in full, none when `unchanged`, or, with a proven `proof`, only what its live
+    cluster does not hold yet (the pool counts are then the nodes still charged)."""
     cluster = target.cluster
     cpu, gpu = cluster.cpu_nodes, cluster.gpu_nodes
-    return ClusterDemandInput(
-        target=f"{target.project_key}/{target.cluster_name}",
-        region=target.region,
-        cpu_count=cpu.count if cpu else 0,
-        cpu_platform=cpu.platform if cpu else "cpu-d3",
-        cpu_preset=cpu.preset if cpu else "",
-        cpu_disk_gib=cpu.disk_size_gib if cpu else 0,
-        cpu_preemptible=cpu.preemptible if cpu else False,
-        gpu_count=gpu.count if gpu else 0,
-        gpu_platform=gpu.platform if gpu else "",
-        gpu_preset=gpu.preset if gpu else "",
-        gpu_disk_gib=gpu.disk_size_gib if gpu and gpu.disk_size_gib > 0 else DEFAULT_GPU_DISK_GIB,
-        gpu_preemptible=gpu.preemptible if gpu else False,
-        capacity_block_group=cluster.capacity_block_group_value(),
-        enable_gpu_cluster=cluster.enable_gpu_cluster,
-        infiniband_fabric=cluster.infiniband_fabric,
-        enable_filestore=cluster.enable_filestore,
-        existing_filestore=cluster.existing_filestore,
-        filestore_gib=cluster.filestore_disk_size_gibibytes,
-        unchanged_live_verified=unchanged,
+    cpu_count, gpu_count = (cpu.count if cpu else 0), (gpu.count if gpu else 0)
+    held: dict[str, object] = {}
+    if proof is not None and proof.proven:
+        cpu_count, gpu_count = proof.charged_nodes("cpu"), proof.charged_nodes("gpu")
+        held = {
+            "cluster_exists": True,
+            "gpu_cluster_exists": proof.gpu_cluster_held,
+            "filestore_held_gib": proof.filesystem_held_gib,
+        }
+    return ClusterDemandInput.model_validate(
+        {
+            "target": f"{target.project_key}/{target.cluster_name}",
+            "region": target.region,
+            "cpu_count": cpu_count,
+            "cpu_platform": cpu.platform if cpu else "cpu-d3",
+            "cpu_preset": cpu.preset if cpu else "",
+            "cpu_disk_gib": cpu.disk_size_gib if cpu else 0,
+            "cpu_preemptible": cpu.preemptible if cpu else False,
+            "gpu_count": gpu_count,
+            "gpu_platform": gpu.platform if gpu else "",
+            "gpu_preset": gpu.preset if gpu else "",
+            "gpu_disk_gib": gpu.disk_size_gib if gpu and gpu.disk_size_gib > 0 else DEFAULT_GPU_DISK_GIB,
+            "gpu_preemptible": gpu.preemptible if gpu else False,
+            "capacity_block_group": cluster.capacity_block_group_value(),
+            "enable_gpu_cluster": cluster.enable_gpu_cluster,
+            "infiniband_fabric": cluster.infiniband_fabric,
+            "enable_filestore": cluster.enable_filestore,
+            "existing_filestore": cluster.existing_filestore,
+            "filestore_gib": cluster.filestore_disk_size_gibibytes,
+            "unchanged_live_verified": unchanged,
+            **held,
+        }
     )
 
 
@@ -67,16 +100,37 @@ def _existing_project_ids(cloud: CloudPort, tenant_id: str, targets: Sequence[Ta
     return found
 
 
+@dataclass
+class _Deployed:
+    """What the deployed clusters of one preflight were charged (notes and report lines, in target order),
+    and the projects' GPU clusters and filesystems their proofs share."""
+
+    objects: ProjectObjects
+    notes: list[str]
+    lines: list[DeployedClusterLine]
+
+
+def _objects_at_start(targets: Sequence[Target], claimed: Mapping[str, ClaimedCluster]) -> ProjectObjects:
+    """No cluster may take from a project's listings what a stack recorded as its own, nor a filesystem the
+    spec names as existing."""
+    found = {t.cluster.existing_filestore for t in targets if t.cluster.existing_filestore}
+    for claim in claimed.values():
+        found.update(claim.filesystem_ids, claim.gpu_cluster_ids)
+    return ProjectObjects(credited=found)
+
+
 def build_inputs(
     cloud: CloudPort,
     tenant_id: str,
     targets: Sequence[Target],
     claimed: Mapping[str, ClaimedCluster] | None = None,
     bucket_names: dict[str, str] | None = None,
-    notes: list[str] | None = None,
+    charged: _Deployed | None = None,
 ) -> tuple[list[ClusterDemandInput], list[ProjectDemandInput], list[BucketDemandInput]]:
+    claimed = claimed or {}
+    charged = charged or _Deployed(_objects_at_start(targets, claimed), [], [])
     mk8s = [t for t in targets if t.backend == "mk8s"]
-    clusters = [cluster_demand(t, _proven(cloud, tenant_id, t, claimed or {}, notes)) for t in mk8s]
+    clusters = [_mk8s_demand(cloud, tenant_id, t, claimed.get(t.cluster_stack), charged) for t in mk8s]
     # Projects of every deployed backend (mk8s and soperator targets share their project's network).
     deployed = [t for t in targets if t.backend in ("mk8s", "soperator")]
     existing = _existing_project_ids(cloud, tenant_id, deployed)
@@ -120,25 +174,66 @@ def build_inputs(
     return clusters, projects, buckets
 
 
-def _proven(
-    cloud: CloudPort,
-    tenant_id: str,
-    target: Target,
-    claimed: Mapping[str, ClaimedCluster],
-    notes: list[str] | None,
-) -> bool:
-    """Whether the target's claimed deployment is proven live (zero new demand); notes say either way."""
-    claim = claimed.get(target.cluster_stack)
+def _mk8s_demand(
+    cloud: CloudPort, tenant_id: str, target: Target, claim: ClaimedCluster | None, charged: _Deployed
+) -> ClusterDemandInput:
+    """The target's demand; for a deployed one, what its live proof leaves to charge, said in `charged`."""
     if claim is None:
-        return False
-    problems = live_proof_problems(cloud, tenant_id, target, claim)
+        return cluster_demand(target)
+    proof = prove_capacity(cloud, tenant_id, target, claim, charged.objects)
+    if not proof.proven:
+        demand = cluster_demand(target)
+        _report(charged, target, demand, "full", list(proof.problems))
+        return demand
+    demand = cluster_demand(target, proof=proof)
+    if not compute_requirements([demand]) and not _reserved([demand]):
+        demand = demand.model_copy(update={"unchanged_live_verified": True})
+        _report(charged, target, demand, "zero", proof.reasons())
+    else:
+        _report(charged, target, demand, "difference", proof.reasons())
+    return demand
+
+
+def _reserved(demands: Sequence[ClusterDemandInput]) -> list[ChargedGpus]:
+    try:
+        blocks = capacity_demand(demands)
+    except CapacityDemandConflict:
+        return []  # one cluster cannot conflict with itself; the fleet-wide check reports real conflicts
+    return [ChargedGpus(id=mask_id(b.block_id), gpus=b.required_gpus) for b in blocks]
+
+
+_Charge = Literal["zero", "difference", "full"]
+
+
+def _report(
+    charged: _Deployed,
+    target: Target,
+    demand: ClusterDemandInput | SoperatorDemandInput,
+    charge: _Charge,
+    reasons: list[str],
+) -> None:
+    """One deployed cluster's report line and note: what it is charged, and why."""
+    if isinstance(demand, ClusterDemandInput):
+        requirements = compute_requirements([demand])
+        reserved = _reserved([demand])
+    else:
+        requirements = compute_requirements([], soperators=[demand])
+        reserved = []
+    amounts = [
+        ChargedAmount(name=r.name, region=r.region, amount=r.amount, unit=r.unit) for r in requirements
+    ]
     where = f"{target.project_key}/{target.cluster_name}"
-    if notes is not None:
-        if problems:
-            notes.append(f"{where}: deployed, but charged in full: {'; '.join(problems[:5])}")
-        else:
-            notes.append(f"{where}: deployed as requested (live proof): no new demand")
-    return not problems
+    charged.lines.append(
+        DeployedClusterLine(
+            target=where,
+            stack=target.cluster_stack,
+            charge=charge,
+            reasons=reasons,
+            charged=amounts,
+            reserved_gpus=reserved,
+        )
+    )
+    charged.notes.append(charged.lines[-1].describe())
 
 
 def preflight_targets(
@@ -148,12 +243,13 @@ def preflight_targets(
     claimed: Mapping[str, ClaimedCluster] | None = None,
     bucket_names: dict[str, str] | None = None,
 ) -> PreflightReport:
-    """The report for `targets`; `claimed`: the deployed cluster stacks of the current plan, by stack."""
-    notes: list[str] = []
+    """The report for `targets`; `claimed`: what each deployed cluster stack claims, by stack."""
+    claimed = claimed or {}
+    charged = _Deployed(_objects_at_start(targets, claimed), [], [])
     try:
-        clusters, projects, buckets = build_inputs(cloud, tenant_id, targets, claimed, bucket_names, notes)
+        clusters, projects, buckets = build_inputs(cloud, tenant_id, targets, claimed, bucket_names, charged)
         soperators = [
-            soperator_demand(t, _soperator_proven(cloud, t, claimed or {}, notes))
+            _soperator_demand(cloud, t, claimed.get(t.cluster_stack), charged)
             for t in targets
             if t.backend == "soperator"
         ]
@@ -163,37 +259,47 @@ def preflight_targets(
     report = run_preflight(
         cloud, tenant_id, clusters=clusters, projects=projects, buckets=buckets, soperators=soperators
     )
-    report.notes.extend(notes)
-    return report
+    return report.model_copy(update={"notes": [*report.notes, *charged.notes], "deployed": charged.lines})
 
 
-def _soperator_proven(
-    cloud: CloudPort, target: Target, claimed: Mapping[str, ClaimedCluster], notes: list[str]
-) -> bool:
-    """A deployed soperator target adds no demand only when the live cloud still runs the cluster its
-    stack claims, in its project, with every node group at its target size; otherwise it is charged in
-    full (a note says why). Node groups are the recipe's, so their templates are not matched here."""
-    claim = claimed.get(target.cluster_stack)
+def _soperator_demand(
+    cloud: CloudPort, target: Target, claim: ClaimedCluster | None, charged: _Deployed
+) -> SoperatorDemandInput:
+    """A deployed soperator target adds no demand only when its stack was deployed from the current plan
+    and the live cloud still runs the cluster it claims, in its project, with every node group at its
+    target size; otherwise it is charged in full (said in `charged`). Its node groups are the recipe's,
+    so their templates are not matched here: that is why the plan must be the same."""
     if claim is None:
-        return False
-    where = f"{target.project_key}/{target.cluster_name}"
+        return soperator_demand(target)
+    problems = _soperator_problems(cloud, claim)
+    if problems:
+        demand = soperator_demand(target)
+        _report(charged, target, demand, "full", problems[:5])
+        return demand
+    demand = soperator_demand(target, unchanged=True)
+    _report(charged, target, demand, "zero", ["deployed from the current plan and running (live check)"])
+    return demand
+
+
+def _soperator_problems(cloud: CloudPort, claim: ClaimedCluster) -> list[str]:
+    if claim.refused:
+        return [claim.refused]
+    if not claim.same_plan:
+        return [
+            "the stack was deployed from another plan (or another npa-pulumi, Pulumi or terraform), and a "
+            "soperator cluster's node groups are not matched against the spec"
+        ]
     try:
         cluster = cloud.get_cluster(claim.cluster_id) if claim.cluster_id else None
         groups = cloud.list_node_groups(cluster.id) if cluster is not None else []
     except NotFound:
         cluster, groups = None, []
-    problems = []
     if cluster is None or cluster.project_id != claim.project_id:
-        problems.append("its cluster is not in the claimed project")
-    elif cluster.state != "RUNNING":
-        problems.append(f"its cluster is {cluster.state}")
-    problems += [
+        return ["its cluster is not in the claimed project"]
+    if cluster.state != "RUNNING":
+        return [f"its cluster is {cluster.state}"]
+    return [
         f"node group {g.name} is {g.state} with {g.ready_node_count}/{g.target_node_count} nodes"
         for g in groups
         if g.state != "RUNNING" or g.ready_node_count < g.target_node_count
     ]
-    if problems:
-        notes.append(f"{where}: deployed, but charged in full: {'; '.join(problems[:5])}")
-        return False
-    notes.append(f"{where}: deployed and running (live check): no new demand")
-    return True

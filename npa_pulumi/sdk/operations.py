@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 from npa_pulumi.plan import Target, resolve_targets
 from npa_pulumi.sdk.requests import (
+    AdoptRequest,
     CleanupRequest,
     DestroyRequest,
     FleetRequest,
@@ -137,6 +138,48 @@ def deploy(spec: SpecSource, request: UpRequest = UpRequest(), approve: Approve 
         return fleet.up(preflight=preflight_gate(fleet) if request.preflight else None)
 
 
+def adopt(
+    spec: SpecSource, request: AdoptRequest = AdoptRequest(), approve: Approve | None = None
+) -> FleetResult:
+    """`npa-pulumi adopt`: read and prove the original tool's install of every selected cluster (its
+    Terraform state and tfvars against the live cloud and the spec; nothing changes), then, unless
+    `dry_run`, take them all over (all or nothing): project and cluster stacks that hold what exists, the
+    health gate, kubeconfigs and registrations, a receipt (`result.receipt`). No cloud mutation, ever."""
+    from npa_pulumi.engine.operations.adopt import default_source
+
+    selected = _selected(spec, request.selection)
+    source = Path(request.source).expanduser() if request.source else default_source(selected.spec.name)
+    fleet = open_fleet(selected, request)
+    try:
+        with fleet.progress:
+            found = fleet.adoption_plan(source)  # read-only
+    finally:
+        if request.dry_run:
+            fleet.close()
+    adoptable = [s for s in found.stacks if s.status == "found"]
+    if request.dry_run or found.failed_count or not adoptable:
+        if not request.dry_run:
+            fleet.close()
+            found.dry_run = False
+            if found.failed_count:
+                found.error = "nothing was adopted: " + ", ".join(
+                    f"{s.stack} ({s.status})" for s in found.stacks if s.failed
+                )
+        return found
+    if approve is not None:
+        chosen = {s.stack for s in adoptable}
+        approve(
+            Approval(
+                "adopt",
+                selected.spec.name,
+                selected.spec,
+                [t for t in selected.targets if t.cluster_stack in chosen],
+            )
+        )
+    with fleet.progress:
+        return fleet.adopt(source)
+
+
 def preview(spec: SpecSource, request: PreviewRequest = PreviewRequest()) -> FleetResult:
     """`npa-pulumi preview`: per-stack changes and policy results, changing nothing; each cluster whose
     Terraform inputs changed (every cluster with `refresh=True`) also carries Terraform's own plan
@@ -178,7 +221,9 @@ def cleanup(
     fleet = open_fleet(selected, request)
     with fleet.progress:
         plan = fleet.cleanup_plan(request.teardown)  # read-only
-    if request.dry_run or not any(p.status == "planned" for p in plan.phases):
+    # Nothing to delete and nothing refused: the plan is the answer. A refusal runs (and is receipted):
+    # a deletion that was asked for and not proved is a partial cleanup, never a plan that exits 0.
+    if request.dry_run or not any(p.status in ("planned", "refused") for p in plan.phases):
         return plan
     if approve is not None:
         approve(Approval("clean up", selected.spec.name, selected.spec, [], plan.phases))

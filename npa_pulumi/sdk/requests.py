@@ -158,6 +158,23 @@ class UpRequest(PreviewRequest):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AdoptRequest(FleetRequest):
+    """`adopt`: take over the clusters the original `npa fleet` deployed. `source`: its fleet directory
+    (None: `~/.npa/fleet/<spec name>`); `dry_run`: only say what each selected cluster is (found,
+    not-found, mismatched, already-adopted, refused); `health_gate`: the gate runs after the takeover, as
+    after an `up`."""
+
+    source: str | None = None
+    dry_run: bool = False
+    health_gate: bool = True
+
+    def fleet_options(self, spec_path: str | None) -> FleetOptions:
+        options = super().fleet_options(spec_path)
+        options.health_gate = self.health_gate
+        return options
+
+
+@dataclass(frozen=True, kw_only=True)
 class StatusRequest(FleetRequest):
     """`status`: stack outputs checked against the live cloud, with what it costs (`prices`)."""
 

@@ -344,12 +344,18 @@ class SimulatorBase:
         data: dict[str, Any],
         params: dict[str, Any],
         ready_at: float | None = None,
+        resource_id: str | None = None,
     ) -> str:
         prefix = ids.KIND_PREFIX[kind]
-        rid = ids.keyed_id(prefix, key) if key else ids.new_id(prefix)
-        while not key and ctx.conn.execute("SELECT 1 FROM resources WHERE id = ?", (rid,)).fetchone():
+        rid = resource_id or (ids.keyed_id(prefix, key) if key else ids.new_id(prefix))
+        while (
+            not (key or resource_id)
+            and ctx.conn.execute("SELECT 1 FROM resources WHERE id = ?", (rid,)).fetchone()
+        ):
             rid = ids.new_id(prefix)
-        if key and ctx.conn.execute("SELECT 1 FROM resources WHERE id = ?", (rid,)).fetchone():
+        if (key or resource_id) and ctx.conn.execute(
+            "SELECT 1 FROM resources WHERE id = ?", (rid,)
+        ).fetchone():
             raise AlreadyExists(f"{rid} already exists")
         ctx.conn.execute(
             "INSERT INTO resources (id, kind, tenant_id, project_id, parent_id, name, name_scope, region, "
@@ -386,8 +392,10 @@ class SimulatorBase:
         params: dict[str, Any],
         charges: list[acct.Charge],
         ready_at: float | None = None,
+        resource_id: str | None = None,
     ) -> dict[str, Any]:
-        """The common create: replay by key, unique name in `scope`, quota check, insert, allocate."""
+        """The common create: replay by key, unique name in `scope`, quota check, insert, allocate.
+        `resource_id`: an id the caller derived (a bucket grant's group), instead of a drawn one."""
         replayed = self._replay(ctx, kind, key, params)
         if replayed is not None:
             return records.to_record(replayed, ctx.now)
@@ -405,6 +413,7 @@ class SimulatorBase:
             data=data,
             params=params,
             ready_at=ready_at,
+            resource_id=resource_id,
         )
         charged = project_id or rid
         acct.allocate(ctx.conn, rid, charges, region=region, tenant_id=ctx.tenant_id, project_id=charged)
@@ -437,7 +446,9 @@ class SimulatorBase:
 
 
 # The kinds whose deletes complete asynchronously under the `delete_lag_seconds` setting.
-LAGGED_KINDS = frozenset({"project", "network", "subnet", "bucket", "service_account", "access_key"})
+LAGGED_KINDS = frozenset(
+    {"project", "network", "subnet", "security_group", "bucket", "service_account", "access_key", "iam_group"}
+)
 
 
 def is_deleted(row: sqlite3.Row, now: float) -> bool:

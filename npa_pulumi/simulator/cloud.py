@@ -26,14 +26,19 @@ from npa_pulumi.cloud.port import (
     CloudPort,
     CloudRecord,
     Cluster,
+    Disk,
     Filesystem,
     GpuCluster,
+    IamGroup,
+    Instance,
     Network,
     NodeGroup,
     NodeGroupCondition,
     Principal,
     Project,
     QuotaAllowance,
+    Registry,
+    SecurityGroup,
     ServiceAccount,
     Subnet,
 )
@@ -267,6 +272,31 @@ class LocalCloud:
             project_id, bucket_id, service_account_id, group_name, BUCKET_OBJECT_ROLE
         )
         return _as(BucketGrant, record)
+
+    def list_groups(self, project_id: str) -> list[IamGroup]:
+        return [_as(IamGroup, g) for g in self.simulator.list_groups(project_id)]
+
+    def delete_group(self, group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
+        self.simulator.delete_group(group_id, timeout_s=timeout_s)
+
+    # VPC security groups
+    def list_security_groups(self, project_id: str) -> list[SecurityGroup]:
+        return [_as(SecurityGroup, g) for g in self.simulator.list_security_groups(project_id)]
+
+    def delete_security_group(
+        self, security_group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> None:
+        self.simulator.delete_security_group(security_group_id, timeout_s=timeout_s)
+
+    # what else a project can hold
+    def list_instances(self, project_id: str) -> list[Instance]:
+        return [_as(Instance, i) for i in self.simulator.list_instances(project_id)]
+
+    def list_disks(self, project_id: str) -> list[Disk]:
+        return [_as(Disk, d) for d in self.simulator.list_disks(project_id)]
+
+    def list_registries(self, project_id: str) -> list[Registry]:
+        return [_as(Registry, r) for r in self.simulator.list_registries(project_id)]
 
     # Managed Kubernetes and what hangs off it
     def get_cluster(self, cluster_id: str) -> Cluster:

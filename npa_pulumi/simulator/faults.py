@@ -32,6 +32,10 @@ OPERATIONS: tuple[str, ...] = (
     "set_cluster_addons", "get_cluster_credentials",
     "create_filesystem", "get_filesystem", "list_filesystems", "delete_filesystem",
     "create_gpu_cluster", "get_gpu_cluster", "list_gpu_clusters", "delete_gpu_cluster",
+    "list_security_groups", "create_security_group", "delete_security_group",
+    "create_instance", "list_instances", "delete_instance", "create_disk", "list_disks", "delete_disk",
+    "create_registry", "list_registries", "delete_registry", "create_group", "list_groups", "delete_group",
+    "set_labels",
 )  # fmt: skip
 
 

@@ -28,6 +28,11 @@ GPU_CLUSTER = "computegpucluster"
 BUCKET = "bucket"
 SERVICE_ACCOUNT = "serviceaccount"
 ACCESS_KEY = "accesskey"
+INSTANCE = "computeinstance"
+DISK = "computedisk"
+REGISTRY = "registry"
+IAM_GROUP = "group"
+SECURITY_GROUP = "vpcsecuritygroup"
 QUOTA_ALLOWANCE = "quotaallowance"
 CAPACITY_BLOCK_GROUP = "capacityblockgroup"
 
@@ -55,4 +60,9 @@ KIND_PREFIX: dict[str, str] = {
     "bucket": BUCKET,
     "service_account": SERVICE_ACCOUNT,
     "access_key": ACCESS_KEY,
+    "instance": INSTANCE,
+    "disk": DISK,
+    "registry": REGISTRY,
+    "iam_group": IAM_GROUP,
+    "security_group": SECURITY_GROUP,
 }

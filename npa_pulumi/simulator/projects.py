@@ -1,4 +1,8 @@
-"""Identity, IAM projects, VPC networks and subnets, quota allowances and capacity block groups."""
+"""Identity, IAM projects, VPC networks, subnets and security groups, quota allowances and capacity block
+groups.
+
+As on the real service, a network's provider-made default security group goes with its network and
+cannot be deleted on its own; a network that still holds another security group cannot be deleted."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument
 from npa_pulumi.cloud.project_defaults import DEFAULT_NETWORK_NAME as DEFAULT_NETWORK
-from npa_pulumi.cloud.project_defaults import DEFAULT_SUBNET_PREFIX
+from npa_pulumi.cloud.project_defaults import DEFAULT_SECURITY_GROUP_PREFIX, DEFAULT_SUBNET_PREFIX
 from npa_pulumi.simulator import accounting as acct
 from npa_pulumi.simulator import db, records
 from npa_pulumi.simulator.base import OpContext, SimulatorBase, clean_labels
@@ -65,9 +69,9 @@ class ProjectsMixin(SimulatorBase):
             return project
 
     def _default_topology(self, ctx: OpContext, project: dict[str, Any]) -> None:
-        """What Nebius makes along with a project: `default-network` and one `default-subnet-<suffix>` in
-        it, without the project's labels (the provider made them, not the caller). Made once: a replayed
-        create finds them."""
+        """What Nebius makes along with a project: `default-network`, one `default-subnet-<suffix>` in it and
+        the network's default security group, without the project's labels (the provider made them, not
+        the caller). Made once: a replayed create finds them."""
         pid, region = str(project["id"]), str(project["region"])
         made = ctx.conn.execute(
             "SELECT 1 FROM resources WHERE kind = 'network' AND project_id = ? AND name = ?",
@@ -107,6 +111,25 @@ class ProjectsMixin(SimulatorBase):
             data={"labels": {}, "network_id": network["id"], "cidr": f"10.{count % 250}.0.0/16"},
             params={"project_id": pid, "network_id": network["id"], "name": name},
             charges=[acct.Charge(acct.VPC_SUBNET_COUNT, 1), acct.Charge(acct.VPC_POOL_COUNT, 1)],
+        )
+        self._default_security_group(ctx, str(network["id"]), pid, region)
+
+    def _default_security_group(self, ctx: OpContext, network_id: str, project_id: str, region: str) -> None:
+        """A network's default security group as the cloud makes it: marked `default`, named
+        `default-security-group-<suffix>`, without labels."""
+        name = f"{DEFAULT_SECURITY_GROUP_PREFIX}{network_id.rsplit('-', 1)[-1][-8:]}"
+        self._create(
+            ctx,
+            "security_group",
+            name=name,
+            scope=project_id,
+            project_id=project_id,
+            parent_id=network_id,
+            region=region,
+            key=None,
+            data={"labels": {}, "network_id": network_id, "default": True},
+            params={"project_id": project_id, "network_id": network_id, "name": name},
+            charges=[],
         )
 
     def delete_project(self, project_id: str, timeout_s: float | None = None) -> None:
@@ -173,7 +196,67 @@ class ProjectsMixin(SimulatorBase):
             if subnets:
                 names = ", ".join(row["id"] for row in subnets)
                 raise FailedPrecondition(f"network {network_id} still has subnets: {names}")
+            groups = self._list(ctx, "security_group", "parent_id", network_id)
+            others = [g["id"] for g in groups if not g["default"] and g["state"] != "DELETING"]
+            if others:
+                raise FailedPrecondition(
+                    f"network {network_id} still has security groups: {', '.join(others)}"
+                )
+            for group in groups:
+                if group["default"] and group["state"] != "DELETING":
+                    self._delete_row(ctx, str(group["id"]))  # the default one goes with its network
             self._delete_row(ctx, network_id)
+
+    def list_security_groups(self, project_id: str) -> list[dict[str, Any]]:
+        with self._op("list_security_groups", {"project_id": project_id}, write=False) as ctx:
+            self._project_row(ctx, project_id)
+            return self._list(ctx, "security_group", "project_id", project_id)
+
+    def create_security_group(
+        self,
+        project_id: str,
+        network_id: str,
+        name: str,
+        labels: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """A security group of the caller's (never a network's default one: the cloud makes that)."""
+        params = {
+            "project_id": project_id,
+            "network_id": network_id,
+            "name": name,
+            "labels": clean_labels(labels),
+        }
+        with self._op("create_security_group", params, write=True, timeout_s=timeout_s) as ctx:
+            project = self._project_row(ctx, project_id)
+            network = self._row(ctx, "network", network_id)
+            if network["project_id"] != project_id:
+                raise InvalidArgument(f"network {network_id} is not in project {project_id}")
+            return self._create(
+                ctx,
+                "security_group",
+                name=name,
+                scope=project_id,
+                project_id=project_id,
+                parent_id=network_id,
+                region=project["region"],
+                key=idempotency_key,
+                data={"labels": clean_labels(labels), "network_id": network_id, "default": False},
+                params=params,
+                charges=[],
+            )
+
+    def delete_security_group(self, security_group_id: str, timeout_s: float | None = None) -> None:
+        params = {"security_group_id": security_group_id}
+        with self._op("delete_security_group", params, write=True, timeout_s=timeout_s) as ctx:
+            row = self._row(ctx, "security_group", security_group_id)
+            if records.data_of(row).get("default"):
+                raise FailedPrecondition(
+                    f"security group {security_group_id} is the default of network {row['parent_id']}: "
+                    "it goes with its network"
+                )
+            self._delete_row(ctx, security_group_id)
 
     def list_subnets(self, project_id: str) -> list[dict[str, Any]]:
         with self._op("list_subnets", {"project_id": project_id}, write=False) as ctx:

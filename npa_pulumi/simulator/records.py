@@ -26,6 +26,11 @@ KIND_LISTS: dict[str, str] = {
     "bucket": "buckets",
     "service_account": "service_accounts",
     "access_key": "access_keys",
+    "instance": "instances",
+    "disk": "disks",
+    "registry": "registries",
+    "iam_group": "iam_groups",
+    "security_group": "security_groups",
 }
 
 
@@ -186,6 +191,30 @@ def _node_group(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str,
     }
 
 
+def _labelled(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str, Any]:
+    """Instances, disks, registries and IAM groups: what a user put into a project."""
+    record = {**_common(row), "project_id": row["project_id"], "labels": data.get("labels", {})}
+    kind = row["kind"]
+    if kind == "instance":
+        record.update(platform=data.get("platform", ""), preset=data.get("preset", ""), state="RUNNING")
+    elif kind == "disk":
+        record.update(size_bytes=data.get("size_bytes", 0), state="READY")
+    else:  # registry, iam_group
+        record["state"] = "ACTIVE"
+    return record
+
+
+def _security_group(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str, Any]:
+    return {
+        **_common(row),
+        "project_id": row["project_id"],
+        "network_id": data["network_id"],
+        "default": bool(data.get("default")),
+        "state": "READY",
+        "labels": data.get("labels", {}),
+    }
+
+
 _BUILDERS = {
     "project": _project,
     "network": _network,
@@ -197,6 +226,11 @@ _BUILDERS = {
     "gpu_cluster": _gpu_cluster,
     "cluster": _cluster,
     "node_group": _node_group,
+    "instance": _labelled,
+    "disk": _labelled,
+    "registry": _labelled,
+    "iam_group": _labelled,
+    "security_group": _security_group,
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from npa_pulumi.cloud.errors import AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied
 from npa_pulumi.simulator import accounting as acct
 from npa_pulumi.simulator import records
-from npa_pulumi.simulator.base import SimulatorBase, clean_labels
+from npa_pulumi.simulator.base import OpContext, SimulatorBase, clean_labels
 
 # Roles that let a key write, read and delete a bucket's objects, as on Nebius (port.BUCKET_OBJECT_ROLE).
 BUCKET_ROLES = frozenset({"storage.object-editor", "storage.editor", "editor", "admin"})
@@ -244,6 +244,7 @@ class StorageMixin(SimulatorBase):
                 return f"{kind}-e00{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:16]}"
 
             group_id = rid("group", project_id, group_name)
+            self._ensure_grant_group(ctx, account, group_id, group_name)
             grant = {
                 "group_name": group_name,
                 "group_id": group_id,
@@ -261,6 +262,29 @@ class StorageMixin(SimulatorBase):
                     "UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), service_account_id)
                 )
             return {**grant, "service_account_id": service_account_id, "created": created}
+
+    def _ensure_grant_group(self, ctx: OpContext, account: Any, group_id: str, name: str) -> None:
+        """The grant's group, a project IAM group of its own as on Nebius (it outlives the account: a
+        teardown deletes it with the storage identity), with the account's labels: whoever owns the
+        account owns its grant's group."""
+        if self._find_named(ctx, "iam_group", account["project_id"], name) is not None:
+            return
+        labels = records.data_of(account).get("labels") or {}
+        params = {"project_id": account["project_id"], "name": name}
+        self._create(
+            ctx,
+            "iam_group",
+            name=name,
+            scope=account["project_id"],
+            project_id=account["project_id"],
+            parent_id=account["project_id"],
+            region=account["region"],
+            key=None,
+            data={"labels": labels},
+            params=params,
+            charges=[],
+            resource_id=group_id,
+        )
 
     # ------------------------------------------------------------------ service accounts and access keys
 

@@ -188,6 +188,31 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
         )
         assert registration["cluster_id"] == entry["cluster_id"]
         assert registration["stack"] == entry["stack"] and registration["kubeconfig"] == str(path)
+        # ... and registered where the original's other commands read it (engine/npa_records.py)
+        record_dir = kube_api / ".npa" / "clusters" / entry["kube_context"]
+        assert registration["npa_record"] == str(record_dir)
+        assert sorted(p.name for p in record_dir.iterdir()) == ["cluster.json", "kubeconfig", "metadata.json"]
+        assert {stat.S_IMODE((record_dir / n).stat().st_mode) for n in ("kubeconfig", "cluster.json")} == {
+            0o600
+        }
+        assert (record_dir / "kubeconfig").read_text() == path.read_text()
+        record = json.loads((record_dir / "cluster.json").read_text())
+        assert (record["name"], record["cluster_id"], record["provider_name"]) == (
+            entry["kube_context"],
+            entry["cluster_id"],
+            entry["cluster_name"],
+        )
+        assert record["project_id"] == entry["project_id"] and record["last_seen_state"] == "RUNNING"
+        metadata = json.loads((record_dir / "metadata.json").read_text())
+        assert (metadata["managed_by"], metadata["fleet"], metadata["project_key"]) == (
+            "npa fleet",
+            "reach",
+            entry["project_key"],
+        )
+    render_record = json.loads(
+        (kube_api / ".npa" / "clusters" / render["kube_context"] / "cluster.json").read_text()
+    )
+    assert (render_record["node_count"], render_record["node_platform"]) == (2, "gpu-rtx6000")  # CPU + GPU
 
     # ---- the GPU cluster: exactly the spec's nodes, shaped like Nebius's
     groups = _nodes_by_group(render["kubeconfig"])
@@ -340,6 +365,8 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     assert result.code == 0, result.stderr[-4000:]
     assert not Path(render["kubeconfig"]).exists()
     assert not (kube_api / ".npa-pulumi" / "clusters" / f"{render['kube_context']}.json").exists()
+    assert not (kube_api / ".npa" / "clusters" / render["kube_context"]).exists()  # the original's record too
+    assert (kube_api / ".npa" / "clusters" / cpu["kube_context"] / "cluster.json").exists()
     assert not render_dir.exists() and _control_plane_processes(render_dir) == []
     assert Path(cpu["kubeconfig"]).exists()  # the other cluster is untouched
 

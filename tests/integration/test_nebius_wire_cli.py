@@ -291,8 +291,9 @@ def test_preflight_that_falls_short_exits_one_and_lists_the_shortfall(world: Cli
 
 
 def test_a_deployed_running_cluster_adds_no_preflight_demand(world: CliWorld) -> None:
-    # The block is fully used, by the very cluster the spec describes: deployed from this spec and
-    # running, it needs nothing new, so the same spec that fails before the deploy passes after it.
+    # The block is fully used, by the very cluster the spec describes: deployed and running as the spec
+    # asks, it needs nothing new, so the same spec that fails before the deploy passes after it. The
+    # stack's fingerprint is an older npa-pulumi's: only what decides capacity is compared.
     world.fake.capacity_blocks[BLOCK].status.usage = 16
     spec = world.spec(spec_text([reserved_cluster("train", 2)]))
     before = world.npa("preflight", spec)
@@ -302,14 +303,18 @@ def test_a_deployed_running_cluster_adds_no_preflight_demand(world: CliWorld) ->
 
     project_id, subnet_id = seed_project(world)
     cluster_id = seed_running_cluster(world, project_id, "train", gpu_nodes=2)
+    with world.fake.lock:
+        world.fake.add_gpu_cluster(project_id, "fabric-3-train", "fabric-3")  # the recipe's, on the fabric
     world.seed_stack("a", None, {"project_id": project_id, "subnet_id": subnet_id})
-    planned = planned_fingerprint(world, spec, "train")
-    world.seed_stack("a", "train", cluster_outputs(project_id, subnet_id, cluster_id, "train", planned))
+    older = "0" * 64  # what an older npa-pulumi (or Pulumi, or terraform) recorded
+    world.seed_stack("a", "train", cluster_outputs(project_id, subnet_id, cluster_id, "train", older))
 
     after = world.npa("preflight", spec)
     assert after.code == 0, after.explain()
     report = after.json()
-    assert report["ok"] is True and report["capacity_blocks"] == []
+    assert report["ok"] is True and report["capacity_blocks"] == [] and report["requirements"] == []
+    [deployed] = report["deployed"]
+    assert (deployed["target"], deployed["charge"]) == ("a/train", "zero"), deployed
     assert BLOCK not in after.stdout
     # `unchanged` was decided from the live cluster, read through the port.
     assert [c.request.id for c in world.fake.calls_to("ClusterService/Get")] == [cluster_id]
@@ -502,30 +507,6 @@ def cluster_outputs(
     }
 
 
-def planned_fingerprint(world: CliWorld, spec: Path, cluster: str) -> str:
-    """What a deploy of this spec would have recorded: the fingerprint of the plan the CLI builds."""
-    from npa_pulumi.engine.orchestrator import Fleet, FleetOptions
-    from npa_pulumi.plan import resolve_targets
-    from npa_pulumi.spec import load_spec
-
-    fleet_spec = load_spec(str(spec))
-    options = FleetOptions(
-        cloud="nebius",
-        backend=world.backend,
-        passphrase_file=str(world.passphrase),
-        recipe_dir=str(RECIPE),
-        spec_path=str(spec),
-        show_progress=False,
-    )
-    fleet = Fleet(fleet_spec, resolve_targets(fleet_spec, [], [], None), options)
-    try:
-        return fleet.fingerprint(fleet.plans().cluster(f"{FLEET}.a.{cluster}"))
-    finally:
-        close = getattr(fleet.cloud, "close", None)
-        if close is not None:
-            close()
-
-
 def test_status_as_a_service_account_named_by_a_credentials_file(
     world: CliWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -598,3 +579,76 @@ def test_an_empty_region_comes_from_npa_config_after_the_profile(world: CliWorld
     result = world.npa("preflight", spec)
     assert result.code == 0, result.explain()
     assert {r["region"] for r in result.json()["requirements"]} == {REGION}
+
+
+# ------------------------------------------------------------------------------------------- adopt
+
+
+def test_adopt_proves_an_original_install_with_reads_only(world: CliWorld) -> None:
+    # The original's install of a/train names a cluster that runs in the fake; its state is not one this
+    # recipe would plan empty, so the proof runs to its last step (Terraform's plan) and says
+    # `mismatched`. Everything before that is the live proof, and none of it writes.
+    from nebius.api.nebius.common import v1 as common
+    from nebius.api.nebius.vpc import v1 as vpc
+
+    spec = world.spec(spec_text([cpu_cluster("train")]))
+    project_id, subnet_id = seed_project(world)
+    with world.fake.lock:
+        world.fake.networks["vpcnetwork-e00wirea"] = vpc.Network(
+            metadata=common.ResourceMetadata(
+                id="vpcnetwork-e00wirea", parent_id=project_id, name="wire-a-net"
+            ),
+            status=vpc.NetworkStatus(state=vpc.NetworkStatus.State.READY),
+        )
+        world.fake.subnets[subnet_id] = vpc.Subnet(
+            metadata=common.ResourceMetadata(id=subnet_id, parent_id=project_id, name="wire-a-subnet"),
+            spec=vpc.SubnetSpec(network_id="vpcnetwork-e00wirea"),
+            status=vpc.SubnetStatus(state=vpc.SubnetStatus.State.READY),
+        )
+    cluster_id = seed_running_cluster(world, project_id, "train", gpu_nodes=0)
+    group_ids = [g for g, group in world.fake.node_groups.items() if group.metadata.parent_id == cluster_id]
+    cluster_dir = world.wire.home / ".npa" / "fleet" / FLEET / "a" / "train"
+    install = cluster_dir / "k8s-training"
+    install.mkdir(parents=True)
+    tfvars = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "npa_pulumi.cli.main",
+            "tfvars",
+            "--spec",
+            str(spec),
+            "--recipe-dir",
+            str(RECIPE),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout
+    (install / "terraform.tfvars.json").write_text(tfvars)
+    state = {
+        "version": 4,
+        "terraform_version": "1.5.7",
+        "serial": 1,
+        "lineage": "7b4a1c3e-0000-4000-8000-000000000001",
+        "resources": [],
+        "outputs": {
+            "cluster_id": {"value": cluster_id, "type": "string"},
+            "node_group_ids": {"value": group_ids, "type": ["list", "string"]},
+        },
+    }
+    (install / "terraform.tfstate").write_text(json.dumps(state))
+    sidecar = {"tenant_id": TENANT, "project_id": project_id, "region": REGION, "subnet_id": subnet_id}
+    (cluster_dir / ".npa-fleet-env.json").write_text(json.dumps(sidecar))
+
+    result = world.npa("adopt", spec, "--dry-run")
+    assert result.code == 1, result.explain()
+    (entry,) = [s for s in result.json()["stacks"] if s["stack"] == f"{FLEET}.a.train"]
+    assert entry["status"] == "mismatched", entry["error"]
+    assert "terraform would create terraform_data.cluster" in entry["error"]
+    assert [c.request.id for c in world.fake.calls_to("ClusterService/Get")] == [cluster_id]
+    assert [c.request.parent_id for c in world.fake.calls_to("NodeGroupService/List")] == [cluster_id]
+    assert world.fake.calls_to("ProjectService/Get") and world.fake.calls_to("SubnetService/Get")
+    assert not [c for c in world.fake.calls if c.method.rsplit("/", 1)[-1] in ("Create", "Delete", "Update")]
+    assert_no_token(result)

@@ -325,7 +325,7 @@ def test_a_created_projects_default_network_is_deleted_with_it(backend: Backend)
     added = cloud.create_network(pid, "someone-elses-net")
     assert default_topology(cloud, pid, set()) == topology
     foreign = inventory_except(cloud, pid, set(topology.values()))
-    assert foreign == [f"network {added.id}"]
+    assert foreign == [f"network {added.id} (someone-elses-net)"]
     with pytest.raises(TeardownRefused, match=added.id):
         delete_project(cloud, pid, foreign, topology, topology)
     assert cloud.get_project(pid).id == pid  # refused before any delete
@@ -337,6 +337,130 @@ def test_a_created_projects_default_network_is_deleted_with_it(backend: Backend)
     delete_project(cloud, pid, left, topology, topology)
     with pytest.raises(NotFound):
         cloud.get_project(pid)
+
+
+@covers(
+    "list_instances",
+    "list_disks",
+    "list_registries",
+    "list_groups",
+    "delete_group",
+    "list_security_groups",
+    "delete_security_group",
+    "grant_bucket_access",
+)
+def test_a_projects_whole_inventory_names_what_holds_it(backend: Backend) -> None:
+    """Every kind a user can put into a project is listed through the port (VMs, disks, container
+    registries, IAM groups, security groups), and the teardown's inventory names each by kind, id and
+    name; a bucket grant's group carries its account's labels (whoever owns the account owns it)."""
+    from npa_pulumi.engine.teardown.phases import fleet_groups, inventory_except
+
+    cloud = backend.cloud
+    pid = cloud.create_project(backend.tenant_id, "td-holdings", REGION, labels={"npa-fleet": "f"}).id
+    network = cloud.create_network(pid, "users-net")
+    assert (cloud.list_instances(pid), cloud.list_disks(pid), cloud.list_registries(pid)) == ([], [], [])
+    held = backend.seed_holdings(pid, network.id)
+
+    [vm] = cloud.list_instances(pid)
+    assert (vm.id, vm.project_id, vm.name, vm.state) == (held.instance_id, pid, "users-vm", "RUNNING")
+    [disk] = cloud.list_disks(pid)
+    assert (disk.id, disk.name, disk.size_bytes) == (held.disk_id, "users-disk", 64 * GIB)
+    [registry] = cloud.list_registries(pid)
+    assert (registry.id, registry.name, registry.state) == (held.registry_id, "users-registry", "ACTIVE")
+    [group] = cloud.list_groups(pid)
+    assert (group.id, group.project_id, group.name) == (held.group_id, pid, "users-group")
+    [users_sg] = cloud.list_security_groups(pid)
+    assert (users_sg.id, users_sg.network_id, users_sg.default) == (held.security_group_id, network.id, False)
+
+    foreign = inventory_except(cloud, pid, {network.id})
+    assert sorted(foreign) == sorted(
+        [
+            f"security group {held.security_group_id} (users-sg)",
+            f"instance {held.instance_id} (users-vm)",
+            f"disk {held.disk_id} (users-disk)",
+            f"registry {held.registry_id} (users-registry)",
+            f"iam group {held.group_id} (users-group)",
+        ]
+    )
+    assert fleet_groups(cloud, pid, "f") == []  # a user's group never counts as the fleet's
+
+    # the fleet's grant: its group carries the account's labels
+    labels = {"npa-fleet": "f", "managed-by": "npa-pulumi"}
+    bucket = cloud.create_bucket(pid, "td-holdings-bucket", "standard", GIB)
+    account = cloud.create_service_account(pid, "npa-fleet-storage", labels=labels)
+    grant = cloud.grant_bucket_access(pid, bucket.id, account.id, "npa-fleet-storage-access")
+    assert fleet_groups(cloud, pid, "f") == [grant.group_id]
+    assert {g.id: g.labels for g in cloud.list_groups(pid)}[grant.group_id] == labels
+
+    cloud.delete_group(grant.group_id)
+    cloud.delete_group(held.group_id)
+    assert cloud.list_groups(pid) == []
+    cloud.delete_security_group(held.security_group_id)
+    assert cloud.list_security_groups(pid) == []
+    cloud.delete_network(network.id)  # no security group of someone's left in it
+
+
+@covers("list_security_groups", "delete_security_group", "delete_network", "delete_project")
+def test_the_default_security_group_goes_with_the_default_network(backend: Backend) -> None:
+    """A project as Nebius makes it (default network, default subnet, the network's provider-marked default
+    security group) is that topology and nothing else: deleted with the project; the default group cannot
+    be deleted on its own; a security group someone added to the default network makes it mixed."""
+    from npa_pulumi.cloud.errors import FailedPrecondition
+    from npa_pulumi.engine.teardown.phases import default_topology, delete_project, inventory_except
+
+    cloud = backend.cloud
+    pid = backend.project_with_defaults("td-default-sg", {"npa-fleet": "f"})
+    [network] = cloud.list_networks(pid)
+    [subnet] = cloud.list_subnets(pid)
+    [group] = cloud.list_security_groups(pid)
+    assert (group.network_id, group.default) == (network.id, True)
+    assert group.name.startswith("default-security-group-")
+    topology = default_topology(cloud, pid, set())
+    assert topology == {
+        "default_network_id": network.id,
+        "default_subnet_id": subnet.id,
+        "default_security_group_id": group.id,
+    }
+    assert inventory_except(cloud, pid, set(topology.values())) == []
+    with pytest.raises(FailedPrecondition):  # it goes with its network
+        cloud.delete_security_group(group.id)
+
+    network_id = network.id
+    extra = backend.seed_holdings(pid, network_id).security_group_id
+    assert default_topology(cloud, pid, set()) == {}  # mixed: all of it is someone else's
+    left = inventory_except(cloud, pid, set())
+    assert f"security group {extra} (users-sg)" in left
+    assert not any(group.id in item for item in left)  # the default group is named with its network
+    cloud.delete_security_group(extra)
+    for kind in ("instance", "disk", "registry", "iam group"):
+        assert any(item.startswith(kind) for item in inventory_except(cloud, pid, set()))
+
+    # the user's other holdings removed by hand (the simulator's own operations, or the fake's tables)
+    _remove_holdings(backend, pid)
+    delete_project(cloud, pid, inventory_except(cloud, pid, set(topology.values())), topology, topology)
+    with pytest.raises(NotFound):
+        cloud.get_project(pid)
+
+
+def _remove_holdings(backend: Backend, project_id: str) -> None:
+    cloud = backend.cloud
+    for group in cloud.list_groups(project_id):
+        cloud.delete_group(group.id)
+    inner = cloud.inner
+    if backend.kind == "local":
+        simulator = inner.simulator
+        for vm in cloud.list_instances(project_id):
+            simulator.delete_instance(vm.id)
+        for disk in cloud.list_disks(project_id):
+            simulator.delete_disk(disk.id)
+        for registry in cloud.list_registries(project_id):
+            simulator.delete_registry(registry.id)
+        return
+    fake = backend.world.fake  # type: ignore[attr-defined]
+    with fake.lock:
+        for table in (fake.instances, fake.disks, fake.registries):
+            for key in [k for k, m in table.items() if m.metadata.parent_id == project_id]:
+                del table[key]
 
 
 @covers(

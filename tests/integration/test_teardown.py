@@ -8,7 +8,10 @@ the local cloud.
   ownership survives a destroy and a re-deploy (the teardown record);
 * a failing phase (a fault on delete_bucket) is `failed` with an exact retry command, the dependent project
   phase is `blocked`, the independent storage identity phase completes; the retry finishes the job;
-* every destroy leaves a private receipt without a secret.
+* every destroy leaves a private receipt without a secret;
+* a deletion that was asked for and cannot be proved safe (a bucket whose labels were removed out of band,
+  a project holding a user's VM, disk or security group) is `refused`: a partial cleanup, exit 2, with a
+  receipt and the `destroy --receipt ID --yes` that continues it; a retention not asked for exits 0.
 """
 
 from __future__ import annotations
@@ -203,10 +206,11 @@ def test_rotation_then_failed_phase_blocks_the_project(isolated_home: Path, tmp_
     assert put.code == 0, put.stderr
     dry = npa("destroy", "--spec", str(spec), *ALPHA_ONLY, "--dry-run", *OPT_IN, "--output", "json")
     phases = _phases(dry.json())
-    # proof survived destroy + re-deploy (the re-deployed stack found the bucket; the record proves it)
-    assert phases["bucket:td.alpha"]["status"] == "retained"
+    # proof survived destroy + re-deploy (the re-deployed stack found the bucket; the record proves it);
+    # asked to delete, it holds data: refused (a real run of it would be a partial cleanup)
+    assert phases["bucket:td.alpha"]["status"] == "refused"
     assert "1 object" in phases["bucket:td.alpha"]["reason"]
-    assert phases["project:td.alpha"]["status"] == "retained"
+    assert phases["project:td.alpha"]["status"] == "refused"
     assert "bucket" in phases["project:td.alpha"]["reason"]
 
     # ---- bad input: a clear error, exit 2, no traceback
@@ -299,9 +303,11 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     assert phases["bucket:td.alpha"]["status"] == "planned"
     assert phases["bucket:td.alpha"]["deletes"]["bucket_id"] != users_in_alpha
     assert phases["storage-identity:td.alpha"]["status"] == "planned"
-    # a project holding something the fleet did not create is refused
-    assert phases["project:td.alpha"]["status"] == "retained"
-    assert phases["project:td.alpha"]["retains"]["foreign"] == [f"bucket {users_in_alpha}"]
+    # a project holding something the fleet did not create is refused, naming it
+    assert phases["project:td.alpha"]["status"] == "refused"
+    assert phases["project:td.alpha"]["retains"]["foreign"] == [
+        f"bucket {users_in_alpha} (users-bucket-in-alpha)"
+    ]
     assert _ids(inventory()) == _ids(before)
 
     # ---- without a terminal and without --yes: refused, nothing changed
@@ -309,13 +315,17 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     assert refused.code == 1 and refused.json()["error"]["kind"] == "not-confirmed"
     assert _ids(inventory()) == _ids(before)
 
+    # the project deletion was asked for and refused: a partial cleanup (exit 2) with its receipt
     first = npa("cleanup", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
-    assert first.code == 0, first.stderr[-3000:] + first.stdout[-3000:]
+    assert first.code == 2, first.stderr[-3000:] + first.stdout[-3000:]
     assert {p["name"]: p["status"] for p in first.json()["phases"]} == {
         "bucket:td.alpha": "done",
         "storage-identity:td.alpha": "done",
-        "project:td.alpha": "retained",
+        "project:td.alpha": "refused",
     }
+    assert first.json()["outcome"] == "partial-cleanup" and first.json()["ok"] is False
+    assert json.loads(Path(first.json()["receipt"]).read_text())["outcome"] == "partial-cleanup"
+    assert first.json()["resume_command"].startswith("npa-pulumi cleanup ")
     cloud = inventory()
     assert alpha in {p["id"] for p in cloud["projects"]}
     assert [b["id"] for b in cloud["buckets"] if b["project_id"] == alpha] == [users_in_alpha]
@@ -520,10 +530,13 @@ def test_the_default_network_of_a_created_project_goes_with_it_but_an_added_netw
     assert phases["network:td.alpha"]["status"] == "retained"
     assert "default network" in phases["network:td.alpha"]["reason"]
     assert phases["project:td.alpha"]["status"] == "planned", phases["project:td.alpha"]
+    [group] = [g for g in cloud["security_groups"] if g["project_id"] == alpha]
+    assert group["default"] and group["network_id"] == network["id"]  # the network's, made by the cloud
     assert phases["project:td.alpha"]["deletes"] == {
         "project_id": alpha,
         "default_network_id": network["id"],
         "default_subnet_id": subnet["id"],
+        "default_security_group_id": group["id"],
     }
 
     # ---- someone adds a network of their own: the project is refused, the default topology is not named
@@ -533,7 +546,8 @@ def test_the_default_network_of_a_created_project_goes_with_it_but_an_added_netw
     added = str(made.json()["result"]["id"])
     dry = npa("destroy", "--spec", str(spec), *OPT_IN, "--dry-run", "--output", "json")
     project = _phases(dry.json())["project:td.alpha"]
-    assert project["status"] == "retained" and project["retains"]["foreign"] == [f"network {added}"]
+    assert project["status"] == "refused"
+    assert project["retains"]["foreign"] == [f"network {added} (someone-elses-net)"]
     gone = npa("local-cloud", "api", "delete_network", "--args", json.dumps({"network_id": added}))
     assert gone.code == 0, gone.stderr
     # ... and a subnet of someone's in the default network makes it mixed: all of it is foreign (fail closed)
@@ -543,9 +557,13 @@ def test_the_default_network_of_a_created_project_goes_with_it_but_an_added_netw
     extra = str(made.json()["result"]["id"])
     dry = npa("destroy", "--spec", str(spec), *OPT_IN, "--dry-run", "--output", "json")
     project = _phases(dry.json())["project:td.alpha"]
-    assert project["status"] == "retained"
+    assert project["status"] == "refused"
     assert sorted(project["retains"]["foreign"]) == sorted(
-        [f"network {network['id']}", f"subnet {subnet['id']}", f"subnet {extra}"]
+        [
+            f"network {network['id']} (default-network)",
+            f"subnet {subnet['id']} ({subnet['name']})",
+            f"subnet {extra} (teams-subnet)",
+        ]
     )
     gone = npa("local-cloud", "api", "delete_subnet", "--args", json.dumps({"subnet_id": extra}))
     assert gone.code == 0, gone.stderr
@@ -558,6 +576,7 @@ def test_the_default_network_of_a_created_project_goes_with_it_but_an_added_netw
     receipt = json.loads(Path(done.json()["receipt"]).read_text())
     recorded = {p["name"]: p for p in receipt["phases"]}["project:td.alpha"]
     assert recorded["deletes"]["default_subnet_id"] == subnet["id"]
+    assert recorded["deletes"]["default_security_group_id"] == group["id"]
     assert _ids(inventory()) == empty
 
 
@@ -599,4 +618,102 @@ def test_a_cluster_that_would_not_go_is_resumed_from_its_receipt_with_the_spec(
     assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
     assert done.json()["resumes"] == receipt_id
     assert {p["status"] for p in done.json()["phases"]} == {"done"}
+    assert _ids(inventory()) == empty
+
+
+def test_refused_deletions_are_partial_cleanups_continued_from_their_receipt(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    """A deletion that was asked for and cannot be proved safe is a partial cleanup: exit 2, a receipt,
+    and the `destroy --receipt ID --yes` that continues it; a retention that was not asked for is not.
+    Only the project stack is deployed (`up --stage projects`): no cluster is needed for any of it."""
+    spec = write_spec(tmp_path / "fleet.yaml", ALPHA_SPEC)
+    npa("local-cloud", "init", check=True)
+    npa("local-cloud", "set", "project-default-network", "1", check=True)  # as Nebius does
+    empty = _ids(inventory())
+    deployed = npa("up", "--spec", str(spec), "--stage", "projects", "--yes", "--output", "json")
+    assert deployed.code == 0, deployed.stderr[-3000:] + deployed.stdout[-3000:]
+    cloud = inventory()
+    alpha = _alpha(cloud)
+    [bucket] = [b for b in cloud["buckets"] if b["project_id"] == alpha]
+    [network] = [n for n in cloud["networks"] if n["project_id"] == alpha]
+
+    # ---- whole-project inventory: what a user put into the project refuses its deletion, by name
+    def add(kind: str, name: str, *extra: str) -> str:
+        made = npa("local-cloud", "add", kind, "--project", alpha, "--name", name, *extra, "--output", "json")
+        assert made.code == 0, made.stderr
+        return str(made.json()["result"]["id"])
+
+    vm, disk = add("instance", "users-vm"), add("disk", "users-disk")
+    sg = add("security-group", "users-sg", "--network", network["id"])
+    dry = npa("destroy", "--spec", str(spec), *OPT_IN, "--dry-run", "--output", "json")
+    assert dry.code == 0, dry.stderr[-3000:]
+    project = _phases(dry.json())["project:td.alpha"]
+    assert project["status"] == "refused"
+    for named in (
+        f"instance {vm} (users-vm)",
+        f"disk {disk} (users-disk)",
+        f"security group {sg} (users-sg)",
+    ):
+        assert named in project["retains"]["foreign"] and named in project["reason"]
+    # ... while the rest of the teardown would go ahead
+    assert _phases(dry.json())["bucket:td.alpha"]["status"] == "planned"
+
+    # ---- a bucket whose labels were removed out of band cannot be proved the fleet's: asked to delete it,
+    # the destroy refuses it and exits 2 with a receipt; what was not asked for is retained, not refused
+    relabel = {"resource_id": bucket["id"], "labels": {"team": "ml"}}
+    assert npa("local-cloud", "api", "set_labels", "--args", json.dumps(relabel)).code == 0
+    partial = npa("destroy", "--spec", str(spec), "--delete-buckets", "--yes", "--output", "json")
+    assert partial.code == 2, partial.stderr[-3000:] + partial.stdout[-3000:]
+    document = partial.json()
+    assert document["outcome"] == "partial-cleanup" and document["ok"] is False
+    phases = _phases(document)
+    assert phases["network:td.alpha"]["status"] == "retained"  # the project's default network: its own
+    assert phases["bucket:td.alpha"]["status"] == "refused"
+    assert "labels" in phases["bucket:td.alpha"]["reason"]
+    assert phases["storage-identity:td.alpha"]["status"] == "retained"  # not asked for
+    assert phases["project:td.alpha"]["status"] == "retained"  # not asked for
+    receipt_id = document["receipt_id"]
+    assert document["resume_command"] == f"npa-pulumi destroy --receipt {receipt_id} --yes"
+    receipt = json.loads(Path(document["receipt"]).read_text())
+    assert receipt["outcome"] == "partial-cleanup" and receipt["resume_command"] == document["resume_command"]
+    assert {p["name"]: p["status"] for p in receipt["phases"]}["bucket:td.alpha"] == "refused"
+    assert bucket["id"] in {b["id"] for b in inventory()["buckets"]}  # nothing unproven was deleted
+    text = npa("destroy", "--receipt", receipt_id, "--dry-run", input_text="", env={"COLUMNS": "300"})
+    assert text.code == 0 and "refused" in text.stdout, text.stdout
+
+    # ---- the labels put back: the resume from the receipt (the stack is gone) finishes the bucket
+    restore = {"resource_id": bucket["id"], "labels": bucket["labels"]}
+    assert npa("local-cloud", "api", "set_labels", "--args", json.dumps(restore)).code == 0
+    resumed = npa(*shlex.split(document["resume_command"])[1:], "--output", "json")
+    assert resumed.code == 0, resumed.stderr[-3000:] + resumed.stdout[-3000:]
+    assert _phases(resumed.json())["bucket:td.alpha"]["status"] == "done"
+    assert bucket["id"] not in {b["id"] for b in inventory()["buckets"]}
+
+    # ---- the project, asked for now, is refused while the user's VM, disk and security group stay; once
+    # they are gone the resume deletes it with its storage identity (and its grant's group) and the
+    # default topology, leaving the cloud as it was
+    asked = npa(
+        "destroy",
+        "--spec",
+        str(spec),
+        "--delete-storage-identity",
+        "--delete-projects",
+        "--yes",
+        "--output",
+        "json",
+    )
+    assert asked.code == 2, asked.stderr[-3000:] + asked.stdout[-3000:]
+    statuses = {name: p["status"] for name, p in _phases(asked.json()).items()}
+    assert statuses["storage-identity:td.alpha"] == "done" and statuses["project:td.alpha"] == "refused"
+    assert alpha in {p["id"] for p in inventory()["projects"]}
+    for op, key, value in (
+        ("delete_instance", "instance_id", vm),
+        ("delete_disk", "disk_id", disk),
+        ("delete_security_group", "security_group_id", sg),
+    ):
+        assert npa("local-cloud", "api", op, "--args", json.dumps({key: value})).code == 0
+    done = npa(*shlex.split(asked.json()["resume_command"])[1:], "--output", "json")
+    assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    assert _phases(done.json())["project:td.alpha"]["status"] == "done"
     assert _ids(inventory()) == empty

@@ -1,4 +1,4 @@
-"""`npa-pulumi local-cloud …`: init, show, reset, faults, settings and the api passthrough."""
+"""`npa-pulumi local-cloud …`: init, show, reset, faults, settings, add and the api passthrough."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ TIGHT = Path(__file__).resolve().parents[1] / "fixtures" / "local_cloud" / "tigh
 SHORT = Path(__file__).resolve().parents[2] / "examples" / "local-tenant-short.yaml"
 INVENTORY_KEYS = [
     "projects", "networks", "subnets", "mk8s_clusters", "node_groups", "filesystems", "gpu_clusters",
-    "buckets", "service_accounts", "access_keys", "quotas", "capacity_block_groups",
+    "buckets", "service_accounts", "access_keys", "instances", "disks", "registries", "iam_groups",
+    "security_groups", "quotas", "capacity_block_groups",
 ]  # fmt: skip
 
 
@@ -131,3 +132,61 @@ def test_api_passthrough_prints_one_json_document(cloud_dir: Path) -> None:
     assert refused.exit_code == 1
     assert json.loads(refused.stdout)["error"]["kind"] == "already-exists"
     assert run(cloud_dir, "api", "no_such_operation").exit_code == 2
+
+
+def test_add_puts_what_a_user_could_into_a_project(cloud_dir: Path) -> None:
+    """`local-cloud add`: a VM, a disk, a registry, an IAM group or a security group in a project, for a
+    teardown to find; a project made as Nebius makes one has its default network's default security group."""
+    run(cloud_dir, "init", "--tenant-fixture", str(TIGHT))
+    added = {}
+    for kind in ("instance", "disk", "registry", "group"):
+        result = run(
+            cloud_dir, "add", kind, "--project", "project-existing1", "--name", f"users-{kind}", "-o", "json"
+        )
+        assert result.exit_code == 0, result.output
+        added[kind] = json.loads(result.stdout)["result"]["id"]
+    simulator = LocalSimulator(cloud_dir)
+    network = simulator.list_networks("project-existing1")[0]["id"]
+    sg = run(
+        cloud_dir,
+        *("add", "security-group", "--project", "project-existing1", "--name", "users-sg"),
+        *("--network", network, "--label", "team=ml", "--output", "json"),
+    )
+    assert sg.exit_code == 0, sg.output
+    record = json.loads(sg.stdout)["result"]
+    assert (record["network_id"], record["default"], record["labels"]) == (network, False, {"team": "ml"})
+    shown = json.loads(run(cloud_dir, "show", "--output", "json").stdout)
+    assert [i["id"] for i in shown["instances"]] == [added["instance"]]
+    assert [d["id"] for d in shown["disks"]] == [added["disk"]]
+    assert [r["id"] for r in shown["registries"]] == [added["registry"]]
+    assert [g["id"] for g in shown["iam_groups"]] == [added["group"]]
+    assert [g["name"] for g in shown["security_groups"]] == ["users-sg"]
+    # bad input: exit 2, nothing added
+    no_network = run(cloud_dir, "add", "security-group", "--project", "project-existing1", "--name", "x")
+    assert no_network.exit_code == 2 and "--network" in no_network.output
+    assert run(cloud_dir, "add", "vm", "--project", "project-existing1", "--name", "x").exit_code == 2
+    bad_label = run(cloud_dir, "add", "disk", "--project", "project-existing1", "--name", "y", "--label", "k")
+    assert bad_label.exit_code == 2
+    assert len(json.loads(run(cloud_dir, "show", "--output", "json").stdout)["disks"]) == 1
+    # labels edited out of band, as in the console
+    assert simulator.set_labels(added["disk"], {"owner": "me"})["labels"] == {"owner": "me"}
+
+    # as on Nebius: a new project's default network comes with its default security group, which goes
+    # with the network and cannot be deleted on its own; a network holding a user's group cannot go
+    run(cloud_dir, "set", "project-default-network", "1")
+    project = simulator.create_project("tenant-local", "with-defaults", "us-central1")["id"]
+    [default] = simulator.list_security_groups(project)
+    assert default["default"] and default["name"].startswith("default-security-group-")
+    from npa_pulumi.cloud.errors import FailedPrecondition
+
+    with pytest.raises(FailedPrecondition):
+        simulator.delete_security_group(default["id"])
+    mine = simulator.create_security_group(project, default["network_id"], "mine")["id"]
+    [subnet] = simulator.list_subnets(project)
+    simulator.delete_subnet(subnet["id"])
+    with pytest.raises(FailedPrecondition, match="security groups"):
+        simulator.delete_network(default["network_id"])
+    simulator.delete_security_group(mine)
+    simulator.delete_network(default["network_id"])
+    assert simulator.list_security_groups(project) == []
+    simulator.delete_project(project)

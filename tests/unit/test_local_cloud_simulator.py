@@ -307,7 +307,8 @@ def test_the_inventory_never_shows_access_key_secrets(sim: LocalSimulator) -> No
     inventory = sim.inventory()
     assert list(inventory) == [
         "projects", "networks", "subnets", "mk8s_clusters", "node_groups", "filesystems", "gpu_clusters",
-        "buckets", "service_accounts", "access_keys", "quotas", "capacity_block_groups",
+        "buckets", "service_accounts", "access_keys", "instances", "disks", "registries", "iam_groups",
+        "security_groups", "quotas", "capacity_block_groups",
     ]  # fmt: skip
     assert all(isinstance(v, list) for v in inventory.values())
     text = repr(inventory)

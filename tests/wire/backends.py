@@ -35,12 +35,32 @@ class SeededCluster:
     gpu_cluster_id: str
 
 
+@dataclass(frozen=True)
+class SeededHoldings:
+    """What a user could put into a project outside the fleet (a teardown must find each of it)."""
+
+    instance_id: str
+    disk_id: str
+    registry_id: str
+    group_id: str
+    security_group_id: str  # a security group of the user's, in `network_id`
+
+
 class Backend(Protocol):
     kind: str
     cloud: RecordingCloud
     tenant_id: str
 
     def seed_cluster(self, project_id: str) -> SeededCluster: ...
+    def seed_holdings(self, project_id: str, network_id: str) -> SeededHoldings:
+        """A VM, a disk, a container registry, an IAM group and a security group in the project."""
+        ...
+
+    def project_with_defaults(self, name: str, labels: dict[str, str]) -> str:
+        """A project created as Nebius makes one: with its default network, default subnet and that
+        network's default security group; its id."""
+        ...
+
     def put_object(self, bucket_id: str, bucket_name: str, key: str) -> None:
         """Leave an object in a bucket, as a job's upload would."""
         ...
@@ -88,6 +108,26 @@ class WireBackend:
         with self.world.fake.lock:
             self.world.fake.objects.setdefault(bucket_name, {})[key] = b"data"
 
+    def seed_holdings(self, project_id: str, network_id: str) -> SeededHoldings:
+        fake = self.world.fake
+        with fake.lock:
+            return SeededHoldings(
+                fake.add_instance(project_id, "users-vm"),
+                fake.add_disk(project_id, "users-disk", 64),
+                fake.add_registry(project_id, "users-registry"),
+                fake.add_group(project_id, "users-group"),
+                fake.add_security_group(project_id, network_id, "users-sg"),
+            )
+
+    def project_with_defaults(self, name: str, labels: dict[str, str]) -> str:
+        project = self.cloud.inner.create_project(self.tenant_id, name, REGION, labels=labels)
+        network = self.cloud.inner.create_network(project.id, "default-network")
+        self.cloud.inner.create_subnet(project.id, network.id, "default-subnet-wire")
+        fake = self.world.fake
+        with fake.lock:
+            fake.add_security_group(project.id, network.id, "default-security-group-wire", default=True)
+        return str(project.id)
+
 
 class LocalBackend:
     kind = "local"
@@ -114,6 +154,24 @@ class LocalBackend:
 
     def put_object(self, bucket_id: str, bucket_name: str, key: str) -> None:
         self.inner.simulator.put_object(bucket_id, key, "data")
+
+    def seed_holdings(self, project_id: str, network_id: str) -> SeededHoldings:
+        simulator = self.inner.simulator
+        return SeededHoldings(
+            simulator.create_instance(project_id, "users-vm")["id"],
+            simulator.create_disk(project_id, "users-disk", 64 * 1024**3)["id"],
+            simulator.create_registry(project_id, "users-registry")["id"],
+            simulator.create_group(project_id, "users-group")["id"],
+            simulator.create_security_group(project_id, network_id, "users-sg")["id"],
+        )
+
+    def project_with_defaults(self, name: str, labels: dict[str, str]) -> str:
+        simulator = self.inner.simulator
+        simulator.set_setting("project_default_network", 1)  # as Nebius does
+        try:
+            return str(simulator.create_project(self.tenant_id, name, REGION, labels)["id"])
+        finally:
+            simulator.set_setting("project_default_network", 0)
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from nebius.api.nebius.iam import v1 as iam
 from nebius.api.nebius.iam import v2 as iam2
 from nebius.api.nebius.mk8s import v1 as mk8s
 from nebius.api.nebius.quotas import v1 as quotas
+from nebius.api.nebius.registry import v1 as registry
 from nebius.api.nebius.storage import v1 as storage
 from nebius.api.nebius.vpc import v1 as vpc
 from nebius.base.protos.dynamic import REGISTRY
@@ -174,6 +175,10 @@ class FakeNebius:
     node_groups: dict[str, Any] = field(default_factory=dict)
     filesystems: dict[str, Any] = field(default_factory=dict)
     gpu_clusters: dict[str, Any] = field(default_factory=dict)
+    instances: dict[str, Any] = field(default_factory=dict)  # compute.v1.Instance by id
+    disks: dict[str, Any] = field(default_factory=dict)  # compute.v1.Disk by id
+    registries: dict[str, Any] = field(default_factory=dict)  # registry.v1.Registry by id
+    security_groups: dict[str, Any] = field(default_factory=dict)  # vpc.v1.SecurityGroup by id
     operations: dict[str, OpState] = field(default_factory=dict)
     idempotency: dict[tuple[str, str], Any] = field(default_factory=dict)
     objects: dict[str, dict[str, bytes]] = field(default_factory=dict)  # bucket name -> key -> body
@@ -401,6 +406,55 @@ class FakeNebius:
         )
         return gid
 
+    def add_instance(self, project_id: str, name: str, platform: str = "cpu-d3") -> str:
+        iid = new_id("computeinstance")
+        self.instances[iid] = compute.Instance(
+            metadata=common.ResourceMetadata(id=iid, parent_id=project_id, name=name),
+            spec=compute.InstanceSpec(
+                resources=compute.ResourcesSpec(platform=platform, preset="4vcpu-16gb")
+            ),
+            status=compute.InstanceStatus(state=compute.InstanceStatus.InstanceState.RUNNING),
+        )
+        return iid
+
+    def add_disk(self, project_id: str, name: str, size_gib: int) -> str:
+        did = new_id("computedisk")
+        self.disks[did] = compute.Disk(
+            metadata=common.ResourceMetadata(id=did, parent_id=project_id, name=name),
+            spec=compute.DiskSpec(size_gibibytes=size_gib, type=compute.DiskSpec.DiskType.NETWORK_SSD),
+            status=compute.DiskStatus(state=compute.DiskStatus.State.READY),
+        )
+        return did
+
+    def add_registry(self, project_id: str, name: str) -> str:
+        rid = new_id("registry")
+        self.registries[rid] = registry.Registry(
+            metadata=common.ResourceMetadata(id=rid, parent_id=project_id, name=name),
+            spec=registry.RegistrySpec(),
+            status=registry.RegistryStatus(state=registry.RegistryStatus.State.ACTIVE),
+        )
+        return rid
+
+    def add_group(self, project_id: str, name: str, labels: dict[str, str] | None = None) -> str:
+        gid = new_id("group")
+        self.groups[gid] = iam.Group(
+            metadata=common.ResourceMetadata(id=gid, parent_id=project_id, name=name, labels=labels or {}),
+            spec=iam.GroupSpec(),
+            status=iam.GroupStatus(state=iam.GroupStatus.State.ACTIVE),
+        )
+        return gid
+
+    def add_security_group(
+        self, project_id: str, network_id: str, name: str, *, default: bool = False
+    ) -> str:
+        sid = new_id("vpcsecuritygroup")
+        self.security_groups[sid] = vpc.SecurityGroup(
+            metadata=common.ResourceMetadata(id=sid, parent_id=project_id, name=name),
+            spec=vpc.SecurityGroupSpec(network_id=network_id),
+            status=vpc.SecurityGroupStatus(state=vpc.SecurityGroupStatus.State.READY, default=default),
+        )
+        return sid
+
     # ------------------------------------------------------------------ test controls
 
     def fail_next(
@@ -455,6 +509,10 @@ class FakeNebius:
             self.node_groups,
             self.filesystems,
             self.gpu_clusters,
+            self.instances,
+            self.disks,
+            self.registries,
+            self.security_groups,
             self.capacity_blocks,
         ):
             if resource_id in table:
@@ -595,6 +653,7 @@ __all__ = [
     "mk8s",
     "new_id",
     "quotas",
+    "registry",
     "rpc_status",
     "storage",
     "vpc",

@@ -41,6 +41,7 @@ from .fake import (
     mk8s,
     new_id,
     quotas,
+    registry,
     rpc_status,
     storage,
     vpc,
@@ -215,6 +216,13 @@ class WireServicers:
                 self._live_buckets(),
                 self.fake.service_accounts,
                 self.fake.clusters,
+                self.fake.groups,
+                self.fake.security_groups,
+                self.fake.instances,
+                self.fake.disks,
+                self.fake.registries,
+                self.fake.filesystems,
+                self.fake.gpu_clusters,
             )
             for rid, m in table.items()
             if m.metadata.parent_id == request.id
@@ -336,6 +344,23 @@ class WireServicers:
         self.fake.groups[gid] = iam.Group(metadata=self._meta(request, gid), spec=iam.GroupSpec())
         return self.fake.start_operation("GroupService/Create", gid, "create group")
 
+    def group_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.projects)
+        return self._page(
+            self._children(self.fake.groups, request.parent_id), request, iam.ListGroupsResponse
+        )
+
+    def group_delete(self, request: Any, token: TokenInfo) -> Any:
+        self._get(self.fake.groups, request.id, token, "group")
+
+        def done() -> None:  # its memberships and access permits go with it
+            self.fake.groups.pop(request.id, None)
+            for table in (self.fake.memberships, self.fake.permits):
+                for key in [k for k, m in table.items() if m.metadata.parent_id == request.id]:
+                    del table[key]
+
+        return self.fake.start_operation("GroupService/Delete", request.id, "delete group", done)
+
     def membership_list(self, request: Any, token: TokenInfo) -> Any:
         self._parent(request.parent_id, token, self.fake.groups)
         members = self._children(self.fake.memberships, request.parent_id)
@@ -407,15 +432,43 @@ class WireServicers:
         network = self._get(self.fake.networks, request.id, token, "network")
         if any(s.spec.network_id == request.id for s in self.fake.subnets.values()):
             raise FakeError(grpc.StatusCode.FAILED_PRECONDITION, f"network {request.id} still has subnets")
+        groups = self.fake.security_groups.values()
+        if any(g.spec.network_id == request.id and not g.status.default for g in groups):
+            raise FakeError(
+                grpc.StatusCode.FAILED_PRECONDITION, f"network {request.id} still has security groups"
+            )
         project = network.metadata.parent_id
 
         def done() -> None:
             self.fake.networks.pop(request.id, None)
+            for key in [k for k, g in self.fake.security_groups.items() if g.spec.network_id == request.id]:
+                del self.fake.security_groups[key]  # the network's default one goes with it
             self.fake.consume(
                 self.fake.tenant_of(project) or "", "vpc.network.count", self._region_of_project(project), -1
             )
 
         return self.fake.start_operation("NetworkService/Delete", request.id, "delete network", done)
+
+    def security_group_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.projects)
+        return self._page(
+            self._children(self.fake.security_groups, request.parent_id),
+            request,
+            vpc.ListSecurityGroupsResponse,
+        )
+
+    def security_group_delete(self, request: Any, token: TokenInfo) -> Any:
+        group = self._get(self.fake.security_groups, request.id, token, "security group")
+        if group.status.default:
+            raise FakeError(
+                grpc.StatusCode.FAILED_PRECONDITION, f"security group {request.id} is its network's default"
+            )
+        return self.fake.start_operation(
+            "SecurityGroupService/Delete",
+            request.id,
+            "delete security group",
+            lambda: _discard(self.fake.security_groups, request.id),
+        )
 
     def subnet_list(self, request: Any, token: TokenInfo) -> Any:
         self._parent(request.parent_id, token, self.fake.projects)
@@ -601,6 +654,24 @@ class WireServicers:
             compute.ListGpuClustersResponse,
         )
 
+    def instance_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.projects)
+        return self._page(
+            self._children(self.fake.instances, request.parent_id), request, compute.ListInstancesResponse
+        )
+
+    def disk_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.projects)
+        return self._page(
+            self._children(self.fake.disks, request.parent_id), request, compute.ListDisksResponse
+        )
+
+    def registry_list(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.projects)
+        return self._page(
+            self._children(self.fake.registries, request.parent_id), request, registry.ListRegistriesResponse
+        )
+
     def operation_get(self, request: Any, token: TokenInfo) -> Any:
         return self.fake.poll_operation(self._require(request.id, "id"))
 
@@ -647,6 +718,8 @@ class WireServicers:
             h("nebius.iam.v2.AccessKeyService", "Create", iam2.CreateAccessKeyRequest, self.key_create, True),
             h("nebius.iam.v1.GroupService", "GetByName", iam.GetGroupByNameRequest, self.group_get_by_name),
             h("nebius.iam.v1.GroupService", "Create", iam.CreateGroupRequest, self.group_create, True),
+            h("nebius.iam.v1.GroupService", "List", iam.ListGroupsRequest, self.group_list),
+            h("nebius.iam.v1.GroupService", "Delete", iam.DeleteGroupRequest, self.group_delete, True),
             h(
                 "nebius.iam.v1.GroupMembershipService",
                 "ListMembers",
@@ -680,6 +753,19 @@ class WireServicers:
             h("nebius.vpc.v1.NetworkService", "Get", vpc.GetNetworkRequest, self.network_get),
             h("nebius.vpc.v1.NetworkService", "Create", vpc.CreateNetworkRequest, self.network_create, True),
             h("nebius.vpc.v1.NetworkService", "Delete", vpc.DeleteNetworkRequest, self.network_delete, True),
+            h(
+                "nebius.vpc.v1.SecurityGroupService",
+                "List",
+                vpc.ListSecurityGroupsRequest,
+                self.security_group_list,
+            ),
+            h(
+                "nebius.vpc.v1.SecurityGroupService",
+                "Delete",
+                vpc.DeleteSecurityGroupRequest,
+                self.security_group_delete,
+                True,
+            ),
             h("nebius.vpc.v1.SubnetService", "List", vpc.ListSubnetsRequest, self.subnet_list),
             h("nebius.vpc.v1.SubnetService", "Get", vpc.GetSubnetRequest, self.subnet_get),
             h("nebius.vpc.v1.SubnetService", "Create", vpc.CreateSubnetRequest, self.subnet_create, True),
@@ -752,6 +838,14 @@ class WireServicers:
                 "List",
                 compute.ListGpuClustersRequest,
                 self.gpu_cluster_list,
+            ),
+            h("nebius.compute.v1.InstanceService", "List", compute.ListInstancesRequest, self.instance_list),
+            h("nebius.compute.v1.DiskService", "List", compute.ListDisksRequest, self.disk_list),
+            h(
+                "nebius.registry.v1.RegistryService",
+                "List",
+                registry.ListRegistriesRequest,
+                self.registry_list,
             ),
             h("nebius.common.v1.OperationService", "Get", common.GetOperationRequest, self.operation_get),
         ]

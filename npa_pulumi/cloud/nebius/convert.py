@@ -14,13 +14,18 @@ from ..port import (
     Bucket,
     CapacityBlockGroup,
     Cluster,
+    Disk,
     Filesystem,
     GpuCluster,
+    IamGroup,
+    Instance,
     Network,
     NodeGroup,
     NodeGroupCondition,
     Project,
     QuotaAllowance,
+    Registry,
+    SecurityGroup,
     ServiceAccount,
     Subnet,
 )
@@ -120,6 +125,18 @@ def subnet(s: Any) -> Subnet:
         cidr=cidrs[0] if cidrs else "",
         state=word(s.status.state, "STATE_"),
         labels=labels(s.metadata),
+    )
+
+
+def security_group(g: Any) -> SecurityGroup:
+    return SecurityGroup(
+        id=g.metadata.id,
+        project_id=g.metadata.parent_id,
+        network_id=g.spec.network_id,
+        name=g.metadata.name,
+        default=bool(g.status.default),
+        state=word(g.status.state, "STATE_"),
+        labels=labels(g.metadata),
     )
 
 
@@ -308,4 +325,46 @@ def gpu_cluster(g: Any) -> GpuCluster:
         name=g.metadata.name,
         fabric=g.spec.infiniband_fabric,
         state="RECONCILING" if g.status.reconciling else "READY",
+    )
+
+
+def instance(i: Any) -> Instance:
+    return Instance(
+        id=i.metadata.id,
+        project_id=i.metadata.parent_id,
+        name=i.metadata.name,
+        platform=i.spec.resources.platform,
+        state=word(i.status.state, "STATE_"),
+        labels=labels(i.metadata),
+    )
+
+
+def disk(d: Any) -> Disk:
+    return Disk(
+        id=d.metadata.id,
+        project_id=d.metadata.parent_id,
+        name=d.metadata.name,
+        size_bytes=int(d.status.size_bytes) or _size_bytes(d.spec),
+        state=word(d.status.state, "STATE_"),
+        labels=labels(d.metadata),
+    )
+
+
+def registry(r: Any) -> Registry:
+    return Registry(
+        id=r.metadata.id,
+        project_id=r.metadata.parent_id,
+        name=r.metadata.name,
+        state=word(r.status.state, "STATE_"),
+        labels=labels(r.metadata),
+    )
+
+
+def iam_group(g: Any) -> IamGroup:
+    return IamGroup(
+        id=g.metadata.id,
+        project_id=g.metadata.parent_id,
+        name=g.metadata.name,
+        state=word(g.status.state, "STATE_"),
+        labels=labels(g.metadata),
     )

@@ -1,4 +1,5 @@
-"""The Nebius adapter's Managed Kubernetes clusters, node groups, filesystems and GPU clusters."""
+"""The Nebius adapter's Managed Kubernetes clusters, node groups, filesystems and GPU clusters; the
+project's instances, disks and container registries (what a project deletion must find none of)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from ...kube.kubeconfig import ClusterAccess, ExecCredential
 from ..port import (
     DEFAULT_OPERATION_TIMEOUT_S,
     Cluster,
+    Disk,
     Filesystem,
     GpuCluster,
+    Instance,
     NodeGroup,
+    Registry,
 )
 from . import convert
 from .client import (
@@ -20,7 +24,8 @@ from .endpoints import storage_endpoint
 
 
 class KubernetesAndCompute(NebiusClient):
-    """The Nebius adapter's Managed Kubernetes clusters, node groups, filesystems and GPU clusters."""
+    """The Nebius adapter's Managed Kubernetes clusters, node groups, filesystems and GPU clusters; the
+    project's instances, disks and container registries (what a project deletion must find none of)."""
 
     # ------------------------------------------------------------------ Managed Kubernetes and compute
 
@@ -143,3 +148,39 @@ class KubernetesAndCompute(NebiusClient):
             ),
         )
         return [convert.gpu_cluster(g) for g in items]
+
+    def list_instances(self, project_id: str) -> list[Instance]:
+        compute = self._api("compute.v1")
+        client = self._client("compute.v1", "InstanceServiceClient")
+        items = self._list(
+            "compute.v1.InstanceService.List",
+            {"parent_id": project_id},
+            lambda token, kw: client.list(
+                compute.ListInstancesRequest(parent_id=project_id, **self._page_kwargs(token)), **kw
+            ),
+        )
+        return [convert.instance(i) for i in items]
+
+    def list_disks(self, project_id: str) -> list[Disk]:
+        compute = self._api("compute.v1")
+        client = self._client("compute.v1", "DiskServiceClient")
+        items = self._list(
+            "compute.v1.DiskService.List",
+            {"parent_id": project_id},
+            lambda token, kw: client.list(
+                compute.ListDisksRequest(parent_id=project_id, **self._page_kwargs(token)), **kw
+            ),
+        )
+        return [convert.disk(d) for d in items]
+
+    def list_registries(self, project_id: str) -> list[Registry]:
+        registry = self._api("registry.v1")
+        client = self._client("registry.v1", "RegistryServiceClient")
+        items = self._list(
+            "registry.v1.RegistryService.List",
+            {"parent_id": project_id},
+            lambda token, kw: client.list(
+                registry.ListRegistriesRequest(parent_id=project_id, **self._page_kwargs(token)), **kw
+            ),
+        )
+        return [convert.registry(r) for r in items]

@@ -1,4 +1,5 @@
-"""The Nebius adapter's IAM projects, VPC networks and subnets, quotas and reserved capacity."""
+"""The Nebius adapter's IAM projects, VPC networks, subnets and security groups, quotas and reserved
+capacity."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from ..port import (
     Network,
     Project,
     QuotaAllowance,
+    SecurityGroup,
     Subnet,
 )
 from . import convert
@@ -194,6 +196,30 @@ class ProjectsAndNetworks(NebiusClient):
             "vpc.v1.SubnetService.Delete",
             {"id": subnet_id},
             lambda kw: client.delete(vpc.DeleteSubnetRequest(id=subnet_id), **kw),
+            timeout_s,
+        )
+
+    def list_security_groups(self, project_id: str) -> list[SecurityGroup]:
+        vpc = self._api("vpc.v1")
+        client = self._client("vpc.v1", "SecurityGroupServiceClient")
+        items = self._list(
+            "vpc.v1.SecurityGroupService.List",
+            {"parent_id": project_id},
+            lambda token, kw: client.list(
+                vpc.ListSecurityGroupsRequest(parent_id=project_id, **self._page_kwargs(token)), **kw
+            ),
+        )
+        return [convert.security_group(g) for g in items]
+
+    def delete_security_group(
+        self, security_group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> None:
+        vpc = self._api("vpc.v1")
+        client = self._client("vpc.v1", "SecurityGroupServiceClient")
+        self._mutate(
+            "vpc.v1.SecurityGroupService.Delete",
+            {"id": security_group_id},
+            lambda kw: client.delete(vpc.DeleteSecurityGroupRequest(id=security_group_id), **kw),
             timeout_s,
         )
 

@@ -20,6 +20,7 @@ from ..port import (
     AccessKeySecret,
     Bucket,
     BucketGrant,
+    IamGroup,
     ServiceAccount,
 )
 from . import convert
@@ -309,7 +310,8 @@ class StorageAndAccess(NebiusClient):
     ) -> BucketGrant:
         """A custom group in the project, the account its member, and the group's access permit on exactly
         the bucket (docs.nebius.com/iam/authorization/groups/manage): each found first, created if missing."""
-        group_id, made_group = self._ensure_group(project_id, group_name, timeout_s)
+        owner = self._get_service_account(service_account_id).labels  # the group carries them too
+        group_id, made_group = self._ensure_group(project_id, group_name, owner, timeout_s)
         membership_id, made_member = self._ensure_membership(group_id, service_account_id, timeout_s)
         permit_id, made_permit = self._ensure_permit(group_id, bucket_id, BUCKET_OBJECT_ROLE, timeout_s)
         return BucketGrant(
@@ -322,7 +324,9 @@ class StorageAndAccess(NebiusClient):
             created=made_group or made_member or made_permit,
         )
 
-    def _ensure_group(self, project_id: str, name: str, timeout_s: float) -> tuple[str, bool]:
+    def _ensure_group(
+        self, project_id: str, name: str, labels: dict[str, str], timeout_s: float
+    ) -> tuple[str, bool]:
         iam, common = self._api("iam.v1"), self._api("common.v1")
         client = self._client("iam.v1", "GroupServiceClient")
         found = self._find(
@@ -333,7 +337,8 @@ class StorageAndAccess(NebiusClient):
         if found is not None:
             return str(found.metadata.id), False
         request = iam.CreateGroupRequest(
-            metadata=common.ResourceMetadata(parent_id=project_id, name=name), spec=iam.GroupSpec()
+            metadata=common.ResourceMetadata(parent_id=project_id, name=name, labels=labels),
+            spec=iam.GroupSpec(),
         )
         op = self._mutate(
             "iam.v1.GroupService.Create",
@@ -342,6 +347,28 @@ class StorageAndAccess(NebiusClient):
             timeout_s,
         )
         return str(op.resource_id), True
+
+    def list_groups(self, project_id: str) -> list[IamGroup]:
+        iam = self._api("iam.v1")
+        client = self._client("iam.v1", "GroupServiceClient")
+        items = self._list(
+            "iam.v1.GroupService.List",
+            {"parent_id": project_id},
+            lambda token, kw: client.list(
+                iam.ListGroupsRequest(parent_id=project_id, **self._page_kwargs(token)), **kw
+            ),
+        )
+        return [convert.iam_group(g) for g in items]
+
+    def delete_group(self, group_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
+        iam = self._api("iam.v1")
+        client = self._client("iam.v1", "GroupServiceClient")
+        self._mutate(
+            "iam.v1.GroupService.Delete",
+            {"id": group_id},
+            lambda kw: client.delete(iam.DeleteGroupRequest(id=group_id), **kw),
+            timeout_s,
+        )
 
     def _ensure_membership(self, group_id: str, member_id: str, timeout_s: float) -> tuple[str, bool]:
         iam, common = self._api("iam.v1"), self._api("common.v1")

@@ -46,8 +46,17 @@ class ClusterBackend(Protocol):
     def plan(self, target: Target, inputs: PlanInputs) -> ClusterPlan: ...
 
     def program(
-        self, plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool, fingerprint: str
-    ) -> Callable[[], None]: ...
+        self,
+        plan: ClusterPlan,
+        cloud: str,
+        profile: str,
+        project_stack_ready: bool,
+        fingerprint: str,
+        adopted_state: str | None = None,
+    ) -> Callable[[], None]:
+        """`adopted_state`: the program of `adopt`, taking over a cluster another tool's Terraform
+        deployed (components/terraform_module.py); a backend that cannot adopt raises."""
+        ...
 
     def gate_state(self, plan: ClusterPlan) -> str:
         """The lifecycle state recorded while the cluster's gate runs ("" when no gate runs)."""

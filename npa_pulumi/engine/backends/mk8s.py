@@ -22,9 +22,15 @@ class Mk8sBackend:
         return mk8s_cluster_plan(target, inputs)
 
     def program(
-        self, plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool, fingerprint: str
+        self,
+        plan: ClusterPlan,
+        cloud: str,
+        profile: str,
+        project_stack_ready: bool,
+        fingerprint: str,
+        adopted_state: str | None = None,
     ) -> Callable[[], None]:
-        return cluster_program(plan, cloud, profile, project_stack_ready, fingerprint)
+        return cluster_program(plan, cloud, profile, project_stack_ready, fingerprint, adopted_state)
 
     def gate_state(self, plan: ClusterPlan) -> str:
         return "" if plan.health_gate is None else validating_state(plan.mig_enabled, plan.has_gpus)

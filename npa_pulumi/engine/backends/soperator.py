@@ -13,6 +13,7 @@ from npa_pulumi.bridge import soperator_recipe
 from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource
 from npa_pulumi.engine.backends.base import BackendKind, PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan
+from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.plan import soperator as shapes
 from npa_pulumi.plan.recipe_surface import read_recipe_variables
@@ -124,9 +125,18 @@ class SoperatorBackend:
         return soperator_cluster_plan(target, inputs)
 
     def program(
-        self, plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool, fingerprint: str
+        self,
+        plan: ClusterPlan,
+        cloud: str,
+        profile: str,
+        project_stack_ready: bool,
+        fingerprint: str,
+        adopted_state: str | None = None,
     ) -> Callable[[], None]:
         from npa_pulumi.engine.soperator_program import soperator_program
+
+        if adopted_state is not None:  # `adopt` refuses soperator targets before any program is built
+            raise NpaError(f"{plan.stack}: adopting a soperator cluster is not supported")
 
         return soperator_program(plan, cloud, profile, project_stack_ready, fingerprint)
 

@@ -1,5 +1,7 @@
-"""What several operations share: refusing a selection before anything is touched, and Terraform's own
-plan for a cluster (previews show it; `up` hands it to the node-group replacement policy)."""
+"""What several operations share: refusing a selection before anything is touched, Terraform's own plan
+for a cluster (previews show it; `up` hands it to the node-group replacement policy), and what follows a
+deployed cluster stack (`up`, `adopt`): its recorded lifecycle and its users' kubeconfig and
+registrations."""
 
 from __future__ import annotations
 
@@ -7,11 +9,14 @@ import contextlib
 import logging
 from typing import Any
 
+from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args
+from npa_pulumi.engine.slurm_status import recorded_slurm_status
 from npa_pulumi.errors import NpaError
+from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
 
 log = logging.getLogger(__name__)
 
@@ -91,3 +96,60 @@ def replacement_policy_config(terraform: dict[str, Any]) -> dict[str, dict[str, 
     if not addresses:
         return None
     return {NODE_GROUP_REPLACEMENT_POLICY: {"planned_replacements": addresses}}
+
+
+def apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
+    """The cluster's state as its stack recorded it: `deployed` only when the health gate passed
+    (or was skipped on purpose); the gate's evidence goes into the result."""
+    outputs = stack.outputs or context.cached_outputs(stack.stack) or {}
+    stack.validation = outputs.get("validation") or stack.validation
+    evidence = outputs.get("health_evidence")
+    if isinstance(evidence, dict):
+        stack.health = evidence
+    if isinstance(outputs.get("kuberay"), dict):  # the KubeRay gate's summary (engine/programs.py)
+        stack.kuberay = outputs["kuberay"]
+    stack.slurm = recorded_slurm_status(outputs) or stack.slurm  # soperator: what its gate saw
+    lifecycle = outputs.get("lifecycle")
+    if lifecycle in FAILED_LIFECYCLES and not stack.failed:
+        stack.status = lifecycle
+        reason = evidence.get("reason", "") if isinstance(evidence, dict) else ""
+        stack.error = f"the cluster is kept; its health gate did not pass: {reason}"
+        stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
+
+
+def write_kubeconfig(context: FleetContext, stack: StackResult, warnings: list[str] | None = None) -> None:
+    """The cluster's kubeconfig and registrations for its users (see engine/kubeconfigs.py): npa-pulumi's,
+    and the original's under ~/.npa/clusters/ (engine/npa_records.py). A record of another cluster there is
+    left alone, said on the progress stream and in `warnings` (the result's), and the cluster stays
+    deployed."""
+    from npa_pulumi.engine import kubeconfigs
+
+    plan = context.plans().cluster(stack.stack)
+    target = next((t for t in context.targets if t.cluster_stack == stack.stack), None)
+    if not plan.in_cluster or not stack.kube_context or not stack.cluster_id or target is None:
+        return
+
+    def warn(message: str) -> None:
+        log.warning("%s", message)
+        context.progress.message(f"warning: {message}")
+        if warnings is not None:
+            warnings.append(message)
+
+    try:
+        registration = kubeconfigs.write(
+            context.cloud,
+            target,
+            context=stack.kube_context,
+            project_id=stack.project_id or "",
+            cluster_id=stack.cluster_id,
+            cloud=context.options.cloud,
+            profile=context.profile,
+            teardown_hint=context.retry_command("destroy", plan.project_key, plan.cluster_name),
+            warn=warn,
+        )
+    except (NpaError, CloudError) as err:
+        stack.status = "deployed-credentials-failed"
+        stack.error = f"the cluster is deployed, but its kubeconfig could not be written: {err}"
+        stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
+        return
+    stack.kubeconfig = registration.kubeconfig

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness
 from npa_pulumi.engine import rollout as staged
 from npa_pulumi.engine.automation.diy_backend import checkpoint_outputs
@@ -26,16 +25,16 @@ from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import over_budget
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.operations.common import (
+    apply_lifecycle,
     refuse_storage_without_mk8s,
     replacement_policy_config,
     terraform_plan,
+    write_kubeconfig,
 )
 from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.scheduler import Job
-from npa_pulumi.engine.slurm_status import recorded_slurm_status
-from npa_pulumi.errors import NpaError
-from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
+from npa_pulumi.output.results import FleetResult, StackResult
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +68,8 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     context.fill_identity(result)
     for stack in result.clusters():
         if stack.status in ("deployed", "unchanged") and stack.cluster_id:
-            _write_kubeconfig(context, stack)
-            _apply_lifecycle(context, stack)
+            write_kubeconfig(context, stack, result.warnings)
+            apply_lifecycle(context, stack)
     return result
 
 
@@ -309,50 +308,3 @@ def _plan_before_update(context: FleetContext, op: StackOp) -> dict[str, Any] | 
     project_outputs = context.cached_outputs(plan.project_stack)
     context.progress.phase(op.stack, "terraform plan")
     return terraform_plan(context, op, plan, project_outputs)
-
-
-def _apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
-    """The cluster's state as its stack recorded it: `deployed` only when the health gate passed
-    (or was skipped on purpose); the gate's evidence goes into the result."""
-    outputs = stack.outputs or context.cached_outputs(stack.stack) or {}
-    stack.validation = outputs.get("validation") or stack.validation
-    evidence = outputs.get("health_evidence")
-    if isinstance(evidence, dict):
-        stack.health = evidence
-    if isinstance(outputs.get("kuberay"), dict):  # the KubeRay gate's summary (engine/programs.py)
-        stack.kuberay = outputs["kuberay"]
-    stack.slurm = recorded_slurm_status(outputs) or stack.slurm  # soperator: what its gate saw
-    lifecycle = outputs.get("lifecycle")
-    if lifecycle in FAILED_LIFECYCLES and not stack.failed:
-        stack.status = lifecycle
-        reason = evidence.get("reason", "") if isinstance(evidence, dict) else ""
-        stack.error = f"the cluster is kept; its health gate did not pass: {reason}"
-        stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
-
-
-def _write_kubeconfig(context: FleetContext, stack: StackResult) -> None:
-    """The cluster's kubeconfig and registration for its users (see engine/kubeconfigs.py)."""
-    from npa_pulumi.engine import kubeconfigs
-
-    plan = context.plans().cluster(stack.stack)
-    if not plan.in_cluster or not stack.kube_context or not stack.cluster_id:
-        return
-    try:
-        registration = kubeconfigs.write(
-            context.cloud,
-            context=stack.kube_context,
-            stack=stack.stack,
-            fleet=plan.fleet,
-            project_key=plan.project_key,
-            project_id=stack.project_id or "",
-            cluster_name=plan.cluster_name,
-            cluster_id=stack.cluster_id,
-            cloud=context.options.cloud,
-            profile=context.profile,
-        )
-    except (NpaError, CloudError) as err:
-        stack.status = "deployed-credentials-failed"
-        stack.error = f"the cluster is deployed, but its kubeconfig could not be written: {err}"
-        stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
-        return
-    stack.kubeconfig = registration.kubeconfig

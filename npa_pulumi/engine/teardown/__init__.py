@@ -11,13 +11,17 @@ Per project of the selection the phases run in this order:
   `--delete-storage-identity`, `--delete-projects`), and even then deleted only with durable proof that
   this fleet created them: the creation recorded in the project stack's outputs (or, once that stack is
   gone, in the teardown record written before it was destroyed) *and* the fleet's labels on the live
-  object. A bucket that holds objects is refused unless `--delete-nonempty-buckets`; a project that
-  holds anything the fleet did not create (or anything retained) is refused.
+  object. A bucket that holds objects is refused unless `--delete-nonempty-buckets`; the storage identity
+  takes its keys and its bucket grant's IAM group (the fleet's labels) with it; a project that holds
+  anything the fleet did not create (or anything retained), by the inventory of every kind the cloud
+  port lists in a project, is refused. A project the spec names by id is used, never deleted.
 
-Outcomes: `planned` (dry run), `done`, `absent` (nothing there: repeat-safe), `retained` (why), `blocked`
+Outcomes: `planned` (dry run), `done`, `absent` (nothing there: repeat-safe), `retained` (not asked for,
+or not this run's to delete: why), `refused` (asked for but not proved safe to delete: why), `blocked`
 (by which phase: a dependent phase is never guessed) or `failed` (why, and the exact retry command).
-Independent phases continue when one fails: a failed bucket does not stop the storage identity, but it
-blocks the project.
+A refused, failed or blocked phase makes the run a partial cleanup (exit 2) whose receipt names the
+`destroy --receipt ID --yes` that continues it; a retention alone is success (exit 0). Independent phases
+continue when one fails: a failed bucket does not stop the storage identity, but it blocks the project.
 
 Every destroy leaves a receipt, `<npa home>/teardown-receipts/<fleet>/<UTC time>-destroy.json` (0600):
 what was asked and each phase's outcome with the ids deleted or retained. Receipts and teardown records

@@ -5,10 +5,13 @@ Candidates are the tenant's projects that carry this fleet's labels (`npa-fleet=
 `managed-by=npa-pulumi`) and the spec's projects; inside them, networks, subnets, buckets and service
 accounts with the fleet's labels whose ids no stack of the fleet (in this backend) names in its outputs.
 Per project the phases are the teardown's: network (orphan subnets, then networks) → bucket → storage
-identity (service account and its keys) → project, the last three only with the same opt-in flags as
-`destroy`; a non-empty bucket is refused unless `--delete-nonempty-buckets`, and a project is deleted only
-when it is itself an orphan and holds nothing else. A failed phase blocks the project; every run that
-deletes leaves a receipt (`<npa home>/teardown-receipts/<fleet>/<UTC time>-<pid>-cleanup.json`).
+identity (service account, its keys, and its grant's IAM group once no account of the fleet in the
+project is referenced) → project, the last three only with the same opt-in flags as `destroy`; a
+non-empty bucket is refused unless `--delete-nonempty-buckets`, and a project is deleted only when it is
+itself an orphan and holds nothing else (every kind the cloud port lists: engine/teardown/phases.py). A
+refused, failed or blocked phase is a partial cleanup (exit 2); a failed or refused phase blocks the
+project; every run that deletes or refuses leaves a receipt
+(`<npa home>/teardown-receipts/<fleet>/<UTC time>-<pid>-cleanup.json`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from npa_pulumi.engine.teardown.phases import (
     delete_identity,
     delete_project,
     describe,
+    fleet_groups,
     inventory_except,
     phase_factory,
     wait_settled,
@@ -36,7 +40,7 @@ from npa_pulumi.engine.teardown.phases import (
 from npa_pulumi.engine.teardown.phases import ours as _ours
 from npa_pulumi.engine.teardown.receipts import fleet_receipt, new_receipt_path, write_receipt
 from npa_pulumi.engine.teardown.records import drop_record
-from npa_pulumi.output.results import PhaseOutcome, TeardownPhase
+from npa_pulumi.output.results import UNFINISHED_OUTCOMES, PhaseOutcome, TeardownPhase
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort, Project
@@ -132,35 +136,40 @@ class Cleanup:
                 phases.append(
                     phase(
                         "bucket",
-                        status="retained",
+                        status="refused",
                         retains={**ids, "objects": count},
                         reason=f"bucket holds {count} object(s): refused unless --delete-nonempty-buckets",
                     )
                 )
             else:
                 phases.append(phase("bucket", deletes={**ids, "objects": count}))
-        for account in cloud.list_service_accounts(pid):
-            if not orphan(account.id, account.labels):
-                continue
+        accounts = [a for a in cloud.list_service_accounts(pid) if _ours(a.labels, self.name)]
+        orphans = [a for a in accounts if a.id not in referenced]
+        # A grant's group serves the project's storage account: an orphan once no account of the fleet
+        # in the project is referenced any more.
+        groups = fleet_groups(cloud, pid, self.name) if len(orphans) == len(accounts) else []
+        for index, account in enumerate(orphans):
             keys = [k.id for k in cloud.list_access_keys(pid, account.id)]
-            if self.options.delete_storage_identity:
-                phases.append(
-                    phase(
-                        "storage-identity", deletes={"service_account_id": account.id, "access_key_ids": keys}
-                    )
-                )
-            else:
-                phases.append(
-                    phase(
-                        "storage-identity",
-                        status="retained",
-                        retains={"service_account_id": account.id},
-                        reason="--delete-storage-identity not given",
-                    )
-                )
+            mine = groups if index == 0 else []
+            phases.append(self._identity_phase(phase, account.id, keys, mine))
+        if groups and not orphans:  # the account is gone, its grant's group was left
+            phases.append(self._identity_phase(phase, "", [], groups))
         if labelled and pid not in referenced:
             phases.append(self._plan_project_phase(project, phase, phases))
         return phases
+
+    def _identity_phase(
+        self, phase: PhaseFactory, account: str, keys: list[str], groups: list[str]
+    ) -> TeardownPhase:
+        deletes: dict[str, Any] = {"service_account_id": account, "access_key_ids": keys, "group_ids": groups}
+        if self.options.delete_storage_identity:
+            return phase("storage-identity", deletes=deletes)
+        return phase(
+            "storage-identity",
+            status="retained",
+            retains={k: v for k, v in deletes.items() if k != "access_key_ids"},
+            reason="--delete-storage-identity not given",
+        )
 
     def _plan_project_phase(
         self, project: Project, phase: PhaseFactory, earlier: list[TeardownPhase]
@@ -169,11 +178,13 @@ class Cleanup:
         if not self.options.delete_projects:
             return phase("project", status="retained", retains=ids, reason="--delete-projects not given")
         # A labelled project is one the fleet created: the cloud's default network in it goes with it.
-        topology = default_topology(self.cloud, project.id, _doomed(earlier))
-        doomed = _doomed(earlier) | set(topology.values())
-        return decide_project(
-            phase, {**ids, **topology}, earlier, lambda: inventory_except(self.cloud, project.id, doomed)
-        )
+
+        def inventory() -> tuple[list[str], dict[str, str]]:
+            topology = default_topology(self.cloud, project.id, _doomed(earlier))
+            doomed = _doomed(earlier) | set(topology.values())
+            return inventory_except(self.cloud, project.id, doomed), topology
+
+        return decide_project(phase, ids, earlier, inventory)
 
     # ---------------------------------------------------------------------------------- run
 
@@ -184,7 +195,9 @@ class Cleanup:
                 if item.status != "planned":
                     continue
                 if item.phase == "project":
-                    blockers = [p.name for p in mine if p.phase != "project" and p.status == "failed"]
+                    blockers = [
+                        p.name for p in mine if p.phase != "project" and p.status in UNFINISHED_OUTCOMES
+                    ]
                     if blockers:
                         item.status, item.blocked_by = PhaseOutcome.BLOCKED, blockers
                         item.reason = "the project is deleted only after everything in it is"
@@ -197,7 +210,11 @@ class Cleanup:
         self.fleet.progress.message(f"cleanup {item.name}: deleting ...")
         try:
             self._delete(item)
-        except (CloudError, TeardownRefused, NotYetGone) as err:
+        except TeardownRefused as err:  # no longer provably the fleet's: not deleted, never success
+            item.status, item.reason = PhaseOutcome.REFUSED, describe(err)
+            item.retry_command = self.retry_command()
+            return
+        except (CloudError, NotYetGone) as err:
             item.status, item.reason = PhaseOutcome.FAILED, describe(err)
             item.retry_command = self.retry_command()
             return
@@ -213,7 +230,9 @@ class Cleanup:
         elif item.phase == "bucket":
             delete_bucket(cloud, self.name, deletes["bucket_id"], self.options.delete_nonempty_buckets)
         elif item.phase == "storage-identity":
-            delete_identity(cloud, self.projects[item.stack].id, deletes["service_account_id"])
+            groups = [str(g) for g in deletes.get("group_ids") or []]
+            project = self.projects[item.stack].id
+            delete_identity(cloud, project, str(deletes["service_account_id"] or ""), self.name, groups)
         elif item.phase == "project":
             project = deletes["project_id"]
             wait_settled(cloud, project)
@@ -235,7 +254,8 @@ def run_cleanup(fleet: FleetContext, options: TeardownOptions, dry_run: bool, re
     cleanup = Cleanup(fleet, options)
     result.phases = cleanup.plan()
     result.dry_run = dry_run
-    if dry_run or not any(p.status == "planned" for p in result.phases):
+    # Nothing to delete, and nothing asked for that was refused: nothing to receipt either.
+    if dry_run or not any(p.status in ("planned", "refused") for p in result.phases):
         return
     started = time.time()
     path = new_receipt_path(fleet.spec.name, "cleanup")

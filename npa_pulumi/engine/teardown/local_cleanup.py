@@ -6,9 +6,11 @@ that no longer exist, and the receipts.
   backend. Only a file:// backend can be read without the engine and the network; anything bound to a stack
   of another backend is `verification_unresolved` and never removed. Stacks that still exist and hold a
   cluster or a project are listed with the exact command that stops their spend.
-* **`--yes`** removes operational residue: work dirs, kubeconfigs and registrations of stacks verified gone,
-  and run records whose process is provably dead. Logs, receipts and teardown records are audit evidence
-  and stay (a teardown record is the proof `destroy --receipt` needs to continue).
+* **`--yes`** removes operational residue: work dirs, kubeconfigs and registrations of stacks verified gone
+  (with the original's `~/.npa/clusters/<context>/` record a registration names, while it is still this
+  fleet's record of that cluster), and run records whose process is provably dead. Logs, receipts and
+  teardown records are audit evidence and stay (a teardown record is the proof `destroy --receipt` needs to
+  continue).
 * **Receipts**: listed with their outcome; `--prune-receipts --receipt-retention-days N` deletes only
   receipts older than N days whose teardown is fully terminal (it ended `ok`, or a chain of resumes that
   continued it did).
@@ -26,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.engine import npa_records
 from npa_pulumi.engine.automation import diy_backend
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.runlock import RECORD_LOCKED, read_run_record
@@ -40,7 +43,7 @@ DAY_S = 86_400.0
 class HomeItem:
     """One thing in the npa home that belongs to a stack (or a run)."""
 
-    kind: str  # work-dir | kubeconfig | run-record
+    kind: str  # work-dir | kubeconfig | npa-registration | run-record
     path: str
     stack: str | None
     stack_state: str  # exists | gone | unverified | not-applicable
@@ -153,13 +156,35 @@ def _kubeconfigs(home: Path, stacks: _Stacks) -> list[HomeItem]:
     items = []
     for registration in sorted((home / "clusters").glob("*.json")):
         try:
-            stack = str(json.loads(registration.read_text()).get("stack") or "")
+            document = json.loads(registration.read_text())
         except (OSError, ValueError):
-            stack = ""
+            document = {}
+        document = document if isinstance(document, dict) else {}
+        stack = str(document.get("stack") or "")
         for path in (home / "kubeconfigs" / f"{registration.stem}.yaml", registration):
             if path.exists() and stack:
                 items.append(_stack_item("kubeconfig", path, stack, stacks))
+        record = _npa_record(document)
+        if record is not None and stack:
+            items.append(_stack_item("npa-registration", record, stack, stacks))
     return items
+
+
+def _npa_record(registration: dict[str, Any]) -> Path | None:
+    """The original's record (`~/.npa/clusters/<context>/`) this registration's write made, while it is
+    still this fleet's record of that cluster (engine/npa_records.py): another tool's record is never
+    residue of ours."""
+    written = str(registration.get("npa_record") or "")
+    context = str(registration.get("context") or "")
+    if not written or not context or Path(written) != npa_records.record_dir(context):
+        return None
+    ours = npa_records.is_ours(
+        context,
+        fleet=str(registration.get("fleet") or ""),
+        project_key=str(registration.get("project_key") or ""),
+        cluster_id=str(registration.get("cluster_id") or ""),
+    )
+    return Path(written) if ours else None
 
 
 def _run_records(backend_url: str) -> list[HomeItem]:

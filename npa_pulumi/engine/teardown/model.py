@@ -9,7 +9,7 @@ from typing import Any
 
 RECEIPT_VERSION = 1
 STACK_PHASES = ("cluster", "network")  # phases that destroy a Pulumi stack (and so need the spec)
-UNFINISHED = ("planned", "failed", "blocked")
+UNFINISHED = ("planned", "refused", "failed", "blocked")  # what a resume plans again
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,9 @@ class ProjectEvidence:
     project_key: str
     project_id: str = ""
     project_created: bool = False
+    # The spec names the project by id (`project_id:`): the fleet uses it and never deletes it, so
+    # `--delete-projects` does not ask for its deletion (a retention, not a refusal).
+    project_declared: bool = False
     network_id: str = ""
     subnet_id: str = ""
     network_owned: bool = False

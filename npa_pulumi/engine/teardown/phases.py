@@ -8,7 +8,13 @@ left once the stacks are gone.
 Each phase is planned read-only (what it would delete or retain, and why) and then run with every guard
 checked again right before the delete: the fleet's labels on the live object, a bucket's object count,
 and, for the project, that it holds nothing but what this run deletes — the project's provider-made
-default network included (see `default_topology`).
+default network, its default subnet and its default security group included (see `default_topology`).
+A project's inventory is every kind the cloud port lists in a project (`_children`): networks, subnets,
+security groups, clusters, filesystems, GPU clusters, instances, disks, container registries, buckets,
+service accounts and IAM groups.
+
+A phase not asked for (no `--delete-*` flag) is `retained`; one asked for that cannot be proved safe is
+`refused` (a partial cleanup: exit 2 and a receipt to continue it), and says why.
 """
 
 from __future__ import annotations
@@ -26,9 +32,13 @@ from npa_pulumi.cloud.absence import (
     found,
     wait_gone,
 )
-from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.cloud.project_defaults import DEFAULT_NETWORK_NAME, DEFAULT_SUBNET_PREFIX
-from npa_pulumi.output.results import PhaseOutcome, TeardownPhase
+from npa_pulumi.cloud.errors import CloudError, FailedPrecondition, NotFound
+from npa_pulumi.cloud.project_defaults import (
+    DEFAULT_NETWORK_NAME,
+    DEFAULT_SECURITY_GROUP_PREFIX,
+    DEFAULT_SUBNET_PREFIX,
+)
+from npa_pulumi.output.results import UNFINISHED_OUTCOMES, PhaseOutcome, TeardownPhase
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
@@ -37,7 +47,10 @@ if TYPE_CHECKING:
 MANAGED_BY = "npa-pulumi"
 
 PhaseFactory = Callable[..., TeardownPhase]
-TOPOLOGY_KEYS = ("default_network_id", "default_subnet_id")
+TOPOLOGY_KEYS = ("default_network_id", "default_subnet_id", "default_security_group_id")
+# Kinds a project's clusters may bring with them (their nodes' VMs and disks): judged only once the
+# clusters this run deletes are gone, right before the project's delete.
+CLUSTER_BORNE = ("instance", "disk")
 
 
 def ours(labels: dict[str, str], fleet: str) -> bool:
@@ -50,10 +63,12 @@ def describe(error: Exception) -> str:
 
 def default_topology(cloud: CloudPort, project_id: str, skip: set[str]) -> dict[str, str]:
     """The topology the cloud made along with a project, when the project holds exactly that (besides the
-    ids in `skip`, what this run deletes anyway): one `default-network` and one `default-subnet-*` in it.
+    ids in `skip`, what this run deletes anyway): one `default-network`, one `default-subnet-*` in it, and
+    at most one security group in it, the network's provider-marked default `default-security-group-*`.
     Only for a project this fleet provably created: it is part of that project, deleted with it, and
-    recorded as such. Anything mixed or additional (a second network, another subnet in the default
-    network) returns nothing, so all of it counts as someone else's and the project is refused."""
+    recorded as such. Anything mixed or additional (a second network, another subnet or a security group
+    of someone's in the default network) returns nothing, so all of it counts as someone else's and the
+    project is refused."""
     networks = [n for n in cloud.list_networks(project_id) if n.id not in skip]
     subnets = [s for s in cloud.list_subnets(project_id) if s.id not in skip]
     defaults = [n for n in networks if n.name == DEFAULT_NETWORK_NAME and not n.labels.get("npa-fleet")]
@@ -62,15 +77,38 @@ def default_topology(cloud: CloudPort, project_id: str, skip: set[str]) -> dict[
     linked = [s for s in subnets if s.network_id == defaults[0].id]
     if len(linked) != 1 or not linked[0].name.startswith(DEFAULT_SUBNET_PREFIX):
         return {}
-    return {"default_network_id": defaults[0].id, "default_subnet_id": linked[0].id}
+    topology = {"default_network_id": defaults[0].id, "default_subnet_id": linked[0].id}
+    groups = [g for g in cloud.list_security_groups(project_id) if g.network_id == defaults[0].id]
+    if not groups:
+        return topology  # a cloud (or an older local one) that made none
+    [group, *more] = groups
+    if more or not group.default or not group.name.startswith(DEFAULT_SECURITY_GROUP_PREFIX):
+        return {}
+    return {**topology, "default_security_group_id": group.id}
 
 
-def delete_default_topology(cloud: CloudPort, topology: dict[str, str]) -> None:
-    """Subnet first: a network with a subnet cannot be deleted. Already gone counts as deleted."""
+def delete_default_topology(cloud: CloudPort, project_id: str, topology: dict[str, str]) -> None:
+    """Subnet first: a network with a subnet cannot be deleted. The default security group goes with its
+    network (as on the cloud); where the cloud refuses the network while it still holds that group, the
+    group is deleted first and the network again. Already gone counts as deleted."""
     if topology.get("default_subnet_id"):
         delete_subnet(cloud, topology["default_subnet_id"])
-    if topology.get("default_network_id"):
-        delete_network(cloud, topology["default_network_id"])
+    network, group = topology.get("default_network_id"), topology.get("default_security_group_id")
+    if network:
+        try:
+            delete_network(cloud, network)
+        except FailedPrecondition:
+            if not group:
+                raise
+            with contextlib.suppress(NotFound):
+                cloud.delete_security_group(group)
+            delete_network(cloud, network)
+    if group:
+
+        def listed() -> bool:
+            return any(g.id == group for g in cloud.list_security_groups(project_id))
+
+        wait_gone(listed, f"security group {group}")
 
 
 def wait_settled(cloud: CloudPort, project_id: str, timeout_s: float = ABSENCE_TIMEOUT_S) -> None:
@@ -96,47 +134,87 @@ def phase_factory(project_key: str, stack: str) -> PhaseFactory:
     return phase
 
 
-def _children(cloud: CloudPort, project_id: str) -> list[tuple[str, Any]]:
-    """Everything the project holds, with its kind."""
+def _children(cloud: CloudPort, project_id: str, skip_kinds: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
+    """Everything the project holds, with its kind: every kind the cloud port lists in a project."""
     pid = project_id
-    listed: list[tuple[str, Any]] = [("network", n) for n in cloud.list_networks(pid)]
-    listed += [("subnet", s) for s in cloud.list_subnets(pid)]
-    listed += [("cluster", c) for c in cloud.list_clusters(pid)]
-    listed += [("filesystem", f) for f in cloud.list_filesystems(pid)]
-    listed += [("gpu cluster", g) for g in cloud.list_gpu_clusters(pid)]
-    listed += [("bucket", b) for b in cloud.list_buckets(pid)]
-    listed += [("service account", a) for a in cloud.list_service_accounts(pid)]
+    listings: list[tuple[str, Callable[[], list[Any]]]] = [
+        ("network", lambda: cloud.list_networks(pid)),
+        ("subnet", lambda: cloud.list_subnets(pid)),
+        ("security group", lambda: cloud.list_security_groups(pid)),
+        ("cluster", lambda: cloud.list_clusters(pid)),
+        ("filesystem", lambda: cloud.list_filesystems(pid)),
+        ("gpu cluster", lambda: cloud.list_gpu_clusters(pid)),
+        ("instance", lambda: cloud.list_instances(pid)),
+        ("disk", lambda: cloud.list_disks(pid)),
+        ("registry", lambda: cloud.list_registries(pid)),
+        ("bucket", lambda: cloud.list_buckets(pid)),
+        ("service account", lambda: cloud.list_service_accounts(pid)),
+        ("iam group", lambda: cloud.list_groups(pid)),
+    ]
+    listed: list[tuple[str, Any]] = []
+    for kind, listing in listings:
+        if kind not in skip_kinds:
+            listed += [(kind, obj) for obj in listing()]
     return listed
 
 
-def inventory_except(cloud: CloudPort, project_id: str, ours: set[str]) -> list[str]:
-    """Everything the project holds, by kind and id, but `ours` (what the fleet created and this run
-    deletes): what refuses the project's deletion. Ids are unique across kinds, so one set serves all."""
-    return [f"{kind} {obj.id}" for kind, obj in _children(cloud, project_id) if obj.id not in ours]
+def inventory_except(
+    cloud: CloudPort, project_id: str, ours: set[str], skip_kinds: tuple[str, ...] = ()
+) -> list[str]:
+    """Everything the project holds, by kind, id and name, but `ours` (what the fleet created and this run
+    deletes): what refuses the project's deletion. Ids are unique across kinds, so one set serves all. A
+    network's provider-made default security group is part of its network: ours with it, named with it."""
+    children = _children(cloud, project_id, skip_kinds)
+    networks = {obj.id for kind, obj in children if kind == "network"}
+
+    def part_of_a_network(kind: str, obj: Any) -> bool:
+        return kind == "security group" and obj.default and obj.network_id in networks | ours
+
+    return [
+        f"{kind} {obj.id} ({obj.name})" if getattr(obj, "name", "") else f"{kind} {obj.id}"
+        for kind, obj in children
+        if obj.id not in ours and not part_of_a_network(kind, obj)
+    ]
 
 
 def decide_project(
-    phase: PhaseFactory, ids: dict[str, str], earlier: list[TeardownPhase], foreign: Callable[[], list[str]]
+    phase: PhaseFactory,
+    ids: dict[str, str],
+    earlier: list[TeardownPhase],
+    inventory: Callable[[], tuple[list[str], dict[str, str]]],
 ) -> TeardownPhase:
     """The project phase once the caller's own preconditions (opt-in flag, proof of creation, labels)
-    hold: retained while its bucket or storage identity stays, or while it holds anything foreign (only
-    then is the cloud asked); planned otherwise, deleting `ids` (the project, and its default topology)."""
+    hold: refused while its bucket or storage identity stays, while it holds anything foreign, or while
+    what it holds cannot be read (only then is the cloud asked: `inventory` returns the foreign objects and
+    the project's default topology); planned otherwise, deleting the project and its default topology."""
     project_id = {"project_id": ids["project_id"]}
-    kept = [p for p in earlier if p.status == "retained" and p.phase in ("bucket", "storage-identity")]
+    kept = [
+        p
+        for p in earlier
+        if p.status in ("retained", "refused") and p.phase in ("bucket", "storage-identity")
+    ]
     if kept:
         what = "; ".join(f"{p.phase} ({p.reason})" for p in kept)
         return phase(
-            "project", status="retained", retains=project_id, reason=f"the project still holds: {what}"
+            "project", status="refused", retains=project_id, reason=f"the project still holds: {what}"
         )
-    found = foreign()
+    try:
+        found, topology = inventory()
+    except CloudError as err:
+        return phase(
+            "project",
+            status="refused",
+            retains=project_id,
+            reason=f"what the project holds could not be read ({describe(err)}): never deleted unproven",
+        )
     if found:
         return phase(
             "project",
-            status="retained",
+            status="refused",
             retains={**project_id, "foreign": found},
             reason="the project holds objects this fleet did not create: " + ", ".join(found),
         )
-    return phase("project", deletes=ids)
+    return phase("project", deletes={**ids, **topology})
 
 
 def delete_bucket(cloud: CloudPort, fleet: str, bucket_id: str, allow_nonempty: bool) -> None:
@@ -151,18 +229,45 @@ def delete_bucket(cloud: CloudPort, fleet: str, bucket_id: str, allow_nonempty: 
     wait_gone(found(lambda: cloud.get_bucket(bucket_id)), f"bucket {bucket_id}")
 
 
-def delete_identity(cloud: CloudPort, project_id: str, account_id: str) -> None:
-    """Every access key of the account (inventoried now, not as planned), then the account."""
-    for key in cloud.list_access_keys(project_id, account_id):
-        with contextlib.suppress(NotFound):  # already gone counts as deleted
-            cloud.delete_access_key(key.id)
-    with contextlib.suppress(NotFound):
-        cloud.delete_service_account(account_id)
+def fleet_groups(cloud: CloudPort, project_id: str, fleet: str) -> list[str]:
+    """The project's IAM groups that carry this fleet's labels: a bucket grant's group, which the cloud
+    made with its storage account's labels (CloudPort.grant_bucket_access) and which outlives the account.
+    A group without them (a user's, or one granted by an older npa-pulumi) is never the fleet's."""
+    return [g.id for g in cloud.list_groups(project_id) if ours(g.labels, fleet)]
 
-    def account_listed() -> bool:
-        return any(a.id == account_id for a in cloud.list_service_accounts(project_id))
 
-    wait_gone(account_listed, f"service account {account_id}")
+def delete_identity(
+    cloud: CloudPort, project_id: str, account_id: str, fleet: str = "", group_ids: list[str] | None = None
+) -> None:
+    """Every access key of the account (inventoried now, not as planned), the account, then the fleet's
+    grant groups planned with it (each still carrying the fleet's labels: checked right before)."""
+    if account_id:
+        for key in cloud.list_access_keys(project_id, account_id):
+            with contextlib.suppress(NotFound):  # already gone counts as deleted
+                cloud.delete_access_key(key.id)
+        with contextlib.suppress(NotFound):
+            cloud.delete_service_account(account_id)
+
+        def account_listed() -> bool:
+            return any(a.id == account_id for a in cloud.list_service_accounts(project_id))
+
+        wait_gone(account_listed, f"service account {account_id}")
+    if not group_ids:
+        return
+    still = {g.id: g for g in cloud.list_groups(project_id)}
+    for group_id in group_ids:
+        group = still.get(group_id)
+        if group is None:
+            continue  # already gone
+        if not ours(group.labels, fleet):
+            raise TeardownRefused(f"IAM group {group_id} no longer carries this fleet's labels")
+        with contextlib.suppress(NotFound):
+            cloud.delete_group(group_id)
+
+    def groups_listed() -> bool:
+        return any(g.id in group_ids for g in cloud.list_groups(project_id))
+
+    wait_gone(groups_listed, f"IAM group(s) {', '.join(group_ids)}")
 
 
 def delete_project(
@@ -178,7 +283,7 @@ def delete_project(
         raise TeardownRefused(f"project {project_id} still holds: {', '.join(foreign)}")
     if topology != {key: planned[key] for key in TOPOLOGY_KEYS if planned.get(key)}:
         raise TeardownRefused(f"project {project_id}: its default network changed since it was planned")
-    delete_default_topology(cloud, topology)
+    delete_default_topology(cloud, project_id, topology)
     cloud.delete_project(project_id)
     wait_gone(found(lambda: cloud.get_project(project_id)), f"project {project_id}")
 
@@ -227,7 +332,7 @@ class GuardedPhases:
         if not ev.bucket_created:
             return phase(
                 "bucket",
-                status="retained",
+                status="refused",
                 retains=ids,
                 reason="no durable record that this fleet created the bucket (it existed before, or was "
                 "recorded by an older npa-pulumi): never deleted",
@@ -239,7 +344,7 @@ class GuardedPhases:
         if not ours(bucket.labels, self.fleet):
             return phase(
                 "bucket",
-                status="retained",
+                status="refused",
                 retains=ids,
                 reason=f"bucket {ev.bucket_id} does not carry this fleet's labels: never deleted",
             )
@@ -247,7 +352,7 @@ class GuardedPhases:
         if count and not self.options.delete_nonempty_buckets:
             return phase(
                 "bucket",
-                status="retained",
+                status="refused",
                 retains={**ids, "objects": count},
                 reason=f"bucket holds {count} object(s): refused unless --delete-nonempty-buckets",
             )
@@ -260,32 +365,40 @@ class GuardedPhases:
                 "storage-identity",
                 status="retained",
                 retains=ids,
-                reason="the storage service account and its access keys are retained unless "
-                "--delete-storage-identity",
+                reason="the storage service account, its access keys and its grant's IAM group are "
+                "retained unless --delete-storage-identity",
             )
         if not ev.service_account_created:
             return phase(
                 "storage-identity",
-                status="retained",
+                status="refused",
                 retains=ids,
                 reason="no durable record that this fleet created the service account: never deleted",
             )
         accounts = [
             a for a in self.cloud.list_service_accounts(ev.project_id) if a.id == ev.service_account_id
         ]
-        if not accounts:
-            return phase(
-                "storage-identity", status="absent", reason=f"service account {ev.service_account_id} is gone"
-            )
-        if not ours(accounts[0].labels, self.fleet):
+        if accounts and not ours(accounts[0].labels, self.fleet):
             return phase(
                 "storage-identity",
-                status="retained",
+                status="refused",
                 retains=ids,
                 reason="the service account does not carry this fleet's labels: never deleted",
             )
-        keys = [k.id for k in self.cloud.list_access_keys(ev.project_id, ev.service_account_id)]
-        return phase("storage-identity", deletes={**ids, "access_key_ids": keys})
+        groups = fleet_groups(self.cloud, ev.project_id, self.fleet)
+        if not accounts and not groups:
+            return phase(
+                "storage-identity", status="absent", reason=f"service account {ev.service_account_id} is gone"
+            )
+        keys = (
+            [k.id for k in self.cloud.list_access_keys(ev.project_id, ev.service_account_id)]
+            if accounts
+            else []
+        )
+        deletes = {**ids, "access_key_ids": keys, "group_ids": groups}
+        if not accounts:  # gone, but its grant's group was left (an interrupted teardown)
+            deletes["service_account_id"] = ""
+        return phase("storage-identity", deletes=deletes)
 
     def plan_project(
         self, ev: ProjectEvidence, phase: PhaseFactory, earlier: list[TeardownPhase]
@@ -298,10 +411,18 @@ class GuardedPhases:
                 retains=ids,
                 reason="projects are retained unless --delete-projects",
             )
-        if not ev.project_created:
+        if ev.project_declared and not ev.project_created:
             return phase(
                 "project",
                 status="retained",
+                retains=ids,
+                reason="the spec names this project by id: it is used, never deleted (--delete-projects "
+                "deletes only projects the fleet created)",
+            )
+        if not ev.project_created:
+            return phase(
+                "project",
+                status="refused",
                 retains=ids,
                 reason="no durable record that this fleet created the project (it existed before): "
                 "never deleted",
@@ -313,14 +434,27 @@ class GuardedPhases:
         if not ours(project.labels, self.fleet):
             return phase(
                 "project",
-                status="retained",
+                status="refused",
                 retains=ids,
                 reason="the project does not carry this fleet's labels: never deleted",
             )
+        doomed = [p for p in earlier if p.status == "planned"]
+        return decide_project(phase, ids, earlier, lambda: self._plan_inventory(ev, doomed))
+
+    def _plan_inventory(
+        self, ev: ProjectEvidence, doomed: list[TeardownPhase]
+    ) -> tuple[list[str], dict[str, str]]:
+        """What the project holds that this run does not delete, and its default topology (which goes
+        with it, and the receipt says so). A project whose clusters this run deletes has its instances and
+        disks judged only once those clusters are gone (`CLUSTER_BORNE`), right before its delete."""
         topology = self.topology(ev)
-        # The cloud's default network of the project goes with it, and the receipt says so.
-        return decide_project(
-            phase, {**ids, **topology}, earlier, lambda: self.foreign_objects(ev, topology=topology)
+        extra = {v for p in doomed for v in _deleted_ids(p)}
+        skip = CLUSTER_BORNE if self._loses_clusters(ev) else ()
+        return self.foreign_objects(ev, topology=topology, also=extra, skip_kinds=skip), topology
+
+    def _loses_clusters(self, ev: ProjectEvidence) -> bool:
+        return bool(self.doomed_clusters) and any(
+            c.id in self.doomed_clusters for c in self.cloud.list_clusters(ev.project_id)
         )
 
     def topology(self, ev: ProjectEvidence, after_teardown: bool = False) -> dict[str, str]:
@@ -331,15 +465,20 @@ class GuardedPhases:
         return default_topology(self.cloud, ev.project_id, owned)
 
     def foreign_objects(
-        self, ev: ProjectEvidence, after_teardown: bool = False, topology: dict[str, str] | None = None
+        self,
+        ev: ProjectEvidence,
+        after_teardown: bool = False,
+        topology: dict[str, str] | None = None,
+        also: set[str] | None = None,
+        skip_kinds: tuple[str, ...] = (),
     ) -> list[str]:
         """What the project holds that this fleet did not create (and will not delete in this run)."""
-        ours_ids = set((topology or {}).values())
+        ours_ids = set((topology or {}).values()) | (also or set())
         if not after_teardown:
             ours_ids |= {ev.bucket_id, ev.service_account_id} | self.doomed_clusters
             if ev.network_owned:
                 ours_ids |= {ev.network_id, ev.subnet_id}
-        return inventory_except(self.cloud, ev.project_id, ours_ids - {""})
+        return inventory_except(self.cloud, ev.project_id, ours_ids - {""}, skip_kinds)
 
     # ---------------------------------------------------------------------------------- run
 
@@ -351,10 +490,10 @@ class GuardedPhases:
             if item.phase == "bucket":
                 self._attempt(item, project_key, lambda: self._delete_bucket(ev))
             elif item.phase == "storage-identity":
-                self._attempt(item, project_key, lambda: self._delete_identity(ev))
+                self._attempt(item, project_key, functools.partial(self._delete_identity, ev, item.deletes))
             elif item.phase == "project":
                 blockers = [
-                    p.name for p in phases if p.phase != "project" and p.status in ("failed", "blocked")
+                    p.name for p in phases if p.phase != "project" and p.status in UNFINISHED_OUTCOMES
                 ]
                 if blockers:
                     item.status, item.blocked_by = PhaseOutcome.BLOCKED, blockers
@@ -368,7 +507,12 @@ class GuardedPhases:
         self.say(f"{item.name}: deleting ...")
         try:
             action()
-        except (CloudError, TeardownRefused, NotYetGone) as err:
+        except TeardownRefused as err:  # no longer provably the fleet's: not deleted, never success
+            item.status, item.reason = PhaseOutcome.REFUSED, describe(err)
+            item.retry_command = self.retry(project_key)
+            self.say(f"{item.name}: refused: {item.reason}")
+            return
+        except (CloudError, NotYetGone) as err:
             item.status, item.reason = PhaseOutcome.FAILED, describe(err)
             item.retry_command = self.retry(project_key)
             self.say(f"{item.name}: failed: {item.reason}")
@@ -378,11 +522,24 @@ class GuardedPhases:
     def _delete_bucket(self, ev: ProjectEvidence) -> None:
         delete_bucket(self.cloud, self.fleet, ev.bucket_id, self.options.delete_nonempty_buckets)
 
-    def _delete_identity(self, ev: ProjectEvidence) -> None:
-        delete_identity(self.cloud, ev.project_id, ev.service_account_id)
+    def _delete_identity(self, ev: ProjectEvidence, planned: dict[str, Any]) -> None:
+        account = str(planned.get("service_account_id") or "")
+        groups = [str(g) for g in planned.get("group_ids") or []]
+        delete_identity(self.cloud, ev.project_id, account, self.fleet, groups)
 
     def _delete_project(self, ev: ProjectEvidence, planned: dict[str, Any]) -> None:
         wait_settled(self.cloud, ev.project_id)
         topology = self.topology(ev, after_teardown=True)  # re-checked right before deleting
         foreign = self.foreign_objects(ev, after_teardown=True, topology=topology)
         delete_project(self.cloud, ev.project_id, foreign, topology, planned)
+
+
+def _deleted_ids(item: TeardownPhase) -> list[str]:
+    """Every id a phase deletes (what is not "something else" in its project)."""
+    found: list[str] = []
+    for value in item.deletes.values():
+        if isinstance(value, list):
+            found.extend(str(v) for v in value)
+        else:
+            found.append(str(value))
+    return found

@@ -1,7 +1,8 @@
 """Continuing a teardown from its receipt: `npa-pulumi destroy --receipt ID`.
 
-A destroy that ends as a partial cleanup (a permission denied on a delete, a bucket that changed, a
-stack that would not go) names one command that continues it: `npa-pulumi destroy --receipt ID --yes`.
+A destroy that ends as a partial cleanup (a permission denied on a delete, a deletion that was asked for
+and refused because ownership could not be proved, a bucket that changed, a stack that would not go)
+names one command that continues it: `npa-pulumi destroy --receipt ID --yes`.
 The receipt holds the fleet, the cloud, the backend, the profile and tenant, the selection and the flags
 that were asked for, and each phase's outcome. Identity comes from the exact flags given, then the
 receipt, then the spec; where two of them name the same thing differently, the run stops before any
@@ -204,12 +205,13 @@ class Resume:
         return self.guarded.plan(evidence, phase_factory(evidence.project_key, stack), earlier)
 
     def _unproven(self, before: TeardownPhase) -> TeardownPhase:
-        """No teardown record: a phase the receipt left unfinished has no proof of ownership any more."""
+        """No teardown record: a phase the receipt left unfinished has no proof of ownership any more, so
+        it is refused (and stays a partial cleanup), never deleted unproven."""
         if before.status not in UNFINISHED:
             return before
         return before.model_copy(
             update={
-                "status": "failed",
+                "status": "refused",
                 "reason": f"no teardown record of {before.stack} proves this fleet created it: "
                 "nothing deleted",
                 "blocked_by": [],

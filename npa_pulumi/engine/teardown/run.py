@@ -111,10 +111,9 @@ class Teardown:
             phases.extend(self._plan_project(project, project_outputs.get(project.stack), others))
         if stage == "clusters":
             for item in phases:
-                if item.phase != "cluster" and item.status == "planned":
-                    item.status, item.retains, item.deletes = PhaseOutcome.RETAINED, {**item.deletes}, {}
-                    item.reason = (
-                        "--stage clusters keeps the project stacks (`destroy --stage projects` next)"
+                if item.phase != "cluster" and item.status in ("planned", "refused"):
+                    _out_of_scope(
+                        item, "--stage clusters keeps the project stacks (`destroy --stage projects` next)"
                     )
         return phases
 
@@ -138,6 +137,8 @@ class Teardown:
                     reason="no project stack and no teardown record: nothing this fleet owns to delete",
                 )
             ]
+        # A project the spec names by id is used, never the fleet's to delete (a retention, not a refusal).
+        evidence.project_declared = evidence.project_declared or bool(project.project_id)
         self.evidence[project.stack] = evidence
 
         phases = [self._plan_network(evidence, phase, outputs is not None)]
@@ -151,9 +152,8 @@ class Teardown:
                     "(`npa-pulumi destroy --stage clusters`, sharded or not)"
                 )
             for item in phases:
-                if item.status == "planned":
-                    item.status, item.reason = PhaseOutcome.RETAINED, why
-                    item.retains, item.deletes = {**item.retains, **item.deletes}, {}
+                if item.status in ("planned", "refused"):
+                    _out_of_scope(item, why)
                 elif item.phase == "network" and item.status == "retained":
                     # A reused subnet is retained anyway; the project stack stays too, and this says why.
                     item.reason = f"{why}; {item.reason}"
@@ -276,7 +276,13 @@ class Teardown:
             elif item.status in ("destroyed", "absent") and item.cluster_name:
                 # Only once the stack is gone: a kubeconfig is how a half-destroyed cluster is inspected.
                 context = kube_context_name(fleet.spec.name, item.project_key, item.cluster_name)
-                kubeconfigs.remove(context, item.stack)
+                kubeconfigs.remove(
+                    context,
+                    item.stack,
+                    fleet=fleet.spec.name,
+                    project_key=item.project_key,
+                    cluster_id=str(phase.deletes.get("cluster_id") or item.cluster_id or ""),
+                )
                 phase.status = PhaseOutcome.DONE if item.status == "destroyed" else PhaseOutcome.ABSENT
         return item
 
@@ -296,8 +302,8 @@ class Teardown:
                 "any more"
             )
         for phase in phases:
-            if phase.phase != "cluster" and phase.status == "planned":
-                phase.status, phase.reason = PhaseOutcome.RETAINED, why
+            if phase.phase != "cluster" and phase.status in ("planned", "refused"):
+                _out_of_scope(phase, why)
         result.warnings.append(why)
 
     def _project_job(
@@ -347,3 +353,12 @@ class Teardown:
             item.status = "destroy-incomplete"
             item.retry_command = self.retry_command(project.project_key, None)
         return item
+
+
+def _out_of_scope(item: TeardownPhase, why: str) -> None:
+    """A phase this run does not reach (its project stack stays: another shard, stage or cluster still
+    needs it) is retained with that reason, not refused: nothing was attempted, and the run that does
+    reach it decides again. A refusal's own reason is kept beside it."""
+    refusal = item.reason if item.status == "refused" else None
+    item.status, item.reason = PhaseOutcome.RETAINED, f"{why}; {refusal}" if refusal else why
+    item.retains, item.deletes = {**item.retains, **item.deletes}, {}

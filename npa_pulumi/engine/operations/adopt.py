@@ -1,0 +1,514 @@
+"""`adopt`: take over clusters the original `npa fleet` deployed, without a change in the cloud.
+
+For every selected cluster of the spec the original's install directory (`<from>/<project>/<cluster>`,
+npa_pulumi/bridge/original_install.py) is read, never written, and proved, all before anything is changed:
+
+1. its Terraform state names a cluster that exists and runs, in the fleet's tenant and region, in the
+   project the spec names, with every node group the state records RUNNING, on a subnet of that project;
+2. the tfvars the spec renders equal the saved ones, key by key (secrets and capacity-block ids masked);
+3. Terraform's own plan, from a copy of the saved state with the spec's tfvars and the saved identity, has
+   nothing to do: an adoption never needs an apply;
+4. no stack of this backend holds the cluster already (a second adopt of the same cluster changes nothing
+   and says so: `already-adopted`).
+
+Only when every selected cluster passes does anything run (all or nothing): each project stack without a
+deployed network is created binding the subnet the clusters run on (owned when the original created its
+network: `.npa-fleet-network.json`), and each cluster stack is created with the saved state as its bridge's
+state (components/terraform_module.py refuses again if Terraform's plan has changes: nothing is applied).
+The cluster stack's program is the usual one, so the in-cluster stage and the health gate then run as after
+an `up`: the cluster is `deployed` only when the gate passes. A receipt records what was taken over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from npa_pulumi.bridge.original_install import (
+    OriginalInstall,
+    project_directory,
+    read_install,
+    tfvars_mismatches,
+)
+from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.engine.automation.diy_backend import NO_FAST_PATH, checkpoint_outputs, stack_names
+from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation.workspace import PROJECT_NAME
+from npa_pulumi.engine.backends.registry import backend_for
+from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.operations.common import apply_lifecycle, write_kubeconfig
+from npa_pulumi.engine.plans import FleetPlans
+from npa_pulumi.engine.programs import ClusterPlan, NetworkAdoption, ProjectPlan, cluster_module_args
+from npa_pulumi.engine.scheduler import Job
+from npa_pulumi.errors import UserInputError
+from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.runtime.files import write_atomically
+from npa_pulumi.runtime.home import npa_home
+
+log = logging.getLogger(__name__)
+
+RECEIPT_VERSION = 1
+
+
+class Verdict(StrEnum):
+    """What `adopt` found for one selected cluster."""
+
+    FOUND = "found"  # proved: it would be (or was) adopted
+    NOT_FOUND = "not-found"  # no install directory of the original for it
+    MISMATCHED = "mismatched"  # the spec's tfvars (or Terraform's plan) differ from what was deployed
+    ALREADY_ADOPTED = "already-adopted"  # its cluster stack holds this cluster already
+    REFUSED = "refused"  # the live cloud does not prove it, or another stack holds it
+
+
+BLOCKING = (Verdict.NOT_FOUND, Verdict.MISMATCHED, Verdict.REFUSED)
+
+
+@dataclass
+class Candidate:
+    """One selected cluster and what adopting it would take over."""
+
+    plan: ClusterPlan
+    verdict: Verdict
+    reasons: list[str] = field(default_factory=list)
+    install: OriginalInstall | None = None
+    directory: Path | None = None
+    network_id: str = ""
+
+    def summary(self) -> dict[str, Any]:
+        """What the result and the receipt say about it: ids, paths and digests, never a secret."""
+        found: dict[str, Any] = {"verdict": str(self.verdict), "source": str(self.directory or "")}
+        if self.reasons:
+            found["reasons"] = list(self.reasons)
+        if self.install is not None:
+            identity = self.install.identity
+            found.update(
+                cluster_id=self.install.cluster_id,
+                node_group_ids=list(self.install.node_group_ids),
+                project_id=identity.project_id,
+                subnet_id=identity.subnet_id,
+                network_id=self.network_id,
+                network_owned=self.install.subnet_owned(self.network_id),
+                original_status=self.install.status,
+                digests=dict(self.install.digests),
+            )
+        return found
+
+
+@dataclass
+class AdoptionPlan:
+    """What `adopt` found, before anything changes; `run` adopts exactly the `found` ones."""
+
+    source: Path
+    candidates: list[Candidate]
+
+    @property
+    def blocked(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.verdict in BLOCKING]
+
+    @property
+    def adoptable(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.verdict is Verdict.FOUND]
+
+
+def default_source(fleet: str) -> Path:
+    """Where the original kept a fleet's installs: `~/.npa/fleet/<fleet>` (always under the home)."""
+    return Path.home() / ".npa" / "fleet" / fleet
+
+
+def plan(context: FleetContext, source: Path) -> tuple[FleetResult, AdoptionPlan]:
+    """Read and prove every selected cluster's install (changes nothing): the `--dry-run` listing."""
+    if not source.is_dir():
+        raise UserInputError(
+            f"--from {source}: no such directory (the original keeps a fleet's installs in "
+            f"~/.npa/fleet/<fleet name>; pass the fleet's directory with --from)"
+        )
+    plans = context.plans()
+    outputs = context.stack_outputs([context.cluster_op(p) for p in plans.clusters])
+    project_outputs = context.stack_outputs([context.project_op(p) for p in plans.projects])
+    holders = _holders(context, {p.stack for p in plans.clusters})
+    candidates = [
+        _examine(context, plans, cluster, source, outputs.get(cluster.stack), holders)
+        for cluster in plans.clusters
+    ]
+    _check_projects(context, plans, candidates, project_outputs)
+    result = context.result("adopt")
+    result.dry_run = True
+    result.stacks = [_listed(context, c) for c in candidates]
+    return result, AdoptionPlan(source, candidates)
+
+
+def run(context: FleetContext, adoption: AdoptionPlan) -> FleetResult:
+    """Adopt the planned clusters (all or nothing) and write the receipt."""
+    result = context.result("adopt")
+    if adoption.blocked:
+        result.stacks = [_listed(context, c) for c in adoption.candidates]
+        result.error = _blocked_message(adoption.blocked)
+        return result
+    started = time.time()
+    result.stacks = [_listed(context, c) for c in adoption.candidates if c.verdict is Verdict.ALREADY_ADOPTED]
+    for stack in result.stacks:
+        context.progress.message(f"{stack.stack}: already adopted; nothing to change")
+    if adoption.adoptable:
+        context.warm_provider_host()
+        result.stacks.extend(_adopt(context, adoption.adoptable))
+    context.fill_identity(result)
+    for stack in result.clusters():
+        if stack.status == "deployed" and stack.cluster_id:
+            write_kubeconfig(context, stack, result.warnings)
+            apply_lifecycle(context, stack)
+    summaries = {c.plan.stack: c.summary() for c in adoption.candidates}
+    for stack in result.clusters():
+        if stack.stack in summaries:
+            stack.adoption = summaries[stack.stack]
+        if stack.failed and stack.retry_command is None:
+            stack.retry_command = context.retry_command("adopt", stack.project_key, stack.cluster_name)
+    result.receipt = str(_write_receipt(context, adoption, result, started))
+    return result
+
+
+# ---------------------------------------------------------------------------------------- proving
+
+
+def _examine(
+    context: FleetContext,
+    plans: FleetPlans,
+    cluster: ClusterPlan,
+    source: Path,
+    outputs: dict[str, Any] | None,
+    holders: dict[str, str],
+) -> Candidate:
+    if cluster.backend != "mk8s":
+        return Candidate(
+            cluster, Verdict.REFUSED, [f"a {cluster.backend} cluster: adopt takes over mk8s clusters"]
+        )
+    project = next(p for p in plans.projects if p.stack == cluster.project_stack)
+    project_dir = project_directory(source, project.project_key, project.display_name, project.project_id)
+    directory = (project_dir or source / project.project_key) / cluster.cluster_name
+    if not directory.is_dir():
+        return Candidate(
+            cluster, Verdict.NOT_FOUND, [f"no install directory {directory}"], directory=directory
+        )
+    install = read_install(directory)  # an unreadable or corrupt install is bad input: exit 2
+    candidate = Candidate(cluster, Verdict.FOUND, install=install, directory=directory)
+    held = str((outputs or {}).get("cluster_id") or "")
+    if held == install.cluster_id:
+        candidate.verdict = Verdict.ALREADY_ADOPTED
+        return candidate
+    if held:
+        return _refuse(candidate, f"its stack {cluster.stack} already holds cluster {held}")
+    if install.cluster_id in holders:
+        return _refuse(
+            candidate, f"cluster {install.cluster_id} is held by stack {holders[install.cluster_id]}"
+        )
+    problems = _live_problems(context, project, cluster, install)
+    if problems:
+        return _refuse(candidate, *problems)
+    try:
+        subnet = context.cloud.get_subnet(install.identity.subnet_id)
+        candidate.network_id = subnet.network_id
+    except CloudError as err:
+        return _refuse(candidate, f"subnet {install.identity.subnet_id} cannot be read: {err}")
+    mismatches = tfvars_mismatches(install.tfvars, cluster.tfvars)
+    if mismatches:
+        candidate.verdict = Verdict.MISMATCHED
+        candidate.reasons = [f"tfvars {m}" for m in mismatches]
+        return candidate
+    changes = _terraform_changes(context, cluster, install)
+    if changes:
+        candidate.verdict = (
+            Verdict.MISMATCHED if changes[0].startswith("terraform would") else Verdict.REFUSED
+        )
+        candidate.reasons = changes
+    return candidate
+
+
+def _refuse(candidate: Candidate, *reasons: str) -> Candidate:
+    candidate.verdict = Verdict.REFUSED
+    candidate.reasons = list(reasons)
+    return candidate
+
+
+def _live_problems(
+    context: FleetContext, project: ProjectPlan, cluster: ClusterPlan, install: OriginalInstall
+) -> list[str]:
+    """Why the live cloud does not prove the install (empty: it does). Reads only."""
+    identity, tenant = install.identity, context.tenant_id()
+    if identity.tenant_id != tenant:
+        return [f"the state is of tenant {identity.tenant_id}, this fleet's is {tenant}"]
+    if identity.region != cluster.region:
+        return [f"the state is in region {identity.region}, the spec's is {cluster.region}"]
+    if project.project_id and identity.project_id != project.project_id:
+        return [f"the state is of project {identity.project_id}, the spec names {project.project_id}"]
+    cloud = context.cloud
+    try:
+        live_project = cloud.get_project(identity.project_id)
+        live_cluster = cloud.get_cluster(install.cluster_id)
+        groups = {g.id: g for g in cloud.list_node_groups(install.cluster_id)}
+    except NotFound as err:
+        return [f"the cluster the state names is gone ({err}): nothing to adopt"]
+    except CloudError as err:
+        return [f"the live inventory cannot be read: {err}"]
+    found = []
+    if live_project.tenant_id != tenant or live_project.state != "ACTIVE":
+        found.append(
+            f"project {live_project.id}: tenant {live_project.tenant_id}, state {live_project.state}"
+        )
+    if not project.project_id and live_project.name != project.display_name:
+        found.append(
+            f"project {live_project.id} is named {live_project.name!r}, the spec {project.display_name!r}"
+        )
+    if live_cluster.project_id != identity.project_id or live_cluster.state != "RUNNING":
+        found.append(
+            f"cluster {live_cluster.id}: project {live_cluster.project_id}, state {live_cluster.state} "
+            f"({identity.project_id}, RUNNING expected)"
+        )
+    for group_id in install.node_group_ids:
+        group = groups.get(group_id)
+        if group is None:
+            found.append(f"node group {group_id} the state records is gone")
+        elif group.state != "RUNNING":
+            found.append(f"node group {group.name} ({group_id}): state {group.state}")
+    return found
+
+
+def _terraform_changes(context: FleetContext, cluster: ClusterPlan, install: OriginalInstall) -> list[str]:
+    """Terraform's plan from a copy of the saved state (the stack's work dir and the original's are left
+    as they are): what it would change, or why it could not plan (empty: nothing to do)."""
+    from npa_pulumi.components.terraform_module import plan_preview
+
+    identity = install.identity
+    props = {
+        **cluster_module_args(
+            cluster, context.options.cloud, context.profile, identity.project_id, identity.subnet_id
+        ),
+        "module_kind": cluster.module_kind,
+    }
+    context.progress.phase(cluster.stack, "terraform plan (adoption)")
+    try:
+        summary = plan_preview(props, deployed=True, stored_state=lambda: install.state_text)
+    except Exception as err:  # the recipe or the cloud refused: reported, nothing adopted
+        log.debug("terraform plan for %s failed", cluster.stack, exc_info=True)
+        return [f"Terraform could not plan the saved state: {type(err).__name__}: {err}"]
+    if summary.get("skipped") or summary.get("error"):
+        return [f"Terraform could not plan the saved state: {summary.get('skipped') or summary.get('error')}"]
+    return [
+        f"terraform would {r['action']} {r['address']}"
+        + (f" ({', '.join(str(a) for a in r['attributes'])})" if r.get("attributes") else "")
+        for r in summary.get("resources") or []
+    ]
+
+
+def _check_projects(
+    context: FleetContext,
+    plans: FleetPlans,
+    candidates: list[Candidate],
+    project_outputs: dict[str, dict[str, Any] | None],
+) -> None:
+    """What a project stack would take over must hold for every cluster of the project: one subnet, the
+    one a deployed project stack binds, no object storage to create (adopt creates nothing in the cloud),
+    and a project the spec finds (by its id, or by its name) that is the state's."""
+    by_project: dict[str, list[Candidate]] = {}
+    for candidate in candidates:
+        if candidate.verdict is Verdict.FOUND and candidate.install is not None:
+            by_project.setdefault(candidate.plan.project_stack, []).append(candidate)
+    for stack, mine in by_project.items():
+        project = next(p for p in plans.projects if p.stack == stack)
+        deployed = project_outputs.get(stack) or {}
+        subnets = {c.install.identity.subnet_id for c in mine if c.install is not None}
+        bound = str(deployed.get("subnet_id") or "")
+        problem = ""
+        if len(subnets) > 1:
+            problem = f"the project's clusters run on different subnets ({', '.join(sorted(subnets))})"
+        elif bound and bound not in subnets:
+            problem = f"project stack {stack} binds subnet {bound}; the cluster runs on {next(iter(subnets))}"
+        elif not bound and project.object_storage is not None:
+            problem = (
+                "the spec gives the project object storage, which adopt would have to create (a service "
+                "account and access key): adopt the clusters with object_storage removed from the spec, then "
+                "add it back and run `up`"
+            )
+        elif not bound and not project.project_id:
+            problem = _named_project_problem(context, project, mine)
+        if problem:
+            for candidate in mine:
+                _refuse(candidate, problem)
+
+
+def _named_project_problem(context: FleetContext, project: ProjectPlan, mine: list[Candidate]) -> str:
+    """A project the spec names (no id): the project stack finds it by name; it must be the state's."""
+    wanted = {c.install.identity.project_id for c in mine if c.install is not None}
+    named = [p.id for p in context.cloud.list_projects(context.tenant_id()) if p.name == project.display_name]
+    if len(named) != 1 or named[0] not in wanted:
+        return (
+            f"the spec's project {project.display_name!r} resolves to {', '.join(named) or 'no project'}, "
+            f"the state's is {', '.join(sorted(wanted))}: give the project's project_id in the spec"
+        )
+    return ""
+
+
+def _holders(context: FleetContext, mine: set[str]) -> dict[str, str]:
+    """cluster id -> the stack of this backend that holds it, for every stack but the selection's own
+    (on a backend whose stacks can be listed without the engine; elsewhere the selection's stacks)."""
+    url = context.settings.backend_url
+    names = stack_names(url, PROJECT_NAME)
+    held: dict[str, str] = {}
+    for name in names or []:
+        if name in mine:
+            continue
+        outputs = checkpoint_outputs(url, name, PROJECT_NAME)
+        if isinstance(outputs, dict) and outputs is not NO_FAST_PATH and outputs.get("cluster_id"):
+            held[str(outputs["cluster_id"])] = name
+    return held
+
+
+# ---------------------------------------------------------------------------------------- adopting
+
+
+def _adopt(context: FleetContext, candidates: list[Candidate]) -> list[StackResult]:
+    """The project stacks that bind no network yet, then each cluster stack after its project's."""
+    project_outputs = context.stack_outputs(
+        [context.project_op(context.project_plan(c.plan.project_stack)) for c in candidates]
+    )
+    project_ops: dict[str, StackOp] = {}
+    for candidate in candidates:
+        stack = candidate.plan.project_stack
+        if stack in project_ops or (project_outputs.get(stack) or {}).get("subnet_id"):
+            continue
+        assert candidate.install is not None
+        network = NetworkAdoption(
+            candidate.install.identity.subnet_id, candidate.install.subnet_owned(candidate.network_id)
+        )
+        project_ops[stack] = _project_op(context, context.project_plan(stack), network)
+    jobs: list[Job[StackResult]] = [Job(op.stack, _project_job(context, op)) for op in project_ops.values()]
+    cluster_ops = [_cluster_op(context, c) for c in candidates]
+    for candidate, op in zip(candidates, cluster_ops, strict=True):
+        waits = candidate.plan.project_stack if candidate.plan.project_stack in project_ops else None
+        jobs.append(
+            Job(
+                op.stack,
+                _cluster_job(context, op),
+                after=(waits,) if waits else (),
+                blocked=_blocked(op),
+            )
+        )
+    return context.run_jobs([*project_ops.values(), *cluster_ops], jobs)
+
+
+def _blocked(op: StackOp) -> Callable[[str], StackResult]:
+    def blocked(project_job: str) -> StackResult:
+        return op.result("skipped", error=f"project stack {project_job} failed; not adopted")
+
+    return blocked
+
+
+def _project_op(context: FleetContext, project: ProjectPlan, network: NetworkAdoption) -> StackOp:
+    from npa_pulumi.engine.programs import project_program
+
+    op = context.project_op(project)
+    program = project_program(
+        project, context.options.cloud, context.profile, context.fingerprint(project), network
+    )
+    return dataclasses.replace(op, program=program)
+
+
+def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
+    assert candidate.install is not None
+    cluster = candidate.plan
+    backend = backend_for(cluster.backend)
+    assert backend is not None
+    program = backend.program(
+        cluster,
+        context.options.cloud,
+        context.profile,
+        True,
+        context.fingerprint(cluster),
+        adopted_state=candidate.install.state_text,
+    )
+    return dataclasses.replace(context.cluster_op(cluster), program=program)
+
+
+def _project_job(context: FleetContext, op: StackOp) -> Callable[[], StackResult]:
+    def job() -> StackResult:
+        result = context.executor.run(op, "up")
+        context.stack_outputs([op], refresh=True)  # its cluster stacks read them
+        return result
+
+    return job
+
+
+def _cluster_job(context: FleetContext, op: StackOp) -> Callable[[], StackResult]:
+    def job() -> StackResult:
+        return context.executor.run(op, "up")
+
+    return job
+
+
+# ---------------------------------------------------------------------------------------- reporting
+
+
+def _listed(context: FleetContext, candidate: Candidate) -> StackResult:
+    cluster = candidate.plan
+    op = context.cluster_op(cluster)
+    install = candidate.install
+    result = op.result(
+        str(candidate.verdict),
+        cluster_id=install.cluster_id if install else None,
+        project_id=install.identity.project_id if install else None,
+        error="; ".join(candidate.reasons) or None,
+        adoption=candidate.summary(),
+    )
+    return result
+
+
+def _blocked_message(blocked: list[Candidate]) -> str:
+    names = ", ".join(f"{c.plan.stack} ({c.verdict})" for c in blocked)
+    return (
+        f"nothing was adopted: {names} cannot be adopted as the spec stands (adopt takes over every selected "
+        "cluster or none; fix what each says, or narrow the selection with --only-projects/--only-clusters)"
+    )
+
+
+def _write_receipt(
+    context: FleetContext, adoption: AdoptionPlan, result: FleetResult, started: float
+) -> Path:
+    """`<npa home>/adoption-receipts/<fleet>/<time>.json` (0600): what was taken over, from where, with the
+    digests of the files read. Ids, paths and digests only, never a secret."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
+    path = (
+        npa_home()
+        / "adoption-receipts"
+        / context.spec.name
+        / f"{stamp}-{int(started * 1000) % 1000:03d}.json"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    document = {
+        "version": RECEIPT_VERSION,
+        "command": "adopt",
+        "fleet": context.spec.name,
+        "cloud": context.options.cloud,
+        "backend": context.settings.backend_url,
+        "source": str(adoption.source),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "outcome": result.outcome,
+        "stacks": [
+            {
+                "stack": s.stack,
+                "kind": s.kind,
+                "status": s.status,
+                "project_id": s.project_id,
+                "cluster_id": s.cluster_id,
+                **({"adoption": s.adoption} if s.adoption else {}),
+            }
+            for s in result.stacks
+        ],
+    }
+    write_atomically(path, json.dumps(document, indent=2) + "\n", mode=0o600)
+    return path
