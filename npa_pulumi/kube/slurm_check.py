@@ -3,8 +3,10 @@
 `wait_for_slurm` waits, within the timeout, for what the soperator recipe itself waits for and a little
 more: the SlurmCluster (`slurm.nebius.ai/v1`, `soperator` in namespace `soperator`) in phase `Available`,
 every NodeSet of the spec (`v1alpha1`) in phase `Ready` with `status.replicas` equal to the node set's
-size. A cluster that never gets there fails with what was last seen: the phase and the conditions that are
-not `True`, per NodeSet its phase and replicas.
+size. `Available` counts only with the controller, login and configuration conditions `True`
+(`ACCEPTED_CONDITIONS`, as soperator's own acceptance requires): a phase the operator set while one of them
+is `False` or absent is reported by that condition's name. A cluster that never gets there fails with what
+was last seen: the phase and the conditions that are not `True`, per NodeSet its phase and replicas.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from npa_pulumi.kube.client import KubeClient, KubeError
 JSON = dict[str, Any]
 GROUP = "slurm.nebius.ai"
 LOGIN_SERVICE = "soperator-login-svc"
+# What must be True beside the `Available` phase: the controllers, the login nodes, the configuration
+# controller (soperator's SlurmCluster conditions).
+ACCEPTED_CONDITIONS = ("ControllersAvailable", "LoginAvailable", "SConfigControllerAvailable")
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,8 @@ def problems(status: JSON, config: SlurmGateConfig) -> list[str]:
             f"SlurmCluster phase {status['phase']!r}"
             + (f" (not True: {', '.join(failing)})" if failing else "")
         )
+    else:
+        found += _unaccepted(status)
     sets = status.get("nodesets") or {}
     for name, size in config.nodesets.items():
         got = sets.get(name)
@@ -103,6 +110,23 @@ def problems(status: JSON, config: SlurmGateConfig) -> list[str]:
         elif got["phase"] != "Ready" or got["replicas"] != size:
             found.append(
                 f"NodeSet {name}: phase {got['phase'] or 'none'!r}, replicas {got['replicas']}/{size}"
+            )
+    return found
+
+
+def _unaccepted(status: JSON) -> list[str]:
+    """An `Available` SlurmCluster whose controller, login or configuration condition is not True."""
+    by_type = {c.get("type"): c for c in status.get("conditions") or []}
+    found = []
+    for kind in ACCEPTED_CONDITIONS:
+        condition = by_type.get(kind)
+        if condition is None:
+            found.append(f"SlurmCluster is Available but reports no {kind} condition")
+        elif condition.get("status") != "True":
+            detail = condition.get("message") or condition.get("reason") or ""
+            found.append(
+                f"SlurmCluster is Available but {kind} is {condition.get('status') or 'unset'}"
+                + (f": {detail}" if detail else "")
             )
     return found
 

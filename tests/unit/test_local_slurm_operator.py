@@ -79,7 +79,7 @@ def test_a_partly_ready_nodeset_is_provisioning_and_fails_the_gate() -> None:
     assert (status["phase"], status["readyReplicas"]) == ("Provisioning", 1)
     native = {
         "phase": "Available",
-        "conditions": [],
+        "conditions": slurm.cluster_status(SLURM, _nodes(), {"cpu": {}}, [])["conditions"],
         "nodesets": {"cpu": {"phase": "Provisioning", "desired": 2, "replicas": 2, "ready": 1}},
     }
     config = SlurmGateConfig(name="soperator", namespace="soperator", nodesets={"cpu": 2}, timeout_s=1.0)
@@ -109,3 +109,24 @@ def test_a_role_fault_counts_before_kwok_marks_the_node() -> None:
     status = slurm.cluster_status(SLURM, _nodes(), {"cpu": {}}, [], down=frozenset({"login"}))
     assert status["phase"] == "Not available" and status["readyLogin"] == 0
     assert [c["type"] for c in status["conditions"] if c["status"] != "True"] == ["LoginAvailable"]
+
+
+def test_available_counts_only_with_controller_login_and_configuration_true() -> None:
+    # soperator's own acceptance: the phase alone is not enough. The simulated operator never reports
+    # Available with one of them False, so the status is edited here as a buggy or racing operator's.
+    status = slurm.cluster_status(SLURM, _nodes(), {"cpu": {}}, [])
+    nodesets = {"cpu": {"phase": "Ready", "replicas": 2, "desired": 2, "ready": 2}}
+    config = SlurmGateConfig(name="soperator", namespace="soperator", nodesets={"cpu": 2}, timeout_s=1.0)
+    native = {"phase": "Available", "conditions": status["conditions"], "nodesets": nodesets}
+    assert problems(native, config) == []
+    login_down = [
+        {**c, "status": "False", "message": "0/1 login nodes ready"} if c["type"] == "LoginAvailable" else c
+        for c in status["conditions"]
+    ]
+    assert problems({**native, "conditions": login_down}, config) == [
+        "SlurmCluster is Available but LoginAvailable is False: 0/1 login nodes ready"
+    ]
+    without_sconfig = [c for c in status["conditions"] if c["type"] != "SConfigControllerAvailable"]
+    assert problems({**native, "conditions": without_sconfig}, config) == [
+        "SlurmCluster is Available but reports no SConfigControllerAvailable condition"
+    ]
