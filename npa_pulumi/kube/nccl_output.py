@@ -12,6 +12,20 @@ Each row ends with the out-of-place then the in-place group (time in us, algbw a
 #wrong), so the columns are read from the end of the row: releases differ in the columns before them
 (`redop`, `root`), and `#wrong` reads `N/A` when validation is off (`-c 0`). busbw = algbw x 2(n-1)/n for
 an all-reduce over n ranks; the average is over both groups of every row.
+
+What else lands in the same stream is told apart from a failure (the shapes below are from outputs people
+published with nccl-tests, NCCL and Open MPI issues):
+
+* a launcher's tags: `mpirun --tag-output` prefixes every write with `[0]` (or `[1,0]<stdout>:`), and as
+  nccl-tests writes each group of a row separately, the tag also appears inside a row (`-1[0]  1626.5`);
+  they are removed before a line is read;
+* notices: `NCCL INFO` / `NCCL WARN` lines (`Failed to open libibverbs.so[.1]`, `Could not find a path for
+  pattern 4`), Open MPI's boxed warnings (`WARNING: There was an error initializing an OpenFabrics
+  device.`, `No preset parameters were found`), X11's `Authorization required` from hwloc: kept in
+  `notices`, never a failure by themselves;
+* failures: nccl-tests' own `Test NCCL failure` / `Test CUDA failure` / `NCCL failure`, an NCCL `WARN`
+  that says the run aborted (`unhandled system error`, `unhandled cuda error`), `# Out of bounds values :
+  N FAILED`, wrong values, and no rows or no average line (the benchmark did not finish).
 """
 
 from __future__ import annotations
@@ -23,7 +37,13 @@ from typing import Any
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.]+)")
 _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\b.*\bon\s+(\S+)\s+device\s+(\d+)")
-_FAILURE = re.compile(r"(NCCL (?:WARN|failure)|Test NCCL failure|Test CUDA failure|Error|error:)")
+_FAILURE = re.compile(
+    r"(Test (?:NCCL|CUDA) failure|NCCL failure|CUDA failure|unhandled (?:system|cuda|internal) error"
+    r"|NCCL error|Segmentation fault|Aborted)"
+)
+_NOTICE = re.compile(r"(NCCL (?:INFO|WARN)|WARNING|Warning|NOTE:|Authorization required)")
+# `mpirun --tag-output`'s prefix ([rank] or [job,rank]<stdout>:), at a line's start or inside a row.
+_TAG = re.compile(r"\[\d+(?:,\d+)*\](?:<std(?:out|err)>:)?")
 
 
 @dataclass(frozen=True)
@@ -48,6 +68,7 @@ class AllReduceResult:
     ranks: int = 0
     hosts: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # NCCL's, the launcher's, MPI's: never a failure
 
     @property
     def largest(self) -> SizeRow | None:
@@ -73,6 +94,7 @@ class AllReduceResult:
             "out_of_bounds": self.out_of_bounds,
             "wrong": self.wrong,
             "errors": self.errors,
+            "notices": self.notices[:20],
         }
 
 
@@ -110,7 +132,7 @@ def parse_all_reduce(output: str) -> AllReduceResult:
     result = AllReduceResult()
     hosts: set[str] = set()
     for line in output.splitlines():
-        stripped = line.strip()
+        stripped = _TAG.sub(" ", line).strip()
         if not stripped:
             continue
         if stripped.startswith("#"):
@@ -127,6 +149,8 @@ def parse_all_reduce(output: str) -> AllReduceResult:
             result.rows.append(row)
         elif _FAILURE.search(stripped):
             result.errors.append(stripped[:200])
+        elif _NOTICE.search(stripped):
+            result.notices.append(stripped[:200])
     result.hosts = sorted(hosts)
     if not result.rows:
         result.errors.append("no result rows (the benchmark did not run)")

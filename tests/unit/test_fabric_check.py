@@ -87,8 +87,60 @@ def test_columns_are_read_from_the_end_whatever_comes_before_and_without_validat
 def test_a_failed_run_is_an_error_never_a_figure() -> None:
     result = parse_all_reduce(NO_IB)
     assert result.avg_busbw_gbps is None and result.rows == []
-    assert any("NCCL WARN NET/IB" in e for e in result.errors)
+    assert any("Test NCCL failure" in e for e in result.errors)
+    assert any("NCCL WARN NET/IB" in n for n in result.notices)  # the cause, said by NCCL: a notice
     assert "no '# Avg bus bandwidth' line (the benchmark did not finish)" in result.errors
+
+
+# Line shapes from outputs people published (the figures are theirs; the lines around them are trimmed):
+# `mpirun --tag-output` rows, tagged at each group (NVIDIA/nccl#1453); the 2019 layout without redop/root
+# whose error column reads 0e+00 (NVIDIA/nccl-tests#44); Open MPI's boxed warnings (open-mpi/ompi#6517,
+# NVIDIA/nccl#304) and NCCL's own WARN notices (NVIDIA/nccl-tests#82, #131) around a run that finished.
+TAGGED_ROWS = """\
+[0]      4194304       1048576     float     sum      -1[0]     622.6    6.74   12.91      0[0]     625.8    6.70   12.85      0
+[0]      8388608       2097152     float     sum      -1[0]     992.6    8.45   16.20      0[0]     986.0    8.51   16.31      0
+[1,0]<stdout>:# Out of bounds values : 0 OK
+[1,0]<stdout>:# Avg bus bandwidth    : 14.5675
+"""  # noqa: E501
+OLD_LAYOUT = """\
+    67108864       8388608   float   1568.3   21.40   21.40  0e+00   1560.9   21.50   21.50  0e+00
+   134217728      16777216   float   3298.6   20.34   20.34  0e+00   3070.3   21.86   21.86  0e+00
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 6.6
+"""
+NOTICES = """\
+--------------------------------------------------------------------------
+WARNING: There was an error initializing an OpenFabrics device.
+
+  Local host:   c36a-s39
+  Local device: mlx4_0
+--------------------------------------------------------------------------
+Authorization required, but no authorization protocol specified
+v100-gpu-1:14926:14926 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]
+Meowth:8756:8772 [1] graph/search.cc:890 NCCL WARN Could not find a path for pattern 4, falling back to simple order
+"""  # noqa: E501
+
+
+def test_a_launchers_tags_are_not_part_of_a_row() -> None:
+    result = parse_all_reduce(TAGGED_ROWS)
+    assert result.errors == [] and result.avg_busbw_gbps == 14.5675
+    assert [(r.size_bytes, r.out_busbw_gbps, r.in_busbw_gbps) for r in result.rows] == [
+        (4194304, 12.91, 12.85),
+        (8388608, 16.20, 16.31),
+    ]
+
+
+def test_the_older_layout_reads_from_the_end_with_its_float_error_column() -> None:
+    result = parse_all_reduce(OLD_LAYOUT)
+    assert result.errors == [] and result.largest_busbw_gbps == 20.34 and result.avg_busbw_gbps == 6.6
+    assert result.rows[0].out_wrong is None  # 0e+00: not a count, so not read as one
+
+
+def test_mpi_and_nccl_notices_never_fail_a_finished_run() -> None:
+    result = parse_all_reduce(NOTICES + H100_NODE)
+    assert result.errors == [] and result.avg_busbw_gbps == 415.156
+    assert len(result.notices) == 4
+    assert any("OpenFabrics" in n for n in result.notices)
 
 
 def test_wrong_values_fail() -> None:
