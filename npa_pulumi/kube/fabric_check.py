@@ -13,11 +13,13 @@ link. After the GPU health gate passed (or on demand, `verify-fabric`), this che
    `hostname` `rank-<i>` under a headless Service, so rank 0 is `rank-0.<service>` for the rendezvous) runs
    the inter-node program (torchrun + NCCL, printing nccl-tests' table) with all its GPUs and the node's
    InfiniBand devices. Its bus bandwidth at the largest size must meet the inter-node threshold.
-3. **Culprit search** when the inter-node figure is low, bounded by the same deadline: every node at once
-   runs the program alone with NCCL's peer-to-peer and shared-memory transports off, so its ranks talk
-   through its own InfiniBand ports (a loopback through the HCAs); a node below the threshold is named.
-   When every node passes alone, the node set is halved (each half at once) down to pairs, and the failing
-   pairs are named as the slow link.
+3. **Culprit search** when the inter-node figure is low, bounded by the same deadline (`bisect_culprits`):
+   every node at once runs the program alone with NCCL's peer-to-peer and shared-memory transports off, so
+   its ranks talk through its own InfiniBand ports (a loopback through the HCAs); a node below the
+   threshold is named. When every node passes alone, the slow set is halved (each half at once, recursing
+   into the slow half), and a slow pair is resolved against nodes a fast half proved good: the node whose
+   link to the fabric is slow is named, in at most ceil(log2 N) + 1 rounds, every round's figures in the
+   evidence.
 
 Bare pods rather than an indexed Job: each rank must sit on a named node (a Job's pods share one template,
 and a Job would retry a failed rank), and every probe is deleted with a UID precondition and proven gone,
@@ -428,34 +430,102 @@ def _service_path(config: FabricConfig, run: str) -> str:
     return f"/api/v1/namespaces/{config.namespace}/services/{_service_name(run)}"
 
 
+Measure = Callable[[list[list[str]], bool], list[JSON]]  # (groups at once, loopback) -> one report each
+
+
 def find_culprits(
     client: KubeClient, config: FabricConfig, nodes: list[str], deadline: float, clock: Callable[[], float]
 ) -> tuple[list[str], list[JSON]]:
-    """The slow node(s) or link(s) of a failed inter-node all-reduce, and the runs that found them: every
-    node alone over its own InfiniBand ports, at once; when all pass alone, halving down to pairs."""
+    """The slow node(s) or link(s) of a failed inter-node all-reduce, and every round that found them
+    (`bisect_culprits`), measured with the check's own pods."""
+
+    def measure(groups: list[list[str]], loopback: bool) -> list[JSON]:
+        return _run_inter_groups(client, config, groups, deadline, clock, loopback=loopback)
+
+    return bisect_culprits(nodes, measure, lambda: clock() < deadline)
+
+
+def bisect_culprits(
+    nodes: list[str], measure: Measure, time_left: Callable[[], bool]
+) -> tuple[list[str], list[JSON]]:
+    """Bisection-based fault isolation over the nodes of a slow all-reduce, each round's groups measured at
+    once (they share no node):
+
+    1. every node alone over its own InfiniBand ports (a loopback): a node slow alone is named;
+    2. the slow set halved, each half measured; the search recurses into each slow half; a slow set whose
+       halves are both fast names the link between them;
+    3. a slow pair is resolved against nodes a fast half proved good: each of the two with a good node; the
+       one that stays slow is named (its link to the fabric), neither: the pair's link `x <-> y`.
+
+    With one slow node or link among N nodes that is at most ceil(log2 N) + 1 rounds. Returns the culprits
+    (node names, or `a <-> b` links) and every round's figures (`round`, `step`, nodes, busbw, passed)."""
     search: list[JSON] = []
-    alone = _run_inter_groups(client, config, [[n] for n in nodes], deadline, clock, loopback=True)
-    search += [{"step": "loopback", **_brief(r)} for r in alone]
-    slow = [r["nodes"][0] for r in alone if not r["passed"]]
+
+    def run(groups: list[list[str]], loopback: bool, step: str) -> list[JSON]:
+        reports = measure(groups, loopback)
+        number = 1 + max((entry["round"] for entry in search), default=0)
+        search.extend({"round": number, "step": step, **_brief(r)} for r in reports)
+        return reports
+
+    alone = run([[n] for n in nodes], True, "loopback")
+    slow = sorted(r["nodes"][0] for r in alone if not r["passed"])
     if slow:
-        return sorted(slow), search
-    frontier, culprits = [list(nodes)], []
-    while frontier and clock() < deadline:
-        halves = [h for group in frontier for h in (group[: len(group) // 2], group[len(group) // 2 :])]
-        runnable = [h for h in halves if len(h) >= 2]
-        if not runnable:
-            culprits += [" <-> ".join(group) for group in frontier]
-            break
-        results = _run_inter_groups(client, config, runnable, deadline, clock)
-        search += [{"step": "halving", **_brief(r)} for r in results]
+        return slow, search
+    culprits: list[str] = []
+    suspects: list[tuple[list[str], str]] = []  # (nodes to resolve, the link named if none is slow)
+    good: list[str] = []
+    frontier = [list(nodes)]
+    while frontier and time_left():
+        halves = {id(group): _halves(group) for group in frontier}
+        runnable = [h for group in frontier for h in halves[id(group)] if len(h) >= 2]
+        results = run(runnable, False, "halving") if runnable else []
         failed = [r["nodes"] for r in results if not r["passed"]]
-        if not failed:  # each half is fast: the link between them is slow
-            culprits += [" <-> ".join(group) for group in frontier]
-            break
-        done = [g for g in failed if len(g) == 2]
-        culprits += [" <-> ".join(g) for g in done]
-        frontier = [g for g in failed if len(g) > 2]
+        good += [n for r in results if r["passed"] for n in r["nodes"]]
+        next_frontier: list[list[str]] = []
+        for group in frontier:
+            mine = [h for h in halves[id(group)] if h in failed]
+            single = [h for h in halves[id(group)] if len(h) == 1]
+            if not mine and single:  # the measurable half is fast: the odd node out is the suspect
+                suspects.append((single[0], _link(halves[id(group)])))
+            elif not mine:  # both halves are fast: the link between them
+                culprits.append(_link(halves[id(group)]))
+            for half in mine:
+                if len(half) == 2:
+                    suspects.append((half, " <-> ".join(half)))
+                else:
+                    next_frontier.append(half)
+        frontier = next_frontier
+    culprits += _resolve(suspects, good, run, time_left)
     return culprits, search
+
+
+def _halves(group: list[str]) -> list[list[str]]:
+    return [group[: len(group) // 2], group[len(group) // 2 :]]
+
+
+def _link(halves: list[list[str]]) -> str:
+    return " <-> ".join("+".join(half) for half in halves)
+
+
+def _resolve(
+    suspects: list[tuple[list[str], str]],
+    good: list[str],
+    run: Callable[[list[list[str]], bool, str], list[JSON]],
+    time_left: Callable[[], bool],
+) -> list[str]:
+    """Each suspect measured with a node proved good, as many at once as there are good nodes: the ones
+    that stay slow are named; a suspect set none of whose nodes is slow names its link."""
+    queue = [node for nodes, _ in suspects for node in nodes] if good else []
+    verdict: dict[str, bool] = {}
+    while queue and time_left():
+        batch, queue = queue[: len(good)], queue[len(good) :]
+        for report in run([[node, peer] for node, peer in zip(batch, good, strict=False)], False, "pairing"):
+            verdict[report["nodes"][0]] = bool(report["passed"])
+    named = []
+    for nodes, link in suspects:
+        slow = [node for node in nodes if verdict.get(node) is False]
+        named += slow or [link]
+    return named
 
 
 def _brief(report: JSON) -> JSON:
@@ -555,7 +625,8 @@ def run_fabric_check(
             evidence["inter_node"] = {"status": "passed" if report["passed"] else "failed", **report}
             if not report["passed"]:
                 culprits, search = find_culprits(client, config, nodes, deadline, clock)
-                evidence["inter_node"] |= {"culprits": culprits, "search": search}
+                rounds = max((entry["round"] for entry in search), default=0)
+                evidence["inter_node"] |= {"culprits": culprits, "search": search, "rounds": rounds}
                 figure = report["busbw_gbps"]
                 shown = "no result" if figure is None else f"{figure:g} GB/s"
                 named = ", ".join(culprits) or "not found before the deadline"

@@ -1,9 +1,11 @@
-"""The fabric check on the local cloud, with the real engine and real API servers: `up` of a 2-node
-H200 cluster on an InfiniBand fabric measures NCCL bandwidth on each node and across both, and records it
-in the stack's `health_evidence`; a degraded NVLink on one node makes `verify-fabric` and a fresh `up`'s
-gate name that node (the cluster is kept); an InfiniBand port down on one node fails the inter-node check
-and the culprit search names it; a single-GPU cluster records the check as `not-applicable`. One fleet is
-deployed; every step reads it."""
+"""The fabric check on the local cloud, with the real engine and real API servers: `up` of a 4-node
+H200 cluster on an InfiniBand fabric measures NCCL bandwidth on each node and across all of them, and
+records it in the stack's `health_evidence`; a degraded NVLink on one node makes `verify-fabric` and a fresh
+`up`'s gate name that node (the cluster is kept); an InfiniBand port down on one node fails the inter-node
+check and the culprit search names it by its loopback; a slow link from one node to the fabric (its
+loopback fine) is found by bisection in at most ceil(log2 4) + 1 rounds, by `verify-fabric` and by the
+gate; a single-GPU cluster records the check as `not-applicable`. One fleet is deployed; every step reads
+it."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ projects:
     clusters:
       - name: train
         cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
-        gpu_nodes: {count: 2, platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb}
+        gpu_nodes: {count: 4, platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb}
         enable_gpu_cluster: true
         infiniband_fabric: fabric-local
         gpu_fabric_check: {timeout_minutes: TIMEOUT}
@@ -82,14 +84,14 @@ def test_fabric_bandwidth_in_the_gate_and_verify_fabric(kube_api: Path, tmp_path
     assert "soperator" in fabric["thresholds"]["source"]
     assert fabric["images"]["intra_node"].startswith("cr.eu-north1.nebius.cloud/nebius-benchmarks/nccl-tests")
     nodes = sorted(fabric["nodes"])
-    assert len(nodes) == 2
+    assert len(nodes) == 4
     for node in nodes:
         report = fabric["nodes"][node]
         assert report["passed"] and report["busbw_gbps"] >= 420, report
         assert len(report["result"]["rows"]) == 5 and report["cleaned_up"] is True  # 512M .. 8G
     inter = fabric["inter_node"]
     assert inter["status"] == "passed" and inter["busbw_gbps"] >= 360 and sorted(inter["nodes"]) == nodes
-    assert inter["result"]["ranks"] == 16 and inter["result"]["largest_size_bytes"] == 8 << 30
+    assert inter["result"]["ranks"] == 32 and inter["result"]["largest_size_bytes"] == 8 << 30
     # the stack's own output holds the same evidence
     status = by_stack(npa("status", "--spec", spec, "--output", "json", check=True).json())
     assert status["fab.p.train"]["health"]["fabric"]["nodes"][nodes[0]]["busbw_gbps"] >= 420
@@ -105,7 +107,7 @@ def test_fabric_bandwidth_in_the_gate_and_verify_fabric(kube_api: Path, tmp_path
     assert solo["health"]["status"] == "not-applicable" and "no multi-GPU NVLink" in solo["health"]["reason"]
 
     fault = ["local-cloud", "fault", "node", "--cluster", train["cluster_id"]]
-    slow, other = nodes
+    slow, other, *_ = nodes
     # ---- a degraded NVLink on one node: verify-fabric names it ...
     npa(*fault, "--node", slow, "--kind", "nvlink-degraded", check=True)
     code, entry = _verify(spec, tmp_path / "evidence")
@@ -126,7 +128,7 @@ def test_fabric_bandwidth_in_the_gate_and_verify_fabric(kube_api: Path, tmp_path
     assert train["health"]["phase"] == "fabric" and slow in train["health"]["reason"]
     assert train["health"]["fabric"]["slow_nodes"] == [slow]
     assert train["changes"].get("update", 0) == 1  # the fabric check alone; Terraform untouched
-    assert len(_kubectl(kubeconfig, "get", "nodes")["items"]) == 3  # nothing was torn down
+    assert len(_kubectl(kubeconfig, "get", "nodes")["items"]) == 5  # nothing was torn down
     npa(*fault, "--node", slow, "--kind", "nvlink-degraded", "--clear", check=True)
     code, entry = _verify(spec, tmp_path / "evidence")
     assert code == 0 and entry["status"] == "ready", entry
@@ -143,8 +145,23 @@ def test_fabric_bandwidth_in_the_gate_and_verify_fabric(kube_api: Path, tmp_path
     assert inter["status"] == "failed" and inter["busbw_gbps"] < 360, inter
     assert inter["culprits"] == [other] and private["slow_nodes"] == [other]
     assert all(r["passed"] for r in private["nodes"].values())  # NVLink is fine on both
-    assert {tuple(s["nodes"]) for s in inter["search"]} == {(slow,), (other,)}
+    assert {tuple(s["nodes"]) for s in inter["search"]} == {(n,) for n in nodes}  # one loopback round
     npa(*fault, "--node", other, "--kind", "ib-port-down", "--clear", check=True)
+
+    # ---- a slow link from one node to the fabric: every loopback passes; bisection names the node
+    linked = nodes[2]
+    npa(*fault, "--node", linked, "--kind", "ib-link-degraded", check=True)
+    code, entry = _verify(spec, tmp_path / "evidence")
+    assert code == 1, entry
+    inter = _evidence(tmp_path / "evidence", train["kube_context"])["evidence"]["inter_node"]
+    assert inter["culprits"] == [linked], inter
+    assert inter["rounds"] <= 3 and {s["step"] for s in inter["search"]} == {"loopback", "halving", "pairing"}
+    assert all(s["busbw_gbps"] is not None for s in inter["search"])  # every round's figures
+    gated = npa("up", "--spec", _spec(tmp_path, 2), "--only-clusters", "train", "--yes", "--output", "json")
+    assert gated.code == 1, gated.stderr[-3000:]
+    train = by_stack(gated.json())["fab.p.train"]
+    assert train["status"] == "deployed-validation-failed" and linked in train["health"]["reason"], train
+    npa(*fault, "--node", linked, "--kind", "ib-link-degraded", "--clear", check=True)
     retried = npa("up", "--spec", _spec(tmp_path, 3), "--only-clusters", "train", "--yes", "--output", "json")
     assert retried.code == 0, retried.stderr[-3000:]
     assert by_stack(retried.json())["fab.p.train"]["status"] == "deployed"

@@ -404,3 +404,68 @@ def test_the_inter_node_program_prints_what_the_parser_reads(
     assert result.avg_busbw_gbps is not None and result.avg_busbw_gbps > 0
     row = result.rows[0]
     assert row.out_busbw_gbps == pytest.approx(row.out_algbw_gbps * 2 * 15 / 16, rel=0.01)
+
+
+# ------------------------------------------------------------------------------------- bisection
+
+import math  # noqa: E402
+
+import pytest  # noqa: E402
+
+from npa_pulumi.kube.fabric_check import bisect_culprits  # noqa: E402
+
+
+def _fabric(slow_node: str = "", slow_link: str = "", pair_link: tuple[str, str] | None = None) -> Any:
+    """A measure over a modelled fabric: a slow node is slow in every run it takes part in (its loopback
+    too), a slow link only between it and another node, a slow pair link only when both are in a run."""
+    rounds: list[list[list[str]]] = []
+
+    def measure(groups: list[list[str]], loopback: bool) -> list[dict[str, Any]]:
+        rounds.append(groups)
+        reports = []
+        for group in groups:
+            slow = slow_node in group or (slow_link in group and len(group) > 1)
+            slow = slow or (pair_link is not None and set(pair_link) <= set(group))
+            reports.append({"nodes": group, "passed": not slow, "busbw_gbps": 150.0 if slow else 380.0})
+        return reports
+
+    measure.rounds = rounds  # type: ignore[attr-defined]
+    return measure
+
+
+FABRIC_NODES = [f"gpu-{i:02d}" for i in range(16)]
+
+
+def test_a_slow_node_is_named_by_its_loopback_in_one_round() -> None:
+    measure = _fabric(slow_node="gpu-05")
+    culprits, search = bisect_culprits(FABRIC_NODES, measure, lambda: True)
+    assert culprits == ["gpu-05"] and {e["round"] for e in search} == {1}
+    assert len(measure.rounds) == 1 and all(len(g) == 1 for g in measure.rounds[0])
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5, 8, 16])
+def test_a_slow_link_is_named_in_at_most_log2_n_plus_one_rounds(count: int) -> None:
+    nodes = FABRIC_NODES[:count]
+    for culprit in nodes:
+        measure = _fabric(slow_link=culprit)
+        culprits, search = bisect_culprits(nodes, measure, lambda: True)
+        rounds = max(e["round"] for e in search)
+        assert rounds <= math.ceil(math.log2(count)) + 1, (count, culprit, rounds)
+        if count >= 4:
+            assert culprits == [culprit], (count, culprit, culprits)
+        else:  # too few nodes to prove one of them good: the link is named
+            assert len(culprits) == 1 and culprit in culprits[0], culprits
+        for groups in measure.rounds:  # every round's groups share no node
+            flat = [n for g in groups for n in g]
+            assert len(flat) == len(set(flat))
+        assert all({"round", "step", "nodes", "busbw_gbps", "passed"} <= set(e) for e in search)
+
+
+def test_a_slow_link_between_two_nodes_is_named_as_that_link() -> None:
+    culprits, _ = bisect_culprits(FABRIC_NODES[:8], _fabric(pair_link=("gpu-02", "gpu-03")), lambda: True)
+    assert culprits == ["gpu-02 <-> gpu-03"]
+
+
+def test_the_search_stops_at_the_deadline() -> None:
+    culprits, search = bisect_culprits(FABRIC_NODES, _fabric(slow_link="gpu-09"), lambda: False)
+    assert culprits == [] and {e["step"] for e in search} == {"loopback"}

@@ -8,7 +8,8 @@ pods (npa_pulumi/kube/fabric_check.py) from its model of the nodes, printing wha
   (`NVLINK_BUSBW_GBPS`), a quarter of it under the `nvlink_degraded` fault;
 * each InfiniBand fabric (node groups with a GPU cluster) has a per-node bus bandwidth from the platform
   (`INFINIBAND_BUSBW_GBPS`): an all-reduce across nodes gets the slowest participant's figure, and any
-  all-reduce that goes through a node with the `ib_port_down` fault gets 40 % of it; a node without a GPU
+  all-reduce that goes through a node with the `ib_port_down` fault gets 40 % of it, one between a node with
+  the `ib_link_degraded` fault and another node half of it (its loopback is not slowed); a node without a GPU
   cluster has no InfiniBand (the run fails as NCCL would, finding no IB device);
 * bandwidth grows with message size as a real bus does (`peak x s / (s + 48 MiB)`).
 
@@ -39,6 +40,9 @@ NVLINK_BUSBW_GBPS = {"h100": 470.0, "h200": 470.0, "b200": 780.0, "b300": 780.0}
 INFINIBAND_BUSBW_GBPS = {"h100": 395.0, "h200": 395.0, "b200": 395.0, "b300": 760.0}
 NVLINK_DEGRADED = 0.25
 IB_PORT_DOWN = 0.40
+# A slow link between the node and the fabric (a bad cable or switch port): only traffic to other nodes
+# crosses it, so the node's loopback through its own ports is not slowed.
+IB_LINK_DEGRADED = 0.50
 _HALF_SIZE = 48 << 20
 _ARGS = re.compile(r"-b\s+(\d+[KMG]?)\s+-e\s+(\d+[KMG]?)\s+-f\s+(\d+)(?:\s+-g\s+(\d+))?")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -184,12 +188,16 @@ class FabricModel:
         nodes = [p["spec"].get("nodeName", "") for p in ordered]
         groups = [group_of.get(n) for n in nodes]
         figures: list[float] = []
+        across = len(set(nodes)) > 1  # a loopback run never leaves its node's ports
         for node, group in zip(nodes, groups, strict=True):
-            ib = None if group is None else infiniband_busbw(group, faults.get(node) or {})
+            mine = faults.get(node) or {}
+            ib = None if group is None else infiniband_busbw(group, mine)
             if ib is None:
                 figures = []
                 break
-            figures.append(min(ib, nvlink_busbw(group or {}, faults.get(node) or {})))
+            if across and mine.get("ib_link_degraded"):
+                ib *= IB_LINK_DEGRADED
+            figures.append(min(ib, nvlink_busbw(group or {}, mine)))
         args = self._args(ordered[0])
         if not figures or args is None:
             for pod in ordered:
