@@ -1,9 +1,15 @@
 """Safe YAML loading with positions.
 
-The spec is parsed with ruamel.yaml into a node graph, then turned into plain Python data by our own
-walker so that we control everything an untrusted document could abuse: size, nesting depth, alias
-expansion (billion-laughs), duplicate keys, unknown tags. Every mapping key and list item gets its
-1-based (line, column) recorded under its spec path, which is how validation errors point at the file.
+The spec is parsed into a node graph, then turned into plain Python data by our own walker so that we
+control everything an untrusted document could abuse: size, nesting depth, alias expansion
+(billion-laughs), duplicate keys, unknown tags. Every mapping key and list item gets its 1-based (line,
+column) recorded under its spec path (the nodes' start marks), which is how validation errors point at the
+file.
+
+The parser is libyaml's, through PyYAML's C loader, when PyYAML was built with it (its wheels are): a
+10,000-cluster spec composes in ~0.06 s instead of ~1.2 s. Its events are read once first, in C, to enforce
+the value-count and nesting bounds before a node is composed. Without libyaml, ruamel.yaml's pure-Python
+parser does the same job (`NPA_SPEC_PARSER=pure` forces it). Both resolve scalars as YAML 1.1.
 
 Scalars resolve with YAML 1.1 rules, as PyYAML's `safe_load` in the original tool did, so existing specs
 keep their meaning (`enabled: yes` is a boolean). Numbers keep their source text so a string field such
@@ -12,10 +18,12 @@ as `k8s_version: 1.30` reads back as "1.30", not "1.3".
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml as pyyaml
 from ruamel.yaml import YAML
 from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -124,18 +132,24 @@ def _new_yaml() -> YAML:
     return yaml
 
 
+def _libyaml() -> bool:
+    """Whether the C parser is there (and not switched off with NPA_SPEC_PARSER=pure)."""
+    return bool(getattr(pyyaml, "__with_libyaml__", False)) and os.environ.get("NPA_SPEC_PARSER") != "pure"
+
+
 def load_yaml(text: str, source: str) -> tuple[Any, LocationIndex]:
     """Parse one YAML document into plain data (None for an empty document) and its positions."""
     if len(text) > MAX_SPEC_BYTES:
         raise _too_big(source)
     yaml = _new_yaml()
+    fast = _libyaml()
     try:
-        root = _compose_checked(text, source)
+        root = _compose_libyaml(text, source) if fast else _compose_checked(text, source)
     except SpecError:
         raise
-    except MarkedYAMLError as err:
+    except (MarkedYAMLError, pyyaml.MarkedYAMLError) as err:
         raise _yaml_syntax_error(err, source) from None
-    except YAMLError as err:
+    except (YAMLError, pyyaml.YAMLError) as err:
         line, column = _reader_position(err, text)
         message = f"invalid YAML: {_one_line(str(err))}"
         raise single_problem(message, source, line=line, column=column) from None
@@ -146,7 +160,7 @@ def load_yaml(text: str, source: str) -> tuple[Any, LocationIndex]:
     index = LocationIndex()
     if root is None:
         return None, index
-    builder = _Builder(yaml, index)
+    builder = _Builder(yaml, index, fast)
     builder.mark((), root)  # problems about the document itself, or a missing top-level key, point here
     data = builder.build(root, (), 0)
     if builder.problems:
@@ -176,6 +190,15 @@ class _CheckedYAML(YAML):
         return constructor, parser
 
 
+def _compose_libyaml(text: str, source: str) -> Any:
+    """libyaml's node graph of `text`, after its events passed the bounds (one pass in C; a hostile
+    document stops before a node is composed)."""
+    state = [0, 0]
+    for event in pyyaml.parse(text, Loader=pyyaml.CSafeLoader):
+        _check_event(event, state, source)
+    return pyyaml.compose(text, Loader=pyyaml.CSafeLoader)
+
+
 def _compose_checked(text: str, source: str) -> Node | None:
     loader = _CheckedYAML(typ="safe", pure=True)
     loader.version = (1, 1)
@@ -195,7 +218,7 @@ def _check_event(event: Any, state: list[int], source: str) -> None:
             column=mark.column + 1 if mark else None,
             hint="a fleet spec is a small YAML file; check that the right file was given",
         )
-    if isinstance(event, (MappingStartEvent, SequenceStartEvent)):
+    if isinstance(event, _OPENING):
         state[1] += 1
         if state[1] > MAX_DEPTH:
             mark = event.start_mark
@@ -205,13 +228,27 @@ def _check_event(event: Any, state: list[int], source: str) -> None:
                 line=mark.line + 1 if mark else None,
                 column=mark.column + 1 if mark else None,
             )
-    elif isinstance(event, (MappingEndEvent, SequenceEndEvent)):
+    elif isinstance(event, _CLOSING):
         state[1] -= 1
 
 
-def _yaml_syntax_error(err: MarkedYAMLError, source: str) -> SpecError:
+_OPENING = (MappingStartEvent, SequenceStartEvent, pyyaml.MappingStartEvent, pyyaml.SequenceStartEvent)
+_CLOSING = (MappingEndEvent, SequenceEndEvent, pyyaml.MappingEndEvent, pyyaml.SequenceEndEvent)
+_SCALAR = (ScalarNode, pyyaml.ScalarNode)
+_SEQUENCE = (SequenceNode, pyyaml.SequenceNode)
+_MAPPING = (MappingNode, pyyaml.MappingNode)
+
+
+def _yaml_syntax_error(err: MarkedYAMLError | pyyaml.MarkedYAMLError, source: str) -> SpecError:
     mark = err.problem_mark or err.context_mark
     problem = err.problem or err.context or "malformed YAML"
+    if "maximum nesting depth" in problem:  # libyaml's own bound (1,000), met while it reads ahead
+        return single_problem(
+            f"spec nests deeper than {MAX_DEPTH} levels",
+            source,
+            line=mark.line + 1 if mark is not None else None,
+            column=mark.column + 1 if mark is not None else None,
+        )
     context = f" ({err.context})" if err.context and err.problem else ""
     return single_problem(
         f"invalid YAML: {problem}{context}",
@@ -221,7 +258,7 @@ def _yaml_syntax_error(err: MarkedYAMLError, source: str) -> SpecError:
     )
 
 
-def _reader_position(err: YAMLError, text: str) -> tuple[int | None, int | None]:
+def _reader_position(err: YAMLError | pyyaml.YAMLError, text: str) -> tuple[int | None, int | None]:
     """Line and column of a reader error (e.g. a control character), which carries only an offset."""
     position = getattr(err, "position", None)
     if not isinstance(position, int) or not 0 <= position <= len(text):
@@ -234,7 +271,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())[:300]
 
 
-def _tag(node: Node) -> str:
+# A node of either parser's graph (ruamel's or PyYAML's): the same shape (tag, value, start_mark).
+YamlNode = Any
+
+
+def _tag(node: YamlNode) -> str:
     tag = node.tag
     return str(getattr(tag, "value", tag))
 
@@ -242,8 +283,9 @@ def _tag(node: Node) -> str:
 class _Builder:
     """Turns a composed node graph into plain data, collecting problems instead of stopping at the first."""
 
-    def __init__(self, yaml: YAML, index: LocationIndex) -> None:
-        self.constructor = SafeConstructor(loader=yaml)
+    def __init__(self, yaml: YAML, index: LocationIndex, libyaml: bool = False) -> None:
+        # Each parser's nodes are read by its own library's constructor (the same YAML 1.1 rules).
+        self.constructor: Any = pyyaml.SafeLoader("") if libyaml else SafeConstructor(loader=yaml)
         self.index = index
         self.problems: list[SpecProblem] = []
         self.nodes = 0
@@ -251,7 +293,7 @@ class _Builder:
         # Inside a merge source (`<<: *anchor`) positions never replace those of keys written in place.
         self.merging = 0
 
-    def problem(self, node: Node, path: PathTuple, message: str, hint: str | None = None) -> None:
+    def problem(self, node: YamlNode, path: PathTuple, message: str, hint: str | None = None) -> None:
         mark = node.start_mark
         self.problems.append(
             SpecProblem(
@@ -263,7 +305,7 @@ class _Builder:
             )
         )
 
-    def build(self, node: Node, path: PathTuple, depth: int) -> Any:
+    def build(self, node: YamlNode, path: PathTuple, depth: int) -> Any:
         self.nodes += 1
         if self.nodes > MAX_NODES or depth > MAX_DEPTH:
             if not self.too_big:
@@ -276,9 +318,9 @@ class _Builder:
                     "avoid recursive or repeatedly nested aliases",
                 )
             return None
-        if isinstance(node, ScalarNode):
+        if isinstance(node, _SCALAR):
             return self.scalar(node, path)
-        if isinstance(node, SequenceNode):
+        if isinstance(node, _SEQUENCE):
             if _tag(node) != _SEQ:
                 self.problem(node, path, f"unsupported YAML tag {_tag(node)!r}", "use a plain list")
                 return None
@@ -288,7 +330,7 @@ class _Builder:
                 self.mark(child_path, child)
                 items.append(self.build(child, child_path, depth + 1))
             return items
-        if isinstance(node, MappingNode):
+        if isinstance(node, _MAPPING):
             if _tag(node) != _MAP:
                 self.problem(node, path, f"unsupported YAML tag {_tag(node)!r}", "use a plain mapping")
                 return None
@@ -296,22 +338,22 @@ class _Builder:
         self.problem(node, path, "unsupported YAML node")
         return None
 
-    def mark(self, path: PathTuple, node: Node) -> None:
+    def mark(self, path: PathTuple, node: YamlNode) -> None:
         mark = node.start_mark
         if mark is not None and not (self.merging and path in self.index.marks):
             self.index.marks[path] = (mark.line + 1, mark.column + 1)
 
-    def mapping(self, node: MappingNode, path: PathTuple, depth: int) -> dict[str, Any]:
+    def mapping(self, node: YamlNode, path: PathTuple, depth: int) -> dict[str, Any]:
         result: dict[str, Any] = {}
         merged: dict[str, Any] = {}
-        seen: dict[str, Node] = {}
+        seen: dict[str, YamlNode] = {}
         for key_node, value_node in node.value:
-            if isinstance(key_node, ScalarNode) and _tag(key_node) == _MERGE:
+            if isinstance(key_node, _SCALAR) and _tag(key_node) == _MERGE:
                 merged.update(
                     {k: v for k, v in self.merge_sources(value_node, path, depth).items() if k not in merged}
                 )
                 continue
-            if not isinstance(key_node, ScalarNode):
+            if not isinstance(key_node, _SCALAR):
                 self.problem(key_node, path, "mapping keys must be plain scalars")
                 continue
             key = str(key_node.value)
@@ -327,14 +369,14 @@ class _Builder:
         # Merge keys (`<<: *anchor`) never override keys written in the mapping itself.
         return {**{k: v for k, v in merged.items() if k not in result}, **result}
 
-    def merge_sources(self, node: Node, path: PathTuple, depth: int) -> dict[str, Any]:
-        sources = node.value if isinstance(node, SequenceNode) else [node]
+    def merge_sources(self, node: YamlNode, path: PathTuple, depth: int) -> dict[str, Any]:
+        sources = node.value if isinstance(node, _SEQUENCE) else [node]
         combined: dict[str, Any] = {}
         self.merging += 1
         try:
             for source in sources:
                 self.nodes += 1
-                if not isinstance(source, MappingNode):
+                if not isinstance(source, _MAPPING):
                     self.problem(source, path, "a merge key ('<<') must refer to a mapping")
                     continue
                 for key, value in self.mapping(source, path, depth + 1).items():
@@ -343,7 +385,7 @@ class _Builder:
             self.merging -= 1
         return combined
 
-    def scalar(self, node: ScalarNode, path: PathTuple) -> Any:
+    def scalar(self, node: YamlNode, path: PathTuple) -> Any:
         tag = _tag(node)
         text = str(node.value)
         if (

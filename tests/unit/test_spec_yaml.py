@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,3 +235,75 @@ def test_too_many_values_are_rejected_before_composition(monkeypatch: pytest.Mon
     monkeypatch.setattr(yaml_source, "MAX_EVENTS", 1_000)  # the real bound (50k) is slow to reach in a test
     err = error_of("a: [" + "1," * 2_000 + "1]\n")
     assert "more than 1000 values" in err.problems[0].message
+
+
+# ------------------------------------------------------------------ the C parser and the pure one agree
+
+_REPO = Path(__file__).resolve().parents[2]
+_TRICKY = """\
+a: yes
+b: y
+c: NO
+d: 1.30
+e: 0x10
+f: 1_000
+g: 1e5
+h: 2026-01-02
+i: ~
+j: 010
+k: 1:20
+l: .inf
+m: "quoted: 1"
+n: [1, 2.5, off, on]
+base: &b {x: 1, y: [a, b]}
+merged:
+  <<: *b
+  y: [c]
+"""
+
+
+def _both(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    monkeypatch.setenv("NPA_SPEC_PARSER", "pure")
+    pure = load_yaml(text, "spec.yaml")
+    monkeypatch.delenv("NPA_SPEC_PARSER")
+    fast = load_yaml(text, "spec.yaml")
+    return pure, fast
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value, getattr(value, "yaml_text", None))
+
+
+@pytest.mark.parametrize("name", [*sorted(p.name for p in (_REPO / "examples").glob("*.yaml")), "tricky"])
+def test_the_c_parser_reads_every_spec_as_the_pure_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _TRICKY if name == "tricky" else (_REPO / "examples" / name).read_text()
+    (pure, pure_index), (fast, fast_index) = _both(text, monkeypatch)
+    assert _typed(fast) == _typed(pure)
+    assert fast_index.marks == pure_index.marks
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a: [1, 2", "a: b: c", "a:\n  - 1\n - 2", "a: 1\na: 2", "\t- x", "a: !!python/object x", "- &a [*a]"],
+)
+def test_both_parsers_refuse_alike_with_a_line(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def outcome() -> Any:
+        try:
+            return load_yaml(text, "spec.yaml")[0]
+        except SpecError as err:
+            return [(p.line, p.path) for p in err.problems]
+
+    monkeypatch.setenv("NPA_SPEC_PARSER", "pure")
+    pure = outcome()
+    monkeypatch.delenv("NPA_SPEC_PARSER")
+    fast = outcome()
+    assert isinstance(fast, list) and isinstance(pure, list), (fast, pure)  # both refuse
+    assert [path for _, path in fast] == [path for _, path in pure]
+    # the same line, or the next one where libyaml points at the end of input rather than the opening `[`
+    assert all(
+        f is not None and p is not None and 0 <= f - p <= 1 for (f, _), (p, _) in zip(fast, pure, strict=True)
+    )
