@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any
 
@@ -249,8 +249,12 @@ class Cost:
 
 
 def usd(value: Decimal) -> float:
-    """A JSON number: exact for every figure of the catalog's precision (6 places kept)."""
-    return float(round(value, 6))
+    """A JSON number: exact for every figure of the catalog's precision (6 places kept). A figure too
+    large to keep 6 places in the decimal context (a spec asking for absurd sizes) has none to round off."""
+    try:
+        return float(round(value, 6))
+    except InvalidOperation:
+        return float(value)
 
 
 def _shape(pool: PoolBasis) -> str:
