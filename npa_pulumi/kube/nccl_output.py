@@ -22,7 +22,8 @@ published with nccl-tests, NCCL and Open MPI issues):
 * notices: `NCCL INFO` / `NCCL WARN` lines (`Failed to open libibverbs.so[.1]`, `Could not find a path for
   pattern 4`), Open MPI's boxed warnings (`WARNING: There was an error initializing an OpenFabrics
   device.`, `No preset parameters were found`), X11's `Authorization required` from hwloc: kept in
-  `notices`, never a failure by themselves;
+  `notices`, never a failure by themselves (a run that failed also lists NCCL's WARN lines among its
+  errors: they say why);
 * failures: nccl-tests' own `Test NCCL failure` / `Test CUDA failure` / `NCCL failure`, an NCCL `WARN`
   that says the run aborted (`unhandled system error`, `unhandled cuda error`), `# Out of bounds values :
   N FAILED`, wrong values, and no rows or no average line (the benchmark did not finish).
@@ -160,6 +161,8 @@ def parse_all_reduce(output: str) -> AllReduceResult:
         result.errors.append(f"{result.out_of_bounds} out-of-bounds value(s)")
     if result.wrong:
         result.errors.append(f"{result.wrong} wrong value(s)")
+    if result.errors:  # a failed run: what NCCL warned of is its likely cause, said beside the failure
+        result.errors += [n for n in result.notices if "NCCL WARN" in n][:5]
     return result
 
 
