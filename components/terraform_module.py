@@ -27,6 +27,7 @@ from npa_pulumi.runtime.home import cache_dir, logs_dir, work_dir
 from npa_pulumi.runtime.supervision import watch_run
 
 if TYPE_CHECKING:
+    from npa_pulumi.bridge.credentials import TerraformAuth
     from npa_pulumi.bridge.recipe import RecipeSource
     from npa_pulumi.bridge.terraform import TerraformWorkspace
 
@@ -104,6 +105,20 @@ def _workspace(inputs: TerraformModuleInputs) -> TerraformWorkspace:
     return TerraformWorkspace(root=work_dir(inputs.work_key))
 
 
+def _auth(inputs: TerraformModuleInputs, source_kind: str) -> TerraformAuth:
+    """Profile or token for this run (npa_pulumi/bridge/credentials.py); warns when a token-path run on
+    Nebius may outlive its token."""
+    from npa_pulumi.bridge.credentials import terraform_auth, token_life_warning
+    from npa_pulumi.runtime import provider_env
+
+    environ = provider_env.environ()
+    auth = terraform_auth(inputs.cloud, source_kind, inputs.profile, environ)
+    warning = token_life_warning(environ) if auth.mode == "token" and inputs.cloud == "nebius" else None
+    if warning:
+        pulumi.log.warn(warning)
+    return auth
+
+
 def _token(inputs: TerraformModuleInputs) -> str | None:
     """Mint the IAM token for this run, from the cloud adapter's own credentials."""
     from npa_pulumi.components._cloud import cloud_for
@@ -120,7 +135,7 @@ def _token(inputs: TerraformModuleInputs) -> str | None:
 def _source(inputs: TerraformModuleInputs) -> RecipeSource:
     from npa_pulumi.bridge.recipe import RecipeSource, SourceKind, stand_in_dir
 
-    kinds: tuple[SourceKind, ...] = ("local-stand-in", "dir", "git")
+    kinds: tuple[SourceKind, ...] = ("local-stand-in", "dir", "git", "default")
     kind = next((k for k in kinds if k == inputs.recipe.source), None)
     if kind is None:
         raise RuntimeError(f"unknown recipe source {inputs.recipe.source!r}")
@@ -171,14 +186,15 @@ def _prepare(
     workspace.write_tfvars(inputs.tfvars)
     workspace.restore_state(old_state)
     identity = inputs.identity.model_dump()
-    token = _token(inputs)
+    auth = _auth(inputs, source.kind)
+    token = _token(inputs) if auth.mode == "token" else None  # a profile run passes no token at all
     if token is not None:
         identity["iam_token"] = token
     if soperator:  # the soperator recipe names the fleet's identity its own way
         from npa_pulumi.bridge.soperator_recipe import recipe_identity
 
         identity = recipe_identity(identity)
-    extra = {"NPA_PYTHON": sys.executable}
+    extra = {"NPA_PYTHON": sys.executable, **auth.env()}
     if source.kind == "local-stand-in":
         # The stand-in derives stable idempotency keys from this owner (see its main.tf); other recipes
         # do not declare the variable, so it is only passed to the stand-in.

@@ -74,6 +74,8 @@ NEVER_IMPORTS: dict[tuple[str, str], str] = {
             "report_commands",
             "fleet_options",
             "fleet_output",
+            "observability",
+            "audit_commands",
         )
     },
 }

@@ -2,8 +2,10 @@
 
 Sources, in priority order: `--recipe-dir PATH` (a local checkout of the library or of `k8s-training/`
 itself), `--recipe-ref REF` (a branch, tag or full commit SHA of the upstream library, fetched shallowly and
-cached per commit; a branch is resolved again on every run, see `resolve_ref`), and for `--cloud local` the
-shipped stand-in `recipes/local-k8s-training`.
+cached per commit; a branch is resolved again on every run, see `resolve_ref`), for `--cloud local` the
+shipped stand-in `recipes/local-k8s-training`, and for `--cloud nebius` with neither flag the default recipe:
+upstream at a pinned commit, fetched as a `--recipe-ref` of it, plus npa-pulumi's override files
+(`bridge/overrides.py`, checked against the fetched files before the work dir is touched).
 
 Materializing copies the recipe into the stack's work dir (keeping Terraform state and `.terraform`),
 then applies the compatibility preparation the original tool applied, before any mutation:
@@ -48,7 +50,9 @@ PRESERVED = {
     "terraform.tfvars.json",
 }
 
-SourceKind = Literal["local-stand-in", "dir", "git"]
+# "default": `--cloud nebius` with neither flag: upstream at the pinned commit, fetched exactly as a
+# `--recipe-ref` is (`<url>@<commit>`), plus npa-pulumi's override files (bridge/overrides.py).
+SourceKind = Literal["local-stand-in", "dir", "git", "default"]
 
 
 class RecipeError(NpaError):
@@ -155,10 +159,16 @@ def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | 
         return RecipeSource("git", f"{url}@{recipe_ref}")
     if cloud == "local":
         return RecipeSource("local-stand-in", str(stand_in_dir()))
-    raise UserInputError(
-        "--cloud nebius needs the real k8s-training recipe: pass --recipe-dir PATH (a checkout of "
-        "nebius-solutions-library or its k8s-training/) or --recipe-ref REF (cloned from upstream)"
-    )
+    return default_source()
+
+
+def default_source() -> RecipeSource:
+    """`--cloud nebius` with no recipe flag: upstream k8s-training at the pinned commit, fetched like a
+    `--recipe-ref` of that commit, with npa-pulumi's override files written over it at materialize."""
+    from npa_pulumi.bridge.overrides import DEFAULT_K8S_TRAINING_COMMIT
+
+    url = os.environ.get("NPA_RECIPE_REPO_URL", UPSTREAM_REPO_URL)
+    return RecipeSource("default", f"{url}@{DEFAULT_K8S_TRAINING_COMMIT}")
 
 
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -416,17 +426,28 @@ def tree_digest(*roots: Path) -> str:
 
 def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: Path) -> MaterializedRecipe:
     """Copy the recipe into `work_root` (as `k8s-training/` and `modules/`) and prepare it."""
-    if source.kind == "git":
+    if source.kind in ("git", "default"):
         library = _git_checkout(source.location, cache_root / "recipes")
     else:
         library = Path(source.location)
     module_src, modules_src = _library_layout(library)
+    fleet_overrides = None
+    if source.kind == "default":
+        from npa_pulumi.bridge import overrides
+
+        fleet_overrides = overrides.default_overrides()
+        # Checked against the fetched upstream files before the work dir is touched.
+        overrides.check(fleet_overrides, module_src.parent, source.location)
     module_dir = work_root / "k8s-training"
     _sync_tree(module_src, module_dir)
     roots = [module_dir]
     if modules_src is not None:
         _sync_tree(modules_src, work_root / "modules")
         roots.append(work_root / "modules")
+    if fleet_overrides is not None:
+        from npa_pulumi.bridge import overrides
+
+        overrides.write(fleet_overrides, work_root)
     warnings: list[str] = []
     if source.kind != "local-stand-in":  # the stand-in talks to the local cloud, not to a Nebius API
         _patch_provider_domain(module_dir, region, warnings)

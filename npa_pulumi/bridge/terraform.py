@@ -29,7 +29,7 @@ from typing import Any
 
 from npa_pulumi.cloud.redaction import replace_secrets
 from npa_pulumi.errors import NpaError
-from npa_pulumi.runtime import disk_cache, provider_env, supervision
+from npa_pulumi.runtime import disk_cache, provider_env, supervision, tracing
 from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
 from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.runtime.retry import RetryPolicy, call_with_retry
@@ -251,6 +251,13 @@ class TerraformWorkspace:
     # -------------------------------------------------------------------------------- runs
 
     def _run(self, args: list[str], env: Mapping[str, str], what: str) -> str:
+        # Traced (runtime/tracing.py): a span per command under its stack's (the work dir is named after
+        # the stack), whose context terraform is given as TRACEPARENT.
+        with tracing.span(f"terraform {what}", {"npa.stack": self.root.name}, stack=self.root.name):
+            parent = tracing.traceparent(self.root.name)
+            return self._run_untraced(args, {**env, "TRACEPARENT": parent} if parent else env, what)
+
+    def _run_untraced(self, args: list[str], env: Mapping[str, str], what: str) -> str:
         cmd = [str(self.binary()), *args]
         started = time.monotonic()
 
@@ -322,9 +329,16 @@ class TerraformWorkspace:
     def plan_changes(self, env: Mapping[str, str]) -> bool:
         """True when a plan would change something (`-detailed-exitcode` 2)."""
         cmd = [str(self.binary()), "plan", "-input=false", "-no-color", "-detailed-exitcode", "-lock=false"]
-        proc = subprocess.run(
-            cmd, cwd=self.module_dir, env=dict(env), capture_output=True, text=True, check=False
-        )
+        with tracing.span("terraform plan", {"npa.stack": self.root.name}, stack=self.root.name):
+            parent = tracing.traceparent(self.root.name)
+            proc = subprocess.run(
+                cmd,
+                cwd=self.module_dir,
+                env={**env, "TRACEPARENT": parent} if parent else dict(env),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
         if proc.returncode == 1:
             raise TerraformError(
                 f"terraform plan failed in {self.module_dir}",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 import click
 
 from npa_pulumi.cli.completion import complete_clusters, complete_projects
+from npa_pulumi.cli.observability import observability_options, observed
 
 if TYPE_CHECKING:
     from npa_pulumi.sdk.requests import Rollout, Selection, TeardownOptions
@@ -97,7 +98,7 @@ def destroy_options(func: F) -> F:
 
 
 def _fleet_options(func: F, spec_required: bool) -> F:
-    func = with_recipe_aliases(func)
+    func = observability_options(observed(with_recipe_aliases(func)))  # --trace, --trace-file, --notify
     decorators = [
         click.option(
             "--spec",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from npa_pulumi.cli.common import stderr_console
+from npa_pulumi.cli.observability import finished
 from npa_pulumi.errors import EXIT_FAILED, EXIT_PARTIAL_CLEANUP, NpaError
 from npa_pulumi.output.streams import emit_json
 
@@ -24,6 +25,7 @@ def finish(result: FleetResult, output: str) -> int:
     """Print the result (one JSON document with --output json) and return the command's exit code."""
     from npa_pulumi.output.text import print_fleet_result
 
+    finished(result)  # what --notify and --trace report when the command ends (cli/observability.py)
     if output == "json":
         emit_json(result.to_json())
     else:

@@ -6,6 +6,8 @@
     local-cloud s3 start|stop|status [--port N]        its S3 endpoint (the buckets over S3's API)
     local-cloud fault add|list|clear                   fail or slow the next N calls of an operation
     local-cloud fault node|slurm|driver|api            break a node, a Slurm role, the GPU driver, an API
+    local-cloud maintenance add|finish --cluster C --node N [--reason CODE]
+                                                       a maintenance event on a node's instance
     local-cloud add instance|disk|registry|group|security-group --project P --name N
                                                        put into a project what a user could (for tests)
     local-cloud set provisioning-seconds|wait-timeout-seconds N
@@ -323,6 +325,13 @@ NODE_FAULT_KINDS = {
     "mig-disabled": "mig_disabled",
     "nvlink-degraded": "nvlink_degraded",
     "ib-port-down": "ib_port_down",
+    # Nebius' own conditions (docs.nebius.com/kubernetes/health-checks, maintenance); `gpu-error` and
+    # `nebius-gpu-error` are the same NebiusGPUError condition.
+    "nebius-gpu-error": "gpu_error",
+    "maintenance-scheduled": "maintenance_scheduled",
+    "boot-disk-io": "boot_disk_io_error",
+    "replace": "replace",
+    "ib-link-degraded": "ib_link_degraded",
 }
 
 
@@ -340,7 +349,11 @@ NODE_FAULT_KINDS = {
     "mig-disabled: the node's first GPU lost its MIG mode (nvidia-smi: Disabled, pending Enabled; no MIG "
     "devices) while the device plugin still advertises the layout; nvlink-degraded: the node's NVLink "
     "all-reduce bandwidth drops to a quarter; ib-port-down: an InfiniBand port of the node is down (every "
-    "all-reduce through the node drops to 40%).",
+    "all-reduce through the node drops to 40%); nebius-gpu-error: NebiusGPUError (as gpu-error); "
+    "maintenance-scheduled: NebiusMaintenanceScheduled; boot-disk-io: NebiusBootDiskIOError; replace: the "
+    "node leaves and a new one (new name, new boot id) joins in its place, as auto-repair does; "
+    "ib-link-degraded: the node's link to the fabric is slow "
+    "(every all-reduce between it and another node drops to half; its own loopback does not).",
 )
 @click.option("--clear", is_flag=True, help="Clear the fault instead (not for reboot, which is an event).")
 @click.pass_context
@@ -348,8 +361,55 @@ def fault_node_cmd(ctx: click.Context, cluster_id: str, node: str, kind: str, cl
     """Inject a fault into one node of a cluster's Kubernetes API (kwok carries it out)."""
 
     def body() -> int:
+        if kind == "replace":
+            replaced = _simulator(ctx).replace_node(cluster_id, node)
+            _say(f"node {node} of {cluster_id} replaced by {replaced['by']}")
+            return 0
         _simulator(ctx).set_node_fault(cluster_id, node, NODE_FAULT_KINDS[kind], active=not clear)
         _say(f"{'cleared' if clear else 'injected'} {kind} on node {node} of {cluster_id}")
+        return 0
+
+    _guard(body)
+
+
+@local_cloud.group("maintenance")
+def maintenance_group() -> None:
+    """Maintenance events on a node's instance, as the compute MaintenanceService lists them."""
+
+
+@maintenance_group.command("add")
+@click.option("--cluster", "cluster_id", required=True, help="The mk8s cluster's ID.")
+@click.option("--node", required=True, help="The node's name (`kubectl get nodes`).")
+@click.option("--reason", required=True, help="The reason code, e.g. HW_GPU_XID_79 or HW_IB_LINK_DOWN.")
+@click.option("--planned", is_flag=True, help="A planned event (else unplanned, as hardware faults are).")
+@output_option()
+@click.pass_context
+def maintenance_add_cmd(
+    ctx: click.Context, cluster_id: str, node: str, reason: str, planned: bool, output: str
+) -> None:
+    """An active maintenance event on the node's instance; the node reports NebiusMaintenanceScheduled."""
+
+    def body() -> int:
+        event = _simulator(ctx).add_maintenance(cluster_id, node, reason, planned=planned)
+        if output == "json":
+            emit_json(event)
+        else:
+            _say(f"maintenance {event['id']} ({event['reason']}) active on node {node} of {cluster_id}")
+        return 0
+
+    _guard(body, output)
+
+
+@maintenance_group.command("finish")
+@click.option("--cluster", "cluster_id", required=True, help="The mk8s cluster's ID.")
+@click.option("--node", required=True, help="The node's name.")
+@click.pass_context
+def maintenance_finish_cmd(ctx: click.Context, cluster_id: str, node: str) -> None:
+    """Finish the node's active maintenance events; its NebiusMaintenanceScheduled condition clears."""
+
+    def body() -> int:
+        done = _simulator(ctx).finish_maintenance(cluster_id, node)
+        _say(f"finished {len(done)} maintenance event(s) on node {node} of {cluster_id}")
         return 0
 
     _guard(body)

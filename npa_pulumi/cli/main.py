@@ -31,6 +31,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "verify-graphics": "npa_pulumi.cli.verify_commands",
     "verify-storage": "npa_pulumi.cli.verify_commands",
     "verify-fabric": "npa_pulumi.cli.verify_commands",
+    "health": "npa_pulumi.cli.health_commands",
     "local-cloud": "npa_pulumi.cli.local_cloud",
     "preflight": "npa_pulumi.cli.preflight_commands",
     "plan": "npa_pulumi.cli.spec_commands",
@@ -39,6 +40,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "tfvars": "npa_pulumi.cli.spec_commands",
     "doctor": "npa_pulumi.cli.doctor_commands",
     "report": "npa_pulumi.cli.report_commands",
+    "audit": "npa_pulumi.cli.audit_commands",
     "completion": "npa_pulumi.cli.completion_commands",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMAND_OWNERS.values()))

@@ -170,6 +170,23 @@ class Instance(CloudRecord):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class MaintenanceEvent(CloudRecord):
+    """An unfinished maintenance event of one of the project's compute instances (a cluster node's VM), as
+    the compute MaintenanceService lists it (`nebius compute maintenance list-active --parent-id`). The
+    adapter joins each event to the instance whose `maintenance_event_id` names it; `instance_name` is the
+    node's name in the cluster (mk8s names a node after its instance)."""
+
+    id: str
+    project_id: str
+    instance_id: str = ""
+    instance_name: str = ""
+    maintenance_id: str = ""
+    reason: str = ""  # e.g. HW_GPU_XID_79, HW_GPU_PCI_FALLEN_OFF_BUS, HW_IB_LINK_DOWN
+    planned: bool = False
+    created_at: str = ""  # RFC 3339, "" when unknown
+    sla_deadline: str = ""
+
+
 class Disk(CloudRecord):
     id: str
     project_id: str
@@ -427,3 +444,9 @@ class CloudPort(Protocol):
     def list_instances(self, project_id: str) -> list[Instance]: ...
     def list_disks(self, project_id: str) -> list[Disk]: ...
     def list_registries(self, project_id: str) -> list[Registry]: ...
+
+    # day two: what Nebius itself is doing to the project's nodes
+    def list_active_maintenance(self, project_id: str) -> list[MaintenanceEvent]:
+        """The project's unfinished maintenance events, each joined to its instance: one list of events
+        and one of instances per project, never a call per node."""
+        ...

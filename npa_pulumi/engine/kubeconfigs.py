@@ -165,6 +165,9 @@ def remove(context: str, stack: str, *, fleet: str, project_key: str, cluster_id
         return False
     kubeconfig_path(context).unlink(missing_ok=True)
     registration_path(context).unlink(missing_ok=True)
+    from npa_pulumi.engine.requalification import remove_record
+
+    remove_record(context)  # `health --requalify`'s record goes with the registration it was made through
     return True
 
 

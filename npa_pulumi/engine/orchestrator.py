@@ -48,8 +48,10 @@ from npa_pulumi.output.results import FleetResult
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from npa_pulumi.engine.operations.health import HealthOptions
     from npa_pulumi.engine.teardown.resume import Receipt
     from npa_pulumi.engine.teardown.run import Teardown
+    from npa_pulumi.output.health import FleetHealth
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -165,6 +167,12 @@ class Fleet(FleetContext):
 
     def kubeconfigs(self) -> list[dict[str, str]]:
         return status_operation.kubeconfigs(self)
+
+    def health(self, options: HealthOptions | None = None) -> FleetHealth:
+        """Nodes, Nebius' conditions and maintenance now; `requalify` probes the unqualified nodes."""
+        from npa_pulumi.engine.operations import health as health_operation
+
+        return health_operation.run(self, options or health_operation.HealthOptions())
 
     def unchanged_clusters(self) -> set[str]:
         """The selected cluster stacks `up` would skip (deployed from this plan, live): no new demand."""

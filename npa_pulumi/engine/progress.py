@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.table import Table
 
 from npa_pulumi.cloud.redaction import scrub
+from npa_pulumi.runtime import tracing
 
 HEADLINE_CHARS = 300
 
@@ -82,6 +83,7 @@ class Progress:
                 line.finished = time.monotonic()
             line.phase = phase
             line.note = note
+        tracing.stack_phase(stack, phase, note)  # each phase a span under its stack's (when tracing)
         if not self.interactive and self.enabled:
             suffix = f" - {note}" if note else ""
             text = f"[{line.elapsed():6.1f}s] {stack}: {phase}{suffix}"

@@ -39,6 +39,7 @@ from npa_pulumi.plan.rollout import (
     members_of,
     with_overrides,
 )
+from npa_pulumi.runtime import tracing
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.context import FleetContext
@@ -123,6 +124,7 @@ class RolloutRun:
                 arranged.append(job)
                 continue
             member = next(m for m in wave.members if m.stack == job.key)
+            tracing.assign_wave(job.key, wave.index, len(self.plan.waves))  # its span under the wave's
             after = job.after + ((self._barrier_key(wave.index - 1),) if wave.index > 1 else ())
             arranged.append(
                 Job(
@@ -233,6 +235,9 @@ class RolloutRun:
                     self.states[wave.index] = WaveState.PASSED
             ran = [m.stack for m in wave.members if m.stack in self._ops or m.stack in self.results]
             self._tag(wave, ran, reason or "")
+            tracing.wave_finished(
+                wave.index, str(self.states[wave.index]), {"npa.stacks": len(ran), "npa.reason": reason}
+            )
             if reason is not None:
                 return self._barrier_result(key, "failed", reason)
             return self._barrier_result(key, "passed")

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.engine import liveness
+from npa_pulumi.engine import liveness, requalification
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
 from npa_pulumi.engine.progress import headline
@@ -96,6 +96,11 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         base["validation"] = "skipped"  # deployed before the health gate existed: none ran
     if isinstance(outputs.get("health_evidence"), dict):
         base["health"] = outputs["health_evidence"]
+    requalified = requalification.summary(
+        str(outputs.get("kube_context") or ""), str(base["cluster_id"] or "")
+    )
+    if requalified:  # `health --requalify` since the gate (engine/requalification.py)
+        base["health"] = {**(base.get("health") or {}), "requalified": requalified}
     if not base["cluster_id"]:
         status = "failed" if fleet.executor.last_update_failed(op) else "unknown"
         fleet.progress.phase(op.stack, "done", status)

@@ -14,16 +14,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 from npa_pulumi.plan import Target, resolve_targets
+from npa_pulumi.runtime import tracing
+from npa_pulumi.sdk.audit import recorded
 from npa_pulumi.sdk.requests import (
     AdoptRequest,
     CleanupRequest,
     DestroyRequest,
     FleetRequest,
+    HealthRequest,
     MigVerifyRequest,
     PreviewRequest,
     RefreshRequest,
@@ -37,6 +41,7 @@ from npa_pulumi.spec import FleetSpec, load_spec
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import Fleet
     from npa_pulumi.engine.verify import VerifyOptions
+    from npa_pulumi.output.health import FleetHealth
     from npa_pulumi.preflight.report import PreflightReport
 
 
@@ -134,8 +139,11 @@ def deploy(spec: SpecSource, request: UpRequest = UpRequest(), approve: Approve 
     fleet.plans()  # every offline check (recipe, tfvars) before asking
     if approve is not None:
         approve(Approval("deploy", selected.spec.name, selected.spec, selected.targets))
+    started = datetime.now(UTC)
     with fleet.progress:
-        return fleet.up(preflight=preflight_gate(fleet) if request.preflight else None)
+        gate = tracing.traced("preflight", preflight_gate(fleet)) if request.preflight else None
+        result = fleet.up(preflight=gate)
+    return recorded(selected, request, fleet, started, result)  # the audit trail (sdk/audit.py)
 
 
 def adopt(
@@ -176,8 +184,10 @@ def adopt(
                 [t for t in selected.targets if t.cluster_stack in chosen],
             )
         )
+    started = datetime.now(UTC)
     with fleet.progress:
-        return fleet.adopt(source)
+        result = fleet.adopt(source)
+    return recorded(selected, request, fleet, started, result)
 
 
 def preview(spec: SpecSource, request: PreviewRequest = PreviewRequest()) -> FleetResult:
@@ -208,8 +218,10 @@ def destroy(
             return plan
         assert approve is not None
         approve(Approval("destroy", selected.spec.name, selected.spec, selected.targets, plan.phases))
+    started = datetime.now(UTC)
     with fleet.progress:
-        return fleet.destroy(request.teardown)
+        result = fleet.destroy(request.teardown)
+    return recorded(selected, request, fleet, started, result)
 
 
 def cleanup(
@@ -227,8 +239,10 @@ def cleanup(
         return plan
     if approve is not None:
         approve(Approval("clean up", selected.spec.name, selected.spec, [], plan.phases))
+    started = datetime.now(UTC)
     with fleet.progress:
-        return fleet.cleanup(request.teardown)
+        result = fleet.cleanup(request.teardown)
+    return recorded(selected, request, fleet, started, result)
 
 
 def status(spec: SpecSource, request: StatusRequest = StatusRequest()) -> FleetResult:
@@ -275,6 +289,46 @@ def verify_fabric(spec: SpecSource, request: VerifyRequest = VerifyRequest()) ->
     from npa_pulumi.engine import verify_fabric as fabric
 
     return _verify(fabric.verify_fabric, spec, request, 900.0)
+
+
+def health(
+    spec: SpecSource,
+    request: HealthRequest = HealthRequest(),
+    on_report: Callable[[FleetHealth], None] | None = None,
+) -> FleetHealth:
+    """`npa-pulumi health`: each selected cluster's nodes (Ready, Nebius' conditions, cordon and taints,
+    GPUs against the preset, qualified or not) and its project's active maintenance events, with GPU totals;
+    `requalify` runs the gate's per-node probes on the unqualified nodes (see
+    npa_pulumi.engine.operations.health). Calling it with `requalify` is the confirmation. With `watch`,
+    the read repeats (metrics, events: npa_pulumi.engine.health_watch), `on_report` gets each report, and the
+    last one is returned."""
+    from npa_pulumi.engine.health_watch import WatchOptions, watch
+    from npa_pulumi.engine.operations.health import HealthOptions
+
+    selected = _selected(spec, request.selection)
+    options = HealthOptions(
+        min_usable=request.min_usable,
+        requalify=request.requalify,
+        timeout_s=request.timeout_s if request.timeout_s is not None else 600.0,
+        concurrency=request.concurrency,
+    )
+
+    def read() -> FleetHealth:
+        return open_fleet(selected, request).health(options)  # a fresh read of the stacks each time
+
+    if request.watch is None:
+        report = read()
+        if on_report is not None:
+            on_report(report)
+        return report
+    every = request.watch
+    settings = WatchOptions(
+        interval_s=every.interval_s,
+        iterations=every.iterations,
+        metrics_port=every.metrics_port,
+        events_path=every.events_path,
+    )
+    return watch(read, settings, on_report or (lambda _r: None))
 
 
 def _verify(
@@ -339,6 +393,7 @@ __all__ = [
     "deploy",
     "destroy",
     "empty_result",
+    "health",
     "kubeconfigs",
     "list_stacks",
     "open_fleet",

@@ -294,10 +294,47 @@ class MigVerifyRequest(VerifyRequest):
     reconcile: bool = False
 
 
+@dataclass(frozen=True)
+class HealthWatch:
+    """`health --watch`: read every `interval_s` seconds, `iterations` times (None: until interrupted),
+    serving Prometheus metrics on `metrics_port` (127.0.0.1) and appending transitions to `events_path`."""
+
+    interval_s: float = 60.0
+    iterations: int | None = None
+    metrics_port: int | None = None
+    events_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.interval_s <= 0:
+            raise UserInputError("--interval must be positive")
+        if self.iterations is not None and self.iterations < 1:
+            raise UserInputError("--iterations must be at least 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HealthRequest(FleetRequest):
+    """`health`: the fraction of each cluster's requested GPUs that must be usable (`min_usable`, 0..1),
+    and `requalify`: the gate's per-node probes on the nodes that joined after the last gate pass
+    (`timeout_s` per cluster; None: 10 minutes)."""
+
+    min_usable: float = 1.0
+    requalify: bool = False
+    timeout_s: float | None = None
+    watch: HealthWatch | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_usable <= 1.0:
+            raise UserInputError(f"--min-usable {self.min_usable:g}: a fraction between 0 and 1")
+        if self.requalify and self.watch is not None:
+            raise UserInputError("--requalify runs once: it cannot be combined with --watch")
+
+
 __all__ = [
     "CleanupRequest",
     "DestroyRequest",
     "FleetRequest",
+    "HealthRequest",
+    "HealthWatch",
     "LocalCleanupRequest",
     "MigVerifyRequest",
     "PreviewRequest",

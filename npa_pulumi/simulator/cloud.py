@@ -31,6 +31,7 @@ from npa_pulumi.cloud.port import (
     GpuCluster,
     IamGroup,
     Instance,
+    MaintenanceEvent,
     Network,
     NodeGroup,
     NodeGroupCondition,
@@ -297,6 +298,9 @@ class LocalCloud:
 
     def list_registries(self, project_id: str) -> list[Registry]:
         return [_as(Registry, r) for r in self.simulator.list_registries(project_id)]
+
+    def list_active_maintenance(self, project_id: str) -> list[MaintenanceEvent]:
+        return [_as(MaintenanceEvent, e) for e in self.simulator.list_active_maintenance(project_id)]
 
     # Managed Kubernetes and what hangs off it
     def get_cluster(self, cluster_id: str) -> Cluster:

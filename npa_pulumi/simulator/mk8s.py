@@ -50,6 +50,9 @@ NODE_FAULTS = (
     "mig_disabled",
     "nvlink_degraded",
     "ib_port_down",
+    "maintenance_scheduled",  # Nebius' NebiusMaintenanceScheduled condition (simulator/node_health.py)
+    "boot_disk_io_error",  # Nebius' NebiusBootDiskIOError condition
+    "ib_link_degraded",
 )
 NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
 SLURM_FAULTS = ("controller_down", "login_down")

@@ -160,6 +160,9 @@ def _cluster(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str, An
         # Kubernetes agent (kube/agent.py) shapes the API server's objects from these.
         "addons": data.get("addons", {}),
         "node_faults": data.get("node_faults", {}),
+        # Nodes Nebius replaced (simulator/node_health.py): base name -> how many times; kube/shapes.py names
+        # the node that joined in its place.
+        **({"node_replacements": data["node_replacements"]} if data.get("node_replacements") else {}),
         # soperator clusters: the Slurm role faults (`local-cloud fault slurm`), kube/slurm.py reads them.
         **({"slurm_faults": data["slurm_faults"]} if data.get("slurm_faults") else {}),
         # RTX clusters: the GPU operator's driver faults (`local-cloud fault driver`), kube/shapes.py.

@@ -11,6 +11,7 @@ its modules stay free of pydantic and other heavy imports so that API starts fas
     compute.py     shared filesystems, GPU clusters
     holdings.py    what else a project can hold: instances, disks, registries, IAM groups
     mk8s.py        mk8s clusters and node groups, bounded waits for the recipe
+    node_health.py maintenance events on nodes' instances, node replacement (auto-repair)
     admin.py       settings, fault injection, the inventory
     scheduling.py  starting node groups when their quota or capacity block fits
     accounting.py  what each object consumes, and current usage
@@ -24,11 +25,12 @@ from npa_pulumi.simulator.compute import ComputeMixin
 from npa_pulumi.simulator.faults import OPERATIONS
 from npa_pulumi.simulator.holdings import HoldingsMixin
 from npa_pulumi.simulator.mk8s import Mk8sMixin
+from npa_pulumi.simulator.node_health import NodeHealthMixin
 from npa_pulumi.simulator.objects import ObjectsMixin
 from npa_pulumi.simulator.projects import ProjectsMixin
 
 
-class LocalSimulator(ProjectsMixin, ObjectsMixin, ComputeMixin, HoldingsMixin, Mk8sMixin):
+class LocalSimulator(ProjectsMixin, ObjectsMixin, ComputeMixin, HoldingsMixin, Mk8sMixin, NodeHealthMixin):
     """The local Nebius simulator bound to one directory (`$NPA_LOCAL_CLOUD_DIR`, else
     `~/.npa-pulumi/local-cloud/`); seeded from the default tenant fixture on first use."""
 

@@ -179,6 +179,8 @@ class FakeNebius:
     disks: dict[str, Any] = field(default_factory=dict)  # compute.v1.Disk by id
     registries: dict[str, Any] = field(default_factory=dict)  # registry.v1.Registry by id
     security_groups: dict[str, Any] = field(default_factory=dict)  # vpc.v1.SecurityGroup by id
+    # compute.v1.MaintenanceEvent by id, with the project it belongs to (an event names no parent)
+    maintenance_events: dict[str, tuple[str, Any]] = field(default_factory=dict)
     operations: dict[str, OpState] = field(default_factory=dict)
     idempotency: dict[tuple[str, str], Any] = field(default_factory=dict)
     objects: dict[str, dict[str, bytes]] = field(default_factory=dict)  # bucket name -> key -> body
@@ -416,6 +418,30 @@ class FakeNebius:
             status=compute.InstanceStatus(state=compute.InstanceStatus.InstanceState.RUNNING),
         )
         return iid
+
+    def add_maintenance(self, instance_id: str, reason: str, *, planned: bool = False) -> str:
+        """An unfinished maintenance event on an instance: the instance's `maintenance_event_id` names it,
+        as Nebius sets it."""
+        eid = new_id("computemaintenance")
+        instance = self.instances[instance_id]
+        self.maintenance_events[eid] = (
+            instance.metadata.parent_id,
+            compute.MaintenanceEvent(
+                id=eid,
+                spec=compute.MaintenanceEventSpec(is_planned=planned),
+                status=compute.MaintenanceEventStatus(
+                    maintenance_id=f"m-{eid[-6:]}", maintenance_reason=reason
+                ),
+            ),
+        )
+        instance.status.maintenance_event_id = eid
+        return eid
+
+    def finish_maintenance(self, event_id: str) -> None:
+        self.maintenance_events.pop(event_id)
+        for instance in self.instances.values():
+            if instance.status.maintenance_event_id == event_id:
+                instance.status.maintenance_event_id = ""
 
     def add_disk(self, project_id: str, name: str, size_gib: int) -> str:
         did = new_id("computedisk")

@@ -660,6 +660,18 @@ class WireServicers:
             self._children(self.fake.instances, request.parent_id), request, compute.ListInstancesResponse
         )
 
+    def maintenance_list_active(self, request: Any, token: TokenInfo) -> Any:
+        self._parent(request.parent_id, token, self.fake.projects)
+        events = sorted(
+            (e for project, e in self.fake.maintenance_events.values() if project == request.parent_id),
+            key=lambda e: e.id,
+        )
+        size = min(int(request.page_size) or self.fake.max_page_size, self.fake.max_page_size)
+        start = int(request.page_token[5:]) if request.page_token.startswith("page:") else 0
+        nxt = f"page:{start + size}" if start + size < len(events) else ""
+        chunk = [copy(e) for e in events[start : start + size]]
+        return compute.ListMaintenanceEventsResponse(items=chunk, next_page_token=nxt)
+
     def disk_list(self, request: Any, token: TokenInfo) -> Any:
         self._parent(request.parent_id, token, self.fake.projects)
         return self._page(
@@ -841,6 +853,12 @@ class WireServicers:
             ),
             h("nebius.compute.v1.InstanceService", "List", compute.ListInstancesRequest, self.instance_list),
             h("nebius.compute.v1.DiskService", "List", compute.ListDisksRequest, self.disk_list),
+            h(
+                "nebius.compute.v1.MaintenanceService",
+                "ListActive",
+                compute.ListMaintenanceEventsRequest,
+                self.maintenance_list_active,
+            ),
             h(
                 "nebius.registry.v1.RegistryService",
                 "List",

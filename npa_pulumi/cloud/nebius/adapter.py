@@ -28,12 +28,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .kubernetes import KubernetesAndCompute
+from .maintenance import Maintenance
 from .projects import ProjectsAndNetworks
 from .settings import NebiusSettings
 from .storage import StorageAndAccess
 
 
-class NebiusCloud(ProjectsAndNetworks, StorageAndAccess, KubernetesAndCompute):
+class NebiusCloud(ProjectsAndNetworks, StorageAndAccess, KubernetesAndCompute, Maintenance):
     """The cloud port against the real Nebius API. Thread-safe; close() when done."""
 
     def __enter__(self) -> NebiusCloud:

@@ -38,6 +38,7 @@ from npa_pulumi.engine.progress import Progress, headline
 from npa_pulumi.engine.provider_host import SharedProviderHost
 from npa_pulumi.output.results import PolicyViolation, StackKind, StackResult
 from npa_pulumi.policies.catalog import FLEET_POLICY_NAMES
+from npa_pulumi.runtime import tracing
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -155,6 +156,9 @@ class EventCollector:
                 self.on_fabric()
             if self.on_ray_gate is not None and meta.type.endswith(RAY_GATE_TYPE_SUFFIX) and op in _RUNS:
                 self.on_ray_gate()
+            if op in _RUNS and meta.type.endswith(TRACED_TYPE_SUFFIXES):
+                step = meta.type.rsplit(":", 1)[-1]  # a span per gate stage and the fabric check (tracing)
+                tracing.child_started(self.stack, meta.urn, step, {"npa.step": step, "npa.op": op})
             if meta.type != "pulumi:pulumi:Stack":
                 self.progress.resource_event(self.stack, finished=False)
                 if op not in ("same", "read"):
@@ -162,6 +166,7 @@ class EventCollector:
                         {"urn": meta.urn, "type": meta.type, "op": op, "diffs": list(meta.diffs or [])}
                     )
         elif event.res_outputs_event is not None:
+            tracing.child_finished(self.stack, event.res_outputs_event.metadata.urn)
             if event.res_outputs_event.metadata.type != "pulumi:pulumi:Stack":
                 self.progress.resource_event(self.stack, finished=True)
         elif event.policy_event is not None:
@@ -190,6 +195,8 @@ RAY_GATE_TYPE_SUFFIX = ":KubeRayGate"  # components/kuberay_gate.py's
 # ... and components/slurm_gate.py's (soperator clusters): either one starting is the gate's step.
 GATE_TYPE_SUFFIXES = (GATE_TYPE_SUFFIX, ":SlurmGate")
 _RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
+# The steps a trace shows as spans of their own inside the engine's run (runtime/tracing.py).
+TRACED_TYPE_SUFFIXES = (*GATE_TYPE_SUFFIXES, FABRIC_TYPE_SUFFIX, RAY_GATE_TYPE_SUFFIX, ":TerraformModule")
 
 
 def _read_only_program() -> None:
@@ -424,6 +431,16 @@ class StackExecutor:
 
         started = time.monotonic()
         self.progress.phase(op.stack, "preparing")
+        tracing.stack_attributes(
+            op.stack,
+            {
+                "npa.command": command,
+                "npa.kind": op.kind,
+                "npa.project": op.project_key,
+                "npa.cluster": op.cluster_name,
+                "npa.backend": op.backend,
+            },
+        )
         if self.provider_host is not None:
             self.settings.extra_env.update(self.provider_host.attach_env())
         write_log = self._log(op, command)
@@ -488,6 +505,14 @@ class StackExecutor:
         result.policy = collector.policy
         result.elapsed_s = time.monotonic() - started
         result.log_file = str(log_path)
+        tracing.stack_attributes(
+            op.stack,
+            {
+                "npa.result": result.status,
+                "npa.policy.violations": len(result.policy),
+                **{f"npa.changes.{kind}": count for kind, count in (result.changes or {}).items()},
+            },
+        )
         self.progress.phase(op.stack, "done" if result.status != "unchanged" else "unchanged")
         return result
 
@@ -629,7 +654,7 @@ class StackExecutor:
         **kwargs: Any,
     ) -> StackResult:
         packs = self.policy_packs
-        with self._policy_configs(op) as configs:
+        with self._policy_configs(op) as configs, _engine_trace(op.stack, stack):
             return self._run_command(op, stack, command, collector, write_log, packs, configs, **kwargs)
 
     @contextmanager
@@ -736,11 +761,37 @@ def _engine_flags(stack: auto.Stack, *flags: str) -> Iterator[None]:
     start. Only where the result needs nothing read back from the stack afterwards (`_lean`): the SDK
     reads the stack's history after a destroy, which a removed stack no longer has."""
     workspace = stack.workspace
-    setattr(workspace, "serialize_args_for_op", lambda _name: list(flags))  # noqa: B010
+    before = workspace.__dict__.get("serialize_args_for_op")  # another hook's flags (the trace's) are kept
+    outer = workspace.serialize_args_for_op
+    setattr(workspace, "serialize_args_for_op", lambda name: [*outer(name), *flags])  # noqa: B010
     try:
         yield
     finally:
-        delattr(workspace, "serialize_args_for_op")
+        if before is None:
+            delattr(workspace, "serialize_args_for_op")
+        else:
+            setattr(workspace, "serialize_args_for_op", before)  # noqa: B010
+
+
+@contextmanager
+def _engine_trace(stack_name: str, stack: auto.Stack) -> Iterator[None]:
+    """When the command is traced (runtime/tracing.py): the engine's run starts with `TRACEPARENT` set to
+    its stack's current span and `--otel-traces` into a private file, read back (scrubbed) afterwards, so
+    the engine's own spans hang under the stack's. Nothing when tracing is off."""
+    trace_file = tracing.engine_trace_file(stack_name)
+    parent = tracing.traceparent(stack_name)
+    if trace_file is None or parent is None:
+        yield
+        return
+    workspace = stack.workspace
+    env_vars = workspace.env_vars
+    workspace.env_vars = {**env_vars, "TRACEPARENT": parent}
+    with _engine_flags(stack, f"--otel-traces=file://{trace_file}"):
+        try:
+            yield
+        finally:
+            workspace.env_vars = env_vars
+            tracing.collect_engine_trace(trace_file)
 
 
 _MISSING_PLUGIN = re.compile(

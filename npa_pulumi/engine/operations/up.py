@@ -35,6 +35,7 @@ from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.scheduler import Job
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.runtime import tracing
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     context.fill_identity(result)
     for stack in result.clusters():
         if stack.status in ("deployed", "unchanged") and stack.cluster_id:
-            write_kubeconfig(context, stack, result.warnings)
+            with tracing.span("kubeconfig", {"npa.stack": stack.stack}, stack=stack.stack):
+                write_kubeconfig(context, stack, result.warnings)
             apply_lifecycle(context, stack)
     return result
 

@@ -232,8 +232,13 @@ def delete_bucket(cloud: CloudPort, fleet: str, bucket_id: str, allow_nonempty: 
 def fleet_groups(cloud: CloudPort, project_id: str, fleet: str) -> list[str]:
     """The project's IAM groups that carry this fleet's labels: a bucket grant's group, which the cloud
     made with its storage account's labels (CloudPort.grant_bucket_access) and which outlives the account.
-    A group without them (a user's, or one granted by an older npa-pulumi) is never the fleet's."""
-    return [g.id for g in cloud.list_groups(project_id) if ours(g.labels, fleet)]
+    A group without them (a user's, or one granted by an older npa-pulumi) is never the fleet's. Groups
+    that cannot be listed are none of the fleet's to delete: the project's own inventory (which then cannot
+    be read either) refuses the project."""
+    try:
+        return [g.id for g in cloud.list_groups(project_id) if ours(g.labels, fleet)]
+    except CloudError:
+        return []
 
 
 def delete_identity(

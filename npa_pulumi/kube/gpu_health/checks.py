@@ -38,6 +38,11 @@ def _is_gpu_node(node: JSON, config: GateConfig) -> bool:
     )
 
 
+def is_gpu_node(node: JSON, config: GateConfig) -> bool:
+    """A node of the GPU pool, as the gate tells one (`health` judges nodes the same way)."""
+    return _is_gpu_node(node, config)
+
+
 def _fabric_errors(node: JSON) -> list[str]:
     name = node["metadata"]["name"]
     errors = []

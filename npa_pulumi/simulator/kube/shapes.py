@@ -35,6 +35,23 @@ GPU_ERROR_CONDITION = "NebiusGPUError"
 FABRIC_STATE = "nebius.ai/fabric-state"
 NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"  # kwok's own chaos stage selects on it
 GPU_ERROR_LABEL = "npa.local-cloud/gpu-error"
+# Nebius' other node conditions (docs.nebius.com/kubernetes/maintenance, health-checks): the fault that
+# sets each, the label the agent puts on the node, and what the condition says when it is True.
+NEBIUS_CONDITIONS: dict[str, tuple[str, str, str, str]] = {
+    # fault: (condition type, node label, reason, message)
+    "maintenance_scheduled": (
+        "NebiusMaintenanceScheduled",
+        "npa.local-cloud/maintenance-scheduled",
+        "MaintenanceScheduled",
+        "maintenance of the node's instance is scheduled",
+    ),
+    "boot_disk_io_error": (
+        "NebiusBootDiskIOError",
+        "npa.local-cloud/boot-disk-io-error",
+        "BootDiskIOError",
+        "boot disk I/O errors for 30s",
+    ),
+}
 POD_FAILURE_STAGE = "npa-pod-failure"
 _BOOT_NAMESPACE = uuid.UUID("6f1b3d2a-8c4e-4f7a-9a51-1c2d3e4f5a6b")
 
@@ -72,6 +89,17 @@ def node_names(group: JSON) -> list[str]:
     group adds or removes names at the end and leaves the others alone."""
     suffix = group["id"].rsplit("-", 1)[-1][-8:]
     return [f"computeinstance-{suffix}{i:03d}" for i in range(int(group["target_node_count"]))]
+
+
+def replaced_node_name(base: str, generation: int) -> str:
+    """The node that joined in place of `base` after its `generation`-th replacement (a new instance: a
+    new name, so a new boot id)."""
+    return base if generation <= 0 else f"{base}-r{generation}"
+
+
+def base_node_name(name: str) -> str:
+    head, sep, tail = name.rpartition("-r")
+    return head if sep and tail.isdigit() else name
 
 
 def boot_id(node: str, reboots: int) -> str:
@@ -126,6 +154,9 @@ def node_object(cluster: JSON, group: JSON, name: str, faults: JSON) -> JSON:
         labels[NOT_READY_LABEL] = "true"
     if faults.get("gpu_error"):
         labels[GPU_ERROR_LABEL] = "true"
+    for fault, (_type, label, _reason, _message) in NEBIUS_CONDITIONS.items():
+        if faults.get(fault):
+            labels[label] = "true"
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -141,11 +172,13 @@ def node_object(cluster: JSON, group: JSON, name: str, faults: JSON) -> JSON:
 
 def desired_nodes(cluster: JSON, groups: list[JSON]) -> dict[str, JSON]:
     node_faults = cluster.get("node_faults") or {}
+    replacements = cluster.get("node_replacements") or {}
     nodes: dict[str, JSON] = {}
     for group in groups:
         if group.get("state") != "RUNNING":
             continue
-        for name in node_names(group):
+        for base in node_names(group):
+            name = replaced_node_name(base, int(replacements.get(base, 0)))
             nodes[name] = node_object(cluster, group, name, node_faults.get(name) or {})
     return nodes
 
@@ -450,7 +483,17 @@ def kwok_stages(stage_dir: Path | None) -> list[JSON]:
             stages += [
                 doc for doc in yaml.safe_load_all(path.read_text()) if doc and doc.get("kind") == "Stage"
             ]
-    return [*stages, _gpu_error_stage(), _gpu_error_cleared_stage()]
+    conditions = [
+        stage
+        for kind, label, reason, message in NEBIUS_CONDITIONS.values()
+        for stage in (
+            _condition_stage(f"npa-{label.rsplit('/', 1)[1]}", kind, label, "In", "True", reason, message),
+            _condition_stage(
+                f"npa-{label.rsplit('/', 1)[1]}-cleared", kind, label, "NotIn", "False", "Cleared", "cleared"
+            ),
+        )
+    ]
+    return [*stages, _gpu_error_stage(), _gpu_error_cleared_stage(), *conditions]
 
 
 _CONDITIONS_WITH = """{{ $now := Now }}
@@ -505,20 +548,28 @@ def _gpu_error_cleared_stage() -> JSON:
 def _gpu_error_stage_setting(name: str, labelled: str, status: str, reason: str, message: str) -> JSON:
     """A node stage that sets the `NebiusGPUError` condition to `status` on nodes whose GPU-error label is
     `labelled` ("In"/"NotIn" ["true"]) and whose condition is not `status` yet."""
+    return _condition_stage(name, GPU_ERROR_CONDITION, GPU_ERROR_LABEL, labelled, status, reason, message)
+
+
+def _condition_stage(
+    name: str, kind: str, label: str, labelled: str, status: str, reason: str, message: str
+) -> JSON:
+    """A node stage that sets condition `kind` to `status` on nodes whose `label` is `labelled`
+    ("In"/"NotIn" ["true"]) and whose condition is not `status` yet."""
     condition = (
         "- lastHeartbeatTime: {{ $now | Quote }}\n"
         "  lastTransitionTime: {{ $now | Quote }}\n"
         f'  message: "{message}"\n'
         f'  reason: "{reason}"\n'
         f'  status: "{status}"\n'
-        f'  type: "{GPU_ERROR_CONDITION}"\n'
+        f'  type: "{kind}"\n'
     )
     return _node_stage(
         name,
         [
-            {"key": f'.metadata.labels["{GPU_ERROR_LABEL}"]', "operator": labelled, "values": ["true"]},
+            {"key": f'.metadata.labels["{label}"]', "operator": labelled, "values": ["true"]},
             {
-                "key": f'.status.conditions.[] | select( .type == "{GPU_ERROR_CONDITION}" ) | .status',
+                "key": f'.status.conditions.[] | select( .type == "{kind}" ) | .status',
                 "operator": "NotIn" if status == "True" else "In",
                 "values": ["True"],
             },

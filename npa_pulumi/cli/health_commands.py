@@ -1,0 +1,122 @@
+"""`health`: the selected clusters' nodes and their projects' maintenance as Nebius and Kubernetes report
+them now (read-only), or, with `--requalify`, the gate's per-node probes on the nodes that joined after the
+last gate pass. Builds its typed request and calls the SDK."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from npa_pulumi.cli.common import EXIT_FAILED, output_option, run_guarded
+from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, selection
+from npa_pulumi.errors import UserInputError
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_seconds(text: str) -> float:
+    """`90`, `90s`, `5m`, `1h` (also `1.5m`) in seconds; anything else is bad input."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if match is None or float(match.group(1)) <= 0:
+        raise UserInputError(f"--interval {text!r}: a positive duration such as 30s, 5m or 1h")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+@click.command("health")
+@fleet_options
+@output_option()
+@click.option(
+    "--min-usable",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="Exit 1 when a selected cluster has fewer usable GPUs than this fraction of those it requests.",
+)
+@click.option(
+    "--requalify",
+    is_flag=True,
+    help="Run the health gate's per-node probes on exactly the unqualified nodes (those that joined after "
+    "the last gate pass), refused on a node while pods hold its GPUs; the result is recorded.",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before --requalify creates probe pods.")
+@click.option(
+    "--timeout-minutes",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="--requalify's deadline per cluster.",
+)
+@click.option(
+    "--watch", is_flag=True, help="Read again every --interval (metrics, events) until --iterations."
+)
+@click.option(
+    "--interval", default="60s", show_default=True, help="--watch: time between reads (90, 90s, 5m, 1h)."
+)
+@click.option("--iterations", type=click.IntRange(min=1), default=None, help="--watch: stop after N reads.")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="--watch: serve Prometheus metrics on 127.0.0.1:PORT/metrics.",
+)
+@click.option(
+    "--events",
+    "events_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="--watch: append transitions (node degraded, recovered, replaced, requalified; maintenance "
+    "scheduled, finished) to FILE as JSON lines.",
+)
+def health_command(**kw: Any) -> None:
+    """Each selected cluster's nodes through its registered kubeconfig (Ready, NebiusGPUError,
+    NebiusMaintenanceScheduled, NebiusBootDiskIOError, cordon and taints, GPUs against the preset,
+    unqualified nodes) and each project's active maintenance events, with GPUs requested, usable, degraded
+    and under maintenance per cluster, project and fleet. Read-only unless --requalify."""
+
+    def body() -> int:
+        from npa_pulumi.output.health import render_text
+        from npa_pulumi.output.streams import emit_json
+        from npa_pulumi.sdk import operations as sdk
+        from npa_pulumi.sdk.requests import HealthRequest, HealthWatch
+
+        if kw["requalify"] and not kw["yes"]:
+            if not sys.stdin.isatty():
+                raise UserInputError("--requalify creates probe pods on the unqualified nodes: add --yes")
+            click.confirm("Run the gate's probes on every unqualified node?", abort=True, err=True)
+        watching = kw["watch"] or any(
+            kw[k] is not None for k in ("iterations", "metrics_port", "events_path")
+        )
+        if watching and not kw["watch"]:
+            raise UserInputError("--iterations, --metrics-port and --events go with --watch")
+        watch = None
+        if kw["watch"]:
+            watch = HealthWatch(
+                interval_s=duration_seconds(kw["interval"]),
+                iterations=kw["iterations"],
+                metrics_port=kw["metrics_port"],
+                events_path=Path(kw["events_path"]) if kw["events_path"] else None,
+            )
+        request = HealthRequest(
+            **fleet_fields(kw, selection(kw)),
+            min_usable=kw["min_usable"],
+            requalify=kw["requalify"],
+            timeout_s=kw["timeout_minutes"] * 60,
+            watch=watch,
+        )
+        text = kw["output"] != "json"
+        report = sdk.health(
+            kw["spec_path"], request, (lambda r: click.echo(render_text(r))) if text else None
+        )
+        if not text:
+            emit_json(report.to_json())  # with --watch: the last read (one JSON document on stdout)
+        return EXIT_FAILED if report.failed_count else 0
+
+    run_guarded(body, kw["output"])
+
+
+def register(group: click.Group) -> None:
+    group.add_command(health_command)

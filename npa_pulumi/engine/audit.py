@@ -1,0 +1,180 @@
+"""The audit trail: one record per mutating run (`up`, `destroy`, `adopt`, `cleanup`), kept in the backend
+beside the stacks (engine/automation/audit_store.py), listed by `npa-pulumi audit`.
+
+A record says who (the Nebius principal and profile, the OS user and host, the CI run's URL when one is
+set), what (the command, the selection, the spec's digest, the npa-pulumi version), when (start and end,
+UTC) and each stack's outcome. It holds what the pull-request comment may show, scrubbed the same way:
+never a secret, a token or a capacity-block id.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import socket
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from npa_pulumi import __version__
+from npa_pulumi.cloud.redaction import scrub
+from npa_pulumi.engine.automation import audit_store
+from npa_pulumi.engine.automation.workspace import PROJECT_NAME
+from npa_pulumi.output.results import FleetResult
+
+SCHEMA = "npa.audit/v1"
+MUTATING = ("up", "destroy", "adopt", "cleanup")
+
+
+class Who(BaseModel):
+    principal: str | None = None  # the Nebius subject the run acted as
+    tenant: str | None = None
+    profile: str | None = None
+    os_user: str | None = None
+    host: str | None = None
+    ci_run_url: str | None = None
+
+
+class StackOutcome(BaseModel):
+    stack: str
+    kind: str
+    status: str
+    lifecycle: str | None = None
+    error: str | None = None
+
+
+class AuditRecord(BaseModel):
+    schema_: str = Field(default=SCHEMA, alias="schema")
+    command: str
+    fleet: str
+    who: Who
+    selection: dict[str, Any] = Field(default_factory=dict)
+    spec_digest: str | None = None
+    version: str = __version__
+    cloud: str = ""
+    started_at: str
+    finished_at: str
+    outcome: str
+    totals: dict[str, int] = Field(default_factory=dict)
+    stacks: list[StackOutcome] = Field(default_factory=list)
+    receipt_id: str | None = None
+    name: str | None = None  # the record's object name (set when read back)
+
+    model_config = {"populate_by_name": True}
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+def ci_run_url(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The CI run that made the change: GitHub Actions, GitLab CI, Buildkite, Jenkins (or NPA_CI_RUN_URL)."""
+    if environ.get("NPA_CI_RUN_URL"):
+        return environ["NPA_CI_RUN_URL"]
+    server, repository, run = (
+        environ.get("GITHUB_SERVER_URL"),
+        environ.get("GITHUB_REPOSITORY"),
+        environ.get("GITHUB_RUN_ID"),
+    )
+    if server and repository and run:
+        return f"{server.rstrip('/')}/{repository}/actions/runs/{run}"
+    for name in ("CI_JOB_URL", "BUILDKITE_BUILD_URL", "BUILD_URL"):
+        if environ.get(name):
+            return environ[name]
+    return None
+
+
+def who(principal: Any = None, profile: str | None = None) -> Who:
+    """Who runs this: the cloud's principal (a `cloud.port.Principal`, or None when it could not be read)."""
+    try:
+        os_user: str | None = getpass.getuser()
+    except (KeyError, OSError):
+        os_user = None
+    return Who(
+        principal=getattr(principal, "subject", None) or None,
+        tenant=getattr(principal, "tenant_id", None) or None,
+        profile=getattr(principal, "profile", None) or profile,
+        os_user=os_user,
+        host=socket.gethostname(),
+        ci_run_url=ci_run_url(),
+    )
+
+
+def spec_digest(spec_path: str | None, spec_document: Any = None) -> str | None:
+    """sha256 of the spec file's bytes (or of the spec's canonical JSON when it came from code)."""
+    try:
+        if spec_path:
+            with open(spec_path, "rb") as handle:
+                return "sha256:" + hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        pass
+    if spec_document is None:
+        return None
+    text = json.dumps(spec_document, sort_keys=True, default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def record(
+    result: FleetResult,
+    who_: Who,
+    started_at: datetime,
+    selection: Mapping[str, Any],
+    digest: str | None,
+) -> AuditRecord:
+    """The record of a run that finished with `result`, scrubbed."""
+    stacks = [
+        StackOutcome(
+            stack=stack.stack,
+            kind=str(stack.kind),
+            status=stack.status,
+            lifecycle=str(stack.outputs["lifecycle"]) if stack.outputs.get("lifecycle") else None,
+            error=scrub(stack.error.splitlines()[0])[:300] if stack.error else None,
+        )
+        for stack in result.stacks
+    ]
+    return AuditRecord(
+        command=result.command,
+        fleet=result.fleet,
+        who=who_,
+        selection={k: v for k, v in selection.items() if v not in (None, (), [], "")},
+        spec_digest=digest,
+        cloud=result.cloud,
+        started_at=started_at.astimezone(UTC).isoformat(timespec="seconds"),
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        outcome=result.outcome,
+        totals=result.totals(),
+        stacks=stacks,
+        receipt_id=result.receipt_id,
+    )
+
+
+def append(backend_url: str, entry: AuditRecord) -> str:
+    """Write the record beside the stacks; where it is. audit_store.AuditUnavailable when it cannot be."""
+    text = json.dumps(_scrubbed(entry.to_json()), indent=2, sort_keys=True) + "\n"
+    return audit_store.append(backend_url, PROJECT_NAME, entry.fleet, text)
+
+
+def _scrubbed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    return scrub(value) if isinstance(value, str) else value
+
+
+def read(backend_url: str, fleet: str, since: datetime | None = None) -> list[AuditRecord]:
+    """The fleet's records, oldest first, from `since` (UTC) on; unreadable records are skipped."""
+    found = []
+    for name, text in audit_store.read_all(backend_url, PROJECT_NAME, fleet):
+        try:
+            entry = AuditRecord.model_validate(json.loads(text))
+        except ValueError:
+            continue
+        if since is not None and datetime.fromisoformat(entry.started_at) < since:
+            continue
+        entry.name = name
+        found.append(entry)
+    return found

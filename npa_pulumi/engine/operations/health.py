@@ -1,0 +1,188 @@
+"""`health`: the selected clusters' nodes as Nebius and Kubernetes report them now, and the active
+maintenance events of their projects; with `requalify`, the gate's per-node probes on exactly the nodes that
+joined after the last gate pass (engine/requalification.py).
+
+Reads are batched: one list of maintenance events (and one of instances, to join them) per project through
+the cloud port, and per cluster one list of nodes through its registered kubeconfig — which is checked
+against the stack's outputs and the live cloud before it is used, as `verify-*` checks it
+(engine/kubeconfigs.py): a registration that does not match fails that cluster closed, nothing read.
+Clusters are read `concurrency` at a time; the document keeps the spec's order. The judgement itself is
+engine/health_model.py; the document and its text npa_pulumi/output/health.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.cloud.port import MaintenanceEvent
+from npa_pulumi.engine import health_model, requalification
+from npa_pulumi.engine.plans import health_gate_config
+from npa_pulumi.kube.gpu_health.checks import is_gpu_node
+from npa_pulumi.output.health import (
+    UNQUALIFIED,
+    ClusterHealth,
+    FleetHealth,
+    GpuTotals,
+    ProjectHealth,
+)
+from npa_pulumi.plan.naming import kube_context_name
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.context import FleetContext
+    from npa_pulumi.plan import Target
+
+
+@dataclass(frozen=True)
+class HealthOptions:
+    min_usable: float = 1.0
+    requalify: bool = False
+    timeout_s: float = 600.0  # requalification's deadline per cluster
+    concurrency: int = 4
+
+
+def run(fleet: FleetContext, options: HealthOptions) -> FleetHealth:
+    outputs = fleet.stack_outputs(fleet.target_ops())
+    report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.options.cloud, min_usable=options.min_usable)
+    projects: dict[str, ProjectHealth] = {}
+    for target in fleet.targets:
+        project_id = str((outputs.get(target.cluster_stack) or {}).get("project_id") or "") or None
+        project = projects.setdefault(target.project_key, ProjectHealth(project_key=target.project_key))
+        project.project_id = project.project_id or project_id
+    events: dict[str, list[MaintenanceEvent]] = {}
+    for project in projects.values():
+        if project.project_id is None:
+            continue
+        try:
+            events[project.project_key] = fleet.cloud.list_active_maintenance(project.project_id)
+        except CloudError as err:
+            project.error = f"maintenance events could not be listed: {err}"
+            events[project.project_key] = []
+
+    def one(target: Target) -> ClusterHealth:
+        return _cluster(
+            fleet, target, outputs.get(target.cluster_stack), events.get(target.project_key, []), options
+        )
+
+    with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
+        report.clusters = list(pool.map(one, fleet.targets))
+    for project in projects.values():
+        mine = [c for c in report.clusters if c.project_key == project.project_key]
+        matched = {(m.id, m.node): m for c in mine for n in c.nodes for m in n.maintenance}
+        by_id = {m.id: m for m in matched.values()}
+        for event in events.get(project.project_key, []):
+            project.maintenance.append(
+                by_id.get(event.id) or health_model.maintenance_view(event, None, None)
+            )
+        for cluster in mine:
+            project.totals.add(cluster.totals)
+        report.totals.add(project.totals)
+    report.projects = list(projects.values())
+    return report
+
+
+def _cluster(
+    fleet: FleetContext,
+    target: Target,
+    outputs: dict[str, Any] | None,
+    events: Sequence[MaintenanceEvent],
+    options: HealthOptions,
+) -> ClusterHealth:
+    from npa_pulumi.engine.verify import _registered_kubeconfig
+    from npa_pulumi.kube.client import KubeClient, KubeError
+
+    context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)
+    config = health_gate_config(target.cluster)
+    entry = ClusterHealth(
+        stack=target.cluster_stack,
+        project_key=target.project_key,
+        cluster_name=target.cluster_name,
+        kube_context=context,
+        status="ok",
+        totals=GpuTotals(requested=config.expected_gpus),
+    )
+    if outputs is None or not outputs.get("cluster_id"):
+        return _failed(entry, config, "not deployed: run `npa-pulumi up` first")
+    entry.cluster_id = str(outputs["cluster_id"])
+    entry.last_gate = _last_gate(outputs)
+    found = _registered_kubeconfig(fleet, target, context, validation="health")
+    if not isinstance(found, tuple):
+        return _failed(entry, config, found.error or "no usable kubeconfig registration")
+    text, cluster_id = found
+
+    def client_for(timeout_s: float) -> KubeClient:
+        return KubeClient.from_kubeconfig(text, timeout_s=timeout_s)
+
+    try:
+        nodes = sorted(client_for(10.0).list("/api/v1/nodes"), key=lambda n: n["metadata"]["name"])
+    except KubeError as err:
+        return _failed(entry, config, f"the cluster's API could not be read: {err}")
+    if options.requalify:
+        entry.requalify = _requalify(client_for, config, nodes, outputs, context, target, cluster_id, options)
+    qualification = health_model.Qualification.from_outputs(outputs, requalification.read_record(context))
+    entry.nodes = [health_model.judge_node(n, config, qualification, events) for n in nodes]
+    for node in entry.nodes:
+        for event in node.maintenance:
+            event.cluster = target.cluster_stack
+    entry.totals = health_model.totals(entry.nodes, config)
+    entry.usable_fraction = round(entry.totals.usable_fraction, 4)
+    if health_model.below_min_usable(entry.totals, options.min_usable):
+        entry.status = "below-min-usable"
+        entry.error = (
+            f"{entry.totals.usable} of {entry.totals.requested} GPUs usable, fewer than --min-usable "
+            f"{options.min_usable:g}"
+        )
+    return entry
+
+
+def _failed(entry: ClusterHealth, config: Any, why: str) -> ClusterHealth:
+    entry.status, entry.error = "failed", why
+    entry.totals = GpuTotals(requested=config.expected_gpus, missing=config.expected_gpus)
+    entry.usable_fraction = 0.0 if config.expected_gpus else 1.0
+    return entry
+
+
+def _last_gate(outputs: dict[str, Any]) -> str:
+    if outputs.get("validation") == "skipped":
+        return "skipped"
+    evidence = outputs.get("health_evidence")
+    if not isinstance(evidence, dict):
+        return "none"
+    return "passed" if evidence.get("passed") else "failed"
+
+
+def _requalify(
+    client_for: Any,
+    config: Any,
+    nodes: list[dict[str, Any]],
+    outputs: dict[str, Any],
+    context: str,
+    target: Target,
+    cluster_id: str,
+    options: HealthOptions,
+) -> dict[str, Any]:
+    """The gate's per-node probes on exactly the unqualified GPU nodes; the record written for them."""
+    qualification = health_model.Qualification.from_outputs(outputs, requalification.read_record(context))
+    wanted = [
+        n
+        for n in nodes
+        if config.expected_gpu_nodes > 0 and is_gpu_node(n, config) and qualification.of(n)[0] == UNQUALIFIED
+    ]
+    done: dict[str, Any] = {"nodes": [n["metadata"]["name"] for n in wanted], "passed": [], "failed": []}
+    if not wanted:
+        return done
+    deadline = time.monotonic() + options.timeout_s
+    results = {
+        n["metadata"]["name"]: requalification.requalify_node(client_for, config, n, deadline) for n in wanted
+    }
+    refused = {name: r["refused"] for name, r in results.items() if r.get("refused")}
+    done["passed"] = sorted(n for n, r in results.items() if r["passed"])
+    done["failed"] = sorted(n for n, r in results.items() if not r["passed"])
+    if refused:
+        done["refused"] = refused
+    done["record"] = str(requalification.write_record(context, target.cluster_stack, cluster_id, results))
+    return done

@@ -1,0 +1,179 @@
+"""`health`'s document: each selected cluster's nodes as Nebius and Kubernetes report them now (Ready,
+Nebius' conditions, cordon and taints, GPUs against the preset, qualified by the last gate pass or not),
+each project's active maintenance events, and the GPU totals per cluster, project and fleet.
+
+A node's GPUs fall into exactly one bucket, judged in this order:
+
+    degraded      not Ready, cordoned or tainted NoSchedule/NoExecute beyond the GPU pool's own taint, or a
+                  NebiusGPUError / NebiusBootDiskIOError condition; also a node's GPUs missing against its
+                  preset (8 in the preset, 7 allocatable: 1 degraded)
+    maintenance   NebiusMaintenanceScheduled, or an active maintenance event on the node's instance
+    unqualified   healthy, but the node joined after the last gate pass (a replaced node is a new node)
+                  and no requalification passed on it since
+    usable        the rest: Ready, schedulable, no error condition, qualified
+
+`missing` is what the node group's preset asks for on nodes that are not registered at all. Names of
+clusters, nodes and reason codes are shown (this is the user's own read of the fleet); nothing secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+USABLE = "usable"
+DEGRADED = "degraded"
+MAINTENANCE = "maintenance"
+UNQUALIFIED = "unqualified"
+CPU = "cpu"  # a node without GPUs: reported, never counted
+
+
+class Maintenance(BaseModel):
+    """One active maintenance event of an instance, as the compute MaintenanceService lists it."""
+
+    id: str
+    reason: str
+    planned: bool = False
+    instance_id: str = ""
+    instance_name: str = ""
+    node: str | None = None  # the fleet's node it was matched to, if any
+    cluster: str | None = None  # that node's cluster stack
+    created_at: str = ""
+
+
+class NodeCondition(BaseModel):
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+class GpuTotals(BaseModel):
+    requested: int = 0
+    usable: int = 0
+    degraded: int = 0
+    maintenance: int = 0
+    unqualified: int = 0
+    missing: int = 0
+
+    def add(self, other: GpuTotals) -> None:
+        for name in GpuTotals.model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def usable_fraction(self) -> float:
+        return 1.0 if self.requested == 0 else self.usable / self.requested
+
+
+class NodeHealth(BaseModel):
+    name: str
+    node_group: str = ""
+    gpu: bool = False
+    state: str  # usable | degraded | maintenance | unqualified | cpu
+    ready: bool
+    cordoned: bool = False
+    taints: list[str] = Field(default_factory=list)
+    conditions: list[NodeCondition] = Field(default_factory=list)  # Nebius' conditions that are True
+    gpus_expected: int = 0  # the node group's preset
+    gpus_allocatable: int = 0
+    qualification: str = ""  # gate | requalified | unqualified | not-gated (GPU nodes)
+    requalification: dict[str, Any] | None = None  # the last `health --requalify` on this node
+    maintenance: list[Maintenance] = Field(default_factory=list)
+    boot_id: str = ""
+    joined_at: str = ""  # metadata.creationTimestamp
+    problems: list[str] = Field(default_factory=list)
+
+
+class ClusterHealth(BaseModel):
+    stack: str
+    project_key: str
+    cluster_name: str
+    kube_context: str
+    cluster_id: str | None = None
+    status: str  # ok | below-min-usable | failed
+    error: str | None = None
+    totals: GpuTotals = Field(default_factory=GpuTotals)
+    usable_fraction: float = 1.0
+    last_gate: str = ""  # passed | failed | skipped | none: what the stack recorded
+    nodes: list[NodeHealth] = Field(default_factory=list)
+    # `--requalify`: what ran ({nodes, passed, failed, refused, record}); None when not asked
+    requalify: dict[str, Any] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "ok"
+
+
+class ProjectHealth(BaseModel):
+    project_key: str
+    project_id: str | None = None
+    maintenance: list[Maintenance] = Field(default_factory=list)
+    totals: GpuTotals = Field(default_factory=GpuTotals)
+    error: str | None = None
+
+
+class FleetHealth(BaseModel):
+    command: str = "health"
+    fleet: str
+    cloud: str
+    min_usable: float
+    clusters: list[ClusterHealth] = Field(default_factory=list)
+    projects: list[ProjectHealth] = Field(default_factory=list)
+    totals: GpuTotals = Field(default_factory=GpuTotals)
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def failed_count(self) -> int:
+        return sum(1 for c in self.clusters if c.failed)
+
+    def to_json(self) -> dict[str, Any]:
+        document = self.model_dump(mode="json")
+        document["failed_count"] = self.failed_count
+        document["totals"]["usable_fraction"] = round(self.totals.usable_fraction, 4)
+        return document
+
+
+def _totals_text(totals: GpuTotals) -> str:
+    parts = [f"{totals.usable}/{totals.requested} GPUs usable"]
+    parts += [
+        f"{getattr(totals, name)} {name}"
+        for name in ("degraded", "maintenance", "unqualified", "missing")
+        if getattr(totals, name)
+    ]
+    return ", ".join(parts)
+
+
+def render_text(health: FleetHealth) -> str:
+    """The report for a terminal: per project its maintenance, per cluster its totals and each node that
+    is not simply usable, then the fleet's totals."""
+    lines = [f"fleet {health.fleet} ({health.cloud}): health, --min-usable {health.min_usable:g}"]
+    for project in health.projects:
+        lines.append(f"project {project.project_key} ({project.project_id or 'not deployed'})")
+        if project.error:
+            lines.append(f"  ! {project.error}")
+        for event in project.maintenance:
+            where = (
+                f"{event.cluster} node {event.node}" if event.node else event.instance_name or "an instance"
+            )
+            lines.append(f"  maintenance {event.reason or 'unknown reason'} on {where} ({event.id})")
+        for cluster in (c for c in health.clusters if c.project_key == project.project_key):
+            mark = "ok" if cluster.status == "ok" else cluster.status.upper()
+            lines.append(f"  {cluster.cluster_name}: {mark}: {_totals_text(cluster.totals)}")
+            if cluster.error:
+                lines.append(f"    ! {cluster.error}")
+            for node in cluster.nodes:
+                if node.state in (USABLE, CPU) and not node.problems:
+                    continue
+                why = "; ".join(node.problems) or node.state
+                lines.append(f"    {node.name} [{node.state}]: {why}")
+            if cluster.requalify is not None:
+                done = cluster.requalify
+                passed, failed = len(done.get("passed", [])), len(done.get("failed", []))
+                lines.append(
+                    f"    requalify: {passed} passed, {failed} failed"
+                    + (f", refused: {done['refused']}" if done.get("refused") else "")
+                )
+    lines.append(f"fleet: {_totals_text(health.totals)}")
+    lines += [f"warning: {w}" for w in health.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,96 @@
+"""The SDK's side of the audit trail (engine/audit.py): the record a mutating operation appends when it
+ends, and `audit`, the records of a fleet.
+
+    records = audit("fleet.yaml", since=datetime(2026, 1, 1, tzinfo=UTC))
+
+Recording never fails an operation: a backend that keeps no trail (or refuses the write) leaves a warning
+on the result.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from npa_pulumi.errors import NpaError
+from npa_pulumi.output.results import FleetResult
+from npa_pulumi.spec import FleetSpec, load_spec
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.audit import AuditRecord
+    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.plan import Target
+    from npa_pulumi.sdk.requests import FleetRequest, Selection
+
+log = logging.getLogger(__name__)
+
+
+class AuditTrailUnavailable(NpaError):
+    """The backend keeps no audit trail readable from here (exit 1)."""
+
+    kind = "audit-unavailable"
+
+
+class Selected(Protocol):
+    """What `sdk.operations.Selected` holds that a record reads (a protocol: operations imports this)."""
+
+    @property
+    def spec(self) -> FleetSpec: ...
+    @property
+    def targets(self) -> list[Target]: ...
+    @property
+    def selection(self) -> Selection: ...
+    @property
+    def spec_path(self) -> str | None: ...
+
+
+def recorded(
+    selected: Selected, request: FleetRequest, fleet: Fleet, started: datetime, result: FleetResult
+) -> FleetResult:
+    """Append the run's record beside its stacks; `result`, with a warning when it could not be."""
+    from npa_pulumi.engine import audit as trail
+    from npa_pulumi.engine.automation.audit_store import AuditUnavailable
+
+    try:
+        principal = fleet.cloud.principal()
+    except Exception as err:  # the record says who as far as it is known: never a failed run
+        log.debug("audit: the principal could not be read: %s", err)
+        principal = None
+    selection = selected.selection
+    entry = trail.record(
+        result,
+        trail.who(principal, request.profile),
+        started,
+        {
+            "projects": list(selection.projects),
+            "clusters": list(selection.clusters),
+            "prefix": selection.prefix,
+            "shard": selection.shard,
+            "stage": selection.stage,
+            "targets": [t.cluster_stack for t in selected.targets],
+        },
+        trail.spec_digest(selected.spec_path, selected.spec.model_dump(mode="json")),
+    )
+    try:
+        trail.append(result.backend, entry)
+    except AuditUnavailable as err:
+        result.warnings.append(f"audit: {err}")
+    return result
+
+
+def audit(
+    spec: FleetSpec | str | Path, backend: str | None = None, since: datetime | None = None
+) -> list[AuditRecord]:
+    """The fleet's audit records in its backend (`backend`, else $PULUMI_BACKEND_URL or the default),
+    oldest first, from `since` on; AuditTrailUnavailable when the backend keeps none here."""
+    from npa_pulumi.engine import audit as trail
+    from npa_pulumi.engine.automation.audit_store import AuditUnavailable
+    from npa_pulumi.engine.automation.workspace import resolve_backend_url
+
+    fleet = spec if isinstance(spec, FleetSpec) else load_spec(spec)
+    try:
+        return trail.read(resolve_backend_url(backend), fleet.name, since)
+    except AuditUnavailable as err:
+        raise AuditTrailUnavailable(str(err)) from None

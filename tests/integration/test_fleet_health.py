@@ -1,0 +1,115 @@
+"""`health` on the local cloud, with the real engine and a real API server: a GPU cluster whose nodes
+Nebius then marks (a NebiusGPUError node, a maintenance event with its reason code on another, a third
+replaced by auto-repair: a new node with a new name) is read through its registered kubeconfig; the JSON
+names each node with its condition or reason code, counts the usable GPUs and exits 1 below --min-usable;
+`health --requalify --yes` runs the gate's probes on exactly the replaced node and qualifies it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_helpers import by_stack, npa, write_spec
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: hl
+region: us-central1
+project_prefix: "hl-"
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+  enable_filestore: false
+  gpu_health_stabilization_seconds: 1
+  gpu_health_timeout_minutes: 2
+  gpu_cuda_smoke: true
+projects:
+  - name: p
+    clusters:
+      - name: train
+        gpu_nodes: {count: 3, platform: gpu-h200-sxm, preset: 1gpu-16vcpu-200gb}
+        enable_gpu_cluster: false
+"""
+
+
+def _health(spec: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    result = npa("health", "--spec", spec, "--output", "json", *extra)
+    assert result.code in (0, 1), result.stderr[-3000:]
+    return result.code, result.json()
+
+
+def _nodes(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    [cluster] = document["clusters"]
+    return {n["name"]: n for n in cluster["nodes"]}
+
+
+def test_health_names_nebius_faults_and_requalifies_a_replaced_node(kube_api: Path, tmp_path: Path) -> None:
+    npa("local-cloud", "init", check=True)
+    spec = str(write_spec(tmp_path / "fleet.yaml", SPEC))
+    up = npa("up", "--spec", spec, "--yes", "--output", "json")
+    assert up.code == 0, up.stderr[-4000:]
+    train = by_stack(up.json())["hl.p.train"]
+    cluster_id = train["cluster_id"]
+
+    code, document = _health(spec)
+    assert code == 0, document
+    assert document["totals"]["requested"] == 3 and document["totals"]["usable"] == 3
+    gpu = sorted(name for name, n in _nodes(document).items() if n["gpu"])
+    assert len(gpu) == 3 and all(_nodes(document)[n]["qualification"] == "gate" for n in gpu)
+    broken, serviced, replaced = gpu
+
+    node = ["local-cloud", "fault", "node", "--cluster", cluster_id, "--node"]
+    npa(*node, broken, "--kind", "nebius-gpu-error", check=True)
+    npa(
+        "local-cloud", "maintenance", "add", "--cluster", cluster_id, "--node", serviced,
+        "--reason", "HW_GPU_XID_79", check=True,
+    )  # fmt: skip
+    npa(*node, replaced, "--kind", "replace", check=True)
+
+    deadline = time.monotonic() + 120
+    while True:
+        code, document = _health(spec)
+        nodes = _nodes(document)
+        newcomer = sorted(set(n for n, v in nodes.items() if v["gpu"]) - set(gpu))
+        settled = (
+            newcomer
+            and replaced not in nodes
+            and nodes[newcomer[0]]["ready"]
+            and nodes[broken]["state"] == "degraded"
+            and nodes[serviced]["state"] == "maintenance"
+        )
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert settled, document
+    assert code == 1
+    [cluster] = document["clusters"]
+    assert cluster["status"] == "below-min-usable" and "0 of 3 GPUs usable" in cluster["error"]
+    assert [c["type"] for c in nodes[broken]["conditions"]] == ["NebiusGPUError"]
+    assert nodes[broken]["conditions"][0]["message"]
+    assert [m["reason"] for m in nodes[serviced]["maintenance"]] == ["HW_GPU_XID_79"]
+    assert "NebiusMaintenanceScheduled" in [c["type"] for c in nodes[serviced]["conditions"]]
+    fresh = nodes[newcomer[0]]
+    assert (fresh["state"], fresh["qualification"]) == ("unqualified", "unqualified")
+    totals = document["totals"]
+    assert (totals["usable"], totals["degraded"], totals["maintenance"], totals["unqualified"]) == (
+        0,
+        1,
+        1,
+        1,
+    )
+    [project] = document["projects"]
+    assert [(m["reason"], m["node"]) for m in project["maintenance"]] == [("HW_GPU_XID_79", serviced)]
+
+    # ---- requalification: the gate's probes on exactly the replaced node, recorded, then read back
+    code, requalified = _health(spec, "--requalify", "--yes")
+    [cluster] = requalified["clusters"]
+    assert cluster["requalify"]["nodes"] == newcomer and cluster["requalify"]["passed"] == newcomer
+    assert _nodes(requalified)[newcomer[0]]["qualification"] == "requalified"
+    assert _nodes(requalified)[newcomer[0]]["requalification"]["probes"]["smoke"]["passed"] is True
+    assert code == 1 and requalified["totals"]["usable"] == 1  # the other two are still down
+    code, again = _health(spec, "--min-usable", "0.3")
+    assert code == 0 and _nodes(again)[newcomer[0]]["state"] == "usable"

@@ -1,0 +1,147 @@
+"""`health`'s judgement (engine/health_model.py): Nebius' conditions, cordon and taints, GPUs against the
+preset, maintenance events and qualification decide each node's bucket; the totals and --min-usable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from npa_pulumi.cloud.port import MaintenanceEvent
+from npa_pulumi.engine.health_model import Qualification, below_min_usable, judge_node, totals
+from npa_pulumi.kube.gpu_health.config import GateConfig
+from npa_pulumi.sdk.requests import HealthRequest
+
+CONFIG = GateConfig(
+    expected_nodes=4,
+    expected_gpu_nodes=3,
+    gpus_per_node=8,
+    gpu_platform="gpu-h100-sxm",
+    driver_mode="managed-image",
+    nvswitch=False,
+    stabilization_s=0,
+    timeout_s=60,
+    cuda_smoke=True,
+    smoke_image="cuda",
+)
+
+
+def node(name: str, *, gpus: int = 8, ready: bool = True, uid: str = "", **extra: Any) -> dict[str, Any]:
+    conditions = [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"}]
+    conditions += extra.pop("conditions", [])
+    labels = {"node.kubernetes.io/instance-type": "gpu-h100-sxm" if gpus else "cpu-d3"}
+    labels["nebius.com/node-group-name"] = "gpu" if gpus else "cpu"
+    resources = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    return {
+        "metadata": {"name": name, "uid": uid or f"uid-{name}", "labels": labels},
+        "spec": {
+            "taints": extra.pop(
+                "taints", [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+            ),
+            "providerID": f"nebius://{name}",
+            **extra,
+        },
+        "status": {
+            "conditions": conditions,
+            "allocatable": resources,
+            "capacity": resources,
+            "nodeInfo": {"bootID": f"boot-{name}"},
+        },
+    }
+
+
+GATE = Qualification(gate_passed=True, gate_nodes=frozenset({"cpu-0", "gpu-0", "gpu-1", "gpu-2"}))
+
+
+def test_a_healthy_gated_gpu_node_is_usable_and_a_cpu_node_is_not_counted() -> None:
+    gpu = judge_node(node("gpu-0"), CONFIG, GATE, [])
+    assert (gpu.state, gpu.qualification, gpu.gpus_allocatable, gpu.problems) == ("usable", "gate", 8, [])
+    assert gpu.node_group == "gpu" and gpu.taints == ["nvidia.com/gpu=true:NoSchedule"]
+    cpu = judge_node(node("cpu-0", gpus=0, taints=[]), CONFIG, GATE, [])
+    assert (cpu.state, cpu.gpu) == ("cpu", False)
+
+
+def test_nebius_conditions_degrade_or_put_a_node_under_maintenance_with_their_messages() -> None:
+    error = {"type": "NebiusGPUError", "status": "True", "reason": "GPUFailure", "message": "Xid 79"}
+    cleared = {"type": "NebiusGPUError", "status": "False", "reason": "GPUHealthy", "message": "ok"}
+    disk = {"type": "NebiusBootDiskIOError", "status": "True", "reason": "BootDiskIOError", "message": "io"}
+    scheduled = {"type": "NebiusMaintenanceScheduled", "status": "True", "reason": "M", "message": "soon"}
+    assert judge_node(node("gpu-0", conditions=[error]), CONFIG, GATE, []).state == "degraded"
+    assert judge_node(node("gpu-0", conditions=[cleared]), CONFIG, GATE, []).state == "usable"
+    found = judge_node(node("gpu-0", conditions=[disk]), CONFIG, GATE, [])
+    assert found.state == "degraded" and "NebiusBootDiskIOError: io" in found.problems
+    found = judge_node(node("gpu-1", conditions=[scheduled]), CONFIG, GATE, [])
+    assert (found.state, [c.type for c in found.conditions]) == (
+        "maintenance",
+        ["NebiusMaintenanceScheduled"],
+    )
+
+
+def test_a_maintenance_event_is_matched_to_its_node_by_instance() -> None:
+    event = MaintenanceEvent(id="ev-1", project_id="p", instance_id="gpu-2", reason="HW_GPU_XID_79")
+    other = MaintenanceEvent(id="ev-2", project_id="p", instance_name="elsewhere", reason="HW_IB_LINK_DOWN")
+    found = judge_node(node("gpu-2"), CONFIG, GATE, [event, other])
+    assert found.state == "maintenance"
+    assert [(m.id, m.reason) for m in found.maintenance] == [("ev-1", "HW_GPU_XID_79")]
+
+
+def test_not_ready_cordoned_tainted_and_short_nodes_are_degraded() -> None:
+    assert judge_node(node("gpu-0", ready=False), CONFIG, GATE, []).state == "degraded"
+    cordoned = judge_node(node("gpu-0", unschedulable=True), CONFIG, GATE, [])
+    assert (cordoned.state, cordoned.cordoned) == ("degraded", True)
+    taint = {"key": "nvidia.com/gpu", "value": "mig-not-ready", "effect": "NoSchedule"}
+    assert judge_node(node("gpu-0", taints=[taint]), CONFIG, GATE, []).state == "degraded"
+    short = judge_node(node("gpu-0", gpus=7), CONFIG, GATE, [])
+    assert (short.state, short.gpus_allocatable) == ("usable", 7)  # its 7 usable, the 8th degraded
+    assert totals([short], CONFIG).degraded == 1
+
+
+def test_a_node_that_joined_after_the_last_gate_pass_is_unqualified_until_requalified() -> None:
+    new = node("gpu-0-r1", uid="u-new")
+    assert judge_node(new, CONFIG, GATE, []).state == "unqualified"
+    passed = Qualification(
+        gate_passed=True,
+        gate_nodes=GATE.gate_nodes,
+        requalified={"gpu-0-r1": {"uid": "u-new", "passed": True}},
+    )
+    assert judge_node(new, CONFIG, passed, []).qualification == "requalified"
+    assert judge_node(node("gpu-0-r1", uid="u-later"), CONFIG, passed, []).state == "unqualified"
+    failed = Qualification(
+        gate_passed=True,
+        gate_nodes=GATE.gate_nodes,
+        requalified={"gpu-0-r1": {"uid": "u-new", "passed": False, "errors": ["CUDA smoke Failed"]}},
+    )
+    judged = judge_node(new, CONFIG, failed, [])
+    assert judged.state == "unqualified" and "failed requalification: CUDA smoke Failed" in judged.problems
+
+
+def test_qualification_from_the_stacks_outputs() -> None:
+    passed = {"validation": "gpu-health", "health_evidence": {"passed": True, "nodes": {"gpu-0": {}}}}
+    assert Qualification.from_outputs(passed, None).of(node("gpu-0"))[0] == "gate"
+    assert Qualification.from_outputs(passed, None).of(node("gpu-9"))[0] == "unqualified"
+    failed = {"health_evidence": {"passed": False, "nodes": {"gpu-0": {}}}}
+    assert Qualification.from_outputs(failed, None).of(node("gpu-0"))[0] == "unqualified"
+    assert Qualification.from_outputs({"validation": "skipped"}, None).of(node("gpu-0"))[0] == "not-gated"
+
+
+def test_totals_and_min_usable() -> None:
+    error = {"type": "NebiusGPUError", "status": "True", "message": "Xid 79"}
+    nodes = [
+        judge_node(node("gpu-0", conditions=[error]), CONFIG, GATE, []),
+        judge_node(node("gpu-1"), CONFIG, GATE, []),
+    ]  # gpu-2 never registered
+    found = totals(nodes, CONFIG)
+    assert (found.requested, found.usable, found.degraded, found.missing) == (24, 8, 8, 8)
+    assert below_min_usable(found, 1.0) and below_min_usable(found, 0.5)
+    assert not below_min_usable(found, 1 / 3) and not below_min_usable(found, 0.0)
+    assert not below_min_usable(
+        totals([], CONFIG.__class__(**{**CONFIG.__dict__, "expected_gpu_nodes": 0})), 1.0
+    )
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5])
+def test_min_usable_must_be_a_fraction(bad: float) -> None:
+    from npa_pulumi.errors import UserInputError
+
+    with pytest.raises(UserInputError, match="fraction"):
+        HealthRequest(min_usable=bad)
