@@ -49,7 +49,11 @@ class Selected(Protocol):
 def recorded(
     selected: Selected, request: FleetRequest, fleet: Fleet, started: datetime, result: FleetResult
 ) -> FleetResult:
-    """Append the run's record beside its stacks; `result`, with a warning when it could not be."""
+    """Append the run's record beside its stacks; `result`, with a warning when it could not be. A run
+    refused before any stack (preflight, the budget, a recipe check) changed nothing, the backend
+    included: it leaves no record."""
+    if not result.stacks and not result.phases:
+        return result
     from npa_pulumi.engine import audit as trail
     from npa_pulumi.engine.automation.audit_store import AuditUnavailable
 

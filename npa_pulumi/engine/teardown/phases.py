@@ -48,9 +48,10 @@ MANAGED_BY = "npa-pulumi"
 
 PhaseFactory = Callable[..., TeardownPhase]
 TOPOLOGY_KEYS = ("default_network_id", "default_subnet_id", "default_security_group_id")
-# Kinds a project's clusters may bring with them (their nodes' VMs and disks): judged only once the
-# clusters this run deletes are gone, right before the project's delete.
-CLUSTER_BORNE = ("instance", "disk")
+# Kinds a project's clusters may bring with them (their nodes' VMs and disks, the recipe's shared
+# filesystem and InfiniBand GPU cluster): judged only once the clusters this run deletes are gone, right
+# before the project's delete.
+CLUSTER_BORNE = ("instance", "disk", "filesystem", "gpu cluster")
 
 
 def ours(labels: dict[str, str], fleet: str) -> bool:
@@ -450,8 +451,9 @@ class GuardedPhases:
         self, ev: ProjectEvidence, doomed: list[TeardownPhase]
     ) -> tuple[list[str], dict[str, str]]:
         """What the project holds that this run does not delete, and its default topology (which goes
-        with it, and the receipt says so). A project whose clusters this run deletes has its instances and
-        disks judged only once those clusters are gone (`CLUSTER_BORNE`), right before its delete."""
+        with it, and the receipt says so). A project whose clusters this run deletes has its instances,
+        disks, filesystems and GPU clusters judged only once those clusters are gone (`CLUSTER_BORNE`),
+        right before its delete."""
         topology = self.topology(ev)
         extra = {v for p in doomed for v in _deleted_ids(p)}
         skip = CLUSTER_BORNE if self._loses_clusters(ev) else ()
