@@ -88,6 +88,16 @@ def scrub(text: str) -> str:
     return _CAPACITY_BLOCK_ID.sub(lambda m: mask_id(m.group(0)), text)
 
 
+def scrub_document(value: Any) -> Any:
+    """`scrub` over every string of a JSON-shaped document (dicts and lists walked), e.g. an audit record
+    or a webhook event."""
+    if isinstance(value, dict):
+        return {key: scrub_document(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [scrub_document(item) for item in value]
+    return scrub(value) if isinstance(value, str) else value
+
+
 def replace_secrets(text: str, secrets: Iterable[str], replacement: str = "***") -> str:
     """`text` with every occurrence of each known secret replaced, longest first (a secret that contains
     another is never half-replaced)."""

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from npa_pulumi import __version__
-from npa_pulumi.cloud.redaction import scrub
+from npa_pulumi.cloud.redaction import scrub, scrub_document
 from npa_pulumi.engine.automation import audit_store
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.output.results import FleetResult
@@ -153,16 +153,8 @@ def record(
 
 def append(backend_url: str, entry: AuditRecord) -> str:
     """Write the record beside the stacks; where it is. audit_store.AuditUnavailable when it cannot be."""
-    text = json.dumps(_scrubbed(entry.to_json()), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(scrub_document(entry.to_json()), indent=2, sort_keys=True) + "\n"
     return audit_store.append(backend_url, PROJECT_NAME, entry.fleet, text)
-
-
-def _scrubbed(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _scrubbed(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_scrubbed(item) for item in value]
-    return scrub(value) if isinstance(value, str) else value
 
 
 def read(backend_url: str, fleet: str, since: datetime | None = None) -> list[AuditRecord]:

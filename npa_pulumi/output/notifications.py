@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from npa_pulumi import __version__
-from npa_pulumi.cloud.redaction import scrub
+from npa_pulumi.cloud.redaction import scrub, scrub_document
 from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult
 from npa_pulumi.runtime.retry import RetryPolicy, call_with_retry
 
@@ -82,16 +82,8 @@ def event(result: FleetResult, why: Sequence[str]) -> dict[str, Any]:
         "version": __version__,
         "text": "\n".join(lines),
     }
-    scrubbed: dict[str, Any] = _scrubbed(document)
+    scrubbed: dict[str, Any] = scrub_document(document)
     return scrubbed
-
-
-def _scrubbed(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _scrubbed(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_scrubbed(item) for item in value]
-    return scrub(value) if isinstance(value, str) else value
 
 
 def post(
