@@ -29,14 +29,15 @@ browser:
 # `make test` before any engine starts.
 # Two pytest workers (pytest-xdist; a test file stays on one worker): a test drives about one core, mostly
 # in the engine, terraform and the API servers it starts. PYTEST_WORKERS=0 runs them in this process.
-# Modules are handed out longest first (tests/conftest.py orders them), so no long one starts last.
+# Modules are handed out longest first (tests/conftest.py orders them), so no long one starts last. The ten
+# slowest tests and the total are printed at the end: what to look at when the budget (README) is passed.
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # The long journeys (`@pytest.mark.long`) are left to `make test-long`, so that `make test` keeps its budget
 # (README, "Test budget"); each has a faster test of the same path in `make test`.
 test: tools browser lint
-	@$(PY) -m pytest tests -q --ignore=tests/chaos -m "not long" $(PYTEST_PARALLEL) $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest tests -q --ignore=tests/chaos -m "not long" --durations=10 $(PYTEST_PARALLEL) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi
 	@$(MAKE) --no-print-directory chaos-quick
