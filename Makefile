@@ -10,6 +10,7 @@ help:
 	@echo "make demo        deploy the example fleet to the embedded local cloud (sets everything up)"
 	@echo "make test        lint and the tests within the test budget (sets everything up)"
 	@echo "make test-long   the long journeys make test leaves out (@pytest.mark.long)"
+	@echo "make test-unit   the unit tests only, on two workers: the inner loop (about a minute)"
 	@echo "make lint        ruff, the layering contract, mypy (part of make test)"
 	@echo "make tools       only provide the toolchain (.venv, pulumi, terraform/tofu)"
 	@echo "make chaos-quick the fault campaign, quick (part of make test); make chaos: the long one"
@@ -46,8 +47,9 @@ test-long: tools browser
 	@$(PY) -m pytest tests -q --ignore=tests/chaos -m long $(PYTEST_PARALLEL) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
+# The inner loop: no toolchain, no engine, the unit tests spread test by test over the workers.
 test-unit: venv
-	@$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
+	@$(PY) -m pytest tests/unit -q $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist load) $(PYTEST_ARGS)
 
 test-integration: tools
 	@$(PY) -m pytest tests/integration -q $(PYTEST_ARGS)
