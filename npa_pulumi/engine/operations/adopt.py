@@ -107,6 +107,7 @@ class AdoptionPlan:
 
     source: Path
     candidates: list[Candidate]
+    readers: dict[str, StackOp]  # each selected cluster stack's program-less op
 
     @property
     def blocked(self) -> list[Candidate]:
@@ -130,7 +131,8 @@ def plan(context: FleetContext, source: Path) -> tuple[FleetResult, AdoptionPlan
             f"~/.npa/fleet/<fleet name>; pass the fleet's directory with --from)"
         )
     plans = context.plans()
-    outputs = context.stack_outputs([context.cluster_op(p) for p in plans.clusters])
+    readers = {op.stack: op for op in context.target_ops()}  # program-less: for outputs and results
+    outputs = context.stack_outputs(list(readers.values()))
     project_outputs = context.stack_outputs([context.project_op(p) for p in plans.projects])
     holders = _holders(context, {p.stack for p in plans.clusters})
     candidates = [
@@ -140,19 +142,23 @@ def plan(context: FleetContext, source: Path) -> tuple[FleetResult, AdoptionPlan
     _check_projects(context, plans, candidates, project_outputs)
     result = context.result("adopt")
     result.dry_run = True
-    result.stacks = [_listed(context, c) for c in candidates]
-    return result, AdoptionPlan(source, candidates)
+    result.stacks = [_listed(readers[c.plan.stack], c) for c in candidates]
+    return result, AdoptionPlan(source, candidates, readers)
 
 
 def run(context: FleetContext, adoption: AdoptionPlan) -> FleetResult:
     """Adopt the planned clusters (all or nothing) and write the receipt."""
     result = context.result("adopt")
     if adoption.blocked:
-        result.stacks = [_listed(context, c) for c in adoption.candidates]
+        result.stacks = [_listed(adoption.readers[c.plan.stack], c) for c in adoption.candidates]
         result.error = _blocked_message(adoption.blocked)
         return result
     started = time.time()
-    result.stacks = [_listed(context, c) for c in adoption.candidates if c.verdict is Verdict.ALREADY_ADOPTED]
+    result.stacks = [
+        _listed(adoption.readers[c.plan.stack], c)
+        for c in adoption.candidates
+        if c.verdict is Verdict.ALREADY_ADOPTED
+    ]
     for stack in result.stacks:
         context.progress.message(f"{stack.stack}: already adopted; nothing to change")
     if adoption.adoptable:
@@ -453,9 +459,7 @@ def _cluster_job(context: FleetContext, op: StackOp) -> Callable[[], StackResult
 # ---------------------------------------------------------------------------------------- reporting
 
 
-def _listed(context: FleetContext, candidate: Candidate) -> StackResult:
-    cluster = candidate.plan
-    op = context.cluster_op(cluster)
+def _listed(op: StackOp, candidate: Candidate) -> StackResult:
     install = candidate.install
     result = op.result(
         str(candidate.verdict),
