@@ -315,12 +315,16 @@ class BucketArgs(StorageArgs):
     bucket_name: Input[str]
     storage_class: str
     size_gibibytes: int
+    adopt_bucket_id: str = ""  # `adopt`: bind this existing bucket (import semantics: never created)
+    adopt_created: bool = False  # ... which the tool the fleet took over created (ownership evidence)
 
 
 class BucketInputs(StorageInputs):
     bucket_name: str
     storage_class: str
     size_gibibytes: int
+    adopt_bucket_id: str = ""
+    adopt_created: bool = False
 
 
 class BucketOutputs(ProviderModel):
@@ -329,19 +333,15 @@ class BucketOutputs(ProviderModel):
 
 
 def _verify_bucket(bucket: BucketRecord, inputs: BucketInputs) -> None:
-    expected = {
-        "project_id": inputs.project_id,
-        "name": inputs.bucket_name,
-        "region": inputs.region,
-        "storage_class": inputs.storage_class,
-        "max_size_bytes": inputs.size_gibibytes * GIB,
-        "state": "ACTIVE",
-        "suspension_state": "NOT_SUSPENDED",
-    }
-    wrong = {k: (getattr(bucket, k), v) for k, v in expected.items() if getattr(bucket, k) != v}
+    wrong = bucket.mismatches(
+        project_id=inputs.project_id,
+        name=inputs.bucket_name,
+        region=inputs.region,
+        storage_class=inputs.storage_class,
+        max_size_bytes=inputs.size_gibibytes * GIB,
+    )
     if wrong:
-        detail = "; ".join(f"{k} is {got!r}, expected {want!r}" for k, (got, want) in wrong.items())
-        raise BucketError(f"bucket {bucket.name} does not match the spec: {detail}")
+        raise BucketError(f"bucket {bucket.name} does not match the spec: {'; '.join(wrong)}")
 
 
 class BucketProvider(_FleetProvider):
@@ -351,6 +351,8 @@ class BucketProvider(_FleetProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = BucketInputs.model_validate(props)
         cloud = _cloud(inputs)
+        if inputs.adopt_bucket_id:
+            return self._adopt(props, cloud, inputs)
         existing = cloud.find_bucket(inputs.project_id, inputs.bucket_name)
         created = existing is None
         bucket = existing or cloud.create_bucket(
@@ -364,6 +366,15 @@ class BucketProvider(_FleetProvider):
         return CreateResult(
             id_=bucket.id, outs=with_outputs(props, BucketOutputs(bucket_id=bucket.id, created=created))
         )
+
+    @staticmethod
+    def _adopt(props: dict[str, Any], cloud: CloudPort, inputs: BucketInputs) -> CreateResult:
+        """The bucket the original tool made for the project, read, proved against the spec and bound as it
+        is: Pulumi's import, for a dynamic resource (see NetworkProvider._adopt)."""
+        bucket = cloud.get_bucket(inputs.adopt_bucket_id)
+        _verify_bucket(bucket, inputs)
+        outputs = BucketOutputs(bucket_id=bucket.id, created=inputs.adopt_created)
+        return CreateResult(id_=bucket.id, outs=with_outputs(props, outputs))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         raise BucketError(
@@ -393,10 +404,13 @@ class Bucket(pulumi.dynamic.Resource, module="npa", name="Bucket"):
 
     def __init__(self, resource_name: str, args: BucketArgs, opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
+        props = as_props(args)
+        if not props["adopt_bucket_id"]:  # only an adoption carries them: no other stack's inputs change
+            del props["adopt_bucket_id"], props["adopt_created"]
         super().__init__(
             BucketProvider(),
             resource_name,
-            {**as_props(args), "retain_on_delete": True, "bucket_id": None, "created": None},
+            {**props, "retain_on_delete": True, "bucket_id": None, "created": None},
             opts,
         )
 

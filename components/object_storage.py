@@ -2,7 +2,11 @@
 access key (a Pulumi secret), the account's grant on exactly that bucket (a project group holding one
 access permit, `storage.object-editor`; never the editors group), and a write/read/delete probe with that
 key, which must pass (proving the grant) before the storage counts as ready. Everything here is retained
-when the fleet is destroyed: buckets hold durable artifacts."""
+when the fleet is destroyed: buckets hold durable artifacts.
+
+`adopt` binds the bucket the original tool created and nothing else: minting an access key is a change in
+the cloud, which an adoption never makes, so the storage identity, its grant and the probe come with the
+first `up` after it (`has_identity` is False until then)."""
 
 from __future__ import annotations
 
@@ -37,6 +41,9 @@ class ObjectStorageArgs(FleetResourceArgs):
     storage_class: str  # standard | enhanced_throughput | intelligent
     size_gibibytes: int
     bucket_name: str = ""  # "" derives a private name from tenant, project and fleet
+    # `adopt`: the existing bucket to bind (and whether the original created it); "": the usual create.
+    adopt_bucket_id: str = ""
+    adopt_created: bool = False
 
 
 class ObjectStorage(pulumi.ComponentResource):
@@ -49,6 +56,7 @@ class ObjectStorage(pulumi.ComponentResource):
     access_key_id: pulumi.Output[str]
     secret_access_key: pulumi.Output[str]
     verified: pulumi.Output[bool]
+    has_identity: bool
 
     def __init__(
         self, name: str, args: ObjectStorageArgs, opts: pulumi.ResourceOptions | None = None
@@ -84,9 +92,38 @@ class ObjectStorage(pulumi.ComponentResource):
                 bucket_name=resolved_name,
                 storage_class=args.storage_class,
                 size_gibibytes=args.size_gibibytes,
+                adopt_bucket_id=args.adopt_bucket_id,
+                adopt_created=args.adopt_created,
             ),
             child,
         )
+        self.bucket_id = bucket.bucket_id
+        self.bucket_name = resolved_name
+        # Durable, non-secret proof of what this fleet created: a teardown deletes nothing without it.
+        self.bucket_created = bucket.created
+        self.has_identity = not args.adopt_bucket_id
+        if self.has_identity:
+            self._identity(name, scope, bucket, child)
+        else:
+            self.service_account_id = self.key_id = self.access_key_id = pulumi.Output.from_input("")
+            self.secret_access_key = pulumi.Output.secret("")
+            self.service_account_created = self.verified = pulumi.Output.from_input(False)
+        self.register_outputs(
+            {
+                "bucket_id": self.bucket_id,
+                "bucket_name": self.bucket_name,
+                "bucket_created": self.bucket_created,
+                "service_account_id": self.service_account_id,
+                "service_account_created": self.service_account_created,
+                "key_id": self.key_id,
+                "access_key_id": self.access_key_id,
+                "secret_access_key": self.secret_access_key,
+                "verified": self.verified,
+            }
+        )
+
+    def _identity(self, name: str, scope: StorageArgs, bucket: Bucket, child: pulumi.ResourceOptions) -> None:
+        """The fleet's own storage identity on the bucket: account, key, grant, and the probe proving them."""
         account = ServiceAccount(
             f"{name}-sa", ServiceAccountArgs(**as_props(scope), account_name=STORAGE_SERVICE_ACCOUNT), child
         )
@@ -115,26 +152,9 @@ class ObjectStorage(pulumi.ComponentResource):
             ),
             child,
         )
-        self.bucket_id = bucket.bucket_id
-        # Durable, non-secret proof of what this fleet created: a teardown deletes nothing without it.
-        self.bucket_created = bucket.created
         self.service_account_id = account.service_account_id
         self.service_account_created = account.created
         self.key_id = key.access_key_id
-        self.bucket_name = resolved_name
         self.access_key_id = key.aws_access_key_id
         self.secret_access_key = pulumi.Output.secret(key.secret)
         self.verified = probe.verified
-        self.register_outputs(
-            {
-                "bucket_id": self.bucket_id,
-                "bucket_name": self.bucket_name,
-                "bucket_created": self.bucket_created,
-                "service_account_id": self.service_account_id,
-                "service_account_created": self.service_account_created,
-                "key_id": self.key_id,
-                "access_key_id": self.access_key_id,
-                "secret_access_key": self.secret_access_key,
-                "verified": self.verified,
-            }
-        )

@@ -9,6 +9,8 @@ The original keeps, per cluster, a Terraform install directory with local state 
                                                    subnet, profile, status, cluster_id, ...
     <project_key>/.npa-fleet-network.json          per project (optional): project_id, created_network_id,
                                                    subnet_id, profile
+    <project_key>/.npa-fleet-object-storage.json   per project (optional): the project's bucket (bucket_id,
+                                                   bucket_name, whether the original created it)
 
 The state and tfvars are also accepted directly in `<cluster>/` (an install whose Terraform ran there). The
 sidecar is optional: the identity it records (tenant, project, region, subnet) is otherwise read from the
@@ -34,6 +36,7 @@ from npa_pulumi.spec.names import slug
 
 SIDECAR = ".npa-fleet-env.json"
 NETWORK_RECORD = ".npa-fleet-network.json"
+STORAGE_RECORD = ".npa-fleet-object-storage.json"
 STATE_FILE = "terraform.tfstate"
 TFVARS_FILE = "terraform.tfvars.json"
 INSTALL_SUBDIR = "k8s-training"
@@ -67,6 +70,7 @@ class OriginalInstall:
     tfvars: dict[str, Any]
     sidecar: dict[str, Any] | None
     network: dict[str, Any] | None  # the project's .npa-fleet-network.json, when there is one
+    storage: dict[str, Any] | None  # the project's .npa-fleet-object-storage.json, when there is one
     identity: Identity
     cluster_id: str
     node_group_ids: tuple[str, ...]
@@ -85,6 +89,24 @@ class OriginalInstall:
         """Whether the original created the subnet's network (so the fleet takes it over as its own)."""
         created = str((self.network or {}).get("created_network_id") or "")
         return bool(created) and created == network_id
+
+    @property
+    def recorded_bucket(self) -> tuple[str, str]:
+        """(bucket id, bucket name) the original's storage record names ("" where it names none)."""
+        record = self.storage or {}
+        nested = record.get("bucket")
+        bucket: dict[str, Any] = nested if isinstance(nested, dict) else {}
+        return (
+            str(record.get("bucket_id") or bucket.get("id") or ""),
+            str(record.get("bucket_name") or bucket.get("name") or ""),
+        )
+
+    def bucket_created(self, bucket_id: str) -> bool:
+        """Whether the original created this bucket (its record says so for this id): the ownership evidence
+        a later `destroy --delete-buckets` needs. Without a record the bucket is bound, never owned."""
+        record = self.storage or {}
+        created = record.get("bucket_created", record.get("created"))
+        return bool(bucket_id) and self.recorded_bucket[0] == bucket_id and created is True
 
 
 def project_directory(root: Path, project_key: str, display_name: str, project_id: str | None) -> Path | None:
@@ -115,6 +137,7 @@ def read_install(cluster_dir: Path) -> OriginalInstall:
     tfvars = _parse_json(tfvars_path, _read_text(tfvars_path, digests))
     sidecar = _optional_json(cluster_dir / SIDECAR, digests)
     network = _optional_json(cluster_dir.parent / NETWORK_RECORD, digests)
+    storage = _optional_json(cluster_dir.parent / STORAGE_RECORD, digests)
     outputs = {name: (entry or {}).get("value") for name, entry in (state.get("outputs") or {}).items()}
     cluster_id = str(outputs.get("cluster_id") or (outputs.get("kube_cluster") or {}).get("id") or "")
     if not cluster_id:
@@ -129,6 +152,7 @@ def read_install(cluster_dir: Path) -> OriginalInstall:
         tfvars=tfvars,
         sidecar=sidecar,
         network=network,
+        storage=storage,
         identity=_identity(state_path, state, sidecar),
         cluster_id=cluster_id,
         node_group_ids=tuple(str(i) for i in outputs.get("node_group_ids") or [] if i),

@@ -113,6 +113,26 @@ class Bucket(CloudRecord):
     suspension_state: str = "NOT_SUSPENDED"
     labels: dict[str, str] = Field(default_factory=dict)
 
+    def mismatches(
+        self, *, project_id: str, name: str, region: str, storage_class: str, max_size_bytes: int
+    ) -> list[str]:
+        """How this bucket differs from the one a spec declares, active and unsuspended (empty: it is that
+        bucket): the original's rule for reusing an existing bucket."""
+        expected = {
+            "project_id": project_id,
+            "name": name,
+            "region": region,
+            "storage_class": storage_class,
+            "max_size_bytes": max_size_bytes,
+            "state": "ACTIVE",
+            "suspension_state": "NOT_SUSPENDED",
+        }
+        return [
+            f"{key} is {getattr(self, key)!r}, expected {want!r}"
+            for key, want in expected.items()
+            if getattr(self, key) != want
+        ]
+
 
 class ServiceAccount(CloudRecord):
     id: str

@@ -87,11 +87,20 @@ class ClusterPlan:
 
 
 @dataclass(frozen=True)
-class NetworkAdoption:
-    """`adopt`: the subnet the adopted clusters run on, and whether the fleet takes it over as its own."""
+class ProjectAdoption:
+    """`adopt`: what a project stack takes over from the original tool instead of choosing or creating it:
+    the subnet the adopted clusters run on (owned when the original created its network) and, for a project
+    with object storage, the bucket the original created for it."""
 
     subnet_id: str
     owned: bool
+    bucket_id: str = ""
+    bucket_created: bool = False
+
+
+# What an adopted project stack with object storage records after its fingerprint: the storage identity
+# (account, key, grant, probe) is not made by `adopt` (it would mint a key), so the next `up` must run it.
+STORAGE_IDENTITY_PENDING = "+storage-identity-pending"
 
 
 def project_program(
@@ -99,7 +108,7 @@ def project_program(
     cloud: str,
     profile: str,
     fingerprint: str,
-    adopt_network: NetworkAdoption | None = None,
+    adoption: ProjectAdoption | None = None,
 ) -> Callable[[], None]:
     def program() -> None:
         import pulumi
@@ -137,8 +146,8 @@ def project_program(
                 project_key=plan.project_key,
                 project_id=project.project_id,
                 region=plan.region,
-                adopt_subnet_id=adopt_network.subnet_id if adopt_network else "",
-                adopt_owned=adopt_network.owned if adopt_network else False,
+                adopt_subnet_id=adoption.subnet_id if adoption else "",
+                adopt_owned=adoption.owned if adoption else False,
             ),
         )
         pulumi.export("project_id", project.project_id)
@@ -148,7 +157,8 @@ def project_program(
         pulumi.export("network_id", network.network_id)
         pulumi.export("subnet_id", network.subnet_id)
         pulumi.export("network_owned", network.owned)
-        pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
+        adopts_bucket = bool(adoption and adoption.bucket_id and plan.object_storage is not None)
+        pulumi.export(FINGERPRINT_OUTPUT, fingerprint + (STORAGE_IDENTITY_PENDING if adopts_bucket else ""))
         if plan.cost_basis:
             pulumi.export(COST_BASIS_OUTPUT, plan.cost_basis)
         if plan.object_storage is not None:
@@ -165,6 +175,8 @@ def project_program(
                     storage_class=plan.object_storage.storage_class,
                     size_gibibytes=plan.object_storage.size_gibibytes,
                     bucket_name=plan.object_storage.bucket_name,
+                    adopt_bucket_id=adoption.bucket_id if adoption else "",
+                    adopt_created=adoption.bucket_created if adoption else False,
                 ),
             )
             pulumi.export("bucket_id", storage.bucket_id)

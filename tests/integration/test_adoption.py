@@ -39,6 +39,7 @@ tenant_id: tenant-local
 region: us-central1
 projects:
   - name: alpha
+    object_storage: {{size_gibibytes: 10}}
     clusters:
       - name: train
         cpu_nodes: {{count: 1, platform: cpu-d3, preset: 4vcpu-16gb}}
@@ -47,18 +48,24 @@ projects:
 """
 # The same fleet with one more CPU node: what the original deployed no longer matches it.
 SPEC_TWO_NODES = SPEC.replace("{count: 1, platform", "{count: 2, platform")
+# The same fleet with a bigger bucket than the original made: the bucket no longer matches it.
+SPEC_BIGGER_BUCKET = SPEC.replace("size_gibibytes: 10", "size_gibibytes: 20")
 KINDS = ("projects", "networks", "subnets", "mk8s_clusters", "node_groups", "filesystems", "buckets")
 
 
 def _original_deployment(home: Path, spec: Path) -> Path:
-    """What `npa fleet deploy` left for alpha/train: a created project, network and subnet, the applied
-    recipe with its local state, the sidecar and the network record. Returns the cluster's directory."""
+    """What `npa fleet deploy` left for alpha/train: a created project, network, subnet and bucket, the
+    applied recipe with its local state, the sidecar, the network and the object-storage records. Returns
+    the cluster's directory."""
     from npa_pulumi.cloud.factory import make_cloud
+    from npa_pulumi.plan.naming import derived_bucket_name
 
     cloud = make_cloud("local")
     project = cloud.create_project("tenant-local", "alpha", "us-central1", labels={})
     network = cloud.create_network(project.id, "alpha-net", labels={})
     subnet = cloud.create_subnet(project.id, network.id, "alpha-subnet", labels={})
+    bucket_name = derived_bucket_name("tenant-local", project.id, FLEET)
+    bucket = cloud.create_bucket(project.id, bucket_name, "standard", 10 * 2**30, labels={})
     fleet_dir = home / ".npa" / "fleet" / FLEET
     cluster_dir = fleet_dir / "alpha" / "train"
     install = cluster_dir / "k8s-training"
@@ -102,6 +109,8 @@ def _original_deployment(home: Path, spec: Path) -> Path:
     (cluster_dir / ".npa-fleet-env.json").write_text(json.dumps(sidecar, indent=2))
     network_record = {"project_id": project.id, "created_network_id": network.id, "subnet_id": subnet.id}
     (fleet_dir / "alpha" / ".npa-fleet-network.json").write_text(json.dumps(network_record))
+    storage_record = {"bucket_id": bucket.id, "bucket_name": bucket_name, "created": True}
+    (fleet_dir / "alpha" / ".npa-fleet-object-storage.json").write_text(json.dumps(storage_record))
     return cluster_dir
 
 
@@ -116,6 +125,14 @@ def _digests(root: Path) -> dict[str, str]:
 def _cloud_objects() -> dict[str, list[tuple[str, str]]]:
     shown = inventory()
     return {kind: sorted((r["id"], r["state"]) for r in shown[kind]) for kind in KINDS}
+
+
+def _outputs(home: Path, stack: str) -> dict[str, Any]:
+    from npa_pulumi.engine.automation.diy_backend import checkpoint_outputs
+
+    found = checkpoint_outputs(f"file://{home}/.npa-pulumi/state", stack, "npa-fleet")
+    assert isinstance(found, dict), found
+    return found
 
 
 def _adopt(spec: Path, *extra: str) -> Any:
@@ -137,6 +154,8 @@ def test_adopt_an_original_deployment_then_its_lifecycle(kube_api: Path, tmp_pat
     listed = by_stack(dry.json())[CLUSTER_STACK]
     assert listed["status"] == "found" and listed["cluster_id"] == cluster_id
     assert listed["adoption"]["source"] == str(cluster_dir) and listed["adoption"]["network_owned"] is True
+    ((bucket_id, _),) = before["buckets"]
+    assert (listed["adoption"]["bucket_id"], listed["adoption"]["bucket_owned"]) == (bucket_id, True)
     other = write_spec(tmp_path / "two-nodes.yaml", SPEC_TWO_NODES)
     mismatched = _adopt(other, "--dry-run")
     assert mismatched.code == 1
@@ -145,6 +164,11 @@ def test_adopt_an_original_deployment_then_its_lifecycle(kube_api: Path, tmp_pat
         entry["status"] == "mismatched"
         and "cpu_nodes_fixed_count: saved 1, the spec renders 2" in entry["error"]
     )
+
+    bigger = _adopt(write_spec(tmp_path / "bigger.yaml", SPEC_BIGGER_BUCKET), "--dry-run")
+    assert bigger.code == 1
+    entry = by_stack(bigger.json())[CLUSTER_STACK]
+    assert entry["status"] == "mismatched" and "max_size_bytes is 10737418240" in entry["error"], entry
 
     # ---- without --yes and without a terminal: refused, nothing created
     refused = npa("adopt", "--spec", str(spec), "--cloud", "local", input_text="")
@@ -172,6 +196,10 @@ def test_adopt_an_original_deployment_then_its_lifecycle(kube_api: Path, tmp_pat
     record = json.loads((home / ".npa" / "clusters" / context / "cluster.json").read_text())
     assert (record["cluster_id"], record["provider_name"]) == (cluster_id, "train")
     assert "npa-local-iam-token" not in adopted.stdout + adopted.stderr
+    # The project stack holds the original's bucket, owned; no storage identity was minted by adopt.
+    project_outputs = _outputs(home, PROJECT_STACK)
+    assert (project_outputs["bucket_id"], project_outputs["bucket_created"]) == (bucket_id, True)
+    assert project_outputs["storage_verified"] is False and not project_outputs["storage_key_id"]
 
     # ---- a second adopt changes nothing and says so
     again = _adopt(spec, "--yes")
@@ -199,11 +227,15 @@ def test_adopt_an_original_deployment_then_its_lifecycle(kube_api: Path, tmp_pat
     assert up.code == 0, up.stderr[-3000:]
     assert by_stack(up.json())[CLUSTER_STACK]["cluster_id"] == cluster_id
     assert _cloud_objects() == before
+    # The first up made the storage identity adopt left out, on the same bucket, and proved it.
+    project_outputs = _outputs(home, PROJECT_STACK)
+    assert project_outputs["bucket_id"] == bucket_id and project_outputs["storage_verified"] is True
 
-    # ---- destroy removes it, and the network the fleet took over; the project is retained
+    # ---- destroy removes it and the network the fleet took over; the project and the bucket are retained
     gone = npa("destroy", "--spec", str(spec), "--cloud", "local", "--yes", "--output", "json")
     assert gone.code == 0, gone.stderr[-3000:]
     after = _cloud_objects()
+    assert after["buckets"] == before["buckets"]
     assert after["mk8s_clusters"] == [] and after["node_groups"] == []
     adoption = listed["adoption"]
     assert adoption["network_id"] not in [n for n, _ in after["networks"]]  # the fleet owned it

@@ -92,6 +92,22 @@ def test_network_ownership_comes_from_the_project_record(tmp_path: Path) -> None
     assert not bare.subnet_owned("vpcnet-1")
 
 
+def test_bucket_ownership_comes_from_the_project_storage_record(tmp_path: Path) -> None:
+    cluster_dir = _install(tmp_path, _state(**IDENTITY))
+    record = {"bucket_id": "storagebucket-1", "bucket_name": "npa-fleet-abc", "created": True}
+    (cluster_dir.parent / ".npa-fleet-object-storage.json").write_text(json.dumps(record))
+    install = read_install(cluster_dir)
+    assert install.recorded_bucket == ("storagebucket-1", "npa-fleet-abc")
+    assert install.bucket_created("storagebucket-1") and not install.bucket_created("storagebucket-2")
+    assert len(install.digests) == 3  # the record is among the files read
+    reused = {"bucket": {"id": "storagebucket-1", "name": "npa-fleet-abc"}, "created": False}
+    (cluster_dir.parent / ".npa-fleet-object-storage.json").write_text(json.dumps(reused))
+    assert read_install(cluster_dir).recorded_bucket == ("storagebucket-1", "npa-fleet-abc")
+    assert not read_install(cluster_dir).bucket_created("storagebucket-1")  # it existed before the original
+    bare = read_install(_install(tmp_path / "other", _state(**IDENTITY)))
+    assert bare.recorded_bucket == ("", "") and not bare.bucket_created("")
+
+
 @pytest.mark.parametrize(
     ("state", "message"),
     [

@@ -13,7 +13,10 @@ npa_pulumi/bridge/original_install.py) is read, never written, and proved, all b
 
 Only when every selected cluster passes does anything run (all or nothing): each project stack without a
 deployed network is created binding the subnet the clusters run on (owned when the original created its
-network: `.npa-fleet-network.json`), and each cluster stack is created with the saved state as its bridge's
+network: `.npa-fleet-network.json`) and, when the spec gives the project object storage, the bucket the
+original made for it (found by the spec's name, proved against the spec, owned when the original's
+`.npa-fleet-object-storage.json` says it created that bucket; the storage identity, which would mint a key,
+is left to the next `up`), and each cluster stack is created with the saved state as its bridge's
 state (components/terraform_module.py refuses again if Terraform's plan has changes: nothing is applied).
 The cluster stack's program is the usual one, so the in-cluster stage and the health gate then run as after
 an `up`: the cluster is `deployed` only when the gate passes. A receipt records what was taken over.
@@ -45,10 +48,11 @@ from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.operations.common import apply_lifecycle, write_kubeconfig
 from npa_pulumi.engine.plans import FleetPlans
-from npa_pulumi.engine.programs import ClusterPlan, NetworkAdoption, ProjectPlan, cluster_module_args
+from npa_pulumi.engine.programs import ClusterPlan, ProjectAdoption, ProjectPlan, cluster_module_args
 from npa_pulumi.engine.scheduler import Job
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.plan.naming import derived_bucket_name
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.home import npa_home
 
@@ -80,6 +84,7 @@ class Candidate:
     install: OriginalInstall | None = None
     directory: Path | None = None
     network_id: str = ""
+    bucket_id: str = ""  # the project's bucket the project stack takes over ("": none to take over)
 
     def summary(self) -> dict[str, Any]:
         """What the result and the receipt say about it: ids, paths and digests, never a secret."""
@@ -95,6 +100,11 @@ class Candidate:
                 subnet_id=identity.subnet_id,
                 network_id=self.network_id,
                 network_owned=self.install.subnet_owned(self.network_id),
+                **(
+                    {"bucket_id": self.bucket_id, "bucket_owned": self.install.bucket_created(self.bucket_id)}
+                    if self.bucket_id
+                    else {}
+                ),
                 original_status=self.install.status,
                 digests=dict(self.install.digests),
             )
@@ -318,8 +328,8 @@ def _check_projects(
     project_outputs: dict[str, dict[str, Any] | None],
 ) -> None:
     """What a project stack would take over must hold for every cluster of the project: one subnet, the
-    one a deployed project stack binds, no object storage to create (adopt creates nothing in the cloud),
-    and a project the spec finds (by its id, or by its name) that is the state's."""
+    one a deployed project stack binds, a project the spec finds (by its id, or by its name) that is the
+    state's, and, with object storage in the spec, the bucket the original made for it."""
     by_project: dict[str, list[Candidate]] = {}
     for candidate in candidates:
         if candidate.verdict is Verdict.FOUND and candidate.install is not None:
@@ -329,22 +339,71 @@ def _check_projects(
         deployed = project_outputs.get(stack) or {}
         subnets = {c.install.identity.subnet_id for c in mine if c.install is not None}
         bound = str(deployed.get("subnet_id") or "")
-        problem = ""
+        problem, verdict = "", Verdict.REFUSED
         if len(subnets) > 1:
             problem = f"the project's clusters run on different subnets ({', '.join(sorted(subnets))})"
         elif bound and bound not in subnets:
             problem = f"project stack {stack} binds subnet {bound}; the cluster runs on {next(iter(subnets))}"
-        elif not bound and project.object_storage is not None:
-            problem = (
-                "the spec gives the project object storage, which adopt would have to create (a service "
-                "account and access key): adopt the clusters with object_storage removed from the spec, then "
-                "add it back and run `up`"
-            )
         elif not bound and not project.project_id:
             problem = _named_project_problem(context, project, mine)
+        if not problem and not bound and project.object_storage is not None:
+            problem, verdict, bucket_id = _bucket_problem(context, project, mine)
+            for candidate in mine:
+                candidate.bucket_id = bucket_id
         if problem:
             for candidate in mine:
                 _refuse(candidate, problem)
+                candidate.verdict = verdict
+
+
+def _bucket_problem(
+    context: FleetContext, project: ProjectPlan, mine: list[Candidate]
+) -> tuple[str, Verdict, str]:
+    """The bucket the spec's object storage names (its `bucket_name`, else the name both tools derive from
+    tenant, project and fleet) must exist in the project and match the spec exactly, and be the one the
+    original's storage record names, if it names one: (problem, verdict, bucket id). Reads only."""
+    install = mine[0].install
+    storage = project.object_storage
+    assert install is not None and storage is not None
+    project_id = install.identity.project_id
+    name = storage.bucket_name or derived_bucket_name(context.tenant_id(), project_id, project.fleet)
+    recorded_id, recorded_name = install.recorded_bucket
+    if recorded_name and recorded_name != name:
+        return (
+            f"the original's bucket is {recorded_name!r}, the spec's object storage names {name!r}: set "
+            "object_storage.bucket_name to the original's",
+            Verdict.MISMATCHED,
+            "",
+        )
+    try:
+        bucket = context.cloud.find_bucket(project_id, name)
+    except CloudError as err:
+        return f"the project's buckets cannot be read: {err}", Verdict.REFUSED, ""
+    if bucket is None:
+        return (
+            f"the spec gives the project object storage, but bucket {name!r} does not exist in project "
+            f"{project_id}: adopt would have to create it (adopt without object_storage, then add it and "
+            "`up`)",
+            Verdict.REFUSED,
+            "",
+        )
+    if recorded_id and recorded_id != bucket.id:
+        return (
+            f"the original's storage record names bucket {recorded_id}, the project's {name!r} is "
+            f"{bucket.id}",
+            Verdict.REFUSED,
+            "",
+        )
+    wrong = bucket.mismatches(
+        project_id=project_id,
+        name=name,
+        region=project.region,
+        storage_class=storage.storage_class,
+        max_size_bytes=storage.size_gibibytes * 2**30,
+    )
+    if wrong:
+        return f"bucket {name!r} does not match the spec: {'; '.join(wrong)}", Verdict.MISMATCHED, ""
+    return "", Verdict.FOUND, bucket.id
 
 
 def _named_project_problem(context: FleetContext, project: ProjectPlan, mine: list[Candidate]) -> str:
@@ -387,11 +446,15 @@ def _adopt(context: FleetContext, candidates: list[Candidate]) -> list[StackResu
         stack = candidate.plan.project_stack
         if stack in project_ops or (project_outputs.get(stack) or {}).get("subnet_id"):
             continue
-        assert candidate.install is not None
-        network = NetworkAdoption(
-            candidate.install.identity.subnet_id, candidate.install.subnet_owned(candidate.network_id)
+        install = candidate.install
+        assert install is not None
+        adoption = ProjectAdoption(
+            install.identity.subnet_id,
+            install.subnet_owned(candidate.network_id),
+            bucket_id=candidate.bucket_id,
+            bucket_created=install.bucket_created(candidate.bucket_id),
         )
-        project_ops[stack] = _project_op(context, context.project_plan(stack), network)
+        project_ops[stack] = _project_op(context, context.project_plan(stack), adoption)
     jobs: list[Job[StackResult]] = [Job(op.stack, _project_job(context, op)) for op in project_ops.values()]
     cluster_ops = [_cluster_op(context, c) for c in candidates]
     for candidate, op in zip(candidates, cluster_ops, strict=True):
@@ -414,12 +477,12 @@ def _blocked(op: StackOp) -> Callable[[str], StackResult]:
     return blocked
 
 
-def _project_op(context: FleetContext, project: ProjectPlan, network: NetworkAdoption) -> StackOp:
+def _project_op(context: FleetContext, project: ProjectPlan, adoption: ProjectAdoption) -> StackOp:
     from npa_pulumi.engine.programs import project_program
 
     op = context.project_op(project)
     program = project_program(
-        project, context.options.cloud, context.profile, context.fingerprint(project), network
+        project, context.options.cloud, context.profile, context.fingerprint(project), adoption
     )
     return dataclasses.replace(op, program=program)
 
