@@ -12,8 +12,7 @@ import importlib.util
 import json
 import logging
 import shlex
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +29,13 @@ from npa_pulumi.engine.fingerprint import (
     policy_identity,
     toolchain_versions,
 )
+from npa_pulumi.engine.graph import FleetGraph, Share, Walk, parallel, parse_stage
 from npa_pulumi.engine.options import FleetOptions
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, project_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import HostMode, SharedProviderHost, host_mode
-from npa_pulumi.engine.scheduler import Job, Scheduler
+from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
@@ -81,6 +81,7 @@ class FleetContext:
         )
         self._cloud: CloudPort | None = None
         self._plans: FleetPlans | None = None
+        self._graph: FleetGraph | None = None
         # Set by destroy, cleanup and the teardown plan before planning: they run no stack's program, so
         # their plans need no SSH key or compatible recipe (build_plans' for_destroy).
         self.deleting = False
@@ -193,6 +194,17 @@ class FleetContext:
             for warning in self._plans.warnings:
                 self.progress.message(warning)
         return self._plans
+
+    @property
+    def share(self) -> Share:
+        """The share of the selection this run covers: its stage and shard (engine/graph.py)."""
+        return Share(parse_stage(self.options.stage, self.options.shard), self.options.shard)
+
+    def graph(self) -> FleetGraph:
+        """The fleet graph of this run's plans and share: what every operation walks."""
+        if self._graph is None:
+            self._graph = FleetGraph(self.plans(), self.share)
+        return self._graph
 
     def live_reads(self, project_id: str) -> LiveReader:
         """The live cloud's objects of a project, listed once for this command (cloud/project_reads.py):
@@ -324,9 +336,9 @@ class FleetContext:
         """Outputs of each stack (None when it does not exist), read in parallel and cached."""
         wanted = [op for op in ops if refresh or op.stack not in self._outputs]
         if wanted:
-            with ThreadPoolExecutor(max_workers=max(1, self.options.concurrency)) as pool:
-                for op, outputs in zip(wanted, pool.map(self.executor.outputs, wanted), strict=True):
-                    self._outputs[op.stack] = outputs
+            read = parallel(wanted, self.executor.outputs, self.options.concurrency)
+            for op, outputs in zip(wanted, read, strict=True):
+                self._outputs[op.stack] = outputs
         return {op.stack: self._outputs.get(op.stack) for op in ops}
 
     def cached_outputs(self, stack: str) -> dict[str, Any] | None:
@@ -357,16 +369,12 @@ class FleetContext:
             limits=limits or {},
         )
 
-    def run_jobs(self, ops: Sequence[StackOp], jobs: Sequence[Job[StackResult]]) -> list[StackResult]:
-        """Run `jobs` (one per op, keyed by its stack) and return their results in the jobs' order."""
+    def run_walk(self, ops: Sequence[StackOp], walk: Walk[StackResult]) -> list[StackResult]:
+        """Run `walk` over the stacks of `ops` on the one scheduler (each node's progress line added
+        first); its results, settled ones first, then the scheduled ones in graph order."""
         for op in ops:
             self.progress.add(op.stack)
-        return self.scheduler(ops).run(jobs).ordered(jobs)
-
-    def pool(self, ops: Sequence[StackOp], work: Callable[[StackOp], StackResult]) -> list[StackResult]:
-        """Run `work` over independent `ops` with the configured concurrency; with fail-fast, stop
-        scheduling after the first failure and report the rest as skipped."""
-        return self.run_jobs(ops, [Job(op.stack, functools.partial(work, op)) for op in ops])
+        return walk.run(self.scheduler(ops))
 
     # ------------------------------------------------------------------------------ results
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
 from npa_pulumi.engine import health_model, requalification
+from npa_pulumi.engine.graph import parallel
 from npa_pulumi.engine.plans import health_gate_config
 from npa_pulumi.kube.gpu_health.checks import is_gpu_node
 from npa_pulumi.output.health import (
@@ -68,8 +68,7 @@ def run(fleet: FleetContext, options: HealthOptions) -> FleetHealth:
             fleet, target, outputs.get(target.cluster_stack), events.get(target.project_key, []), options
         )
 
-    with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
-        report.clusters = list(pool.map(one, fleet.targets))
+    report.clusters = parallel(fleet.targets, one, options.concurrency)
     for project in projects.values():
         mine = [c for c in report.clusters if c.project_key == project.project_key]
         matched = {(m.id, m.node): m for c in mine for n in c.nodes for m in n.maintenance}

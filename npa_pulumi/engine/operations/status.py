@@ -8,6 +8,7 @@ import time
 from npa_pulumi.engine import rollout
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import status_cost
+from npa_pulumi.engine.graph import WalkKind
 from npa_pulumi.output.results import FleetResult
 from npa_pulumi.plan.naming import kube_context_name
 
@@ -27,9 +28,11 @@ def run(context: FleetContext) -> FleetResult:
             "changed or deleted outside the fleet are not shown"
         )
     result.stacks.extend(plans.unsupported)
-    ops = [context.cluster_op(c) for c in plans.clusters]
+    graph = context.graph()
+    ops = {c.stack: context.cluster_op(c) for c in graph.clusters(WalkKind.STATUS)}
     started = time.monotonic()
-    result.stacks.extend(context.pool(ops, lambda op: cluster_status(context, op)))
+    walk = graph.each_cluster(WalkKind.STATUS, lambda plan: cluster_status(context, ops[plan.stack]))
+    result.stacks.extend(context.run_walk(list(ops.values()), walk))
     result.rollout = rollout.status(context)
     log.debug("status took %.1fs", time.monotonic() - started)
     status_cost(context, result)  # what the deployed fleet costs now (engine/costs.py)
