@@ -27,6 +27,7 @@ from npa_pulumi.engine import lifecycle
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.graph import Walk, WaveArrangement, barrier_key
 from npa_pulumi.engine.graph import is_barrier as is_barrier_key
+from npa_pulumi.engine.requests import rollout as rollout_request
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
 from npa_pulumi.plan.rollout import (
     MemberOutcome,
@@ -56,7 +57,7 @@ _MAX_TAG_VALUE = 250
 def policy(context: FleetContext) -> RolloutPolicy | None:
     """The run's rollout policy: the spec's `rollout:` block, with `--waves` / `--max-in-flight` /
     `--max-in-flight-per-reservation` in place of its values; None when neither asks for one."""
-    options = context.options
+    options = rollout_request(context.request)
     spec = context.spec.rollout
     return with_overrides(
         RolloutPolicy.from_spec(spec) if spec is not None else None,
@@ -76,7 +77,7 @@ def resume_command(context: FleetContext) -> str:
     """The `up` that resumes a halted rollout: finished waves are unchanged and pass through at once, so
     the rollout starts again at the halted wave."""
     parts = context.command_line("up")
-    options = context.options
+    options = rollout_request(context.request)
     if options.waves:
         parts.append(f"--waves {shlex.quote(options.waves)}")
     if options.max_in_flight:

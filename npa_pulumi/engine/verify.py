@@ -94,7 +94,7 @@ def _run(
 ) -> FleetResult:
     """Run one verifier over every selected target; each target's evidence goes to the evidence dir."""
     result = FleetResult(
-        command=command, fleet=fleet.spec.name, cloud=fleet.options.cloud, backend=fleet.settings.backend_url
+        command=command, fleet=fleet.spec.name, cloud=fleet.where.cloud, backend=fleet.settings.backend_url
     )
     evidence_dir = check_evidence_dir(options.evidence_dir) if options.evidence_dir else None
     entries = parallel(fleet.targets, lambda target: one(fleet, target, options), options.concurrency)
@@ -204,7 +204,7 @@ def _registered_kubeconfig(
     mismatches = kubeconfigs.identity_mismatches(
         registration,
         stack=target.cluster_stack,
-        cloud_name=fleet.options.cloud,
+        cloud_name=fleet.where.cloud,
         profile=fleet.profile,
         outputs=fleet.stack_outputs([op])[target.cluster_stack],
         cloud=fleet.cloud,

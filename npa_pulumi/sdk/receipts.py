@@ -13,7 +13,13 @@ from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.engine.teardown.resume import Receipt
 from npa_pulumi.output.results import FleetResult
 from npa_pulumi.sdk.operations import Approval, Approve, Selected, open_fleet, select
-from npa_pulumi.sdk.requests import DestroyRequest, LocalCleanupRequest, ReceiptDestroyRequest, Selection
+from npa_pulumi.sdk.requests import (
+    DestroyRequest,
+    LocalCleanupRequest,
+    ReceiptDestroyRequest,
+    Selection,
+    Where,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,26 +91,26 @@ def _with_spec(
         )
     targets = [t for t in selected.targets if t.cluster_stack in clusters]
     fleet_request = DestroyRequest(
-        cloud=cloud,
-        profile=profile,
-        backend=request.backend or receipt.text("backend"),
-        passphrase_file=request.passphrase_file or receipt.text("passphrase_file"),
-        recipe_dir=request.recipe_dir,
-        recipe_ref=request.recipe_ref,
-        soperator_recipe_dir=request.soperator_recipe_dir,
-        soperator_recipe_ref=request.soperator_recipe_ref,
+        where=Where(
+            cloud=cloud,
+            profile=profile,
+            backend=request.backend or receipt.text("backend"),
+            passphrase_file=request.passphrase_file or receipt.text("passphrase_file"),
+        ),
+        recipes=request.recipes,
         concurrency=request.concurrency,
         show_progress=request.show_progress,
+        teardown=teardown,
     )
     fleet = open_fleet(Selected(spec, targets, selected.selection, selected.spec_path), fleet_request)
     with fleet.progress:
-        plan = fleet.teardown_plan(teardown)  # read-only
+        plan = fleet.teardown_plan()  # read-only
     if request.dry_run:
         return plan
     if approve is not None:
         approve(Approval("destroy", spec.name, spec, targets, plan.phases, receipt.id))
     with fleet.progress:
-        return fleet.destroy(teardown, resumed=receipt)
+        return fleet.destroy(resumed=receipt)
 
 
 def _guarded(

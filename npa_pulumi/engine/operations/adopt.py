@@ -301,7 +301,7 @@ def _terraform_changes(context: FleetContext, cluster: ClusterPlan, install: Ori
     identity = install.identity
     props = {
         **cluster_module_args(
-            cluster, context.options.cloud, context.profile, identity.project_id, identity.subnet_id
+            cluster, context.where.cloud, context.profile, identity.project_id, identity.subnet_id
         ),
         "module_kind": cluster.module_kind,
     }
@@ -477,7 +477,7 @@ def _project_op(context: FleetContext, project: ProjectPlan, adoption: ProjectAd
 
     op = context.project_op(project)
     program = project_program(
-        project, context.options.cloud, context.profile, context.fingerprint(project), adoption
+        project, context.where.cloud, context.profile, context.fingerprint(project), adoption
     )
     return dataclasses.replace(op, program=program)
 
@@ -489,7 +489,7 @@ def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
     assert backend is not None
     program = backend.program(
         cluster,
-        context.options.cloud,
+        context.where.cloud,
         context.profile,
         True,
         context.fingerprint(cluster),
@@ -544,7 +544,7 @@ def _write_receipt(
         "version": RECEIPT_VERSION,
         "command": "adopt",
         "fleet": context.spec.name,
-        "cloud": context.options.cloud,
+        "cloud": context.where.cloud,
         "backend": context.settings.backend_url,
         "source": str(adoption.source),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),

@@ -4,7 +4,7 @@ for the clusters whose bridge has work."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
@@ -13,19 +13,19 @@ from npa_pulumi.engine.automation.stack_operations import StackOp, change_counts
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import preview_cost
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
+from npa_pulumi.engine.operations import preflight
 from npa_pulumi.engine.operations.common import (
     refuse_storage_without_mk8s,
     replacement_policy_config,
     terraform_plan,
 )
-from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
+from npa_pulumi.engine.plans import require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
+from npa_pulumi.engine.requests import PreviewRequest
 from npa_pulumi.output.results import FleetResult, StackResult
 
-Preflight = Callable[[FleetPlans], dict[str, Any] | None]
 
-
-def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResult:
+def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
     """Skipped: stacks deployed from exactly this plan (the fingerprint covers the policy packs too), live
     as they recorded (no drift), and with the policy results of an engine run over that plan on this
     machine (engine/policy_results.py), which the skipped preview reports. `--refresh` previews every
@@ -37,12 +37,12 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     waves = rollout.plan(context)
     result.rollout = waves.to_json() if waves is not None else None
     refuse_storage_without_mk8s(context, plans)
-    if preflight is not None:
-        result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
+    if request.preflight:
+        result.preflight = preflight.gate(context)  # read-only: reported next to the changes, never blocking
     result.stacks.extend(plans.unsupported)
     graph = context.graph()
     projects, clusters = graph.projects(WalkKind.PREVIEW), graph.clusters(WalkKind.PREVIEW)
-    refresh = context.options.refresh
+    refresh = context.refreshing
     # Project stacks first, then each cluster after its project (a never-deployed project's preview
     # creates its empty stack): every skip is decided before, from what the stacks recorded.
     project_outputs = context.stack_outputs([context.project_op(p) for p in graph.all_projects])
@@ -149,7 +149,7 @@ def _preview_cluster(
         # reported from the live check, as `refresh` and `status` report it (`up` refreshes and repairs).
         previewed.drift, previewed.status = drift, "changes"
         previewed.error = liveness.describe_drift(drift) + "; up brings it back to the spec"
-    if previewed.failed or not (bridge_changed or context.options.refresh):
+    if previewed.failed or not (bridge_changed or context.refreshing):
         return previewed
     context.progress.phase(op.stack, "terraform plan")
     terraform = terraform_plan(context, op, plan, project_outputs)

@@ -16,11 +16,11 @@ def run(context: FleetContext) -> FleetResult:
     plans = context.plans()
     result.warnings = list(plans.warnings)
     graph = context.graph()
-    if context.options.shard and context.options.stage is None:
+    if context.share.shard and context.share.stage is None:
         # Shards share project stacks; two refreshing one would collide on its lock. They are
         # refreshed once, by an unsharded run (or `refresh --stage projects`).
         result.warnings.append(
-            f"shard {context.options.shard}: only cluster stacks are refreshed; refresh the project stacks "
+            f"shard {context.share.shard}: only cluster stacks are refreshed; refresh the project stacks "
             "once with `npa-pulumi refresh --stage projects`"
         )
     ops = {p.stack: context.project_op(p) for p in graph.projects(WalkKind.REFRESH)}

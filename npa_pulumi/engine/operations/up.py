@@ -24,6 +24,7 @@ from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import over_budget
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
+from npa_pulumi.engine.operations import preflight
 from npa_pulumi.engine.operations.common import (
     apply_lifecycle,
     refuse_storage_without_mk8s,
@@ -33,15 +34,14 @@ from npa_pulumi.engine.operations.common import (
 )
 from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan
+from npa_pulumi.engine.requests import UpRequest, creates_projects
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.runtime import tracing
 
 log = logging.getLogger(__name__)
 
-Preflight = Callable[[FleetPlans], dict[str, Any] | None]
 
-
-def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResult:
+def run(context: FleetContext, request: UpRequest) -> FleetResult:
     result = context.result("up")
     plans = context.plans()
     require_recipe_terraform(plans)  # the recipe's Terraform version, before anything mutates
@@ -51,10 +51,10 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     if refusal:
         result.error = refusal
         return result
-    if preflight is not None:
-        report = preflight(plans)
+    if request.preflight:
+        report = preflight.gate(context)
         result.preflight = report
-        if report is not None and not report.get("ok", False):
+        if not report.get("ok", False):
             result.error = "preflight failed: the fleet does not fit the tenant's quota or reserved capacity"
             return result
     if over_budget(context, result):  # a mandatory fleet-monthly-budget stops up before any change
@@ -63,7 +63,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     for stack in result.stacks:
         if stack.failed and stack.retry_command is None:
             stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
-    if context.options.stage != "projects":
+    if context.share.stage != "projects":
         result.stacks[:0] = plans.undeployable()  # failures with no retry: retrying changes nothing
     context.fill_identity(result)
     for stack in result.clusters():
@@ -76,7 +76,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
 
 def _refusal(context: FleetContext, plans: FleetPlans) -> str | None:
     """Why the whole run stops before any stack is touched, or None."""
-    missing = [] if context.options.create_projects else _missing_projects(context, plans)
+    missing = [] if creates_projects(context.request) else _missing_projects(context, plans)
     if missing:
         # Every project stack would fail on its own, after others had run; stop before any of them.
         return (
@@ -84,7 +84,7 @@ def _refusal(context: FleetContext, plans: FleetPlans) -> str | None:
             "--no-create-projects is set: nothing was created or changed (create them, give their "
             "project_id in the spec, or drop --no-create-projects)"
         )
-    if context.options.stage == "clusters":
+    if context.share.stage == "clusters":
         undeployed = undeployed_projects(context, plans)
         if undeployed:
             # Every cluster stack of such a project would fail on its missing network: stop first.
@@ -101,7 +101,7 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
     projects, clusters = graph.projects(WalkKind.UP), graph.clusters(WalkKind.UP)
     ops = {p.stack: context.project_op(p) for p in projects}
     ops.update({c.stack: context.cluster_op(c) for c in clusters})  # built here, not in worker threads
-    refresh = context.options.refresh
+    refresh = context.refreshing
     skip = Skip(
         projects=frozenset(liveness.unchanged_projects(context)) if projects and not refresh else frozenset(),
         clusters=frozenset(liveness.unchanged_clusters(context)) if clusters and not refresh else frozenset(),
@@ -153,7 +153,7 @@ def _project_job(context: FleetContext, op: StackOp) -> StackResult:
 
 
 def _cluster_job(context: FleetContext, op: StackOp, plan: ClusterPlan, rechecks: bool) -> StackResult:
-    if rechecks and not context.options.refresh:
+    if rechecks and not context.refreshing:
         # Its project stack was just updated: only now can the cluster be compared with it.
         mine = context.cached_outputs(op.stack)
         project = context.cached_outputs(plan.project_stack)
@@ -215,7 +215,7 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
     drifted = bool(outputs and outputs.get("project_id")) and not liveness.project_live(
         context, outputs or {}
     )
-    refresh = context.options.refresh or drifted
+    refresh = context.refreshing or drifted
 
     def once() -> StackResult:
         return context.executor.run(op, "up", refresh=True) if refresh else context.executor.run(op, "up")
@@ -223,7 +223,7 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
     result = once()
     if not result.failed:
         context.remember_policy(context.project_plan(op.stack), result)
-    if not context.options.shard:
+    if not context.share.shard:
         return result
     if result.failed and not result.locked and outputs is None:
         # Shards creating the same new project stack at the same instant can trip over each other's
@@ -232,7 +232,8 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
         context.progress.message(f"{op.stack}: failed while new ({result.error}); retrying once")
         time.sleep(2.0)
         result = once()
-    deadline = time.monotonic() + context.options.shard_wait_s
+    wait_s = context.request.shard_wait_s if isinstance(context.request, UpRequest) else 1800.0
+    deadline = time.monotonic() + wait_s
     while result.locked and time.monotonic() < deadline:
         context.progress.message(f"{op.stack}: held by another run (another shard?); waiting for it")
         time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
@@ -241,7 +242,7 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
 
 
 def _up_cluster(context: FleetContext, op: StackOp) -> StackResult:
-    if context.options.refresh or liveness.needs_refresh(context, op.stack):
+    if context.refreshing or liveness.needs_refresh(context, op.stack):
         # Drift repair brings the cluster back to the spec; the refresh changes what a plan would say.
         result = context.executor.run(op, "up", refresh=True)
     else:

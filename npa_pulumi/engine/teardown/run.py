@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import stack_names
 from npa_pulumi.engine.graph import Visit, WalkKind
+from npa_pulumi.engine.requests import fails_fast
 from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
 from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
@@ -75,7 +76,7 @@ class Teardown:
         phases: list[TeardownPhase] = []
         cluster_ops = [self.fleet.cluster_op(c) for c in plans.clusters]
         cluster_outputs = self.fleet.stack_outputs(cluster_ops)
-        stage = self.fleet.options.stage
+        stage = self.fleet.share.stage
         for cluster in plans.clusters:
             outputs = cluster_outputs.get(cluster.stack)
             phase = phase_factory(cluster.project_key, cluster.stack)("cluster")
@@ -146,7 +147,7 @@ class Teardown:
         if others:
             self.shared.add(project.stack)
             why = f"cluster stack(s) {', '.join(others)} of this project remain (not selected)"
-            if self.fleet.options.stage == "projects":
+            if self.fleet.share.stage == "projects":
                 why = (
                     f"cluster stack(s) {', '.join(others)} of this project remain: destroy them first "
                     "(`npa-pulumi destroy --stage clusters`, sharded or not)"
@@ -233,11 +234,11 @@ class Teardown:
             return by_stack[key].result("skipped", error=_FAIL_FAST) if key in by_stack else None
 
         return Scheduler(
-            concurrency=self.fleet.options.concurrency,
+            concurrency=self.fleet.request.concurrency,
             is_failure=lambda item: item is not None and item.failed,
             failed=failed,
             skipped=skipped,
-            fail_fast=self.fleet.options.fail_fast,
+            fail_fast=fails_fast(self.fleet.request),
         )
 
     def _destroy_cluster(self, op: StackOp, phase: TeardownPhase) -> StackResult:
@@ -285,14 +286,14 @@ class Teardown:
         """Another shard may still be destroying clusters of the same projects: deciding here whether a
         project stack is unused would race it. A final unsharded `destroy` removes the project stacks."""
         fleet = self.fleet
-        if fleet.options.stage == "clusters":
+        if fleet.share.stage == "clusters":
             why = (
                 "--stage clusters: project stacks are kept; once every cluster stage has finished, run "
                 "`npa-pulumi destroy --stage projects` to remove the project stacks no cluster uses"
             )
         else:
             why = (
-                f"shard {fleet.options.shard}: project stacks are kept; once every shard has finished, "
+                f"shard {fleet.share.shard}: project stacks are kept; once every shard has finished, "
                 "run `npa-pulumi destroy` without --shard to remove the project stacks no cluster uses "
                 "any more"
             )
