@@ -317,24 +317,3 @@ class ProjectsMixin(SimulatorBase):
             if users:
                 raise FailedPrecondition(f"subnet {subnet_id} is still used by {', '.join(users)}")
             self._delete_row(ctx, subnet_id)
-
-    # ------------------------------------------------------------------ quotas and reserved capacity
-
-    def list_quota_allowances(self, tenant_id: str) -> list[dict[str, Any]]:
-        """Every allowance record, of every scope; choosing among them is the preflight's job."""
-        with self._op("list_quota_allowances", {"tenant_id": tenant_id}, write=False) as ctx:
-            self._check_tenant(ctx, tenant_id)
-            rows = ctx.conn.execute("SELECT * FROM quotas ORDER BY position").fetchall()
-            return [acct.quota_record(ctx.conn, row, ctx.tenant_id) for row in rows]
-
-    def list_capacity_block_groups(self, tenant_id: str) -> list[dict[str, Any]]:
-        with self._op("list_capacity_block_groups", {"tenant_id": tenant_id}, write=False) as ctx:
-            self._check_tenant(ctx, tenant_id)
-            rows = ctx.conn.execute(
-                "SELECT * FROM capacity_blocks WHERE parent_id = ? ORDER BY position", (tenant_id,)
-            ).fetchall()
-            return [acct.capacity_block_record(ctx.conn, row) for row in rows]
-
-    def get_capacity_block_group(self, block_id: str) -> dict[str, Any]:
-        with self._op("get_capacity_block_group", {"block_id": block_id}, write=False) as ctx:
-            return acct.capacity_block_record(ctx.conn, self._block_row(ctx, block_id))

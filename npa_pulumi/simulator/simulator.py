@@ -5,7 +5,8 @@
 its modules stay free of pydantic and other heavy imports so that API starts fast.
 
     base.py        seeding, the operation envelope (faults, transactions), shared helpers
-    projects.py    identity, IAM projects, VPC networks/subnets/security groups, quotas, capacity blocks
+    projects.py    identity, IAM projects, VPC networks/subnets/security groups
+    quotas.py      quota allowances and capacity block groups
     storage.py     buckets, service accounts, access keys (derivable secrets), the bucket probe
     objects.py     S3 objects and multipart uploads in the buckets (served by s3wire.py)
     compute.py     shared filesystems, GPU clusters
@@ -19,20 +20,61 @@ its modules stay free of pydantic and other heavy imports so that API starts fas
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from npa_pulumi.simulator.admin import ENV_WAIT_TIMEOUT, SETTINGS
-from npa_pulumi.simulator.base import LocalCloudUnusable
-from npa_pulumi.simulator.compute import ComputeMixin
+from npa_pulumi.simulator.compute import Compute
 from npa_pulumi.simulator.faults import OPERATIONS
-from npa_pulumi.simulator.holdings import HoldingsMixin
+from npa_pulumi.simulator.holdings import Holdings
 from npa_pulumi.simulator.mk8s import Mk8sMixin
 from npa_pulumi.simulator.node_health import NodeHealthMixin
 from npa_pulumi.simulator.objects import ObjectsMixin
 from npa_pulumi.simulator.projects import ProjectsMixin
+from npa_pulumi.simulator.quotas import Quotas
+from npa_pulumi.simulator.services import HeldOperation, Served
+from npa_pulumi.simulator.transaction import LocalCloudUnusable
 
 
-class LocalSimulator(ProjectsMixin, ObjectsMixin, ComputeMixin, HoldingsMixin, Mk8sMixin, NodeHealthMixin):
+class LocalSimulator(ProjectsMixin, ObjectsMixin, Mk8sMixin, NodeHealthMixin):
     """The local Nebius simulator bound to one directory (`$NPA_LOCAL_CLOUD_DIR`, else
     `~/.npa-pulumi/local-cloud/`); seeded from the default tenant fixture on first use."""
+
+    def __init__(self, directory: Path | None = None, *, auto_init: bool = True) -> None:
+        super().__init__(directory, auto_init=auto_init)
+        self.quotas = Quotas(self.store)
+        self.compute = Compute(self.store)
+        self.holdings = Holdings(self.store)
+
+    # quota allowances and reserved capacity (quotas.py)
+    list_quota_allowances = Served("quotas", Quotas.list_quota_allowances)
+    list_capacity_block_groups = Served("quotas", Quotas.list_capacity_block_groups)
+    get_capacity_block_group = Served("quotas", Quotas.get_capacity_block_group)
+
+    # shared filesystems and GPU clusters (compute.py)
+    create_filesystem = Served("compute", Compute.create_filesystem)
+    filesystem_snapshot = Served("compute", Compute.filesystem_snapshot)
+    get_filesystem = Served("compute", Compute.get_filesystem)
+    list_filesystems = Served("compute", Compute.list_filesystems)
+    delete_filesystem = Served("compute", Compute.delete_filesystem)
+    create_gpu_cluster = Served("compute", Compute.create_gpu_cluster)
+    get_gpu_cluster = Served("compute", Compute.get_gpu_cluster)
+    list_gpu_clusters = Served("compute", Compute.list_gpu_clusters)
+    delete_gpu_cluster = Served("compute", Compute.delete_gpu_cluster)
+
+    # what else a project can hold (holdings.py: one row of HELD_KINDS each)
+    create_instance = HeldOperation()
+    list_instances = HeldOperation()
+    delete_instance = HeldOperation()
+    create_disk = HeldOperation()
+    list_disks = HeldOperation()
+    delete_disk = HeldOperation()
+    create_registry = HeldOperation()
+    list_registries = HeldOperation()
+    delete_registry = HeldOperation()
+    create_group = HeldOperation()
+    list_groups = HeldOperation()
+    delete_group = HeldOperation()
+    set_labels = Served("holdings", Holdings.set_labels)
 
 
 __all__ = ["ENV_WAIT_TIMEOUT", "OPERATIONS", "SETTINGS", "LocalCloudUnusable", "LocalSimulator"]
