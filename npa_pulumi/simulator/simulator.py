@@ -29,21 +29,45 @@ from npa_pulumi.simulator.holdings import Holdings
 from npa_pulumi.simulator.mk8s import Mk8sMixin
 from npa_pulumi.simulator.node_health import NodeHealthMixin
 from npa_pulumi.simulator.objects import ObjectsMixin
-from npa_pulumi.simulator.projects import ProjectsMixin
+from npa_pulumi.simulator.projects import Projects
 from npa_pulumi.simulator.quotas import Quotas
 from npa_pulumi.simulator.services import HeldOperation, Served
 from npa_pulumi.simulator.transaction import LocalCloudUnusable
+from npa_pulumi.simulator.vpc import Vpc
 
 
-class LocalSimulator(ProjectsMixin, ObjectsMixin, Mk8sMixin, NodeHealthMixin):
+class LocalSimulator(ObjectsMixin, Mk8sMixin, NodeHealthMixin):
     """The local Nebius simulator bound to one directory (`$NPA_LOCAL_CLOUD_DIR`, else
     `~/.npa-pulumi/local-cloud/`); seeded from the default tenant fixture on first use."""
 
     def __init__(self, directory: Path | None = None, *, auto_init: bool = True) -> None:
         super().__init__(directory, auto_init=auto_init)
+        self.projects = Projects(self.store)
+        self.vpc = Vpc(self.store)
         self.quotas = Quotas(self.store)
         self.compute = Compute(self.store)
         self.holdings = Holdings(self.store)
+
+    # identity and IAM projects (projects.py)
+    principal = Served("projects", Projects.principal)
+    default_region = Served("projects", Projects.default_region)
+    list_projects = Served("projects", Projects.list_projects)
+    get_project = Served("projects", Projects.get_project)
+    create_project = Served("projects", Projects.create_project)
+    delete_project = Served("projects", Projects.delete_project)
+
+    # VPC (vpc.py)
+    list_networks = Served("vpc", Vpc.list_networks)
+    get_network = Served("vpc", Vpc.get_network)
+    create_network = Served("vpc", Vpc.create_network)
+    delete_network = Served("vpc", Vpc.delete_network)
+    list_security_groups = Served("vpc", Vpc.list_security_groups)
+    create_security_group = Served("vpc", Vpc.create_security_group)
+    delete_security_group = Served("vpc", Vpc.delete_security_group)
+    list_subnets = Served("vpc", Vpc.list_subnets)
+    get_subnet = Served("vpc", Vpc.get_subnet)
+    create_subnet = Served("vpc", Vpc.create_subnet)
+    delete_subnet = Served("vpc", Vpc.delete_subnet)
 
     # quota allowances and reserved capacity (quotas.py)
     list_quota_allowances = Served("quotas", Quotas.list_quota_allowances)
