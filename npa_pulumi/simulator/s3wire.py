@@ -42,9 +42,13 @@ from xml.sax.saxutils import escape
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.simulator import db, s3auth
-from npa_pulumi.simulator.objects import AccessKey, BucketInfo, ObjectInfo
+from npa_pulumi.simulator.objects import AccessKey, BucketInfo, ObjectInfo, S3Objects
+from npa_pulumi.simulator.s3buckets import S3Buckets
 from npa_pulumi.simulator.s3daemon import s3_dir
 from npa_pulumi.simulator.s3errors import S3Error
+from npa_pulumi.simulator.s3uploads import S3Uploads
+from npa_pulumi.simulator.storage import Buckets
+from npa_pulumi.simulator.store import Store
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_BODY_BYTES = 5 * 1024**3 + 64 * 1024**2  # S3's largest single PUT (5 GiB) plus aws-chunked framing
@@ -106,11 +110,12 @@ class S3WireServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], cloud_dir: Path) -> None:
-        from npa_pulumi.simulator.simulator import LocalSimulator
-
         super().__init__(address, S3Handler)
         self.cloud_dir = cloud_dir
-        self.sim = LocalSimulator(cloud_dir, auto_init=False)
+        store = Store(cloud_dir, auto_init=False)
+        self.buckets = S3Buckets(store, Buckets(store))
+        self.objects = S3Objects(store)
+        self.uploads = S3Uploads(store)
 
 
 class S3Handler(BaseHTTPRequestHandler):
@@ -233,11 +238,11 @@ class S3Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ authentication
 
     def _authenticate(self, raw_path: str, raw_query: str) -> tuple[AccessKey, s3auth.Verified]:
-        sim = self.server.sim
+        server = self.server
         found: list[AccessKey] = []
 
         def secret_for(access_key_id: str) -> str:
-            key = sim.s3_access_key(access_key_id)
+            key = server.buckets.access_key(access_key_id)
             if key is None:
                 raise S3Error(
                     "InvalidAccessKeyId",
@@ -251,13 +256,13 @@ class S3Handler(BaseHTTPRequestHandler):
                     "checked; create a new access key",
                 )
             found.append(key)
-            return sim.s3_secret(key)
+            return server.buckets.secret(key)
 
         verified = s3auth.verify(self.command, raw_path, raw_query, self._headers_map(), secret_for)
         return found[0], verified
 
     def _bucket_for(self, key: AccessKey, name: str) -> BucketInfo:
-        bucket = self.server.sim.s3_bucket(name)
+        bucket = self.server.buckets.bucket(name)
         if bucket.tenant_id != key.tenant_id:
             raise S3Error("AccessDenied", "Access Denied")
         return bucket
@@ -291,7 +296,7 @@ class S3Handler(BaseHTTPRequestHandler):
             location = ""
             if body.strip():
                 location = _text(_parse_xml(body), "LocationConstraint")
-            created = self.server.sim.s3_create_bucket(key, name, location)
+            created = self.server.buckets.create(key, name, location)
             if not created:
                 raise S3Error(
                     "BucketAlreadyOwnedByYou",
@@ -303,7 +308,7 @@ class S3Handler(BaseHTTPRequestHandler):
         if method == "HEAD":
             return self._send(200, headers={"x-amz-bucket-region": bucket.region})
         if method == "DELETE" and not params:
-            self.server.sim.s3_delete_bucket(bucket)
+            self.server.buckets.delete(bucket)
             return self._send(204)
         if method == "GET" and "acl" in params:
             owner = f"<Owner>{_el('ID', bucket.project_id)}{_el('DisplayName', bucket.project_id)}</Owner>"
@@ -319,10 +324,10 @@ class S3Handler(BaseHTTPRequestHandler):
         if method == "GET" and "location" in params:
             return self._send(200, _xml("LocationConstraint", escape(bucket.region)))
         if method == "GET" and "versioning" in params:
-            status = self.server.sim.s3_versioning(bucket)
+            status = self.server.buckets.versioning(bucket)
             return self._send(200, _xml("VersioningConfiguration", _el("Status", status) if status else ""))
         if method == "PUT" and "versioning" in params:
-            self.server.sim.s3_set_versioning(bucket, _text(_parse_xml(body), "Status"))
+            self.server.buckets.set_versioning(bucket, _text(_parse_xml(body), "Status"))
             return self._send(200)
         if method == "GET" and "versions" in params:
             return self._list_object_versions(bucket, params)
@@ -338,12 +343,12 @@ class S3Handler(BaseHTTPRequestHandler):
     def _object_operation(
         self, key: AccessKey, bucket_name: str, object_key: str, params: dict[str, str], body: bytes
     ) -> None:
-        method, sim = self.command, self.server.sim
+        method = self.command
         bucket = self._bucket_for(key, bucket_name)
         version_id = params.get("versionId", "")
         content_type = self._header("Content-Type") or "binary/octet-stream"
         if method == "POST" and "uploads" in params:
-            upload_id = sim.s3_create_upload(bucket, object_key, content_type)
+            upload_id = self.server.uploads.create(bucket, object_key, content_type)
             inner = _el("Bucket", bucket.name) + _el("Key", object_key) + _el("UploadId", upload_id)
             return self._send(200, _xml("InitiateMultipartUploadResult", inner))
         if method == "POST" and "uploadId" in params:
@@ -354,7 +359,7 @@ class S3Handler(BaseHTTPRequestHandler):
                     parts.append((int(_text(part, "PartNumber")), _text(part, "ETag")))
                 except ValueError:
                     raise S3Error("MalformedXML", "a Part's PartNumber is not a number") from None
-            done = sim.s3_complete_upload(bucket, object_key, params["uploadId"], parts)
+            done = self.server.uploads.complete(bucket, object_key, params["uploadId"], parts)
             inner = (
                 _el("Location", f"/{bucket.name}/{object_key}")
                 + _el("Bucket", bucket.name)
@@ -371,22 +376,22 @@ class S3Handler(BaseHTTPRequestHandler):
                 raise S3Error(
                     "InvalidArgument", "Part number must be an integer between 1 and 10000"
                 ) from None
-            etag = sim.s3_put_part(bucket, object_key, params["uploadId"], number, body)
+            etag = self.server.uploads.put_part(bucket, object_key, params["uploadId"], number, body)
             return self._send(200, headers={"ETag": f'"{etag}"'})
         if method == "DELETE" and "uploadId" in params:
-            sim.s3_abort_upload(bucket, object_key, params["uploadId"])
+            self.server.uploads.abort(bucket, object_key, params["uploadId"])
             return self._send(204)
         if method == "PUT" and self._header("x-amz-copy-source"):
             return self._copy_object(key, bucket, object_key)
         if method == "PUT":
-            info = sim.s3_put(bucket, object_key, body, content_type)
+            info = self.server.objects.put(bucket, object_key, body, content_type)
             return self._send(200, headers={"ETag": f'"{info.etag}"', **_version_header(info.version_id)})
         if method == "DELETE":
-            [(version, marker)] = sim.s3_delete(bucket, [(object_key, version_id)])
+            [(version, marker)] = self.server.objects.delete(bucket, [(object_key, version_id)])
             headers = _version_header(version) | ({"x-amz-delete-marker": "true"} if marker else {})
             return self._send(204, headers=headers)
         if method == "HEAD":
-            info = sim.s3_head(bucket, object_key, version_id)
+            info = self.server.objects.head(bucket, object_key, version_id)
             return self._send(200, headers={**self._object_headers(info), "Content-Length": str(info.size)})
         if method == "GET":
             return self._get_object(bucket, object_key, params)
@@ -407,7 +412,7 @@ class S3Handler(BaseHTTPRequestHandler):
         }
 
     def _get_object(self, bucket: BucketInfo, object_key: str, params: dict[str, str]) -> None:
-        info, data = self.server.sim.s3_get(bucket, object_key, params.get("versionId", ""))
+        info, data = self.server.objects.get(bucket, object_key, params.get("versionId", ""))
         headers = self._object_headers(info)
         for name, header in (
             ("response-content-type", "Content-Type"),
@@ -443,7 +448,7 @@ class S3Handler(BaseHTTPRequestHandler):
                 "This copy request is illegal because it is trying to copy an object to itself without "
                 "changing the object's metadata.",
             )
-        info = self.server.sim.s3_copy(
+        info = self.server.objects.copy(
             source_bucket, source_key, bucket, object_key, content_type, source_version
         )
         inner = _el("LastModified", _iso(info.modified_at)) + _el("ETag", f'"{info.etag}"')
@@ -457,7 +462,7 @@ class S3Handler(BaseHTTPRequestHandler):
         keys = [(_text(obj, "Key"), _text(obj, "VersionId")) for obj in _children(root, "Object")]
         if not keys or len(keys) > 1000:
             raise S3Error("MalformedXML", "The XML you provided was not well-formed or did not validate")
-        done = self.server.sim.s3_delete(bucket, keys)
+        done = self.server.objects.delete(bucket, keys)
         quiet = _text(root, "Quiet").strip().lower() == "true"
         inner = ""
         for (name, asked), (version, marker) in zip(keys, done, strict=True):
@@ -478,7 +483,7 @@ class S3Handler(BaseHTTPRequestHandler):
             max_keys = min(int(params.get("max-keys", MAX_KEYS)), MAX_KEYS)
         except ValueError:
             raise S3Error("InvalidArgument", "max-keys must be an integer") from None
-        found = self.server.sim.s3_list_versions(bucket, prefix, key_marker)
+        found = self.server.objects.list_versions(bucket, prefix, key_marker)
         page, truncated = found, False
         if len(found) > max_keys:
             last_key = found[max_keys - 1].key
@@ -509,7 +514,7 @@ class S3Handler(BaseHTTPRequestHandler):
         return self._send(200, _xml("ListVersionsResult", inner))
 
     def _list_buckets(self, key: AccessKey) -> None:
-        buckets = self.server.sim.s3_buckets(key.tenant_id)
+        buckets = self.server.buckets.owned_by(key.tenant_id)
         items = "".join(
             "<Bucket>"
             + _el("Name", b.name)
@@ -548,7 +553,7 @@ class S3Handler(BaseHTTPRequestHandler):
         prefixes: list[str] = []
         last = ""
         truncated = False
-        for info in self.server.sim.s3_list(bucket, prefix, after):
+        for info in self.server.objects.list_objects(bucket, prefix, after):
             entry = info.key
             if delimiter:
                 cut = info.key.find(delimiter, len(prefix))

@@ -28,15 +28,16 @@ from npa_pulumi.simulator.faults import OPERATIONS
 from npa_pulumi.simulator.holdings import Holdings
 from npa_pulumi.simulator.mk8s import Mk8sMixin
 from npa_pulumi.simulator.node_health import NodeHealthMixin
-from npa_pulumi.simulator.objects import ObjectsMixin
 from npa_pulumi.simulator.projects import Projects
 from npa_pulumi.simulator.quotas import Quotas
+from npa_pulumi.simulator.service_accounts import ServiceAccounts
 from npa_pulumi.simulator.services import HeldOperation, Served
+from npa_pulumi.simulator.storage import Buckets
 from npa_pulumi.simulator.transaction import LocalCloudUnusable
 from npa_pulumi.simulator.vpc import Vpc
 
 
-class LocalSimulator(ObjectsMixin, Mk8sMixin, NodeHealthMixin):
+class LocalSimulator(Mk8sMixin, NodeHealthMixin):
     """The local Nebius simulator bound to one directory (`$NPA_LOCAL_CLOUD_DIR`, else
     `~/.npa-pulumi/local-cloud/`); seeded from the default tenant fixture on first use."""
 
@@ -45,6 +46,8 @@ class LocalSimulator(ObjectsMixin, Mk8sMixin, NodeHealthMixin):
         self.projects = Projects(self.store)
         self.vpc = Vpc(self.store)
         self.quotas = Quotas(self.store)
+        self.buckets = Buckets(self.store)
+        self.service_accounts = ServiceAccounts(self.store)
         self.compute = Compute(self.store)
         self.holdings = Holdings(self.store)
 
@@ -73,6 +76,26 @@ class LocalSimulator(ObjectsMixin, Mk8sMixin, NodeHealthMixin):
     list_quota_allowances = Served("quotas", Quotas.list_quota_allowances)
     list_capacity_block_groups = Served("quotas", Quotas.list_capacity_block_groups)
     get_capacity_block_group = Served("quotas", Quotas.get_capacity_block_group)
+
+    # object storage (storage.py)
+    get_bucket = Served("buckets", Buckets.get_bucket)
+    find_bucket = Served("buckets", Buckets.find_bucket)
+    create_bucket = Served("buckets", Buckets.create_bucket)
+    list_buckets = Served("buckets", Buckets.list_buckets)
+    count_bucket_objects = Served("buckets", Buckets.count_bucket_objects)
+    put_object = Served("buckets", Buckets.put_object)
+    delete_bucket = Served("buckets", Buckets.delete_bucket)
+    probe_bucket = Served("buckets", Buckets.probe_bucket)
+    grant_bucket_access = Served("buckets", Buckets.grant_bucket_access)
+
+    # IAM service accounts and access keys (service_accounts.py)
+    find_service_account = Served("service_accounts", ServiceAccounts.find_service_account)
+    list_service_accounts = Served("service_accounts", ServiceAccounts.list_service_accounts)
+    list_access_keys = Served("service_accounts", ServiceAccounts.list_access_keys)
+    create_service_account = Served("service_accounts", ServiceAccounts.create_service_account)
+    delete_service_account = Served("service_accounts", ServiceAccounts.delete_service_account)
+    create_access_key = Served("service_accounts", ServiceAccounts.create_access_key)
+    delete_access_key = Served("service_accounts", ServiceAccounts.delete_access_key)
 
     # shared filesystems and GPU clusters (compute.py)
     create_filesystem = Served("compute", Compute.create_filesystem)
