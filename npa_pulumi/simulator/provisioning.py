@@ -57,7 +57,8 @@ class Provisioning:
     def provision(self, /, kind: str, wait_timeout_s: float | None = None, **request: Any) -> dict[str, Any]:
         """Create a cluster or node group and wait until it is RUNNING, as the Terraform provider does.
         On failure the object is deleted again: a failed local-exec taints its resource, and Terraform
-        never runs the destroy-time provisioner of a tainted resource, so nothing else would."""
+        never runs the destroy-time provisioner of a tainted resource, so nothing else would. (`self` is
+        positional-only so that the façade's typed delegate, services.Served, can take `**request`.)"""
         if kind == "cluster":
             record = self.mk8s.create_cluster(**request)
         elif kind == "node_group":
