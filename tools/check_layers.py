@@ -2,8 +2,8 @@
 """The layering contract of npa_pulumi, and the check that enforces it (run by tests/unit/test_layers.py,
 part of `make test`; `python3 tools/check_layers.py` prints the same report).
 
-    cli → sdk → engine → {components, preflight, output, policies} → {bridge, plan} → simulator
-        → {spec, cloud} → kube → runtime
+    simulator_cli → cli → sdk → engine → {components, preflight, output, policies} → {bridge, plan}
+        → simulator → {spec, cloud} → kube → runtime
 
 A module may import its own package, and any package of a lower layer. It may not import a higher layer,
 nor a sibling of its own layer unless `SIBLING_EDGES` names that edge (and why). `policies` (the
@@ -11,8 +11,9 @@ CrossGuard pack, run by the engine in a plugin host of its own) depends only on 
 Every import counts: inside functions and `if TYPE_CHECKING:` blocks too. The package graph must have no
 cycle, and neither may the module graph inside a package (an import hidden in a function or under
 TYPE_CHECKING still ties two modules together). Fences: only the modules of `FENCES[name]` import the
-external module `name` (Pulumi's Automation API has one importer), and `NEVER_IMPORTS` names modules a
-package may not import at all (the engine never imports the local simulator). A package or root
+external module `name` (Pulumi's Automation API has one importer), `NEVER_IMPORTS` names modules a
+package may not import at all, and `ENTRY_POINT_ONLY` names packages nothing outside imports but the
+packages it lists: the local simulator and its CLI are reached through their entry points. A package or root
 module that is in no layer is an error: decide where it goes (docs/architecture.md
 says how) and add it here.
 
@@ -33,13 +34,16 @@ PACKAGE = "npa_pulumi"
 
 # Top to bottom. A layer's members may not import each other unless SIBLING_EDGES allows it.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    # The local cloud's `local-cloud` command group: it uses the CLI's helpers and the simulator; the CLI
+    # finds it through the `npa_pulumi.commands` entry point (cli/main.py), so nothing imports it.
+    ("simulator_cli",),
     ("cli",),
     ("sdk",),
     ("engine",),
     ("components", "preflight", "output", "policies"),
     ("bridge", "plan"),
     # The local simulator: it implements the cloud port and runs Kubernetes API servers; the cloud layer
-    # finds it through an entry point (cloud/factory.py), and the engine never imports it.
+    # finds it through an entry point (cloud/factory.py), and only its own CLI imports it.
     ("simulator",),
     ("spec", "cloud"),
     # Kubernetes API servers: kubeconfigs, a small client, the GPU health gate's reading of a cluster. The
@@ -60,8 +64,6 @@ ONLY_ALLOWED: dict[str, frozenset[str]] = {"policies": frozenset({"runtime"})}
 FENCES: dict[str, str] = {"pulumi.automation": f"{PACKAGE}.engine.automation"}
 # (importer package prefix, imported module prefix) -> why the importer never imports it.
 NEVER_IMPORTS: dict[tuple[str, str], str] = {
-    (f"{PACKAGE}.engine", f"{PACKAGE}.simulator"): "the engine reaches the local simulator only through "
-    "the cloud port and cloud/factory.py",
     **{
         (f"{PACKAGE}.cli.{module}", f"{PACKAGE}.engine"): "the CLI's fleet commands call the SDK (one typed "
         "request per operation), never the engine around it"
@@ -78,6 +80,15 @@ NEVER_IMPORTS: dict[tuple[str, str], str] = {
             "audit_commands",
         )
     },
+}
+# Packages reached only through their entry points: package -> (the other packages that may import it, why).
+# (The simulator's CLI needs no entry here: it is the top layer, which nothing may import.)
+ENTRY_POINT_ONLY: dict[str, tuple[tuple[str, ...], str]] = {
+    f"{PACKAGE}.simulator": (
+        (f"{PACKAGE}.simulator_cli",),
+        "the product reaches the local simulator only through its entry points: the `local` cloud adapter "
+        "(the cloud port, cloud/factory.py) and the `local-cloud` command (cli/main.py)",
+    ),
 }
 # Source directories outside npa_pulumi/ that install as its subpackages (pyproject.toml package-dir).
 MAPPED_DIRS: dict[str, str] = {"components": f"{PACKAGE}.components", "policies": f"{PACKAGE}.policies"}
@@ -243,6 +254,11 @@ def violations(repo: Path = REPO) -> list[str]:
                 continue
             for (importer, imported), why in NEVER_IMPORTS.items():
                 if _within(module, importer) and _within(imp.target, imported):
+                    problems.append(f"{where}:{imp.line}: {module} imports {imp.target}: {why}")
+            for package, (importers, why) in ENTRY_POINT_ONLY.items():
+                if _within(imp.target, package) and not any(
+                    _within(module, p) for p in (package, *importers)
+                ):
                     problems.append(f"{where}:{imp.line}: {module} imports {imp.target}: {why}")
             if target == source:
                 continue

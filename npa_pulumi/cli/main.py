@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
+from importlib.metadata import EntryPoint, entry_points
 
 import click
 
@@ -32,7 +34,6 @@ COMMAND_OWNERS: dict[str, str] = {
     "verify-storage": "npa_pulumi.cli.verify_commands",
     "verify-fabric": "npa_pulumi.cli.verify_commands",
     "health": "npa_pulumi.cli.health_commands",
-    "local-cloud": "npa_pulumi.cli.local_cloud",
     "preflight": "npa_pulumi.cli.preflight_commands",
     "plan": "npa_pulumi.cli.spec_commands",
     "prices": "npa_pulumi.cli.cost_commands",
@@ -44,17 +45,31 @@ COMMAND_OWNERS: dict[str, str] = {
     "completion": "npa_pulumi.cli.completion_commands",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMAND_OWNERS.values()))
+# Command groups of packages above the CLI, which it must not import (the local cloud's `local-cloud`):
+# each registers its module (with the same `register(group)`) under its command's name in this entry-point
+# group (pyproject.toml), as the simulator registers its cloud adapter for cloud/factory.py.
+PLUGIN_GROUP = "npa_pulumi.commands"
+
+
+@functools.cache
+def plugin_commands() -> dict[str, EntryPoint]:
+    """The commands registered in `PLUGIN_GROUP` (read once: scanning the installed metadata costs a few
+    milliseconds, paid only when a command outside `COMMAND_OWNERS` is looked up or all are listed)."""
+    found = {entry.name: entry for entry in entry_points(group=PLUGIN_GROUP)}
+    return {name: entry for name, entry in found.items() if name not in COMMAND_OWNERS}
 
 
 class _LazyGroup(click.Group):
     """Registers a command module the first time one of its commands is looked up."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(COMMAND_OWNERS) | set(self.commands))
+        return sorted(set(COMMAND_OWNERS) | set(plugin_commands()) | set(self.commands))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMAND_OWNERS:
             importlib.import_module(COMMAND_OWNERS[cmd_name]).register(self)
+        elif cmd_name not in self.commands and cmd_name in plugin_commands():
+            plugin_commands()[cmd_name].load().register(self)
         return self.commands.get(cmd_name)
 
 

@@ -1,4 +1,5 @@
-"""Administration of the local cloud: settings, fault injection and the full inventory.
+"""Administration of the local cloud: its settings, fault injection and the full inventory, each a service
+over the store.
 
 These are not cloud API calls (no fault injection applies to them); the `local-cloud` CLI uses them.
 """
@@ -9,9 +10,11 @@ import json
 import os
 from typing import Any
 
+from npa_pulumi.cloud.errors import InvalidArgument
 from npa_pulumi.simulator import accounting as acct
 from npa_pulumi.simulator import db, faults, records
-from npa_pulumi.simulator.base import SimulatorBase, is_deleted
+from npa_pulumi.simulator.store import Store
+from npa_pulumi.simulator.transaction import is_deleted
 
 ENV_WAIT_TIMEOUT = "NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S"
 # `kubernetes_api`: 1 runs a real Kubernetes API server (with kwok nodes) behind every cluster, 0 skips it
@@ -31,22 +34,24 @@ SETTINGS: dict[str, float] = {
 }
 
 
-class AdminMixin(SimulatorBase):
+class Settings:
+    """The cloud's settings (`SETTINGS`, kept in its database's meta table) and what they decide."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
     def settings(self) -> dict[str, Any]:
-        conn = self._connect()
-        try:
+        with self.store.connection() as conn:
             stored = {key: float(db.get_meta(conn, key) or default) for key, default in SETTINGS.items()}
             return {
                 **stored,
                 "tenant_id": db.get_meta(conn, "tenant_id"),
                 "regions": json.loads(db.get_meta(conn, "regions") or "[]"),
                 "fixture_source": db.get_meta(conn, "fixture_source"),
-                "directory": str(self.directory),
+                "directory": str(self.store.directory),
                 "wait_timeout_env_override": os.environ.get(ENV_WAIT_TIMEOUT),
                 "kubernetes_api_env_override": os.environ.get(ENV_KUBERNETES_API),
             }
-        finally:
-            conn.close()
 
     def kubernetes_api_enabled(self) -> bool:
         env = os.environ.get(ENV_KUBERNETES_API, "").strip().lower()
@@ -67,12 +72,27 @@ class AdminMixin(SimulatorBase):
             raise ValueError(
                 f"{name} must be {'positive' if name == 'wait_timeout_seconds' else 'non-negative'}"
             )
-        conn = self._connect()
-        try:
-            with db.transaction(conn, write=True):
-                db.set_meta(conn, name, repr(float(value)))
-        finally:
-            conn.close()
+        with self.store.connection(write=True) as conn:
+            db.set_meta(conn, name, repr(float(value)))
+
+    def wait_timeout(self, explicit: float | None = None) -> float:
+        """The bound on waiting for RUNNING: explicit > $NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S > the setting."""
+        if explicit is not None:
+            return float(explicit)
+        env = os.environ.get(ENV_WAIT_TIMEOUT)
+        if env:
+            try:
+                return float(env)
+            except ValueError:
+                raise InvalidArgument(f"{ENV_WAIT_TIMEOUT}={env!r} is not a number of seconds") from None
+        return float(self.settings()["wait_timeout_seconds"])
+
+
+class FaultInjection:
+    """Faults armed on operations (faults.py) and on a cluster's API server."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def add_fault(
         self,
@@ -87,29 +107,18 @@ class AdminMixin(SimulatorBase):
         `count=None` keeps the fault armed until cleared."""
         if op != faults.ANY_OPERATION and op not in faults.OPERATIONS:
             raise ValueError(f"unknown operation {op!r}; choose one of {', '.join(faults.OPERATIONS)} or '*'")
-        conn = self._connect()
-        try:
-            with db.transaction(conn, write=True):
-                return faults.add(
-                    conn, op=op, error_kind=error_kind, count=count, latency_ms=latency_ms, message=message
-                )
-        finally:
-            conn.close()
+        with self.store.connection(write=True) as conn:
+            return faults.add(
+                conn, op=op, error_kind=error_kind, count=count, latency_ms=latency_ms, message=message
+            )
 
     def list_faults(self) -> list[dict[str, Any]]:
-        conn = self._connect()
-        try:
+        with self.store.connection() as conn:
             return faults.list_all(conn)
-        finally:
-            conn.close()
 
     def clear_faults(self, op: str | None = None) -> int:
-        conn = self._connect()
-        try:
-            with db.transaction(conn, write=True):
-                return faults.clear(conn, op)
-        finally:
-            conn.close()
+        with self.store.connection(write=True) as conn:
+            return faults.clear(conn, op)
 
     def set_api_fault(self, cluster_id: str, fault: str, active: bool = True) -> None:
         """`unreachable`: the cluster's API server stops answering (its process is paused, so clients
@@ -118,17 +127,24 @@ class AdminMixin(SimulatorBase):
 
         if fault != "unreachable":
             raise ValueError(f"unknown API fault {fault!r}; the API fault is `unreachable`")
-        if not lifecycle.pause_api(self.directory, cluster_id, paused=active):
+        if not lifecycle.pause_api(self.store.directory, cluster_id, paused=active):
             raise ValueError(f"cluster {cluster_id} has no running Kubernetes API server")
+
+
+class Inventory:
+    """Everything in the cloud at once, as `local-cloud show` lists it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def inventory(self) -> dict[str, list[dict[str, Any]]]:
         """Everything in the cloud, as `local-cloud show --output json` prints it: one list per kind,
         plus quotas and capacity block groups with their current usage. Never a secret."""
-        with self._op("inventory", {}, write=False, inject=False, reconcile=True) as ctx:
+        with self.store.op("inventory", {}, write=False, inject=False, reconcile=True) as ctx:
             out: dict[str, list[dict[str, Any]]] = {name: [] for name in records.KIND_LISTS.values()}
             from npa_pulumi.simulator.kube import lifecycle
 
-            apis = lifecycle.running(self.directory)
+            apis = lifecycle.running(self.store.directory)
             for row in ctx.conn.execute("SELECT * FROM resources ORDER BY created_at, id"):
                 if is_deleted(row, ctx.now):
                     continue  # its delete lag has passed: gone

@@ -11,10 +11,16 @@ from typing import Any
 from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument
 from npa_pulumi.simulator import accounting as acct
 from npa_pulumi.simulator import records
-from npa_pulumi.simulator.base import SimulatorBase, clean_labels
+from npa_pulumi.simulator.store import Store
+from npa_pulumi.simulator.transaction import clean_labels
 
 
-class ComputeMixin(SimulatorBase):
+class Compute:
+    """Shared filesystems and GPU clusters over the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
     # ------------------------------------------------------------------ shared filesystems
 
     def create_filesystem(
@@ -36,13 +42,12 @@ class ComputeMixin(SimulatorBase):
             "block_size_bytes": block_size_bytes,
             "labels": clean_labels(labels),
         }
-        with self._op("create_filesystem", params, write=True, timeout_s=timeout_s) as ctx:
-            project = self._project_row(ctx, project_id)
+        with self.store.op("create_filesystem", params, write=True, timeout_s=timeout_s) as ctx:
+            project = ctx.project_row(project_id)
             if not isinstance(size_bytes, int) or isinstance(size_bytes, bool) or size_bytes <= 0:
                 raise InvalidArgument("a filesystem needs a positive integer size_bytes")
             stored = {k: v for k, v in params.items() if k not in ("project_id", "name")}
-            return self._create(
-                ctx,
+            return ctx.create(
                 "filesystem",
                 name=name,
                 scope=project_id,
@@ -62,7 +67,7 @@ class ComputeMixin(SimulatorBase):
     def filesystem_snapshot(self, filesystem_id: str) -> dict[str, Any] | None:
         """A filesystem's record, or None: what a cluster's agent needs to model the mount on its nodes
         (the size a probe's statvfs reports). Not an API call (no faults apply)."""
-        with self._op(
+        with self.store.op(
             "filesystem_snapshot", {"filesystem_id": filesystem_id}, write=False, inject=False
         ) as ctx:
             row = ctx.conn.execute(
@@ -71,22 +76,22 @@ class ComputeMixin(SimulatorBase):
             return None if row is None else records.to_record(row, ctx.now)
 
     def get_filesystem(self, filesystem_id: str) -> dict[str, Any]:
-        with self._op("get_filesystem", {"filesystem_id": filesystem_id}, write=False) as ctx:
-            return self._fetch(ctx, "filesystem", filesystem_id)
+        with self.store.op("get_filesystem", {"filesystem_id": filesystem_id}, write=False) as ctx:
+            return ctx.fetch("filesystem", filesystem_id)
 
     def list_filesystems(self, project_id: str) -> list[dict[str, Any]]:
-        with self._op("list_filesystems", {"project_id": project_id}, write=False) as ctx:
-            self._project_row(ctx, project_id)
-            return self._list(ctx, "filesystem", "project_id", project_id)
+        with self.store.op("list_filesystems", {"project_id": project_id}, write=False) as ctx:
+            ctx.project_row(project_id)
+            return ctx.list_of("filesystem", "project_id", project_id)
 
     def delete_filesystem(self, filesystem_id: str, timeout_s: float | None = None) -> None:
         params = {"filesystem_id": filesystem_id}
-        with self._op("delete_filesystem", params, write=True, timeout_s=timeout_s) as ctx:
-            filesystem = self._row(ctx, "filesystem", filesystem_id)
-            users = self._node_groups_using(ctx, filesystem["project_id"], "filesystems", filesystem_id)
+        with self.store.op("delete_filesystem", params, write=True, timeout_s=timeout_s) as ctx:
+            filesystem = ctx.row("filesystem", filesystem_id)
+            users = ctx.node_groups_using(filesystem["project_id"], "filesystems", filesystem_id)
             if users:
                 raise FailedPrecondition(f"filesystem {filesystem_id} is attached to {', '.join(users)}")
-            self._delete_row(ctx, filesystem_id)
+            ctx.delete_row(filesystem_id)
 
     # ------------------------------------------------------------------ GPU clusters
 
@@ -99,12 +104,11 @@ class ComputeMixin(SimulatorBase):
         timeout_s: float | None = None,
     ) -> dict[str, Any]:
         params = {"project_id": project_id, "name": name, "fabric": fabric}
-        with self._op("create_gpu_cluster", params, write=True, timeout_s=timeout_s) as ctx:
-            project = self._project_row(ctx, project_id)
+        with self.store.op("create_gpu_cluster", params, write=True, timeout_s=timeout_s) as ctx:
+            project = ctx.project_row(project_id)
             if not (fabric or "").strip():
                 raise InvalidArgument("a GPU cluster needs an InfiniBand fabric")
-            return self._create(
-                ctx,
+            return ctx.create(
                 "gpu_cluster",
                 name=name,
                 scope=project_id,
@@ -119,19 +123,19 @@ class ComputeMixin(SimulatorBase):
             )
 
     def get_gpu_cluster(self, gpu_cluster_id: str) -> dict[str, Any]:
-        with self._op("get_gpu_cluster", {"gpu_cluster_id": gpu_cluster_id}, write=False) as ctx:
-            return self._fetch(ctx, "gpu_cluster", gpu_cluster_id)
+        with self.store.op("get_gpu_cluster", {"gpu_cluster_id": gpu_cluster_id}, write=False) as ctx:
+            return ctx.fetch("gpu_cluster", gpu_cluster_id)
 
     def list_gpu_clusters(self, project_id: str) -> list[dict[str, Any]]:
-        with self._op("list_gpu_clusters", {"project_id": project_id}, write=False) as ctx:
-            self._project_row(ctx, project_id)
-            return self._list(ctx, "gpu_cluster", "project_id", project_id)
+        with self.store.op("list_gpu_clusters", {"project_id": project_id}, write=False) as ctx:
+            ctx.project_row(project_id)
+            return ctx.list_of("gpu_cluster", "project_id", project_id)
 
     def delete_gpu_cluster(self, gpu_cluster_id: str, timeout_s: float | None = None) -> None:
         params = {"gpu_cluster_id": gpu_cluster_id}
-        with self._op("delete_gpu_cluster", params, write=True, timeout_s=timeout_s) as ctx:
-            gpu_cluster = self._row(ctx, "gpu_cluster", gpu_cluster_id)
-            users = self._node_groups_using(ctx, gpu_cluster["project_id"], "gpu_cluster_id", gpu_cluster_id)
+        with self.store.op("delete_gpu_cluster", params, write=True, timeout_s=timeout_s) as ctx:
+            gpu_cluster = ctx.row("gpu_cluster", gpu_cluster_id)
+            users = ctx.node_groups_using(gpu_cluster["project_id"], "gpu_cluster_id", gpu_cluster_id)
             if users:
                 raise FailedPrecondition(f"GPU cluster {gpu_cluster_id} is used by {', '.join(users)}")
-            self._delete_row(ctx, gpu_cluster_id)
+            ctx.delete_row(gpu_cluster_id)

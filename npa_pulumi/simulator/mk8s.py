@@ -1,73 +1,117 @@
-"""Managed Kubernetes: clusters and node groups, and the bounded waits the stand-in recipe relies on.
+"""Managed Kubernetes: clusters and node groups, and each cluster's Kubernetes API server.
 
 A cluster is PROVISIONING until the simulated provisioning time has passed, then RUNNING. A node group
 additionally waits for its instances to fit the quota or its capacity block (see `scheduling`), so a
 quota-starved group stays PROVISIONING with a QuotaFailure condition instead of failing — the real
-behaviour. `provision` is what the recipe's create-time provisioners call: create, wait until RUNNING
-within a bound, and remove the object again when it does not get there.
+behaviour. The bounded waits the stand-in recipe relies on are provisioning.py's; faults on a cluster's
+nodes, Slurm roles and GPU driver, and Nebius' own day-two events, node_health.py's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.cloud.errors import (
-    CloudError,
-    CloudRequest,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    OperationTimeout,
-    QuotaExceeded,
-    Unavailable,
-)
+from npa_pulumi.cloud.errors import CloudRequest, FailedPrecondition, InvalidArgument, Unavailable
 from npa_pulumi.simulator import accounting as acct
 from npa_pulumi.simulator import records, scheduling
-from npa_pulumi.simulator.admin import ENV_WAIT_TIMEOUT, AdminMixin
-from npa_pulumi.simulator.base import OpContext, clean_labels
+from npa_pulumi.simulator.admin import Settings
 from npa_pulumi.simulator.kube import binaries as kube_binaries
 from npa_pulumi.simulator.kube import lifecycle as kube_lifecycle
 from npa_pulumi.simulator.kube.controlplane import Access
+from npa_pulumi.simulator.store import Store
+from npa_pulumi.simulator.transaction import OpContext, clean_labels
 
 DEFAULT_K8S_VERSION = "1.32"
 RESERVATION_POLICIES = ("", "AUTO", "FORBID", "STRICT")
 ATTACH_MODES = ("READ_WRITE", "READ_ONLY")
-_POLL_S = 0.1
-NODE_FAULTS = (
-    "not_ready",
-    "gpu_missing",
-    "gpu_error",
-    "reboot",
-    "pod_failure",
-    "mig_not_ready_taint",
-    "storage_unavailable",
-    "mig_disabled",
-    "nvlink_degraded",
-    "ib_port_down",
-    "maintenance_scheduled",  # Nebius' NebiusMaintenanceScheduled condition (simulator/node_health.py)
-    "boot_disk_io_error",  # Nebius' NebiusBootDiskIOError condition
-    "ib_link_degraded",
-)
-NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
-SLURM_FAULTS = ("controller_down", "login_down")
-# The GPU operator's driver (RTX clusters): `stale_template` is an OnDelete update of the driver DaemonSet
-# that leaves its pods on the older template; `no_repo_mount` renders the driver without the mounts of the
-# fleet's package-repository files (kube/shapes.py applies both).
-DRIVER_FAULTS = ("stale_template", "no_repo_mount")
 
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-class Mk8sMixin(AdminMixin):
-    # ------------------------------------------------------------------ clusters
+def ensure_api(directory: Path, cluster_id: str, timeout_s: float) -> Access:
+    """The cluster's API server, started if it does not run; Unavailable when it cannot be."""
+    try:
+        return kube_lifecycle.ensure_running(directory, cluster_id, timeout_s)
+    except (kube_lifecycle.ControlPlaneError, kube_binaries.KubeBinariesMissing) as err:
+        raise Unavailable(
+            str(err), CloudRequest("get_cluster_credentials", {"cluster_id": cluster_id})
+        ) from None
+
+
+def delete_cluster_rows(ctx: OpContext, cluster_id: str) -> None:
+    """A cluster's row and its node groups' (as mk8s deletes a cluster: with its node groups)."""
+    groups = ctx.conn.execute(
+        "SELECT id FROM resources WHERE kind = 'node_group' AND parent_id = ?", (cluster_id,)
+    ).fetchall()
+    for group in groups:
+        ctx.delete_row(group["id"])
+    ctx.delete_row(cluster_id)
+
+
+def _check_node_group_request(ctx: OpContext, cluster: sqlite3.Row, params: dict[str, Any]) -> None:
+    if not _is_count(params["node_count"]):
+        raise InvalidArgument("node_count must be a non-negative integer")
+    if not params["platform"]:
+        raise InvalidArgument("a node group needs a platform")
+    if not _is_count(params["disk_size_gib"]) or params["disk_size_gib"] == 0:
+        raise InvalidArgument("disk_size_gib must be a positive integer")
+    policy, block_ids = params["reservation_policy"], params["reservation_ids"]
+    if policy not in RESERVATION_POLICIES:
+        raise InvalidArgument(f"reservation policy {policy!r} is not AUTO, FORBID or STRICT")
+    if policy in ("", "FORBID") and block_ids:
+        raise InvalidArgument(f"reservation policy {policy or '(none)'} takes no reservation ids")
+    for block_id in block_ids:
+        _check_block_fits(ctx, block_id, cluster["region"], params["platform"])
+    if params["gpu_cluster_id"]:
+        gpu_cluster = ctx.row("gpu_cluster", params["gpu_cluster_id"])
+        if gpu_cluster["project_id"] != cluster["project_id"]:
+            raise InvalidArgument(f"GPU cluster {params['gpu_cluster_id']} is in another project")
+    for attachment in params["filesystems"]:
+        filesystem = ctx.row("filesystem", str(attachment.get("filesystem_id", "")))
+        if filesystem["project_id"] != cluster["project_id"]:
+            raise InvalidArgument(f"filesystem {filesystem['id']} is in another project")
+        if attachment.get("attach_mode", "READ_WRITE") not in ATTACH_MODES:
+            raise InvalidArgument(f"attach_mode must be one of {', '.join(ATTACH_MODES)}")
+
+
+def _check_block_fits(ctx: OpContext, block_id: str, region: str, platform: str) -> None:
+    block = ctx.block_row(block_id)
+    if block["region"] != region:
+        raise FailedPrecondition(f"capacity block group {block_id} is in {block['region']}, not {region}")
+    if block["platform"] != platform:
+        raise FailedPrecondition(
+            f"capacity block group {block_id} reserves {block['platform']}, not {platform}"
+        )
+    if block["state"] not in ("", "ACTIVE"):
+        raise FailedPrecondition(f"capacity block group {block_id} is {block['state']}, not ACTIVE")
+
+
+def _recharge(ctx: OpContext, node_group_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A node group's new template or size: its instances are released and charged again (it waits,
+    PROVISIONING with a QuotaFailure condition, when they do not fit)."""
+    acct.release(ctx.conn, node_group_id)
+    ctx.conn.execute(
+        "UPDATE resources SET ready_at = ?, data = ? WHERE id = ?",
+        (records.WAITING_FOR_QUOTA, json.dumps(data), node_group_id),
+    )
+    scheduling.try_start(
+        ctx.conn, ctx.row("node_group", node_group_id), ctx.tenant_id, ctx.now, ctx.provisioning_seconds
+    )
+    return ctx.fetch("node_group", node_group_id)
+
+
+class Mk8s:
+    """mk8s clusters and node groups over the store; `settings` decides whether clusters have API
+    servers and how long a credentials call waits for one."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
 
     def create_cluster(
         self,
@@ -93,19 +137,18 @@ class Mk8sMixin(AdminMixin):
             "etcd_cluster_size": etcd_cluster_size,
             "labels": clean_labels(labels),
         }
-        with self._op("create_cluster", params, write=True, timeout_s=timeout_s) as ctx:
+        with self.store.op("create_cluster", params, write=True, timeout_s=timeout_s) as ctx:
             if tenant_id is not None:
-                self._check_tenant(ctx, tenant_id)
-            project = self._project_row(ctx, project_id)
+                ctx.check_tenant(tenant_id)
+            project = ctx.project_row(project_id)
             if region is not None and region != project["region"]:
                 raise InvalidArgument(f"project {project_id} is in {project['region']}, not {region}")
-            subnet = self._row(ctx, "subnet", subnet_id)
+            subnet = ctx.row("subnet", subnet_id)
             if subnet["project_id"] != project_id:
                 raise InvalidArgument(f"subnet {subnet_id} is not in project {project_id}")
             stored = {k: v for k, v in params.items() if k not in ("project_id", "name")}
             stored["k8s_version"] = k8s_version or DEFAULT_K8S_VERSION  # the service picks when unset
-            return self._create(
-                ctx,
+            return ctx.create(
                 "cluster",
                 name=name,
                 scope=project_id,
@@ -120,27 +163,29 @@ class Mk8sMixin(AdminMixin):
             )
 
     def get_cluster(self, cluster_id: str) -> dict[str, Any]:
-        with self._op("get_cluster", {"cluster_id": cluster_id}, write=False) as ctx:
-            return self._fetch(ctx, "cluster", cluster_id)
+        with self.store.op("get_cluster", {"cluster_id": cluster_id}, write=False) as ctx:
+            return ctx.fetch("cluster", cluster_id)
 
     def list_clusters(self, project_id: str) -> list[dict[str, Any]]:
-        with self._op("list_clusters", {"project_id": project_id}, write=False) as ctx:
-            self._project_row(ctx, project_id)
-            return self._list(ctx, "cluster", "project_id", project_id)
+        with self.store.op("list_clusters", {"project_id": project_id}, write=False) as ctx:
+            ctx.project_row(project_id)
+            return ctx.list_of("cluster", "project_id", project_id)
 
     def delete_cluster(self, cluster_id: str, timeout_s: float | None = None) -> None:
         """Deleting a cluster deletes its node groups with it, as mk8s does, and stops its API server."""
-        with self._op("delete_cluster", {"cluster_id": cluster_id}, write=True, timeout_s=timeout_s) as ctx:
-            self._row(ctx, "cluster", cluster_id)
-            self._delete_cluster_rows(ctx, cluster_id)
-        kube_lifecycle.stop(self.directory, cluster_id)
+        with self.store.op(
+            "delete_cluster", {"cluster_id": cluster_id}, write=True, timeout_s=timeout_s
+        ) as ctx:
+            ctx.row("cluster", cluster_id)
+            delete_cluster_rows(ctx, cluster_id)
+        kube_lifecycle.stop(self.store.directory, cluster_id)
 
     # ------------------------------------------------------------------ inside the cluster
 
     def cluster_snapshot(self, cluster_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """The cluster and its node groups, or None once the cluster is gone: what the cluster's
         Kubernetes agent mirrors into the API server. Not an API call (no faults apply)."""
-        with self._op(
+        with self.store.op(
             "cluster_snapshot", {"cluster_id": cluster_id}, write=False, inject=False, reconcile=True
         ) as ctx:
             row = ctx.conn.execute(
@@ -148,110 +193,42 @@ class Mk8sMixin(AdminMixin):
             ).fetchone()
             if row is None:
                 return None
-            return records.to_record(row, ctx.now), self._list(ctx, "node_group", "parent_id", cluster_id)
+            return records.to_record(row, ctx.now), ctx.list_of("node_group", "parent_id", cluster_id)
 
     def set_cluster_addons(self, cluster_id: str, addons: dict[str, Any]) -> dict[str, Any]:
         """What the recipe installs into the cluster (its Helm releases): `gpu_driver` (managed-image |
         operator | ""), `filestore`, `mig` ({strategy, config}), `kuberay` ({worker_replicas, ...}),
         `rtx_driver` (the RTX profile's {platform, preset, values, revision})."""
         params = {"cluster_id": cluster_id, "addons": addons}
-        with self._op("set_cluster_addons", params, write=True) as ctx:
-            row = self._row(ctx, "cluster", cluster_id)
+        with self.store.op("set_cluster_addons", params, write=True) as ctx:
+            row = ctx.row("cluster", cluster_id)
             data = records.data_of(row)
             data["addons"] = dict(addons)
             if isinstance(addons.get("kuberay"), str):  # the recipe sends it as JSON text
                 data["addons"]["kuberay"] = json.loads(addons["kuberay"] or "{}") or {"worker_replicas": 1}
             if isinstance(addons.get("rtx_driver"), str):  # as JSON text too
                 data["addons"]["rtx_driver"] = json.loads(addons["rtx_driver"] or "{}")
-            ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), cluster_id))
-            return self._fetch(ctx, "cluster", cluster_id)
-
-    def set_node_fault(self, cluster_id: str, node: str, fault: str, active: bool = True) -> dict[str, Any]:
-        """Inject (or clear) a fault on one node of a cluster; the cluster's agent applies it to the API.
-        `reboot` (the node's boot id changes) and `mig_not_ready_taint` (the GPU operator's temporary
-        taint left on a node) are events; the others are states."""
-        if fault not in NODE_FAULTS:
-            raise InvalidArgument(f"unknown node fault {fault!r}; choose one of {', '.join(NODE_FAULTS)}")
-        with self._op(
-            "set_node_fault", {"cluster_id": cluster_id, "node": node}, write=True, inject=False
-        ) as ctx:
-            row = self._row(ctx, "cluster", cluster_id)
-            data = records.data_of(row)
-            faults_of = data.setdefault("node_faults", {}).setdefault(node, {})
-            if fault == "reboot":
-                faults_of["reboots"] = int(faults_of.get("reboots", 0)) + 1
-            elif fault in NODE_EVENTS:
-                faults_of[fault] = int(faults_of.get(fault, 0)) + 1
-            elif active:
-                faults_of[fault] = True
-            else:
-                faults_of.pop(fault, None)
-            ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), cluster_id))
-            return dict(faults_of)
-
-    def set_slurm_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
-        """Inject (or clear) a fault of a soperator cluster's Slurm roles (`controller_down`, `login_down`):
-        the agent makes that role's nodes NotReady and its operator reports the Slurm cluster accordingly
-        (npa_pulumi/simulator/kube/slurm.py)."""
-        return self._set_cluster_fault(cluster_id, "slurm", SLURM_FAULTS, fault, active)
-
-    def set_driver_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
-        """Inject (or clear) a fault of the GPU operator's driver on an RTX cluster (DRIVER_FAULTS); the
-        cluster's agent renders the driver DaemonSet accordingly (npa_pulumi/simulator/kube/shapes.py)."""
-        return self._set_cluster_fault(cluster_id, "driver", DRIVER_FAULTS, fault, active)
-
-    def _set_cluster_fault(
-        self, cluster_id: str, kind: str, allowed: tuple[str, ...], fault: str, active: bool
-    ) -> dict[str, Any]:
-        """Switch one fault of a cluster's `kind` (slurm, driver) on or off: operation `set_<kind>_fault`,
-        recorded under `<kind>_faults`; the current set."""
-        if fault not in allowed:
-            raise InvalidArgument(f"unknown {kind} fault {fault!r}; choose one of {', '.join(allowed)}")
-        with self._op(f"set_{kind}_fault", {"cluster_id": cluster_id}, write=True, inject=False) as ctx:
-            row = self._row(ctx, "cluster", cluster_id)
-            data = records.data_of(row)
-            faults = data.setdefault(f"{kind}_faults", {})
-            if active:
-                faults[fault] = True
-            else:
-                faults.pop(fault, None)
-            ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), cluster_id))
-            return dict(faults)
+            ctx.set_data(cluster_id, data)
+            return ctx.fetch("cluster", cluster_id)
 
     def get_cluster_credentials(self, cluster_id: str, timeout_s: float | None = None) -> dict[str, Any]:
         """Administrator credentials for the cluster's API server (a client certificate), starting the
         server if it is not running. Secret: callers keep the key out of logs and plaintext state."""
-        with self._op("get_cluster_credentials", {"cluster_id": cluster_id}, write=False) as ctx:
-            cluster = self._fetch(ctx, "cluster", cluster_id)
+        with self.store.op("get_cluster_credentials", {"cluster_id": cluster_id}, write=False) as ctx:
+            cluster = ctx.fetch("cluster", cluster_id)
         if cluster["state"] != "RUNNING":
             raise FailedPrecondition(f"cluster {cluster_id} is {cluster['state']}, not RUNNING")
-        if not self.kubernetes_api_enabled():
+        if not self.settings.kubernetes_api_enabled():
             raise FailedPrecondition(
                 "this local cloud runs no Kubernetes API servers (setting kubernetes_api is 0)"
             )
-        access = self._ensure_api(cluster_id, self.wait_timeout(timeout_s))
+        access = ensure_api(self.store.directory, cluster_id, self.settings.wait_timeout(timeout_s))
         return {
             "server": access.server,
             "ca_pem": Path(access.ca_file).read_text(),
             "client_certificate_pem": Path(access.cert_file).read_text(),
             "client_key_pem": Path(access.key_file).read_text(),
         }
-
-    def _ensure_api(self, cluster_id: str, timeout_s: float) -> Access:
-        try:
-            return kube_lifecycle.ensure_running(self.directory, cluster_id, timeout_s)
-        except (kube_lifecycle.ControlPlaneError, kube_binaries.KubeBinariesMissing) as err:
-            raise Unavailable(
-                str(err), CloudRequest("get_cluster_credentials", {"cluster_id": cluster_id})
-            ) from None
-
-    def _delete_cluster_rows(self, ctx: OpContext, cluster_id: str) -> None:
-        groups = ctx.conn.execute(
-            "SELECT id FROM resources WHERE kind = 'node_group' AND parent_id = ?", (cluster_id,)
-        ).fetchall()
-        for group in groups:
-            self._delete_row(ctx, group["id"])
-        self._delete_row(ctx, cluster_id)
 
     # ------------------------------------------------------------------ node groups
 
@@ -297,16 +274,15 @@ class Mk8sMixin(AdminMixin):
             "mount": mount,
             "labels": clean_labels(labels),
         }
-        with self._op("create_node_group", params, write=True, timeout_s=timeout_s) as ctx:
-            replayed = self._replay(ctx, "node_group", idempotency_key, params)
+        with self.store.op("create_node_group", params, write=True, timeout_s=timeout_s) as ctx:
+            replayed = ctx.replay("node_group", idempotency_key, params)
             if replayed is not None:
                 return records.to_record(replayed, ctx.now)
-            cluster = self._row(ctx, "cluster", cluster_id)
-            self._check_node_group_request(ctx, cluster, params)
-            self._check_name_free(ctx, "node_group", cluster_id, name)
+            cluster = ctx.row("cluster", cluster_id)
+            _check_node_group_request(ctx, cluster, params)
+            ctx.check_name_free("node_group", cluster_id, name)
             stored = {k: v for k, v in params.items() if k not in ("cluster_id", "name")}
-            rid = self._insert(
-                ctx,
+            rid = ctx.insert(
                 "node_group",
                 name=name,
                 scope=cluster_id,
@@ -318,87 +294,41 @@ class Mk8sMixin(AdminMixin):
                 params=params,
                 ready_at=records.WAITING_FOR_QUOTA,
             )
-            row = self._row(ctx, "node_group", rid)
+            row = ctx.row("node_group", rid)
             scheduling.try_start(ctx.conn, row, ctx.tenant_id, ctx.now, ctx.provisioning_seconds)
-            return self._fetch(ctx, "node_group", rid)
-
-    def _check_node_group_request(self, ctx: OpContext, cluster: sqlite3.Row, params: dict[str, Any]) -> None:
-        if not _is_count(params["node_count"]):
-            raise InvalidArgument("node_count must be a non-negative integer")
-        if not params["platform"]:
-            raise InvalidArgument("a node group needs a platform")
-        if not _is_count(params["disk_size_gib"]) or params["disk_size_gib"] == 0:
-            raise InvalidArgument("disk_size_gib must be a positive integer")
-        policy, block_ids = params["reservation_policy"], params["reservation_ids"]
-        if policy not in RESERVATION_POLICIES:
-            raise InvalidArgument(f"reservation policy {policy!r} is not AUTO, FORBID or STRICT")
-        if policy in ("", "FORBID") and block_ids:
-            raise InvalidArgument(f"reservation policy {policy or '(none)'} takes no reservation ids")
-        for block_id in block_ids:
-            self._check_block_fits(ctx, block_id, cluster["region"], params["platform"])
-        if params["gpu_cluster_id"]:
-            gpu_cluster = self._row(ctx, "gpu_cluster", params["gpu_cluster_id"])
-            if gpu_cluster["project_id"] != cluster["project_id"]:
-                raise InvalidArgument(f"GPU cluster {params['gpu_cluster_id']} is in another project")
-        for attachment in params["filesystems"]:
-            filesystem = self._row(ctx, "filesystem", str(attachment.get("filesystem_id", "")))
-            if filesystem["project_id"] != cluster["project_id"]:
-                raise InvalidArgument(f"filesystem {filesystem['id']} is in another project")
-            if attachment.get("attach_mode", "READ_WRITE") not in ATTACH_MODES:
-                raise InvalidArgument(f"attach_mode must be one of {', '.join(ATTACH_MODES)}")
-
-    def _check_block_fits(self, ctx: OpContext, block_id: str, region: str, platform: str) -> None:
-        block = self._block_row(ctx, block_id)
-        if block["region"] != region:
-            raise FailedPrecondition(f"capacity block group {block_id} is in {block['region']}, not {region}")
-        if block["platform"] != platform:
-            raise FailedPrecondition(
-                f"capacity block group {block_id} reserves {block['platform']}, not {platform}"
-            )
-        if block["state"] not in ("", "ACTIVE"):
-            raise FailedPrecondition(f"capacity block group {block_id} is {block['state']}, not ACTIVE")
+            return ctx.fetch("node_group", rid)
 
     def get_node_group(self, node_group_id: str) -> dict[str, Any]:
         params = {"node_group_id": node_group_id}
-        with self._op("get_node_group", params, write=False, reconcile=True) as ctx:
-            return self._fetch(ctx, "node_group", node_group_id)
+        with self.store.op("get_node_group", params, write=False, reconcile=True) as ctx:
+            return ctx.fetch("node_group", node_group_id)
 
     def list_node_groups(self, cluster_id: str) -> list[dict[str, Any]]:
-        with self._op("list_node_groups", {"cluster_id": cluster_id}, write=False, reconcile=True) as ctx:
-            self._row(ctx, "cluster", cluster_id)
-            return self._list(ctx, "node_group", "parent_id", cluster_id)
+        with self.store.op(
+            "list_node_groups", {"cluster_id": cluster_id}, write=False, reconcile=True
+        ) as ctx:
+            ctx.row("cluster", cluster_id)
+            return ctx.list_of("node_group", "parent_id", cluster_id)
 
     def list_project_node_groups(self, project_id: str) -> list[dict[str, Any]]:
         """Every node group of the project's clusters in one query (what fleet-wide reads batch on)."""
         params = {"project_id": project_id}
-        with self._op("list_project_node_groups", params, write=False, reconcile=True) as ctx:
-            self._project_row(ctx, project_id)
-            return self._list(ctx, "node_group", "project_id", project_id)
+        with self.store.op("list_project_node_groups", params, write=False, reconcile=True) as ctx:
+            ctx.project_row(project_id)
+            return ctx.list_of("node_group", "project_id", project_id)
 
     def resize_node_group(self, node_group_id: str, node_count: int) -> dict[str, Any]:
         """Change a node group's size in place, as the console or the mk8s API can behind a fleet's back.
         Its instances are released and charged again at the new size (the group waits, PROVISIONING with a
         QuotaFailure condition, when the new size does not fit)."""
         params = {"node_group_id": node_group_id, "node_count": node_count}
-        with self._op("resize_node_group", params, write=True) as ctx:
+        with self.store.op("resize_node_group", params, write=True) as ctx:
             if not _is_count(node_count):
                 raise InvalidArgument("node_count must be a non-negative integer")
-            row = self._row(ctx, "node_group", node_group_id)
+            row = ctx.row("node_group", node_group_id)
             data = records.data_of(row)
             data["node_count"] = node_count
-            acct.release(ctx.conn, node_group_id)
-            ctx.conn.execute(
-                "UPDATE resources SET ready_at = ?, data = ? WHERE id = ?",
-                (records.WAITING_FOR_QUOTA, json.dumps(data), node_group_id),
-            )
-            scheduling.try_start(
-                ctx.conn,
-                self._row(ctx, "node_group", node_group_id),
-                ctx.tenant_id,
-                ctx.now,
-                ctx.provisioning_seconds,
-            )
-            return self._fetch(ctx, "node_group", node_group_id)
+            return _recharge(ctx, node_group_id, data)
 
     def edit_node_group_template(
         self,
@@ -426,109 +356,15 @@ class Mk8sMixin(AdminMixin):
             if not _is_count(disk_size_gib) or disk_size_gib <= 0:
                 raise InvalidArgument("disk_size_gib must be a positive integer")
             changes["disk_size_gib"] = disk_size_gib
-        with self._op("edit_node_group_template", {**params, **changes}, write=True) as ctx:
+        with self.store.op("edit_node_group_template", {**params, **changes}, write=True) as ctx:
             if changes.get("reservation_policy", "") not in ("", "AUTO", "FORBID", "STRICT"):
                 raise InvalidArgument("reservation_policy must be one of AUTO, FORBID, STRICT (or empty)")
-            row = self._row(ctx, "node_group", node_group_id)
+            row = ctx.row("node_group", node_group_id)
             data = {**records.data_of(row), **changes}
-            acct.release(ctx.conn, node_group_id)
-            ctx.conn.execute(
-                "UPDATE resources SET ready_at = ?, data = ? WHERE id = ?",
-                (records.WAITING_FOR_QUOTA, json.dumps(data), node_group_id),
-            )
-            scheduling.try_start(
-                ctx.conn,
-                self._row(ctx, "node_group", node_group_id),
-                ctx.tenant_id,
-                ctx.now,
-                ctx.provisioning_seconds,
-            )
-            return self._fetch(ctx, "node_group", node_group_id)
+            return _recharge(ctx, node_group_id, data)
 
     def delete_node_group(self, node_group_id: str, timeout_s: float | None = None) -> None:
         params = {"node_group_id": node_group_id}
-        with self._op("delete_node_group", params, write=True, timeout_s=timeout_s) as ctx:
-            self._row(ctx, "node_group", node_group_id)
-            self._delete_row(ctx, node_group_id)
-
-    # ------------------------------------------------------------------ bounded waits, for the recipe
-
-    def wait_timeout(self, explicit: float | None = None) -> float:
-        """The bound on waiting for RUNNING: explicit > $NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S > the setting."""
-        if explicit is not None:
-            return float(explicit)
-        env = os.environ.get(ENV_WAIT_TIMEOUT)
-        if env:
-            try:
-                return float(env)
-            except ValueError:
-                raise InvalidArgument(f"{ENV_WAIT_TIMEOUT}={env!r} is not a number of seconds") from None
-        return float(self.settings()["wait_timeout_seconds"])
-
-    def _peek(self, kind: str, resource_id: str) -> dict[str, Any]:
-        """A read that is not an API call of its own (no fault injection)."""
-        with self._op(f"wait_{kind}", {"id": resource_id}, write=False, inject=False, reconcile=True) as ctx:
-            return self._fetch(ctx, kind, resource_id)
-
-    def wait_until_running(self, kind: str, resource_id: str, timeout_s: float) -> dict[str, Any]:
-        """Poll a cluster or node group until RUNNING. A group held back by quota fails with
-        QuotaExceeded naming the quota; anything else still PROVISIONING fails with OperationTimeout."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            record = self._peek(kind, resource_id)
-            if record["state"] == "RUNNING" or time.monotonic() >= deadline:
-                break
-            time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))
-        if record["state"] == "RUNNING":
-            return record
-        request = CloudRequest(f"wait_{kind}", {"id": resource_id, "timeout_s": timeout_s})
-        label = f"{kind.replace('_', ' ')} {record['name']} ({resource_id})"
-        conditions = record.get("conditions") or []
-        if conditions:
-            first = conditions[0]
-            message = f"{label} stayed PROVISIONING for {timeout_s:g}s: {first['kind']}: {first['message']}"
-            raise QuotaExceeded(message, request)
-        raise OperationTimeout(f"{label} was still {record['state']} after {timeout_s:g}s", request)
-
-    def provision(self, kind: str, wait_timeout_s: float | None = None, **request: Any) -> dict[str, Any]:
-        """Create a cluster or node group and wait until it is RUNNING, as the Terraform provider does.
-        On failure the object is deleted again: a failed local-exec taints its resource, and Terraform
-        never runs the destroy-time provisioner of a tainted resource, so nothing else would."""
-        if kind == "cluster":
-            record = self.create_cluster(**request)
-        elif kind == "node_group":
-            record = self.create_node_group(**request)
-        else:
-            raise ValueError(f"cannot provision a {kind}")
-        timeout = self.wait_timeout(wait_timeout_s)
-        deadline = time.monotonic() + timeout
-        try:
-            running = self.wait_until_running(kind, record["id"], timeout)
-            if self.kubernetes_api_enabled():
-                self._wait_inside(kind, running, max(1.0, deadline - time.monotonic()))
-            return running
-        except CloudError:
-            with contextlib.suppress(NotFound):
-                self._roll_back(kind, record["id"])
-            raise
-
-    def _wait_inside(self, kind: str, record: dict[str, Any], timeout_s: float) -> None:
-        """RUNNING in mk8s means a reachable API server, and for a node group, nodes registered and Ready."""
-        if kind == "cluster":
-            self._ensure_api(record["id"], timeout_s)
-            return
-        access = self._ensure_api(record["cluster_id"], timeout_s)
-        try:
-            kube_lifecycle.wait_for_nodes(access, record["id"], int(record["target_node_count"]), timeout_s)
-        except kube_lifecycle.ControlPlaneError as err:
-            raise OperationTimeout(str(err), CloudRequest("wait_node_group", {"id": record["id"]})) from None
-
-    def _roll_back(self, kind: str, resource_id: str) -> None:
-        with self._op(f"rollback_{kind}", {"id": resource_id}, write=True, inject=False) as ctx:
-            self._row(ctx, kind, resource_id)
-            if kind == "cluster":
-                self._delete_cluster_rows(ctx, resource_id)
-            else:
-                self._delete_row(ctx, resource_id)
-        if kind == "cluster":
-            kube_lifecycle.stop(self.directory, resource_id)
+        with self.store.op("delete_node_group", params, write=True, timeout_s=timeout_s) as ctx:
+            ctx.row("node_group", node_group_id)
+            ctx.delete_row(node_group_id)

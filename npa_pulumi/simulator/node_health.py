@@ -1,5 +1,10 @@
-"""What Nebius itself does to a cluster's nodes on day two, as the local cloud models it (docs.nebius.com:
-kubernetes/maintenance, health-checks; compute maintenance):
+"""Faults on a cluster's nodes, its Slurm roles and its GPU driver, and what Nebius itself does to a
+cluster's nodes on day two, as the local cloud models it (docs.nebius.com: kubernetes/maintenance,
+health-checks; compute maintenance):
+
+* a fault on a node (`NODE_FAULTS`: NotReady, a GPU missing, Nebius' conditions, ...), a Slurm role
+  (`SLURM_FAULTS`) or the GPU operator's driver (`DRIVER_FAULTS`), switched on and off (or counted, for
+  the events of `NODE_EVENTS`);
 
 * maintenance events with reason codes on a node's instance (`HW_GPU_XID_79`, `HW_IB_LINK_DOWN`, ...): an
   active event sets the node's `NebiusMaintenanceScheduled` condition, finishing it clears the condition;
@@ -13,31 +18,108 @@ cluster's agent mirrors into its API server.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 from npa_pulumi.cloud.errors import InvalidArgument, NotFound
 from npa_pulumi.simulator import records
-from npa_pulumi.simulator.admin import AdminMixin
-from npa_pulumi.simulator.base import is_deleted
 from npa_pulumi.simulator.ids import new_id
+from npa_pulumi.simulator.store import Store
+from npa_pulumi.simulator.transaction import is_deleted
 
 MAINTENANCE_FAULT = "maintenance_scheduled"
+NODE_FAULTS = (
+    "not_ready",
+    "gpu_missing",
+    "gpu_error",
+    "reboot",
+    "pod_failure",
+    "mig_not_ready_taint",
+    "storage_unavailable",
+    "mig_disabled",
+    "nvlink_degraded",
+    "ib_port_down",
+    MAINTENANCE_FAULT,  # Nebius' NebiusMaintenanceScheduled condition (maintenance events set it too)
+    "boot_disk_io_error",  # Nebius' NebiusBootDiskIOError condition
+    "ib_link_degraded",
+)
+NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
+SLURM_FAULTS = ("controller_down", "login_down")
+# The GPU operator's driver (RTX clusters): `stale_template` is an OnDelete update of the driver DaemonSet
+# that leaves its pods on the older template; `no_repo_mount` renders the driver without the mounts of the
+# fleet's package-repository files (kube/shapes.py applies both).
+DRIVER_FAULTS = ("stale_template", "no_repo_mount")
 
 
 def _stamp(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).isoformat()
 
 
-class NodeHealthMixin(AdminMixin):
-    def _update_cluster(self, op: str, cluster_id: str, change: Any) -> Any:
-        with self._op(op, {"cluster_id": cluster_id}, write=True, inject=False) as ctx:
-            row = self._row(ctx, "cluster", cluster_id)
+class NodeHealth:
+    """Faults on a cluster's nodes and parts, node replacements and maintenance events, over the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def set_node_fault(self, cluster_id: str, node: str, fault: str, active: bool = True) -> dict[str, Any]:
+        """Inject (or clear) a fault on one node of a cluster; the cluster's agent applies it to the API.
+        `reboot` (the node's boot id changes) and `mig_not_ready_taint` (the GPU operator's temporary
+        taint left on a node) are events; the others are states."""
+        if fault not in NODE_FAULTS:
+            raise InvalidArgument(f"unknown node fault {fault!r}; choose one of {', '.join(NODE_FAULTS)}")
+        with self.store.op(
+            "set_node_fault", {"cluster_id": cluster_id, "node": node}, write=True, inject=False
+        ) as ctx:
+            row = ctx.row("cluster", cluster_id)
             data = records.data_of(row)
-            groups = self._list(ctx, "node_group", "parent_id", cluster_id)
+            faults_of = data.setdefault("node_faults", {}).setdefault(node, {})
+            if fault == "reboot":
+                faults_of["reboots"] = int(faults_of.get("reboots", 0)) + 1
+            elif fault in NODE_EVENTS:
+                faults_of[fault] = int(faults_of.get(fault, 0)) + 1
+            elif active:
+                faults_of[fault] = True
+            else:
+                faults_of.pop(fault, None)
+            ctx.set_data(cluster_id, data)
+            return dict(faults_of)
+
+    def set_slurm_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
+        """Inject (or clear) a fault of a soperator cluster's Slurm roles (`controller_down`, `login_down`):
+        the agent makes that role's nodes NotReady and its operator reports the Slurm cluster accordingly
+        (npa_pulumi/simulator/kube/slurm.py)."""
+        return self._set_cluster_fault(cluster_id, "slurm", SLURM_FAULTS, fault, active)
+
+    def set_driver_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
+        """Inject (or clear) a fault of the GPU operator's driver on an RTX cluster (DRIVER_FAULTS); the
+        cluster's agent renders the driver DaemonSet accordingly (npa_pulumi/simulator/kube/shapes.py)."""
+        return self._set_cluster_fault(cluster_id, "driver", DRIVER_FAULTS, fault, active)
+
+    def _set_cluster_fault(
+        self, cluster_id: str, kind: str, allowed: tuple[str, ...], fault: str, active: bool
+    ) -> dict[str, Any]:
+        """Switch one fault of a cluster's `kind` (slurm, driver) on or off: operation `set_<kind>_fault`,
+        recorded under `<kind>_faults`; the current set."""
+        if fault not in allowed:
+            raise InvalidArgument(f"unknown {kind} fault {fault!r}; choose one of {', '.join(allowed)}")
+        with self.store.op(f"set_{kind}_fault", {"cluster_id": cluster_id}, write=True, inject=False) as ctx:
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            faults = data.setdefault(f"{kind}_faults", {})
+            if active:
+                faults[fault] = True
+            else:
+                faults.pop(fault, None)
+            ctx.set_data(cluster_id, data)
+            return dict(faults)
+
+    def _update_cluster(self, op: str, cluster_id: str, change: Any) -> Any:
+        with self.store.op(op, {"cluster_id": cluster_id}, write=True, inject=False) as ctx:
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            groups = ctx.list_of("node_group", "parent_id", cluster_id)
             found = change(data, groups, ctx.now)
-            ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), cluster_id))
+            ctx.set_data(cluster_id, data)
             return found
 
     @staticmethod
@@ -109,8 +191,8 @@ class NodeHealthMixin(AdminMixin):
 
     def list_active_maintenance(self, project_id: str) -> list[dict[str, Any]]:
         """The project's unfinished maintenance events, joined to their node's instance (one query)."""
-        with self._op("list_active_maintenance", {"project_id": project_id}, write=False) as ctx:
-            self._project_row(ctx, project_id)
+        with self.store.op("list_active_maintenance", {"project_id": project_id}, write=False) as ctx:
+            ctx.project_row(project_id)
             rows = ctx.conn.execute(
                 "SELECT * FROM resources WHERE kind = 'cluster' AND project_id = ? ORDER BY created_at, id",
                 (project_id,),

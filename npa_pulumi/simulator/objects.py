@@ -3,9 +3,10 @@
 A bucket here is the simulator's bucket row (storage.py: named globally, in a project, charged to its
 quotas); its objects are rows of `objects`, multipart uploads in progress rows of `uploads` and
 `upload_parts`, so `local-cloud reset` forgets them with everything else and a bucket's object count
-(`count_bucket_objects`, which the fleet's teardown reads) includes what was written over the wire.
-Errors are S3's (s3errors.S3Error). These operations take no injected faults: fault injection targets the
-cloud's control plane, not its data path.
+(`count_bucket_objects`, which the fleet's teardown reads) includes what was written over the wire. The S3
+services are `S3Buckets` (s3buckets.py: keys, buckets, versioning), `S3Objects` (here) and `S3Uploads`
+(s3uploads.py), each over the store. Errors are S3's (s3errors.S3Error). These operations take no injected
+faults: fault injection targets the cloud's control plane, not its data path.
 
 Versioning is S3's: a bucket's status (`Enabled` or `Suspended`, never back to off) is kept in its row;
 with it enabled every write or delete keeps the version it replaces as a noncurrent row of
@@ -17,26 +18,21 @@ again. While suspended, writes and deletes replace the `null` version and keep t
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 import sqlite3
 from dataclasses import dataclass
 
-from npa_pulumi.cloud.errors import AlreadyExists, CloudError, QuotaExceeded
 from npa_pulumi.simulator import records
-from npa_pulumi.simulator.base import OpContext
 from npa_pulumi.simulator.s3errors import S3Error
-from npa_pulumi.simulator.storage import SECRET_DERIVATION, StorageMixin, access_key_secret
-
-MIN_PART_BYTES = 5 * 1024 * 1024  # S3: every part of a multipart upload but the last
-MAX_PARTS = 10000
+from npa_pulumi.simulator.store import Store
+from npa_pulumi.simulator.transaction import OpContext
 
 
-def _md5(data: bytes) -> str:
+def md5(data: bytes) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
-def _gone(row: sqlite3.Row | None) -> bool:
+def gone(row: sqlite3.Row | None) -> bool:
     # A lagged delete (DELETING) is already gone for S3 clients.
     return row is None or records.data_of(row).get("deleting_until") is not None
 
@@ -88,7 +84,7 @@ VERSIONING = "s3_versioning"  # a bucket row's data key: "Enabled" | "Suspended"
 VERSIONING_STATES = ("Enabled", "Suspended")
 
 
-def _bucket_info(row: sqlite3.Row) -> BucketInfo:
+def bucket_info(row: sqlite3.Row) -> BucketInfo:
     return BucketInfo(
         row["id"], row["name"], row["tenant_id"], row["project_id"], row["region"], float(row["created_at"])
     )
@@ -96,7 +92,7 @@ def _bucket_info(row: sqlite3.Row) -> BucketInfo:
 
 def _object_info(row: sqlite3.Row) -> ObjectInfo:
     # A row written before the wire has no ETag stored: its body's MD5 is the one S3 would show.
-    etag = str(row["etag"]) or _md5(bytes(row["legacy_body"] or b""))
+    etag = str(row["etag"]) or md5(bytes(row["legacy_body"] or b""))
     return ObjectInfo(
         row["key"],
         int(row["size"]),
@@ -117,7 +113,7 @@ _VERSION_COLUMNS = (  # in _INFO_COLUMNS' order (the two are united in listings)
 )
 
 
-def _versioning(row: sqlite3.Row) -> str:
+def versioning_of(row: sqlite3.Row) -> str:
     return str(records.data_of(row).get(VERSIONING) or "")
 
 
@@ -129,174 +125,125 @@ def _no_such_version(key: str, version_id: str) -> S3Error:
     return S3Error("NoSuchVersion", "The specified version does not exist.", Key=key, VersionId=version_id)
 
 
-class ObjectsMixin(StorageMixin):
-    # ------------------------------------------------------------------ identities and buckets
+def bucket_row(ctx: OpContext, name: str) -> sqlite3.Row:
+    row: sqlite3.Row | None = ctx.conn.execute(
+        "SELECT * FROM resources WHERE kind = 'bucket' AND name_scope = '' AND name = ?", (name,)
+    ).fetchone()
+    if row is None or gone(row):
+        raise S3Error("NoSuchBucket", "The specified bucket does not exist", BucketName=name)
+    return row
 
-    def s3_access_key(self, aws_access_key_id: str) -> AccessKey | None:
-        """The live access key with this public id, or None (unknown, deleted or being deleted)."""
-        with self._op("s3_access_key", {}, write=False, inject=False) as ctx:
-            row = ctx.conn.execute(
-                "SELECT * FROM resources WHERE kind = 'access_key' AND name = ?", (aws_access_key_id,)
-            ).fetchone()
-            if _gone(row):
-                return None
-            data = records.data_of(row)
-            return AccessKey(
-                aws_access_key_id,
-                row["tenant_id"],
-                row["project_id"],
-                data.get("secret_derivation") == SECRET_DERIVATION,
-            )
 
-    def s3_secret(self, key: AccessKey) -> str:
-        """The key's secret, derived again (storage.access_key_secret): only to check a signature."""
-        return access_key_secret(self.directory, key.aws_access_key_id)
+def _keep_replaced(ctx: OpContext, bucket_id: str, key: str, status: str) -> None:
+    """Before a write or delete replaces a key's current version: in a versioned bucket it becomes
+    noncurrent (while suspended, only a version with an id: the `null` one is replaced)."""
+    if not status:
+        return
+    row = ctx.conn.execute(
+        "SELECT * FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key)
+    ).fetchone()
+    if row is None or (status == "Suspended" and row["version_id"] == "null"):
+        return
+    ctx.conn.execute(
+        "INSERT OR REPLACE INTO object_versions (bucket_id, key, version_id, body, etag, content_type, "
+        "modified_at, delete_marker) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+        (
+            bucket_id,
+            key,
+            row["version_id"],
+            row["body"],
+            row["etag"] or md5(bytes(row["body"])),
+            row["content_type"],
+            row["modified_at"],
+        ),
+    )
 
-    def s3_bucket(self, name: str) -> BucketInfo:
-        with self._op("s3_bucket", {}, write=False, inject=False) as ctx:
-            return _bucket_info(self._s3_bucket_row(ctx, name))
 
-    def s3_buckets(self, tenant_id: str) -> list[BucketInfo]:
-        with self._op("s3_buckets", {}, write=False, inject=False) as ctx:
-            rows = ctx.conn.execute(
-                "SELECT * FROM resources WHERE kind = 'bucket' AND tenant_id = ? ORDER BY name", (tenant_id,)
-            ).fetchall()
-            return [_bucket_info(row) for row in rows if not _gone(row)]
-
-    @staticmethod
-    def _s3_bucket_row(ctx: OpContext, name: str) -> sqlite3.Row:
-        row: sqlite3.Row | None = ctx.conn.execute(
-            "SELECT * FROM resources WHERE kind = 'bucket' AND name_scope = '' AND name = ?", (name,)
-        ).fetchone()
-        if row is None or _gone(row):
-            raise S3Error("NoSuchBucket", "The specified bucket does not exist", BucketName=name)
-        return row
-
-    def s3_create_bucket(self, key: AccessKey, name: str, location: str) -> bool:
-        """CreateBucket in the key's project; False when the caller's tenant already owns it (S3's
-        BucketAlreadyOwnedByYou is the caller's to report)."""
-        with self._op("s3_create_bucket", {}, write=False, inject=False) as ctx:
-            project = self._project_row(ctx, key.project_id)
-        if location and location != project["region"]:
-            raise S3Error(
-                "IllegalLocationConstraintException",
-                f"the {location} location constraint is incompatible with this endpoint's region for "
-                f"project {key.project_id} ({project['region']})",
-            )
-        try:
-            self.create_bucket(key.project_id, name, "standard", 0)
-        except AlreadyExists:
-            existing = self.s3_bucket(name)
-            if existing.tenant_id == key.tenant_id:
-                return False
-            raise S3Error(
-                "BucketAlreadyExists", "The requested bucket name is not available.", BucketName=name
-            ) from None
-        except QuotaExceeded as err:
-            raise S3Error("TooManyBuckets", str(err), BucketName=name) from None
-        except CloudError as err:
-            raise S3Error(
-                "InvalidBucketName" if "bucket name" in str(err) else "InvalidRequest", str(err)
-            ) from None
-        return True
-
-    def s3_delete_bucket(self, bucket: BucketInfo) -> None:
-        """DeleteBucket: refused while the bucket holds objects or uploads, as S3 refuses it."""
-        if self.count_bucket_objects(bucket.id):
-            raise S3Error(
-                "BucketNotEmpty", "The bucket you tried to delete is not empty", BucketName=bucket.name
-            )
-        self.delete_bucket(bucket.id)
-
-    def s3_versioning(self, bucket: BucketInfo) -> str:
-        """The bucket's versioning status: "Enabled", "Suspended", or "" (never enabled)."""
-        with self._op("s3_versioning", {}, write=False, inject=False) as ctx:
-            return _versioning(self._s3_bucket_row(ctx, bucket.name))
-
-    def s3_set_versioning(self, bucket: BucketInfo, status: str) -> None:
-        if status not in VERSIONING_STATES:
-            raise S3Error("MalformedXML", "Versioning Status must be Enabled or Suspended")
-        with self._op("s3_set_versioning", {}, write=True, inject=False) as ctx:
-            row = self._s3_bucket_row(ctx, bucket.name)
-            data = records.data_of(row)
-            data[VERSIONING] = status
-            ctx.conn.execute("UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), row["id"]))
-
-    # ------------------------------------------------------------------ objects
-
-    @staticmethod
-    def _keep_replaced(ctx: OpContext, bucket_id: str, key: str, status: str) -> None:
-        """Before a write or delete replaces a key's current version: in a versioned bucket it becomes
-        noncurrent (while suspended, only a version with an id: the `null` one is replaced)."""
-        if not status:
-            return
-        row = ctx.conn.execute(
-            "SELECT * FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key)
-        ).fetchone()
-        if row is None or (status == "Suspended" and row["version_id"] == "null"):
-            return
+def write_current(
+    ctx: OpContext, bucket_row: sqlite3.Row, key: str, body: bytes, etag: str, content_type: str
+) -> ObjectInfo:
+    """Make `body` the key's current version (keeping the one it replaces where versioning says so)."""
+    status = versioning_of(bucket_row)
+    bucket_id = bucket_row["id"]
+    _keep_replaced(ctx, bucket_id, key, status)
+    version = _new_version_id() if status == "Enabled" else "null"
+    if version == "null":  # a write while suspended replaces the null version, wherever it is
         ctx.conn.execute(
-            "INSERT OR REPLACE INTO object_versions (bucket_id, key, version_id, body, etag, content_type, "
-            "modified_at, delete_marker) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
-            (
-                bucket_id,
-                key,
-                row["version_id"],
-                row["body"],
-                row["etag"] or _md5(bytes(row["body"])),
-                row["content_type"],
-                row["modified_at"],
-            ),
+            "DELETE FROM object_versions WHERE bucket_id = ? AND key = ? AND version_id = 'null'",
+            (bucket_id, key),
         )
+    ctx.conn.execute(
+        "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, content_type, modified_at, "
+        "version_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (bucket_id, key, body, etag, content_type, ctx.now, version),
+    )
+    return ObjectInfo(key, len(body), etag, content_type, ctx.now, version)
 
-    def _write_current(
-        self, ctx: OpContext, bucket_row: sqlite3.Row, key: str, body: bytes, etag: str, content_type: str
-    ) -> ObjectInfo:
-        """Make `body` the key's current version (keeping the one it replaces where versioning says so)."""
-        status = _versioning(bucket_row)
-        bucket_id = bucket_row["id"]
-        self._keep_replaced(ctx, bucket_id, key, status)
-        version = _new_version_id() if status == "Enabled" else "null"
-        if version == "null":  # a write while suspended replaces the null version, wherever it is
-            ctx.conn.execute(
-                "DELETE FROM object_versions WHERE bucket_id = ? AND key = ? AND version_id = 'null'",
-                (bucket_id, key),
-            )
-        ctx.conn.execute(
-            "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, content_type, modified_at, "
-            "version_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (bucket_id, key, body, etag, content_type, ctx.now, version),
-        )
-        return ObjectInfo(key, len(body), etag, content_type, ctx.now, version)
 
-    @staticmethod
-    def _version_row(ctx: OpContext, bucket_id: str, key: str, version_id: str) -> tuple[sqlite3.Row, bool]:
-        """A version by id: (row, is it the current one); NoSuchVersion when there is none."""
-        current = ctx.conn.execute(
-            f"SELECT {_INFO_COLUMNS}, body, 0 AS delete_marker FROM objects "
-            "WHERE bucket_id = ? AND key = ? AND version_id = ?",
-            (bucket_id, key, version_id),
-        ).fetchone()
-        if current is not None:
-            return current, True
-        older = ctx.conn.execute(
-            f"SELECT {_VERSION_COLUMNS}, body FROM object_versions "
-            "WHERE bucket_id = ? AND key = ? AND version_id = ?",
-            (bucket_id, key, version_id),
-        ).fetchone()
-        if older is None:
-            raise _no_such_version(key, version_id)
-        return older, False
+def _version_row(ctx: OpContext, bucket_id: str, key: str, version_id: str) -> tuple[sqlite3.Row, bool]:
+    """A version by id: (row, is it the current one); NoSuchVersion when there is none."""
+    current = ctx.conn.execute(
+        f"SELECT {_INFO_COLUMNS}, body, 0 AS delete_marker FROM objects "
+        "WHERE bucket_id = ? AND key = ? AND version_id = ?",
+        (bucket_id, key, version_id),
+    ).fetchone()
+    if current is not None:
+        return current, True
+    older = ctx.conn.execute(
+        f"SELECT {_VERSION_COLUMNS}, body FROM object_versions "
+        "WHERE bucket_id = ? AND key = ? AND version_id = ?",
+        (bucket_id, key, version_id),
+    ).fetchone()
+    if older is None:
+        raise _no_such_version(key, version_id)
+    return older, False
 
-    def s3_put(self, bucket: BucketInfo, key: str, body: bytes, content_type: str) -> ObjectInfo:
-        with self._op("s3_put", {}, write=True, inject=False) as ctx:
-            row = self._s3_bucket_row(ctx, bucket.name)
-            return self._write_current(ctx, row, key, body, _md5(body), content_type)
 
-    def s3_head(self, bucket: BucketInfo, key: str, version_id: str = "") -> ObjectInfo:
+def _promote_newest(ctx: OpContext, bucket_id: str, key: str) -> None:
+    """After a version was deleted by id: with no current version left, the newest remaining one
+    becomes current, unless it is a delete marker (then the key stays deleted)."""
+    if ctx.conn.execute("SELECT 1 FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key)).fetchone():
+        return
+    newest = ctx.conn.execute(
+        "SELECT * FROM object_versions WHERE bucket_id = ? AND key = ? ORDER BY modified_at DESC LIMIT 1",
+        (bucket_id, key),
+    ).fetchone()
+    if newest is None or newest["delete_marker"]:
+        return
+    ctx.conn.execute(
+        "INSERT INTO objects (bucket_id, key, body, etag, content_type, modified_at, version_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            bucket_id,
+            key,
+            newest["body"],
+            newest["etag"],
+            newest["content_type"],
+            newest["modified_at"],
+            newest["version_id"],
+        ),
+    )
+    ctx.conn.execute(
+        "DELETE FROM object_versions WHERE bucket_id = ? AND key = ? AND version_id = ?",
+        (bucket_id, key, newest["version_id"]),
+    )
+
+
+class S3Objects:
+    """A bucket's objects and their versions over the store: put, head, get, list, delete and copy."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def put(self, bucket: BucketInfo, key: str, body: bytes, content_type: str) -> ObjectInfo:
+        with self.store.op("s3_put", {}, write=True, inject=False) as ctx:
+            row = bucket_row(ctx, bucket.name)
+            return write_current(ctx, row, key, body, md5(body), content_type)
+
+    def head(self, bucket: BucketInfo, key: str, version_id: str = "") -> ObjectInfo:
         if version_id:
-            return self.s3_get(bucket, key, version_id)[0]
-        with self._op("s3_head", {}, write=False, inject=False) as ctx:  # no body read for a HEAD
+            return self.get(bucket, key, version_id)[0]
+        with self.store.op("s3_head", {}, write=False, inject=False) as ctx:  # no body read for a HEAD
             row = ctx.conn.execute(
                 f"SELECT {_INFO_COLUMNS} FROM objects WHERE bucket_id = ? AND key = ?", (bucket.id, key)
             ).fetchone()
@@ -304,11 +251,11 @@ class ObjectsMixin(StorageMixin):
                 raise S3Error("NoSuchKey", "The specified key does not exist.", Key=key)
             return _object_info(row)
 
-    def s3_get(self, bucket: BucketInfo, key: str, version_id: str = "") -> tuple[ObjectInfo, bytes]:
+    def get(self, bucket: BucketInfo, key: str, version_id: str = "") -> tuple[ObjectInfo, bytes]:
         """The key's current version, or the version `version_id` (a delete marker: MethodNotAllowed)."""
-        with self._op("s3_get", {}, write=False, inject=False) as ctx:
+        with self.store.op("s3_get", {}, write=False, inject=False) as ctx:
             if version_id:
-                row, _ = self._version_row(ctx, bucket.id, key, version_id)
+                row, _ = _version_row(ctx, bucket.id, key, version_id)
                 if row["delete_marker"]:
                     raise S3Error(
                         "MethodNotAllowed",
@@ -325,10 +272,10 @@ class ObjectsMixin(StorageMixin):
                     raise S3Error("NoSuchKey", "The specified key does not exist.", Key=key)
             return _object_info(row), bytes(row["body"])
 
-    def s3_list_versions(self, bucket: BucketInfo, prefix: str, after_key: str) -> list[VersionInfo]:
+    def list_versions(self, bucket: BucketInfo, prefix: str, after_key: str) -> list[VersionInfo]:
         """Every version and delete marker under `prefix` of keys sorting after `after_key`: by key, the
         newest first (ListObjectVersions)."""
-        with self._op("s3_list_versions", {}, write=False, inject=False) as ctx:
+        with self.store.op("s3_list_versions", {}, write=False, inject=False) as ctx:
             where = "bucket_id = ? AND key > ? AND substr(key, 1, ?) = ?"
             args = (bucket.id, after_key, len(prefix), prefix)
             rows = ctx.conn.execute(
@@ -354,9 +301,9 @@ class ObjectsMixin(StorageMixin):
             )
         return found
 
-    def s3_list(self, bucket: BucketInfo, prefix: str, after: str) -> list[ObjectInfo]:
+    def list_objects(self, bucket: BucketInfo, prefix: str, after: str) -> list[ObjectInfo]:
         """The objects under `prefix` whose keys sort after `after`, in S3's order (UTF-8 bytes)."""
-        with self._op("s3_list", {}, write=False, inject=False) as ctx:
+        with self.store.op("s3_list", {}, write=False, inject=False) as ctx:
             rows = ctx.conn.execute(
                 f"SELECT {_INFO_COLUMNS} FROM objects WHERE bucket_id = ? AND key > ? "
                 "AND substr(key, 1, ?) = ? ORDER BY key",
@@ -364,31 +311,31 @@ class ObjectsMixin(StorageMixin):
             ).fetchall()
             return [_object_info(row) for row in rows]
 
-    def s3_delete(self, bucket: BucketInfo, keys: list[tuple[str, str]]) -> list[tuple[str, bool]]:
+    def delete(self, bucket: BucketInfo, keys: list[tuple[str, str]]) -> list[tuple[str, bool]]:
         """DeleteObject(s) of (key, version id or ""): per key, the version id S3 reports and whether it is a
         delete marker. Without a version id a key that does not exist is deleted already (S3 answers
         success), and a versioned bucket gets a delete marker; with one, exactly that version goes."""
-        with self._op("s3_delete", {}, write=True, inject=False) as ctx:
-            row = self._s3_bucket_row(ctx, bucket.name)
+        with self.store.op("s3_delete", {}, write=True, inject=False) as ctx:
+            row = bucket_row(ctx, bucket.name)
             return [self._delete_one(ctx, row, key, version_id) for key, version_id in keys]
 
     def _delete_one(
         self, ctx: OpContext, bucket_row: sqlite3.Row, key: str, version_id: str
     ) -> tuple[str, bool]:
-        bucket_id, status = bucket_row["id"], _versioning(bucket_row)
+        bucket_id, status = bucket_row["id"], versioning_of(bucket_row)
         if version_id:
-            found, current = self._version_row(ctx, bucket_id, key, version_id)
+            found, current = _version_row(ctx, bucket_id, key, version_id)
             table = "objects" if current else "object_versions"
             ctx.conn.execute(
                 f"DELETE FROM {table} WHERE bucket_id = ? AND key = ? AND version_id = ?",
                 (bucket_id, key, version_id),
             )
-            self._promote_newest(ctx, bucket_id, key)
+            _promote_newest(ctx, bucket_id, key)
             return version_id, bool(found["delete_marker"])
         if not status:
             ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key))
             return "", False
-        self._keep_replaced(ctx, bucket_id, key, status)
+        _keep_replaced(ctx, bucket_id, key, status)
         ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key))
         marker = _new_version_id() if status == "Enabled" else "null"
         ctx.conn.execute(
@@ -398,39 +345,7 @@ class ObjectsMixin(StorageMixin):
         )
         return marker, True
 
-    @staticmethod
-    def _promote_newest(ctx: OpContext, bucket_id: str, key: str) -> None:
-        """After a version was deleted by id: with no current version left, the newest remaining one
-        becomes current, unless it is a delete marker (then the key stays deleted)."""
-        if ctx.conn.execute(
-            "SELECT 1 FROM objects WHERE bucket_id = ? AND key = ?", (bucket_id, key)
-        ).fetchone():
-            return
-        newest = ctx.conn.execute(
-            "SELECT * FROM object_versions WHERE bucket_id = ? AND key = ? ORDER BY modified_at DESC LIMIT 1",
-            (bucket_id, key),
-        ).fetchone()
-        if newest is None or newest["delete_marker"]:
-            return
-        ctx.conn.execute(
-            "INSERT INTO objects (bucket_id, key, body, etag, content_type, modified_at, version_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                bucket_id,
-                key,
-                newest["body"],
-                newest["etag"],
-                newest["content_type"],
-                newest["modified_at"],
-                newest["version_id"],
-            ),
-        )
-        ctx.conn.execute(
-            "DELETE FROM object_versions WHERE bucket_id = ? AND key = ? AND version_id = ?",
-            (bucket_id, key, newest["version_id"]),
-        )
-
-    def s3_copy(
+    def copy(
         self,
         source: BucketInfo,
         source_key: str,
@@ -441,103 +356,8 @@ class ObjectsMixin(StorageMixin):
     ) -> ObjectInfo:
         """CopyObject (of the source's current version, or `source_version`: how an overwritten version
         is restored); `content_type` None keeps the source's (x-amz-metadata-directive COPY)."""
-        info, body = self.s3_get(source, source_key, source_version)
-        with self._op("s3_copy", {}, write=True, inject=False) as ctx:
-            row = self._s3_bucket_row(ctx, target.name)
+        info, body = self.get(source, source_key, source_version)
+        with self.store.op("s3_copy", {}, write=True, inject=False) as ctx:
+            row = bucket_row(ctx, target.name)
             kind = info.content_type if content_type is None else content_type
-            return self._write_current(ctx, row, key, body, info.etag, kind)
-
-    # ------------------------------------------------------------------ multipart uploads
-
-    def s3_create_upload(self, bucket: BucketInfo, key: str, content_type: str) -> str:
-        with self._op("s3_create_upload", {}, write=True, inject=False) as ctx:
-            self._s3_bucket_row(ctx, bucket.name)
-            upload_id = secrets.token_urlsafe(24)
-            ctx.conn.execute(
-                "INSERT INTO uploads (upload_id, bucket_id, key, content_type, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (upload_id, bucket.id, key, content_type, ctx.now),
-            )
-            return upload_id
-
-    @staticmethod
-    def _upload_row(ctx: OpContext, bucket: BucketInfo, key: str, upload_id: str) -> sqlite3.Row:
-        row: sqlite3.Row | None = ctx.conn.execute(
-            "SELECT * FROM uploads WHERE upload_id = ? AND bucket_id = ? AND key = ?",
-            (upload_id, bucket.id, key),
-        ).fetchone()
-        if row is None:
-            raise S3Error(
-                "NoSuchUpload",
-                "The specified upload does not exist. The upload ID may be invalid, or the upload may have "
-                "been aborted or completed.",
-                UploadId=upload_id,
-            )
-        return row
-
-    def s3_put_part(self, bucket: BucketInfo, key: str, upload_id: str, number: int, body: bytes) -> str:
-        if not 1 <= number <= MAX_PARTS:
-            raise S3Error("InvalidArgument", f"Part number must be an integer between 1 and {MAX_PARTS}")
-        with self._op("s3_put_part", {}, write=True, inject=False) as ctx:
-            self._upload_row(ctx, bucket, key, upload_id)
-            etag = _md5(body)
-            ctx.conn.execute(
-                "INSERT OR REPLACE INTO upload_parts (upload_id, part_number, body, etag) "
-                "VALUES (?, ?, ?, ?)",
-                (upload_id, number, body, etag),
-            )
-            return etag
-
-    def s3_complete_upload(
-        self, bucket: BucketInfo, key: str, upload_id: str, parts: list[tuple[int, str]]
-    ) -> ObjectInfo:
-        """CompleteMultipartUpload: the listed parts (ascending, ETags matching) become the object."""
-        if not parts:
-            raise S3Error("MalformedXML", "The XML you provided was not well-formed or did not validate")
-        numbers = [n for n, _ in parts]
-        if numbers != sorted(set(numbers)):
-            raise S3Error("InvalidPartOrder", "The list of parts was not in ascending order.")
-        with self._op("s3_complete_upload", {}, write=True, inject=False) as ctx:
-            upload = self._upload_row(ctx, bucket, key, upload_id)
-            stored = {
-                int(row["part_number"]): row
-                for row in ctx.conn.execute(
-                    "SELECT part_number, etag, length(body) AS size FROM upload_parts WHERE upload_id = ?",
-                    (upload_id,),
-                )
-            }
-            for index, (number, etag) in enumerate(parts):
-                row = stored.get(number)
-                if row is None or row["etag"] != etag.strip().strip('"'):
-                    raise S3Error(
-                        "InvalidPart",
-                        "One or more of the specified parts could not be found. The part may not have been "
-                        "uploaded, or the specified entity tag may not match the part's entity tag.",
-                        PartNumber=str(number),
-                    )
-                if index < len(parts) - 1 and int(row["size"]) < MIN_PART_BYTES:
-                    raise S3Error(
-                        "EntityTooSmall",
-                        "Your proposed upload is smaller than the minimum allowed object size.",
-                    )
-            body = bytearray()
-            md5s = bytearray()
-            for number, _ in parts:
-                part = ctx.conn.execute(
-                    "SELECT body, etag FROM upload_parts WHERE upload_id = ? AND part_number = ?",
-                    (upload_id, number),
-                ).fetchone()
-                body += bytes(part["body"])
-                md5s += bytes.fromhex(part["etag"])
-            etag = f"{_md5(bytes(md5s))}-{len(parts)}"
-            bucket_row = self._s3_bucket_row(ctx, bucket.name)
-            done = self._write_current(ctx, bucket_row, key, bytes(body), etag, str(upload["content_type"]))
-            ctx.conn.execute("DELETE FROM upload_parts WHERE upload_id = ?", (upload_id,))
-            ctx.conn.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
-            return done
-
-    def s3_abort_upload(self, bucket: BucketInfo, key: str, upload_id: str) -> None:
-        with self._op("s3_abort_upload", {}, write=True, inject=False) as ctx:
-            self._upload_row(ctx, bucket, key, upload_id)
-            ctx.conn.execute("DELETE FROM upload_parts WHERE upload_id = ?", (upload_id,))
-            ctx.conn.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
+            return write_current(ctx, row, key, body, info.etag, kind)

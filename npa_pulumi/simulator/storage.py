@@ -1,74 +1,26 @@
-"""Object storage buckets, IAM service accounts and their access keys.
-
-Access-key secrets are shown once, at creation, and only their SHA-256 is stored: `probe_bucket` checks
-a presented secret against it. The S3 wire (s3wire.py) must verify HMAC signatures, which needs the secret
-itself, so a secret is not random: it is derived from its key id under the cloud's master key (a 0600 file
-in the cloud's directory, `access_key_secret`), and the S3 server derives it again to check a signature.
-The database alone never reveals a secret.
-"""
+"""Object storage buckets: create, find, count their objects, delete, grant a service account access
+(as Nebius grants it: a group, its membership and an access permit), and the probe that checks an access
+key can write, read and delete an object (access_keys.py: how a key's secret is checked)."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
-import json
-import os
 import re
 import secrets
-from pathlib import Path
 from typing import Any
 
-from npa_pulumi.cloud.errors import AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied
+from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from npa_pulumi.simulator import accounting as acct
 from npa_pulumi.simulator import records
-from npa_pulumi.simulator.base import OpContext, SimulatorBase, clean_labels
+from npa_pulumi.simulator.access_keys import sha256
+from npa_pulumi.simulator.store import Store
+from npa_pulumi.simulator.transaction import OpContext, clean_labels
 
 # Roles that let a key write, read and delete a bucket's objects, as on Nebius (port.BUCKET_OBJECT_ROLE).
 BUCKET_ROLES = frozenset({"storage.object-editor", "storage.editor", "editor", "admin"})
 
 STORAGE_CLASSES = ("standard", "enhanced_throughput", "intelligent")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_AWS_ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-
-
-MASTER_KEY_FILENAME = "access-keys.master"
-SECRET_DERIVATION = "hmac-sha256-v1"  # access-key data `secret_derivation`: how its secret was made
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _master_key(directory: Path) -> bytes:
-    """The cloud's access-key master key, created (0600, first writer wins) on first use."""
-    path = directory / MASTER_KEY_FILENAME
-    try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
-        text = ""
-    if not text:
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_hex(32) + "\n")
-        try:
-            os.link(tmp, path)  # atomic and exclusive: a reader never sees a half-written key
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
-        text = path.read_text().strip()
-    return bytes.fromhex(text)
-
-
-def access_key_secret(directory: Path, aws_access_key_id: str) -> str:
-    """The secret of the access key `aws_access_key_id` of the cloud at `directory` (never logged)."""
-    digest = hmac.new(
-        _master_key(directory), b"npa-local-access-key:" + aws_access_key_id.encode(), hashlib.sha256
-    ).digest()
-    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def _check_bucket_request(name: str, storage_class: str, max_size_bytes: int) -> None:
@@ -83,17 +35,20 @@ def _check_bucket_request(name: str, storage_class: str, max_size_bytes: int) ->
         raise InvalidArgument("max_size_bytes must be a non-negative integer")
 
 
-class StorageMixin(SimulatorBase):
-    # ------------------------------------------------------------------ buckets
+class Buckets:
+    """Buckets, their objects' count and probe, and access grants on them, over the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def get_bucket(self, bucket_id: str) -> dict[str, Any]:
-        with self._op("get_bucket", {"bucket_id": bucket_id}, write=False) as ctx:
-            return self._fetch(ctx, "bucket", bucket_id)
+        with self.store.op("get_bucket", {"bucket_id": bucket_id}, write=False) as ctx:
+            return ctx.fetch("bucket", bucket_id)
 
     def find_bucket(self, project_id: str, name: str) -> dict[str, Any] | None:
-        with self._op("find_bucket", {"project_id": project_id, "name": name}, write=False) as ctx:
-            self._project_row(ctx, project_id)
-            return self._find_named(ctx, "bucket", project_id, name)
+        with self.store.op("find_bucket", {"project_id": project_id, "name": name}, write=False) as ctx:
+            ctx.project_row(project_id)
+            return ctx.find_named("bucket", project_id, name)
 
     def create_bucket(
         self,
@@ -113,12 +68,11 @@ class StorageMixin(SimulatorBase):
             "max_size_bytes": max_size_bytes,
             "labels": clean_labels(labels),
         }
-        with self._op("create_bucket", params, write=True, timeout_s=timeout_s) as ctx:
-            project = self._project_row(ctx, project_id)
+        with self.store.op("create_bucket", params, write=True, timeout_s=timeout_s) as ctx:
+            project = ctx.project_row(project_id)
             _check_bucket_request(name, storage_class, max_size_bytes)
             size_quota = acct.BUCKET_SIZE_PREFIX + storage_class.replace("_", "-")
-            return self._create(
-                ctx,
+            return ctx.create(
                 "bucket",
                 name=name,
                 scope="",  # bucket names are global, as in S3
@@ -136,13 +90,13 @@ class StorageMixin(SimulatorBase):
             )
 
     def list_buckets(self, project_id: str) -> list[dict[str, Any]]:
-        with self._op("list_buckets", {"project_id": project_id}, write=False) as ctx:
-            self._project_row(ctx, project_id)
-            return self._list(ctx, "bucket", "project_id", project_id)
+        with self.store.op("list_buckets", {"project_id": project_id}, write=False) as ctx:
+            ctx.project_row(project_id)
+            return ctx.list_of("bucket", "project_id", project_id)
 
     def count_bucket_objects(self, bucket_id: str) -> int:
-        with self._op("count_bucket_objects", {"bucket_id": bucket_id}, write=False) as ctx:
-            self._row(ctx, "bucket", bucket_id)
+        with self.store.op("count_bucket_objects", {"bucket_id": bucket_id}, write=False) as ctx:
+            ctx.row("bucket", bucket_id)
             # Multipart uploads in progress and a versioned bucket's older versions count too: they hold
             # data, and S3 refuses to delete their bucket.
             count: int = ctx.conn.execute(
@@ -155,8 +109,8 @@ class StorageMixin(SimulatorBase):
 
     def put_object(self, bucket_id: str, key: str, body: str = "") -> None:
         """Store one object (simulator only: what a training job's upload would leave in a bucket)."""
-        with self._op("put_object", {"bucket_id": bucket_id, "key": key}, write=True) as ctx:
-            self._row(ctx, "bucket", bucket_id)
+        with self.store.op("put_object", {"bucket_id": bucket_id, "key": key}, write=True) as ctx:
+            ctx.row("bucket", bucket_id)
             data = body.encode()
             ctx.conn.execute(
                 "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, modified_at) "
@@ -165,8 +119,8 @@ class StorageMixin(SimulatorBase):
             )
 
     def delete_bucket(self, bucket_id: str, timeout_s: float | None = None) -> None:
-        with self._op("delete_bucket", {"bucket_id": bucket_id}, write=True, timeout_s=timeout_s) as ctx:
-            self._row(ctx, "bucket", bucket_id)
+        with self.store.op("delete_bucket", {"bucket_id": bucket_id}, write=True, timeout_s=timeout_s) as ctx:
+            ctx.row("bucket", bucket_id)
             # The storage API's delete takes the bucket's data with it (the fleet's teardown refuses a
             # non-empty bucket itself); the S3 wire's DeleteBucket refuses one, as S3 does (objects.py).
             ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ?", (bucket_id,))
@@ -177,7 +131,7 @@ class StorageMixin(SimulatorBase):
                 (bucket_id,),
             )
             ctx.conn.execute("DELETE FROM uploads WHERE bucket_id = ?", (bucket_id,))
-            self._delete_row(ctx, bucket_id)
+            ctx.delete_row(bucket_id)
 
     def probe_bucket(self, bucket_id: str, access_key_id: str, aws_access_key_id: str, secret: str) -> None:
         """Write, read back and delete one object, authenticating with the access key as S3 would."""
@@ -186,8 +140,8 @@ class StorageMixin(SimulatorBase):
             "access_key_id": access_key_id,
             "aws_access_key_id": aws_access_key_id,
         }
-        with self._op("probe_bucket", params, write=True) as ctx:
-            bucket = self._row(ctx, "bucket", bucket_id)
+        with self.store.op("probe_bucket", params, write=True) as ctx:
+            bucket = ctx.row("bucket", bucket_id)
             key_row = ctx.conn.execute(
                 "SELECT * FROM resources WHERE kind = 'access_key' AND id = ?", (access_key_id,)
             ).fetchone()
@@ -199,11 +153,11 @@ class StorageMixin(SimulatorBase):
                     f"AccessDenied: access key {aws_access_key_id} is in project {key_row['project_id']}, "
                     f"bucket {bucket['name']} in {bucket['project_id']}"
                 )
-            if not secrets.compare_digest(key_data["secret_sha256"], _sha256(secret)):
+            if not secrets.compare_digest(key_data["secret_sha256"], sha256(secret)):
                 raise PermissionDenied(
                     f"SignatureDoesNotMatch: wrong secret for access key {aws_access_key_id}"
                 )
-            account = self._row(ctx, "service_account", key_row["parent_id"])
+            account = ctx.row("service_account", key_row["parent_id"])
             grants = records.data_of(account).get("bucket_grants") or []
             if not any(g.get("bucket_id") == bucket_id and g.get("role") in BUCKET_ROLES for g in grants):
                 raise PermissionDenied(
@@ -234,9 +188,9 @@ class StorageMixin(SimulatorBase):
             "group_name": group_name,
             "role": role,
         }
-        with self._op("grant_bucket_access", params, write=True) as ctx:
-            bucket = self._row(ctx, "bucket", bucket_id)
-            account = self._row(ctx, "service_account", service_account_id)
+        with self.store.op("grant_bucket_access", params, write=True) as ctx:
+            bucket = ctx.row("bucket", bucket_id)
+            account = ctx.row("service_account", service_account_id)
             if bucket["project_id"] != project_id or account["project_id"] != project_id:
                 raise InvalidArgument(f"bucket and service account must both be in project {project_id}")
 
@@ -258,21 +212,18 @@ class StorageMixin(SimulatorBase):
             created = grant not in grants
             if created:
                 data["bucket_grants"] = [*grants, grant]
-                ctx.conn.execute(
-                    "UPDATE resources SET data = ? WHERE id = ?", (json.dumps(data), service_account_id)
-                )
+                ctx.set_data(service_account_id, data)
             return {**grant, "service_account_id": service_account_id, "created": created}
 
     def _ensure_grant_group(self, ctx: OpContext, account: Any, group_id: str, name: str) -> None:
         """The grant's group, a project IAM group of its own as on Nebius (it outlives the account: a
         teardown deletes it with the storage identity), with the account's labels: whoever owns the
         account owns its grant's group."""
-        if self._find_named(ctx, "iam_group", account["project_id"], name) is not None:
+        if ctx.find_named("iam_group", account["project_id"], name) is not None:
             return
         labels = records.data_of(account).get("labels") or {}
         params = {"project_id": account["project_id"], "name": name}
-        self._create(
-            ctx,
+        ctx.create(
             "iam_group",
             name=name,
             scope=account["project_id"],
@@ -285,102 +236,3 @@ class StorageMixin(SimulatorBase):
             charges=[],
             resource_id=group_id,
         )
-
-    # ------------------------------------------------------------------ service accounts and access keys
-
-    def find_service_account(self, project_id: str, name: str) -> dict[str, Any] | None:
-        with self._op("find_service_account", {"project_id": project_id, "name": name}, write=False) as ctx:
-            self._project_row(ctx, project_id)
-            return self._find_named(ctx, "service_account", project_id, name)
-
-    def list_service_accounts(self, project_id: str) -> list[dict[str, Any]]:
-        with self._op("list_service_accounts", {"project_id": project_id}, write=False) as ctx:
-            self._project_row(ctx, project_id)
-            return self._list(ctx, "service_account", "project_id", project_id)
-
-    def list_access_keys(self, service_account_id: str) -> list[dict[str, Any]]:
-        """The account's keys (ids and public key ids only: a secret is never readable again)."""
-        with self._op("list_access_keys", {"service_account_id": service_account_id}, write=False) as ctx:
-            self._row(ctx, "service_account", service_account_id)
-            return self._list(ctx, "access_key", "parent_id", service_account_id)
-
-    def create_service_account(
-        self,
-        project_id: str,
-        name: str,
-        labels: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        timeout_s: float | None = None,
-    ) -> dict[str, Any]:
-        params = {"project_id": project_id, "name": name, "labels": clean_labels(labels)}
-        with self._op("create_service_account", params, write=True, timeout_s=timeout_s) as ctx:
-            project = self._project_row(ctx, project_id)
-            return self._create(
-                ctx,
-                "service_account",
-                name=name,
-                scope=project_id,
-                project_id=project_id,
-                parent_id=project_id,
-                region=project["region"],
-                key=idempotency_key,
-                data={"labels": clean_labels(labels)},
-                params=params,
-                charges=[],
-            )
-
-    def delete_service_account(self, service_account_id: str, timeout_s: float | None = None) -> None:
-        params = {"service_account_id": service_account_id}
-        with self._op("delete_service_account", params, write=True, timeout_s=timeout_s) as ctx:
-            self._row(ctx, "service_account", service_account_id)
-            keys = ctx.conn.execute(
-                "SELECT id FROM resources WHERE kind = 'access_key' AND parent_id = ?", (service_account_id,)
-            ).fetchall()
-            for key in keys:  # an account's keys go with it
-                self._delete_row(ctx, key["id"])
-            self._delete_row(ctx, service_account_id)
-
-    def create_access_key(
-        self,
-        project_id: str,
-        service_account_id: str,
-        idempotency_key: str | None = None,
-        timeout_s: float | None = None,
-    ) -> dict[str, Any]:
-        """`{"key": <access key record>, "secret": <secret>}`; the secret is never readable again, so a
-        replayed idempotency key is refused rather than answered without it."""
-        params = {"project_id": project_id, "service_account_id": service_account_id}
-        with self._op("create_access_key", params, write=True, timeout_s=timeout_s) as ctx:
-            if self._replay(ctx, "access_key", idempotency_key, params) is not None:
-                raise AlreadyExists(
-                    "an access key's secret is shown once; create a new key instead of replaying"
-                )
-            project = self._project_row(ctx, project_id)
-            account = self._row(ctx, "service_account", service_account_id)
-            if account["project_id"] != project_id:
-                raise InvalidArgument(f"service account {service_account_id} is not in project {project_id}")
-            aws_id = "NPALOCAL" + "".join(secrets.choice(_AWS_ID_ALPHABET) for _ in range(12))
-            secret = access_key_secret(self.directory, aws_id)
-            rid = self._insert(
-                ctx,
-                "access_key",
-                name=aws_id,
-                scope=project_id,
-                project_id=project_id,
-                parent_id=service_account_id,
-                region=project["region"],
-                key=idempotency_key,
-                data={
-                    "aws_access_key_id": aws_id,
-                    "secret_sha256": _sha256(secret),
-                    "secret_derivation": SECRET_DERIVATION,
-                },
-                params=params,
-            )
-            return {"key": self._fetch(ctx, "access_key", rid), "secret": secret}
-
-    def delete_access_key(self, access_key_id: str, timeout_s: float | None = None) -> None:
-        params = {"access_key_id": access_key_id}
-        with self._op("delete_access_key", params, write=True, timeout_s=timeout_s) as ctx:
-            self._row(ctx, "access_key", access_key_id)
-            self._delete_row(ctx, access_key_id)

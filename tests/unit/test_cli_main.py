@@ -9,7 +9,7 @@ import sys
 import click
 from click.testing import CliRunner
 
-from npa_pulumi.cli.main import COMMAND_MODULES, COMMAND_OWNERS, cli
+from npa_pulumi.cli.main import COMMAND_MODULES, COMMAND_OWNERS, cli, plugin_commands
 
 
 def test_command_map_matches_each_modules_registration() -> None:
@@ -26,7 +26,8 @@ def test_command_map_matches_each_modules_registration() -> None:
 def test_help_lists_every_command() -> None:
     result = CliRunner().invoke(cli, ["--help"])
     assert result.exit_code == 0, result.output
-    for name in COMMAND_OWNERS:
+    assert "local-cloud" in plugin_commands()  # a command group outside the CLI, found by its entry point
+    for name in [*COMMAND_OWNERS, *plugin_commands()]:
         assert f"  {name} " in result.output or f"  {name}\n" in result.output, name
 
 
@@ -38,7 +39,8 @@ def test_a_command_loads_only_its_own_module() -> None:
         "    cli(['schema'], prog_name='npa-pulumi')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('npa_pulumi.cli.'))\n"
+        "mine = ('npa_pulumi.cli.', 'npa_pulumi.simulator')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(mine))\n"
         "print(' '.join(loaded), file=sys.stderr)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
@@ -49,7 +51,8 @@ def test_a_command_loads_only_its_own_module() -> None:
         "npa_pulumi.cli.teardown_commands",
         "npa_pulumi.cli.status_commands",
         "npa_pulumi.cli.verify_commands",
-        "npa_pulumi.cli.local_cloud",
+        "npa_pulumi.simulator_cli.commands",
+        "npa_pulumi.simulator",
         "npa_pulumi.cli.policy_commands",
     }
 

@@ -129,8 +129,26 @@ def test_only_the_automation_fence_imports_pulumi_automation(tree: Path) -> None
     assert {p.split(":")[0] for p in problems} == {"npa_pulumi/engine/liveness.py", "npa_pulumi/sdk/fleet.py"}
 
 
-def test_the_engine_never_imports_the_local_simulator(tree: Path) -> None:
+def test_only_the_simulators_entry_points_import_it(tree: Path) -> None:
     _append(tree / "npa_pulumi/engine/backend_init.py", "\nfrom npa_pulumi.simulator import s3daemon\n")
-    [problem] = check_layers.violations(tree)
-    assert problem.startswith("npa_pulumi/engine/backend_init.py:")
-    assert "the engine reaches the local simulator only through the cloud port" in problem
+    _append(
+        tree / "npa_pulumi/cli/doctor_commands.py",
+        "\ndef _late() -> None:\n    import npa_pulumi.simulator\n",
+    )
+    _append(
+        tree / "npa_pulumi/simulator_cli/commands.py", "\nfrom npa_pulumi.simulator import ids\n"
+    )  # its CLI
+    problems = check_layers.violations(tree)
+    assert [p.split(":")[0] for p in problems] == [
+        "npa_pulumi/cli/doctor_commands.py",
+        "npa_pulumi/engine/backend_init.py",
+    ]
+    assert all("reaches the local simulator only through its entry points" in p for p in problems)
+
+
+def test_nothing_imports_the_simulators_cli(tree: Path) -> None:
+    _append(tree / "npa_pulumi/cli/main.py", "\nfrom npa_pulumi.simulator_cli import commands\n")
+    problem, cycle = check_layers.violations(tree)
+    assert problem.startswith("npa_pulumi/cli/main.py:")
+    assert "cli may not import simulator_cli, a higher layer" in problem
+    assert cycle == "package cycle among: cli, simulator_cli"

@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from npa_pulumi.cli.local_cloud import local_cloud
 from npa_pulumi.simulator import LocalSimulator
+from npa_pulumi.simulator_cli.commands import local_cloud
 
 TIGHT = Path(__file__).resolve().parents[1] / "fixtures" / "local_cloud" / "tight-tenant.yaml"
 SHORT = Path(__file__).resolve().parents[2] / "examples" / "local-tenant-short.yaml"
@@ -30,11 +30,12 @@ def run(cloud_dir: Path, *args: str, input: str | None = None) -> Result:
     return CliRunner().invoke(local_cloud, ["--dir", str(cloud_dir), *args], input=input)
 
 
-def test_the_command_is_registered_on_the_main_cli() -> None:
-    from npa_pulumi.cli.main import COMMAND_MODULES, cli
+def test_the_command_is_registered_on_the_main_cli_through_its_entry_point() -> None:
+    from npa_pulumi.cli.main import COMMAND_MODULES, cli, plugin_commands
 
-    assert "npa_pulumi.cli.local_cloud" in COMMAND_MODULES
-    assert cli.get_command(click.Context(cli), "local-cloud") is not None
+    assert plugin_commands()["local-cloud"].value == "npa_pulumi.simulator_cli.commands"
+    assert not any(module.startswith("npa_pulumi.simulator") for module in COMMAND_MODULES)
+    assert cli.get_command(click.Context(cli), "local-cloud") is local_cloud
 
 
 def test_init_seeds_and_is_idempotent(cloud_dir: Path) -> None:
