@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import lifecycle
-from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.scheduler import Job
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
 from npa_pulumi.plan.rollout import (

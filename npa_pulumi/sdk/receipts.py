@@ -24,7 +24,7 @@ def destroy_from_receipt(
     """`npa-pulumi destroy --receipt ID`: identity from what the request gives, then the receipt, then the
     spec; any clash stops before a change. With `spec_path` the receipt's stacks and phases run again,
     without it only its guarded phases. `say` reports the guarded phases' progress (default: logging)."""
-    from npa_pulumi.engine.automation.workspace import resolve_backend_url
+    from npa_pulumi.engine.automation import resolve_backend_url
     from npa_pulumi.engine.teardown.resume import ReceiptMismatch, check_identity, find_receipt
 
     receipt = find_receipt(request.receipt)
@@ -141,7 +141,7 @@ def local_cleanup(request: LocalCleanupRequest = LocalCleanupRequest()) -> Local
     """`npa-pulumi cleanup` without a spec: what the npa home holds (work dirs, kubeconfigs, logs, caches,
     receipts, stale run records) and what still costs money; with `remove`, the residue of stacks that no
     longer exist is deleted (and, with `prune_after_days`, old fully terminal receipts). No cloud calls."""
-    from npa_pulumi.engine.automation.workspace import resolve_backend_url
+    from npa_pulumi.engine.automation import resolve_backend_url
     from npa_pulumi.engine.teardown import local_cleanup as home
 
     report = home.survey(resolve_backend_url(request.backend))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, cast
 
-from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.preflight_gate import REFRESH_REFUSAL, claimed_clusters
 from npa_pulumi.plan import resolve_targets

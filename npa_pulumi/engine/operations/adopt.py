@@ -41,9 +41,14 @@ from npa_pulumi.bridge.original_install import (
     tfvars_mismatches,
 )
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.engine.automation.diy_backend import NO_FAST_PATH, checkpoint_outputs, stack_names
-from npa_pulumi.engine.automation.stack_operations import StackOp
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME
+from npa_pulumi.engine.automation import (
+    NO_FAST_PATH,
+    PROJECT_NAME,
+    StackCommand,
+    StackOp,
+    checkpoint_outputs,
+    stack_names,
+)
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.operations.common import apply_lifecycle, write_kubeconfig
@@ -505,7 +510,7 @@ def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
 
 def _project_job(context: FleetContext, op: StackOp) -> Callable[[], StackResult]:
     def job() -> StackResult:
-        result = context.executor.run(op, "up")
+        result = context.executor.run(op, StackCommand.UP)
         context.stack_outputs([op], refresh=True)  # its cluster stacks read them
         return result
 
@@ -514,7 +519,7 @@ def _project_job(context: FleetContext, op: StackOp) -> Callable[[], StackResult
 
 def _cluster_job(context: FleetContext, op: StackOp) -> Callable[[], StackResult]:
     def job() -> StackResult:
-        return context.executor.run(op, "up")
+        return context.executor.run(op, StackCommand.UP)
 
     return job
 
