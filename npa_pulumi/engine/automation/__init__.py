@@ -126,4 +126,5 @@ __all__ = [
     "stored_tags",
 ]
 
-__getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())
+if not TYPE_CHECKING:  # type checkers read the names above; one the face does not offer is an error there
+    __getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())
