@@ -80,11 +80,8 @@ class Cleanup:
         from npa_pulumi.engine.automation import StackOp
 
         prefix = f"{self.name}."
-        names = [
-            n
-            for n in stack_names(self.fleet.settings.backend_url, engine=self.fleet.settings)
-            if n.startswith(prefix)
-        ]
+        settings = self.fleet.settings
+        names = [n for n in stack_names(settings.backend_url, engine=settings) if n.startswith(prefix)]
         ops = [StackOp(n, "project", "", None, None, {}) for n in names]
         found: set[str] = set()
         for outputs in self.fleet.stack_outputs(ops, refresh=True).values():
