@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.automation import StackOp, stack_names
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
+from npa_pulumi.engine.requests import policies, prices
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FleetResult, PolicyViolation
 from npa_pulumi.plan.budget import BudgetConfig, budget_config, check_budget
@@ -63,7 +64,7 @@ def _spec_stacks(fleet: FleetContext) -> set[str] | None:
     --shard); None for a narrower selection (--only-projects / --only-clusters), which cannot tell a stack
     the spec dropped from one outside the selection."""
     everything = resolve_targets(fleet.spec)
-    share = select_shard(everything, parse_shard(fleet.options.shard)) if fleet.options.shard else everything
+    share = select_shard(everything, parse_shard(fleet.share.shard)) if fleet.share.shard else everything
     if {t.cluster_stack for t in share} != {t.cluster_stack for t in fleet.targets}:
         return None
     return {stack for t in everything for stack in (t.project_stack, t.cluster_stack)}
@@ -90,7 +91,7 @@ def _removed(fleet: FleetContext, known: set[str], catalog: PriceCatalog) -> lis
     for name in sorted(names):
         parts = name.removeprefix(f"{fleet.spec.name}.").split(".")
         kind = "cluster" if len(parts) == 2 else "project"
-        if fleet.options.stage and fleet.options.stage != f"{kind}s":
+        if fleet.share.stage and fleet.share.stage != f"{kind}s":
             continue  # --stage: only that half of the fleet
         ops.append(_op(name, kind, parts[0], parts[1] if kind == "cluster" else None))
     outputs = fleet.stack_outputs(ops)
@@ -108,7 +109,7 @@ def _removed(fleet: FleetContext, known: set[str], catalog: PriceCatalog) -> lis
 
 
 def _policy_config(fleet: FleetContext) -> BudgetConfig:
-    path = fleet.options.policy_config
+    path = policies(fleet.request).config
     if not path:
         return BudgetConfig()
     try:
@@ -119,7 +120,7 @@ def _policy_config(fleet: FleetContext) -> BudgetConfig:
 
 
 def catalog_of(fleet: FleetContext) -> PriceCatalog:
-    return load_catalog(getattr(fleet.options, "prices", None))
+    return load_catalog(prices(fleet.request))
 
 
 def over_budget(fleet: FleetContext, result: FleetResult) -> bool:
@@ -144,9 +145,9 @@ def preview_cost(fleet: FleetContext, result: FleetResult, include_removed: bool
     catalog = catalog_of(fleet)
     plans = fleet.plans()
     wanted: list[tuple[StackOp, dict[str, Any]]] = []
-    if fleet.options.stage != "clusters":
+    if fleet.share.stage != "clusters":
         wanted += [(_op(p.stack, "project", p.project_key, None), p.cost_basis) for p in plans.projects]
-    if fleet.options.stage != "projects":
+    if fleet.share.stage != "projects":
         wanted += [
             (_op(c.stack, "cluster", c.project_key, c.cluster_name), c.cost_basis) for c in plans.clusters
         ]
