@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from benchmarks.fixtures import PROJECT, REGION, TENANT, spec_header
 from benchmarks.harness import REPO, Home, S3Endpoint
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME as PULUMI_PROJECT
+from npa_pulumi.engine.automation import PROJECT_NAME as PULUMI_PROJECT
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 
 DEPLOYED = 5  # clusters of the first project deployed for real: the template, and the ones `up` changes

@@ -9,7 +9,7 @@ stands).
 
 It runs again exactly when what it judged changes (the cluster, its node groups, its settings, the gate's
 outcome), or when its last run did not pass, so a retried `up` re-runs only the gate's steps. The engine
-records the cluster as `validating-fabric` while it runs (engine/automation/stack_operations.py).
+records the cluster as `validating-fabric` while it runs (engine/automation/stack_state.py).
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ CrossGuard pack, run by the engine in a plugin host of its own) depends only on 
 Every import counts: inside functions and `if TYPE_CHECKING:` blocks too. The package graph must have no
 cycle, and neither may the module graph inside a package (an import hidden in a function or under
 TYPE_CHECKING still ties two modules together). Fences: only the modules of `FENCES[name]` import the
-external module `name` (Pulumi's Automation API has one importer), `NEVER_IMPORTS` names modules a
-package may not import at all, and `ENTRY_POINT_ONLY` names packages nothing outside imports but the
+external module `name` (Pulumi's Automation API has one importer); a package of `FACES` is imported from
+outside only through its face (its `__init__`), never its modules; `NEVER_IMPORTS` names modules a
+package may not import at all; and `ENTRY_POINT_ONLY` names packages nothing outside imports but the
 packages it lists: the local simulator and its CLI are reached through their entry points. A package or root
 module that is in no layer is an error: decide where it goes (docs/architecture.md
 says how) and add it here.
@@ -62,6 +63,12 @@ SIBLING_EDGES: dict[tuple[str, str], str] = {
 ONLY_ALLOWED: dict[str, frozenset[str]] = {"policies": frozenset({"runtime"})}
 # External modules only one subpackage may import: module -> the package prefix that owns it.
 FENCES: dict[str, str] = {"pulumi.automation": f"{PACKAGE}.engine.automation"}
+# Packages with a public face: outside the package only the package itself is imported (its __init__ says
+# what it offers), never one of its modules; inside it, its modules import each other. package -> why.
+FACES: dict[str, str] = {
+    f"{PACKAGE}.engine.automation": "the Automation API fence is imported through its face "
+    f"({PACKAGE}.engine.automation), never its modules",
+}
 # (importer package prefix, imported module prefix) -> why the importer never imports it.
 NEVER_IMPORTS: dict[tuple[str, str], str] = {
     **{
@@ -259,6 +266,9 @@ def violations(repo: Path = REPO) -> list[str]:
                 if _within(imp.target, package) and not any(
                     _within(module, p) for p in (package, *importers)
                 ):
+                    problems.append(f"{where}:{imp.line}: {module} imports {imp.target}: {why}")
+            for package, why in FACES.items():
+                if imp.target.startswith(f"{package}.") and not _within(module, package):
                     problems.append(f"{where}:{imp.line}: {module} imports {imp.target}: {why}")
             if target == source:
                 continue

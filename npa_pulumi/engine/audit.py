@@ -22,8 +22,7 @@ from pydantic import BaseModel, Field
 
 from npa_pulumi import __version__
 from npa_pulumi.cloud.redaction import scrub, scrub_document
-from npa_pulumi.engine.automation import audit_store
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME
+from npa_pulumi.engine.automation import PROJECT_NAME, append_audit_record, read_audit_records
 from npa_pulumi.output.results import FleetResult
 
 SCHEMA = "npa.audit/v1"
@@ -152,15 +151,15 @@ def record(
 
 
 def append(backend_url: str, entry: AuditRecord) -> str:
-    """Write the record beside the stacks; where it is. audit_store.AuditUnavailable when it cannot be."""
+    """Write the record beside the stacks; where it is. automation.AuditUnavailable when it cannot be."""
     text = json.dumps(scrub_document(entry.to_json()), indent=2, sort_keys=True) + "\n"
-    return audit_store.append(backend_url, PROJECT_NAME, entry.fleet, text)
+    return append_audit_record(backend_url, PROJECT_NAME, entry.fleet, text)
 
 
 def read(backend_url: str, fleet: str, since: datetime | None = None) -> list[AuditRecord]:
     """The fleet's records, oldest first, from `since` (UTC) on; unreadable records are skipped."""
     found = []
-    for name, text in audit_store.read_all(backend_url, PROJECT_NAME, fleet):
+    for name, text in read_audit_records(backend_url, PROJECT_NAME, fleet):
         try:
             entry = AuditRecord.model_validate(json.loads(text))
         except ValueError:

@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.factory import TENANT_ENV
 from npa_pulumi.cloud.project_reads import FleetReads, LiveReader
-from npa_pulumi.engine.automation.stack_operations import StackExecutor, StackOp
-from npa_pulumi.engine.automation.stacks import stack_tags
-from npa_pulumi.engine.automation.workspace import EngineSettings
+from npa_pulumi.engine.automation import EngineSettings, StackExecutor, StackOp, stack_tags
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.fingerprint import (
     FINGERPRINT_OUTPUT,

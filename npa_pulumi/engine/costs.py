@@ -14,9 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine.automation.diy_backend import stack_names
-from npa_pulumi.engine.automation.stack_operations import StackOp
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME
+from npa_pulumi.engine.automation import StackOp, stack_names
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.requests import policies, prices
 from npa_pulumi.errors import NpaError
@@ -73,13 +71,9 @@ def _spec_stacks(fleet: FleetContext) -> set[str] | None:
 
 
 def _backend_stacks(fleet: FleetContext) -> list[str]:
-    names = stack_names(fleet.settings.backend_url, PROJECT_NAME)
-    if names is None:
-        from npa_pulumi.engine.automation.stacks import list_fleet_stacks
-
-        names = [str(s["name"]) for s in list_fleet_stacks(fleet.where.backend, fleet.spec.name)]
+    names = stack_names(fleet.settings.backend_url, engine=fleet.settings)
     prefix = f"{fleet.spec.name}."
-    return [name.rsplit("/", 1)[-1] for name in names if name.rsplit("/", 1)[-1].startswith(prefix)]
+    return [name for name in names if name.startswith(prefix)]
 
 
 def _removed(fleet: FleetContext, known: set[str], catalog: PriceCatalog) -> list[StackDelta]:

@@ -319,7 +319,7 @@ def _account_home() -> Path | None:
 
 
 def check_backend(backend: str | None) -> list[Check]:
-    from npa_pulumi.engine.automation.workspace import DEFAULT_BACKEND_URL
+    from npa_pulumi.engine.automation import DEFAULT_BACKEND_URL
 
     url = backend or os.environ.get("PULUMI_BACKEND_URL") or DEFAULT_BACKEND_URL
     checks = [_backend_reachable(url)]
@@ -335,7 +335,7 @@ def _file_backend_path(url: str) -> Path:
 
 
 def _backend_reachable(url: str) -> Check:
-    from npa_pulumi.engine.automation.diy_backend import s3_bucket, stack_names
+    from npa_pulumi.engine.automation import s3_state_bucket, stack_names
 
     if url.startswith("file://"):
         path = _file_backend_path(url)
@@ -346,7 +346,7 @@ def _backend_reachable(url: str) -> Check:
                 "backend", FAIL, f"file://{path} is not writable here", fix, {"url": f"file://{path}"}
             )
         locks = sorted(path.glob(".pulumi/locks/organization/*/*/*.json")) if path.is_dir() else []
-        stacks = stack_names(f"file://{path}", "npa-fleet") or []
+        stacks = stack_names(f"file://{path}")
         details = {"url": f"file://{path}", "stacks": len(stacks), "locks": [str(p) for p in locks]}
         state = "created by the first run" if not path.exists() else f"{len(stacks)} stack(s)"
         summary = f"file://{path} ({state}; {len(locks)} lock(s) held)"
@@ -360,18 +360,18 @@ def _backend_reachable(url: str) -> Check:
         return Check("backend", OK, summary, details=details)
     if url.startswith("s3://"):
         try:
-            bucket = s3_bucket(url)
+            bucket = s3_state_bucket(url)
         except (NpaError, OSError, ValueError) as err:
             return Check("backend", FAIL, f"{url.split('?')[0]}: {err}", "check the URL and the access key")
         if bucket is None:
             fix = "export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) for the state bucket"
             return Check("backend", WARN, f"{url.split('?')[0]}: no access key here to read it", fix)
         try:
-            listed = stack_names(url, "npa-fleet")
+            listed = stack_names(url)
         except (NpaError, OSError, ValueError) as err:
             fix = "check the endpoint, the key and the bucket policy (npa-pulumi backend init)"
             return Check("backend", FAIL, f"{url.split('?')[0]} is not reachable: {err}", fix)
-        summary = f"{url.split('?')[0]} reachable ({len(listed or [])} stack(s))"
+        summary = f"{url.split('?')[0]} reachable ({len(listed)} stack(s))"
         return Check("backend", OK, summary, details={"url": url.split("?")[0]})
     return Check("backend", OK, f"{url} (not inspected: the engine reaches it)", details={"url": url})
 

@@ -42,7 +42,7 @@ def toolchain_versions() -> ToolchainVersions:
     """This product's version and the engine's and terraform's, as the disk cache remembers them per
     binary (no process start when they are known)."""
     from npa_pulumi.bridge.terraform import terraform_version
-    from npa_pulumi.engine.automation.workspace import engine_version
+    from npa_pulumi.engine.automation import engine_version
     from npa_pulumi.runtime.toolchain import find_terraform
 
     try:

@@ -13,9 +13,7 @@ from typing import Any
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift, declared_objects, live_drift
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.project_reads import LiveReader
-from npa_pulumi.engine.automation.diy_backend import interrupted
-from npa_pulumi.engine.automation.stack_operations import StackOp
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME
+from npa_pulumi.engine.automation import PROJECT_NAME, StackOp, stack_interrupted
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
@@ -28,7 +26,7 @@ def fingerprint_matches(
     matches = outputs is not None and outputs.get(FINGERPRINT_OUTPUT) == context.fingerprint(plan)
     # A run killed after the engine wrote the outputs but before it released the lock leaves a
     # matching fingerprint behind a stale lock: run such a stack, so the lock is recovered.
-    return matches and not interrupted(context.settings.backend_url, plan.stack, PROJECT_NAME)
+    return matches and not stack_interrupted(context.settings.backend_url, plan.stack, PROJECT_NAME)
 
 
 def project_live(context: FleetContext, outputs: dict[str, Any]) -> bool:

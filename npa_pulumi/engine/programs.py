@@ -317,7 +317,7 @@ def project_identity(plan: ClusterPlan, project_stack_ready: bool) -> tuple[Any,
     program only."""
     import pulumi
 
-    from npa_pulumi.engine.automation.stacks import stack_reference_name
+    from npa_pulumi.engine.automation import stack_reference_name
 
     if not project_stack_ready:
         return PENDING, plan.subnet_id or PENDING

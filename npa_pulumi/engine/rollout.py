@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import lifecycle
-from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.graph import Walk, WaveArrangement, barrier_key
 from npa_pulumi.engine.graph import is_barrier as is_barrier_key
 from npa_pulumi.engine.requests import rollout as rollout_request

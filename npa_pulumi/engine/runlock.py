@@ -30,8 +30,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from npa_pulumi.engine.automation.diy_backend import diy_root
-from npa_pulumi.engine.automation.stacks import StackLocked
+from npa_pulumi.engine.automation import StackLocked, file_backend_root
 from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.runtime.locks import FileLock, held_elsewhere
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive, start_ticks
@@ -63,7 +62,7 @@ class RunRecord:
 
 
 def registry_dir(backend_url: str, fleet: str) -> Path:
-    root = diy_root(backend_url)
+    root = file_backend_root(backend_url)
     if root is not None:
         return root / ".npa-runs" / fleet
     digest = hashlib.sha256(backend_url.encode()).hexdigest()[:16]

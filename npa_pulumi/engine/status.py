@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.engine import liveness, requalification
-from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
 from npa_pulumi.engine.progress import headline
 from npa_pulumi.engine.requests import StatusRequest

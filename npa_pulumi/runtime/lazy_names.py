@@ -2,8 +2,11 @@
 and whose users each need only some of them (`npa_pulumi.components` in a provider host, `npa_pulumi.plan`
 and `npa_pulumi.cloud.nebius` in every command).
 
-    _MODULE_OF = {"plan_document": "document", ...}
+    _MODULE_OF = {"plan_document": "document", "public_name": "module:its_name_there", ...}
     __getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())
+
+A `module:name` entry offers a module's name under another (a package's face may name a thing for what it
+is to its users where its module names it for its neighbours).
 
 Type checkers read the names from the package's `if TYPE_CHECKING:` imports.
 """
@@ -22,10 +25,11 @@ def lazy_names(
     and `__dir__` (the names already loaded and those still to come)."""
 
     def getattr_(name: str) -> Any:
-        module = module_of.get(name)
-        if module is None:
+        where = module_of.get(name)
+        if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        module, _, there = where.partition(":")
+        value = getattr(importlib.import_module(f"{package}.{module}"), there or name)
         namespace[name] = value
         return value
 

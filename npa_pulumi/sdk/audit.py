@@ -55,7 +55,7 @@ def recorded(
     if not result.stacks and not result.phases:
         return result
     from npa_pulumi.engine import audit as trail
-    from npa_pulumi.engine.automation.audit_store import AuditUnavailable
+    from npa_pulumi.engine.automation import AuditUnavailable
 
     try:
         principal = fleet.context.cloud.principal()
@@ -90,8 +90,7 @@ def audit(
     """The fleet's audit records in its backend (`backend`, else $PULUMI_BACKEND_URL or the default),
     oldest first, from `since` on; AuditTrailUnavailable when the backend keeps none here."""
     from npa_pulumi.engine import audit as trail
-    from npa_pulumi.engine.automation.audit_store import AuditUnavailable
-    from npa_pulumi.engine.automation.workspace import resolve_backend_url
+    from npa_pulumi.engine.automation import AuditUnavailable, resolve_backend_url
 
     fleet = spec if isinstance(spec, FleetSpec) else load_spec(spec)
     try:

@@ -115,7 +115,7 @@ def empty_result(
     command: str, selected: Selected, request: FleetRequest, dry_run: bool = False
 ) -> FleetResult:
     """The result of an operation over an empty selection (a shard that owns no cluster): nothing ran."""
-    from npa_pulumi.engine.automation.workspace import resolve_backend_url
+    from npa_pulumi.engine.automation import resolve_backend_url
 
     return FleetResult(
         command=command,
@@ -335,7 +335,7 @@ def preflight(spec: SpecSource, request: FleetRequest = FleetRequest()) -> Prefl
 
 def list_stacks(backend: str | None = None, fleet: str | None = None) -> list[dict[str, Any]]:
     """The fleet stacks in a backend with their npa tags (`pulumi stack ls`); `fleet`: only its stacks."""
-    from npa_pulumi.engine.automation.stacks import list_fleet_stacks
+    from npa_pulumi.engine.automation import list_fleet_stacks
 
     return list_fleet_stacks(backend, fleet)
 

@@ -87,7 +87,7 @@ def local_cleanup(request: LocalCleanupRequest = LocalCleanupRequest()) -> Local
     """`npa-pulumi cleanup` without a spec: what the npa home holds (work dirs, kubeconfigs, logs, caches,
     receipts, stale run records) and what still costs money; with `remove`, the residue of stacks that no
     longer exist is deleted (and, with `prune_after_days`, old fully terminal receipts). No cloud calls."""
-    from npa_pulumi.engine.automation.workspace import resolve_backend_url
+    from npa_pulumi.engine.automation import resolve_backend_url
     from npa_pulumi.engine.teardown import local_cleanup as home
 
     report = home.survey(resolve_backend_url(request.backend))

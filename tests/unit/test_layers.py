@@ -1,6 +1,7 @@
 """The layering contract (tools/check_layers.py) holds for the whole package, and the check really catches
 what it forbids: an upward import (also one hidden in a function or under TYPE_CHECKING), an import between
-siblings, a policy pack reaching past the runtime, a package in no layer, and a cycle."""
+siblings, a policy pack reaching past the runtime, a package in no layer, a cycle, and a module of a fenced
+package (engine/automation) imported past its face."""
 
 from __future__ import annotations
 
@@ -152,3 +153,22 @@ def test_nothing_imports_the_simulators_cli(tree: Path) -> None:
     assert problem.startswith("npa_pulumi/cli/main.py:")
     assert "cli may not import simulator_cli, a higher layer" in problem
     assert cycle == "package cycle among: cli, simulator_cli"
+
+
+def test_a_fenced_package_is_imported_through_its_face_only(tree: Path) -> None:
+    """Outside engine/automation its modules are never imported (a name of the face, or the package, is
+    fine: `from npa_pulumi.engine.automation import StackOp`); inside it, its modules import each other."""
+    face = "npa_pulumi.engine.automation"
+    _append(tree / "npa_pulumi/engine/liveness.py", f"\nfrom {face} import diy_backend\n")
+    _append(
+        tree / "npa_pulumi/sdk/fleet.py",
+        "\n\ndef _late() -> None:\n    import npa_pulumi.engine.automation.workspace  # noqa: F401\n",
+    )
+    _append(tree / "npa_pulumi/engine/status.py", "\nfrom npa_pulumi.engine.automation import StackOp\n")
+    _append(tree / "npa_pulumi/engine/costs.py", "\nfrom npa_pulumi.engine import automation\n")
+    _append(tree / "npa_pulumi/engine/automation/tags.py", f"\nfrom {face} import workspace\n")
+    problems = check_layers.violations(tree)
+    assert len(problems) == 2
+    assert all("is imported through its face (npa_pulumi.engine.automation)" in p for p in problems)
+    assert {p.split(":")[0] for p in problems} == {"npa_pulumi/engine/liveness.py", "npa_pulumi/sdk/fleet.py"}
+    assert any("imports npa_pulumi.engine.automation.workspace" in p for p in problems)

@@ -69,3 +69,13 @@ def test_a_name_is_kept_once_loaded_and_an_unknown_one_is_an_attribute_error() -
     assert namespace == {"JSONDecoder": json.decoder.JSONDecoder}
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         getattr_("nope")
+
+
+def test_a_name_may_be_offered_under_another_name_of_its_module() -> None:
+    import json.decoder
+
+    namespace: dict[str, object] = {}
+    getattr_, dir_ = lazy_names("json", {"Decoder": "decoder:JSONDecoder"}, namespace)
+    assert dir_() == ["Decoder"]
+    assert getattr_("Decoder") is json.decoder.JSONDecoder
+    assert namespace == {"Decoder": json.decoder.JSONDecoder}

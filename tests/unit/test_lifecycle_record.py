@@ -111,7 +111,7 @@ def test_the_fabric_check_records_validating_fabric_while_it_runs() -> None:
     from types import SimpleNamespace
     from typing import Any
 
-    from npa_pulumi.engine.automation.stack_operations import EventCollector
+    from npa_pulumi.engine.automation.events import EventCollector
     from npa_pulumi.engine.lifecycle import VALIDATING_FABRIC
 
     calls: list[str] = []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine.automation.stacks import StackLocked, clear_creation_lock, lock_holders
+from npa_pulumi.engine.automation.locks import StackLocked, clear_creation_lock, lock_holders
 
 # The pinned engine's message (backend/diy/lock.go checkForLock), as the Automation API raises it.
 REFUSAL = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.operations.preflight import REFRESH_REFUSAL, claimed_clusters
 from npa_pulumi.plan import resolve_targets

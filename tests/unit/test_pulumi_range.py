@@ -129,7 +129,7 @@ def test_make_tools_accepts_the_same_range(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_a_missing_plugin_error_names_the_install_command() -> None:
-    from npa_pulumi.engine.automation.stack_operations import missing_plugin_hint
+    from npa_pulumi.engine.automation.events import missing_plugin_hint
 
     engine = (
         "no resource plugin 'pulumi-resource-kubernetes' found in the workspace at version v4.25.0 "

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import WalkKind, independent
 from npa_pulumi.engine.progress import Progress

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine.automation.stacks import StackLocked
+from npa_pulumi.engine.automation import StackLocked
 from npa_pulumi.engine.runlock import exclusive_run, registry_dir
 
 REPO = Path(__file__).resolve().parents[2]

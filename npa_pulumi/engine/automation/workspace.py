@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from npa_pulumi.cloud.factory import ensure_backend_served
 from npa_pulumi.errors import NpaError, UserInputError
@@ -390,21 +390,3 @@ def select_or_create_stack(
         program=program,
         opts=workspace_options(settings, program, project_name),
     )
-
-
-def stack_names(settings: EngineSettings, project_name: str = PROJECT_NAME) -> list[str]:
-    """The project's stacks: from a DIY backend's files when it is one (no engine start, ~0.15 s of CPU
-    each time), else through `pulumi stack ls`."""
-    from npa_pulumi.engine.automation.diy_backend import stack_names as diy_stack_names
-
-    names = diy_stack_names(settings.backend_url, project_name)
-    if names is not None:
-        return names
-    return [s.name for s in list_stack_summaries(settings, project_name)]
-
-
-def list_stack_summaries(settings: EngineSettings, project_name: str = PROJECT_NAME) -> list[Any]:
-    from pulumi import automation as auto
-
-    ws = auto.LocalWorkspace(**workspace_options(settings, None, project_name).__dict__)
-    return list(ws.list_stacks())

@@ -40,9 +40,14 @@ from npa_pulumi.bridge.original_install import (
     tfvars_mismatches,
 )
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.engine.automation.diy_backend import NO_FAST_PATH, checkpoint_outputs, stack_names
-from npa_pulumi.engine.automation.stack_operations import StackOp
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME
+from npa_pulumi.engine.automation import (
+    NO_FAST_PATH,
+    PROJECT_NAME,
+    StackCommand,
+    StackOp,
+    checkpoint_outputs,
+    stack_names,
+)
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import Visit, WalkKind
@@ -458,7 +463,7 @@ def _adopt(context: FleetContext, candidates: list[Candidate]) -> list[StackResu
     ops: dict[str, StackOp] = {**project_ops, **cluster_ops}
     visit: Visit[StackResult] = Visit(
         project=lambda plan: _project_job(context, ops[plan.stack]),
-        cluster=lambda plan, _behind: context.executor.run(ops[plan.stack], "up"),
+        cluster=lambda plan, _behind: context.executor.run(ops[plan.stack], StackCommand.UP),
         blocked=lambda plan, culprit: ops[plan.stack].result(
             "skipped", error=f"project stack {culprit} failed; not adopted"
         ),
@@ -499,7 +504,7 @@ def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
 
 
 def _project_job(context: FleetContext, op: StackOp) -> StackResult:
-    result = context.executor.run(op, "up")
+    result = context.executor.run(op, StackCommand.UP)
     context.stack_outputs([op], refresh=True)  # its cluster stacks read them
     return result
 

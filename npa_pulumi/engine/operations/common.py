@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
-from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args

@@ -9,7 +9,7 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness, rollout
-from npa_pulumi.engine.automation.stack_operations import StackOp, change_counts
+from npa_pulumi.engine.automation import StackCommand, StackOp, change_counts
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import preview_cost
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
@@ -114,7 +114,7 @@ def skippable(
 
 
 def _preview_stack(context: FleetContext, op: StackOp, plan: ProjectPlan) -> StackResult:
-    previewed = context.executor.run(op, "preview")
+    previewed = context.executor.run(op, StackCommand.PREVIEW)
     if previewed.status == "no-changes":
         context.remember_policy(plan, previewed)
     return previewed
@@ -138,7 +138,7 @@ def _preview_cluster(
     every cluster with --refresh); what of a deployed cluster drifted. An unchanged cluster runs no
     terraform at all."""
     drift = _preview_drift(context, context.cached_outputs(op.stack))
-    previewed = context.executor.run(op, "preview")
+    previewed = context.executor.run(op, StackCommand.PREVIEW)
     bridge_changed = previewed.status == "changes" and (
         not previewed.diff or any(d.get("urn", "").endswith("-terraform") for d in previewed.diff)
     )
@@ -157,7 +157,9 @@ def _preview_cluster(
     if replacements is not None:
         # The policies ran before Terraform's plan was known: preview again with the planned node-group
         # replacements in the gpu-node-group-replacement policy's config (only in this, rare, case).
-        again = context.executor.run(dataclasses.replace(op, policy_config=replacements), "preview")
+        again = context.executor.run(
+            dataclasses.replace(op, policy_config=replacements), StackCommand.PREVIEW
+        )
         if drift and not again.failed:
             again.drift, again.status, again.error = previewed.drift, previewed.status, previewed.error
         previewed = again

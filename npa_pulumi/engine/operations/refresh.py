@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness
-from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.automation import StackCommand, StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import Visit, WalkKind
 from npa_pulumi.output.results import FleetResult, StackResult
@@ -39,7 +39,7 @@ def run(context: FleetContext) -> FleetResult:
 
 
 def _refresh_stack(context: FleetContext, op: StackOp) -> StackResult:
-    refreshed = context.executor.run(op, "refresh")
+    refreshed = context.executor.run(op, StackCommand.REFRESH)
     if op.kind != "cluster" or refreshed.failed:
         return refreshed
     outputs = context.executor.outputs(op) or {}

@@ -17,9 +17,7 @@ from typing import Any
 
 from npa_pulumi.engine import liveness
 from npa_pulumi.engine import rollout as staged
-from npa_pulumi.engine.automation.diy_backend import checkpoint_outputs
-from npa_pulumi.engine.automation.stack_operations import StackOp
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME
+from npa_pulumi.engine.automation import PROJECT_NAME, StackCommand, StackOp, checkpoint_outputs
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import over_budget
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
@@ -218,7 +216,11 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
     refresh = context.refreshing or drifted
 
     def once() -> StackResult:
-        return context.executor.run(op, "up", refresh=True) if refresh else context.executor.run(op, "up")
+        return (
+            context.executor.run(op, StackCommand.UP, refresh=True)
+            if refresh
+            else context.executor.run(op, StackCommand.UP)
+        )
 
     result = once()
     if not result.failed:
@@ -244,12 +246,12 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
 def _up_cluster(context: FleetContext, op: StackOp) -> StackResult:
     if context.refreshing or liveness.needs_refresh(context, op.stack):
         # Drift repair brings the cluster back to the spec; the refresh changes what a plan would say.
-        result = context.executor.run(op, "up", refresh=True)
+        result = context.executor.run(op, StackCommand.UP, refresh=True)
     else:
         terraform = _plan_before_update(context, op)
         if terraform is not None:
             op = dataclasses.replace(op, policy_config=replacement_policy_config(terraform))
-        result = context.executor.run(op, "up")
+        result = context.executor.run(op, StackCommand.UP)
         if terraform is not None and terraform.get("resources"):
             result.terraform = terraform
     if not result.failed:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.absence import NotYetGone, delete_network, delete_subnet
 from npa_pulumi.cloud.errors import CloudError
-from npa_pulumi.engine.automation.workspace import stack_names
+from npa_pulumi.engine.automation import stack_names
 from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.engine.teardown.phases import (
     PhaseFactory,
@@ -77,10 +77,11 @@ class Cleanup:
 
     def referenced(self) -> set[str]:
         """Every id an existing stack of this fleet names in its outputs."""
-        from npa_pulumi.engine.automation.stack_operations import StackOp
+        from npa_pulumi.engine.automation import StackOp
 
         prefix = f"{self.name}."
-        names = [n for n in stack_names(self.fleet.settings) if n.startswith(prefix)]
+        settings = self.fleet.settings
+        names = [n for n in stack_names(settings.backend_url, engine=settings) if n.startswith(prefix)]
         ops = [StackOp(n, "project", "", None, None, {}) for n in names]
         found: set[str] = set()
         for outputs in self.fleet.stack_outputs(ops, refresh=True).values():

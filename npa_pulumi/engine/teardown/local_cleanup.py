@@ -29,8 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.engine import npa_records
-from npa_pulumi.engine.automation import diy_backend
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME
+from npa_pulumi.engine.automation import (
+    PROJECT_NAME,
+    checkpoint_dir,
+    checkpoint_outputs,
+    file_backend_root,
+    stored_tags,
+)
 from npa_pulumi.engine.runlock import RECORD_LOCKED, read_run_record
 from npa_pulumi.engine.teardown.receipts import receipts_root
 from npa_pulumi.output.markdown import backend_label
@@ -112,7 +117,7 @@ class _Stacks:
     """Whether a stack exists, read from a file:// backend's checkpoints; None when that cannot be known."""
 
     def __init__(self, backend_url: str) -> None:
-        self.directory = diy_backend.stacks_dir(backend_url, PROJECT_NAME)
+        self.directory = checkpoint_dir(backend_url, PROJECT_NAME)
         self.backend_url = backend_url
 
     def exists(self, stack: str) -> bool | None:
@@ -124,7 +129,7 @@ class _Stacks:
         if self.directory is None or not self.directory.is_dir():
             return
         for checkpoint in sorted(self.directory.glob("*.json")):
-            outputs = diy_backend.checkpoint_outputs(self.backend_url, checkpoint.stem, PROJECT_NAME)
+            outputs = checkpoint_outputs(self.backend_url, checkpoint.stem, PROJECT_NAME)
             if isinstance(outputs, dict):
                 yield checkpoint.stem, outputs
 
@@ -188,7 +193,7 @@ def _npa_record(registration: dict[str, Any]) -> Path | None:
 
 
 def _run_records(backend_url: str) -> list[HomeItem]:
-    root = diy_backend.diy_root(backend_url)
+    root = file_backend_root(backend_url)
     if root is None:
         return []
     items = []
@@ -251,7 +256,7 @@ def _still_costing(stacks: _Stacks) -> list[dict[str, str]]:
         holds = [f"{kind} {outputs[key]}" for kind, key in billed if outputs.get(key)]
         if not holds:
             continue
-        tags = diy_backend.read_tags(stacks.backend_url, PROJECT_NAME, stack)
+        tags = stored_tags(stacks.backend_url, PROJECT_NAME, stack)
         tags = tags if isinstance(tags, dict) else {}
         fleet, project = tags.get("npa:fleet", "<fleet>"), tags.get("npa:project", "<project>")
         cluster = tags.get("npa:cluster")

@@ -189,7 +189,7 @@ def resolve_receipt(request: ReceiptDestroyRequest) -> ResolvedReceipt:
     then the spec; any clash (or a selection the receipt does not cover, or a spec that no longer has one of
     its clusters) stops before a change (`ReceiptMismatch`, exit 2). The receipt's deletions stay asked for;
     the request's add to them."""
-    from npa_pulumi.engine.automation.workspace import resolve_backend_url
+    from npa_pulumi.engine.automation import resolve_backend_url
 
     receipt = find_receipt(request.receipt)
     selection = request.selection

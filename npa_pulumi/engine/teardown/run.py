@@ -8,8 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine.automation.stack_operations import StackOp
-from npa_pulumi.engine.automation.workspace import stack_names
+from npa_pulumi.engine.automation import StackCommand, StackOp, stack_names
 from npa_pulumi.engine.graph import Visit, WalkKind
 from npa_pulumi.engine.requests import fails_fast
 from npa_pulumi.engine.scheduler import Scheduler
@@ -70,7 +69,7 @@ class Teardown:
         return self.planned_phases
 
     def _plan(self) -> list[TeardownPhase]:
-        from npa_pulumi.engine.automation.stack_operations import StackOp
+        from npa_pulumi.engine.automation import StackOp
 
         plans = self.fleet.plans()
         phases: list[TeardownPhase] = []
@@ -104,7 +103,7 @@ class Teardown:
         }
         # In the projects stage every remaining cluster stack keeps its project, selected or not.
         selected = {c.stack for c in plans.clusters} if stage != "projects" else set()
-        existing = set(stack_names(self.fleet.settings))
+        existing = set(stack_names(self.fleet.settings.backend_url, engine=self.fleet.settings))
         project_ops = [StackOp(p.stack, "project", p.project_key, None, None, {}) for p in plans.projects]
         project_outputs = self.fleet.stack_outputs(project_ops)
         for project in plans.projects:
@@ -242,7 +241,7 @@ class Teardown:
         )
 
     def _destroy_cluster(self, op: StackOp, phase: TeardownPhase) -> StackResult:
-        return self._after_cluster(op, self.fleet.executor.run(op, "destroy"), phase)
+        return self._after_cluster(op, self.fleet.executor.run(op, StackCommand.DESTROY), phase)
 
     def _after_cluster(
         self, op: StackOp, item: StackResult, phase: TeardownPhase | None = None
@@ -344,7 +343,7 @@ class Teardown:
 
     def _destroy_project_stack(self, project: ProjectPlan) -> StackResult:
         fleet = self.fleet
-        item = fleet.executor.run(fleet.project_op(project), "destroy")
+        item = fleet.executor.run(fleet.project_op(project), StackCommand.DESTROY)
         if item.status == "failed":
             item.status = "destroy-incomplete"
             item.retry_command = self.retry_command(project.project_key, None)

@@ -1,5 +1,4 @@
-"""Stack bookkeeping through the Automation API and the CLI: tags, listing the fleet's stacks, stale locks
-and pending operations.
+"""Stale locks and pending operations: what a killed run leaves behind, recovered before the next one.
 
 A killed `npa-pulumi up` leaves two things behind in a DIY backend: a lock file naming the dead process,
 and `pending_operations` for the resources that were mid-change. Both are recovered automatically:
@@ -16,87 +15,23 @@ The locks of an `s3://` backend are read the same way when the access key is in 
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.automation.diy_backend import LockInfo, S3Unreadable, read_locks, remove_locks
-from npa_pulumi.engine.automation.workspace import PROJECT_NAME, EngineSettings
+from npa_pulumi.engine.automation.events import plain_text
+from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.errors import NpaError
-from npa_pulumi.runtime.toolchain import find_pulumi
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
-TAG_FLEET = "npa:fleet"
-TAG_PROJECT = "npa:project"
-TAG_CLUSTER = "npa:cluster"
-TAG_KIND = "npa:kind"
+    from npa_pulumi.engine.progress import Progress
 
 
 class StackLocked(NpaError):
     kind = "stack-locked"
-
-
-class StackListingFailed(NpaError):
-    kind = "stack-listing"
-
-
-def stack_tags(fleet: str, project_key: str, cluster: str | None) -> dict[str, str]:
-    tags = {TAG_FLEET: fleet, TAG_PROJECT: project_key, TAG_KIND: "cluster" if cluster else "project"}
-    if cluster:
-        tags[TAG_CLUSTER] = cluster
-    return tags
-
-
-def ensure_tags(stack: auto.Stack, tags: dict[str, str], current: dict[str, str] | None = None) -> None:
-    """Set only the tags that differ (each tag call is a CLI round trip); `current` spares listing them
-    when the caller knows them (a stack it has just created has none)."""
-    if current is None:
-        try:
-            current = dict(stack.list_tags())
-        except Exception:
-            current = {}
-    for name, value in tags.items():
-        if current.get(name) != value:
-            stack.set_tag(name, value)
-
-
-def stack_reference_name(stack: str, project_name: str = PROJECT_NAME) -> str:
-    """The fully qualified name a StackReference needs on a DIY backend (the org is literally
-    `organization`)."""
-    return f"organization/{project_name}/{stack}"
-
-
-def list_fleet_stacks(backend: str | None = None, fleet: str | None = None) -> list[dict[str, Any]]:
-    """The fleet's stacks in a backend with their npa tags, through `pulumi stack ls`."""
-    settings = EngineSettings.resolve(backend)
-    cmd = [str(find_pulumi()), "stack", "ls", "--json", "--project", PROJECT_NAME]
-    if fleet:
-        cmd += ["--tag", f"{TAG_FLEET}={fleet}"]
-    proc = subprocess.run(
-        cmd,
-        cwd=settings.work_dir,
-        env={**os.environ, **settings.env()},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise StackListingFailed(f"pulumi stack ls failed: {proc.stderr.strip()[-500:]}")
-    stacks = json.loads(proc.stdout or "[]")
-    return [
-        {
-            "name": s.get("name"),
-            "last_update": s.get("lastUpdate"),
-            "resource_count": s.get("resourceCount"),
-            "update_in_progress": s.get("updateInProgress", False),
-        }
-        for s in stacks
-    ]
 
 
 # backend/diy/lock.go checkForLock: "\n  <lock url>: created by <user>@<host> (pid <pid>) at <RFC 3339>"
@@ -221,3 +156,62 @@ def recovery_command(stack: str) -> str:
     return (
         f"pulumi cancel --stack {stack} --yes && pulumi refresh --stack {stack} --clear-pending-creates --yes"
     )
+
+
+def locked_by_engine_message(stack: str, engine_error: str) -> str:
+    """A stack the engine refused to lock, naming no holder npa-pulumi can judge: what it did say (its lock
+    lines), with the commands that clear the lock if no other run is active."""
+    said = engine_said(plain_text(engine_error))
+    return (
+        f"stack {stack} is locked by another update; if no other run is "
+        f"active: {recovery_command(stack)} (the engine said: {said})"
+    )
+
+
+class LockRecovery:
+    """The runner's lock handling for one command: a stale lock cleared before a run, a lock the engine
+    refused recovered once, a killed creation's lock removed; a live holder raised as StackLocked.
+    Every recovery is reported on the progress view."""
+
+    def __init__(self, backend_url: str, project_name: str, break_lock: bool, progress: Progress) -> None:
+        self.backend_url = backend_url
+        self.project_name = project_name
+        self.break_lock = break_lock  # `--break-lock`: take over a lock another machine holds
+        self.progress = progress
+
+    def before_run(self, stack: auto.Stack) -> None:
+        """Locks first: setting a tag on a stack another process holds fails with the engine's generic
+        "locked" error, before a stale lock could be recovered or a live one named."""
+        note = clear_stale_lock(stack, self.backend_url, self.project_name, self.break_lock)
+        if note is not None:
+            self._recovered(stack, note)
+
+    def after_refusal(self, stack: auto.Stack, engine_error: str) -> bool:
+        """The engine refused to lock `stack` (only it can read a lock on a backend other than file://: it
+        names the holder): recover and say True, so the caller runs again; False when it named none."""
+        note = recover_engine_lock(stack, engine_error, self.break_lock)
+        if note is None:
+            return False
+        self._recovered(stack, note)
+        return True
+
+    def creating(self, stack_name: str, create: Callable[[], auto.Stack]) -> auto.Stack:
+        """`create()`, recovering once from the lock a run killed while it created this stack left
+        behind (the engine locks a stack it creates; `before_run` can only clear the locks of existing
+        stacks)."""
+        from pulumi import automation as auto
+
+        try:
+            return create()
+        except auto.ConcurrentUpdateError as err:
+            note = clear_creation_lock(
+                self.backend_url, self.project_name, stack_name, plain_text(str(err)), self.break_lock
+            )
+            self.progress.message(f"{stack_name}: recovered from an interrupted run: {note}")
+            return create()
+
+    def _recovered(self, stack: auto.Stack, note: str) -> None:
+        cleared = clear_pending_operations(stack)
+        if cleared:
+            note += f"; cleared {len(cleared)} pending operation(s) (their creates are idempotent)"
+        self.progress.message(f"{stack.name}: recovered from an interrupted run: {note}")
