@@ -100,6 +100,7 @@ def _destroy_from_receipt(kw: dict[str, Any], approve: Approve) -> FleetResult:
         cloud=_given(kw, "cloud"),
         backend=_given(kw, "backend"),
         profile=kw["profile"],
+        auth=kw["auth"],
         passphrase_file=kw["passphrase_file"],
         recipe_dir=kw["recipe_dir"],
         recipe_ref=kw["recipe_ref"],

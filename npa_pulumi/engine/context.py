@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.cloud.factory import TENANT_ENV
+from npa_pulumi.cloud.factory import AUTH_ENV, TENANT_ENV
 from npa_pulumi.cloud.project_reads import FleetReads, LiveReader
 from npa_pulumi.engine.automation.stack_operations import StackExecutor, StackOp
 from npa_pulumi.engine.automation.stacks import stack_tags
@@ -79,6 +79,9 @@ class FleetContext:
         self.settings = EngineSettings.resolve(
             options.backend, options.passphrase_file, secrets_provider=options.secrets_provider
         )
+        if options.auth and options.cloud == "nebius":
+            # The dynamic providers (the engine's provider process) make their own adapter: same auth.
+            self.settings.extra_env[AUTH_ENV] = options.auth
         self._cloud: CloudPort | None = None
         self._plans: FleetPlans | None = None
         # Set by destroy, cleanup and the teardown plan before planning: they run no stack's program, so
@@ -139,7 +142,11 @@ class FleetContext:
 
             kind: CloudKind = "nebius" if self.options.cloud == "nebius" else "local"
             # The spec's tenant: a credentials file needs it, and a profile of another tenant is refused.
-            pinned = {"tenant_id": self.spec.tenant_id} if kind == "nebius" and self.spec.tenant_id else {}
+            pinned: dict[str, str] = {}
+            if kind == "nebius":
+                pinned = {"tenant_id": self.spec.tenant_id} if self.spec.tenant_id else {}
+                if self.options.auth:
+                    pinned["auth"] = self.options.auth
             self._cloud = make_cloud(
                 kind, profile=self.profile or None, region=self.spec.region or None, **pinned
             )

@@ -17,6 +17,9 @@ DEFAULT_CONCURRENCY = 4
 class FleetOptions:
     cloud: str = "local"
     profile: str | None = None
+    # `--auth federated` (Nebius): a CI job's OIDC token exchanged for a service account's IAM token
+    # (cloud/nebius/federated.py). None: $NPA_NEBIUS_AUTH, else the profile or credentials file.
+    auth: str | None = None
     backend: str | None = None
     passphrase_file: str | None = None
     # New stacks' secrets provider (`--secrets-provider`; None: $NPA_SECRETS_PROVIDER, else the passphrase).

@@ -87,6 +87,7 @@ def _with_spec(
     fleet_request = DestroyRequest(
         cloud=cloud,
         profile=profile,
+        auth=request.auth,
         backend=request.backend or receipt.text("backend"),
         passphrase_file=request.passphrase_file or receipt.text("passphrase_file"),
         recipe_dir=request.recipe_dir,
@@ -122,6 +123,8 @@ def _guarded(
 
     tenant = receipt.text("tenant_id")
     pinned = {"tenant_id": tenant} if cloud_kind == "nebius" and tenant else {}
+    if cloud_kind == "nebius" and request.auth:
+        pinned["auth"] = request.auth
     # the receipt's cloud, which the adapter factory checks
     cloud = make_cloud(
         cast(CloudKind, cloud_kind), profile=profile or None, region=receipt.text("region"), **pinned

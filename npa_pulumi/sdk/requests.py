@@ -72,6 +72,7 @@ class FleetRequest:
     selection: Selection = Selection()
     cloud: str = "local"
     profile: str | None = None
+    auth: str | None = None  # "federated": keyless CI on Nebius (None: $NPA_NEBIUS_AUTH, else the profile)
     backend: str | None = None
     passphrase_file: str | None = None
     secrets_provider: str | None = None
@@ -87,6 +88,7 @@ class FleetRequest:
         return FleetOptions(
             cloud=self.cloud,
             profile=self.profile,
+            auth=self.auth,
             backend=self.backend,
             passphrase_file=self.passphrase_file,
             secrets_provider=self.secrets_provider,
@@ -251,6 +253,7 @@ class ReceiptDestroyRequest:
     cloud: str | None = None
     backend: str | None = None
     profile: str | None = None
+    auth: str | None = None
     passphrase_file: str | None = None
     recipe_dir: str | None = None
     recipe_ref: str | None = None
