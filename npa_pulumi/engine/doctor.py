@@ -306,7 +306,7 @@ def _nebius_federated() -> Check:
         "set NPA_NEBIUS_SERVICE_ACCOUNT_ID and run where an OIDC token is at hand (a GitHub Actions job with "
         "`permissions: id-token: write`, or NPA_NEBIUS_FEDERATED_TOKEN_FILE); see docs/ci-previews.md"
     )
-    options = {"auth": "federated", "call_timeout_s": 20.0}
+    options: dict[str, Any] = {"auth": "federated", "call_timeout_s": 20.0}
     try:
         identity = resolve_identity(NebiusSettings.from_options(options))
     except (NpaError, CloudError, OSError, ValueError) as err:
