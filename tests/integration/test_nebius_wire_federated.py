@@ -143,7 +143,7 @@ def test_a_wrong_audience_is_refused_at_once_with_what_to_check(
     message = str(err.value)
     assert "audience nebius-wire" in message and "federated credentials" in message
     assert ci.service_account_id in message
-    assert [c.code for c in exchanges(world)][0] == "UNAUTHENTICATED"
+    assert exchanges(world)[0].code == "UNAUTHENTICATED"
     assert used_tokens(world) == []  # nothing else was called
 
 
@@ -162,9 +162,9 @@ def test_an_account_without_federated_credentials_for_the_issuer_is_refused(
 def test_a_pull_request_token_cannot_act_as_the_deploy_account(
     world: WireWorld, recorded: Callable[..., Any]
 ) -> None:
-    with federation(world, PROJECT, trusted_subject="repo:wire-org/fleet:environment:fleet-production"):
-        with pytest.raises(PermissionDenied) as err:
-            recorded().principal()
+    deploy_only = "repo:wire-org/fleet:environment:fleet-production"
+    with federation(world, PROJECT, trusted_subject=deploy_only), pytest.raises(PermissionDenied) as err:
+        recorded().principal()
     assert "may not act as" in str(err.value)
 
 

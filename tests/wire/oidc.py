@@ -43,7 +43,9 @@ class OidcIssuer:
         public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
         return json.dumps({"keys": [{**public, "kid": self.kid, "use": "sig", "alg": "RS256"}]})
 
-    def mint(self, subject: str, audience: str, life_s: float = TOKEN_LIFE_S, issued: float | None = None) -> str:
+    def mint(
+        self, subject: str, audience: str, life_s: float = TOKEN_LIFE_S, issued: float | None = None
+    ) -> str:
         now = time.time() if issued is None else issued
         claims = {
             "iss": self.issuer,
@@ -77,7 +79,7 @@ class GithubOidc:
 
 def _handler(state: GithubOidc) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_GET(self) -> None:
             query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
             audience = query.get("audience", [None])[0]
             if self.headers.get("Authorization", "") != f"bearer {state.request_token}":
@@ -100,7 +102,7 @@ def _handler(state: GithubOidc) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
     return Handler

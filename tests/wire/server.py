@@ -151,8 +151,8 @@ class WireServicers:
         )
 
     def token_exchange(self, request: Any, token: TokenInfo) -> Any:
-        """RFC 8693 as the SDK sends it: a service account's self-signed JWT as the subject token, or (federated
-        credentials) the account's id as the subject and an external OIDC token as the actor."""
+        """RFC 8693 as the SDK sends it: a service account's self-signed JWT as the subject token, or
+        (federated credentials) the account's id as the subject and an external OIDC token as the actor."""
         if request.subject_token_type == FEDERATED_SUBJECT_TYPE:
             sa_id = self._federated_subject(request)
             via = "federated"
@@ -245,7 +245,8 @@ class WireServicers:
                 grpc.StatusCode.UNAUTHENTICATED, f"the actor token is not for audience {audience}"
             ) from None
         except jwt.PyJWTError as exc:
-            raise FakeError(grpc.StatusCode.UNAUTHENTICATED, f"bad actor token: {type(exc).__name__}") from None
+            reason = type(exc).__name__
+            raise FakeError(grpc.StatusCode.UNAUTHENTICATED, f"bad actor token: {reason}") from None
         return str(sa_id)
 
     def project_list(self, request: Any, token: TokenInfo) -> Any:
