@@ -50,6 +50,10 @@ _SCRUBBED_ENV = (
     "PULUMI_CONFIG_PASSPHRASE",
     "PULUMI_CONFIG_PASSPHRASE_FILE",
     "PULUMI_ACCESS_TOKEN",
+    # Keyless CI: what lets the job ask for OIDC tokens stays with npa-pulumi; the recipe's providers and
+    # provisioners get the IAM token minted for their run, never the means to mint the job's identity.
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
     "TF_CLI_ARGS",
     "TF_DATA_DIR",
     "TF_WORKSPACE",

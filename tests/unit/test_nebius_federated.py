@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from npa_pulumi.bridge.credentials import terraform_auth
-from npa_pulumi.bridge.terraform import TerraformWorkspace
+from npa_pulumi.bridge.terraform import TerraformWorkspace, base_env
 from npa_pulumi.cli.main import cli
 from npa_pulumi.cloud.nebius.federated import (
     GithubActions,
@@ -28,6 +28,7 @@ from npa_pulumi.cloud.nebius.profile import ProfileError, resolve_identity
 from npa_pulumi.cloud.nebius.settings import AuthMode, NebiusSettings
 from npa_pulumi.engine.ci_identity import GITHUB_ISSUER, ci_identity
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.runtime.daemons import daemon_env
 
 ACCOUNT = "serviceaccount-e00ci"
 
@@ -141,6 +142,14 @@ def test_the_federated_identity_needs_an_account_and_names_its_source(tmp_path: 
 def test_federated_auth_takes_terraform_s_token_path_even_for_the_default_recipe() -> None:
     auth = terraform_auth("nebius", "default", "ci", {"NPA_NEBIUS_AUTH": "federated"})
     assert auth.mode == "token" and auth.env() == {} and "federated" in auth.reason
+
+
+def test_terraform_never_gets_the_means_to_mint_the_job_s_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "request-token")
+    monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", "https://pipelines.example/token")
+    env = base_env()
+    assert "ACTIONS_ID_TOKEN_REQUEST_TOKEN" not in env and "ACTIONS_ID_TOKEN_REQUEST_URL" not in env
+    assert not any(k.startswith("ACTIONS_ID_TOKEN_REQUEST_") for k in daemon_env())
 
 
 class _Recorded(TerraformWorkspace):
