@@ -9,9 +9,14 @@ Exchanged tokens expire in the fake (it refuses them afterwards), so renewal is 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -277,4 +282,161 @@ def test_no_token_reaches_a_log_a_repr_or_an_error(
     ]
     for text in texts:
         for secret in secrets:
+            assert secret not in text
+
+
+# ------------------------------------------------------------------------------------------ the CLI
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipes" / "local-k8s-training"  # plans need a recipe, not a cloud
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOwireWIREwireWIREwireWIREwireWIREwireWIREwi wire@test"
+SPEC = f"""apiVersion: npa.fleet/v0.0.1
+name: keyless
+region: eu-north1
+ssh_public_key: "{SSH_KEY}"
+defaults:
+  cpu_nodes: {{ count: 1, platform: cpu-d3, preset: 4vcpu-16gb }}
+  enable_filestore: false
+projects:
+  - project_id: {PROJECT}
+    clusters:
+      - name: ci
+"""
+
+
+@dataclass
+class Cli:
+    world: WireWorld
+    ci: Federation
+    tmp: Path
+    backend: str
+    passphrase: Path
+
+    def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "npa_pulumi.cli.main", *args],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            timeout=timeout,
+            cwd=REPO,
+            check=False,
+        )
+
+    def fleet(self, command: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        spec = self.tmp / "fleet.yaml"
+        spec.write_text(SPEC, encoding="utf-8")
+        return self.run(
+            command,
+            "--spec",
+            str(spec),
+            "--cloud",
+            "nebius",
+            "--auth",
+            "federated",
+            "--recipe-dir",
+            str(RECIPE),
+            "--backend",
+            self.backend,
+            "--passphrase-file",
+            str(self.passphrase),
+            "--output",
+            "json",
+            *extra,
+        )
+
+    def secrets(self) -> list[str]:
+        """Everything that must never be written down: GitHub's request token, every OIDC token it issued
+        and every token the exchange minted."""
+        minted = [t for t, info in self.world.fake.tokens.items() if info.via == "federated"]
+        return [REQUEST_TOKEN, *self.ci.github.issued, *minted]
+
+    def assert_nothing_leaked(self, result: subprocess.CompletedProcess[str]) -> None:
+        written = [result.stdout, result.stderr]
+        for root in (self.world.home / ".npa-pulumi", Path(self.backend.removeprefix("file://"))):
+            for path in root.rglob("*") if root.exists() else []:
+                if path.is_file():
+                    written.append(path.read_bytes().decode("utf-8", "replace"))
+        assert len(written) > 2  # logs, work dirs and the state were really read
+        for text in written:
+            for secret in self.secrets():
+                assert secret not in text
+
+
+@pytest.fixture
+def cli(isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
+    with wire_world(tmp_path, monkeypatch) as wire, federation(wire, PROJECT) as ci:
+        assert wire.home == isolated_home
+        state = tmp_path / "state"
+        state.mkdir()
+        passphrase = tmp_path / "passphrase"
+        passphrase.write_text("wire-test-passphrase\n", encoding="utf-8")
+        passphrase.chmod(0o600)
+        yield Cli(wire, ci, tmp_path, f"file://{state}", passphrase)
+
+
+def test_a_preview_authenticates_by_federated_exchange_and_renews_its_token(cli: Cli) -> None:
+    cli.world.fake.exchanged_token_life_s = 3  # expires within the preview: renewal is required
+    started = time.monotonic()
+    result = cli.fleet("preview", "--no-preflight")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    assert document["ok"] is True and document["cloud"] == "nebius"
+
+    fake = cli.world.fake
+    calls = [c for c in fake.calls if not c.method.endswith(EXCHANGE)]
+    assert calls and all(c.code == "OK" for c in calls), [(c.method, c.code) for c in calls if c.code != "OK"]
+    # Every call was made as the service account, with a token the exchange minted (never the profile's
+    # token-file token that ~/.nebius/config.yaml also offers: federated auth reads no CLI profile).
+    used = {c.metadata["authorization"].removeprefix("Bearer ") for c in calls}
+    assert all(fake.tokens[t].via == "federated" for t in used)
+    assert {fake.tokens[t].subject for t in used} == {cli.ci.service_account_id}
+    # The run outlived the first token and kept working: it was renewed, each time with a fresh OIDC token.
+    assert elapsed > fake.exchanged_token_life_s and len(used) >= 2
+    exchanged = exchanges(cli.world)
+    assert len(exchanged) >= 2 and all(c.code == "OK" for c in exchanged)
+    assert {c.request.actor_token for c in exchanged} <= set(cli.ci.github.issued)
+    cli.assert_nothing_leaked(result)
+
+
+def test_a_refused_exchange_fails_the_command_with_exit_1_and_no_traceback(cli: Cli) -> None:
+    cli.world.fake.federated_audience = "nebius-wire"  # GitHub's default audience is not accepted
+    result = cli.fleet("preview", "--no-preflight")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    error = json.loads(result.stdout)["error"]["message"]
+    assert "token exchange refused" in error and "audience nebius-wire" in error
+    assert "Traceback" not in result.stderr
+    assert [c.code for c in exchanges(cli.world)][:1] == ["UNAUTHENTICATED"]
+    assert [c for c in cli.world.fake.calls if not c.method.endswith(EXCHANGE)] == []
+    cli.assert_nothing_leaked(result)
+
+
+def test_an_expired_token_file_is_invalid_input_exit_2_before_any_call(cli: Cli) -> None:
+    token_file = cli.tmp / "oidc.jwt"
+    token_file.write_text(cli.ci.issuer.mint(cli.ci.github.subject, "x", issued=time.time() - 3600))
+    cli.world.monkeypatch.setenv("NPA_NEBIUS_FEDERATED_TOKEN_FILE", str(token_file))
+    result = cli.fleet("preview", "--no-preflight")
+    assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
+    error = json.loads(result.stdout)["error"]["message"]
+    assert "expired at" in error and str(token_file) in error and "Traceback" not in result.stderr
+    assert cli.world.fake.calls == []
+
+
+def test_doctor_checks_the_federated_path(cli: Cli) -> None:
+    result = cli.run("doctor", "--cloud", "nebius", "--auth", "federated", "--output", "json")
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    federated = checks["nebius-federated"]
+    assert federated["status"] == "ok", federated
+    assert federated["details"]["tenant_id"] == TENANT
+    assert cli.ci.service_account_id in federated["summary"] and "exchanged" in federated["summary"]
+    assert exchanges(cli.world) and "nebius-profile" not in checks
+
+    cli.ci.github.status = 403
+    refused = cli.run("doctor", "--cloud", "nebius", "--auth", "federated", "--output", "json")
+    federated = {c["name"]: c for c in json.loads(refused.stdout)["checks"]}["nebius-federated"]
+    assert refused.returncode == 1 and federated["status"] == "fail"
+    assert "HTTP 403" in federated["summary"] and "backend init --ci-repository" in federated["fix"]
+    for text in (result.stdout, result.stderr, refused.stdout, refused.stderr):
+        for secret in cli.secrets():
             assert secret not in text

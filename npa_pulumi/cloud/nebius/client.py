@@ -107,6 +107,8 @@ class NebiusClient:
     def _build_sdk(self) -> Any:
         from nebius.sdk import SDK
 
+        _quiet_token_renewal_logs()
+
         kwargs: dict[str, Any] = {
             "user_agent_prefix": f"npa-pulumi/{__version__}",
             "domain": self.route.domain,
@@ -388,6 +390,25 @@ class NebiusClient:
         a user account."""
         self.principal()
         return self._home_project
+
+
+class _NoTraceback(logging.Filter):
+    """The SDK logs every failed background token renewal at error level with its traceback. The adapter
+    reports a refusal itself, typed and at once (`_mint`); a traceback on stderr would only bury it (the
+    CLI's contract: no traceback). One line stays, naming the error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+_RENEWAL_LOGGER = "nebius.aio.token.renewable"
+
+
+def _quiet_token_renewal_logs() -> None:
+    logger = logging.getLogger(_RENEWAL_LOGGER)
+    if not any(isinstance(f, _NoTraceback) for f in logger.filters):
+        logger.addFilter(_NoTraceback())
 
 
 def _is_sdk_error(exc: BaseException) -> bool:
