@@ -14,6 +14,7 @@ import logging
 import shlex
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from npa_pulumi.engine.scheduler import Job, Scheduler
 from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.runtime import provider_env
 from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
 from npa_pulumi.runtime.home import logs_dir
 from npa_pulumi.runtime.provider_host import ATTACH_ENV
@@ -151,6 +153,11 @@ class FleetContext:
                 kind, profile=self.profile or None, region=self.spec.region or None, **pinned
             )
         return self._cloud
+
+    def provider_environment(self) -> AbstractContextManager[None]:
+        """The environment the command's dynamic providers get (the tenant, `--auth`), for provider code the
+        command runs in its own process: Terraform's plan in a preview or an adoption."""
+        return provider_env.overlay(dict(self.settings.extra_env))
 
     @property
     def profile(self) -> str:

@@ -118,6 +118,8 @@ class Call:
     metadata: dict[str, str]
     code: str = "OK"
     replayed: bool = False  # answered from the idempotency cache
+    peer: str = ""  # the client's connection (`ipv4:127.0.0.1:PORT`): one process's channel
+    at: float = 0.0  # time.time() when it arrived
 
 
 @dataclass

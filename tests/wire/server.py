@@ -960,7 +960,7 @@ class _Dispatcher:
     def __call__(self, request: Any, context: grpc.ServicerContext) -> Any:
         fake, name = self.fake, self.handler.full_name
         metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
-        call = Call(name, request, metadata)
+        call = Call(name, request, metadata, peer=context.peer(), at=time.time())
         with fake.lock:
             fake.calls.append(call)
         if fake.latency_s:
