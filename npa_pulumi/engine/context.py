@@ -157,7 +157,8 @@ class FleetContext:
     def provider_environment(self) -> AbstractContextManager[None]:
         """The environment the command's dynamic providers get (the tenant, `--auth`), for provider code the
         command runs in its own process: Terraform's plan in a preview or an adoption."""
-        return provider_env.overlay(dict(self.settings.extra_env))
+        hosting = (ATTACH_ENV, SOCKET_ENV)  # how the engine reaches the shared host: not the providers' own
+        return provider_env.overlay({k: v for k, v in self.settings.extra_env.items() if k not in hosting})
 
     @property
     def profile(self) -> str:
