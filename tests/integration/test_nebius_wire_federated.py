@@ -218,6 +218,31 @@ def test_a_token_file_is_re_read_for_every_exchange(
     assert ci.github.issued == []  # the file wins over GitHub's endpoint
 
 
+@covers("principal", "access_token")
+def test_a_cli_profile_with_federated_credentials_works_through_the_sdk(
+    world: WireWorld, ci: Federation, tmp_path: Path
+) -> None:
+    # The other way to configure it: a Nebius CLI profile of a service account whose credentials are a
+    # federated token file (the SDK's own profile reader builds the same federated-credentials bearer).
+    token_file = tmp_path / "oidc.jwt"
+    token_file.write_text(ci.issuer.mint(ci.github.subject, "nebius-wire"))
+    profile = {
+        "endpoint": "api.nebius.cloud",
+        "tenant-id": TENANT,
+        "auth-type": "service account",
+        "service-account-id": ci.service_account_id,
+        "federated-subject-credentials-file-path": str(token_file),
+    }
+    world.write_config({"wire": world.profile("unused", TENANT, "wire"), "ci": profile}, default="wire")
+    cloud = RecordingCloud(world.cloud(profile="ci"))
+    assert cloud.principal().subject == ci.service_account_id
+    minted = cloud.access_token().get_secret_value()
+    assert world.fake.tokens[minted].via == "federated"
+    actors = {c.request.actor_token for c in exchanges(world)}
+    assert actors == {token_file.read_text()}  # the file's token, read for each exchange
+    assert cloud.called == {"principal", "access_token"}
+
+
 def test_an_expired_token_file_is_bad_input_before_any_call(
     world: WireWorld, ci: Federation, tmp_path: Path
 ) -> None:
