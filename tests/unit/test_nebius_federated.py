@@ -98,6 +98,8 @@ def test_the_token_file_wins_over_github(tmp_path: Path) -> None:
         oidc_source(_settings(), {"ACTIONS_ID_TOKEN_REQUEST_URL": "https://x/t"})
     with pytest.raises(OidcTokenError, match="no OIDC token to exchange"):
         oidc_source(_settings(), {})
+    with pytest.raises(OidcTokenError, match="must be an absolute path"):
+        oidc_source(_settings(federated_token_file="ci/oidc.jwt"), github)
 
 
 # ------------------------------------------------------------------------------------------ settings

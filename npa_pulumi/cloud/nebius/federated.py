@@ -153,7 +153,11 @@ def oidc_source(settings: NebiusSettings, env: Mapping[str, str]) -> OidcSource:
     """Where the OIDC token comes from: the token file when one is configured, else GitHub Actions.
     Raises OidcTokenError (naming what to set) when neither is there."""
     if settings.federated_token_file is not None:
-        return TokenFile(settings.federated_token_file.expanduser(), settings.federated_audience)
+        path = settings.federated_token_file.expanduser()
+        if not path.is_absolute():
+            # Every process of the run re-reads it (the engine's providers run in another directory).
+            raise OidcTokenError(f"NPA_NEBIUS_FEDERATED_TOKEN_FILE {path} must be an absolute path")
+        return TokenFile(path, settings.federated_audience)
     url, token = env.get(ENV_GITHUB_REQUEST_URL, ""), env.get(ENV_GITHUB_REQUEST_TOKEN, "")
     if url and token:
         return GithubActions(url, SecretStr(token), settings.federated_audience)
