@@ -12,16 +12,22 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from npa_pulumi.cloud.factory import TENANT_ENV, CloudKind
+from npa_pulumi.cloud.factory import AUTH_ENV, TENANT_ENV, CloudKind
 from npa_pulumi.cloud.port import CloudPort
 from npa_pulumi.runtime import provider_env
 
 
 @lru_cache(maxsize=16)
-def _adapter(kind: CloudKind, profile: str | None, region: str | None, tenant_id: str | None) -> CloudPort:
+def _adapter(
+    kind: CloudKind, profile: str | None, region: str | None, tenant_id: str | None, auth: str | None
+) -> CloudPort:
     from npa_pulumi.cloud.factory import make_cloud
 
-    options = {"tenant_id": tenant_id} if kind == "nebius" and tenant_id else {}
+    options: dict[str, str] = {}
+    if kind == "nebius":
+        options = {"tenant_id": tenant_id} if tenant_id else {}
+        if auth:
+            options["auth"] = auth
     return make_cloud(kind, profile=profile, region=region, **options)
 
 
@@ -30,4 +36,5 @@ def cloud_for(cloud: str, profile: str, region: str, tenant_id: str = "") -> Clo
         raise ValueError(f"unknown cloud {cloud!r} (expected 'local' or 'nebius')")
     kind: CloudKind = "nebius" if cloud == "nebius" else "local"
     tenant = tenant_id or provider_env.get(TENANT_ENV) or None
-    return _adapter(kind, profile or None, region or None, tenant)
+    # The command's `--auth` reaches the provider process as the engine's NPA_NEBIUS_AUTH (engine/context.py).
+    return _adapter(kind, profile or None, region or None, tenant, provider_env.get(AUTH_ENV) or None)

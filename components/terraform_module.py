@@ -203,6 +203,10 @@ def _prepare(
     env = runtime_env(identity, runtime_tfvars, cache_dir() / "tf-plugins", extra)
     workspace.redact = _run_time_secrets(token, runtime_tfvars)
     workspace.init(env, plugin_cache_lock=cache_dir() / "tf-plugins.lock")
+    if token is not None and inputs.cloud == "nebius":
+        # init used the token just minted; every later terraform invocation of this call (plan, apply,
+        # destroy, output) gets a freshly renewed one (bridge/credentials.py).
+        workspace.renew_token = lambda: _token(inputs) or token
     return workspace, env
 
 

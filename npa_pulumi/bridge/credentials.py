@@ -11,6 +11,15 @@ The token path stays for every other recipe (`--recipe-dir`, `--recipe-ref`, the
 service-account credentials file (`NPA_NEBIUS_CREDENTIALS_FILE`: no CLI profile to hand over) and for an
 ambient token the user asked to reuse (`NPA_REUSE_IAM_TOKEN=1`: that token decides the principal, as
 everywhere else). A token-path run whose expected run time exceeds the token's life is warned about.
+
+Federated auth (`--auth federated`, keyless CI) takes the token path too: there is no CLI profile that
+Terraform could authenticate through, and the CI job's OIDC token is a secret of that job only.
+
+On Nebius every token-path terraform invocation gets a token of its own (bridge/terraform.py
+`renew_token`): `init` the one minted for the provider call, then each `plan`, `apply`, `destroy`,
+`output` a synchronous renewal through the adapter's bearer (a fresh exchange for federated credentials and
+service accounts). So one invocation, not a whole create or update, has to fit in a token's life; the
+long-run warning still applies, since one `apply` of GPU workers can be long.
 """
 
 from __future__ import annotations
@@ -63,11 +72,19 @@ def terraform_auth(
     cloud: str, source_kind: str, profile: str, environ: Mapping[str, str] | None = None
 ) -> TerraformAuth:
     """The authentication of one stack's terraform run."""
-    from npa_pulumi.cloud.nebius.settings import ENV_CREDENTIALS_FILE, ENV_REUSE_IAM_TOKEN, env_flag
+    from npa_pulumi.cloud.nebius.settings import (
+        ENV_AUTH,
+        ENV_CREDENTIALS_FILE,
+        ENV_REUSE_IAM_TOKEN,
+        AuthMode,
+        env_flag,
+    )
 
     environ = os.environ if environ is None else environ
     if cloud != "nebius":
         return TerraformAuth("token", reason=f"the {cloud} cloud")
+    if environ.get(ENV_AUTH, "").strip().lower() == AuthMode.FEDERATED:
+        return TerraformAuth("token", reason="federated credentials: a freshly exchanged token per run")
     if source_kind not in PROFILE_AUTH_SOURCES:
         return TerraformAuth("token", reason="the recipe authenticates with TF_VAR_iam_token")
     if env_flag(environ, ENV_REUSE_IAM_TOKEN):

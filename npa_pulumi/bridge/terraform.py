@@ -22,8 +22,8 @@ import logging
 import re
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,10 @@ _SCRUBBED_ENV = (
     "PULUMI_CONFIG_PASSPHRASE",
     "PULUMI_CONFIG_PASSPHRASE_FILE",
     "PULUMI_ACCESS_TOKEN",
+    # Keyless CI: what lets the job ask for OIDC tokens stays with npa-pulumi; the recipe's providers and
+    # provisioners get the IAM token minted for their run, never the means to mint the job's identity.
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
     "TF_CLI_ARGS",
     "TF_DATA_DIR",
     "TF_WORKSPACE",
@@ -163,6 +167,8 @@ def runtime_env(
     return env
 
 
+TOKEN_VARIABLE = "iam_token"  # the recipe variable the minted IAM token is passed as
+
 # Waiting out a state lock that a stopping terraform holds: every 2 s until the deadline.
 STATE_LOCK_RETRY = RetryPolicy(max_attempts=1_000, initial_backoff_s=2.0, multiplier=1.0, jitter=0.0)
 
@@ -184,6 +190,9 @@ class TerraformWorkspace:
     # attribute values and provisioners print what they were given. They are masked in terraform.log and
     # in error tails; the work dir itself (Terraform's working state holds plaintext) is private (0700).
     redact: tuple[str, ...] = ()
+    # Token-path runs on Nebius: a fresh IAM token for every terraform invocation (a renewal through the
+    # adapter's bearer), so a token has to outlive one invocation, not a whole create or update.
+    renew_token: Callable[[], str] | None = field(default=None, repr=False)
 
     def scrub(self, text: str) -> str:
         return replace_secrets(text, self.redact)
@@ -251,11 +260,19 @@ class TerraformWorkspace:
     # -------------------------------------------------------------------------------- runs
 
     def _run(self, args: list[str], env: Mapping[str, str], what: str) -> str:
+        if self.renew_token is not None and env.get(f"TF_VAR_{TOKEN_VARIABLE}"):
+            env = self._with_fresh_token(env)
         # Traced (runtime/tracing.py): a span per command under its stack's (the work dir is named after
         # the stack), whose context terraform is given as TRACEPARENT.
         with tracing.span(f"terraform {what}", {"npa.stack": self.root.name}, stack=self.root.name):
             parent = tracing.traceparent(self.root.name)
             return self._run_untraced(args, {**env, "TRACEPARENT": parent} if parent else env, what)
+
+    def _with_fresh_token(self, env: Mapping[str, str]) -> dict[str, str]:
+        assert self.renew_token is not None
+        token = self.renew_token()
+        self.redact = (*self.redact, token)  # masked in terraform.log like the first one
+        return {**env, f"TF_VAR_{TOKEN_VARIABLE}": token, "NEBIUS_IAM_TOKEN": token}
 
     def _run_untraced(self, args: list[str], env: Mapping[str, str], what: str) -> str:
         cmd = [str(self.binary()), *args]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded, stderr_console
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.streams import emit_json
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.ci_identity import CiIdentity
 
 
 @click.group("backend")
@@ -34,18 +38,46 @@ def backend_group() -> None:
     help="--cloud local without --endpoint: the bucket's project (default: the local tenant's "
     "`npa-state` project, created if missing).",
 )
+@click.option(
+    "--ci-repository",
+    default=None,
+    metavar="OWNER/REPO",
+    help="--cloud nebius: also print what keyless CI from this GitHub repository needs (service accounts, "
+    "their federated credentials, least-privilege group memberships) as Terraform to apply. Creates nothing.",
+)
+@click.option(
+    "--ci-environment",
+    default=None,
+    metavar="NAME",
+    help="The GitHub environment whose jobs may deploy (default: fleet-production).",
+)
 @output_option()
 def init_command(
-    cloud: str, bucket: str, region: str | None, endpoint: str | None, project: str | None, output: str
+    cloud: str,
+    bucket: str,
+    region: str | None,
+    endpoint: str | None,
+    project: str | None,
+    ci_repository: str | None,
+    ci_environment: str | None,
+    output: str,
 ) -> None:
     """Create or verify a private, versioned state bucket and print the --backend URL and what to export.
     Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and are never printed; with the local
     cloud and none exported, a key is minted for the bucket and written as an AWS shared-credentials
-    profile (0600) whose file and name are printed."""
+    profile (0600) whose file and name are printed. With --ci-repository (nebius), also the federated
+    credentials and role bindings keyless CI needs (docs/ci-previews.md)."""
 
     def body() -> int:
         from npa_pulumi.engine.backend_init import DEFAULT_NEBIUS_REGION, init_bucket, init_local_bucket
+        from npa_pulumi.engine.ci_identity import DEFAULT_ENVIRONMENT, ci_identity
 
+        ci = None
+        if ci_repository or ci_environment:
+            if cloud != "nebius" or not ci_repository:
+                raise UserInputError("--ci-repository OWNER/REPO (and --ci-environment) need --cloud nebius")
+            # Checked before the bucket is touched: bad input changes nothing.
+            ci = ci_identity(ci_repository, ci_environment or DEFAULT_ENVIRONMENT)
         if project and (cloud != "local" or endpoint):
             raise UserInputError(
                 "--project names the bucket's project in the local cloud: only with "
@@ -60,7 +92,10 @@ def init_command(
             url = endpoint or f"https://storage.{where}.nebius.cloud"
             result = init_bucket(bucket, url, where)
         if output == "json":
-            emit_json(result.to_json())
+            document = result.to_json()
+            if ci is not None:
+                document["ci"] = {**ci.to_json(), "terraform": ci.terraform()}
+            emit_json(document)
             return 0
         state = "created" if result.created else "exists, verified"
         stderr_console.print(
@@ -82,9 +117,27 @@ def init_command(
         click.echo(
             "export PULUMI_CONFIG_PASSPHRASE_FILE=...  # the team's passphrase file, kept with the state"
         )
+        if ci is not None:
+            _print_ci(ci)
         return 0
 
     run_guarded(body, output)
+
+
+def _print_ci(ci: CiIdentity) -> None:
+    """The keyless-CI section: what to create (Terraform), then the repository's variables."""
+    click.echo("")
+    click.echo(f"# Keyless CI for {ci.repository}: no Nebius key in GitHub. Review and apply this Terraform")
+    click.echo("# (Nebius provider) as a tenant admin, with -var project_id=... -var tenant_id=...:")
+    for account in ci.accounts:
+        trusted = f"trusted for sub={account.subject}"
+        click.echo(f"#   {account.role}: {account.name}, {trusted}, group {account.group}")
+    click.echo("# " + ci.note)
+    click.echo(ci.terraform())
+    click.echo("# then set these repository variables (ids, not secrets) from its outputs:")
+    for account in ci.accounts:
+        click.echo(f"#   {account.variable}=<{account.variable.lower()}>")
+    click.echo("# and give each job `permissions: id-token: write` (examples/ci/github/).")
 
 
 def register(group: click.Group) -> None:

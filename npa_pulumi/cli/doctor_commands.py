@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from npa_pulumi.cli.common import output_option, run_guarded
-from npa_pulumi.cli.fleet_options import k8s_training_dir_option, with_recipe_aliases
+from npa_pulumi.cli.fleet_options import auth_option, k8s_training_dir_option, with_recipe_aliases
 from npa_pulumi.errors import EXIT_FAILED
 from npa_pulumi.output.streams import emit_json
 
@@ -20,6 +20,7 @@ from npa_pulumi.output.streams import emit_json
     help="The cloud the fleet will run on: nebius adds the CLI, the profile and a token check.",
 )
 @click.option("--profile", default=None, help="~/.nebius profile to check (--cloud nebius).")
+@auth_option
 @click.option("--backend", default=None, metavar="URL", help="Backend to check (default as for up).")
 @click.option("--passphrase-file", default=None, type=click.Path(dir_okay=False))
 @click.option(
@@ -39,6 +40,7 @@ from npa_pulumi.output.streams import emit_json
 def doctor_command(
     cloud: str,
     profile: str | None,
+    auth: str | None,
     backend: str | None,
     passphrase_file: str | None,
     recipe_dir: str | None,
@@ -47,7 +49,8 @@ def doctor_command(
 ) -> None:
     """Check this machine for what the fleet needs: Python and the package, the Pulumi engine and its
     version, terraform/tofu against the recipe's constraint, the provider plugins, kubectl, the Nebius CLI
-    and profile (--cloud nebius: tenant id, a token can be minted), the backend and its locks, the
+    and profile (--cloud nebius: tenant id, a token can be minted; with --auth federated instead: the OIDC
+    token, the exchange and one call), the backend and its locks, the
     passphrase source, disk space, and $HOME against the account's home. Changes nothing, except that
     --install-plugins installs a missing pinned provider plugin."""
 
@@ -62,6 +65,7 @@ def doctor_command(
             passphrase_file=passphrase_file,
             recipe_dir=recipe_dir,
             install_plugins=install_plugins,
+            auth=auth,
         )
         if output == "json":
             emit_json(report.to_json())

@@ -87,6 +87,16 @@ def with_recipe_aliases(func: F) -> F:
     return cast(F, command)
 
 
+auth_option = click.option(
+    "--auth",
+    type=click.Choice(["auto", "federated"]),
+    default=None,
+    help="--cloud nebius: federated exchanges the CI job's OIDC token (GitHub Actions, or "
+    "$NPA_NEBIUS_FEDERATED_TOKEN_FILE) for the IAM token of $NPA_NEBIUS_SERVICE_ACCOUNT_ID, renewed as it "
+    "expires: no key in CI (docs/ci-previews.md). Default: $NPA_NEBIUS_AUTH, else auto (the profile).",
+)
+
+
 def fleet_options(func: F) -> F:
     """Options every fleet command shares: the spec, the cloud, the backend and target selection."""
     return _fleet_options(func, spec_required=True)
@@ -136,6 +146,7 @@ def _fleet_options(func: F, spec_required: bool) -> F:
             "such as awskms://KEY_ID?region=R (default: $NPA_SECRETS_PROVIDER). Existing stacks keep theirs.",
         ),
         click.option("--profile", default=None, help="~/.nebius profile; wins over the spec's profile."),
+        auth_option,
         click.option(
             "--only-projects",
             multiple=True,
@@ -301,6 +312,7 @@ def fleet_fields(kw: dict[str, Any], chosen: Selection, show_progress: bool = Tr
         where=Where(
             cloud=kw["cloud"],
             profile=kw["profile"],
+            auth=kw["auth"],
             backend=kw["backend"],
             passphrase_file=kw["passphrase_file"],
             secrets_provider=kw["secrets_provider"],

@@ -101,6 +101,7 @@ def _destroy_from_receipt(kw: dict[str, Any], approve: Approve) -> FleetResult:
         cloud=_given(kw, "cloud"),
         backend=_given(kw, "backend"),
         profile=kw["profile"],
+        auth=kw["auth"],
         passphrase_file=kw["passphrase_file"],
         recipes=recipes(kw),
         concurrency=kw["concurrency"],

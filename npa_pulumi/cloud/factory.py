@@ -22,6 +22,9 @@ CloudKind = Literal["local", "nebius"]
 # The tenant a fleet runs in, for adapters made in the engine's provider process (the dynamic providers):
 # the orchestrator puts it in the engine's environment.
 TENANT_ENV = "NPA_TENANT_ID"
+# ... and how it authenticates, when a flag rather than the environment chose it (`--auth federated`): the
+# Nebius settings' own variable, which the adapter reads wherever it is made.
+AUTH_ENV = "NPA_NEBIUS_AUTH"
 
 
 def make_cloud(

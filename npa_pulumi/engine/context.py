@@ -13,10 +13,11 @@ import json
 import logging
 import shlex
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.cloud.factory import TENANT_ENV
+from npa_pulumi.cloud.factory import AUTH_ENV, TENANT_ENV
 from npa_pulumi.cloud.project_reads import FleetReads, LiveReader
 from npa_pulumi.engine.automation import EngineSettings, StackExecutor, StackOp, stack_tags
 from npa_pulumi.engine.backends.registry import backend_for
@@ -46,6 +47,7 @@ from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.runtime import provider_env
 from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
 from npa_pulumi.runtime.home import logs_dir
 from npa_pulumi.runtime.provider_host import ATTACH_ENV
@@ -91,6 +93,9 @@ class FleetContext:
         self.settings = EngineSettings.resolve(
             self.where.backend, self.where.passphrase_file, secrets_provider=self.where.secrets_provider
         )
+        if self.where.auth and self.where.cloud == "nebius":
+            # The dynamic providers (the engine's provider process) make their own adapter: same auth.
+            self.settings.extra_env[AUTH_ENV] = self.where.auth
         self._cloud: CloudPort | None = None
         self._plans: FleetPlans | None = None
         self._graph: FleetGraph | None = None
@@ -153,11 +158,21 @@ class FleetContext:
 
             kind: CloudKind = "nebius" if self.where.cloud == "nebius" else "local"
             # The spec's tenant: a credentials file needs it, and a profile of another tenant is refused.
-            pinned = {"tenant_id": self.spec.tenant_id} if kind == "nebius" and self.spec.tenant_id else {}
+            pinned: dict[str, str] = {}
+            if kind == "nebius":
+                pinned = {"tenant_id": self.spec.tenant_id} if self.spec.tenant_id else {}
+                if self.where.auth:
+                    pinned["auth"] = self.where.auth
             self._cloud = make_cloud(
                 kind, profile=self.profile or None, region=self.spec.region or None, **pinned
             )
         return self._cloud
+
+    def provider_environment(self) -> AbstractContextManager[None]:
+        """The environment the command's dynamic providers get (the tenant, `--auth`), for provider code the
+        command runs in its own process: Terraform's plan in a preview or an adoption."""
+        hosting = (ATTACH_ENV, SOCKET_ENV)  # how the engine reaches the shared host: not the providers' own
+        return provider_env.overlay({k: v for k, v in self.settings.extra_env.items() if k not in hosting})
 
     @property
     def profile(self) -> str:
@@ -325,6 +340,8 @@ class FleetContext:
         parts = [f"npa-pulumi {command} --spec {shlex.quote(spec)} --cloud {self.where.cloud}"]
         if self.where.profile:
             parts.append(f"--profile {shlex.quote(self.where.profile)}")
+        if self.where.auth:
+            parts.append(f"--auth {shlex.quote(self.where.auth)}")
         if self.where.backend:
             parts.append(f"--backend {shlex.quote(self.where.backend)}")
         if self.where.passphrase_file:

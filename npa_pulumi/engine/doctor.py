@@ -272,19 +272,60 @@ def check_local_kubernetes() -> Check:
     return Check("local-kubernetes", OK, "kube-apiserver, etcd, kwok for the local cloud's API servers")
 
 
-def check_nebius(cloud: str, profile: str | None) -> list[Check]:
+def check_nebius(cloud: str, profile: str | None, auth: str | None = None) -> list[Check]:
     if cloud != "nebius":
         skip = "not needed for --cloud local"
         return [Check("nebius-cli", SKIP, skip), Check("nebius-profile", SKIP, skip)]
+    from npa_pulumi.cloud.nebius.settings import ENV_AUTH, AuthMode
+
+    federated = (auth or os.environ.get(ENV_AUTH, "")).strip().lower() == AuthMode.FEDERATED
     checks = []
     cli = shutil.which("nebius")
     if cli:
         checks.append(Check("nebius-cli", OK, f"nebius CLI ({cli})", details={"path": cli}))
+    elif federated:
+        summary = "the nebius CLI is not on PATH: kubeconfigs' exec plugin needs it, previews do not"
+        checks.append(Check("nebius-cli", WARN, summary, "install it where kubectl is used"))
     else:
         fix = "install the Nebius CLI (https://docs.nebius.com/cli/install) and run `nebius profile create`"
         checks.append(Check("nebius-cli", WARN, "the nebius CLI is not on PATH", fix))
-    checks.append(_nebius_profile(profile))
+    checks.append(_nebius_federated() if federated else _nebius_profile(profile))
     return checks
+
+
+def _nebius_federated() -> Check:
+    """Keyless CI: the settings, a fresh OIDC token, the exchange, and one authenticated call (whose
+    answer names the tenant). Tokens are dropped unprinted."""
+    from npa_pulumi.cloud.errors import CloudError
+    from npa_pulumi.cloud.factory import make_cloud
+    from npa_pulumi.cloud.nebius.profile import resolve_identity
+    from npa_pulumi.cloud.nebius.settings import NebiusSettings
+
+    name = "nebius-federated"
+    fix = (
+        "set NPA_NEBIUS_SERVICE_ACCOUNT_ID and run where an OIDC token is at hand (a GitHub Actions job with "
+        "`permissions: id-token: write`, or NPA_NEBIUS_FEDERATED_TOKEN_FILE); see docs/ci-previews.md"
+    )
+    options: dict[str, Any] = {"auth": "federated", "call_timeout_s": 20.0}
+    try:
+        identity = resolve_identity(NebiusSettings.from_options(options))
+    except (NpaError, CloudError, OSError, ValueError) as err:
+        return Check(name, FAIL, f"federated auth is not usable: {err}", fix)
+    details: dict[str, Any] = {
+        "identity": identity.describe(),
+        "service_account_id": identity.service_account_id,
+    }
+    try:
+        with make_cloud("nebius", **options) as cloud:  # type: ignore[attr-defined]
+            cloud.access_token()  # exchanged and dropped: never printed, never stored
+            tenant = cloud.principal().tenant_id
+    except (NpaError, CloudError, OSError, ValueError) as err:
+        summary = f"{identity.describe()}: the token exchange or the first call failed: {err}"
+        repair = "`npa-pulumi backend init --ci-repository OWNER/REPO` prints the federated credentials"
+        return Check(name, FAIL, summary, repair, details)
+    details["tenant_id"] = tenant
+    summary = f"{identity.describe()}: a token was exchanged, tenant {tenant}"
+    return Check(name, OK, summary, details=details)
 
 
 def _nebius_profile(profile: str | None) -> Check:
@@ -452,6 +493,7 @@ def run_doctor(
     passphrase_file: str | None = None,
     recipe_dir: str | None = None,
     install_plugins: bool = False,
+    auth: str | None = None,
 ) -> DoctorReport:
     checks = [
         _guarded("python", check_python),
@@ -463,7 +505,7 @@ def run_doctor(
     ]
     if cloud == "local":
         checks.append(_guarded("local-kubernetes", check_local_kubernetes))
-    checks += check_nebius(cloud, profile)
+    checks += check_nebius(cloud, profile, auth)
     try:
         checks += check_backend(backend)
     except Exception as err:

@@ -61,11 +61,14 @@ class Selection:
 @dataclass(frozen=True, kw_only=True)
 class Where:
     """Where the fleet lives: the cloud adapter (`local` or `nebius`), the Nebius profile (None: the spec's,
-    else the configured default), the Pulumi backend (None: $NPA_BACKEND, else the local file backend), the
-    secrets passphrase file and the secrets provider of new stacks."""
+    else the configured default), how Nebius is authenticated to (`auth`: "federated" exchanges a CI job's
+    OIDC token, cloud/nebius/federated.py; None: $NPA_NEBIUS_AUTH, else the profile), the Pulumi backend
+    (None: $NPA_BACKEND, else the local file backend), the secrets passphrase file and the secrets provider
+    of new stacks."""
 
     cloud: str = "local"
     profile: str | None = None
+    auth: str | None = None
     backend: str | None = None
     passphrase_file: str | None = None
     secrets_provider: str | None = None
@@ -230,6 +233,7 @@ class ReceiptDestroyRequest:
     cloud: str | None = None
     backend: str | None = None
     profile: str | None = None
+    auth: str | None = None
     passphrase_file: str | None = None
     recipes: Recipes = Recipes()
     concurrency: int = DEFAULT_CONCURRENCY

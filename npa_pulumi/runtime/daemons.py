@@ -11,7 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-SECRET_ENV_PREFIXES = ("TF_VAR_", "NEBIUS_", "NPA_NEBIUS_", "PULUMI_CONFIG_PASSPHRASE", "AWS_")
+SECRET_ENV_PREFIXES = (
+    "TF_VAR_",
+    "NEBIUS_",
+    "NPA_NEBIUS_",
+    "PULUMI_CONFIG_PASSPHRASE",
+    "AWS_",
+    "ACTIONS_ID_TOKEN_REQUEST_",  # a CI job's OIDC request token (keyless CI)
+)
 
 
 def daemon_env() -> dict[str, str]:

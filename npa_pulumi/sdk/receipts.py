@@ -68,6 +68,8 @@ def _guarded(
     )
     tenant = receipt.text("tenant_id")
     pinned = {"tenant_id": tenant} if cloud_kind == "nebius" and tenant else {}
+    if cloud_kind == "nebius" and request.auth:
+        pinned["auth"] = request.auth
     # the receipt's cloud, which the adapter factory checks
     cloud = make_cloud(
         cast(CloudKind, cloud_kind), profile=profile or None, region=receipt.text("region"), **pinned

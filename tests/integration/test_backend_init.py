@@ -73,3 +73,47 @@ def test_backend_init_refusals(
     assert "AWS_SECRET_ACCESS_KEY not set" in no_keys.json()["error"]["message"]
     for result in (local, bad_name, public, no_keys):
         assert "Traceback" not in result.stderr
+
+
+def test_backend_init_prints_what_keyless_ci_needs(isolated_home: Path, s3_server: S3Server) -> None:
+    base = [
+        "backend",
+        "init",
+        "--cloud",
+        "nebius",
+        "--bucket",
+        "team-state",
+        "--endpoint",
+        s3_server.endpoint,
+    ]
+    text = npa(*base, "--region", "us-east-1", "--ci-repository", "acme/gpu-fleet")
+    assert text.code == 0, text.stderr
+    out = text.stdout
+    assert "--backend 's3://team-state?" in out  # the bucket's part is unchanged
+    assert 'resource "nebius_iam_v1_federated_credentials" "npa_ci_preview"' in out
+    assert 'federated_subject_id = "repo:acme/gpu-fleet:pull_request"' in out
+    assert 'federated_subject_id = "repo:acme/gpu-fleet:environment:fleet-production"' in out
+    assert 'issuer_url = "https://token.actions.githubusercontent.com"' in out
+    assert 'name      = "viewers"' in out and 'name      = "editors"' in out
+    assert "NEBIUS_PREVIEW_SERVICE_ACCOUNT_ID" in out and "NEBIUS_DEPLOY_SERVICE_ACCOUNT_ID" in out
+    assert "id-token: write" in out
+
+    document = npa(*base, "--region", "us-east-1", "--ci-repository", "acme/gpu-fleet", "-o", "json")
+    assert document.code == 0, document.stderr
+    ci = document.json()["ci"]
+    assert [a["group"] for a in ci["accounts"]] == ["viewers", "editors"]
+    assert ci["environment"] == "fleet-production" and "nebius_iam_v1_group_membership" in ci["terraform"]
+    for result in (text, document):
+        assert s3_server.secret_key not in result.stdout + result.stderr
+
+
+def test_backend_init_refuses_bad_ci_flags_before_the_bucket(
+    isolated_home: Path, s3_server: S3Server
+) -> None:
+    base = ["backend", "init", "--bucket", "never-made", "--endpoint", s3_server.endpoint, "-o", "json"]
+    local = npa(*base, "--ci-repository", "acme/gpu-fleet")
+    assert local.code == 2 and "need --cloud nebius" in local.json()["error"]["message"]
+    bad = npa(*base, "--cloud", "nebius", "--region", "us-east-1", "--ci-repository", "not-a-repo")
+    assert bad.code == 2 and "OWNER/REPO" in bad.json()["error"]["message"]
+    names = [b["Name"] for b in s3_server.client().list_buckets().get("Buckets", [])]
+    assert "never-made" not in names  # nothing was created

@@ -200,6 +200,21 @@ def test_nebius_without_a_profile_fails_and_says_how(machine: dict[str, str]) ->
     assert "Traceback" not in stderr
 
 
+def test_nebius_federated_without_an_account_fails_and_says_how(machine: dict[str, str]) -> None:
+    drop = ("NPA_NEBIUS_SERVICE_ACCOUNT_ID", "ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+    code, document, stderr = doctor(machine, "--cloud", "nebius", "--auth", "federated", drop=drop)
+    checks = _checks(document)
+    assert "nebius-profile" not in checks  # federated auth reads no CLI profile
+    federated = checks["nebius-federated"]
+    assert code == 1, stderr
+    assert federated["status"] == "fail" and "NPA_NEBIUS_SERVICE_ACCOUNT_ID" in federated["summary"]
+    assert "id-token: write" in federated["fix"] and "Traceback" not in stderr
+
+    with_account = {**machine, "NPA_NEBIUS_SERVICE_ACCOUNT_ID": "serviceaccount-e00ci"}
+    _, document, _ = doctor(with_account, "--cloud", "nebius", "--auth", "federated", drop=drop[1:])
+    assert "no OIDC token to exchange" in _checks(document)["nebius-federated"]["summary"]
+
+
 def test_text_output_names_each_fix(machine: dict[str, str], tmp_path: Path) -> None:
     old = _executable(tmp_path / "old" / "terraform", '#!/bin/sh\necho \'{"terraform_version": "1.3.2"}\'\n')
     proc = subprocess.run(

@@ -67,3 +67,19 @@ def test_the_cloud_sweeps_retry_command_is_as_exact(isolated_home: Path, tmp_pat
     assert flags["--profile"] == "team a"
     assert flags["--passphrase-file"] == str(tmp_path / "pass phrase")
     assert "--delete-buckets" in shlex.split(command) and command.endswith(" --yes")
+
+
+def test_a_keyless_run_s_retry_command_repeats_auth_and_its_providers_see_it(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(SPEC)
+    spec = load_spec(path)
+    request = FleetRequest(where=Where(cloud="nebius", auth="federated"))
+    context = FleetContext(spec, resolve_targets(spec, [], [], None), request, spec_path=str(path))
+    assert _flags(context.retry_command("up", "project-existing1", "train"))["--auth"] == "federated"
+    # The dynamic providers make their own adapter: the engine's environment carries the choice.
+    assert context.settings.extra_env["NPA_NEBIUS_AUTH"] == "federated"
+    plain = _context(isolated_home, tmp_path)
+    assert "--auth" not in plain.retry_command("up", "project-existing1", "train")
+    assert "NPA_NEBIUS_AUTH" not in plain.settings.extra_env

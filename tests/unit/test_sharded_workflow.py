@@ -70,7 +70,7 @@ def test_matrix_workflow_runs_projects_once_then_clusters_across_every_shard() -
     assert '--stage clusters --shard "${SHARD}/${SHARDS}"' in up_clusters
     for job in (projects, clusters):
         assert job["environment"] == "fleet-production" and "--break-lock" not in str(job)
-        assert job["permissions"] == {"contents": "read"}
+        assert job["permissions"] == {"contents": "read", "id-token": "write"}  # keyless Nebius auth
     assert "refs/heads/main" in projects["if"]
 
 
@@ -80,9 +80,9 @@ def test_matrix_previews_are_merged_into_one_comment() -> None:
     assert preview["strategy"]["matrix"]["shard"] == list(range(1, int(workflow["env"]["SHARDS"]) + 1))
     shard_preview = _command(_step(preview, "Preview this shard"))
     assert '--shard "${SHARD}/${SHARDS}"' in shard_preview and "--output json" in shard_preview
-    assert preview["permissions"] == {"contents": "read"}  # only the comment job writes to the PR
+    assert preview["permissions"] == {"contents": "read", "id-token": "write"}  # only the comment job writes
     assert comment["needs"] == "preview" and "always()" in comment["if"]
-    assert comment["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert comment["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
     download = next(s for s in comment["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
     assert download["with"]["pattern"] == "fleet-preview-shard-*"
     merge = _command(_step(comment, "Merge the shards into one preview"))

@@ -128,8 +128,8 @@ def test_fleet_preview_asks_for_least_privilege() -> None:
     workflow = load(FLEET_PREVIEW)
     assert workflow["permissions"] == {}
     preview, up = workflow["jobs"]["preview"], workflow["jobs"]["up"]
-    assert preview["permissions"] == {"contents": "read", "pull-requests": "write"}
-    assert up["permissions"] == {"contents": "read"}
+    assert preview["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
+    assert up["permissions"] == {"contents": "read", "id-token": "write"}
     assert up["environment"] == "fleet-production"
     assert "refs/heads/main" in up["if"] and "push" in up["if"]
     assert up["concurrency"]["cancel-in-progress"] is False
@@ -167,14 +167,36 @@ def test_fleet_preview_runs_the_preview_and_uploads_the_json() -> None:
     assert upload["with"]["path"] == "preview.json"
 
 
-def test_nebius_profile_is_written_from_secrets_privately() -> None:
-    for job in load(FLEET_PREVIEW)["jobs"].values():
-        step = next(s for s in steps(job) if "config.yaml" in s.get("run", ""))
-        assert step["env"]["NEBIUS_SA_CREDENTIALS_JSON"] == "${{ secrets.NEBIUS_SA_CREDENTIALS_JSON }}"
-        assert "umask 077" in step["run"]
-        assert "auth-type: service account" in step["run"]
-        assert "service-account-credentials-file-path:" in step["run"]
-        assert "tenant-id: ${NEBIUS_TENANT_ID}" in step["run"]
+EXAMPLES = sorted((REPO / "examples" / "ci" / "github").glob("*.yml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_workflows_hold_no_nebius_secret_and_authenticate_keylessly(path: Path) -> None:
+    text = path.read_text()
+    secrets = set(re.findall(r"\$\{\{ secrets\.([A-Z0-9_]+) \}\}", text))
+    # What remains secret is the state's passphrase and the state bucket's S3 key, never a Nebius credential.
+    assert secrets <= {
+        "PULUMI_CONFIG_PASSPHRASE",
+        "PULUMI_BACKEND_ACCESS_KEY_ID",
+        "PULUMI_BACKEND_SECRET_ACCESS_KEY",
+    }
+    assert "credentials.json" not in text and "private-key" not in text and "NEBIUS_IAM_TOKEN" not in text
+    workflow = load(path)
+    nebius_jobs = {name: job for name, job in workflow["jobs"].items() if "--cloud nebius" in str(job)}
+    assert nebius_jobs
+    for name, job in nebius_jobs.items():
+        assert job["permissions"]["id-token"] == "write", name
+        identity = next(s for s in steps(job) if "NPA_NEBIUS_AUTH=federated" in s.get("run", ""))
+        account = identity["env"]["SERVICE_ACCOUNT_ID"]
+        deploys = job.get("environment") == "fleet-production"
+        expected = "NEBIUS_DEPLOY_SERVICE_ACCOUNT_ID" if deploys else "NEBIUS_PREVIEW_SERVICE_ACCOUNT_ID"
+        assert account == f"${{{{ vars.{expected} }}}}", name  # an id, not a secret
+        commands = [" ".join(s["run"].split()) for s in steps(job) if "npa-pulumi" in s.get("run", "")]
+        nebius = [c for c in commands if "--cloud nebius" in c]
+        assert nebius and all("--auth federated" in c and "--profile" not in c for c in nebius), name
+        # The identity step comes before any step that reaches Nebius.
+        order = [i for i, s in enumerate(steps(job)) if "--cloud nebius" in s.get("run", "")]
+        assert steps(job).index(identity) < min(order), name
 
 
 def test_every_secret_and_variable_is_explained() -> None:
@@ -182,7 +204,7 @@ def test_every_secret_and_variable_is_explained() -> None:
     header = text.split("\nname:", 1)[0]
     docs = DOCS.read_text()
     names = set(re.findall(r"\$\{\{ (?:secrets|vars)\.([A-Z0-9_]+) \}\}", text))
-    assert names >= {"PULUMI_CONFIG_PASSPHRASE", "NEBIUS_SA_CREDENTIALS_JSON", "PULUMI_BACKEND_URL"}
+    assert names >= {"PULUMI_CONFIG_PASSPHRASE", "NEBIUS_PREVIEW_SERVICE_ACCOUNT_ID", "PULUMI_BACKEND_URL"}
     for name in names:
         assert name in header, f"{name} is not explained in the workflow's header comment"
         assert name in docs, f"{name} is not explained in docs/ci-previews.md"

@@ -118,6 +118,8 @@ class Call:
     metadata: dict[str, str]
     code: str = "OK"
     replayed: bool = False  # answered from the idempotency cache
+    peer: str = ""  # the client's connection (`ipv4:127.0.0.1:PORT`): one process's channel
+    at: float = 0.0  # time.time() when it arrived
 
 
 @dataclass
@@ -126,6 +128,8 @@ class TokenInfo:
     tenants: set[str]
     kind: str = "user"  # user | service_account
     project_id: str = ""  # a service account's home project
+    expires_at: float | None = None  # time.time() after which the API refuses it (None: never)
+    via: str = ""  # how it was minted: "key" (a service account's key) or "federated"
 
 
 @dataclass
@@ -159,6 +163,13 @@ class FakeNebius:
     operation_failures: dict[str, tuple[grpc.StatusCode, str]] = field(default_factory=dict)
     tokens: dict[str, TokenInfo] = field(default_factory=dict)
     sa_public_keys: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # kid -> (sa id, PEM)
+    # iam.v1.FederatedCredentials by id: an OIDC issuer (with its JWKS in `jwk_set_json`) and the `sub`
+    # it trusts, for the service account the exchange then acts as.
+    federated_credentials: dict[str, Any] = field(default_factory=dict)
+    # The audience the token service accepts in a federated OIDC token (None: any). Nebius's own rule is
+    # not documented; the fake models one accepted value so the refusal path can be exercised.
+    federated_audience: str | None = None
+    exchanged_token_life_s: int = 3600  # expires_in of every token the exchange mints
     tenants: dict[str, Any] = field(default_factory=dict)
     projects: dict[str, Any] = field(default_factory=dict)
     networks: dict[str, Any] = field(default_factory=dict)
@@ -213,9 +224,40 @@ class FakeNebius:
         self.quota_allowances.setdefault(tenant_id, [])
 
     def add_token(
-        self, token: str, subject: str, tenants: set[str], kind: str = "user", project_id: str = ""
+        self,
+        token: str,
+        subject: str,
+        tenants: set[str],
+        kind: str = "user",
+        project_id: str = "",
+        expires_at: float | None = None,
+        via: str = "",
     ) -> None:
-        self.tokens[token] = TokenInfo(subject, set(tenants), kind, project_id)
+        self.tokens[token] = TokenInfo(subject, set(tenants), kind, project_id, expires_at, via)
+
+    def add_federated_credentials(
+        self, service_account_id: str, issuer_url: str, subject: str, jwk_set_json: str
+    ) -> str:
+        """Trust `subject` of the OIDC issuer (verified with its JWKS) to act as the service account."""
+        fid = new_id("federatedcredentials")
+        account = self.service_accounts[service_account_id]
+        self.federated_credentials[fid] = iam.FederatedCredentials(
+            metadata=common.ResourceMetadata(id=fid, parent_id=account.metadata.parent_id, name=subject),
+            spec=iam.FederatedCredentialsSpec(
+                oidc_provider=iam.OidcCredentialsProvider(issuer_url=issuer_url, jwk_set_json=jwk_set_json),
+                federated_subject_id=subject,
+                subject_id=service_account_id,
+            ),
+        )
+        return fid
+
+    def add_service_account(self, project_id: str, name: str) -> str:
+        sa_id = new_id("serviceaccount")
+        self.service_accounts[sa_id] = iam.ServiceAccount(
+            metadata=common.ResourceMetadata(id=sa_id, parent_id=project_id, name=name),
+            status=iam.ServiceAccountStatus(active=True),
+        )
+        return sa_id
 
     def add_project(
         self,

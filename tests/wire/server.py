@@ -49,6 +49,7 @@ from .fake import (
 
 IDEMPOTENCY_HEADER = "x-idempotency-key"
 PUBLIC_METHODS = {"nebius.iam.v1.TokenExchangeService/Exchange"}
+FEDERATED_SUBJECT_TYPE = "urn:nebius:params:oauth:token-type:subject_identifier"
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,35 @@ class WireServicers:
         )
 
     def token_exchange(self, request: Any, token: TokenInfo) -> Any:
+        """RFC 8693 as the SDK sends it: a service account's self-signed JWT as the subject token, or
+        (federated credentials) the account's id as the subject and an external OIDC token as the actor."""
+        if request.subject_token_type == FEDERATED_SUBJECT_TYPE:
+            sa_id = self._federated_subject(request)
+            via = "federated"
+        else:
+            sa_id = self._key_subject(request)
+            via = "key"
+        sa = self.fake.service_accounts[sa_id]
+        project_id = sa.metadata.parent_id
+        access = "sa-token-" + new_id("t")
+        life = self.fake.exchanged_token_life_s
+        self.fake.add_token(
+            access,
+            sa_id,
+            {self.fake.tenant_of(project_id) or ""},
+            "service_account",
+            project_id,
+            expires_at=time.time() + life,
+            via=via,
+        )
+        return iam.CreateTokenResponse(
+            access_token=access,
+            issued_token_type="urn:ietf:params:oauth:token-type:access_token",
+            token_type="Bearer",
+            expires_in=life,
+        )
+
+    def _key_subject(self, request: Any) -> str:
         header = jwt.get_unverified_header(request.subject_token)
         kid = header.get("kid", "")
         if kid not in self.fake.sa_public_keys:
@@ -163,18 +193,61 @@ class WireServicers:
             raise FakeError(grpc.StatusCode.UNAUTHENTICATED, f"bad subject token: {exc}") from None
         if claims.get("sub") != sa_id or claims.get("iss") != sa_id:
             raise FakeError(grpc.StatusCode.UNAUTHENTICATED, "subject token names another account")
-        sa = self.fake.service_accounts[sa_id]
-        project_id = sa.metadata.parent_id
-        access = "sa-token-" + new_id("t")
-        self.fake.add_token(
-            access, sa_id, {self.fake.tenant_of(project_id) or ""}, "service_account", project_id
-        )
-        return iam.CreateTokenResponse(
-            access_token=access,
-            issued_token_type="urn:ietf:params:oauth:token-type:access_token",
-            token_type="Bearer",
-            expires_in=3600,
-        )
+        return sa_id
+
+    def _federated_subject(self, request: Any) -> str:
+        """The account named as subject, when federated credentials of it trust the actor token's issuer and
+        `sub`, the signature verifies against that issuer's JWKS, and the token is current and (when the
+        fake has one) for the accepted audience."""
+        sa_id = request.subject_token
+        if sa_id not in self.fake.service_accounts:
+            raise FakeError(grpc.StatusCode.UNAUTHENTICATED, "unknown service account")
+        if request.actor_token_type != "urn:ietf:params:oauth:token-type:jwt" or not request.actor_token:
+            raise FakeError(grpc.StatusCode.INVALID_ARGUMENT, "a JWT actor token is required")
+        try:
+            unverified = jwt.decode(request.actor_token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            raise FakeError(grpc.StatusCode.UNAUTHENTICATED, "the actor token is not a JWT") from None
+        issuer, subject = unverified.get("iss", ""), unverified.get("sub", "")
+        trusted = [
+            c
+            for c in self.fake.federated_credentials.values()
+            if c.spec.subject_id == sa_id and c.spec.oidc_provider.issuer_url == issuer
+        ]
+        if not trusted:
+            raise FakeError(
+                grpc.StatusCode.UNAUTHENTICATED, f"no federated credentials of {sa_id} trust issuer {issuer}"
+            )
+        matching = [c for c in trusted if c.spec.federated_subject_id == subject]
+        if not matching:
+            raise FakeError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"subject {subject!r} of {issuer} may not act as {sa_id}",
+            )
+        keys = jwt.PyJWKSet.from_json(matching[0].spec.oidc_provider.jwk_set_json)
+        kid = jwt.get_unverified_header(request.actor_token).get("kid", "")
+        key = next((k for k in keys.keys if k.key_id == kid), None)
+        if key is None:
+            raise FakeError(grpc.StatusCode.UNAUTHENTICATED, "the actor token's key is not in the JWKS")
+        audience = self.fake.federated_audience
+        try:
+            jwt.decode(
+                request.actor_token,
+                key.key,
+                algorithms=["RS256"],
+                audience=audience,
+                options={"verify_aud": audience is not None, "require": ["exp", "iat"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise FakeError(grpc.StatusCode.UNAUTHENTICATED, "the actor token has expired") from None
+        except jwt.InvalidAudienceError:
+            raise FakeError(
+                grpc.StatusCode.UNAUTHENTICATED, f"the actor token is not for audience {audience}"
+            ) from None
+        except jwt.PyJWTError as exc:
+            reason = type(exc).__name__
+            raise FakeError(grpc.StatusCode.UNAUTHENTICATED, f"bad actor token: {reason}") from None
+        return str(sa_id)
 
     def project_list(self, request: Any, token: TokenInfo) -> Any:
         self._parent(request.parent_id, token, self.fake.tenants)
@@ -887,7 +960,7 @@ class _Dispatcher:
     def __call__(self, request: Any, context: grpc.ServicerContext) -> Any:
         fake, name = self.fake, self.handler.full_name
         metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
-        call = Call(name, request, metadata)
+        call = Call(name, request, metadata, peer=context.peer(), at=time.time())
         with fake.lock:
             fake.calls.append(call)
         if fake.latency_s:
@@ -933,6 +1006,8 @@ class _Dispatcher:
         token = self.fake.tokens.get(header[len("Bearer ") :])
         if token is None:
             raise FakeError(grpc.StatusCode.UNAUTHENTICATED, "the token is not valid")
+        if token.expires_at is not None and time.time() >= token.expires_at:
+            raise FakeError(grpc.StatusCode.UNAUTHENTICATED, "the token has expired")
         return token
 
 

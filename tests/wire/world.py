@@ -21,6 +21,7 @@ from npa_pulumi.cloud.factory import make_cloud
 from npa_pulumi.cloud.port import CloudPort
 
 from .fake import FakeNebius
+from .oidc import PR_SUBJECT, GithubOidc, OidcIssuer, serving_github_oidc
 from .s3 import S3Log, serving_s3
 from .server import serving
 
@@ -185,7 +186,53 @@ class WireWorld:
         return path
 
 
-AMBIENT = ("NEBIUS_IAM_TOKEN", "NEBIUS_PROFILE", "NEBIUS_ENDPOINT", "NPA_REUSE_IAM_TOKEN")
+AMBIENT = (
+    "NEBIUS_IAM_TOKEN",
+    "NEBIUS_PROFILE",
+    "NEBIUS_ENDPOINT",
+    "NPA_REUSE_IAM_TOKEN",
+    "NPA_NEBIUS_AUTH",
+    "NPA_NEBIUS_SERVICE_ACCOUNT_ID",
+    "NPA_NEBIUS_FEDERATED_TOKEN_FILE",
+    "NPA_NEBIUS_FEDERATED_AUDIENCE",
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+)
+
+
+@dataclass
+class Federation:
+    """A CI job's identity: GitHub Actions' OIDC endpoint (in the job's environment) and a service account
+    in the fake whose federated credentials trust that issuer and subject."""
+
+    issuer: OidcIssuer
+    github: GithubOidc
+    request_url: str
+    service_account_id: str
+    credentials_id: str
+
+
+@contextmanager
+def federation(
+    world: WireWorld,
+    project_id: str = "project-e00existing",
+    *,
+    subject: str = PR_SUBJECT,
+    trusted_subject: str | None = None,
+) -> Iterator[Federation]:
+    """Serve GitHub's OIDC endpoint and set the job's variables (ACTIONS_ID_TOKEN_REQUEST_*,
+    NPA_NEBIUS_SERVICE_ACCOUNT_ID); the account's credentials trust `trusted_subject` (default: `subject`)."""
+    issuer = OidcIssuer()
+    github = GithubOidc(issuer, subject=subject)
+    account = world.fake.add_service_account(project_id, "npa-ci-preview")
+    credentials = world.fake.add_federated_credentials(
+        account, issuer.issuer, trusted_subject or subject, issuer.jwks_json()
+    )
+    with serving_github_oidc(github) as url:
+        world.monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", url)
+        world.monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", github.request_token)
+        world.monkeypatch.setenv("NPA_NEBIUS_SERVICE_ACCOUNT_ID", account)
+        yield Federation(issuer, github, url, account, credentials)
 
 
 @contextmanager

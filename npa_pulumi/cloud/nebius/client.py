@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import threading
 import time
 import urllib.error
@@ -69,6 +70,7 @@ class NebiusClient:
         self._sdk: Any = None
         self._clients: dict[tuple[str, str], Any] = {}
         self._principal: Principal | None = None
+        self._home_project = ""  # a service account's own project (from the principal)
 
     def __repr__(self) -> str:
         tenant = self.identity.tenant_id or "?"
@@ -92,11 +94,20 @@ class NebiusClient:
     def _get_sdk(self) -> Any:
         with self._lock:
             if self._sdk is None:
-                self._sdk = self._build_sdk()
+                sdk = self._build_sdk()
+                if self.identity.kind == "federated":
+                    try:
+                        self._mint(sdk, renew=False)  # a refused exchange fails now, not as a timeout
+                    except BaseException:
+                        _off_loop(lambda: sdk.sync_close(timeout=10))
+                        raise
+                self._sdk = sdk
             return self._sdk
 
     def _build_sdk(self) -> Any:
         from nebius.sdk import SDK
+
+        _quiet_token_renewal_logs()
 
         kwargs: dict[str, Any] = {
             "user_agent_prefix": f"npa-pulumi/{__version__}",
@@ -116,7 +127,14 @@ class NebiusClient:
             roots = self.settings.ca_file.expanduser().read_bytes()
             kwargs["tls_credentials"] = grpc.ssl_channel_credentials(root_certificates=roots)
         ident = self.identity
-        if ident.kind == "credentials-file":
+        bearer = None
+        if ident.kind == "federated":
+            from .federated import federated_bearer, oidc_source
+
+            source = oidc_source(self.settings, os.environ)  # checked by resolve_identity already
+            bearer = federated_bearer(source, ident.service_account_id)
+            kwargs["credentials"] = bearer
+        elif ident.kind == "credentials-file":
             kwargs["credentials_file_name"] = str(ident.credentials_file)
         elif ident.kind == "env-token":
             from nebius.aio.token.static import EnvBearer
@@ -133,12 +151,15 @@ class NebiusClient:
                 no_parent_id=True,  # every request names its parent; never let a profile fill one in
             )
         try:
-            return SDK(**kwargs)
+            sdk = SDK(**kwargs)
         except CloudError:
             raise
         except Exception as exc:
             # SDK config errors name fields and types, never key material.
             raise ProfileError(f"cannot set up Nebius credentials from {ident.describe()}: {exc}") from None
+        if bearer is not None:
+            bearer.set_channel(sdk)  # the exchange goes through the SDK's own channel (routing, TLS)
+        return sdk
 
     # ------------------------------------------------------------------ plumbing
 
@@ -267,20 +288,29 @@ class NebiusClient:
         """An IAM token minted from this adapter's identity, for the recipe's `TF_VAR_iam_token`.
 
         Minted per Terraform run (never stored), so a long fleet run does not reuse a stale token: the
-        SDK's bearer is asked for a synchronous renewal (a fresh exchange for a service account; the
-        profile's token file is re-read), not for whatever it has cached, which may be close to expiry.
-        A refusal (a revoked key, a bad credentials file) is reported at once as a typed error: without
-        `report error` the SDK keeps retrying a refused exchange in the background and the caller only
-        sees a timeout. Transient failures are retried like every other read."""
+        SDK's bearer is asked for a synchronous renewal (a fresh exchange for a service account or federated
+        credentials; the profile's token file is re-read), not for whatever it has cached, which may be
+        close to expiry. A refusal (a revoked key, a bad credentials file, an OIDC token the exchange does
+        not accept) is reported at once as a typed error: without `report error` the SDK keeps retrying a
+        refused exchange in the background and the caller only sees a timeout. Transient failures are
+        retried like every other read."""
+        return self._mint(self._get_sdk(), renew=True)
+
+    def _mint(self, sdk: Any, *, renew: bool) -> SecretStr:
+        """A token from the SDK's bearer: renewed synchronously (`renew`), else the cached one (the first
+        fetch awaited when there is none yet). Errors come back typed, never chained to the SDK's."""
         from nebius.aio.token.options import (
             OPTION_RENEW_REQUIRED,
             OPTION_RENEW_SYNCHRONOUS,
             OPTION_REPORT_ERROR,
         )
 
-        sdk = self._get_sdk()
+        from .federated import OidcTokenError
+
         request = CloudRequest("iam.TokenExchange", {"profile": self.identity.describe()})
-        options = {OPTION_RENEW_REQUIRED: "1", OPTION_RENEW_SYNCHRONOUS: "1", OPTION_REPORT_ERROR: "1"}
+        options = {OPTION_REPORT_ERROR: "1"}
+        if renew:
+            options |= {OPTION_RENEW_REQUIRED: "1", OPTION_RENEW_SYNCHRONOUS: "1"}
 
         def mint() -> Any:
             try:
@@ -289,6 +319,8 @@ class NebiusClient:
                 )
             except CloudError:
                 raise
+            except OidcTokenError as exc:
+                raise Unauthenticated(f"{self.identity.describe()}: {exc}", request) from None
             except Exception as exc:
                 # Never chain the SDK exception: its context may hold credential material.
                 mapped = map_exception(exc, request)
@@ -297,6 +329,13 @@ class NebiusClient:
                     # token file, an unreadable key). SDK errors name the problem, not the secret.
                     raise Unauthenticated(
                         f"{self.identity.describe()} cannot provide an IAM token: {exc}", request
+                    ) from None
+                refused = isinstance(mapped, Unauthenticated | PermissionDenied)
+                if self.identity.kind == "federated" and refused:
+                    raise type(mapped)(
+                        f"the token exchange refused {self.identity.describe()}: {mapped.message}. Check "
+                        "the account's federated credentials (issuer, subject) and the token's audience",
+                        request,
                     ) from None
                 raise mapped from None
 
@@ -320,6 +359,11 @@ class NebiusClient:
             tenants = [t.tenant_id for t in resp.user_profile.tenants]
         elif which == "service_account_profile":
             subject, tenants = resp.service_account_profile.info.metadata.id, []
+            self._home_project = resp.service_account_profile.info.metadata.parent_id
+            if self.identity.kind == "federated" and self._home_project:
+                # A service account lives in one project of one tenant: that is the fleet's tenant
+                # unless the spec names one (then it must be this one).
+                tenants = [self._tenant_of_project(self._home_project)]
         else:
             raise Unauthenticated(f"{self.identity.describe()} authenticates as an anonymous account")
         tenant = require_tenant(self.identity, tenants)
@@ -330,6 +374,41 @@ class NebiusClient:
             )
         self._principal = Principal(tenant_id=tenant, profile=self.identity.profile, subject=subject)
         return self._principal
+
+    def _tenant_of_project(self, project_id: str) -> str:
+        iam = self._api("iam.v1")
+        client = self._client("iam.v1", "ProjectServiceClient")
+        found = self._read(
+            "iam.v1.ProjectService.Get",
+            {"id": project_id},
+            lambda kw: client.get(iam.GetProjectRequest(id=project_id), **kw),
+        )
+        return str(found.metadata.parent_id)
+
+    def home_project(self) -> str:
+        """A service account's own project (federated auth: where an empty spec region comes from); "" for
+        a user account."""
+        self.principal()
+        return self._home_project
+
+
+class _NoTraceback(logging.Filter):
+    """The SDK logs every failed background token renewal at error level with its traceback. The adapter
+    reports a refusal itself, typed and at once (`_mint`); a traceback on stderr would only bury it (the
+    CLI's contract: no traceback). One line stays, naming the error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+_RENEWAL_LOGGER = "nebius.aio.token.renewable"
+
+
+def _quiet_token_renewal_logs() -> None:
+    logger = logging.getLogger(_RENEWAL_LOGGER)
+    if not any(isinstance(f, _NoTraceback) for f in logger.filters):
+        logger.addFilter(_NoTraceback())
 
 
 def _is_sdk_error(exc: BaseException) -> bool:

@@ -8,7 +8,9 @@ The rules come from the fleet tool this product replaces:
   hard error: silently falling back to another tenant is how fleets land in the wrong account;
 * a tenant given alongside (the spec's `tenant_id`) must agree with the profile's;
 * an ambient `NEBIUS_IAM_TOKEN` is ignored unless `NPA_REUSE_IAM_TOKEN` is set, because the token, not
-  the profile, decides the principal, and a stale one silently shadows the profile.
+  the profile, decides the principal, and a stale one silently shadows the profile;
+* federated auth (`--auth federated`, federated.py) reads no CLI configuration at all: the principal is the
+  named service account, its tenant the spec's or, failing that, the account's own (asked of the API).
 
 Nothing here imports the SDK or touches the network.
 """
@@ -23,7 +25,14 @@ from typing import Any, Literal
 
 from ...errors import UserInputError
 from ..errors import InvalidArgument, Unauthenticated
-from .settings import DEFAULT_CONFIG_FILE, ENV_IAM_TOKEN, ENV_PROFILE, NebiusSettings
+from .settings import (
+    DEFAULT_CONFIG_FILE,
+    ENV_IAM_TOKEN,
+    ENV_PROFILE,
+    ENV_SERVICE_ACCOUNT_ID,
+    AuthMode,
+    NebiusSettings,
+)
 
 # The SDK's config reader takes the *name* of the token variable. Pointing it at a variable that is
 # never set is the documented way to disable only the ambient-token lookup.
@@ -38,7 +47,7 @@ class ProfileError(InvalidArgument, UserInputError):
     """
 
 
-CredentialsKind = Literal["profile", "credentials-file", "env-token"]
+CredentialsKind = Literal["profile", "credentials-file", "env-token", "federated"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +63,12 @@ class Identity:
     token_env: str  # env var the SDK may read an IAM token from (DISABLED_TOKEN_ENV = none)
     explicit_profile: bool
     parent_id: str = ""  # the profile's `parent-id` (a project): where an empty spec region comes from
+    service_account_id: str = ""  # federated: the account the OIDC subject acts as
+    oidc_source: str = ""  # federated: where the OIDC token comes from, in words
 
     def describe(self) -> str:
+        if self.kind == "federated":
+            return f"federated credentials of {self.service_account_id} ({self.oidc_source})"
         if self.kind == "profile":
             return f"profile {self.profile!r}"
         if self.kind == "credentials-file":
@@ -120,6 +133,8 @@ def _agree(profile_tenant: str, wanted: str | None, profile: str) -> str:
 
 def resolve_identity(settings: NebiusSettings, env: Mapping[str, str] | None = None) -> Identity:
     env = os.environ if env is None else env
+    if settings.auth is AuthMode.FEDERATED:
+        return _federated_identity(settings, env)
     token_env = ENV_IAM_TOKEN if settings.reuse_iam_token else DISABLED_TOKEN_ENV
     if settings.credentials_file is not None:
         if not settings.tenant_id:
@@ -179,6 +194,40 @@ def resolve_identity(settings: NebiusSettings, env: Mapping[str, str] | None = N
         token_env=token_env,
         explicit_profile=explicit,
         parent_id=parent_id,
+    )
+
+
+def _federated_identity(settings: NebiusSettings, env: Mapping[str, str]) -> Identity:
+    """The service account a CI job's OIDC token is exchanged for. A token file is read and checked here,
+    before any RPC (an expired one, or one for another audience, is bad input); GitHub's endpoint is only
+    asked when the first token is needed."""
+    from .federated import GithubActions, OidcTokenError, oidc_source
+
+    account = (settings.service_account_id or "").strip()
+    if not account:
+        raise ProfileError(
+            f"federated auth needs the service account the OIDC token acts as: set {ENV_SERVICE_ACCOUNT_ID} "
+            "(the account whose federated credentials trust this CI's issuer and subject)"
+        )
+    if settings.credentials_file is not None:
+        raise ProfileError("federated auth and a service-account credentials file exclude each other")
+    try:
+        source = oidc_source(settings, env)
+        if not isinstance(source, GithubActions):
+            source.fetch()
+    except OidcTokenError as exc:
+        raise ProfileError(f"federated auth: {exc}") from None
+    return Identity(
+        kind="federated",
+        profile="",
+        tenant_id=settings.tenant_id or "",
+        config_file=None,
+        credentials_file=None,
+        profile_endpoint="",
+        token_env=DISABLED_TOKEN_ENV,
+        explicit_profile=False,
+        service_account_id=account,
+        oidc_source=source.describe(),
     )
 
 

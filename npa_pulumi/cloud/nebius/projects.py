@@ -22,9 +22,12 @@ class ProjectsAndNetworks(NebiusClient):
     """The Nebius adapter's IAM projects, VPC networks and subnets, quotas and reserved capacity."""
 
     def default_region(self) -> str:
-        """The region of the profile's `parent-id` project (one read); "" for a profile without one, a
-        credentials file or a bare token. The Nebius CLI configuration has no region of its own."""
+        """The region of the profile's `parent-id` project (one read); with federated auth, of the service
+        account's own project; "" for a profile without one, a credentials file or a bare token. The Nebius
+        CLI configuration has no region of its own."""
         parent = self.identity.parent_id
+        if not parent and self.identity.kind == "federated":
+            parent = self.home_project()
         return self.get_project(parent).region if parent else ""
 
     # ------------------------------------------------------------------ IAM projects

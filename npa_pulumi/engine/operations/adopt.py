@@ -312,7 +312,8 @@ def _terraform_changes(context: FleetContext, cluster: ClusterPlan, install: Ori
     }
     context.progress.phase(cluster.stack, "terraform plan (adoption)")
     try:
-        summary = plan_preview(props, deployed=True, stored_state=lambda: install.state_text)
+        with context.provider_environment():  # authenticates as the command's providers do (`--auth`)
+            summary = plan_preview(props, deployed=True, stored_state=lambda: install.state_text)
     except Exception as err:  # the recipe or the cloud refused: reported, nothing adopted
         log.debug("terraform plan for %s failed", cluster.stack, exc_info=True)
         return [f"Terraform could not plan the saved state: {type(err).__name__}: {err}"]

@@ -70,7 +70,8 @@ def terraform_plan(
     try:
         # Read through the cache: `up` has just read these outputs, a preview's cluster op too.
         deployed = bool((context.stack_outputs([op])[op.stack] or {}).get("cluster_id"))
-        return plan_preview(props, deployed=deployed, stored_state=lambda: _stored_tf_state(context, op))
+        with context.provider_environment():  # authenticates as the command's providers do (`--auth`)
+            return plan_preview(props, deployed=deployed, stored_state=lambda: _stored_tf_state(context, op))
     except NpaError as err:
         return {"error": f"terraform plan failed: {err}"}
     except Exception as err:  # the recipe or the cloud refused: reported, the preview itself stands

@@ -245,6 +245,7 @@ def _with_spec(
         where=Where(
             cloud=cloud,
             profile=profile,
+            auth=request.auth,
             backend=request.backend or receipt.text("backend"),
             passphrase_file=request.passphrase_file or receipt.text("passphrase_file"),
         ),
