@@ -4,6 +4,8 @@ mounting the RTX package repositories); MIG clusters add the MIG checks of `mig.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from npa_pulumi.kube.client import KubeClient, KubeError
 from npa_pulumi.kube.gpu_health.config import DRIVER_NAMESPACES, JSON, GateConfig, Snapshot, quantity
 from npa_pulumi.kube.gpu_health.mig import node_mig_errors, operator_errors
@@ -83,11 +85,33 @@ def _current_revisions(client: KubeClient, namespace: str) -> dict[str, tuple[st
     return {uid: (daemonsets[uid], digest) for uid, (_n, digest) in newest.items()}
 
 
-def stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON]) -> list[str]:
+@dataclass(frozen=True)
+class StaleDriverPod:
+    """A driver pod on an older template than its DaemonSet's newest: what the OnDelete repair replaces."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    daemonset: str
+    daemonset_uid: str
+    revision: str  # the pod's template hash
+    current: str  # the DaemonSet's newest template hash
+
+    def error(self) -> str:
+        return (
+            f"driver pod {self.namespace}/{self.name} runs an older template ({self.revision}) than its "
+            f"DaemonSet {self.daemonset} ({self.current}): an OnDelete update leaves it until the pod is "
+            "deleted"
+        )
+
+
+def find_stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON]) -> list[StaleDriverPod]:
     """Driver pods running an older template than their DaemonSet's newest: an `OnDelete` update strategy
-    leaves them in place until someone deletes them, so a changed driver never reaches those nodes."""
+    leaves them in place until someone deletes them, so a changed driver never reaches those nodes.
+    Terminating pods are not counted (they are on their way out)."""
     current = _current_revisions(client, namespace)
-    errors = []
+    found = []
     for pod in pods:
         meta = pod["metadata"]
         owner = next((o["uid"] for o in meta.get("ownerReferences") or [] if o.get("uid") in current), None)
@@ -96,11 +120,18 @@ def stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON]) -> l
             continue
         daemonset, want = current[owner]
         if have != want:
-            errors.append(
-                f"driver pod {namespace}/{meta['name']} runs an older template ({have}) than its DaemonSet "
-                f"{daemonset} ({want}): an OnDelete update leaves it until the pod is deleted"
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            found.append(
+                StaleDriverPod(
+                    namespace, meta["name"], str(meta.get("uid", "")), node, daemonset, owner, have, want
+                )
             )
-    return errors
+    return found
+
+
+def stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON]) -> list[str]:
+    """The gate's errors for `find_stale_driver_pods`, one per stale pod (named: the evidence is private)."""
+    return [stale.error() for stale in find_stale_driver_pods(client, namespace, pods)]
 
 
 def _driver_selector_errors(client: KubeClient, namespace: str, config: GateConfig) -> list[str]:

@@ -1,7 +1,6 @@
 """MIG readiness: the exact layout on every GPU node (MIG Manager's labels, the resources, no whole GPU,
-no `mig-not-ready` taint), the GPU operator running exactly the pinned release, what `nvidia-smi` says
-against the pinned layout (the MIG hardware probe), and the one repair: removing a stale
-`mig-not-ready` taint while no GPU workload runs."""
+no `mig-not-ready` taint), the GPU operator running exactly the pinned release, and what `nvidia-smi` says
+against the pinned layout (the MIG hardware probe). The repairs are `repair.py`'s."""
 
 from __future__ import annotations
 
@@ -223,49 +222,3 @@ def run_mig_hardware(
                 errors.append(f"MIG device {uuid} reported by both {seen[uuid]} and {node}")
             seen[uuid] = node
     return reports, errors
-
-
-# ------------------------------------------------------------------------------------ MIG repair
-
-
-def is_stale_taint_error(error: str) -> bool:
-    return error.endswith(": tainted nvidia.com/gpu=mig-not-ready:NoSchedule")
-
-
-def gpu_workloads(client: KubeClient, operator_namespace: str = "gpu-operator") -> list[str]:
-    """Active pods (Pending or Running) outside the GPU operator that request or limit any `nvidia.com/*`
-    resource, as namespace/name: while one runs, no MIG repair may touch a GPU node."""
-    found = []
-    for pod in client.list("/api/v1/pods"):
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        if meta.get("namespace") == operator_namespace:
-            continue
-        if (pod.get("status") or {}).get("phase") not in ("Pending", "Running"):
-            continue
-        containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-        containers += spec.get("ephemeralContainers") or []
-        for container in containers:
-            resources = container.get("resources") or {}
-            wanted = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-            if any(k.startswith("nvidia.com/") and quantity(v) > 0 for k, v in wanted.items()):
-                found.append(f"{meta.get('namespace')}/{meta['name']}")
-                break
-    return sorted(found)
-
-
-def remove_stale_mig_taint(client: KubeClient, node: str) -> bool:
-    """Remove exactly the `nvidia.com/gpu=mig-not-ready:NoSchedule` taint from `node`, by index, with JSON
-    Patch `test` operations that make the API refuse if the taint at that index changed meanwhile. Every
-    other taint stays. False when the node has no such taint."""
-    current = client.get(f"/api/v1/nodes/{node}")
-    taints = (current.get("spec") or {}).get("taints") or []
-    for index, taint in enumerate(taints):
-        if all(taint.get(k) == v for k, v in MIG_NOT_READY_TAINT.items()):
-            patch: list[JSON] = [
-                {"op": "test", "path": f"/spec/taints/{index}/{key}", "value": value}
-                for key, value in MIG_NOT_READY_TAINT.items()
-            ]
-            patch.append({"op": "remove", "path": f"/spec/taints/{index}"})
-            client.request("PATCH", f"/api/v1/nodes/{node}", patch, "application/json-patch+json")
-            return True
-    return False
