@@ -207,7 +207,10 @@ def publish_graphics(evidence: JSON) -> Publication:
     verdicts = _NodeVerdicts(passed=set(workers))
     for name, result in workers.items():
         for kind in ("cuda", "graphics"):
-            if not (result.get(kind) or {}).get("passed"):
+            found = result.get(kind) or {}
+            if found.get("image_lacks"):  # the probe's image lacks a tool: never a GPU failure
+                verdicts.fail(name, "probe-image-incomplete")
+            elif not found.get("passed"):
                 verdicts.fail(name, kind)
             for missing in (result.get(kind) or {}).get("missing") or []:
                 verdicts.fail(name, f"graphics-{str(missing).lower()}"[:32])
