@@ -351,3 +351,12 @@ def test_managed_image_has_no_discovery_to_restart(driver_mode: str) -> None:
     assert [p for _, p, _ in api.writes] == [
         "/apis/apps/v1/namespaces/nvidia-device-plugin/daemonsets/nvidia-device-plugin-daemonset"
     ]
+
+
+def test_a_rolling_update_daemonsets_stale_pod_is_its_controllers_to_replace() -> None:
+    """Mid-rollout, a RollingUpdate DaemonSet's old pod is on an older template too: the repair replaces
+    only OnDelete DaemonSets' pods."""
+    api = _stale_cluster()
+    api.daemonsets["nvidia-driver-daemonset"]["spec"]["updateStrategy"] = {"type": "RollingUpdate"}
+    assert _repairer([]).attempt(api, STALE_ERRORS, deadline=1e12) is None  # type: ignore[arg-type]
+    assert api.writes == []

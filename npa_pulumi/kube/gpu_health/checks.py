@@ -66,11 +66,13 @@ def _fabric_errors(node: JSON) -> list[str]:
 REVISION_LABEL = "controller-revision-hash"
 
 
-def _current_revisions(client: KubeClient, namespace: str) -> dict[str, tuple[str, str]]:
-    """DaemonSet uid -> (its name, the hash of its newest template), from its ControllerRevisions."""
-    daemonsets = {
-        d["metadata"]["uid"]: d["metadata"]["name"]
-        for d in client.list(f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
+def _daemonset_revisions(client: KubeClient, namespace: str) -> dict[str, tuple[str, str, bool]]:
+    """DaemonSet uid -> (its name, the hash of its newest template, whether it updates OnDelete)."""
+    listed = client.list(f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
+    daemonsets = {d["metadata"]["uid"]: d["metadata"]["name"] for d in listed}
+    on_delete = {
+        d["metadata"]["uid"]: ((d.get("spec") or {}).get("updateStrategy") or {}).get("type") == "OnDelete"
+        for d in listed
     }
     newest: dict[str, tuple[int, str]] = {}
     for revision in client.list(f"/apis/apps/v1/namespaces/{namespace}/controllerrevisions"):
@@ -82,7 +84,7 @@ def _current_revisions(client: KubeClient, namespace: str) -> dict[str, tuple[st
         number = int(revision.get("revision") or 0)
         if owner is not None and digest and number >= newest.get(owner, (-1, ""))[0]:
             newest[owner] = (number, digest)
-    return {uid: (daemonsets[uid], digest) for uid, (_n, digest) in newest.items()}
+    return {uid: (daemonsets[uid], digest, on_delete[uid]) for uid, (_n, digest) in newest.items()}
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class StaleDriverPod:
     daemonset_uid: str
     revision: str  # the pod's template hash
     current: str  # the DaemonSet's newest template hash
+    on_delete: bool = True  # the DaemonSet updates OnDelete (else its controller replaces the pod itself)
 
     def error(self) -> str:
         return (
@@ -110,7 +113,7 @@ def find_stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON])
     """Driver pods running an older template than their DaemonSet's newest: an `OnDelete` update strategy
     leaves them in place until someone deletes them, so a changed driver never reaches those nodes.
     Terminating pods are not counted (they are on their way out)."""
-    current = _current_revisions(client, namespace)
+    current = _daemonset_revisions(client, namespace)
     found = []
     for pod in pods:
         meta = pod["metadata"]
@@ -118,13 +121,12 @@ def find_stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON])
         have = (meta.get("labels") or {}).get(REVISION_LABEL, "")
         if owner is None or not have or meta.get("deletionTimestamp"):
             continue
-        daemonset, want = current[owner]
+        daemonset, want, on_delete = current[owner]
         if have != want:
             node = str((pod.get("spec") or {}).get("nodeName") or "")
+            uid = str(meta.get("uid", ""))
             found.append(
-                StaleDriverPod(
-                    namespace, meta["name"], str(meta.get("uid", "")), node, daemonset, owner, have, want
-                )
+                StaleDriverPod(namespace, meta["name"], uid, node, daemonset, owner, have, want, on_delete)
             )
     return found
 

@@ -4,16 +4,17 @@ against the pinned layout (the MIG hardware probe). The repairs are `repair.py`'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from npa_pulumi.kube.client import KubeClient
 from npa_pulumi.kube.gpu_health.config import JSON, GateConfig, quantity
-from npa_pulumi.kube.gpu_health.probes import MIG_HARDWARE_MARKER, MIG_HARDWARE_SMOKE, run_smoke
-
-_QUERY_ROW = re.compile(r"^(\d+),\s*(GPU-[0-9a-fA-F-]+),\s*([^,]+?),\s*([\w/ ]+?),\s*([\w/ ]+?)\s*$")
-_GPU_LINE = re.compile(r"^GPU (\d+): .*\(UUID: (GPU-[0-9a-fA-F-]+)\)")
-_MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+\d+: \(UUID: (MIG-[0-9a-fA-F-]+)\)")
+from npa_pulumi.kube.gpu_health.probes import (
+    MIG_HARDWARE_MARKER,
+    MIG_HARDWARE_SMOKE,
+    MIG_QUERY_FIELDS,
+    run_smoke,
+)
+from npa_pulumi.kube.nvidia_smi_output import parse_listing, parse_query
 
 MIG_NOT_READY_TAINT = {"key": "nvidia.com/gpu", "value": "mig-not-ready", "effect": "NoSchedule"}
 
@@ -154,15 +155,13 @@ def expected_mig_profiles(config: GateConfig) -> list[str]:
 def mig_hardware_report(node: str, output: str, config: GateConfig) -> JSON:
     """What `nvidia-smi` on one node says against the pinned layout: the facts and the errors."""
     query, _, listing = output.partition(MIG_HARDWARE_MARKER)
-    rows = [m.groups() for m in map(_QUERY_ROW.match, query.splitlines()) if m]
-    devices: dict[str, list[tuple[str, str]]] = {}
-    gpu = ""
-    for line in listing.splitlines():
-        if found := _GPU_LINE.match(line):
-            gpu = found.group(1)
-            devices[gpu] = []
-        elif (found := _MIG_LINE.match(line)) and gpu:
-            devices[gpu].append((found.group(1), found.group(2)))
+    rows = [
+        (r["index"], r["uuid"], r["driver_version"], r["mig.mode.current"], r["mig.mode.pending"])
+        for r in parse_query(query, MIG_QUERY_FIELDS).rows
+    ]
+    devices = {
+        str(i): [(d.profile, d.uuid) for d in gpu.mig] for i, gpu in parse_listing(listing).gpus.items()
+    }
     errors: list[str] = []
     if not listing:
         errors.append(f"{node}: nvidia-smi gave no device listing")

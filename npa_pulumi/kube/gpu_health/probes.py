@@ -109,7 +109,8 @@ def graphics_missing(output: str) -> list[str]:
 
 MIG_HARDWARE_SMOKE = "mig-hardware"
 MIG_HARDWARE_MARKER = "NPA_MIG_DEVICES"
-_MIG_QUERY = "index,uuid,driver_version,mig.mode.current,mig.mode.pending"
+MIG_QUERY_FIELDS = ("index", "uuid", "driver_version", "mig.mode.current", "mig.mode.pending")
+_MIG_QUERY = ",".join(MIG_QUERY_FIELDS)
 MIG_HARDWARE_SCRIPT = f"""set -uo pipefail
 {{
 nvidia-smi --query-gpu={_MIG_QUERY} --format=csv,noheader,nounits
