@@ -307,16 +307,21 @@ def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOpt
     )
 
 
+_SETTLE_S = 60.0  # how long findings no repair answers may stay unchanged before the gate judges them
+
+
 def _reconcile(kubeconfig: str, config: Any, repairer: Any, deadline: float) -> list[str] | str | None:
     """`verify-graphics --reconcile`: the repairs the cluster's findings call for, one after the other (each
-    at most once), before the gate runs. It looks again after each repair, and while the findings still
-    change (a rollout settling); it stops once they are clean, or the same twice with no repair for them
-    (the gate then judges them). The GPU workloads that refused a repair (nothing changed), the error of
-    one that failed, or None."""
+    at most once), before the gate runs. It looks again after each repair, and while the findings change
+    (a rollout settling, the pod garbage collector removing a pod of a node that left); it stops once they
+    are clean, or when no repair answers them and they stayed the same for a minute (at most half the time
+    left): the gate then judges them. The GPU workloads that refused a repair (nothing changed), the error
+    of one that failed, or None."""
     from npa_pulumi.kube.client import KubeClient
     from npa_pulumi.kube.gpu_health.checks import snapshot
 
     previous: list[str] | None = None
+    since = time.monotonic()
     while time.monotonic() < deadline:
         client = KubeClient.from_kubeconfig(
             kubeconfig, timeout_s=min(10.0, max(1.0, deadline - time.monotonic()))
@@ -329,10 +334,12 @@ def _reconcile(kubeconfig: str, config: Any, repairer: Any, deadline: float) -> 
             return list(outcome.workloads)
         if outcome is not None and outcome.error:
             return str(outcome.error)
+        now = time.monotonic()
+        if outcome is not None or errors != previous:
+            previous, since = errors, now
+        elif now - since >= min(_SETTLE_S, (deadline - since) / 2):
+            return None
         if outcome is None:
-            if errors == previous:
-                return None
-            previous = errors
             time.sleep(min(config.poll_s, max(0.0, deadline - time.monotonic())))
     return None
 

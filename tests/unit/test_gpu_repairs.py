@@ -106,6 +106,8 @@ class FakeApi:
     def list(self, path: str, label_selector: str = "") -> list[dict[str, Any]]:
         if path == "/api/v1/pods":
             return [*self.pods, *self.workloads]
+        if path == "/api/v1/nodes":
+            return list(self.nodes.values())
         if path == f"/api/v1/namespaces/{NS}/pods":
             return list(self.pods)
         if path == f"/apis/apps/v1/namespaces/{NS}/daemonsets":
@@ -360,3 +362,14 @@ def test_a_rolling_update_daemonsets_stale_pod_is_its_controllers_to_replace() -
     api.daemonsets["nvidia-driver-daemonset"]["spec"]["updateStrategy"] = {"type": "RollingUpdate"}
     assert _repairer([]).attempt(api, STALE_ERRORS, deadline=1e12) is None  # type: ignore[arg-type]
     assert api.writes == []
+
+
+def test_a_stale_pod_left_on_a_deleted_node_is_not_the_repairs() -> None:
+    """A pod still bound to a node that left the cluster (the pod garbage collector removes it) is not a
+    worker to maintain: only the pods on existing nodes are replaced."""
+    api = _stale_cluster()
+    api.pods.append(_driver_pod("drv-gone", "node-gone", "old", "uid-gone"))
+    outcome = _repairer([]).attempt(api, STALE_ERRORS, deadline=1e12)  # type: ignore[arg-type]
+    assert outcome is not None and outcome.error is None
+    deleted = [path.rsplit("/", 1)[1] for method, path, _ in api.writes if method == "DELETE"]
+    assert deleted == ["drv-a", "drv-b"]

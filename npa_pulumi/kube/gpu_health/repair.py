@@ -178,8 +178,14 @@ class Repairer:
             return None
         if RepairKind.DRIVER_POD not in self.attempted and any(_STALE_DRIVER.match(e) for e in errors):
             pods = client.list(f"/api/v1/namespaces/{self.namespace}/pods")
-            # only OnDelete DaemonSets' pods: a rolling update's controller replaces its own
-            stale = [p for p in find_stale_driver_pods(client, self.namespace, pods) if p.on_delete]
+            # Only OnDelete DaemonSets' pods (a rolling update's controller replaces its own), on nodes that
+            # exist (a pod left bound to a deleted node is the pod garbage collector's, not a worker's).
+            nodes = {n["metadata"]["name"] for n in client.list("/api/v1/nodes")}
+            stale = [
+                p
+                for p in find_stale_driver_pods(client, self.namespace, pods)
+                if p.on_delete and p.node in nodes
+            ]
             if stale:
                 return RepairKind.DRIVER_POD, sorted(stale, key=lambda s: (s.node, s.name))
         if RepairKind.TAINT not in self.attempted and all(is_stale_taint_error(e) for e in errors):
