@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,3 +94,71 @@ def test_the_script_checks_the_tools_before_running_them() -> None:
     check = GRAPHICS_SCRIPT.index("command -v")
     assert check < GRAPHICS_SCRIPT.index("python3 -c") < GRAPHICS_SCRIPT.index("vulkaninfo --summary")
     assert os.path.basename("/dev/termination-log") in GRAPHICS_SCRIPT
+
+
+class _FinishedPod:
+    """An API where the created pod has already ended with `terminated` (and is gone once deleted)."""
+
+    def __init__(self, phase: str, terminated: dict[str, object]) -> None:
+        self.phase, self.terminated, self.deleted = phase, terminated, False
+
+    def request(
+        self, method: str, path: str, body: object = None, content_type: str = ""
+    ) -> dict[str, object]:
+        if method == "POST":
+            assert isinstance(body, dict)
+            return {"metadata": {**body["metadata"], "uid": "uid-probe"}}
+        if method == "DELETE":
+            self.deleted = True
+        return {}
+
+    def get(self, path: str) -> dict[str, object]:
+        status = {"phase": self.phase, "containerStatuses": [{"state": {"terminated": self.terminated}}]}
+        return {"metadata": {"uid": "uid-probe"}, "status": status}
+
+    def get_or_none(self, path: str) -> dict[str, object] | None:
+        return None if self.deleted else self.get(path)
+
+
+def _graphics_config() -> Any:
+    from npa_pulumi.kube.gpu_health.config import GateConfig
+
+    return GateConfig(
+        expected_nodes=1,
+        expected_gpu_nodes=1,
+        gpus_per_node=1,
+        gpu_platform="gpu-rtx6000",
+        driver_mode="operator",
+        nvswitch=False,
+        stabilization_s=0.0,
+        timeout_s=30.0,
+        cuda_smoke=True,
+        smoke_image="cuda",
+        graphics_smoke=True,
+        graphics_image="registry.example/render@sha256:" + "a" * 64,
+    )
+
+
+def test_the_probe_result_of_an_incomplete_image_names_what_it_lacks() -> None:
+    import time
+    from typing import cast
+
+    from npa_pulumi.kube.client import KubeClient
+    from npa_pulumi.kube.gpu_health.probes import run_smoke
+
+    def client(api: _FinishedPod) -> KubeClient:
+        return cast(KubeClient, api)
+
+    api = _FinishedPod("Failed", {"exitCode": 3, "message": "NPA_PROBE_MISSING vulkaninfo\n"})
+    result = run_smoke(
+        client(api), _graphics_config(), "node-a", time.monotonic() + 10, time.monotonic, "graphics"
+    )
+    assert result["category"] == PROBE_IMAGE_INCOMPLETE and result["image_lacks"] == ["vulkaninfo"]
+    assert result["missing"] == [] and result["passed"] is False and result["cleaned_up"] is True
+    # the same exit on a GPU without a Vulkan device is a graphics failure, with what is missing
+    no_device = "NPA_GLX_LOADED\nNPA_EGL_LOADED\nERROR: vkEnumeratePhysicalDevices: no Vulkan device"
+    api = _FinishedPod("Failed", {"exitCode": 1, "message": no_device})
+    result = run_smoke(
+        client(api), _graphics_config(), "node-a", time.monotonic() + 10, time.monotonic, "graphics"
+    )
+    assert "category" not in result and "a Vulkan physical device (GPU<n>:)" in result["missing"]
