@@ -16,10 +16,10 @@ from npa_pulumi.sdk.requests import FleetRequest
 
 
 def fingerprints(spec: str) -> dict[str, str]:
-    fleet = open_fleet(select(spec), FleetRequest())
-    plans = fleet.plans()
-    found = {plan.stack: fleet.fingerprint(plan) for plan in plans.projects}
-    return found | {plan.stack: fleet.fingerprint(plan) for plan in plans.clusters}
+    context = open_fleet(select(spec), FleetRequest()).context
+    plans = context.plans()
+    found = {plan.stack: context.fingerprint(plan) for plan in plans.projects}
+    return found | {plan.stack: context.fingerprint(plan) for plan in plans.clusters}
 
 
 if __name__ == "__main__":

@@ -25,10 +25,11 @@ from npa_pulumi.errors import UserInputError
 
 def _preview_fields(kw: dict[str, Any]) -> dict[str, Any]:
     """What `up` and `preview` both take (PreviewRequest's own fields; UpRequest extends it)."""
+    from npa_pulumi.sdk.requests import Policies
+
     return {
         "preflight": kw["preflight"],
-        "policy_packs": tuple(kw["policy_packs"]),
-        "policy_config": kw["policy_config"],
+        "policies": Policies(packs=tuple(kw["policy_packs"]), config=kw["policy_config"]),
         "refresh": kw["refresh"],
         "prices": kw["prices"],
         "rollout": rollout(kw),

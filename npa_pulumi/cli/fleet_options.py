@@ -17,7 +17,7 @@ from npa_pulumi.cli.completion import complete_clusters, complete_projects
 from npa_pulumi.cli.observability import observability_options, observed
 
 if TYPE_CHECKING:
-    from npa_pulumi.sdk.requests import Rollout, Selection, TeardownOptions
+    from npa_pulumi.sdk.requests import Recipes, Rollout, Selection, TeardownOptions, Where
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -272,15 +272,8 @@ class FleetFields(TypedDict):
     """The fields every SDK request (`FleetRequest`) takes, read from the shared flags."""
 
     selection: Selection
-    cloud: str
-    profile: str | None
-    backend: str | None
-    passphrase_file: str | None
-    secrets_provider: str | None
-    recipe_dir: str | None
-    recipe_ref: str | None
-    soperator_recipe_dir: str | None
-    soperator_recipe_ref: str | None
+    where: Where
+    recipes: Recipes
     concurrency: int
     show_progress: bool
 
@@ -301,19 +294,32 @@ def selection(kw: dict[str, Any]) -> Selection:
 
 def fleet_fields(kw: dict[str, Any], chosen: Selection, show_progress: bool = True) -> FleetFields:
     """The shared flags as an SDK request's fields (the CLI shows progress on stderr)."""
+    from npa_pulumi.sdk.requests import Where
+
     return FleetFields(
         selection=chosen,
-        cloud=kw["cloud"],
-        profile=kw["profile"],
-        backend=kw["backend"],
-        passphrase_file=kw["passphrase_file"],
-        secrets_provider=kw["secrets_provider"],
+        where=Where(
+            cloud=kw["cloud"],
+            profile=kw["profile"],
+            backend=kw["backend"],
+            passphrase_file=kw["passphrase_file"],
+            secrets_provider=kw["secrets_provider"],
+        ),
+        recipes=recipes(kw),
+        concurrency=kw["concurrency"],
+        show_progress=show_progress,
+    )
+
+
+def recipes(kw: dict[str, Any]) -> Recipes:
+    """`--recipe-dir`/`--recipe-ref` (or the original's spellings) and the soperator recipe's."""
+    from npa_pulumi.sdk.requests import Recipes
+
+    return Recipes(
         recipe_dir=kw["recipe_dir"],
         recipe_ref=kw["recipe_ref"],
         soperator_recipe_dir=kw["soperator_recipe_dir"],
         soperator_recipe_ref=kw["soperator_recipe_ref"],
-        concurrency=kw["concurrency"],
-        show_progress=show_progress,
     )
 
 

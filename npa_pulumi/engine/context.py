@@ -1,4 +1,4 @@
-"""The fleet context every operation receives: spec, targets, options, the cloud port, the plans and their
+"""The fleet context every operation receives: spec, targets, the request, the cloud port, the plans and their
 fingerprints, the stack-op builders, retry commands, the stack-output cache and the one scheduler.
 
 Operations (`engine/operations/`), teardown, status, verification and the preflight gate take a
@@ -12,8 +12,7 @@ import importlib.util
 import json
 import logging
 import shlex
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +29,22 @@ from npa_pulumi.engine.fingerprint import (
     policy_identity,
     toolchain_versions,
 )
-from npa_pulumi.engine.options import FleetOptions
-from npa_pulumi.engine.plans import FleetPlans, build_plans
+from npa_pulumi.engine.graph import FleetGraph, Walk, parallel
+from npa_pulumi.engine.plans import FleetPlans, PlanSettings, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, project_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import HostMode, SharedProviderHost, host_mode
-from npa_pulumi.engine.scheduler import Job, Scheduler
+from npa_pulumi.engine.requests import (
+    FleetRequest,
+    Where,
+    breaks_locks,
+    creates_projects,
+    fails_fast,
+    policies,
+    refreshes,
+    runs_health_gate,
+)
+from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
@@ -66,21 +75,27 @@ class FleetContext:
         self,
         spec: FleetSpec,
         targets: Sequence[Target],
-        options: FleetOptions,
+        request: FleetRequest,
+        spec_path: str | None = None,
         progress: Progress | None = None,
     ) -> None:
         self.spec = spec
-        self.options = options
-        # The targets are the selection, a shard's share already: the SDK's Selection checked the shard and
-        # the stage and selected once (sdk/requests.py); `options.shard` / `options.stage` say which share
-        # this run covers (run locks, shared project stacks, costs, receipts).
+        self.request = request
+        self.spec_path = spec_path  # the spec file, for exact retry commands and receipts
+        # The targets are the selection, a shard's share already: the Selection checked the shard and the
+        # stage and selected once (engine/requests.py); `share` says which share this run covers (run locks,
+        # shared project stacks, costs, receipts).
         self.targets = list(targets)
-        self.progress = progress or Progress(enabled=options.show_progress)
+        self.share = request.selection.share
+        self.where: Where = request.where
+        self.refreshing = refreshes(request)  # `--refresh`: every stack re-read first
+        self.progress = progress or Progress(enabled=request.show_progress)
         self.settings = EngineSettings.resolve(
-            options.backend, options.passphrase_file, secrets_provider=options.secrets_provider
+            self.where.backend, self.where.passphrase_file, secrets_provider=self.where.secrets_provider
         )
         self._cloud: CloudPort | None = None
         self._plans: FleetPlans | None = None
+        self._graph: FleetGraph | None = None
         # Set by destroy, cleanup and the teardown plan before planning: they run no stack's program, so
         # their plans need no SSH key or compatible recipe (build_plans' for_destroy).
         self.deleting = False
@@ -91,10 +106,11 @@ class FleetContext:
         self._toolchain: ToolchainVersions | None = None
         self._fingerprints: dict[str, str] = {}
         self._policy_identity: str | None = None
-        packs = [str(builtin_policy_pack()), *options.policy_packs]
+        chosen = policies(request)
+        packs = [str(builtin_policy_pack()), *chosen.packs]
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
         # (a pack ignores entries for policies it does not have).
-        configs = [options.policy_config] * len(packs) if options.policy_config else []
+        configs = [chosen.config] * len(packs) if chosen.config else []
         mode = host_mode()
         self.provider_host = (
             SharedProviderHost(
@@ -113,7 +129,7 @@ class FleetContext:
             logs_dir(spec.name),
             packs,
             configs,
-            break_lock=options.break_lock,
+            break_lock=breaks_locks(request),
             provider_host=self.provider_host,
         )
 
@@ -137,7 +153,7 @@ class FleetContext:
         if self._cloud is None:
             from npa_pulumi.cloud.factory import make_cloud
 
-            kind: CloudKind = "nebius" if self.options.cloud == "nebius" else "local"
+            kind: CloudKind = "nebius" if self.where.cloud == "nebius" else "local"
             # The spec's tenant: a credentials file needs it, and a profile of another tenant is refused.
             pinned = {"tenant_id": self.spec.tenant_id} if kind == "nebius" and self.spec.tenant_id else {}
             self._cloud = make_cloud(
@@ -147,7 +163,7 @@ class FleetContext:
 
     @property
     def profile(self) -> str:
-        return self.options.profile or self.spec.profile or ""
+        return self.where.profile or self.spec.profile or ""
 
     def tenant_id(self) -> str:
         # spec, then the profile, then ~/.npa/config.yaml (engine/user_defaults.py)
@@ -163,7 +179,7 @@ class FleetContext:
         if not region:
             raise UserInputError(
                 f"no region for {', '.join(t.cluster_stack for t in missing)}: set `region` in the spec or "
-                f"the project; the {self.options.cloud} profile's configuration names none (for Nebius, the "
+                f"the project; the {self.where.cloud} profile's configuration names none (for Nebius, the "
                 "region of the profile's parent-id project)"
             )
         self.progress.message(
@@ -184,7 +200,12 @@ class FleetContext:
             self._plans = build_plans(
                 self.spec,
                 self.targets,
-                self.options,
+                PlanSettings(
+                    cloud=self.where.cloud,
+                    recipes=self.request.recipes,
+                    health_gate=runs_health_gate(self.request),
+                    create_projects=creates_projects(self.request),
+                ),
                 tenant,
                 in_cluster,
                 for_destroy=self.deleting,
@@ -193,6 +214,12 @@ class FleetContext:
             for warning in self._plans.warnings:
                 self.progress.message(warning)
         return self._plans
+
+    def graph(self) -> FleetGraph:
+        """The fleet graph of this run's plans and share: what every operation walks."""
+        if self._graph is None:
+            self._graph = FleetGraph(self.plans(), self.share)
+        return self._graph
 
     def live_reads(self, project_id: str) -> LiveReader:
         """The live cloud's objects of a project, listed once for this command (cloud/project_reads.py):
@@ -212,7 +239,7 @@ class FleetContext:
 
     def policy_identity(self) -> str:
         if self._policy_identity is None:
-            self._policy_identity = policy_identity(self.executor.policy_packs, self.options.policy_config)
+            self._policy_identity = policy_identity(self.executor.policy_packs, policies(self.request).config)
         return self._policy_identity
 
     def fingerprint(self, plan: ProjectPlan | ClusterPlan) -> str:
@@ -220,7 +247,7 @@ class FleetContext:
         if plan.stack not in self._fingerprints:
             versions = self.toolchain().covering(terraform=isinstance(plan, ClusterPlan))
             versions["policies"] = self.policy_identity()
-            self._fingerprints[plan.stack] = fingerprint(plan, self.options.cloud, self.profile, versions)
+            self._fingerprints[plan.stack] = fingerprint(plan, self.where.cloud, self.profile, versions)
         return self._fingerprints[plan.stack]
 
     @functools.cached_property
@@ -228,10 +255,11 @@ class FleetContext:
         """Whether the user's --policy-config leaves the gpu-node-group-replacement policy on."""
         from npa_pulumi.policies.catalog import NODE_GROUP_REPLACEMENT_POLICY
 
-        if not self.options.policy_config:
+        path = policies(self.request).config
+        if not path:
             return True
         try:
-            config = json.loads(Path(self.options.policy_config).read_text(encoding="utf-8"))
+            config = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return True  # the engine reports an unreadable config itself
         if not isinstance(config, dict):
@@ -246,9 +274,9 @@ class FleetContext:
         return FleetResult(
             command=command,
             fleet=self.spec.name,
-            cloud=self.options.cloud,
+            cloud=self.where.cloud,
             backend=self.settings.backend_url,
-            shard=self.options.shard,
+            shard=self.share.shard,
         )
 
     def project_op(self, plan: ProjectPlan) -> StackOp:
@@ -257,7 +285,7 @@ class FleetContext:
             "project",
             plan.project_key,
             None,
-            project_program(plan, self.options.cloud, self.profile, self.fingerprint(plan)),
+            project_program(plan, self.where.cloud, self.profile, self.fingerprint(plan)),
             stack_tags(plan.fleet, plan.project_key, None),
             tags_needed=self._needs_tags(plan.stack),
         )
@@ -265,9 +293,7 @@ class FleetContext:
     def cluster_op(self, plan: ClusterPlan, project_ready: bool = True) -> StackOp:
         backend = backend_for(plan.backend)
         assert backend is not None, f"{plan.stack}: planned without a backend"  # build_plans planned it
-        program = backend.program(
-            plan, self.options.cloud, self.profile, project_ready, self.fingerprint(plan)
-        )
+        program = backend.program(plan, self.where.cloud, self.profile, project_ready, self.fingerprint(plan))
         return StackOp(
             plan.stack,
             "cluster",
@@ -297,14 +323,14 @@ class FleetContext:
     def command_line(self, command: str) -> list[str]:
         """`npa-pulumi COMMAND` against the same spec, cloud, profile, backend and passphrase as this run,
         each value shell-quoted (an s3:// URL carries `&` between its query parameters)."""
-        spec = self.options.spec_path or "<fleet.yaml>"
-        parts = [f"npa-pulumi {command} --spec {shlex.quote(spec)} --cloud {self.options.cloud}"]
-        if self.options.profile:
-            parts.append(f"--profile {shlex.quote(self.options.profile)}")
-        if self.options.backend:
-            parts.append(f"--backend {shlex.quote(self.options.backend)}")
-        if self.options.passphrase_file:
-            parts.append(f"--passphrase-file {shlex.quote(self.options.passphrase_file)}")
+        spec = self.spec_path or "<fleet.yaml>"
+        parts = [f"npa-pulumi {command} --spec {shlex.quote(spec)} --cloud {self.where.cloud}"]
+        if self.where.profile:
+            parts.append(f"--profile {shlex.quote(self.where.profile)}")
+        if self.where.backend:
+            parts.append(f"--backend {shlex.quote(self.where.backend)}")
+        if self.where.passphrase_file:
+            parts.append(f"--passphrase-file {shlex.quote(self.where.passphrase_file)}")
         return parts
 
     def retry_command(self, command: str, project_key: str, cluster: str | None) -> str:
@@ -324,9 +350,9 @@ class FleetContext:
         """Outputs of each stack (None when it does not exist), read in parallel and cached."""
         wanted = [op for op in ops if refresh or op.stack not in self._outputs]
         if wanted:
-            with ThreadPoolExecutor(max_workers=max(1, self.options.concurrency)) as pool:
-                for op, outputs in zip(wanted, pool.map(self.executor.outputs, wanted), strict=True):
-                    self._outputs[op.stack] = outputs
+            read = parallel(wanted, self.executor.outputs, self.request.concurrency)
+            for op, outputs in zip(wanted, read, strict=True):
+                self._outputs[op.stack] = outputs
         return {op.stack: self._outputs.get(op.stack) for op in ops}
 
     def cached_outputs(self, stack: str) -> dict[str, Any] | None:
@@ -349,24 +375,20 @@ class FleetContext:
             )
 
         return Scheduler(
-            concurrency=self.options.concurrency,
+            concurrency=self.request.concurrency,
             is_failure=lambda result: result.failed,
             failed=lambda stack, error: by_stack[stack].result("failed", error=error),
             skipped=skipped,
-            fail_fast=self.options.fail_fast,
+            fail_fast=fails_fast(self.request),
             limits=limits or {},
         )
 
-    def run_jobs(self, ops: Sequence[StackOp], jobs: Sequence[Job[StackResult]]) -> list[StackResult]:
-        """Run `jobs` (one per op, keyed by its stack) and return their results in the jobs' order."""
+    def run_walk(self, ops: Sequence[StackOp], walk: Walk[StackResult]) -> list[StackResult]:
+        """Run `walk` over the stacks of `ops` on the one scheduler (each node's progress line added
+        first); its results, settled ones first, then the scheduled ones in graph order."""
         for op in ops:
             self.progress.add(op.stack)
-        return self.scheduler(ops).run(jobs).ordered(jobs)
-
-    def pool(self, ops: Sequence[StackOp], work: Callable[[StackOp], StackResult]) -> list[StackResult]:
-        """Run `work` over independent `ops` with the configured concurrency; with fail-fast, stop
-        scheduling after the first failure and report the rest as skipped."""
-        return self.run_jobs(ops, [Job(op.stack, functools.partial(work, op)) for op in ops])
+        return walk.run(self.scheduler(ops))
 
     # ------------------------------------------------------------------------------ results
 

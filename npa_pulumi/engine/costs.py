@@ -18,6 +18,7 @@ from npa_pulumi.engine.automation.diy_backend import stack_names
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
+from npa_pulumi.engine.requests import policies, prices
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FleetResult, PolicyViolation
 from npa_pulumi.plan.budget import BudgetConfig, budget_config, check_budget
@@ -65,7 +66,7 @@ def _spec_stacks(fleet: FleetContext) -> set[str] | None:
     --shard); None for a narrower selection (--only-projects / --only-clusters), which cannot tell a stack
     the spec dropped from one outside the selection."""
     everything = resolve_targets(fleet.spec)
-    share = select_shard(everything, parse_shard(fleet.options.shard)) if fleet.options.shard else everything
+    share = select_shard(everything, parse_shard(fleet.share.shard)) if fleet.share.shard else everything
     if {t.cluster_stack for t in share} != {t.cluster_stack for t in fleet.targets}:
         return None
     return {stack for t in everything for stack in (t.project_stack, t.cluster_stack)}
@@ -76,7 +77,7 @@ def _backend_stacks(fleet: FleetContext) -> list[str]:
     if names is None:
         from npa_pulumi.engine.automation.stacks import list_fleet_stacks
 
-        names = [str(s["name"]) for s in list_fleet_stacks(fleet.options.backend, fleet.spec.name)]
+        names = [str(s["name"]) for s in list_fleet_stacks(fleet.where.backend, fleet.spec.name)]
     prefix = f"{fleet.spec.name}."
     return [name.rsplit("/", 1)[-1] for name in names if name.rsplit("/", 1)[-1].startswith(prefix)]
 
@@ -96,7 +97,7 @@ def _removed(fleet: FleetContext, known: set[str], catalog: PriceCatalog) -> lis
     for name in sorted(names):
         parts = name.removeprefix(f"{fleet.spec.name}.").split(".")
         kind = "cluster" if len(parts) == 2 else "project"
-        if fleet.options.stage and fleet.options.stage != f"{kind}s":
+        if fleet.share.stage and fleet.share.stage != f"{kind}s":
             continue  # --stage: only that half of the fleet
         ops.append(_op(name, kind, parts[0], parts[1] if kind == "cluster" else None))
     outputs = fleet.stack_outputs(ops)
@@ -114,7 +115,7 @@ def _removed(fleet: FleetContext, known: set[str], catalog: PriceCatalog) -> lis
 
 
 def _policy_config(fleet: FleetContext) -> BudgetConfig:
-    path = fleet.options.policy_config
+    path = policies(fleet.request).config
     if not path:
         return BudgetConfig()
     try:
@@ -125,7 +126,7 @@ def _policy_config(fleet: FleetContext) -> BudgetConfig:
 
 
 def catalog_of(fleet: FleetContext) -> PriceCatalog:
-    return load_catalog(getattr(fleet.options, "prices", None))
+    return load_catalog(prices(fleet.request))
 
 
 def over_budget(fleet: FleetContext, result: FleetResult) -> bool:
@@ -150,9 +151,9 @@ def preview_cost(fleet: FleetContext, result: FleetResult, include_removed: bool
     catalog = catalog_of(fleet)
     plans = fleet.plans()
     wanted: list[tuple[StackOp, dict[str, Any]]] = []
-    if fleet.options.stage != "clusters":
+    if fleet.share.stage != "clusters":
         wanted += [(_op(p.stack, "project", p.project_key, None), p.cost_basis) for p in plans.projects]
-    if fleet.options.stage != "projects":
+    if fleet.share.stage != "projects":
         wanted += [
             (_op(c.stack, "cluster", c.project_key, c.cluster_name), c.cost_basis) for c in plans.clusters
         ]

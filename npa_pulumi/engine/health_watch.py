@@ -25,21 +25,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.engine.requests import HealthWatch
 from npa_pulumi.output.health import DEGRADED, USABLE, FleetHealth, NodeHealth
-
-
-@dataclass(frozen=True)
-class WatchOptions:
-    interval_s: float = 60.0
-    iterations: int | None = None  # None: until interrupted
-    metrics_port: int | None = None
-    metrics_addr: str = "127.0.0.1"
-    events_path: Path | None = None
 
 
 def transitions(before: FleetHealth | None, after: FleetHealth, at: str) -> list[dict[str, Any]]:
@@ -183,7 +174,7 @@ def append_events(path: Path, events: list[dict[str, Any]]) -> None:
 
 def watch(
     read: Callable[[], FleetHealth],
-    options: WatchOptions,
+    options: HealthWatch,
     on_report: Callable[[FleetHealth], None] = lambda _r: None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> FleetHealth:

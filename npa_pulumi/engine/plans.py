@@ -33,6 +33,7 @@ from npa_pulumi.bridge.versions import (
 )
 from npa_pulumi.engine.backends.base import ClusterBackend, PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
+from npa_pulumi.engine.requests import Recipes
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.output.results import StackResult
@@ -43,7 +44,6 @@ from npa_pulumi.runtime.presets import gpus_per_node
 from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION, RTX_RENDERING_PROFILE
 
 if TYPE_CHECKING:
-    from npa_pulumi.engine.options import FleetOptions
     from npa_pulumi.plan import Target
     from npa_pulumi.spec import FleetSpec
 
@@ -325,10 +325,21 @@ def fabric_check_config(cluster: Any) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class PlanSettings:
+    """What of a request planning reads: the cloud adapter, the recipes, whether the cluster programs run
+    the health gate and whether a missing named project is created."""
+
+    cloud: str = "local"
+    recipes: Recipes = field(default_factory=Recipes)
+    health_gate: bool = True
+    create_projects: bool = True
+
+
 def build_plans(
     spec: FleetSpec,
     targets: Sequence[Target],
-    options: FleetOptions,
+    options: PlanSettings,
     tenant_id: str,
     in_cluster: bool = True,
     for_destroy: bool = False,
@@ -344,12 +355,13 @@ def build_plans(
     # A selection without mk8s targets needs no k8s-training recipe (a soperator-only fleet on Nebius).
     needs_k8s_training = (
         any(t.backend == "mk8s" for t in targets)
-        or bool(options.recipe_dir or options.recipe_ref)
+        or bool(options.recipes.recipe_dir or options.recipes.recipe_ref)
         or options.cloud == "local"
     )
     source = (
         pin_source(
-            resolve_source(options.cloud, options.recipe_dir, options.recipe_ref), npa_home() / "cache"
+            resolve_source(options.cloud, options.recipes.recipe_dir, options.recipes.recipe_ref),
+            npa_home() / "cache",
         )
         if needs_k8s_training
         else RecipeSource("dir", "")  # never materialized: no target plans with it
@@ -366,7 +378,7 @@ def build_plans(
 
         inputs.soperator_source = pin_source(
             soperator_recipe.resolve_source(
-                options.cloud, options.soperator_recipe_dir, options.soperator_recipe_ref
+                options.cloud, options.recipes.soperator_recipe_dir, options.recipes.soperator_recipe_ref
             ),
             npa_home() / "cache",
         )

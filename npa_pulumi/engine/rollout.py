@@ -20,12 +20,14 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import lifecycle
 from npa_pulumi.engine.automation.stack_operations import StackOp
-from npa_pulumi.engine.scheduler import Job
+from npa_pulumi.engine.graph import Walk, WaveArrangement, barrier_key
+from npa_pulumi.engine.graph import is_barrier as is_barrier_key
+from npa_pulumi.engine.requests import rollout as rollout_request
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
 from npa_pulumi.plan.rollout import (
     MemberOutcome,
@@ -49,14 +51,13 @@ TAG_WAVE = "npa:rollout-wave"
 TAG_STATE = "npa:rollout-state"
 TAG_REASON = "npa:rollout-reason"
 TAG_RESUME = "npa:rollout-resume"
-_BARRIER = "rollout-wave:"
 _MAX_TAG_VALUE = 250
 
 
 def policy(context: FleetContext) -> RolloutPolicy | None:
     """The run's rollout policy: the spec's `rollout:` block, with `--waves` / `--max-in-flight` /
     `--max-in-flight-per-reservation` in place of its values; None when neither asks for one."""
-    options = context.options
+    options = rollout_request(context.request)
     spec = context.spec.rollout
     return with_overrides(
         RolloutPolicy.from_spec(spec) if spec is not None else None,
@@ -76,7 +77,7 @@ def resume_command(context: FleetContext) -> str:
     """The `up` that resumes a halted rollout: finished waves are unchanged and pass through at once, so
     the rollout starts again at the halted wave."""
     parts = context.command_line("up")
-    options = context.options
+    options = rollout_request(context.request)
     if options.waves:
         parts.append(f"--waves {shlex.quote(options.waves)}")
     if options.max_in_flight:
@@ -114,69 +115,55 @@ class RolloutRun:
         with self._lock:
             self.results[result.stack] = result
 
-    def arrange(self, jobs: Sequence[Job[StackResult]], ops: Sequence[StackOp]) -> list[Job[StackResult]]:
-        """The jobs with the waves' dependencies, groups and barriers (project jobs unchanged)."""
-        self._ops = {op.stack: op for op in ops}
-        arranged: list[Job[StackResult]] = []
-        for job in jobs:
-            wave = self.plan.wave_of(job.key)
-            if wave is None:
-                arranged.append(job)
-                continue
-            member = next(m for m in wave.members if m.stack == job.key)
-            tracing.assign_wave(job.key, wave.index, len(self.plan.waves))  # its span under the wave's
-            after = job.after + ((self._barrier_key(wave.index - 1),) if wave.index > 1 else ())
-            arranged.append(
-                Job(
-                    job.key,
-                    self._tracked(wave, job.key, job.work),
-                    after=after,
-                    group=member.reservation or None,
-                    blocked=self._blocked(wave, job),
-                )
-            )
+    def arrangement(self) -> WaveArrangement[StackResult]:
+        """The waves as the graph adds them to the forward walk (engine/graph.py `Walk.with_waves`)."""
+        members: dict[int, list[str]] = {}
+        group_of: dict[str, Hashable] = {}
         for wave in self.plan.waves:
-            waits = tuple(m.stack for m in wave.members)
-            if wave.index > 1:
-                waits += (self._barrier_key(wave.index - 1),)
-            arranged.append(Job(self._barrier_key(wave.index), self._barrier(wave), after=waits))
-        return arranged
+            members[wave.index] = [m.stack for m in wave.members]
+            for member in wave.members:
+                tracing.assign_wave(
+                    member.stack, wave.index, len(self.plan.waves)
+                )  # its span under the wave's
+                if member.reservation:
+                    group_of[member.stack] = member.reservation
+        return WaveArrangement(
+            members=members,
+            tracked=self._tracked,
+            barrier=self._barrier,
+            blocked=self._blocked,
+            group_of=group_of,
+            limits={group: limit for group, limit in self.plan.limits().items()},
+            width=self.plan.policy.max_in_flight or None,
+        )
 
-    def run_jobs(self, ops: Sequence[StackOp], jobs: Sequence[Job[StackResult]]) -> list[StackResult]:
-        """`context.run_jobs` for a rollout: its barriers, its width and per-reservation limits, and a
-        failed health gate counted as a failure (what blocks the later waves)."""
+    def run_walk(self, ops: Sequence[StackOp], walk: Walk[StackResult]) -> list[StackResult]:
+        """`context.run_walk` for a rollout: the walk with its waves, and a failed health gate counted as a
+        failure (what blocks the later waves)."""
         for op in ops:
             self.context.progress.add(op.stack)
-        arranged = self.arrange(jobs, ops)
-        base = self.context.scheduler(ops, self.plan.limits())
+        self._ops = {op.stack: op for op in ops}
+        base = self.context.scheduler(ops)
 
         def skipped(key: str) -> StackResult:
-            return self._barrier_result(key, "skipped") if key.startswith(_BARRIER) else base.skipped(key)
+            return self._barrier_result(key, "skipped") if is_barrier_key(key) else base.skipped(key)
 
         def failed(key: str, error: str) -> StackResult:
-            if key.startswith(_BARRIER):
+            if is_barrier_key(key):
                 return self._barrier_result(key, "failed", error)
             return base.failed(key, error)
 
-        scheduler = dataclasses.replace(
-            base,
-            concurrency=self.plan.policy.max_in_flight or base.concurrency,
-            is_failure=gate_failed,
-            skipped=skipped,
-            failed=failed,
-        )
-        outcome = scheduler.run(arranged)
-        return [outcome.results[job.key] for job in jobs if job.key in outcome.results]
-
-    @staticmethod
-    def _barrier_key(index: int) -> str:
-        return f"{_BARRIER}{index}"
+        scheduler = dataclasses.replace(base, is_failure=gate_failed, skipped=skipped, failed=failed)
+        return walk.with_waves(self.arrangement()).run(scheduler)
 
     @staticmethod
     def _barrier_result(key: str, status: str, error: str | None = None) -> StackResult:
         return StackResult(stack=key, kind="project", project_key="", status=status, error=error)
 
-    def _tracked(self, wave: Wave, key: str, work: Callable[[], StackResult]) -> Callable[[], StackResult]:
+    def _tracked(self, key: str, work: Callable[[], StackResult]) -> Callable[[], StackResult]:
+        wave = self.plan.wave_of(key)
+        assert wave is not None, f"{key}: tracked outside the rollout's waves"
+
         def job() -> StackResult:
             with self._lock:
                 if self.states[wave.index] is WaveState.WAITING:
@@ -197,20 +184,23 @@ class RolloutRun:
 
         return job
 
-    def _blocked(self, wave: Wave, job: Job[StackResult]) -> Callable[[str], StackResult]:
+    def _blocked(self, key: str, inner: Callable[[str], StackResult] | None) -> Callable[[str], StackResult]:
+        wave = self.plan.wave_of(key)
+        assert wave is not None, f"{key}: blocked outside the rollout's waves"
+
         def blocked(culprit: str) -> StackResult:
-            op = self._ops[job.key]
-            if culprit.startswith(_BARRIER):
+            op = self._ops[key]
+            if is_barrier_key(culprit):
                 halted = self.halted
                 where = f"wave {halted[0]}" if halted else f"wave {wave.index - 1}"
                 result = op.result(
                     "skipped", error=f"wave {wave.index} not started: the rollout halted at {where}"
                 )
-            elif job.blocked is not None:
-                result = job.blocked(culprit)
+            elif inner is not None:
+                result = inner(culprit)
             else:
                 result = op.result("skipped", error=f"{culprit} failed; not attempted")
-            self.context.progress.phase(job.key, "skipped", result.error or "")
+            self.context.progress.phase(key, "skipped", result.error or "")
             self.record(result)
             return result
 
@@ -218,9 +208,11 @@ class RolloutRun:
 
     # ---------------------------------------------------------------------------- barriers
 
-    def _barrier(self, wave: Wave) -> Callable[[], StackResult]:
+    def _barrier(self, index: int) -> Callable[[], StackResult]:
+        wave = next(w for w in self.plan.waves if w.index == index)
+
         def barrier() -> StackResult:
-            key = self._barrier_key(wave.index)
+            key = barrier_key(wave.index)
             with self._lock:
                 if self.halted is not None:
                     self.states[wave.index] = WaveState.NOT_STARTED
@@ -285,7 +277,7 @@ class RolloutRun:
 
 
 def is_barrier(result: StackResult) -> bool:
-    return result.stack.startswith(_BARRIER)
+    return is_barrier_key(result.stack)
 
 
 # ------------------------------------------------------------------------------------ status

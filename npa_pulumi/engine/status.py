@@ -31,6 +31,7 @@ from npa_pulumi.engine import liveness, requalification
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
 from npa_pulumi.engine.progress import headline
+from npa_pulumi.engine.requests import StatusRequest
 from npa_pulumi.engine.slurm_status import slurm_status
 from npa_pulumi.output.results import StackResult
 
@@ -105,7 +106,7 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         status = "failed" if fleet.executor.last_update_failed(op) else "unknown"
         fleet.progress.phase(op.stack, "done", status)
         return op.result(status, error="the stack records no cluster; run up to converge", **base)
-    if not fleet.options.live:
+    if isinstance(fleet.request, StatusRequest) and not fleet.request.live:
         return _recorded_only(fleet, op, outputs, base)
     try:
         # The project's clusters, node groups, filesystems and GPU clusters are listed once for the

@@ -43,7 +43,6 @@ import dataclasses
 import subprocess
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.engine import kubeconfigs
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.evidence import PRIVATE_HINT, PUBLISHERS, canonical, evidence_hash, name_hash
+from npa_pulumi.engine.graph import parallel
 from npa_pulumi.engine.plans import health_gate_config
 from npa_pulumi.engine.repair_receipts import RepairReceipt
 from npa_pulumi.errors import UserInputError
@@ -101,11 +101,10 @@ def _run(
 ) -> FleetResult:
     """Run one verifier over every selected target; each target's evidence goes to the evidence dir."""
     result = FleetResult(
-        command=command, fleet=fleet.spec.name, cloud=fleet.options.cloud, backend=fleet.settings.backend_url
+        command=command, fleet=fleet.spec.name, cloud=fleet.where.cloud, backend=fleet.settings.backend_url
     )
     evidence_dir = check_evidence_dir(options.evidence_dir) if options.evidence_dir else None
-    with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
-        entries = list(pool.map(lambda target: one(fleet, target, options), fleet.targets))
+    entries = parallel(fleet.targets, lambda target: one(fleet, target, options), options.concurrency)
     for entry in entries:
         if entry.health is not None:
             _publishable(entry, command, evidence_dir)
@@ -212,7 +211,7 @@ def _registered_kubeconfig(
     mismatches = kubeconfigs.identity_mismatches(
         registration,
         stack=target.cluster_stack,
-        cloud_name=fleet.options.cloud,
+        cloud_name=fleet.where.cloud,
         profile=fleet.profile,
         outputs=fleet.stack_outputs([op])[target.cluster_stack],
         cloud=fleet.cloud,

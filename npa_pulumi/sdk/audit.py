@@ -58,14 +58,14 @@ def recorded(
     from npa_pulumi.engine.automation.audit_store import AuditUnavailable
 
     try:
-        principal = fleet.cloud.principal()
+        principal = fleet.context.cloud.principal()
     except Exception as err:  # the record says who as far as it is known: never a failed run
         log.debug("audit: the principal could not be read: %s", err)
         principal = None
     selection = selected.selection
     entry = trail.record(
         result,
-        trail.who(principal, request.profile),
+        trail.who(principal, request.where.profile),
         started,
         {
             "projects": list(selection.projects),

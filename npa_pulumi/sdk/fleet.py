@@ -21,7 +21,7 @@ Operating a fleet (these drive the real Pulumi engine; `cloud="local"` is the em
 typed request per operation (npa_pulumi/sdk/requests.py), a FleetResult back (`result.to_json()` is the
 CLI's JSON). The CLI's fleet commands are these calls.
 
-    result = deploy(spec, UpRequest(cloud="local", concurrency=4))
+    result = deploy(spec, UpRequest(where=Where(cloud="local"), concurrency=4))
     preview(spec, PreviewRequest()); status(spec, StatusRequest()); refresh(spec, RefreshRequest())
     destroy(spec, DestroyRequest(selection=Selection(clusters=("infer",))))
 
@@ -75,8 +75,10 @@ from npa_pulumi.sdk.requests import (
     HealthRequest,
     LocalCleanupRequest,
     MigVerifyRequest,
+    Policies,
     PreviewRequest,
     ReceiptDestroyRequest,
+    Recipes,
     RefreshRequest,
     Rollout,
     Selection,
@@ -84,6 +86,7 @@ from npa_pulumi.sdk.requests import (
     TeardownOptions,
     UpRequest,
     VerifyRequest,
+    Where,
 )
 from npa_pulumi.spec import (
     ClusterSpec,
@@ -137,9 +140,11 @@ __all__ = [
     "MigVerifyRequest",
     "NodePoolSpec",
     "ObjectStorageSpec",
+    "Policies",
     "PreviewRequest",
     "ProjectSpec",
     "ReceiptDestroyRequest",
+    "Recipes",
     "RefreshRequest",
     "RenderedTfvars",
     "Rollout",
@@ -157,6 +162,7 @@ __all__ = [
     "TeardownPhase",
     "UpRequest",
     "VerifyRequest",
+    "Where",
     "cleanup",
     "deploy",
     "destroy",

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 from npa_pulumi.plan import Target, resolve_targets
-from npa_pulumi.runtime import tracing
 from npa_pulumi.sdk.audit import recorded
 from npa_pulumi.sdk.requests import (
     AdoptRequest,
@@ -40,8 +39,8 @@ from npa_pulumi.sdk.requests import (
 from npa_pulumi.spec import FleetSpec, load_spec
 
 if TYPE_CHECKING:
+    from npa_pulumi.engine.operations.verify import Verifier
     from npa_pulumi.engine.orchestrator import Fleet
-    from npa_pulumi.engine.verify import VerifyOptions
     from npa_pulumi.output.health import FleetHealth
     from npa_pulumi.preflight.report import PreflightReport
 
@@ -107,10 +106,10 @@ def check_cost_inputs(prices: str | None, policy_config: str | None) -> None:
 def open_fleet(selected: Selected, request: FleetRequest) -> Fleet:
     """The engine's façade over the selected targets, with the request's options."""
     from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.engine.requests import policies, prices
 
-    options = request.fleet_options(selected.spec_path)
-    check_cost_inputs(options.prices, options.policy_config)
-    return Fleet(selected.spec, selected.targets, options)
+    check_cost_inputs(prices(request), policies(request).config)
+    return Fleet(selected.spec, selected.targets, request, selected.spec_path)
 
 
 def empty_result(
@@ -122,8 +121,8 @@ def empty_result(
     return FleetResult(
         command=command,
         fleet=selected.spec.name,
-        cloud=request.cloud,
-        backend=resolve_backend_url(request.backend),
+        cloud=request.where.cloud,
+        backend=resolve_backend_url(request.where.backend),
         shard=selected.selection.shard,
         dry_run=dry_run,
     )
@@ -133,17 +132,14 @@ def deploy(spec: SpecSource, request: UpRequest = UpRequest(), approve: Approve 
     """`npa-pulumi up`: every offline check (recipes, tfvars), then the quota preflight (unless
     `request.preflight` is False; a failed report comes back in `result.preflight` and nothing deploys),
     then project stacks and their cluster stacks."""
-    from npa_pulumi.engine.preflight_gate import preflight_gate
-
     selected = _selected(spec, request.selection)
     fleet = open_fleet(selected, request)
-    fleet.plans()  # every offline check (recipe, tfvars) before asking
+    fleet.plans_checked()  # every offline check (recipe, tfvars) before asking
     if approve is not None:
         approve(Approval("deploy", selected.spec.name, selected.spec, selected.targets))
     started = datetime.now(UTC)
     with fleet.progress:
-        gate = tracing.traced("preflight", preflight_gate(fleet)) if request.preflight else None
-        result = fleet.up(preflight=gate)
+        result = fleet.up()
     return recorded(selected, request, fleet, started, result)  # the audit trail (sdk/audit.py)
 
 
@@ -195,11 +191,9 @@ def preview(spec: SpecSource, request: PreviewRequest = PreviewRequest()) -> Fle
     """`npa-pulumi preview`: per-stack changes and policy results, changing nothing; each cluster whose
     Terraform inputs changed (every cluster with `refresh=True`) also carries Terraform's own plan
     (`StackResult.terraform`), and the result its cost delta."""
-    from npa_pulumi.engine.preflight_gate import preflight_gate
-
     fleet = open_fleet(_selected(spec, request.selection), request)
     with fleet.progress:
-        return fleet.preview(preflight=preflight_gate(fleet) if request.preflight else None)
+        return fleet.preview()
 
 
 def destroy(
@@ -214,14 +208,14 @@ def destroy(
     fleet = open_fleet(selected, request)
     if request.dry_run or approve is not None:
         with fleet.progress:
-            plan = fleet.teardown_plan(request.teardown)  # read-only
+            plan = fleet.teardown_plan()  # read-only
         if request.dry_run:
             return plan
         assert approve is not None
         approve(Approval("destroy", selected.spec.name, selected.spec, selected.targets, plan.phases))
     started = datetime.now(UTC)
     with fleet.progress:
-        result = fleet.destroy(request.teardown)
+        result = fleet.destroy()
     return recorded(selected, request, fleet, started, result)
 
 
@@ -233,7 +227,7 @@ def cleanup(
     selected = _selected(spec, request.selection)
     fleet = open_fleet(selected, request)
     with fleet.progress:
-        plan = fleet.cleanup_plan(request.teardown)  # read-only
+        plan = fleet.cleanup_plan()  # read-only
     # Nothing to delete and nothing refused: the plan is the answer. A refusal runs (and is receipted):
     # a deletion that was asked for and not proved is a partial cleanup, never a plan that exits 0.
     if request.dry_run or not any(p.status in ("planned", "refused") for p in plan.phases):
@@ -242,7 +236,7 @@ def cleanup(
         approve(Approval("clean up", selected.spec.name, selected.spec, [], plan.phases))
     started = datetime.now(UTC)
     with fleet.progress:
-        result = fleet.cleanup(request.teardown)
+        result = fleet.cleanup()
     return recorded(selected, request, fleet, started, result)
 
 
@@ -263,35 +257,34 @@ def refresh(spec: SpecSource, request: RefreshRequest = RefreshRequest()) -> Fle
 def verify_mig(spec: SpecSource, request: MigVerifyRequest = MigVerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-mig`: MIG readiness of the selected MIG clusters through their registered
     kubeconfigs; `reconcile` makes the repairs the findings call for (see npa_pulumi.engine.verify)."""
-    from npa_pulumi.engine import verify
+    from npa_pulumi.engine.operations.verify import Verifier
 
-    return _verify(verify.verify_mig, spec, request, 600.0, wait=request.wait, reconcile=request.reconcile)
+    return _verify(Verifier.MIG, spec, request)
 
 
 def verify_graphics(spec: SpecSource, request: VerifyRequest = GraphicsVerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-graphics`: CUDA and GLX/EGL/Vulkan on every GPU worker of the selected RTX
     rendering clusters, through their registered kubeconfigs; with `reconcile` (a GraphicsVerifyRequest),
     the repairs the findings call for first (see npa_pulumi.engine.verify)."""
-    from npa_pulumi.engine import verify
+    from npa_pulumi.engine.operations.verify import Verifier
 
-    reconcile = isinstance(request, GraphicsVerifyRequest) and request.reconcile
-    return _verify(verify.verify_graphics, spec, request, 600.0, reconcile=reconcile)
+    return _verify(Verifier.GRAPHICS, spec, request)
 
 
 def verify_storage(spec: SpecSource, request: VerifyRequest = VerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-storage`: the shared filesystem's mount on every worker and one RWX claim shared
     by all of them, through the registered kubeconfigs (see npa_pulumi.engine.verify)."""
-    from npa_pulumi.engine import verify
+    from npa_pulumi.engine.operations.verify import Verifier
 
-    return _verify(verify.verify_storage, spec, request, 600.0)
+    return _verify(Verifier.STORAGE, spec, request)
 
 
 def verify_fabric(spec: SpecSource, request: VerifyRequest = VerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-fabric`: NCCL all-reduce bus bandwidth on every GPU node and across the
     InfiniBand fabric of the selected clusters (see npa_pulumi.engine.verify_fabric)."""
-    from npa_pulumi.engine import verify_fabric as fabric
+    from npa_pulumi.engine.operations.verify import Verifier
 
-    return _verify(fabric.verify_fabric, spec, request, 900.0)
+    return _verify(Verifier.FABRIC, spec, request)
 
 
 def health(
@@ -305,54 +298,23 @@ def health(
     npa_pulumi.engine.operations.health). Calling it with `requalify` is the confirmation. With `watch`,
     the read repeats (metrics, events: npa_pulumi.engine.health_watch), `on_report` gets each report, and the
     last one is returned."""
-    from npa_pulumi.engine.health_watch import WatchOptions, watch
-    from npa_pulumi.engine.operations.health import HealthOptions
+    from npa_pulumi.engine.health_watch import watch
 
     selected = _selected(spec, request.selection)
-    options = HealthOptions(
-        min_usable=request.min_usable,
-        requalify=request.requalify,
-        timeout_s=request.timeout_s if request.timeout_s is not None else 600.0,
-        concurrency=request.concurrency,
-    )
 
     def read() -> FleetHealth:
-        return open_fleet(selected, request).health(options)  # a fresh read of the stacks each time
+        return open_fleet(selected, request).health()  # a fresh read of the stacks each time
 
     if request.watch is None:
         report = read()
         if on_report is not None:
             on_report(report)
         return report
-    every = request.watch
-    settings = WatchOptions(
-        interval_s=every.interval_s,
-        iterations=every.iterations,
-        metrics_port=every.metrics_port,
-        events_path=every.events_path,
-    )
-    return watch(read, settings, on_report or (lambda _r: None))
+    return watch(read, request.watch, on_report or (lambda _r: None))
 
 
-def _verify(
-    run: Callable[[Fleet, VerifyOptions], FleetResult],
-    spec: SpecSource,
-    request: VerifyRequest,
-    default_timeout_s: float,
-    wait: bool = False,
-    reconcile: bool = False,
-) -> FleetResult:
-    from npa_pulumi.engine.verify import VerifyOptions
-
-    fleet = open_fleet(_selected(spec, request.selection), request)
-    settings = VerifyOptions(
-        wait=wait,
-        reconcile=reconcile,
-        timeout_s=request.timeout_s if request.timeout_s is not None else default_timeout_s,
-        evidence_dir=request.evidence_dir,
-        concurrency=request.concurrency,
-    )
-    return run(fleet, settings)
+def _verify(verifier: Verifier, spec: SpecSource, request: VerifyRequest) -> FleetResult:
+    return open_fleet(_selected(spec, request.selection), request).verify(verifier)
 
 
 def kubeconfigs(spec: SpecSource, request: FleetRequest = FleetRequest()) -> list[dict[str, str]]:
@@ -370,14 +332,7 @@ def kubeconfigs(spec: SpecSource, request: FleetRequest = FleetRequest()) -> lis
 def preflight(spec: SpecSource, request: FleetRequest = FleetRequest()) -> PreflightReport:
     """`npa-pulumi preflight`: whether the tenant's quota and reserved capacity fit the selection
     (read-only); the recipe's terraform/tofu is checked first, as `up` does."""
-    from npa_pulumi.engine.plans import require_recipe_terraform
-    from npa_pulumi.engine.preflight_gate import claimed_clusters
-    from npa_pulumi.preflight.targets import preflight_targets
-
-    fleet = open_fleet(_selected(spec, request.selection), request)
-    fleet.resolve_regions()  # an empty spec region comes from the profile's configuration
-    require_recipe_terraform(fleet.plans())  # a binary the recipe refuses fails `up` at its first init
-    return preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
+    return open_fleet(_selected(spec, request.selection), request).preflight()
 
 
 def list_stacks(backend: str | None = None, fleet: str | None = None) -> list[dict[str, Any]]:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import fields
 from typing import cast
 
 from npa_pulumi.engine.teardown.local_cleanup import LocalCleanupReport
-from npa_pulumi.engine.teardown.model import TeardownOptions
-from npa_pulumi.engine.teardown.resume import Receipt
+from npa_pulumi.engine.teardown.resume import ResolvedReceipt
 from npa_pulumi.output.results import FleetResult
-from npa_pulumi.sdk.operations import Approval, Approve, Selected, open_fleet, select
-from npa_pulumi.sdk.requests import DestroyRequest, LocalCleanupRequest, ReceiptDestroyRequest, Selection
+from npa_pulumi.sdk.operations import Approval, Approve, Selected, open_fleet
+from npa_pulumi.sdk.requests import LocalCleanupRequest, ReceiptDestroyRequest
 
 log = logging.getLogger(__name__)
 
@@ -22,97 +20,39 @@ def destroy_from_receipt(
     request: ReceiptDestroyRequest, approve: Approve | None = None, say: Callable[[str], None] | None = None
 ) -> FleetResult:
     """`npa-pulumi destroy --receipt ID`: identity from what the request gives, then the receipt, then the
-    spec; any clash stops before a change. With `spec_path` the receipt's stacks and phases run again,
-    without it only its guarded phases. `say` reports the guarded phases' progress (default: logging)."""
-    from npa_pulumi.engine.automation.workspace import resolve_backend_url
-    from npa_pulumi.engine.teardown.resume import ReceiptMismatch, check_identity, find_receipt
+    spec; any clash stops before a change (engine/teardown/resume.py `resolve_receipt`). With `spec_path`
+    the receipt's stacks and phases run again, without it only its guarded phases. `say` reports the
+    guarded phases' progress (default: logging)."""
+    from npa_pulumi.engine.teardown.resume import resolve_receipt
 
-    receipt = find_receipt(request.receipt)
-    selection = request.selection
-    if selection.shard or selection.clusters:
-        raise ReceiptMismatch(
-            "--receipt continues exactly the receipt's selection: drop --shard/--only-clusters"
-        )
-    if selection.projects and sorted(selection.projects) != sorted(receipt.projects):
-        raise ReceiptMismatch(
-            f"--only-projects {','.join(selection.projects)} given, receipt {receipt.id} covers "
-            f"{','.join(receipt.projects)}. Nothing was changed."
-        )
-    check_identity(
-        receipt,
-        {
-            "cloud": request.cloud,
-            "backend": resolve_backend_url(request.backend) if request.backend else None,
-            "profile": request.profile,
-        },
-    )
-    recorded = receipt.options()
-    teardown = TeardownOptions(
-        **{
-            f.name: getattr(recorded, f.name) or getattr(request.teardown, f.name)
-            for f in fields(TeardownOptions)
-        }
-    )
-    cloud = receipt.text("cloud") or request.cloud or "local"
-    profile = request.profile or receipt.text("profile")
-    if request.spec_path:
-        return _with_spec(request, receipt, teardown, cloud, profile, approve)
-    return _guarded(request, receipt, teardown, cloud, profile, approve, say or log.info)
-
-
-def _with_spec(
-    request: ReceiptDestroyRequest,
-    receipt: Receipt,
-    teardown: TeardownOptions,
-    cloud: str,
-    profile: str | None,
-    approve: Approve | None,
-) -> FleetResult:
-    from npa_pulumi.engine.teardown.resume import ReceiptMismatch, check_identity
-
-    assert request.spec_path is not None
-    selected = select(
-        request.spec_path, Selection(projects=tuple(receipt.projects), prefix=request.selection.prefix)
-    )
-    spec = selected.spec
-    check_identity(receipt, {"fleet": spec.name, "tenant_id": spec.tenant_id or None})
-    clusters = set(receipt.clusters)
-    missing = clusters - {t.cluster_stack for t in selected.targets}
-    if missing:
-        raise ReceiptMismatch(
-            f"receipt {receipt.id} destroys {', '.join(sorted(missing))}, which this spec no longer has. "
-            "Nothing was changed."
-        )
-    targets = [t for t in selected.targets if t.cluster_stack in clusters]
-    fleet_request = DestroyRequest(
-        cloud=cloud,
-        profile=profile,
-        backend=request.backend or receipt.text("backend"),
-        passphrase_file=request.passphrase_file or receipt.text("passphrase_file"),
-        recipe_dir=request.recipe_dir,
-        recipe_ref=request.recipe_ref,
-        soperator_recipe_dir=request.soperator_recipe_dir,
-        soperator_recipe_ref=request.soperator_recipe_ref,
-        concurrency=request.concurrency,
-        show_progress=request.show_progress,
-    )
-    fleet = open_fleet(Selected(spec, targets, selected.selection, selected.spec_path), fleet_request)
+    resolved = resolve_receipt(request)
+    if resolved.destroy is None:
+        return _guarded(request, resolved, approve, say or log.info)
+    assert resolved.spec is not None
+    selected = Selected(resolved.spec, list(resolved.targets), resolved.destroy.selection, resolved.spec_path)
+    fleet = open_fleet(selected, resolved.destroy)
     with fleet.progress:
-        plan = fleet.teardown_plan(teardown)  # read-only
+        plan = fleet.teardown_plan()  # read-only
     if request.dry_run:
         return plan
     if approve is not None:
-        approve(Approval("destroy", spec.name, spec, targets, plan.phases, receipt.id))
+        approve(
+            Approval(
+                "destroy",
+                selected.spec.name,
+                selected.spec,
+                selected.targets,
+                plan.phases,
+                resolved.receipt.id,
+            )
+        )
     with fleet.progress:
-        return fleet.destroy(teardown, resumed=receipt)
+        return fleet.destroy(resumed=resolved.receipt)
 
 
 def _guarded(
     request: ReceiptDestroyRequest,
-    receipt: Receipt,
-    teardown: TeardownOptions,
-    cloud_kind: str,
-    profile: str | None,
+    resolved: ResolvedReceipt,
     approve: Approve | None,
     say: Callable[[str], None],
 ) -> FleetResult:
@@ -120,6 +60,12 @@ def _guarded(
     from npa_pulumi.cloud.factory import CloudKind, make_cloud
     from npa_pulumi.engine.teardown.resume import Resume, run_resume
 
+    receipt, teardown, cloud_kind, profile = (
+        resolved.receipt,
+        resolved.teardown,
+        resolved.cloud,
+        resolved.profile,
+    )
     tenant = receipt.text("tenant_id")
     pinned = {"tenant_id": tenant} if cloud_kind == "nebius" and tenant else {}
     # the receipt's cloud, which the adapter factory checks

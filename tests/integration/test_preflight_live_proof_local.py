@@ -80,9 +80,12 @@ def _fingerprint_moved(spec: Path) -> bool:
     from npa_pulumi.sdk.requests import FleetRequest
 
     fleet = open_fleet(select(str(spec)), FleetRequest())
+    context = fleet.context
     try:
-        planned = fleet.fingerprint(fleet.plans().cluster(STACK))
-        recorded = str((fleet.stack_outputs(fleet.target_ops())[STACK] or {}).get("npa_fingerprint") or "")
+        planned = context.fingerprint(context.plans().cluster(STACK))
+        recorded = str(
+            (context.stack_outputs(context.target_ops())[STACK] or {}).get("npa_fingerprint") or ""
+        )
     finally:
         fleet.close()
     assert recorded, "the deployed stack records no fingerprint"

@@ -16,12 +16,15 @@ from npa_pulumi.sdk.fleet import (
     StatusRequest,
     TeardownOptions,
     UpRequest,
+    Where,
     deploy,
     destroy,
     status,
 )
 
 pytestmark = pytest.mark.integration
+
+LOCAL = Where(cloud="local")
 
 
 def test_sdk_deploy_status_destroy(isolated_home: Path) -> None:
@@ -35,17 +38,17 @@ def test_sdk_deploy_status_destroy(isolated_home: Path) -> None:
             )
         ],
     )
-    deployed = deploy(spec, UpRequest(cloud="local"))
+    deployed = deploy(spec, UpRequest(where=LOCAL))
     assert deployed.failed_count == 0, deployed.to_json()
     [cluster] = deployed.clusters()
     assert cluster.stack == "sdk.project-existing1.one"
     assert cluster.status == "deployed"
     assert cluster.cluster_id and cluster.cluster_id.startswith("mk8scluster-")
 
-    assert [c.status for c in status(spec, StatusRequest(cloud="local")).clusters()] == ["deployed"]
+    assert [c.status for c in status(spec, StatusRequest(where=LOCAL)).clusters()] == ["deployed"]
 
     planned = destroy(
-        spec, DestroyRequest(cloud="local", dry_run=True, teardown=TeardownOptions(delete_projects=True))
+        spec, DestroyRequest(where=LOCAL, dry_run=True, teardown=TeardownOptions(delete_projects=True))
     )
     assert planned.dry_run and planned.stacks == []
     assert [(p.name, p.status) for p in planned.phases] == [
@@ -53,9 +56,9 @@ def test_sdk_deploy_status_destroy(isolated_home: Path) -> None:
         ("network:sdk.project-existing1", "retained"),  # a reused subnet
         ("project:sdk.project-existing1", "retained"),  # not created by the fleet
     ]
-    assert [c.status for c in status(spec, StatusRequest(cloud="local")).clusters()] == ["deployed"]
+    assert [c.status for c in status(spec, StatusRequest(where=LOCAL)).clusters()] == ["deployed"]
 
-    destroyed = destroy(spec, DestroyRequest(cloud="local"))
+    destroyed = destroy(spec, DestroyRequest(where=LOCAL))
     assert {s.status for s in destroyed.stacks} == {"destroyed"}
     assert destroyed.receipt and {p.status for p in destroyed.phases if p.phase == "cluster"} == {"done"}
-    assert [c.status for c in status(spec, StatusRequest(cloud="local")).clusters()] == ["absent"]
+    assert [c.status for c in status(spec, StatusRequest(where=LOCAL)).clusters()] == ["absent"]

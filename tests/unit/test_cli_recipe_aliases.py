@@ -95,9 +95,9 @@ def test_an_alias_reaches_the_request_as_the_recipe_flag(
     result = CliRunner().invoke(cli, ["preview", "--spec", SPEC, flag, value, "--output", "json"])
     assert result.exit_code == 2 and "stopped before the engine" in result.output
     request = captured["request"]
-    assert getattr(request, field) == value
+    assert getattr(request.recipes, field) == value
     other = {"recipe_ref": "recipe_dir", "recipe_dir": "recipe_ref"}[field]
-    assert getattr(request, other) is None
+    assert getattr(request.recipes, other) is None
 
 
 def test_tfvars_reads_the_recipe_the_alias_names(tmp_path: Path, isolated_home: Path) -> None:

@@ -8,7 +8,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from npa_pulumi.engine.health_watch import HealthMetrics, WatchOptions, transitions, watch
+from npa_pulumi.engine.health_watch import HealthMetrics, transitions, watch
+from npa_pulumi.engine.requests import HealthWatch
 from npa_pulumi.output.health import (
     ClusterHealth,
     FleetHealth,
@@ -115,7 +116,7 @@ def test_watch_reads_its_iterations_serves_metrics_and_appends_events(tmp_path: 
             served.append(response.read().decode())
 
     events = tmp_path / "events.jsonl"
-    options = WatchOptions(interval_s=0.01, iterations=2, metrics_port=port, events_path=events)
+    options = HealthWatch(interval_s=0.01, iterations=2, metrics_port=port, events_path=events)
     last = watch(lambda: next(reads), options, on_report, sleep=lambda _s: None)
     assert last.clusters[0].nodes[0].state == "degraded"
     assert len(served) == 2 and 'state="degraded"' in served[1] and 'state="degraded"' not in served[0]

@@ -112,12 +112,12 @@ def test_a_module_cycle_inside_a_package_fails_even_hidden_in_a_function(tree: P
 
 def test_a_type_checking_module_cycle_fails(tree: Path) -> None:
     _append(
-        tree / "npa_pulumi/engine/options.py",
+        tree / "npa_pulumi/engine/share.py",
         "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
         "    from npa_pulumi.engine.context import X\n",
     )
     [problem] = check_layers.violations(tree)
-    assert problem.startswith("module cycle among: ") and "npa_pulumi.engine.options" in problem
+    assert problem.startswith("module cycle among: ") and "npa_pulumi.engine.share" in problem
 
 
 def test_only_the_automation_fence_imports_pulumi_automation(tree: Path) -> None:

@@ -4,12 +4,11 @@ why, when its identity no longer matches its project stack or the plan, and unde
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, cast
 
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.context import FleetContext
-from npa_pulumi.engine.preflight_gate import REFRESH_REFUSAL, claimed_clusters
+from npa_pulumi.engine.operations.preflight import REFRESH_REFUSAL, claimed_clusters
 from npa_pulumi.plan import resolve_targets
 from npa_pulumi.spec import parse_spec
 
@@ -31,11 +30,11 @@ PROJECT_STACK = "claims.project-e00one"
 
 
 class Context:
-    """The three things the claims read of a FleetContext: targets, options and the output cache."""
+    """The three things the claims read of a FleetContext: targets, `--refresh` and the output cache."""
 
     def __init__(self, outputs: dict[str, dict[str, Any]], refresh: bool = False) -> None:
         self.targets = resolve_targets(parse_spec(SPEC))
-        self.options = SimpleNamespace(refresh=refresh)
+        self.refreshing = refresh
         self.outputs = outputs
         self.read: list[str] = []
 

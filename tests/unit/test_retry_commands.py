@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from npa_pulumi.engine.context import FleetContext
-from npa_pulumi.engine.options import FleetOptions
+from npa_pulumi.engine.requests import FleetRequest, Where
 from npa_pulumi.engine.teardown.cleanup import Cleanup
 from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.plan import resolve_targets
@@ -34,15 +34,10 @@ def _context(isolated_home: Path, tmp_path: Path) -> FleetContext:
     passphrase.write_text("s3cret\n")
     passphrase.chmod(0o600)
     spec = load_spec(path)
-    options = FleetOptions(
-        cloud="nebius",
-        profile="team a",
-        backend=BACKEND,
-        passphrase_file=str(passphrase),
-        spec_path=str(path),
-        show_progress=False,
+    request = FleetRequest(
+        where=Where(cloud="nebius", profile="team a", backend=BACKEND, passphrase_file=str(passphrase))
     )
-    return FleetContext(spec, resolve_targets(spec, [], [], None), options)
+    return FleetContext(spec, resolve_targets(spec, [], [], None), request, spec_path=str(path))
 
 
 def _flags(command: str) -> dict[str, str]:

@@ -12,10 +12,10 @@ from typing import Any
 
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.context import FleetContext
-from npa_pulumi.engine.options import FleetOptions
+from npa_pulumi.engine.graph import WalkKind, independent
 from npa_pulumi.engine.progress import Progress
+from npa_pulumi.engine.requests import FleetRequest, UpRequest
 from npa_pulumi.engine.rollout import TAG_STATE, RolloutRun
-from npa_pulumi.engine.scheduler import Job
 from npa_pulumi.output.results import StackResult
 from npa_pulumi.plan.rollout import HaltOn, RolloutMember, RolloutPolicy, assign_waves, parse_waves
 
@@ -35,7 +35,7 @@ class FakeContext:
     """What RolloutRun uses of a FleetContext."""
 
     def __init__(self, concurrency: int = 4) -> None:
-        self.options = FleetOptions(concurrency=concurrency, show_progress=False, spec_path="fleet.yaml")
+        self.request = UpRequest(concurrency=concurrency)
         self.progress = Progress(enabled=False)
         self.executor = FakeExecutor()
 
@@ -85,8 +85,8 @@ def run(
         return body
 
     ops = [op(n) for n in names if n not in unchanged]
-    jobs = [Job(o.stack, job(o.stack)) for o in ops]
-    return rollout, rollout.run_jobs(ops, jobs), ran, context
+    walk = independent(WalkKind.UP, [(o.stack, job(o.stack)) for o in ops])
+    return rollout, rollout.run_walk(ops, walk), ran, context
 
 
 def test_a_failed_gate_in_the_canary_halts_and_later_waves_never_run() -> None:
@@ -180,7 +180,7 @@ rollout:
 """
         )
         self.targets = resolve_targets(self.spec)
-        self.options = FleetOptions()
+        self.request = FleetRequest()
         self.executor = self
         self._tags = tags
 

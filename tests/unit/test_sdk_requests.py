@@ -1,6 +1,6 @@
-"""The typed requests from the CLI to the SDK: a selection checks its shard and stage once, when it is made;
-bad combinations are clear UserInputErrors before any spec is read; a request becomes the engine's options
-in one place; a command builds its selection once."""
+"""The typed requests from the CLI to the SDK and the engine: a selection checks its shard and stage once,
+when it is made; bad combinations are clear UserInputErrors before any spec is read; the engine reads a
+request through its parts; a command builds its selection once."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from npa_pulumi.cli.fleet_output import banner_of
 from npa_pulumi.cli.main import cli
-from npa_pulumi.engine import options
+from npa_pulumi.engine import requests as engine_requests
+from npa_pulumi.engine.share import Share, Stage, parse_stage
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import TeardownPhase
 from npa_pulumi.plan import shards
@@ -30,6 +31,7 @@ from npa_pulumi.sdk.fleet import (
     UpRequest,
     select,
 )
+from npa_pulumi.sdk.requests import Policies, Where
 
 SPEC = str(Path(__file__).resolve().parents[2] / "examples" / "fleet1-test.yaml")
 
@@ -58,7 +60,7 @@ def test_projects_and_clusters_narrow_the_selection() -> None:
             lambda: Selection(stage="projects", shard="1/2"),
             "--stage projects cannot be combined with --shard",
         ),
-        (lambda: Selection(stage="everything"), "expected one of projects, clusters"),  # type: ignore[arg-type]
+        (lambda: Selection(stage="everything"), "expected one of projects, clusters"),
         (lambda: UpRequest(selection=Selection(shard="1/2"), break_lock=True), "--break-lock cannot"),
         (lambda: DestroyRequest(selection=Selection(shard="1/2"), break_lock=True), "--break-lock cannot"),
         (lambda: RefreshRequest(selection=Selection(shard="1/2"), break_lock=True), "--break-lock cannot"),
@@ -87,34 +89,30 @@ def test_a_bad_shard_is_an_invalid_shard() -> None:
         Selection(shard="5/4")
 
 
-def test_a_request_becomes_the_engines_options_in_one_place() -> None:
-    request = UpRequest(
+def test_the_engine_reads_a_request_through_its_parts() -> None:
+    up = UpRequest(
         selection=Selection(shard="2/3", stage="clusters"),
-        cloud="nebius",
+        where=Where(cloud="nebius", profile="prod"),
         concurrency=9,
         fail_fast=True,
-        policy_packs=("p",),
+        policies=Policies(packs=("p",), config="c.json"),
         create_projects=False,
         health_gate=False,
         prices="prices.yaml",
         rollout=Rollout(waves="3;rest", max_in_flight=2),
     )
-    options = request.fleet_options("fleet.yaml")
-    assert (options.shard, options.stage, options.cloud, options.concurrency) == (
-        "2/3",
-        "clusters",
-        "nebius",
-        9,
-    )
-    assert options.fail_fast and not options.create_projects and not options.health_gate
-    assert options.policy_packs == ["p"] and options.prices == "prices.yaml"
-    assert (options.waves, options.max_in_flight, options.max_in_flight_per_reservation) == (
-        "3;rest",
-        2,
-        None,
-    )
-    assert options.spec_path == "fleet.yaml" and not options.show_progress and not options.break_lock
-    assert StatusRequest(prices="x").fleet_options(None).prices == "x"
+    assert up.selection.share == Share(Stage.CLUSTERS, "2/3")
+    assert (up.where.cloud, up.where.profile, up.concurrency) == ("nebius", "prod", 9)
+    assert engine_requests.fails_fast(up) and not engine_requests.creates_projects(up)
+    assert not engine_requests.runs_health_gate(up) and not engine_requests.breaks_locks(up)
+    assert engine_requests.policies(up) == Policies(("p",), "c.json")
+    assert engine_requests.prices(up) == "prices.yaml"
+    assert engine_requests.rollout(up).waves == "3;rest" and not engine_requests.refreshes(up)
+    # What an operation does not take reads as its default, never as another operation's setting.
+    status = StatusRequest(prices="x")
+    assert engine_requests.prices(status) == "x" and engine_requests.policies(status) == Policies()
+    assert not engine_requests.fails_fast(status) and engine_requests.runs_health_gate(status)
+    assert engine_requests.breaks_locks(RefreshRequest(break_lock=True))
     assert MigVerifyRequest(wait=True).timeout_s is None  # the verifier's own default
 
 
@@ -122,19 +120,19 @@ def test_a_command_builds_its_selection_once(monkeypatch: pytest.MonkeyPatch, tm
     """`--stage`, `--shard`: parsed and checked once per command, in the selection."""
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
-    parse, check = shards.parse_shard, options.check_stage
+    parse, check = shards.parse_shard, parse_stage
     calls = {"parse_shard": 0, "check_stage": 0}
 
     def counted_parse(text: str) -> object:
         calls["parse_shard"] += 1
         return parse(text)
 
-    def counted_check(stage: str | None, shard: str | None) -> None:
+    def counted_check(stage: str | None, shard: str | None) -> Stage | None:
         calls["check_stage"] += 1
-        check(stage, shard)
+        return check(stage, shard)
 
-    monkeypatch.setattr("npa_pulumi.sdk.requests.parse_shard", counted_parse)
-    monkeypatch.setattr("npa_pulumi.sdk.requests.check_stage", counted_check)
+    monkeypatch.setattr("npa_pulumi.engine.requests.parse_shard", counted_parse)
+    monkeypatch.setattr("npa_pulumi.engine.requests.parse_stage", counted_check)
     stacks = {t.cluster_stack for t in select(SPEC).targets}
     # A shard of many that owns none of this small fleet's clusters: nothing runs, one JSON document.
     empty = next(f"{k}/1024" for k in range(1, 1025) if not any(parse(f"{k}/1024").owns(s) for s in stacks))
@@ -180,14 +178,13 @@ def test_the_engine_takes_the_selection_as_it_is(
     def refuse(*_args: object) -> None:
         raise AssertionError("checked or selected again")
 
-    monkeypatch.setattr("npa_pulumi.sdk.requests.parse_shard", refuse)
-    monkeypatch.setattr("npa_pulumi.sdk.requests.check_stage", refuse)
+    monkeypatch.setattr("npa_pulumi.engine.requests.parse_shard", refuse)
+    monkeypatch.setattr("npa_pulumi.engine.requests.parse_stage", refuse)
     monkeypatch.setattr("npa_pulumi.plan.shards.parse_shard", refuse)
-    monkeypatch.setattr("npa_pulumi.engine.options.check_stage", refuse)
-    monkeypatch.setattr("npa_pulumi.engine.context.check_stage", refuse, raising=False)
+    monkeypatch.setattr("npa_pulumi.engine.share.parse_stage", refuse)
     fleet = open_fleet(selected, RefreshRequest(selection=chosen))
     try:
-        assert fleet.targets == selected.targets
-        assert (fleet.options.shard, fleet.options.stage) == ("1/2", "clusters")
+        assert fleet.context.targets == selected.targets
+        assert fleet.context.share == Share(Stage.CLUSTERS, "1/2")
     finally:
         fleet.close()

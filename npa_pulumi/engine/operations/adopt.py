@@ -28,7 +28,6 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -46,10 +45,10 @@ from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.graph import Visit, WalkKind
 from npa_pulumi.engine.operations.common import apply_lifecycle, write_kubeconfig
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectAdoption, ProjectPlan, cluster_module_args
-from npa_pulumi.engine.scheduler import Job
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.plan.naming import derived_bucket_name
@@ -302,7 +301,7 @@ def _terraform_changes(context: FleetContext, cluster: ClusterPlan, install: Ori
     identity = install.identity
     props = {
         **cluster_module_args(
-            cluster, context.options.cloud, context.profile, identity.project_id, identity.subnet_id
+            cluster, context.where.cloud, context.profile, identity.project_id, identity.subnet_id
         ),
         "module_kind": cluster.module_kind,
     }
@@ -455,26 +454,22 @@ def _adopt(context: FleetContext, candidates: list[Candidate]) -> list[StackResu
             bucket_created=install.bucket_created(candidate.bucket_id),
         )
         project_ops[stack] = _project_op(context, context.project_plan(stack), adoption)
-    jobs: list[Job[StackResult]] = [Job(op.stack, _project_job(context, op)) for op in project_ops.values()]
-    cluster_ops = [_cluster_op(context, c) for c in candidates]
-    for candidate, op in zip(candidates, cluster_ops, strict=True):
-        waits = candidate.plan.project_stack if candidate.plan.project_stack in project_ops else None
-        jobs.append(
-            Job(
-                op.stack,
-                _cluster_job(context, op),
-                after=(waits,) if waits else (),
-                blocked=_blocked(op),
-            )
-        )
-    return context.run_jobs([*project_ops.values(), *cluster_ops], jobs)
-
-
-def _blocked(op: StackOp) -> Callable[[str], StackResult]:
-    def blocked(project_job: str) -> StackResult:
-        return op.result("skipped", error=f"project stack {project_job} failed; not adopted")
-
-    return blocked
+    cluster_ops = {c.plan.stack: _cluster_op(context, c) for c in candidates}
+    ops: dict[str, StackOp] = {**project_ops, **cluster_ops}
+    visit: Visit[StackResult] = Visit(
+        project=lambda plan: _project_job(context, ops[plan.stack]),
+        cluster=lambda plan, _behind: context.executor.run(ops[plan.stack], "up"),
+        blocked=lambda plan, culprit: ops[plan.stack].result(
+            "skipped", error=f"project stack {culprit} failed; not adopted"
+        ),
+    )
+    walk = context.graph().forward(
+        WalkKind.ADOPT,
+        visit,
+        projects=[context.project_plan(stack) for stack in project_ops],
+        clusters=[c.plan for c in candidates],
+    )
+    return context.run_walk([ops[key] for key in walk.nodes], walk)
 
 
 def _project_op(context: FleetContext, project: ProjectPlan, adoption: ProjectAdoption) -> StackOp:
@@ -482,7 +477,7 @@ def _project_op(context: FleetContext, project: ProjectPlan, adoption: ProjectAd
 
     op = context.project_op(project)
     program = project_program(
-        project, context.options.cloud, context.profile, context.fingerprint(project), adoption
+        project, context.where.cloud, context.profile, context.fingerprint(project), adoption
     )
     return dataclasses.replace(op, program=program)
 
@@ -494,7 +489,7 @@ def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
     assert backend is not None
     program = backend.program(
         cluster,
-        context.options.cloud,
+        context.where.cloud,
         context.profile,
         True,
         context.fingerprint(cluster),
@@ -503,20 +498,10 @@ def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
     return dataclasses.replace(context.cluster_op(cluster), program=program)
 
 
-def _project_job(context: FleetContext, op: StackOp) -> Callable[[], StackResult]:
-    def job() -> StackResult:
-        result = context.executor.run(op, "up")
-        context.stack_outputs([op], refresh=True)  # its cluster stacks read them
-        return result
-
-    return job
-
-
-def _cluster_job(context: FleetContext, op: StackOp) -> Callable[[], StackResult]:
-    def job() -> StackResult:
-        return context.executor.run(op, "up")
-
-    return job
+def _project_job(context: FleetContext, op: StackOp) -> StackResult:
+    result = context.executor.run(op, "up")
+    context.stack_outputs([op], refresh=True)  # its cluster stacks read them
+    return result
 
 
 # ---------------------------------------------------------------------------------------- reporting
@@ -559,7 +544,7 @@ def _write_receipt(
         "version": RECEIPT_VERSION,
         "command": "adopt",
         "fleet": context.spec.name,
-        "cloud": context.options.cloud,
+        "cloud": context.where.cloud,
         "backend": context.settings.backend_url,
         "source": str(adoption.source),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),

@@ -28,13 +28,13 @@ def refuse_storage_without_mk8s(context: FleetContext, plans: FleetPlans) -> Non
         return
     from npa_pulumi.spec.errors import SpecError, SpecProblem
 
-    source = context.options.spec_path or "<spec>"
+    source = context.spec_path or "<spec>"
     index = None
-    if context.options.spec_path:
+    if context.spec_path:
         from npa_pulumi.spec.yaml_source import load_yaml, read_spec_text
 
         with contextlib.suppress(NpaError, OSError):
-            index = load_yaml(read_spec_text(context.options.spec_path), source)[1]
+            index = load_yaml(read_spec_text(context.spec_path), source)[1]
     problems = []
     for position in plans.storage_without_mk8s:
         mark = index.exact(("projects", position, "object_storage")) if index else None
@@ -64,7 +64,7 @@ def terraform_plan(
     from npa_pulumi.components.terraform_module import plan_preview
 
     props = {
-        **cluster_module_args(plan, context.options.cloud, context.profile, project_id, subnet_id),
+        **cluster_module_args(plan, context.where.cloud, context.profile, project_id, subnet_id),
         "module_kind": plan.module_kind,
     }
     try:
@@ -142,7 +142,7 @@ def write_kubeconfig(context: FleetContext, stack: StackResult, warnings: list[s
             context=stack.kube_context,
             project_id=stack.project_id or "",
             cluster_id=stack.cluster_id,
-            cloud=context.options.cloud,
+            cloud=context.where.cloud,
             profile=context.profile,
             teardown_hint=context.retry_command("destroy", plan.project_key, plan.cluster_name),
             warn=warn,

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
 from npa_pulumi.engine import health_model, requalification
+from npa_pulumi.engine.graph import parallel
 from npa_pulumi.engine.plans import health_gate_config
+from npa_pulumi.engine.requests import HealthRequest
 from npa_pulumi.kube.gpu_health.checks import is_gpu_node
 from npa_pulumi.output.health import (
     UNQUALIFIED,
@@ -37,17 +37,10 @@ if TYPE_CHECKING:
     from npa_pulumi.plan import Target
 
 
-@dataclass(frozen=True)
-class HealthOptions:
-    min_usable: float = 1.0
-    requalify: bool = False
-    timeout_s: float = 600.0  # requalification's deadline per cluster
-    concurrency: int = 4
-
-
-def run(fleet: FleetContext, options: HealthOptions) -> FleetHealth:
+def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
+    """`health`: read the selected clusters' nodes and their projects' maintenance; requalify on request."""
     outputs = fleet.stack_outputs(fleet.target_ops())
-    report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.options.cloud, min_usable=options.min_usable)
+    report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.where.cloud, min_usable=options.min_usable)
     projects: dict[str, ProjectHealth] = {}
     for target in fleet.targets:
         project_id = str((outputs.get(target.cluster_stack) or {}).get("project_id") or "") or None
@@ -68,8 +61,7 @@ def run(fleet: FleetContext, options: HealthOptions) -> FleetHealth:
             fleet, target, outputs.get(target.cluster_stack), events.get(target.project_key, []), options
         )
 
-    with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
-        report.clusters = list(pool.map(one, fleet.targets))
+    report.clusters = parallel(fleet.targets, one, options.concurrency)
     for project in projects.values():
         mine = [c for c in report.clusters if c.project_key == project.project_key]
         matched = {(m.id, m.node): m for c in mine for n in c.nodes for m in n.maintenance}
@@ -90,7 +82,7 @@ def _cluster(
     target: Target,
     outputs: dict[str, Any] | None,
     events: Sequence[MaintenanceEvent],
-    options: HealthOptions,
+    options: HealthRequest,
 ) -> ClusterHealth:
     from npa_pulumi.engine.verify import _registered_kubeconfig
     from npa_pulumi.kube.client import KubeClient, KubeError
@@ -163,7 +155,7 @@ def _requalify(
     context: str,
     target: Target,
     cluster_id: str,
-    options: HealthOptions,
+    options: HealthRequest,
 ) -> dict[str, Any]:
     """The gate's per-node probes on exactly the unqualified GPU nodes; the record written for them."""
     qualification = health_model.Qualification.from_outputs(outputs, requalification.read_record(context))
@@ -175,7 +167,7 @@ def _requalify(
     done: dict[str, Any] = {"nodes": [n["metadata"]["name"] for n in wanted], "passed": [], "failed": []}
     if not wanted:
         return done
-    deadline = time.monotonic() + options.timeout_s
+    deadline = time.monotonic() + options.requalify_timeout_s
     results = {
         n["metadata"]["name"]: requalification.requalify_node(client_for, config, n, deadline) for n in wanted
     }

@@ -4,7 +4,7 @@ for the clusters whose bridge has work."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
@@ -12,19 +12,20 @@ from npa_pulumi.engine import liveness, rollout
 from npa_pulumi.engine.automation.stack_operations import StackOp, change_counts
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import preview_cost
+from npa_pulumi.engine.graph import Skip, Visit, WalkKind
+from npa_pulumi.engine.operations import preflight
 from npa_pulumi.engine.operations.common import (
     refuse_storage_without_mk8s,
     replacement_policy_config,
     terraform_plan,
 )
-from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
+from npa_pulumi.engine.plans import require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
+from npa_pulumi.engine.requests import PreviewRequest
 from npa_pulumi.output.results import FleetResult, StackResult
 
-Preflight = Callable[[FleetPlans], dict[str, Any] | None]
 
-
-def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResult:
+def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
     """Skipped: stacks deployed from exactly this plan (the fingerprint covers the policy packs too), live
     as they recorded (no drift), and with the policy results of an engine run over that plan on this
     machine (engine/policy_results.py), which the skipped preview reports. `--refresh` previews every
@@ -36,44 +37,52 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     waves = rollout.plan(context)
     result.rollout = waves.to_json() if waves is not None else None
     refuse_storage_without_mk8s(context, plans)
-    if preflight is not None:
-        result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
+    if request.preflight:
+        result.preflight = preflight.gate(context)  # read-only: reported next to the changes, never blocking
     result.stacks.extend(plans.unsupported)
-    project_ops = [context.project_op(p) for p in plans.projects]
-    if context.options.stage != "clusters":
-        skip_projects = set() if context.options.refresh else liveness.unchanged_projects(context)
-        plan_of_project = {p.stack: p for p in plans.projects}
-        skipped, to_run = skippable(context, project_ops, skip_projects, plan_of_project)
-        result.stacks.extend(skipped)
-        if to_run:
-            context.warm_provider_host()
-        result.stacks.extend(context.pool(to_run, lambda op: _preview_stack(context, op, plan_of_project)))
-        if to_run:
-            # A project stack never deployed has no outputs yet (a preview creates the empty stack).
-            context.stack_outputs(to_run, refresh=True)
-            context.unchanged_cluster_stacks = None
-    if context.options.stage == "projects":
-        preview_cost(context, result)
-        return result
-    project_outputs = context.stack_outputs(project_ops)
-    cluster_ops = [
-        context.cluster_op(c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id")))
-        for c in plans.clusters
-    ]
-    plan_of = {c.stack: c for c in plans.clusters}
-    skip_clusters = set() if context.options.refresh else liveness.unchanged_clusters(context)
-    skipped, cluster_ops = skippable(context, cluster_ops, skip_clusters, plan_of)
-    result.stacks.extend(skipped)
-    if cluster_ops:
-        context.warm_provider_host()
-    result.stacks.extend(
-        context.pool(
-            cluster_ops,
-            lambda op: _preview_cluster(
-                context, op, plan_of[op.stack], project_outputs.get(plan_of[op.stack].project_stack)
-            ),
-        )
+    graph = context.graph()
+    projects, clusters = graph.projects(WalkKind.PREVIEW), graph.clusters(WalkKind.PREVIEW)
+    refresh = context.refreshing
+    # Project stacks first, then each cluster after its project (a never-deployed project's preview
+    # creates its empty stack): every skip is decided before, from what the stacks recorded.
+    project_outputs = context.stack_outputs([context.project_op(p) for p in graph.all_projects])
+    ops = {p.stack: context.project_op(p) for p in projects}
+    ops.update(
+        {
+            c.stack: context.cluster_op(
+                c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id"))
+            )
+            for c in clusters
+        }
     )
+    plan_of: dict[str, ProjectPlan | ClusterPlan] = {**{p.stack: p for p in projects}}
+    plan_of.update({c.stack: c for c in clusters})
+    unchanged = set() if refresh or not projects else liveness.unchanged_projects(context)
+    unchanged |= set() if refresh or not clusters else liveness.unchanged_clusters(context)
+    skipped, _ = skippable(context, [ops[s] for s in plan_of if s in unchanged], unchanged, plan_of)
+    settled = {r.stack for r in skipped}
+    visit: Visit[StackResult] = Visit(
+        project=lambda plan: _preview_stack(context, ops[plan.stack], plan),
+        cluster=lambda plan, _behind: _preview_cluster(
+            context, ops[plan.stack], plan, project_outputs.get(plan.project_stack)
+        ),
+        blocked=lambda plan, culprit: ops[plan.stack].result(
+            "skipped", error=f"project stack {culprit} failed to preview; cluster not previewed"
+        ),
+        unchanged=lambda plan: next(r for r in skipped if r.stack == plan.stack),
+    )
+    skip = Skip(
+        projects=frozenset(s for s in settled if s in ops and ops[s].kind == "project"),
+        clusters=frozenset(s for s in settled if ops[s].kind == "cluster"),
+        recheck_behind_project=False,  # a preview changes no project: its skipped clusters stay skipped
+    )
+    walk = graph.forward(WalkKind.PREVIEW, visit, skip)
+    if walk.nodes:
+        context.warm_provider_host()
+    ran = context.run_walk([ops[key] for key in walk.nodes], walk)
+    # Project stacks first, each kind's skipped before its previewed ones (the document's order).
+    result.stacks.extend(r for r in ran if r.kind == "project")
+    result.stacks.extend(r for r in ran if r.kind != "project")
     context.fill_identity(result)
     preview_cost(context, result)  # the cost delta and the budget guardrail (engine/costs.py)
     return result
@@ -104,10 +113,10 @@ def skippable(
     return skipped, run_these
 
 
-def _preview_stack(context: FleetContext, op: StackOp, plans: Mapping[str, ProjectPlan]) -> StackResult:
+def _preview_stack(context: FleetContext, op: StackOp, plan: ProjectPlan) -> StackResult:
     previewed = context.executor.run(op, "preview")
     if previewed.status == "no-changes":
-        context.remember_policy(plans[op.stack], previewed)
+        context.remember_policy(plan, previewed)
     return previewed
 
 
@@ -140,7 +149,7 @@ def _preview_cluster(
         # reported from the live check, as `refresh` and `status` report it (`up` refreshes and repairs).
         previewed.drift, previewed.status = drift, "changes"
         previewed.error = liveness.describe_drift(drift) + "; up brings it back to the spec"
-    if previewed.failed or not (bridge_changed or context.options.refresh):
+    if previewed.failed or not (bridge_changed or context.refreshing):
         return previewed
     context.progress.phase(op.stack, "terraform plan")
     terraform = terraform_plan(context, op, plan, project_outputs)

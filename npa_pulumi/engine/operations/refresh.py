@@ -7,6 +7,7 @@ from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.context import FleetContext
+from npa_pulumi.engine.graph import Visit, WalkKind
 from npa_pulumi.output.results import FleetResult, StackResult
 
 
@@ -14,19 +15,26 @@ def run(context: FleetContext) -> FleetResult:
     result = context.result("refresh")
     plans = context.plans()
     result.warnings = list(plans.warnings)
-    ops: list[StackOp] = []
-    if context.options.shard and context.options.stage is None:
+    graph = context.graph()
+    if context.share.shard and context.share.stage is None:
         # Shards share project stacks; two refreshing one would collide on its lock. They are
         # refreshed once, by an unsharded run (or `refresh --stage projects`).
         result.warnings.append(
-            f"shard {context.options.shard}: only cluster stacks are refreshed; refresh the project stacks "
+            f"shard {context.share.shard}: only cluster stacks are refreshed; refresh the project stacks "
             "once with `npa-pulumi refresh --stage projects`"
         )
-    elif context.options.stage != "clusters":
-        ops += [context.project_op(p) for p in plans.projects]
-    if context.options.stage != "projects":
-        ops += [context.cluster_op(c) for c in plans.clusters]
-    result.stacks.extend(context.pool(ops, lambda op: _refresh_stack(context, op)))
+    ops = {p.stack: context.project_op(p) for p in graph.projects(WalkKind.REFRESH)}
+    ops.update({c.stack: context.cluster_op(c) for c in graph.clusters(WalkKind.REFRESH)})
+    # Forward: a cluster stack's refresh reads its project stack, never while that stack is refreshed.
+    visit: Visit[StackResult] = Visit(
+        project=lambda plan: _refresh_stack(context, ops[plan.stack]),
+        cluster=lambda plan, _behind: _refresh_stack(context, ops[plan.stack]),
+        blocked=lambda plan, culprit: ops[plan.stack].result(
+            "skipped", error=f"project stack {culprit} failed to refresh; cluster not refreshed"
+        ),
+    )
+    walk = graph.forward(WalkKind.REFRESH, visit)
+    result.stacks.extend(context.run_walk([ops[key] for key in walk.nodes], walk))
     return result
 
 

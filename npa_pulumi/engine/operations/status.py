@@ -8,28 +8,32 @@ import time
 from npa_pulumi.engine import rollout
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import status_cost
+from npa_pulumi.engine.graph import WalkKind
+from npa_pulumi.engine.requests import StatusRequest
 from npa_pulumi.output.results import FleetResult
 from npa_pulumi.plan.naming import kube_context_name
 
 log = logging.getLogger(__name__)
 
 
-def run(context: FleetContext) -> FleetResult:
+def run(context: FleetContext, request: StatusRequest) -> FleetResult:
     from npa_pulumi.engine.status import cluster_status
 
     result = context.result("status")
     plans = context.plans()
     result.warnings = list(plans.warnings)
-    if not context.options.live:
+    if not request.live:
         result.live = False
         result.warnings.append(
             "--no-live: each stack as it recorded itself; the live cloud was not read, so clusters "
             "changed or deleted outside the fleet are not shown"
         )
     result.stacks.extend(plans.unsupported)
-    ops = [context.cluster_op(c) for c in plans.clusters]
+    graph = context.graph()
+    ops = {c.stack: context.cluster_op(c) for c in graph.clusters(WalkKind.STATUS)}
     started = time.monotonic()
-    result.stacks.extend(context.pool(ops, lambda op: cluster_status(context, op)))
+    walk = graph.each_cluster(WalkKind.STATUS, lambda plan: cluster_status(context, ops[plan.stack]))
+    result.stacks.extend(context.run_walk(list(ops.values()), walk))
     result.rollout = rollout.status(context)
     log.debug("status took %.1fs", time.monotonic() - started)
     status_cost(context, result)  # what the deployed fleet costs now (engine/costs.py)
@@ -53,7 +57,7 @@ def kubeconfigs(context: FleetContext) -> list[dict[str, str]]:
         stale = registry.registration_problems(
             name,
             stack=target.cluster_stack,
-            cloud_name=context.options.cloud,
+            cloud_name=context.where.cloud,
             profile=context.profile,
             outputs=outputs.get(target.cluster_stack),
             cloud=context.cloud,

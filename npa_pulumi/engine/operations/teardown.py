@@ -58,7 +58,7 @@ def destroy(
     result.receipt, result.receipt_id = str(path), path.stem
     result.resumes = resumed.id if resumed else None
 
-    spec_path = str(Path(context.options.spec_path).resolve()) if context.options.spec_path else None
+    spec_path = str(Path(context.spec_path).resolve()) if context.spec_path else None
 
     def record(outcome: str) -> None:
         again = resume_command(path.stem, result.phases, spec_path) if outcome == "partial-cleanup" else None

@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from npa_pulumi.engine import liveness
@@ -24,6 +23,8 @@ from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import over_budget
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
+from npa_pulumi.engine.graph import Skip, Visit, WalkKind
+from npa_pulumi.engine.operations import preflight
 from npa_pulumi.engine.operations.common import (
     apply_lifecycle,
     refuse_storage_without_mk8s,
@@ -33,16 +34,14 @@ from npa_pulumi.engine.operations.common import (
 )
 from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan
-from npa_pulumi.engine.scheduler import Job
+from npa_pulumi.engine.requests import UpRequest, creates_projects
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.runtime import tracing
 
 log = logging.getLogger(__name__)
 
-Preflight = Callable[[FleetPlans], dict[str, Any] | None]
 
-
-def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResult:
+def run(context: FleetContext, request: UpRequest) -> FleetResult:
     result = context.result("up")
     plans = context.plans()
     require_recipe_terraform(plans)  # the recipe's Terraform version, before anything mutates
@@ -52,10 +51,10 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     if refusal:
         result.error = refusal
         return result
-    if preflight is not None:
-        report = preflight(plans)
+    if request.preflight:
+        report = preflight.gate(context)
         result.preflight = report
-        if report is not None and not report.get("ok", False):
+        if not report.get("ok", False):
             result.error = "preflight failed: the fleet does not fit the tenant's quota or reserved capacity"
             return result
     if over_budget(context, result):  # a mandatory fleet-monthly-budget stops up before any change
@@ -64,7 +63,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     for stack in result.stacks:
         if stack.failed and stack.retry_command is None:
             stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
-    if context.options.stage != "projects":
+    if context.share.stage != "projects":
         result.stacks[:0] = plans.undeployable()  # failures with no retry: retrying changes nothing
     context.fill_identity(result)
     for stack in result.clusters():
@@ -77,7 +76,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
 
 def _refusal(context: FleetContext, plans: FleetPlans) -> str | None:
     """Why the whole run stops before any stack is touched, or None."""
-    missing = [] if context.options.create_projects else _missing_projects(context, plans)
+    missing = [] if creates_projects(context.request) else _missing_projects(context, plans)
     if missing:
         # Every project stack would fail on its own, after others had run; stop before any of them.
         return (
@@ -85,7 +84,7 @@ def _refusal(context: FleetContext, plans: FleetPlans) -> str | None:
             "--no-create-projects is set: nothing was created or changed (create them, give their "
             "project_id in the spec, or drop --no-create-projects)"
         )
-    if context.options.stage == "clusters":
+    if context.share.stage == "clusters":
         undeployed = undeployed_projects(context, plans)
         if undeployed:
             # Every cluster stack of such a project would fail on its missing network: stop first.
@@ -97,46 +96,36 @@ def _refusal(context: FleetContext, plans: FleetPlans) -> str | None:
 
 
 def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> None:
-    """The graph: changed project stacks, then each cluster stack after its own project's."""
-    stage = context.options.stage
-    project_ops: list[StackOp] = []
-    if stage != "clusters":
-        skip = set() if context.options.refresh else liveness.unchanged_projects(context)
-        ops = [context.project_op(p) for p in plans.projects]
-        result.stacks.extend(context.unchanged_result(op) for op in ops if op.stack in skip)
-        project_ops = [op for op in ops if op.stack not in skip]
-    cluster_ops: list[StackOp] = []
-    if stage != "projects":
-        skip_clusters = set() if context.options.refresh else liveness.unchanged_clusters(context)
-        updating = {op.project_key for op in project_ops}
-        for cluster in plans.clusters:
-            op = context.cluster_op(cluster)
-            if op.stack in skip_clusters and cluster.project_key not in updating:
-                result.stacks.append(context.unchanged_result(op))
-            else:
-                cluster_ops.append(op)
-    rollout = _rollout(context, result) if stage != "projects" else None
-    if project_ops or cluster_ops:
+    """The graph forward: changed project stacks, then each cluster stack after its own project's."""
+    graph = context.graph()
+    projects, clusters = graph.projects(WalkKind.UP), graph.clusters(WalkKind.UP)
+    ops = {p.stack: context.project_op(p) for p in projects}
+    ops.update({c.stack: context.cluster_op(c) for c in clusters})  # built here, not in worker threads
+    refresh = context.refreshing
+    skip = Skip(
+        projects=frozenset(liveness.unchanged_projects(context)) if projects and not refresh else frozenset(),
+        clusters=frozenset(liveness.unchanged_clusters(context)) if clusters and not refresh else frozenset(),
+    )
+    absent = _absent_stacks(context, clusters) if len(skip.projects) < len(projects) else set()
+    visit: Visit[StackResult] = Visit(
+        project=lambda plan: _project_job(context, ops[plan.stack]),
+        cluster=lambda plan, behind: _cluster_job(context, ops[plan.stack], plan, rechecks=behind),
+        blocked=lambda plan, _culprit: _blocked(ops[plan.stack], plan),
+        unchanged=lambda plan: context.unchanged_result(ops[plan.stack]),
+        before_cluster=lambda plan: _creation(context, ops[plan.stack]) if plan.stack in absent else None,
+    )
+    walk = graph.forward(WalkKind.UP, visit, skip)
+    result.stacks.extend(walk.settled)
+    walk.settled = []
+    scheduled = [ops[key] for key in walk.nodes]
+    if scheduled:
         context.warm_provider_host()
-    with _creating_cluster_stacks(context, cluster_ops if project_ops else []) as created:
-        jobs = [Job(op.stack, _project_job(context, op)) for op in project_ops]
-        job_of_project = {op.project_key: op.stack for op in project_ops}
-        for op in cluster_ops:
-            plan = plans.cluster(op.stack)
-            waits = job_of_project.get(plan.project_key)
-            jobs.append(
-                Job(
-                    op.stack,
-                    _cluster_job(context, op, plan, created.get(op.stack), rechecks=waits is not None),
-                    after=(waits,) if waits else (),
-                    blocked=_blocked(op, plan),
-                )
-            )
-        if rollout is None:
-            result.stacks.extend(context.run_jobs([*project_ops, *cluster_ops], jobs))
-        else:
-            result.stacks.extend(rollout.run_jobs([*project_ops, *cluster_ops], jobs))
-            result.rollout = rollout.summary()
+    rollout = _rollout(context, result) if clusters else None
+    if rollout is None:
+        result.stacks.extend(context.run_walk(scheduled, walk))
+    else:
+        result.stacks.extend(rollout.run_walk(scheduled, walk))
+        result.rollout = rollout.summary()
 
 
 def _rollout(context: FleetContext, result: FleetResult) -> staged.RolloutRun | None:
@@ -152,38 +141,25 @@ def _rollout(context: FleetContext, result: FleetResult) -> staged.RolloutRun | 
     return run
 
 
-def _blocked(op: StackOp, plan: ClusterPlan) -> Callable[[str], StackResult]:
-    def blocked(_project_job: str) -> StackResult:
-        return op.result("skipped", error=f"project stack {plan.project_stack} failed; cluster not attempted")
-
-    return blocked
+def _blocked(op: StackOp, plan: ClusterPlan) -> StackResult:
+    return op.result("skipped", error=f"project stack {plan.project_stack} failed; cluster not attempted")
 
 
-def _project_job(context: FleetContext, op: StackOp) -> Callable[[], StackResult]:
-    def job() -> StackResult:
-        result = _up_project(context, op)
-        # Its cluster stacks read these outputs: re-read what the update just wrote.
-        context.stack_outputs([op], refresh=True)
-        return result
-
-    return job
+def _project_job(context: FleetContext, op: StackOp) -> StackResult:
+    result = _up_project(context, op)
+    # Its cluster stacks read these outputs: re-read what the update just wrote.
+    context.stack_outputs([op], refresh=True)
+    return result
 
 
-def _cluster_job(
-    context: FleetContext, op: StackOp, plan: ClusterPlan, created: Future[None] | None, rechecks: bool
-) -> Callable[[], StackResult]:
-    def job() -> StackResult:
-        if created is not None:
-            created.result()  # its `stack init` ran beside the project stack's update
-        if rechecks and not context.options.refresh:
-            # Its project stack was just updated: only now can the cluster be compared with it.
-            mine = context.cached_outputs(op.stack)
-            project = context.cached_outputs(plan.project_stack)
-            if liveness.cluster_unchanged(context, plan, mine, project):
-                return context.unchanged_result(op)
-        return _up_cluster(context, op)
-
-    return job
+def _cluster_job(context: FleetContext, op: StackOp, plan: ClusterPlan, rechecks: bool) -> StackResult:
+    if rechecks and not context.refreshing:
+        # Its project stack was just updated: only now can the cluster be compared with it.
+        mine = context.cached_outputs(op.stack)
+        project = context.cached_outputs(plan.project_stack)
+        if liveness.cluster_unchanged(context, plan, mine, project):
+            return context.unchanged_result(op)
+    return _up_cluster(context, op)
 
 
 def undeployed_projects(context: FleetContext, plans: FleetPlans) -> list[str]:
@@ -213,39 +189,20 @@ def _missing_projects(context: FleetContext, plans: FleetPlans) -> list[str]:
     return [f"{p.display_name!r}" for p in named if p.display_name not in existing]
 
 
-def _creating_cluster_stacks(context: FleetContext, ops: Sequence[StackOp]) -> _CreatingStacks:
-    """While the project stacks update, create the cluster stacks that do not exist yet (a `stack init`,
-    an engine start each, ~0.3 s) instead of in their own runs' path, with what concurrency the project
-    stacks leave. A cluster job waits for its own stack's creation. A cluster stack whose project then
-    fails stays empty, as a preview's does."""
-    return _CreatingStacks(context, ops)
+def _absent_stacks(context: FleetContext, clusters: Sequence[ClusterPlan]) -> set[str]:
+    """The cluster stacks that do not exist yet: each is created (a `stack init`, an engine start, ~0.3 s)
+    beside the project stacks' updates instead of in its own run's path (engine/graph.py runs the creation
+    before the cluster's job, with what concurrency the project stacks leave). A cluster stack whose
+    project then fails stays empty, as a preview's does."""
+    url = context.settings.backend_url
+    return {c.stack for c in clusters if checkpoint_outputs(url, c.stack, PROJECT_NAME) is None}
 
 
-class _CreatingStacks:
-    def __init__(self, context: FleetContext, ops: Sequence[StackOp]) -> None:
-        self.context = context
-        self.absent = [
-            op
-            for op in ops
-            if checkpoint_outputs(context.settings.backend_url, op.stack, PROJECT_NAME) is None
-        ]
-        self.pool: ThreadPoolExecutor | None = None
+def _creation(context: FleetContext, op: StackOp) -> Callable[[], None]:
+    def create() -> None:
+        context.executor.select(op, create=True)  # the stack's own run creates it, and reports a failure
 
-    def __enter__(self) -> dict[str, Future[None]]:
-        if not self.absent:
-            return {}
-        self.pool = ThreadPoolExecutor(max_workers=max(1, self.context.options.concurrency))
-        return {op.stack: self.pool.submit(self._create, op) for op in self.absent}
-
-    def __exit__(self, *_: object) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True)
-
-    def _create(self, op: StackOp) -> None:
-        try:
-            self.context.executor.select(op, create=True)
-        except Exception as err:  # the stack's own run creates it, and reports what fails
-            log.debug("creating %s ahead of its run failed: %s", op.stack, err)
+    return create
 
 
 def _up_project(context: FleetContext, op: StackOp) -> StackResult:
@@ -258,7 +215,7 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
     drifted = bool(outputs and outputs.get("project_id")) and not liveness.project_live(
         context, outputs or {}
     )
-    refresh = context.options.refresh or drifted
+    refresh = context.refreshing or drifted
 
     def once() -> StackResult:
         return context.executor.run(op, "up", refresh=True) if refresh else context.executor.run(op, "up")
@@ -266,7 +223,7 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
     result = once()
     if not result.failed:
         context.remember_policy(context.project_plan(op.stack), result)
-    if not context.options.shard:
+    if not context.share.shard:
         return result
     if result.failed and not result.locked and outputs is None:
         # Shards creating the same new project stack at the same instant can trip over each other's
@@ -275,7 +232,8 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
         context.progress.message(f"{op.stack}: failed while new ({result.error}); retrying once")
         time.sleep(2.0)
         result = once()
-    deadline = time.monotonic() + context.options.shard_wait_s
+    wait_s = context.request.shard_wait_s if isinstance(context.request, UpRequest) else 1800.0
+    deadline = time.monotonic() + wait_s
     while result.locked and time.monotonic() < deadline:
         context.progress.message(f"{op.stack}: held by another run (another shard?); waiting for it")
         time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
@@ -284,7 +242,7 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
 
 
 def _up_cluster(context: FleetContext, op: StackOp) -> StackResult:
-    if context.options.refresh or liveness.needs_refresh(context, op.stack):
+    if context.refreshing or liveness.needs_refresh(context, op.stack):
         # Drift repair brings the cluster back to the spec; the refresh changes what a plan would say.
         result = context.executor.run(op, "up", refresh=True)
     else:

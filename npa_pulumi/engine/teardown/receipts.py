@@ -55,11 +55,11 @@ def fleet_receipt(
 ) -> dict[str, Any]:
     """The receipt of a destroy or cloud sweep of this run's selection, with the identity a later
     `destroy --receipt ID` needs to continue without the spec."""
-    spec_path = str(Path(context.options.spec_path).resolve()) if context.options.spec_path else None
-    passphrase = context.options.passphrase_file
+    spec_path = str(Path(context.spec_path).resolve()) if context.spec_path else None
+    passphrase = context.where.passphrase_file
     identity = ReceiptIdentity(
         fleet=context.spec.name,
-        cloud=context.options.cloud,
+        cloud=context.where.cloud,
         backend=context.settings.backend_url,
         profile=context.profile or None,
         tenant_id=context.spec.tenant_id or None,

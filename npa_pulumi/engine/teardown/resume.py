@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.engine.requests import DestroyRequest, ReceiptDestroyRequest, Selection, Where
 from npa_pulumi.engine.runlock import exclusive_run
 from npa_pulumi.engine.teardown.model import (
     RECEIPT_VERSION,
@@ -50,6 +51,8 @@ from npa_pulumi.output.results import FleetResult, TeardownPhase
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.plan import Target
+    from npa_pulumi.spec import FleetSpec
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -163,6 +166,96 @@ def carry_completed(receipt: Receipt, phases: list[TeardownPhase]) -> list[Teard
         else:
             merged.append(before)
     return merged + list(now.values())  # anything this run found that the receipt did not plan
+
+
+@dataclass(frozen=True)
+class ResolvedReceipt:
+    """What `destroy --receipt ID` continues, resolved once from the request, the receipt and the spec:
+    with a spec, the `destroy` request (its selection narrowed to the receipt's clusters) that runs the
+    receipt's stacks and phases again; without one, only the guarded phases, on `cloud` with `profile`."""
+
+    receipt: Receipt
+    teardown: TeardownOptions
+    cloud: str
+    profile: str | None
+    destroy: DestroyRequest | None = None
+    spec: FleetSpec | None = None
+    spec_path: str | None = None
+    targets: tuple[Target, ...] = ()
+
+
+def resolve_receipt(request: ReceiptDestroyRequest) -> ResolvedReceipt:
+    """The one place a receipt becomes what runs: identity from what the request gives, then the receipt,
+    then the spec; any clash (or a selection the receipt does not cover, or a spec that no longer has one of
+    its clusters) stops before a change (`ReceiptMismatch`, exit 2). The receipt's deletions stay asked for;
+    the request's add to them."""
+    from npa_pulumi.engine.automation.workspace import resolve_backend_url
+
+    receipt = find_receipt(request.receipt)
+    selection = request.selection
+    if selection.shard or selection.clusters:
+        raise ReceiptMismatch(
+            "--receipt continues exactly the receipt's selection: drop --shard/--only-clusters"
+        )
+    if selection.projects and sorted(selection.projects) != sorted(receipt.projects):
+        raise ReceiptMismatch(
+            f"--only-projects {','.join(selection.projects)} given, receipt {receipt.id} covers "
+            f"{','.join(receipt.projects)}. Nothing was changed."
+        )
+    backend = resolve_backend_url(request.backend) if request.backend else None
+    check_identity(receipt, {"cloud": request.cloud, "backend": backend, "profile": request.profile})
+    recorded = receipt.options()
+    teardown = TeardownOptions(
+        **{
+            f.name: getattr(recorded, f.name) or getattr(request.teardown, f.name)
+            for f in fields(TeardownOptions)
+        }
+    )
+    cloud = receipt.text("cloud") or request.cloud or "local"
+    profile = request.profile or receipt.text("profile")
+    if not request.spec_path:
+        return ResolvedReceipt(receipt, teardown, cloud, profile)
+    return _with_spec(request, receipt, teardown, cloud, profile)
+
+
+def _with_spec(
+    request: ReceiptDestroyRequest,
+    receipt: Receipt,
+    teardown: TeardownOptions,
+    cloud: str,
+    profile: str | None,
+) -> ResolvedReceipt:
+    from npa_pulumi.plan import resolve_targets
+    from npa_pulumi.spec import load_spec
+
+    assert request.spec_path is not None
+    spec = load_spec(request.spec_path)
+    check_identity(receipt, {"fleet": spec.name, "tenant_id": spec.tenant_id or None})
+    selection = Selection(projects=tuple(receipt.projects), prefix=request.selection.prefix)
+    everything = resolve_targets(spec, list(selection.projects), [], selection.prefix)
+    clusters = set(receipt.clusters)
+    missing = clusters - {t.cluster_stack for t in everything}
+    if missing:
+        raise ReceiptMismatch(
+            f"receipt {receipt.id} destroys {', '.join(sorted(missing))}, which this spec no longer has. "
+            "Nothing was changed."
+        )
+    destroy = DestroyRequest(
+        selection=selection,
+        where=Where(
+            cloud=cloud,
+            profile=profile,
+            backend=request.backend or receipt.text("backend"),
+            passphrase_file=request.passphrase_file or receipt.text("passphrase_file"),
+        ),
+        recipes=request.recipes,
+        concurrency=request.concurrency,
+        show_progress=request.show_progress,
+        teardown=teardown,
+        dry_run=request.dry_run,
+    )
+    targets = tuple(t for t in everything if t.cluster_stack in clusters)
+    return ResolvedReceipt(receipt, teardown, cloud, profile, destroy, spec, request.spec_path, targets)
 
 
 class Resume:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -11,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import stack_names
-from npa_pulumi.engine.scheduler import Job, Scheduler
+from npa_pulumi.engine.graph import Visit, WalkKind
+from npa_pulumi.engine.requests import fails_fast
+from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
 from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.teardown.records import read_record, settle_record, write_record
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_GUARDED = "guarded-phases"  # the scheduler group of the projects' phases
+_GUARDED = "guarded-phases"  # the scheduler group of the projects' phases: one at a time, as always
 _FAIL_FAST = "not started: an earlier target failed (--fail-fast)"
 
 
@@ -75,7 +76,7 @@ class Teardown:
         phases: list[TeardownPhase] = []
         cluster_ops = [self.fleet.cluster_op(c) for c in plans.clusters]
         cluster_outputs = self.fleet.stack_outputs(cluster_ops)
-        stage = self.fleet.options.stage
+        stage = self.fleet.share.stage
         for cluster in plans.clusters:
             outputs = cluster_outputs.get(cluster.stack)
             phase = phase_factory(cluster.project_key, cluster.stack)("cluster")
@@ -146,7 +147,7 @@ class Teardown:
         if others:
             self.shared.add(project.stack)
             why = f"cluster stack(s) {', '.join(others)} of this project remain (not selected)"
-            if self.fleet.options.stage == "projects":
+            if self.fleet.share.stage == "projects":
                 why = (
                     f"cluster stack(s) {', '.join(others)} of this project remain: destroy them first "
                     "(`npa-pulumi destroy --stage clusters`, sharded or not)"
@@ -196,32 +197,28 @@ class Teardown:
         cluster stacks are done (never behind another project's clusters); the projects' guarded phases
         one at a time."""
         fleet = self.fleet
-        plans = fleet.plans()
+        graph = fleet.graph()
         by_stack = {p.stack: p for p in phases if p.phase == "cluster"}
-        stage = fleet.options.stage
-        cluster_ops = [fleet.cluster_op(c) for c in plans.clusters] if stage != "projects" else []
+        cluster_ops = {c.stack: fleet.cluster_op(c) for c in graph.clusters(WalkKind.DESTROY)}
         if any(p.status == "planned" and p.stack for p in phases):  # some stack will be destroyed
             fleet.warm_provider_host()
-        keep_projects = bool(fleet.options.shard) or stage == "clusters"
-        jobs: list[Job[StackResult | None]] = [
-            Job(op.stack, functools.partial(self._destroy_cluster, op, by_stack[op.stack]))
-            for op in cluster_ops
-        ]
         project_results: dict[str, list[StackResult]] = {}
-        if not keep_projects:
-            for project in plans.projects:
-                clusters = tuple(op.stack for op in cluster_ops if op.project_key == project.project_key)
-                work = functools.partial(self._project_job, project, phases, project_results)
-                jobs.append(Job(f"project:{project.stack}", work, after=clusters, group=_GUARDED))
-        for op in cluster_ops:
-            fleet.progress.add(op.stack)
-        outcome = self._scheduler(cluster_ops).run(jobs)
-        result.stacks.extend(
-            r for r in (outcome.results.get(op.stack) for op in cluster_ops) if r is not None
+        visit: Visit[StackResult | None] = Visit(
+            cluster=lambda plan, _behind: self._destroy_cluster(
+                cluster_ops[plan.stack], by_stack[plan.stack]
+            ),
+            project=lambda plan: self._project_job(plan, phases, project_results),
         )
-        for project in plans.projects:
+        walk = graph.backward(visit, project_group=_GUARDED, project_limit=1)
+        for op in cluster_ops.values():
+            fleet.progress.add(op.stack)
+        outcome = walk.outcome(self._scheduler(list(cluster_ops.values())))
+        result.stacks.extend(
+            r for r in (outcome.results.get(stack) for stack in cluster_ops) if r is not None
+        )
+        for project in graph.all_projects:
             result.stacks.extend(project_results.get(project.stack, []))
-        if keep_projects:
+        if fleet.share.keeps_project_stacks:
             self._keep_project_stacks(result, phases)
 
     def _scheduler(self, cluster_ops: list[StackOp]) -> Scheduler[StackResult | None]:
@@ -237,12 +234,11 @@ class Teardown:
             return by_stack[key].result("skipped", error=_FAIL_FAST) if key in by_stack else None
 
         return Scheduler(
-            concurrency=self.fleet.options.concurrency,
+            concurrency=self.fleet.request.concurrency,
             is_failure=lambda item: item is not None and item.failed,
             failed=failed,
             skipped=skipped,
-            fail_fast=self.fleet.options.fail_fast,
-            limits={_GUARDED: 1},  # the guarded phases of projects run one at a time, as they always did
+            fail_fast=fails_fast(self.fleet.request),
         )
 
     def _destroy_cluster(self, op: StackOp, phase: TeardownPhase) -> StackResult:
@@ -290,14 +286,14 @@ class Teardown:
         """Another shard may still be destroying clusters of the same projects: deciding here whether a
         project stack is unused would race it. A final unsharded `destroy` removes the project stacks."""
         fleet = self.fleet
-        if fleet.options.stage == "clusters":
+        if fleet.share.stage == "clusters":
             why = (
                 "--stage clusters: project stacks are kept; once every cluster stage has finished, run "
                 "`npa-pulumi destroy --stage projects` to remove the project stacks no cluster uses"
             )
         else:
             why = (
-                f"shard {fleet.options.shard}: project stacks are kept; once every shard has finished, "
+                f"shard {fleet.share.shard}: project stacks are kept; once every shard has finished, "
                 "run `npa-pulumi destroy` without --shard to remove the project stacks no cluster uses "
                 "any more"
             )

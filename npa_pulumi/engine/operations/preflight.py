@@ -1,11 +1,11 @@
-"""The preflight step of `up`: budget the selection against quota and reserved capacity before anything
-is touched. A deployed cluster stack, from any plan and any npa-pulumi, Pulumi or terraform, is charged only
-what its live cluster does not hold yet, as preflight proves it against the live cloud
-(npa_pulumi/preflight/live_proof.py); `claimed_clusters` gives preflight what each stack claims."""
+"""`preflight`, and the preflight step of `up` and `preview`: budget the selection against quota and
+reserved capacity before anything is touched. A deployed cluster stack, from any plan and any npa-pulumi,
+Pulumi or terraform, is charged only what its live cluster does not hold yet, as preflight proves it
+against the live cloud (npa_pulumi/preflight/live_proof.py); `claimed_clusters` gives preflight what each
+stack claims."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, declared_objects
@@ -13,9 +13,8 @@ from npa_pulumi.engine import liveness
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.context import FleetContext
-    from npa_pulumi.engine.plans import FleetPlans
     from npa_pulumi.preflight.live_proof import ClaimedCluster
-    from npa_pulumi.preflight.report import DeployedClusterLine
+    from npa_pulumi.preflight.report import DeployedClusterLine, PreflightReport
 
 REFRESH_REFUSAL = "`--refresh` re-reads every stack first, so nothing it recorded is taken as held"
 
@@ -32,7 +31,7 @@ def claimed_clusters(fleet: FleetContext) -> dict[str, ClaimedCluster]:
     claims: dict[str, ClaimedCluster] = {}
     for stack, (mine, project) in deployed.items():
         declared = declared_objects({LIVE_OBJECTS_OUTPUT: mine.get("live_objects")})
-        refused = REFRESH_REFUSAL if fleet.options.refresh else ""
+        refused = REFRESH_REFUSAL if fleet.refreshing else ""
         claims[stack] = ClaimedCluster(
             project_id=str(mine.get("project_id") or ""),
             cluster_id=str(mine.get("cluster_id") or ""),
@@ -86,11 +85,25 @@ def _deployed_lines(deployed: list[DeployedClusterLine]) -> list[str]:
     return [f"{len(deployed)} deployed cluster(s), {zero} charged zero (live proof)", *charged]
 
 
-def preflight_gate(fleet: FleetContext) -> Callable[[FleetPlans], dict[str, Any] | None]:
-    def gate(_plans: FleetPlans) -> dict[str, Any] | None:
-        from npa_pulumi.preflight import render_text
-        from npa_pulumi.preflight.targets import preflight_targets
+def run(fleet: FleetContext) -> PreflightReport:
+    """`npa-pulumi preflight`: whether the tenant's quota and reserved capacity fit the selection
+    (read-only); the recipe's terraform/tofu is checked first, as `up` does."""
+    from npa_pulumi.engine.plans import require_recipe_terraform
+    from npa_pulumi.preflight.targets import preflight_targets
 
+    fleet.resolve_regions()  # an empty spec region comes from the profile's configuration
+    require_recipe_terraform(fleet.plans())  # a binary the recipe refuses fails `up` at its first init
+    return preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
+
+
+def gate(fleet: FleetContext) -> dict[str, Any]:
+    """The preflight step of `up` (which stops when it fails) and `preview` (which reports it): the
+    report, with what it found said on the way."""
+    from npa_pulumi.preflight import render_text
+    from npa_pulumi.preflight.targets import preflight_targets
+    from npa_pulumi.runtime import tracing
+
+    with tracing.span("preflight", {}):
         fleet.progress.message("preflight: checking quota and reserved capacity for the selection ...")
         report = preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
         if not report.ok:
@@ -100,5 +113,3 @@ def preflight_gate(fleet: FleetContext) -> Callable[[FleetPlans], dict[str, Any]
             for line in _deployed_lines(report.deployed):
                 fleet.progress.message(f"preflight: {line}")
         return report.to_json()
-
-    return gate
