@@ -51,8 +51,10 @@ def _verify_fields(kw: dict[str, Any]) -> tuple[FleetFields, float, Any]:
     "--reconcile/--no-reconcile",
     default=False,
     show_default=True,
-    help="Remove only the stale nvidia.com/gpu=mig-not-ready:NoSchedule taint from otherwise good nodes "
-    "(refused while a GPU workload runs).",
+    help="Make the repairs the findings call for, in order: stale OnDelete driver pods replaced one worker "
+    "at a time, the stale nvidia.com/gpu=mig-not-ready:NoSchedule taint, GPU feature discovery then the "
+    "device plugin restarted; refused (nothing changed) while a GPU workload runs; waits as --wait does; "
+    "private receipt under the npa home; the full gate runs again after a repair.",
 )
 @click.option("--timeout-minutes", default=10.0, show_default=True, type=click.FloatRange(min=0.1))
 @click.option(
@@ -80,11 +82,29 @@ def verify_mig_command(**kw: Any) -> None:
 
 @click.command("verify-graphics")
 @verifier_options(10.0)
+@click.option(
+    "--reconcile/--no-reconcile",
+    default=False,
+    show_default=True,
+    help="First make the repairs the findings call for: stale OnDelete driver pods replaced one worker at a "
+    "time, GPU feature discovery then the device plugin restarted; refused (nothing changed) while a GPU "
+    "workload runs; private receipt under the npa home; then the full gate.",
+)
 def verify_graphics_command(**kw: Any) -> None:
     """Run CUDA and GLX/EGL/Vulkan readiness on every GPU worker of the selected RTX rendering clusters,
     through their registered kubeconfigs (probe pods are removed after); a partial result fails."""
 
-    _run_verifier(kw, "graphics")
+    def body() -> int:
+        from npa_pulumi.sdk import operations as sdk
+        from npa_pulumi.sdk.requests import GraphicsVerifyRequest
+
+        fields, timeout_s, evidence = _verify_fields(kw)
+        request = GraphicsVerifyRequest(
+            **fields, timeout_s=timeout_s, evidence_dir=evidence, reconcile=kw["reconcile"]
+        )
+        return finish(sdk.verify_graphics(kw["spec_path"], request), kw["output"])
+
+    run_guarded(body, kw["output"])
 
 
 @click.command("verify-storage")
@@ -115,7 +135,7 @@ def _run_verifier(kw: dict[str, Any], kind: str) -> None:
 
         fields, timeout_s, evidence = _verify_fields(kw)
         request = VerifyRequest(**fields, timeout_s=timeout_s, evidence_dir=evidence)
-        run = {"graphics": sdk.verify_graphics, "storage": sdk.verify_storage, "fabric": sdk.verify_fabric}
+        run = {"storage": sdk.verify_storage, "fabric": sdk.verify_fabric}
         return finish(run[kind](kw["spec_path"], request), kw["output"])
 
     run_guarded(body, kw["output"])

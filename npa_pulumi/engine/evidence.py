@@ -23,6 +23,8 @@ JSON = dict[str, Any]
 
 # MIG (and gate) findings by what they say, first match wins; anything else is `other`.
 _MIG_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("repair failed", "repair"),
+    ("the gate after the repair", "gate-after-repair"),
     ("older template", "stale-driver-pod"),
     ("node selector does not match", "driver-selector"),
     ("repository", "driver-repositories"),
@@ -183,12 +185,32 @@ def publish_storage(evidence: JSON) -> Publication:
     return Publication(summary, error)
 
 
+def _repairs(evidence: JSON) -> JSON:
+    """What a verifier's repairs may publish: how many of each kind finished, and whether GPU workloads
+    refused one (how many; their names stay private)."""
+    return {
+        "done": dict(sorted(Counter(str(k) for k in evidence.get("repairs_done") or []).items())),
+        "refused_for_gpu_workloads": len(evidence.get("gpu_workloads") or []),
+        "receipt_kept": bool(evidence.get("repair_receipt")),
+    }
+
+
+def _refusal(verifier: str, workloads: int) -> str:
+    return (
+        f"refusing to repair while {workloads} GPU workload(s) run (their names: {PRIVATE_HINT}); nothing "
+        f"was changed; delete them and run {verifier} --reconcile again"
+    )
+
+
 def publish_graphics(evidence: JSON) -> Publication:
     workers = evidence.get("workers") or {}
     verdicts = _NodeVerdicts(passed=set(workers))
     for name, result in workers.items():
         for kind in ("cuda", "graphics"):
-            if not (result.get(kind) or {}).get("passed"):
+            found = result.get(kind) or {}
+            if found.get("image_lacks"):  # the probe's image lacks a tool: never a GPU failure
+                verdicts.fail(name, "probe-image-incomplete")
+            elif not found.get("passed"):
                 verdicts.fail(name, kind)
             for missing in (result.get(kind) or {}).get("missing") or []:
                 verdicts.fail(name, f"graphics-{str(missing).lower()}"[:32])
@@ -204,9 +226,21 @@ def publish_graphics(evidence: JSON) -> Publication:
         expected_workers=expected,
         stabilization_s=stable.get("stabilization_s"),
         stable=bool(stable.get("passed")),
+        repairs=_repairs(evidence),
     )
     if passed:
         return Publication(summary, None)
+    if evidence.get("gpu_workloads"):
+        counts["repair-refused"] += 1
+        summary["failure_categories"] = dict(sorted(counts.items()))
+        return Publication(summary, _refusal("verify-graphics", len(evidence["gpu_workloads"])))
+    if evidence.get("repair_error"):
+        counts["repair"] += 1
+        summary["failure_categories"] = dict(sorted(counts.items()))
+        kind = next(
+            (str(s.get("repair")) for s in evidence.get("repairs") or [] if s.get("step") == "failed"), ""
+        )
+        return Publication(summary, f"repair failed ({kind}): {PRIVATE_HINT}")
     if stable and not stable.get("passed"):
         found = Counter(_category(str(e), _MIG_CATEGORIES) for e in stable.get("errors") or [])
         counts["stabilization"] += 1
@@ -239,17 +273,14 @@ def publish_mig(evidence: JSON) -> Publication:
         verdicts,
         counts,
         snapshots=evidence.get("snapshots"),
-        repaired_stale_taint=len(evidence.get("repaired_stale_taint_on") or evidence.get("repaired") or []),
+        repaired_stale_taint=len(evidence.get("repaired_stale_taint_on") or []),
         gpu_workloads=len(workloads),
+        repairs=_repairs(evidence),
     )
     if ready:
         return Publication(summary, None)
     if workloads:
-        return Publication(
-            summary,
-            f"refusing to repair while {len(workloads)} GPU workload(s) run (their names: {PRIVATE_HINT}); "
-            "delete them and run verify-mig --reconcile again",
-        )
+        return Publication(summary, _refusal("verify-mig", len(workloads)))
     return Publication(summary, f"MIG not ready: {_failed_clause(verdicts, counts, len(set(nodes)))}")
 
 

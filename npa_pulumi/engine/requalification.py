@@ -143,8 +143,13 @@ def requalify_node(
             errors.append(f"{name}: CUDA smoke {probes['smoke'].get('phase')}")
     if not errors and config.graphics_smoke:
         probes["graphics"] = run_smoke(client_for(10.0), config, name, deadline, clock, kind="graphics")
-        if not probes["graphics"]["passed"]:
-            errors.append(f"{name}: graphics readiness missing {probes['graphics'].get('missing')}")
+        graphics = probes["graphics"]
+        if graphics.get("image_lacks"):  # the probe's image, not the node: said apart
+            errors.append(
+                f"{name}: {graphics['category']}: the probe's image lacks {graphics['image_lacks']}"
+            )
+        elif not graphics["passed"]:
+            errors.append(f"{name}: graphics readiness missing {graphics.get('missing')}")
     left = [k for k, p in probes.items() if isinstance(p, dict) and p.get("cleaned_up") is False]
     errors += [f"{name}: the {k} probe pod could not be removed" for k in left]
     entry |= {"passed": not errors, "errors": errors, "probes": probes}

@@ -268,10 +268,21 @@ class VerifyRequest(FleetRequest):
 
 @dataclass(frozen=True, kw_only=True)
 class MigVerifyRequest(VerifyRequest):
-    """`verify-mig`: also `wait` (poll until ready or the timeout) and `reconcile` (remove only the stale
-    mig-not-ready taint from otherwise good nodes)."""
+    """`verify-mig`: also `wait` (poll until ready or the timeout) and `reconcile` (the repairs of
+    npa_pulumi/kube/gpu_health/repair.py: stale OnDelete driver pods one worker at a time, the stale
+    mig-not-ready taint, GFD then the device plugin; refused while GPU workloads run; it waits as `wait`
+    does, and the full gate runs again after a repair)."""
 
     wait: bool = False
+    reconcile: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphicsVerifyRequest(VerifyRequest):
+    """`verify-graphics`: also `reconcile` (the repairs of npa_pulumi/kube/gpu_health/repair.py before the
+    gate: stale OnDelete driver pods one worker at a time, GFD then the device plugin; refused while GPU
+    workloads run)."""
+
     reconcile: bool = False
 
 
@@ -362,6 +373,7 @@ __all__ = [
     "DestroyRequest",
     "Exclusive",
     "FleetRequest",
+    "GraphicsVerifyRequest",
     "HealthRequest",
     "HealthWatch",
     "LocalCleanupRequest",

@@ -3,13 +3,19 @@
 `verify_mig`: MIG readiness of every selected MIG cluster, checked as the deploy gate does (the exact
 mixed / all-balanced layout on every GPU node, two consecutive exact snapshots, then what `nvidia-smi` lists
 on each node through a probe pod that requests no GPU and is deleted by UID). `wait` polls until ready
-or the timeout; `reconcile` performs the one repair the original tool allowed: removing exactly the stale
-`nvidia.com/gpu=mig-not-ready:NoSchedule` taint from nodes whose layout is otherwise good, only when that is
-the only thing wrong, and never while a pod outside the GPU operator uses an `nvidia.com/*` resource.
+or the timeout. `reconcile` (which waits too) makes the repairs the original tool's skill defines
+(npa_pulumi/kube/gpu_health/repair.py), as the findings call for them and in its order: stale `OnDelete`
+driver pods replaced one worker at a time (cordon, recheck, delete by UID, a ready replacement, the node's
+prior scheduling state restored), the stale `mig-not-ready` taint removed when it is the only thing wrong,
+GPU feature discovery then the device plugin restarted when only the advertised resources are wrong. Every
+repair is refused, with nothing changed, while a pod outside the GPU operator uses an `nvidia.com/*`
+resource; each step goes to a private receipt (engine/repair_receipts.py); after a repair the full gate
+(stabilization, nvidia-smi, the MIG smoke) runs again.
 
 `verify_graphics`: on every GPU worker of each selected RTX rendering cluster, the CUDA vectorAdd smoke and
 graphics readiness (GLX, EGL, Vulkan enumerating an NVIDIA device), as the deploy gate runs them, each pod
-deleted with a UID precondition; a partial result (a worker missing from the evidence) fails closed.
+deleted with a UID precondition; a partial result (a worker missing from the evidence) fails closed. With
+`reconcile`, the same repairs as `verify_mig` (the taint aside) first, then the gate.
 
 `verify_storage`: on every worker of each selected cluster with a shared filesystem, the declared virtiofs
 mount (read-write, `nofail` in fstab, its capacity in GiB) and one ReadWriteMany claim of the recipe's
@@ -46,6 +52,7 @@ from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.evidence import PRIVATE_HINT, PUBLISHERS, canonical, evidence_hash, name_hash
 from npa_pulumi.engine.graph import parallel
 from npa_pulumi.engine.plans import health_gate_config
+from npa_pulumi.engine.repair_receipts import RepairReceipt
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.plan.naming import kube_context_name
@@ -232,12 +239,32 @@ def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOpt
     config = dataclasses.replace(settings, cuda_smoke=True, graphics_smoke=True)
     started = time.monotonic()
     deadline = started + options.timeout_s
+    repaired: dict[str, Any] = {}
+    if options.reconcile:
+        repairer, receipt = _repairer(fleet, target, context, cluster_id, "verify-graphics", config)
+        why_not = _reconcile(text, config, repairer, deadline)
+        repaired = _repair_evidence(receipt)
+        if isinstance(why_not, list):
+            evidence = {"passed": False, "expected_workers": config.expected_gpu_nodes, "workers": {}}
+            return _refused(target, context, "verify-graphics", why_not, {**evidence, **repaired})
+        if why_not is not None:
+            evidence = {"passed": False, "expected_workers": config.expected_gpu_nodes, "workers": {}}
+            evidence |= {"repair_error": why_not, **repaired}
+            return _entry(
+                target,
+                context,
+                "not-ready",
+                validation="graphics",
+                health=evidence,
+                cluster_id=cluster_id,
+                error=why_not,
+            )
     # As the original does: the declared stability interval first (every node Ready, boot ids unchanged,
     # the driver components up, for `stabilization_s`), so a probe never judges a node that is still
-    # settling after a driver, node or runtime change.
-    stable = _stabilized(text, config, options.timeout_s)
+    # settling after a driver, node or runtime change. After a repair this is the full gate again.
+    stable = _stabilized(text, config, max(1.0, deadline - time.monotonic()))
     if not stable["passed"]:
-        evidence = {"passed": False, "expected_workers": config.expected_gpu_nodes, "workers": {}}
+        evidence = {"passed": False, "expected_workers": config.expected_gpu_nodes, "workers": {}, **repaired}
         evidence["stabilization"] = stable
         why = f"not stable for {config.stabilization_s:g}s before the probes: {stable['reason']}"
         return _entry(
@@ -264,6 +291,7 @@ def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOpt
         "workers": results,
         "stabilization": stable,
         "elapsed_s": round(time.monotonic() - started, 2),
+        **repaired,
     }
     if complete:
         return _entry(target, context, "ready", validation="graphics", health=evidence, cluster_id=cluster_id)
@@ -276,6 +304,43 @@ def _verify_graphics_one(fleet: FleetContext, target: Target, options: VerifyOpt
     return _entry(
         target, context, "not-ready", validation="graphics", health=evidence, cluster_id=cluster_id, error=why
     )
+
+
+_SETTLE_S = 60.0  # how long findings no repair answers may stay unchanged before the gate judges them
+
+
+def _reconcile(kubeconfig: str, config: Any, repairer: Any, deadline: float) -> list[str] | str | None:
+    """`verify-graphics --reconcile`: the repairs the cluster's findings call for, one after the other (each
+    at most once), before the gate runs. It looks again after each repair, and while the findings change
+    (a rollout settling, the pod garbage collector removing a pod of a node that left); it stops once they
+    are clean, or when no repair answers them and they stayed the same for a minute (at most half the time
+    left): the gate then judges them. The GPU workloads that refused a repair (nothing changed), the error
+    of one that failed, or None."""
+    from npa_pulumi.kube.client import KubeClient
+    from npa_pulumi.kube.gpu_health.checks import snapshot
+
+    previous: list[str] | None = None
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        client = KubeClient.from_kubeconfig(
+            kubeconfig, timeout_s=min(10.0, max(1.0, deadline - time.monotonic()))
+        )
+        errors = snapshot(client, config, 0.0).errors
+        if not errors:
+            return None
+        outcome = repairer.attempt(client, errors, deadline)
+        if outcome is not None and outcome.refused:
+            return list(outcome.workloads)
+        if outcome is not None and outcome.error:
+            return str(outcome.error)
+        now = time.monotonic()
+        if outcome is not None or errors != previous:
+            previous, since = errors, now
+        elif now - since >= min(_SETTLE_S, (deadline - since) / 2):
+            return None
+        if outcome is None:
+            time.sleep(min(config.poll_s, max(0.0, deadline - time.monotonic())))
+    return None
 
 
 def _stabilized(kubeconfig: str, config: Any, timeout_s: float) -> dict[str, Any]:
@@ -307,15 +372,45 @@ def _entry(target: Target, context: str, status: str, **fields: Any) -> StackRes
     )
 
 
-def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
-    from npa_pulumi.kube.client import KubeClient, KubeError
-    from npa_pulumi.kube.gpu_health.checks import snapshot
-    from npa_pulumi.kube.gpu_health.mig import (
-        gpu_workloads,
-        is_stale_taint_error,
-        remove_stale_mig_taint,
-        run_mig_hardware,
+def _repairer(
+    fleet: FleetContext, target: Target, context: str, cluster_id: str, verifier: str, config: Any
+) -> Any:
+    """The cluster's repairer, journaling into a private receipt (engine/repair_receipts.py)."""
+    from npa_pulumi.kube.gpu_health.repair import Repairer
+
+    receipt = RepairReceipt(context, verifier, target.cluster_stack, cluster_id)
+    return Repairer(config, receipt.record), receipt
+
+
+def _repair_evidence(receipt: RepairReceipt) -> dict[str, Any]:
+    return {
+        "repairs": list(receipt.steps),
+        "repairs_done": receipt.done(),
+        "repair_receipt": str(receipt.path) if receipt.path else None,
+    }
+
+
+def _refused(
+    target: Target, context: str, verifier: str, users: list[str], evidence: dict[str, Any]
+) -> StackResult:
+    """A repair refused while GPU workloads run: nothing was changed; the workloads are named privately."""
+    evidence = {**evidence, "gpu_workloads": users}
+    return _entry(
+        target,
+        context,
+        "not-ready",
+        validation="graphics" if verifier == "verify-graphics" else "mig",
+        health=evidence,
+        error=f"refusing to repair while GPU workloads run: {', '.join(users)}; delete them and run "
+        f"{verifier} --reconcile again",
     )
+
+
+def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
+    from npa_pulumi.kube.client import KubeClient
+    from npa_pulumi.kube.gpu_health.checks import snapshot
+    from npa_pulumi.kube.gpu_health.gate import run_gate
+    from npa_pulumi.kube.gpu_health.mig import run_mig_hardware
 
     context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)
     settings = health_gate_config(target.cluster)
@@ -326,10 +421,12 @@ def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> 
         return found
     text, cluster_id = found
     config = dataclasses.replace(settings, poll_s=options.poll_s, cuda_smoke=False)
+    repairer, receipt = _repairer(fleet, target, context, cluster_id, "verify-mig", config)
     started = time.monotonic()
-    deadline = started + (options.timeout_s if options.wait else max(options.poll_s * 3, 10.0))
+    # --reconcile waits as --wait does: a repair (a driver pod's replacement, a rollout) takes time
+    waits = options.wait or options.reconcile
+    deadline = started + (options.timeout_s if waits else max(options.poll_s * 3, 10.0))
     clean, snapshots = 0, 0
-    repaired: list[str] = []
     errors: list[str] = []
     while True:
         client = KubeClient.from_kubeconfig(text, timeout_s=min(10.0, max(1.0, deadline - time.monotonic())))
@@ -342,30 +439,15 @@ def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> 
                 break
         else:
             clean = 0
-            if options.reconcile and all(is_stale_taint_error(e) for e in errors):
-                users = gpu_workloads(client)
-                if users:
-                    evidence = {
-                        "ready": False,
-                        "errors": errors,
-                        "gpu_workloads": users,
-                        "repaired": repaired,
-                    }
-                    return _entry(
-                        target,
-                        context,
-                        "not-ready",
-                        health=evidence,
-                        error=f"refusing to repair while GPU workloads run: {', '.join(users)}; delete them "
-                        "and run verify-mig --reconcile again",
-                    )
-                for error in errors:
-                    node = error.split(":", 1)[0]
-                    try:
-                        if remove_stale_mig_taint(client, node):
-                            repaired.append(node)
-                    except KubeError as err:
-                        errors = [*errors, f"{node}: the taint could not be removed: {err}"]
+            outcome = repairer.attempt(client, errors, deadline) if options.reconcile else None
+            if outcome is not None and outcome.refused:
+                evidence = {"ready": False, "errors": errors, **_repair_evidence(receipt)}
+                evidence["repaired_stale_taint_on"] = _untainted(receipt)
+                return _refused(target, context, "verify-mig", outcome.workloads, evidence)
+            if outcome is not None and outcome.error:
+                errors = [*errors, outcome.error]
+                break
+            if outcome is not None:
                 continue  # look again at once
         if time.monotonic() >= deadline:
             break
@@ -380,14 +462,28 @@ def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> 
         probe_deadline = max(deadline, time.monotonic() + 60.0)
         hardware, errors = run_mig_hardware(client, config, snap.gpu_nodes, probe_deadline, time.monotonic)
         ready = not errors
+    gate: dict[str, Any] | None = None
+    if ready and repairer.changed:
+        # After a repair, the full gate again (as at deploy: stabilization, nvidia-smi, the MIG smoke),
+        # with what is left of the deadline (at least a minute, for the probes).
+        full = dataclasses.replace(settings, timeout_s=max(60.0, deadline - time.monotonic()))
+        found_gate = run_gate(lambda t: KubeClient.from_kubeconfig(text, timeout_s=t), full)
+        gate = found_gate.to_json()
+        if not found_gate.passed:
+            ready, errors = (
+                False,
+                [f"the gate after the repair: {found_gate.reason}", *found_gate.last_errors],
+            )
     evidence = {
         "ready": ready,
         "snapshots": snapshots,
         "elapsed_s": round(time.monotonic() - started, 2),
         "errors": errors[:20],
-        "repaired_stale_taint_on": repaired,
+        "repaired_stale_taint_on": _untainted(receipt),
         "nodes": sorted(snap.gpu_nodes),
         "hardware": hardware,
+        "gate_after_repair": gate,
+        **_repair_evidence(receipt),
     }
     if ready:
         return _entry(target, context, "ready", health=evidence, cluster_id=cluster_id)
@@ -400,3 +496,7 @@ def _verify_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> 
         cluster_id=cluster_id,
         error=f"MIG not ready: {why}",
     )
+
+
+def _untainted(receipt: RepairReceipt) -> list[str]:
+    return [str(s["node"]) for s in receipt.steps if s.get("step") == "untainted"]

@@ -37,8 +37,8 @@ from typing import Any
 
 from npa_pulumi.kube.client import KubeClient, KubeError
 from npa_pulumi.kube.gpu_health.config import SMOKE_LABEL, SMOKE_LABEL_VALUE
-from npa_pulumi.kube.gpu_health.mig import gpu_workloads
 from npa_pulumi.kube.gpu_health.probes import delete_and_wait, terminated_state
+from npa_pulumi.kube.gpu_health.repair import gpu_workloads
 from npa_pulumi.kube.nccl_output import parse_all_reduce
 
 JSON = dict[str, Any]

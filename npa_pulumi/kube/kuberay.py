@@ -253,6 +253,18 @@ def check_ray(client: Any, config: RayGateConfig) -> RaySnapshot:
     if cluster is None:
         snap.missing.append(f"RayCluster {RAY_NAMESPACE}/{RAYCLUSTER_NAME} does not exist")
         return snap
+    judge_status(cluster, config.worker_replicas, snap)
+    _check_pods(client, config, snap)
+    return snap
+
+
+def judge_status(cluster: JSON, worker_replicas: int, snap: RaySnapshot) -> None:
+    """What KubeRay's own status says of the RayCluster, into `snap`: ready only with its
+    `RayClusterProvisioned` and `HeadPodReady` conditions True and `readyWorkerReplicas` at the spec's
+    count. `state: ready` alone is never enough: KubeRay reported it while workers were Pending
+    (ray-project/kuberay#2188), and without the `RayClusterStatusConditions` feature gate (alpha in KubeRay
+    1.2, docs.ray.io "KubeRay Observability") there are no conditions at all, which reads `Unknown` (fail
+    closed). A field KubeRay leaves out when zero (`omitempty`) reads 0."""
     snap.found = True
     status = cluster.get("status") or {}
     for kind in ("RayClusterProvisioned", "HeadPodReady", "ReplicaFailure"):
@@ -264,12 +276,12 @@ def check_ray(client: Any, config: RayGateConfig) -> RaySnapshot:
     for kind in ("RayClusterProvisioned", "HeadPodReady"):
         if snap.conditions[kind] != "True":
             snap.missing.append(f"condition {kind} is {snap.conditions[kind]}, not True")
-    if snap.ready_workers != config.worker_replicas:
+    if snap.conditions["ReplicaFailure"] == "True":
+        snap.missing.append("condition ReplicaFailure is True (KubeRay could not create a Ray pod)")
+    if snap.ready_workers != worker_replicas:
         snap.missing.append(
-            f"readyWorkerReplicas is {snap.ready_workers}, the spec asks for {config.worker_replicas}"
+            f"readyWorkerReplicas is {snap.ready_workers}, the spec asks for {worker_replicas}"
         )
-    _check_pods(client, config, snap)
-    return snap
 
 
 def _check_pods(client: Any, config: RayGateConfig, snap: RaySnapshot) -> None:

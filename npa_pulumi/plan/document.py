@@ -151,6 +151,10 @@ def _cluster(target: Target) -> dict[str, Any]:
             "timeout_minutes": cluster.health.timeout_minutes,
             "cuda_smoke": cluster.health.cuda_smoke,
             "graphics_smoke": cluster.health.graphics_smoke,
+            # the probe's image (digest-pinned) only where the probe runs
+            "graphics_smoke_image": cluster.health.graphics_smoke_image
+            if cluster.health.graphics_smoke
+            else None,
         },
         "gpu_fabric_check": _fabric_check(cluster),
         "soperator": None if cluster.soperator is None else _soperator(cluster.soperator),

@@ -26,6 +26,7 @@ from npa_pulumi.sdk.requests import (
     CleanupRequest,
     DestroyRequest,
     FleetRequest,
+    GraphicsVerifyRequest,
     HealthRequest,
     MigVerifyRequest,
     PreviewRequest,
@@ -255,15 +256,16 @@ def refresh(spec: SpecSource, request: RefreshRequest = RefreshRequest()) -> Fle
 
 def verify_mig(spec: SpecSource, request: MigVerifyRequest = MigVerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-mig`: MIG readiness of the selected MIG clusters through their registered
-    kubeconfigs; `reconcile` removes only the stale mig-not-ready taint (see npa_pulumi.engine.verify)."""
+    kubeconfigs; `reconcile` makes the repairs the findings call for (see npa_pulumi.engine.verify)."""
     from npa_pulumi.engine.operations.verify import Verifier
 
     return _verify(Verifier.MIG, spec, request)
 
 
-def verify_graphics(spec: SpecSource, request: VerifyRequest = VerifyRequest()) -> FleetResult:
+def verify_graphics(spec: SpecSource, request: VerifyRequest = GraphicsVerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-graphics`: CUDA and GLX/EGL/Vulkan on every GPU worker of the selected RTX
-    rendering clusters, through their registered kubeconfigs."""
+    rendering clusters, through their registered kubeconfigs; with `reconcile` (a GraphicsVerifyRequest),
+    the repairs the findings call for first (see npa_pulumi.engine.verify)."""
     from npa_pulumi.engine.operations.verify import Verifier
 
     return _verify(Verifier.GRAPHICS, spec, request)

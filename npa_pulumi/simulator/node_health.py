@@ -42,8 +42,10 @@ NODE_FAULTS = (
     MAINTENANCE_FAULT,  # Nebius' NebiusMaintenanceScheduled condition (maintenance events set it too)
     "boot_disk_io_error",  # Nebius' NebiusBootDiskIOError condition
     "ib_link_degraded",
+    "stale_device_plugin",  # the device plugin's stale resources (simulator/kube/device_plugin.py)
 )
 NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
+TIMED_NODE_FAULTS = ("stale_device_plugin",)  # on since a time (cleared like a state)
 SLURM_FAULTS = ("controller_down", "login_down")
 # The GPU operator's driver (RTX clusters): `stale_template` is an OnDelete update of the driver DaemonSet
 # that leaves its pods on the older template; `no_repo_mount` renders the driver without the mounts of the
@@ -77,6 +79,8 @@ class NodeHealth:
                 faults_of["reboots"] = int(faults_of.get("reboots", 0)) + 1
             elif fault in NODE_EVENTS:
                 faults_of[fault] = int(faults_of.get(fault, 0)) + 1
+            elif fault in TIMED_NODE_FAULTS and active:
+                faults_of[fault] = ctx.now  # what happened after it (a pod's restart) is judged against it
             elif active:
                 faults_of[fault] = True
             else:

@@ -114,6 +114,7 @@ NODE_FAULT_KINDS = {
     "boot-disk-io": "boot_disk_io_error",
     "replace": "replace",
     "ib-link-degraded": "ib_link_degraded",
+    "stale-device-plugin": "stale_device_plugin",
 }
 
 
@@ -135,7 +136,9 @@ NODE_FAULT_KINDS = {
     "maintenance-scheduled: NebiusMaintenanceScheduled; boot-disk-io: NebiusBootDiskIOError; replace: the "
     "node leaves and a new one (new name, new boot id) joins in its place, as auto-repair does; "
     "ib-link-degraded: the node's link to the fabric is slow "
-    "(every all-reduce between it and another node drops to half; its own loopback does not).",
+    "(every all-reduce between it and another node drops to half; its own loopback does not); "
+    "stale-device-plugin: the node's device plugin keeps stale resources (a whole GPU in capacity, none "
+    "allocatable) until GPU feature discovery and then the device plugin on it are restarted.",
 )
 @click.option("--clear", is_flag=True, help="Clear the fault instead (not for reboot, which is an event).")
 @click.pass_context
@@ -243,9 +246,10 @@ _cluster_fault_command(
     DRIVER_FAULT_KINDS,
     "stale-template: the GPU operator updates the driver DaemonSet's template with an OnDelete "
     "strategy, so the running driver pods stay on the older template until deleted; no-repo-mount: the "
-    "driver pods no longer mount the fleet's package-repository files (gpu_driver_package_repositories).",
-    "Break the GPU operator's driver of an RTX-rendering cluster (or mend it).",
-    "The RTX cluster's mk8s cluster ID.",
+    "driver pods no longer mount the fleet's package-repository files (gpu_driver_package_repositories, "
+    "RTX clusters).",
+    "Break the GPU operator's driver of a cluster (RTX rendering or MIG) (or mend it).",
+    "The cluster's mk8s cluster ID.",
 )
 
 

@@ -29,7 +29,13 @@ DEFAULT_MANAGED_DRIVER_PRESET: Final = "cuda13.0"
 DEFAULT_STABILIZATION_SECONDS: Final = 120
 DEFAULT_HEALTH_TIMEOUT_MINUTES: Final = 60
 DEFAULT_CUDA_SMOKE_IMAGE: Final = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
-DEFAULT_GRAPHICS_SMOKE_IMAGE: Final = "nvcr.io/nvidia/cuda:13.0.1-runtime-ubuntu24.04"
+# The graphics readiness probe's image (GLX and EGL loaded from python3 through ctypes, `vulkaninfo
+# --summary`): the original tool's probe image, by the digest its live RTX PRO 6000 test ran this very
+# probe with (docs/health-and-verifiers.md, "The graphics probe's image", says what is verified and what not).
+DEFAULT_GRAPHICS_SMOKE_IMAGE: Final = (
+    "ghcr.io/nebius/nebius-physical-ai/npa-sonic"
+    "@sha256:c9ba0996b28f54b013e36da689638b386a7ef9c0c8c4413fc4b3c72ff1a808bb"
+)
 
 # RTX PRO 6000 rendering profile.
 RTX_RENDERING_PROFILE: Final = "rtx-rendering"

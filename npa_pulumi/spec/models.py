@@ -265,6 +265,7 @@ MK8S_FIELDS: tuple[str, ...] = (
     "gpu_health_timeout_minutes",
     "gpu_cuda_smoke",
     "gpu_cuda_smoke_image",
+    "gpu_graphics_smoke_image",
     "gpu_workload_profile",
     "gpu_driver_package_repositories",
     "mig",
@@ -310,6 +311,11 @@ class ClusterSpec(SpecModel):
     gpu_health_timeout_minutes: Integer = c.DEFAULT_HEALTH_TIMEOUT_MINUTES
     gpu_cuda_smoke: Boolean = True
     gpu_cuda_smoke_image: Text = c.DEFAULT_CUDA_SMOKE_IMAGE
+    gpu_graphics_smoke_image: Text = Field(
+        c.DEFAULT_GRAPHICS_SMOKE_IMAGE,
+        description="RTX rendering: the graphics readiness probe's image, pinned by digest "
+        "(name@sha256:<64 hex>); it must ship bash, python3 and vulkaninfo.",
+    )
     gpu_workload_profile: Text = Field("", description="'' or 'rtx-rendering'.")
     gpu_driver_package_repositories: dict[str, StrictText] = Field(
         default_factory=dict, description="RTX profile only: package-source files for the driver container."
@@ -319,9 +325,8 @@ class ClusterSpec(SpecModel):
     gpu_fabric_check: GpuFabricCheckSpec | None = None
     backend: Literal["mk8s", "soperator"] = "mk8s"
     soperator: SoperatorSpec | None = None
-    # Set by the RTX rendering profile; not spec fields.
+    # Set by the RTX rendering profile; not a spec field.
     gpu_graphics_smoke: Boolean = False
-    gpu_graphics_smoke_image: Text = c.DEFAULT_GRAPHICS_SMOKE_IMAGE
     # Whether the spec named the backend (`backend:` or an `mk8s:` envelope); kept for plan output only.
     backend_explicit: bool = Field(False, exclude=True, repr=False)
 
@@ -354,6 +359,8 @@ class ClusterSpec(SpecModel):
             self.managed_driver_preset = c.DEFAULT_MANAGED_DRIVER_PRESET
         if not self.gpu_cuda_smoke_image:
             self.gpu_cuda_smoke_image = c.DEFAULT_CUDA_SMOKE_IMAGE
+        if not self.gpu_graphics_smoke_image:
+            self.gpu_graphics_smoke_image = c.DEFAULT_GRAPHICS_SMOKE_IMAGE
         # Pools are copied, never mutated: an SDK caller may share one NodePoolSpec between clusters.
         if self.cpu_nodes is not None and self.cpu_nodes.platform is None:
             self.cpu_nodes = self.cpu_nodes.model_copy(update={"platform": c.DEFAULT_CPU_PLATFORM})

@@ -16,6 +16,19 @@ _STACK_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _PLAIN_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
+# `[registry[:port]/]repository@sha256:<64 hex>`: an image reference pinned by content (a tag may precede
+# the digest; the runtime pulls by the digest alone).
+_DIGEST_PINNED_RE = re.compile(
+    r"(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}"
+)
+
+
+def is_digest_pinned(image: str) -> bool:
+    """Whether `image` names its content by digest (`name@sha256:<64 lowercase hex>`)."""
+    return bool(_DIGEST_PINNED_RE.fullmatch(image))
+
+
 def slug(value: str) -> str:
     """The original tool's slug: lower-case, strip, non-alphanumerics to `-`, collapse `--`, trim `-`."""
     out = "".join(ch if (ch.isalnum() or ch == "-") else "-" for ch in value.strip().lower())

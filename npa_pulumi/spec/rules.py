@@ -25,6 +25,7 @@ from npa_pulumi.spec.models import (
 from npa_pulumi.spec.names import (
     PathTuple,
     cluster_stack_name,
+    is_digest_pinned,
     is_dns_label,
     project_stack_name,
     slug,
@@ -561,13 +562,16 @@ def _fabric_check(cluster: ClusterSpec) -> Iterator[RawProblem]:
 def _workload_profile(cluster: ClusterSpec) -> Iterator[RawProblem]:
     for field, message, hint in rtx_profile_problems(cluster):
         yield _problem(field, message, hint)
-    if cluster.gpu_workload_profile == c.RTX_RENDERING_PROFILE:
-        if not cluster.gpu_graphics_smoke:
-            yield _problem(
-                "gpu_workload_profile", "the RTX rendering profile requires graphics readiness checks"
-            )
-        elif not cluster.gpu_graphics_smoke_image.strip():
-            yield _problem("gpu_workload_profile", "graphics smoke image cannot be empty when enabled")
+    if cluster.gpu_workload_profile == c.RTX_RENDERING_PROFILE and not cluster.gpu_graphics_smoke:
+        yield _problem("gpu_workload_profile", "the RTX rendering profile requires graphics readiness checks")
+    image = cluster.gpu_graphics_smoke_image
+    if not is_digest_pinned(image):
+        yield _problem(
+            "gpu_graphics_smoke_image",
+            f"gpu_graphics_smoke_image must be pinned by digest, got {image!r}",
+            "name it by content: REGISTRY/REPOSITORY@sha256:<64 hex digits> (`docker buildx imagetools "
+            "inspect IMAGE` prints the digest); the image must ship bash, python3 and vulkaninfo",
+        )
 
 
 _MK8S_RULES = (

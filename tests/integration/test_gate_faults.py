@@ -331,3 +331,76 @@ def test_mig_readiness_needs_the_pinned_operator_release(cluster: Cluster) -> No
     finally:
         cluster.sim.set_cluster_addons(cluster.id, {"gpu_driver": "managed-image"})
         cluster.wait_healthy()
+
+
+def test_a_stale_device_plugin_is_repaired_by_restarting_it(cluster: Cluster) -> None:
+    """The managed image's driver stack has a device plugin and no GPU feature discovery: a node whose
+    plugin holds stale resources (none allocatable) fails the gate on exactly its resources; the repair
+    (kube/gpu_health/repair.py) refuses while a GPU pod runs, then rolls the plugin out, and the gate
+    passes again."""
+    from npa_pulumi.kube.gpu_health.repair import Repairer
+
+    node = cluster.gpu_nodes()[0]
+    cluster.sim.set_node_fault(cluster.id, node, "stale_device_plugin")
+    try:
+        deadline = time.monotonic() + 20
+        while not snapshot(cluster.client(), cluster.config(), 0).errors:
+            assert time.monotonic() < deadline, "the stale resources never showed in the API"
+            time.sleep(0.3)
+        errors = snapshot(cluster.client(), cluster.config(), 0).errors
+        assert errors == [
+            f"{node}: nvidia.com/gpu capacity 8, allocatable 0; 8 expected",
+            "8 GPU(s) allocatable, 16 requested",
+        ]
+        plugin = "/apis/apps/v1/namespaces/nvidia-device-plugin/daemonsets/nvidia-device-plugin-daemonset"
+        generation = cluster.client().get(plugin)["metadata"]["generation"]
+
+        workload = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "trainer", "namespace": "default"},
+            "spec": {
+                "nodeName": cluster.gpu_nodes()[1],
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [
+                    {"name": "t", "image": "train", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                ],
+            },
+        }
+        created = cluster.client().request("POST", "/api/v1/namespaces/default/pods", workload)
+        journal: list[dict[str, Any]] = []
+        refused = Repairer(cluster.config(), journal.append).attempt(
+            cluster.client(), errors, time.monotonic() + 60
+        )
+        assert refused is not None and refused.workloads == ["default/trainer"] and not refused.changed
+        assert cluster.client().get(plugin)["metadata"]["generation"] == generation  # nothing restarted
+        cluster.client().request(
+            "DELETE",
+            "/api/v1/namespaces/default/pods/trainer",
+            {
+                "kind": "DeleteOptions",
+                "apiVersion": "v1",
+                "gracePeriodSeconds": 0,
+                "preconditions": {"uid": created["metadata"]["uid"]},
+            },
+        )
+        deadline = time.monotonic() + 20
+        while cluster.client().get_or_none("/api/v1/namespaces/default/pods/trainer") is not None:
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+
+        journal.clear()
+        outcome = Repairer(cluster.config(), journal.append).attempt(
+            cluster.client(), errors, time.monotonic() + 60
+        )
+        assert outcome is not None and outcome.error is None and outcome.changed, journal
+        assert [(s["step"], s.get("daemonset")) for s in journal] == [
+            ("restart", "nvidia-device-plugin-daemonset"),
+            ("rolled-out", "nvidia-device-plugin-daemonset"),
+            ("done", None),
+        ]
+        cluster.wait_healthy(timeout_s=30.0)
+        assert cluster.gate().passed
+    finally:
+        cluster.sim.set_node_fault(cluster.id, node, "stale_device_plugin", active=False)
+        cluster.wait_healthy()

@@ -333,6 +333,11 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     groups = _nodes_by_group(stacks["reach.gpu.render"]["kubeconfig"])
     assert len(groups["render-ng-gpu-0"]) == 2 and all(_ready(n) for n in groups["render-ng-gpu-0"])
 
+    # ---- verify-graphics --reconcile on the two RTX workers (the skill's repairs, kube/gpu_health/repair.py)
+    _graphics_repairs(
+        kube_api, tmp_path, render, sorted(n["metadata"]["name"] for n in groups["render-ng-gpu-0"])
+    )
+
     # ---- a cluster deleted behind the fleet's back: up recreates it, with fresh credentials and objects
     npa(
         "local-cloud",
@@ -379,6 +384,124 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
     # to $TMPDIR on every configure and never removes it; the plugin guard's private TMPDIR goes with it
     leftovers = [p.name for p in Path(os.environ["TMPDIR"]).rglob("*") if p.name.startswith("kubeconfig")]
     assert leftovers == []
+
+
+GPU_WORKLOAD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: renderer, namespace: default}
+spec:
+  nodeName: NODE
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers: [{name: r, image: render, resources: {limits: {nvidia.com/gpu: "1"}}}]
+"""
+
+
+def _kubectl_do(kubeconfig: str, *args: str, stdin: str | None = None) -> None:
+    kubectl = binaries.find("kubectl")
+    assert kubectl is not None
+    proc = subprocess.run(
+        [str(kubectl), "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def _driver_pod_uids(kubeconfig: str, nodes: list[str]) -> dict[str, str]:
+    """node -> uid of its live driver pod, on `nodes` (scaling the pool left a pod bound to the node that
+    left, until the pod garbage collector removes it)."""
+    pods = _kubectl(kubeconfig, "get", "pods", "-n", "gpu-operator", "-l", "app=nvidia-driver-daemonset")
+    return {
+        p["spec"]["nodeName"]: p["metadata"]["uid"]
+        for p in pods["items"]
+        if not p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName") in nodes
+    }
+
+
+def _graphics_repairs(home: Path, tmp_path: Path, render: dict[str, Any], nodes: list[str]) -> None:
+    """An OnDelete driver update left both RTX workers' driver pods on the old template and one worker's
+    device plugin holds stale resources; the other worker was cordoned by its user. With a GPU workload
+    running, `verify-graphics --reconcile` refuses and changes nothing; once it is gone, it replaces the
+    driver pods one worker at a time, restarts GPU feature discovery then the device plugin, leaves the
+    user's cordon in place, keeps a private receipt, and the gate passes."""
+    kubeconfig, cluster_id = render["kubeconfig"], render["cluster_id"]
+    _kubectl_do(kubeconfig, "cordon", nodes[1])
+    npa("local-cloud", "fault", "driver", "--cluster", cluster_id, "--kind", "stale-template", check=True)
+    node_fault = ["local-cloud", "fault", "node", "--cluster", cluster_id, "--node", nodes[0]]
+    npa(*node_fault, "--kind", "stale-device-plugin", check=True)
+    deadline = time.monotonic() + 60
+    while True:
+        revisions = _kubectl(kubeconfig, "get", "controllerrevisions", "-n", "gpu-operator")["items"]
+        updated = any("npa.local/driver-update" in json.dumps(r["data"]) for r in revisions)
+        allocatable = _kubectl(kubeconfig, "get", "node", nodes[0])["status"]["allocatable"]
+        if updated and allocatable.get("nvidia.com/gpu") == "0":
+            break
+        assert time.monotonic() < deadline, (updated, allocatable)
+        time.sleep(0.5)
+    before = _driver_pod_uids(kubeconfig, nodes)
+    assert sorted(before) == nodes
+    evidence_dir = tmp_path / "graphics-repairs"
+    command = ["verify-graphics", "--spec", str(tmp_path / "fleet.yaml"), "--only-clusters", "render"]
+    command += ["--reconcile", "--evidence-dir", str(evidence_dir), "--output", "json"]
+
+    _kubectl_do(kubeconfig, "apply", "-f", "-", stdin=GPU_WORKLOAD.replace("NODE", nodes[1]))
+    refused = npa(*command, "--timeout-minutes", "0.5")
+    assert refused.code == 1, refused.stdout[-3000:]
+    assert_publishable(refused, evidence_dir)
+    [verdict] = refused.json()["clusters"]
+    assert "1 GPU workload(s)" in verdict["error"] and verdict["health"]["failure_categories"] == {
+        "repair-refused": 1
+    }
+    assert _driver_pod_uids(kubeconfig, nodes) == before
+    assert _kubectl(kubeconfig, "get", "node", nodes[0])["spec"].get("unschedulable") is None
+    receipts_dir = home / ".npa-pulumi" / "repairs" / render["kube_context"]
+    [refusal] = sorted(receipts_dir.glob("*-verify-graphics.json"))
+    assert stat.S_IMODE(refusal.stat().st_mode) == 0o600
+    assert [s["step"] for s in json.loads(refusal.read_text())["steps"]] == ["refused"]
+
+    _kubectl_do(kubeconfig, "delete", "pod", "renderer", "--wait=true")
+    repaired = npa(*command, "--timeout-minutes", "3")
+    assert repaired.code == 0, repaired.stdout[-3000:] + repaired.stderr[-2000:]
+    assert_publishable(repaired, evidence_dir)
+    [verdict] = repaired.json()["clusters"]
+    assert verdict["status"] == "ready"
+    assert verdict["health"]["repairs"]["done"] == {"stale-driver-pod": 1, "stale-resources": 1}
+    after = _driver_pod_uids(kubeconfig, nodes)
+    assert sorted(after) == nodes and all(after[n] != before[n] for n in nodes)
+    assert _kubectl(kubeconfig, "get", "node", nodes[0])["spec"].get("unschedulable") is None
+    assert _kubectl(kubeconfig, "get", "node", nodes[1])["spec"]["unschedulable"] is True  # the user's cordon
+    assert _kubectl(kubeconfig, "get", "node", nodes[0])["status"]["allocatable"]["nvidia.com/gpu"] == "1"
+    receipt = json.loads(sorted(receipts_dir.glob("*-verify-graphics.json"))[-1].read_text())
+    steps = [(s["step"], s.get("node") or s.get("daemonset")) for s in receipt["steps"]]
+    assert steps == [
+        ("cordon", nodes[0]),
+        ("delete", nodes[0]),
+        ("replaced", nodes[0]),
+        ("restored", nodes[0]),
+        ("cordon", nodes[1]),  # already cordoned: recorded, left as it was
+        ("delete", nodes[1]),
+        ("replaced", nodes[1]),
+        ("done", None),
+        ("restart", "gpu-feature-discovery"),
+        ("rolled-out", "gpu-feature-discovery"),
+        ("restart", "nvidia-device-plugin-daemonset"),
+        ("rolled-out", "nvidia-device-plugin-daemonset"),
+        ("done", None),
+    ], steps
+    assert [s["prior_unschedulable"] for s in receipt["steps"] if s["step"] == "cordon"] == [False, True]
+
+    npa(
+        "local-cloud",
+        "fault",
+        "driver",
+        "--cluster",
+        cluster_id,
+        "--kind",
+        "stale-template",
+        "--clear",
+        check=True,
+    )
+    npa(*node_fault, "--kind", "stale-device-plugin", "--clear", check=True)
+    _kubectl_do(kubeconfig, "uncordon", nodes[1])
 
 
 @pytest.mark.long

@@ -1,7 +1,13 @@
 """MIG end to end on the local cloud, with the real engine and API servers: a MIG fleet is `deployed`
 (validation `mig`) once the exact mixed / all-balanced layout holds; `verify-mig` reads it through the
 registered kubeconfig; a stale `nvidia.com/gpu=mig-not-ready:NoSchedule` taint makes it not ready;
-`--reconcile` refuses while a GPU pod runs, then removes exactly that taint and nothing else."""
+`--reconcile` refuses while a GPU pod runs, then removes exactly that taint and nothing else. Then the
+skill's other repairs on the same fleet: an OnDelete driver update that left every driver pod on the old
+template (`local-cloud fault driver --kind stale-template`) and a device plugin holding stale resources on
+one node (`local-cloud fault node --kind stale-device-plugin`): refused with nothing changed while a GPU
+workload runs; then `verify-mig --wait --reconcile` replaces the driver pods one worker at a time (each
+node cordoned, the pod deleted by UID, a ready replacement, the node uncordoned), restarts GPU feature
+discovery and then the device plugin, keeps a private receipt of every step and passes the full gate."""
 
 from __future__ import annotations
 
@@ -114,10 +120,14 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     assert_publishable(refused, evidence_dir)
     [entry] = refused.json()["clusters"]
     assert "1 GPU workload(s)" in entry["error"] and entry["health"]["repaired_stale_taint"] == 0
+    assert entry["health"]["repairs"]["refused_for_gpu_workloads"] == 1
     [kept] = private_evidence(evidence_dir).values()
-    assert "default/trainer" in kept["error"] and kept["evidence"]["repaired"] == []
+    assert "default/trainer" in kept["error"] and kept["evidence"]["repairs_done"] == []
     taints = _kubectl(kubeconfig, "get", "node", node)["spec"]["taints"]
     assert stale_taint in taints
+    [refusal] = _receipts(kube_api, cluster["kube_context"])
+    assert [s["step"] for s in refusal["steps"]] == ["refused"]
+    assert refusal["steps"][0]["workloads"] == ["default/trainer"]
 
     # ---- once it is gone: exactly the stale taint is removed, a user's taint stays
     kubectl = str(binaries.find("kubectl"))
@@ -161,6 +171,122 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     inside = npa("verify-mig", "--spec", spec, "--evidence-dir", str(Path(__file__).parent / "ev"))
     assert inside.code == 2 and "git work tree" in inside.stderr
     assert not (Path(__file__).parent / "ev").exists()
+
+    _stale_driver_and_device_plugin(kube_api, spec, cluster, evidence_dir)
+
+
+def _receipts(home: Path, context: str) -> list[dict[str, Any]]:
+    """The repair receipts under the npa home, oldest first; each private (0600 in a 0700 directory)."""
+    directory = home / ".npa-pulumi" / "repairs" / context
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    files = sorted(directory.glob("*.json"))
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+    return [json.loads(f.read_text()) for f in files]
+
+
+def _driver_pods(kubeconfig: str) -> dict[str, str]:
+    """node -> uid of its (live) driver pod."""
+    pods = _kubectl(kubeconfig, "get", "pods", "-n", "gpu-operator", "-l", "app=nvidia-driver-daemonset")
+    return {
+        p["spec"]["nodeName"]: p["metadata"]["uid"]
+        for p in pods["items"]
+        if not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def _discovery_generations(kubeconfig: str) -> dict[str, int]:
+    return {
+        name: _kubectl(kubeconfig, "get", "daemonset", "-n", "gpu-operator", name)["metadata"]["generation"]
+        for name in ("gpu-feature-discovery", "nvidia-device-plugin-daemonset")
+    }
+
+
+def _stale_driver_and_device_plugin(
+    kube_api: Path, spec: str, cluster: dict[str, Any], evidence_dir: Path
+) -> None:
+    kubeconfig, context = cluster["kubeconfig"], cluster["kube_context"]
+    nodes = sorted(_driver_pods(kubeconfig))
+    assert len(nodes) == 2
+    npa(
+        "local-cloud",
+        "fault",
+        "driver",
+        "--cluster",
+        cluster["cluster_id"],
+        "--kind",
+        "stale-template",
+        check=True,
+    )
+    npa(
+        "local-cloud", "fault", "node", "--cluster", cluster["cluster_id"], "--node", nodes[1],
+        "--kind", "stale-device-plugin", check=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:  # the DaemonSet controller recorded the new template; the node shows the stale split
+        revisions = _kubectl(kubeconfig, "get", "controllerrevisions", "-n", "gpu-operator")["items"]
+        updated = any("npa.local/driver-update" in json.dumps(r["data"]) for r in revisions)
+        capacity = _kubectl(kubeconfig, "get", "node", nodes[1])["status"]["capacity"]
+        if updated and capacity.get("nvidia.com/gpu") == "1":
+            break
+        assert time.monotonic() < deadline, (updated, capacity)
+        time.sleep(0.5)
+    before = _driver_pods(kubeconfig)
+    generations = _discovery_generations(kubeconfig)
+    private = ["--evidence-dir", str(evidence_dir), "--output", "json"]
+
+    # ---- a GPU workload runs: refused, nothing changed (no cordon, no pod deleted, nothing restarted)
+    _kubectl(kubeconfig, "apply", "-f", "-", stdin=GPU_POD.replace("NODE", nodes[0]))
+    refused = npa("verify-mig", "--spec", spec, "--wait", "--reconcile", "--timeout-minutes", "0.5", *private)
+    assert refused.code == 1, refused.stdout[-3000:]
+    assert_publishable(refused, evidence_dir)
+    [entry] = refused.json()["clusters"]
+    assert "1 GPU workload(s)" in entry["error"] and "nothing was changed" in entry["error"]
+    assert _driver_pods(kubeconfig) == before and _discovery_generations(kubeconfig) == generations
+    assert not any(_kubectl(kubeconfig, "get", "node", n)["spec"].get("unschedulable") for n in nodes)
+    assert [s["step"] for s in _receipts(kube_api, context)[-1]["steps"]] == ["refused"]
+
+    # ---- once it is gone: the driver pods replaced one worker at a time, then GFD and the device plugin
+    kubectl = str(binaries.find("kubectl"))
+    subprocess.run(
+        [kubectl, "--kubeconfig", kubeconfig, "delete", "pod", "trainer", "--wait=true"],
+        check=True,
+        capture_output=True,
+    )
+    repaired = npa("verify-mig", "--spec", spec, "--wait", "--reconcile", "--timeout-minutes", "3", *private)
+    assert repaired.code == 0, repaired.stdout[-3000:] + repaired.stderr[-3000:]
+    assert_publishable(repaired, evidence_dir)
+    [entry] = repaired.json()["clusters"]
+    assert entry["status"] == "ready"
+    assert entry["health"]["repairs"]["done"] == {"stale-driver-pod": 1, "stale-resources": 1}
+    after = _driver_pods(kubeconfig)
+    assert sorted(after) == nodes and all(after[n] != before[n] for n in nodes)  # every stale pod replaced
+    assert not any(_kubectl(kubeconfig, "get", "node", n)["spec"].get("unschedulable") for n in nodes)
+    assert _kubectl(kubeconfig, "get", "node", nodes[1])["status"]["capacity"]["nvidia.com/gpu"] == "0"
+    receipt = _receipts(kube_api, context)[-1]
+    steps = [(s["repair"], s["step"], s.get("node") or s.get("daemonset")) for s in receipt["steps"]]
+    assert steps == [
+        ("stale-driver-pod", "cordon", nodes[0]),
+        ("stale-driver-pod", "delete", nodes[0]),
+        ("stale-driver-pod", "replaced", nodes[0]),
+        ("stale-driver-pod", "restored", nodes[0]),
+        ("stale-driver-pod", "cordon", nodes[1]),
+        ("stale-driver-pod", "delete", nodes[1]),
+        ("stale-driver-pod", "replaced", nodes[1]),
+        ("stale-driver-pod", "restored", nodes[1]),
+        ("stale-driver-pod", "done", None),
+        ("stale-resources", "restart", "gpu-feature-discovery"),
+        ("stale-resources", "rolled-out", "gpu-feature-discovery"),
+        ("stale-resources", "restart", "nvidia-device-plugin-daemonset"),
+        ("stale-resources", "rolled-out", "nvidia-device-plugin-daemonset"),
+        ("stale-resources", "done", None),
+    ], steps
+    deleted = [s for s in receipt["steps"] if s["step"] == "delete"]
+    assert [s["uid"] for s in deleted] == [before[n] for n in nodes]  # exactly the identified pods
+    assert all(s["prior_unschedulable"] is False for s in receipt["steps"] if s["step"] == "cordon")
+    kept = private_evidence(evidence_dir)[f"{context}-verify-mig.json"]["evidence"]
+    assert kept["repair_receipt"] and kept["gate_after_repair"]["passed"] is True
+    smokes = [v["smoke"] for v in kept["gate_after_repair"]["nodes"].values() if "smoke" in v]
+    assert len(smokes) == 2 and all(s["passed"] for s in smokes)  # the full gate: the MIG smoke ran again
 
 
 @pytest.mark.long

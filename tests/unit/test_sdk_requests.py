@@ -188,3 +188,19 @@ def test_the_engine_takes_the_selection_as_it_is(
         assert fleet.context.share == Share(Stage.CLUSTERS, "1/2")
     finally:
         fleet.close()
+
+
+def test_reconcile_is_asked_only_of_the_verifiers_that_repair() -> None:
+    """`verify-graphics --reconcile` is a GraphicsVerifyRequest; asked of another verifier it is refused
+    before anything runs (as a MigVerifyRequest's `wait`/`reconcile` are)."""
+    from typing import Any, cast
+
+    from npa_pulumi.engine.operations.verify import Verifier, run
+    from npa_pulumi.sdk.requests import GraphicsVerifyRequest
+
+    assert GraphicsVerifyRequest().reconcile is False
+    context = cast(Any, None)  # never reached
+    with pytest.raises(TypeError, match="verify-graphics'"):
+        run(context, GraphicsVerifyRequest(reconcile=True), Verifier.STORAGE)
+    with pytest.raises(TypeError, match="verify-mig's"):
+        run(context, MigVerifyRequest(reconcile=True), Verifier.GRAPHICS)

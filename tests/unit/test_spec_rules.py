@@ -525,6 +525,36 @@ REJECTED: list[tuple[str, dict[str, Any], str, str]] = [
         f"{C}.gpu_driver_mode",
         "GPU Operator driver",
     ),
+    (
+        "graphics-image-by-tag",
+        fleet(
+            {
+                "gpu_workload_profile": "rtx-rendering",
+                "gpu_graphics_smoke_image": "nvcr.io/nvidia/cuda:13.0.1-runtime-ubuntu24.04",
+            }
+        ),
+        f"{C}.gpu_graphics_smoke_image",
+        "must be pinned by digest",
+    ),
+    (
+        "graphics-image-short-digest",
+        fleet(
+            {"gpu_workload_profile": "rtx-rendering", "gpu_graphics_smoke_image": "r.example/g@sha256:abc"}
+        ),
+        f"{C}.gpu_graphics_smoke_image",
+        "must be pinned by digest",
+    ),
+    (
+        "graphics-image-upper-hex",
+        fleet(
+            {
+                "gpu_workload_profile": "rtx-rendering",
+                "gpu_graphics_smoke_image": "r.example/g@sha256:" + "A" * 64,
+            }
+        ),
+        f"{C}.gpu_graphics_smoke_image",
+        "must be pinned by digest",
+    ),
     # types
     (
         "bool-as-text",
@@ -584,6 +614,13 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("mig-compact", {"gpu_nodes": {**MIG_POOL, "disk_size_gib": 128}, "mig": {}, "k8s_version": "1.34"}),
     ("mig-disabled", {"gpu_nodes": RTX, "mig": {"enabled": False}}),
     ("rtx-no-pool", {"gpu_workload_profile": "rtx-rendering"}),
+    (
+        "rtx-own-graphics-image",
+        {
+            "gpu_workload_profile": "rtx-rendering",
+            "gpu_graphics_smoke_image": "registry.example:5000/team/render-probe:v2@sha256:" + "0f" * 32,
+        },
+    ),
     (
         "rtx-zonal-8gpu",
         {
@@ -984,3 +1021,15 @@ def test_problems_never_echo_a_capacity_block_id() -> None:
     doc = fleet({"cpu_nodes": {**CPU, "capacity_block_group": secret}})
     found = problems(doc)
     assert found and secret not in json.dumps([p.model_dump() for p in found])
+
+
+def test_the_graphics_image_is_set_per_cluster_or_defaulted_by_digest() -> None:
+    """`gpu_graphics_smoke_image` is a cluster (or `defaults`) field; unset, the digest-pinned default."""
+    from npa_pulumi.spec import constants
+
+    own = "registry.example/render-probe@sha256:" + "1" * 64
+    spec = parse(fleet({"gpu_workload_profile": "rtx-rendering", "gpu_graphics_smoke_image": own}))
+    assert spec.projects[0].clusters[0].gpu_graphics_smoke_image == own
+    default = parse(fleet({"gpu_workload_profile": "rtx-rendering"})).projects[0].clusters[0]
+    assert default.gpu_graphics_smoke_image == constants.DEFAULT_GRAPHICS_SMOKE_IMAGE
+    assert "@sha256:" in default.gpu_graphics_smoke_image

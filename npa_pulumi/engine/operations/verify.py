@@ -1,6 +1,7 @@
 """`verify-mig`, `verify-graphics`, `verify-storage`, `verify-fabric`: the read-only verifiers of deployed
 clusters (engine/verify.py, engine/verify_fabric.py) as an operation like the others: one request in (the
-verifier's timeout, where its exact evidence goes, `wait` and `reconcile` for MIG), a FleetResult out."""
+verifier's timeout, where its exact evidence goes, `wait` and `reconcile` for MIG, `reconcile` for
+graphics), a FleetResult out."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from npa_pulumi.engine.context import FleetContext
-from npa_pulumi.engine.requests import MigVerifyRequest, VerifyRequest
+from npa_pulumi.engine.requests import GraphicsVerifyRequest, MigVerifyRequest, VerifyRequest
 from npa_pulumi.engine.verify import VerifyOptions
 from npa_pulumi.output.results import FleetResult
 
@@ -32,11 +33,14 @@ DEFAULT_TIMEOUT_S: dict[Verifier, float] = {
 
 def run(context: FleetContext, request: VerifyRequest, verifier: Verifier) -> FleetResult:
     mig = request if isinstance(request, MigVerifyRequest) else None
+    graphics = request if isinstance(request, GraphicsVerifyRequest) else None
     if verifier is not Verifier.MIG and mig is not None and (mig.wait or mig.reconcile):
         raise TypeError(f"{verifier}: `wait` and `reconcile` are verify-mig's")
+    if verifier is not Verifier.GRAPHICS and graphics is not None and graphics.reconcile:
+        raise TypeError(f"{verifier}: a GraphicsVerifyRequest's `reconcile` is verify-graphics'")
     options = VerifyOptions(
         wait=bool(mig and mig.wait),
-        reconcile=bool(mig and mig.reconcile),
+        reconcile=bool(mig and mig.reconcile) or bool(graphics and graphics.reconcile),
         timeout_s=request.timeout_s if request.timeout_s is not None else DEFAULT_TIMEOUT_S[verifier],
         poll_s=request.poll_s,
         evidence_dir=request.evidence_dir,

@@ -25,6 +25,7 @@ The result is evidence (per node: what held, what failed, when), which never hol
 
 The gate by concern: `config.py` (`GateConfig`, `Snapshot`, `Evidence`), `checks.py` (the snapshots),
 `probes.py` (the CUDA, graphics and MIG hardware probe pods), `mig.py` (MIG readiness, the operator's
-pinned release, the hardware report and the stale-taint repair), `gate.py` (`run_gate`). Import from the
+pinned release, the hardware report), `repair.py` (the repairs `--reconcile` makes: stale OnDelete driver
+pods, the stale mig-not-ready taint, GFD and the device plugin), `gate.py` (`run_gate`). Import from the
 module that owns a name.
 """

@@ -4,6 +4,8 @@ mounting the RTX package repositories); MIG clusters add the MIG checks of `mig.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from npa_pulumi.kube.client import KubeClient, KubeError
 from npa_pulumi.kube.gpu_health.config import DRIVER_NAMESPACES, JSON, GateConfig, Snapshot, quantity
 from npa_pulumi.kube.gpu_health.mig import node_mig_errors, operator_errors
@@ -64,11 +66,13 @@ def _fabric_errors(node: JSON) -> list[str]:
 REVISION_LABEL = "controller-revision-hash"
 
 
-def _current_revisions(client: KubeClient, namespace: str) -> dict[str, tuple[str, str]]:
-    """DaemonSet uid -> (its name, the hash of its newest template), from its ControllerRevisions."""
-    daemonsets = {
-        d["metadata"]["uid"]: d["metadata"]["name"]
-        for d in client.list(f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
+def _daemonset_revisions(client: KubeClient, namespace: str) -> dict[str, tuple[str, str, bool]]:
+    """DaemonSet uid -> (its name, the hash of its newest template, whether it updates OnDelete)."""
+    listed = client.list(f"/apis/apps/v1/namespaces/{namespace}/daemonsets")
+    daemonsets = {d["metadata"]["uid"]: d["metadata"]["name"] for d in listed}
+    on_delete = {
+        d["metadata"]["uid"]: ((d.get("spec") or {}).get("updateStrategy") or {}).get("type") == "OnDelete"
+        for d in listed
     }
     newest: dict[str, tuple[int, str]] = {}
     for revision in client.list(f"/apis/apps/v1/namespaces/{namespace}/controllerrevisions"):
@@ -80,27 +84,56 @@ def _current_revisions(client: KubeClient, namespace: str) -> dict[str, tuple[st
         number = int(revision.get("revision") or 0)
         if owner is not None and digest and number >= newest.get(owner, (-1, ""))[0]:
             newest[owner] = (number, digest)
-    return {uid: (daemonsets[uid], digest) for uid, (_n, digest) in newest.items()}
+    return {uid: (daemonsets[uid], digest, on_delete[uid]) for uid, (_n, digest) in newest.items()}
 
 
-def stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON]) -> list[str]:
+@dataclass(frozen=True)
+class StaleDriverPod:
+    """A driver pod on an older template than its DaemonSet's newest: what the OnDelete repair replaces."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    daemonset: str
+    daemonset_uid: str
+    revision: str  # the pod's template hash
+    current: str  # the DaemonSet's newest template hash
+    on_delete: bool = True  # the DaemonSet updates OnDelete (else its controller replaces the pod itself)
+
+    def error(self) -> str:
+        return (
+            f"driver pod {self.namespace}/{self.name} runs an older template ({self.revision}) than its "
+            f"DaemonSet {self.daemonset} ({self.current}): an OnDelete update leaves it until the pod is "
+            "deleted"
+        )
+
+
+def find_stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON]) -> list[StaleDriverPod]:
     """Driver pods running an older template than their DaemonSet's newest: an `OnDelete` update strategy
-    leaves them in place until someone deletes them, so a changed driver never reaches those nodes."""
-    current = _current_revisions(client, namespace)
-    errors = []
+    leaves them in place until someone deletes them, so a changed driver never reaches those nodes.
+    Terminating pods are not counted (they are on their way out)."""
+    current = _daemonset_revisions(client, namespace)
+    found = []
     for pod in pods:
         meta = pod["metadata"]
         owner = next((o["uid"] for o in meta.get("ownerReferences") or [] if o.get("uid") in current), None)
         have = (meta.get("labels") or {}).get(REVISION_LABEL, "")
         if owner is None or not have or meta.get("deletionTimestamp"):
             continue
-        daemonset, want = current[owner]
+        daemonset, want, on_delete = current[owner]
         if have != want:
-            errors.append(
-                f"driver pod {namespace}/{meta['name']} runs an older template ({have}) than its DaemonSet "
-                f"{daemonset} ({want}): an OnDelete update leaves it until the pod is deleted"
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            uid = str(meta.get("uid", ""))
+            found.append(
+                StaleDriverPod(namespace, meta["name"], uid, node, daemonset, owner, have, want, on_delete)
             )
-    return errors
+    return found
+
+
+def stale_driver_pods(client: KubeClient, namespace: str, pods: list[JSON]) -> list[str]:
+    """The gate's errors for `find_stale_driver_pods`, one per stale pod (named: the evidence is private)."""
+    return [stale.error() for stale in find_stale_driver_pods(client, namespace, pods)]
 
 
 def _driver_selector_errors(client: KubeClient, namespace: str, config: GateConfig) -> list[str]:

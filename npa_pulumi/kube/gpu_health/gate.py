@@ -10,7 +10,7 @@ from npa_pulumi.kube.client import KubeClient
 from npa_pulumi.kube.gpu_health.checks import snapshot
 from npa_pulumi.kube.gpu_health.config import JSON, Evidence, GateConfig, Snapshot
 from npa_pulumi.kube.gpu_health.mig import run_mig_hardware
-from npa_pulumi.kube.gpu_health.probes import run_smoke
+from npa_pulumi.kube.gpu_health.probes import PROBE_IMAGE_INCOMPLETE, run_smoke
 
 _CALL_CAP_S = 10.0  # no single API call waits longer than this
 
@@ -108,6 +108,19 @@ def run_gate(
     for node in sorted(last.gpu_nodes):
         client = client_for(min(_CALL_CAP_S, max(1.0, deadline - clock())))
         results[node]["graphics"] = run_smoke(client, config, node, deadline, clock, kind="graphics")
+    incomplete = {
+        n: r["graphics"]["image_lacks"] for n, r in results.items() if r["graphics"].get("image_lacks")
+    }
+    if incomplete:
+        lacks = sorted({tool for tools in incomplete.values() for tool in tools})
+        return evidence(
+            False,
+            "graphics",
+            f"{PROBE_IMAGE_INCOMPLETE}: the graphics probe's image {config.graphics_image} lacks "
+            f"{', '.join(lacks)} (on {', '.join(sorted(incomplete))}); not a GPU failure: set "
+            "gpu_graphics_smoke_image to a digest-pinned image that ships bash, python3 and vulkaninfo",
+            results,
+        )
     failed = [n for n, r in results.items() if not r["graphics"]["passed"]]
     if failed:
         why = "; ".join(

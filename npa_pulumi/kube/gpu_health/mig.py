@@ -1,20 +1,20 @@
 """MIG readiness: the exact layout on every GPU node (MIG Manager's labels, the resources, no whole GPU,
-no `mig-not-ready` taint), the GPU operator running exactly the pinned release, what `nvidia-smi` says
-against the pinned layout (the MIG hardware probe), and the one repair: removing a stale
-`mig-not-ready` taint while no GPU workload runs."""
+no `mig-not-ready` taint), the GPU operator running exactly the pinned release, and what `nvidia-smi` says
+against the pinned layout (the MIG hardware probe). The repairs are `repair.py`'s."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from npa_pulumi.kube.client import KubeClient
 from npa_pulumi.kube.gpu_health.config import JSON, GateConfig, quantity
-from npa_pulumi.kube.gpu_health.probes import MIG_HARDWARE_MARKER, MIG_HARDWARE_SMOKE, run_smoke
-
-_QUERY_ROW = re.compile(r"^(\d+),\s*(GPU-[0-9a-fA-F-]+),\s*([^,]+?),\s*([\w/ ]+?),\s*([\w/ ]+?)\s*$")
-_GPU_LINE = re.compile(r"^GPU (\d+): .*\(UUID: (GPU-[0-9a-fA-F-]+)\)")
-_MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+\d+: \(UUID: (MIG-[0-9a-fA-F-]+)\)")
+from npa_pulumi.kube.gpu_health.probes import (
+    MIG_HARDWARE_MARKER,
+    MIG_HARDWARE_SMOKE,
+    MIG_QUERY_FIELDS,
+    run_smoke,
+)
+from npa_pulumi.kube.nvidia_smi_output import parse_listing, parse_query
 
 MIG_NOT_READY_TAINT = {"key": "nvidia.com/gpu", "value": "mig-not-ready", "effect": "NoSchedule"}
 
@@ -155,15 +155,13 @@ def expected_mig_profiles(config: GateConfig) -> list[str]:
 def mig_hardware_report(node: str, output: str, config: GateConfig) -> JSON:
     """What `nvidia-smi` on one node says against the pinned layout: the facts and the errors."""
     query, _, listing = output.partition(MIG_HARDWARE_MARKER)
-    rows = [m.groups() for m in map(_QUERY_ROW.match, query.splitlines()) if m]
-    devices: dict[str, list[tuple[str, str]]] = {}
-    gpu = ""
-    for line in listing.splitlines():
-        if found := _GPU_LINE.match(line):
-            gpu = found.group(1)
-            devices[gpu] = []
-        elif (found := _MIG_LINE.match(line)) and gpu:
-            devices[gpu].append((found.group(1), found.group(2)))
+    rows = [
+        (r["index"], r["uuid"], r["driver_version"], r["mig.mode.current"], r["mig.mode.pending"])
+        for r in parse_query(query, MIG_QUERY_FIELDS).rows
+    ]
+    devices = {
+        str(i): [(d.profile, d.uuid) for d in gpu.mig] for i, gpu in parse_listing(listing).gpus.items()
+    }
     errors: list[str] = []
     if not listing:
         errors.append(f"{node}: nvidia-smi gave no device listing")
@@ -223,49 +221,3 @@ def run_mig_hardware(
                 errors.append(f"MIG device {uuid} reported by both {seen[uuid]} and {node}")
             seen[uuid] = node
     return reports, errors
-
-
-# ------------------------------------------------------------------------------------ MIG repair
-
-
-def is_stale_taint_error(error: str) -> bool:
-    return error.endswith(": tainted nvidia.com/gpu=mig-not-ready:NoSchedule")
-
-
-def gpu_workloads(client: KubeClient, operator_namespace: str = "gpu-operator") -> list[str]:
-    """Active pods (Pending or Running) outside the GPU operator that request or limit any `nvidia.com/*`
-    resource, as namespace/name: while one runs, no MIG repair may touch a GPU node."""
-    found = []
-    for pod in client.list("/api/v1/pods"):
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        if meta.get("namespace") == operator_namespace:
-            continue
-        if (pod.get("status") or {}).get("phase") not in ("Pending", "Running"):
-            continue
-        containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-        containers += spec.get("ephemeralContainers") or []
-        for container in containers:
-            resources = container.get("resources") or {}
-            wanted = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-            if any(k.startswith("nvidia.com/") and quantity(v) > 0 for k, v in wanted.items()):
-                found.append(f"{meta.get('namespace')}/{meta['name']}")
-                break
-    return sorted(found)
-
-
-def remove_stale_mig_taint(client: KubeClient, node: str) -> bool:
-    """Remove exactly the `nvidia.com/gpu=mig-not-ready:NoSchedule` taint from `node`, by index, with JSON
-    Patch `test` operations that make the API refuse if the taint at that index changed meanwhile. Every
-    other taint stays. False when the node has no such taint."""
-    current = client.get(f"/api/v1/nodes/{node}")
-    taints = (current.get("spec") or {}).get("taints") or []
-    for index, taint in enumerate(taints):
-        if all(taint.get(k) == v for k, v in MIG_NOT_READY_TAINT.items()):
-            patch: list[JSON] = [
-                {"op": "test", "path": f"/spec/taints/{index}/{key}", "value": value}
-                for key, value in MIG_NOT_READY_TAINT.items()
-            ]
-            patch.append({"op": "remove", "path": f"/spec/taints/{index}"})
-            client.request("PATCH", f"/api/v1/nodes/{node}", patch, "application/json-patch+json")
-            return True
-    return False

@@ -44,12 +44,22 @@ def smoke_pod(config: GateConfig, node: str) -> JSON:
     }
 
 
-GRAPHICS_SCRIPT = """set -euo pipefail
-{
+PROBE_MISSING_MARKER = "NPA_PROBE_MISSING"
+PROBE_IMAGE_INCOMPLETE = "probe-image-incomplete"
+GRAPHICS_TOOLS = ("python3", "vulkaninfo")
+# First what the image must ship (a tool it lacks is the image's fault, not the GPU's: the probe says so and
+# stops), then the probes: the driver's GLX and EGL libraries loaded, Vulkan enumerating the devices.
+GRAPHICS_SCRIPT = f"""set -euo pipefail
+{{
+missing=""
+for tool in {" ".join(GRAPHICS_TOOLS)}; do
+  command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+done
+if [ -n "$missing" ]; then echo "{PROBE_MISSING_MARKER}$missing"; exit 3; fi
 python3 -c 'import ctypes,os;ctypes.CDLL("libGLX_nvidia.so.0");print("NPA_GLX_LOADED",flush=True);os._exit(0)'
 python3 -c 'import ctypes,os;ctypes.CDLL("libEGL_nvidia.so.0");print("NPA_EGL_LOADED",flush=True);os._exit(0)'
 vulkaninfo --summary
-} 2>&1 | tail -c 3500 | tee /dev/termination-log
+}} 2>&1 | tail -c 3500 | tee /dev/termination-log
 """
 
 
@@ -73,6 +83,19 @@ def graphics_pod(config: GateConfig, node: str) -> JSON:
     return pod
 
 
+def probe_image_missing(output: str, terminated: JSON) -> list[str]:
+    """What the probe's image lacks, when that is why the probe failed: the tools its script checks for
+    first, or the shell itself (the container could not start its command: exit 126/127, or the runtime's
+    StartError / ContainerCannotRun). Empty when the image had what the probe runs."""
+    for line in output.splitlines():
+        if line.startswith(PROBE_MISSING_MARKER):
+            return line[len(PROBE_MISSING_MARKER) :].split() or ["a tool"]
+    reason = str(terminated.get("reason") or "")
+    if reason in ("StartError", "ContainerCannotRun") or terminated.get("exitCode") in (126, 127):
+        return ["/bin/bash (the probe's command could not start)"]
+    return []
+
+
 def graphics_missing(output: str) -> list[str]:
     """What a graphics smoke's output lacks: GLX, EGL, a Vulkan instance, a GPU, an NVIDIA device."""
     missing = [m for m in ("NPA_GLX_LOADED", "NPA_EGL_LOADED", "Vulkan Instance Version") if m not in output]
@@ -86,7 +109,8 @@ def graphics_missing(output: str) -> list[str]:
 
 MIG_HARDWARE_SMOKE = "mig-hardware"
 MIG_HARDWARE_MARKER = "NPA_MIG_DEVICES"
-_MIG_QUERY = "index,uuid,driver_version,mig.mode.current,mig.mode.pending"
+MIG_QUERY_FIELDS = ("index", "uuid", "driver_version", "mig.mode.current", "mig.mode.pending")
+_MIG_QUERY = ",".join(MIG_QUERY_FIELDS)
 MIG_HARDWARE_SCRIPT = f"""set -uo pipefail
 {{
 nvidia-smi --query-gpu={_MIG_QUERY} --format=csv,noheader,nounits
@@ -152,7 +176,12 @@ def run_smoke(
                 result["exit_code"] = terminated.get("exitCode")
                 result["output_tail"] = message[-300:]
                 if kind == "graphics":
-                    result["missing"] = graphics_missing(message)
+                    lacks = probe_image_missing(message, terminated) if phase == "Failed" else []
+                    if lacks:  # the image's fault, not the GPU's: said apart, never a GPU failure
+                        result["category"] = PROBE_IMAGE_INCOMPLETE
+                        result["image_lacks"] = lacks
+                        result["image"] = config.graphics_image
+                    result["missing"] = [] if lacks else graphics_missing(message)
                     result["passed"] = phase == "Succeeded" and not result["missing"]
                 elif kind == MIG_HARDWARE_SMOKE:
                     result["output"] = message  # judged by mig_hardware_report

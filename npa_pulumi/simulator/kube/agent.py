@@ -26,7 +26,7 @@ from typing import Any
 
 from npa_pulumi.kube.gpu_operator import OPERATOR_NAMESPACE
 from npa_pulumi.runtime.locks import FileLock
-from npa_pulumi.simulator.kube import binaries, controlplane, kuberay, shapes, slurm
+from npa_pulumi.simulator.kube import binaries, controlplane, device_plugin, kuberay, shapes, slurm
 from npa_pulumi.simulator.kube.fabric import FabricModel
 from npa_pulumi.simulator.kube.gpus import GpuModel
 from npa_pulumi.simulator.kube.storage import StorageModel
@@ -139,6 +139,7 @@ class Agent:
 
         force = time.monotonic() - self.last_full_sync > RESYNC_S
         nodes = slurm.with_faults(cluster, shapes.desired_nodes(cluster, groups))
+        nodes = device_plugin.with_stale_resources(client, cluster, nodes)
         faulted = [n for n, f in (cluster.get("node_faults") or {}).items() if f.get("pod_failure")]
         rtx = [
             n for n, o in nodes.items() if "RTX" in o["metadata"]["labels"].get("nvidia.com/gpu.product", "")

@@ -356,15 +356,11 @@ def _rtx_driver_daemonset(
     """The driver DaemonSet as the operator renders it from the RTX values: the NVIDIADriver's selector is
     exactly the pool (platform and preset), the values' revision is a template annotation (a change rolls
     the pods), and each repoConfig file is mounted read-only by `subPath` under the Ubuntu image's
-    sources directory, from a volume of the ConfigMap with one item per file. Faults (`local-cloud fault
-    driver`): `stale_template` changes the template with an OnDelete update strategy, so the running
-    driver pods stay on the older one until deleted (cleared, the template is the current one again);
-    `no_repo_mount` leaves the repository files unmounted (the volume stays)."""
+    sources directory, from a volume of the ConfigMap with one item per file. Fault (`local-cloud fault
+    driver`): `no_repo_mount` leaves the repository files unmounted (the volume stays); `stale_template`
+    is `_stale_template`'s."""
     template = daemonset["spec"]["template"]
     template["metadata"]["annotations"] = {VALUES_REVISION_ANNOTATION: rtx.revision}
-    if "stale_template" in faults:
-        daemonset["spec"]["updateStrategy"] = {"type": "OnDelete"}
-        template["metadata"]["annotations"][STALE_TEMPLATE_ANNOTATION] = "pending"
     template["spec"]["nodeSelector"] = {
         "nvidia.com/gpu.present": "true",
         "nebius.com/platform": rtx.platform,
@@ -386,6 +382,15 @@ def _rtx_driver_daemonset(
             for f in files
         ]
     return daemonset
+
+
+def _stale_template(daemonset: JSON) -> None:
+    """The `stale_template` fault (`local-cloud fault driver --kind stale-template`): the operator updates
+    the driver DaemonSet's template with an OnDelete update strategy, so the running driver pods stay on
+    the older template until someone deletes them (cleared, the template is the current one again)."""
+    daemonset["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    metadata = daemonset["spec"]["template"]["metadata"]
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), STALE_TEMPLATE_ANNOTATION: "pending"}
 
 
 def _gpu_operator(
@@ -437,6 +442,7 @@ def _gpu_operator(
             f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:{versions['mig_manager']}"
         )
     daemonsets = [_gpu_daemonset("gpu-operator", app, app, image) for app, image in images.items()]
+    driver = next(d for d in daemonsets if d["metadata"]["name"] == "nvidia-driver-daemonset")
     if rtx.enabled:
         for daemonset in daemonsets:
             name = daemonset["metadata"]["name"]
@@ -446,7 +452,9 @@ def _gpu_operator(
                 container = daemonset["spec"]["template"]["spec"]["containers"][0]
                 container["env"] = [{"name": k, "value": v} for k, v in rtx.toolkit_env]
         if blocked:
-            daemonsets = [d for d in daemonsets if d["metadata"]["name"] != "nvidia-driver-daemonset"]
+            daemonsets = [d for d in daemonsets if d is not driver]
+    if "stale_template" in driver_faults:
+        _stale_template(driver)
     labels = _labels("gpu-operator")
     operator = {
         "apiVersion": "apps/v1",
