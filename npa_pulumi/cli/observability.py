@@ -40,7 +40,8 @@ def observability_options(func: F) -> F:
             default=None,
             type=click.Path(dir_okay=False),
             metavar="FILE",
-            help="Write the run's OpenTelemetry trace to FILE in OTLP JSON (report --trace draws it).",
+            help="Write the run's OpenTelemetry trace to FILE in OTLP JSON (`report --timeline FILE` "
+            "draws it).",
         ),
         click.option(
             "--notify",
