@@ -31,6 +31,7 @@ SCHEMA = "npa.notification/v1"
 RETRY = RetryPolicy(max_attempts=3, initial_backoff_s=0.5, multiplier=2.0, max_backoff_s=2.0, jitter=0.0)
 TIMEOUT_S = 10.0
 MAX_STACKS = 20  # the event names at most this many stacks (the result has them all)
+DEPLOYING = ("up", "adopt")  # the commands that run rollouts and health gates
 
 
 class NotifyFailed(OSError):
@@ -39,11 +40,14 @@ class NotifyFailed(OSError):
 
 
 def reasons(result: FleetResult) -> list[str]:
-    """Why this run notifies (empty: it does not): rollout-halted, gate-failed, destroy-incomplete."""
+    """Why this run notifies (empty: it does not): rollout-halted, gate-failed, destroy-incomplete. Only
+    the run that made the change says so: `status` and the other reads show a halted rollout or a failed
+    gate again and again, and post nothing."""
     found: list[str] = []
-    if result.rollout and result.rollout.get("halted"):
+    deployed = result.command in DEPLOYING and not result.dry_run
+    if deployed and result.rollout and result.rollout.get("halted"):
         found.append("rollout-halted")
-    if any(stack.outputs.get("lifecycle") in FAILED_LIFECYCLES for stack in result.clusters()):
+    if deployed and any(stack.outputs.get("lifecycle") in FAILED_LIFECYCLES for stack in result.clusters()):
         found.append("gate-failed")
     ended = result.command in ("destroy", "cleanup") and not result.dry_run
     if ended and (result.partial_cleanup or result.failed_count):
@@ -212,7 +216,9 @@ def health_event(report: FleetHealth, changed: Mapping[str, str]) -> dict[str, A
         if cluster is None:
             continue
         totals = cluster.totals
-        problems = sorted({p for node in cluster.nodes for p in node.problems})[:5]
+        # What is wrong, as codes (NebiusGPUError, cordoned, not Ready (...)): a condition's message is left
+        # out, as are node names (the receiver is told what to look at; `health` shows the nodes).
+        problems = sorted({p.split(":", 1)[0].strip() for node in cluster.nodes for p in node.problems})[:5]
         clusters.append(
             {
                 "stack": stack,

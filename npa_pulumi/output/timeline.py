@@ -24,8 +24,9 @@ escaping); the trace is read as data, never as markup.
 
 from __future__ import annotations
 
+import bisect
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,9 +123,12 @@ class Timeline:
     run_steps: list[Interval]  # the root's own children: the preflight check, ...
     longest_path: list[str]  # row keys, first to last
     tolerance_s: float = 0.0
+    _rows: dict[str, StackRow] = field(default_factory=dict, repr=False)
 
     def row(self, key: str) -> StackRow:
-        return next(r for r in self.stacks if r.key == key)
+        if len(self._rows) != len(self.stacks):
+            self._rows = {r.key: r for r in self.stacks}
+        return self._rows[key]
 
     @property
     def longest_path_s(self) -> float:
@@ -229,8 +233,26 @@ def load_timeline(path: str | Path) -> Timeline:
     try:
         document = json.loads(raw)
     except ValueError as err:
-        raise TraceError(f"not JSON ({err}): give the OTLP JSON file --trace-file wrote") from None
+        document = _json_lines(raw)  # a collector's file exporter: one export request a line
+        if document is None:
+            raise TraceError(f"not JSON ({err}): give the OTLP JSON file --trace-file wrote") from None
     return read_timeline(document)
+
+
+def _json_lines(raw: str) -> dict[str, Any] | None:
+    """OTLP JSON lines (the OpenTelemetry Collector's `file` exporter) as one document; None when a line is
+    not a JSON object."""
+    resource_spans: list[Any] = []
+    lines = [line for line in raw.splitlines() if line.strip()]
+    for line in lines:
+        try:
+            document = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(document, dict):
+            return None
+        resource_spans += document.get("resourceSpans") or []
+    return {"resourceSpans": resource_spans} if len(lines) > 1 else None
 
 
 def read_timeline(document: Any) -> Timeline:
@@ -368,43 +390,60 @@ def _ordered(rows: list[StackRow]) -> list[StackRow]:
     return sorted(rows, key=lambda r: (r.wave is not None, r.wave or 0, r.start_s, r.stack))
 
 
-def _depends_on(timeline: Timeline, row: StackRow) -> list[StackRow]:
-    """The rows `row` had to wait for: its project stack (or, for destroy, its clusters) and the previous
-    wave's stacks."""
-    reverse = timeline.command in REVERSED_COMMANDS
-    found: list[StackRow] = []
-    for other in timeline.stacks:
-        if other is row or not row.project or other.project != row.project:
-            continue
-        upstream = ("cluster", "project") if reverse else ("project", "cluster")
-        if (other.kind, row.kind) == upstream:
-            found.append(other)
-    if row.wave is not None:
-        found += [other for other in timeline.stacks if other.wave == row.wave - 1]
-    return [other for other in found if other.end_s <= row.start_s + timeline.tolerance_s]
+class _ByEnd:
+    """Rows sorted by their end, to find the one that ended last by a moment (bisect: a fleet of thousands
+    of stacks is read in one pass, not stacks × stacks)."""
+
+    def __init__(self, rows: Iterable[StackRow]) -> None:
+        self.rows = sorted(rows, key=lambda r: r.end_s)
+        self.ends = [r.end_s for r in self.rows]
+
+    def latest_by(self, limit: float, other_than: StackRow) -> StackRow | None:
+        index = bisect.bisect_right(self.ends, limit) - 1
+        while index >= 0 and self.rows[index] is other_than:
+            index -= 1
+        return self.rows[index] if index >= 0 else None
 
 
 def _readiness(timeline: Timeline) -> None:
+    """Each row's `ready_s` and `held_by`: its upstream stacks (a cluster's project stack; for destroy and
+    cleanup a project stack's clusters) and the previous wave's stacks, whichever ended last before it
+    started; when it still waited, whatever stack ended last before it started (it freed the slot)."""
     if not timeline.stacks:
         return
+    reverse = timeline.command in REVERSED_COMMANDS
+    upstream_kind, downstream_kind = ("cluster", "project") if reverse else ("project", "cluster")
+    upstream: dict[str, list[StackRow]] = {}
+    waves: dict[int, list[StackRow]] = {}
+    for row in timeline.stacks:
+        if row.kind == upstream_kind and row.project:
+            upstream.setdefault(row.project, []).append(row)
+        if row.wave is not None:
+            waves.setdefault(row.wave, []).append(row)
+    upstream_by_end = {project: _ByEnd(rows) for project, rows in upstream.items()}
+    wave_by_end = {wave: _ByEnd(rows) for wave, rows in waves.items()}
+    everything = _ByEnd(timeline.stacks)
     scheduler_start = min(r.start_s for r in timeline.stacks)
-    previous_wave_end = {w.index + 1: w.end_s for w in timeline.waves}
+    barrier = {w.index + 1: w.end_s for w in timeline.waves}  # a wave starts after the previous one ends
     tolerance = timeline.tolerance_s
     for row in timeline.stacks:
-        deps = _depends_on(timeline, row)
-        ready = max([scheduler_start, *(d.end_s for d in deps)])
-        if row.wave is not None and row.wave in previous_wave_end:
-            ready = max(ready, min(previous_wave_end[row.wave], row.start_s))
+        limit = row.start_s + tolerance
+        deps = []
+        if row.kind == downstream_kind and row.project in upstream_by_end:
+            deps.append(upstream_by_end[row.project].latest_by(limit, row))
+        if row.wave is not None and row.wave - 1 in wave_by_end:
+            deps.append(wave_by_end[row.wave - 1].latest_by(limit, row))
+        found = [d for d in deps if d is not None]
+        ready = max([scheduler_start, *(d.end_s for d in found)])
+        if row.wave in barrier:
+            ready = max(ready, barrier[row.wave])
         row.ready_s = min(ready, row.start_s)
-        candidates = list(deps)
+        held = max(found, key=lambda d: d.end_s, default=None)
         if row.wait_s > tolerance:
-            # It could have run and did not: whatever ended just before it started freed its slot.
-            candidates += [
-                o
-                for o in timeline.stacks
-                if o is not row and row.ready_s - tolerance <= o.end_s <= row.start_s + tolerance
-            ]
-        held = max(candidates, key=lambda o: o.end_s, default=None)
+            # It could have run and did not: whatever ended last before it started freed its slot.
+            freed = everything.latest_by(limit, row)
+            if freed is not None and freed.end_s >= row.ready_s - tolerance:
+                held = freed if held is None or freed.end_s > held.end_s else held
         row.held_by = held.key if held is not None else None
 
 

@@ -1,7 +1,8 @@
 """The fleet report page in a real browser (issue 32, item 5): `report` of a deployed local fleet with one
 failed health gate renders in headless Chromium (Debian's package) with no console messages, a screenshot
-is taken, and the DOM shows every cluster with its state, the failed one marked; the HTML holds none of
-the run's secrets (the passphrase, the bucket's access-key secret, the IAM token the bridge mints)."""
+is taken, and the DOM shows every cluster with its state, the failed one marked, and the audit trail's
+last records; the HTML holds none of the run's secrets (the passphrase, the bucket's access-key secret,
+the IAM token the bridge mints). `report --timeline` draws a run's trace there too."""
 
 from __future__ import annotations
 
@@ -129,6 +130,9 @@ def test_report_of_a_fleet_with_a_failed_gate(kube_api: Path, tmp_path: Path) ->
         "rpt.beta.train": ("deployed-validation-failed", "failed"),
     }
     assert bad in rendered.dom  # the gate's reason names the node
+    # The audit trail's last records, newest first: the failed `up`, then the first one.
+    audited = re.findall(r'<tr data-command="([^"]+)" data-outcome="([^"]+)"', rendered.dom)
+    assert audited == [("up", "failed"), ("up", "ok")]
     assert "8× gpu-h200-sxm" in rendered.dom
 
     for name, secret in _secrets(kube_api).items():

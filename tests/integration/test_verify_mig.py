@@ -1,7 +1,8 @@
 """MIG end to end on the local cloud, with the real engine and API servers: a MIG fleet is `deployed`
 (validation `mig`) once the exact mixed / all-balanced layout holds; `verify-mig` reads it through the
 registered kubeconfig; a stale `nvidia.com/gpu=mig-not-ready:NoSchedule` taint makes it not ready;
-`--reconcile` refuses while a GPU pod runs, then removes exactly that taint and nothing else."""
+`--reconcile` refuses while a GPU pod runs, then removes exactly that taint and nothing else; both repair
+runs are in the audit trail (counts, no node names), the read-only runs are not."""
 
 from __future__ import annotations
 
@@ -156,6 +157,20 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     )
     document = json.loads(receipt.read_text())
     assert document["evidence"]["ready"] is True and document["evidence"]["repaired_stale_taint_on"] == [node]
+
+    # ---- the repairs (refused, then done) are audited; the plain reads are not
+    records = npa("audit", "--spec", spec, "--output", "json", check=True).json()["records"]
+    assert [(r["command"], r.get("repair"), r["outcome"]) for r in records] == [
+        ("up", None, "ok"),
+        ("verify-mig", "reconcile", "failed"),
+        ("verify-mig", "reconcile", "ok"),
+    ]
+    details = [(s["status"], s["detail"]) for r in records[1:] for s in r["stacks"]]
+    assert details == [
+        ("not-ready", "nothing to repair"),
+        ("ready", "removed the stale mig-not-ready taint from 1 node(s)"),
+    ]
+    assert node not in json.dumps(records)
 
     # ---- evidence is never written into a repository; a CPU-only selection is not a MIG cluster
     inside = npa("verify-mig", "--spec", spec, "--evidence-dir", str(Path(__file__).parent / "ev"))

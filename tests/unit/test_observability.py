@@ -220,6 +220,13 @@ def test_a_failed_notification_is_a_warning_without_the_url_secret(receiver: _Re
     assert receiver.failures == 7  # exactly the bounded attempts
 
 
+def test_a_read_of_a_halted_rollout_posts_nothing() -> None:
+    status = _halted()
+    status.command = "status"  # shows the halt and the failed gate the `up` already posted
+    assert notifications.reasons(status) == []
+    assert notifications.reasons(_halted()) == ["rollout-halted", "gate-failed"]
+
+
 def test_destroy_incomplete_notifies() -> None:
     result = FleetResult(
         command="destroy",

@@ -123,6 +123,16 @@ def test_what_is_not_a_trace_of_a_run_says_why(document: Any, message: str) -> N
         read_timeline(document)
 
 
+def test_a_collectors_json_lines_are_read_as_one_trace(tmp_path: Path) -> None:
+    """The OpenTelemetry Collector's file exporter writes one export request a line."""
+    document = up_trace()
+    lines = tmp_path / "collector.jsonl"
+    lines.write_text("\n".join(json.dumps({"resourceSpans": [r]}) for r in document["resourceSpans"]) + "\n")
+    timeline = load_timeline(lines)
+    assert [r.stack for r in timeline.stacks] == STACKS
+    assert {r.stack: r.engine_spans for r in timeline.stacks}["tl.p1.a"] == 2  # the engine's line joined
+
+
 def test_a_file_that_is_not_json(tmp_path: Path) -> None:
     bad = tmp_path / "trace.json"
     bad.write_text("not json")
