@@ -38,8 +38,8 @@ def _since(text: str | None) -> datetime | None:
 )
 @output_option()
 def audit_command(**kw: Any) -> None:
-    """Who ran which change against the fleet: one record per up, destroy, adopt and cleanup, kept in the
-    backend beside the stacks."""
+    """Who ran which change against the fleet: one record per up, destroy, adopt, cleanup and repair
+    (verify-mig --reconcile, health --requalify), kept in the backend beside the stacks."""
 
     def body() -> int:
         from npa_pulumi.sdk.audit import audit
@@ -62,10 +62,12 @@ def audit_command(**kw: Any) -> None:
                 )
                 if part
             )
-            click.echo(f"{record.started_at}  {record.command:<8} {record.outcome:<16} by {actor} ({extra})")
+            command = record.command + (f" --{record.repair}" if record.repair else "")
+            click.echo(f"{record.started_at}  {command:<8} {record.outcome:<16} by {actor} ({extra})")
             for stack in record.stacks:
                 lifecycle = f" [{stack.lifecycle}]" if stack.lifecycle else ""
-                click.echo(f"    {stack.stack}: {stack.status}{lifecycle}")
+                detail = f" - {stack.detail}" if stack.detail else ""
+                click.echo(f"    {stack.stack}: {stack.status}{lifecycle}{detail}")
         return 0
 
     run_guarded(body, kw["output"])

@@ -20,6 +20,7 @@ from npa_pulumi.cli.fleet_options import (
 )
 from npa_pulumi.cli.fleet_output import approver, finish, nothing_to_do
 from npa_pulumi.cli.rollout_options import rollout_options
+from npa_pulumi.cli.timeline_option import timeline_option, timeline_sections
 from npa_pulumi.errors import UserInputError
 
 
@@ -133,6 +134,7 @@ def up_command(**kw: Any) -> None:
 )
 @prices_option
 @rollout_options
+@timeline_option
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 
@@ -143,6 +145,9 @@ def preview_command(**kw: Any) -> None:
         from npa_pulumi.sdk.requests import PreviewRequest
 
         chosen = selection(kw)
+        if kw["timeline"] and kw["output"] != "html":
+            raise UserInputError("--timeline draws on the page: it goes with --output html")
+        sections = timeline_sections(kw["timeline"])  # bad input before any engine runs
         request = PreviewRequest(**fleet_fields(kw, chosen), **_preview_fields(kw))
         selected = sdk.select(kw["spec_path"], chosen)
         if not selected.targets and kw["output"] != "markdown" and not kw["out_file"]:
@@ -151,7 +156,7 @@ def preview_command(**kw: Any) -> None:
         plan = (
             plan_document(selected.spec, selected.targets, chosen.prefix) if kw["output"] == "html" else None
         )
-        return write_preview(result, kw["output"], kw["out_file"], kw["json_out"], plan)
+        return write_preview(result, kw["output"], kw["out_file"], kw["json_out"], plan, sections)
 
     run_guarded(body, kw["output"])
 

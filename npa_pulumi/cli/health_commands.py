@@ -13,6 +13,7 @@ import click
 
 from npa_pulumi.cli.common import EXIT_FAILED, output_option, run_guarded
 from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, selection
+from npa_pulumi.cli.observability import health_notifier
 from npa_pulumi.errors import UserInputError
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -78,7 +79,7 @@ def health_command(**kw: Any) -> None:
     and under maintenance per cluster, project and fleet. Read-only unless --requalify."""
 
     def body() -> int:
-        from npa_pulumi.output.health import render_text
+        from npa_pulumi.output.health import FleetHealth, render_text
         from npa_pulumi.output.streams import emit_json
         from npa_pulumi.sdk import operations as sdk
         from npa_pulumi.sdk.requests import HealthRequest, HealthWatch
@@ -108,9 +109,15 @@ def health_command(**kw: Any) -> None:
             watch=watch,
         )
         text = kw["output"] != "json"
-        report = sdk.health(
-            kw["spec_path"], request, (lambda r: click.echo(render_text(r))) if text else None
-        )
+        notify = health_notifier()  # --notify and the spec's notify: degraded clusters, then changes
+
+        def on_report(report: FleetHealth) -> None:
+            if text:
+                click.echo(render_text(report))
+            if notify is not None:
+                notify(report)
+
+        report = sdk.health(kw["spec_path"], request, on_report)
         if not text:
             emit_json(report.to_json())  # with --watch: the last read (one JSON document on stdout)
         return EXIT_FAILED if report.failed_count else 0

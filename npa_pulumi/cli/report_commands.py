@@ -12,6 +12,7 @@ import click
 
 from npa_pulumi.cli.common import run_guarded, stderr_console
 from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, selection
+from npa_pulumi.cli.timeline_option import timeline_option, timeline_sections
 from npa_pulumi.errors import EXIT_FAILED, UserInputError
 from npa_pulumi.runtime.files import write_atomically
 
@@ -32,13 +33,15 @@ from npa_pulumi.runtime.files import write_atomically
     default=None,
     type=click.Path(dir_okay=False, exists=True),
     help="Render this `status --output json` (or `preview --output json`) document instead of reading "
-    "the backend and the cloud.",
+    "the backend and the cloud (the audit trail is not read either).",
 )
+@timeline_option
 def report_command(**kw: Any) -> None:
     """Write the fleet report page: a grid of projects × clusters coloured by lifecycle, per cluster GPUs
     by model, node groups, the health gate's outcome and evidence, kube context, drift and cost when
-    known, a chart of GPUs per project, and a detail section per cluster. One self-contained file (no
-    network, no scripts); nothing secret in it. Exit 1 when a cluster is failed (the page is written)."""
+    known, a chart of GPUs per project, a detail section per cluster, the last audit records, and with
+    --timeline a run's timeline. One self-contained file (no network, no scripts); nothing secret in it.
+    Exit 1 when a cluster is failed (the page is written)."""
 
     def body() -> int:
         import json
@@ -47,6 +50,7 @@ def report_command(**kw: Any) -> None:
         from npa_pulumi.sdk import fleet as sdk
 
         chosen = selection(kw)
+        sections = timeline_sections(kw["timeline"])  # bad input before anything is read
         plan = sdk.plan(
             kw["spec_path"],
             only_projects=chosen.projects,
@@ -60,10 +64,12 @@ def report_command(**kw: Any) -> None:
                 raise UserInputError(f"--from-json {kw['from_json']}: not a JSON document ({err})") from None
             if not isinstance(document, dict) or "clusters" not in document:
                 raise UserInputError(f"--from-json {kw['from_json']}: not a status or preview document")
+            audit = None
         else:
             result = sdk.status(kw["spec_path"], sdk.StatusRequest(**fleet_fields(kw, chosen)))
             document = result.to_json()
-        page = render_report(document, plan)
+            audit = _audit_records(kw["spec_path"], result.backend)
+        page = render_report(document, plan, sections=sections, audit=audit)
         if kw["output_path"] == "-":
             sys.stdout.write(page)
         else:
@@ -78,6 +84,16 @@ def report_command(**kw: Any) -> None:
         return EXIT_FAILED if failed else 0
 
     run_guarded(body)
+
+
+def _audit_records(spec_path: str, backend: str) -> list[dict[str, Any]]:
+    """The fleet's audit records for the page, or the one entry that says why there are none here."""
+    from npa_pulumi.sdk.audit import AuditTrailUnavailable, audit
+
+    try:
+        return [record.to_json() for record in audit(spec_path, backend)]
+    except AuditTrailUnavailable as err:
+        return [{"unavailable": str(err)}]
 
 
 def register(group: click.Group) -> None:

@@ -1,10 +1,12 @@
-"""The audit trail: one record per mutating run (`up`, `destroy`, `adopt`, `cleanup`), kept in the backend
-beside the stacks (engine/automation/audit_store.py), listed by `npa-pulumi audit`.
+"""The audit trail: one record per mutating run (`up`, `destroy`, `adopt`, `cleanup`, and the repairs
+`verify-mig --reconcile` and `health --requalify`), kept in the backend beside the stacks
+(engine/automation/audit_store.py), listed by `npa-pulumi audit` and the last ones by `report`.
 
 A record says who (the Nebius principal and profile, the OS user and host, the CI run's URL when one is
 set), what (the command, the selection, the spec's digest, the npa-pulumi version), when (start and end,
-UTC) and each stack's outcome. It holds what the pull-request comment may show, scrubbed the same way:
-never a secret, a token or a capacity-block id.
+UTC) and each stack's outcome (a repair's: what it did, in counts: node names stay in the repair's own
+evidence). It holds what the pull-request comment may show, scrubbed the same way: never a secret, a token
+or a capacity-block id.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from pydantic import BaseModel, Field
 from npa_pulumi import __version__
 from npa_pulumi.cloud.redaction import scrub, scrub_document
 from npa_pulumi.engine.automation import PROJECT_NAME, append_audit_record, read_audit_records
-from npa_pulumi.output.results import FleetResult
+from npa_pulumi.output.health import FleetHealth
+from npa_pulumi.output.results import FleetResult, StackResult
 
 SCHEMA = "npa.audit/v1"
 MUTATING = ("up", "destroy", "adopt", "cleanup")
+REPAIRS = {"verify-mig": "reconcile", "health": "requalify"}  # command -> the flag that makes it mutate
 
 
 class Who(BaseModel):
@@ -44,11 +48,13 @@ class StackOutcome(BaseModel):
     status: str
     lifecycle: str | None = None
     error: str | None = None
+    detail: str | None = None  # what a repair did there, in counts
 
 
 class AuditRecord(BaseModel):
     schema_: str = Field(default=SCHEMA, alias="schema")
     command: str
+    repair: str | None = None  # `reconcile` (verify-mig), `requalify` (health)
     fleet: str
     who: Who
     selection: dict[str, Any] = Field(default_factory=dict)
@@ -116,26 +122,42 @@ def spec_digest(spec_path: str | None, spec_document: Any = None) -> str | None:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _first_line(error: str | None) -> str | None:
+    return scrub(error.splitlines()[0])[:300] if error else None
+
+
+def _repaired(stack: StackResult) -> str | None:
+    """What `verify-mig --reconcile` did on a cluster (the publishable count its result carries)."""
+    health = stack.health if isinstance(stack.health, dict) else {}
+    count = health.get("repaired_stale_taint")
+    if not isinstance(count, int):
+        return None
+    return f"removed the stale mig-not-ready taint from {count} node(s)" if count else "nothing to repair"
+
+
 def record(
     result: FleetResult,
     who_: Who,
     started_at: datetime,
     selection: Mapping[str, Any],
     digest: str | None,
+    repair: str | None = None,
 ) -> AuditRecord:
-    """The record of a run that finished with `result`, scrubbed."""
+    """The record of a run that finished with `result` (a repair: `repair` names it), scrubbed."""
     stacks = [
         StackOutcome(
             stack=stack.stack,
             kind=str(stack.kind),
             status=stack.status,
             lifecycle=str(stack.outputs["lifecycle"]) if stack.outputs.get("lifecycle") else None,
-            error=scrub(stack.error.splitlines()[0])[:300] if stack.error else None,
+            error=_first_line(stack.error),
+            detail=_repaired(stack) if repair else None,
         )
         for stack in result.stacks
     ]
     return AuditRecord(
         command=result.command,
+        repair=repair,
         fleet=result.fleet,
         who=who_,
         selection={k: v for k, v in selection.items() if v not in (None, (), [], "")},
@@ -147,6 +169,66 @@ def record(
         totals=result.totals(),
         stacks=stacks,
         receipt_id=result.receipt_id,
+    )
+
+
+def requalify_record(
+    report: FleetHealth,
+    who_: Who,
+    started_at: datetime,
+    selection: Mapping[str, Any],
+    digest: str | None,
+) -> AuditRecord | None:
+    """The record of `health --requalify` (None when no cluster got as far as looking for nodes to probe:
+    nothing was touched). Per cluster: how many nodes were probed, passed, failed and refused."""
+    stacks: list[StackOutcome] = []
+    totals = {"clusters": 0, "nodes": 0, "passed": 0, "failed": 0, "refused": 0}
+    for cluster in report.clusters:
+        done = cluster.requalify
+        if done is None:
+            continue
+        counts = {
+            "nodes": len(done.get("nodes") or []),
+            "passed": len(done.get("passed") or []),
+            "failed": len(done.get("failed") or []),
+            "refused": len(done.get("refused") or {}),
+        }
+        for key, value in counts.items():
+            totals[key] += value
+        totals["clusters"] += 1
+        if not counts["nodes"]:
+            status = "nothing-to-do"
+        elif counts["failed"]:
+            status = "failed"
+        else:
+            status = "requalified"
+        stacks.append(
+            StackOutcome(
+                stack=cluster.stack,
+                kind="cluster",
+                status=status,
+                error=_first_line(cluster.error),
+                detail=f"probed {counts['nodes']} unqualified node(s): {counts['passed']} passed, "
+                f"{counts['failed']} failed"
+                + (f" ({counts['refused']} refused: GPU workloads ran)" if counts["refused"] else ""),
+            )
+        )
+    if not stacks:
+        return None
+    failed = any(stack.status == "failed" for stack in stacks)
+    return AuditRecord(
+        command=report.command,
+        repair="requalify",
+        fleet=report.fleet,
+        who=who_,
+        selection={k: v for k, v in selection.items() if v not in (None, (), [], "")},
+        spec_digest=digest,
+        cloud=report.cloud,
+        started_at=started_at.astimezone(UTC).isoformat(timespec="seconds"),
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        outcome="failed" if failed else "ok",
+        totals=totals,
+        stacks=stacks,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ def write_preview(
     out_file: str | None,
     json_out: str | None,
     plan: dict[str, Any] | None = None,
+    sections: Sequence[tuple[str, str]] = (),
 ) -> int:
-    """`plan` (the offline plan document) gives the html page its GPU models."""
+    """`plan` (the offline plan document) gives the html page its GPU models; `sections` are more of it
+    (an earlier run's timeline: output/timeline.py)."""
 
     @functools.cache
     def fleet_json() -> dict[str, Any]:  # built once, for --json-out and the json or html output alike
@@ -37,7 +40,7 @@ def write_preview(
     elif output == "html":
         from npa_pulumi.output.html_report import render_report
 
-        page = render_report(fleet_json(), plan)
+        page = render_report(fleet_json(), plan, sections=sections)
         if out_file:
             Path(out_file).write_text(page)
         else:

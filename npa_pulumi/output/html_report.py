@@ -16,7 +16,7 @@ Content-Security-Policy forbids the page any request.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -192,6 +192,8 @@ th{background:#fafafa}.grid td.cell a{color:inherit;text-decoration:none;display
 .detail dt{color:#555}.detail dd{margin:0}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:6px;margin:4px 0}
 .totals span{margin-right:14px}
+.timeline-legend span{margin-right:14px;white-space:nowrap}.timeline-chart{overflow-x:auto}
+.longest-path code{background:#fff0e6}.audit td,.timeline-table td{font-size:13px}
 """
 
 
@@ -390,9 +392,17 @@ def _totals(views: list[ClusterView]) -> str:
 
 
 def render_report(
-    document: Mapping[str, Any], plan: Mapping[str, Any] | None = None, *, title: str | None = None
+    document: Mapping[str, Any],
+    plan: Mapping[str, Any] | None = None,
+    *,
+    title: str | None = None,
+    sections: Sequence[tuple[str, str]] = (),
+    audit: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
-    """The page for a `status` (or `preview`) JSON document, with GPU models from the `plan` document."""
+    """The page for a `status` (or `preview`) JSON document, with GPU models from the `plan` document;
+    `sections` (heading, HTML already made safe: a run's timeline, output/timeline.py) go after the chart;
+    `audit`, the fleet's last audit records (`AuditRecord.to_json()`, newest last), or the one line that says
+    why none could be read (a dict with `unavailable`)."""
     views = cluster_views(document, plan)
     fleet = str(document.get("fleet") or "fleet")
     command = str(document.get("command") or "status")
@@ -420,12 +430,67 @@ def render_report(
         + _grid(views)
         + "<h2>GPUs per project</h2>"
         + _chart(views)
+        + "".join(f'<h2 id="{_section_id(heading)}">{text(heading)}</h2>{body}' for heading, body in sections)
+        + (_audit(audit) if audit is not None else "")
         + "<h2>Clusters</h2>"
         + details
         + "</body></html>\n"
     )
 
 
+def _section_id(heading: str) -> str:
+    return "section-" + "".join(c if c.isalnum() else "-" for c in heading.lower())
+
+
 def _backend_label(url: str) -> str:
     """The backend without its query (an endpoint, a profile): where the state is, not how to reach it."""
     return url.split("?", 1)[0]
+
+
+AUDIT_SHOWN = 10  # records on the page (`audit` lists them all)
+AUDIT_STACKS_SHOWN = 12  # stacks per record
+
+
+def _audit(records: Sequence[Mapping[str, Any]]) -> str:
+    """The fleet's last audit records, newest first: when, what, who, outcome, each stack's status."""
+    unavailable = next((r["unavailable"] for r in records if "unavailable" in r), None)
+    heading = '<h2 id="audit">Audit trail</h2>'
+    if unavailable is not None:
+        return f'{heading}<p class="audit-unavailable">No audit trail readable here: {text(unavailable)}</p>'
+    if not records:
+        return f'{heading}<p class="audit-empty">No audit records: no mutating run has recorded one yet.</p>'
+    shown = list(records)[-AUDIT_SHOWN:][::-1]
+    rows = []
+    for record in shown:
+        raw_who = record.get("who")
+        who: Mapping[str, Any] = raw_who if isinstance(raw_who, Mapping) else {}
+        actor = [
+            f"<b>{text(who.get('principal') or 'principal unknown')}</b>",
+            f"profile {text(who['profile'])}" if who.get("profile") else "",
+            f"{text(who['os_user'])}@{text(who.get('host') or '?')}" if who.get("os_user") else "",
+            f"CI <code>{text(who['ci_run_url'])}</code>" if who.get("ci_run_url") else "",
+        ]
+        stacks = [s for s in record.get("stacks") or [] if isinstance(s, Mapping)]
+        outcomes = "<br>".join(
+            f"<code>{text(s.get('stack', '?'))}</code> {text(s.get('status', '?'))}"
+            + (f" [{text(s['lifecycle'])}]" if s.get("lifecycle") else "")
+            + (f" — {text(s['detail'])}" if s.get("detail") else "")
+            for s in stacks[:AUDIT_STACKS_SHOWN]
+        )
+        if len(stacks) > AUDIT_STACKS_SHOWN:
+            outcomes += f"<br>… and {len(stacks) - AUDIT_STACKS_SHOWN} more"
+        command = text(record.get("command", "?")) + (
+            f" --{text(record['repair'])}" if record.get("repair") else ""
+        )
+        rows.append(
+            f'<tr data-command="{command}" data-outcome="{text(record.get("outcome", ""))}">'
+            f"<td>{text(record.get('started_at', '?'))}</td><td><code>{command}</code></td>"
+            f"<td>{text(record.get('outcome', '?'))}</td><td>{', '.join(a for a in actor if a)}</td>"
+            f"<td>{outcomes or '—'}</td></tr>"
+        )
+    more = len(records) - len(shown)
+    note = f"<p>{more} older record(s): <code>npa-pulumi audit</code> lists them all.</p>" if more else ""
+    return (
+        f'{heading}<table class="audit"><thead><tr><th>started (UTC)</th><th>command</th><th>outcome</th>'
+        f"<th>who</th><th>stacks</th></tr></thead><tbody>{''.join(rows)}</tbody></table>{note}"
+    )

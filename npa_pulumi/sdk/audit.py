@@ -1,5 +1,6 @@
-"""The SDK's side of the audit trail (engine/audit.py): the record a mutating operation appends when it
-ends, and `audit`, the records of a fleet.
+"""The SDK's side of the audit trail (engine/audit.py): the record a mutating operation (or a repair:
+`verify_mig` with `reconcile`, `health` with `requalify`) appends when it ends, and `audit`, the records
+of a fleet.
 
     records = audit("fleet.yaml", since=datetime(2026, 1, 1, tzinfo=UTC))
 
@@ -19,8 +20,9 @@ from npa_pulumi.output.results import FleetResult
 from npa_pulumi.spec import FleetSpec, load_spec
 
 if TYPE_CHECKING:
-    from npa_pulumi.engine.audit import AuditRecord
+    from npa_pulumi.engine.audit import AuditRecord, Who
     from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.output.health import FleetHealth
     from npa_pulumi.plan import Target
     from npa_pulumi.sdk.requests import FleetRequest, Selection
 
@@ -47,41 +49,85 @@ class Selected(Protocol):
 
 
 def recorded(
-    selected: Selected, request: FleetRequest, fleet: Fleet, started: datetime, result: FleetResult
+    selected: Selected,
+    request: FleetRequest,
+    fleet: Fleet,
+    started: datetime,
+    result: FleetResult,
+    repair: str | None = None,
 ) -> FleetResult:
     """Append the run's record beside its stacks; `result`, with a warning when it could not be. A run
     refused before any stack (preflight, the budget, a recipe check) changed nothing, the backend
-    included: it leaves no record."""
+    included: it leaves no record. `repair` names the repair a verifier ran (`reconcile`)."""
     if not result.stacks and not result.phases:
         return result
     from npa_pulumi.engine import audit as trail
-    from npa_pulumi.engine.automation import AuditUnavailable
+
+    entry = trail.record(
+        result, _who(request, fleet), started, _selection(selected), _digest(selected), repair=repair
+    )
+    warning = _append(result.backend, entry)
+    if warning:
+        result.warnings.append(warning)
+    return result
+
+
+def recorded_requalify(
+    selected: Selected, request: FleetRequest, fleet: Fleet, started: datetime, report: FleetHealth
+) -> FleetHealth:
+    """`health --requalify`'s record (when it probed, or looked for nodes to probe, on any cluster);
+    `report`, with a warning when the record could not be written."""
+    from npa_pulumi.engine import audit as trail
+
+    entry = trail.requalify_record(
+        report, _who(request, fleet), started, _selection(selected), _digest(selected)
+    )
+    if entry is not None:
+        warning = _append(fleet.context.settings.backend_url, entry)
+        if warning:
+            report.warnings.append(warning)
+    return report
+
+
+def _who(request: FleetRequest, fleet: Fleet) -> Who:
+    from npa_pulumi.engine import audit as trail
 
     try:
         principal = fleet.context.cloud.principal()
     except Exception as err:  # the record says who as far as it is known: never a failed run
         log.debug("audit: the principal could not be read: %s", err)
         principal = None
+    return trail.who(principal, request.where.profile)
+
+
+def _selection(selected: Selected) -> dict[str, object]:
     selection = selected.selection
-    entry = trail.record(
-        result,
-        trail.who(principal, request.where.profile),
-        started,
-        {
-            "projects": list(selection.projects),
-            "clusters": list(selection.clusters),
-            "prefix": selection.prefix,
-            "shard": selection.shard,
-            "stage": selection.stage,
-            "targets": [t.cluster_stack for t in selected.targets],
-        },
-        trail.spec_digest(selected.spec_path, selected.spec.model_dump(mode="json")),
-    )
+    return {
+        "projects": list(selection.projects),
+        "clusters": list(selection.clusters),
+        "prefix": selection.prefix,
+        "shard": selection.shard,
+        "stage": selection.stage,
+        "targets": [t.cluster_stack for t in selected.targets],
+    }
+
+
+def _digest(selected: Selected) -> str | None:
+    from npa_pulumi.engine import audit as trail
+
+    return trail.spec_digest(selected.spec_path, selected.spec.model_dump(mode="json"))
+
+
+def _append(backend: str, entry: AuditRecord) -> str | None:
+    """Write the record; the warning when the backend keeps no trail here or refused it."""
+    from npa_pulumi.engine import audit as trail
+    from npa_pulumi.engine.automation import AuditUnavailable
+
     try:
-        trail.append(result.backend, entry)
+        trail.append(backend, entry)
     except AuditUnavailable as err:
-        result.warnings.append(f"audit: {err}")
-    return result
+        return f"audit: {err}"
+    return None
 
 
 def audit(

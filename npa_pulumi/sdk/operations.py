@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 from npa_pulumi.plan import Target, resolve_targets
-from npa_pulumi.sdk.audit import recorded
+from npa_pulumi.sdk.audit import recorded, recorded_requalify
 from npa_pulumi.sdk.requests import (
     AdoptRequest,
     CleanupRequest,
@@ -256,10 +256,17 @@ def refresh(spec: SpecSource, request: RefreshRequest = RefreshRequest()) -> Fle
 
 def verify_mig(spec: SpecSource, request: MigVerifyRequest = MigVerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-mig`: MIG readiness of the selected MIG clusters through their registered
-    kubeconfigs; `reconcile` makes the repairs the findings call for (see npa_pulumi.engine.verify)."""
+    kubeconfigs; `reconcile` makes the repairs the findings call for (see npa_pulumi.engine.verify), a
+    repair: the run appends an audit record (sdk/audit.py)."""
     from npa_pulumi.engine.operations.verify import Verifier
 
-    return _verify(Verifier.MIG, spec, request)
+    if not request.reconcile:
+        return _verify(Verifier.MIG, spec, request)
+    selected = _selected(spec, request.selection)
+    fleet = open_fleet(selected, request)
+    started = datetime.now(UTC)
+    result = fleet.verify(Verifier.MIG)
+    return recorded(selected, request, fleet, started, result, repair="reconcile")
 
 
 def verify_graphics(spec: SpecSource, request: VerifyRequest = GraphicsVerifyRequest()) -> FleetResult:
@@ -295,7 +302,8 @@ def health(
     """`npa-pulumi health`: each selected cluster's nodes (Ready, Nebius' conditions, cordon and taints,
     GPUs against the preset, qualified or not) and its project's active maintenance events, with GPU totals;
     `requalify` runs the gate's per-node probes on the unqualified nodes (see
-    npa_pulumi.engine.operations.health). Calling it with `requalify` is the confirmation. With `watch`,
+    npa_pulumi.engine.operations.health): a repair, which appends an audit record. Calling it with
+    `requalify` is the confirmation. With `watch`,
     the read repeats (metrics, events: npa_pulumi.engine.health_watch), `on_report` gets each report, and the
     last one is returned."""
     from npa_pulumi.engine.health_watch import watch
@@ -305,6 +313,13 @@ def health(
     def read() -> FleetHealth:
         return open_fleet(selected, request).health()  # a fresh read of the stacks each time
 
+    if request.requalify:  # a repair (never with watch): its audit record (sdk/audit.py)
+        fleet = open_fleet(selected, request)
+        started = datetime.now(UTC)
+        report = recorded_requalify(selected, request, fleet, started, fleet.health())
+        if on_report is not None:
+            on_report(report)
+        return report
     if request.watch is None:
         report = read()
         if on_report is not None:

@@ -581,6 +581,12 @@ class FleetSpec(SpecModel):
     profile: Text = Field("", description="~/.nebius profile to authenticate as; empty means the active one.")
     projects: list[ProjectSpec] = Field(default_factory=list)
     rollout: RolloutSpec | None = Field(None, description="Staged rollout of `up`: canary and waves.")
+    notify: list[StrictText] = Field(
+        default_factory=list,
+        description="Webhooks a run posts one JSON event to when it needs a person (beside --notify URL): "
+        "http(s) URLs, or ${NAME} for an environment variable that holds one. Never printed.",
+        repr=False,
+    )
 
     def cluster_targets(self) -> list[tuple[ProjectSpec, ClusterSpec]]:
         return [(project, cluster) for project in self.projects for cluster in project.clusters]

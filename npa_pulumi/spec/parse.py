@@ -30,7 +30,15 @@ from npa_pulumi.spec.yaml_source import LocationIndex, load_yaml, read_spec_text
 ATOMIC_KEYS = frozenset({"mig", "kuberay"})
 # Keys of `defaults` that select or configure a backend rather than being mk8s cluster fields.
 _BACKEND_KEYS = frozenset({"backend", "soperator", "mk8s"})
-_HEADER_FIELDS = ("tenant_id", "region", "project_prefix", "ssh_public_key", "profile", "rollout")
+_HEADER_FIELDS = (
+    "tenant_id",
+    "region",
+    "project_prefix",
+    "ssh_public_key",
+    "profile",
+    "rollout",
+    "notify",
+)
 
 # Where each value of a merged mapping came from: relative path in the merge → absolute spec path.
 Origins = dict[PathTuple, PathTuple]

@@ -31,6 +31,7 @@ from npa_pulumi.spec.names import (
     slug,
     stack_name_problem,
 )
+from npa_pulumi.spec.notify_rules import check_notify
 from npa_pulumi.spec.problems import RawProblem
 from npa_pulumi.spec.rollout_rules import check_rollout
 
@@ -91,6 +92,7 @@ def check_fleet(spec: FleetSpec) -> list[RawProblem]:
         keys.setdefault(key, index)
         problems += _stack_name_problems(spec, project, base)
     problems += check_rollout(spec)
+    problems += check_notify(spec)
     return problems
 
 

@@ -18,7 +18,7 @@ from npa_pulumi.spec.models import (
     RolloutSpec,
     SoperatorSpec,
 )
-from npa_pulumi.spec.types import Text
+from npa_pulumi.spec.types import StrictText, Text
 
 
 class SurfaceModel(BaseModel):
@@ -98,6 +98,10 @@ class FleetDocument(SurfaceModel):
     )
     projects: list[ProjectEntry] | None = Field(None, description="Non-empty list of projects.")
     rollout: RolloutSpec | None = Field(None, description="Staged rollout of `up`: canary and waves.")
+    notify: list[StrictText] | None = Field(
+        None,
+        description="Webhook URLs (or ${ENV_VAR}) a run posts one JSON event to when it needs a person.",
+    )
 
 
 def check_surface(data: Any) -> None:

@@ -2,16 +2,20 @@
 Nebius then marks (a NebiusGPUError node, a maintenance event with its reason code on another, a third
 replaced by auto-repair: a new node with a new name) is read through its registered kubeconfig; the JSON
 names each node with its condition or reason code, counts the usable GPUs and exits 1 below --min-usable;
-`health --requalify --yes` runs the gate's probes on exactly the replaced node and qualifies it."""
+`--notify` posts nothing for the healthy fleet, one event for the degraded one, and `--watch` nothing more
+while nothing changes; `health --requalify --yes` runs the gate's probes on exactly the replaced node and
+qualifies it, and the audit trail records that repair (in counts, without node names)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fleet_helpers import by_stack, npa, write_spec
+from webhook_support import Webhook
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -46,7 +50,9 @@ def _nodes(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {n["name"]: n for n in cluster["nodes"]}
 
 
-def test_health_names_nebius_faults_and_requalifies_a_replaced_node(kube_api: Path, tmp_path: Path) -> None:
+def test_health_names_nebius_faults_and_requalifies_a_replaced_node(
+    kube_api: Path, tmp_path: Path, webhook: Webhook
+) -> None:
     npa("local-cloud", "init", check=True)
     spec = str(write_spec(tmp_path / "fleet.yaml", SPEC))
     up = npa("up", "--spec", spec, "--yes", "--output", "json")
@@ -54,8 +60,9 @@ def test_health_names_nebius_faults_and_requalifies_a_replaced_node(kube_api: Pa
     train = by_stack(up.json())["hl.p.train"]
     cluster_id = train["cluster_id"]
 
-    code, document = _health(spec)
+    code, document = _health(spec, "--notify", webhook.url)
     assert code == 0, document
+    assert webhook.events == []  # a healthy fleet: nothing to say
     assert document["totals"]["requested"] == 3 and document["totals"]["usable"] == 3
     gpu = sorted(name for name, n in _nodes(document).items() if n["gpu"])
     assert len(gpu) == 3 and all(_nodes(document)[n]["qualification"] == "gate" for n in gpu)
@@ -104,6 +111,21 @@ def test_health_names_nebius_faults_and_requalifies_a_replaced_node(kube_api: Pa
     [project] = document["projects"]
     assert [(m["reason"], m["node"]) for m in project["maintenance"]] == [("HW_GPU_XID_79", serviced)]
 
+    # ---- the webhook: one event for the degraded cluster; a watch over an unchanged fleet adds none
+    code, _ = _health(spec, "--notify", webhook.url)
+    [event] = webhook.events
+    assert event["command"] == "health" and event["events"] == ["below-min-usable"]
+    [told] = event["clusters"]
+    assert (told["stack"], told["usable"], told["requested"], told["degraded"]) == ("hl.p.train", 0, 3, 1)
+    assert "NebiusGPUError" in " ".join(told["problems"]) and broken not in str(event)
+    watched = npa(
+        "health", "--spec", spec, "--watch", "--interval", "1s", "--iterations", "2", "--notify", webhook.url,
+        "--output", "json",
+    )  # fmt: skip
+    assert watched.code == 1, watched.stderr[-3000:]
+    assert len(webhook.events) == 2  # its first read (a fleet degraded when the watch starts), then no change
+    assert webhook.events[1]["events"] == ["below-min-usable"]
+
     # ---- requalification: the gate's probes on exactly the replaced node, recorded, then read back
     code, requalified = _health(spec, "--requalify", "--yes")
     [cluster] = requalified["clusters"]
@@ -113,3 +135,12 @@ def test_health_names_nebius_faults_and_requalifies_a_replaced_node(kube_api: Pa
     assert code == 1 and requalified["totals"]["usable"] == 1  # the other two are still down
     code, again = _health(spec, "--min-usable", "0.3")
     assert code == 0 and _nodes(again)[newcomer[0]]["state"] == "usable"
+
+    # ---- the repair is in the audit trail: who, what, per cluster in counts (no node names)
+    records = npa("audit", "--spec", spec, "--output", "json", check=True).json()["records"]
+    assert [(r["command"], r.get("repair")) for r in records] == [("up", None), ("health", "requalify")]
+    [outcome] = records[1]["stacks"]
+    assert (outcome["stack"], outcome["status"]) == ("hl.p.train", "requalified")
+    assert outcome["detail"] == "probed 1 unqualified node(s): 1 passed, 0 failed"
+    assert records[1]["totals"]["passed"] == 1 and records[1]["who"]["os_user"]
+    assert newcomer[0] not in json.dumps(records)

@@ -1,7 +1,8 @@
 """The fleet report page in a real browser (issue 32, item 5): `report` of a deployed local fleet with one
 failed health gate renders in headless Chromium (Debian's package) with no console messages, a screenshot
-is taken, and the DOM shows every cluster with its state, the failed one marked; the HTML holds none of
-the run's secrets (the passphrase, the bucket's access-key secret, the IAM token the bridge mints)."""
+is taken, and the DOM shows every cluster with its state, the failed one marked, and the audit trail's
+last records; the HTML holds none of the run's secrets (the passphrase, the bucket's access-key secret,
+the IAM token the bridge mints). `report --timeline` draws a run's trace there too."""
 
 from __future__ import annotations
 
@@ -129,8 +130,93 @@ def test_report_of_a_fleet_with_a_failed_gate(kube_api: Path, tmp_path: Path) ->
         "rpt.beta.train": ("deployed-validation-failed", "failed"),
     }
     assert bad in rendered.dom  # the gate's reason names the node
+    # The audit trail's last records, newest first: the failed `up`, then the first one.
+    audited = re.findall(r'<tr data-command="([^"]+)" data-outcome="([^"]+)"', rendered.dom)
+    assert audited == [("up", "failed"), ("up", "ok")]
     assert "8× gpu-h200-sxm" in rendered.dom
 
     for name, secret in _secrets(kube_api).items():
         assert secret and secret not in html, f"the {name} is in the report"
     assert not re.search(r"(?i)(src|href)\s*=\s*[\"']?(https?:)?//", html)
+
+
+class _Timeline(HTMLParser):
+    """The timeline's stack rows (their data), wave bands and longest-path links in the browser's DOM."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stacks: dict[str, dict[str, str]] = {}
+        self.waves: list[str] = []
+        self.links = 0
+        self.svg = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        self.svg = self.svg or (tag == "svg" and found.get("id") == "timeline")
+        if tag == "g" and "stack" in found.get("class", "").split():
+            self.stacks[found["data-stack"]] = found
+        if tag == "g" and found.get("class") == "wave":
+            self.waves.append(found["data-wave"])
+        if tag == "path" and found.get("class") == "longest-path":
+            self.links += 1
+
+
+def test_report_draws_a_runs_timeline(isolated_home: Path, tmp_path: Path) -> None:
+    """`report --timeline FILE` of a trace shaped like `--trace-file`'s (tests/timeline_trace.py: two projects
+    and five clusters in two waves at --concurrency 2, one failed), rendered in the browser: the SVG, each
+    stack's bar, the waits, the waves and the longest path marked; a screenshot is kept beside the page."""
+    from timeline_trace import up_trace
+
+    spec = tmp_path / "fleet.yaml"
+    write_spec(
+        spec,
+        "apiVersion: npa.fleet/v0.0.1\nname: tl\nregion: us-central1\n"
+        "defaults:\n  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}\n"
+        "projects:\n  - {name: p1, clusters: [{name: a}, {name: b}, {name: e}]}\n"
+        "  - {name: p2, clusters: [{name: c}, {name: d}]}\n",
+    )
+    status = tmp_path / "status.json"
+    clusters = [("p1", c, "deployed") for c in "abe"] + [("p2", "d", "deployed"), ("p2", "c", "failed")]
+    status.write_text(
+        json.dumps(
+            {
+                "command": "status",
+                "fleet": "tl",
+                "cloud": "local",
+                "backend": "file:///state",
+                "clusters": [
+                    {"project_key": p, "cluster_name": c, "stack": f"tl.{p}.{c}", "status": s}
+                    for p, c, s in clusters
+                ],
+            }
+        )
+    )
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(up_trace()))
+    page = tmp_path / "timeline.html"
+    report = npa(
+        "report",
+        "--spec",
+        str(spec),
+        "--from-json",
+        str(status),
+        "--timeline",
+        str(trace),
+        "--output",
+        str(page),
+    )
+    assert report.code == 1, report.stderr[-3000:]  # tl.p2.c is failed: the page is written all the same
+    rendered = render(page, tmp_path / "timeline.png", size="1280,1200")
+    assert rendered.console == [], rendered.console
+    assert rendered.screenshot.stat().st_size > 10_000
+    drawn = _Timeline()
+    drawn.feed(rendered.dom)
+    assert drawn.svg
+    assert list(drawn.stacks) == ["tl.p1", "tl.p2", "tl.p2.d", "tl.p1.a", "tl.p1.b", "tl.p1.e", "tl.p2.c"]
+    critical = [s for s, row in drawn.stacks.items() if row["data-critical"] == "true"]
+    assert critical == ["tl.p1", "tl.p1.a", "tl.p1.e", "tl.p2.c"]
+    waits = {s: float(row["data-wait-s"]) for s, row in drawn.stacks.items() if float(row["data-wait-s"])}
+    assert waits == {"tl.p2.d": 4.0, "tl.p2.c": 10.0}
+    assert drawn.stacks["tl.p2.c"]["data-status"] == "failed"
+    assert drawn.waves == ["1", "2"] and drawn.links == 3
+    assert "Longest path" in rendered.dom

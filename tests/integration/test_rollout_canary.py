@@ -4,6 +4,8 @@ fault on the canary's GPU node: `up` exits 1 after the canary's gate fails, name
 the command that resumes it; no cluster of waves 2 and 3 is updated (their stacks' last update and their
 node groups in the simulator are as before) and `status` shows the halt, from the tags beside the stacks.
 The PR comment lists the waves. After `--clear` and the printed resume command, all seven are deployed.
+The spec's `notify: [${ROLL_WEBHOOK}]` sends a receiver in this test exactly one event, for the halted
+rollout, and none for the clean runs before and after it.
 `make test` runs the same journey over three clusters (the canary, then one per wave); the seven are
 `make test-long`'s."""
 
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 from fleet_helpers import by_stack, inventory, npa, write_spec
+from webhook_support import Webhook
 
 from npa_pulumi.simulator.db import db_path
 
@@ -48,6 +51,7 @@ rollout:
     - count: WAVE
     - rest: true
   max_in_flight: 3
+notify: ["${ROLL_WEBHOOK}"]
 """
 CANARY = "roll.research.train"
 
@@ -104,12 +108,23 @@ def _node_groups(cluster_ids: list[str]) -> list[Any]:
     ],
 )
 def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
-    kube_api: Path, tmp_path: Path, fleet: Fleet
+    kube_api: Path, tmp_path: Path, fleet: Fleet, webhook: Webhook
 ) -> None:
     later, waves = fleet.later, fleet.waves
+    hook = {"ROLL_WEBHOOK": webhook.url}  # the spec's notify: ["${ROLL_WEBHOOK}"]
     npa("local-cloud", "init", check=True)
-    first = npa("up", "--spec", fleet.spec(tmp_path, 2), "--yes", "--no-preflight", "--output", "json")
+    first = npa(
+        "up",
+        "--spec",
+        fleet.spec(tmp_path, 2),
+        "--yes",
+        "--no-preflight",
+        "--output",
+        "json",
+        env=hook,
+    )
     assert first.code == 0, first.stderr[-2000:] + first.stdout[-6000:]
+    assert webhook.events == []  # a clean run posts nothing
     deployed = by_stack(first.json())
     assert all(deployed[s]["status"] == "deployed" for s in [CANARY, *later]), deployed
     assert [w["clusters"] for w in first.json()["rollout"]["waves"]] == waves
@@ -132,8 +147,13 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     # ---- a GPU fault on the canary: its gate fails, the rollout halts, nothing later is touched
     fault = ["local-cloud", "fault", "node", "--cluster", deployed[CANARY]["cluster_id"], "--node", gpu_node]
     npa(*fault, "--kind", "gpu-error", check=True)
-    halted = npa("up", "--spec", spec, "--yes", "--no-preflight", "--output", "json")
+    halted = npa("up", "--spec", spec, "--yes", "--no-preflight", "--output", "json", env=hook)
     assert halted.code == 1, halted.stderr[-4000:]
+    [event] = webhook.events  # the spec's webhook: one event for the halt
+    assert event["events"] == ["rollout-halted", "gate-failed"] and event["command"] == "up"
+    assert event["rollout_halted"]["wave"] == 1 and "rollout halted at wave 1" in event["text"]
+    assert {s["stack"]: s.get("lifecycle") for s in event["stacks"]}[CANARY] == "deployed-validation-failed"
+    assert "warning: notification" not in halted.stderr
     document = halted.json()
     stacks = by_stack(document)
     assert stacks[CANARY]["status"] == "deployed-validation-failed", stacks[CANARY]
@@ -149,7 +169,8 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     assert after_updates[CANARY] != before_updates[CANARY]
     assert _node_groups(later_ids) == before_groups
 
-    status = npa("status", "--spec", spec, "--output", "json").json()["rollout"]
+    status = npa("status", "--spec", spec, "--output", "json", env=hook).json()["rollout"]
+    assert len(webhook.events) == 1  # a read shows the halt again and posts nothing
     assert status["halted"]["wave"] == 1 and status["resume_command"] == resume
     assert [w["state"] for w in status["waves"]] == ["halted", "not-started", "not-started"]
 
@@ -157,8 +178,9 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     npa(*fault, "--kind", "gpu-error", "--clear", check=True)
     argv = shlex.split(resume)
     assert argv[0] == "npa-pulumi"
-    resumed = npa(*argv[1:], "--no-preflight", "--output", "json")
+    resumed = npa(*argv[1:], "--no-preflight", "--output", "json", env=hook)
     assert resumed.code == 0, resumed.stderr[-4000:]
+    assert len(webhook.events) == 1  # the clean resume posts nothing
     finished = by_stack(resumed.json())
     assert all(finished[s]["status"] == "deployed" for s in [CANARY, *later]), finished
     assert all(finished[s]["changes"].get("update", 0) >= 1 for s in later), finished  # the change arrived

@@ -1,6 +1,8 @@
 """The fleet on an s3:// backend served by a real S3 server (moto_server on 127.0.0.1): every command works
-through it, the engine's stack locks keep two operators (two HOMEs, two processes) apart on exactly the
-stacks one of them holds, and a lock is only taken over when its owner is provably gone or on --break-lock.
+through it (the audit trail too: one object per mutating run in the bucket, listed by `audit` with who and
+each stack's outcome), the engine's stack locks keep two operators (two HOMEs, two processes) apart on
+exactly the stacks one of them holds, and a lock is only taken over when its owner is provably gone or on
+--break-lock.
 """
 
 from __future__ import annotations
@@ -151,6 +153,26 @@ def test_fleet_lifecycle_through_s3_backend(
     }
     assert _stack_ls(backend) == []
     assert inventory()["mk8s_clusters"] == []
+
+    # ---- the audit trail lives in the bucket beside the stacks: one object per run, never in file://
+    audit_keys = server.keys(bucket, f".pulumi/npa-audit/{PROJECT}/team/")
+    assert len(audit_keys) == 3 and all(k.endswith(".json") for k in audit_keys)
+    assert not (isolated_home / ".npa-pulumi" / "state" / ".pulumi" / "npa-audit").exists()
+    listed = npa("audit", "--spec", str(spec), "--backend", backend, "--output", "json")
+    seen += [listed.stdout, listed.stderr]
+    assert listed.code == 0, listed.stderr[-3000:]
+    records = listed.json()["records"]
+    assert [r["command"] for r in records] == ["up", "up", "destroy"]
+    assert {r["who"]["principal"] for r in records} == {"local-cloud-user"}
+    assert all(r["who"]["os_user"] and r["spec_digest"].startswith("sha256:") for r in records)
+    assert [{s["stack"]: s["status"] for s in r["stacks"]} for r in records] == [
+        {PROJECT_STACK: "deployed", C1: "deployed", C2: "deployed"},
+        {PROJECT_STACK: "unchanged", C1: "unchanged", C2: "unchanged"},
+        {C1: "destroyed", C2: "destroyed", PROJECT_STACK: "destroyed"},
+    ]
+    assert [r["outcome"] for r in records] == ["ok", "ok", "ok"]
+    text = npa("audit", "--spec", str(spec), "--backend", backend, check=True).stdout
+    assert "by local-cloud-user" in text and f"{C2}: destroyed" in text
 
     logs = [p.read_text() for p in (isolated_home / ".npa-pulumi" / "logs").rglob("*.log")]
     assert logs

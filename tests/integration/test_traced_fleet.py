@@ -1,19 +1,22 @@
 """Traces and the audit trail end to end: `up` of a two-cluster local fleet in two waves with `--trace otlp`
 against an OTLP/HTTP receiver in this test (the protobuf decoded with opentelemetry-proto) and
 `--trace-file`: the root span, the waves, each stack under its wave, the phases, terraform's commands and
-the engine's own spans under their stack, no secret anywhere; then `audit` lists the run, and after
-`destroy` both, with who and each stack's outcome."""
+the engine's own spans under their stack, no secret anywhere; `report --timeline` draws that trace file in
+headless Chromium; then `audit` lists the run, and after `destroy` both, with who and each stack's
+outcome."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_support import render
 from fleet_helpers import npa, write_spec
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -99,6 +102,56 @@ def _ancestors(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> list[s
     return names
 
 
+def _timeline_of_the_run(spec: str, tmp_path: Path, up_json: str, trace_file: Path, passphrase: str) -> None:
+    """`report --timeline` of the run's own trace file, in the browser: the project stack, then one cluster
+    per wave, all three on the longest path; each stack's phases and terraform's commands drawn."""
+    document = tmp_path / "up.json"
+    document.write_text(up_json)
+    page = tmp_path / "timeline.html"
+    drawn = npa(
+        "report", "--spec", spec, "--from-json", str(document), "--timeline", str(trace_file),
+        "--output", str(page),
+    )  # fmt: skip
+    assert drawn.code == 0, drawn.stderr[-3000:]
+    rendered = render(page, tmp_path / "timeline.png", size="1280,1000")
+    assert rendered.console == [], rendered.console
+    svg = _TimelineSvg()
+    svg.feed(rendered.dom)
+    assert svg.stacks == {
+        "traced.alpha": ("", "true"),
+        "traced.alpha.one": ("1", "true"),
+        "traced.alpha.two": ("2", "true"),
+    }
+    assert svg.waves == ["1", "2"] and svg.links == 2
+    assert {"preparing", "updating"} <= svg.phases
+    assert {"terraform init", "terraform apply", "kubeconfig"} <= svg.steps
+    assert passphrase not in page.read_text()
+
+
+class _TimelineSvg(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stacks: dict[str, tuple[str, str]] = {}
+        self.waves: list[str] = []
+        self.phases: set[str] = set()
+        self.steps: set[str] = set()
+        self.links = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        classes = found.get("class", "").split()
+        if tag == "g" and "stack" in classes:
+            self.stacks[found["data-stack"]] = (found["data-wave"], found["data-critical"])
+        elif tag == "g" and "wave" in classes:
+            self.waves.append(found["data-wave"])
+        elif tag == "rect" and "phase" in classes:
+            self.phases.add(found["data-phase"])
+        elif tag == "rect" and "step" in classes:
+            self.steps.add(found["data-name"])
+        elif tag == "path" and "longest-path" in classes:
+            self.links += 1
+
+
 def test_traced_up_then_audit_then_destroy(isolated_home: Path, tmp_path: Path, collector: Collector) -> None:
     npa("local-cloud", "init", check=True)
     spec = str(write_spec(tmp_path / "fleet.yaml", SPEC))
@@ -137,6 +190,7 @@ def test_traced_up_then_audit_then_destroy(isolated_home: Path, tmp_path: Path, 
     file_names = {s["name"] for r in document["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]}
     assert {"npa-pulumi up", "wave 1 of 2", "traced.alpha.one", "terraform apply"} <= file_names
     assert passphrase not in trace_file.read_text()
+    _timeline_of_the_run(spec, tmp_path, up.stdout, trace_file, passphrase)
 
     listed = npa("audit", "--spec", spec, "--output", "json", check=True).json()["records"]
     assert [r["command"] for r in listed] == ["up"]

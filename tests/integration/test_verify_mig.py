@@ -7,7 +7,8 @@ template (`local-cloud fault driver --kind stale-template`) and a device plugin 
 one node (`local-cloud fault node --kind stale-device-plugin`): refused with nothing changed while a GPU
 workload runs; then `verify-mig --wait --reconcile` replaces the driver pods one worker at a time (each
 node cordoned, the pod deleted by UID, a ready replacement, the node uncordoned), restarts GPU feature
-discovery and then the device plugin, keeps a private receipt of every step and passes the full gate."""
+discovery and then the device plugin, keeps a private receipt of every step and passes the full gate. The repair runs are in the audit trail
+(counts, no node names), the read-only runs are not."""
 
 from __future__ import annotations
 
@@ -166,6 +167,20 @@ def test_verify_mig_reads_and_repairs_exactly_the_stale_taint(kube_api: Path, tm
     )
     document = json.loads(receipt.read_text())
     assert document["evidence"]["ready"] is True and document["evidence"]["repaired_stale_taint_on"] == [node]
+
+    # ---- the repairs (refused, then done) are audited; the plain reads are not
+    records = npa("audit", "--spec", spec, "--output", "json", check=True).json()["records"]
+    assert [(r["command"], r.get("repair"), r["outcome"]) for r in records] == [
+        ("up", None, "ok"),
+        ("verify-mig", "reconcile", "failed"),
+        ("verify-mig", "reconcile", "ok"),
+    ]
+    details = [(s["status"], s["detail"]) for r in records[1:] for s in r["stacks"]]
+    assert details == [
+        ("not-ready", "nothing to repair"),
+        ("ready", "removed the stale mig-not-ready taint from 1 node(s)"),
+    ]
+    assert node not in json.dumps(records)
 
     # ---- evidence is never written into a repository; a CPU-only selection is not a MIG cluster
     inside = npa("verify-mig", "--spec", spec, "--evidence-dir", str(Path(__file__).parent / "ev"))

@@ -172,3 +172,45 @@ def test_preview_renders_the_pending_change(tmp_path: Path) -> None:
     parsed.feed(out.read_text())
     assert parsed.cells == {"fleet1-test.a.cluster": "pending", "fleet1-test.b.cluster": "unchanged"}
     assert "pending change" in out.read_text() and "create 3" in out.read_text()
+
+
+def _audit_record(command: str, started: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "command": command,
+        "started_at": started,
+        "outcome": "ok",
+        "who": {
+            "principal": "serviceaccount-ci",
+            "os_user": "ci",
+            "host": "runner",
+            "ci_run_url": "https://ci/1",
+        },
+        "stacks": [{"stack": "fleet1-test.a.cluster", "status": "deployed", "lifecycle": "deployed"}],
+        **extra,
+    }
+
+
+def test_the_last_audit_records_newest_first() -> None:
+    records = [_audit_record("up", f"2026-01-{day:02d}T00:00:00+00:00") for day in range(1, 13)]
+    records.append(
+        _audit_record(
+            "verify-mig",
+            "2026-01-13T00:00:00+00:00",
+            repair="reconcile",
+            stacks=[{"stack": "fleet1-test.a.cluster", "status": "ready", "detail": f"token={SECRETS[3]}"}],
+        )
+    )
+    page = render_report(_status(), _plan(), audit=records)
+    shown = re.findall(r'<tr data-command="([^"]+)"', page)
+    assert shown[0] == "verify-mig --reconcile" and len(shown) == 10  # the last ten, newest first
+    assert "2026-01-13" in page and "2026-01-04T" in page and "2026-01-03T" not in page
+    assert "3 older record(s)" in page and "serviceaccount-ci" in page and "ci@runner" in page
+    assert SECRETS[3] not in page
+    assert not re.search(r"(?i)(src|href)\s*=\s*[\"']?(https?:)?//", page)  # the CI URL is text, no link
+
+
+def test_a_backend_without_a_trail_says_so_on_the_page() -> None:
+    page = render_report(_status(), _plan(), audit=[{"unavailable": "this backend keeps no trail"}])
+    assert "No audit trail readable here: this backend keeps no trail" in page
+    assert "No audit records" in render_report(_status(), _plan(), audit=[])
+    assert 'id="audit"' not in render_report(_status(), _plan())  # --from-json: not read

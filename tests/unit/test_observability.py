@@ -1,6 +1,7 @@
-"""Traces (runtime/tracing.py), notifications (output/notifications.py) and the audit trail
-(engine/audit.py, engine/automation/audit_store.py): span trees, scrubbing, bounded retries against a
-local HTTP server, and records written once and listed."""
+"""Traces (runtime/tracing.py), notifications (output/notifications.py, the spec's `notify:`) and the audit
+trail (engine/audit.py, engine/automation/audit_store.py): span trees, scrubbing, bounded retries against a
+local HTTP server, webhooks validated where the spec has them, health events on changes only, and records
+(repairs' too) written once and listed."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from npa_pulumi.cloud.redaction import scrub
 from npa_pulumi.engine import audit
 from npa_pulumi.engine.automation import audit_store
 from npa_pulumi.output import notifications
+from npa_pulumi.output.health import ClusterHealth, FleetHealth, GpuTotals, NodeHealth
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.runtime import tracing
 from npa_pulumi.runtime.retry import RetryPolicy
+from npa_pulumi.spec import SpecError, parse_spec
 
 SECRET = "abcdef0123456789secretvalue"
 TOKEN = f"Bearer {SECRET}"  # what scrub blanks (the PR comment's rules)
@@ -217,6 +220,13 @@ def test_a_failed_notification_is_a_warning_without_the_url_secret(receiver: _Re
     assert receiver.failures == 7  # exactly the bounded attempts
 
 
+def test_a_read_of_a_halted_rollout_posts_nothing() -> None:
+    status = _halted()
+    status.command = "status"  # shows the halt and the failed gate the `up` already posted
+    assert notifications.reasons(status) == []
+    assert notifications.reasons(_halted()) == ["rollout-halted", "gate-failed"]
+
+
 def test_destroy_incomplete_notifies() -> None:
     result = FleetResult(
         command="destroy",
@@ -259,3 +269,199 @@ def test_audit_records_are_written_once_and_listed(tmp_path: Path, monkeypatch: 
 def test_a_backend_without_a_trail_says_so() -> None:
     with pytest.raises(audit_store.AuditUnavailable):
         audit_store.append("https://api.pulumi.com", "npa-fleet", "f", "{}")
+
+
+# ------------------------------------------------------------------------------------ the spec's notify
+
+NOTIFY_SPEC = """\
+apiVersion: npa.fleet/v0.0.1
+name: nt
+region: us-central1
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+notify:
+NOTIFY
+projects:
+  - name: a
+"""
+
+
+def _notify_spec(*entries: str) -> str:
+    return NOTIFY_SPEC.replace("NOTIFY", "\n".join(f"  - {json.dumps(e)}" for e in entries))
+
+
+def test_the_spec_takes_webhooks_and_env_references() -> None:
+    spec = parse_spec(_notify_spec("https://hooks.example.com/x", "${NPA_TEST_HOOK}", "$OTHER_HOOK"))
+    assert spec.notify == ["https://hooks.example.com/x", "${NPA_TEST_HOOK}", "$OTHER_HOOK"]
+    assert "hooks.example.com" not in repr(spec)  # never in a repr (logs, tracebacks)
+    assert parse_spec(NOTIFY_SPEC.replace("notify:\nNOTIFY\n", "")).notify == []
+
+
+def test_bad_webhooks_are_located_and_never_echoed() -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(
+            _notify_spec(
+                f"ftp://hooks.acme.test/{SECRET}",
+                "$1bad",
+                f"https:///{SECRET}",
+                "https://hooks.acme.test/x",
+                "https://hooks.acme.test/x",
+                "not a url",
+            ),
+            "fleet.yaml",
+        )
+    problems = {(p.path, p.line) for p in caught.value.problems}
+    assert problems == {
+        ("notify[0]", 7),
+        ("notify[1]", 8),
+        ("notify[2]", 9),
+        ("notify[4]", 11),
+        ("notify[5]", 12),
+    }
+    text = str(caught.value)
+    assert "scheme is 'ftp'" in text and "has no host" in text and "repeats notify[3]" in text
+    assert SECRET not in text and "hooks.acme.test" not in text
+    with pytest.raises(SpecError, match=r"notify\[0\]: must be a string"):
+        parse_spec(NOTIFY_SPEC.replace("NOTIFY", "  - 5"))
+
+
+def test_targets_merge_flags_with_the_spec_and_read_the_environment() -> None:
+    flag = "https://flag.example.com/a"
+    urls, warnings = notifications.targets(
+        [flag, flag],
+        ["${HOOK_SET}", "$HOOK_UNSET", "${HOOK_BAD}", flag, "https://spec.example.com/b"],
+        {"HOOK_SET": "https://env.example.com/c", "HOOK_BAD": f"ftp://x/{SECRET}"},
+    )
+    assert urls == [flag, "https://env.example.com/c", "https://spec.example.com/b"]
+    assert warnings == [
+        "notify[1]: ${HOOK_UNSET} is not set: nothing is posted there",
+        "notify[2]: ${HOOK_BAD} must be an http(s) URL (its scheme is 'ftp'): nothing is posted there",
+    ]
+
+
+# ------------------------------------------------------------------------------------ health notifications
+
+
+def _health_report(**states: tuple[str, int]) -> FleetHealth:
+    """stack -> (status, degraded GPUs) of a fleet of 8-GPU clusters."""
+    clusters = []
+    for stack, (status, degraded) in states.items():
+        node = NodeHealth(
+            name=f"{stack}-n1",
+            gpu=True,
+            state="degraded" if degraded else "usable",
+            ready=not degraded,
+            problems=[f"NebiusGPUError: {TOKEN}"] if degraded else [],
+        )
+        clusters.append(
+            ClusterHealth(
+                stack=stack,
+                project_key="p",
+                cluster_name=stack.rsplit(".", 1)[-1],
+                kube_context="ctx",
+                status=status,
+                totals=GpuTotals(requested=8, usable=8 - degraded, degraded=degraded),
+                nodes=[node],
+            )
+        )
+    return FleetHealth(fleet="f", cloud="local", min_usable=0.5, clusters=clusters)
+
+
+def test_health_notifies_degraded_clusters_once_then_only_changes(receiver: _Receiver) -> None:
+    notifier = notifications.HealthNotifier([receiver.url], policy=NO_WAIT)
+    healthy = _health_report(**{"f.p.a": ("ok", 0), "f.p.b": ("ok", 0)})
+    assert notifier(healthy) == [] and receiver.bodies == []  # a healthy first read: nothing
+
+    degraded = _health_report(**{"f.p.a": ("ok", 1), "f.p.b": ("below-min-usable", 8)})
+    assert notifier(degraded) == []
+    assert len(receiver.bodies) == 1
+    event = receiver.bodies[0]
+    assert event["command"] == "health" and event["events"] == ["below-min-usable", "cluster-degraded"]
+    assert [(c["stack"], c["state"], c["usable"]) for c in event["clusters"]] == [
+        ("f.p.a", "degraded", 7),
+        ("f.p.b", "below-min-usable", 0),
+    ]
+    assert "f.p.b: below-min-usable (0/8 GPUs usable, 8 degraded" in event["text"]
+    assert SECRET not in json.dumps(event)  # the node's problem text is scrubbed
+
+    notifier(degraded)  # the same read again: no change, no event
+    unreadable = _health_report(**{"f.p.a": ("failed", 0), "f.p.b": ("below-min-usable", 8)})
+    notifier(unreadable)  # an unreadable cluster keeps its last condition: no "recovered"
+    assert len(receiver.bodies) == 1
+
+    recovered = _health_report(**{"f.p.a": ("ok", 0), "f.p.b": ("below-min-usable", 8)})
+    notifier(recovered)
+    assert len(receiver.bodies) == 2
+    assert receiver.bodies[1]["events"] == ["cluster-recovered"]
+    assert [c["stack"] for c in receiver.bodies[1]["clusters"]] == ["f.p.a"]
+
+
+def test_a_one_shot_health_read_of_a_degraded_fleet_posts_one_event(receiver: _Receiver) -> None:
+    notifier = notifications.HealthNotifier([receiver.url], policy=NO_WAIT)
+    notifier(_health_report(**{"f.p.a": ("below-min-usable", 4)}))
+    assert [b["events"] for b in receiver.bodies] == [["below-min-usable"]]
+    receiver.failures = 10
+    warnings = notifications.HealthNotifier([receiver.url], policy=NO_WAIT)(
+        _health_report(**{"f.p.a": ("ok", 1)})
+    )
+    assert len(warnings) == 1 and SECRET not in warnings[0]  # a warning, never the URL's secret
+
+
+# ------------------------------------------------------------------------------------ audit of repairs
+
+
+def test_a_reconcile_run_is_recorded_with_counts() -> None:
+    result = FleetResult(
+        command="verify-mig",
+        fleet="f",
+        cloud="local",
+        backend="b",
+        stacks=[
+            StackResult(
+                stack="f.p.a",
+                kind="cluster",
+                project_key="p",
+                status="ready",
+                health={"repaired_stale_taint": 2},
+            ),
+            StackResult(
+                stack="f.p.b",
+                kind="cluster",
+                project_key="p",
+                status="ready",
+                health={"repaired_stale_taint": 0},
+            ),
+        ],
+    )
+    entry = audit.record(result, audit.who(None), datetime.now(UTC), {}, None, repair="reconcile")
+    assert (entry.command, entry.repair) == ("verify-mig", "reconcile")
+    assert [s.detail for s in entry.stacks] == [
+        "removed the stale mig-not-ready taint from 2 node(s)",
+        "nothing to repair",
+    ]
+    assert audit.record(result, audit.who(None), datetime.now(UTC), {}, None).stacks[0].detail is None
+
+
+def test_a_requalify_run_is_recorded_without_node_names(tmp_path: Path) -> None:
+    report = _health_report(**{"f.p.a": ("ok", 0), "f.p.b": ("ok", 0), "f.p.c": ("failed", 0)})
+    report.clusters[0].requalify = {"nodes": ["node-x1"], "passed": ["node-x1"], "failed": []}
+    report.clusters[1].requalify = {
+        "nodes": ["node-y1", "node-y2"],
+        "passed": [],
+        "failed": ["node-y1", "node-y2"],
+        "refused": {"node-y2": "a pod holds its GPUs"},
+    }
+    entry = audit.requalify_record(report, audit.who(None), datetime.now(UTC), {}, None)
+    assert entry is not None
+    assert (entry.command, entry.repair, entry.outcome) == ("health", "requalify", "failed")
+    assert [(s.stack, s.status) for s in entry.stacks] == [("f.p.a", "requalified"), ("f.p.b", "failed")]
+    assert entry.stacks[1].detail == (
+        "probed 2 unqualified node(s): 0 passed, 2 failed (1 refused: GPU workloads ran)"
+    )
+    assert entry.totals == {"clusters": 2, "nodes": 3, "passed": 1, "failed": 2, "refused": 1}
+    path = audit.append(f"file://{tmp_path}", entry)
+    assert "node-" not in Path(path).read_text()
+    [listed] = audit.read(f"file://{tmp_path}", "f")
+    assert listed.repair == "requalify"
+    nothing = _health_report(**{"f.p.a": ("failed", 0)})
+    assert audit.requalify_record(nothing, audit.who(None), datetime.now(UTC), {}, None) is None

@@ -126,16 +126,26 @@ class S3Client:
         return f"S3Client({self._scheme}://{self._host}, region={self.region!r}, key={self._access_key_id!r})"
 
     def request(
-        self, method: str, bucket: str, key: str = "", body: bytes = b"", query: str = ""
+        self,
+        method: str,
+        bucket: str,
+        key: str = "",
+        body: bytes = b"",
+        query: str = "",
+        content_type: str | None = None,
     ) -> S3Response:
-        """`query` is a subresource such as `versioning` (bucket settings), signed as S3 expects."""
+        """`query` is a subresource such as `versioning` (bucket settings), signed as S3 expects;
+        `content_type` that of an object written (without one urllib sends form data's, and an S3
+        implementation may parse the body as a form: moto then stores an empty object)."""
         path = self._base + "/" + uri_encode(bucket, keep_slash=False)
         if key:
             path += "/" + uri_encode(key, keep_slash=True)
         payload_sha = hashlib.sha256(body).hexdigest()
         amz_date = self._clock.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         headers = {"host": self._host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_sha}
-        if query and body:
+        if content_type:
+            headers["content-type"] = content_type
+        elif query and body:
             # A settings document (versioning ...): without a type urllib calls it form data, which some
             # S3 implementations then parse as a form instead of routing it.
             headers["content-type"] = "application/xml"

@@ -62,7 +62,9 @@ def append(backend_url: str, project_name: str, fleet: str, text: str, name: str
             "this backend keeps no npa-pulumi audit trail (file:// and s3:// backends with an access key do)"
         )
     try:
-        response = bucket.client.request("PUT", bucket.name, key, body=text.encode("utf-8"))
+        response = bucket.client.request(
+            "PUT", bucket.name, key, body=text.encode("utf-8"), content_type="application/json"
+        )
     except OSError as err:
         raise AuditUnavailable(f"could not write the audit record s3://{bucket.name}/{key}: {err}") from None
     if response.status not in (200, 201):
