@@ -7,8 +7,8 @@ template (`local-cloud fault driver --kind stale-template`) and a device plugin 
 one node (`local-cloud fault node --kind stale-device-plugin`): refused with nothing changed while a GPU
 workload runs; then `verify-mig --wait --reconcile` replaces the driver pods one worker at a time (each
 node cordoned, the pod deleted by UID, a ready replacement, the node uncordoned), restarts GPU feature
-discovery and then the device plugin, keeps a private receipt of every step and passes the full gate. The repair runs are in the audit trail
-(counts, no node names), the read-only runs are not."""
+discovery and then the device plugin, keeps a private receipt of every step and passes the full gate.
+The repair runs are in the audit trail (counts, no node names), the read-only runs are not."""
 
 from __future__ import annotations
 
