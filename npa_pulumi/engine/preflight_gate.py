@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, declared_objects
 from npa_pulumi.engine import liveness
+from npa_pulumi.engine.backends.registry import backend_for
 
 if TYPE_CHECKING:
+    from npa_pulumi.engine.backends.base import ClusterBackend
     from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.engine.plans import FleetPlans
+    from npa_pulumi.plan import Target
     from npa_pulumi.preflight.live_proof import ClaimedCluster
-    from npa_pulumi.preflight.report import DeployedClusterLine
+    from npa_pulumi.preflight.report import DeployedClusterLine, PreflightReport
 
 REFRESH_REFUSAL = "`--refresh` re-reads every stack first, so nothing it recorded is taken as held"
 
@@ -59,18 +62,36 @@ def _declared_ids(declared: dict[str, dict[str, Any]] | None, kind: str) -> list
 def _same_plan(
     fleet: FleetContext, deployed: dict[str, tuple[dict[str, Any], dict[str, Any] | None]]
 ) -> set[str]:
-    """The deployed soperator stacks recorded from exactly the current plan: only their check needs it
-    (their node groups are the recipe's, not matched against the spec), so only they are planned here."""
-    soperator = {
-        t.cluster_stack for t in fleet.targets if t.backend == "soperator" and t.cluster_stack in deployed
+    """The deployed stacks recorded from exactly the current plan, of the backends whose check needs it
+    (ClusterBackend.claims_need_same_plan: node groups that are the recipe's, not matched against the
+    spec), so only they are planned here."""
+    wanted = {
+        t.cluster_stack
+        for t in fleet.targets
+        if t.cluster_stack in deployed
+        and (backend := backend_for(t.backend))
+        and backend.claims_need_same_plan
     }
-    if not soperator:
+    if not wanted:
         return set()
     return {
         plan.stack
         for plan in fleet.plans().clusters
-        if plan.stack in soperator and liveness.fingerprint_matches(fleet, plan, deployed[plan.stack][0])
+        if plan.stack in wanted and liveness.fingerprint_matches(fleet, plan, deployed[plan.stack][0])
     }
+
+
+def fleet_preflight(fleet: FleetContext) -> PreflightReport:
+    """Preflight's report for the selection: each target budgeted as its backend says, each deployed
+    cluster charged what its live proof leaves."""
+    from npa_pulumi.preflight.targets import preflight_targets
+
+    def budget_of(target: Target) -> ClusterBackend | None:
+        return backend_for(target.backend)
+
+    return preflight_targets(
+        fleet.cloud, fleet.tenant_id(), fleet.targets, budget_of, claimed_clusters(fleet)
+    )
 
 
 SHOWN_DEPLOYED = 20  # above this many deployed clusters, `up` names only those charged something
@@ -89,10 +110,9 @@ def _deployed_lines(deployed: list[DeployedClusterLine]) -> list[str]:
 def preflight_gate(fleet: FleetContext) -> Callable[[FleetPlans], dict[str, Any] | None]:
     def gate(_plans: FleetPlans) -> dict[str, Any] | None:
         from npa_pulumi.preflight import render_text
-        from npa_pulumi.preflight.targets import preflight_targets
 
         fleet.progress.message("preflight: checking quota and reserved capacity for the selection ...")
-        report = preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
+        report = fleet_preflight(fleet)
         if not report.ok:
             fleet.progress.message(render_text(report))
         else:

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.engine import liveness, requalification
 from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.backends.base import NativeStatus
+from npa_pulumi.engine.backends.registry import recorded_backend
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
 from npa_pulumi.engine.progress import headline
-from npa_pulumi.engine.slurm_status import slurm_status
 from npa_pulumi.output.results import StackResult
 
 if TYPE_CHECKING:
@@ -149,11 +150,14 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         error = f"the health gate did not pass: {reason}; run up to check again (Terraform is not re-applied)"
     else:
         status = "deployed"
-    if isinstance(outputs.get("kuberay"), dict):
-        base["kuberay"] = _ray_readiness(fleet, op, base, outputs["kuberay"])
+    backend = recorded_backend(outputs)
+    native = NativeStatus()
+    if backend is not None:  # the backend's own view: a KubeRay cluster's Ray, a Slurm cluster's Slurm
+        native = backend.native_status(fleet.cloud, fleet.plans().cluster(op.stack), outputs)
+    if native.kuberay is not None:
+        base["kuberay"] = native.kuberay
     fleet.progress.phase(op.stack, "done", status)
-    slurm = slurm_status(fleet, outputs)  # a soperator cluster's native status (None for mk8s)
-    return op.result(status, node_groups=views, error=error, drift=drift, slurm=slurm, **base)
+    return op.result(status, node_groups=views, error=error, drift=drift, slurm=native.slurm, **base)
 
 
 def _recorded_only(
@@ -167,30 +171,3 @@ def _recorded_only(
         status, error = str(outputs.get("lifecycle") or "deployed"), None
     fleet.progress.phase(op.stack, "done", status)
     return op.result(status, error=error, **base)
-
-
-def _ray_readiness(
-    fleet: FleetContext, op: StackOp, base: dict[str, Any], recorded: dict[str, Any]
-) -> dict[str, Any]:
-    """The Ray cluster's readiness now, read from the cluster (the gate's last look when it cannot be)."""
-    from npa_pulumi.engine.programs import ray_summary
-    from npa_pulumi.kube.client import KubeClient
-    from npa_pulumi.kube.kubeconfig import dump
-    from npa_pulumi.kube.kuberay import RayGateConfig, check_ray
-
-    plan = fleet.plans().cluster(op.stack)
-    if plan.kuberay is None or not base.get("kube_context"):
-        return {**recorded, "live": False}
-    config = RayGateConfig(
-        worker_replicas=plan.kuberay["worker_replicas"],
-        image=plan.kuberay["image"],
-        cpu_node_group=plan.kuberay["cpu_node_group"],
-        timeout_s=0,
-    )
-    try:
-        access = fleet.cloud.cluster_access(base["cluster_id"])
-        client = KubeClient.from_kubeconfig(dump(access.kubeconfig(base["kube_context"])), timeout_s=10.0)
-        snap = check_ray(client, config).to_json()
-    except Exception as err:  # the API unreachable: say so, keep what the gate saw
-        return {**recorded, "live": False, "error": str(err)}
-    return {**ray_summary({**snap, "passed": snap["ready"]}), "live": True}

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from npa_pulumi.engine.plans import fabric_check_config
 from npa_pulumi.engine.verify import VerifyOptions, _entry, _registered_kubeconfig, _run
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.plan.gates import fabric_check_config
 from npa_pulumi.plan.naming import kube_context_name
 
 if TYPE_CHECKING:

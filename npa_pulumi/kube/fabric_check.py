@@ -59,7 +59,7 @@ _CALL_CAP_S = 10.0
 
 @dataclass(frozen=True)
 class FabricConfig:
-    """What to measure on one cluster and what it must reach (npa_pulumi/engine/plans.py builds it)."""
+    """What to measure on one cluster and what it must reach (npa_pulumi/plan/gates.py builds it)."""
 
     gpus_per_node: int
     expected_gpu_nodes: int

@@ -7,6 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from npa_pulumi.spec.constants import BackendKind
+from npa_pulumi.spec.types import Backend
+
 StackKind = Literal["project", "cluster"]
 
 # Per-stack outcomes. `status` vocabulary by command:
@@ -81,7 +84,7 @@ class StackResult(BaseModel):
     # Cluster stacks: the target's backend (mk8s | soperator), and a soperator cluster's native Slurm status
     # ({name, namespace, phase, conditions, nodesets: {name: {phase, desired, replicas, ready}},
     # login_endpoint, source: live | gate}).
-    backend: str | None = None
+    backend: Backend | None = None
     slurm: dict[str, Any] | None = None
     # adopt: what was found in the original's install and taken over ({verdict, source, cluster_id,
     # node_group_ids, project_id, subnet_id, network_id, network_owned, original_status, digests,
@@ -213,10 +216,10 @@ class FleetResult(BaseModel):
 
     def backend_counts(self) -> dict[str, int]:
         """Cluster stacks per backend, as the original tool's summary counted them."""
-        counts = {"mk8s": 0, "soperator": 0}
+        counts = {kind.value: 0 for kind in BackendKind}
         for stack in self.clusters():
-            kind = stack.backend or "mk8s"
-            counts[kind] = counts.get(kind, 0) + 1
+            kind = stack.backend or BackendKind.MK8S
+            counts[kind.value] += 1
         return counts
 
     def to_json(self) -> dict[str, Any]:

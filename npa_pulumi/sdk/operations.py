@@ -368,13 +368,12 @@ def preflight(spec: SpecSource, request: FleetRequest = FleetRequest()) -> Prefl
     """`npa-pulumi preflight`: whether the tenant's quota and reserved capacity fit the selection
     (read-only); the recipe's terraform/tofu is checked first, as `up` does."""
     from npa_pulumi.engine.plans import require_recipe_terraform
-    from npa_pulumi.engine.preflight_gate import claimed_clusters
-    from npa_pulumi.preflight.targets import preflight_targets
+    from npa_pulumi.engine.preflight_gate import fleet_preflight
 
     fleet = open_fleet(_selected(spec, request.selection), request)
     fleet.resolve_regions()  # an empty spec region comes from the profile's configuration
     require_recipe_terraform(fleet.plans())  # a binary the recipe refuses fails `up` at its first init
-    return preflight_targets(fleet.cloud, fleet.tenant_id(), fleet.targets, claimed_clusters(fleet))
+    return fleet_preflight(fleet)
 
 
 def list_stacks(backend: str | None = None, fleet: str | None = None) -> list[dict[str, Any]]:

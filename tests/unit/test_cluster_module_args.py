@@ -8,6 +8,7 @@ from npa_pulumi.components.k8s_training_cluster import K8sTrainingClusterArgs
 from npa_pulumi.components.soperator_cluster import SoperatorClusterArgs
 from npa_pulumi.components.terraform_module import TerraformModuleInputs
 from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args
+from npa_pulumi.spec.constants import BackendKind
 
 BLOCK = "capacityblockgroup-e00secret77a1b2"
 PLAN = ClusterPlan(
@@ -18,7 +19,7 @@ PLAN = ClusterPlan(
     stack="f.p.c",
     region="eu-north1",
     tenant_id="tenant-e00t",
-    backend="mk8s",
+    backend=BackendKind.MK8S,
     tfvars={"gpu_nodes_count": 2},
     runtime_tfvars={"gpu_nodes_reservation_policy": {"policy": "STRICT", "reservation_ids": [BLOCK]}},
     recipe={"source": "dir", "location": "/recipes/k8s-training", "digest": "d"},

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from npa_pulumi.components.gpu_fabric import combine_with_gate
-from npa_pulumi.engine.plans import fabric_check_config
 from npa_pulumi.kube.fabric_check import (
     INTER_PROBE,
     INTRA_PROBE,
@@ -22,6 +21,7 @@ from npa_pulumi.kube.fabric_check import (
 )
 from npa_pulumi.kube.nccl_output import parse_all_reduce, parse_size
 from npa_pulumi.plan import resolve_targets
+from npa_pulumi.plan.gates import fabric_check_config
 from npa_pulumi.simulator.kube import fabric, shapes
 from npa_pulumi.spec import SpecError, parse_spec
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from npa_pulumi.engine.plans import kuberay_template
-from npa_pulumi.engine.programs import merge_evidence, ray_summary
+from npa_pulumi.engine.backends.mk8s.program import merge_evidence, ray_summary
 from npa_pulumi.kube import kuberay
 from npa_pulumi.plan import resolve_targets
+from npa_pulumi.plan.gates import kuberay_template
 from npa_pulumi.policies import catalog
 from npa_pulumi.policies.fleet_guardrails_lib.checks import CheckContext, check_kuberay_reviewed_template
 from npa_pulumi.policies.fleet_guardrails_lib.facts import ClusterRegistry, Subject

@@ -14,6 +14,7 @@ from npa_pulumi.engine.backends.base import PlanInputs
 from npa_pulumi.engine.backends.soperator import SoperatorBackend
 from npa_pulumi.plan import Target, resolve_targets
 from npa_pulumi.spec import parse_spec
+from npa_pulumi.spec.constants import BackendKind
 
 SPEC = {
     "name": "f",
@@ -55,7 +56,7 @@ def target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Target:
 def _inputs(health_gate: bool = True) -> PlanInputs:
     stand_in = RecipeSource("local-stand-in", str(soperator_recipe.stand_in_dir()))
     return PlanInputs(
-        "tenant-1", stand_in, "ssh-ed25519 AAAA k", True, health_gate, soperator_source=stand_in
+        "tenant-1", "ssh-ed25519 AAAA k", True, health_gate, sources={BackendKind.SOPERATOR: stand_in}
     )
 
 

@@ -94,7 +94,7 @@ class StackOp:
     # A cluster stack with a health gate: the lifecycle state recorded while the gate's step runs
     # (engine/lifecycle.py); "" when it has none.
     gate_state: str = ""
-    backend: str | None = None  # a cluster stack's backend (mk8s | soperator), reported in its result
+    backend: str | None = None  # a cluster stack's backend (spec.constants.BackendKind), in its result
     # A cluster stack's project stack: a new stack is made with that stack's passphrase salt, so that its
     # engine runs, which open both stacks (the StackReference), derive the passphrase's key once, not twice
     # (`StackExecutor._key_shared`). None: a salt of its own.
@@ -192,7 +192,7 @@ class EventCollector:
 GATE_TYPE_SUFFIX = ":GpuHealthGate"  # components/gpu_health.py's dynamic resource type
 FABRIC_TYPE_SUFFIX = ":GpuFabricCheck"  # components/gpu_fabric.py's
 RAY_GATE_TYPE_SUFFIX = ":KubeRayGate"  # components/kuberay_gate.py's
-# ... and components/slurm_gate.py's (soperator clusters): either one starting is the gate's step.
+# ... and components/slurm_gate.py's (Slurm clusters): either one starting is the gate's step.
 GATE_TYPE_SUFFIXES = (GATE_TYPE_SUFFIX, ":SlurmGate")
 _RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
 # The steps a trace shows as spans of their own inside the engine's run (runtime/tracing.py).

@@ -43,7 +43,7 @@ from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.engine.automation.diy_backend import NO_FAST_PATH, checkpoint_outputs, stack_names
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
-from npa_pulumi.engine.backends.registry import backend_for
+from npa_pulumi.engine.backends.registry import backend_for, kinds_where
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import Visit, WalkKind
 from npa_pulumi.engine.operations.common import apply_lifecycle, write_kubeconfig
@@ -199,9 +199,11 @@ def _examine(
     outputs: dict[str, Any] | None,
     holders: dict[str, str],
 ) -> Candidate:
-    if cluster.backend != "mk8s":
+    backend = backend_for(cluster.backend)
+    if backend is None or not backend.adoptable:
+        adoptable = " and ".join(kinds_where(lambda known: known.adoptable))
         return Candidate(
-            cluster, Verdict.REFUSED, [f"a {cluster.backend} cluster: adopt takes over mk8s clusters"]
+            cluster, Verdict.REFUSED, [f"a {cluster.backend} cluster: adopt takes over {adoptable} clusters"]
         )
     project = next(p for p in plans.projects if p.stack == cluster.project_stack)
     project_dir = project_directory(source, project.project_key, project.display_name, project.project_id)

@@ -11,21 +11,22 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine.automation.stack_operations import StackOp
+from npa_pulumi.engine.backends.registry import recorded_backend
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args
-from npa_pulumi.engine.slurm_status import recorded_slurm_status
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
 
 log = logging.getLogger(__name__)
 
 
-def refuse_storage_without_mk8s(context: FleetContext, plans: FleetPlans) -> None:
-    """Object storage on a project whose selected clusters are all soperator is refused, located in the
-    spec, before anything is touched: the original tool failed closed too."""
-    if not plans.storage_without_mk8s:
+def refuse_unused_storage(context: FleetContext, plans: FleetPlans) -> None:
+    """Object storage on a project whose selected clusters are all of backends that do not use it is
+    refused, located in the spec, before anything is touched: the original tool failed closed too."""
+    if not plans.unused_storage:
         return
+    from npa_pulumi.engine.backends.registry import kinds_where
     from npa_pulumi.spec.errors import SpecError, SpecProblem
 
     source = context.options.spec_path or "<spec>"
@@ -35,18 +36,20 @@ def refuse_storage_without_mk8s(context: FleetContext, plans: FleetPlans) -> Non
 
         with contextlib.suppress(NpaError, OSError):
             index = load_yaml(read_spec_text(context.options.spec_path), source)[1]
+    users = " or ".join(kinds_where(lambda backend: backend.uses_object_storage))
     problems = []
-    for position in plans.storage_without_mk8s:
+    for unused in plans.unused_storage:
+        position = unused.project_index
         mark = index.exact(("projects", position, "object_storage")) if index else None
         problems.append(
             SpecProblem(
                 path=f"projects[{position}].object_storage",
                 line=mark[0] if mark else None,
                 column=mark[1] if mark else None,
-                message="object storage needs at least one selected mk8s cluster in its project; this "
-                "project's selected clusters are all soperator, which do not use the fleet's object storage "
-                "(nothing was created or changed)",
-                hint="select an mk8s cluster of this project, or remove object_storage",
+                message=f"object storage needs at least one selected {users} cluster in its project; this "
+                f"project's selected clusters are all {' or '.join(unused.backends)}, which do not use the "
+                "fleet's object storage (nothing was created or changed)",
+                hint=f"select an {users} cluster of this project, or remove object_storage",
             )
         )
     raise SpecError(problems, source)
@@ -106,9 +109,11 @@ def apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
     evidence = outputs.get("health_evidence")
     if isinstance(evidence, dict):
         stack.health = evidence
-    if isinstance(outputs.get("kuberay"), dict):  # the KubeRay gate's summary (engine/programs.py)
-        stack.kuberay = outputs["kuberay"]
-    stack.slurm = recorded_slurm_status(outputs) or stack.slurm  # soperator: what its gate saw
+    backend = recorded_backend(outputs)
+    native = backend.recorded_status(outputs) if backend is not None else None
+    if native is not None:  # what the backend's own gate saw (a KubeRay cluster's Ray readiness, ...)
+        stack.kuberay = native.kuberay if native.kuberay is not None else stack.kuberay
+        stack.slurm = native.slurm or stack.slurm
     lifecycle = outputs.get("lifecycle")
     if lifecycle in FAILED_LIFECYCLES and not stack.failed:
         stack.status = lifecycle

@@ -21,7 +21,6 @@ from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
 from npa_pulumi.engine import health_model, requalification
 from npa_pulumi.engine.graph import parallel
-from npa_pulumi.engine.plans import health_gate_config
 from npa_pulumi.kube.gpu_health.checks import is_gpu_node
 from npa_pulumi.output.health import (
     UNQUALIFIED,
@@ -30,6 +29,7 @@ from npa_pulumi.output.health import (
     GpuTotals,
     ProjectHealth,
 )
+from npa_pulumi.plan.gates import health_gate_config
 from npa_pulumi.plan.naming import kube_context_name
 
 if TYPE_CHECKING:

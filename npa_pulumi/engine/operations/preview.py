@@ -14,7 +14,7 @@ from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import preview_cost
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
 from npa_pulumi.engine.operations.common import (
-    refuse_storage_without_mk8s,
+    refuse_unused_storage,
     replacement_policy_config,
     terraform_plan,
 )
@@ -36,7 +36,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     result.warnings = list(plans.warnings)
     waves = rollout.plan(context)
     result.rollout = waves.to_json() if waves is not None else None
-    refuse_storage_without_mk8s(context, plans)
+    refuse_unused_storage(context, plans)
     if preflight is not None:
         result.preflight = preflight(plans)  # read-only: reported next to the changes, never blocking
     result.stacks.extend(plans.unsupported)

@@ -26,7 +26,7 @@ from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
 from npa_pulumi.engine.operations.common import (
     apply_lifecycle,
-    refuse_storage_without_mk8s,
+    refuse_unused_storage,
     replacement_policy_config,
     terraform_plan,
     write_kubeconfig,
@@ -46,7 +46,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     plans = context.plans()
     require_recipe_terraform(plans)  # the recipe's Terraform version, before anything mutates
     result.warnings = list(plans.warnings)
-    refuse_storage_without_mk8s(context, plans)
+    refuse_unused_storage(context, plans)
     refusal = _refusal(context, plans)
     if refusal:
         result.error = refusal

@@ -1,8 +1,8 @@
 """The inline Pulumi program of a soperator cluster stack: the soperator recipe through the Terraform
 bridge, the cluster's credentials and the fleet's own objects, then the Slurm gate (components/
-slurm_gate.py). Its outputs are those of an mk8s cluster stack (cluster_id, endpoint, node_group_ids,
-kube_context, live_objects, lifecycle, validation, health_evidence), plus `slurm_cluster` and the
-`slurm_status` the gate last saw."""
+slurm_gate.py). Its outputs are those of every cluster stack (cluster_id, endpoint, node_group_ids,
+kube_context, live_objects, lifecycle, validation, health_evidence), plus `backend`, `filestores`,
+`slurm_cluster` and the `slurm_status` the gate last saw."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ from npa_pulumi.engine.programs import (
     in_cluster_stage,
     project_identity,
 )
+from npa_pulumi.spec.constants import BackendKind
 
 
 def soperator_program(
     plan: ClusterPlan, cloud: str, profile: str, project_stack_ready: bool, fingerprint: str
 ) -> Callable[[], None]:
     if plan.in_cluster:
-        import npa_pulumi.components.in_cluster  # noqa: F401  (see programs.cluster_program)
+        import npa_pulumi.components.in_cluster  # noqa: F401  (see backends/mk8s/program.py)
 
     def program() -> None:
         import pulumi
@@ -34,7 +35,7 @@ def soperator_program(
             plan.cluster_name,
             SoperatorClusterArgs(**cluster_module_args(plan, cloud, profile, project_id, subnet_id)),
         )
-        pulumi.export("backend", "soperator")
+        pulumi.export("backend", BackendKind.SOPERATOR.value)
         pulumi.export("project_id", project_id)
         pulumi.export("subnet_id", subnet_id)
         pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
