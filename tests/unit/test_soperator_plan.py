@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,3 +87,24 @@ def test_no_health_gate_skips_the_slurm_gate(target: Target) -> None:
     plan = SoperatorBackend().plan(target, _inputs(health_gate=False))
     assert plan.slurm is None and plan.health_gate is None
     assert SoperatorBackend().gate_state(plan) == ""
+
+
+def test_object_storage_only_soperator_clusters_would_use_is_named_for_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from npa_pulumi.engine.backends.registry import backend_for
+    from npa_pulumi.engine.options import FleetOptions
+    from npa_pulumi.engine.plans import UnusedStorage, build_plans
+
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "home"))
+    storage = {"enabled": True, "storage_class": "standard", "size_gibibytes": 16}
+    data: Any = json.loads(json.dumps(SPEC))
+    data["projects"][0]["object_storage"] = storage
+    spec = parse_spec(json.dumps(data))
+    plans = build_plans(
+        spec, resolve_targets(spec), FleetOptions(), "tenant-1", False, backend_for=backend_for
+    )
+    assert plans.unused_storage == [UnusedStorage(0, (BackendKind.SOPERATOR,))]
+    assert [p.stack for p in plans.projects] == [
+        "f.p"
+    ]  # planned (and refused by up/preview before any change)
