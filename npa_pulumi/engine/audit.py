@@ -25,6 +25,7 @@ from npa_pulumi.cloud.redaction import scrub, scrub_document
 from npa_pulumi.engine.automation import audit_store
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
 from npa_pulumi.output.results import FleetResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 SCHEMA = "npa.audit/v1"
 MUTATING = ("up", "destroy", "adopt", "cleanup")
@@ -130,7 +131,7 @@ def record(
             stack=stack.stack,
             kind=str(stack.kind),
             status=stack.status,
-            lifecycle=str(stack.outputs["lifecycle"]) if stack.outputs.get("lifecycle") else None,
+            lifecycle=ClusterOutputs.read(stack.outputs).lifecycle or None,
             error=scrub(stack.error.splitlines()[0])[:300] if stack.error else None,
         )
         for stack in result.stacks

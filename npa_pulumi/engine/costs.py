@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.engine.automation.diy_backend import stack_names
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME
-from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FleetResult, PolicyViolation
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.plan.budget import BudgetConfig, budget_config, check_budget
 from npa_pulumi.plan.cost import (
-    COST_BASIS_OUTPUT,
     Cost,
     CostBasis,
     LineKind,
@@ -50,8 +49,9 @@ def _recorded(outputs: dict[str, Any] | None) -> tuple[CostBasis | None, bool]:
     without a deployment, is known to cost nothing; a deployed one without a basis is unknown."""
     if not outputs:
         return None, True
-    basis = CostBasis.from_output(outputs.get(COST_BASIS_OUTPUT))
-    deployed = FINGERPRINT_OUTPUT in outputs or bool(outputs.get("cluster_id") or outputs.get("project_id"))
+    recorded = ClusterOutputs.read(outputs)  # a project stack's reads the same: what both record
+    basis = recorded.basis()
+    deployed = recorded.deployed_by_fleet or bool(recorded.cluster_id or recorded.project_id)
     return basis, basis is not None or not deployed
 
 

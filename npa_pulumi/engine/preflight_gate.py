@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from npa_pulumi.engine.backends.base import ClusterBackend
     from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.engine.plans import FleetPlans
+    from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
     from npa_pulumi.plan import Target
     from npa_pulumi.preflight.live_proof import ClaimedCluster
     from npa_pulumi.preflight.report import DeployedClusterLine, PreflightReport
@@ -34,23 +35,25 @@ def claimed_clusters(fleet: FleetContext) -> dict[str, ClaimedCluster]:
     by_stack = {t.cluster_stack: t for t in fleet.targets}
     claims: dict[str, ClaimedCluster] = {}
     for stack, (mine, project) in deployed.items():
-        declared = declared_objects({LIVE_OBJECTS_OUTPUT: mine.get("live_objects")})
+        declared = declared_objects({LIVE_OBJECTS_OUTPUT: mine.live_objects})
         refused = REFRESH_REFUSAL if fleet.options.refresh else ""
         claims[stack] = ClaimedCluster(
-            project_id=str(mine.get("project_id") or ""),
-            cluster_id=str(mine.get("cluster_id") or ""),
+            project_id=mine.project_id or "",
+            cluster_id=mine.cluster_id or "",
             refused=refused or liveness.identity_mismatch(by_stack[stack], mine, project),
             same_plan=stack in same_plan,
             records_objects=declared is not None,
-            filesystem_ids=_filesystem_ids(mine.get("filesystem"), declared),
+            filesystem_ids=_filesystem_ids(mine.filesystem, declared),
             gpu_cluster_ids=tuple(_declared_ids(declared, "gpu_cluster")),
         )
     return claims
 
 
-def _filesystem_ids(recorded: Any, declared: dict[str, dict[str, Any]] | None) -> tuple[str, ...]:
+def _filesystem_ids(
+    recorded: dict[str, Any] | None, declared: dict[str, dict[str, Any]] | None
+) -> tuple[str, ...]:
     """The stack's `filesystem` output's id, then any filesystem its recipe declared."""
-    found = [str(recorded.get("id") or "")] if isinstance(recorded, dict) else []
+    found = [str(recorded.get("id") or "")] if recorded is not None else []
     found += _declared_ids(declared, "filesystem")
     return tuple(dict.fromkeys(i for i in found if i))
 
@@ -60,7 +63,7 @@ def _declared_ids(declared: dict[str, dict[str, Any]] | None, kind: str) -> list
 
 
 def _same_plan(
-    fleet: FleetContext, deployed: dict[str, tuple[dict[str, Any], dict[str, Any] | None]]
+    fleet: FleetContext, deployed: dict[str, tuple[ClusterOutputs, ProjectOutputs | None]]
 ) -> set[str]:
     """The deployed stacks recorded from exactly the current plan, of the backends whose check needs it
     (ClusterBackend.claims_need_same_plan: node groups that are the recipe's, not matched against the

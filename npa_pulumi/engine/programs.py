@@ -14,10 +14,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npa_pulumi.kube.gpu_health.config import GateConfig
-from npa_pulumi.plan.cost import COST_BASIS_OUTPUT
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs, StackOutputs
 from npa_pulumi.spec.constants import BackendKind
 
 PENDING = "pending-project-stack"  # identity placeholder in a preview before the project stack exists
+
+
+def export(model: type[StackOutputs], **values: Any) -> None:
+    """Inside a stack's program: each value as the stack output named after that field of `model` (the
+    model every reader reads the stack's outputs through); a name that is no field of it raises."""
+    import pulumi
+
+    unknown = sorted(set(values) - set(model.model_fields))
+    if unknown:
+        raise TypeError(f"{model.__name__} has no output {', '.join(unknown)}")
+    for name, value in values.items():
+        pulumi.export(name, value)
+
+
+def required_output(ref: Any, model: type[StackOutputs], name: str) -> Any:
+    """Inside a program: output `name` (a field of `model`) of the stack `ref`, a `pulumi.StackReference`,
+    names."""
+    if name not in model.model_fields:
+        raise TypeError(f"{model.__name__} has no output {name}")
+    return ref.require_output(name)
 
 
 @dataclass(frozen=True)
@@ -114,7 +134,6 @@ def project_program(
     adoption: ProjectAdoption | None = None,
 ) -> Callable[[], None]:
     def program() -> None:
-        import pulumi
 
         from npa_pulumi.components import (
             FleetProject,
@@ -124,7 +143,6 @@ def project_program(
             ProjectNetwork,
             ProjectNetworkArgs,
         )
-        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 
         project = FleetProject(
             plan.project_key,
@@ -153,17 +171,20 @@ def project_program(
                 adopt_owned=adoption.owned if adoption else False,
             ),
         )
-        pulumi.export("project_id", project.project_id)
-        pulumi.export("project_created", project.created)
-        pulumi.export("tenant_id", plan.tenant_id)
-        pulumi.export("region", plan.region)
-        pulumi.export("network_id", network.network_id)
-        pulumi.export("subnet_id", network.subnet_id)
-        pulumi.export("network_owned", network.owned)
         adopts_bucket = bool(adoption and adoption.bucket_id and plan.object_storage is not None)
-        pulumi.export(FINGERPRINT_OUTPUT, fingerprint + (STORAGE_IDENTITY_PENDING if adopts_bucket else ""))
+        export(
+            ProjectOutputs,
+            project_id=project.project_id,
+            project_created=project.created,
+            tenant_id=plan.tenant_id,
+            region=plan.region,
+            network_id=network.network_id,
+            subnet_id=network.subnet_id,
+            network_owned=network.owned,
+            npa_fingerprint=fingerprint + (STORAGE_IDENTITY_PENDING if adopts_bucket else ""),
+        )
         if plan.cost_basis:
-            pulumi.export(COST_BASIS_OUTPUT, plan.cost_basis)
+            export(ProjectOutputs, cost_basis=plan.cost_basis)
         if plan.object_storage is not None:
             storage = ObjectStorage(
                 f"{plan.project_key}-storage",
@@ -182,16 +203,19 @@ def project_program(
                     adopt_created=adoption.bucket_created if adoption else False,
                 ),
             )
-            pulumi.export("bucket_id", storage.bucket_id)
-            pulumi.export("bucket_name", storage.bucket_name)
-            pulumi.export("storage_access_key_id", storage.access_key_id)
-            pulumi.export("storage_secret_access_key", storage.secret_access_key)
-            pulumi.export("storage_verified", storage.verified)
-            # What a teardown reads as proof of ownership (engine/teardown/run.py); never a secret.
-            pulumi.export("bucket_created", storage.bucket_created)
-            pulumi.export("storage_service_account_id", storage.service_account_id)
-            pulumi.export("storage_service_account_created", storage.service_account_created)
-            pulumi.export("storage_key_id", storage.key_id)
+            export(
+                ProjectOutputs,
+                bucket_id=storage.bucket_id,
+                bucket_name=storage.bucket_name,
+                storage_access_key_id=storage.access_key_id,
+                storage_secret_access_key=storage.secret_access_key,
+                storage_verified=storage.verified,
+                # What a teardown reads as proof of ownership (engine/teardown/run.py); never a secret.
+                bucket_created=storage.bucket_created,
+                storage_service_account_id=storage.service_account_id,
+                storage_service_account_created=storage.service_account_created,
+                storage_key_id=storage.key_id,
+            )
 
     return program
 
@@ -233,7 +257,8 @@ def project_identity(plan: ClusterPlan, project_stack_ready: bool) -> tuple[Any,
     if not project_stack_ready:
         return PENDING, plan.subnet_id or PENDING
     ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
-    return ref.require_output("project_id"), plan.subnet_id or ref.require_output("subnet_id")
+    project_id = required_output(ref, ProjectOutputs, "project_id")
+    return project_id, plan.subnet_id or required_output(ref, ProjectOutputs, "subnet_id")
 
 
 @dataclass(frozen=True)
@@ -297,14 +322,10 @@ def in_cluster_stage(
         ),
         pulumi.ResourceOptions(parent=cluster),
     )
-    pulumi.export("kube_server", credentials.server)
-    pulumi.export("fleet_namespace", objects.namespace)
+    export(ClusterOutputs, kube_server=credentials.server, fleet_namespace=objects.namespace)
     return InClusterStage(gate_args, credentials, objects)
 
 
 def export_ungated() -> None:
     """No gate ran (`--no-health-gate`, or no in-cluster stage): say so instead of pretending one did."""
-    import pulumi
-
-    pulumi.export("lifecycle", "deployed")
-    pulumi.export("validation", "skipped")
+    export(ClusterOutputs, lifecycle="deployed", validation="skipped")

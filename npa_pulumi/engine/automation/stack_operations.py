@@ -37,6 +37,7 @@ from npa_pulumi.engine.automation.workspace import PASSPHRASE, PROJECT_NAME, Eng
 from npa_pulumi.engine.progress import Progress, headline
 from npa_pulumi.engine.provider_host import SharedProviderHost
 from npa_pulumi.output.results import PolicyViolation, StackKind, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.policies.catalog import FLEET_POLICY_NAMES
 from npa_pulumi.runtime import tracing
 
@@ -729,9 +730,7 @@ class StackExecutor:
                 "deployed" if changed else "unchanged",
                 changes=changes,
                 outputs=outputs,
-                project_id=outputs.get("project_id"),
-                cluster_id=outputs.get("cluster_id"),
-                kube_context=outputs.get("kube_context"),
+                **ClusterOutputs.read(outputs).identity(),
             )
         if command == "destroy":
             if lean:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from npa_pulumi.engine.backends.base import ClusterBackend
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.spec.constants import BackendKind
 
 
@@ -36,10 +37,10 @@ def backend_for(kind: str) -> ClusterBackend | None:
     return None if known is None else BACKENDS.get(known)
 
 
-def recorded_backend(outputs: Mapping[str, Any]) -> ClusterBackend | None:
-    """The backend a cluster stack was deployed by, as it recorded itself (a stack without a `backend`
-    output is an mk8s one: that backend came first)."""
-    return backend_for(str(outputs.get("backend") or BackendKind.MK8S.value))
+def recorded_backend(outputs: Mapping[str, Any] | None) -> ClusterBackend | None:
+    """The backend a cluster stack was deployed by, as it recorded itself (ClusterOutputs.kind)."""
+    kind = ClusterOutputs.read(outputs).kind
+    return None if kind is None else BACKENDS.get(kind)
 
 
 def kinds_where(holds: Callable[[ClusterBackend], bool]) -> list[BackendKind]:

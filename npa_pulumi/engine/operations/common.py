@@ -17,6 +17,7 @@ from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,8 @@ def terraform_plan(
 ) -> dict[str, Any]:
     """Terraform's own plan for the cluster, summarized (components/terraform_module.plan_preview);
     read-only. A failure is reported in the summary, never raised: the preview or update stands."""
-    subnet_id = plan.subnet_id or (project_outputs or {}).get("subnet_id")
-    project_id = (project_outputs or {}).get("project_id")
+    project = ProjectOutputs.read(project_outputs)
+    subnet_id, project_id = plan.subnet_id or project.subnet_id, project.project_id
     if not (subnet_id and project_id):
         return {"skipped": "the project stack is not deployed yet: no Terraform plan"}
     from npa_pulumi.components.terraform_module import plan_preview
@@ -72,7 +73,7 @@ def terraform_plan(
     }
     try:
         # Read through the cache: `up` has just read these outputs, a preview's cluster op too.
-        deployed = bool((context.stack_outputs([op])[op.stack] or {}).get("cluster_id"))
+        deployed = bool(ClusterOutputs.read(context.stack_outputs([op])[op.stack]).cluster_id)
         return plan_preview(props, deployed=deployed, stored_state=lambda: _stored_tf_state(context, op))
     except NpaError as err:
         return {"error": f"terraform plan failed: {err}"}
@@ -105,19 +106,20 @@ def apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
     """The cluster's state as its stack recorded it: `deployed` only when the health gate passed
     (or was skipped on purpose); the gate's evidence goes into the result."""
     outputs = stack.outputs or context.cached_outputs(stack.stack) or {}
-    stack.validation = outputs.get("validation") or stack.validation
-    evidence = outputs.get("health_evidence")
-    if isinstance(evidence, dict):
+    recorded = ClusterOutputs.read(outputs)
+    stack.validation = recorded.validation or stack.validation
+    evidence = recorded.health_evidence
+    if evidence is not None:
         stack.health = evidence
     backend = recorded_backend(outputs)
     native = backend.recorded_status(outputs) if backend is not None else None
     if native is not None:  # what the backend's own gate saw (a KubeRay cluster's Ray readiness, ...)
         stack.kuberay = native.kuberay if native.kuberay is not None else stack.kuberay
         stack.slurm = native.slurm or stack.slurm
-    lifecycle = outputs.get("lifecycle")
+    lifecycle = recorded.lifecycle
     if lifecycle in FAILED_LIFECYCLES and not stack.failed:
         stack.status = lifecycle
-        reason = evidence.get("reason", "") if isinstance(evidence, dict) else ""
+        reason = (evidence or {}).get("reason", "")
         stack.error = f"the cluster is kept; its health gate did not pass: {reason}"
         stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
 

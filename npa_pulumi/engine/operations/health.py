@@ -29,6 +29,7 @@ from npa_pulumi.output.health import (
     GpuTotals,
     ProjectHealth,
 )
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.plan.gates import health_gate_config
 from npa_pulumi.plan.naming import kube_context_name
 
@@ -50,7 +51,7 @@ def run(fleet: FleetContext, options: HealthOptions) -> FleetHealth:
     report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.options.cloud, min_usable=options.min_usable)
     projects: dict[str, ProjectHealth] = {}
     for target in fleet.targets:
-        project_id = str((outputs.get(target.cluster_stack) or {}).get("project_id") or "") or None
+        project_id = ClusterOutputs.read(outputs.get(target.cluster_stack)).project_id or None
         project = projects.setdefault(target.project_key, ProjectHealth(project_key=target.project_key))
         project.project_id = project.project_id or project_id
     events: dict[str, list[MaintenanceEvent]] = {}
@@ -104,10 +105,11 @@ def _cluster(
         status="ok",
         totals=GpuTotals(requested=config.expected_gpus),
     )
-    if outputs is None or not outputs.get("cluster_id"):
+    recorded = ClusterOutputs.read(outputs)
+    if outputs is None or not recorded.cluster_id:
         return _failed(entry, config, "not deployed: run `npa-pulumi up` first")
-    entry.cluster_id = str(outputs["cluster_id"])
-    entry.last_gate = _last_gate(outputs)
+    entry.cluster_id = recorded.cluster_id
+    entry.last_gate = _last_gate(recorded)
     found = _registered_kubeconfig(fleet, target, context, validation="health")
     if not isinstance(found, tuple):
         return _failed(entry, config, found.error or "no usable kubeconfig registration")
@@ -145,11 +147,11 @@ def _failed(entry: ClusterHealth, config: Any, why: str) -> ClusterHealth:
     return entry
 
 
-def _last_gate(outputs: dict[str, Any]) -> str:
-    if outputs.get("validation") == "skipped":
+def _last_gate(outputs: ClusterOutputs) -> str:
+    if outputs.validation == "skipped":
         return "skipped"
-    evidence = outputs.get("health_evidence")
-    if not isinstance(evidence, dict):
+    evidence = outputs.health_evidence
+    if evidence is None:
         return "none"
     return "passed" if evidence.get("passed") else "failed"
 

@@ -21,6 +21,7 @@ from npa_pulumi.engine.operations.common import (
 from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 
 Preflight = Callable[[FleetPlans], dict[str, Any] | None]
 
@@ -50,7 +51,7 @@ def run(context: FleetContext, preflight: Preflight | None = None) -> FleetResul
     ops.update(
         {
             c.stack: context.cluster_op(
-                c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id"))
+                c, bool(ProjectOutputs.read(project_outputs.get(c.project_stack)).subnet_id)
             )
             for c in clusters
         }
@@ -123,10 +124,11 @@ def _preview_stack(context: FleetContext, op: StackOp, plan: ProjectPlan) -> Sta
 def _preview_drift(context: FleetContext, outputs: dict[str, Any] | None) -> list[dict[str, str]]:
     """What of a deployed cluster changed outside the fleet ([] when nothing, or when it cannot be
     read): a preview reports it, and Terraform's plan shows how `up` repairs it."""
-    if not outputs or not outputs.get("cluster_id"):
+    recorded = ClusterOutputs.read(outputs)
+    if not recorded.cluster_id:
         return []
     try:
-        return liveness.cluster_drift(context, outputs)
+        return liveness.cluster_drift(context, recorded)
     except CloudError:
         return []
 

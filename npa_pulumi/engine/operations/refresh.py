@@ -9,6 +9,7 @@ from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import Visit, WalkKind
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 
 def run(context: FleetContext) -> FleetResult:
@@ -42,8 +43,8 @@ def _refresh_stack(context: FleetContext, op: StackOp) -> StackResult:
     refreshed = context.executor.run(op, "refresh")
     if op.kind != "cluster" or refreshed.failed:
         return refreshed
-    outputs = context.executor.outputs(op) or {}
-    if not outputs.get("cluster_id"):
+    outputs = ClusterOutputs.read(context.executor.outputs(op))
+    if not outputs.cluster_id:
         return refreshed
     try:
         drift = liveness.cluster_drift(context, outputs)

@@ -10,11 +10,12 @@ from typing import Any
 from npa_pulumi.engine.programs import (
     ClusterPlan,
     cluster_module_args,
+    export,
     export_ungated,
     in_cluster_stage,
     project_identity,
 )
-from npa_pulumi.plan.cost import COST_BASIS_OUTPUT
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 
 def cluster_program(
@@ -35,7 +36,6 @@ def cluster_program(
         import pulumi
 
         from npa_pulumi.components import K8sTrainingCluster, K8sTrainingClusterArgs
-        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 
         project_id, subnet_id = project_identity(plan, project_stack_ready)
         cluster = K8sTrainingCluster(
@@ -51,17 +51,18 @@ def cluster_program(
                 adopted_state=adopted_state,
             ),
         )
-        pulumi.export("project_id", project_id)
-        pulumi.export("subnet_id", subnet_id)
-        pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
+        export(ClusterOutputs, project_id=project_id, subnet_id=subnet_id, npa_fingerprint=fingerprint)
         if plan.cost_basis:
-            pulumi.export(COST_BASIS_OUTPUT, plan.cost_basis)
-        pulumi.export("cluster_id", cluster.cluster_id)
-        pulumi.export("endpoint", cluster.endpoint)
-        pulumi.export("node_group_ids", cluster.node_group_ids)
-        pulumi.export("filesystem", cluster.filesystem)
-        pulumi.export("kube_context", cluster.kube_context)
-        pulumi.export("live_objects", cluster.live_objects)
+            export(ClusterOutputs, cost_basis=plan.cost_basis)
+        export(
+            ClusterOutputs,
+            cluster_id=cluster.cluster_id,
+            endpoint=cluster.endpoint,
+            node_group_ids=cluster.node_group_ids,
+            filesystem=cluster.filesystem,
+            kube_context=cluster.kube_context,
+            live_objects=cluster.live_objects,
+        )
         gated = False
         if plan.in_cluster:
             stage = in_cluster_stage(
@@ -76,7 +77,7 @@ def cluster_program(
             if plan.kuberay is not None:
                 from npa_pulumi.kube.kuberay import fleet_objects
 
-                pulumi.export("kuberay_objects", objects.raycluster.apply(lambda _r: fleet_objects()))
+                export(ClusterOutputs, kuberay_objects=objects.raycluster.apply(lambda _r: fleet_objects()))
             if plan.health_gate is not None:
                 from npa_pulumi.components import GpuHealthGate, GpuHealthGateArgs
 
@@ -96,12 +97,10 @@ def cluster_program(
                     lifecycle, evidence = _kuberay_gate(
                         plan, in_cluster, credentials.server, objects, gate, cluster, lifecycle, evidence
                     )
-                pulumi.export("lifecycle", lifecycle)
                 validation = (
                     "mig" if plan.mig_enabled else "gpu-health" if plan.has_gpus else "cluster-basics"
                 )
-                pulumi.export("validation", validation)
-                pulumi.export("health_evidence", evidence)
+                export(ClusterOutputs, lifecycle=lifecycle, validation=validation, health_evidence=evidence)
                 gated = True
         if not gated:
             export_ungated()
@@ -184,7 +183,7 @@ def _kuberay_gate(
         ),
         pulumi.ResourceOptions(parent=cluster, depends_on=[objects, gate]),
     )
-    pulumi.export("kuberay", ray.evidence.apply(ray_summary))
+    export(ClusterOutputs, kuberay=ray.evidence.apply(ray_summary))
     lifecycle = pulumi.Output.all(before, ray.lifecycle).apply(
         lambda states: states[1] if states[0] == "deployed" else states[0]
     )

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.backends.base import NativeStatus
-from npa_pulumi.engine.backends.soperator.plan import SLURM_NAME, SLURM_NAMESPACE
+from npa_pulumi.engine.backends.soperator.outputs import SoperatorOutputs
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
@@ -19,26 +19,23 @@ log = logging.getLogger(__name__)
 
 def recorded_status(outputs: Mapping[str, Any]) -> NativeStatus:
     """What the gate last saw (the `slurm_status` output); nothing for a stack without one."""
-    seen = outputs.get("slurm_status")
-    if isinstance(seen, dict) and seen:
-        return NativeStatus(slurm={**seen, "source": "gate"})
-    return NativeStatus()
+    seen = SoperatorOutputs.read(outputs).slurm_status
+    return NativeStatus(slurm={**seen, "source": "gate"}) if seen else NativeStatus()
 
 
 def native_status(cloud: CloudPort, outputs: Mapping[str, Any]) -> NativeStatus:
     """The live status when the cluster's API answers, else the recorded one."""
-    cluster_id, context = outputs.get("cluster_id"), outputs.get("kube_context")
-    if cluster_id and context:
+    recorded = SoperatorOutputs.read(outputs)
+    if recorded.cluster_id and recorded.kube_context:
         try:
             from npa_pulumi.kube.client import KubeClient
             from npa_pulumi.kube.kubeconfig import dump
             from npa_pulumi.kube.slurm_check import native_status as read_native
 
-            kubeconfig = dump(cloud.cluster_access(str(cluster_id)).kubeconfig(str(context)))
+            kubeconfig = dump(cloud.cluster_access(recorded.cluster_id).kubeconfig(recorded.kube_context))
             client = KubeClient.from_kubeconfig(kubeconfig, timeout_s=10.0)
-            slurm = outputs.get("slurm_cluster") or {}
-            live = read_native(client, slurm.get("name", SLURM_NAME), slurm.get("namespace", SLURM_NAMESPACE))
+            live = read_native(client, *recorded.slurm_cluster_name())
             return NativeStatus(slurm={**live, "source": "live"})
         except Exception as err:  # no API (a local cloud without one), refused credentials, a timeout
-            log.info("live Slurm status of %s: %s", cluster_id, err)
+            log.info("live Slurm status of %s: %s", recorded.cluster_id, err)
     return recorded_status(outputs)
