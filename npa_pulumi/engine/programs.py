@@ -13,7 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from npa_pulumi.kube.fabric_check import FabricConfig
 from npa_pulumi.kube.gpu_health.config import GateConfig
+from npa_pulumi.kube.kuberay import RayTemplate
+from npa_pulumi.kube.slurm_check import SlurmGateConfig
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs, StackOutputs
 from npa_pulumi.spec.constants import BackendKind
 
@@ -97,16 +100,16 @@ class ClusterPlan:
     health_gate: GateConfig | None = None
     # What the stack's price depends on (plan/cost.py): pools, disks, filesystem; recorded as `cost_basis`.
     cost_basis: dict[str, Any] = field(default_factory=dict)
-    # The fabric check's settings (npa_pulumi.kube.fabric_check.FabricConfig), run after the gate passed;
-    # None with the gate. `not_applicable` set: recorded in the evidence, nothing runs.
-    fabric_check: dict[str, Any] | None = None
-    # `kuberay.enabled`: the fleet's KubeRay template (npa_pulumi.kube.kuberay.RayTemplate's fields); its
-    # gate runs after the health gate's, within the same timeout.
-    kuberay: dict[str, Any] | None = None
+    # The fabric check's settings, run after the gate passed; None with the gate. `not_applicable` set:
+    # recorded in the evidence, nothing runs.
+    fabric_check: FabricConfig | None = None
+    # `kuberay.enabled`: the fleet's KubeRay template; its gate runs after the health gate's, within the
+    # same timeout.
+    kuberay: RayTemplate | None = None
     # Which recipe the cluster stack runs through the Terraform bridge (its backend's: k8s-training, ...).
     module_kind: str = "k8s-training"
-    # A Slurm cluster's gate: what it waits for (npa_pulumi.kube.slurm_check.SlurmGateConfig).
-    slurm: dict[str, Any] | None = None
+    # A Slurm cluster's gate: what it waits for.
+    slurm: SlurmGateConfig | None = None
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ the cluster stack (engine/backends/mk8s/), `verify-*` and `health` judge a runni
 
 from __future__ import annotations
 
-from typing import Any
-
+from npa_pulumi.kube.fabric_check import FabricConfig
 from npa_pulumi.kube.gpu_health.config import GateConfig
+from npa_pulumi.kube.kuberay import RayTemplate, cpu_node_group_name
 from npa_pulumi.plan.rtx_values import cluster_rtx_values
 from npa_pulumi.plan.targets import ResolvedCluster
 from npa_pulumi.runtime.presets import gpus_per_node
@@ -17,10 +17,8 @@ from npa_pulumi.spec.constants import (
 )
 
 
-def kuberay_template(cluster: ResolvedCluster) -> dict[str, Any] | None:
+def kuberay_template(cluster: ResolvedCluster) -> RayTemplate | None:
     """The fleet's KubeRay template for a cluster with `kuberay.enabled` (npa_pulumi.kube.kuberay)."""
-    from npa_pulumi.kube.kuberay import RayTemplate, cpu_node_group_name
-
     ray = cluster.kuberay
     if ray is None:
         return None
@@ -32,7 +30,7 @@ def kuberay_template(cluster: ResolvedCluster) -> dict[str, Any] | None:
         image=ray.image,
         operator_image=KUBERAY_OPERATOR_IMAGE,
         cpu_node_group=cpu_node_group_name(cluster.name),
-    ).to_json()
+    )
 
 
 def mig_version_pins(versions: dict[str, str]) -> dict[str, str]:
@@ -89,21 +87,21 @@ def _rtx_repository_check(cluster: ResolvedCluster, has_gpus: bool) -> tuple[str
     return values.repo_config_map, dict(values.repositories)
 
 
-def fabric_check_config(cluster: ResolvedCluster) -> dict[str, Any]:
-    """The fabric check's settings for one cluster (npa_pulumi.kube.fabric_check.FabricConfig)."""
+def fabric_check_config(cluster: ResolvedCluster) -> FabricConfig:
+    """The fabric check's settings for one cluster."""
     fabric = cluster.fabric_check
-    return {
-        "gpus_per_node": gpus_per_node(cluster.gpu_nodes.preset) if cluster.gpu_nodes is not None else 0,
-        "expected_gpu_nodes": cluster.gpu_count(),
-        "intra_node": fabric.intra_node,
-        "inter_node": fabric.inter_node,
-        "intra_min_busbw_gbps": float(fabric.intra_node_min_busbw_gbps),
-        "inter_min_busbw_gbps": float(fabric.inter_node_min_busbw_gbps),
-        "threshold_source": fabric.threshold_source,
-        "min_bytes": fabric.min_bytes,
-        "max_bytes": fabric.max_bytes,
-        "step_factor": fabric.step_factor,
-        "timeout_s": float(fabric.timeout_minutes * 60),
-        "not_applicable": fabric.not_applicable,
-        "inter_not_applicable": fabric.inter_not_applicable,
-    }
+    return FabricConfig(
+        gpus_per_node=gpus_per_node(cluster.gpu_nodes.preset) if cluster.gpu_nodes is not None else 0,
+        expected_gpu_nodes=cluster.gpu_count(),
+        intra_node=fabric.intra_node,
+        inter_node=fabric.inter_node,
+        intra_min_busbw_gbps=float(fabric.intra_node_min_busbw_gbps),
+        inter_min_busbw_gbps=float(fabric.inter_node_min_busbw_gbps),
+        threshold_source=fabric.threshold_source,
+        min_bytes=fabric.min_bytes,
+        max_bytes=fabric.max_bytes,
+        step_factor=fabric.step_factor,
+        timeout_s=float(fabric.timeout_minutes * 60),
+        not_applicable=fabric.not_applicable,
+        inter_not_applicable=fabric.inter_not_applicable,
+    )

@@ -8,6 +8,7 @@ from npa_pulumi.engine.backends.mk8s import Mk8sBackend
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.backends.soperator import SoperatorBackend
 from npa_pulumi.engine.programs import ClusterPlan
+from npa_pulumi.kube.slurm_check import SlurmGateConfig
 
 
 def _plan(**fields: object) -> ClusterPlan:
@@ -36,7 +37,7 @@ def test_the_mk8s_gate_state_follows_the_plan() -> None:
 def test_the_soperator_gate_state_is_validating_slurm() -> None:
     backend = SoperatorBackend()
     assert backend.gate_state(_plan(backend="soperator")) == ""  # --no-health-gate: no gate, no state
-    slurm = {"name": "soperator", "namespace": "soperator", "nodesets": {"cpu": 2}, "timeout_s": 60.0}
+    slurm = SlurmGateConfig(name="soperator", namespace="soperator", nodesets={"cpu": 2}, timeout_s=60.0)
     assert backend.gate_state(_plan(slurm=slurm)) == "validating-slurm"
 
 

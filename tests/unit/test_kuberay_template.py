@@ -66,9 +66,10 @@ def test_plan_carries_the_template_for_enabled_clusters_only() -> None:
     assert kuberay_template(disabled.cluster) is None
     template = kuberay_template(enabled.cluster)
     assert template is not None
-    assert kuberay.RayTemplate(**template).worker_replicas == 2
-    assert template["cpu_node_group"] == f"{enabled.cluster.name}-ng-cpu"
-    assert template["image"] == c.RAY_IMAGE
+    assert template.worker_replicas == 2
+    assert template.cpu_node_group == f"{enabled.cluster.name}-ng-cpu"
+    assert template.image == c.RAY_IMAGE
+    assert kuberay.RayTemplate(**template.to_inputs()) == template  # stored as its fields
 
 
 # --------------------------------------------------------------------------------- the policy

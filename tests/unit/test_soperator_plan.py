@@ -69,7 +69,7 @@ def test_the_plan_renders_the_recipe_and_the_gate(target: Target) -> None:
     assert plan.tfvars["slurm_login_ssh_root_public_keys"] == ["ssh-ed25519 AAAA k"]
     assert "backups_password" not in plan.tfvars and "backups_password" in plan.runtime_tfvars
     assert not set(soperator_recipe.IDENTITY_VARIABLES) & set(plan.tfvars)
-    assert plan.slurm == {
+    assert plan.slurm is not None and plan.slurm.to_inputs() == {
         "name": "soperator",
         "namespace": "soperator",
         "nodesets": {"cpu": 2, "gpu": 1},

@@ -71,7 +71,7 @@ def cluster_program(
                 profile,
                 cluster,
                 rtx_driver_repositories=plan.rtx_driver_repositories,
-                kuberay=_ray_template(plan),
+                kuberay=plan.kuberay,
             )
             in_cluster, credentials, objects = stage.gate_args, stage.credentials, stage.objects
             if plan.kuberay is not None:
@@ -127,8 +127,8 @@ def _with_fabric_check(
     fabric = plan.fabric_check
     if fabric is None:
         return gate.lifecycle, gate.evidence
-    if fabric.get("not_applicable"):
-        record = {"status": "not-applicable", "passed": True, "reason": fabric["not_applicable"]}
+    if fabric.not_applicable:
+        record = {"status": "not-applicable", "passed": True, "reason": fabric.not_applicable}
         return gate.lifecycle, gate.evidence.apply(lambda e: {**(e or {}), "fabric": record})
     from npa_pulumi.components.gpu_fabric import GpuFabricCheck, GpuFabricCheckArgs, combine_with_gate
 
@@ -141,14 +141,6 @@ def _with_fabric_check(
         combine_with_gate
     )
     return combined.apply(lambda c: c[0]), combined.apply(lambda c: c[1])
-
-
-def _ray_template(plan: ClusterPlan) -> Any:
-    if plan.kuberay is None:
-        return None
-    from npa_pulumi.kube.kuberay import RayTemplate
-
-    return RayTemplate(**plan.kuberay)
 
 
 def _kuberay_gate(
@@ -175,9 +167,9 @@ def _kuberay_gate(
             server=server,
             raycluster=objects.raycluster,
             ray={
-                "worker_replicas": plan.kuberay["worker_replicas"],
-                "image": plan.kuberay["image"],
-                "cpu_node_group": plan.kuberay["cpu_node_group"],
+                "worker_replicas": plan.kuberay.worker_replicas,
+                "image": plan.kuberay.image,
+                "cpu_node_group": plan.kuberay.cpu_node_group,
                 "timeout_s": float(plan.health_gate.timeout_s),
             },
         ),

@@ -39,9 +39,9 @@ def _ray_readiness(
     if plan.kuberay is None or not outputs.kube_context:
         return {**recorded, "live": False}
     config = RayGateConfig(
-        worker_replicas=plan.kuberay["worker_replicas"],
-        image=plan.kuberay["image"],
-        cpu_node_group=plan.kuberay["cpu_node_group"],
+        worker_replicas=plan.kuberay.worker_replicas,
+        image=plan.kuberay.image,
+        cpu_node_group=plan.kuberay.cpu_node_group,
         timeout_s=0,
     )
     try:

@@ -5,13 +5,14 @@ GPU health gate's on the GPU workers."""
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from npa_pulumi.bridge import soperator_recipe
 from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource, pin_source
 from npa_pulumi.engine.backends.base import PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.kube.gpu_health.config import GateConfig
+from npa_pulumi.kube.slurm_check import SlurmGateConfig
 from npa_pulumi.plan import soperator as shapes
 from npa_pulumi.plan.recipe_surface import read_recipe_variables
 from npa_pulumi.runtime.home import npa_home
@@ -55,15 +56,15 @@ def _ssh_keys(payload: SoperatorSpec, fallback: str | None) -> list[str]:
     return found or ([fallback] if fallback else [])
 
 
-def slurm_config(target: Target, payload: SoperatorSpec) -> dict[str, Any]:
-    """What the gate waits for (npa_pulumi.kube.slurm_check.SlurmGateConfig's fields)."""
-    return {
-        "name": SLURM_NAME,
-        "namespace": SLURM_NAMESPACE,
-        "nodesets": {worker.name: worker.size for worker in payload.workers},
-        "timeout_s": float(max(1, payload.gate_timeout_minutes) * 60),
-        "accounting": payload.accounting,
-    }
+def slurm_config(target: Target, payload: SoperatorSpec) -> SlurmGateConfig:
+    """What the gate waits for."""
+    return SlurmGateConfig(
+        name=SLURM_NAME,
+        namespace=SLURM_NAMESPACE,
+        nodesets={worker.name: worker.size for worker in payload.workers},
+        timeout_s=float(max(1, payload.gate_timeout_minutes) * 60),
+        accounting=payload.accounting,
+    )
 
 
 def gpu_gate_config(target: Target, payload: SoperatorSpec) -> GateConfig:
