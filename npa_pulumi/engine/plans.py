@@ -26,7 +26,7 @@ from npa_pulumi.bridge.versions import (
 from npa_pulumi.engine.backends.base import ClusterBackend, PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, StoragePlan
 from npa_pulumi.errors import UserInputError
-from npa_pulumi.output.results import StackResult
+from npa_pulumi.output.results import StackResult, StackStatus
 from npa_pulumi.plan.cost import project_basis
 from npa_pulumi.spec.constants import BackendKind
 
@@ -74,7 +74,7 @@ class FleetPlans:
         return [
             item.model_copy(
                 update={
-                    "status": "not-deployable",
+                    "status": StackStatus.NOT_DEPLOYABLE,
                     "error": f"{item.error}; `up` cannot deploy it: deploy the other clusters with "
                     "--only-clusters, or set `backend: mk8s` for this cluster",
                 }

@@ -16,7 +16,7 @@ from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args
 from npa_pulumi.errors import NpaError
-from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
+from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ def apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
         stack.slurm = native.slurm or stack.slurm
     lifecycle = recorded.lifecycle
     if lifecycle in FAILED_LIFECYCLES and not stack.failed:
-        stack.status = lifecycle
+        stack.status = StackStatus(lifecycle)
         reason = (evidence or {}).get("reason", "")
         stack.error = f"the cluster is kept; its health gate did not pass: {reason}"
         stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
@@ -155,7 +155,7 @@ def write_kubeconfig(context: FleetContext, stack: StackResult, warnings: list[s
             warn=warn,
         )
     except (NpaError, CloudError) as err:
-        stack.status = "deployed-credentials-failed"
+        stack.status = StackStatus.DEPLOYED_CREDENTIALS_FAILED
         stack.error = f"the cluster is deployed, but its kubeconfig could not be written: {err}"
         stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
         return

@@ -27,6 +27,7 @@ from npa_pulumi.output.health import (
     ClusterHealth,
     FleetHealth,
     GpuTotals,
+    HealthStatus,
     ProjectHealth,
 )
 from npa_pulumi.output.stack_outputs import ClusterOutputs
@@ -102,7 +103,7 @@ def _cluster(
         project_key=target.project_key,
         cluster_name=target.cluster_name,
         kube_context=context,
-        status="ok",
+        status=HealthStatus.OK,
         totals=GpuTotals(requested=config.expected_gpus),
     )
     recorded = ClusterOutputs.read(outputs)
@@ -132,7 +133,7 @@ def _cluster(
     entry.totals = health_model.totals(entry.nodes, config)
     entry.usable_fraction = round(entry.totals.usable_fraction, 4)
     if health_model.below_min_usable(entry.totals, options.min_usable):
-        entry.status = "below-min-usable"
+        entry.status = HealthStatus.BELOW_MIN_USABLE
         entry.error = (
             f"{entry.totals.usable} of {entry.totals.requested} GPUs usable, fewer than --min-usable "
             f"{options.min_usable:g}"
@@ -141,7 +142,7 @@ def _cluster(
 
 
 def _failed(entry: ClusterHealth, config: Any, why: str) -> ClusterHealth:
-    entry.status, entry.error = "failed", why
+    entry.status, entry.error = HealthStatus.FAILED, why
     entry.totals = GpuTotals(requested=config.expected_gpus, missing=config.expected_gpus)
     entry.usable_fraction = 0.0 if config.expected_gpus else 1.0
     return entry

@@ -20,7 +20,7 @@ from npa_pulumi.engine.operations.common import (
 )
 from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
-from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 
 Preflight = Callable[[FleetPlans], dict[str, Any] | None]
@@ -109,7 +109,7 @@ def skippable(
             run_these.append(op)
             continue
         item = context.unchanged_result(op)
-        item.status, item.changes, item.policy = "no-changes", change_counts({}), known
+        item.status, item.changes, item.policy = StackStatus.NO_CHANGES, change_counts({}), known
         skipped.append(item)
     return skipped, run_these
 
@@ -149,7 +149,7 @@ def _preview_cluster(
     if drift and not previewed.failed:
         # The engine's preview compares inputs only: a cluster changed behind the fleet's back is
         # reported from the live check, as `refresh` and `status` report it (`up` refreshes and repairs).
-        previewed.drift, previewed.status = drift, "changes"
+        previewed.drift, previewed.status = drift, StackStatus.CHANGES
         previewed.error = liveness.describe_drift(drift) + "; up brings it back to the spec"
     if previewed.failed or not (bridge_changed or context.options.refresh):
         return previewed

@@ -8,7 +8,7 @@ from npa_pulumi.engine import liveness
 from npa_pulumi.engine.automation.stack_operations import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import Visit, WalkKind
-from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 
@@ -52,6 +52,6 @@ def _refresh_stack(context: FleetContext, op: StackOp) -> StackResult:
         refreshed.error = f"could not check the live cluster for drift: {err}"
         return refreshed
     if drift:
-        refreshed.status, refreshed.drift = "drifted", drift
+        refreshed.status, refreshed.drift = StackStatus.DRIFTED, drift
         refreshed.error = liveness.describe_drift(drift) + "; run up to bring it back to the spec"
     return refreshed

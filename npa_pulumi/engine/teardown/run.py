@@ -15,7 +15,7 @@ from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
 from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.teardown.records import read_record, settle_record, write_record
-from npa_pulumi.output.results import PhaseOutcome, TeardownPhase
+from npa_pulumi.output.results import PhaseOutcome, StackStatus, TeardownPhase
 from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 if TYPE_CHECKING:
@@ -259,7 +259,7 @@ class Teardown:
         )
         with self._lock:
             if item.status == "failed":
-                item.status = "destroy-incomplete"
+                item.status = StackStatus.DESTROY_INCOMPLETE
                 item.retry_command = self.retry_command(item.project_key, item.cluster_name)
                 phase.status, phase.reason, phase.retry_command = (
                     PhaseOutcome.FAILED,
@@ -346,7 +346,7 @@ class Teardown:
         fleet = self.fleet
         item = fleet.executor.run(fleet.project_op(project), "destroy")
         if item.status == "failed":
-            item.status = "destroy-incomplete"
+            item.status = StackStatus.DESTROY_INCOMPLETE
             item.retry_command = self.retry_command(project.project_key, None)
         return item
 
