@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from npa_pulumi.bridge.recipe import PlannedRecipe
 from npa_pulumi.kube.fabric_check import FabricConfig
 from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.kube.kuberay import RayTemplate
@@ -80,7 +81,7 @@ class ClusterPlan:
     tfvars: dict[str, Any] = field(default_factory=dict)
     # The capacity-block reservation and its id: secrets, never in a repr (logs, tracebacks).
     runtime_tfvars: dict[str, Any] = field(default_factory=dict, repr=False)
-    recipe: dict[str, str] = field(default_factory=dict)
+    recipe: PlannedRecipe | None = None  # None: a plan that names no recipe (tests)
     recipe_facts: dict[str, Any] = field(default_factory=dict)
     capacity_block_group: str = field(default="", repr=False)
     gpu_driver_mode: str = ""
@@ -245,7 +246,7 @@ def cluster_module_args(
         },
         "tfvars": plan.tfvars,
         "runtime_tfvars": plan.runtime_tfvars,
-        "recipe": plan.recipe,
+        "recipe": plan.recipe.to_inputs() if plan.recipe is not None else {},
     }
 
 

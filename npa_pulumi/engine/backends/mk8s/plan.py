@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.bridge.recipe import (
     MaterializedRecipe,
+    PlannedRecipe,
     RecipeSource,
     compatibility_problems,
     materialize,
@@ -102,7 +103,7 @@ def mk8s_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
         subnet_id=cluster.subnet_id or "",
         tfvars=rendered.file_vars,
         runtime_tfvars=rendered.runtime_vars,
-        recipe={**source.to_dict(), "digest": recipe.digest},
+        recipe=PlannedRecipe(source, recipe.digest),
         recipe_facts=resolve_facts(recipe.facts, rendered.file_vars),
         capacity_block_group=cluster.capacity_block_group_value(),
         gpu_driver_mode=cluster.gpu_driver_mode,

@@ -8,7 +8,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from npa_pulumi.bridge import soperator_recipe
-from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource, pin_source
+from npa_pulumi.bridge.recipe import MaterializedRecipe, PlannedRecipe, RecipeSource, pin_source
 from npa_pulumi.engine.backends.base import PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.kube.gpu_health.config import GateConfig
@@ -118,7 +118,7 @@ def soperator_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
         tfvars=shapes.render_tfvars(target.cluster_name, payload, _ssh_keys(payload, inputs.ssh_key)),
         # The recipe requires a backups password; backups stay off, so it protects nothing yet.
         runtime_tfvars={"backups_password": "npa-backups-disabled"},
-        recipe={**source.to_dict(), "digest": recipe.digest},
+        recipe=PlannedRecipe(source, recipe.digest),
         gpu_driver_mode="operator" if gpu_workers else "",
         has_gpus=gpu_workers,
         in_cluster=inputs.in_cluster,
