@@ -15,7 +15,7 @@ records the cluster as `validating-fabric` while it runs (engine/automation/stac
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi import Input
@@ -31,13 +31,16 @@ from npa_pulumi.components._gate import (
 from npa_pulumi.components.args import as_props
 from npa_pulumi.runtime.supervision import watch_run
 
+if TYPE_CHECKING:
+    from npa_pulumi.kube.fabric_check import FabricConfig
+
 watch_run()  # in the provider host: stop with the run that started it (npa_pulumi/runtime/supervision.py)
 
 
 @dataclass(frozen=True, kw_only=True)
 class GpuFabricCheckArgs(GateArgs):
     gate_passed: Input[bool]  # the health gate's outcome: the fabric is measured only on a healthy cluster
-    fabric: dict[str, Any]  # npa_pulumi.kube.fabric_check.FabricConfig's fields
+    fabric: FabricConfig  # in state as its `to_inputs()`
 
 
 class GpuFabricCheckInputs(GateInputs):
@@ -51,7 +54,7 @@ def _run(inputs: GpuFabricCheckInputs) -> GateOutputs:
     if not inputs.gate_passed:
         evidence = {"status": "skipped", "passed": False, "reason": "the GPU health gate did not pass"}
         return GateOutputs(passed=False, lifecycle="", evidence=evidence)
-    config = FabricConfig(**inputs.fabric)
+    config = FabricConfig.from_inputs(inputs.fabric)
     try:
         client_for = cluster_clients(inputs)
     except Exception as err:  # the cloud refused the credentials: the cluster stays, the state says so
@@ -80,7 +83,8 @@ class GpuFabricCheck(pulumi.dynamic.Resource, module="npa", name="GpuFabricCheck
     def __init__(
         self, resource_name: str, args: GpuFabricCheckArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props = {**as_props(args), **GATE_OUTPUTS}
+        # The Pulumi boundary: the settings as plain JSON.
+        props = {**as_props(args), "fabric": args.fabric.to_inputs(), **GATE_OUTPUTS}
         super().__init__(GpuFabricCheckProvider(), resource_name, props, opts)
 
 

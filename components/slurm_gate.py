@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
@@ -27,13 +27,16 @@ from npa_pulumi.components.args import as_props
 from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.runtime.supervision import watch_run
 
+if TYPE_CHECKING:
+    from npa_pulumi.kube.slurm_check import SlurmGateConfig
+
 watch_run()  # in the provider host: stop with the run that started it
 
 
 @dataclass(frozen=True, kw_only=True)
 class SlurmGateArgs(GateArgs):
-    slurm: dict[str, Any]  # npa_pulumi.kube.slurm_check.SlurmGateConfig's fields
-    gate: GateConfig | None  # in state as its `to_inputs()`
+    slurm: SlurmGateConfig  # in state as its `to_inputs()`
+    gate: GateConfig | None  # likewise
 
 
 class SlurmGateInputs(GateInputs):
@@ -60,7 +63,7 @@ def _run(inputs: SlurmGateInputs) -> SlurmGateOutputs:
             passed=False, lifecycle="deployed-credentials-failed", evidence=refused, slurm_status={}
         )
 
-    config = SlurmGateConfig(**inputs.slurm)
+    config = SlurmGateConfig.from_inputs(inputs.slurm)
     started = time.monotonic()
     evidence: dict[str, Any]
     try:
@@ -107,5 +110,6 @@ class SlurmGate(pulumi.dynamic.Resource, module="npa", name="SlurmGate"):
         self, resource_name: str, args: SlurmGateArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         gate = None if args.gate is None else args.gate.to_inputs()  # the Pulumi boundary: plain JSON
-        props = {**as_props(args), "gate": gate, **GATE_OUTPUTS, "slurm_status": None}
+        slurm = args.slurm.to_inputs()
+        props = {**as_props(args), "slurm": slurm, "gate": gate, **GATE_OUTPUTS, "slurm_status": None}
         super().__init__(SlurmGateProvider(), resource_name, props, opts)

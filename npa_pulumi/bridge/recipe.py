@@ -72,6 +72,19 @@ class RecipeSource:
         return {"source": self.kind, "location": self.location}
 
 
+@dataclass(frozen=True)
+class PlannedRecipe:
+    """The recipe a cluster stack applies: its (pinned) source and the digest of what planning prepared,
+    which the bridge checks its own materialization against."""
+
+    source: RecipeSource
+    digest: str
+
+    def to_inputs(self) -> dict[str, str]:
+        """The Terraform module's `recipe` input (source, location, digest), as stack state holds it."""
+        return {**self.source.to_dict(), "digest": self.digest}
+
+
 @dataclass
 class MaterializedRecipe:
     """A prepared recipe. `facts` and `variables` are parsed from its HCL on first use and memoized by

@@ -325,13 +325,15 @@ def fleet_fields(kw: dict[str, Any], chosen: Selection, show_progress: bool = Tr
 
 def recipes(kw: dict[str, Any]) -> Recipes:
     """`--recipe-dir`/`--recipe-ref` (or the original's spellings) and the soperator recipe's."""
-    from npa_pulumi.sdk.requests import Recipes
+    from npa_pulumi.sdk.requests import BackendKind, RecipeChoice, Recipes
 
     return Recipes(
-        recipe_dir=kw["recipe_dir"],
-        recipe_ref=kw["recipe_ref"],
-        soperator_recipe_dir=kw["soperator_recipe_dir"],
-        soperator_recipe_ref=kw["soperator_recipe_ref"],
+        {
+            BackendKind.MK8S: RecipeChoice(dir=kw["recipe_dir"], ref=kw["recipe_ref"]),
+            BackendKind.SOPERATOR: RecipeChoice(
+                dir=kw["soperator_recipe_dir"], ref=kw["soperator_recipe_ref"]
+            ),
+        }
     )
 
 

@@ -27,6 +27,7 @@ from npa_pulumi.cloud.redaction import scrub, scrub_document
 from npa_pulumi.engine.automation import PROJECT_NAME, append_audit_record, read_audit_records
 from npa_pulumi.output.health import FleetHealth
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 SCHEMA = "npa.audit/v1"
 MUTATING = ("up", "destroy", "adopt", "cleanup")
@@ -149,7 +150,7 @@ def record(
             stack=stack.stack,
             kind=str(stack.kind),
             status=stack.status,
-            lifecycle=str(stack.outputs["lifecycle"]) if stack.outputs.get("lifecycle") else None,
+            lifecycle=ClusterOutputs.read(stack.outputs).lifecycle or None,
             error=_first_line(stack.error),
             detail=_repaired(stack) if repair else None,
         )

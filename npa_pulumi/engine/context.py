@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.cloud.factory import AUTH_ENV, TENANT_ENV
 from npa_pulumi.cloud.project_reads import FleetReads, LiveReader
 from npa_pulumi.engine.automation import EngineSettings, StackExecutor, StackOp, stack_tags
+from npa_pulumi.engine.backends.base import PlanSettings
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.fingerprint import (
-    FINGERPRINT_OUTPUT,
     ToolchainVersions,
     fingerprint,
     policy_identity,
     toolchain_versions,
 )
 from npa_pulumi.engine.graph import FleetGraph, Walk, parallel
-from npa_pulumi.engine.plans import FleetPlans, PlanSettings, build_plans
+from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, project_program
 from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.provider_host import HostMode, SharedProviderHost, host_mode
@@ -47,6 +47,7 @@ from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs, StackOutputs
 from npa_pulumi.runtime import provider_env
 from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
 from npa_pulumi.runtime.home import logs_dir
@@ -330,8 +331,7 @@ class FleetContext:
 
     def _needs_tags(self, stack: str) -> bool:
         """Stacks npa-pulumi deployed before carry a fingerprint output and were tagged then."""
-        outputs = self._outputs.get(stack)
-        return not (outputs and FINGERPRINT_OUTPUT in outputs)
+        return not StackOutputs.read(self._outputs.get(stack)).deployed_by_fleet
 
     def command_line(self, command: str) -> list[str]:
         """`npa-pulumi COMMAND` against the same spec, cloud, profile, backend and passphrase as this run,
@@ -408,15 +408,10 @@ class FleetContext:
     # ------------------------------------------------------------------------------ results
 
     def unchanged_result(self, op: StackOp) -> StackResult:
-        outputs = self._outputs.get(op.stack) or {}
+        outputs = ClusterOutputs.read(self._outputs.get(op.stack))
         self.progress.add(op.stack)
         self.progress.phase(op.stack, "unchanged", "inputs and live state match; skipped")
-        return op.result(
-            "unchanged",
-            project_id=outputs.get("project_id"),
-            cluster_id=outputs.get("cluster_id"),
-            kube_context=outputs.get("kube_context"),
-        )
+        return op.result("unchanged", **outputs.identity())
 
     def remember_policy(self, plan: ProjectPlan | ClusterPlan, result: StackResult) -> None:
         """After an engine run that left the stack as its plan says: its policy results, for previews."""
@@ -431,7 +426,7 @@ class FleetContext:
         """Give every cluster entry its project id when the stacks know it."""
         # The clusters stage runs no project stack: their outputs, read before, name the project.
         project_ids = {
-            p.project_key: str((self._outputs.get(p.stack) or {}).get("project_id") or "") or None
+            p.project_key: ProjectOutputs.read(self._outputs.get(p.stack)).project_id or None
             for p in self.plans().projects
         }
         project_ids.update(

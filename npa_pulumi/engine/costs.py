@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.automation import StackOp, stack_names
-from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.requests import policies, prices
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FleetResult, PolicyViolation
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.plan.budget import BudgetConfig, budget_config, check_budget
 from npa_pulumi.plan.cost import (
-    COST_BASIS_OUTPUT,
     Cost,
     CostBasis,
     LineKind,
@@ -49,8 +48,9 @@ def _recorded(outputs: dict[str, Any] | None) -> tuple[CostBasis | None, bool]:
     without a deployment, is known to cost nothing; a deployed one without a basis is unknown."""
     if not outputs:
         return None, True
-    basis = CostBasis.from_output(outputs.get(COST_BASIS_OUTPUT))
-    deployed = FINGERPRINT_OUTPUT in outputs or bool(outputs.get("cluster_id") or outputs.get("project_id"))
+    recorded = ClusterOutputs.read(outputs)  # a project stack's reads the same: what both record
+    basis = recorded.basis()
+    deployed = recorded.deployed_by_fleet or bool(recorded.cluster_id or recorded.project_id)
     return basis, basis is not None or not deployed
 
 

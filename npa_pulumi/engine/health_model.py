@@ -25,6 +25,7 @@ from npa_pulumi.output.health import (
     NodeCondition,
     NodeHealth,
 )
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 JSON = dict[str, Any]
 GPU_ERROR = "NebiusGPUError"
@@ -54,11 +55,12 @@ class Qualification:
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, Any], record: Mapping[str, Any] | None) -> Qualification:
-        evidence = outputs.get("health_evidence")
+        recorded = ClusterOutputs.read(outputs)
+        evidence = recorded.health_evidence
         nodes = (record or {}).get("nodes") or {}
-        if outputs.get("validation") == "skipped":
+        if recorded.validation == "skipped":
             return cls(gated=False, requalified=nodes)
-        if not isinstance(evidence, Mapping):
+        if evidence is None:
             return cls(requalified=nodes)
         passed = bool(evidence.get("passed"))
         seen = frozenset((evidence.get("nodes") or {}).keys()) if passed else frozenset()

@@ -35,6 +35,7 @@ from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.engine import npa_records
 from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.kubeconfig import dump, write_private
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.plan.targets import Target
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.home import npa_home
@@ -197,7 +198,8 @@ def identity_mismatches(
         )
     if found:
         return found  # another cloud or principal: its outputs and live records are not comparable
-    live_id = str((outputs or {}).get("cluster_id") or "")
+    recorded = ClusterOutputs.read(outputs)
+    live_id = recorded.cluster_id or ""
     if not live_id:
         found.append(
             f"stack {stack} has no deployed cluster (destroyed elsewhere?), but {context} is registered"
@@ -207,7 +209,7 @@ def identity_mismatches(
             f"{context} is registered for cluster id {registration.cluster_id}, but stack {stack} now holds "
             f"cluster {live_id} (re-created?)"
         )
-    stack_project = str((outputs or {}).get("project_id") or "")
+    stack_project = recorded.project_id or ""
     if stack_project and registration.project_id and stack_project != registration.project_id:
         found.append(
             f"{context} is registered in project {registration.project_id}, but stack {stack} is in "

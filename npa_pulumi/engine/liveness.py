@@ -8,50 +8,48 @@ it is read-only: stack outputs (through the context's cache) and the cloud port.
 
 from __future__ import annotations
 
-from typing import Any
-
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT, Drift, declared_objects, live_drift
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.project_reads import LiveReader
 from npa_pulumi.engine.automation import PROJECT_NAME, StackOp, stack_interrupted
 from npa_pulumi.engine.context import FleetContext
-from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs, StackOutputs
 from npa_pulumi.plan import Target
 
 
 def fingerprint_matches(
-    context: FleetContext, plan: ProjectPlan | ClusterPlan, outputs: dict[str, Any] | None
+    context: FleetContext, plan: ProjectPlan | ClusterPlan, outputs: StackOutputs | None
 ) -> bool:
-    matches = outputs is not None and outputs.get(FINGERPRINT_OUTPUT) == context.fingerprint(plan)
+    matches = outputs is not None and outputs.npa_fingerprint == context.fingerprint(plan)
     # A run killed after the engine wrote the outputs but before it released the lock leaves a
     # matching fingerprint behind a stale lock: run such a stack, so the lock is recovered.
     return matches and not stack_interrupted(context.settings.backend_url, plan.stack, PROJECT_NAME)
 
 
-def project_live(context: FleetContext, outputs: dict[str, Any]) -> bool:
+def project_live(context: FleetContext, outputs: ProjectOutputs) -> bool:
     try:
-        project = context.cloud.get_project(str(outputs.get("project_id")))
-        context.cloud.get_subnet(str(outputs.get("subnet_id")))
-        if outputs.get("bucket_id"):
-            context.cloud.get_bucket(str(outputs["bucket_id"]))
+        project = context.cloud.get_project(str(outputs.project_id))
+        context.cloud.get_subnet(str(outputs.subnet_id))
+        if outputs.bucket_id:
+            context.cloud.get_bucket(outputs.bucket_id)
     except CloudError:
         return False
     return project.state == "ACTIVE"
 
 
-def cluster_live(context: FleetContext, outputs: dict[str, Any], batched: bool = False) -> bool:
+def cluster_live(context: FleetContext, outputs: ClusterOutputs, batched: bool = False) -> bool:
     """Whether the cluster and node groups the stack recorded all run at their targets, without drift.
     `batched`: read them from the command's per-project listings (fleet-wide checks at the start of a
     command); otherwise asked of the cloud now (a check after this command may have changed them)."""
-    cluster_id = outputs.get("cluster_id")
+    cluster_id = outputs.cluster_id
     if not cluster_id:
         return False
-    if outputs.get("lifecycle", "deployed") != "deployed":
+    if outputs.recorded_lifecycle != "deployed":
         return False  # a failed gate or missing credentials: `up` runs the stack again (only the gate)
     try:
         reads = live_reads(context, outputs) if batched else context.cloud
-        cluster = reads.get_cluster(str(cluster_id))
+        cluster = reads.get_cluster(cluster_id)
         groups = reads.list_node_groups(cluster.id)
         if drift(context, outputs, reads):
             return False  # an object the recipe made was deleted or resized outside the fleet
@@ -62,23 +60,23 @@ def cluster_live(context: FleetContext, outputs: dict[str, Any], batched: bool =
     )
 
 
-def live_reads(context: FleetContext, outputs: dict[str, Any]) -> LiveReader:
+def live_reads(context: FleetContext, outputs: StackOutputs) -> LiveReader:
     """The command's batched reads of the project a stack recorded (cloud/project_reads.py)."""
-    return context.live_reads(str(outputs.get("project_id") or ""))
+    return context.live_reads(outputs.project_id or "")
 
 
-def drift(context: FleetContext, outputs: dict[str, Any], reads: LiveReader | None = None) -> list[Drift]:
+def drift(context: FleetContext, outputs: ClusterOutputs, reads: LiveReader | None = None) -> list[Drift]:
     """The objects a cluster stack's recipe declared (its `live_objects` output) that the cloud no longer
     has or that differ from the spec; empty when the recipe declares none (npa_pulumi/bridge/drift.py).
     Read through `reads` (default: the cloud now). Cloud errors other than NotFound propagate."""
-    declared = declared_objects({LIVE_OBJECTS_OUTPUT: outputs.get("live_objects")})
+    declared = declared_objects({LIVE_OBJECTS_OUTPUT: outputs.live_objects})
     if not declared:
         return []
-    return live_drift(reads or context.cloud, str(outputs.get("project_id") or ""), declared)
+    return live_drift(reads or context.cloud, outputs.project_id or "", declared)
 
 
 def deleted_cluster_drift(
-    context: FleetContext, outputs: dict[str, Any], reads: LiveReader | None = None
+    context: FleetContext, outputs: ClusterOutputs, reads: LiveReader | None = None
 ) -> list[dict[str, str]]:
     """The drift of a cluster the cloud no longer has: every object its recipe declared that went with
     it, or the cluster alone when the recipe declares none (or the check cannot run)."""
@@ -86,15 +84,15 @@ def deleted_cluster_drift(
         found = [d.as_dict() for d in drift(context, outputs, reads)]
     except CloudError:
         found = []
-    cluster = {"address": "", "kind": "cluster", "id": str(outputs.get("cluster_id") or "")}
+    cluster = {"address": "", "kind": "cluster", "id": outputs.cluster_id or ""}
     return found or [{**cluster, "reason": "deleted outside the fleet"}]
 
 
-def cluster_drift(context: FleetContext, outputs: dict[str, Any]) -> list[dict[str, str]]:
+def cluster_drift(context: FleetContext, outputs: ClusterOutputs) -> list[dict[str, str]]:
     """What of a deployed cluster changed outside the fleet, as refresh and preview report it (the whole
     cluster when it is gone). Cloud errors other than NotFound propagate."""
     try:
-        context.cloud.get_cluster(str(outputs["cluster_id"]))
+        context.cloud.get_cluster(str(outputs.cluster_id))
         return [d.as_dict() for d in drift(context, outputs)]
     except NotFound:
         return deleted_cluster_drift(context, outputs)
@@ -108,52 +106,60 @@ def describe_drift(drift_found: list[dict[str, str]]) -> str:
 def needs_refresh(context: FleetContext, stack: str) -> bool:
     """A deployed cluster stack whose live objects do not match what it recorded: its update must
     refresh first, so the Terraform bridge sees the drift (an unchanged spec alone makes no diff)."""
-    outputs = context.cached_outputs(stack)
-    if not outputs or not outputs.get("cluster_id"):
+    outputs = ClusterOutputs.read(context.cached_outputs(stack))
+    if not outputs.cluster_id:
         return False
     # A failed gate is retried by a plain update; its objects may still have drifted: check them too.
-    return not cluster_live(context, {**outputs, "lifecycle": "deployed"})
+    return not cluster_live(context, outputs.model_copy(update={"lifecycle": "deployed"}))
 
 
 def unchanged_projects(context: FleetContext) -> set[str]:
     plans = context.plans().projects
     outputs = context.stack_outputs([context.project_op(p) for p in plans])
+    recorded = {p.stack: ProjectOutputs.of(outputs[p.stack]) for p in plans}
     return {
         p.stack
         for p in plans
-        if fingerprint_matches(context, p, outputs[p.stack]) and project_live(context, outputs[p.stack] or {})
+        if (found := recorded[p.stack]) is not None
+        and fingerprint_matches(context, p, found)
+        and project_live(context, found)
     }
 
 
 def cluster_unchanged(
     context: FleetContext,
     plan: ClusterPlan,
-    mine: dict[str, Any] | None,
-    project: dict[str, Any] | None,
+    mine: ClusterOutputs | None,
+    project: ProjectOutputs | None,
     batched: bool = False,
 ) -> bool:
     """A cluster stack deployed from exactly `plan`, whose identity still matches its project stack's
     outputs and whose live cluster and node groups all run: nothing for `up` to do, no new quota.
     `batched`: the live side from the command's per-project listings (cluster_live)."""
-    if not mine:
+    if mine is None:
         return False
     return _same_plan_and_identity(context, plan, mine, project) and cluster_live(context, mine, batched)
 
 
-def deployed_clusters(context: FleetContext) -> dict[str, tuple[dict[str, Any], dict[str, Any] | None]]:
+def deployed_clusters(context: FleetContext) -> dict[str, tuple[ClusterOutputs, ProjectOutputs | None]]:
     """The outputs of every selected cluster stack that records a cluster, deployed from any plan by any
     version, with its project stack's outputs (None when that stack records nothing): what preflight's
     live proof starts from (it compares what decides capacity itself, never the fingerprint). Read through
     the context's output cache; no plan is needed."""
-    clusters = context.stack_outputs(context.target_ops())
-    deployed = {stack: out for stack, out in clusters.items() if out and out.get("cluster_id")}
+    clusters = {
+        stack: ClusterOutputs.read(out) for stack, out in context.stack_outputs(context.target_ops()).items()
+    }
+    deployed = {stack: out for stack, out in clusters.items() if out.cluster_id}
     if not deployed:
         return {}
     targets = [t for t in context.targets if t.cluster_stack in deployed]
     projects = context.stack_outputs(
         list({t.project_stack: _outputs_op(t.project_stack, t.project_key) for t in targets}.values())
     )
-    return {t.cluster_stack: (deployed[t.cluster_stack], projects.get(t.project_stack)) for t in targets}
+    return {
+        t.cluster_stack: (deployed[t.cluster_stack], ProjectOutputs.of(projects.get(t.project_stack)))
+        for t in targets
+    }
 
 
 def _outputs_op(stack: str, project_key: str) -> StackOp:
@@ -161,28 +167,26 @@ def _outputs_op(stack: str, project_key: str) -> StackOp:
     return StackOp(stack, "project", project_key, None, None, {})
 
 
-def identity_mismatch(target: Target, mine: dict[str, Any], project: dict[str, Any] | None) -> str:
+def identity_mismatch(target: Target, mine: ClusterOutputs, project: ProjectOutputs | None) -> str:
     """Why a cluster stack's recorded identity no longer matches its project stack and the plan ("" when it
     does): its cluster would be built again elsewhere."""
     if not project:
         return "its project stack records no project"
-    recorded, planned = mine.get("project_id"), project.get("project_id")
+    recorded, planned = mine.project_id, project.project_id
     if recorded != planned:
         return f"the stack's project {recorded} is not its project stack's {planned}"
-    recorded, planned = mine.get("subnet_id"), target.cluster.subnet_id or project.get("subnet_id")
+    recorded, planned = mine.subnet_id, target.cluster.subnet_id or project.subnet_id
     if recorded != planned:
         return f"the stack's subnet {recorded} is not the plan's {planned}: the cluster would be built again"
     return ""
 
 
 def _same_plan_and_identity(
-    context: FleetContext, plan: ClusterPlan, mine: dict[str, Any], project: dict[str, Any] | None
+    context: FleetContext, plan: ClusterPlan, mine: ClusterOutputs, project: ProjectOutputs | None
 ) -> bool:
     if not (project and fingerprint_matches(context, plan, mine)):
         return False
-    return mine.get("project_id") == project.get("project_id") and mine.get("subnet_id") == (
-        plan.subnet_id or project.get("subnet_id")
-    )
+    return mine.project_id == project.project_id and mine.subnet_id == (plan.subnet_id or project.subnet_id)
 
 
 def unchanged_clusters(context: FleetContext) -> set[str]:
@@ -198,7 +202,11 @@ def unchanged_clusters(context: FleetContext) -> set[str]:
             plan.stack
             for plan in plans.clusters
             if cluster_unchanged(
-                context, plan, outputs[plan.stack], project_outputs.get(plan.project_stack), batched=True
+                context,
+                plan,
+                ClusterOutputs.of(outputs[plan.stack]),
+                ProjectOutputs.of(project_outputs.get(plan.project_stack)),
+                batched=True,
             )
         }
     return context.unchanged_cluster_stacks
@@ -206,6 +214,5 @@ def unchanged_clusters(context: FleetContext) -> set[str]:
 
 def any_cluster_deployed(context: FleetContext) -> bool:
     """Whether any selected cluster stack carries a fingerprint (was deployed by npa-pulumi)."""
-    return any(
-        FINGERPRINT_OUTPUT in (out or {}) for out in context.stack_outputs(context.target_ops()).values()
-    )
+    recorded = context.stack_outputs(context.target_ops()).values()
+    return any(ClusterOutputs.read(out).deployed_by_fleet for out in recorded)

@@ -1,4 +1,6 @@
-"""The inline Pulumi programs of a fleet: one for each project stack, one for each cluster stack.
+"""The plans the engine runs and what every stack's inline Pulumi program shares: the project stack's
+program, and the pieces of every cluster stack's (its Terraform module's arguments, its project identity,
+the in-cluster stage); each backend's cluster program is in its folder (engine/backends/<kind>/program.py).
 
 Programs take engine-level plans (`ProjectPlan`, `ClusterPlan`), never spec objects, so the spec can evolve
 without touching what runs inside the engine. Component classes are imported inside the programs: they
@@ -11,10 +13,35 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from npa_pulumi.bridge.recipe import PlannedRecipe
+from npa_pulumi.kube.fabric_check import FabricConfig
 from npa_pulumi.kube.gpu_health.config import GateConfig
-from npa_pulumi.plan.cost import COST_BASIS_OUTPUT
+from npa_pulumi.kube.kuberay import RayTemplate
+from npa_pulumi.kube.slurm_check import SlurmGateConfig
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs, StackOutputs
+from npa_pulumi.spec.constants import BackendKind
 
 PENDING = "pending-project-stack"  # identity placeholder in a preview before the project stack exists
+
+
+def export(model: type[StackOutputs], **values: Any) -> None:
+    """Inside a stack's program: each value as the stack output named after that field of `model` (the
+    model every reader reads the stack's outputs through); a name that is no field of it raises."""
+    import pulumi
+
+    unknown = sorted(set(values) - set(model.model_fields))
+    if unknown:
+        raise TypeError(f"{model.__name__} has no output {', '.join(unknown)}")
+    for name, value in values.items():
+        pulumi.export(name, value)
+
+
+def required_output(ref: Any, model: type[StackOutputs], name: str) -> Any:
+    """Inside a program: output `name` (a field of `model`) of the stack `ref`, a `pulumi.StackReference`,
+    names."""
+    if name not in model.model_fields:
+        raise TypeError(f"{model.__name__} has no output {name}")
+    return ref.require_output(name)
 
 
 @dataclass(frozen=True)
@@ -49,12 +76,12 @@ class ClusterPlan:
     stack: str
     region: str
     tenant_id: str
-    backend: str
+    backend: BackendKind
     subnet_id: str = ""
     tfvars: dict[str, Any] = field(default_factory=dict)
     # The capacity-block reservation and its id: secrets, never in a repr (logs, tracebacks).
     runtime_tfvars: dict[str, Any] = field(default_factory=dict, repr=False)
-    recipe: dict[str, str] = field(default_factory=dict)
+    recipe: PlannedRecipe | None = None  # None: a plan that names no recipe (tests)
     recipe_facts: dict[str, Any] = field(default_factory=dict)
     capacity_block_group: str = field(default="", repr=False)
     gpu_driver_mode: str = ""
@@ -74,16 +101,16 @@ class ClusterPlan:
     health_gate: GateConfig | None = None
     # What the stack's price depends on (plan/cost.py): pools, disks, filesystem; recorded as `cost_basis`.
     cost_basis: dict[str, Any] = field(default_factory=dict)
-    # The fabric check's settings (npa_pulumi.kube.fabric_check.FabricConfig), run after the gate passed;
-    # None with the gate. `not_applicable` set: recorded in the evidence, nothing runs.
-    fabric_check: dict[str, Any] | None = None
-    # `kuberay.enabled`: the fleet's KubeRay template (npa_pulumi.kube.kuberay.RayTemplate's fields); its
-    # gate runs after the health gate's, within the same timeout.
-    kuberay: dict[str, Any] | None = None
-    # Which recipe the cluster stack runs through the Terraform bridge: k8s-training (mk8s) or soperator.
+    # The fabric check's settings, run after the gate passed; None with the gate. `not_applicable` set:
+    # recorded in the evidence, nothing runs.
+    fabric_check: FabricConfig | None = None
+    # `kuberay.enabled`: the fleet's KubeRay template; its gate runs after the health gate's, within the
+    # same timeout.
+    kuberay: RayTemplate | None = None
+    # Which recipe the cluster stack runs through the Terraform bridge (its backend's: k8s-training, ...).
     module_kind: str = "k8s-training"
-    # soperator: the Slurm cluster the gate waits for (npa_pulumi.kube.slurm_check.SlurmGateConfig).
-    slurm: dict[str, Any] | None = None
+    # A Slurm cluster's gate: what it waits for.
+    slurm: SlurmGateConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +138,6 @@ def project_program(
     adoption: ProjectAdoption | None = None,
 ) -> Callable[[], None]:
     def program() -> None:
-        import pulumi
 
         from npa_pulumi.components import (
             FleetProject,
@@ -121,7 +147,6 @@ def project_program(
             ProjectNetwork,
             ProjectNetworkArgs,
         )
-        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 
         project = FleetProject(
             plan.project_key,
@@ -150,17 +175,20 @@ def project_program(
                 adopt_owned=adoption.owned if adoption else False,
             ),
         )
-        pulumi.export("project_id", project.project_id)
-        pulumi.export("project_created", project.created)
-        pulumi.export("tenant_id", plan.tenant_id)
-        pulumi.export("region", plan.region)
-        pulumi.export("network_id", network.network_id)
-        pulumi.export("subnet_id", network.subnet_id)
-        pulumi.export("network_owned", network.owned)
         adopts_bucket = bool(adoption and adoption.bucket_id and plan.object_storage is not None)
-        pulumi.export(FINGERPRINT_OUTPUT, fingerprint + (STORAGE_IDENTITY_PENDING if adopts_bucket else ""))
+        export(
+            ProjectOutputs,
+            project_id=project.project_id,
+            project_created=project.created,
+            tenant_id=plan.tenant_id,
+            region=plan.region,
+            network_id=network.network_id,
+            subnet_id=network.subnet_id,
+            network_owned=network.owned,
+            npa_fingerprint=fingerprint + (STORAGE_IDENTITY_PENDING if adopts_bucket else ""),
+        )
         if plan.cost_basis:
-            pulumi.export(COST_BASIS_OUTPUT, plan.cost_basis)
+            export(ProjectOutputs, cost_basis=plan.cost_basis)
         if plan.object_storage is not None:
             storage = ObjectStorage(
                 f"{plan.project_key}-storage",
@@ -179,108 +207,19 @@ def project_program(
                     adopt_created=adoption.bucket_created if adoption else False,
                 ),
             )
-            pulumi.export("bucket_id", storage.bucket_id)
-            pulumi.export("bucket_name", storage.bucket_name)
-            pulumi.export("storage_access_key_id", storage.access_key_id)
-            pulumi.export("storage_secret_access_key", storage.secret_access_key)
-            pulumi.export("storage_verified", storage.verified)
-            # What a teardown reads as proof of ownership (engine/teardown/run.py); never a secret.
-            pulumi.export("bucket_created", storage.bucket_created)
-            pulumi.export("storage_service_account_id", storage.service_account_id)
-            pulumi.export("storage_service_account_created", storage.service_account_created)
-            pulumi.export("storage_key_id", storage.key_id)
-
-    return program
-
-
-def cluster_program(
-    plan: ClusterPlan,
-    cloud: str,
-    profile: str,
-    project_stack_ready: bool,
-    fingerprint: str,
-    adopted_state: str | None = None,
-) -> Callable[[], None]:
-    """`adopted_state`: `adopt` takes over a cluster the original tool's Terraform deployed (its state)."""
-    if plan.in_cluster:
-        # Load pulumi-kubernetes here, in the thread that builds the operations, before the programs run
-        # side by side in worker threads (see components/in_cluster.py).
-        import npa_pulumi.components.in_cluster  # noqa: F401
-
-    def program() -> None:
-        import pulumi
-
-        from npa_pulumi.components import K8sTrainingCluster, K8sTrainingClusterArgs
-        from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
-
-        project_id, subnet_id = project_identity(plan, project_stack_ready)
-        cluster = K8sTrainingCluster(
-            plan.cluster_name,
-            K8sTrainingClusterArgs(
-                **cluster_module_args(plan, cloud, profile, project_id, subnet_id),
-                recipe_facts=plan.recipe_facts,
-                capacity_block_group=plan.capacity_block_group,
-                gpu_driver_mode=plan.gpu_driver_mode,
-                allow_unsafe_nvswitch_operator=plan.allow_unsafe_nvswitch_operator,
-                nvswitch_topology=plan.nvswitch_topology,
-                mig_enabled=plan.mig_enabled,
-                adopted_state=adopted_state,
-            ),
-        )
-        pulumi.export("project_id", project_id)
-        pulumi.export("subnet_id", subnet_id)
-        pulumi.export(FINGERPRINT_OUTPUT, fingerprint)
-        if plan.cost_basis:
-            pulumi.export(COST_BASIS_OUTPUT, plan.cost_basis)
-        pulumi.export("cluster_id", cluster.cluster_id)
-        pulumi.export("endpoint", cluster.endpoint)
-        pulumi.export("node_group_ids", cluster.node_group_ids)
-        pulumi.export("filesystem", cluster.filesystem)
-        pulumi.export("kube_context", cluster.kube_context)
-        pulumi.export("live_objects", cluster.live_objects)
-        gated = False
-        if plan.in_cluster:
-            stage = in_cluster_stage(
-                plan,
-                cloud,
-                profile,
-                cluster,
-                rtx_driver_repositories=plan.rtx_driver_repositories,
-                kuberay=_ray_template(plan),
+            export(
+                ProjectOutputs,
+                bucket_id=storage.bucket_id,
+                bucket_name=storage.bucket_name,
+                storage_access_key_id=storage.access_key_id,
+                storage_secret_access_key=storage.secret_access_key,
+                storage_verified=storage.verified,
+                # What a teardown reads as proof of ownership (engine/teardown/run.py); never a secret.
+                bucket_created=storage.bucket_created,
+                storage_service_account_id=storage.service_account_id,
+                storage_service_account_created=storage.service_account_created,
+                storage_key_id=storage.key_id,
             )
-            in_cluster, credentials, objects = stage.gate_args, stage.credentials, stage.objects
-            if plan.kuberay is not None:
-                from npa_pulumi.kube.kuberay import fleet_objects
-
-                pulumi.export("kuberay_objects", objects.raycluster.apply(lambda _r: fleet_objects()))
-            if plan.health_gate is not None:
-                from npa_pulumi.components import GpuHealthGate, GpuHealthGateArgs
-
-                gate = GpuHealthGate(
-                    f"{plan.cluster_name}-health",
-                    # The driver and the gate's settings are judged too (and a failed run always re-runs).
-                    GpuHealthGateArgs(
-                        **in_cluster,
-                        server=credentials.server,
-                        driver=_judged_driver(plan),
-                        gate=plan.health_gate,
-                    ),
-                    pulumi.ResourceOptions(parent=cluster, depends_on=[objects]),
-                )
-                lifecycle, evidence = _with_fabric_check(plan, in_cluster, credentials.server, gate)
-                if plan.kuberay is not None:
-                    lifecycle, evidence = _kuberay_gate(
-                        plan, in_cluster, credentials.server, objects, gate, cluster, lifecycle, evidence
-                    )
-                pulumi.export("lifecycle", lifecycle)
-                validation = (
-                    "mig" if plan.mig_enabled else "gpu-health" if plan.has_gpus else "cluster-basics"
-                )
-                pulumi.export("validation", validation)
-                pulumi.export("health_evidence", evidence)
-                gated = True
-        if not gated:
-            export_ungated()
 
     return program
 
@@ -289,7 +228,7 @@ def cluster_module_args(
     plan: ClusterPlan, cloud: str, profile: str, project_id: Any, subnet_id: Any
 ) -> dict[str, Any]:
     """What a cluster's Terraform module is run with, from its plan: the one mapping of a plan onto the
-    arguments of its cluster component (`K8sTrainingClusterArgs`, `SoperatorClusterArgs`) and onto the
+    arguments of its backend's cluster component (`K8sTrainingClusterArgs`, ...) and onto the
     properties the preview's Terraform plan reads (operations/common.terraform_plan). The ids may be
     Pulumi outputs in a program, plain strings in a preview."""
     return {
@@ -307,7 +246,7 @@ def cluster_module_args(
         },
         "tfvars": plan.tfvars,
         "runtime_tfvars": plan.runtime_tfvars,
-        "recipe": plan.recipe,
+        "recipe": plan.recipe.to_inputs() if plan.recipe is not None else {},
     }
 
 
@@ -322,7 +261,8 @@ def project_identity(plan: ClusterPlan, project_stack_ready: bool) -> tuple[Any,
     if not project_stack_ready:
         return PENDING, plan.subnet_id or PENDING
     ref = pulumi.StackReference(stack_reference_name(plan.project_stack))
-    return ref.require_output("project_id"), plan.subnet_id or ref.require_output("subnet_id")
+    project_id = required_output(ref, ProjectOutputs, "project_id")
+    return project_id, plan.subnet_id or required_output(ref, ProjectOutputs, "subnet_id")
 
 
 @dataclass(frozen=True)
@@ -386,119 +326,10 @@ def in_cluster_stage(
         ),
         pulumi.ResourceOptions(parent=cluster),
     )
-    pulumi.export("kube_server", credentials.server)
-    pulumi.export("fleet_namespace", objects.namespace)
+    export(ClusterOutputs, kube_server=credentials.server, fleet_namespace=objects.namespace)
     return InClusterStage(gate_args, credentials, objects)
 
 
 def export_ungated() -> None:
     """No gate ran (`--no-health-gate`, or no in-cluster stage): say so instead of pretending one did."""
-    import pulumi
-
-    pulumi.export("lifecycle", "deployed")
-    pulumi.export("validation", "skipped")
-
-
-def _judged_driver(plan: ClusterPlan) -> dict[str, Any]:
-    """What of the driver re-runs the gate when it changes: the mode, MIG, and the RTX values' revision
-    (left out without it, so other clusters' gates keep their inputs)."""
-    driver: dict[str, Any] = {"mode": plan.gpu_driver_mode, "mig": plan.mig_enabled}
-    if plan.rtx_values_revision:
-        driver["rtx_values_revision"] = plan.rtx_values_revision
-    return driver
-
-
-def _with_fabric_check(
-    plan: ClusterPlan, in_cluster: dict[str, Any], server: Any, gate: Any
-) -> tuple[Any, Any]:
-    """The cluster's lifecycle and health evidence: the gate's, with the fabric check's (its own step,
-    components/gpu_fabric.py) after it; a check that does not apply is recorded as `not-applicable`."""
-    import pulumi
-
-    fabric = plan.fabric_check
-    if fabric is None:
-        return gate.lifecycle, gate.evidence
-    if fabric.get("not_applicable"):
-        record = {"status": "not-applicable", "passed": True, "reason": fabric["not_applicable"]}
-        return gate.lifecycle, gate.evidence.apply(lambda e: {**(e or {}), "fabric": record})
-    from npa_pulumi.components.gpu_fabric import GpuFabricCheck, GpuFabricCheckArgs, combine_with_gate
-
-    check = GpuFabricCheck(
-        f"{plan.cluster_name}-fabric",
-        GpuFabricCheckArgs(**in_cluster, server=server, gate_passed=gate.passed, fabric=fabric),
-        pulumi.ResourceOptions(parent=gate, depends_on=[gate]),
-    )
-    combined = pulumi.Output.all(gate.lifecycle, gate.evidence, check.lifecycle, check.evidence).apply(
-        combine_with_gate
-    )
-    return combined.apply(lambda c: c[0]), combined.apply(lambda c: c[1])
-
-
-def _ray_template(plan: ClusterPlan) -> Any:
-    if plan.kuberay is None:
-        return None
-    from npa_pulumi.kube.kuberay import RayTemplate
-
-    return RayTemplate(**plan.kuberay)
-
-
-def _kuberay_gate(
-    plan: ClusterPlan,
-    in_cluster: dict[str, Any],
-    server: Any,
-    objects: Any,
-    gate: Any,
-    cluster: Any,
-    before: Any,
-    evidence: Any,
-) -> Any:
-    """The Ray gate after the health gate (and its fabric check): `before` and `evidence` are what those
-    decided; the cluster is deployed only when all passed."""
-    import pulumi
-
-    from npa_pulumi.components import KubeRayGate, KubeRayGateArgs
-
-    assert plan.kuberay is not None and plan.health_gate is not None
-    ray = KubeRayGate(
-        f"{plan.cluster_name}-kuberay-gate",
-        KubeRayGateArgs(
-            **in_cluster,
-            server=server,
-            raycluster=objects.raycluster,
-            ray={
-                "worker_replicas": plan.kuberay["worker_replicas"],
-                "image": plan.kuberay["image"],
-                "cpu_node_group": plan.kuberay["cpu_node_group"],
-                "timeout_s": float(plan.health_gate.timeout_s),
-            },
-        ),
-        pulumi.ResourceOptions(parent=cluster, depends_on=[objects, gate]),
-    )
-    pulumi.export("kuberay", ray.evidence.apply(ray_summary))
-    lifecycle = pulumi.Output.all(before, ray.lifecycle).apply(
-        lambda states: states[1] if states[0] == "deployed" else states[0]
-    )
-    return lifecycle, pulumi.Output.all(evidence, ray.evidence).apply(lambda e: merge_evidence(*e))
-
-
-def merge_evidence(health: dict[str, Any], ray: dict[str, Any]) -> dict[str, Any]:
-    """The health gate's evidence with the Ray gate's under `kuberay`; when the health gate passed, the
-    Ray gate decides `passed` and gives the reason."""
-    merged = {**(health or {}), "kuberay": ray or {}}
-    if (health or {}).get("passed"):
-        merged["passed"] = bool((ray or {}).get("passed"))
-        if not merged["passed"]:
-            merged["reason"] = (ray or {}).get("reason", "the Ray cluster is not ready")
-    return merged
-
-
-def ray_summary(evidence: dict[str, Any]) -> dict[str, Any]:
-    """What `status` shows of the Ray gate's last look: ready/desired workers, the head, what was missing."""
-    return {
-        "ready": bool(evidence.get("passed")),
-        "ready_workers": evidence.get("ready_workers", 0),
-        "desired_workers": evidence.get("desired_workers", 0),
-        "head_ready": bool(evidence.get("head_ready")),
-        "conditions": evidence.get("conditions") or {},
-        "missing": evidence.get("missing") or [],
-    }
+    export(ClusterOutputs, lifecycle="deployed", validation="skipped")

@@ -17,6 +17,7 @@ without `delete_buckets`, a health threshold out of range are each a UserInputEr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.plan import Target
 from npa_pulumi.plan.shards import Shard, parse_shard, select_shard
+from npa_pulumi.spec.constants import BackendKind
 
 DEFAULT_CONCURRENCY = 4
 
@@ -75,14 +77,22 @@ class Where:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Recipes:
-    """The recipes the cluster stacks run: k8s-training (a local checkout or a git ref; neither: the
-    shipped default for the cloud) and, for soperator targets, the soperator recipe."""
+class RecipeChoice:
+    """One backend's recipe: a local checkout (`dir`) or a git ref (`ref`); neither: the backend's own
+    default for the cloud (engine/backends/<kind>/: the shipped stand-in, or the pinned upstream)."""
 
-    recipe_dir: str | None = None
-    recipe_ref: str | None = None
-    soperator_recipe_dir: str | None = None
-    soperator_recipe_ref: str | None = None
+    dir: str | None = None
+    ref: str | None = None
+
+
+@dataclass(frozen=True)
+class Recipes:
+    """The recipes the cluster stacks run, one choice per backend kind (each backend reads its own)."""
+
+    by_backend: Mapping[BackendKind, RecipeChoice] = field(default_factory=dict)
+
+    def of(self, kind: BackendKind) -> RecipeChoice:
+        return self.by_backend.get(kind, RecipeChoice())
 
 
 @dataclass(frozen=True)
@@ -381,6 +391,7 @@ __all__ = [
     "Policies",
     "PreviewRequest",
     "ReceiptDestroyRequest",
+    "RecipeChoice",
     "Recipes",
     "RefreshRequest",
     "Rollout",

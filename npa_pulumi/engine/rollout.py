@@ -29,6 +29,7 @@ from npa_pulumi.engine.graph import Walk, WaveArrangement, barrier_key
 from npa_pulumi.engine.graph import is_barrier as is_barrier_key
 from npa_pulumi.engine.requests import rollout as rollout_request
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.plan.rollout import (
     MemberOutcome,
     RolloutMember,
@@ -90,7 +91,7 @@ def resume_command(context: FleetContext) -> str:
 
 def gate_failed(result: StackResult) -> bool:
     """The stack failed, or its update passed but the health gate it ran did not (the recorded lifecycle)."""
-    return result.failed or result.outputs.get("lifecycle") in FAILED_LIFECYCLES
+    return result.failed or ClusterOutputs.read(result.outputs).lifecycle in FAILED_LIFECYCLES
 
 
 class RolloutRun:
@@ -241,7 +242,7 @@ class RolloutRun:
         if result is None:  # not selected for this run (another shard, a stage): nothing of it ran
             return MemberOutcome(member.key, failed=False, status="not-run")
         failed = gate_failed(result) or result.status == "skipped"
-        status = str(result.outputs.get("lifecycle") or result.status) if failed else result.status
+        status = (ClusterOutputs.read(result.outputs).lifecycle or result.status) if failed else result.status
         return MemberOutcome(member.key, failed=failed, status=status, violations=len(result.policy))
 
     def _tag(self, wave: Wave, stacks: Sequence[str], reason: str, state: WaveState | None = None) -> None:

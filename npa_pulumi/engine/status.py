@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.engine import liveness, requalification
 from npa_pulumi.engine.automation import StackOp
+from npa_pulumi.engine.backends.base import NativeStatus
+from npa_pulumi.engine.backends.registry import recorded_backend
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
 from npa_pulumi.engine.progress import headline
 from npa_pulumi.engine.requests import StatusRequest
-from npa_pulumi.engine.slurm_status import slurm_status
 from npa_pulumi.output.results import StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.context import FleetContext
@@ -55,16 +57,18 @@ def _node_group_view(group: Any) -> dict[str, Any]:
     return view
 
 
+def _identity(outputs: ClusterOutputs) -> dict[str, Any]:
+    """The cluster as a result names it: its project, its cluster (None when none is recorded) and its kube
+    context."""
+    return {**outputs.identity(), "cluster_id": outputs.cluster_id or None}
+
+
 def _recorded(fleet: FleetContext, op: StackOp, outputs: dict[str, Any] | None) -> StackResult | None:
     """A run in progress (its state) or a failed destroy, as recorded beside the stack."""
     recorded = fleet.executor.recorded_lifecycle(op)
     if recorded is None:
         return None
-    base = {
-        "project_id": (outputs or {}).get("project_id"),
-        "cluster_id": (outputs or {}).get("cluster_id") or None,
-        "kube_context": (outputs or {}).get("kube_context"),
-    }
+    base = _identity(ClusterOutputs.read(outputs))
     fleet.progress.phase(op.stack, "done", recorded.state)
     if recorded.state == DESTROY_INCOMPLETE:
         return op.result(
@@ -80,26 +84,21 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     fleet.progress.phase(op.stack, "checking")
     outputs = fleet.executor.outputs(op)
     if outputs is not None:
-        recorded = _recorded(fleet, op, outputs)
-        if recorded is not None:
-            return recorded
+        running = _recorded(fleet, op, outputs)
+        if running is not None:
+            return running
     if outputs is None:
         fleet.progress.phase(op.stack, "absent")
         return op.result("absent")
-    base: dict[str, Any] = {
-        "project_id": outputs.get("project_id"),
-        "cluster_id": outputs.get("cluster_id") or None,
-        "kube_context": outputs.get("kube_context"),
-    }
-    if outputs.get("validation"):
-        base["validation"] = outputs["validation"]
+    recorded = ClusterOutputs.read(outputs)
+    base = _identity(recorded)
+    if recorded.validation:
+        base["validation"] = recorded.validation
     elif fleet.plans().cluster(op.stack).has_gpus:
         base["validation"] = "skipped"  # deployed before the health gate existed: none ran
-    if isinstance(outputs.get("health_evidence"), dict):
-        base["health"] = outputs["health_evidence"]
-    requalified = requalification.summary(
-        str(outputs.get("kube_context") or ""), str(base["cluster_id"] or "")
-    )
+    if recorded.health_evidence is not None:
+        base["health"] = recorded.health_evidence
+    requalified = requalification.summary(recorded.kube_context or "", str(base["cluster_id"] or ""))
     if requalified:  # `health --requalify` since the gate (engine/requalification.py)
         base["health"] = {**(base.get("health") or {}), "requalified": requalified}
     if not base["cluster_id"]:
@@ -107,20 +106,20 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         fleet.progress.phase(op.stack, "done", status)
         return op.result(status, error="the stack records no cluster; run up to converge", **base)
     if isinstance(fleet.request, StatusRequest) and not fleet.request.live:
-        return _recorded_only(fleet, op, outputs, base)
+        return _recorded_only(fleet, op, recorded, base)
     try:
         # The project's clusters, node groups, filesystems and GPU clusters are listed once for the
         # whole command (cloud/project_reads.py), not read per cluster.
-        reads = liveness.live_reads(fleet, outputs)
+        reads = liveness.live_reads(fleet, recorded)
         cluster = reads.get_cluster(base["cluster_id"])
         groups = reads.list_node_groups(cluster.id)
-        drift = [d.as_dict() for d in liveness.drift(fleet, outputs, reads)]
+        drift = [d.as_dict() for d in liveness.drift(fleet, recorded, reads)]
     except NotFound:
         fleet.progress.phase(op.stack, "done", "destroyed")
         return op.result(
             "destroyed",
             error="the cluster was deleted outside the fleet; run up to recreate it",
-            drift=liveness.deleted_cluster_drift(fleet, outputs),
+            drift=liveness.deleted_cluster_drift(fleet, recorded),
             **base,
         )
     except CloudError as err:
@@ -144,54 +143,30 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         status = "provisioning"
     elif fleet.executor.last_update_failed(op):
         status, error = "failed", error or LAST_UPDATE_FAILED
-    elif outputs.get("lifecycle", "deployed") != "deployed":
-        status = str(outputs["lifecycle"])
+    elif recorded.recorded_lifecycle != "deployed":
+        status = recorded.recorded_lifecycle
         reason = (base.get("health") or {}).get("reason", "")
         error = f"the health gate did not pass: {reason}; run up to check again (Terraform is not re-applied)"
     else:
         status = "deployed"
-    if isinstance(outputs.get("kuberay"), dict):
-        base["kuberay"] = _ray_readiness(fleet, op, base, outputs["kuberay"])
+    backend = recorded_backend(outputs)
+    native = NativeStatus()
+    if backend is not None:  # the backend's own view: a KubeRay cluster's Ray, a Slurm cluster's Slurm
+        native = backend.native_status(fleet.cloud, fleet.plans().cluster(op.stack), outputs)
+    if native.kuberay is not None:
+        base["kuberay"] = native.kuberay
     fleet.progress.phase(op.stack, "done", status)
-    slurm = slurm_status(fleet, outputs)  # a soperator cluster's native status (None for mk8s)
-    return op.result(status, node_groups=views, error=error, drift=drift, slurm=slurm, **base)
+    return op.result(status, node_groups=views, error=error, drift=drift, slurm=native.slurm, **base)
 
 
 def _recorded_only(
-    fleet: FleetContext, op: StackOp, outputs: dict[str, Any], base: dict[str, Any]
+    fleet: FleetContext, op: StackOp, outputs: ClusterOutputs, base: dict[str, Any]
 ) -> StackResult:
     """`status --no-live`: what the stack recorded — its last update failed, or the lifecycle its last
     run left (deployed, or the gate's verdict) — with no read of the live cloud."""
     if fleet.executor.last_update_failed(op):
         status, error = "failed", LAST_UPDATE_FAILED
     else:
-        status, error = str(outputs.get("lifecycle") or "deployed"), None
+        status, error = outputs.lifecycle or "deployed", None
     fleet.progress.phase(op.stack, "done", status)
     return op.result(status, error=error, **base)
-
-
-def _ray_readiness(
-    fleet: FleetContext, op: StackOp, base: dict[str, Any], recorded: dict[str, Any]
-) -> dict[str, Any]:
-    """The Ray cluster's readiness now, read from the cluster (the gate's last look when it cannot be)."""
-    from npa_pulumi.engine.programs import ray_summary
-    from npa_pulumi.kube.client import KubeClient
-    from npa_pulumi.kube.kubeconfig import dump
-    from npa_pulumi.kube.kuberay import RayGateConfig, check_ray
-
-    plan = fleet.plans().cluster(op.stack)
-    if plan.kuberay is None or not base.get("kube_context"):
-        return {**recorded, "live": False}
-    config = RayGateConfig(
-        worker_replicas=plan.kuberay["worker_replicas"],
-        image=plan.kuberay["image"],
-        cpu_node_group=plan.kuberay["cpu_node_group"],
-        timeout_s=0,
-    )
-    try:
-        access = fleet.cloud.cluster_access(base["cluster_id"])
-        client = KubeClient.from_kubeconfig(dump(access.kubeconfig(base["kube_context"])), timeout_s=10.0)
-        snap = check_ray(client, config).to_json()
-    except Exception as err:  # the API unreachable: say so, keep what the gate saw
-        return {**recorded, "live": False, "error": str(err)}
-    return {**ray_summary({**snap, "passed": snap["ready"]}), "live": True}

@@ -51,10 +51,10 @@ from npa_pulumi.engine import kubeconfigs
 from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.evidence import PRIVATE_HINT, PUBLISHERS, canonical, evidence_hash, name_hash
 from npa_pulumi.engine.graph import parallel
-from npa_pulumi.engine.plans import health_gate_config
 from npa_pulumi.engine.repair_receipts import RepairReceipt
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.plan.gates import health_gate_config
 from npa_pulumi.plan.naming import kube_context_name
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.spec.constants import RTX_RENDERING_PROFILE

@@ -11,11 +11,12 @@ cluster where the check does not apply (no multi-GPU NVLink preset, or disabled 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
-from npa_pulumi.engine.plans import fabric_check_config
 from npa_pulumi.engine.verify import VerifyOptions, _entry, _registered_kubeconfig, _run
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.plan.gates import fabric_check_config
 from npa_pulumi.plan.naming import kube_context_name
 
 if TYPE_CHECKING:
@@ -29,11 +30,10 @@ def verify_fabric(fleet: FleetContext, options: VerifyOptions) -> FleetResult:
 
 def _verify_fabric_one(fleet: FleetContext, target: Target, options: VerifyOptions) -> StackResult:
     from npa_pulumi.kube.client import KubeClient
-    from npa_pulumi.kube.fabric_check import FabricConfig, not_applicable, run_fabric_check
+    from npa_pulumi.kube.fabric_check import not_applicable, run_fabric_check
 
     context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)
-    settings = fabric_check_config(target.cluster)
-    config = FabricConfig(**{**settings, "timeout_s": options.timeout_s})
+    config = dataclasses.replace(fabric_check_config(target.cluster), timeout_s=options.timeout_s)
     if config.not_applicable:
         return _entry(
             target,

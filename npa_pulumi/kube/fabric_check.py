@@ -57,9 +57,27 @@ RENDEZVOUS_PORT = 29500
 _CALL_CAP_S = 10.0
 
 
+# The settings a plan sets (npa_pulumi/plan/gates.py): the fabric check's stored input.
+PLANNED_FABRIC_SETTINGS = (
+    "gpus_per_node",
+    "expected_gpu_nodes",
+    "intra_node",
+    "inter_node",
+    "intra_min_busbw_gbps",
+    "inter_min_busbw_gbps",
+    "threshold_source",
+    "min_bytes",
+    "max_bytes",
+    "step_factor",
+    "timeout_s",
+    "not_applicable",
+    "inter_not_applicable",
+)
+
+
 @dataclass(frozen=True)
 class FabricConfig:
-    """What to measure on one cluster and what it must reach (npa_pulumi/engine/plans.py builds it)."""
+    """What to measure on one cluster and what it must reach (npa_pulumi/plan/gates.py builds it)."""
 
     gpus_per_node: int
     expected_gpu_nodes: int
@@ -83,6 +101,16 @@ class FabricConfig:
         # Numbers cross the Pulumi engine as floats: counts go back to integers (`-g 8`, not `-g 8.0`).
         for name in ("gpus_per_node", "expected_gpu_nodes", "step_factor"):
             object.__setattr__(self, name, int(getattr(self, name)))
+
+    def to_inputs(self) -> dict[str, Any]:
+        """The settings as the fabric check's stored input (plain JSON in stack state): what a plan sets
+        (PLANNED_FABRIC_SETTINGS); the rest keep their defaults, as stack state has always held them."""
+        return {name: getattr(self, name) for name in PLANNED_FABRIC_SETTINGS}
+
+    @classmethod
+    def from_inputs(cls, stored: dict[str, Any]) -> FabricConfig:
+        """The settings back from the stored input (as `to_inputs` wrote them)."""
+        return cls(**stored)
 
     @property
     def benchmark_args(self) -> str:

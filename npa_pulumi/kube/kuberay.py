@@ -57,6 +57,10 @@ class RayTemplate:
     def to_json(self) -> JSON:
         return asdict(self)
 
+    def to_inputs(self) -> JSON:
+        """The template as stored inputs (the fleet's objects' and the plan's fingerprint): its fields."""
+        return asdict(self)
+
 
 def cpu_node_group_name(cluster_name: str) -> str:
     """The k8s-training recipe names its CPU node group `<cluster_name>-ng-cpu`."""

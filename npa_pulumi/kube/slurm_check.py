@@ -35,6 +35,17 @@ class SlurmGateConfig:
     accounting: bool = False
     poll_s: float = 2.0
 
+    def to_inputs(self) -> JSON:
+        """The settings as the Slurm gate's stored input (plain JSON in stack state): what a plan sets; the
+        poll interval only when it is not the default (stack state has always held exactly these)."""
+        stored = {k: v for k, v in asdict(self).items() if k != "poll_s"}
+        return {**stored, **({"poll_s": self.poll_s} if self.poll_s != 2.0 else {})}
+
+    @classmethod
+    def from_inputs(cls, stored: JSON) -> SlurmGateConfig:
+        """The settings back from the stored input (as `to_inputs` wrote them)."""
+        return cls(**stored)
+
 
 @dataclass
 class SlurmCheck:

@@ -18,6 +18,7 @@ clusters, nodes and reason codes are shown (this is the user's own read of the f
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -85,13 +86,21 @@ class NodeHealth(BaseModel):
     problems: list[str] = Field(default_factory=list)
 
 
+class HealthStatus(StrEnum):
+    """A cluster's `health` outcome (JSON carries the value)."""
+
+    OK = "ok"
+    BELOW_MIN_USABLE = "below-min-usable"  # fewer usable GPUs than --min-usable asks
+    FAILED = "failed"  # not deployed, no usable kubeconfig, or its API could not be read
+
+
 class ClusterHealth(BaseModel):
     stack: str
     project_key: str
     cluster_name: str
     kube_context: str
     cluster_id: str | None = None
-    status: str  # ok | below-min-usable | failed
+    status: HealthStatus
     error: str | None = None
     totals: GpuTotals = Field(default_factory=GpuTotals)
     usable_fraction: float = 1.0
@@ -102,7 +111,7 @@ class ClusterHealth(BaseModel):
 
     @property
     def failed(self) -> bool:
-        return self.status != "ok"
+        return self.status != HealthStatus.OK
 
 
 class ProjectHealth(BaseModel):

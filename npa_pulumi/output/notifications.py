@@ -23,7 +23,8 @@ from typing import Any
 from npa_pulumi import __version__
 from npa_pulumi.cloud.redaction import scrub, scrub_document
 from npa_pulumi.output.health import FleetHealth
-from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult
+from npa_pulumi.output.results import FAILED_LIFECYCLES, FleetResult, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.runtime.retry import RetryPolicy, call_with_retry
 from npa_pulumi.spec.notify_rules import env_name, url_problem
 
@@ -39,6 +40,11 @@ class NotifyFailed(OSError):
     starting), then reported as a warning."""
 
 
+def _lifecycle(stack: StackResult) -> str | None:
+    """The lifecycle the stack's outputs record (a cluster's gate verdict), if any."""
+    return ClusterOutputs.read(stack.outputs).lifecycle
+
+
 def reasons(result: FleetResult) -> list[str]:
     """Why this run notifies (empty: it does not): rollout-halted, gate-failed, destroy-incomplete. Only
     the run that made the change says so: `status` and the other reads show a halted rollout or a failed
@@ -47,7 +53,7 @@ def reasons(result: FleetResult) -> list[str]:
     deployed = result.command in DEPLOYING and not result.dry_run
     if deployed and result.rollout and result.rollout.get("halted"):
         found.append("rollout-halted")
-    if deployed and any(stack.outputs.get("lifecycle") in FAILED_LIFECYCLES for stack in result.clusters()):
+    if deployed and any(_lifecycle(stack) in FAILED_LIFECYCLES for stack in result.clusters()):
         found.append("gate-failed")
     ended = result.command in ("destroy", "cleanup") and not result.dry_run
     if ended and (result.partial_cleanup or result.failed_count):
@@ -60,13 +66,13 @@ def event(result: FleetResult, why: Sequence[str]) -> dict[str, Any]:
     attention = [
         stack
         for stack in result.stacks
-        if stack.failed or stack.outputs.get("lifecycle") in FAILED_LIFECYCLES or stack.status == "skipped"
+        if stack.failed or _lifecycle(stack) in FAILED_LIFECYCLES or stack.status == "skipped"
     ]
     stacks = [
         {
             "stack": stack.stack,
             "status": stack.status,
-            **({"lifecycle": str(stack.outputs["lifecycle"])} if stack.outputs.get("lifecycle") else {}),
+            **({"lifecycle": lifecycle} if (lifecycle := _lifecycle(stack)) else {}),
             **({"error": scrub(stack.error.splitlines()[0])[:300]} if stack.error else {}),
         }
         for stack in attention[:MAX_STACKS]

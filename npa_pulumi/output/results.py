@@ -3,39 +3,87 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PlainSerializer
+
+from npa_pulumi.spec.constants import BackendKind
+from npa_pulumi.spec.types import Backend
 
 StackKind = Literal["project", "cluster"]
 
-# Per-stack outcomes. `status` vocabulary by command:
-#   up:      deployed | unchanged | failed | skipped | not-deployable (a backend this version cannot deploy:
-#            a failure, exit 1; preview, status and destroy list such a target as not-supported)
-#   preview: changes | no-changes | failed | not-supported
-#   destroy: destroyed | absent | destroy-incomplete | retained | skipped (and per phase: PhaseOutcome)
-#   status:  deployed | provisioning | failed | destroyed | drifted | absent | unknown, and while an
-#            `up` runs elsewhere provisioning | validating-gpu-health | validating-mig |
-#            validating-cluster-basics | validating-fabric | validating-kuberay; destroy-incomplete after a
-#            failed destroy
-#            (engine/lifecycle.py)
-#   refresh: in-sync | drifted | absent | failed
-#   up also: deployed-validation-failed (the GPU health gate did not pass; everything is kept for a retry)
-#            deployed-credentials-failed (the stack is deployed, but no kubeconfig could be had)
-#            deployed-mig-not-ready (a MIG cluster's layout did not converge; kept likewise)
-FAILED_LIFECYCLES = ("deployed-validation-failed", "deployed-mig-not-ready", "deployed-credentials-failed")
-#   verify-mig / verify-graphics / verify-storage: ready | not-ready | failed (| skipped: storage
-#            disabled in the spec)
+
+class StackStatus(StrEnum):
+    """A stack's outcome (`StackResult.status`; JSON carries the value), by command."""
+
+    # up
+    DEPLOYED = "deployed"
+    UNCHANGED = "unchanged"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    # A backend this version cannot deploy: a failure, exit 1 (preview, status and destroy list such a
+    # target as not-supported).
+    NOT_DEPLOYABLE = "not-deployable"
+    # The gate did not pass (everything is kept for a retry), no kubeconfig could be had, or a MIG
+    # cluster's layout did not converge (kept likewise).
+    DEPLOYED_VALIDATION_FAILED = "deployed-validation-failed"
+    DEPLOYED_CREDENTIALS_FAILED = "deployed-credentials-failed"
+    DEPLOYED_MIG_NOT_READY = "deployed-mig-not-ready"
+    # preview
+    CHANGES = "changes"
+    NO_CHANGES = "no-changes"
+    NOT_SUPPORTED = "not-supported"
+    # destroy (per phase: PhaseOutcome)
+    DESTROYED = "destroyed"
+    ABSENT = "absent"
+    DESTROY_INCOMPLETE = "destroy-incomplete"
+    RETAINED = "retained"
+    # status: deployed | provisioning | failed | destroyed | drifted | absent | unknown | status-error, the
+    # failed lifecycles above, destroy-incomplete after a failed destroy, and while an `up` runs elsewhere
+    # its running state (engine/lifecycle.py)
+    PROVISIONING = "provisioning"
+    DRIFTED = "drifted"
+    UNKNOWN = "unknown"
+    STATUS_ERROR = "status-error"
+    VALIDATING_GPU_HEALTH = "validating-gpu-health"
+    VALIDATING_MIG = "validating-mig"
+    VALIDATING_CLUSTER_BASICS = "validating-cluster-basics"
+    VALIDATING_FABRIC = "validating-fabric"
+    VALIDATING_KUBERAY = "validating-kuberay"
+    VALIDATING_SLURM = "validating-slurm"
+    # refresh: in-sync | drifted | absent | failed
+    IN_SYNC = "in-sync"
+    # verify-mig / verify-graphics / verify-storage / verify-fabric: ready | not-ready | failed | skipped
+    READY = "ready"
+    NOT_READY = "not-ready"
+    # adopt: what was found for a selected cluster (engine/operations/adopt.py Verdict), then up's
+    FOUND = "found"
+    NOT_FOUND = "not-found"
+    MISMATCHED = "mismatched"
+    ALREADY_ADOPTED = "already-adopted"
+    REFUSED = "refused"
+    # A rollout's wave barrier that let the next wave start (engine/rollout.py; never in a result).
+    PASSED = "passed"
+
+
+# The stack status, as it dumps: its plain value (JSON and every dump read as before the enum).
+Status = Annotated[StackStatus, PlainSerializer(lambda status: status.value, return_type=str)]
+
+FAILED_LIFECYCLES = (
+    StackStatus.DEPLOYED_VALIDATION_FAILED,
+    StackStatus.DEPLOYED_MIG_NOT_READY,
+    StackStatus.DEPLOYED_CREDENTIALS_FAILED,
+)
 FAILED_STATUSES = {
-    "failed",
-    "destroy-incomplete",
-    "status-error",
-    "not-ready",
-    "not-deployable",
+    StackStatus.FAILED,
+    StackStatus.DESTROY_INCOMPLETE,
+    StackStatus.STATUS_ERROR,
+    StackStatus.NOT_READY,
+    StackStatus.NOT_DEPLOYABLE,
     # adopt: a selected cluster that cannot be taken over as the spec stands (nothing is adopted)
-    "not-found",
-    "mismatched",
-    "refused",
+    StackStatus.NOT_FOUND,
+    StackStatus.MISMATCHED,
+    StackStatus.REFUSED,
     *FAILED_LIFECYCLES,
 }
 
@@ -54,7 +102,7 @@ class StackResult(BaseModel):
     project_key: str
     project_id: str | None = None
     cluster_name: str | None = None
-    status: str
+    status: Status
     changes: dict[str, int] = Field(default_factory=dict)
     diff: list[dict[str, Any]] = Field(default_factory=list)
     policy: list[PolicyViolation] = Field(default_factory=list)
@@ -81,7 +129,7 @@ class StackResult(BaseModel):
     # Cluster stacks: the target's backend (mk8s | soperator), and a soperator cluster's native Slurm status
     # ({name, namespace, phase, conditions, nodesets: {name: {phase, desired, replicas, ready}},
     # login_endpoint, source: live | gate}).
-    backend: str | None = None
+    backend: Backend | None = None
     slurm: dict[str, Any] | None = None
     # adopt: what was found in the original's install and taken over ({verdict, source, cluster_id,
     # node_group_ids, project_id, subnet_id, network_id, network_owned, original_status, digests,
@@ -207,16 +255,16 @@ class FleetResult(BaseModel):
     def totals(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for stack in self.stacks:
-            counts[stack.status] = counts.get(stack.status, 0) + 1
+            counts[stack.status.value] = counts.get(stack.status.value, 0) + 1
         totals = {"stacks": len(self.stacks), "clusters": len(self.clusters()), "failed": self.failed_count}
         return {**totals, **counts}
 
     def backend_counts(self) -> dict[str, int]:
         """Cluster stacks per backend, as the original tool's summary counted them."""
-        counts = {"mk8s": 0, "soperator": 0}
+        counts = {kind.value: 0 for kind in BackendKind}
         for stack in self.clusters():
-            kind = stack.backend or "mk8s"
-            counts[kind] = counts.get(kind, 0) + 1
+            kind = stack.backend or BackendKind.MK8S
+            counts[kind.value] += 1
         return counts
 
     def to_json(self) -> dict[str, Any]:
@@ -226,7 +274,7 @@ class FleetResult(BaseModel):
                 "project_id": s.project_id,
                 "cluster_name": s.cluster_name,
                 "stack": s.stack,
-                "status": s.status,
+                "status": s.status.value,
                 "cluster_id": s.cluster_id,
                 "kube_context": s.kube_context,
                 "kubeconfig": s.kubeconfig,
@@ -250,7 +298,7 @@ class FleetResult(BaseModel):
                 "project_key": s.project_key,
                 "project_id": s.project_id,
                 "stack": s.stack,
-                "status": s.status,
+                "status": s.status.value,
                 "changes": s.changes,
                 "policy": [v.model_dump() for v in s.policy],
                 "outputs": s.outputs,

@@ -14,7 +14,7 @@ from npa_pulumi.plan.cost import Cost, LineKind, combine, plan_costs
 from npa_pulumi.plan.prices import PriceCatalog, load_catalog
 from npa_pulumi.plan.rollout import RolloutPolicy, assign_waves, members_of
 from npa_pulumi.plan.targets import ResolvedCluster, ResolvedPool, Target, resolve_object_storage
-from npa_pulumi.spec.constants import API_VERSION
+from npa_pulumi.spec.constants import API_VERSION, BackendKind
 from npa_pulumi.spec.models import FleetSpec, SoperatorSpec
 
 
@@ -59,7 +59,7 @@ def plan_document(
         "profile": spec.profile or None,
         "project_count": len(projects),
         "cluster_count": len(targets),
-        "backend_counts": {"mk8s": backends.get("mk8s", 0), "soperator": backends.get("soperator", 0)},
+        "backend_counts": {kind.value: backends.get(kind, 0) for kind in BackendKind},
         "projects": [projects[index] for index in sorted(projects)],
         "cost": fleet_cost.to_json(),
         "prices": (prices or load_catalog()).describe(),
@@ -118,7 +118,7 @@ def _cluster(target: Target) -> dict[str, Any]:
     return {
         "name": target.cluster_name,
         "stack": target.cluster_stack,
-        "backend": target.backend,
+        "backend": target.backend.value,
         "cpu_nodes": _pool(cluster.cpu_nodes, gpu=False),
         "gpu_nodes": gpu,
         "gpu_reservation": cluster.gpu_reservation,

@@ -25,8 +25,8 @@ from npa_pulumi.spec.models import (
 )
 from npa_pulumi.spec.names import cluster_stack_name, project_stack_name
 from npa_pulumi.spec.parse import ensure_valid
+from npa_pulumi.spec.types import Backend
 
-Backend = Literal["mk8s", "soperator"]
 GpuReservation = Literal["strict", "on-demand", "none"]
 
 

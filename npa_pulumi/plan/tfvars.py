@@ -54,9 +54,9 @@ def render_tfvars(
     Raises RecipeError when the recipe lacks a variable the target needs, UserInputError for a
     soperator target (it has no k8s-training tfvars).
     """
-    if target.backend != "mk8s":
+    if target.backend is not c.BackendKind.MK8S:
         raise UserInputError(
-            f"{target.project_key}/{target.cluster_name} uses backend {target.backend!r}; tfvars are "
+            f"{target.project_key}/{target.cluster_name} uses backend {target.backend.value!r}; tfvars are "
             "rendered "
             "for mk8s (k8s-training) targets only"
         )

@@ -7,13 +7,17 @@
   inventory proves it (`live_proof.py`): zero when it holds everything, the difference when it holds part,
   in full when the inventory does not prove it. The report's `deployed` lines and `notes` say which, and
   why, for each deployed cluster.
+
+Which demand a target makes is its backend's answer (`TargetBudget`, implemented by the engine's backends):
+the spec's node pools proven against the live inventory (`pool_demand`), or a soperator cluster's recipe
+shapes (`soperator_cluster_demand`). A target no backend deploys is not budgeted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.redaction import mask_id
@@ -100,14 +104,44 @@ def _existing_project_ids(cloud: CloudPort, tenant_id: str, targets: Sequence[Ta
     return found
 
 
+DemandInput = ClusterDemandInput | SoperatorDemandInput
+
+
 @dataclass
-class _Deployed:
+class DeployedLedger:
     """What the deployed clusters of one preflight were charged (notes and report lines, in target order),
     and the projects' GPU clusters and filesystems their proofs share."""
 
     objects: ProjectObjects
     notes: list[str]
     lines: list[DeployedClusterLine]
+
+    def pools_first(self, pool_stacks: Sequence[str]) -> None:
+        """The lines (and notes) of clusters charged for node pools first, then the others', each in target
+        order: the report's order whatever order the targets were budgeted in."""
+        first = set(pool_stacks)
+        self.lines.sort(key=lambda line: line.stack not in first)
+        self.notes = [line.describe() for line in self.lines]
+
+
+class TargetBudget(Protocol):
+    """How one target is budgeted, as its backend answers (engine/backends/): the demand it makes, and
+    whether its project's object storage is demanded for it."""
+
+    @property
+    def uses_object_storage(self) -> bool: ...
+
+    def preflight_demand(
+        self,
+        cloud: CloudPort,
+        tenant_id: str,
+        target: Target,
+        claim: ClaimedCluster | None,
+        ledger: DeployedLedger,
+    ) -> DemandInput: ...
+
+
+BudgetOf = Callable[["Target"], "TargetBudget | None"]
 
 
 def _objects_at_start(targets: Sequence[Target], claimed: Mapping[str, ClaimedCluster]) -> ProjectObjects:
@@ -123,18 +157,29 @@ def build_inputs(
     cloud: CloudPort,
     tenant_id: str,
     targets: Sequence[Target],
+    budget_of: BudgetOf,
     claimed: Mapping[str, ClaimedCluster] | None = None,
     bucket_names: dict[str, str] | None = None,
-    charged: _Deployed | None = None,
-) -> tuple[list[ClusterDemandInput], list[ProjectDemandInput], list[BucketDemandInput]]:
+    charged: DeployedLedger | None = None,
+) -> tuple[
+    list[ClusterDemandInput], list[SoperatorDemandInput], list[ProjectDemandInput], list[BucketDemandInput]
+]:
+    """Every budgeted target's demand (node pools and soperator clusters), its project's and the buckets
+    of projects whose clusters use their object storage."""
     claimed = claimed or {}
-    charged = charged or _Deployed(_objects_at_start(targets, claimed), [], [])
-    mk8s = [t for t in targets if t.backend == "mk8s"]
-    clusters = [_mk8s_demand(cloud, tenant_id, t, claimed.get(t.cluster_stack), charged) for t in mk8s]
-    # Projects of every deployed backend (mk8s and soperator targets share their project's network).
-    deployed = [t for t in targets if t.backend in ("mk8s", "soperator")]
+    charged = charged or DeployedLedger(_objects_at_start(targets, claimed), [], [])
+    budgeted = [(t, budget) for t in targets if (budget := budget_of(t)) is not None]
+    demands = [
+        (t, budget.preflight_demand(cloud, tenant_id, t, claimed.get(t.cluster_stack), charged))
+        for t, budget in budgeted
+    ]
+    clusters = [d for _t, d in demands if isinstance(d, ClusterDemandInput)]
+    soperators = [d for _t, d in demands if isinstance(d, SoperatorDemandInput)]
+    charged.pools_first([t.cluster_stack for t, d in demands if isinstance(d, ClusterDemandInput)])
+    # Projects of every deployed backend (their targets share their project's network).
+    deployed = [t for t, _budget in budgeted]
     existing = _existing_project_ids(cloud, tenant_id, deployed)
-    with_mk8s = {t.project_key for t in mk8s}
+    with_storage_users = {t.project_key for t, budget in budgeted if budget.uses_object_storage}
     projects: list[ProjectDemandInput] = []
     buckets: list[BucketDemandInput] = []
     seen: set[str] = set()
@@ -148,7 +193,7 @@ def build_inputs(
             )
         )
         storage = target.object_storage
-        if storage is None or target.project_key not in with_mk8s:  # refused before preflight otherwise
+        if storage is None or target.project_key not in with_storage_users:  # refused before preflight
             continue
         exists = False
         project_id = existing.get(target.project_key)
@@ -171,13 +216,14 @@ def build_inputs(
                 exists_verified=exists,
             )
         )
-    return clusters, projects, buckets
+    return clusters, soperators, projects, buckets
 
 
-def _mk8s_demand(
-    cloud: CloudPort, tenant_id: str, target: Target, claim: ClaimedCluster | None, charged: _Deployed
+def pool_demand(
+    cloud: CloudPort, tenant_id: str, target: Target, claim: ClaimedCluster | None, charged: DeployedLedger
 ) -> ClusterDemandInput:
-    """The target's demand; for a deployed one, what its live proof leaves to charge, said in `charged`."""
+    """The demand of the target's node pools (as the spec describes them); for a deployed one, what its
+    live proof leaves to charge, said in `charged`."""
     if claim is None:
         return cluster_demand(target)
     proof = prove_capacity(cloud, tenant_id, target, claim, charged.objects)
@@ -206,7 +252,7 @@ _Charge = Literal["zero", "difference", "full"]
 
 
 def _report(
-    charged: _Deployed,
+    charged: DeployedLedger,
     target: Target,
     demand: ClusterDemandInput | SoperatorDemandInput,
     charge: _Charge,
@@ -240,19 +286,18 @@ def preflight_targets(
     cloud: CloudPort,
     tenant_id: str,
     targets: Sequence[Target],
+    budget_of: BudgetOf,
     claimed: Mapping[str, ClaimedCluster] | None = None,
     bucket_names: dict[str, str] | None = None,
 ) -> PreflightReport:
-    """The report for `targets`; `claimed`: what each deployed cluster stack claims, by stack."""
+    """The report for `targets`, each budgeted as `budget_of` says (None: not deployed by this version,
+    nothing budgeted); `claimed`: what each deployed cluster stack claims, by stack."""
     claimed = claimed or {}
-    charged = _Deployed(_objects_at_start(targets, claimed), [], [])
+    charged = DeployedLedger(_objects_at_start(targets, claimed), [], [])
     try:
-        clusters, projects, buckets = build_inputs(cloud, tenant_id, targets, claimed, bucket_names, charged)
-        soperators = [
-            _soperator_demand(cloud, t, claimed.get(t.cluster_stack), charged)
-            for t in targets
-            if t.backend == "soperator"
-        ]
+        clusters, soperators, projects, buckets = build_inputs(
+            cloud, tenant_id, targets, budget_of, claimed, bucket_names, charged
+        )
     except CloudError as err:
         # Unreadable inventory fails closed: nothing is assumed to exist, and nothing is deployed.
         return evaluate_preflight(tenant_id, [], [], None, None, errors=[f"cannot read the inventory: {err}"])
@@ -262,8 +307,8 @@ def preflight_targets(
     return report.model_copy(update={"notes": [*report.notes, *charged.notes], "deployed": charged.lines})
 
 
-def _soperator_demand(
-    cloud: CloudPort, target: Target, claim: ClaimedCluster | None, charged: _Deployed
+def soperator_cluster_demand(
+    cloud: CloudPort, tenant_id: str, target: Target, claim: ClaimedCluster | None, charged: DeployedLedger
 ) -> SoperatorDemandInput:
     """A deployed soperator target adds no demand only when its stack was deployed from the current plan
     and the live cloud still runs the cluster it claims, in its project, with every node group at its

@@ -24,6 +24,7 @@ from npa_pulumi.engine.requests import (
     Policies,
     PreviewRequest,
     ReceiptDestroyRequest,
+    RecipeChoice,
     Recipes,
     RefreshRequest,
     Rollout,
@@ -35,10 +36,12 @@ from npa_pulumi.engine.requests import (
     VerifyRequest,
     Where,
 )
+from npa_pulumi.spec.constants import BackendKind
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "AdoptRequest",
+    "BackendKind",
     "CleanupRequest",
     "DestroyRequest",
     "FleetRequest",
@@ -50,6 +53,7 @@ __all__ = [
     "Policies",
     "PreviewRequest",
     "ReceiptDestroyRequest",
+    "RecipeChoice",
     "Recipes",
     "RefreshRequest",
     "Rollout",

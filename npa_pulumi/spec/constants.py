@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
 API_VERSION: Final = "npa.fleet/v0.0.1"
-BACKENDS: Final = ("mk8s", "soperator")
+
+
+class BackendKind(StrEnum):
+    """Which backend deploys a cluster: the spec's `backend` vocabulary, the one every layer names a backend
+    by (plan targets, the engine's backends, results); JSON and state carry its value."""
+
+    MK8S = "mk8s"
+    SOPERATOR = "soperator"
+
+    @classmethod
+    def parse(cls, value: str) -> BackendKind | None:
+        """The kind `value` names, or None when no backend is called that."""
+        try:
+            return cls(value)
+        except ValueError:
+            return None
+
 
 # Node pools.
 DEFAULT_CPU_PLATFORM: Final = "cpu-d3"

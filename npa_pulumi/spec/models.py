@@ -10,7 +10,7 @@ other problem instead of failing at construction.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,7 +24,7 @@ from npa_pulumi.spec.effective import (
     resolved_gpu_disk_gib,
 )
 from npa_pulumi.spec.names import slug
-from npa_pulumi.spec.types import Boolean, Integer, LowerText, StrictInteger, StrictText, Text
+from npa_pulumi.spec.types import Backend, Boolean, Integer, LowerText, StrictInteger, StrictText, Text
 
 _RTX_PLATFORM_RE = re.compile(c.RTX_PLATFORM_PATTERN)
 
@@ -323,7 +323,7 @@ class ClusterSpec(SpecModel):
     mig: MigSpec | None = None
     kuberay: KubeRaySpec | None = None
     gpu_fabric_check: GpuFabricCheckSpec | None = None
-    backend: Literal["mk8s", "soperator"] = "mk8s"
+    backend: Backend = c.BackendKind.MK8S
     soperator: SoperatorSpec | None = None
     # Set by the RTX rendering profile; not a spec field.
     gpu_graphics_smoke: Boolean = False
@@ -389,7 +389,7 @@ class ClusterSpec(SpecModel):
     # Effective values (reference §3) -------------------------------------------------------------------
 
     def backend_name(self) -> str:
-        return self.backend
+        return self.backend.value
 
     def cpu_count(self) -> int:
         return self.cpu_nodes.count if self.cpu_nodes else 0

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from npa_pulumi.spec.constants import API_VERSION, BACKENDS
+from npa_pulumi.spec.constants import API_VERSION, BackendKind
 from npa_pulumi.spec.errors import SpecError, SpecProblem
 from npa_pulumi.spec.models import ClusterSpec, FleetSpec, ObjectStorageSpec, ProjectSpec, SoperatorSpec
 from npa_pulumi.spec.names import PathTuple, format_path, slug
@@ -247,16 +247,16 @@ class _FleetBuilder:
         backend_src: PathTuple = (*path, "backend") if "backend" in raw else ("defaults", "backend")
         if isinstance(backend_value, bool) or not isinstance(backend_value, (str, int, float, type(None))):
             return None  # a type error from pass 1
-        backend = str(backend_value or "mk8s").strip().lower() or "mk8s"
-        if backend not in BACKENDS:
+        named = str(backend_value or "mk8s").strip().lower() or "mk8s"
+        backend = BackendKind.parse(named)
+        if backend is None:
+            expected = " or ".join(repr(kind.value) for kind in BackendKind)
             self.problems.append(
-                RawProblem(
-                    backend_src, f"unsupported cluster backend {backend!r}", "expected 'mk8s' or 'soperator'"
-                )
+                RawProblem(backend_src, f"unsupported cluster backend {named!r}", f"expected {expected}")
             )
             return None
         resolved: _ResolvedEntry | None
-        if backend == "soperator":
+        if backend is BackendKind.SOPERATOR:
             resolved = self._soperator_entry(raw, path, defaults)
         elif raw.get("mk8s") is not None:
             resolved = self._mk8s_envelope_entry(raw, path, defaults)
@@ -275,7 +275,7 @@ class _FleetBuilder:
         payload = {
             **known,
             "backend": backend,
-            "backend_explicit": backend == "soperator" or "backend" in raw or "mk8s" in raw,
+            "backend_explicit": backend is BackendKind.SOPERATOR or "backend" in raw or "mk8s" in raw,
         }
         try:
             return ClusterSpec.model_validate(payload)

@@ -69,7 +69,7 @@ def check_fleet(spec: FleetSpec) -> list[RawProblem]:
         for position, cluster in enumerate(project.clusters):
             cluster_path: PathTuple = (*base, "clusters", position)
             problems += [_prefixed(cluster_path, problem) for problem in check_cluster(cluster)]
-            if cluster.backend == "soperator":
+            if cluster.backend is c.BackendKind.SOPERATOR:
                 if cluster.name in soperator_names:
                     problems.append(
                         _problem(
@@ -206,7 +206,7 @@ def _object_storage(project: ProjectSpec) -> Iterator[RawProblem]:
 
 def check_cluster(cluster: ClusterSpec) -> list[RawProblem]:
     """Cluster rules in the original's order (paths relative to the cluster)."""
-    if cluster.backend == "soperator":
+    if cluster.backend is c.BackendKind.SOPERATOR:
         return list(_soperator_cluster(cluster))
     problems: list[RawProblem] = []
     for rule in _MK8S_RULES:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, PlainSerializer
 from pydantic_core import PydanticCustomError
+
+from npa_pulumi.spec.constants import BackendKind
 
 _DIGITS = re.compile(r"\s*[+-]?\d+\s*")
 
@@ -77,3 +79,7 @@ Integer = Annotated[int, BeforeValidator(_integer, json_schema_input_type=int)]
 StrictInteger = Annotated[int, BeforeValidator(_strict_integer, json_schema_input_type=int)]
 # true or false only: `bool("false")` being True in the original is exactly the bug this prevents.
 Boolean = Annotated[bool, BeforeValidator(_boolean, json_schema_input_type=bool)]
+
+# A cluster's backend: the enum in Python, its plain string in every dump (YAML data, JSON), as before the
+# vocabulary was an enum.
+Backend = Annotated[BackendKind, PlainSerializer(lambda kind: kind.value, return_type=str)]

@@ -8,6 +8,7 @@ from npa_pulumi.engine.backends.mk8s import Mk8sBackend
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.backends.soperator import SoperatorBackend
 from npa_pulumi.engine.programs import ClusterPlan
+from npa_pulumi.kube.slurm_check import SlurmGateConfig
 
 
 def _plan(**fields: object) -> ClusterPlan:
@@ -36,5 +37,54 @@ def test_the_mk8s_gate_state_follows_the_plan() -> None:
 def test_the_soperator_gate_state_is_validating_slurm() -> None:
     backend = SoperatorBackend()
     assert backend.gate_state(_plan(backend="soperator")) == ""  # --no-health-gate: no gate, no state
-    slurm = {"name": "soperator", "namespace": "soperator", "nodesets": {"cpu": 2}, "timeout_s": 60.0}
+    slurm = SlurmGateConfig(name="soperator", namespace="soperator", nodesets={"cpu": 2}, timeout_s=60.0)
     assert backend.gate_state(_plan(slurm=slurm)) == "validating-slurm"
+
+
+def test_every_kind_of_the_vocabulary_has_its_folder() -> None:
+    from npa_pulumi.engine.backends.registry import BACKENDS
+
+    assert list(BACKENDS) == list(BackendKind)  # the registry finds each by its kind's name, in order
+    assert all(backend.kind is kind for kind, backend in BACKENDS.items())
+
+
+def test_a_stack_names_the_backend_that_deployed_it() -> None:
+    from npa_pulumi.engine.backends.registry import recorded_backend
+
+    assert isinstance(recorded_backend({}), Mk8sBackend)  # mk8s stacks record no `backend`
+    assert isinstance(recorded_backend({"backend": "soperator"}), SoperatorBackend)
+    assert recorded_backend({"backend": "slurm-on-a-napkin"}) is None
+
+
+def test_the_backends_answer_what_the_fleet_asks_instead_of_their_names() -> None:
+    from npa_pulumi.engine.backends.registry import kinds_where
+
+    assert kinds_where(lambda b: b.uses_object_storage) == [BackendKind.MK8S]
+    assert kinds_where(lambda b: b.adoptable) == [BackendKind.MK8S]
+    assert kinds_where(lambda b: b.claims_need_same_plan) == [BackendKind.SOPERATOR]
+
+
+def test_each_backend_reads_its_own_recorded_status() -> None:
+    ray = {"ready": True, "ready_workers": 2, "desired_workers": 2}
+    slurm = {"name": "soperator", "phase": "Available"}
+    outputs = {"kuberay": ray, "slurm_status": slurm}
+    assert Mk8sBackend().recorded_status(outputs).kuberay == ray
+    assert Mk8sBackend().recorded_status(outputs).slurm is None
+    seen = SoperatorBackend().recorded_status(outputs)
+    assert seen.slurm == {**slurm, "source": "gate"} and seen.kuberay is None
+    assert SoperatorBackend().recorded_status({"slurm_status": {}}).slurm is None  # the gate saw nothing
+    assert Mk8sBackend().recorded_status({"kuberay": "junk"}).kuberay is None
+
+
+def test_preflight_reports_node_pool_clusters_first_whatever_the_target_order() -> None:
+    from npa_pulumi.preflight.live_proof import ProjectObjects
+    from npa_pulumi.preflight.report import DeployedClusterLine
+    from npa_pulumi.preflight.targets import DeployedLedger
+
+    def line(stack: str) -> DeployedClusterLine:
+        return DeployedClusterLine(target=stack, stack=stack, charge="full", reasons=["x"])
+
+    ledger = DeployedLedger(ProjectObjects(credited=set()), [], [line("slurm"), line("a"), line("b")])
+    ledger.pools_first(["b", "a"])
+    assert [item.stack for item in ledger.lines] == ["a", "b", "slurm"]  # target order within each kind
+    assert ledger.notes == [item.describe() for item in ledger.lines]

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from npa_pulumi.cli.fleet_options import merge_recipe_aliases
 from npa_pulumi.cli.main import cli
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.spec.constants import BackendKind
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = str(ROOT / "examples" / "fleet1-test.yaml")
@@ -95,9 +96,11 @@ def test_an_alias_reaches_the_request_as_the_recipe_flag(
     result = CliRunner().invoke(cli, ["preview", "--spec", SPEC, flag, value, "--output", "json"])
     assert result.exit_code == 2 and "stopped before the engine" in result.output
     request = captured["request"]
-    assert getattr(request.recipes, field) == value
+    chosen = request.recipes.of(BackendKind.MK8S)
+    short = {"recipe_ref": "ref", "recipe_dir": "dir"}
+    assert getattr(chosen, short[field]) == value
     other = {"recipe_ref": "recipe_dir", "recipe_dir": "recipe_ref"}[field]
-    assert getattr(request.recipes, other) is None
+    assert getattr(chosen, short[other]) is None
 
 
 def test_tfvars_reads_the_recipe_the_alias_names(tmp_path: Path, isolated_home: Path) -> None:

@@ -4,10 +4,12 @@ input model the preview's Terraform plan reads."""
 
 from __future__ import annotations
 
+from npa_pulumi.bridge.recipe import PlannedRecipe, RecipeSource
 from npa_pulumi.components.k8s_training_cluster import K8sTrainingClusterArgs
 from npa_pulumi.components.soperator_cluster import SoperatorClusterArgs
 from npa_pulumi.components.terraform_module import TerraformModuleInputs
 from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args
+from npa_pulumi.spec.constants import BackendKind
 
 BLOCK = "capacityblockgroup-e00secret77a1b2"
 PLAN = ClusterPlan(
@@ -18,10 +20,10 @@ PLAN = ClusterPlan(
     stack="f.p.c",
     region="eu-north1",
     tenant_id="tenant-e00t",
-    backend="mk8s",
+    backend=BackendKind.MK8S,
     tfvars={"gpu_nodes_count": 2},
     runtime_tfvars={"gpu_nodes_reservation_policy": {"policy": "STRICT", "reservation_ids": [BLOCK]}},
-    recipe={"source": "dir", "location": "/recipes/k8s-training", "digest": "d"},
+    recipe=PlannedRecipe(RecipeSource("dir", "/recipes/k8s-training"), "d"),
     capacity_block_group=BLOCK,
 )
 

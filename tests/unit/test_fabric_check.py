@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from npa_pulumi.components.gpu_fabric import combine_with_gate
-from npa_pulumi.engine.plans import fabric_check_config
 from npa_pulumi.kube.fabric_check import (
     INTER_PROBE,
     INTRA_PROBE,
@@ -22,6 +21,7 @@ from npa_pulumi.kube.fabric_check import (
 )
 from npa_pulumi.kube.nccl_output import parse_all_reduce, parse_size
 from npa_pulumi.plan import resolve_targets
+from npa_pulumi.plan.gates import fabric_check_config
 from npa_pulumi.simulator.kube import fabric, shapes
 from npa_pulumi.spec import SpecError, parse_spec
 
@@ -235,18 +235,18 @@ def _targets(extra: str = "") -> dict[str, Any]:
 
 def test_an_8_gpu_h200_fabric_cluster_is_checked_at_the_table_thresholds() -> None:
     config = fabric_check_config(_targets()["train"])
-    assert config["intra_node"] and config["inter_node"] and not config["not_applicable"]
-    assert (config["intra_min_busbw_gbps"], config["inter_min_busbw_gbps"]) == (420.0, 360.0)
-    assert "soperator" in config["threshold_source"]
-    assert (config["gpus_per_node"], config["expected_gpu_nodes"]) == (8, 2)
+    assert config.intra_node and config.inter_node and not config.not_applicable
+    assert (config.intra_min_busbw_gbps, config.inter_min_busbw_gbps) == (420.0, 360.0)
+    assert "soperator" in config.threshold_source
+    assert (config.gpus_per_node, config.expected_gpu_nodes) == (8, 2)
 
 
 def test_a_single_gpu_cluster_records_not_applicable() -> None:
     config = fabric_check_config(_targets()["solo"])
-    assert not config["intra_node"] and not config["inter_node"]
-    assert "no multi-GPU NVLink" in config["not_applicable"]
-    record = not_applicable(FabricConfig(**config))
-    assert record["status"] == "not-applicable" and record["reason"] == config["not_applicable"]
+    assert not config.intra_node and not config.inter_node
+    assert "no multi-GPU NVLink" in config.not_applicable
+    record = not_applicable(config)
+    assert record["status"] == "not-applicable" and record["reason"] == config.not_applicable
 
 
 def test_the_spec_overrides_thresholds_and_sizes() -> None:
@@ -254,17 +254,38 @@ def test_the_spec_overrides_thresholds_and_sizes() -> None:
         "gpu_fabric_check: {intra_node_min_busbw_gbps: 440, min_bytes: 1G, max_bytes: 4G, timeout_minutes: 5}"
     )
     config = fabric_check_config(_targets(block)["train"])
-    assert config["intra_min_busbw_gbps"] == 440.0 and config["inter_min_busbw_gbps"] == 360.0
-    assert (config["min_bytes"], config["max_bytes"], config["timeout_s"]) == ("1G", "4G", 300.0)
-    assert "overridden in the spec: intra_node_min_busbw_gbps" in config["threshold_source"]
+    assert config.intra_min_busbw_gbps == 440.0 and config.inter_min_busbw_gbps == 360.0
+    assert (config.min_bytes, config.max_bytes, config.timeout_s) == ("1G", "4G", 300.0)
+    assert "overridden in the spec: intra_node_min_busbw_gbps" in config.threshold_source
     disabled = fabric_check_config(_targets("gpu_fabric_check: {enabled: false}")["train"])
-    assert disabled["not_applicable"].startswith("disabled in the spec")
+    assert disabled.not_applicable.startswith("disabled in the spec")
+
+
+def test_the_check_stores_exactly_what_the_plan_sets() -> None:
+    config = fabric_check_config(_targets()["train"])
+    stored = config.to_inputs()  # the fabric check's input in stack state, as it has always been
+    assert set(stored) == {
+        "gpus_per_node",
+        "expected_gpu_nodes",
+        "intra_node",
+        "inter_node",
+        "intra_min_busbw_gbps",
+        "inter_min_busbw_gbps",
+        "threshold_source",
+        "min_bytes",
+        "max_bytes",
+        "step_factor",
+        "timeout_s",
+        "not_applicable",
+        "inter_not_applicable",
+    }
+    assert FabricConfig.from_inputs(stored) == config
 
 
 def test_without_a_gpu_cluster_only_the_intra_node_check_runs() -> None:
     config = fabric_check_config(_targets("enable_gpu_cluster: false")["train"])
-    assert config["intra_node"] and not config["inter_node"]
-    assert "no InfiniBand GPU cluster" in config["inter_not_applicable"]
+    assert config.intra_node and not config.inter_node
+    assert "no InfiniBand GPU cluster" in config.inter_not_applicable
 
 
 @pytest.mark.parametrize(

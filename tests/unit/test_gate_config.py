@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from npa_pulumi.kube.gpu_health.config import GateConfig
+from npa_pulumi.spec.constants import BackendKind
 
 BASE = GateConfig(
     expected_nodes=3,
@@ -78,7 +79,7 @@ def test_a_typed_gate_keeps_the_fingerprint_of_the_stored_settings() -> None:
         stack="f.p.c",
         region="r",
         tenant_id="t",
-        backend="mk8s",
+        backend=BackendKind.MK8S,
         health_gate=BASE,
     )
     stored: Any = BASE.to_inputs()

@@ -29,6 +29,7 @@ from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
 from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.spec.constants import BackendKind
 
 
 @dataclass
@@ -98,7 +99,7 @@ def fleet(projects: dict[str, list[str]]) -> FleetPlans:
         plans.projects.append(ProjectPlan("f", project, project, None, "r", "t", stack))
         for cluster in clusters:
             plans.clusters.append(
-                ClusterPlan("f", project, stack, cluster, f"{stack}.{cluster}", "r", "t", "mk8s")
+                ClusterPlan("f", project, stack, cluster, f"{stack}.{cluster}", "r", "t", BackendKind.MK8S)
             )
     return plans
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from npa_pulumi.engine.plans import kuberay_template
-from npa_pulumi.engine.programs import merge_evidence, ray_summary
+from npa_pulumi.engine.backends.mk8s.program import merge_evidence, ray_summary
 from npa_pulumi.kube import kuberay
 from npa_pulumi.plan import resolve_targets
+from npa_pulumi.plan.gates import kuberay_template
 from npa_pulumi.policies import catalog
 from npa_pulumi.policies.fleet_guardrails_lib.checks import CheckContext, check_kuberay_reviewed_template
 from npa_pulumi.policies.fleet_guardrails_lib.facts import ClusterRegistry, Subject
@@ -66,9 +66,10 @@ def test_plan_carries_the_template_for_enabled_clusters_only() -> None:
     assert kuberay_template(disabled.cluster) is None
     template = kuberay_template(enabled.cluster)
     assert template is not None
-    assert kuberay.RayTemplate(**template).worker_replicas == 2
-    assert template["cpu_node_group"] == f"{enabled.cluster.name}-ng-cpu"
-    assert template["image"] == c.RAY_IMAGE
+    assert template.worker_replicas == 2
+    assert template.cpu_node_group == f"{enabled.cluster.name}-ng-cpu"
+    assert template.image == c.RAY_IMAGE
+    assert kuberay.RayTemplate(**template.to_inputs()) == template  # stored as its fields
 
 
 # --------------------------------------------------------------------------------- the policy

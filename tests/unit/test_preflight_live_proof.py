@@ -239,12 +239,15 @@ def _preflight(cloud: Inventory, text: str, claim: Any = None) -> Any:
     from typing import cast
 
     from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.engine.backends.registry import backend_for
     from npa_pulumi.preflight.live_proof import ClaimedCluster
     from npa_pulumi.preflight.targets import preflight_targets
 
     target = _target(text)
     claimed = {target.cluster_stack: claim or ClaimedCluster(PROJECT, CLUSTER)}
-    return preflight_targets(cast(CloudPort, cloud), TENANT, [target], claimed)
+    return preflight_targets(
+        cast(CloudPort, cloud), TENANT, [target], lambda t: backend_for(t.backend), claimed
+    )
 
 
 def _requirements(report: Any) -> dict[str, int]:

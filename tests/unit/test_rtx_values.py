@@ -88,8 +88,8 @@ projects:
 
 
 def test_the_gate_checks_the_repository_files_by_their_digests() -> None:
-    from npa_pulumi.engine.plans import health_gate_config
     from npa_pulumi.plan import resolve_targets
+    from npa_pulumi.plan.gates import health_gate_config
     from npa_pulumi.spec import parse_spec
 
     clusters = {t.cluster_name: t.cluster for t in resolve_targets(parse_spec(FLEET))}

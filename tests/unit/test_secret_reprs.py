@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from npa_pulumi.components.k8s_training_cluster import K8sTrainingClusterArgs
 from npa_pulumi.engine.programs import ClusterPlan
+from npa_pulumi.spec.constants import BackendKind
 from npa_pulumi.spec.models import NodePoolSpec
 
 BLOCK = "capacityblockgroup-e00secretblock42"
@@ -28,7 +29,7 @@ def test_the_cluster_plan_hides_its_block_and_reservation() -> None:
         stack="f.p.c",
         region="r",
         tenant_id="t",
-        backend="mk8s",
+        backend=BackendKind.MK8S,
         runtime_tfvars=RESERVATION,
         capacity_block_group=BLOCK,
     )

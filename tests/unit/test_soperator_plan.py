@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from npa_pulumi.engine.backends.base import PlanInputs
 from npa_pulumi.engine.backends.soperator import SoperatorBackend
 from npa_pulumi.plan import Target, resolve_targets
 from npa_pulumi.spec import parse_spec
+from npa_pulumi.spec.constants import BackendKind
 
 SPEC = {
     "name": "f",
@@ -55,7 +57,7 @@ def target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Target:
 def _inputs(health_gate: bool = True) -> PlanInputs:
     stand_in = RecipeSource("local-stand-in", str(soperator_recipe.stand_in_dir()))
     return PlanInputs(
-        "tenant-1", stand_in, "ssh-ed25519 AAAA k", True, health_gate, soperator_source=stand_in
+        "tenant-1", "ssh-ed25519 AAAA k", True, health_gate, sources={BackendKind.SOPERATOR: stand_in}
     )
 
 
@@ -67,7 +69,7 @@ def test_the_plan_renders_the_recipe_and_the_gate(target: Target) -> None:
     assert plan.tfvars["slurm_login_ssh_root_public_keys"] == ["ssh-ed25519 AAAA k"]
     assert "backups_password" not in plan.tfvars and "backups_password" in plan.runtime_tfvars
     assert not set(soperator_recipe.IDENTITY_VARIABLES) & set(plan.tfvars)
-    assert plan.slurm == {
+    assert plan.slurm is not None and plan.slurm.to_inputs() == {
         "name": "soperator",
         "namespace": "soperator",
         "nodesets": {"cpu": 2, "gpu": 1},
@@ -85,3 +87,24 @@ def test_no_health_gate_skips_the_slurm_gate(target: Target) -> None:
     plan = SoperatorBackend().plan(target, _inputs(health_gate=False))
     assert plan.slurm is None and plan.health_gate is None
     assert SoperatorBackend().gate_state(plan) == ""
+
+
+def test_object_storage_only_soperator_clusters_would_use_is_named_for_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from npa_pulumi.engine.backends.base import PlanSettings
+    from npa_pulumi.engine.backends.registry import backend_for
+    from npa_pulumi.engine.plans import UnusedStorage, build_plans
+
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "home"))
+    storage = {"enabled": True, "storage_class": "standard", "size_gibibytes": 16}
+    data: Any = json.loads(json.dumps(SPEC))
+    data["projects"][0]["object_storage"] = storage
+    spec = parse_spec(json.dumps(data))
+    plans = build_plans(
+        spec, resolve_targets(spec), PlanSettings(), "tenant-1", False, backend_for=backend_for
+    )
+    assert plans.unused_storage == [UnusedStorage(0, (BackendKind.SOPERATOR,))]
+    assert [p.stack for p in plans.projects] == [
+        "f.p"
+    ]  # planned (and refused by up/preview before any change)

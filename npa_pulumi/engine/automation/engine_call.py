@@ -18,6 +18,7 @@ from npa_pulumi.engine.automation.events import EventCollector
 from npa_pulumi.engine.automation.stack_op import StackCommand, StackOp, change_counts
 from npa_pulumi.engine.automation.stack_state import StackState
 from npa_pulumi.output.results import StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.policies.catalog import FLEET_POLICY_NAMES
 from npa_pulumi.runtime import tracing
 
@@ -182,9 +183,7 @@ class EngineCall:
             "deployed" if _changed(changes) else "unchanged",
             changes=changes,
             outputs=outputs,
-            project_id=outputs.get("project_id"),
-            cluster_id=outputs.get("cluster_id"),
-            kube_context=outputs.get("kube_context"),
+            **ClusterOutputs.read(outputs).identity(),
         )
 
     @staticmethod

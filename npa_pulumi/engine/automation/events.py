@@ -28,7 +28,7 @@ def plain_text(text: str) -> str:
 GATE_TYPE_SUFFIX = ":GpuHealthGate"  # components/gpu_health.py's dynamic resource type
 FABRIC_TYPE_SUFFIX = ":GpuFabricCheck"  # components/gpu_fabric.py's
 RAY_GATE_TYPE_SUFFIX = ":KubeRayGate"  # components/kuberay_gate.py's
-# ... and components/slurm_gate.py's (soperator clusters): either one starting is the gate's step.
+# ... and components/slurm_gate.py's (Slurm clusters): either one starting is the gate's step.
 GATE_TYPE_SUFFIXES = (GATE_TYPE_SUFFIX, ":SlurmGate")
 _RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
 # The steps a trace shows as spans of their own inside the engine's run (runtime/tracing.py).

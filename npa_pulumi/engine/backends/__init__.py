@@ -1,3 +1,4 @@
-"""Cluster backends: what one target's backend owns (its plan, its stack's program, its gate's state),
-behind one interface (`base.ClusterBackend`), one module per backend, found through `registry`. The fleet
-keeps target identity, projects and shared networks; `mk8s` is the first backend."""
+"""Cluster backends: what one target's backend owns (its recipe, plan, stack program, gate state, preflight
+demand and native status), behind one interface (`base.ClusterBackend`), one folder per backend named after
+its kind (spec.constants.BackendKind), found through `registry`. The fleet keeps target identity, projects
+and shared networks; nothing outside a backend's folder names that backend."""

@@ -48,7 +48,7 @@ from npa_pulumi.engine.automation import (
     checkpoint_outputs,
     stack_names,
 )
-from npa_pulumi.engine.backends.registry import backend_for
+from npa_pulumi.engine.backends.registry import backend_for, kinds_where
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import Visit, WalkKind
 from npa_pulumi.engine.operations.common import apply_lifecycle, write_kubeconfig
@@ -56,6 +56,7 @@ from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectAdoption, ProjectPlan, cluster_module_args
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 from npa_pulumi.plan.naming import derived_bucket_name
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.home import npa_home
@@ -204,9 +205,11 @@ def _examine(
     outputs: dict[str, Any] | None,
     holders: dict[str, str],
 ) -> Candidate:
-    if cluster.backend != "mk8s":
+    backend = backend_for(cluster.backend)
+    if backend is None or not backend.adoptable:
+        adoptable = " and ".join(kinds_where(lambda known: known.adoptable))
         return Candidate(
-            cluster, Verdict.REFUSED, [f"a {cluster.backend} cluster: adopt takes over mk8s clusters"]
+            cluster, Verdict.REFUSED, [f"a {cluster.backend} cluster: adopt takes over {adoptable} clusters"]
         )
     project = next(p for p in plans.projects if p.stack == cluster.project_stack)
     project_dir = project_directory(source, project.project_key, project.display_name, project.project_id)
@@ -217,7 +220,7 @@ def _examine(
         )
     install = read_install(directory)  # an unreadable or corrupt install is bad input: exit 2
     candidate = Candidate(cluster, Verdict.FOUND, install=install, directory=directory)
-    held = str((outputs or {}).get("cluster_id") or "")
+    held = ClusterOutputs.read(outputs).cluster_id or ""
     if held == install.cluster_id:
         candidate.verdict = Verdict.ALREADY_ADOPTED
         return candidate
@@ -341,9 +344,9 @@ def _check_projects(
             by_project.setdefault(candidate.plan.project_stack, []).append(candidate)
     for stack, mine in by_project.items():
         project = next(p for p in plans.projects if p.stack == stack)
-        deployed = project_outputs.get(stack) or {}
+        deployed = ProjectOutputs.read(project_outputs.get(stack))
         subnets = {c.install.identity.subnet_id for c in mine if c.install is not None}
-        bound = str(deployed.get("subnet_id") or "")
+        bound = deployed.subnet_id or ""
         problem, verdict = "", Verdict.REFUSED
         if len(subnets) > 1:
             problem = f"the project's clusters run on different subnets ({', '.join(sorted(subnets))})"
@@ -433,8 +436,10 @@ def _holders(context: FleetContext, mine: set[str]) -> dict[str, str]:
         if name in mine:
             continue
         outputs = checkpoint_outputs(url, name, PROJECT_NAME)
-        if isinstance(outputs, dict) and outputs is not NO_FAST_PATH and outputs.get("cluster_id"):
-            held[str(outputs["cluster_id"])] = name
+        if isinstance(outputs, dict) and outputs is not NO_FAST_PATH:
+            cluster_id = ClusterOutputs.read(outputs).cluster_id
+            if cluster_id:
+                held[cluster_id] = name
     return held
 
 
@@ -449,7 +454,7 @@ def _adopt(context: FleetContext, candidates: list[Candidate]) -> list[StackResu
     project_ops: dict[str, StackOp] = {}
     for candidate in candidates:
         stack = candidate.plan.project_stack
-        if stack in project_ops or (project_outputs.get(stack) or {}).get("subnet_id"):
+        if stack in project_ops or ProjectOutputs.read(project_outputs.get(stack)).subnet_id:
             continue
         install = candidate.install
         assert install is not None

@@ -11,21 +11,23 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine.automation import StackOp
+from npa_pulumi.engine.backends.registry import recorded_backend
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args
-from npa_pulumi.engine.slurm_status import recorded_slurm_status
 from npa_pulumi.errors import NpaError
-from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
+from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult, StackStatus
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 
 log = logging.getLogger(__name__)
 
 
-def refuse_storage_without_mk8s(context: FleetContext, plans: FleetPlans) -> None:
-    """Object storage on a project whose selected clusters are all soperator is refused, located in the
-    spec, before anything is touched: the original tool failed closed too."""
-    if not plans.storage_without_mk8s:
+def refuse_unused_storage(context: FleetContext, plans: FleetPlans) -> None:
+    """Object storage on a project whose selected clusters are all of backends that do not use it is
+    refused, located in the spec, before anything is touched: the original tool failed closed too."""
+    if not plans.unused_storage:
         return
+    from npa_pulumi.engine.backends.registry import kinds_where
     from npa_pulumi.spec.errors import SpecError, SpecProblem
 
     source = context.spec_path or "<spec>"
@@ -35,18 +37,20 @@ def refuse_storage_without_mk8s(context: FleetContext, plans: FleetPlans) -> Non
 
         with contextlib.suppress(NpaError, OSError):
             index = load_yaml(read_spec_text(context.spec_path), source)[1]
+    users = " or ".join(kinds_where(lambda backend: backend.uses_object_storage))
     problems = []
-    for position in plans.storage_without_mk8s:
+    for unused in plans.unused_storage:
+        position = unused.project_index
         mark = index.exact(("projects", position, "object_storage")) if index else None
         problems.append(
             SpecProblem(
                 path=f"projects[{position}].object_storage",
                 line=mark[0] if mark else None,
                 column=mark[1] if mark else None,
-                message="object storage needs at least one selected mk8s cluster in its project; this "
-                "project's selected clusters are all soperator, which do not use the fleet's object storage "
-                "(nothing was created or changed)",
-                hint="select an mk8s cluster of this project, or remove object_storage",
+                message=f"object storage needs at least one selected {users} cluster in its project; this "
+                f"project's selected clusters are all {' or '.join(unused.backends)}, which do not use the "
+                "fleet's object storage (nothing was created or changed)",
+                hint=f"select an {users} cluster of this project, or remove object_storage",
             )
         )
     raise SpecError(problems, source)
@@ -57,8 +61,8 @@ def terraform_plan(
 ) -> dict[str, Any]:
     """Terraform's own plan for the cluster, summarized (components/terraform_module.plan_preview);
     read-only. A failure is reported in the summary, never raised: the preview or update stands."""
-    subnet_id = plan.subnet_id or (project_outputs or {}).get("subnet_id")
-    project_id = (project_outputs or {}).get("project_id")
+    project = ProjectOutputs.read(project_outputs)
+    subnet_id, project_id = plan.subnet_id or project.subnet_id, project.project_id
     if not (subnet_id and project_id):
         return {"skipped": "the project stack is not deployed yet: no Terraform plan"}
     from npa_pulumi.components.terraform_module import plan_preview
@@ -69,7 +73,7 @@ def terraform_plan(
     }
     try:
         # Read through the cache: `up` has just read these outputs, a preview's cluster op too.
-        deployed = bool((context.stack_outputs([op])[op.stack] or {}).get("cluster_id"))
+        deployed = bool(ClusterOutputs.read(context.stack_outputs([op])[op.stack]).cluster_id)
         with context.provider_environment():  # authenticates as the command's providers do (`--auth`)
             return plan_preview(props, deployed=deployed, stored_state=lambda: _stored_tf_state(context, op))
     except NpaError as err:
@@ -103,17 +107,20 @@ def apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
     """The cluster's state as its stack recorded it: `deployed` only when the health gate passed
     (or was skipped on purpose); the gate's evidence goes into the result."""
     outputs = stack.outputs or context.cached_outputs(stack.stack) or {}
-    stack.validation = outputs.get("validation") or stack.validation
-    evidence = outputs.get("health_evidence")
-    if isinstance(evidence, dict):
+    recorded = ClusterOutputs.read(outputs)
+    stack.validation = recorded.validation or stack.validation
+    evidence = recorded.health_evidence
+    if evidence is not None:
         stack.health = evidence
-    if isinstance(outputs.get("kuberay"), dict):  # the KubeRay gate's summary (engine/programs.py)
-        stack.kuberay = outputs["kuberay"]
-    stack.slurm = recorded_slurm_status(outputs) or stack.slurm  # soperator: what its gate saw
-    lifecycle = outputs.get("lifecycle")
+    backend = recorded_backend(outputs)
+    native = backend.recorded_status(outputs) if backend is not None else None
+    if native is not None:  # what the backend's own gate saw (a KubeRay cluster's Ray readiness, ...)
+        stack.kuberay = native.kuberay if native.kuberay is not None else stack.kuberay
+        stack.slurm = native.slurm or stack.slurm
+    lifecycle = recorded.lifecycle
     if lifecycle in FAILED_LIFECYCLES and not stack.failed:
-        stack.status = lifecycle
-        reason = evidence.get("reason", "") if isinstance(evidence, dict) else ""
+        stack.status = StackStatus(lifecycle)
+        reason = (evidence or {}).get("reason", "")
         stack.error = f"the cluster is kept; its health gate did not pass: {reason}"
         stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
 
@@ -149,7 +156,7 @@ def write_kubeconfig(context: FleetContext, stack: StackResult, warnings: list[s
             warn=warn,
         )
     except (NpaError, CloudError) as err:
-        stack.status = "deployed-credentials-failed"
+        stack.status = StackStatus.DEPLOYED_CREDENTIALS_FAILED
         stack.error = f"the cluster is deployed, but its kubeconfig could not be written: {err}"
         stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
         return

@@ -20,7 +20,6 @@ from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
 from npa_pulumi.engine import health_model, requalification
 from npa_pulumi.engine.graph import parallel
-from npa_pulumi.engine.plans import health_gate_config
 from npa_pulumi.engine.requests import HealthRequest
 from npa_pulumi.kube.gpu_health.checks import is_gpu_node
 from npa_pulumi.output.health import (
@@ -28,8 +27,11 @@ from npa_pulumi.output.health import (
     ClusterHealth,
     FleetHealth,
     GpuTotals,
+    HealthStatus,
     ProjectHealth,
 )
+from npa_pulumi.output.stack_outputs import ClusterOutputs
+from npa_pulumi.plan.gates import health_gate_config
 from npa_pulumi.plan.naming import kube_context_name
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
     report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.where.cloud, min_usable=options.min_usable)
     projects: dict[str, ProjectHealth] = {}
     for target in fleet.targets:
-        project_id = str((outputs.get(target.cluster_stack) or {}).get("project_id") or "") or None
+        project_id = ClusterOutputs.read(outputs.get(target.cluster_stack)).project_id or None
         project = projects.setdefault(target.project_key, ProjectHealth(project_key=target.project_key))
         project.project_id = project.project_id or project_id
     events: dict[str, list[MaintenanceEvent]] = {}
@@ -94,13 +96,14 @@ def _cluster(
         project_key=target.project_key,
         cluster_name=target.cluster_name,
         kube_context=context,
-        status="ok",
+        status=HealthStatus.OK,
         totals=GpuTotals(requested=config.expected_gpus),
     )
-    if outputs is None or not outputs.get("cluster_id"):
+    recorded = ClusterOutputs.read(outputs)
+    if outputs is None or not recorded.cluster_id:
         return _failed(entry, config, "not deployed: run `npa-pulumi up` first")
-    entry.cluster_id = str(outputs["cluster_id"])
-    entry.last_gate = _last_gate(outputs)
+    entry.cluster_id = recorded.cluster_id
+    entry.last_gate = _last_gate(recorded)
     found = _registered_kubeconfig(fleet, target, context, validation="health")
     if not isinstance(found, tuple):
         return _failed(entry, config, found.error or "no usable kubeconfig registration")
@@ -123,7 +126,7 @@ def _cluster(
     entry.totals = health_model.totals(entry.nodes, config)
     entry.usable_fraction = round(entry.totals.usable_fraction, 4)
     if health_model.below_min_usable(entry.totals, options.min_usable):
-        entry.status = "below-min-usable"
+        entry.status = HealthStatus.BELOW_MIN_USABLE
         entry.error = (
             f"{entry.totals.usable} of {entry.totals.requested} GPUs usable, fewer than --min-usable "
             f"{options.min_usable:g}"
@@ -132,17 +135,17 @@ def _cluster(
 
 
 def _failed(entry: ClusterHealth, config: Any, why: str) -> ClusterHealth:
-    entry.status, entry.error = "failed", why
+    entry.status, entry.error = HealthStatus.FAILED, why
     entry.totals = GpuTotals(requested=config.expected_gpus, missing=config.expected_gpus)
     entry.usable_fraction = 0.0 if config.expected_gpus else 1.0
     return entry
 
 
-def _last_gate(outputs: dict[str, Any]) -> str:
-    if outputs.get("validation") == "skipped":
+def _last_gate(outputs: ClusterOutputs) -> str:
+    if outputs.validation == "skipped":
         return "skipped"
-    evidence = outputs.get("health_evidence")
-    if not isinstance(evidence, dict):
+    evidence = outputs.health_evidence
+    if evidence is None:
         return "none"
     return "passed" if evidence.get("passed") else "failed"
 

@@ -15,14 +15,15 @@ from npa_pulumi.engine.costs import preview_cost
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
 from npa_pulumi.engine.operations import preflight
 from npa_pulumi.engine.operations.common import (
-    refuse_storage_without_mk8s,
+    refuse_unused_storage,
     replacement_policy_config,
     terraform_plan,
 )
 from npa_pulumi.engine.plans import require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
 from npa_pulumi.engine.requests import PreviewRequest
-from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 
 
 def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
@@ -36,7 +37,7 @@ def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
     result.warnings = list(plans.warnings)
     waves = rollout.plan(context)
     result.rollout = waves.to_json() if waves is not None else None
-    refuse_storage_without_mk8s(context, plans)
+    refuse_unused_storage(context, plans)
     if request.preflight:
         result.preflight = preflight.gate(context)  # read-only: reported next to the changes, never blocking
     result.stacks.extend(plans.unsupported)
@@ -50,7 +51,7 @@ def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
     ops.update(
         {
             c.stack: context.cluster_op(
-                c, bool((project_outputs.get(c.project_stack) or {}).get("subnet_id"))
+                c, bool(ProjectOutputs.read(project_outputs.get(c.project_stack)).subnet_id)
             )
             for c in clusters
         }
@@ -108,7 +109,7 @@ def skippable(
             run_these.append(op)
             continue
         item = context.unchanged_result(op)
-        item.status, item.changes, item.policy = "no-changes", change_counts({}), known
+        item.status, item.changes, item.policy = StackStatus.NO_CHANGES, change_counts({}), known
         skipped.append(item)
     return skipped, run_these
 
@@ -123,10 +124,11 @@ def _preview_stack(context: FleetContext, op: StackOp, plan: ProjectPlan) -> Sta
 def _preview_drift(context: FleetContext, outputs: dict[str, Any] | None) -> list[dict[str, str]]:
     """What of a deployed cluster changed outside the fleet ([] when nothing, or when it cannot be
     read): a preview reports it, and Terraform's plan shows how `up` repairs it."""
-    if not outputs or not outputs.get("cluster_id"):
+    recorded = ClusterOutputs.read(outputs)
+    if not recorded.cluster_id:
         return []
     try:
-        return liveness.cluster_drift(context, outputs)
+        return liveness.cluster_drift(context, recorded)
     except CloudError:
         return []
 
@@ -147,7 +149,7 @@ def _preview_cluster(
     if drift and not previewed.failed:
         # The engine's preview compares inputs only: a cluster changed behind the fleet's back is
         # reported from the live check, as `refresh` and `status` report it (`up` refreshes and repairs).
-        previewed.drift, previewed.status = drift, "changes"
+        previewed.drift, previewed.status = drift, StackStatus.CHANGES
         previewed.error = liveness.describe_drift(drift) + "; up brings it back to the spec"
     if previewed.failed or not (bridge_changed or context.refreshing):
         return previewed

@@ -8,7 +8,8 @@ from npa_pulumi.engine import liveness
 from npa_pulumi.engine.automation import StackCommand, StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import Visit, WalkKind
-from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 
 def run(context: FleetContext) -> FleetResult:
@@ -42,8 +43,8 @@ def _refresh_stack(context: FleetContext, op: StackOp) -> StackResult:
     refreshed = context.executor.run(op, StackCommand.REFRESH)
     if op.kind != "cluster" or refreshed.failed:
         return refreshed
-    outputs = context.executor.outputs(op) or {}
-    if not outputs.get("cluster_id"):
+    outputs = ClusterOutputs.read(context.executor.outputs(op))
+    if not outputs.cluster_id:
         return refreshed
     try:
         drift = liveness.cluster_drift(context, outputs)
@@ -51,6 +52,6 @@ def _refresh_stack(context: FleetContext, op: StackOp) -> StackResult:
         refreshed.error = f"could not check the live cluster for drift: {err}"
         return refreshed
     if drift:
-        refreshed.status, refreshed.drift = "drifted", drift
+        refreshed.status, refreshed.drift = StackStatus.DRIFTED, drift
         refreshed.error = liveness.describe_drift(drift) + "; run up to bring it back to the spec"
     return refreshed

@@ -11,6 +11,7 @@ from npa_pulumi.engine.costs import status_cost
 from npa_pulumi.engine.graph import WalkKind
 from npa_pulumi.engine.requests import StatusRequest
 from npa_pulumi.output.results import FleetResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.plan.naming import kube_context_name
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def kubeconfigs(context: FleetContext) -> list[dict[str, str]]:
     found = []
     for target in context.targets:
         name = kube_context_name(context.spec.name, target.project_key, target.cluster_name)
-        cluster_id = str((outputs.get(target.cluster_stack) or {}).get("cluster_id") or "")
+        cluster_id = ClusterOutputs.read(outputs.get(target.cluster_stack)).cluster_id or ""
         entry = {"stack": target.cluster_stack, "context": name, "cluster_id": cluster_id}
         if not cluster_id:
             found.append(entry)

@@ -20,12 +20,11 @@ from npa_pulumi.engine import rollout as staged
 from npa_pulumi.engine.automation import PROJECT_NAME, StackCommand, StackOp, checkpoint_outputs
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import over_budget
-from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
 from npa_pulumi.engine.operations import preflight
 from npa_pulumi.engine.operations.common import (
     apply_lifecycle,
-    refuse_storage_without_mk8s,
+    refuse_unused_storage,
     replacement_policy_config,
     terraform_plan,
     write_kubeconfig,
@@ -34,6 +33,7 @@ from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.requests import UpRequest, creates_projects
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 from npa_pulumi.runtime import tracing
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def run(context: FleetContext, request: UpRequest) -> FleetResult:
     plans = context.plans()
     require_recipe_terraform(plans)  # the recipe's Terraform version, before anything mutates
     result.warnings = list(plans.warnings)
-    refuse_storage_without_mk8s(context, plans)
+    refuse_unused_storage(context, plans)
     refusal = _refusal(context, plans)
     if refusal:
         result.error = refusal
@@ -153,8 +153,8 @@ def _project_job(context: FleetContext, op: StackOp) -> StackResult:
 def _cluster_job(context: FleetContext, op: StackOp, plan: ClusterPlan, rechecks: bool) -> StackResult:
     if rechecks and not context.refreshing:
         # Its project stack was just updated: only now can the cluster be compared with it.
-        mine = context.cached_outputs(op.stack)
-        project = context.cached_outputs(plan.project_stack)
+        mine = ClusterOutputs.of(context.cached_outputs(op.stack))
+        project = ProjectOutputs.of(context.cached_outputs(plan.project_stack))
         if liveness.cluster_unchanged(context, plan, mine, project):
             return context.unchanged_result(op)
     return _up_cluster(context, op)
@@ -167,10 +167,10 @@ def undeployed_projects(context: FleetContext, plans: FleetPlans) -> list[str]:
     outputs = context.stack_outputs([context.project_op(p) for p in plans.projects])
     missing = []
     for plan in plans.projects:
-        found = outputs.get(plan.stack) or {}
-        if not (found.get("project_id") and found.get("subnet_id")):
+        found = ProjectOutputs.read(outputs.get(plan.stack))
+        if not (found.project_id and found.subnet_id):
             missing.append(plan.stack)
-        elif found.get(FINGERPRINT_OUTPUT) != context.fingerprint(plan):
+        elif found.npa_fingerprint != context.fingerprint(plan):
             context.progress.message(
                 f"{plan.stack}: deployed from another spec than this one; the clusters stage does not "
                 "update it (run `npa-pulumi up --stage projects` for that)"
@@ -210,9 +210,8 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
     itself, which finds nothing to change when the other shard deployed the same plan. Unsharded, a
     locked stack fails at once."""
     outputs = context.cached_outputs(op.stack)
-    drifted = bool(outputs and outputs.get("project_id")) and not liveness.project_live(
-        context, outputs or {}
-    )
+    recorded = ProjectOutputs.read(outputs)
+    drifted = bool(recorded.project_id) and not liveness.project_live(context, recorded)
     refresh = context.refreshing or drifted
 
     def once() -> StackResult:
@@ -263,8 +262,8 @@ def _plan_before_update(context: FleetContext, op: StackOp) -> dict[str, Any] | 
     """Terraform's plan for a deployed cluster about to change, so the gpu-node-group-replacement
     policy judges the update (and, made mandatory, stops it before anything is replaced). A new
     cluster has nothing to replace, and a disabled policy needs no plan: both skip it."""
-    outputs = context.stack_outputs([op])[op.stack]
-    if not (outputs and outputs.get("cluster_id")) or not context.replacement_policy_enabled:
+    outputs = ClusterOutputs.read(context.stack_outputs([op])[op.stack])
+    if not outputs.cluster_id or not context.replacement_policy_enabled:
         return None
     plan = context.plans().cluster(op.stack)
     project_outputs = context.cached_outputs(plan.project_stack)

@@ -41,21 +41,12 @@ from npa_pulumi.engine.teardown.phases import ours as _ours
 from npa_pulumi.engine.teardown.receipts import fleet_receipt, new_receipt_path, write_receipt
 from npa_pulumi.engine.teardown.records import drop_record
 from npa_pulumi.output.results import UNFINISHED_OUTCOMES, PhaseOutcome, TeardownPhase
+from npa_pulumi.output.stack_outputs import referenced_ids
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort, Project
     from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.output.results import FleetResult
-
-ID_OUTPUTS = (
-    "project_id",
-    "network_id",
-    "subnet_id",
-    "bucket_id",
-    "storage_service_account_id",
-    "storage_key_id",
-    "cluster_id",
-)
 
 
 class Cleanup:
@@ -85,10 +76,7 @@ class Cleanup:
         ops = [StackOp(n, "project", "", None, None, {}) for n in names]
         found: set[str] = set()
         for outputs in self.fleet.stack_outputs(ops, refresh=True).values():
-            for key in ID_OUTPUTS:
-                value = (outputs or {}).get(key)
-                if isinstance(value, str) and value:
-                    found.add(value)
+            found |= referenced_ids(outputs)
         return found
 
     # ---------------------------------------------------------------------------------- plan

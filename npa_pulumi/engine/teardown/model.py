@@ -4,8 +4,11 @@ all read them, so none of those imports another for a type."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from npa_pulumi.output.stack_outputs import ProjectOutputs
 
 RECEIPT_VERSION = 1
 STACK_PHASES = ("cluster", "network")  # phases that destroy a Pulumi stack (and so need the spec)
@@ -54,25 +57,22 @@ class ProjectEvidence:
     key_id: str = ""
 
     @classmethod
-    def from_outputs(cls, stack: str, project_key: str, outputs: dict[str, Any]) -> ProjectEvidence:
-        def text(name: str) -> str:
-            value = outputs.get(name)
-            return value if isinstance(value, str) else ""
-
+    def from_outputs(cls, stack: str, project_key: str, outputs: Mapping[str, Any]) -> ProjectEvidence:
+        recorded = ProjectOutputs.read(outputs)
         return cls(
             project_stack=stack,
             project_key=project_key,
-            project_id=text("project_id"),
-            project_created=outputs.get("project_created") is True,
-            network_id=text("network_id"),
-            subnet_id=text("subnet_id"),
-            network_owned=outputs.get("network_owned") is True,
-            bucket_id=text("bucket_id"),
-            bucket_name=text("bucket_name"),
-            bucket_created=outputs.get("bucket_created") is True,
-            service_account_id=text("storage_service_account_id"),
-            service_account_created=outputs.get("storage_service_account_created") is True,
-            key_id=text("storage_key_id"),
+            project_id=recorded.project_id or "",
+            project_created=recorded.project_created,
+            network_id=recorded.network_id or "",
+            subnet_id=recorded.subnet_id or "",
+            network_owned=recorded.network_owned,
+            bucket_id=recorded.bucket_id or "",
+            bucket_name=recorded.bucket_name or "",
+            bucket_created=recorded.bucket_created,
+            service_account_id=recorded.storage_service_account_id or "",
+            service_account_created=recorded.storage_service_account_created,
+            key_id=recorded.storage_key_id or "",
         )
 
     def merged_with(self, record: ProjectEvidence | None) -> ProjectEvidence:

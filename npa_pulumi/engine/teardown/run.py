@@ -15,7 +15,8 @@ from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
 from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.teardown.records import read_record, settle_record, write_record
-from npa_pulumi.output.results import PhaseOutcome, TeardownPhase
+from npa_pulumi.output.results import PhaseOutcome, StackStatus, TeardownPhase
+from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
@@ -77,7 +78,7 @@ class Teardown:
         cluster_outputs = self.fleet.stack_outputs(cluster_ops)
         stage = self.fleet.share.stage
         for cluster in plans.clusters:
-            outputs = cluster_outputs.get(cluster.stack)
+            outputs = ClusterOutputs.of(cluster_outputs.get(cluster.stack))
             phase = phase_factory(cluster.project_key, cluster.stack)("cluster")
             if outputs is None:
                 phase.status, phase.reason = PhaseOutcome.ABSENT, "no cluster stack: nothing to delete"
@@ -87,12 +88,12 @@ class Teardown:
             else:
                 phase.deletes = {
                     "cluster_stack": cluster.stack,
-                    "cluster_id": str(outputs.get("cluster_id") or ""),
-                    "node_group_ids": [str(i) for i in (outputs.get("node_group_ids") or [])],
-                    "kube_context": str(outputs.get("kube_context") or ""),
+                    "cluster_id": outputs.cluster_id or "",
+                    "node_group_ids": list(outputs.node_group_ids),
+                    "kube_context": outputs.kube_context or "",
                 }
-                if outputs.get("kuberay_objects"):  # deleted by the stack's destroy, before the cluster
-                    phase.deletes["kuberay_objects"] = [str(o) for o in outputs["kuberay_objects"]]
+                if outputs.kuberay_objects:  # deleted by the stack's destroy, before the cluster
+                    phase.deletes["kuberay_objects"] = list(outputs.kuberay_objects)
                     phase.retains = {"ray_application_outputs": "the user's own buckets and filesystems"}
             phases.append(phase)
         # The clusters this run deletes are not "something else in the project".
@@ -258,7 +259,7 @@ class Teardown:
         )
         with self._lock:
             if item.status == "failed":
-                item.status = "destroy-incomplete"
+                item.status = StackStatus.DESTROY_INCOMPLETE
                 item.retry_command = self.retry_command(item.project_key, item.cluster_name)
                 phase.status, phase.reason, phase.retry_command = (
                     PhaseOutcome.FAILED,
@@ -345,7 +346,7 @@ class Teardown:
         fleet = self.fleet
         item = fleet.executor.run(fleet.project_op(project), StackCommand.DESTROY)
         if item.status == "failed":
-            item.status = "destroy-incomplete"
+            item.status = StackStatus.DESTROY_INCOMPLETE
             item.retry_command = self.retry_command(project.project_key, None)
         return item
 

@@ -1,26 +1,26 @@
-"""The `soperator` backend: a Slurm-on-Kubernetes cluster (Nebius' soperator) from the soperator recipe
-through the same Terraform bridge as mk8s, one cluster stack per target, gated on the Slurm cluster being
-usable: the SlurmCluster `Available`, every NodeSet `Ready` at its size, and the GPU health gate on the
-GPU workers."""
+"""A soperator target's plan: the soperator recipe (resolved once per run, prepared once per region), its
+tfvars from the target's payload (npa_pulumi/plan/soperator.py), and the Slurm gate's settings with the
+GPU health gate's on the GPU workers."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from npa_pulumi.bridge import soperator_recipe
-from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource
-from npa_pulumi.engine.backends.base import BackendKind, PlanInputs
+from npa_pulumi.bridge.recipe import MaterializedRecipe, PlannedRecipe, RecipeSource, pin_source
+from npa_pulumi.engine.backends.base import PlanInputs
 from npa_pulumi.engine.programs import ClusterPlan
-from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.gpu_health.config import GateConfig
+from npa_pulumi.kube.slurm_check import SlurmGateConfig
 from npa_pulumi.plan import soperator as shapes
 from npa_pulumi.plan.recipe_surface import read_recipe_variables
 from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.runtime.presets import gpus_per_node
+from npa_pulumi.spec.constants import BackendKind
 
 if TYPE_CHECKING:
+    from npa_pulumi.engine.backends.base import PlanSettings
     from npa_pulumi.plan import Target
     from npa_pulumi.spec import SoperatorSpec
 
@@ -29,13 +29,23 @@ SLURM_NAME = "soperator"  # the recipe's fixed local: the SlurmCluster and its n
 SLURM_NAMESPACE = "soperator"
 
 
-def _staged(source: RecipeSource, region: str, staged: dict[str, MaterializedRecipe]) -> MaterializedRecipe:
-    """The soperator recipe prepared once per region and planning run (engine/plans.py `_staged`)."""
-    if region not in staged:
-        key = hashlib.sha256(f"soperator\0{source.kind}\0{source.location}\0{region}".encode()).hexdigest()
-        root = npa_home() / "cache" / "staged" / f"soperator-{key[:16]}"
-        staged[region] = soperator_recipe.materialize(source, root, region, npa_home() / "cache")
-    return staged[region]
+def recipe_source(options: PlanSettings, selected: bool) -> RecipeSource | None:
+    """The soperator recipe of the run (--soperator-recipe-dir/-ref, the local stand-in), a branch resolved
+    to its commit once; None for a selection without soperator targets."""
+    if not selected:
+        return None
+    chosen = options.recipes.of(BackendKind.SOPERATOR)
+    return pin_source(
+        soperator_recipe.resolve_source(options.cloud, chosen.dir, chosen.ref), npa_home() / "cache"
+    )
+
+
+def _prepare(source: RecipeSource, region: str) -> MaterializedRecipe:
+    """The soperator recipe prepared for `region` in a staging dir of its own (PlanInputs.recipe: once per
+    region and planning run)."""
+    key = hashlib.sha256(f"soperator\0{source.kind}\0{source.location}\0{region}".encode()).hexdigest()
+    root = npa_home() / "cache" / "staged" / f"soperator-{key[:16]}"
+    return soperator_recipe.materialize(source, root, region, npa_home() / "cache")
 
 
 def _ssh_keys(payload: SoperatorSpec, fallback: str | None) -> list[str]:
@@ -44,15 +54,15 @@ def _ssh_keys(payload: SoperatorSpec, fallback: str | None) -> list[str]:
     return found or ([fallback] if fallback else [])
 
 
-def slurm_config(target: Target, payload: SoperatorSpec) -> dict[str, Any]:
-    """What the gate waits for (npa_pulumi.kube.slurm_check.SlurmGateConfig's fields)."""
-    return {
-        "name": SLURM_NAME,
-        "namespace": SLURM_NAMESPACE,
-        "nodesets": {worker.name: worker.size for worker in payload.workers},
-        "timeout_s": float(max(1, payload.gate_timeout_minutes) * 60),
-        "accounting": payload.accounting,
-    }
+def slurm_config(target: Target, payload: SoperatorSpec) -> SlurmGateConfig:
+    """What the gate waits for."""
+    return SlurmGateConfig(
+        name=SLURM_NAME,
+        namespace=SLURM_NAMESPACE,
+        nodesets={worker.name: worker.size for worker in payload.workers},
+        timeout_s=float(max(1, payload.gate_timeout_minutes) * 60),
+        accounting=payload.accounting,
+    )
 
 
 def gpu_gate_config(target: Target, payload: SoperatorSpec) -> GateConfig:
@@ -83,9 +93,7 @@ def soperator_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
     variable is named in `inputs.problems`, refused before any mutation), the gate's settings."""
     payload = target.cluster.soperator
     assert payload is not None, f"{target.cluster_stack}: a soperator target without its payload"
-    source = inputs.soperator_source
-    assert source is not None, "build_plans resolves the soperator recipe for soperator targets"
-    recipe = _staged(source, target.region, inputs.soperator_staged)
+    source, recipe = inputs.recipe(BackendKind.SOPERATOR, target.region, _prepare)
     declared = read_recipe_variables(recipe.module_dir)
     missing = soperator_recipe.missing_variables(declared, payload.accounting)
     if missing:
@@ -108,7 +116,7 @@ def soperator_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
         tfvars=shapes.render_tfvars(target.cluster_name, payload, _ssh_keys(payload, inputs.ssh_key)),
         # The recipe requires a backups password; backups stay off, so it protects nothing yet.
         runtime_tfvars={"backups_password": "npa-backups-disabled"},
-        recipe={**source.to_dict(), "digest": recipe.digest},
+        recipe=PlannedRecipe(source, recipe.digest),
         gpu_driver_mode="operator" if gpu_workers else "",
         has_gpus=gpu_workers,
         in_cluster=inputs.in_cluster,
@@ -116,29 +124,3 @@ def soperator_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
         module_kind=soperator_recipe.MODULE_KIND,
         slurm=slurm_config(target, payload) if gated else None,
     )
-
-
-class SoperatorBackend:
-    kind = BackendKind.SOPERATOR
-
-    def plan(self, target: Target, inputs: PlanInputs) -> ClusterPlan:
-        return soperator_cluster_plan(target, inputs)
-
-    def program(
-        self,
-        plan: ClusterPlan,
-        cloud: str,
-        profile: str,
-        project_stack_ready: bool,
-        fingerprint: str,
-        adopted_state: str | None = None,
-    ) -> Callable[[], None]:
-        from npa_pulumi.engine.soperator_program import soperator_program
-
-        if adopted_state is not None:  # `adopt` refuses soperator targets before any program is built
-            raise NpaError(f"{plan.stack}: adopting a soperator cluster is not supported")
-
-        return soperator_program(plan, cloud, profile, project_stack_ready, fingerprint)
-
-    def gate_state(self, plan: ClusterPlan) -> str:
-        return "" if plan.slurm is None else GATE_STATE
