@@ -145,7 +145,6 @@ class DrainStatus(StrEnum):
 
 class PdbRelaxation(StrEnum):
     NOT_NEEDED = "not-needed"  # no system PodDisruptionBudget blocked an eviction
-    NOT_ALLOWED = "not-allowed"  # one blocked, but the conditions for relaxing it do not hold (`reason`)
     RELAXED = "relaxed"  # removed for the destroy (snapshots kept); restored if the destroy aborts
     GONE_WITH_CLUSTER = "gone-with-cluster"  # relaxed, and the cluster was deleted with them
     RESTORED = "restored"  # the destroy aborted while the cluster existed: put back from the snapshots
@@ -196,6 +195,36 @@ class ClusterDrain(BaseModel):
     relaxation: PdbRelaxation = PdbRelaxation.NOT_NEEDED
     relaxation_reason: str | None = None
     relaxed: list[PdbSnapshot] = Field(default_factory=list)
+
+
+def drain_lines(name: str, drain: ClusterDrain) -> list[str]:
+    """A cluster phase's drain in a few lines of text (the teardown table's and the confirmation's)."""
+    head = f"drain of {name}"
+    if drain.context:
+        head += f" (context {drain.context})"
+    state = drain.status.value + (f" ({drain.failure.value})" if drain.failure else "")
+    if drain.status in (DrainStatus.SKIPPED, DrainStatus.FAILED, DrainStatus.NOT_APPLICABLE):
+        lines = [f"{head}: {state}: {drain.message or ''}".rstrip(": ")]
+    elif drain.status == DrainStatus.PREVIEWED:
+        lines = [f"{head}: {state}: {drain.nodes} node(s), {drain.evictable_pods} pod(s) to evict"]
+    else:
+        lines = [
+            f"{head}: {state}: {len(drain.evicted)} pod(s) evicted, {len(drain.cordoned)} node(s) cordoned"
+        ]
+    verb = "would block" if drain.status == DrainStatus.PREVIEWED else "blocked"
+    for pdb in drain.blocking:
+        kind = "system, relaxable" if pdb.relaxable else ("system" if pdb.system else "user, never relaxed")
+        pods = ", ".join(pdb.pods)
+        lines.append(
+            f"  {verb}: PodDisruptionBudget {pdb.namespace}/{pdb.name} [{kind}] allows "
+            f"{pdb.disruptions_allowed} disruption(s); pods no other node can take: {pods}"
+        )
+    lines += [f"  stayed: {refusal}" for refusal in drain.refused]
+    if drain.relaxed or drain.relaxation != PdbRelaxation.NOT_NEEDED:
+        names = ", ".join(f"{s.namespace}/{s.name}" for s in drain.relaxed) or "none"
+        why = f": {drain.relaxation_reason}" if drain.relaxation_reason else ""
+        lines.append(f"  system PodDisruptionBudgets {drain.relaxation.value} ({names}){why}")
+    return lines
 
 
 class TeardownPhase(BaseModel):
