@@ -409,3 +409,34 @@ def test_a_phase_without_a_drain_says_nothing_of_it_and_one_with_a_drain_reads_b
     known = set(TeardownPhase.model_fields)
     again = TeardownPhase(**{k: v for k, v in document.items() if k in known})
     assert again.drain == drain
+
+
+def _receipt_with(home: Path, name: str, cluster_id: str, drain: JSON) -> None:
+    path = home / "teardown-receipts" / "f" / f"{name}-destroy.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    phase = {"phase": "cluster", "stack": "f.p.c", "deletes": {"cluster_id": cluster_id}, "drain": drain}
+    path.write_text(json.dumps({"phases": [phase]}))
+
+
+def test_an_earlier_killed_destroys_removed_budgets_are_found_in_its_receipt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from npa_pulumi.engine.teardown.receipts import unrestored_relaxation
+
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path))
+    saved = {**kd.snapshot(budget("kube-system", "coredns", DNS, 0)), "restored": False}
+    assert unrestored_relaxation("f", "f.p.c", "c1") is None
+    _receipt_with(
+        tmp_path,
+        "20261201T000000Z-1",
+        "c1",
+        {"status": "drained", "relaxation": "relaxed", "relaxed": [saved]},
+    )
+    assert unrestored_relaxation("f", "f.p.c", "c1") == ("20261201T000000Z-1-destroy", [saved])
+    assert unrestored_relaxation("f", "f.p.c", "another-cluster") is None
+    # A later run that is only running now (its phase still holds the preview) does not hide it ...
+    _receipt_with(tmp_path, "20261201T000100Z-2", "c1", {"status": "previewed", "relaxation": "not-needed"})
+    assert unrestored_relaxation("f", "f.p.c", "c1") is not None
+    # ... a later run that put them back (or saw them go with the cluster) does.
+    _receipt_with(tmp_path, "20261201T000200Z-3", "c1", {"status": "drained", "relaxation": "restored"})
+    assert unrestored_relaxation("f", "f.p.c", "c1") is None

@@ -139,6 +139,9 @@ class ClusterDrainer:
         self.context = str(phase.deletes.get("kube_context") or "")
         self.report = ClusterDrain(status=DrainStatus.PREVIEWED, context=self.context)
         self.client: KubeClient | None = None
+        # Budgets an earlier, killed destroy of this cluster removed (its receipt, its snapshots): this run
+        # puts them back if it aborts too (engine/teardown/receipts.py `unrestored_relaxation`).
+        self.inherited: tuple[str, list[PdbSnapshot]] | None = None
 
     def say(self, text: str) -> None:
         self.fleet.progress.message(f"{self.phase.name}: {text}")
@@ -252,6 +255,14 @@ class ClusterDrainer:
         such), evict again, wait for the pods to go. Never raises: a failure is reported by kind."""
         self.report = ClusterDrain(status=DrainStatus.DRAINED, context=self.context)
         self.phase.drain = self.report
+        if self.inherited is not None:
+            receipt, snapshots = self.inherited
+            self.report.relaxed = [s.model_copy() for s in snapshots]
+            self.report.relaxation = PdbRelaxation.RELAXED
+            self.report.relaxation_reason = (
+                f"removed by an earlier destroy (receipt {receipt}) that did not finish: restored if this "
+                "one aborts"
+            )
         if not self.fleet.cloud.kubernetes_api_available():
             return self._not_applicable()
         try:
@@ -324,6 +335,7 @@ class ClusterDrainer:
         """Remove the system budgets that hold pods, each snapshotted into the receipt first."""
         names = sorted({n for budgets in holds.values() for n in budgets})
         report = self.report
+        earlier = {s.name for s in report.relaxed}  # an earlier run's snapshots: gone already, kept
         for name in names:
 
             def keep(saved: dict[str, Any], name: str = name) -> None:
@@ -333,7 +345,7 @@ class ClusterDrainer:
                 self.checkpoint()  # durable before the delete: a killed run still knows what to put back
 
             saved = kd.relax_pdb(client, kd.SYSTEM_NAMESPACE, name, keep)
-            if saved is None:
+            if saved is None and name not in earlier:
                 report.relaxed = [s for s in report.relaxed if s.name != name]
         if report.relaxed:
             report.relaxation = PdbRelaxation.RELAXED

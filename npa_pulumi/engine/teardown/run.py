@@ -15,8 +15,9 @@ from npa_pulumi.engine.scheduler import Job, Scheduler
 from npa_pulumi.engine.teardown.drain import ClusterDrainer, DrainSettings
 from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
 from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
+from npa_pulumi.engine.teardown.receipts import unrestored_relaxation
 from npa_pulumi.engine.teardown.records import read_record, settle_record, write_record
-from npa_pulumi.output.results import PhaseOutcome, TeardownPhase
+from npa_pulumi.output.results import PdbSnapshot, PhaseOutcome, TeardownPhase
 
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort
@@ -126,9 +127,16 @@ class Teardown:
                     )
         return phases
 
-    def _drainer(self, phase: TeardownPhase) -> ClusterDrainer:
+    def _drainer(self, phase: TeardownPhase, running: bool = False) -> ClusterDrainer:
         outputs = self.cluster_outputs.get(phase.stack)
-        return ClusterDrainer(self.fleet, phase, outputs, self.checkpoint, self.drain_settings)
+        drainer = ClusterDrainer(self.fleet, phase, outputs, self.checkpoint, self.drain_settings)
+        if running:
+            cluster_id = str(phase.deletes.get("cluster_id") or "")
+            earlier = unrestored_relaxation(self.name, phase.stack, cluster_id) if cluster_id else None
+            if earlier is not None:
+                receipt, snapshots = earlier
+                drainer.inherited = (receipt, [PdbSnapshot.model_validate(s) for s in snapshots])
+        return drainer
 
     def _preview_drains(self, phases: list[TeardownPhase]) -> None:
         """Each cluster's eviction preview (engine/teardown/drain.py), side by side: reads only."""
@@ -274,7 +282,7 @@ class Teardown:
     def _destroy_cluster(self, op: StackOp, phase: TeardownPhase) -> StackResult:
         """Drain the cluster (engine/teardown/drain.py), destroy its stack whatever the drain's outcome,
         and put relaxed budgets back when the destroy aborts while the cluster exists."""
-        drainer = self._drainer(phase) if phase.status == "planned" else None
+        drainer = self._drainer(phase, running=True) if phase.status == "planned" else None
         if drainer is not None:
             drainer.drain()
         destroyed = False
