@@ -317,10 +317,12 @@ def evict_pods(
     poll_s: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    final: Callable[[JSON], bool] = lambda _pod: False,
 ) -> Evictions:
     """Evict each pod through the Eviction subresource; a refusal by a budget (429) is asked again until
-    `retry_s` has passed (a replacement may become ready meanwhile), then left refused. Any other API error
-    is raised: the caller tells its kind."""
+    `retry_s` has passed (a replacement may become ready meanwhile), then left refused; a pod `final` says
+    no replacement can rescue (its budget blocks: `blockers`) is not asked again. Any other API error is
+    raised: the caller tells its kind."""
     result = Evictions()
     waiting = list(pods)
     deadline = clock() + retry_s
@@ -334,7 +336,8 @@ def evict_pods(
                 if err.status != 429:
                     raise
                 result.refused[ref(pod)] = str(err)
-                still.append(pod)
+                if not final(pod):
+                    still.append(pod)
                 continue
             result.refused.pop(ref(pod), None)
             result.evicted.append(pod)

@@ -308,6 +308,17 @@ def test_eviction_retries_a_refusal_within_its_bound_then_reports_it() -> None:
     assert list(result.refused) == ["ns/held"] and "disruption budget" in result.refused["ns/held"]
     assert clock.now == 5  # bounded: asked again once a second for five seconds, then left refused
     assert api.evictions.count("ns/free") == 1
+    # A refusal no replacement can rescue (its budget blocks) is final: not asked again, no wait.
+    api, clock = FakeApi({"held": 100}), Clock()
+    held = kd.evict_pods(
+        api,  # type: ignore[arg-type]
+        _pods("held"),
+        retry_s=5,
+        clock=clock,
+        sleep=clock.sleep,
+        final=lambda pod: pod["metadata"]["name"] == "held",
+    )
+    assert list(held.refused) == ["ns/held"] and api.evictions == ["ns/held"] and clock.now == 0
 
 
 def test_an_eviction_error_that_is_not_a_budget_refusal_is_raised_with_its_status() -> None:

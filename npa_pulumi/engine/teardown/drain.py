@@ -286,7 +286,14 @@ class ClusterDrainer:
         report.cordoned = kd.cordon(client, inventory.nodes)
         pods = [p for p in inventory.pods if kd.evictable(p)]
         self.say(f"draining {len(inventory.nodes)} node(s): evicting {len(pods)} pod(s)")
-        first = kd.evict_pods(client, pods, settings.evict_retry_s, settings.poll_s)
+        # A refusal by a budget that blocks (no node can take a replacement) is final: not asked again.
+        blocking = {(b.namespace, b.name) for b in report.blocking}
+
+        def final(pod: dict[str, Any]) -> bool:
+            budgets = kd.budgets_of(pod, inventory)
+            return any((b["metadata"]["namespace"], b["metadata"]["name"]) in blocking for b in budgets)
+
+        first = kd.evict_pods(client, pods, settings.evict_retry_s, settings.poll_s, final=final)
         evicted = list(first.evicted)
         refused = {kd.ref(p): p for p in pods if kd.ref(p) in first.refused}
         answers = dict(first.refused)
