@@ -8,8 +8,9 @@ CoreDNS autoscaler, metrics-server) under their PodDisruptionBudgets; the test a
 under a budget of its own that allows no disruption. In order:
 
 * `destroy --dry-run` lists what would block the drain (CoreDNS's budget with its pods on the CPU node, the
-  user's budget), by namespace and name, and changes nothing; a saved kubeconfig that cannot be used, or
-  credentials the API server refuses, are reported as `kubeconfig` and `authentication` failures;
+  user's budget), by namespace and name, and changes nothing; a saved kubeconfig that cannot be used,
+  credentials the API server refuses, an identity RBAC grants nothing and an API server that stops
+  answering are reported as `kubeconfig`, `authentication`, `rbac` and `api` failures;
 * a destroy made to abort (the local cloud's fault on `delete_node_group`: the Terraform destroy fails
   while the cluster exists) restores the four kube-system budgets it removed, from the snapshots its
   receipt holds, and makes the node schedulable again; the user's budget and its pod are never touched;
@@ -220,27 +221,83 @@ def test_the_dry_run_lists_what_blocks_the_drain_and_changes_nothing(fleet: Flee
     assert _state(fleet) == before
 
 
-def _swap_kubeconfig(fleet: Fleet, text: str) -> str:
-    original = fleet.kubeconfig.read_text()
-    fleet.kubeconfig.write_text(text)
-    return original
+def _token_of_a_service_account_without_rights(fleet: Fleet) -> str:
+    """Credentials the API server accepts for an identity RBAC grants nothing (a fresh ServiceAccount's
+    token, from the TokenRequest API)."""
+    client = fleet.client()
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "nobody", "namespace": "default"},
+    }
+    client.apply("/api/v1/namespaces/default/serviceaccounts/nobody", account, "test")
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 600},
+    }
+    answer = client.request("POST", "/api/v1/namespaces/default/serviceaccounts/nobody/token", request)
+    token: str = answer["status"]["token"]
+    return token
 
 
-def test_an_unusable_kubeconfig_and_refused_credentials_are_told_apart(fleet: Fleet) -> None:
+def _dry_drain(fleet: Fleet) -> dict[str, Any]:
+    dry = npa("destroy", "--spec", str(fleet.spec), "--dry-run", "--output", "json", input_text="")
+    assert dry.code == 0, dry.stderr[-3000:]
+    drain: dict[str, Any] = _phase(dry.json())["drain"]
+    return drain
+
+
+def test_kubeconfig_authentication_rbac_and_api_failures_are_told_apart(fleet: Fleet) -> None:
     original = fleet.kubeconfig.read_text()
-    config = yaml.safe_load(original)
-    config["users"][0]["user"] = {"token": "not-a-token-the-api-server-knows"}
-    cases = {"kubeconfig": "{not yaml: [", "authentication": json.dumps(config)}
+    refused, unauthorized = yaml.safe_load(original), yaml.safe_load(original)
+    refused["users"][0]["user"] = {"token": "not-a-token-the-api-server-knows"}
+    unauthorized["users"][0]["user"] = {"token": _token_of_a_service_account_without_rights(fleet)}
+    cases = {
+        "kubeconfig": "{not yaml: [",
+        "authentication": json.dumps(refused),
+        "rbac": json.dumps(unauthorized),
+    }
     try:
         for kind, text in cases.items():
             fleet.kubeconfig.write_text(text)
-            dry = npa("destroy", "--spec", str(fleet.spec), "--dry-run", "--output", "json", input_text="")
-            assert dry.code == 0, dry.stderr[-3000:]
-            drain = _phase(dry.json())["drain"]
+            drain = _dry_drain(fleet)
             assert drain["status"] == "skipped" and drain["failure"] == kind, drain
             assert "not-a-token" not in json.dumps(drain)  # never a credential in the output
     finally:
         fleet.kubeconfig.write_text(original)
+    # The API server stops answering (the local cloud pauses it): an API failure, after a bounded wait.
+    unreachable = ["local-cloud", "fault", "api", "--cluster", fleet.cluster_id, "--kind", "unreachable"]
+    npa(*unreachable, check=True)
+    try:
+        drain = _dry_drain(fleet)
+    finally:
+        npa(*unreachable, "--clear", check=True)
+    assert drain["status"] == "skipped" and drain["failure"] == "api", drain
+    assert drain["blocking"] == []
+    assert _dry_drain(fleet)["status"] == "previewed"
+    # The control plane outlived the pause: its controller manager still reconciles (a Deployment gets its
+    # ReplicaSet), as the rest of the module needs.
+    client = fleet.client()
+    probe = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "probe", "namespace": "default"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "probe"}},
+            "template": {
+                "metadata": {"labels": {"app": "probe"}},
+                "spec": {"containers": [{"name": "p", "image": "p"}]},
+            },
+        },
+    }
+    client.apply("/apis/apps/v1/namespaces/default/deployments/probe", probe, "test")
+    _wait(
+        "the controller manager",
+        lambda: client.list("/apis/apps/v1/namespaces/default/replicasets", "app=probe"),
+    )
+    client.delete("/apis/apps/v1/namespaces/default/deployments/probe")
 
 
 def test_an_aborted_destroy_restores_the_system_budgets_and_never_touches_the_users(fleet: Fleet) -> None:
