@@ -273,10 +273,11 @@ def budgets_of(pod: JSON, inventory: Inventory) -> list[JSON]:
 # --------------------------------------------------------------------------------- nodes
 
 
-def cordon(client: KubeClient, nodes: list[JSON]) -> list[str]:
+def cordon(client: KubeClient, nodes: list[JSON], cordoned: list[str] | None = None) -> list[str]:
     """Mark every schedulable node of `nodes` unschedulable, so evicted pods' replacements are not put back
-    on a node that goes; the names of those this call cordoned (the others already were)."""
-    cordoned = []
+    on a node that goes; the names of those this call cordoned (the others already were), appended to
+    `cordoned` as it goes, so a failure part-way still says which to make schedulable again."""
+    cordoned = [] if cordoned is None else cordoned
     for node in nodes:
         if (node.get("spec") or {}).get("unschedulable"):
             continue

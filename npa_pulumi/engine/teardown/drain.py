@@ -283,7 +283,7 @@ class ClusterDrainer:
         report, settings = self.report, self.settings
         self._count(inventory)
         report.blocking = blocking_pdbs(inventory, may_relax=True)
-        report.cordoned = kd.cordon(client, inventory.nodes)
+        kd.cordon(client, inventory.nodes, report.cordoned)
         pods = [p for p in inventory.pods if kd.evictable(p)]
         self.say(f"draining {len(inventory.nodes)} node(s): evicting {len(pods)} pod(s)")
         # A refusal by a budget that blocks (no node can take a replacement) is final: not asked again.
