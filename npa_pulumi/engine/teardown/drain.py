@@ -228,15 +228,17 @@ class ClusterDrainer:
             return self._not_applicable()
         try:
             inventory = self._inventory(self.verify())
-        except DrainStopped as stop:
+            self._count(inventory)
+            self.report.blocking = blocking_pdbs(inventory, may_relax=True)
+        except Exception as err:  # a preview never stops the plan: it says what it could not read
+            stop = (
+                err if isinstance(err, DrainStopped) else DrainStopped(DrainFailure.API, f"unexpected: {err}")
+            )
             self.report.status, self.report.failure, self.report.message = (
                 DrainStatus.SKIPPED,
                 stop.failure,
                 str(stop),
             )
-            return self.report
-        self._count(inventory)
-        self.report.blocking = blocking_pdbs(inventory, may_relax=True)
         return self.report
 
     def _not_applicable(self) -> ClusterDrain:
@@ -277,6 +279,10 @@ class ClusterDrainer:
             return self._stopped(DrainStatus.FAILED, stop)
         except KubeError as err:
             return self._stopped(DrainStatus.FAILED, DrainStopped(failure_of(err), str(err)))
+        except Exception as err:  # an answer the drain did not expect: the destroy must still be attempted
+            log.exception("drain of %s", self.phase.name)
+            unexpected = DrainStopped(DrainFailure.API, f"unexpected answer: {type(err).__name__}: {err}")
+            return self._stopped(DrainStatus.FAILED, unexpected)
         return self.report
 
     def _drain(self, client: KubeClient, inventory: kd.Inventory) -> None:
@@ -369,6 +375,13 @@ class ClusterDrainer:
     def after_destroy(self, destroyed: bool) -> None:
         """The destroy ended: a cluster that is gone took the relaxed budgets with it; one that aborted
         while the cluster exists gets them back from their snapshots, and its nodes their scheduling."""
+        try:
+            self._after_destroy(destroyed)
+        except Exception as err:  # never in the way of the destroy's own result
+            log.exception("after the destroy of %s", self.phase.name)
+            self.report.relaxation_reason = f"putting the cluster back failed unexpectedly: {err}"
+
+    def _after_destroy(self, destroyed: bool) -> None:
         report = self.report
         if not report.relaxed and not report.cordoned:
             return
