@@ -117,4 +117,8 @@ def phase_lines(phases: list[TeardownPhase]) -> list[str]:
         reason = f" ({phase.reason})" if phase.reason else ""
         verb = "delete" if phase.status == "planned" else phase.status
         lines.append(f"  {phase.name}: {verb}{detail}{reason}")
+        if phase.drain is not None:
+            from npa_pulumi.output.results import drain_lines
+
+            lines += [f"    {line}" for line in drain_lines(phase.name, phase.drain)]
     return lines

@@ -125,12 +125,20 @@ def _destroy_from_receipt(kw: dict[str, Any], approve: Approve) -> FleetResult:
     "teardown is fully terminal.",
 )
 @click.option("--receipt-retention-days", type=click.FloatRange(min=0), default=None)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Local: also find failed scratch cleanups (a killed run's private temporary directories) and "
+    "caches of earlier layouts (stale plugin wrappers, the original npa tool's Terraform provider cache); "
+    "with --yes remove them, each only when provably npa's.",
+)
 def cleanup_command(**kw: Any) -> None:
     """Without --spec, local only: report what the npa home holds (work dirs, kubeconfigs, logs, caches,
     receipts, stale run records) and what still costs money; --yes removes the residue of stacks that no
-    longer exist. With --spec, the cloud sweep: find what the fleet created (by its labels) that no stack
-    references any more, and delete it through the same guarded phases as destroy (orphan networks
-    always, buckets, storage identities and projects only with the opt-in flags). --dry-run only reports."""
+    longer exist; --full adds failed scratch cleanups and caches of earlier layouts. With --spec, the cloud
+    sweep: find what the fleet created (by its labels) that no stack references any more, and delete it
+    through the same guarded phases as destroy (orphan networks always, buckets, storage identities and
+    projects only with the opt-in flags). --dry-run only reports."""
 
     def body() -> int:
         from npa_pulumi.sdk import operations as sdk
@@ -138,9 +146,14 @@ def cleanup_command(**kw: Any) -> None:
 
         if not kw["spec_path"]:
             return _local_cleanup(kw)
-        if kw["list_receipts"] or kw["prune_receipts"] or kw["receipt_retention_days"] is not None:
+        if (
+            kw["list_receipts"]
+            or kw["prune_receipts"]
+            or kw["full"]
+            or kw["receipt_retention_days"] is not None
+        ):
             raise UserInputError(
-                "--list-receipts, --prune-receipts and --receipt-retention-days belong to the local "
+                "--list-receipts, --prune-receipts, --receipt-retention-days and --full belong to the local "
                 "cleanup: run `npa-pulumi cleanup` without --spec"
             )
         chosen = selection(kw)
@@ -184,6 +197,7 @@ def _local_cleanup(kw: dict[str, Any]) -> int:
             backend=kw["backend"],
             remove=applied,
             prune_after_days=float(kw["receipt_retention_days"]) if prune else None,
+            full=kw["full"],
         )
     )
     if kw["output"] == "json":
@@ -198,7 +212,7 @@ def _print_local_cleanup(report: LocalCleanupReport, list_receipts: bool, applie
     echo(f"npa home {report.npa_home} (backend {report.backend})")
     for item in report.items:
         mark = "removed" if item.removed else ("residue" if item.removable else item.stack_state)
-        echo(f"  {item.kind:<11} {mark:<11} {item.path}  ({item.bytes:,} bytes) — {item.reason}")
+        echo(f"  {item.kind:<14} {mark:<11} {item.path}  ({item.bytes:,} bytes) — {item.reason}")
     sizes = ", ".join(f"{name} {size:,} bytes" for name, size in report.sizes.items())
     echo(f"  kept: {sizes} (logs, caches and teardown records are audit evidence)")
     for costing in report.still_costing:
@@ -213,7 +227,8 @@ def _print_local_cleanup(report: LocalCleanupReport, list_receipts: bool, applie
         echo(f"  {len(report.verification_unresolved)} item(s) could not be verified (not a file:// backend)")
     left = [i for i in report.items if i.removable and not i.removed]
     if left and not applied:
-        echo(f"  {len(left)} item(s) of residue: `npa-pulumi cleanup --yes` removes them")
+        full = " --full" if report.scope == "local-full" else ""
+        echo(f"  {len(left)} item(s) of residue: `npa-pulumi cleanup{full} --yes` removes them")
     for error in report.errors:
         echo(f"  error: {error}", err=True)
 

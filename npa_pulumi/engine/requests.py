@@ -258,11 +258,13 @@ class ReceiptDestroyRequest:
 @dataclass(frozen=True, kw_only=True)
 class LocalCleanupRequest:
     """`cleanup` without a spec: the npa home only. `remove`: delete the residue of stacks that no longer
-    exist; `prune_after_days`: with `remove`, also delete fully terminal receipts older than that."""
+    exist; `prune_after_days`: with `remove`, also delete fully terminal receipts older than that; `full`:
+    also failed scratch cleanups and caches of earlier layouts (engine/teardown/local_cleanup.py)."""
 
     backend: str | None = None
     remove: bool = False
     prune_after_days: float | None = None
+    full: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

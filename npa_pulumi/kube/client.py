@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from npa_pulumi.kube.kubeconfig import load
 
 JSON = dict[str, Any]
@@ -42,6 +44,11 @@ class KubeError(Exception):
         return self.status in (401, 403)
 
 
+class KubeconfigError(KubeError):
+    """The kubeconfig itself cannot be used: malformed, no such context, cluster or user, a credential
+    plugin that is not installed, certificate data that does not load. No request was sent."""
+
+
 @dataclass(frozen=True)
 class _Target:
     host: str
@@ -51,6 +58,13 @@ class _Target:
 
 
 def _ssl_context(user: JSON, cluster: JSON) -> ssl.SSLContext:
+    try:
+        return _load_ssl_context(user, cluster)
+    except (OSError, ValueError, ssl.SSLError) as err:  # binascii.Error is a ValueError
+        raise KubeconfigError(f"the kubeconfig's certificate data does not load: {err}") from None
+
+
+def _load_ssl_context(user: JSON, cluster: JSON) -> ssl.SSLContext:
     context = ssl.create_default_context()
     ca = cluster.get("certificate-authority-data")
     if ca:
@@ -74,19 +88,40 @@ def _ssl_context(user: JSON, cluster: JSON) -> ssl.SSLContext:
     return context
 
 
-def _exec_token(spec: JSON) -> str:
-    """Run an exec credential plugin and return the token of the ExecCredential it prints."""
-    command = spec.get("command", "")
-    if not shutil.which(command):
-        raise KubeError(f"the kubeconfig's credential plugin {command!r} is not installed")
-    env = None
-    if spec.get("env"):
-        import os
+# What client-go tells an exec plugin about the call (KUBERNETES_EXEC_INFO): never interactive. The plugin
+# gets no terminal either (stdin is /dev/null), so a login that would prompt or open a browser fails
+# instead of waiting for a person who is not there.
+_EXEC_INFO = json.dumps(
+    {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "spec": {"interactive": False},
+    }
+)
 
-        env = dict(os.environ, **{e["name"]: e["value"] for e in spec["env"]})
-    proc = subprocess.run(
-        [command, *spec.get("args", [])], capture_output=True, text=True, env=env, timeout=60, check=False
-    )
+
+def _exec_token(spec: JSON) -> str:
+    """Run an exec credential plugin, non-interactively, and return the token of the ExecCredential it
+    prints."""
+    import os
+
+    command = spec.get("command", "")
+    if not command or not shutil.which(command):
+        raise KubeconfigError(f"the kubeconfig's credential plugin {command!r} is not installed")
+    env = dict(os.environ, KUBERNETES_EXEC_INFO=_EXEC_INFO)
+    env.update({e["name"]: e["value"] for e in spec.get("env") or []})
+    try:
+        proc = subprocess.run(
+            [command, *spec.get("args", [])],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise KubeError(f"the credential plugin {command!r} did not answer in 60s", 401) from None
     if proc.returncode != 0:
         raise KubeError(f"the credential plugin {command!r} failed (exit {proc.returncode})", 401)
     try:
@@ -104,7 +139,7 @@ class KubeClient:
     ):
         parsed = urllib.parse.urlsplit(server)
         if parsed.scheme != "https" or not parsed.hostname:
-            raise KubeError(f"unsupported API server address {server!r} (https://HOST[:PORT] expected)")
+            raise KubeconfigError(f"unsupported API server address {server!r} (https://HOST[:PORT] expected)")
         self.server = server
         self._target = _Target(parsed.hostname, parsed.port or 443, context, token)
         self.timeout_s = timeout_s
@@ -113,14 +148,23 @@ class KubeClient:
     def from_kubeconfig(
         cls, text: str, context_name: str | None = None, timeout_s: float = 10.0
     ) -> KubeClient:
-        config = load(text)
-        name = context_name or config.get("current-context")
-        contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
-        if name not in contexts:
-            raise KubeError(f"the kubeconfig has no context {name!r}")
-        context = contexts[name]
-        cluster = {c["name"]: c["cluster"] for c in config.get("clusters") or []}[context["cluster"]]
-        user = {u["name"]: u["user"] for u in config.get("users") or []}.get(context.get("user", ""), {})
+        try:
+            config = load(text)
+            name = context_name or config.get("current-context")
+            contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
+            if name not in contexts:
+                raise KubeconfigError(f"the kubeconfig has no context {name!r}")
+            context = contexts[name]
+            clusters = {c["name"]: c["cluster"] for c in config.get("clusters") or []}
+            if context.get("cluster") not in clusters:
+                raise KubeconfigError(f"the kubeconfig's context {name!r} names no cluster it holds")
+            cluster = clusters[context["cluster"]]
+            users = {u["name"]: u["user"] for u in config.get("users") or []}
+            user = users.get(context.get("user", ""), {})
+        except KubeconfigError:
+            raise
+        except (yaml.YAMLError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise KubeconfigError(f"the kubeconfig is malformed ({type(err).__name__})") from None
         token = user.get("token")
         if user.get("exec"):
             token = _exec_token(user["exec"])
@@ -187,12 +231,43 @@ class KubeClient:
         query = urllib.parse.urlencode({"fieldManager": field_manager, "force": "true"})
         return self.request("PATCH", f"{path}?{query}", obj, "application/apply-patch+yaml")
 
-    def delete(self, path: str) -> bool:
-        """Delete; False when it was already gone."""
+    def delete(self, path: str, preconditions: dict[str, str] | None = None, grace_s: int | None = 0) -> bool:
+        """Delete; False when it was already gone. `preconditions` ({"uid": ..., "resourceVersion": ...})
+        make it delete exactly that object (409 Conflict otherwise); `grace_s` None keeps the object's own
+        grace period."""
+        options: JSON = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace_s is not None:
+            options["gracePeriodSeconds"] = grace_s
+        if preconditions:
+            options["preconditions"] = preconditions
         try:
-            self.request(
-                "DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
-            )
+            self.request("DELETE", path, options)
+        except KubeError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+    def create(self, collection: str, obj: JSON) -> JSON:
+        """POST `obj` to its collection's URL (409 AlreadyExists when its name is taken)."""
+        return self.request("POST", collection, obj)
+
+    def merge_patch(self, path: str, patch: JSON) -> JSON:
+        return self.request("PATCH", path, patch, "application/merge-patch+json")
+
+    def evict(self, namespace: str, name: str, uid: str = "") -> bool:
+        """Ask the API server to evict one pod (the `policy/v1` Eviction subresource): it refuses with 429
+        while a PodDisruptionBudget allows no disruption, and deletes the pod with its own grace period
+        otherwise. `uid`: only that pod, not a later one of the same name. False when it was already gone."""
+        body: JSON = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+        try:
+            self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body)
         except KubeError as err:
             if err.status == 404:
                 return False
@@ -226,4 +301,5 @@ _PLURALS = {
     "RayCluster": "rayclusters",
     "ClusterPolicy": "clusterpolicies",
     "RuntimeClass": "runtimeclasses",
+    "PodDisruptionBudget": "poddisruptionbudgets",
 }

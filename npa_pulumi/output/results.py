@@ -171,6 +171,110 @@ class PhaseOutcome(StrEnum):
 UNFINISHED_OUTCOMES = frozenset({PhaseOutcome.REFUSED, PhaseOutcome.BLOCKED, PhaseOutcome.FAILED})
 
 
+class DrainFailure(StrEnum):
+    """Why a cluster's drain could not run (or stopped): each asks for a different fix. The cluster's
+    destroy is attempted whatever the drain's failure."""
+
+    KUBECONFIG = "kubeconfig"  # no saved kubeconfig, or one that cannot be used (malformed, plugin missing)
+    AUTHENTICATION = "authentication"  # the API server did not accept the credentials (401, plugin failed)
+    RBAC = "rbac"  # authenticated, but not allowed (403)
+    API = "api"  # the API server unreachable, timing out or failing (5xx, an unexpected answer)
+    IDENTITY = "identity"  # the saved kubeconfig is not provably this cluster's: nothing in it was touched
+
+
+class DrainStatus(StrEnum):
+    PREVIEWED = "previewed"  # dry run (and the plan a destroy confirms): read only
+    DRAINED = "drained"  # every evictable pod evicted and gone
+    INCOMPLETE = "incomplete"  # some pods stayed (a PodDisruptionBudget refused, or they did not go in time)
+    SKIPPED = "skipped"  # not run: `failure` says why (the destroy goes on)
+    FAILED = "failed"  # stopped part-way: `failure` says why (the destroy goes on)
+    NOT_APPLICABLE = "not-applicable"  # no Kubernetes API to drain (a local cloud that runs none)
+
+
+class PdbRelaxation(StrEnum):
+    NOT_NEEDED = "not-needed"  # no system PodDisruptionBudget blocked an eviction
+    RELAXED = "relaxed"  # removed for the destroy (snapshots kept); restored if the destroy aborts
+    GONE_WITH_CLUSTER = "gone-with-cluster"  # relaxed, and the cluster was deleted with them
+    RESTORED = "restored"  # the destroy aborted while the cluster existed: put back from the snapshots
+    RESTORE_FAILED = "restore-failed"  # ... and putting one back failed (`reason`; the snapshot stays here)
+
+
+class BlockingPdb(BaseModel):
+    """A PodDisruptionBudget that would stop (or stopped) the drain: more of its pods sit on nodes that go
+    than it allows to be disrupted, and no node that stays can take a replacement."""
+
+    namespace: str
+    name: str
+    system: bool  # one of the four kube-system PDBs of the managed cluster's own workloads
+    disruptions_allowed: int
+    pods: list[str] = Field(default_factory=list)  # namespace/name (node) of the pods it protects there
+    relaxable: bool = False  # a system PDB this destroy may remove for the drain (and restore on abort)
+    why: str = ""
+
+
+class PdbSnapshot(BaseModel):
+    """A removed system PodDisruptionBudget, exactly enough to put it back: labels, annotations, spec."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    spec: dict[str, Any] = Field(default_factory=dict)
+    restored: bool = False
+
+
+class ClusterDrain(BaseModel):
+    """A cluster phase's drain (engine/teardown/drain.py): the eviction preview of a dry run, or what a
+    destroy evicted, what refused, and the system PodDisruptionBudgets it relaxed and restored. Names and
+    counts, never a credential."""
+
+    status: DrainStatus
+    context: str = ""
+    failure: DrainFailure | None = None
+    message: str | None = None
+    nodes: int = 0
+    evictable_pods: int = 0
+    blocking: list[BlockingPdb] = Field(default_factory=list)
+    cordoned: list[str] = Field(default_factory=list)
+    uncordoned: list[str] = Field(default_factory=list)
+    evicted: list[str] = Field(default_factory=list)
+    refused: list[str] = Field(default_factory=list)  # "namespace/pod: why" (the PDB, or the API's answer)
+    relaxation: PdbRelaxation = PdbRelaxation.NOT_NEEDED
+    relaxation_reason: str | None = None
+    relaxed: list[PdbSnapshot] = Field(default_factory=list)
+
+
+def drain_lines(name: str, drain: ClusterDrain) -> list[str]:
+    """A cluster phase's drain in a few lines of text (the teardown table's and the confirmation's)."""
+    head = f"drain of {name}"
+    if drain.context:
+        head += f" (context {drain.context})"
+    state = drain.status.value + (f" ({drain.failure.value})" if drain.failure else "")
+    if drain.status in (DrainStatus.SKIPPED, DrainStatus.FAILED, DrainStatus.NOT_APPLICABLE):
+        lines = [f"{head}: {state}: {drain.message or ''}".rstrip(": ")]
+    elif drain.status == DrainStatus.PREVIEWED:
+        lines = [f"{head}: {state}: {drain.nodes} node(s), {drain.evictable_pods} pod(s) to evict"]
+    else:
+        lines = [
+            f"{head}: {state}: {len(drain.evicted)} pod(s) evicted, {len(drain.cordoned)} node(s) cordoned"
+        ]
+    verb = "would block" if drain.status == DrainStatus.PREVIEWED else "blocked"
+    for pdb in drain.blocking:
+        kind = "system, relaxable" if pdb.relaxable else ("system" if pdb.system else "user, never relaxed")
+        pods = ", ".join(pdb.pods)
+        lines.append(
+            f"  {verb}: PodDisruptionBudget {pdb.namespace}/{pdb.name} [{kind}] allows "
+            f"{pdb.disruptions_allowed} disruption(s); pods no other node can take: {pods}"
+        )
+    lines += [f"  stayed: {refusal}" for refusal in drain.refused]
+    if drain.relaxed or drain.relaxation != PdbRelaxation.NOT_NEEDED:
+        names = ", ".join(f"{s.namespace}/{s.name}" for s in drain.relaxed) or "none"
+        why = f": {drain.relaxation_reason}" if drain.relaxation_reason else ""
+        lines.append(f"  system PodDisruptionBudgets {drain.relaxation.value} ({names}){why}")
+    return lines
+
+
 class TeardownPhase(BaseModel):
     """One phase of a teardown (engine/teardown/run.py): what it deletes or retains, and how it ended.
     Ids and reasons only, never a secret: phases go into receipts as they are."""
@@ -184,13 +288,17 @@ class TeardownPhase(BaseModel):
     reason: str | None = None
     blocked_by: list[str] = Field(default_factory=list)
     retry_command: str | None = None
+    drain: ClusterDrain | None = None  # a cluster phase: its drain (or, planned, its eviction preview)
 
     @property
     def name(self) -> str:
         return f"{self.phase}:{self.stack}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, **self.model_dump()}
+        document = {"name": self.name, **self.model_dump(mode="json")}
+        if document.get("drain") is None:
+            document.pop("drain", None)
+        return document
 
 
 # Phases whose failure no stack result carries (cluster and network phases are stack destroys).

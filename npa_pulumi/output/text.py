@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from npa_pulumi.output.results import FleetResult
+from npa_pulumi.output.results import FleetResult, drain_lines
 from npa_pulumi.output.streams import stdout_console
 
 _STYLE = {
@@ -152,6 +152,9 @@ def print_teardown_phases(result: FleetResult, console: Console) -> None:
             escape(reason),
         )
     console.print(table)
+    for phase in result.phases:
+        for line in drain_lines(phase.name, phase.drain) if phase.drain else []:
+            console.print(line, soft_wrap=True, markup=False)
     for phase in result.phases:
         if phase.retry_command:
             console.print(f"  retry {phase.name}: {phase.retry_command}", soft_wrap=True, markup=False)

@@ -88,11 +88,12 @@ def _guarded(
 def local_cleanup(request: LocalCleanupRequest = LocalCleanupRequest()) -> LocalCleanupReport:
     """`npa-pulumi cleanup` without a spec: what the npa home holds (work dirs, kubeconfigs, logs, caches,
     receipts, stale run records) and what still costs money; with `remove`, the residue of stacks that no
-    longer exist is deleted (and, with `prune_after_days`, old fully terminal receipts). No cloud calls."""
+    longer exist is deleted (and, with `prune_after_days`, old fully terminal receipts). `full` adds failed
+    scratch cleanups and caches of earlier layouts, removed with `remove` too. No cloud calls."""
     from npa_pulumi.engine.automation import resolve_backend_url
     from npa_pulumi.engine.teardown import local_cleanup as home
 
-    report = home.survey(resolve_backend_url(request.backend))
+    report = home.survey(resolve_backend_url(request.backend), full=request.full)
     prune = request.prune_after_days is not None
     if request.remove and (prune or any(i.removable for i in report.items)):
         home.remove_residue(report)

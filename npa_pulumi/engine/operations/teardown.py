@@ -8,6 +8,7 @@ needed to delete a fleet.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -60,14 +61,19 @@ def destroy(
 
     spec_path = str(Path(context.spec_path).resolve()) if context.spec_path else None
 
+    lock = threading.Lock()  # cluster phases checkpoint side by side (engine/teardown/drain.py)
+
     def record(outcome: str) -> None:
         again = resume_command(path.stem, result.phases, spec_path) if outcome == "partial-cleanup" else None
-        document = fleet_receipt(
-            context, "destroy", options, result.phases, started, outcome, path, result.resumes, again
-        )
-        write_receipt(context.spec.name, document, path)
+        with lock:
+            document = fleet_receipt(
+                context, "destroy", options, result.phases, started, outcome, path, result.resumes, again
+            )
+            write_receipt(context.spec.name, document, path)
 
     record("running")  # before anything is deleted: a killed run still leaves its record
+    # A drain's snapshot of a PodDisruptionBudget it is about to remove is in the receipt first.
+    run.checkpoint = lambda: record("running")
     try:
         run.run(result, result.phases)
     finally:

@@ -4,7 +4,10 @@ Per project of the selection the phases run in this order:
 
     cluster (one per cluster stack) -> network (the project stack) -> bucket -> storage-identity -> project
 
-* cluster: the cluster stack is destroyed (what it will delete is read from its outputs);
+* cluster: the cluster is drained (drain.py: eviction through the API; the four kube-system
+  PodDisruptionBudgets of the cluster's own workloads relaxed only for a confirmed destroy of a verified
+  cluster, snapshotted in the receipt and restored if the destroy aborts; a user's budget never), then the
+  cluster stack is destroyed whatever the drain's outcome (what it will delete is read from its outputs);
 * network: the project stack is destroyed once none of the project's cluster stacks remain; an owned
   network/subnet goes with it, a reused subnet is only read and stays;
 * bucket, storage-identity, project: retained unless asked for (`--delete-buckets`,
@@ -29,7 +32,9 @@ hold ids and flags only, never a secret (the access key's secret, a token, a cap
 
 Modules: `model.py` (options, evidence, the receipt version and phase groups), `records.py` (a project's
 teardown record), `receipts.py` (the one receipt writer, for destroy, resume and the cloud sweep),
-`phases.py` (the ownership-gated bucket, identity and project phases), `run.py` (a destroy's phases,
+`phases.py` (the ownership-gated bucket, identity and project phases), `drain.py` (a cluster phase's
+drain and its dry-run preview), `run.py` (a destroy's phases,
 planned then run), `resume.py` (`destroy --receipt`), `cleanup.py` (the cloud sweep), `local_cleanup.py`
-(`cleanup` without a spec: the npa home only).
+(`cleanup` without a spec: the npa home only, and with `--full` a killed run's scratch and caches of
+earlier layouts).
 """

@@ -14,6 +14,24 @@ that no longer exist, and the receipts.
 * **Receipts**: listed with their outcome; `--prune-receipts --receipt-retention-days N` deletes only
   receipts older than N days whose teardown is fully terminal (it ended `ok`, or a chain of resumes that
   continued it did).
+* **`--full`** also looks for what a killed run could not clean up and what earlier layouts left behind,
+  and (with `--yes`) removes it, each only where it is provably npa's:
+  - *failed scratch cleanups* (`failed-scratch`): the private temporary directories npa-pulumi makes and
+    removes itself, left behind when a run was killed: a preview's Terraform scratch (`npa-plan-*`: the
+    recipe, `.terraform` providers and a copy of the stack's Terraform state), a client certificate's
+    key files (`npa-kube-*`), merged policy configs (`npa-policy-config-*`) and engine trace files
+    (`npa-engine-trace-*`). Proof: the exact name `tempfile.mkdtemp` gives that prefix, a real
+    directory (no link) of this user with mode 0700, holding only what that code writes there; and it must
+    be idle (nothing in it changed for an hour, no process of this user works in it or uses it as its
+    temporary directory).
+  - *caches of earlier layouts* (`earlier-layout`): plugin-host and plugin-guard wrappers under
+    `<npa home>/bin/` written for an interpreter or a plugin binary that no longer exists (an earlier
+    install), exactly as npa-pulumi writes them; and the original `npa fleet` tool's shared Terraform
+    provider cache, `<NPA_CONFIG_DIR or ~/.npa>/fleet/<fleet>/.tf-plugin-cache`, when it holds nothing
+    but provider packages in Terraform's plugin-cache layout (never a state, a lock file or an install
+    directory: those are the original's and stay).
+  Each is checked again right before it is removed. Credentials, the state passphrase, state and
+  receipts are never in scope.
 
 Nothing here talks to a cloud or starts the engine.
 """
@@ -21,7 +39,12 @@ Nothing here talks to a cloud or starts the engine.
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import shutil
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -48,7 +71,7 @@ DAY_S = 86_400.0
 class HomeItem:
     """One thing in the npa home that belongs to a stack (or a run)."""
 
-    kind: str  # work-dir | kubeconfig | npa-registration | run-record
+    kind: str  # work-dir | kubeconfig | npa-registration | run-record | failed-scratch | earlier-layout
     path: str
     stack: str | None
     stack_state: str  # exists | gone | unverified | not-applicable
@@ -267,12 +290,16 @@ def _still_costing(stacks: _Stacks) -> list[dict[str, str]]:
     return costing
 
 
-def survey(backend_url: str, now: float | None = None) -> LocalCleanupReport:
+def survey(backend_url: str, now: float | None = None, full: bool = False) -> LocalCleanupReport:
+    """What the npa home holds; `full`: also failed scratch cleanups and caches of earlier layouts."""
     home = npa_home()
     stacks = _Stacks(backend_url)
     now = time.time() if now is None else now
     report = LocalCleanupReport(npa_home=str(home), backend=backend_label(backend_url))
+    report.scope = "local-full" if full else "local"
     report.items = [*_work_dirs(home, stacks), *_kubeconfigs(home, stacks), *_run_records(backend_url)]
+    if full:
+        report.items += [*failed_scratch(now), *earlier_layouts(home)]
     report.receipts = _receipts(home, now)
     report.still_costing = _still_costing(stacks)
     for name in ("logs", "cache", "teardown"):
@@ -282,11 +309,17 @@ def survey(backend_url: str, now: float | None = None) -> LocalCleanupReport:
 
 
 def remove_residue(report: LocalCleanupReport) -> None:
-    """Delete the removable items (stacks verified gone, dead runs' records); nothing else."""
+    """Delete the removable items (stacks verified gone, dead runs' records, and with `--full` the scratch
+    and earlier-layout caches, each proved again right before); nothing else."""
     for item in report.items:
         if not item.removable:
             continue
         path = Path(item.path)
+        problem = _PROVERS[item.kind](path) if item.kind in _PROVERS else None
+        if problem is not None:
+            item.removable = False
+            item.reason = f"kept: {problem}"
+            continue
         try:
             if path.is_dir():
                 shutil.rmtree(path)
@@ -311,3 +344,265 @@ def prune_receipts(report: LocalCleanupReport, retention_days: float) -> None:
             continue
         receipt.pruned = True
         report.pruned.append(receipt.id)
+
+
+# --------------------------------------------------------------------------------- cleanup --full
+
+SCRATCH_IDLE_S = 3600.0  # a scratch dir changed within the last hour may belong to a run still going
+# tempfile.mkdtemp's names: the prefix, then 8 characters of its alphabet.
+_SCRATCH = re.compile(r"^npa-(plan|kube|policy-config|engine-trace)-[a-z0-9_]{8}$")
+# What each kind of scratch holds at its top level (exactly what the code that makes it writes there).
+_SCRATCH_CONTENT: dict[str, re.Pattern[str]] = {
+    "plan": re.compile(r"^(work|preview\.tfplan)$"),  # components/terraform_module.py plan_preview
+    "kube": re.compile(r"^tls\.(crt|key)$"),  # kube/client.py, a client certificate's chain
+    "policy-config": re.compile(r"^(builtin|others)\.json$"),  # engine/automation/stack_operations.py
+    "engine-trace": re.compile(r"^\d{4}-[^/]+\.jsonl$"),  # runtime/tracing.py
+}
+_WHAT_SCRATCH = {
+    "plan": "a preview's Terraform scratch (recipe, providers, a copy of the Terraform state)",
+    "kube": "a Kubernetes client certificate's key files",
+    "policy-config": "merged CrossGuard policy configs",
+    "engine-trace": "the engine's unscrubbed trace files",
+}
+
+
+def _newest_mtime(path: Path) -> float:
+    newest = path.lstat().st_mtime
+    for child in path.rglob("*"):
+        try:
+            newest = max(newest, child.lstat().st_mtime)
+        except OSError:
+            continue
+    return newest
+
+
+def _used_by_a_process(path: Path) -> bool | None:
+    """Whether a process of this user works inside `path`, holds a file in it, or uses it as its
+    temporary directory; None where that cannot be known (no /proc)."""
+    proc = Path("/proc")
+    if not (proc / "self").is_dir():
+        return None
+    inside = str(path)
+    uid = os.getuid()
+
+    def within(target: str) -> bool:
+        return target == inside or target.startswith(inside + "/")
+
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            if within(os.readlink(entry / "cwd")):
+                return True
+            if any(within(os.readlink(fd)) for fd in (entry / "fd").iterdir()):
+                return True
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            if f"TMPDIR={inside}".encode() in environ:
+                return True
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return False
+
+
+def _private_dir_of_mine(path: Path) -> str | None:
+    """None when `path` is a real directory (not a link) of this user with mode 0700; else why not."""
+    try:
+        info = path.lstat()
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "not a plain directory"
+    if info.st_uid != os.getuid():
+        return "another user's"
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        return f"mode {stat.S_IMODE(info.st_mode):o}, not the 0700 npa-pulumi makes"
+    return None
+
+
+def prove_scratch(path: Path, now: float | None = None) -> str | None:
+    """None when `path` is provably a failed scratch cleanup of npa-pulumi, idle; else why it is not."""
+    match = _SCRATCH.match(path.name)
+    if match is None:
+        return "not a name npa-pulumi's scratch has"
+    problem = _private_dir_of_mine(path)
+    if problem:
+        return problem
+    kind = match.group(1)
+    try:
+        entries = list(path.iterdir())
+        if any(not _SCRATCH_CONTENT[kind].match(e.name) or e.is_symlink() for e in entries):
+            return "holds something npa-pulumi does not write there"
+        if kind == "plan" and any(e.name == "work" and not e.is_dir() for e in entries):
+            return "holds something npa-pulumi does not write there"
+        idle_since = _newest_mtime(path)
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if (time.time() if now is None else now) - idle_since < SCRATCH_IDLE_S:
+        return "changed within the last hour: a run may still use it"
+    used = _used_by_a_process(path)
+    if used is None:
+        return "whether a process uses it cannot be checked here (no /proc)"
+    if used:
+        return "a running process uses it"
+    return None
+
+
+def failed_scratch(now: float) -> list[HomeItem]:
+    """npa-pulumi's private temporary directories a killed run left in the temporary directory."""
+    root = Path(tempfile.gettempdir())
+    items = []
+    for path in sorted(root.glob("npa-*")) if root.is_dir() else []:
+        match = _SCRATCH.match(path.name)
+        if match is None:
+            continue
+        problem = prove_scratch(path, now)
+        what = _WHAT_SCRATCH[match.group(1)]
+        reason = (
+            f"{what}, left by a run that did not finish" if problem is None else f"{what}? kept: {problem}"
+        )
+        try:
+            size = _size(path)
+        except OSError:
+            size = 0
+        items.append(
+            HomeItem("failed-scratch", str(path), None, "not-applicable", size, problem is None, reason)
+        )
+    return items
+
+
+def _wrapper_target(path: Path) -> list[str] | None:
+    """What a `<npa home>/bin/` wrapper runs, exactly as engine/automation/workspace.py writes it: the
+    interpreter (and for a guard, the plugin binary); None when the file is not such a wrapper."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.splitlines()
+    if not lines or lines[0] != "#!/bin/sh" or not text.endswith("\n"):
+        return None
+    try:
+        last = shlex.split(lines[-1])
+    except ValueError:
+        return None
+    if path.name.startswith("plugin-python-"):
+        # ... exec PYTHON -u -m npa_pulumi.runtime.plugin_host "$@"
+        if last[:1] == ["exec"] and last[2:] == ["-u", "-m", "npa_pulumi.runtime.plugin_host", "$@"]:
+            return [last[1]]
+        return None
+    # guarded-KEY/NAME: exec PYTHON -m npa_pulumi.runtime.plugin_guard REAL "$@"
+    guard = ["-m", "npa_pulumi.runtime.plugin_guard"]
+    shaped = len(lines) == 2 and len(last) == 6 and last[0] == "exec" and last[2:4] == guard
+    if shaped and last[5] == "$@" and Path(last[4]).name == path.name:
+        return [last[1], last[4]]
+    return None
+
+
+_WRAPPER_KEY = re.compile(r"^(plugin-python|guarded)-[0-9a-f]{12}$")
+
+
+def prove_stale_wrapper(path: Path) -> str | None:
+    """None when `path` is a wrapper npa-pulumi wrote for an interpreter or plugin that no longer exists."""
+    if _WRAPPER_KEY.match(path.name) is None:
+        return "not a name npa-pulumi's wrappers have"
+    if path.is_symlink():
+        return "a link"
+    files = [path] if path.name.startswith("plugin-python-") else []
+    if path.name.startswith("guarded-"):
+        problem = _plain_dir(path)
+        if problem:
+            return problem
+        files = list(path.iterdir())
+        if len(files) != 1:
+            return "holds something npa-pulumi does not write there"
+    elif not path.is_file():
+        return "not a plain file"
+    runs = _wrapper_target(files[0])
+    if runs is None:
+        return "not a wrapper as npa-pulumi writes it"
+    if all(Path(target).exists() for target in runs):
+        return "what it runs still exists: in use by this or another install"
+    return None
+
+
+def _plain_dir(path: Path) -> str | None:
+    try:
+        info = path.lstat()
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return "not a plain directory of this user"
+    return None
+
+
+# Terraform's plugin-cache layout: HOST/NAMESPACE/TYPE/VERSION/OS_ARCH/terraform-provider-TYPE* (unpacked)
+# or HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip (packed).
+_UNPACKED = re.compile(
+    r"^[a-z0-9.-]+\.[a-z]+/[^/]+/([^/]+)/[^/]+/[a-z0-9]+_[a-z0-9]+/terraform-provider-([^/]+)$"
+)
+_PACKED = re.compile(r"^[a-z0-9.-]+\.[a-z]+/[^/]+/([^/]+)/terraform-provider-([^/]+)\.zip$")
+
+
+def prove_plugin_cache(path: Path) -> str | None:
+    """None when `path` holds nothing but Terraform provider packages in the plugin-cache layout."""
+    if path.name != ".tf-plugin-cache":
+        return "not the original's plugin cache"
+    problem = _plain_dir(path)
+    if problem:
+        return problem
+    found = 0
+    for child in path.rglob("*"):
+        relative = child.relative_to(path).as_posix()
+        if child.is_symlink():
+            return f"holds a link ({relative})"
+        if child.is_dir():
+            continue
+        match = _UNPACKED.match(relative) or _PACKED.match(relative)
+        if match is None or not match.group(2).startswith(match.group(1)):
+            return f"holds {relative}, which is no provider package"
+        found += 1
+    return None if found else "holds no provider package"
+
+
+def earlier_layouts(home: Path) -> list[HomeItem]:
+    """Wrappers of earlier installs under `<npa home>/bin/`, and the original tool's Terraform plugin
+    caches."""
+    from npa_pulumi.engine.user_defaults import original_config_dir
+
+    items = []
+    bin_dir = home / "bin"
+    for path in sorted(bin_dir.iterdir()) if bin_dir.is_dir() else []:
+        if _WRAPPER_KEY.match(path.name) is None:
+            continue
+        problem = prove_stale_wrapper(path)
+        reason = (
+            "a plugin wrapper of an earlier install (what it runs is gone)"
+            if problem is None
+            else f"a plugin wrapper; kept: {problem}"
+        )
+        items.append(
+            HomeItem(
+                "earlier-layout", str(path), None, "not-applicable", _size(path), problem is None, reason
+            )
+        )
+    for path in sorted((original_config_dir() / "fleet").glob("*/.tf-plugin-cache")):
+        problem = prove_plugin_cache(path)
+        reason = (
+            "the original npa fleet tool's shared Terraform provider cache (re-downloaded when needed)"
+            if problem is None
+            else f"the original npa fleet tool's provider cache; kept: {problem}"
+        )
+        items.append(
+            HomeItem(
+                "earlier-layout", str(path), None, "not-applicable", _size(path), problem is None, reason
+            )
+        )
+    return items
+
+
+def _prove_earlier(path: Path) -> str | None:
+    return prove_plugin_cache(path) if path.name == ".tf-plugin-cache" else prove_stale_wrapper(path)
+
+
+_PROVERS = {"failed-scratch": prove_scratch, "earlier-layout": _prove_earlier}

@@ -135,3 +135,28 @@ def resume_command(receipt_id: str, phases: list[TeardownPhase], spec_path: str 
     stacks_left = any(p.phase in STACK_PHASES and p.status in UNFINISHED for p in phases)
     spec = f" --spec {shlex.quote(spec_path)}" if stacks_left and spec_path else ""
     return f"npa-pulumi destroy --receipt {receipt_id}{spec} --yes"
+
+
+def unrestored_relaxation(fleet: str, stack: str, cluster_id: str) -> tuple[str, list[dict[str, Any]]] | None:
+    """The system PodDisruptionBudgets an earlier destroy of this cluster removed and never saw restored or
+    gone (a run killed between the two): the newest receipt whose drain of the cluster ran says so, with
+    the snapshots to put them back from. None when the last drain of it finished its business."""
+    for path in sorted(receipts_dir(fleet).glob("*.json"), reverse=True):
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        for phase in document.get("phases") or [] if isinstance(document, dict) else []:
+            drain = phase.get("drain") if isinstance(phase, dict) else None
+            if phase.get("phase") != "cluster" or phase.get("stack") != stack or not isinstance(drain, dict):
+                continue
+            if (
+                drain.get("status") == "previewed"
+                or (phase.get("deletes") or {}).get("cluster_id") != cluster_id
+            ):
+                continue
+            if drain.get("relaxation") != "relaxed":
+                return None
+            pending = [s for s in drain.get("relaxed") or [] if isinstance(s, dict) and not s.get("restored")]
+            return (path.stem, pending) if pending else None
+    return None

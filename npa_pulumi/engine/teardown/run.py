@@ -9,13 +9,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.automation import StackCommand, StackOp, stack_names
-from npa_pulumi.engine.graph import Visit, WalkKind
+from npa_pulumi.engine.graph import Visit, WalkKind, parallel
 from npa_pulumi.engine.requests import fails_fast
 from npa_pulumi.engine.scheduler import Scheduler
+from npa_pulumi.engine.teardown.drain import ClusterDrainer, DrainSettings
 from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
 from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
+from npa_pulumi.engine.teardown.receipts import unrestored_relaxation
 from npa_pulumi.engine.teardown.records import read_record, settle_record, write_record
-from npa_pulumi.output.results import PhaseOutcome, StackStatus, TeardownPhase
+from npa_pulumi.output.results import PdbSnapshot, PhaseOutcome, StackStatus, TeardownPhase
 from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 if TYPE_CHECKING:
@@ -41,6 +43,11 @@ class Teardown:
         self.shared: set[str] = set()  # project stacks whose other (unselected) cluster stacks remain
         self.planned_phases: list[TeardownPhase] | None = None
         self._lock = threading.Lock()  # cluster destroys finish side by side; their phases settle in turn
+        self.cluster_outputs: dict[str, dict[str, Any]] = {}  # cluster stack -> its outputs, as planned
+        self.drain_settings = DrainSettings()
+        # Makes the phases durable (the receipt, written by operations/teardown.py) while the run goes on:
+        # a drain calls it before it removes a PodDisruptionBudget, so the snapshot outlives a killed run.
+        self.checkpoint: Callable[[], None] = lambda: None
         self.guarded = GuardedPhases(
             fleet.cloud,
             fleet.spec.name,
@@ -96,6 +103,10 @@ class Teardown:
                     phase.deletes["kuberay_objects"] = list(outputs.kuberay_objects)
                     phase.retains = {"ray_application_outputs": "the user's own buckets and filesystems"}
             phases.append(phase)
+            recorded = cluster_outputs.get(cluster.stack)
+            if recorded is not None:
+                self.cluster_outputs[cluster.stack] = recorded
+        self._preview_drains([p for p in phases if p.status == "planned"])
         # The clusters this run deletes are not "something else in the project".
         self.guarded.doomed_clusters = {
             str(p.deletes.get("cluster_id"))
@@ -117,6 +128,27 @@ class Teardown:
                         item, "--stage clusters keeps the project stacks (`destroy --stage projects` next)"
                     )
         return phases
+
+    def _drainer(self, phase: TeardownPhase, running: bool = False) -> ClusterDrainer:
+        outputs = self.cluster_outputs.get(phase.stack)
+        drainer = ClusterDrainer(self.fleet, phase, outputs, self.checkpoint, self.drain_settings)
+        if running:
+            cluster_id = str(phase.deletes.get("cluster_id") or "")
+            earlier = unrestored_relaxation(self.name, phase.stack, cluster_id) if cluster_id else None
+            if earlier is not None:
+                receipt, snapshots = earlier
+                drainer.inherited = (receipt, [PdbSnapshot.model_validate(s) for s in snapshots])
+        return drainer
+
+    def _preview_drains(self, phases: list[TeardownPhase]) -> None:
+        """Each cluster's eviction preview (engine/teardown/drain.py), side by side: reads only."""
+
+        def preview(phase: TeardownPhase) -> None:
+            phase.drain = self._drainer(phase).preview()
+
+        if not phases:
+            return
+        parallel(phases, preview, self.fleet.request.concurrency)
 
     def _plan_project(
         self, project: ProjectPlan, outputs: dict[str, Any] | None, others: list[str]
@@ -218,6 +250,7 @@ class Teardown:
         )
         for project in graph.all_projects:
             result.stacks.extend(project_results.get(project.stack, []))
+        result.warnings.extend(drain_warnings(phases))
         if fleet.share.keeps_project_stacks:
             self._keep_project_stacks(result, phases)
 
@@ -242,7 +275,19 @@ class Teardown:
         )
 
     def _destroy_cluster(self, op: StackOp, phase: TeardownPhase) -> StackResult:
-        return self._after_cluster(op, self.fleet.executor.run(op, StackCommand.DESTROY), phase)
+        """Drain the cluster (engine/teardown/drain.py), destroy its stack whatever the drain's outcome,
+        and put relaxed budgets back when the destroy aborts while the cluster exists."""
+        drainer = self._drainer(phase, running=True) if phase.status == "planned" else None
+        if drainer is not None:
+            drainer.drain()
+        destroyed = False
+        try:
+            item = self.fleet.executor.run(op, StackCommand.DESTROY)
+            destroyed = item.status in ("destroyed", "absent")
+        finally:
+            if drainer is not None:
+                drainer.after_destroy(destroyed)
+        return self._after_cluster(op, item, phase)
 
     def _after_cluster(
         self, op: StackOp, item: StackResult, phase: TeardownPhase | None = None
@@ -349,6 +394,23 @@ class Teardown:
             item.status = StackStatus.DESTROY_INCOMPLETE
             item.retry_command = self.retry_command(project.project_key, None)
         return item
+
+
+def drain_warnings(phases: list[TeardownPhase]) -> list[str]:
+    """What a destroy's drains left to say: a failure by its kind, pods that stayed, budgets restored or
+    not. (A drain that went through, or had nothing to drain, says nothing here.)"""
+    found = []
+    for phase in phases:
+        drain = phase.drain
+        if drain is None or drain.status in ("drained", "not-applicable", "previewed"):
+            continue
+        if drain.failure is not None:
+            found.append(f"{phase.name}: drain {drain.status} ({drain.failure}): {drain.message}")
+        elif drain.refused:
+            found.append(f"{phase.name}: drain incomplete: {'; '.join(drain.refused)}")
+        if drain.relaxation == "restore-failed":
+            found.append(f"{phase.name}: system PodDisruptionBudgets not restored: {drain.relaxation_reason}")
+    return found
 
 
 def _out_of_scope(item: TeardownPhase, why: str) -> None:

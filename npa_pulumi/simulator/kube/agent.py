@@ -26,7 +26,7 @@ from typing import Any
 
 from npa_pulumi.kube.gpu_operator import OPERATOR_NAMESPACE
 from npa_pulumi.runtime.locks import FileLock
-from npa_pulumi.simulator.kube import binaries, controlplane, device_plugin, kuberay, shapes, slurm
+from npa_pulumi.simulator.kube import binaries, controlplane, device_plugin, kuberay, shapes, slurm, system
 from npa_pulumi.simulator.kube.fabric import FabricModel
 from npa_pulumi.simulator.kube.gpus import GpuModel
 from npa_pulumi.simulator.kube.storage import StorageModel
@@ -138,6 +138,10 @@ class Agent:
         from npa_pulumi.kube.client import KubeError
 
         force = time.monotonic() - self.last_full_sync > RESYNC_S
+        try:  # once per cluster (its marker): a budget a teardown removed is never re-applied
+            system.install_once(client, self.home, log)
+        except KubeError as err:
+            log(f"system workloads: {err}")
         nodes = slurm.with_faults(cluster, shapes.desired_nodes(cluster, groups))
         nodes = device_plugin.with_stale_resources(client, cluster, nodes)
         faulted = [n for n, f in (cluster.get("node_faults") or {}).items() if f.get("pod_failure")]

@@ -143,8 +143,20 @@ def kwokctl_config(found: dict[str, Path]) -> str:
         "enableCRDs": ["Stage"],
         "quietPull": True,
     }
+    # One controller manager and one scheduler per cluster: leader election only lets a paused API server
+    # (`local-cloud fault api`) make them give up their lease and exit, which a managed control plane's
+    # supervisor would not allow; without it they reconnect once the API answers again.
+    patches = [
+        {"name": name, "extraArgs": [{"key": "leader-elect", "value": "false"}]}
+        for name in ("kube-controller-manager", "kube-scheduler")
+    ]
     return json.dumps(
-        {"kind": "KwokctlConfiguration", "apiVersion": "config.kwok.x-k8s.io/v1alpha1", "options": options}
+        {
+            "kind": "KwokctlConfiguration",
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "options": options,
+            "componentsPatches": patches,
+        }
     )
 
 
