@@ -145,3 +145,64 @@ def test_min_usable_must_be_a_fraction(bad: float) -> None:
 
     with pytest.raises(UserInputError, match="fraction"):
         HealthRequest(min_usable=bad)
+
+
+# ------------------------------------------------------------------- what a staged rollout decides
+
+
+def _cluster(*nodes: Any, status: str = "ok", events: Any = ()) -> Any:
+    from npa_pulumi.output.health import ClusterHealth
+
+    judged = [judge_node(n, CONFIG, GATE, list(events)) for n in nodes]
+    return ClusterHealth(
+        stack="f.p.c",
+        project_key="p",
+        cluster_name="c",
+        kube_context="ctx",
+        status=status,
+        nodes=judged,
+        totals=totals(judged, CONFIG),
+    )
+
+
+def _gpu_error() -> dict[str, Any]:
+    return {"type": "NebiusGPUError", "status": "True", "message": "XID 79 on GPU 3"}
+
+
+def test_a_rollout_holds_a_cluster_under_maintenance_or_with_a_gpu_error_node() -> None:
+    from npa_pulumi.engine.health_model import hold_reason
+
+    healthy = [node("cpu-0", gpus=0, taints=[]), node("gpu-0"), node("gpu-1"), node("gpu-2")]
+    assert hold_reason(_cluster(*healthy)) is None
+    event = MaintenanceEvent(id="ev-1", project_id="p", instance_id="gpu-2", reason="HW_IB_LINK_DOWN")
+    reason = hold_reason(_cluster(*healthy, events=[event]))
+    assert reason == "maintenance HW_IB_LINK_DOWN on node gpu-2 (ev-1)"
+    broken = [healthy[0], node("gpu-0", conditions=[_gpu_error()]), *healthy[2:]]
+    assert hold_reason(_cluster(*broken)) == "node gpu-0: NebiusGPUError (XID 79 on GPU 3)"
+    scheduled = {"type": "NebiusMaintenanceScheduled", "status": "True", "reason": "Planned"}
+    assert "NebiusMaintenanceScheduled" in (
+        hold_reason(_cluster(node("gpu-0", conditions=[scheduled]))) or ""
+    )
+    # A cordoned or NotReady node is the gate's to judge, not a reason to hold; nor is an unread cluster.
+    assert hold_reason(_cluster(node("gpu-0", ready=False), node("gpu-1", unschedulable=True))) is None
+    assert hold_reason(_cluster(status="failed")) is None
+    many = [node(f"gpu-{i}", conditions=[_gpu_error()]) for i in range(5)]
+    assert (hold_reason(_cluster(*many)) or "").endswith("; and 2 more")
+
+
+def test_a_soak_is_clean_only_with_every_node_usable_and_none_missing() -> None:
+    from npa_pulumi.engine.health_model import soak_problem
+
+    healthy = [node("cpu-0", gpus=0, taints=[]), node("gpu-0"), node("gpu-1"), node("gpu-2")]
+    assert soak_problem(_cluster(*healthy)) is None
+    cordoned = soak_problem(_cluster(healthy[0], node("gpu-0", unschedulable=True), *healthy[2:]))
+    assert cordoned is not None and "node gpu-0 degraded: cordoned" in cordoned
+    cpu_down = soak_problem(_cluster(node("cpu-0", gpus=0, taints=[], ready=False), *healthy[1:]))
+    assert cpu_down is not None and "node cpu-0" in cpu_down
+    missing = soak_problem(_cluster(*healthy[:3]))  # gpu-2 gone
+    assert missing is not None and "8 GPU(s) on nodes that are not registered" in missing
+    newcomer = soak_problem(_cluster(*healthy[:3], node("gpu-9")))  # replaced since the gate
+    assert newcomer is not None and "gpu-9 unqualified" in newcomer
+    unread = _cluster(status="failed")
+    unread.error = "the cluster's API could not be read: timeout"
+    assert soak_problem(unread) == "health not read: the cluster's API could not be read: timeout"

@@ -13,7 +13,7 @@ engine/health_model.py; the document and its text npa_pulumi/output/health.py.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
@@ -39,10 +39,37 @@ if TYPE_CHECKING:
 
 def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
     """`health`: read the selected clusters' nodes and their projects' maintenance; requalify on request."""
-    outputs = fleet.stack_outputs(fleet.target_ops())
+    return read(fleet, fleet.targets, options)
+
+
+def clusters(fleet: FleetContext, stacks: Collection[str], refresh: bool = False) -> dict[str, ClusterHealth]:
+    """The health of some of the selected clusters (by stack), read as `health` reads them (one list of
+    maintenance events per project, one list of nodes per cluster): what a staged `up` holds a cluster
+    for and watches during a wave's soak (engine/rollout.py). Each cluster's API is reached with the
+    credentials the cloud gives now, as the gate reaches it (a CI runner has no kubeconfig registration
+    of the fleet's clusters, and `up` writes them only at its end). `refresh`: re-read the stacks'
+    outputs (a cluster this run just deployed)."""
+    targets = [t for t in fleet.targets if t.cluster_stack in stacks]
+    if not targets:
+        return {}
+    options = HealthRequest(concurrency=fleet.request.concurrency)
+    report = read(fleet, targets, options, refresh=refresh, from_cloud=True)
+    return {c.stack: c for c in report.clusters}
+
+
+def read(
+    fleet: FleetContext,
+    targets: Sequence[Target],
+    options: HealthRequest,
+    refresh: bool = False,
+    from_cloud: bool = False,
+) -> FleetHealth:
+    """The health of `targets` (in their order) and of their projects; `from_cloud`: each cluster's API
+    reached with credentials the cloud gives now instead of its kubeconfig registration."""
+    outputs = fleet.stack_outputs(fleet.target_ops(targets), refresh=refresh)
     report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.where.cloud, min_usable=options.min_usable)
     projects: dict[str, ProjectHealth] = {}
-    for target in fleet.targets:
+    for target in targets:
         project_id = str((outputs.get(target.cluster_stack) or {}).get("project_id") or "") or None
         project = projects.setdefault(target.project_key, ProjectHealth(project_key=target.project_key))
         project.project_id = project.project_id or project_id
@@ -57,11 +84,10 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
             events[project.project_key] = []
 
     def one(target: Target) -> ClusterHealth:
-        return _cluster(
-            fleet, target, outputs.get(target.cluster_stack), events.get(target.project_key, []), options
-        )
+        found = outputs.get(target.cluster_stack)
+        return _cluster(fleet, target, found, events.get(target.project_key, []), options, from_cloud)
 
-    report.clusters = parallel(fleet.targets, one, options.concurrency)
+    report.clusters = parallel(targets, one, options.concurrency)
     for project in projects.values():
         mine = [c for c in report.clusters if c.project_key == project.project_key]
         matched = {(m.id, m.node): m for c in mine for n in c.nodes for m in n.maintenance}
@@ -83,6 +109,7 @@ def _cluster(
     outputs: dict[str, Any] | None,
     events: Sequence[MaintenanceEvent],
     options: HealthRequest,
+    from_cloud: bool = False,
 ) -> ClusterHealth:
     from npa_pulumi.engine.verify import _registered_kubeconfig
     from npa_pulumi.kube.client import KubeClient, KubeError
@@ -101,9 +128,13 @@ def _cluster(
         return _failed(entry, config, "not deployed: run `npa-pulumi up` first")
     entry.cluster_id = str(outputs["cluster_id"])
     entry.last_gate = _last_gate(outputs)
-    found = _registered_kubeconfig(fleet, target, context, validation="health")
-    if not isinstance(found, tuple):
-        return _failed(entry, config, found.error or "no usable kubeconfig registration")
+    if from_cloud:
+        found = _cloud_kubeconfig(fleet, entry.cluster_id, context)
+    else:
+        registered = _registered_kubeconfig(fleet, target, context, validation="health")
+        found = registered if isinstance(registered, tuple) else registered.error or "no usable registration"
+    if isinstance(found, str):
+        return _failed(entry, config, found)
     text, cluster_id = found
 
     def client_for(timeout_s: float) -> KubeClient:
@@ -129,6 +160,17 @@ def _cluster(
             f"{options.min_usable:g}"
         )
     return entry
+
+
+def _cloud_kubeconfig(fleet: FleetContext, cluster_id: str, context: str) -> tuple[str, str] | str:
+    """A kubeconfig of the cluster from the cloud now (Nebius: an exec plugin pinned to the profile), or
+    why there is none."""
+    from npa_pulumi.kube.kubeconfig import dump
+
+    try:
+        return dump(fleet.cloud.cluster_access(cluster_id).kubeconfig(context)), cluster_id
+    except CloudError as err:
+        return f"the cloud gave no credentials for the cluster's API: {err}"
 
 
 def _failed(entry: ClusterHealth, config: Any, why: str) -> ClusterHealth:
