@@ -128,6 +128,7 @@ def _cluster(
         return _failed(entry, config, "not deployed: run `npa-pulumi up` first")
     entry.cluster_id = str(outputs["cluster_id"])
     entry.last_gate = _last_gate(outputs)
+    entry.last_gate_passed_at = _gate_passed_at(outputs)
     if from_cloud:
         found = _cloud_kubeconfig(fleet, entry.cluster_id, context)
     else:
@@ -178,6 +179,13 @@ def _failed(entry: ClusterHealth, config: Any, why: str) -> ClusterHealth:
     entry.totals = GpuTotals(requested=config.expected_gpus, missing=config.expected_gpus)
     entry.usable_fraction = 0.0 if config.expected_gpus else 1.0
     return entry
+
+
+def _gate_passed_at(outputs: dict[str, Any]) -> str | None:
+    evidence = outputs.get("health_evidence")
+    if not isinstance(evidence, dict) or not evidence.get("passed"):
+        return None
+    return str(evidence.get("finished_at") or "") or None
 
 
 def _last_gate(outputs: dict[str, Any]) -> str:
