@@ -42,10 +42,9 @@ def run_gate(
         for name, report in hardware.items():
             nodes.setdefault(name, {})["mig_hardware"] = report
         stable = None if stable_since is None else round(stable_since - started, 2)
+        elapsed = round(clock() - started, 2)
         finished = datetime.now(UTC).isoformat(timespec="seconds")
-        return Evidence(
-            passed, phase, reason, round(clock() - started, 2), count, last.errors[:20], nodes, stable, finished
-        )
+        return Evidence(passed, phase, reason, elapsed, count, last.errors[:20], nodes, stable, finished)
 
     while True:
         now = clock()
