@@ -177,6 +177,9 @@ def render_text(health: FleetHealth) -> str:
                     f"    requalify: {passed} passed, {failed} failed"
                     + (f", refused: {done['refused']}" if done.get("refused") else "")
                 )
+                fabric = done.get("fabric")
+                if fabric:
+                    lines.append(f"    fabric check: {fabric.get('status')}: {fabric.get('reason')}")
     lines.append(f"fleet: {_totals_text(health.totals)}")
     lines += [f"warning: {w}" for w in health.warnings]
     return "\n".join(lines)

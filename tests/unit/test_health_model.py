@@ -206,3 +206,45 @@ def test_a_soak_is_clean_only_with_every_node_usable_and_none_missing() -> None:
     unread = _cluster(status="failed")
     unread.error = "the cluster's API could not be read: timeout"
     assert soak_problem(unread) == "health not read: the cluster's API could not be read: timeout"
+
+
+# ------------------------------------------------------------- requalification's fabric re-run
+
+
+def _passed(name: str) -> dict[str, Any]:
+    return {"uid": f"uid-{name}", "passed": True, "errors": [], "probes": {}}
+
+
+def test_the_fabric_check_qualifies_the_nodes_it_clears_and_fails_the_ones_it_names() -> None:
+    from npa_pulumi.engine.requalification import judge_fabric
+
+    ok = {"status": "passed", "passed": True, "reason": "fabric bandwidth at or above the thresholds"}
+    entries = {"gpu-3-r1": _passed("gpu-3-r1")}
+    summary = judge_fabric(entries, ok)
+    assert entries["gpu-3-r1"]["passed"] is True and entries["gpu-3-r1"]["probes"]["fabric"] == summary
+    assert summary["status"] == "passed" and summary["slow_nodes"] == []
+
+    slow_link = {
+        "status": "failed",
+        "passed": False,
+        "reason": "inter-node NCCL bandwidth 180 GB/s below 360 GB/s; slow: gpu-3-r1",
+        "slow_nodes": ["gpu-3-r1"],
+        "inter_node": {"culprits": ["gpu-3-r1"], "rounds": 3},
+    }
+    entries = {"gpu-3-r1": _passed("gpu-3-r1"), "gpu-5-r1": _passed("gpu-5-r1")}
+    summary = judge_fabric(entries, slow_link)
+    assert entries["gpu-3-r1"]["passed"] is False and "fabric check" in entries["gpu-3-r1"]["errors"][0]
+    assert entries["gpu-5-r1"]["passed"] is True  # cleared: another node is slow
+    assert summary["rounds"] == 3 and summary["slow_nodes"] == ["gpu-3-r1"]
+
+    link = {**slow_link, "slow_nodes": [], "inter_node": {"culprits": ["gpu-1 <-> gpu-3-r1"]}}
+    entries = {"gpu-3-r1": _passed("gpu-3-r1")}
+    judge_fabric(entries, link)
+    assert entries["gpu-3-r1"]["passed"] is False  # one end of the slow link
+
+    refused = {"status": "failed", "passed": False, "reason": "refused: pods hold the GPUs: ml/train-0"}
+    failed_probe = {"uid": "u", "passed": False, "errors": ["gpu-4-r1: not Ready"]}
+    entries = {"gpu-3-r1": _passed("gpu-3-r1"), "gpu-4-r1": failed_probe}
+    judge_fabric(entries, refused)
+    assert entries["gpu-3-r1"]["passed"] is False and "refused" in entries["gpu-3-r1"]["errors"][0]
+    assert entries["gpu-4-r1"]["errors"] == ["gpu-4-r1: not Ready"] and "probes" not in entries["gpu-4-r1"]

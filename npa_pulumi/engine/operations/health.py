@@ -1,6 +1,6 @@
 """`health`: the selected clusters' nodes as Nebius and Kubernetes report them now, and the active
 maintenance events of their projects; with `requalify`, the gate's per-node probes on exactly the nodes that
-joined after the last gate pass (engine/requalification.py).
+joined after the last gate pass, and the fabric check on fabric clusters (engine/requalification.py).
 
 Reads are batched: one list of maintenance events (and one of instances, to join them) per project through
 the cloud port, and per cluster one list of nodes through its registered kubeconfig — which is checked
@@ -20,7 +20,7 @@ from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
 from npa_pulumi.engine import health_model, requalification
 from npa_pulumi.engine.graph import parallel
-from npa_pulumi.engine.plans import health_gate_config
+from npa_pulumi.engine.plans import fabric_check_config, health_gate_config
 from npa_pulumi.engine.requests import HealthRequest
 from npa_pulumi.kube.gpu_health.checks import is_gpu_node
 from npa_pulumi.output.health import (
@@ -174,6 +174,19 @@ def _cloud_kubeconfig(fleet: FleetContext, cluster_id: str, context: str) -> tup
         return f"the cloud gave no credentials for the cluster's API: {err}"
 
 
+def _fabric_config(target: Target, deadline: float) -> Any:
+    """The fabric check's settings for a requalification (None where it does not apply), bounded by what
+    is left of the requalification's deadline (at least a minute)."""
+    from npa_pulumi.kube.fabric_check import FabricConfig
+
+    if target.cluster.gpu_count() <= 0:
+        return None
+    settings = fabric_check_config(target.cluster)
+    left = max(60.0, deadline - time.monotonic())
+    config = FabricConfig(**{**settings, "timeout_s": min(float(settings["timeout_s"]), left)})
+    return None if config.not_applicable else config
+
+
 def _failed(entry: ClusterHealth, config: Any, why: str) -> ClusterHealth:
     entry.status, entry.error = "failed", why
     entry.totals = GpuTotals(requested=config.expected_gpus, missing=config.expected_gpus)
@@ -221,6 +234,12 @@ def _requalify(
     results = {
         n["metadata"]["name"]: requalification.requalify_node(client_for, config, n, deadline) for n in wanted
     }
+    fabric = _fabric_config(target, deadline)
+    if fabric is not None and any(r["passed"] for r in results.values()):
+        from npa_pulumi.kube.fabric_check import run_fabric_check
+
+        evidence = run_fabric_check(client_for, fabric, refuse_while_busy=True)
+        done["fabric"] = requalification.judge_fabric(results, evidence)
     refused = {name: r["refused"] for name, r in results.items() if r.get("refused")}
     done["passed"] = sorted(n for n, r in results.items() if r["passed"])
     done["failed"] = sorted(n for n, r in results.items() if not r["passed"])
