@@ -18,6 +18,7 @@ import itertools
 import json
 import math
 import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -214,7 +215,8 @@ def fabric_bisection(work: Path, budget: Any) -> dict[str, Any]:
         )
     nodes = sorted(fabric.get("nodes") or {})
     runs = []
-    evidence_dir = home.root / "evidence"
+    # verify-fabric keeps its exact evidence outside any git work tree (it refuses one inside).
+    evidence_dir = Path(tempfile.mkdtemp(prefix="npa-bench-evidence-"))
     for repeat in range(max(2, budget.repeats - 1)):
         slow = nodes[(5 + 7 * repeat) % len(nodes)]
         fault = ["local-cloud", "fault", "node", "--cluster", str(cluster["cluster_id"]), "--node", slow]
@@ -224,13 +226,17 @@ def fabric_bisection(work: Path, budget: Any) -> dict[str, Any]:
             check=False,
         )  # fmt: skip
         home.npa(*fault, "--kind", "ib-link-degraded", "--clear")
-        kept = json.loads((evidence_dir / f"{cluster['kube_context']}-verify-fabric.json").read_text())
+        kept_path = evidence_dir / f"{cluster['kube_context']}-verify-fabric.json"
+        if not kept_path.is_file():
+            raise RunFailed(f"verify-fabric exited {sample.code} and kept no evidence in {evidence_dir}")
+        kept = json.loads(kept_path.read_text())
         inter = kept["evidence"]["inter_node"]
         if sample.code != 1 or inter.get("culprits") != [slow]:
             raise RunFailed(f"verify-fabric named {inter.get('culprits')} for a slow link of {slow}")
         runs.append({"slow": slow, "rounds": inter["rounds"], "wall_s": round(sample.wall_s, 2)})
     home.npa("local-cloud", "reset", "--yes")
     shutil.rmtree(home.root, ignore_errors=True)
+    shutil.rmtree(evidence_dir, ignore_errors=True)
     bound = math.ceil(math.log2(FABRIC_NODES)) + 1
     worst = max([model["max_rounds"], *(r["rounds"] for r in runs)])
     return {
