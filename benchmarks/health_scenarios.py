@@ -14,13 +14,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,33 +66,25 @@ def _calls(path: Path) -> Counter[str]:
     return Counter(line.strip() for line in path.read_text().splitlines() if line.strip())
 
 
-def fleet_health(work: Path, budget: Any) -> dict[str, Any]:
-    home = Home.fresh(work / "fleet")
+@contextlib.contextmanager
+def _local_cloud(work: Path, name: str) -> Iterator[Home]:
+    """A fresh home with a local cloud whose clusters run API servers; reset (every API server of it
+    stopped) and removed however the scenario ends."""
+    home = Home.fresh(work / name)
     home.extra["NPA_LOCAL_CLOUD_KUBERNETES_API"] = "1"
-    home.npa("local-cloud", "init", "--force", "--tenant-fixture", str(roomy_tenant(work / "tenant.yaml")))
-    home.npa("local-cloud", "set", "provisioning-seconds", "0")
-    spec = home.root / "fleet.yaml"
-    spec.write_text(_health_spec())
-    deployed = home.npa_document("up", "--spec", str(spec), "--yes", "-j", "4", "--output", "json")[1]
-    clusters = [c for c in deployed.get("clusters", []) if c.get("status") == "deployed"]
-    if len(clusters) != CLUSTERS:
-        raise RunFailed(f"{len(clusters)} of {CLUSTERS} clusters deployed")
-    reads, calls = [], Counter[str]()
-    log = home.root / "calls.log"
-    for repeat in range(max(3, budget.repeats)):
-        log.unlink(missing_ok=True)
-        home.extra["NPA_LOCAL_CLOUD_CALL_LOG"] = str(log) if repeat == 0 else ""
-        sample, document = home.npa_document("health", "--spec", str(spec), "--output", "json")
-        nodes = sum(len(c.get("nodes") or []) for c in document.get("clusters", []))
-        if nodes != NODES or document.get("totals", {}).get("usable") != sum(_GPU_NODES):
-            raise RunFailed(f"health read {nodes} nodes, totals {document.get('totals')}")
-        reads.append(sample.brief())
-        if repeat == 0:
-            calls = _calls(log)
-    home.extra["NPA_LOCAL_CLOUD_CALL_LOG"] = ""
-    watch = _watch_costs(home, spec, max(2, budget.repeats - 1))
-    home.npa("local-cloud", "reset", "--yes")
-    shutil.rmtree(home.root, ignore_errors=True)
+    try:
+        tenant = roomy_tenant(work / "tenant.yaml")
+        home.npa("local-cloud", "init", "--force", "--tenant-fixture", str(tenant))
+        home.npa("local-cloud", "set", "provisioning-seconds", "0")
+        yield home
+    finally:
+        home.npa("local-cloud", "reset", "--yes", check=False)
+        shutil.rmtree(home.root, ignore_errors=True)
+
+
+def fleet_health(work: Path, budget: Any) -> dict[str, Any]:
+    with _local_cloud(work, "fleet") as home:
+        reads, calls, watch = _measure_health(home, budget)
     wall = median([r["wall_s"] for r in reads])
     # Batched: no operation is called more often than there are clusters (a per-node read of 30 nodes
     # would be), and the project-wide ones once per project.
@@ -115,6 +108,29 @@ def fleet_health(work: Path, budget: Any) -> dict[str, Any]:
         "targets_met": {"wall": wall <= 5.0, "batched": batched, "watch": share <= 0.10},
         "met": wall <= 5.0 and batched and share <= 0.10,
     }
+
+
+def _measure_health(home: Home, budget: Any) -> tuple[list[dict[str, Any]], Counter[str], dict[str, Any]]:
+    spec = home.root / "fleet.yaml"
+    spec.write_text(_health_spec())
+    deployed = home.npa_document("up", "--spec", str(spec), "--yes", "-j", "4", "--output", "json")[1]
+    clusters = [c for c in deployed.get("clusters", []) if c.get("status") == "deployed"]
+    if len(clusters) != CLUSTERS:
+        raise RunFailed(f"{len(clusters)} of {CLUSTERS} clusters deployed")
+    reads, calls = [], Counter[str]()
+    log = home.root / "calls.log"
+    for repeat in range(max(3, budget.repeats)):
+        log.unlink(missing_ok=True)
+        home.extra["NPA_LOCAL_CLOUD_CALL_LOG"] = str(log) if repeat == 0 else ""
+        sample, document = home.npa_document("health", "--spec", str(spec), "--output", "json")
+        nodes = sum(len(c.get("nodes") or []) for c in document.get("clusters", []))
+        if nodes != NODES or document.get("totals", {}).get("usable") != sum(_GPU_NODES):
+            raise RunFailed(f"health read {nodes} nodes, totals {document.get('totals')}")
+        reads.append(sample.brief())
+        if repeat == 0:
+            calls = _calls(log)
+    home.extra["NPA_LOCAL_CLOUD_CALL_LOG"] = ""
+    return reads, calls, _watch_costs(home, spec, max(2, budget.repeats - 1))
 
 
 def _watch_costs(home: Home, spec: Path, repeats: int) -> dict[str, Any]:
@@ -200,10 +216,28 @@ def _model_rounds() -> dict[str, Any]:
 
 def fabric_bisection(work: Path, budget: Any) -> dict[str, Any]:
     model = _model_rounds()
-    home = Home.fresh(work / "fabric")
-    home.extra["NPA_LOCAL_CLOUD_KUBERNETES_API"] = "1"
-    home.npa("local-cloud", "init", "--force", "--tenant-fixture", str(roomy_tenant(work / "tenant.yaml")))
-    home.npa("local-cloud", "set", "provisioning-seconds", "0")
+    # verify-fabric keeps its exact evidence outside any git work tree (it refuses one inside).
+    evidence_dir = Path(tempfile.mkdtemp(prefix="npa-bench-evidence-"))
+    try:
+        with _local_cloud(work, "fabric") as home:
+            runs = _measure_bisection(home, budget, evidence_dir)
+    finally:
+        shutil.rmtree(evidence_dir, ignore_errors=True)
+    bound = math.ceil(math.log2(FABRIC_NODES)) + 1
+    worst = max([model["max_rounds"], *(r["rounds"] for r in runs)])
+    return {
+        "name": "fabric culprit search",
+        "target": f"a bisection over {FABRIC_NODES} fabric nodes finishes in <= {bound} rounds",
+        "nodes": FABRIC_NODES,
+        "local_cloud_runs": runs,
+        "verify_fabric_wall_s": stats([r["wall_s"] for r in runs]),
+        "model": model,
+        "max_rounds": worst,
+        "met": worst <= bound,
+    }
+
+
+def _measure_bisection(home: Home, budget: Any, evidence_dir: Path) -> list[dict[str, Any]]:
     spec = home.root / "fleet.yaml"
     spec.write_text(_FABRIC_SPEC.replace("PROJECT", PROJECT).replace("NODES", str(FABRIC_NODES)))
     deployed = home.npa_document("up", "--spec", str(spec), "--yes", "--output", "json")[1]
@@ -215,8 +249,6 @@ def fabric_bisection(work: Path, budget: Any) -> dict[str, Any]:
         )
     nodes = sorted(fabric.get("nodes") or {})
     runs = []
-    # verify-fabric keeps its exact evidence outside any git work tree (it refuses one inside).
-    evidence_dir = Path(tempfile.mkdtemp(prefix="npa-bench-evidence-"))
     for repeat in range(max(2, budget.repeats - 1)):
         slow = nodes[(5 + 7 * repeat) % len(nodes)]
         fault = ["local-cloud", "fault", "node", "--cluster", str(cluster["cluster_id"]), "--node", slow]
@@ -234,18 +266,4 @@ def fabric_bisection(work: Path, budget: Any) -> dict[str, Any]:
         if sample.code != 1 or inter.get("culprits") != [slow]:
             raise RunFailed(f"verify-fabric named {inter.get('culprits')} for a slow link of {slow}")
         runs.append({"slow": slow, "rounds": inter["rounds"], "wall_s": round(sample.wall_s, 2)})
-    home.npa("local-cloud", "reset", "--yes")
-    shutil.rmtree(home.root, ignore_errors=True)
-    shutil.rmtree(evidence_dir, ignore_errors=True)
-    bound = math.ceil(math.log2(FABRIC_NODES)) + 1
-    worst = max([model["max_rounds"], *(r["rounds"] for r in runs)])
-    return {
-        "name": "fabric culprit search",
-        "target": f"a bisection over {FABRIC_NODES} fabric nodes finishes in <= {bound} rounds",
-        "nodes": FABRIC_NODES,
-        "local_cloud_runs": runs,
-        "verify_fabric_wall_s": stats([r["wall_s"] for r in runs]),
-        "model": model,
-        "max_rounds": worst,
-        "met": worst <= bound,
-    }
+    return runs
