@@ -11,7 +11,8 @@ StackKind = Literal["project", "cluster"]
 
 # Per-stack outcomes. `status` vocabulary by command:
 #   up:      deployed | unchanged | failed | skipped | not-deployable (a backend this version cannot deploy:
-#            a failure, exit 1; preview, status and destroy list such a target as not-supported)
+#            a failure, exit 1; preview, status and destroy list such a target as not-supported) | held (a
+#            staged rollout did not start it: maintenance or a NebiusGPUError node; not a failure)
 #   preview: changes | no-changes | failed | not-supported
 #   destroy: destroyed | absent | destroy-incomplete | retained | skipped (and per phase: PhaseOutcome)
 #   status:  deployed | provisioning | failed | destroyed | drifted | absent | unknown, and while an

@@ -34,6 +34,7 @@ _STYLE = {
     "destroy-incomplete": "red",
     "status-error": "red",
     "skipped": "yellow",
+    "held": "yellow",
     "not-supported": "yellow",
     "not-deployable": "red",
 }
