@@ -180,6 +180,32 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             "<= 1.3x; <= 2 s per cluster stack",
             _status(result["met"]),
         ]
+    if name == "fleet_health":
+        calls = ", ".join(f"{op} {n}" for op, n in result["cloud_calls"].items())
+        watch = result["watch"]
+        return [
+            f"`health` of {result['clusters']} local clusters ({result['nodes']} nodes, 2 projects) as a "
+            "whole process; the local cloud's calls it makes; one `--watch` iteration's CPU against a 60 s "
+            "interval",
+            f"{_median(result['wall_s']):.2f} s wall, {_median(result['cpu_s']):.2f} s CPU "
+            f"(n={result['wall_s'].get('n', 0)}); calls: {calls or 'none'}; a watch iteration "
+            f"{watch['cpu_s_per_iteration']:.2f} s of CPU, {100 * result['watch_core_share']:.1f}% of a "
+            "core",
+            "<= 5 s; batched per project and cluster; <= 10%",
+            ", ".join(_status(v) for v in result["targets_met"].values()),
+        ]
+    if name == "fabric_bisection":
+        runs = result["local_cloud_runs"]
+        return [
+            f"Fabric culprit search over {result['nodes']} GPU nodes: `verify-fabric` with one node's link "
+            "slowed on the local cloud; the search over the bandwidth model for each node and each adjacent "
+            "link being the slow one",
+            f"{', '.join(str(r['rounds']) for r in runs)} rounds (verify-fabric "
+            f"{_median(result['verify_fabric_wall_s']):.1f} s wall); the model: at most "
+            f"{result['model']['max_rounds']} rounds",
+            "<= 5 rounds",
+            _status(result["met"]),
+        ]
     return [name, "", "", _status(result.get("met"))]
 
 

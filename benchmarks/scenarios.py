@@ -31,6 +31,7 @@ from benchmarks.harness import (
     median,
     stats,
 )
+from benchmarks.health_scenarios import fabric_bisection, fleet_health
 
 STAND_IN = REPO / "recipes" / "local-k8s-training"
 
@@ -913,6 +914,8 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "stack_floor": stack_floor,
     "scale": scale,
     "fleet_reads": fleet_reads,
+    "fleet_health": fleet_health,
+    "fabric_bisection": fabric_bisection,
 }
 
 

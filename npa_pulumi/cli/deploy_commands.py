@@ -19,7 +19,7 @@ from npa_pulumi.cli.fleet_options import (
     stage_option,
 )
 from npa_pulumi.cli.fleet_output import approver, finish, nothing_to_do
-from npa_pulumi.cli.rollout_options import rollout_options
+from npa_pulumi.cli.rollout_options import ignore_maintenance_option, rollout_options
 from npa_pulumi.cli.timeline_option import timeline_option, timeline_sections
 from npa_pulumi.errors import UserInputError
 
@@ -78,6 +78,7 @@ def _preview_fields(kw: dict[str, Any]) -> dict[str, Any]:
 @break_lock_option
 @prices_option
 @rollout_options
+@ignore_maintenance_option
 def up_command(**kw: Any) -> None:
     """Deploy the fleet: project stacks first, then cluster stacks in parallel."""
 
@@ -135,6 +136,7 @@ def up_command(**kw: Any) -> None:
 @prices_option
 @rollout_options
 @timeline_option
+@ignore_maintenance_option
 def preview_command(**kw: Any) -> None:
     """Show what `up` would change, per stack, with policy results."""
 

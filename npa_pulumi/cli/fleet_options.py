@@ -345,6 +345,7 @@ def rollout(kw: dict[str, Any]) -> Rollout:
         waves=kw["waves"],
         max_in_flight=kw["max_in_flight"],
         max_in_flight_per_reservation=kw["max_in_flight_per_reservation"],
+        ignore_maintenance=bool(kw.get("ignore_maintenance")),
     )
 
 

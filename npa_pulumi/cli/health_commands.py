@@ -4,7 +4,6 @@ last gate pass. Builds its typed request and calls the SDK."""
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,15 +15,16 @@ from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, selection
 from npa_pulumi.cli.observability import health_notifier
 from npa_pulumi.errors import UserInputError
 
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 def duration_seconds(text: str) -> float:
     """`90`, `90s`, `5m`, `1h` (also `1.5m`) in seconds; anything else is bad input."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if match is None or float(match.group(1)) <= 0:
-        raise UserInputError(f"--interval {text!r}: a positive duration such as 30s, 5m or 1h")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    from npa_pulumi.spec.durations import EXAMPLES
+    from npa_pulumi.spec.durations import duration_seconds as parse
+
+    seconds = parse(text)
+    if seconds is None:
+        raise UserInputError(f"--interval {text!r}: {EXAMPLES}")
+    return seconds
 
 
 @click.command("health")

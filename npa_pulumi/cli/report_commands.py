@@ -1,6 +1,6 @@
 """`report`: the fleet as one self-contained HTML page (output/html_report.py), from the same data
-`status --output json` prints (plus the offline plan, for GPU models), from anywhere the backend is
-reachable. Read-only."""
+`status --output json` prints (plus the offline plan, for GPU models, and `health`'s read of the clusters'
+nodes and their projects' maintenance), from anywhere the backend is reachable. Read-only."""
 
 from __future__ import annotations
 
@@ -35,13 +35,27 @@ from npa_pulumi.runtime.files import write_atomically
     help="Render this `status --output json` (or `preview --output json`) document instead of reading "
     "the backend and the cloud (the audit trail is not read either).",
 )
+@click.option(
+    "--health/--no-health",
+    default=True,
+    show_default=True,
+    help="Read the GPU health now (as `health` does, through the registered kubeconfigs) for its section "
+    "of the page; with --from-json only --health-json gives it.",
+)
+@click.option(
+    "--health-json",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="Render this `health --output json` document as the GPU health section instead of reading it.",
+)
 @timeline_option
 def report_command(**kw: Any) -> None:
     """Write the fleet report page: a grid of projects × clusters coloured by lifecycle, per cluster GPUs
     by model, node groups, the health gate's outcome and evidence, kube context, drift and cost when
-    known, a chart of GPUs per project, a detail section per cluster, the last audit records, and with
-    --timeline a run's timeline. One self-contained file (no network, no scripts); nothing secret in it.
-    Exit 1 when a cluster is failed (the page is written)."""
+    known, a chart of GPUs per project, the GPU health now (usable, degraded, under maintenance,
+    unqualified; nodes that are not usable; maintenance events), a detail section per cluster, the last
+    audit records, and with --timeline a run's timeline. One self-contained file (no network, no scripts);
+    nothing secret in it. Exit 1 when a cluster is failed (the page is written)."""
 
     def body() -> int:
         import json
@@ -69,7 +83,8 @@ def report_command(**kw: Any) -> None:
             result = sdk.status(kw["spec_path"], sdk.StatusRequest(**fleet_fields(kw, chosen)))
             document = result.to_json()
             audit = _audit_records(kw["spec_path"], result.backend)
-        page = render_report(document, plan, sections=sections, audit=audit)
+        health = _health_document(kw, chosen)
+        page = render_report(document, plan, sections=sections, audit=audit, health=health)
         if kw["output_path"] == "-":
             sys.stdout.write(page)
         else:
@@ -94,6 +109,26 @@ def _audit_records(spec_path: str, backend: str) -> list[dict[str, Any]]:
         return [record.to_json() for record in audit(spec_path, backend)]
     except AuditTrailUnavailable as err:
         return [{"unavailable": str(err)}]
+
+
+def _health_document(kw: dict[str, Any], chosen: Any) -> dict[str, Any] | None:
+    """The health section's document: --health-json, else a read now (not with --from-json, which renders
+    what was saved, nor with --no-health)."""
+    import json
+
+    from npa_pulumi.sdk import fleet as sdk
+
+    if kw["health_json"]:
+        try:
+            document = json.loads(Path(kw["health_json"]).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise UserInputError(f"--health-json {kw['health_json']}: not a JSON document ({err})") from None
+        if not isinstance(document, dict) or document.get("command") != "health":
+            raise UserInputError(f"--health-json {kw['health_json']}: not a `health --output json` document")
+        return document
+    if kw["from_json"] or not kw["health"]:
+        return None
+    return sdk.health(kw["spec_path"], sdk.HealthRequest(**fleet_fields(kw, chosen))).to_json()
 
 
 def register(group: click.Group) -> None:

@@ -1,5 +1,5 @@
-"""`--waves`, `--max-in-flight`, `--max-in-flight-per-reservation`: a staged rollout from the command line,
-in place of (or beside) the spec's `rollout:` block (plan/rollout.py has the rules)."""
+"""`--waves`, `--max-in-flight`, `--max-in-flight-per-reservation`, `--ignore-maintenance`: a staged rollout
+from the command line, in place of (or beside) the spec's `rollout:` block (plan/rollout.py has the rules)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,16 @@ from typing import Any, TypeVar
 import click
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def ignore_maintenance_option(command: F) -> F:
+    """`up` and `preview` (not the offline `plan`): what a rollout does with a cluster under maintenance."""
+    return click.option(
+        "--ignore-maintenance",
+        is_flag=True,
+        help="Rollout: start clusters with an active maintenance event or a node in NebiusGPUError too "
+        "(a staged up holds them otherwise; the reason is kept as a warning).",
+    )(command)
 
 
 def rollout_options(command: F) -> F:

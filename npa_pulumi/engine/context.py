@@ -321,12 +321,12 @@ class FleetContext:
             key_shared_with=plan.project_stack,
         )
 
-    def target_ops(self) -> list[StackOp]:
-        """Program-less ops of every selected target's cluster stack: for reading outputs only (they need
-        no plan, so no recipe, SSH key or region)."""
+    def target_ops(self, targets: Sequence[Target] | None = None) -> list[StackOp]:
+        """Program-less ops of every selected target's cluster stack (or of `targets`): for reading outputs
+        only (they need no plan, so no recipe, SSH key or region)."""
         return [
             StackOp(t.cluster_stack, "cluster", t.project_key, t.cluster_name, None, {}, backend=t.backend)
-            for t in self.targets
+            for t in (self.targets if targets is None else targets)
         ]
 
     def _needs_tags(self, stack: str) -> bool:

@@ -20,6 +20,7 @@ from npa_pulumi.output.health import (
     MAINTENANCE,
     UNQUALIFIED,
     USABLE,
+    ClusterHealth,
     GpuTotals,
     Maintenance,
     NodeCondition,
@@ -243,3 +244,46 @@ def totals(nodes: Sequence[NodeHealth], config: GateConfig) -> GpuTotals:
 def below_min_usable(found: GpuTotals, min_usable: float) -> bool:
     """Fewer usable GPUs than `min_usable` (a fraction) of those requested; a cluster without GPUs never."""
     return found.requested > 0 and found.usable < min_usable * found.requested - 1e-9
+
+
+# ------------------------------------------------------------------------------------ staged rollouts
+
+_MAX_NAMED = 3  # a reason names this many nodes, then counts the rest
+
+
+def _bounded(items: Sequence[str]) -> str:
+    named = "; ".join(items[:_MAX_NAMED])
+    return named + (f"; and {len(items) - _MAX_NAMED} more" if len(items) > _MAX_NAMED else "")
+
+
+def hold_reason(cluster: ClusterHealth) -> str | None:
+    """Why a staged `up` does not start this cluster now (None: it may): an active maintenance event on a
+    node's instance, a node Nebius marks NebiusMaintenanceScheduled or NebiusGPUError. A cluster whose
+    health could not be read (not deployed yet, no registration) is not held: its own run decides."""
+    if cluster.status == "failed":
+        return None
+    found: list[str] = []
+    for node in cluster.nodes:
+        found += [f"maintenance {e.reason or 'event'} on node {node.name} ({e.id})" for e in node.maintenance]
+        found += [
+            f"node {node.name}: {c.type}" + (f" ({c.message or c.reason})" if c.message or c.reason else "")
+            for c in node.conditions
+            if c.type in (GPU_ERROR, MAINTENANCE_SCHEDULED)
+        ]
+    return _bounded(found) if found else None
+
+
+def soak_problem(cluster: ClusterHealth) -> str | None:
+    """What keeps a cluster from being clean during a wave's soak (None: clean): its health could not be
+    read, a node is degraded, under maintenance or unqualified (a node replaced since the gate), a node
+    without GPUs has a problem, or GPU nodes are missing."""
+    if cluster.status == "failed":
+        return f"health not read: {cluster.error or 'unknown error'}"
+    found = [
+        f"node {n.name} {n.state}: {'; '.join(n.problems) or n.state}"
+        for n in cluster.nodes
+        if n.state in (DEGRADED, MAINTENANCE, UNQUALIFIED) or (not n.gpu and n.problems)
+    ]
+    if cluster.totals.missing:
+        found.append(f"{cluster.totals.missing} GPU(s) on nodes that are not registered")
+    return _bounded(found) if found else None

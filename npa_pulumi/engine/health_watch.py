@@ -11,6 +11,8 @@ any more):
     npa_health_node_condition{fleet,project,cluster,node,condition}  1 per Nebius condition that is True
     npa_health_node_state{fleet,project,cluster,node,state}          1: the node's bucket
     npa_health_maintenance_events{fleet,project,cluster,node,reason} active events per node and reason code
+    npa_health_seconds_since_gate_pass{fleet,project,cluster}        since the last health gate pass
+                                                                     (none: no pass with its time recorded)
     npa_health_reads_total{fleet}                                    reads done
 
 Events (`--events FILE`, appended, one JSON object a line: `at`, `event`, `fleet`, `cluster`, `node`, and
@@ -118,16 +120,27 @@ class HealthMetrics:
             [*cluster, "node", "reason"],
             registry=self.registry,
         )
+        self.since_gate = Gauge(
+            "npa_health_seconds_since_gate_pass",
+            "Seconds since the cluster's last health gate pass",
+            cluster,
+            registry=self.registry,
+        )
         self.reads = Counter("npa_health_reads", "Health reads done", ["fleet"], registry=self.registry)
 
-    def update(self, report: FleetHealth) -> None:
-        for gauge in (self.gpus, self.fraction, self.condition, self.state, self.maintenance):
+    def update(self, report: FleetHealth, now: datetime | None = None) -> None:
+        now = now or datetime.now(UTC)
+        gauges = (self.gpus, self.fraction, self.condition, self.state, self.maintenance, self.since_gate)
+        for gauge in gauges:
             gauge.clear()
         for cluster in report.clusters:
             labels = (report.fleet, cluster.project_key, cluster.cluster_name)
             for bucket, value in cluster.totals.model_dump().items():
                 self.gpus.labels(*labels, bucket).set(value)
             self.fraction.labels(*labels).set(cluster.usable_fraction)
+            passed = _parsed(cluster.last_gate_passed_at)
+            if passed is not None:
+                self.since_gate.labels(*labels).set(max(0.0, round((now - passed).total_seconds(), 1)))
             for node in cluster.nodes:
                 self._node(labels, node)
         for project in report.projects:  # events no fleet node was matched to
@@ -161,6 +174,16 @@ class HealthMetrics:
             thread.join(timeout=5)
 
         return stop
+
+
+def _parsed(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    try:
+        found = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
 
 
 def append_events(path: Path, events: list[dict[str, Any]]) -> None:

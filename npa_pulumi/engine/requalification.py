@@ -8,7 +8,13 @@ Per unqualified GPU node, in order, all bounded by one deadline:
 2. the gate's node checks from one snapshot (Ready, a boot id, the preset's GPUs in capacity and
    allocatable, no NebiusGPUError, the NVSwitch fabric state; on MIG clusters the exact layout);
 3. the gate's probes pinned to that node: MIG's `nvidia-smi` hardware probe, the CUDA smoke, and on RTX
-   rendering clusters the graphics smoke; each pod deleted by UID and waited for (a pod left behind fails).
+   rendering clusters the graphics smoke; each pod deleted by UID and waited for (a pod left behind fails);
+4. on a cluster whose fabric check applies, once any node passed its own probes: the fabric check over the
+   cluster's GPU nodes (NCCL on each node, then across all of them, the culprit search when that is slow;
+   npa_pulumi/kube/fabric_check.py), refused while pods hold GPUs anywhere in the cluster (the benchmark
+   needs every GPU). A node it names (slow alone, or on a slow link) fails; so does every node when it
+   fails without naming one (refused, timed out: fail closed). A node it clears keeps its pass even when
+   it names another node, which stays as qualified as it was (`verify-fabric` is the check for that).
 
 The record is kept beside the cluster's kubeconfig registration, under the npa home
 (`<npa home>/health/<context>.json`, 0600): a node's entry holds its name, uid and boot id, `passed`,
@@ -77,6 +83,35 @@ def summary(context: str, cluster_id: str) -> dict[str, Any] | None:
 
 def remove_record(context: str) -> None:
     record_path(context).unlink(missing_ok=True)
+
+
+def judge_fabric(entries: Mapping[str, JSON], evidence: Mapping[str, Any]) -> JSON:
+    """The fabric check's verdict on the nodes that passed their own probes (their entries change: the
+    check's summary under `probes.fabric`, and a node it implicates fails with its reason); the summary
+    recorded beside the requalification."""
+    inter = evidence.get("inter_node") or {}
+    culprits = [str(c) for c in inter.get("culprits") or []]
+    implicated = {str(n) for n in evidence.get("slow_nodes") or []}
+    for culprit in culprits:
+        implicated.update(part.strip() for part in culprit.split("<->"))
+    summary: JSON = {
+        "status": evidence.get("status"),
+        "passed": bool(evidence.get("passed")),
+        "reason": evidence.get("reason", ""),
+        "slow_nodes": sorted(implicated),
+        "culprits": culprits,
+        "rounds": inter.get("rounds"),
+        "elapsed_s": evidence.get("elapsed_s"),
+    }
+    for name, entry in entries.items():
+        if not entry.get("passed"):
+            continue
+        entry.setdefault("probes", {})["fabric"] = summary
+        if summary["passed"] or (implicated and name not in implicated):
+            continue
+        entry["passed"] = False
+        entry["errors"] = [*entry.get("errors", []), f"{name}: fabric check: {summary['reason']}"]
+    return summary
 
 
 def gpu_holders(client: KubeClient, node: str) -> list[str]:

@@ -97,11 +97,14 @@ class Recipes:
 
 @dataclass(frozen=True)
 class Rollout:
-    """A staged rollout's flags, over the spec's `rollout:` block (None: the spec's own value)."""
+    """A staged rollout's flags, over the spec's `rollout:` block (None: the spec's own value).
+    `ignore_maintenance`: start a cluster with an active maintenance event or a NebiusGPUError node anyway
+    (a rollout holds it otherwise)."""
 
     waves: str | None = None
     max_in_flight: int | None = None
     max_in_flight_per_reservation: int | None = None
+    ignore_maintenance: bool = False
 
     def __post_init__(self) -> None:
         from npa_pulumi.plan.rollout import parse_waves

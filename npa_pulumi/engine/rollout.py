@@ -8,9 +8,18 @@ the rollout halts. A halted barrier fails, so the scheduler blocks every later c
 are never attempted and their stacks are not touched. Clusters of one capacity block group share a
 scheduler group limited to `max_in_flight_per_reservation`; the scheduler's width is `max_in_flight`.
 
+Before a wave's first cluster starts, the health of the wave's clusters is read once (as `health` reads it:
+one list of maintenance events per project, one list of nodes per cluster): a cluster with an active
+maintenance event or a node in NebiusGPUError (engine/health_model.py `hold_reason`) is `held` with the
+reason, never started, while the others proceed; `--ignore-maintenance` takes it anyway (the reason is kept
+as a warning); `halt_on: maintenance` makes a held cluster halt the rollout at its wave. A wave with
+`soak: DURATION` (not the last) keeps its barrier open that long after its gates passed, reading its
+deployed clusters' health again and again (`soak_problem`): one that is not clean halts the rollout, and
+the next wave never starts.
+
 The rollout's state is recorded as tags on the cluster stacks it ran (like engine/lifecycle.py's), never on
 the stacks of waves it did not reach: `npa:rollout-run` (the run), `npa:rollout-wave` (`N/of`),
-`npa:rollout-state` (applying, passed, halted) and, on a halted wave, `npa:rollout-reason` and
+`npa:rollout-state` (applying, soaking, passed, halted) and, on a halted wave, `npa:rollout-reason` and
 `npa:rollout-resume`. Tags live in the backend beside the stacks, so `status` on another machine shows which
 waves finished and where the rollout halted, and prints the command that resumes it.
 """
@@ -20,14 +29,19 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import threading
-from collections.abc import Callable, Hashable, Sequence
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import lifecycle
 from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.graph import Walk, WaveArrangement, barrier_key
 from npa_pulumi.engine.graph import is_barrier as is_barrier_key
+from npa_pulumi.engine.health_model import hold_reason, soak_problem
 from npa_pulumi.engine.requests import rollout as rollout_request
+from npa_pulumi.errors import NpaError
+from npa_pulumi.output.health import ClusterHealth
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
 from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.plan.rollout import (
@@ -43,6 +57,7 @@ from npa_pulumi.plan.rollout import (
     with_overrides,
 )
 from npa_pulumi.runtime import tracing
+from npa_pulumi.spec.durations import describe
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.context import FleetContext
@@ -53,6 +68,15 @@ TAG_STATE = "npa:rollout-state"
 TAG_REASON = "npa:rollout-reason"
 TAG_RESUME = "npa:rollout-resume"
 _MAX_TAG_VALUE = 250
+HELD = "held"  # a cluster's status when a rollout did not start it (maintenance, a NebiusGPUError node)
+
+# (cluster stacks, re-read their outputs) -> each one's health (engine/operations/health.py `clusters`)
+HealthReader = Callable[[Sequence[str], bool], Mapping[str, ClusterHealth]]
+
+
+def soak_poll_s(soak_s: float) -> float:
+    """How often a soak reads health: a sixth of the soak apart, at least a second and at most 30 s."""
+    return min(30.0, max(1.0, soak_s / 6))
 
 
 def policy(context: FleetContext) -> RolloutPolicy | None:
@@ -85,6 +109,8 @@ def resume_command(context: FleetContext) -> str:
         parts.append(f"--max-in-flight {options.max_in_flight}")
     if options.max_in_flight_per_reservation:
         parts.append(f"--max-in-flight-per-reservation {options.max_in_flight_per_reservation}")
+    if options.ignore_maintenance:
+        parts.append("--ignore-maintenance")
     parts.append("--yes")
     return " ".join(parts)
 
@@ -95,19 +121,38 @@ def gate_failed(result: StackResult) -> bool:
 
 
 class RolloutRun:
-    """One `up`'s rollout: arranges the cluster jobs into waves and records each wave's outcome."""
+    """One `up`'s rollout: arranges the cluster jobs into waves, holds the clusters under maintenance,
+    soaks the waves that ask for it and records each wave's outcome.
 
-    def __init__(self, context: FleetContext, rollout: RolloutPlan) -> None:
+    `health` reads clusters' health (engine/operations/health.py `clusters`); `sleep` and `clock` time
+    the soak (tests give their own)."""
+
+    def __init__(
+        self,
+        context: FleetContext,
+        rollout: RolloutPlan,
+        *,
+        health: HealthReader,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.context = context
         self.plan = rollout
         self.run_id = lifecycle.this_run()
         self.resume = resume_command(context)
+        self.ignore_maintenance = rollout_request(context.request).ignore_maintenance
         self.results: dict[str, StackResult] = {}
         self.states: dict[int, WaveState] = {w.index: WaveState.WAITING for w in rollout.waves}
         self.halted: tuple[int, str] | None = None
         self.failures = 0
+        self.soaks: dict[int, dict[str, Any]] = {}  # wave index -> what its soak saw
+        self._health = health
+        self._sleep = sleep
+        self._clock = clock
+        self._holds: dict[int, dict[str, str]] = {}  # wave index -> stack -> why it is held
         self._ops: dict[str, StackOp] = {}
         self._lock = threading.Lock()
+        self._hold_lock = threading.Lock()
 
     # --------------------------------------------------------------------------- arranging
 
@@ -169,8 +214,13 @@ class RolloutRun:
             with self._lock:
                 if self.states[wave.index] is WaveState.WAITING:
                     self.states[wave.index] = WaveState.APPLYING
+            held = self._held(wave, key)
+            if held and not self.ignore_maintenance:
+                return self._hold(wave, key, held)
             result: StackResult | None = None
             try:
+                if held:  # --ignore-maintenance; the summary lists it under `taken_under_maintenance`
+                    self.context.progress.message(f"{key}: taken under maintenance: {held}")
                 self._tag(wave, [key], "", WaveState.APPLYING)  # best effort: a new stack has no tags yet
                 result = work()
                 if not result.failed and not result.outputs and result.status != "unchanged":
@@ -184,6 +234,45 @@ class RolloutRun:
                     self.record(result)
 
         return job
+
+    # ------------------------------------------------------------------------------ holding
+
+    def _held(self, wave: Wave, key: str) -> str | None:
+        """Why `key` is not started (None: it is), from one health read of the wave's scheduled clusters,
+        made when the wave's first cluster is about to start."""
+        with self._hold_lock:
+            if wave.index not in self._holds:
+                stacks = [m.stack for m in wave.members if m.stack in self._ops]
+                self._holds[wave.index] = self._read_holds(wave, stacks)
+            return self._holds[wave.index].get(key)
+
+    def _read_holds(self, wave: Wave, stacks: Sequence[str]) -> dict[str, str]:
+        try:
+            found = self._health(stacks, False)
+        except (NpaError, CloudError) as err:
+            # Not read: no cluster is held for it (each one's own run and gate judge it).
+            self.context.progress.message(f"rollout wave {wave.index}: health not read ({err}); none held")
+            return {}
+        holds = {stack: hold_reason(found[stack]) for stack in stacks if stack in found}
+        return {stack: why for stack, why in holds.items() if why}
+
+    def _hold(self, wave: Wave, key: str, why: str) -> StackResult:
+        op = self._ops[key]
+        # Its tags say it was held, and why (`status` shows it): its resources are not touched.
+        tags = {
+            TAG_RUN: self.run_id,
+            TAG_WAVE: f"{wave.index}/{len(self.plan.waves)}",
+            TAG_STATE: HELD,
+            TAG_REASON: " ".join(why.split())[:_MAX_TAG_VALUE],
+        }
+        self.context.executor.write_lifecycle(op, tags, remove=(TAG_RESUME,))
+        result = op.result(
+            HELD,
+            error=f"held: {why}; not started. Run `up` again once it is over, or with --ignore-maintenance",
+        )
+        self.context.progress.phase(key, HELD, why)
+        self.record(result)
+        return result
 
     def _blocked(self, key: str, inner: Callable[[str], StackResult] | None) -> Callable[[str], StackResult]:
         wave = self.plan.wave_of(key)
@@ -221,6 +310,9 @@ class RolloutRun:
                 outcomes = [self._outcome(m) for m in wave.members]
                 reason = halt_reason(self.plan.policy, wave, outcomes, self.failures)
                 self.failures += sum(1 for o in outcomes if o.failed)
+            if reason is None:
+                reason = self._soak(wave)  # outside the lock: it sleeps
+            with self._lock:
                 if reason is not None:
                     self.halted = (wave.index, reason)
                     self.states[wave.index] = WaveState.HALTED
@@ -241,17 +333,71 @@ class RolloutRun:
         result = self.results.get(member.stack)
         if result is None:  # not selected for this run (another shard, a stage): nothing of it ran
             return MemberOutcome(member.key, failed=False, status="not-run")
+        if result.status == HELD:
+            return MemberOutcome(member.key, failed=False, status=HELD, held=self._holds_of(member.stack))
         failed = gate_failed(result) or result.status == "skipped"
         status = (ClusterOutputs.read(result.outputs).lifecycle or result.status) if failed else result.status
         return MemberOutcome(member.key, failed=failed, status=status, violations=len(result.policy))
+
+    def _holds_of(self, stack: str) -> str:
+        return next((found[stack] for found in self._holds.values() if stack in found), "")
+
+    # --------------------------------------------------------------------------------- soaking
+
+    def _soak(self, wave: Wave) -> str | None:
+        """The wave's soak: its clusters deployed by this run must stay clean for `soak_s` (read at once,
+        then every `soak_poll_s`, last at its end); the halt reason, or None. No soak for the last wave
+        (nothing waits for it) or a wave this run deployed nothing in."""
+        if not wave.rule.soak_s or wave.index == len(self.plan.waves):
+            return None
+        members = {m.stack: m.key for m in wave.members}
+        deployed = [r for s, r in self.results.items() if s in members and r.status == "deployed"]
+        if not deployed:
+            self.soaks[wave.index] = {"seconds": wave.rule.soak_s, "skipped": "no cluster deployed"}
+            return None
+        stacks = [r.stack for r in deployed]
+        with self._lock:
+            self.states[wave.index] = WaveState.SOAKING
+        self._tag(wave, stacks, "", WaveState.SOAKING)
+        soak = wave.rule.soak_s
+        self.context.progress.message(f"rollout wave {wave.index}: soaking {describe(soak)}")
+        started, reads = self._clock(), 0
+        while True:
+            problems = self._soak_read(stacks, refresh=reads == 0)
+            reads += 1
+            elapsed = self._clock() - started
+            record: dict[str, Any] = {"seconds": soak, "reads": reads, "elapsed_s": round(elapsed, 1)}
+            if problems:
+                named = {members[s]: why for s, why in problems.items()}
+                self.soaks[wave.index] = {**record, "clean": False, "problems": named}
+                listed = "; ".join(f"{key}: {why}" for key, why in named.items())
+                return (
+                    f"wave {wave.index}: not clean {round(elapsed)}s into its {describe(soak)} soak: {listed}"
+                )
+            left = soak - elapsed
+            if left <= 0:
+                self.soaks[wave.index] = {**record, "clean": True}
+                return None
+            self._sleep(min(soak_poll_s(soak), left))
+
+    def _soak_read(self, stacks: Sequence[str], refresh: bool) -> dict[str, str]:
+        """Each soaking cluster that is not clean, and why (a read that fails is not clean)."""
+        try:
+            found = self._health(stacks, refresh)
+        except (NpaError, CloudError) as err:
+            return {stack: f"health not read: {err}" for stack in stacks}
+        problems = {
+            stack: (soak_problem(found[stack]) if stack in found else "health not read") for stack in stacks
+        }
+        return {stack: why for stack, why in problems.items() if why}
 
     def _tag(self, wave: Wave, stacks: Sequence[str], reason: str, state: WaveState | None = None) -> None:
         """Record the wave's state on the stacks it ran (never on a stack a run did not touch)."""
         state = state or self.states[wave.index]
         for stack in stacks:
             result = self.results.get(stack)
-            if result is not None and result.status == "skipped":
-                continue
+            if result is not None and result.status in ("skipped", HELD):
+                continue  # not started: a held stack's tags say so already (`_hold`)
             op = self._ops.get(stack) or StackOp(stack, "cluster", "", None, None, {})
             tags = {
                 TAG_RUN: self.run_id,
@@ -269,12 +415,48 @@ class RolloutRun:
 
     def summary(self) -> dict[str, Any]:
         document = self.plan.to_json()
+        keys = {m.stack: m.key for w in self.plan.waves for m in w.members}
         for wave in document["waves"]:
             wave["state"] = str(self.states[wave["wave"]])
+            holds = self._holds.get(wave["wave"]) or {}
+            held = {s for s in holds if (self.results.get(s) or _NONE).status == HELD}
+            if held:
+                wave["held"] = {keys[s]: holds[s] for s in held}
+            if self.ignore_maintenance and set(holds) - held:
+                wave["taken_under_maintenance"] = {keys[s]: why for s, why in holds.items() if s not in held}
+            if wave["wave"] in self.soaks:
+                wave["soak"] = self.soaks[wave["wave"]]
         if self.halted is not None:
             document["halted"] = {"wave": self.halted[0], "reason": self.halted[1]}
             document["resume_command"] = self.resume
         return document
+
+
+_NONE = StackResult(stack="", kind="cluster", project_key="", status="")
+
+
+def mark_holds(
+    document: dict[str, Any],
+    rollout: RolloutPlan,
+    health: HealthReader,
+    results: Sequence[StackResult],
+    ignore_maintenance: bool,
+) -> None:
+    """The preview's rollout table: per wave, the clusters an `up` now would hold and why (`held`), or with
+    --ignore-maintenance take under maintenance (`taken_under_maintenance`). Clusters the preview found
+    unchanged are left out: an `up` passes them at once."""
+    unchanged = {r.stack for r in results if r.status in ("no-changes", "unchanged")}
+    stacks = [m.stack for w in rollout.waves for m in w.members if m.stack not in unchanged]
+    try:
+        found = health(stacks, False)
+    except (NpaError, CloudError) as err:
+        document["health_error"] = f"health not read, so no cluster is shown held: {err}"
+        return
+    for wave, entry in zip(rollout.waves, document["waves"], strict=True):
+        holds = {m.key: hold_reason(found[m.stack]) for m in wave.members if m.stack in found}
+        named = {key: why for key, why in holds.items() if why}
+        if named:
+            entry["taken_under_maintenance" if ignore_maintenance else "held"] = named
 
 
 def is_barrier(result: StackResult) -> bool:
@@ -301,7 +483,15 @@ def status(context: FleetContext) -> dict[str, Any] | None:
     halted_before = False
     for wave, entry in zip(rollout.waves, document["waves"], strict=True):
         mine = [tags[m.stack] for m in wave.members if tags[m.stack].get(TAG_RUN) == latest]
-        states = [t.get(TAG_STATE, "") for t in mine]
+        held = {
+            m.key: tags[m.stack].get(TAG_REASON, "")
+            for m in wave.members
+            if tags[m.stack].get(TAG_RUN) == latest and tags[m.stack].get(TAG_STATE) == HELD
+        }
+        if held:
+            entry["held"] = held
+        states = [t.get(TAG_STATE, "") for t in mine if t.get(TAG_STATE) != HELD]
+        states += [WaveState.PASSED] * len(held)  # a held cluster does not keep its wave from passing
         if halted_before:
             state = WaveState.NOT_STARTED
         elif WaveState.HALTED in states:
@@ -312,6 +502,8 @@ def status(context: FleetContext) -> dict[str, Any] | None:
             document["resume_command"] = first.get(TAG_RESUME, "")
         elif states and len(states) == len(wave.members) and all(s == WaveState.PASSED for s in states):
             state = WaveState.PASSED
+        elif WaveState.SOAKING in states:
+            state = WaveState.SOAKING
         elif states:
             state = WaveState.APPLYING
         else:
@@ -331,6 +523,9 @@ def _in_progress(document: dict[str, Any], latest: str) -> None:
     if not recorded.current:
         return
     for wave in document["waves"]:
+        if wave["state"] == WaveState.SOAKING:
+            document["in_progress"] = wave["wave"]
+            return
         if wave["state"] in (WaveState.WAITING, WaveState.APPLYING):
             wave["state"] = str(WaveState.APPLYING)
             document["in_progress"] = wave["wave"]

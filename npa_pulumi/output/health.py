@@ -105,6 +105,9 @@ class ClusterHealth(BaseModel):
     totals: GpuTotals = Field(default_factory=GpuTotals)
     usable_fraction: float = 1.0
     last_gate: str = ""  # passed | failed | skipped | none: what the stack recorded
+    # When the last gate that passed decided (UTC, ISO 8601); None: no pass recorded, or recorded by a
+    # version that did not note the time
+    last_gate_passed_at: str | None = None
     nodes: list[NodeHealth] = Field(default_factory=list)
     # `--requalify`: what ran ({nodes, passed, failed, refused, record}); None when not asked
     requalify: dict[str, Any] | None = None
@@ -183,6 +186,9 @@ def render_text(health: FleetHealth) -> str:
                     f"    requalify: {passed} passed, {failed} failed"
                     + (f", refused: {done['refused']}" if done.get("refused") else "")
                 )
+                fabric = done.get("fabric")
+                if fabric:
+                    lines.append(f"    fabric check: {fabric.get('status')}: {fabric.get('reason')}")
     lines.append(f"fleet: {_totals_text(health.totals)}")
     lines += [f"warning: {w}" for w in health.warnings]
     return "\n".join(lines)

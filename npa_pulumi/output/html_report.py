@@ -5,7 +5,10 @@ the documents `status --output json` (or `preview --output json`) and `plan --ou
   destroy-incomplete, ...) and linked to the cluster's detail section;
 * per cluster: GPUs by model, node groups, the health gate's outcome and evidence summary, kube context,
   drift, and cost when the status document carries a `cost` field;
-* an SVG bar chart of GPUs (and cost, when known) per project.
+* an SVG bar chart of GPUs (and cost, when known) per project;
+* with a `health --output json` document: the GPU health now — per cluster the GPUs usable, degraded,
+  under maintenance, unqualified and missing, when its gate last passed, each node that is not usable with
+  its problems, and each project's active maintenance events with their reason codes.
 
 Nothing secret: every text goes through the pull-request comment's scrubbing (`cloud/redaction.scrub`:
 capacity block ids masked, credential-looking values blanked) before it is HTML-escaped, and the fields
@@ -194,7 +197,9 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:6px;margin:4px 0}
 .totals span{margin-right:14px}
 .timeline-legend span{margin-right:14px;white-space:nowrap}.timeline-chart{overflow-x:auto}
 .longest-path code{background:#fff0e6}.audit td,.timeline-table td{font-size:13px}
+.health td.num{text-align:right}.health tr.h-failed td,.health tr.h-below-min-usable td{background:#fff1f1}
 """
+MAX_HEALTH_ITEMS = 200  # nodes and maintenance events listed; the rest are counted
 
 
 def _style(lifecycle: Lifecycle) -> str:
@@ -326,6 +331,91 @@ def _health_summary(view: ClusterView) -> str:
     return "; ".join(bits)
 
 
+_BUCKETS = ("usable", "degraded", "maintenance", "unqualified", "missing")
+
+
+def _health_totals(totals: Mapping[str, Any]) -> str:
+    parts = [f"{text(totals.get('usable', 0))}/{text(totals.get('requested', 0))} GPUs usable"]
+    parts += [f"{text(totals[b])} {b}" for b in _BUCKETS[1:] if totals.get(b)]
+    return ", ".join(parts)
+
+
+def _clusters_of(health: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [c for c in health.get("clusters") or [] if isinstance(c, Mapping)]
+
+
+def _health_row(cluster: Mapping[str, Any]) -> str:
+    totals = cluster.get("totals") or {}
+    stack = str(cluster.get("stack") or "")
+    status = str(cluster.get("status") or "?")
+    cells = "".join(f'<td class="num">{text(totals.get(b, 0))}</td>' for b in _BUCKETS)
+    gate = cluster.get("last_gate_passed_at") or cluster.get("last_gate") or "—"
+    error = f'<br><span class="small">{text(cluster["error"])}</span>' if cluster.get("error") else ""
+    return (
+        f'<tr class="h-{text(status)}" data-stack="{text(stack)}" data-health="{text(status)}">'
+        f'<td><a href="#{anchor(stack)}">{text(cluster.get("project_key", "?"))} / '
+        f"{text(cluster.get('cluster_name', stack))}</a></td><td>{text(status)}{error}</td>"
+        f'<td class="num">{text(totals.get("requested", 0))}</td>{cells}<td>{text(gate)}</td></tr>'
+    )
+
+
+def _bounded_items(items: list[str]) -> str:
+    shown = "".join(items[:MAX_HEALTH_ITEMS])
+    more = f"<li>… and {len(items) - MAX_HEALTH_ITEMS} more</li>" if len(items) > MAX_HEALTH_ITEMS else ""
+    return f"<ul>{shown}{more}</ul>"
+
+
+def _node_item(cluster: Mapping[str, Any], node: Mapping[str, Any]) -> str:
+    where = f"{text(cluster.get('project_key', '?'))} / {text(cluster.get('cluster_name', '?'))}"
+    problems = "; ".join(str(p) for p in node.get("problems") or []) or str(node.get("state", ""))
+    return (
+        f'<li data-node="{text(node.get("name", ""))}"><code>{text(node.get("name", "?"))}</code> '
+        f"[{text(node.get('state', '?'))}] {where}: {text(problems)}</li>"
+    )
+
+
+def _health_section(health: Mapping[str, Any]) -> str:
+    """The GPU health now, from a `health --output json` document (npa_pulumi/output/health.py)."""
+    clusters = _clusters_of(health)
+    head = "".join(f"<th>{b}</th>" for b in ("requested", *_BUCKETS))
+    rows = "".join(_health_row(c) for c in clusters)
+    nodes = [
+        _node_item(c, n)
+        for c in clusters
+        for n in c.get("nodes") or []
+        if isinstance(n, Mapping) and (n.get("problems") or n.get("state") not in ("usable", "cpu"))
+    ]
+    events = [
+        f'<li data-reason="{text(m.get("reason", ""))}"><b>{text(m.get("reason") or "unknown reason")}</b> '
+        f"on {text(m.get('node') or m.get('instance_name') or 'an instance')} "
+        f"({text(p.get('project_key', '?'))}{', ' + text(m['cluster']) if m.get('cluster') else ''}; "
+        f"{text(m.get('id', ''))})</li>"
+        for p in health.get("projects") or []
+        if isinstance(p, Mapping)
+        for m in p.get("maintenance") or []
+        if isinstance(m, Mapping)
+    ]
+    return (
+        f'<section id="health"><p class="totals">fleet: {_health_totals(health.get("totals") or {})}'
+        f" (--min-usable {text(health.get('min_usable', 1))})</p>"
+        f'<table class="health"><thead><tr><th>cluster</th><th>status</th>{head}<th>last gate pass</th>'
+        f"</tr></thead><tbody>{rows}</tbody></table>"
+        + (f"<h3>Nodes that are not usable</h3>{_bounded_items(nodes)}" if nodes else "")
+        + (f"<h3>Active maintenance events</h3>{_bounded_items(events)}" if events else "")
+        + "</section>"
+    )
+
+
+def _health_now(cluster: Mapping[str, Any] | None) -> str:
+    if cluster is None:
+        return "not read"
+    summary = _health_totals(cluster.get("totals") or {})
+    status = str(cluster.get("status") or "?")
+    return f'<a href="#health">{text(status)}</a>: {summary}' + (
+        f"; {text(cluster['error'])}" if cluster.get("error") else ""
+    )
+
+
 def _node_groups(view: ClusterView) -> str:
     if not view.node_groups:
         return "none recorded"
@@ -337,7 +427,7 @@ def _node_groups(view: ClusterView) -> str:
     return "<br>".join(items)
 
 
-def _detail(view: ClusterView) -> str:
+def _detail(view: ClusterView, health: Mapping[str, Any] | None = None) -> str:
     background, colour = _COLOURS[view.lifecycle]
     rows = [
         ("state", f'<span class="state" style="color:{colour}">{text(view.status)}</span>'),
@@ -353,6 +443,7 @@ def _detail(view: ClusterView) -> str:
         ),
         ("node groups", _node_groups(view)),
         ("health gate", _health_summary(view)),
+        *([("GPU health now", _health_now(health.get(view.stack)))] if health is not None else []),
         (
             "drift",
             "<br>".join(
@@ -398,18 +489,21 @@ def render_report(
     title: str | None = None,
     sections: Sequence[tuple[str, str]] = (),
     audit: Sequence[Mapping[str, Any]] | None = None,
+    health: Mapping[str, Any] | None = None,
 ) -> str:
     """The page for a `status` (or `preview`) JSON document, with GPU models from the `plan` document;
-    `sections` (heading, HTML already made safe: a run's timeline, output/timeline.py) go after the chart;
-    `audit`, the fleet's last audit records (`AuditRecord.to_json()`, newest last), or the one line that says
-    why none could be read (a dict with `unavailable`)."""
+    given a `health --output json` document, the GPU health now; `sections` (heading, HTML already made
+    safe: a run's timeline, output/timeline.py) go after the chart; `audit`, the fleet's last audit
+    records (`AuditRecord.to_json()`, newest last), or the one line that says why none could be read (a
+    dict with `unavailable`)."""
     views = cluster_views(document, plan)
+    by_stack = {str(c.get("stack")): c for c in _clusters_of(health)} if health is not None else None
     fleet = str(document.get("fleet") or "fleet")
     command = str(document.get("command") or "status")
     heading = title or (f"Fleet {fleet}" + (": pending change" if command == "preview" else ""))
     warnings = "".join(f"<li>{text(w)}</li>" for w in document.get("warnings") or [])
     error = document.get("error")
-    details = "".join(_detail(v) for v in views) or "<p>No clusters in this selection.</p>"
+    details = "".join(_detail(v, by_stack) for v in views) or "<p>No clusters in this selection.</p>"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -430,6 +524,7 @@ def render_report(
         + _grid(views)
         + "<h2>GPUs per project</h2>"
         + _chart(views)
+        + ("<h2>GPU health now</h2>" + _health_section(health) if health is not None else "")
         + "".join(f'<h2 id="{_section_id(heading)}">{text(heading)}</h2>{body}' for heading, body in sections)
         + (_audit(audit) if audit is not None else "")
         + "<h2>Clusters</h2>"

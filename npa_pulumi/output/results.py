@@ -24,6 +24,8 @@ class StackStatus(StrEnum):
     # A backend this version cannot deploy: a failure, exit 1 (preview, status and destroy list such a
     # target as not-supported).
     NOT_DEPLOYABLE = "not-deployable"
+    # A staged rollout did not start it: maintenance or a NebiusGPUError node (not a failure).
+    HELD = "held"
     # The gate did not pass (everything is kept for a retry), no kubeconfig could be had, or a MIG
     # cluster's layout did not converge (kept likewise).
     DEPLOYED_VALIDATION_FAILED = "deployed-validation-failed"

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from npa_pulumi.output.results import FleetResult, drain_lines
 from npa_pulumi.output.streams import stdout_console
+from npa_pulumi.spec.durations import describe
 
 _STYLE = {
     "deployed": "green",
@@ -33,6 +34,7 @@ _STYLE = {
     "destroy-incomplete": "red",
     "status-error": "red",
     "skipped": "yellow",
+    "held": "yellow",
     "not-supported": "yellow",
     "not-deployable": "red",
 }
@@ -118,10 +120,20 @@ def print_rollout(rollout: dict[str, Any], console: Console) -> None:
             f"{key} ({reservations[key]})" if key in reservations else key
             for key in wave.get("clusters") or []
         )
+        rule = str(wave["rule"]) + (f", then soak {describe(wave['soak_s'])}" if wave.get("soak_s") else "")
         console.print(
-            f"  wave {wave['wave']} ({escape(str(wave['rule']))}){escape(state)}: {escape(names or '-')}",
+            f"  wave {wave['wave']} ({escape(rule)}){escape(state)}: {escape(names or '-')}",
             soft_wrap=True,
         )
+        for key, why in (wave.get("held") or {}).items():
+            console.print(f"    [yellow]held[/] {escape(key)}: {escape(str(why))}", soft_wrap=True)
+        for key, why in (wave.get("taken_under_maintenance") or {}).items():
+            console.print(f"    taken under maintenance {escape(key)}: {escape(str(why))}", soft_wrap=True)
+        soak = wave.get("soak")
+        if soak:
+            console.print(f"    soak: {escape(_soak_text(soak))}", soft_wrap=True)
+    if rollout.get("health_error"):
+        console.print(f"  {escape(str(rollout['health_error']))}", soft_wrap=True)
     halted = rollout.get("halted")
     if halted:
         console.print(
@@ -132,6 +144,16 @@ def print_rollout(rollout: dict[str, Any], console: Console) -> None:
     if rollout.get("resume_command"):
         resume = rollout["resume_command"]
         console.print(f"resume it after a fix with: {resume}", soft_wrap=True, markup=False)
+
+
+def _soak_text(soak: dict[str, Any]) -> str:
+    if soak.get("skipped"):
+        return f"skipped ({soak['skipped']})"
+    reads = f"{soak.get('reads', 0)} health read(s) over {soak.get('elapsed_s', 0)}s"
+    if soak.get("clean"):
+        return f"clean ({reads})"
+    problems = "; ".join(f"{k}: {v}" for k, v in (soak.get("problems") or {}).items())
+    return f"not clean ({reads}): {problems}"
 
 
 def print_teardown_phases(result: FleetResult, console: Console) -> None:

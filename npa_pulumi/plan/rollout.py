@@ -12,7 +12,11 @@ spec order; the engine (engine/operations/rollout.py) runs the waves on the sche
   once (the scheduler's per-group limit); the reservation is shown by a label, never by its id;
 * a wave halts the rollout (later waves are not started) when: `gate-failure` — a cluster of it failed
   (its stack, or its health gate); `policy-violation` — that, or any policy violation reported;
-  `failures: K` — K clusters of the rollout failed so far.
+  `failures: K` — K clusters of the rollout failed so far; and, with `maintenance` named too, a cluster of
+  it was held (an active maintenance event or a node in NebiusGPUError: engine/health_model.py
+  `hold_reason`), which otherwise only keeps that cluster back while the others proceed;
+* a wave with `soak: DURATION` (not the last) keeps the next wave waiting that long after its gates passed,
+  while its clusters' health is read again and again; a cluster that is not clean halts the rollout.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.spec.durations import describe, duration_seconds
 
 if TYPE_CHECKING:
     from npa_pulumi.plan.targets import Target
@@ -42,6 +47,7 @@ class HaltOn(StrEnum):
     GATE_FAILURE = "gate-failure"
     POLICY_VIOLATION = "policy-violation"
     FAILURES = "failures"
+    MAINTENANCE = "maintenance"  # beside one of the others: a held cluster halts the rollout too
 
 
 class WaveState(StrEnum):
@@ -49,6 +55,7 @@ class WaveState(StrEnum):
 
     WAITING = "waiting"
     APPLYING = "applying"
+    SOAKING = "soaking"  # its gates passed; its health is watched for the wave's soak
     PASSED = "passed"
     HALTED = "halted"  # its clusters failed: the rollout stopped here
     NOT_STARTED = "not-started"  # an earlier wave halted the rollout
@@ -60,6 +67,7 @@ class WaveRule:
     selectors: tuple[str, ...] = ()
     number: int = 0
     implicit: bool = False  # the `rest` wave added for clusters no written wave took
+    soak_s: float = 0.0  # after its gates passed, its health must stay clean this long (0: no soak)
 
     def describe(self) -> str:
         if self.kind is WaveKind.CLUSTERS:
@@ -78,36 +86,43 @@ class RolloutPolicy:
     max_in_flight_per_reservation: int = 0  # 0: no limit of its own
     halt_on: HaltOn = HaltOn.GATE_FAILURE
     halt_failures: int = 1  # halt_on failures: K
+    halt_on_maintenance: bool = False  # a held cluster halts the rollout at its wave
 
     @classmethod
     def from_spec(cls, spec: RolloutSpec) -> RolloutPolicy:
         halt = spec.halt_on
-        if isinstance(halt, str):
-            halt_on, failures = HaltOn(halt), 1
+        failures, maintenance = 1, False
+        if isinstance(halt, str | list):
+            named = {HaltOn(h) for h in ([halt] if isinstance(halt, str) else halt)}
+            maintenance = HaltOn.MAINTENANCE in named
+            halt_on = HaltOn.POLICY_VIOLATION if HaltOn.POLICY_VIOLATION in named else HaltOn.GATE_FAILURE
         else:
-            halt_on, failures = HaltOn.FAILURES, halt.failures
+            halt_on, failures, maintenance = HaltOn.FAILURES, halt.failures, halt.maintenance
         return cls(
             waves=tuple(_rule_of_spec(wave) for wave in spec.waves),
             max_in_flight=spec.max_in_flight,
             max_in_flight_per_reservation=spec.max_in_flight_per_reservation,
             halt_on=halt_on,
             halt_failures=failures,
+            halt_on_maintenance=maintenance,
         )
 
     def halt_description(self) -> str:
-        if self.halt_on is HaltOn.FAILURES:
-            return f"failures: {self.halt_failures}"
-        return str(self.halt_on)
+        described = (
+            f"failures: {self.halt_failures}" if self.halt_on is HaltOn.FAILURES else str(self.halt_on)
+        )
+        return f"{described}, maintenance" if self.halt_on_maintenance else described
 
 
 def _rule_of_spec(wave: Any) -> WaveRule:
+    soak = (duration_seconds(wave.soak) or 0.0) if wave.soak is not None else 0.0
     if wave.clusters is not None:
-        return WaveRule(WaveKind.CLUSTERS, selectors=tuple(wave.clusters))
+        return WaveRule(WaveKind.CLUSTERS, selectors=tuple(wave.clusters), soak_s=soak)
     if wave.count is not None:
-        return WaveRule(WaveKind.COUNT, number=wave.count)
+        return WaveRule(WaveKind.COUNT, number=wave.count, soak_s=soak)
     if wave.percent is not None:
-        return WaveRule(WaveKind.PERCENT, number=wave.percent)
-    return WaveRule(WaveKind.REST)
+        return WaveRule(WaveKind.PERCENT, number=wave.percent, soak_s=soak)
+    return WaveRule(WaveKind.REST, soak_s=soak)
 
 
 def parse_waves(text: str) -> tuple[WaveRule, ...]:
@@ -164,6 +179,7 @@ class Wave:
             "clusters": [m.key for m in self.members],
             "stacks": [m.stack for m in self.members],
             "reservations": {m.key: m.reservation for m in self.members if m.reservation},
+            **({"soak_s": self.rule.soak_s} if self.rule.soak_s else {}),
         }
 
 
@@ -195,7 +211,10 @@ class RolloutPlan:
         out = []
         for wave in self.waves:
             names = ", ".join(f"{m.key} [{m.reservation}]" if m.reservation else m.key for m in wave.members)
-            out.append(f"wave {wave.index} ({wave.rule.describe()}): {names or '(no selected cluster)'}")
+            soak = f", then soak {describe(wave.rule.soak_s)}" if wave.rule.soak_s else ""
+            out.append(
+                f"wave {wave.index} ({wave.rule.describe()}{soak}): {names or '(no selected cluster)'}"
+            )
         return out
 
 
@@ -265,6 +284,7 @@ def with_overrides(
         max_in_flight_per_reservation=max_in_flight_per_reservation or base.max_in_flight_per_reservation,
         halt_on=base.halt_on,
         halt_failures=base.halt_failures,
+        halt_on_maintenance=base.halt_on_maintenance,
     )
 
 
@@ -276,6 +296,7 @@ class MemberOutcome:
     failed: bool  # its stack failed, or its health gate (the lifecycle the stack recorded)
     status: str = ""
     violations: int = 0  # policy violations reported for it
+    held: str = ""  # why it was not started (maintenance, a NebiusGPUError node); "" when it was not held
 
 
 def halt_reason(
@@ -289,12 +310,15 @@ def halt_reason(
         count = failures_before + len(failed)
         if count >= policy.halt_failures:
             return f"{count} cluster(s) failed, halt_on failures: {policy.halt_failures}: {named}"
-        return None
-    if failed:
+    elif failed:
         return f"wave {wave.index}: {named}"
-    if policy.halt_on is HaltOn.POLICY_VIOLATION:
+    elif policy.halt_on is HaltOn.POLICY_VIOLATION:
         violating = [o.key for o in outcomes if o.violations]
         if violating:
             keys = ", ".join(violating)
             return f"wave {wave.index}: policy violation(s) on {keys} (halt_on policy-violation)"
+    held = [o for o in outcomes if o.held]
+    if policy.halt_on_maintenance and held:
+        why = "; ".join(f"{o.key} held: {o.held}" for o in held)
+        return f"wave {wave.index}: {why} (halt_on maintenance)"
     return None

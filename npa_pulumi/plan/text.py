@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from npa_pulumi.plan.cost import cost_phrase
+from npa_pulumi.spec.durations import describe
 
 
 def render_plan_text(document: dict[str, Any], *, width: int | None = None) -> str:
@@ -56,7 +57,8 @@ def render_plan_text(document: dict[str, Any], *, width: int | None = None) -> s
             names = ", ".join(
                 f"{key} ({reservations[key]})" if key in reservations else key for key in wave["clusters"]
             )
-            console.print(f"  wave {wave['wave']} ({wave['rule']}): {names or '(no selected cluster)'}")
+            soak = f", then soak {describe(wave['soak_s'])}" if wave.get("soak_s") else ""
+            console.print(f"  wave {wave['wave']} ({wave['rule']}{soak}): {names or '(no selected cluster)'}")
     return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
 
 

@@ -6,11 +6,15 @@ armed (latency, then a typed error) -> one SQLite transaction (`BEGIN IMMEDIATE`
 errors raised inside carry the request they came from. Write transactions also give node groups that
 wait for quota a chance to start, before the operation (so they keep their place in the queue) and after
 it (so capacity a delete frees is used at once).
+
+With `$NPA_LOCAL_CLOUD_CALL_LOG` set to a file, every operation appends its name to it, one a line (what
+a benchmark counts to show how a command's reads are batched); nothing else changes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import sys
 import time
@@ -21,6 +25,16 @@ from typing import Any
 from npa_pulumi.cloud.errors import CloudError, CloudRequest, OperationTimeout, error_from_kind
 from npa_pulumi.simulator import db, faults, scheduling
 from npa_pulumi.simulator.transaction import LocalCloudUnusable, OpContext, purge_deleted, wipe
+
+CALL_LOG_ENV = "NPA_LOCAL_CLOUD_CALL_LOG"
+
+
+def _log_call(op: str) -> None:
+    path = os.environ.get(CALL_LOG_ENV)
+    if path:
+        # One short line per call in append mode: writes of concurrent callers do not interleave.
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(op + "\n")
 
 
 class Store:
@@ -151,6 +165,7 @@ class Store:
         """`reconcile=True` on a read: take the write lock when node groups wait for quota, so the
         read reports them started if they now fit (states are computed lazily, there is no daemon)."""
         request = CloudRequest(op, {k: v for k, v in params.items() if v is not None})
+        _log_call(op)
         conn = self.connect()
         try:
             if inject:

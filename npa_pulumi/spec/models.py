@@ -544,12 +544,19 @@ class RolloutWaveSpec(SpecModel):
         None, description="The next P percent of the selected clusters (rounded up, at least one)."
     )
     rest: Boolean | None = Field(None, description="Every cluster no earlier wave took (last wave only).")
+    soak: Text | None = Field(
+        None,
+        description="After the wave's gates pass, its clusters' health must stay clean this long (30s, 10m, "
+        "1h) before the next wave starts.",
+    )
 
 
 class HaltOnFailuresSpec(SpecModel):
-    """`halt_on: {failures: K}`: halt once K clusters of the rollout failed (stack or health gate)."""
+    """`halt_on: {failures: K}`: halt once K clusters of the rollout failed (stack or health gate);
+    `maintenance: true` also halts at a wave with a cluster held for maintenance."""
 
     failures: Integer = Field(1, description="Failures that halt the rollout (at least 1).")
+    maintenance: Boolean = Field(False, description="Also halt at a wave with a held cluster.")
 
 
 class RolloutSpec(SpecModel):
@@ -560,8 +567,10 @@ class RolloutSpec(SpecModel):
     max_in_flight_per_reservation: Integer = Field(
         0, description="Clusters of one capacity block group applying at once (0: no limit of its own)."
     )
-    halt_on: Text | HaltOnFailuresSpec = Field(
-        "gate-failure", description="gate-failure (default), policy-violation, or {failures: K}."
+    halt_on: Text | list[Text] | HaltOnFailuresSpec = Field(
+        "gate-failure",
+        description="gate-failure (default), policy-violation, maintenance (a held cluster halts too), a "
+        "list of them, or {failures: K}.",
     )
 
 

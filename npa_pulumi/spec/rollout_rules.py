@@ -5,11 +5,13 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterator
 
+from npa_pulumi.spec.durations import EXAMPLES, duration_seconds
 from npa_pulumi.spec.models import FleetSpec, HaltOnFailuresSpec, RolloutSpec, RolloutWaveSpec
 from npa_pulumi.spec.names import PathTuple
 from npa_pulumi.spec.problems import RawProblem
 
-HALT_ON = ("gate-failure", "policy-violation")
+HALT_ON = ("gate-failure", "policy-violation", "maintenance")
+_HALT_ON_HINT = "expected gate-failure, policy-violation, maintenance, a list of them, or {failures: K}"
 _WAVE_KEYS = ("clusters", "count", "percent", "rest")
 
 
@@ -31,6 +33,12 @@ def check_rollout(spec: FleetSpec) -> Iterator[RawProblem]:
 
 
 def _wave(wave: RolloutWaveSpec, path: PathTuple, last: bool, keys: list[str]) -> Iterator[RawProblem]:
+    if wave.soak is not None:
+        if duration_seconds(wave.soak) is None:
+            yield RawProblem((*path, "soak"), f"soak {wave.soak!r} is not a duration", EXAMPLES)
+        elif wave.rest:
+            # A soak keeps the next wave waiting; nothing follows the rest wave.
+            yield RawProblem((*path, "soak"), "the rest wave is the last: no wave waits for its soak")
     given = [key for key in _WAVE_KEYS if getattr(wave, key) is not None]
     if len(given) != 1:
         yield RawProblem(
@@ -76,9 +84,11 @@ def _limits(rollout: RolloutSpec, base: PathTuple) -> Iterator[RawProblem]:
     if isinstance(halt, HaltOnFailuresSpec):
         if halt.failures < 1:
             yield RawProblem((*base, "halt_on", "failures"), "failures must be at least 1")
+    elif isinstance(halt, list):
+        if not halt:
+            yield RawProblem((*base, "halt_on"), "halt_on must name at least one condition", _HALT_ON_HINT)
+        for index, item in enumerate(halt):
+            if item not in HALT_ON:
+                yield RawProblem((*base, "halt_on", index), f"unknown halt_on {item!r}", _HALT_ON_HINT)
     elif halt not in HALT_ON:
-        yield RawProblem(
-            (*base, "halt_on"),
-            f"unknown halt_on {halt!r}",
-            "expected gate-failure, policy-violation or {failures: K}",
-        )
+        yield RawProblem((*base, "halt_on"), f"unknown halt_on {halt!r}", _HALT_ON_HINT)

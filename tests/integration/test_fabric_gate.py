@@ -4,14 +4,16 @@ records it in the stack's `health_evidence`; a degraded NVLink on one node makes
 `up`'s gate name that node (the cluster is kept); an InfiniBand port down on one node fails the inter-node
 check and the culprit search names it by its loopback; a slow link from one node to the fabric (its
 loopback fine) is found by bisection in at most ceil(log2 4) + 1 rounds, by `verify-fabric` and by the
-gate; a single-GPU cluster records the check as `not-applicable`. One fleet is deployed; every step reads
-it."""
+gate; a single-GPU cluster records the check as `not-applicable`. A node replaced by auto-repair is
+requalified with the fabric check run again: with a slow link of its own it stays unqualified, named by the
+check; cleared, it qualifies. One fleet is deployed; every step reads it."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +167,48 @@ def test_fabric_bandwidth_in_the_gate_and_verify_fabric(kube_api: Path, tmp_path
     retried = npa("up", "--spec", _spec(tmp_path, 3), "--only-clusters", "train", "--yes", "--output", "json")
     assert retried.code == 0, retried.stderr[-3000:]
     assert by_stack(retried.json())["fab.p.train"]["status"] == "deployed"
+
+    # ---- a node replaced by auto-repair: requalification runs the fabric check again
+    npa(*fault, "--node", nodes[3], "--kind", "replace", check=True)
+    newcomer = _newcomer(spec, nodes)
+    npa(*fault, "--node", newcomer, "--kind", "ib-link-degraded", check=True)
+    code, requalified = _requalify(spec)
+    done = requalified["requalify"]
+    assert done["nodes"] == [newcomer] and done["failed"] == [newcomer], done
+    assert done["fabric"]["status"] == "failed" and newcomer in done["fabric"]["culprits"], done["fabric"]
+    node = next(n for n in requalified["nodes"] if n["name"] == newcomer)
+    assert node["qualification"] == "unqualified" and "fabric check" in node["requalification"]["errors"][0]
+    npa(*fault, "--node", newcomer, "--kind", "ib-link-degraded", "--clear", check=True)
+    code, requalified = _requalify(spec)
+    assert code == 0 and requalified["requalify"]["passed"] == [newcomer], requalified["requalify"]
+    assert requalified["requalify"]["fabric"]["status"] == "passed"
+    node = next(n for n in requalified["nodes"] if n["name"] == newcomer)
+    assert node["qualification"] == "requalified" and node["state"] == "usable"
+    assert node["requalification"]["probes"]["fabric"]["passed"] is True
+
+
+def _health(spec: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    result = npa("health", "--spec", spec, "--only-clusters", "train", "--output", "json", *extra)
+    assert result.code in (0, 1), result.stderr[-3000:]
+    [cluster] = result.json()["clusters"]
+    return result.code, cluster
+
+
+def _requalify(spec: str) -> tuple[int, dict[str, Any]]:
+    return _health(spec, "--requalify", "--yes")
+
+
+def _newcomer(spec: str, before: list[str]) -> str:
+    """The GPU node that joined in the replaced one's place, once it is Ready."""
+    deadline = time.monotonic() + 120
+    while True:
+        _, cluster = _health(spec)
+        gpu: dict[str, Any] = {str(n["name"]): n for n in cluster["nodes"] if n["gpu"]}
+        joined = sorted(set(gpu) - set(before))
+        if joined and gpu[joined[0]]["ready"] and len(gpu) == len(before):
+            return joined[0]
+        assert time.monotonic() < deadline, cluster
+        time.sleep(2)
 
 
 def _sha(name: str) -> str:

@@ -4,17 +4,24 @@ replaced by auto-repair: a new node with a new name) is read through its registe
 names each node with its condition or reason code, counts the usable GPUs and exits 1 below --min-usable;
 `--notify` posts nothing for the healthy fleet, one event for the degraded one, and `--watch` nothing more
 while nothing changes; `health --requalify --yes` runs the gate's probes on exactly the replaced node and
-qualifies it, and the audit trail records that repair (in counts, without node names)."""
+qualifies it, and the audit trail records that repair (in counts, without node names). `health --watch`
+then serves the series on its metrics port (read over HTTP while it runs: the buckets, the condition, the
+maintenance reason code and the seconds since the gate passed) and, once the maintenance is finished
+between its two reads, appends the transitions to its events file."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import by_stack, npa, write_spec
+from fleet_helpers import CLI, REPO, by_stack, npa, write_spec
 from webhook_support import Webhook
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -144,3 +151,62 @@ def test_health_names_nebius_faults_and_requalifies_a_replaced_node(
     assert outcome["detail"] == "probed 1 unqualified node(s): 1 passed, 0 failed"
     assert records[1]["totals"]["passed"] == 1 and records[1]["who"]["os_user"]
     assert newcomer[0] not in json.dumps(records)
+
+    # ---- over time: the metrics endpoint while `--watch` runs, and the events between its two reads
+    _watch(spec, tmp_path, cluster_id, serviced, broken)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _metrics(port: int, deadline: float) -> str:
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                text = str(response.read().decode())
+            if "npa_health_gpus{" in text:
+                return text
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the metrics endpoint never served a read"
+        time.sleep(0.5)
+
+
+def _watch(spec: str, tmp_path: Path, cluster_id: str, serviced: str, broken: str) -> None:
+    port, events = _free_port(), tmp_path / "events.jsonl"
+    args = ["health", "--spec", spec, "--watch", "--interval", "20s", "--iterations", "2"]
+    args += ["--metrics-port", str(port), "--events", str(events), "--output", "json"]
+    watcher = subprocess.Popen(
+        [*CLI, *args], cwd=REPO, env=os.environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        text = _metrics(port, time.monotonic() + 120)
+        labels = 'cluster="train",fleet="hl",project="p"'
+        assert f'npa_health_gpus{{bucket="requested",{labels}}} 3.0' in text
+        assert f'npa_health_gpus{{bucket="degraded",{labels}}} 1.0' in text
+        condition = f'condition="NebiusGPUError",fleet="hl",node="{broken}",project="p"}} 1.0'
+        assert f'npa_health_node_condition{{cluster="train",{condition}' in text
+        reason = f'node="{serviced}",project="p",reason="HW_GPU_XID_79"}} 1.0'
+        assert reason in text
+        since = next(
+            line for line in text.splitlines() if line.startswith("npa_health_seconds_since_gate_pass{")
+        )
+        assert labels in since and 0 < float(since.rsplit(" ", 1)[1]) < 3600, since
+        # Between the two reads, Nebius finishes the maintenance.
+        npa("local-cloud", "maintenance", "finish", "--cluster", cluster_id, "--node", serviced, check=True)
+        stdout, stderr = watcher.communicate(timeout=180)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    assert watcher.returncode == 1, stderr[-3000:]  # still below --min-usable
+    last = json.loads(stdout)
+    assert _nodes(last)[serviced]["state"] == "usable"
+    found = [json.loads(line) for line in events.read_text().splitlines()]
+    assert {(e["event"], e["node"]) for e in found} == {
+        ("maintenance-finished", serviced),
+        ("node-recovered", serviced),
+    }, found

@@ -1,8 +1,9 @@
 """The fleet report page in a real browser (issue 32, item 5): `report` of a deployed local fleet with one
 failed health gate renders in headless Chromium (Debian's package) with no console messages, a screenshot
-is taken, and the DOM shows every cluster with its state, the failed one marked, and the audit trail's
-last records; the HTML holds none of the run's secrets (the passphrase, the bucket's access-key secret,
-the IAM token the bridge mints). `report --timeline` draws a run's trace there too."""
+is taken, and the DOM shows every cluster with its state, the failed one marked, the GPU health section
+read now (each cluster's row, a maintenance event Nebius scheduled on one node with its reason code) and
+the audit trail's last records; the HTML holds none of the run's secrets (the passphrase, the bucket's
+access-key secret, the IAM token the bridge mints). `report --timeline` draws a run's trace there too."""
 
 from __future__ import annotations
 
@@ -54,11 +55,17 @@ class _Grid(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.cells: dict[str, tuple[str, str]] = {}
+        self.health: dict[str, str] = {}  # the GPU health section's rows: stack -> its health status
+        self.reasons: list[str] = []  # its maintenance events' reason codes
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = dict(attrs)
         if tag == "td" and found.get("data-stack"):
             self.cells[str(found["data-stack"])] = (str(found["data-status"]), str(found["data-lifecycle"]))
+        if tag == "tr" and found.get("data-health"):
+            self.health[str(found["data-stack"])] = str(found["data-health"])
+        if tag == "li" and found.get("data-reason"):
+            self.reasons.append(str(found["data-reason"]))
 
 
 def _errors(stdout: str) -> str:
@@ -112,6 +119,12 @@ def test_report_of_a_fleet_with_a_failed_gate(kube_api: Path, tmp_path: Path) ->
     failed = npa("up", "--spec", _spec(tmp_path, 3), "--yes", "-j", "2", "--output", "json")
     assert failed.code == 1, _errors(failed.stdout) + failed.stderr[-3000:]
     assert by_stack(failed.json())["rpt.beta.train"]["status"] == "deployed-validation-failed"
+    alpha = by_stack(first.json())["rpt.alpha.train"]
+    serviced = sorted(n for n, v in alpha["health"]["nodes"].items() if v.get("gpu"))[0]
+    npa(
+        "local-cloud", "maintenance", "add", "--cluster", alpha["cluster_id"], "--node", serviced,
+        "--reason", "HW_IB_LINK_DOWN", check=True,
+    )  # fmt: skip
 
     page = tmp_path / "fleet.html"
     report = npa("report", "--spec", spec, "--output", str(page))
@@ -133,6 +146,10 @@ def test_report_of_a_fleet_with_a_failed_gate(kube_api: Path, tmp_path: Path) ->
     # The audit trail's last records, newest first: the failed `up`, then the first one.
     audited = re.findall(r'<tr data-command="([^"]+)" data-outcome="([^"]+)"', rendered.dom)
     assert audited == [("up", "failed"), ("up", "ok")]
+    # The GPU health now: alpha's GPUs under maintenance (its node named with the reason code), beta's
+    # nodes never qualified by a gate pass.
+    assert grid.health == {"rpt.alpha.train": "below-min-usable", "rpt.beta.train": "below-min-usable"}
+    assert grid.reasons == ["HW_IB_LINK_DOWN"] and serviced in rendered.dom
     assert "8× gpu-h200-sxm" in rendered.dom
 
     for name, secret in _secrets(kube_api).items():

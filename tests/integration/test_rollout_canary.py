@@ -1,11 +1,14 @@
 """A staged rollout on the local cloud, with the real engine and API servers: seven clusters, a canary wave
-(research/train, the one GPU cluster), then two waves of three. A change to all seven with a `gpu-error`
-fault on the canary's GPU node: `up` exits 1 after the canary's gate fails, names the halted wave, why and
+(research/train, the one GPU cluster), then two waves of three. A change to all seven with a `gpu-missing`
+fault on the canary's GPU node (one GPU fewer: its gate fails; a NebiusGPUError node would be held, not
+started): `up` exits 1 after the canary's gate fails, names the halted wave, why and
 the command that resumes it; no cluster of waves 2 and 3 is updated (their stacks' last update and their
 node groups in the simulator are as before) and `status` shows the halt, from the tags beside the stacks.
-The PR comment lists the waves. After `--clear` and the printed resume command, all seven are deployed.
-The spec's `notify: [${ROLL_WEBHOOK}]` sends a receiver in this test exactly one event, for the halted
-rollout, and none for the clean runs before and after it.
+The PR comment lists the waves. The canary's wave soaks 2 s (its health read clean before the next wave).
+A maintenance event on prod/a's node (`local-cloud maintenance add`): the PR comment marks it held; after
+`--clear`, the printed resume command deploys the others and holds prod/a with the reason code (exit 0);
+`up --ignore-maintenance` then takes it. The spec's `notify: [${ROLL_WEBHOOK}]` sends a receiver in this
+test exactly one event, for the halted rollout, and none for the clean runs before and after it.
 `make test` runs the same journey over three clusters (the canary, then one per wave); the seven are
 `make test-long`'s."""
 
@@ -48,12 +51,14 @@ projects:
 rollout:
   waves:
     - clusters: [research/train]
+      soak: 2s
     - count: WAVE
     - rest: true
   max_in_flight: 3
 notify: ["${ROLL_WEBHOOK}"]
 """
 CANARY = "roll.research.train"
+SERVICED = "roll.prod.a"  # a maintenance event on its node: a staged up holds it
 
 
 @dataclass(frozen=True)
@@ -129,9 +134,18 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     assert all(deployed[s]["status"] == "deployed" for s in [CANARY, *later]), deployed
     assert [w["clusters"] for w in first.json()["rollout"]["waves"]] == waves
     assert [w["state"] for w in first.json()["rollout"]["waves"]] == ["passed"] * 3
+    soak = first.json()["rollout"]["waves"][0]["soak"]
+    assert soak["clean"] is True and soak["reads"] >= 2 and soak["elapsed_s"] >= 2, soak
     gpu_node = next(n for n, v in deployed[CANARY]["health"]["nodes"].items() if v.get("gpu"))
     later_ids = [deployed[s]["cluster_id"] for s in later]
     before_updates, before_groups = _last_updates(), _node_groups(later_ids)
+
+    # ---- Nebius schedules maintenance on prod/a's node: a staged up will hold that cluster
+    serviced_node = sorted(deployed[SERVICED]["health"]["nodes"])[0]
+    npa(
+        "local-cloud", "maintenance", "add", "--cluster", deployed[SERVICED]["cluster_id"],
+        "--node", serviced_node, "--reason", "HW_GPU_XID_79", check=True,
+    )  # fmt: skip
 
     # ---- the PR comment of the change lists the waves and their clusters
     spec = fleet.spec(
@@ -143,10 +157,13 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     for index, clusters in enumerate(waves, start=1):
         row = next(line for line in comment.stdout.splitlines() if line.startswith(f"| {index} |"))
         assert all(f"`{key}`" in row for key in clusters), row
+    assert "| 1 | research/train, then soak 2s |" in comment.stdout
+    assert "`prod/a` **held**" in comment.stdout
+    assert f"- `prod/a`: maintenance HW_GPU_XID_79 on node {serviced_node}" in comment.stdout
 
     # ---- a GPU fault on the canary: its gate fails, the rollout halts, nothing later is touched
     fault = ["local-cloud", "fault", "node", "--cluster", deployed[CANARY]["cluster_id"], "--node", gpu_node]
-    npa(*fault, "--kind", "gpu-error", check=True)
+    npa(*fault, "--kind", "gpu-missing", check=True)
     halted = npa("up", "--spec", spec, "--yes", "--no-preflight", "--output", "json", env=hook)
     assert halted.code == 1, halted.stderr[-4000:]
     [event] = webhook.events  # the spec's webhook: one event for the halt
@@ -174,14 +191,31 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     assert status["halted"]["wave"] == 1 and status["resume_command"] == resume
     assert [w["state"] for w in status["waves"]] == ["halted", "not-started", "not-started"]
 
-    # ---- fixed: the printed command resumes at the halted wave and finishes the rollout
-    npa(*fault, "--kind", "gpu-error", "--clear", check=True)
+    # ---- fixed: the printed command resumes at the halted wave and finishes the rollout, but for the
+    # cluster under maintenance: held with the reason code, never started, while the others proceed
+    npa(*fault, "--kind", "gpu-missing", "--clear", check=True)
     argv = shlex.split(resume)
     assert argv[0] == "npa-pulumi"
     resumed = npa(*argv[1:], "--no-preflight", "--output", "json", env=hook)
     assert resumed.code == 0, resumed.stderr[-4000:]
     assert len(webhook.events) == 1  # the clean resume posts nothing
     finished = by_stack(resumed.json())
-    assert all(finished[s]["status"] == "deployed" for s in [CANARY, *later]), finished
-    assert all(finished[s]["changes"].get("update", 0) >= 1 for s in later), finished  # the change arrived
-    assert [w["state"] for w in resumed.json()["rollout"]["waves"]] == ["passed"] * 3
+    others = [s for s in later if s != SERVICED]
+    assert all(finished[s]["status"] == "deployed" for s in [CANARY, *others]), finished
+    assert all(finished[s]["changes"].get("update", 0) >= 1 for s in others), finished  # the change arrived
+    assert finished[SERVICED]["status"] == "held", finished[SERVICED]
+    assert "HW_GPU_XID_79" in finished[SERVICED]["error"] and serviced_node in finished[SERVICED]["error"]
+    assert _last_updates()[SERVICED] == before_updates[SERVICED]  # its stack untouched
+    rolled = resumed.json()["rollout"]["waves"]
+    assert [w["state"] for w in rolled] == ["passed"] * 3
+    assert [list(w.get("held") or {}) for w in rolled if w.get("held")] == [["prod/a"]]
+
+    # ---- --ignore-maintenance takes it
+    taken = npa(*argv[1:], "--ignore-maintenance", "--no-preflight", "--output", "json")
+    assert taken.code == 0, taken.stderr[-4000:]
+    after = by_stack(taken.json())
+    assert after[SERVICED]["status"] == "deployed", after[SERVICED]
+    assert after[SERVICED]["changes"].get("update", 0) >= 1
+    assert all(after[s]["status"] == "unchanged" for s in [CANARY, *others]), after
+    marked = [w.get("taken_under_maintenance") or {} for w in taken.json()["rollout"]["waves"]]
+    assert any("HW_GPU_XID_79" in m.get("prod/a", "") for m in marked), marked

@@ -145,3 +145,106 @@ def test_min_usable_must_be_a_fraction(bad: float) -> None:
 
     with pytest.raises(UserInputError, match="fraction"):
         HealthRequest(min_usable=bad)
+
+
+# ------------------------------------------------------------------- what a staged rollout decides
+
+
+def _cluster(*nodes: Any, status: str = "ok", events: Any = ()) -> Any:
+    from npa_pulumi.output.health import ClusterHealth
+
+    judged = [judge_node(n, CONFIG, GATE, list(events)) for n in nodes]
+    return ClusterHealth(
+        stack="f.p.c",
+        project_key="p",
+        cluster_name="c",
+        kube_context="ctx",
+        status=status,
+        nodes=judged,
+        totals=totals(judged, CONFIG),
+    )
+
+
+def _gpu_error() -> dict[str, Any]:
+    return {"type": "NebiusGPUError", "status": "True", "message": "XID 79 on GPU 3"}
+
+
+def test_a_rollout_holds_a_cluster_under_maintenance_or_with_a_gpu_error_node() -> None:
+    from npa_pulumi.engine.health_model import hold_reason
+
+    healthy = [node("cpu-0", gpus=0, taints=[]), node("gpu-0"), node("gpu-1"), node("gpu-2")]
+    assert hold_reason(_cluster(*healthy)) is None
+    event = MaintenanceEvent(id="ev-1", project_id="p", instance_id="gpu-2", reason="HW_IB_LINK_DOWN")
+    reason = hold_reason(_cluster(*healthy, events=[event]))
+    assert reason == "maintenance HW_IB_LINK_DOWN on node gpu-2 (ev-1)"
+    broken = [healthy[0], node("gpu-0", conditions=[_gpu_error()]), *healthy[2:]]
+    assert hold_reason(_cluster(*broken)) == "node gpu-0: NebiusGPUError (XID 79 on GPU 3)"
+    scheduled = {"type": "NebiusMaintenanceScheduled", "status": "True", "reason": "Planned"}
+    assert "NebiusMaintenanceScheduled" in (
+        hold_reason(_cluster(node("gpu-0", conditions=[scheduled]))) or ""
+    )
+    # A cordoned or NotReady node is the gate's to judge, not a reason to hold; nor is an unread cluster.
+    assert hold_reason(_cluster(node("gpu-0", ready=False), node("gpu-1", unschedulable=True))) is None
+    assert hold_reason(_cluster(status="failed")) is None
+    many = [node(f"gpu-{i}", conditions=[_gpu_error()]) for i in range(5)]
+    assert (hold_reason(_cluster(*many)) or "").endswith("; and 2 more")
+
+
+def test_a_soak_is_clean_only_with_every_node_usable_and_none_missing() -> None:
+    from npa_pulumi.engine.health_model import soak_problem
+
+    healthy = [node("cpu-0", gpus=0, taints=[]), node("gpu-0"), node("gpu-1"), node("gpu-2")]
+    assert soak_problem(_cluster(*healthy)) is None
+    cordoned = soak_problem(_cluster(healthy[0], node("gpu-0", unschedulable=True), *healthy[2:]))
+    assert cordoned is not None and "node gpu-0 degraded: cordoned" in cordoned
+    cpu_down = soak_problem(_cluster(node("cpu-0", gpus=0, taints=[], ready=False), *healthy[1:]))
+    assert cpu_down is not None and "node cpu-0" in cpu_down
+    missing = soak_problem(_cluster(*healthy[:3]))  # gpu-2 gone
+    assert missing is not None and "8 GPU(s) on nodes that are not registered" in missing
+    newcomer = soak_problem(_cluster(*healthy[:3], node("gpu-9")))  # replaced since the gate
+    assert newcomer is not None and "gpu-9 unqualified" in newcomer
+    unread = _cluster(status="failed")
+    unread.error = "the cluster's API could not be read: timeout"
+    assert soak_problem(unread) == "health not read: the cluster's API could not be read: timeout"
+
+
+# ------------------------------------------------------------- requalification's fabric re-run
+
+
+def _passed(name: str) -> dict[str, Any]:
+    return {"uid": f"uid-{name}", "passed": True, "errors": [], "probes": {}}
+
+
+def test_the_fabric_check_qualifies_the_nodes_it_clears_and_fails_the_ones_it_names() -> None:
+    from npa_pulumi.engine.requalification import judge_fabric
+
+    ok = {"status": "passed", "passed": True, "reason": "fabric bandwidth at or above the thresholds"}
+    entries = {"gpu-3-r1": _passed("gpu-3-r1")}
+    summary = judge_fabric(entries, ok)
+    assert entries["gpu-3-r1"]["passed"] is True and entries["gpu-3-r1"]["probes"]["fabric"] == summary
+    assert summary["status"] == "passed" and summary["slow_nodes"] == []
+
+    slow_link = {
+        "status": "failed",
+        "passed": False,
+        "reason": "inter-node NCCL bandwidth 180 GB/s below 360 GB/s; slow: gpu-3-r1",
+        "slow_nodes": ["gpu-3-r1"],
+        "inter_node": {"culprits": ["gpu-3-r1"], "rounds": 3},
+    }
+    entries = {"gpu-3-r1": _passed("gpu-3-r1"), "gpu-5-r1": _passed("gpu-5-r1")}
+    summary = judge_fabric(entries, slow_link)
+    assert entries["gpu-3-r1"]["passed"] is False and "fabric check" in entries["gpu-3-r1"]["errors"][0]
+    assert entries["gpu-5-r1"]["passed"] is True  # cleared: another node is slow
+    assert summary["rounds"] == 3 and summary["slow_nodes"] == ["gpu-3-r1"]
+
+    link = {**slow_link, "slow_nodes": [], "inter_node": {"culprits": ["gpu-1 <-> gpu-3-r1"]}}
+    entries = {"gpu-3-r1": _passed("gpu-3-r1")}
+    judge_fabric(entries, link)
+    assert entries["gpu-3-r1"]["passed"] is False  # one end of the slow link
+
+    refused = {"status": "failed", "passed": False, "reason": "refused: pods hold the GPUs: ml/train-0"}
+    failed_probe = {"uid": "u", "passed": False, "errors": ["gpu-4-r1: not Ready"]}
+    entries = {"gpu-3-r1": _passed("gpu-3-r1"), "gpu-4-r1": failed_probe}
+    judge_fabric(entries, refused)
+    assert entries["gpu-3-r1"]["passed"] is False and "refused" in entries["gpu-3-r1"]["errors"][0]
+    assert entries["gpu-4-r1"]["errors"] == ["gpu-4-r1: not Ready"] and "probes" not in entries["gpu-4-r1"]

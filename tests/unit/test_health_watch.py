@@ -131,3 +131,30 @@ def test_the_text_report_names_each_node_that_is_not_simply_usable() -> None:
     text = render_text(_report([_node("a", state="degraded", problems=error), _node("b")], [XID]))
     assert "maintenance HW_GPU_XID_79 on f.p.c node b (ev-1)" in text
     assert "a [degraded]: NebiusGPUError: Xid 79" in text and "b [" not in text
+
+
+def test_the_seconds_since_the_last_gate_pass_per_cluster() -> None:
+    from datetime import UTC, datetime
+
+    report = _report([_node("a")])
+    report.clusters[0].last_gate_passed_at = "2026-12-01T10:00:00+00:00"
+    metrics = HealthMetrics()
+    metrics.update(report, now=datetime(2026, 12, 1, 10, 30, tzinfo=UTC))
+    text = metrics.exposition().decode()
+    assert 'npa_health_seconds_since_gate_pass{cluster="c",fleet="f",project="p"} 1800.0' in text
+    report.clusters[0].last_gate_passed_at = None  # no pass with its time recorded: no series
+    metrics.update(report)
+    assert "npa_health_seconds_since_gate_pass{" not in metrics.exposition().decode()
+
+
+def test_the_gate_notes_when_it_decided() -> None:
+    from npa_pulumi.engine.operations.health import _gate_passed_at
+    from npa_pulumi.output.stack_outputs import ClusterOutputs
+
+    def passed_at(evidence: dict[str, object]) -> str | None:
+        return _gate_passed_at(ClusterOutputs.read({"health_evidence": evidence}))
+
+    evidence = {"passed": True, "finished_at": "2026-12-01T10:00:00+00:00"}
+    assert passed_at(evidence) == "2026-12-01T10:00:00+00:00"
+    assert passed_at({**evidence, "passed": False}) is None
+    assert passed_at({"passed": True}) is None  # recorded by an older version

@@ -214,3 +214,71 @@ def test_a_backend_without_a_trail_says_so_on_the_page() -> None:
     assert "No audit trail readable here: this backend keeps no trail" in page
     assert "No audit records" in render_report(_status(), _plan(), audit=[])
     assert 'id="audit"' not in render_report(_status(), _plan())  # --from-json: not read
+
+
+def _health() -> dict[str, Any]:
+    from npa_pulumi.output.health import (
+        ClusterHealth,
+        FleetHealth,
+        GpuTotals,
+        Maintenance,
+        NodeCondition,
+        NodeHealth,
+        ProjectHealth,
+    )
+
+    event = Maintenance(id="ev-1", reason="HW_GPU_XID_79", node="n2", cluster="fleet1-test.a.cluster")
+    broken = NodeHealth(
+        name="n1",
+        gpu=True,
+        state="degraded",
+        ready=True,
+        conditions=[NodeCondition(type="NebiusGPUError", status="True", message="Xid 79")],
+        problems=[f"NebiusGPUError: Xid 79 token={SECRETS[3]}"],
+    )
+    serviced = NodeHealth(name="n2", gpu=True, state="maintenance", ready=True, maintenance=[event])
+    serviced.problems = ["maintenance HW_GPU_XID_79 (ev-1)"]
+    fine = NodeHealth(name="n3", gpu=True, state="usable", ready=True)
+    a = ClusterHealth(
+        stack="fleet1-test.a.cluster",
+        project_key="a",
+        cluster_name="cluster",
+        kube_context="ctx-a",
+        status="below-min-usable",
+        error="1 of 3 GPUs usable, fewer than --min-usable 1",
+        totals=GpuTotals(requested=3, usable=1, degraded=1, maintenance=1),
+        last_gate_passed_at="2026-12-01T10:00:00+00:00",
+        nodes=[broken, serviced, fine],
+    )
+    b = ClusterHealth(
+        stack="fleet1-test.b.cluster",
+        project_key="b",
+        cluster_name="cluster",
+        kube_context="ctx-b",
+        status="failed",
+        error="no registered kubeconfig for ctx-b on this machine",
+    )
+    projects = [ProjectHealth(project_key="a", maintenance=[event]), ProjectHealth(project_key="b")]
+    report = FleetHealth(
+        fleet="fleet1-test", cloud="local", min_usable=1.0, clusters=[a, b], projects=projects
+    )
+    report.totals = GpuTotals(requested=3, usable=1, degraded=1, maintenance=1)
+    return report.to_json()
+
+
+def test_the_health_section_shows_each_cluster_the_nodes_not_usable_and_maintenance() -> None:
+    page = render_report(_status(), _plan(), health=_health())
+    assert "<h2>GPU health now</h2>" in page
+    assert "fleet: 1/3 GPUs usable, 1 degraded, 1 maintenance" in page
+    row = re.search(
+        r'<tr class="h-below-min-usable" data-stack="fleet1-test.a.cluster"[^>]*>(.*?)</tr>', page
+    )
+    assert row is not None and "2026-12-01T10:00:00+00:00" in row.group(1)
+    assert 'href="#cluster-fleet1-test.a.cluster"' in row.group(1)
+    assert 'data-health="failed"' in page and "no registered kubeconfig for ctx-b" in page
+    assert '<li data-node="n1"><code>n1</code> [degraded] a / cluster: NebiusGPUError: Xid 79' in page
+    assert 'data-node="n3"' not in page  # a usable node is not listed
+    assert '<li data-reason="HW_GPU_XID_79"><b>HW_GPU_XID_79</b> on n2' in page
+    assert 'GPU health now</dt><dd><a href="#health">below-min-usable</a>: 1/3 GPUs usable' in page
+    assert SECRETS[3] not in page  # scrubbed like every other text of the page
+    assert "GPU health now" not in render_report(_status(), _plan())  # no document, no section

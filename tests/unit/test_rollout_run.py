@@ -1,7 +1,10 @@
 """The rollout on the scheduler (engine/rollout.py), with plain functions as the stacks' work: a wave starts
 only after the previous one passed, a failed health gate (the `lifecycle` its stack recorded) halts it and
 later waves never run, unchanged clusters pass at once, the per-reservation limit holds, and the waves'
-states are recorded as tags on the stacks that ran only."""
+states are recorded as tags on the stacks that ran only. Health is a fake reader: a cluster under
+maintenance or with a NebiusGPUError node is held while the others proceed (or taken with
+--ignore-maintenance, or halts the rollout with `halt_on: maintenance`), and a wave's soak reads its
+clusters' health on a fake clock until it is over or one of them is not clean."""
 
 from __future__ import annotations
 
@@ -14,10 +17,19 @@ from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import WalkKind, independent
 from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.requests import FleetRequest, UpRequest
-from npa_pulumi.engine.rollout import TAG_STATE, RolloutRun
+from npa_pulumi.engine.requests import FleetRequest, Rollout, UpRequest
+from npa_pulumi.engine.rollout import TAG_REASON, TAG_STATE, RolloutRun
+from npa_pulumi.errors import NpaError
+from npa_pulumi.output.health import ClusterHealth, GpuTotals, Maintenance, NodeCondition, NodeHealth
 from npa_pulumi.output.results import StackResult
-from npa_pulumi.plan.rollout import HaltOn, RolloutMember, RolloutPolicy, assign_waves, parse_waves
+from npa_pulumi.plan.rollout import (
+    HaltOn,
+    RolloutMember,
+    RolloutPolicy,
+    WaveRule,
+    assign_waves,
+    parse_waves,
+)
 
 
 class FakeExecutor:
@@ -34,8 +46,10 @@ class FakeExecutor:
 class FakeContext:
     """What RolloutRun uses of a FleetContext."""
 
-    def __init__(self, concurrency: int = 4) -> None:
-        self.request = UpRequest(concurrency=concurrency)
+    def __init__(self, concurrency: int = 4, ignore_maintenance: bool = False) -> None:
+        self.request = UpRequest(
+            concurrency=concurrency, rollout=Rollout(ignore_maintenance=ignore_maintenance)
+        )
         self.progress = Progress(enabled=False)
         self.executor = FakeExecutor()
 
@@ -61,16 +75,93 @@ def deployed(stack: str, lifecycle: str = "deployed") -> StackResult:
     return op(stack).result("deployed", outputs={"lifecycle": lifecycle})
 
 
+def clean(stack: str) -> ClusterHealth:
+    node = NodeHealth(name=f"{stack}-gpu-0", gpu=True, state="usable", ready=True, qualification="gate")
+    return ClusterHealth(
+        stack=stack,
+        project_key="p",
+        cluster_name=stack,
+        kube_context=f"ctx-{stack}",
+        status="ok",
+        totals=GpuTotals(requested=8, usable=8),
+        nodes=[node],
+    )
+
+
+def under_maintenance(stack: str, reason: str = "HW_GPU_XID_79") -> ClusterHealth:
+    found = clean(stack)
+    node = found.nodes[0]
+    node.state = "maintenance"
+    node.maintenance = [Maintenance(id="computemaintenance-1", reason=reason, node=node.name, cluster=stack)]
+    return found
+
+
+def gpu_error(stack: str) -> ClusterHealth:
+    found = clean(stack)
+    node = found.nodes[0]
+    node.state = "degraded"
+    node.conditions = [NodeCondition(type="NebiusGPUError", status="True", message="XID 79 on GPU 3")]
+    node.problems = ["NebiusGPUError: XID 79 on GPU 3"]
+    return found
+
+
+class FakeHealth:
+    """The health reader: what each stack's read says (by call, when a list is given), and every call."""
+
+    def __init__(self, says: dict[str, Any] | None = None, error: str | None = None) -> None:
+        self.says = says or {}
+        self.error = error
+        self.calls: list[tuple[list[str], bool]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, stacks: Any, refresh: bool) -> dict[str, ClusterHealth]:
+        with self.lock:
+            self.calls.append((list(stacks), refresh))
+            if self.error:
+                raise NpaError(self.error)
+            found = {}
+            for stack in stacks:
+                said = self.says.get(stack, clean)
+                if isinstance(said, list):  # one per read of that stack, the last repeated
+                    reads = sum(1 for called, _ in self.calls if stack in called)
+                    said = said[min(reads, len(said)) - 1]
+                found[stack] = said(stack)
+            return found
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def run(
     policy: RolloutPolicy,
     names: list[str],
     work: Callable[[str], StackResult],
     reservation: str = "",
     unchanged: tuple[str, ...] = (),
+    health: FakeHealth | None = None,
+    ignore_maintenance: bool = False,
+    clock: FakeClock | None = None,
 ) -> tuple[RolloutRun, list[StackResult], list[str], FakeContext]:
-    context = FakeContext()
+    context = FakeContext(ignore_maintenance=ignore_maintenance)
     plan = assign_waves(policy, members(*names, reservation=reservation))
-    rollout = RolloutRun(context, plan)  # type: ignore[arg-type]
+    clock = clock or FakeClock()
+    rollout = RolloutRun(
+        context,  # type: ignore[arg-type]
+        plan,
+        health=health or FakeHealth(),
+        sleep=clock.sleep,
+        clock=clock.clock,
+    )
     for name in unchanged:
         rollout.record(op(name).result("unchanged"))
     ran: list[str] = []
@@ -212,3 +303,170 @@ def test_status_shows_the_wave_in_progress_the_waiting_and_a_halt_from_the_tags(
     assert stopped is not None
     assert [w["state"] for w in stopped["waves"]] == ["halted", "not-started"]
     assert stopped["halted"]["wave"] == 1 and stopped["resume_command"].endswith("--yes")
+
+
+# ------------------------------------------------------------------------------ maintenance and soak
+
+
+def test_a_cluster_under_maintenance_is_held_and_the_others_proceed() -> None:
+    names = ["canary", "a", "b", "c"]
+    health = FakeHealth({"b": under_maintenance, "c": gpu_error})
+    rollout, results, ran, context = run(
+        RolloutPolicy(parse_waves("p/canary;2;rest")), names, deployed, health=health
+    )
+    assert sorted(ran) == ["a", "canary"]  # b (maintenance) and c (NebiusGPUError) never started
+    by = {r.stack: r for r in results}
+    assert by["b"].status == "held" and "HW_GPU_XID_79" in (by["b"].error or "")
+    assert by["c"].status == "held" and "NebiusGPUError" in (by["c"].error or "")
+    assert not any(r.failed for r in results)
+    summary = rollout.summary()
+    assert "halted" not in summary
+    assert [w["state"] for w in summary["waves"]] == ["passed"] * 3
+    assert summary["waves"][1]["held"] == {
+        "p/b": "maintenance HW_GPU_XID_79 on node b-gpu-0 (computemaintenance-1)"
+    }
+    assert "node c-gpu-0: NebiusGPUError (XID 79 on GPU 3)" in summary["waves"][2]["held"]["p/c"]
+    # Its tags say it was held and why; its resources were not touched (it ran nothing).
+    assert context.executor.tags["b"][TAG_STATE] == "held"
+    assert "HW_GPU_XID_79" in context.executor.tags["b"][TAG_REASON]
+    assert context.executor.tags["a"][TAG_STATE] == "passed"
+    # One read per wave, of the wave's scheduled clusters, before its first one started.
+    assert [sorted(stacks) for stacks, _ in health.calls] == [["canary"], ["a", "b"], ["c"]]
+
+
+def test_ignore_maintenance_takes_the_cluster_and_says_so() -> None:
+    health = FakeHealth({"b": under_maintenance})
+    rollout, results, ran, _ = run(
+        RolloutPolicy(parse_waves("1;rest")), ["a", "b"], deployed, health=health, ignore_maintenance=True
+    )
+    assert sorted(ran) == ["a", "b"]
+    assert all(r.status == "deployed" for r in results)
+    wave = rollout.summary()["waves"][1]
+    assert "held" not in wave and "HW_GPU_XID_79" in wave["taken_under_maintenance"]["p/b"]
+    assert "--ignore-maintenance" in rollout.resume
+
+
+def test_halt_on_maintenance_halts_at_the_held_clusters_wave() -> None:
+    policy = RolloutPolicy(parse_waves("2;rest"), halt_on_maintenance=True)
+    health = FakeHealth({"b": under_maintenance})
+    rollout, results, ran, _ = run(policy, ["a", "b", "c", "d"], deployed, health=health)
+    assert ran == ["a"]
+    by = {r.stack: r for r in results}
+    assert by["b"].status == "held"
+    assert all(by[n].status == "skipped" and "halted at wave 1" in (by[n].error or "") for n in "cd")
+    summary = rollout.summary()
+    assert summary["halted"]["wave"] == 1
+    assert "p/b held" in summary["halted"]["reason"] and "halt_on maintenance" in summary["halted"]["reason"]
+
+
+def test_a_health_read_that_fails_holds_nothing() -> None:
+    health = FakeHealth(error="the cloud is unreachable")
+    rollout, results, ran, _ = run(RolloutPolicy(parse_waves("1;rest")), ["a", "b"], deployed, health=health)
+    assert sorted(ran) == ["a", "b"] and all(r.status == "deployed" for r in results)
+    assert "halted" not in rollout.summary()
+
+
+def _soaked(wave_soak_s: float, rest: str = "rest") -> RolloutPolicy:
+    first, *others = parse_waves(f"1;{rest}")
+    return RolloutPolicy((WaveRule(first.kind, number=first.number, soak_s=wave_soak_s), *others))
+
+
+def test_a_clean_soak_keeps_the_next_wave_waiting_until_it_is_over() -> None:
+    clock = FakeClock()
+    order: list[tuple[str, float]] = []
+
+    def work(name: str) -> StackResult:
+        order.append((name, clock.now))
+        return deployed(name)
+
+    health = FakeHealth()
+    rollout, results, ran, _context = run(_soaked(120), ["a", "b"], work, health=health, clock=clock)
+    assert ran == ["a", "b"] and all(r.status == "deployed" for r in results)
+    started = dict(order)
+    assert started["b"] - started["a"] >= 120  # wave 2 started once the 2-minute soak was over
+    soak = rollout.summary()["waves"][0]["soak"]
+    assert soak["clean"] is True and soak["reads"] == 7 and soak["elapsed_s"] == 120  # at 0, every 20 s
+    assert clock.slept == [20.0] * 6
+    soak_reads = [c for c in health.calls if c[0] == ["a"]][1:]  # the first call is wave 1's hold read
+    assert soak_reads[0] == (["a"], True) and all(not fresh for _, fresh in soak_reads[1:])
+    assert "soaking" not in rollout.summary()["waves"][0]["state"]
+
+
+def test_a_cluster_degraded_during_the_soak_halts_the_rollout() -> None:
+    # a: clean at the hold read and the first soak read, then NebiusGPUError
+    health = FakeHealth({"a": [clean, clean, gpu_error]})
+    rollout, results, ran, context = run(_soaked(600), ["a", "b", "c"], deployed, health=health)
+    assert ran == ["a"]
+    by = {r.stack: r for r in results}
+    assert by["a"].status == "deployed"
+    assert all(by[n].status == "skipped" and "halted at wave 1" in (by[n].error or "") for n in "bc")
+    summary = rollout.summary()
+    reason = summary["halted"]["reason"]
+    assert "soak" in reason and "p/a" in reason and "NebiusGPUError" in reason, reason
+    assert summary["waves"][0]["state"] == "halted"
+    assert summary["waves"][0]["soak"]["clean"] is False and summary["waves"][0]["soak"]["reads"] == 2
+    assert context.executor.tags["a"][TAG_STATE] == "halted"
+
+
+def test_a_soak_whose_health_cannot_be_read_fails_closed() -> None:
+    calls = 0
+
+    class FailsInSoak(FakeHealth):
+        def __call__(self, stacks: Any, refresh: bool) -> dict[str, ClusterHealth]:
+            nonlocal calls
+            calls += 1
+            if calls > 1:
+                raise NpaError("API unreachable")
+            return super().__call__(stacks, refresh)
+
+    rollout, _, ran, _ = run(_soaked(60), ["a", "b"], deployed, health=FailsInSoak())
+    assert ran == ["a"] and "health not read: API unreachable" in rollout.summary()["halted"]["reason"]
+
+
+def test_no_soak_for_the_last_wave_nor_a_wave_that_deployed_nothing() -> None:
+    clock = FakeClock()
+    rule = WaveRule(parse_waves("rest")[0].kind, soak_s=600)
+    run(RolloutPolicy((rule,)), ["a"], deployed, clock=clock)
+    assert clock.slept == []  # nothing waits for the last wave
+
+    rollout, _, ran, _ = run(_soaked(600), ["a", "b"], deployed, unchanged=("a",), clock=clock)
+    assert ran == ["b"] and clock.slept == []
+    assert rollout.summary()["waves"][0]["soak"]["skipped"] == "no cluster deployed"
+
+
+def test_the_preview_marks_the_clusters_an_up_would_hold_but_not_the_unchanged() -> None:
+    from npa_pulumi.engine.rollout import mark_holds, soak_poll_s
+
+    plan = assign_waves(RolloutPolicy(parse_waves("1;rest")), members("a", "b", "c"))
+    document = plan.to_json()
+    health = FakeHealth({"b": under_maintenance, "c": gpu_error})
+    results = [op("a").result("changes"), op("b").result("changes"), op("c").result("no-changes")]
+    mark_holds(document, plan, health, results, ignore_maintenance=False)
+    assert health.calls == [(["a", "b"], False)]  # one read; the unchanged cluster is not read
+    assert "held" not in document["waves"][0]
+    assert list(document["waves"][1]["held"]) == ["p/b"]
+    taken = plan.to_json()
+    mark_holds(taken, plan, FakeHealth({"b": under_maintenance}), results, ignore_maintenance=True)
+    assert "HW_GPU_XID_79" in taken["waves"][1]["taken_under_maintenance"]["p/b"]
+    unread = plan.to_json()
+    mark_holds(unread, plan, FakeHealth(error="no credentials"), results, ignore_maintenance=False)
+    assert "no credentials" in unread["health_error"]
+    assert (soak_poll_s(6), soak_poll_s(120), soak_poll_s(3600)) == (1.0, 20.0, 30.0)
+
+
+def test_status_shows_a_held_cluster_and_its_wave_passed() -> None:
+    from npa_pulumi.engine import rollout as staged
+
+    done = "elsewhere/1/2026-01-01T00:00:00+00:00"  # a run that is over
+    passed = {staged.TAG_RUN: done, staged.TAG_WAVE: "1/2", staged.TAG_STATE: "passed"}
+    held = {
+        staged.TAG_RUN: done,
+        staged.TAG_WAVE: "2/2",
+        staged.TAG_STATE: "held",
+        staged.TAG_REASON: "maintenance HW_GPU_XID_79 on node n1 (ev-1)",
+    }
+    later = {**passed, staged.TAG_WAVE: "2/2"}
+    shown = staged.status(StatusContext({"f.p.canary": passed, "f.p.a": held, "f.p.b": later}))  # type: ignore[arg-type]
+    assert shown is not None
+    assert [w["state"] for w in shown["waves"]] == ["passed", "passed"]
+    assert shown["waves"][1]["held"] == {"p/a": "maintenance HW_GPU_XID_79 on node n1 (ev-1)"}

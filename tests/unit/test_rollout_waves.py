@@ -147,6 +147,23 @@ def test_policy_violation_halts_on_a_reported_violation() -> None:
     assert halt_reason(RolloutPolicy(policy.waves), _wave(), warned, 0) is None
 
 
+def test_a_held_cluster_halts_only_with_halt_on_maintenance() -> None:
+    held = [
+        MemberOutcome("research/train", False, "deployed"),
+        MemberOutcome("research/eval", False, "held", held="maintenance HW_GPU_XID_79 on node n1 (ev-1)"),
+    ]
+    assert halt_reason(RolloutPolicy(parse_waves("2;rest")), _wave(), held, 0) is None
+    policy = RolloutPolicy(parse_waves("2;rest"), halt_on_maintenance=True)
+    reason = halt_reason(policy, _wave(), held, 0)
+    assert reason == (
+        "wave 1: research/eval held: maintenance HW_GPU_XID_79 on node n1 (ev-1) (halt_on maintenance)"
+    )
+    counted = RolloutPolicy(policy.waves, halt_on=HaltOn.FAILURES, halt_failures=3, halt_on_maintenance=True)
+    assert "halt_on maintenance" in (halt_reason(counted, _wave(), held, 0) or "")
+    assert policy.halt_description() == "gate-failure, maintenance"
+    assert counted.halt_description() == "failures: 3, maintenance"
+
+
 # --------------------------------------------------------------------------------------------- the spec
 
 
@@ -183,8 +200,44 @@ def test_the_spec_block_parses_into_a_policy() -> None:
 
 
 @pytest.mark.parametrize(
+    ("halt_on", "expected"),
+    [
+        ("maintenance", (HaltOn.GATE_FAILURE, True)),
+        (["policy-violation", "maintenance"], (HaltOn.POLICY_VIOLATION, True)),
+        (["gate-failure"], (HaltOn.GATE_FAILURE, False)),
+        ({"failures": 2, "maintenance": True}, (HaltOn.FAILURES, True)),
+    ],
+)
+def test_halt_on_can_name_maintenance(halt_on: Any, expected: tuple[HaltOn, bool]) -> None:
+    spec = parse_spec(spec_doc({"waves": [{"count": 1}, {"rest": True}], "halt_on": halt_on}))
+    assert spec.rollout is not None
+    policy = RolloutPolicy.from_spec(spec.rollout)
+    assert (policy.halt_on, policy.halt_on_maintenance) == expected
+
+
+def test_a_wave_soak_is_a_duration_shown_with_its_wave() -> None:
+    from npa_pulumi.plan import plan_document, resolve_targets
+
+    spec = parse_spec(spec_doc({"waves": [{"count": 1, "soak": "10m"}, {"rest": True}]}))
+    assert spec.rollout is not None
+    policy = RolloutPolicy.from_spec(spec.rollout)
+    assert [w.soak_s for w in policy.waves] == [600.0, 0.0]
+    plan = assign_waves(policy, members("research/train", "research/eval"))
+    assert plan.lines()[0] == "wave 1 (count 1, then soak 10m): research/train"
+    waves = plan_document(spec, resolve_targets(spec))["rollout"]["waves"]
+    assert waves[0]["soak_s"] == 600.0 and "soak_s" not in waves[1]
+    numeric = parse_spec(spec_doc({"waves": [{"count": 1, "soak": 90}, {"rest": True}]}))
+    assert numeric.rollout is not None and RolloutPolicy.from_spec(numeric.rollout).waves[0].soak_s == 90
+
+
+@pytest.mark.parametrize(
     ("rollout", "path", "fragment"),
     [
+        ({"waves": [{"count": 1, "soak": "soon"}]}, "rollout.waves[0].soak", "not a duration"),
+        ({"waves": [{"count": 1, "soak": "-5m"}]}, "rollout.waves[0].soak", "not a duration"),
+        ({"waves": [{"rest": True, "soak": "5m"}]}, "rollout.waves[0].soak", "no wave waits"),
+        ({"waves": [{"count": 1}], "halt_on": ["maintenance", "sometimes"]}, "rollout.halt_on[1]", "unknown"),
+        ({"waves": [{"count": 1}], "halt_on": []}, "rollout.halt_on", "at least one"),
         ({"waves": []}, "rollout.waves", "non-empty"),
         ({"waves": [{"count": 1, "rest": True}]}, "rollout.waves[0]", "exactly one of"),
         ({"waves": [{"clusters": ["research/nope"]}]}, "rollout.waves[0].clusters[0]", "matches no cluster"),
@@ -234,3 +287,35 @@ def test_the_plan_document_and_the_pr_comment_list_the_waves() -> None:
     assert "#### Rollout" in comment
     assert "| 1 | research/eval | `research/eval` |" in comment
     assert "| 2 | rest | `research/train` |" in comment
+
+
+def test_the_pr_comment_and_the_text_name_the_held_clusters_and_the_soak() -> None:
+    import io
+
+    from rich.console import Console
+
+    from npa_pulumi.output.rollout_markdown import rollout_section
+    from npa_pulumi.output.text import print_rollout
+
+    rollout = {
+        "halt_on": "gate-failure",
+        "waves": [
+            {"wave": 1, "rule": "research/train", "clusters": ["research/train"], "soak_s": 600},
+            {
+                "wave": 2,
+                "rule": "rest",
+                "clusters": ["research/eval", "prod/a"],
+                "held": {"prod/a": "maintenance HW_GPU_XID_79 on node n1 (ev-1)"},
+            },
+        ],
+    }
+    comment = rollout_section(rollout)
+    assert "| 1 | research/train, then soak 10m | `research/train` |" in comment
+    assert "| 2 | rest | `research/eval`, `prod/a` **held** |" in comment
+    assert "- `prod/a`: maintenance HW_GPU_XID_79 on node n1 (ev-1)" in comment
+    assert "--ignore-maintenance" in comment
+    stream = io.StringIO()
+    print_rollout(rollout, Console(file=stream, width=200))
+    text = stream.getvalue()
+    assert "wave 1 (research/train, then soak 10m)" in text
+    assert "held prod/a: maintenance HW_GPU_XID_79 on node n1 (ev-1)" in text

@@ -1,6 +1,6 @@
 """`health`: the selected clusters' nodes as Nebius and Kubernetes report them now, and the active
 maintenance events of their projects; with `requalify`, the gate's per-node probes on exactly the nodes that
-joined after the last gate pass (engine/requalification.py).
+joined after the last gate pass, and the fabric check on fabric clusters (engine/requalification.py).
 
 Reads are batched: one list of maintenance events (and one of instances, to join them) per project through
 the cloud port, and per cluster one list of nodes through its registered kubeconfig — which is checked
@@ -12,8 +12,9 @@ engine/health_model.py; the document and its text npa_pulumi/output/health.py.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
@@ -31,7 +32,7 @@ from npa_pulumi.output.health import (
     ProjectHealth,
 )
 from npa_pulumi.output.stack_outputs import ClusterOutputs
-from npa_pulumi.plan.gates import health_gate_config
+from npa_pulumi.plan.gates import fabric_check_config, health_gate_config
 from npa_pulumi.plan.naming import kube_context_name
 
 if TYPE_CHECKING:
@@ -41,10 +42,37 @@ if TYPE_CHECKING:
 
 def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
     """`health`: read the selected clusters' nodes and their projects' maintenance; requalify on request."""
-    outputs = fleet.stack_outputs(fleet.target_ops())
+    return read(fleet, fleet.targets, options)
+
+
+def clusters(fleet: FleetContext, stacks: Collection[str], refresh: bool = False) -> dict[str, ClusterHealth]:
+    """The health of some of the selected clusters (by stack), read as `health` reads them (one list of
+    maintenance events per project, one list of nodes per cluster): what a staged `up` holds a cluster
+    for and watches during a wave's soak (engine/rollout.py). Each cluster's API is reached with the
+    credentials the cloud gives now, as the gate reaches it (a CI runner has no kubeconfig registration
+    of the fleet's clusters, and `up` writes them only at its end). `refresh`: re-read the stacks'
+    outputs (a cluster this run just deployed)."""
+    targets = [t for t in fleet.targets if t.cluster_stack in stacks]
+    if not targets:
+        return {}
+    options = HealthRequest(concurrency=fleet.request.concurrency)
+    report = read(fleet, targets, options, refresh=refresh, from_cloud=True)
+    return {c.stack: c for c in report.clusters}
+
+
+def read(
+    fleet: FleetContext,
+    targets: Sequence[Target],
+    options: HealthRequest,
+    refresh: bool = False,
+    from_cloud: bool = False,
+) -> FleetHealth:
+    """The health of `targets` (in their order) and of their projects; `from_cloud`: each cluster's API
+    reached with credentials the cloud gives now instead of its kubeconfig registration."""
+    outputs = fleet.stack_outputs(fleet.target_ops(targets), refresh=refresh)
     report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.where.cloud, min_usable=options.min_usable)
     projects: dict[str, ProjectHealth] = {}
-    for target in fleet.targets:
+    for target in targets:
         project_id = ClusterOutputs.read(outputs.get(target.cluster_stack)).project_id or None
         project = projects.setdefault(target.project_key, ProjectHealth(project_key=target.project_key))
         project.project_id = project.project_id or project_id
@@ -59,11 +87,10 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
             events[project.project_key] = []
 
     def one(target: Target) -> ClusterHealth:
-        return _cluster(
-            fleet, target, outputs.get(target.cluster_stack), events.get(target.project_key, []), options
-        )
+        found = outputs.get(target.cluster_stack)
+        return _cluster(fleet, target, found, events.get(target.project_key, []), options, from_cloud)
 
-    report.clusters = parallel(fleet.targets, one, options.concurrency)
+    report.clusters = parallel(targets, one, options.concurrency)
     for project in projects.values():
         mine = [c for c in report.clusters if c.project_key == project.project_key]
         matched = {(m.id, m.node): m for c in mine for n in c.nodes for m in n.maintenance}
@@ -85,6 +112,7 @@ def _cluster(
     outputs: dict[str, Any] | None,
     events: Sequence[MaintenanceEvent],
     options: HealthRequest,
+    from_cloud: bool = False,
 ) -> ClusterHealth:
     from npa_pulumi.engine.verify import _registered_kubeconfig
     from npa_pulumi.kube.client import KubeClient, KubeError
@@ -104,9 +132,14 @@ def _cluster(
         return _failed(entry, config, "not deployed: run `npa-pulumi up` first")
     entry.cluster_id = recorded.cluster_id
     entry.last_gate = _last_gate(recorded)
-    found = _registered_kubeconfig(fleet, target, context, validation="health")
-    if not isinstance(found, tuple):
-        return _failed(entry, config, found.error or "no usable kubeconfig registration")
+    entry.last_gate_passed_at = _gate_passed_at(recorded)
+    if from_cloud:
+        found = _cloud_kubeconfig(fleet, entry.cluster_id, context)
+    else:
+        registered = _registered_kubeconfig(fleet, target, context, validation="health")
+        found = registered if isinstance(registered, tuple) else registered.error or "no usable registration"
+    if isinstance(found, str):
+        return _failed(entry, config, found)
     text, cluster_id = found
 
     def client_for(timeout_s: float) -> KubeClient:
@@ -134,11 +167,40 @@ def _cluster(
     return entry
 
 
+def _cloud_kubeconfig(fleet: FleetContext, cluster_id: str, context: str) -> tuple[str, str] | str:
+    """A kubeconfig of the cluster from the cloud now (Nebius: an exec plugin pinned to the profile), or
+    why there is none."""
+    from npa_pulumi.kube.kubeconfig import dump
+
+    try:
+        return dump(fleet.cloud.cluster_access(cluster_id).kubeconfig(context)), cluster_id
+    except CloudError as err:
+        return f"the cloud gave no credentials for the cluster's API: {err}"
+
+
+def _fabric_config(target: Target, deadline: float) -> Any:
+    """The fabric check's settings for a requalification (None where it does not apply), bounded by what
+    is left of the requalification's deadline (at least a minute)."""
+    if target.cluster.gpu_count() <= 0:
+        return None
+    settings = fabric_check_config(target.cluster)
+    left = max(60.0, deadline - time.monotonic())
+    config = dataclasses.replace(settings, timeout_s=min(float(settings.timeout_s), left))
+    return None if config.not_applicable else config
+
+
 def _failed(entry: ClusterHealth, config: Any, why: str) -> ClusterHealth:
     entry.status, entry.error = HealthStatus.FAILED, why
     entry.totals = GpuTotals(requested=config.expected_gpus, missing=config.expected_gpus)
     entry.usable_fraction = 0.0 if config.expected_gpus else 1.0
     return entry
+
+
+def _gate_passed_at(outputs: ClusterOutputs) -> str | None:
+    evidence = outputs.health_evidence
+    if evidence is None or not evidence.get("passed"):
+        return None
+    return str(evidence.get("finished_at") or "") or None
 
 
 def _last_gate(outputs: ClusterOutputs) -> str:
@@ -174,6 +236,12 @@ def _requalify(
     results = {
         n["metadata"]["name"]: requalification.requalify_node(client_for, config, n, deadline) for n in wanted
     }
+    fabric = _fabric_config(target, deadline)
+    if fabric is not None and any(r["passed"] for r in results.values()):
+        from npa_pulumi.kube.fabric_check import run_fabric_check
+
+        evidence = run_fabric_check(client_for, fabric, refuse_while_busy=True)
+        done["fabric"] = requalification.judge_fabric(results, evidence)
     refused = {name: r["refused"] for name, r in results.items() if r.get("refused")}
     done["passed"] = sorted(n for n, r in results.items() if r["passed"])
     done["failed"] = sorted(n for n, r in results.items() if not r["passed"])

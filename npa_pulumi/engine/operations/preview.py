@@ -13,7 +13,7 @@ from npa_pulumi.engine.automation import StackCommand, StackOp, change_counts
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import preview_cost
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
-from npa_pulumi.engine.operations import preflight
+from npa_pulumi.engine.operations import health, preflight
 from npa_pulumi.engine.operations.common import (
     refuse_unused_storage,
     replacement_policy_config,
@@ -86,6 +86,14 @@ def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
     result.stacks.extend(r for r in ran if r.kind != "project")
     context.fill_identity(result)
     preview_cost(context, result)  # the cost delta and the budget guardrail (engine/costs.py)
+    if waves is not None and result.rollout is not None:
+        rollout.mark_holds(
+            result.rollout,
+            waves,
+            lambda stacks, fresh: health.clusters(context, stacks, fresh),
+            result.stacks,
+            request.rollout.ignore_maintenance,
+        )
     return result
 
 

@@ -21,7 +21,7 @@ from npa_pulumi.engine.automation import PROJECT_NAME, StackCommand, StackOp, ch
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import over_budget
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
-from npa_pulumi.engine.operations import preflight
+from npa_pulumi.engine.operations import health, preflight
 from npa_pulumi.engine.operations.common import (
     apply_lifecycle,
     refuse_unused_storage,
@@ -69,6 +69,11 @@ def run(context: FleetContext, request: UpRequest) -> FleetResult:
             with tracing.span("kubeconfig", {"npa.stack": stack.stack}, stack=stack.stack):
                 write_kubeconfig(context, stack, result.warnings)
             apply_lifecycle(context, stack)
+    halted = (result.rollout or {}).get("halted")
+    if halted and not result.failed_count:
+        # A rollout that stopped without a failed cluster (held for maintenance, a soak, a policy
+        # violation) still did not do what was asked: later waves were not started.
+        result.error = f"the rollout halted at wave {halted['wave']}: {halted['reason']}"
     return result
 
 
@@ -131,7 +136,9 @@ def _rollout(context: FleetContext, result: FleetResult) -> staged.RolloutRun | 
     waves = staged.plan(context)
     if waves is None:
         return None
-    run = staged.RolloutRun(context, waves)
+    run = staged.RolloutRun(
+        context, waves, health=lambda stacks, fresh: health.clusters(context, stacks, fresh)
+    )
     for stack in result.clusters():
         run.record(stack)  # unchanged: passed at once (a not-deployable target is reported, never gates)
     for line in waves.lines():

@@ -111,6 +111,8 @@ class Evidence:
     last_errors: list[str]
     nodes: dict[str, JSON]  # name -> {ready, gpus, boot_id, smoke}
     stable_after_s: float | None = None
+    # When the gate decided (UTC, ISO 8601): `health` measures the time since the last pass from it.
+    finished_at: str = ""
 
     def to_json(self) -> JSON:
         return asdict(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from npa_pulumi.kube.client import KubeClient
 from npa_pulumi.kube.gpu_health.checks import snapshot
@@ -41,9 +42,9 @@ def run_gate(
         for name, report in hardware.items():
             nodes.setdefault(name, {})["mig_hardware"] = report
         stable = None if stable_since is None else round(stable_since - started, 2)
-        return Evidence(
-            passed, phase, reason, round(clock() - started, 2), count, last.errors[:20], nodes, stable
-        )
+        elapsed = round(clock() - started, 2)
+        finished = datetime.now(UTC).isoformat(timespec="seconds")
+        return Evidence(passed, phase, reason, elapsed, count, last.errors[:20], nodes, stable, finished)
 
     while True:
         now = clock()

@@ -139,7 +139,7 @@ class FabricModel:
             name: group
             for group in groups
             if group.get("state") == "RUNNING"
-            for name in shapes.node_names(group)
+            for name in shapes.current_node_names(cluster, group)  # a replaced node's newcomer too
         }
         faults = cluster.get("node_faults") or {}
         runs: dict[str, list[JSON]] = defaultdict(list)

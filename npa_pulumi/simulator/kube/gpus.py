@@ -79,7 +79,7 @@ class GpuModel:
             name: group
             for group in groups
             if group.get("state") == "RUNNING"
-            for name in shapes.node_names(group)
+            for name in shapes.current_node_names(cluster, group)  # a replaced node's newcomer too
         }
         for pod in kubelet.running_probes(client, PROBE_SELECTOR):
             node = (pod.get("spec") or {}).get("nodeName", "")

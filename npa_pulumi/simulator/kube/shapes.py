@@ -91,6 +91,12 @@ def node_names(group: JSON) -> list[str]:
     return [f"computeinstance-{suffix}{i:03d}" for i in range(int(group["target_node_count"]))]
 
 
+def current_node_names(cluster: JSON, group: JSON) -> list[str]:
+    """The names of a group's nodes now: each replaced node by the one that joined in its place."""
+    replacements = cluster.get("node_replacements") or {}
+    return [replaced_node_name(base, int(replacements.get(base, 0))) for base in node_names(group)]
+
+
 def replaced_node_name(base: str, generation: int) -> str:
     """The node that joined in place of `base` after its `generation`-th replacement (a new instance: a
     new name, so a new boot id)."""
@@ -172,13 +178,11 @@ def node_object(cluster: JSON, group: JSON, name: str, faults: JSON) -> JSON:
 
 def desired_nodes(cluster: JSON, groups: list[JSON]) -> dict[str, JSON]:
     node_faults = cluster.get("node_faults") or {}
-    replacements = cluster.get("node_replacements") or {}
     nodes: dict[str, JSON] = {}
     for group in groups:
         if group.get("state") != "RUNNING":
             continue
-        for base in node_names(group):
-            name = replaced_node_name(base, int(replacements.get(base, 0)))
+        for name in current_node_names(cluster, group):
             nodes[name] = node_object(cluster, group, name, node_faults.get(name) or {})
     return nodes
 

@@ -58,7 +58,7 @@ class StorageModel:
                 continue
             attachment = attachments[0]
             record = self.sim.filesystem_snapshot(attachment.get("filesystem_id", "")) or {}
-            for node in shapes.node_names(group):
+            for node in shapes.current_node_names(cluster, group):
                 found[node] = {
                     "mount": dict(mount),
                     "filesystem_id": attachment.get("filesystem_id", ""),
