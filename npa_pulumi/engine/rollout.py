@@ -42,7 +42,7 @@ from npa_pulumi.engine.health_model import hold_reason, soak_problem
 from npa_pulumi.engine.requests import rollout as rollout_request
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.health import ClusterHealth
-from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult
+from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.plan.rollout import (
     MemberOutcome,
@@ -68,7 +68,7 @@ TAG_STATE = "npa:rollout-state"
 TAG_REASON = "npa:rollout-reason"
 TAG_RESUME = "npa:rollout-resume"
 _MAX_TAG_VALUE = 250
-HELD = "held"  # a cluster's status when a rollout did not start it (maintenance, a NebiusGPUError node)
+HELD = StackStatus.HELD  # a cluster's status when a rollout did not start it (maintenance, NebiusGPUError)
 
 # (cluster stacks, re-read their outputs) -> each one's health (engine/operations/health.py `clusters`)
 HealthReader = Callable[[Sequence[str], bool], Mapping[str, ClusterHealth]]
@@ -419,7 +419,7 @@ class RolloutRun:
         for wave in document["waves"]:
             wave["state"] = str(self.states[wave["wave"]])
             holds = self._holds.get(wave["wave"]) or {}
-            held = {s for s in holds if (self.results.get(s) or _NONE).status == HELD}
+            held = {s for s in holds if (r := self.results.get(s)) is not None and r.status == HELD}
             if held:
                 wave["held"] = {keys[s]: holds[s] for s in held}
             if self.ignore_maintenance and set(holds) - held:
@@ -430,9 +430,6 @@ class RolloutRun:
             document["halted"] = {"wave": self.halted[0], "reason": self.halted[1]}
             document["resume_command"] = self.resume
         return document
-
-
-_NONE = StackResult(stack="", kind="cluster", project_key="", status="")
 
 
 def mark_holds(
