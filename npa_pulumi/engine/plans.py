@@ -235,7 +235,7 @@ def require_recipe_terraform(plans: FleetPlans) -> TerraformRelease | None:
 def kuberay_template(cluster: Any) -> dict[str, Any] | None:
     """The fleet's KubeRay template for a cluster with `kuberay.enabled` (npa_pulumi.kube.kuberay)."""
     from npa_pulumi.kube.kuberay import RayTemplate, cpu_node_group_name
-    from npa_pulumi.spec.constants import KUBERAY_OPERATOR_IMAGE
+    from npa_pulumi.runtime.pins import kuberay_operator_image
 
     ray = cluster.kuberay
     if ray is None:
@@ -246,7 +246,7 @@ def kuberay_template(cluster: Any) -> dict[str, Any] | None:
         worker_memory_gib=ray.worker_memory_gib,
         ray_version=ray.ray_version,
         image=ray.image,
-        operator_image=KUBERAY_OPERATOR_IMAGE,
+        operator_image=kuberay_operator_image(),
         cpu_node_group=cpu_node_group_name(cluster.name),
     ).to_json()
 
