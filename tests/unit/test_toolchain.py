@@ -109,8 +109,10 @@ def test_terraform_is_recent_enough() -> None:
     assert version >= minimum
 
 
+@pytest.mark.integration
 def test_toolchain_script_is_idempotent(tmp_path: Path) -> None:
-    """A second `ensure` finds everything in place and says so instead of rebuilding."""
+    """A second `ensure` finds everything in place and says so instead of rebuilding (the first is `make
+    tools`, which `make test` runs first; `make check` needs no toolchain, so this is not part of it)."""
     proc = subprocess.run(
         [sys.executable, str(REPO / "tools" / "toolchain.py"), "ensure", "pulumi", "terraform"],
         capture_output=True,
