@@ -169,37 +169,72 @@ def _import_module_target(node: ast.Call) -> str | None:
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 
 
-def scan(module: str, path: Path, known: set[str]) -> ModuleImports:
-    """The package imports of a module (also hidden in functions, under TYPE_CHECKING or through
-    import_module) and its absolute imports, `from a import b` counted as both `a` and `a.b` (so
-    `from pulumi import automation` is an import of pulumi.automation)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+@dataclass(frozen=True)
+class Statement:
+    """One import in a module's source: `import a, b` (kind "import"), `from base import a, b` ("from",
+    relative bases resolved), or `import_module("a")` ("call")."""
+
+    kind: str
+    line: int
+    names: tuple[str, ...]
+    base: str = ""
+    absolute: bool = True  # a `from` without dots
+
+
+# Each distinct source is parsed and walked once per process (the walk is most of the check's time, and
+# tests/unit/test_layers.py checks copies of the package that differ from it in one file).
+_statements: dict[tuple[str, bool, str], tuple[Statement, ...]] = {}
+
+
+def statements(module: str, path: Path) -> tuple[Statement, ...]:
+    """The imports of a module's source: also those hidden in functions, under TYPE_CHECKING or through
+    import_module."""
     is_package = path.name == "__init__.py"
-    internal: list[Import] = []
-    external: list[tuple[str, int]] = []
-    for node in ast.walk(tree):
-        targets: list[str] = []
+    text = path.read_text(encoding="utf-8")
+    key = (module, is_package, text)
+    if key in _statements:
+        return _statements[key]
+    found: list[Statement] = []
+    for node in ast.walk(ast.parse(text, filename=str(path))):
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-            external.extend((alias.name, node.lineno) for alias in node.names)
+            found.append(Statement("import", node.lineno, tuple(alias.name for alias in node.names)))
         elif isinstance(node, ast.ImportFrom):
             base = (
                 _resolve_relative(module, is_package, node.level, node.module)
                 if node.level
                 else node.module or ""
             )
-            for alias in node.names:
-                submodule = f"{base}.{alias.name}"
-                targets.append(submodule if submodule in known else base)
-            if not node.level and node.module:
-                external.append((node.module, node.lineno))
-                external.extend((f"{node.module}.{alias.name}", node.lineno) for alias in node.names)
+            names = tuple(alias.name for alias in node.names)
+            found.append(Statement("from", node.lineno, names, base, absolute=not node.level))
         elif isinstance(node, ast.Call):
             named = _import_module_target(node)
-            targets = [named] if named else []
-        line = getattr(node, "lineno", 0)
+            if named:
+                found.append(Statement("call", node.lineno, (named,)))
+    _statements[key] = result = tuple(found)
+    return result
+
+
+def scan(module: str, path: Path, known: set[str]) -> ModuleImports:
+    """The package imports of a module and its absolute imports, `from a import b` counted as both `a`
+    and `a.b` (so `from pulumi import automation` is an import of pulumi.automation)."""
+    internal: list[Import] = []
+    external: list[tuple[str, int]] = []
+    for statement in statements(module, path):
+        targets: list[str] = []
+        if statement.kind == "import":
+            targets = list(statement.names)
+            external.extend((name, statement.line) for name in statement.names)
+        elif statement.kind == "from":
+            for name in statement.names:
+                submodule = f"{statement.base}.{name}"
+                targets.append(submodule if submodule in known else statement.base)
+            if statement.absolute and statement.base:
+                external.append((statement.base, statement.line))
+                external.extend((f"{statement.base}.{name}", statement.line) for name in statement.names)
+        else:
+            targets = list(statement.names)
         internal.extend(
-            Import(module, target, path, line)
+            Import(module, target, path, statement.line)
             for target in targets
             if target == PACKAGE or target.startswith(f"{PACKAGE}.")
         )

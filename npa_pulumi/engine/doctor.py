@@ -98,14 +98,14 @@ def check_engine() -> Check:
         "path": str(choice.path),
         "source": choice.source,
         "version": reported,
-        "pin": f"v{toolchain.PULUMI_PIN}",
+        "pin": f"v{toolchain.pulumi_pin()}",
         "supported": range_text,
         "strict": toolchain.strict_toolchain(),
     }
     if reported is None:
         fix = f"check that {choice.path} runs (`{choice.path} version`)"
         return Check("engine", FAIL, f"pulumi at {choice.path} does not run", fix, details)
-    kind = "the pin" if reported == f"v{toolchain.PULUMI_PIN}" else f"supported range {range_text}"
+    kind = "the pin" if reported == f"v{toolchain.pulumi_pin()}" else f"supported range {range_text}"
     where = {"override": "NPA_PULUMI_BIN", "tools": ".tools/bin", "cache": "the toolchain cache"}.get(
         choice.source, "PATH"
     )
@@ -188,8 +188,9 @@ def check_plugins(install: bool = False) -> Check:
     doctor may change) a missing one is installed with the engine's own `pulumi plugin install` first."""
     provider = toolchain.find_kubernetes_provider()
     command = toolchain.kubernetes_plugin_install_command()
+    version = toolchain.kubernetes_provider_version()
     details: dict[str, Any] = {
-        "plugin": f"resource-kubernetes v{toolchain.KUBERNETES_PROVIDER_VERSION}",
+        "plugin": f"resource-kubernetes v{version}",
         "install": command,
     }
     failure = ""
@@ -202,13 +203,13 @@ def check_plugins(install: bool = False) -> Check:
         return Check(
             "plugins",
             FAIL,
-            f"the Kubernetes provider plugin v{toolchain.KUBERNETES_PROVIDER_VERSION} is not installed{why}",
+            f"the Kubernetes provider plugin v{version} is not installed{why}",
             f"`{command}` (or `npa-pulumi doctor --install-plugins`; needs Pulumi's plugin source; offline: "
             "`make tools` builds it)",
             details,
         )
     details["path"] = str(provider)
-    summary = f"pulumi-resource-kubernetes v{toolchain.KUBERNETES_PROVIDER_VERSION} ({provider})"
+    summary = f"pulumi-resource-kubernetes v{version} ({provider})"
     return Check("plugins", OK, summary, details=details)
 
 

@@ -9,12 +9,9 @@ from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.kube.kuberay import RayTemplate, cpu_node_group_name
 from npa_pulumi.plan.rtx_values import cluster_rtx_values
 from npa_pulumi.plan.targets import ResolvedCluster
+from npa_pulumi.runtime.pins import kuberay_operator_image
 from npa_pulumi.runtime.presets import gpus_per_node
-from npa_pulumi.spec.constants import (
-    KUBERAY_OPERATOR_IMAGE,
-    MIG_RESOURCES_PER_GPU,
-    MIG_TOOLKIT_VERSION,
-)
+from npa_pulumi.spec.constants import MIG_RESOURCES_PER_GPU, MIG_TOOLKIT_VERSION
 
 
 def kuberay_template(cluster: ResolvedCluster) -> RayTemplate | None:
@@ -28,7 +25,7 @@ def kuberay_template(cluster: ResolvedCluster) -> RayTemplate | None:
         worker_memory_gib=ray.worker_memory_gib,
         ray_version=ray.ray_version,
         image=ray.image,
-        operator_image=KUBERAY_OPERATOR_IMAGE,
+        operator_image=kuberay_operator_image(),
         cpu_node_group=cpu_node_group_name(cluster.name),
     )
 

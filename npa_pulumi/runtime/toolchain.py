@@ -6,8 +6,8 @@ Lookup order for each binary:
    another such directory, or an empty one to look past the checkout's);
 3. the per-user toolchain cache that `make tools` builds into (`~/.cache/npa-pulumi/toolchain/...`);
 4. PATH. A `pulumi` found there (the user's own) is used when its version is in the supported range
-   (`PULUMI_SUPPORTED_MIN` up to, not including, `PULUMI_SUPPORTED_BELOW`), and refused, with the range
-   named, outside it; `NPA_STRICT_TOOLCHAIN=1` accepts only the pin, as `make tools` builds it.
+   (tools/pins.toml [pulumi] `supported_min` up to, not including, `supported_below`), and refused, with
+   the range named, outside it; `NPA_STRICT_TOOLCHAIN=1` accepts only the pin, as `make tools` builds it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npa_pulumi.errors import NpaError
-from npa_pulumi.runtime import disk_cache
+from npa_pulumi.runtime import disk_cache, pins
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = REPO_ROOT / ".tools" / "bin"
@@ -32,10 +32,6 @@ def tools_bin() -> Path:
     return Path(override) if override else TOOLS_BIN
 
 
-# tools/pins.toml [pulumi]: version, supported_min, supported_below (tests/unit/test_toolchain.py checks).
-PULUMI_PIN = "3.259.0"
-PULUMI_SUPPORTED_MIN = "3.220.0"
-PULUMI_SUPPORTED_BELOW = "4.0.0"
 STRICT_ENV = "NPA_STRICT_TOOLCHAIN"
 
 Version = tuple[int, int, int]
@@ -59,6 +55,16 @@ def _v(text: str) -> Version:
     return parsed
 
 
+def pulumi_pin() -> str:
+    """The engine release `make tools` builds (tools/pins.toml [pulumi] version)."""
+    return pins.pin("pulumi")
+
+
+def pulumi_supported() -> tuple[str, str]:
+    """The range of a user's own `pulumi` npa-pulumi accepts: [supported_min, supported_below)."""
+    return pins.pin("pulumi", "supported_min"), pins.pin("pulumi", "supported_below")
+
+
 def strict_toolchain() -> bool:
     return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
 
@@ -66,14 +72,16 @@ def strict_toolchain() -> bool:
 def pulumi_supported_range() -> str:
     """The versions of a user's `pulumi` npa-pulumi accepts, as a message names them."""
     if strict_toolchain():
-        return f"exactly v{PULUMI_PIN} ({STRICT_ENV}=1)"
-    return f">= v{PULUMI_SUPPORTED_MIN}, < v{PULUMI_SUPPORTED_BELOW}"
+        return f"exactly v{pulumi_pin()} ({STRICT_ENV}=1)"
+    low, below = pulumi_supported()
+    return f">= v{low}, < v{below}"
 
 
 def pulumi_version_supported(version: Version) -> bool:
     if strict_toolchain():
-        return version == _v(PULUMI_PIN)
-    return _v(PULUMI_SUPPORTED_MIN) <= version < _v(PULUMI_SUPPORTED_BELOW)
+        return version == _v(pulumi_pin())
+    low, below = pulumi_supported()
+    return _v(low) <= version < _v(below)
 
 
 def reported_version(binary: Path, *args: str) -> str | None:
@@ -115,8 +123,9 @@ class PulumiChoice:
 
 
 def _cache_root() -> Path:
-    """Where `make tools` builds into (tools/toolchain.py `cache_root`, the same rule): `$XDG_CACHE_HOME`,
-    else `$HOME/.cache`, else (that has none, $HOME not being the account's home) the account's."""
+    """Where `make tools` builds into (tools/toolchainlib/common.py `cache_root`, the same rule):
+    `$XDG_CACHE_HOME`, else `$HOME/.cache`, else (that has none, $HOME not being the account's home) the
+    account's."""
     if os.environ.get("XDG_CACHE_HOME"):
         return Path(os.environ["XDG_CACHE_HOME"]) / "npa-pulumi" / "toolchain"
     primary = Path.home() / ".cache" / "npa-pulumi" / "toolchain"
@@ -177,7 +186,7 @@ def choose_pulumi() -> PulumiChoice:
         raise ToolchainMissing(
             f"the Pulumi engine was not found: install pulumi ({pulumi_supported_range()}; "
             "https://www.pulumi.com/docs/install/), run `make tools` in a checkout (builds the pinned "
-            f"v{PULUMI_PIN}), or set NPA_PULUMI_BIN"
+            f"v{pulumi_pin()}), or set NPA_PULUMI_BIN"
         )
     path = Path(on_path)
     text = reported_version(path)
@@ -185,7 +194,7 @@ def choose_pulumi() -> PulumiChoice:
     if version is None or not pulumi_version_supported(version):
         raise ToolchainUnsupported(
             f"the pulumi on PATH ({path}, {text or 'version unknown'}) is outside the supported range "
-            f"{pulumi_supported_range()}: install a supported release (the pin is v{PULUMI_PIN}), run "
+            f"{pulumi_supported_range()}: install a supported release (the pin is v{pulumi_pin()}), run "
             "`make tools` in a checkout, or set NPA_PULUMI_BIN to one"
         )
     return PulumiChoice(path, "path", text)
@@ -214,14 +223,18 @@ def find_terraform() -> Path:
 
 
 KUBERNETES_PROVIDER = "pulumi-resource-kubernetes"
-# tools/pins.toml [pulumi_kubernetes].version, which the Python SDK pulumi-kubernetes is pinned to as well.
-KUBERNETES_PROVIDER_VERSION = "4.25.0"
+
+
+def kubernetes_provider_version() -> str:
+    """tools/pins.toml [pulumi_kubernetes] version, which the Python SDK pulumi-kubernetes is pinned to as
+    well (in pyproject.toml, where pip reads it; a test checks they agree)."""
+    return pins.pin("pulumi_kubernetes")
 
 
 def kubernetes_plugin_install_command() -> str:
     """The one command that provides the pinned Kubernetes provider plugin where Pulumi's plugin source
     can be reached (the engine itself never downloads one: npa-pulumi turns that off)."""
-    return f"pulumi plugin install resource kubernetes v{KUBERNETES_PROVIDER_VERSION}"
+    return f"pulumi plugin install resource kubernetes v{kubernetes_provider_version()}"
 
 
 def _installed_plugin(kind: str, name: str, version: str) -> Path | None:
@@ -237,7 +250,7 @@ def find_kubernetes_provider() -> Path | None:
     absent: a stack that needs it then fails with the engine's own error naming the missing plugin,
     rather than a download attempt (`doctor` prints `kubernetes_plugin_install_command()`)."""
     found = locate(KUBERNETES_PROVIDER, "NPA_KUBERNETES_PROVIDER_BIN", "pulumi-kubernetes-v")
-    return found or _installed_plugin("resource", "kubernetes", KUBERNETES_PROVIDER_VERSION)
+    return found or _installed_plugin("resource", "kubernetes", kubernetes_provider_version())
 
 
 # The local cloud's Kubernetes binaries (the simulator runs them; `doctor` looks for them).
@@ -256,7 +269,7 @@ def find_kube_binary(name: str) -> Path | None:
 
 
 KUBERAY_OPERATOR = "kuberay-operator"
-KUBERAY_CRD_DIR = "kuberay-crds"  # beside the binary: the module's CRDs as compact JSON (tools/toolchain.py)
+KUBERAY_CRD_DIR = "kuberay-crds"  # beside the binary: its CRDs as compact JSON (tools/toolchainlib)
 
 
 def find_kuberay_operator() -> Path | None:

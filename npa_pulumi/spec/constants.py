@@ -90,9 +90,8 @@ MIG_RESOURCES_PER_GPU: Final[dict[str, int]] = {
 KUBERAY_HEAD_CPUS: Final = 1
 KUBERAY_HEAD_MEMORY_GIB: Final = 4
 RAY_VERSION: Final = "2.58.0"
-# The KubeRay operator's release: tools/pins.toml [kuberay] builds the same one (a test checks both).
-KUBERAY_VERSION: Final = "1.5.0"
-KUBERAY_OPERATOR_IMAGE: Final = f"quay.io/kuberay/operator:v{KUBERAY_VERSION}"
+# The KubeRay operator's release and image are pinned in tools/pins.toml [kuberay]
+# (npa_pulumi.runtime.pins.kuberay_operator_image).
 RAY_IMAGE: Final = (
     "docker.io/rayproject/ray@sha256:507464fe56b3d24cec2e812a25850db91b97d52752d63119fecf6914f7b0a37a"
 )

@@ -17,6 +17,7 @@ import pytest
 from npa_pulumi.kube import kuberay
 from npa_pulumi.kube.client import KubeClient, object_path
 from npa_pulumi.kube.kubeconfig import dump
+from npa_pulumi.runtime.pins import kuberay_operator_image
 from npa_pulumi.runtime.toolchain import find_kuberay_operator, kuberay_crd_files
 from npa_pulumi.simulator.cloud import LocalCloud
 from npa_pulumi.simulator.kube import controlplane
@@ -32,7 +33,7 @@ TEMPLATE = kuberay.RayTemplate(
     worker_memory_gib=4,
     ray_version=c.RAY_VERSION,
     image=c.RAY_IMAGE,
-    operator_image=c.KUBERAY_OPERATOR_IMAGE,
+    operator_image=kuberay_operator_image(),
     cpu_node_group="ray-ng-cpu",
 )
 FLEET = {kuberay.MANAGED_BY: kuberay.FLEET_MANAGER}

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
+PINS = tomllib.loads((REPO / "tools" / "pins.toml").read_text())
 LOCAL_ONLY = (".git", ".venv", ".tools", "build", "dist", "*.egg-info", "__pycache__", "*_cache", "out")
 
 
@@ -52,6 +54,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert "npa_pulumi/policies/fleet-guardrails/PulumiPolicy.yaml" in names
     assert "npa_pulumi/plan/price_catalog.yaml" in names  # the shipped price catalog (plan/prices.py)
     assert "npa_pulumi/data/local-tenant.yaml" in names
+    # The toolchain pins the package reads (npa_pulumi/runtime/pins.py): tools/pins.toml itself, copied
+    # through the link npa_pulumi/data/pins.toml.
+    pins = zipfile.ZipFile(wheel).read("npa_pulumi/data/pins.toml")
+    assert pins == (REPO / "tools" / "pins.toml").read_bytes()
     assert "npa_pulumi/components/terraform_module.py" in names
     assert not [n for n in names if "__pycache__" in n]
     assert "npa_pulumi/policies/catalog.py" in names
@@ -227,18 +233,19 @@ def test_the_users_own_pulumi_in_range_is_used_and_outside_refused(wheel_venv: P
     )
     engine = {c["name"]: c for c in json.loads(strict.stdout)["checks"]}["engine"]
     assert strict.returncode == 1 and engine["status"] == "fail"
-    assert "exactly v" in engine["summary"]
+    assert f"exactly v{PINS['pulumi']['version']}" in engine["summary"]
 
     outside = _fake_pulumi(tmp_path / "old-pulumi", "3.100.0")
     path = f"{outside}{os.pathsep}{TOOLS_BIN}{os.pathsep}/usr/local/bin:/usr/bin:/bin"
     doctor = _tool(wheel_venv, "doctor", "--output", "json", cwd=tmp_path, path=path, home=home)
     engine = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["engine"]
     assert doctor.returncode == 1 and engine["status"] == "fail"
-    assert ">= v3.220.0, < v4.0.0" in engine["summary"]
+    supported_range = f">= v{PINS['pulumi']['supported_min']}, < v{PINS['pulumi']['supported_below']}"
+    assert supported_range in engine["summary"]
     stacks = _tool(wheel_venv, "stacks", "--output", "json", cwd=tmp_path, path=path, home=home)
     assert stacks.returncode == 1, stacks.stderr
     error = json.loads(stacks.stdout)["error"]
-    assert error["kind"] == "toolchain-unsupported" and ">= v3.220.0, < v4.0.0" in error["message"]
+    assert error["kind"] == "toolchain-unsupported" and supported_range in error["message"]
 
 
 ONE_CLUSTER = """\

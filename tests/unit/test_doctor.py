@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 
+from npa_pulumi.runtime import toolchain
+
 REPO = Path(__file__).resolve().parents[2]
-PIN = "3.259.0"
+PIN = toolchain.pulumi_pin()
+PLUGIN = toolchain.kubernetes_provider_version()
 
 
 def _executable(path: Path, text: str) -> Path:
@@ -97,7 +100,7 @@ def test_a_missing_plugin_fails_with_the_install_command(machine: dict[str, str]
     plugins = _checks(document)["plugins"]
     assert code == 1 and document["ok"] is False
     assert plugins["status"] == "fail"
-    assert "pulumi plugin install resource kubernetes v4.25.0" in plugins["fix"]
+    assert f"pulumi plugin install resource kubernetes v{PLUGIN}" in plugins["fix"]
 
 
 def _installing_engine(tmp_path: Path, *, works: bool) -> Path:
@@ -144,7 +147,7 @@ def test_install_plugins_installs_the_missing_plugin_with_the_engine(
     code, _, stderr, plugins = _install_plugins(machine, tmp_path, works=True)
     assert plugins["status"] == "ok" and plugins["details"]["installed"] is True, plugins
     assert plugins["details"]["path"].startswith(machine["PULUMI_HOME"])
-    assert "plugin install resource kubernetes v4.25.0" in (tmp_path / "engine-calls").read_text()
+    assert f"plugin install resource kubernetes v{PLUGIN}" in (tmp_path / "engine-calls").read_text()
     assert "installing the Kubernetes provider plugin" in stderr and code == 0
     # without the opt-in doctor changes nothing: a second machine without the plugin just fails
     other = tmp_path / "other-home"
@@ -159,7 +162,7 @@ def test_install_plugins_offline_fails_with_the_engine_s_reason(
     code, _, _, plugins = _install_plugins(machine, tmp_path, works=False)
     assert code == 1 and plugins["status"] == "fail" and plugins["details"]["installed"] is False
     assert "could not reach the plugin source" in plugins["summary"]
-    assert "pulumi plugin install resource kubernetes v4.25.0" in plugins["fix"]
+    assert f"pulumi plugin install resource kubernetes v{PLUGIN}" in plugins["fix"]
 
 
 def test_an_old_terraform_fails_against_the_recipe(machine: dict[str, str], tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from npa_pulumi.kube import kuberay
 from npa_pulumi.policies import catalog
 from npa_pulumi.policies.fleet_guardrails_lib.checks import CheckContext, check_kuberay_reviewed_template
 from npa_pulumi.policies.fleet_guardrails_lib.facts import ClusterRegistry, Subject
+from npa_pulumi.runtime.pins import kuberay_operator_image
 from npa_pulumi.spec import constants as c
 
 TEMPLATE = kuberay.RayTemplate(
@@ -23,7 +24,7 @@ TEMPLATE = kuberay.RayTemplate(
     worker_memory_gib=4,
     ray_version=c.RAY_VERSION,
     image=c.RAY_IMAGE,
-    operator_image=c.KUBERAY_OPERATOR_IMAGE,
+    operator_image=kuberay_operator_image(),
     cpu_node_group="c1-ng-cpu",
 )
 CRDS = [
@@ -95,7 +96,7 @@ def test_the_template_as_the_engine_and_the_policies_see_it(mocks: Recording) ->
         deployment = by_type["kubernetes:apps/v1:Deployment"]
         assert deployment["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "kuberay-operator"}
         container = deployment["spec"]["template"]["spec"]["containers"][0]
-        assert container["image"] == "quay.io/kuberay/operator:v1.5.0"
+        assert container["image"] == kuberay_operator_image()
         policy = by_type["kubernetes:networking.k8s.io/v1:NetworkPolicy"]
         assert policy["spec"]["policyTypes"] == ["Ingress"]
         assert policy["metadata"]["namespace"] == "ray"

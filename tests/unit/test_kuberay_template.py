@@ -17,6 +17,7 @@ from npa_pulumi.plan.gates import kuberay_template
 from npa_pulumi.policies import catalog
 from npa_pulumi.policies.fleet_guardrails_lib.checks import CheckContext, check_kuberay_reviewed_template
 from npa_pulumi.policies.fleet_guardrails_lib.facts import ClusterRegistry, Subject
+from npa_pulumi.runtime.pins import kuberay_operator_image
 from npa_pulumi.spec import constants as c
 from npa_pulumi.spec import load_spec
 
@@ -27,15 +28,14 @@ TEMPLATE = kuberay.RayTemplate(
     worker_memory_gib=4,
     ray_version=c.RAY_VERSION,
     image=c.RAY_IMAGE,
-    operator_image=c.KUBERAY_OPERATOR_IMAGE,
+    operator_image=kuberay_operator_image(),
     cpu_node_group="cpu-ray-ng-cpu",
 )
 
 
 def test_the_operator_release_is_pinned_once_for_the_toolchain_and_the_template() -> None:
     pins = tomllib.loads((REPO / "tools" / "pins.toml").read_text())["kuberay"]
-    assert pins["version"] == c.KUBERAY_VERSION
-    assert pins["image"] == c.KUBERAY_OPERATOR_IMAGE
+    assert pins["image"] == kuberay_operator_image() == f"quay.io/kuberay/operator:v{pins['version']}"
     assert pins["module"] == "github.com/ray-project/kuberay/ray-operator"
 
 

@@ -1,18 +1,18 @@
 """The user's own Pulumi (issue 32, item 2): a `pulumi` on PATH in the supported range is used, one outside
 it is refused with the range named, and NPA_STRICT_TOOLCHAIN=1 keeps the exact pin. The numbers agree
-with tools/pins.toml, and the toolchain script decides the same way."""
+with tools/pins.toml (the package reads that file), and the toolchain script decides the same way."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from npa_pulumi.runtime import toolchain
+from npa_pulumi.runtime import pins, toolchain
+from tools.toolchainlib import common as toolchain_common
+from tools.toolchainlib import pulumi as engine_tools
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = tomllib.loads((REPO / "tools" / "pins.toml").read_text())
@@ -43,17 +43,25 @@ def only_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bindir
 
 
-def test_runtime_numbers_are_the_pins() -> None:
-    assert PINS["pulumi"]["version"] == toolchain.PULUMI_PIN
-    assert PINS["pulumi"]["supported_min"] == toolchain.PULUMI_SUPPORTED_MIN
-    assert PINS["pulumi"]["supported_below"] == toolchain.PULUMI_SUPPORTED_BELOW
-    assert PINS["pulumi_kubernetes"]["version"] == toolchain.KUBERNETES_PROVIDER_VERSION
+def test_the_package_reads_the_one_pins_file() -> None:
+    """npa_pulumi/data/pins.toml is tools/pins.toml (a link in the checkout; a wheel ships a copy, which
+    tests/integration/test_wheel.py checks), and the runtime's numbers are read from it."""
+    assert pins.PINS_FILE.resolve() == (REPO / "tools" / "pins.toml").resolve()
+    assert toolchain.pulumi_pin() == PINS["pulumi"]["version"]
+    assert toolchain.pulumi_supported() == (
+        PINS["pulumi"]["supported_min"],
+        PINS["pulumi"]["supported_below"],
+    )
+    assert toolchain.kubernetes_provider_version() == PINS["pulumi_kubernetes"]["version"]
+    assert pins.kuberay_operator_image() == PINS["kuberay"]["image"]
+    supported_min, supported_below = toolchain.pulumi_supported()
     low, pin, high = (
-        toolchain.parse_version(v)
-        for v in (toolchain.PULUMI_SUPPORTED_MIN, toolchain.PULUMI_PIN, toolchain.PULUMI_SUPPORTED_BELOW)
+        toolchain.parse_version(v) for v in (supported_min, toolchain.pulumi_pin(), supported_below)
     )
     assert low is not None and pin is not None and high is not None
     assert low <= pin < high
+    with pytest.raises(LookupError, match=r"pins no \[pulumi\] nonesuch"):
+        pins.pin("pulumi", "nonesuch")
 
 
 def test_another_supported_version_on_path_is_used(only_path: Path) -> None:
@@ -76,9 +84,9 @@ def test_a_version_outside_the_range_is_refused_with_the_range_named(only_path: 
 def test_strict_toolchain_accepts_only_the_pin(only_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(toolchain.STRICT_ENV, "1")
     fake_pulumi(only_path, "3.230.1")
-    with pytest.raises(toolchain.ToolchainUnsupported, match=f"exactly v{toolchain.PULUMI_PIN}"):
+    with pytest.raises(toolchain.ToolchainUnsupported, match=f"exactly v{toolchain.pulumi_pin()}"):
         toolchain.find_pulumi()
-    binary = fake_pulumi(only_path, toolchain.PULUMI_PIN)
+    binary = fake_pulumi(only_path, toolchain.pulumi_pin())
     assert toolchain.find_pulumi() == binary
 
 
@@ -98,7 +106,10 @@ def test_a_plugin_installed_by_pulumi_is_found(tmp_path: Path, monkeypatch: pyte
         f"pulumi plugin install resource kubernetes v{PINS['pulumi_kubernetes']['version']}"
     )
     plugin_dir = (
-        tmp_path / "pulumi-home" / "plugins" / f"resource-kubernetes-v{toolchain.KUBERNETES_PROVIDER_VERSION}"
+        tmp_path
+        / "pulumi-home"
+        / "plugins"
+        / f"resource-kubernetes-v{toolchain.kubernetes_provider_version()}"
     )
     plugin_dir.mkdir(parents=True)
     plugin = plugin_dir / "pulumi-resource-kubernetes"
@@ -107,25 +118,16 @@ def test_a_plugin_installed_by_pulumi_is_found(tmp_path: Path, monkeypatch: pyte
     assert toolchain.find_kubernetes_provider() == plugin
 
 
-def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("npa_toolchain_range", REPO / "tools" / "toolchain.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_make_tools_accepts_the_same_range(monkeypatch: pytest.MonkeyPatch) -> None:
-    script = _script()
     monkeypatch.delenv("NPA_STRICT_TOOLCHAIN", raising=False)
-    assert script.pulumi_accepted(PINS, "v3.230.1")
-    assert script.pulumi_accepted(PINS, f"v{PINS['pulumi']['version']}")
-    assert not script.pulumi_accepted(PINS, "v4.1.0")
-    assert not script.pulumi_accepted(PINS, "unknown")
+    assert engine_tools.pulumi_accepted(PINS, "v3.230.1")
+    assert engine_tools.pulumi_accepted(PINS, f"v{PINS['pulumi']['version']}")
+    assert not engine_tools.pulumi_accepted(PINS, "v4.1.0")
+    assert not engine_tools.pulumi_accepted(PINS, "unknown")
     monkeypatch.setenv("NPA_STRICT_TOOLCHAIN", "1")
-    assert not script.pulumi_accepted(PINS, "v3.230.1")
-    assert script.pulumi_accepted(PINS, f"v{PINS['pulumi']['version']}")
-    assert "NPA_STRICT_TOOLCHAIN=1" in script.pulumi_range(PINS)
+    assert not engine_tools.pulumi_accepted(PINS, "v3.230.1")
+    assert engine_tools.pulumi_accepted(PINS, f"v{PINS['pulumi']['version']}")
+    assert "NPA_STRICT_TOOLCHAIN=1" in engine_tools.pulumi_range(PINS)
 
 
 def test_a_missing_plugin_error_names_the_install_command() -> None:
@@ -154,7 +156,7 @@ def test_a_foreign_home_reuses_the_accounts_toolchain_cache(
         else tmp_path / ".cache" / "npa-pulumi" / "toolchain"
     )
     assert toolchain._cache_root() == expected
-    assert _script().cache_root() == expected
+    assert toolchain_common.cache_root() == expected
     (tmp_path / ".cache" / "npa-pulumi" / "toolchain").mkdir(parents=True)  # this $HOME has its own now
     assert toolchain._cache_root() == tmp_path / ".cache" / "npa-pulumi" / "toolchain"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

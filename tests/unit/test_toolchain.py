@@ -1,9 +1,11 @@
-"""The toolchain pins: one place, the SDK agrees with the engine, and the engine reports the pin."""
+"""The toolchain pins: one place (tools/pins.toml, which the package reads too), the SDK agrees with the
+engine, the engine reports the pin; and the toolchain script (tools/toolchainlib) by its parts."""
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -16,12 +18,34 @@ import pytest
 
 from npa_pulumi.engine.automation.workspace import engine_env
 from npa_pulumi.runtime.toolchain import find_pulumi, find_terraform
+from tools.toolchainlib import common, kuberay, kubernetes, kubernetes_provider, kwok, lanes, registry, tofu
+from tools.toolchainlib import pulumi as engine_tools
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = tomllib.loads((REPO / "tools" / "pins.toml").read_text())
 
 
+def test_no_toolchain_pin_is_written_in_the_package() -> None:
+    """tools/pins.toml is the one place a toolchain version is written: the package reads it
+    (npa_pulumi.runtime.pins), so none of its values appears in the package's code."""
+    values = {
+        f"[{tool}] {key}": value
+        for tool, table in PINS.items()
+        for key, value in table.items()
+        if re.search(r"\d+\.\d+", value)
+    }
+    written = [
+        f"{path.relative_to(REPO)}: {name} {value}"
+        for root in ("npa_pulumi", "components", "policies")
+        for path in sorted((REPO / root).rglob("*.py"))
+        for name, value in values.items()
+        if re.search(rf"(?<![\w.])v?{re.escape(value)}(?![\w.])", path.read_text())
+    ]
+    assert written == [], "read these from npa_pulumi.runtime.pins instead"
+
+
 def test_python_sdk_pin_matches_engine_pin() -> None:
+    """pip reads the SDK pins from pyproject.toml, so they are written there too, and checked here."""
     pyproject = (REPO / "pyproject.toml").read_text()
     match = re.search(r'"pulumi==([0-9.]+)"', pyproject)
     assert match, "pyproject must pin the Pulumi Python SDK exactly"
@@ -85,8 +109,10 @@ def test_terraform_is_recent_enough() -> None:
     assert version >= minimum
 
 
+@pytest.mark.integration
 def test_toolchain_script_is_idempotent(tmp_path: Path) -> None:
-    """A second `ensure` finds everything in place and says so instead of rebuilding."""
+    """A second `ensure` finds everything in place and says so instead of rebuilding (the first is `make
+    tools`, which `make test` runs first; `make check` needs no toolchain, so this is not part of it)."""
     proc = subprocess.run(
         [sys.executable, str(REPO / "tools" / "toolchain.py"), "ensure", "pulumi", "terraform"],
         capture_output=True,
@@ -99,16 +125,6 @@ def test_toolchain_script_is_idempotent(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- Kubernetes toolchain
-
-
-def _toolchain_module() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("npa_toolchain_script", REPO / "tools" / "toolchain.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_kubernetes_sdk_pin_matches_the_plugin_pin() -> None:
@@ -131,14 +147,13 @@ def test_the_kubernetes_sdk_asks_the_engine_for_the_pinned_plugin() -> None:
 
 
 def test_kubernetes_wrapper_replaces_every_staging_module() -> None:
-    toolchain: Any = _toolchain_module()
     upstream = (
         "module k8s.io/kubernetes\n\ngo 1.24.0\n\ngodebug default=go1.24\n\nreplace (\n"
         "\tk8s.io/api => ./staging/src/k8s.io/api\n"
         "\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n"
         "\tgithub.com/other/thing => github.com/fork/thing v1.0.0\n)\n"
     )
-    gomod = toolchain.kubernetes_wrapper_gomod("1.34.4", "3.6.4", upstream)
+    gomod = kubernetes.kubernetes_wrapper_gomod("1.34.4", "3.6.4", upstream)
     assert "\tk8s.io/api => k8s.io/api v0.34.4\n" in gomod
     assert "\tk8s.io/client-go => k8s.io/client-go v0.34.4\n" in gomod
     assert "github.com/other/thing" not in gomod  # only the staging directories are replaced
@@ -148,7 +163,6 @@ def test_kubernetes_wrapper_replaces_every_staging_module() -> None:
 
 def test_committed_kubernetes_wrapper_matches_the_pins() -> None:
     """tools/kubernetes/go.mod is what gen-kubernetes-wrapper writes for the pinned release."""
-    toolchain: Any = _toolchain_module()
     committed = (REPO / "tools" / "kubernetes" / "go.mod").read_text()
     version = PINS["kubernetes"]["version"]
     assert f"\tk8s.io/kubernetes v{version}\n" in committed
@@ -156,7 +170,7 @@ def test_committed_kubernetes_wrapper_matches_the_pins() -> None:
     replaced = re.findall(r"^\t(k8s\.io/[\w.-]+) => \1 v0\.(\d+\.\d+)$", committed, re.M)
     assert len(replaced) >= 30
     assert {minor for _, minor in replaced} == {version.split(".", 1)[1]}
-    assert toolchain.staging_replaces("replace k8s.io/api => ./staging/src/k8s.io/api\n") == ["k8s.io/api"]
+    assert kubernetes.staging_replaces("replace k8s.io/api => ./staging/src/k8s.io/api\n") == ["k8s.io/api"]
 
 
 @pytest.mark.integration
@@ -231,7 +245,6 @@ def test_the_go_builds_run_two_at_a_time_and_all_finish() -> None:
     reach), the rest follow, and a failing build is reported after the others have ended."""
     import threading
 
-    toolchain = _toolchain_module()
     barrier = threading.Barrier(2, timeout=10)
     done: list[str] = []
 
@@ -240,29 +253,116 @@ def test_the_go_builds_run_two_at_a_time_and_all_finish() -> None:
             if meet:
                 barrier.wait()
             if fail:
-                raise toolchain.ToolchainError(f"{name} failed")
+                raise common.ToolchainError(f"{name} failed")
             done.append(name)
 
         return run
 
-    toolchain.run_go_builds([step("a", meet=True), step("b", meet=True), step("c")], lanes=2)
+    lanes.run_go_builds([step("a", meet=True), step("b", meet=True), step("c")], lanes=2)
     assert sorted(done) == ["a", "b", "c"]
     done.clear()
-    with pytest.raises(toolchain.ToolchainError, match="x failed"):
-        toolchain.run_go_builds([step("x", fail=True), step("y"), step("z")], lanes=2)
+    with pytest.raises(common.ToolchainError, match="x failed"):
+        lanes.run_go_builds([step("x", fail=True), step("y"), step("z")], lanes=2)
     assert sorted(done) == ["y", "z"]
 
 
 def test_the_number_of_build_lanes(monkeypatch: pytest.MonkeyPatch) -> None:
-    toolchain = _toolchain_module()
     monkeypatch.setenv("NPA_TOOLCHAIN_LANES", "1")
-    assert toolchain.build_lanes() == 1
+    assert lanes.build_lanes() == 1
     for wrong in ("0", "two"):
         monkeypatch.setenv("NPA_TOOLCHAIN_LANES", wrong)
-        with pytest.raises(toolchain.ToolchainError, match="NPA_TOOLCHAIN_LANES"):
-            toolchain.build_lanes()
+        with pytest.raises(common.ToolchainError, match="NPA_TOOLCHAIN_LANES"):
+            lanes.build_lanes()
     monkeypatch.delenv("NPA_TOOLCHAIN_LANES")
-    monkeypatch.setattr(toolchain, "available_memory_gb", lambda: 4.0)
-    assert toolchain.build_lanes() == 1  # two builds at once would not fit
-    monkeypatch.setattr(toolchain, "available_memory_gb", lambda: 20.0)
-    assert toolchain.build_lanes() == (2 if (os.cpu_count() or 1) >= 2 else 1)
+    monkeypatch.setattr(lanes, "available_memory_gb", lambda: 4.0)
+    assert lanes.build_lanes() == 1  # two builds at once would not fit
+    monkeypatch.setattr(lanes, "available_memory_gb", lambda: 20.0)
+    assert lanes.build_lanes() == (2 if (os.cpu_count() or 1) >= 2 else 1)
+
+
+# ------------------------------------------------------------------- the toolchain script's parts
+
+
+def test_every_component_is_one_registry_entry() -> None:
+    """`ensure` provides what the registry lists: `all` is every component but chromium; the others run
+    first in the order listed (the virtualenv first: the KubeRay build converts its CRDs with it), then
+    the Go builds, longest first."""
+    assert registry.names() == (
+        "venv",
+        "pulumi",
+        "terraform",
+        "kubernetes",
+        "kwok",
+        "kuberay",
+        "pulumi-kubernetes",
+        "chromium",
+    )
+    assert registry.default() == set(registry.names()) - {"chromium"}
+    assert [c.name for c in registry.first_steps(set(registry.names()))] == ["venv", "terraform", "chromium"]
+    builds = [c.name for c in registry.go_builds(registry.default())]
+    assert builds == ["pulumi-kubernetes", "kubernetes", "pulumi", "kwok", "kuberay"]
+
+
+def test_an_unknown_component_is_refused_with_the_known_ones_named() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "toolchain.py"), "ensure", "nonesuch"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "unknown component(s): nonesuch; expected all, venv, pulumi, terraform," in proc.stderr
+
+
+def test_the_cache_directories_are_named_by_the_pins() -> None:
+    """A new pin builds into a new directory, the same pins find the same one. These names are what the
+    machines' caches hold (a rename would rebuild ~40 minutes), and npa_pulumi.runtime.toolchain finds
+    the binaries by their prefixes."""
+    machine = f"{sys.platform}-{platform.machine()}"
+    p, k, pk = PINS["pulumi"], PINS["kubernetes"], PINS["pulumi_kubernetes"]
+    assert (
+        engine_tools.pulumi_key(PINS)
+        == f"pulumi-v{p['version']}-shim{p['policy_shim_sdk_version']}-{machine}"
+    )
+    assert tofu.opentofu_key(PINS) == f"opentofu-v{PINS['opentofu']['version']}-{machine}"
+    assert kubernetes.kubernetes_key(PINS) == f"kubernetes-v{k['version']}-etcd{k['etcd_version']}-{machine}"
+    assert kwok.kwok_key(PINS) == f"kwok-v{PINS['kwok']['version']}-{machine}"
+    assert kuberay.kuberay_key(PINS) == f"kuberay-v{PINS['kuberay']['version']}-{machine}"
+    assert kubernetes_provider.provider_key(PINS) == (
+        f"pulumi-kubernetes-v{pk['version']}-{pk['provider_module_version']}-{machine}"
+    )
+
+
+def test_a_build_lands_in_the_cache_whole_and_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    go = tmp_path / "go-bin" / "go"  # a build needs Go on PATH; this one never runs
+    go.parent.mkdir()
+    go.write_text("#!/bin/sh\nexit 1\n")
+    go.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{go.parent}{os.pathsep}{os.environ['PATH']}")
+    staged: list[Path] = []
+
+    def build(out: Path) -> None:
+        staged.append(out)
+        (out / "tool").write_text("#!/bin/sh\n")
+        (out / "tool").chmod(0o755)
+
+    home = tmp_path / "cache" / "tool-v1"
+    bindir = common.build_into_cache(home, ("tool",), build, "tool v1")
+    assert bindir == home / "bin" and os.access(bindir / "tool", os.X_OK)
+    assert (bindir / ".complete").read_text().startswith("built in ")
+    assert staged[0] != bindir and not staged[0].exists()  # built aside, then moved into place
+    assert common.build_into_cache(home, ("tool",), build, "tool v1") == bindir
+    assert len(staged) == 1
+    assert f"tool v1 already built in {bindir} (nothing to do)" in capsys.readouterr().err
+
+    broken = tmp_path / "cache" / "broken-v1"
+    with pytest.raises(common.ToolchainError, match="broken: the build did not produce broken"):
+        common.build_into_cache(broken, ("broken",), lambda out: None, "broken")
+    assert not (broken / "bin").exists() and [p.name for p in broken.iterdir()] == [".lock"]
+
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    with pytest.raises(common.ToolchainError, match=r"^install Go or the tool$"):
+        common.build_into_cache(
+            tmp_path / "cache" / "x", ("x",), build, "x", without_go="install Go or the tool"
+        )

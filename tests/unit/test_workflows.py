@@ -1,4 +1,5 @@
-"""The two GitHub workflows: valid against GitHub's workflow schema (offline), and saying what they promise.
+"""The two GitHub workflows: valid against GitHub's workflow schema (offline), and saying what they promise;
+and the Makefile they run lists every target in `make help`.
 
 Schema validation uses check-jsonschema's vendored copy of the schema, in a process where every socket
 call fails, so a version that starts fetching schemas fails this test instead of needing the network.
@@ -283,3 +284,16 @@ def test_sticky_comment_ignores_other_authors_and_survives_a_missing_document(tm
     (call,) = run_comment_script(tmp_path, impostor, None)
     assert call["op"] == "create"
     assert "failed before producing a document" in call["body"] and "exited 2" in call["body"]
+
+
+def test_make_help_lists_every_target_with_one_line_each() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    rules = re.findall(r"^([a-z][a-z-]*):", makefile, re.M)
+    phony = re.search(r"^\.PHONY: (.*)$", makefile, re.M)
+    assert phony is not None and sorted(phony.group(1).split()) == sorted(rules)
+    shown = subprocess.run(
+        ["make", "--no-print-directory", "help"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert [line.split()[:2] for line in shown] == [["make", rule] for rule in rules]
+    assert all(len(line.split(None, 2)) == 3 for line in shown), "each target says what it does"
+    assert "check" in rules and "test" in rules

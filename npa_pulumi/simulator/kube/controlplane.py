@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.runtime import pins
 from npa_pulumi.runtime.locks import FileLock, held_elsewhere
 from npa_pulumi.runtime.processes import EXIT_WAIT_S, process_alive, start_ticks, wait_while
 from npa_pulumi.simulator.kube import binaries
@@ -124,7 +125,7 @@ def terminate(procs: list[Component], grace_s: float = 2.0) -> None:
 
 def _kube_version(apiserver: Path) -> str:
     out = subprocess.run([str(apiserver), "--version"], capture_output=True, text=True, check=False).stdout
-    return out.strip().rsplit(" ", 1)[-1] or "v1.34.4"
+    return out.strip().rsplit(" ", 1)[-1] or f"v{pins.pin('kubernetes')}"
 
 
 def kwokctl_config(found: dict[str, Path]) -> str:
