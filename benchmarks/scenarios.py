@@ -655,7 +655,8 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
     shutil.rmtree(home.root, ignore_errors=True)
     ratio = median([r["cpu_s"] / r["floor_s"] for r in runs])
     # The floor counts a provider host's interpreter per command, as a Pulumi program with dynamic
-    # providers has one; the orchestrator now serves its providers itself (engine/provider_host.py), so this
+    # providers has one; the orchestrator now serves its providers itself
+    # (engine/automation/provider_host.py), so this
     # is the stricter reading too: the same runs against a floor without that process.
     without_host = 2 * interpreters["provider host"]
     ratio_without_host = median([r["cpu_s"] / (r["floor_s"] - without_host) for r in runs])

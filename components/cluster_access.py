@@ -106,7 +106,7 @@ class ClusterCredentialsProvider(ResourceProvider):
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         # Nothing to delete in the cloud: the kubeconfig files the engine wrote are removed once the stack
-        # is gone (npa_pulumi/engine/kubeconfigs.py).
+        # is gone (npa_pulumi/engine/registrations/kubeconfigs.py).
         return None
 
 

@@ -2,7 +2,7 @@
 """The layering contract of npa_pulumi, and the check that enforces it (run by tests/unit/test_layers.py,
 part of `make test`; `python3 tools/check_layers.py` prints the same report).
 
-    simulator_cli → cli → sdk → engine → {components, preflight, output, policies} → {bridge, plan}
+    simulator_cli → cli → {sdk, machine} → engine → {components, preflight, output, policies} → {bridge, plan}
         → simulator → {spec, cloud} → kube → runtime
 
 A module may import its own package, and any package of a lower layer. It may not import a higher layer,
@@ -39,7 +39,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # finds it through the `npa_pulumi.commands` entry point (cli/main.py), so nothing imports it.
     ("simulator_cli",),
     ("cli",),
-    ("sdk",),
+    # The SDK (a fleet's operations), and setting up a machine for a fleet (`doctor`, `backend init`): both
+    # above the engine, neither imports the other.
+    ("sdk", "machine"),
     ("engine",),
     ("components", "preflight", "output", "policies"),
     ("bridge", "plan"),

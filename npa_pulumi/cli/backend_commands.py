@@ -1,4 +1,4 @@
-"""`backend init`: a team's state bucket and the `--backend` URL for it (engine/backend_init.py)."""
+"""`backend init`: a team's state bucket and the `--backend` URL for it (machine/backend_init.py)."""
 
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ def init_command(
     credentials and role bindings keyless CI needs (docs/ci-previews.md)."""
 
     def body() -> int:
-        from npa_pulumi.engine.backend_init import DEFAULT_NEBIUS_REGION, init_bucket, init_local_bucket
         from npa_pulumi.engine.ci_identity import DEFAULT_ENVIRONMENT, ci_identity
+        from npa_pulumi.machine.backend_init import DEFAULT_NEBIUS_REGION, init_bucket, init_local_bucket
 
         ci = None
         if ci_repository or ci_environment:

@@ -1,5 +1,5 @@
 """`doctor`: what the fleet needs on this machine for the chosen cloud, and how to fix what is missing
-(engine/doctor.py). Read-only; exit 1 when something `up` on that cloud needs is missing."""
+(machine/doctor.py). Read-only; exit 1 when something `up` on that cloud needs is missing."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def doctor_command(
     --install-plugins installs a missing pinned provider plugin."""
 
     def body() -> int:
-        from npa_pulumi.engine.doctor import run_doctor
+        from npa_pulumi.machine.doctor import run_doctor
         from npa_pulumi.output.doctor import print_doctor
 
         report = run_doctor(

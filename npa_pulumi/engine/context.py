@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.factory import AUTH_ENV, TENANT_ENV
 from npa_pulumi.cloud.project_reads import FleetReads, LiveReader
-from npa_pulumi.engine.automation import EngineSettings, StackExecutor, StackOp, stack_tags
+from npa_pulumi.cloud.user_defaults import user_defaults
+from npa_pulumi.engine.automation import (
+    EngineSettings,
+    HostMode,
+    SharedProviderHost,
+    StackExecutor,
+    StackOp,
+    host_mode,
+    stack_tags,
+)
 from npa_pulumi.engine.backends.base import PlanSettings
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.fingerprint import (
@@ -31,8 +40,6 @@ from npa_pulumi.engine.fingerprint import (
 from npa_pulumi.engine.graph import FleetGraph, Walk, parallel
 from npa_pulumi.engine.plans import FleetPlans, build_plans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, project_program
-from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.provider_host import HostMode, SharedProviderHost, host_mode
 from npa_pulumi.engine.requests import (
     FleetRequest,
     Where,
@@ -44,8 +51,8 @@ from npa_pulumi.engine.requests import (
     runs_health_gate,
 )
 from npa_pulumi.engine.scheduler import Scheduler
-from npa_pulumi.engine.user_defaults import user_defaults
 from npa_pulumi.errors import NpaError, UserInputError
+from npa_pulumi.output.progress import Progress
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs, StackOutputs
 from npa_pulumi.runtime import provider_env
@@ -180,7 +187,7 @@ class FleetContext:
         return self.where.profile or self.spec.profile or ""
 
     def tenant_id(self) -> str:
-        # spec, then the profile, then ~/.npa/config.yaml (engine/user_defaults.py)
+        # spec, then the profile, then ~/.npa/config.yaml (cloud/user_defaults.py)
         return self.spec.tenant_id or self.cloud.principal().tenant_id or user_defaults().tenant_id
 
     def resolve_regions(self) -> None:

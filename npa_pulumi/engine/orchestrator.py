@@ -62,10 +62,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from npa_pulumi.engine.progress import Progress
     from npa_pulumi.engine.teardown.resume import Receipt
     from npa_pulumi.engine.teardown.run import Teardown
     from npa_pulumi.output.health import FleetHealth
+    from npa_pulumi.output.progress import Progress
     from npa_pulumi.plan import Target
     from npa_pulumi.preflight.report import PreflightReport
     from npa_pulumi.spec import FleetSpec
@@ -76,8 +76,8 @@ R = TypeVar("R")
 
 
 def _hosted(method: Callable[..., R]) -> Callable[..., R]:
-    """A command whose engine runs share one dynamic-provider host (engine/provider_host.py): the host
-    is stopped when the command ends, however it ends."""
+    """A command whose engine runs share one dynamic-provider host (engine/automation/provider_host.py): the
+    host is stopped when the command ends, however it ends."""
 
     @functools.wraps(method)
     def run(self: Fleet, *args: Any, **kwargs: Any) -> R:

@@ -10,7 +10,7 @@ scheduler group limited to `max_in_flight_per_reservation`; the scheduler's widt
 
 Before a wave's first cluster starts, the health of the wave's clusters is read once (as `health` reads it:
 one list of maintenance events per project, one list of nodes per cluster): a cluster with an active
-maintenance event or a node in NebiusGPUError (engine/health_model.py `hold_reason`) is `held` with the
+maintenance event or a node in NebiusGPUError (engine/health/model.py `hold_reason`) is `held` with the
 reason, never started, while the others proceed; `--ignore-maintenance` takes it anyway (the reason is kept
 as a warning); `halt_on: maintenance` makes a held cluster halt the rollout at its wave. A wave with
 `soak: DURATION` (not the last) keeps its barrier open that long after its gates passed, reading its
@@ -38,7 +38,7 @@ from npa_pulumi.engine import lifecycle
 from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.graph import Walk, WaveArrangement, barrier_key
 from npa_pulumi.engine.graph import is_barrier as is_barrier_key
-from npa_pulumi.engine.health_model import hold_reason, soak_problem
+from npa_pulumi.engine.health.model import hold_reason, soak_problem
 from npa_pulumi.engine.requests import rollout as rollout_request
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.health import ClusterHealth

@@ -27,13 +27,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.engine import liveness, requalification
+from npa_pulumi.engine import liveness
 from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.backends.base import NativeStatus
 from npa_pulumi.engine.backends.registry import recorded_backend
+from npa_pulumi.engine.health import requalification
 from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
-from npa_pulumi.engine.progress import headline
 from npa_pulumi.engine.requests import StatusRequest
+from npa_pulumi.output.progress import headline
 from npa_pulumi.output.results import StackResult
 from npa_pulumi.output.stack_outputs import ClusterOutputs
 
@@ -99,7 +100,7 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     if recorded.health_evidence is not None:
         base["health"] = recorded.health_evidence
     requalified = requalification.summary(recorded.kube_context or "", str(base["cluster_id"] or ""))
-    if requalified:  # `health --requalify` since the gate (engine/requalification.py)
+    if requalified:  # `health --requalify` since the gate (engine/health/requalification.py)
         base["health"] = {**(base.get("health") or {}), "requalified": requalified}
     if not base["cluster_id"]:
         status = "failed" if fleet.executor.last_update_failed(op) else "unknown"

@@ -13,7 +13,7 @@ spec order; the engine (engine/operations/rollout.py) runs the waves on the sche
 * a wave halts the rollout (later waves are not started) when: `gate-failure` — a cluster of it failed
   (its stack, or its health gate); `policy-violation` — that, or any policy violation reported;
   `failures: K` — K clusters of the rollout failed so far; and, with `maintenance` named too, a cluster of
-  it was held (an active maintenance event or a node in NebiusGPUError: engine/health_model.py
+  it was held (an active maintenance event or a node in NebiusGPUError: engine/health/model.py
   `hold_reason`), which otherwise only keeps that cluster back while the others proceed;
 * a wave with `soak: DURATION` (not the last) keeps the next wave waiting that long after its gates passed,
   while its clusters' health is read again and again; a cluster that is not clean halts the rollout.

@@ -2,11 +2,11 @@
 
 A host the engine starts (or the command's shared host in a process of its own) is started with the engines'
 environment (`WorkspaceSettings.env()`: the tenant, the engine's PATH, the backend), so its providers read
-`os.environ`. When the orchestrator serves the providers itself (engine/provider_host.py), they run in the
-orchestrator's process, whose `os.environ` lacks those overrides: the host sets them for each provider call
-(`overlay`), and the providers read their environment through `environ()`/`get()`, never `os.environ`
-directly. A context variable, not `os.environ`: the overrides are the command's, and must not leak into the
-orchestrator's own subprocesses or another command's providers served in the same process.
+`os.environ`. When the orchestrator serves the providers itself (engine/automation/provider_host.py), they
+run in the orchestrator's process, whose `os.environ` lacks those overrides: the host sets them for each
+provider call (`overlay`), and the providers read their environment through `environ()`/`get()`, never
+`os.environ` directly. A context variable, not `os.environ`: the overrides are the command's, and must not
+leak into the orchestrator's own subprocesses or another command's providers served in the same process.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """One dynamic-provider host for a whole CLI run: `ProviderServer`, served by the orchestrator itself (the
-default, engine/provider_host.py) or by a process of its own, `python -m npa_pulumi.runtime.provider_host`.
+default, engine/automation/provider_host.py) or by a process of its own, `python -m
+npa_pulumi.runtime.provider_host`.
 
 The engine starts a Python host for the dynamic providers (`pulumi-resource-pulumi-python`, then
 `python -m pulumi.dynamic`) in every engine run that registers a dynamic resource, and every one of them
@@ -141,7 +142,7 @@ def make_servicer(sdk: types.ModuleType) -> Any:
 class ProviderServer:
     """The dynamic providers on a port of this process, and (given a socket) the shared policy packs'
     analyzers: what the host process below serves, and what the orchestrator serves itself
-    (engine/provider_host.py)."""
+    (engine/automation/provider_host.py)."""
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._env = dict(env or {})

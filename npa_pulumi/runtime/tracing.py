@@ -1,7 +1,7 @@
 """One OpenTelemetry trace per command, when asked: `--trace otlp` or `--trace-file FILE`.
 
     tracing.start(TraceSettings(exporter="otlp"), "npa-pulumi up", {...}, scrub=scrub)  # the CLI
-    tracing.stack_phase(stack, "updating")        # engine/progress.py: each phase a span under its stack
+    tracing.stack_phase(stack, "updating")        # output/progress.py: each phase a span under its stack
     with tracing.span("terraform apply", stack=stack): ...   # anything under a stack's current phase
     tracing.finish("ok", {...})                   # end the root span, export, write the file
 
@@ -232,7 +232,7 @@ def wave_finished(wave: int, state: str, attributes: Mapping[str, Any] | None = 
 
 
 def stack_phase(stack: str, phase: str, note: str = "") -> None:
-    """A stack's progress line changed phase (engine/progress.py): the previous phase's span ends, the new
+    """A stack's progress line changed phase (output/progress.py): the previous phase's span ends, the new
     one starts under the stack's span (begun at its first phase); a final phase ends the stack's span."""
     tracing = _ACTIVE
     if tracing is None or phase == "queued":

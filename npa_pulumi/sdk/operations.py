@@ -256,8 +256,8 @@ def refresh(spec: SpecSource, request: RefreshRequest = RefreshRequest()) -> Fle
 
 def verify_mig(spec: SpecSource, request: MigVerifyRequest = MigVerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-mig`: MIG readiness of the selected MIG clusters through their registered
-    kubeconfigs; `reconcile` makes the repairs the findings call for (see npa_pulumi.engine.verify), a
-    repair: the run appends an audit record (sdk/audit.py)."""
+    kubeconfigs; `reconcile` makes the repairs the findings call for (see
+    npa_pulumi.engine.verification.verifiers), a repair: the run appends an audit record (sdk/audit.py)."""
     from npa_pulumi.engine.operations.verify import Verifier
 
     if not request.reconcile:
@@ -272,7 +272,7 @@ def verify_mig(spec: SpecSource, request: MigVerifyRequest = MigVerifyRequest())
 def verify_graphics(spec: SpecSource, request: VerifyRequest = GraphicsVerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-graphics`: CUDA and GLX/EGL/Vulkan on every GPU worker of the selected RTX
     rendering clusters, through their registered kubeconfigs; with `reconcile` (a GraphicsVerifyRequest),
-    the repairs the findings call for first (see npa_pulumi.engine.verify)."""
+    the repairs the findings call for first (see npa_pulumi.engine.verification.verifiers)."""
     from npa_pulumi.engine.operations.verify import Verifier
 
     return _verify(Verifier.GRAPHICS, spec, request)
@@ -280,7 +280,7 @@ def verify_graphics(spec: SpecSource, request: VerifyRequest = GraphicsVerifyReq
 
 def verify_storage(spec: SpecSource, request: VerifyRequest = VerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-storage`: the shared filesystem's mount on every worker and one RWX claim shared
-    by all of them, through the registered kubeconfigs (see npa_pulumi.engine.verify)."""
+    by all of them, through the registered kubeconfigs (see npa_pulumi.engine.verification.verifiers)."""
     from npa_pulumi.engine.operations.verify import Verifier
 
     return _verify(Verifier.STORAGE, spec, request)
@@ -288,7 +288,7 @@ def verify_storage(spec: SpecSource, request: VerifyRequest = VerifyRequest()) -
 
 def verify_fabric(spec: SpecSource, request: VerifyRequest = VerifyRequest()) -> FleetResult:
     """`npa-pulumi verify-fabric`: NCCL all-reduce bus bandwidth on every GPU node and across the
-    InfiniBand fabric of the selected clusters (see npa_pulumi.engine.verify_fabric)."""
+    InfiniBand fabric of the selected clusters (see npa_pulumi.engine.verification.fabric)."""
     from npa_pulumi.engine.operations.verify import Verifier
 
     return _verify(Verifier.FABRIC, spec, request)
@@ -304,9 +304,9 @@ def health(
     `requalify` runs the gate's per-node probes on the unqualified nodes (see
     npa_pulumi.engine.operations.health): a repair, which appends an audit record. Calling it with
     `requalify` is the confirmation. With `watch`,
-    the read repeats (metrics, events: npa_pulumi.engine.health_watch), `on_report` gets each report, and the
+    the read repeats (metrics, events: npa_pulumi.engine.health.watch), `on_report` gets each report, and the
     last one is returned."""
-    from npa_pulumi.engine.health_watch import watch
+    from npa_pulumi.engine.health.watch import watch
 
     selected = _selected(spec, request.selection)
 
@@ -335,7 +335,7 @@ def _verify(verifier: Verifier, spec: SpecSource, request: VerifyRequest) -> Fle
 def kubeconfigs(spec: SpecSource, request: FleetRequest = FleetRequest()) -> list[dict[str, str]]:
     """One entry per selected cluster: `stack`, `context`, and `kubeconfig` when it is deployed. A
     registration that no longer matches its stack or the live cloud raises StaleRegistration."""
-    from npa_pulumi.engine.kubeconfigs import StaleRegistration
+    from npa_pulumi.engine.registrations.kubeconfigs import StaleRegistration
 
     entries = open_fleet(_selected(spec, request.selection), request).kubeconfigs()
     stale = [e["error"] for e in entries if e.get("error")]

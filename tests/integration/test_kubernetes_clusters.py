@@ -188,7 +188,7 @@ def test_clusters_are_reachable_kubernetes_apis(kube_api: Path, tmp_path: Path) 
         )
         assert registration["cluster_id"] == entry["cluster_id"]
         assert registration["stack"] == entry["stack"] and registration["kubeconfig"] == str(path)
-        # ... and registered where the original's other commands read it (engine/npa_records.py)
+        # ... and registered where the original's other commands read it (engine/registrations/npa_records.py)
         record_dir = kube_api / ".npa" / "clusters" / entry["kube_context"]
         assert registration["npa_record"] == str(record_dir)
         assert sorted(p.name for p in record_dir.iterdir()) == ["cluster.json", "kubeconfig", "metadata.json"]

@@ -35,8 +35,9 @@ projects:
 
 
 def _register(home: Path, **fields: Any) -> Path:
-    """The cluster's registration (engine/kubeconfigs.py's Registration), its kubeconfig pointing at an
-    API server that is not there: a check that gets past the identity fails on the connection instead."""
+    """The cluster's registration (engine/registrations/kubeconfigs.py's Registration), its kubeconfig
+    pointing at an API server that is not there: a check that gets past the identity fails on the connection
+    instead."""
     context = kube_context_name("ident", "p", "train")
     kubeconfig = home / ".npa-pulumi" / "kubeconfigs" / f"{context}.yaml"
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)

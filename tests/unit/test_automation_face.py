@@ -50,7 +50,7 @@ def test_the_backend_url_loads_none_of_the_runner() -> None:
     assert not loaded & {
         "npa_pulumi.engine.automation.stack_operations",
         "npa_pulumi.engine.automation.diy_backend",
-        "npa_pulumi.engine.progress",
+        "npa_pulumi.output.progress",
     }
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from npa_pulumi.engine.evidence import publish_graphics
 from npa_pulumi.kube.gpu_operator import (
     OPERATOR_NAMESPACE,
     REPOSITORIES_CONFIGMAP,
@@ -17,6 +16,7 @@ from npa_pulumi.kube.gpu_operator import (
     mounted_repository_files,
     repository_errors,
 )
+from npa_pulumi.output.evidence import publish_graphics
 from npa_pulumi.plan.rtx_values import rtx_operator_values
 from npa_pulumi.simulator.kube import shapes
 

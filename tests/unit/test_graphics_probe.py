@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from npa_pulumi.engine.evidence import publish_graphics
 from npa_pulumi.kube.gpu_health.probes import (
     GRAPHICS_SCRIPT,
     PROBE_IMAGE_INCOMPLETE,
     graphics_missing,
     probe_image_missing,
 )
+from npa_pulumi.output.evidence import publish_graphics
 
 
 def _run_script(tmp_path: Path, tools: dict[str, str]) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""`health`'s judgement (engine/health_model.py): Nebius' conditions, cordon and taints, GPUs against the
+"""`health`'s judgement (engine/health/model.py): Nebius' conditions, cordon and taints, GPUs against the
 preset, maintenance events and qualification decide each node's bucket; the totals and --min-usable."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from npa_pulumi.cloud.port import MaintenanceEvent
-from npa_pulumi.engine.health_model import Qualification, below_min_usable, judge_node, totals
+from npa_pulumi.engine.health.model import Qualification, below_min_usable, judge_node, totals
 from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.sdk.requests import HealthRequest
 
@@ -170,7 +170,7 @@ def _gpu_error() -> dict[str, Any]:
 
 
 def test_a_rollout_holds_a_cluster_under_maintenance_or_with_a_gpu_error_node() -> None:
-    from npa_pulumi.engine.health_model import hold_reason
+    from npa_pulumi.engine.health.model import hold_reason
 
     healthy = [node("cpu-0", gpus=0, taints=[]), node("gpu-0"), node("gpu-1"), node("gpu-2")]
     assert hold_reason(_cluster(*healthy)) is None
@@ -191,7 +191,7 @@ def test_a_rollout_holds_a_cluster_under_maintenance_or_with_a_gpu_error_node() 
 
 
 def test_a_soak_is_clean_only_with_every_node_usable_and_none_missing() -> None:
-    from npa_pulumi.engine.health_model import soak_problem
+    from npa_pulumi.engine.health.model import soak_problem
 
     healthy = [node("cpu-0", gpus=0, taints=[]), node("gpu-0"), node("gpu-1"), node("gpu-2")]
     assert soak_problem(_cluster(*healthy)) is None
@@ -216,7 +216,7 @@ def _passed(name: str) -> dict[str, Any]:
 
 
 def test_the_fabric_check_qualifies_the_nodes_it_clears_and_fails_the_ones_it_names() -> None:
-    from npa_pulumi.engine.requalification import judge_fabric
+    from npa_pulumi.engine.health.requalification import judge_fabric
 
     ok = {"status": "passed", "passed": True, "reason": "fabric bandwidth at or above the thresholds"}
     entries = {"gpu-3-r1": _passed("gpu-3-r1")}

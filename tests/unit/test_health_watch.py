@@ -1,4 +1,4 @@
-"""`health --watch` (engine/health_watch.py): transitions between two reads as JSON lines, the Prometheus
+"""`health --watch` (engine/health/watch.py): transitions between two reads as JSON lines, the Prometheus
 series of the last read served over HTTP, and the loop's iterations."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from npa_pulumi.engine.health_watch import HealthMetrics, transitions, watch
+from npa_pulumi.engine.health.watch import HealthMetrics, transitions, watch
 from npa_pulumi.engine.requests import HealthWatch
 from npa_pulumi.output.health import (
     ClusterHealth,

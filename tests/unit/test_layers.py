@@ -131,7 +131,7 @@ def test_only_the_automation_fence_imports_pulumi_automation(tree: Path) -> None
 
 
 def test_only_the_simulators_entry_points_import_it(tree: Path) -> None:
-    _append(tree / "npa_pulumi/engine/backend_init.py", "\nfrom npa_pulumi.simulator import s3daemon\n")
+    _append(tree / "npa_pulumi/machine/backend_init.py", "\nfrom npa_pulumi.simulator import s3daemon\n")
     _append(
         tree / "npa_pulumi/cli/doctor_commands.py",
         "\ndef _late() -> None:\n    import npa_pulumi.simulator\n",
@@ -142,7 +142,7 @@ def test_only_the_simulators_entry_points_import_it(tree: Path) -> None:
     problems = check_layers.violations(tree)
     assert [p.split(":")[0] for p in problems] == [
         "npa_pulumi/cli/doctor_commands.py",
-        "npa_pulumi/engine/backend_init.py",
+        "npa_pulumi/machine/backend_init.py",
     ]
     assert all("reaches the local simulator only through its entry points" in p for p in problems)
 

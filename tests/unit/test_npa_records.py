@@ -1,4 +1,4 @@
-"""The original tool's registrations (engine/npa_records.py): a kubeconfig write also writes
+"""The original tool's registrations (engine/registrations/npa_records.py): a kubeconfig write also writes
 `<NPA_CONFIG_DIR or ~/.npa>/clusters/<context>/` (kubeconfig, cluster.json, metadata.json) as `npa fleet`
 did, private, with nothing secret in the JSON; a record of another cluster or fleet is left byte for byte
 as it was (the write is skipped with a warning, the deploy stands); a stale record of ours is replaced;
@@ -16,7 +16,7 @@ import pytest
 
 from npa_pulumi.cloud.errors import NotFound
 from npa_pulumi.cloud.port import CloudPort, Cluster, NodeGroup
-from npa_pulumi.engine import kubeconfigs, npa_records
+from npa_pulumi.engine.registrations import kubeconfigs, npa_records
 from npa_pulumi.engine.teardown import local_cleanup
 from npa_pulumi.kube.kubeconfig import ClientCertificate, ClusterAccess
 from npa_pulumi.plan.targets import Target, resolve_targets

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from npa_pulumi.engine.progress import HEADLINE_CHARS, Progress, headline
+from npa_pulumi.output.progress import HEADLINE_CHARS, Progress, headline
 
 
 def _plain_progress() -> tuple[Progress, io.StringIO]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from npa_pulumi.engine.provider_host import HostMode, attach_value, host_mode
+from npa_pulumi.engine.automation import HostMode, host_mode
+from npa_pulumi.engine.automation.provider_host import attach_value
 
 
 @pytest.mark.parametrize(

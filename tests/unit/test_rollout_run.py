@@ -16,11 +16,11 @@ from typing import Any
 from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import WalkKind, independent
-from npa_pulumi.engine.progress import Progress
 from npa_pulumi.engine.requests import FleetRequest, Rollout, UpRequest
 from npa_pulumi.engine.rollout import TAG_REASON, TAG_STATE, RolloutRun
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.health import ClusterHealth, GpuTotals, Maintenance, NodeCondition, NodeHealth
+from npa_pulumi.output.progress import Progress
 from npa_pulumi.output.results import StackResult
 from npa_pulumi.plan.rollout import (
     HaltOn,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_pulumi.engine.user_defaults import UserDefaults, user_config_path, user_defaults
+from npa_pulumi.cloud.user_defaults import UserDefaults, user_config_path, user_defaults
 from npa_pulumi.errors import UserInputError
 
 

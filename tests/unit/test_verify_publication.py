@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from npa_pulumi.engine.evidence import name_hash, publish_graphics, publish_mig, publish_storage
+from npa_pulumi.output.evidence import name_hash, publish_graphics, publish_mig, publish_storage
 
 NODES = ("computeinstance-e00abc123-ng-cpu-0", "computeinstance-e00def456-ng-gpu-0")
 

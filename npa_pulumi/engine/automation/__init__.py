@@ -4,7 +4,8 @@ never its modules (tools/check_layers.py holds every other module to both).
 
 The face (names load on first use, PEP 562: the SDK's backend URL must not bring the engine's runner):
 
-* The runner: `StackExecutor.run(op, command)` runs a `StackCommand` (up, preview, refresh, destroy) on
+* The runner: `StackExecutor.run(op, command)`, with the command's one provider host (`SharedProviderHost`,
+  `HostMode`, `host_mode`) its engine runs share; runs a `StackCommand` (up, preview, refresh, destroy) on
   the stack a `StackOp` names and hands back a `StackResult` (output/results.py) whose `changes` are
   `change_counts`; the executor also reads what a stack recorded (outputs, tags, lifecycle, its newest
   update's result, one resource's output), the fallbacks through the engine included.
@@ -30,7 +31,9 @@ Inside, one concern per module:
 * `listing.py`: stack names and the fleet's stacks;
 * `workspace.py`: the backend URL, secrets, the workspace and the engine's environment;
 * `diy_backend.py`: checkpoints, locks and tags read straight from a DIY backend (format versions pinned);
-* `audit_store.py`: where the audit trail's records live in a DIY backend.
+* `audit_store.py`: where the audit trail's records live in a DIY backend;
+* `provider_host.py`: the command's shared dynamic-provider host (`SharedProviderHost`), served in the
+  orchestrator's process or a process of its own (runtime/provider_host.py is the server itself).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
         stack_reference_name,
     )
     from npa_pulumi.engine.automation.locks import StackLocked
+    from npa_pulumi.engine.automation.provider_host import HostMode, SharedProviderHost, host_mode
     from npa_pulumi.engine.automation.stack_op import StackCommand, StackOp, change_counts
     from npa_pulumi.engine.automation.stack_operations import StackExecutor
     from npa_pulumi.engine.automation.tags import stack_tags
@@ -70,6 +74,10 @@ if TYPE_CHECKING:
 _MODULE_OF = {
     # the runner
     "StackExecutor": "stack_operations",
+    # the command's one dynamic-provider host the engine runs share
+    "HostMode": "provider_host",
+    "SharedProviderHost": "provider_host",
+    "host_mode": "provider_host",
     "StackCommand": "stack_op",
     "StackOp": "stack_op",
     "change_counts": "stack_op",
@@ -104,6 +112,8 @@ __all__ = [
     "PROJECT_NAME",
     "AuditUnavailable",
     "EngineSettings",
+    "HostMode",
+    "SharedProviderHost",
     "StackCommand",
     "StackExecutor",
     "StackListingFailed",
@@ -115,6 +125,7 @@ __all__ = [
     "checkpoint_outputs",
     "engine_version",
     "file_backend_root",
+    "host_mode",
     "list_fleet_stacks",
     "read_audit_records",
     "resolve_backend_url",

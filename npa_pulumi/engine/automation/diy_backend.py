@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from npa_pulumi.engine.aws_credentials import from_environment
+from npa_pulumi.cloud.aws_credentials import from_environment
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive
 

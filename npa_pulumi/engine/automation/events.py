@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.automation.stack_op import change_counts
-from npa_pulumi.engine.progress import Progress
+from npa_pulumi.output.progress import Progress
 from npa_pulumi.output.results import PolicyViolation
 from npa_pulumi.runtime import tracing
 

@@ -27,7 +27,7 @@ from npa_pulumi.errors import NpaError
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
-    from npa_pulumi.engine.progress import Progress
+    from npa_pulumi.output.progress import Progress
 
 
 class StackLocked(NpaError):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from npa_pulumi.engine.automation.events import EventCollector
 from npa_pulumi.engine.automation.stack_op import StackCommand, StackOp
-from npa_pulumi.engine.progress import Progress, headline
+from npa_pulumi.output.progress import Progress, headline
 from npa_pulumi.output.results import StackResult
 from npa_pulumi.runtime import tracing
 

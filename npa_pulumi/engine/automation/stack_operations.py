@@ -22,13 +22,13 @@ from npa_pulumi.engine.automation.stack_op import StackCommand, StackOp
 from npa_pulumi.engine.automation.stack_state import StackState
 from npa_pulumi.engine.automation.tags import StackTags
 from npa_pulumi.engine.automation.workspace import PROJECT_NAME, EngineSettings
-from npa_pulumi.engine.progress import Progress
+from npa_pulumi.output.progress import Progress
 from npa_pulumi.output.results import StackResult
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
-    from npa_pulumi.engine.provider_host import SharedProviderHost
+    from npa_pulumi.engine.automation.provider_host import SharedProviderHost
 
 
 class StackExecutor:

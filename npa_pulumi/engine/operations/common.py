@@ -126,11 +126,11 @@ def apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
 
 
 def write_kubeconfig(context: FleetContext, stack: StackResult, warnings: list[str] | None = None) -> None:
-    """The cluster's kubeconfig and registrations for its users (see engine/kubeconfigs.py): npa-pulumi's,
-    and the original's under ~/.npa/clusters/ (engine/npa_records.py). A record of another cluster there is
-    left alone, said on the progress stream and in `warnings` (the result's), and the cluster stays
-    deployed."""
-    from npa_pulumi.engine import kubeconfigs
+    """The cluster's kubeconfig and registrations for its users (see engine/registrations/kubeconfigs.py):
+    npa-pulumi's, and the original's under ~/.npa/clusters/ (engine/registrations/npa_records.py). A record
+    of another cluster there is left alone, said on the progress stream and in `warnings` (the result's), and
+    the cluster stays deployed."""
+    from npa_pulumi.engine.registrations import kubeconfigs
 
     plan = context.plans().cluster(stack.stack)
     target = next((t for t in context.targets if t.cluster_stack == stack.stack), None)

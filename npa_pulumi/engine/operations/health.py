@@ -1,13 +1,13 @@
 """`health`: the selected clusters' nodes as Nebius and Kubernetes report them now, and the active
 maintenance events of their projects; with `requalify`, the gate's per-node probes on exactly the nodes that
-joined after the last gate pass, and the fabric check on fabric clusters (engine/requalification.py).
+joined after the last gate pass, and the fabric check on fabric clusters (engine/health/requalification.py).
 
 Reads are batched: one list of maintenance events (and one of instances, to join them) per project through
 the cloud port, and per cluster one list of nodes through its registered kubeconfig — which is checked
 against the stack's outputs and the live cloud before it is used, as `verify-*` checks it
-(engine/kubeconfigs.py): a registration that does not match fails that cluster closed, nothing read.
-Clusters are read `concurrency` at a time; the document keeps the spec's order. The judgement itself is
-engine/health_model.py; the document and its text npa_pulumi/output/health.py.
+(engine/registrations/kubeconfigs.py): a registration that does not match fails that cluster closed, nothing
+read. Clusters are read `concurrency` at a time; the document keeps the spec's order. The judgement itself is
+engine/health/model.py; the document and its text npa_pulumi/output/health.py.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
-from npa_pulumi.engine import health_model, requalification
 from npa_pulumi.engine.graph import parallel
+from npa_pulumi.engine.health import model as health_model
+from npa_pulumi.engine.health import requalification
 from npa_pulumi.engine.requests import HealthRequest
 from npa_pulumi.kube.gpu_health.checks import is_gpu_node
 from npa_pulumi.output.health import (
@@ -114,7 +115,7 @@ def _cluster(
     options: HealthRequest,
     from_cloud: bool = False,
 ) -> ClusterHealth:
-    from npa_pulumi.engine.verify import _registered_kubeconfig
+    from npa_pulumi.engine.verification.verifiers import _registered_kubeconfig
     from npa_pulumi.kube.client import KubeClient, KubeError
 
     context = kube_context_name(fleet.spec.name, target.project_key, target.cluster_name)

@@ -44,7 +44,7 @@ def run(context: FleetContext, request: StatusRequest) -> FleetResult:
 def kubeconfigs(context: FleetContext) -> list[dict[str, str]]:
     """For every selected cluster: its stack, context and cluster id, plus `kubeconfig` (YAML, fresh
     credentials from the cloud) when its stack is deployed; what `npa-pulumi kubeconfig` prints."""
-    from npa_pulumi.engine import kubeconfigs as registry
+    from npa_pulumi.engine.registrations import kubeconfigs as registry
 
     outputs = context.stack_outputs(context.target_ops())
     found = []

@@ -1,7 +1,7 @@
 """`verify-mig`, `verify-graphics`, `verify-storage`, `verify-fabric`: the read-only verifiers of deployed
-clusters (engine/verify.py, engine/verify_fabric.py) as an operation like the others: one request in (the
-verifier's timeout, where its exact evidence goes, `wait` and `reconcile` for MIG, `reconcile` for
-graphics), a FleetResult out."""
+clusters (engine/verification/verifiers.py, engine/verification/fabric.py) as an operation like the others:
+one request in (the verifier's timeout, where its exact evidence goes, `wait` and `reconcile` for MIG,
+`reconcile` for graphics), a FleetResult out."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.requests import GraphicsVerifyRequest, MigVerifyRequest, VerifyRequest
-from npa_pulumi.engine.verify import VerifyOptions
+from npa_pulumi.engine.verification.verifiers import VerifyOptions
 from npa_pulumi.output.results import FleetResult
 
 
@@ -50,7 +50,8 @@ def run(context: FleetContext, request: VerifyRequest, verifier: Verifier) -> Fl
 
 
 def _runner(verifier: Verifier) -> Callable[[FleetContext, VerifyOptions], FleetResult]:
-    from npa_pulumi.engine import verify, verify_fabric
+    from npa_pulumi.engine.verification import fabric as verify_fabric
+    from npa_pulumi.engine.verification import verifiers as verify
 
     return {
         Verifier.MIG: verify.verify_mig,

@@ -20,8 +20,8 @@ still refuses is one of two kinds:
 The saved kubeconfig (`<npa home>/kubeconfigs/<context>.yaml`, written by `up`) is used non-interactively
 (kube/client.py: no terminal for a credential plugin, `interactive: false`). Identity: the cluster's
 registration must match this stack, cloud, profile, the stack's outputs and the live cloud
-(engine/kubeconfigs.py), the kubeconfig must point at the registered API server, and the API's nodes must
-belong to the cluster's own node groups; otherwise nothing in that cluster is touched (`identity`).
+(engine/registrations/kubeconfigs.py), the kubeconfig must point at the registered API server, and the API's
+nodes must belong to the cluster's own node groups; otherwise nothing in that cluster is touched (`identity`).
 Authentication (401, a failing credential plugin), RBAC (403), kubeconfig (missing, malformed) and API
 (unreachable, 5xx) failures are told apart (`DrainFailure`). Whatever the drain's outcome, the cluster's
 destroy is attempted.
@@ -150,7 +150,7 @@ class ClusterDrainer:
 
     def verify(self) -> KubeClient:
         """A client for the saved kubeconfig, once the cluster's identity is proved (raises DrainStopped)."""
-        from npa_pulumi.engine import kubeconfigs
+        from npa_pulumi.engine.registrations import kubeconfigs
 
         if not self.context:
             raise DrainStopped(DrainFailure.KUBECONFIG, "the cluster stack records no kube context")

@@ -51,7 +51,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.engine import npa_records
 from npa_pulumi.engine.automation import (
     PROJECT_NAME,
     checkpoint_dir,
@@ -59,6 +58,7 @@ from npa_pulumi.engine.automation import (
     file_backend_root,
     stored_tags,
 )
+from npa_pulumi.engine.registrations import npa_records
 from npa_pulumi.engine.runlock import RECORD_LOCKED, read_run_record
 from npa_pulumi.engine.teardown.receipts import receipts_root
 from npa_pulumi.output.markdown import backend_label
@@ -200,8 +200,8 @@ def _kubeconfigs(home: Path, stacks: _Stacks) -> list[HomeItem]:
 
 def _npa_record(registration: dict[str, Any]) -> Path | None:
     """The original's record (`~/.npa/clusters/<context>/`) this registration's write made, while it is
-    still this fleet's record of that cluster (engine/npa_records.py): another tool's record is never
-    residue of ours."""
+    still this fleet's record of that cluster (engine/registrations/npa_records.py): another tool's record is
+    never residue of ours."""
     written = str(registration.get("npa_record") or "")
     context = str(registration.get("context") or "")
     if not written or not context or Path(written) != npa_records.record_dir(context):
@@ -568,7 +568,7 @@ def prove_plugin_cache(path: Path) -> str | None:
 def earlier_layouts(home: Path) -> list[HomeItem]:
     """Wrappers of earlier installs under `<npa home>/bin/`, and the original tool's Terraform plugin
     caches."""
-    from npa_pulumi.engine.user_defaults import original_config_dir
+    from npa_pulumi.cloud.user_defaults import original_config_dir
 
     items = []
     bin_dir = home / "bin"

@@ -294,8 +294,8 @@ class Teardown:
     ) -> StackResult:
         """A cluster stack's phase from its destroy's result; a failed destroy leaves its lifecycle tag and
         the exact retry command, a finished one removes the cluster's kubeconfig."""
-        from npa_pulumi.engine import kubeconfigs
         from npa_pulumi.engine.lifecycle import TAG_RUN, destroy_incomplete_tags
+        from npa_pulumi.engine.registrations import kubeconfigs
         from npa_pulumi.plan.naming import kube_context_name
 
         fleet = self.fleet

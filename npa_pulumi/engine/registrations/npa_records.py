@@ -8,8 +8,8 @@
 `npa fleet` wrote this directory after every kubeconfig write, and its workflow, controller and
 `provision-if-absent` commands (and its storage verifier's identity proof) read it: a fleet's kube context may
 differ from the provider's cluster name, so they match `provider_name` and verify the ids against the live
-cloud. npa-pulumi writes the same record beside its own registry (engine/kubeconfigs.py), so a cluster it
-deploys is found there without a second registration step (docs/kubeconfigs.md lists the fields).
+cloud. npa-pulumi writes the same record beside its own registry (engine/registrations/kubeconfigs.py), so a
+cluster it deploys is found there without a second registration step (docs/kubeconfigs.md lists the fields).
 
 * `metadata.json` says `managed_by: "npa fleet"`, the value the original's readers check before they trust a
   record (a fleet target, not a standalone `npa cluster`), and `written_by: "npa-pulumi"`, the tool that
@@ -39,7 +39,7 @@ from pydantic import BaseModel
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.cloud.port import CloudPort, Cluster, NodeGroup
-from npa_pulumi.engine.user_defaults import original_config_dir
+from npa_pulumi.cloud.user_defaults import original_config_dir
 from npa_pulumi.plan.targets import Target
 from npa_pulumi.runtime.files import write_atomically
 

@@ -3,8 +3,9 @@
 The verifiers' stdout and JSON documents end up in CI logs and pull-request comments, so they carry only
 counts, categories, hashes and pass/fail per node (a node is named by the SHA-256 of its name). The exact
 evidence (node names, pod names, mount tables, paths, probe output, workload names, the cluster's id, the
-full error text) goes only to `--evidence-dir` (engine/verify.py writes it there, 0600), and the published
-summary carries the SHA-256 of that file's content, so a reviewer holding it can tie the two together.
+full error text) goes only to `--evidence-dir` (engine/verification/verifiers.py writes it there, 0600), and
+the published summary carries the SHA-256 of that file's content, so a reviewer holding it can tie the two
+together.
 
 A category is a fixed word per kind of finding (`host_mount`, `mig-mode`, `graphics`, ...): never text
 taken from the cluster.

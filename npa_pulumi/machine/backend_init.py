@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from npa_pulumi.cloud.nebius.s3 import S3Client, S3Response
-from npa_pulumi.engine.aws_credentials import (
+from npa_pulumi.cloud.aws_credentials import (
     ACCESS_KEY_ENV,
     CREDENTIALS_FILE_ENV,
     PROFILE_ENV,
     SECRET_KEY_ENV,
     from_profile,
 )
+from npa_pulumi.cloud.nebius.s3 import S3Client, S3Response
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.home import npa_home

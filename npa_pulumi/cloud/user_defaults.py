@@ -8,7 +8,7 @@ is not a YAML mapping is refused, naming the file, rather than silently ignored.
 
 The original's configuration directory is `$NPA_CONFIG_DIR`, else `~/.npa` (`original_config_dir`): its
 `config.yaml`, and the cluster registrations its other commands read (`clusters/<context>/`,
-engine/npa_records.py). Its per-cluster Terraform directories stay under `~/.npa/fleet` whatever
+engine/registrations/npa_records.py). Its per-cluster Terraform directories stay under `~/.npa/fleet` whatever
 `NPA_CONFIG_DIR` says, as the original kept them.
 """
 

@@ -3,9 +3,9 @@ InfiniBand fabric, npa_pulumi/kube/fabric_check.py) on deployed clusters, at any
 change, before a large run), through each cluster's registered kubeconfig.
 
 Read-only like the other verifiers (its probe pods and rendezvous Services are deleted by UID and proven
-gone), with their body (engine/verify.py: selectors, concurrency, evidence dir). It is refused, naming
-them, while pods other than the GPU operator's hold GPUs: the benchmark needs every GPU of a node. A
-cluster where the check does not apply (no multi-GPU NVLink preset, or disabled in its spec) is
+gone), with their body (engine/verification/verifiers.py: selectors, concurrency, evidence dir). It is
+refused, naming them, while pods other than the GPU operator's hold GPUs: the benchmark needs every GPU of a
+node. A cluster where the check does not apply (no multi-GPU NVLink preset, or disabled in its spec) is
 `skipped` with `not-applicable` evidence.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from npa_pulumi.engine.verify import VerifyOptions, _entry, _registered_kubeconfig, _run
+from npa_pulumi.engine.verification.verifiers import VerifyOptions, _entry, _registered_kubeconfig, _run
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.plan.gates import fabric_check_config
 from npa_pulumi.plan.naming import kube_context_name

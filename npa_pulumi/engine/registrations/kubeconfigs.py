@@ -7,8 +7,9 @@
 `up` writes both for every cluster whose stack is deployed (fresh credentials from the cloud, never
 copied out of state), `destroy` removes them once the cluster's stack is gone, and `npa-pulumi kubeconfig`
 prints or merges them. Each write also registers the cluster where the original `npa fleet` did,
-`<NPA_CONFIG_DIR or ~/.npa>/clusters/<context>/`, for the rest of `npa` to read (engine/npa_records.py);
-each removal removes that record too, when it is this fleet's record of that cluster.
+`<NPA_CONFIG_DIR or ~/.npa>/clusters/<context>/`, for the rest of `npa` to read
+(engine/registrations/npa_records.py); each removal removes that record too, when it is this fleet's record
+of that cluster.
 
 A registration that belongs to another fleet's stack is never overwritten: two fleets whose names run
 together (`a-b`/`c` and `a`/`b-c`) would otherwise share a context silently.
@@ -32,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
-from npa_pulumi.engine import npa_records
+from npa_pulumi.engine.registrations import npa_records
 from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.kubeconfig import dump, write_private
 from npa_pulumi.output.stack_outputs import ClusterOutputs
@@ -66,7 +67,8 @@ class Registration(BaseModel):
     server: str
     kubeconfig: str
     updated_at: str
-    # The original's record of this cluster (engine/npa_records.py) when this write made it, else "".
+    # The original's record of this cluster (engine/registrations/npa_records.py) when this write made it,
+    # else "".
     npa_record: str = ""
 
 
@@ -166,7 +168,7 @@ def remove(context: str, stack: str, *, fleet: str, project_key: str, cluster_id
         return False
     kubeconfig_path(context).unlink(missing_ok=True)
     registration_path(context).unlink(missing_ok=True)
-    from npa_pulumi.engine.requalification import remove_record
+    from npa_pulumi.engine.health.requalification import remove_record
 
     remove_record(context)  # `health --requalify`'s record goes with the registration it was made through
     return True

@@ -9,8 +9,8 @@ driver pods replaced one worker at a time (cordon, recheck, delete by UID, a rea
 prior scheduling state restored), the stale `mig-not-ready` taint removed when it is the only thing wrong,
 GPU feature discovery then the device plugin restarted when only the advertised resources are wrong. Every
 repair is refused, with nothing changed, while a pod outside the GPU operator uses an `nvidia.com/*`
-resource; each step goes to a private receipt (engine/repair_receipts.py); after a repair the full gate
-(stabilization, nvidia-smi, the MIG smoke) runs again.
+resource; each step goes to a private receipt (engine/verification/repair_receipts.py); after a repair the
+full gate (stabilization, nvidia-smi, the MIG smoke) runs again.
 
 `verify_graphics`: on every GPU worker of each selected RTX rendering cluster, the CUDA vectorAdd smoke and
 graphics readiness (GLX, EGL, Vulkan enumerating an NVIDIA device), as the deploy gate runs them, each pod
@@ -29,10 +29,10 @@ Targets run `concurrency` at a time; results keep the spec's order.
 A selected cluster that is not a MIG (resp. RTX rendering) cluster, or has no registered kubeconfig (it
 was never deployed from this machine's npa home: `up` registers it), fails closed with the reason; so does
 one whose registration no longer matches this run's stack, cloud and profile, the stack's outputs and the
-live cloud (engine/kubeconfigs.py): nothing is probed then. `verify_graphics` waits the declared stability
-interval (the gate's stabilization, no smoke) before its probes.
+live cloud (engine/registrations/kubeconfigs.py): nothing is probed then. `verify_graphics` waits the
+declared stability interval (the gate's stabilization, no smoke) before its probes.
 
-What a verifier returns is publishable (engine/evidence.py): counts, categories, hashes and pass/fail per
+What a verifier returns is publishable (output/evidence.py): counts, categories, hashes and pass/fail per
 node. The exact evidence goes only to the private evidence directory (0700, files 0600), never inside a git
 work tree (it would be one `git add` from being committed).
 """
@@ -47,12 +47,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.engine import kubeconfigs
 from npa_pulumi.engine.automation import StackOp
-from npa_pulumi.engine.evidence import PRIVATE_HINT, PUBLISHERS, canonical, evidence_hash, name_hash
 from npa_pulumi.engine.graph import parallel
-from npa_pulumi.engine.repair_receipts import RepairReceipt
+from npa_pulumi.engine.registrations import kubeconfigs
+from npa_pulumi.engine.verification.repair_receipts import RepairReceipt
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.output.evidence import PRIVATE_HINT, PUBLISHERS, canonical, evidence_hash, name_hash
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.plan.gates import health_gate_config
 from npa_pulumi.plan.naming import kube_context_name
@@ -114,7 +114,7 @@ def _run(
 
 def _publishable(entry: StackResult, command: str, evidence_dir: Path | None) -> None:
     """Keep the exact evidence (per-node findings, names, the cluster id, the full error) only in the
-    evidence dir; leave on `entry` what may be published (engine/evidence.py)."""
+    evidence dir; leave on `entry` what may be published (output/evidence.py)."""
     assert entry.health is not None
     private = {
         "verifier": command,
@@ -197,7 +197,8 @@ def _registered_kubeconfig(
     fleet: FleetContext, target: Target, context: str, validation: str = "mig"
 ) -> tuple[str, str] | StackResult:
     """The cluster's registered kubeconfig and id, once the record is proven to be this run's cluster:
-    its stack, cloud and profile, the stack's outputs and the live cloud (engine/kubeconfigs.py)."""
+    its stack, cloud and profile, the stack's outputs and the live cloud
+    (engine/registrations/kubeconfigs.py)."""
     registration = kubeconfigs.registered(context)
     if registration is None or not Path(registration.kubeconfig).is_file():
         return _entry(
@@ -375,7 +376,7 @@ def _entry(target: Target, context: str, status: str, **fields: Any) -> StackRes
 def _repairer(
     fleet: FleetContext, target: Target, context: str, cluster_id: str, verifier: str, config: Any
 ) -> Any:
-    """The cluster's repairer, journaling into a private receipt (engine/repair_receipts.py)."""
+    """The cluster's repairer, journaling into a private receipt (engine/verification/repair_receipts.py)."""
     from npa_pulumi.kube.gpu_health.repair import Repairer
 
     receipt = RepairReceipt(context, verifier, target.cluster_stack, cluster_id)
