@@ -10,12 +10,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from npa_pulumi.cli.retry_commands import render_retry
 from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import WalkKind, independent
 from npa_pulumi.engine.progress import Progress
-from npa_pulumi.engine.requests import FleetRequest, UpRequest
-from npa_pulumi.engine.rollout import TAG_STATE, RolloutRun
+from npa_pulumi.engine.requests import FleetRequest, Rollout, UpRequest, Where
+from npa_pulumi.engine.retries import Operation, RenderRetry, Retry
+from npa_pulumi.engine.rollout import TAG_RESUME, TAG_STATE, RolloutRun
 from npa_pulumi.output.results import StackResult
 from npa_pulumi.plan.rollout import HaltOn, RolloutMember, RolloutPolicy, assign_waves, parse_waves
 
@@ -34,16 +36,19 @@ class FakeExecutor:
 class FakeContext:
     """What RolloutRun uses of a FleetContext."""
 
-    def __init__(self, concurrency: int = 4) -> None:
-        self.request = UpRequest(concurrency=concurrency)
+    def __init__(self, concurrency: int = 4, rollout: Rollout = Rollout()) -> None:
+        self.request = UpRequest(concurrency=concurrency, rollout=rollout)
+        self.where = Where(cloud="local")
+        self.spec_path = "fleet.yaml"
+        self.render_retry: RenderRetry | None = render_retry
         self.progress = Progress(enabled=False)
         self.executor = FakeExecutor()
 
     def scheduler(self, ops: list[StackOp], limits: dict[Any, int] | None = None) -> Any:
         return FleetContext.scheduler(self, ops, limits)  # type: ignore[arg-type]
 
-    def command_line(self, command: str) -> list[str]:
-        return [f"npa-pulumi {command} --spec fleet.yaml --cloud local"]
+    def retry_text(self, retry: Retry) -> str:
+        return FleetContext.retry_text(self, retry)  # type: ignore[arg-type]
 
     def stack_outputs(self, ops: list[StackOp], refresh: bool = False) -> dict[str, Any]:
         return {op.stack: {"lifecycle": "deployed"} for op in ops}
@@ -67,8 +72,9 @@ def run(
     work: Callable[[str], StackResult],
     reservation: str = "",
     unchanged: tuple[str, ...] = (),
+    context: FakeContext | None = None,
 ) -> tuple[RolloutRun, list[StackResult], list[str], FakeContext]:
-    context = FakeContext()
+    context = context or FakeContext()
     plan = assign_waves(policy, members(*names, reservation=reservation))
     rollout = RolloutRun(context, plan)  # type: ignore[arg-type]
     for name in unchanged:
@@ -107,6 +113,30 @@ def test_a_failed_gate_in_the_canary_halts_and_later_waves_never_run() -> None:
     assert summary["resume_command"].endswith("--yes")
     assert set(context.executor.tags) == {"canary"}  # never a stack of a wave it did not reach
     assert context.executor.tags["canary"][TAG_STATE] == "halted"
+
+
+def test_a_halt_records_its_resume_as_the_callers_renderer_spells_it() -> None:
+    chosen = Rollout(waves="p/canary;rest", max_in_flight=2)
+    policy = RolloutPolicy(parse_waves("p/canary;rest"), max_in_flight=2)
+
+    def work(name: str) -> StackResult:
+        return deployed(name, "deployed-mig-not-ready" if name == "canary" else "deployed")
+
+    rollout, _, _, context = run(policy, ["canary", "a"], work, context=FakeContext(rollout=chosen))
+    # The resume is a value: `up` of the whole fleet with the same waves and limit, where the run was.
+    assert rollout.resume == Retry(
+        Operation.UP, UpRequest(where=Where(cloud="local"), rollout=chosen), "fleet.yaml"
+    )
+    text = "npa-pulumi up --spec fleet.yaml --cloud local --waves 'p/canary;rest' --max-in-flight 2 --yes"
+    assert rollout.summary()["resume_command"] == text  # the CLI's renderer, as the CLI gives it
+    assert context.executor.tags["canary"][TAG_RESUME] == text  # what `status` elsewhere shows
+
+    neutral = FakeContext(rollout=chosen)
+    neutral.render_retry = None  # an SDK caller that gives no renderer: the neutral text, no command line
+    rollout, _, _, neutral = run(policy, ["canary", "a"], work, context=neutral)
+    described = "operation=up spec=fleet.yaml cloud=local waves=p/canary;rest max_in_flight=2"
+    assert rollout.summary()["resume_command"] == described
+    assert neutral.executor.tags["canary"][TAG_RESUME] == described
 
 
 def test_waves_run_in_order_and_unchanged_clusters_pass_at_once() -> None:
