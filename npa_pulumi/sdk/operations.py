@@ -222,7 +222,7 @@ def destroy(
     the opt-in, ownership-gated bucket, storage identity and project phases; `dry_run` only plans them.
     The result's `phases` say what each phase did (or would do) and why; `receipt` and `receipt_id` name
     the receipt. `partial_cleanup` (`outcome == "partial-cleanup"`) means something asked for is left; its
-    `resume_command` (`npa-pulumi destroy --receipt ID --yes`) continues it."""
+    `resume` (the retry `destroy --receipt ID`; `resume_command` its text) continues it."""
     selected = _selected(spec, request.selection)
     fleet = open_fleet(selected, request, render_retry)
     if request.dry_run or approve is not None:
