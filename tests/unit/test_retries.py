@@ -223,3 +223,16 @@ def test_a_result_keeps_its_resume_outside_the_json() -> None:
     result = FleetResult(command="destroy", fleet="f", cloud="local", backend="b")
     result.resume, result.resume_command = receipt_resume("r1"), "text"
     assert "resume" not in result.model_dump() and result.to_json()["resume_command"] == "text"
+
+
+def test_the_sdk_hands_its_callers_renderer_to_the_engine(isolated_home: Path, tmp_path: Path) -> None:
+    from npa_pulumi.sdk.operations import open_fleet, select
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text(SPEC)
+    selected = select(path)
+    assert open_fleet(selected, UpRequest(), render_retry).context.render_retry is render_retry
+    neutral = open_fleet(selected, UpRequest()).context  # a Python caller's default: the neutral text
+    assert neutral.retry_text(neutral.retry(Operation.UP, "p")) == (
+        f"operation=up spec={path} cloud=local projects=p"
+    )
