@@ -9,6 +9,7 @@ import click
 from npa_pulumi.cli.common import output_option, run_guarded
 from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, selection
 from npa_pulumi.cli.fleet_output import approver, finish, nothing_to_do
+from npa_pulumi.cli.retry_commands import render_retry
 
 
 @click.command("adopt")
@@ -56,7 +57,7 @@ def adopt_command(**kw: Any) -> None:
         selected = sdk.select(kw["spec_path"], chosen)
         if not selected.targets:
             return nothing_to_do("adopt", selected, request, kw["output"])
-        return finish(sdk.adopt(selected, request, approver(kw["yes"])), kw["output"])
+        return finish(sdk.adopt(selected, request, approver(kw["yes"]), render_retry), kw["output"])
 
     run_guarded(body, kw["output"])
 

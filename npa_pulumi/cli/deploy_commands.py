@@ -19,6 +19,7 @@ from npa_pulumi.cli.fleet_options import (
     stage_option,
 )
 from npa_pulumi.cli.fleet_output import approver, finish, nothing_to_do
+from npa_pulumi.cli.retry_commands import render_retry
 from npa_pulumi.cli.rollout_options import ignore_maintenance_option, rollout_options
 from npa_pulumi.cli.timeline_option import timeline_option, timeline_sections
 from npa_pulumi.errors import UserInputError
@@ -98,7 +99,7 @@ def up_command(**kw: Any) -> None:
         selected = sdk.select(kw["spec_path"], chosen)
         if not selected.targets:
             return nothing_to_do("up", selected, request, kw["output"])
-        return finish(sdk.deploy(selected, request, approver(kw["yes"])), kw["output"])
+        return finish(sdk.deploy(selected, request, approver(kw["yes"]), render_retry), kw["output"])
 
     run_guarded(body, kw["output"])
 

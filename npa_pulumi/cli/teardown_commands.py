@@ -20,6 +20,7 @@ from npa_pulumi.cli.fleet_options import (
     teardown,
 )
 from npa_pulumi.cli.fleet_output import NotConfirmed, approver, finish, nothing_to_do
+from npa_pulumi.cli.retry_commands import render_retry
 from npa_pulumi.errors import EXIT_FAILED, UserInputError
 from npa_pulumi.output.streams import emit_json
 
@@ -73,7 +74,7 @@ def destroy_command(**kw: Any) -> None:
         selected = sdk.select(kw["spec_path"], chosen)
         if not selected.targets:
             return nothing_to_do("destroy", selected, request, kw["output"], dry_run=kw["dry_run"])
-        return finish(sdk.destroy(selected, request, approve), kw["output"])
+        return finish(sdk.destroy(selected, request, approve, render_retry), kw["output"])
 
     run_guarded(body, kw["output"])
 
@@ -109,7 +110,7 @@ def _destroy_from_receipt(kw: dict[str, Any], approve: Approve) -> FleetResult:
         teardown=teardown(kw),
         dry_run=kw["dry_run"],
     )
-    return destroy_from_receipt(request, approve, say)
+    return destroy_from_receipt(request, approve, say, render_retry)
 
 
 @click.command("cleanup")
@@ -158,7 +159,8 @@ def cleanup_command(**kw: Any) -> None:
             )
         chosen = selection(kw)
         request = CleanupRequest(**fleet_fields(kw, chosen), teardown=teardown(kw), dry_run=kw["dry_run"])
-        result = sdk.cleanup(sdk.select(kw["spec_path"], chosen), request, approver(kw["yes"]))
+        selected = sdk.select(kw["spec_path"], chosen)
+        result = sdk.cleanup(selected, request, approver(kw["yes"]), render_retry)
         return finish(result, kw["output"])
 
     run_guarded(body, kw["output"])

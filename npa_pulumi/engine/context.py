@@ -1,5 +1,6 @@
 """The fleet context every operation receives: spec, targets, the request, the cloud port, the plans and their
-fingerprints, the stack-op builders, retry commands, the stack-output cache and the one scheduler.
+fingerprints, the stack-op builders, retries (engine/retries.py), the stack-output cache and the one
+scheduler.
 
 Operations (`engine/operations/`), teardown, status, verification and the preflight gate take a
 `FleetContext` and use only its public interface; none of them reaches into another's state.
@@ -11,7 +12,6 @@ import functools
 import importlib.util
 import json
 import logging
-import shlex
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -50,10 +50,12 @@ from npa_pulumi.engine.requests import (
     refreshes,
     runs_health_gate,
 )
+from npa_pulumi.engine.retries import Operation, RenderRetry, Retry, attach, stack_retry, text_of
 from npa_pulumi.engine.scheduler import Scheduler
+from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.progress import Progress
-from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.results import FleetResult, StackResult, TeardownPhase
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs, StackOutputs
 from npa_pulumi.runtime import provider_env
 from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
@@ -86,10 +88,13 @@ class FleetContext:
         request: FleetRequest,
         spec_path: str | None = None,
         progress: Progress | None = None,
+        render_retry: RenderRetry | None = None,
     ) -> None:
         self.spec = spec
         self.request = request
-        self.spec_path = spec_path  # the spec file, for exact retry commands and receipts
+        self.spec_path = spec_path  # the spec file, for exact retries and receipts
+        # How the caller spells a retry where text is shown or stored (engine/retries.py); None: neutrally.
+        self.render_retry = render_retry
         # The targets are the selection, a shard's share already: the Selection checked the shard and the
         # stage and selected once (engine/requests.py); `share` says which share this run covers (run locks,
         # shared project stacks, costs, receipts).
@@ -340,29 +345,24 @@ class FleetContext:
         """Stacks npa-pulumi deployed before carry a fingerprint output and were tagged then."""
         return not StackOutputs.read(self._outputs.get(stack)).deployed_by_fleet
 
-    def command_line(self, command: str) -> list[str]:
-        """`npa-pulumi COMMAND` against the same spec, cloud, profile, backend and passphrase as this run,
-        each value shell-quoted (an s3:// URL carries `&` between its query parameters)."""
-        spec = self.spec_path or "<fleet.yaml>"
-        parts = [f"npa-pulumi {command} --spec {shlex.quote(spec)} --cloud {self.where.cloud}"]
-        if self.where.profile:
-            parts.append(f"--profile {shlex.quote(self.where.profile)}")
-        if self.where.auth:
-            parts.append(f"--auth {shlex.quote(self.where.auth)}")
-        if self.where.backend:
-            parts.append(f"--backend {shlex.quote(self.where.backend)}")
-        if self.where.passphrase_file:
-            parts.append(f"--passphrase-file {shlex.quote(self.where.passphrase_file)}")
-        return parts
+    def retry(
+        self,
+        operation: Operation,
+        project_key: str,
+        cluster: str | None = None,
+        teardown: TeardownOptions | None = None,
+    ) -> Retry:
+        """`operation` again for one project (and cluster) of this run: the same spec, cloud, profile,
+        backend and passphrase (engine/retries.py); a destroy's with the deletions it was asked for."""
+        return stack_retry(operation, self.where, self.spec_path, project_key, cluster, teardown)
 
-    def retry_command(self, command: str, project_key: str, cluster: str | None) -> str:
-        """The exact command that retries `command` for one project (and cluster) of this run."""
-        parts = self.command_line(command)
-        parts.append(f"--only-projects {project_key}")
-        if cluster:
-            parts.append(f"--only-clusters {cluster}")
-        parts.append("--yes")
-        return " ".join(parts)
+    def retry_text(self, retry: Retry) -> str:
+        """The retry as this run's caller spells it (the CLI: the command line), else its neutral text."""
+        return text_of(retry, self.render_retry)
+
+    def mark_retry(self, target: StackResult | TeardownPhase, retry: Retry) -> str:
+        """Put `retry` on a stack's or a phase's result, structured and as text; the text."""
+        return attach(target, retry, self.render_retry)
 
     # ------------------------------------------------------------------------ stack outputs
 

@@ -14,7 +14,8 @@ ends, and the health gate runs inside the update), and a failed destroy leaves o
   `npa:lifecycle-run` (`<host>/<pid>/<start time>/<start ticks>`) names the run: a state whose run is
   provably gone (a killed `up` on this host) is stale and ignored, like a stale stack lock.
 * `npa:lifecycle` = `destroy-incomplete` after a failed destroy of the cluster stack, with
-  `npa:lifecycle-reason` and `npa:lifecycle-retry` (the exact destroy command); it stays until a destroy
+  `npa:lifecycle-reason` and `npa:lifecycle-retry` (the destroy's retry as the run's caller spelled it: the
+  CLI's exact command, engine/retries.py); it stays until a destroy
   succeeds (the stack and its tags go) or an `up` runs the stack again.
 """
 

@@ -7,7 +7,9 @@ Where things are (docs/architecture.md, "The engine"):
 * `engine/requests.py`: what an operation is asked (one typed request per operation, composed of parts);
 * `engine/graph.py`: the fleet graph every operation walks (stage and shard applied once, waves);
 * `engine/context.py`: the `FleetContext` every operation receives (spec, targets, cloud port, plans,
-  fingerprints, op builders, retry commands, the output cache, the scheduler);
+  fingerprints, op builders, retries, the output cache, the scheduler);
+* `engine/retries.py`: what a run leaves to do again, as an operation and its request (`Retry`), spelled by
+  the renderer the caller gives (`render_retry`; the CLI's command line) wherever text is shown or stored;
 * `engine/scheduler.py`: the one scheduler (the project → clusters DAG, forward for up, backward for
   destroy, concurrency, fail-fast), tested without an engine;
 * `engine/liveness.py`: the live and drift checks that decide what is unchanged;
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
+    from npa_pulumi.engine.retries import RenderRetry
     from npa_pulumi.engine.teardown.resume import Receipt
     from npa_pulumi.engine.teardown.run import Teardown
     from npa_pulumi.output.health import FleetHealth
@@ -134,8 +137,9 @@ class Fleet:
         request: FleetRequest,
         spec_path: str | None = None,
         progress: Progress | None = None,
+        render_retry: RenderRetry | None = None,
     ) -> None:
-        self.context = FleetContext(spec, targets, request, spec_path, progress)
+        self.context = FleetContext(spec, targets, request, spec_path, progress, render_retry)
         self._planned_teardown: Teardown | None = None
         self._planned_adoption: adopt_operation.AdoptionPlan | None = None
 

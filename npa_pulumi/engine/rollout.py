@@ -27,7 +27,6 @@ waves finished and where the rollout halted, and prints the command that resumes
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -40,6 +39,7 @@ from npa_pulumi.engine.graph import Walk, WaveArrangement, barrier_key
 from npa_pulumi.engine.graph import is_barrier as is_barrier_key
 from npa_pulumi.engine.health.model import hold_reason, soak_problem
 from npa_pulumi.engine.requests import rollout as rollout_request
+from npa_pulumi.engine.retries import Retry, rollout_resume
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.health import ClusterHealth
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult, StackStatus
@@ -98,21 +98,10 @@ def plan(context: FleetContext) -> RolloutPlan | None:
     return assign_waves(chosen, members_of(context.targets)) if chosen is not None else None
 
 
-def resume_command(context: FleetContext) -> str:
-    """The `up` that resumes a halted rollout: finished waves are unchanged and pass through at once, so
-    the rollout starts again at the halted wave."""
-    parts = context.command_line("up")
-    options = rollout_request(context.request)
-    if options.waves:
-        parts.append(f"--waves {shlex.quote(options.waves)}")
-    if options.max_in_flight:
-        parts.append(f"--max-in-flight {options.max_in_flight}")
-    if options.max_in_flight_per_reservation:
-        parts.append(f"--max-in-flight-per-reservation {options.max_in_flight_per_reservation}")
-    if options.ignore_maintenance:
-        parts.append("--ignore-maintenance")
-    parts.append("--yes")
-    return " ".join(parts)
+def resume(context: FleetContext) -> Retry:
+    """The `up` that resumes a halted rollout, with the run's `--waves` / `--max-in-flight` /
+    `--max-in-flight-per-reservation` (engine/retries.py `rollout_resume`)."""
+    return rollout_resume(context.where, context.spec_path, rollout_request(context.request))
 
 
 def gate_failed(result: StackResult) -> bool:
@@ -139,7 +128,8 @@ class RolloutRun:
         self.context = context
         self.plan = rollout
         self.run_id = lifecycle.this_run()
-        self.resume = resume_command(context)
+        self.resume = resume(context)
+        self.resume_text = context.retry_text(self.resume)  # what the tags and the summary say
         self.ignore_maintenance = rollout_request(context.request).ignore_maintenance
         self.results: dict[str, StackResult] = {}
         self.states: dict[int, WaveState] = {w.index: WaveState.WAITING for w in rollout.waves}
@@ -407,7 +397,7 @@ class RolloutRun:
             remove: tuple[str, ...] = (TAG_REASON, TAG_RESUME)
             if state is WaveState.HALTED:
                 tags[TAG_REASON] = " ".join(reason.split())[:_MAX_TAG_VALUE]
-                tags[TAG_RESUME] = self.resume[:_MAX_TAG_VALUE]
+                tags[TAG_RESUME] = self.resume_text[:_MAX_TAG_VALUE]
                 remove = ()
             self.context.executor.write_lifecycle(op, tags, remove=remove)
 
@@ -428,7 +418,7 @@ class RolloutRun:
                 wave["soak"] = self.soaks[wave["wave"]]
         if self.halted is not None:
             document["halted"] = {"wave": self.halted[0], "reason": self.halted[1]}
-            document["resume_command"] = self.resume
+            document["resume_command"] = self.resume_text
         return document
 
 

@@ -125,6 +125,9 @@ class StackResult(BaseModel):
     outputs: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     retry_command: str | None = None
+    # The retry as the engine made it (an engine `Retry`: the operation and its request, beside the text of
+    # `retry_command`); None when read back from stored state. Never in the JSON document.
+    retry: Any = Field(default=None, exclude=True, repr=False)
     elapsed_s: float = 0.0
     log_file: str | None = None
     locked: bool = False  # failed because another run holds the stack's lock (the error names it)
@@ -291,6 +294,7 @@ class TeardownPhase(BaseModel):
     blocked_by: list[str] = Field(default_factory=list)
     retry_command: str | None = None
     drain: ClusterDrain | None = None  # a cluster phase: its drain (or, planned, its eviction preview)
+    retry: Any = Field(default=None, exclude=True, repr=False)  # the engine's `Retry`, never in JSON/receipts
 
     @property
     def name(self) -> str:
@@ -323,6 +327,9 @@ class FleetResult(BaseModel):
     receipt_id: str | None = None  # destroy: its id, for `destroy --receipt ID`
     resumes: str | None = None  # destroy --receipt: the receipt this run continued
     resume_command: str | None = None  # a partial cleanup: the one command that continues it
+    # The engine's `Retry` behind `resume_command`, or behind a halted rollout's `resume_command`; never in
+    # the JSON document.
+    resume: Any = Field(default=None, exclude=True, repr=False)
     # preview: the cost delta (plan/cost_delta.py `summarize`); status: what the deployed fleet costs
     cost: dict[str, Any] | None = None
     # Policy results about the whole fleet rather than one stack (the fleet-monthly-budget guardrail)

@@ -7,6 +7,12 @@ Each operation takes the spec (a FleetSpec, a path, or what `select` returned) a
 prompts: calling an operation is the confirmation, unless `approve` is given: it is called once, after
 every offline and read-only check and before the first change, with what is about to change (the CLI asks a
 person there); raising from it stops the operation with nothing changed.
+
+What a run leaves to do again is a `Retry` (the operation and its request) on the result: `stack.retry`,
+`phase.retry`, `result.resume`. `render_retry` (deploy, adopt, destroy, cleanup) spells it wherever text is
+shown or stored (`retry_command`, `resume_command`, the stack tags and receipts `status` reads elsewhere);
+without one that text is the neutral `describe` form (npa_pulumi/engine/retries.py). The CLI passes its
+command-line renderer (npa_pulumi/cli/retry_commands.py), which a Python caller may pass too.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from npa_pulumi.sdk.requests import (
     MigVerifyRequest,
     PreviewRequest,
     RefreshRequest,
+    RenderRetry,
     Selection,
     StatusRequest,
     UpRequest,
@@ -103,13 +110,14 @@ def check_cost_inputs(prices: str | None, policy_config: str | None) -> None:
         budget_config(config, policy_config)
 
 
-def open_fleet(selected: Selected, request: FleetRequest) -> Fleet:
-    """The engine's façade over the selected targets, with the request's options."""
+def open_fleet(selected: Selected, request: FleetRequest, render_retry: RenderRetry | None = None) -> Fleet:
+    """The engine's façade over the selected targets, with the request's options; `render_retry` spells
+    the retries it leaves (engine/retries.py; None: their neutral text)."""
     from npa_pulumi.engine.orchestrator import Fleet
     from npa_pulumi.engine.requests import policies, prices
 
     check_cost_inputs(prices(request), policies(request).config)
-    return Fleet(selected.spec, selected.targets, request, selected.spec_path)
+    return Fleet(selected.spec, selected.targets, request, selected.spec_path, render_retry=render_retry)
 
 
 def empty_result(
@@ -128,12 +136,17 @@ def empty_result(
     )
 
 
-def deploy(spec: SpecSource, request: UpRequest = UpRequest(), approve: Approve | None = None) -> FleetResult:
+def deploy(
+    spec: SpecSource,
+    request: UpRequest = UpRequest(),
+    approve: Approve | None = None,
+    render_retry: RenderRetry | None = None,
+) -> FleetResult:
     """`npa-pulumi up`: every offline check (recipes, tfvars), then the quota preflight (unless
     `request.preflight` is False; a failed report comes back in `result.preflight` and nothing deploys),
     then project stacks and their cluster stacks."""
     selected = _selected(spec, request.selection)
-    fleet = open_fleet(selected, request)
+    fleet = open_fleet(selected, request, render_retry)
     fleet.plans_checked()  # every offline check (recipe, tfvars) before asking
     if approve is not None:
         approve(Approval("deploy", selected.spec.name, selected.spec, selected.targets))
@@ -144,7 +157,10 @@ def deploy(spec: SpecSource, request: UpRequest = UpRequest(), approve: Approve 
 
 
 def adopt(
-    spec: SpecSource, request: AdoptRequest = AdoptRequest(), approve: Approve | None = None
+    spec: SpecSource,
+    request: AdoptRequest = AdoptRequest(),
+    approve: Approve | None = None,
+    render_retry: RenderRetry | None = None,
 ) -> FleetResult:
     """`npa-pulumi adopt`: read and prove the original tool's install of every selected cluster (its
     Terraform state and tfvars against the live cloud and the spec; nothing changes), then, unless
@@ -154,7 +170,7 @@ def adopt(
 
     selected = _selected(spec, request.selection)
     source = Path(request.source).expanduser() if request.source else default_source(selected.spec.name)
-    fleet = open_fleet(selected, request)
+    fleet = open_fleet(selected, request, render_retry)
     try:
         with fleet.progress:
             found = fleet.adoption_plan(source)  # read-only
@@ -197,15 +213,18 @@ def preview(spec: SpecSource, request: PreviewRequest = PreviewRequest()) -> Fle
 
 
 def destroy(
-    spec: SpecSource, request: DestroyRequest = DestroyRequest(), approve: Approve | None = None
+    spec: SpecSource,
+    request: DestroyRequest = DestroyRequest(),
+    approve: Approve | None = None,
+    render_retry: RenderRetry | None = None,
 ) -> FleetResult:
     """`npa-pulumi destroy`: cluster stacks, then project stacks once none of their clusters remain, then
     the opt-in, ownership-gated bucket, storage identity and project phases; `dry_run` only plans them.
     The result's `phases` say what each phase did (or would do) and why; `receipt` and `receipt_id` name
     the receipt. `partial_cleanup` (`outcome == "partial-cleanup"`) means something asked for is left; its
-    `resume_command` (`npa-pulumi destroy --receipt ID --yes`) continues it."""
+    `resume` (the retry `destroy --receipt ID`; `resume_command` its text) continues it."""
     selected = _selected(spec, request.selection)
-    fleet = open_fleet(selected, request)
+    fleet = open_fleet(selected, request, render_retry)
     if request.dry_run or approve is not None:
         with fleet.progress:
             plan = fleet.teardown_plan()  # read-only
@@ -220,12 +239,15 @@ def destroy(
 
 
 def cleanup(
-    spec: SpecSource, request: CleanupRequest = CleanupRequest(), approve: Approve | None = None
+    spec: SpecSource,
+    request: CleanupRequest = CleanupRequest(),
+    approve: Approve | None = None,
+    render_retry: RenderRetry | None = None,
 ) -> FleetResult:
     """`npa-pulumi cleanup --spec`: what the fleet created (by its labels) that no stack references any
     more, deleted through destroy's guarded phases; the plan alone with `dry_run` or nothing to delete."""
     selected = _selected(spec, request.selection)
-    fleet = open_fleet(selected, request)
+    fleet = open_fleet(selected, request, render_retry)
     with fleet.progress:
         plan = fleet.cleanup_plan()  # read-only
     # Nothing to delete and nothing refused: the plan is the answer. A refusal runs (and is receipted):

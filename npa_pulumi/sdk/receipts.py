@@ -11,26 +11,30 @@ from npa_pulumi.engine.teardown.local_cleanup import LocalCleanupReport
 from npa_pulumi.engine.teardown.resume import ResolvedReceipt
 from npa_pulumi.output.results import FleetResult
 from npa_pulumi.sdk.operations import Approval, Approve, Selected, open_fleet
-from npa_pulumi.sdk.requests import LocalCleanupRequest, ReceiptDestroyRequest
+from npa_pulumi.sdk.requests import LocalCleanupRequest, ReceiptDestroyRequest, RenderRetry
 
 log = logging.getLogger(__name__)
 
 
 def destroy_from_receipt(
-    request: ReceiptDestroyRequest, approve: Approve | None = None, say: Callable[[str], None] | None = None
+    request: ReceiptDestroyRequest,
+    approve: Approve | None = None,
+    say: Callable[[str], None] | None = None,
+    render_retry: RenderRetry | None = None,
 ) -> FleetResult:
     """`npa-pulumi destroy --receipt ID`: identity from what the request gives, then the receipt, then the
     spec; any clash stops before a change (engine/teardown/resume.py `resolve_receipt`). With `spec_path`
     the receipt's stacks and phases run again, without it only its guarded phases. `say` reports the
-    guarded phases' progress (default: logging)."""
+    guarded phases' progress (default: logging); `render_retry` spells the retries it leaves, as for
+    `destroy`."""
     from npa_pulumi.engine.teardown.resume import resolve_receipt
 
     resolved = resolve_receipt(request)
     if resolved.destroy is None:
-        return _guarded(request, resolved, approve, say or log.info)
+        return _guarded(request, resolved, approve, say or log.info, render_retry)
     assert resolved.spec is not None
     selected = Selected(resolved.spec, list(resolved.targets), resolved.destroy.selection, resolved.spec_path)
-    fleet = open_fleet(selected, resolved.destroy)
+    fleet = open_fleet(selected, resolved.destroy, render_retry)
     with fleet.progress:
         plan = fleet.teardown_plan()  # read-only
     if request.dry_run:
@@ -55,6 +59,7 @@ def _guarded(
     resolved: ResolvedReceipt,
     approve: Approve | None,
     say: Callable[[str], None],
+    render_retry: RenderRetry | None,
 ) -> FleetResult:
     """No spec: the receipt's guarded phases only, with the cloud and the teardown records."""
     from npa_pulumi.cloud.factory import CloudKind, make_cloud
@@ -74,7 +79,7 @@ def _guarded(
     cloud = make_cloud(
         cast(CloudKind, cloud_kind), profile=profile or None, region=receipt.text("region"), **pinned
     )
-    resume = Resume(receipt, teardown, cloud, say)
+    resume = Resume(receipt, teardown, cloud, say, render_retry)
     result = FleetResult(
         command="destroy", fleet=receipt.fleet, cloud=cloud_kind, backend=receipt.text("backend") or ""
     )

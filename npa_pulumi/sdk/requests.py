@@ -6,6 +6,12 @@
 The request types are the engine's own (npa_pulumi/engine/requests.py), re-exported here: each is composed
 of small parts (the selection, where the fleet lives, the recipes, the operation's own settings) and checks
 itself when it is made, before any spec is read or anything runs.
+
+What a run leaves to do again comes back the same way: a `Retry` (npa_pulumi/engine/retries.py) is an
+`Operation` and the request that does it again, on `StackResult.retry`, `TeardownPhase.retry` and
+`FleetResult.resume`: `deploy(retry.spec_path, retry.request)` runs it. Its text (`retry_command`,
+`resume_command`, and what the run stores for `status` elsewhere) is what the operation's `render_retry`
+spells; without one, the neutral `describe` form (the CLI passes its command-line renderer).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from npa_pulumi.engine.requests import (
     VerifyRequest,
     Where,
 )
+from npa_pulumi.engine.retries import Operation, RenderRetry, Retry, RetryRequest, describe
 from npa_pulumi.spec.constants import BackendKind
 
 __all__ = [
@@ -50,12 +57,16 @@ __all__ = [
     "HealthWatch",
     "LocalCleanupRequest",
     "MigVerifyRequest",
+    "Operation",
     "Policies",
     "PreviewRequest",
     "ReceiptDestroyRequest",
     "RecipeChoice",
     "Recipes",
     "RefreshRequest",
+    "RenderRetry",
+    "Retry",
+    "RetryRequest",
     "Rollout",
     "Selection",
     "Stage",
@@ -64,4 +75,5 @@ __all__ = [
     "UpRequest",
     "VerifyRequest",
     "Where",
+    "describe",
 ]

@@ -13,11 +13,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from npa_pulumi.cli.retry_commands import render_retry
 from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.graph import WalkKind, independent
-from npa_pulumi.engine.requests import FleetRequest, Rollout, UpRequest
-from npa_pulumi.engine.rollout import TAG_REASON, TAG_STATE, RolloutRun
+from npa_pulumi.engine.requests import FleetRequest, Rollout, UpRequest, Where
+from npa_pulumi.engine.retries import Operation, RenderRetry, Retry
+from npa_pulumi.engine.rollout import TAG_REASON, TAG_RESUME, TAG_STATE, RolloutRun
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.health import ClusterHealth, GpuTotals, Maintenance, NodeCondition, NodeHealth
 from npa_pulumi.output.progress import Progress
@@ -46,18 +48,22 @@ class FakeExecutor:
 class FakeContext:
     """What RolloutRun uses of a FleetContext."""
 
-    def __init__(self, concurrency: int = 4, ignore_maintenance: bool = False) -> None:
-        self.request = UpRequest(
-            concurrency=concurrency, rollout=Rollout(ignore_maintenance=ignore_maintenance)
-        )
+    def __init__(
+        self, concurrency: int = 4, ignore_maintenance: bool = False, rollout: Rollout | None = None
+    ) -> None:
+        rollout = rollout or Rollout(ignore_maintenance=ignore_maintenance)
+        self.request = UpRequest(concurrency=concurrency, rollout=rollout)
+        self.where = Where(cloud="local")
+        self.spec_path = "fleet.yaml"
+        self.render_retry: RenderRetry | None = render_retry
         self.progress = Progress(enabled=False)
         self.executor = FakeExecutor()
 
     def scheduler(self, ops: list[StackOp], limits: dict[Any, int] | None = None) -> Any:
         return FleetContext.scheduler(self, ops, limits)  # type: ignore[arg-type]
 
-    def command_line(self, command: str) -> list[str]:
-        return [f"npa-pulumi {command} --spec fleet.yaml --cloud local"]
+    def retry_text(self, retry: Retry) -> str:
+        return FleetContext.retry_text(self, retry)  # type: ignore[arg-type]
 
     def stack_outputs(self, ops: list[StackOp], refresh: bool = False) -> dict[str, Any]:
         return {op.stack: {"lifecycle": "deployed"} for op in ops}
@@ -151,8 +157,9 @@ def run(
     health: FakeHealth | None = None,
     ignore_maintenance: bool = False,
     clock: FakeClock | None = None,
+    context: FakeContext | None = None,
 ) -> tuple[RolloutRun, list[StackResult], list[str], FakeContext]:
-    context = FakeContext(ignore_maintenance=ignore_maintenance)
+    context = context or FakeContext(ignore_maintenance=ignore_maintenance)
     plan = assign_waves(policy, members(*names, reservation=reservation))
     clock = clock or FakeClock()
     rollout = RolloutRun(
@@ -343,7 +350,9 @@ def test_ignore_maintenance_takes_the_cluster_and_says_so() -> None:
     assert all(r.status == "deployed" for r in results)
     wave = rollout.summary()["waves"][1]
     assert "held" not in wave and "HW_GPU_XID_79" in wave["taken_under_maintenance"]["p/b"]
-    assert "--ignore-maintenance" in rollout.resume
+    resumed = rollout.resume.request
+    assert isinstance(resumed, UpRequest) and resumed.rollout.ignore_maintenance
+    assert "--ignore-maintenance" in rollout.resume_text
 
 
 def test_halt_on_maintenance_halts_at_the_held_clusters_wave() -> None:
@@ -470,3 +479,27 @@ def test_status_shows_a_held_cluster_and_its_wave_passed() -> None:
     assert shown is not None
     assert [w["state"] for w in shown["waves"]] == ["passed", "passed"]
     assert shown["waves"][1]["held"] == {"p/a": "maintenance HW_GPU_XID_79 on node n1 (ev-1)"}
+
+
+def test_a_halt_records_its_resume_as_the_callers_renderer_spells_it() -> None:
+    chosen = Rollout(waves="p/canary;rest", max_in_flight=2)
+    policy = RolloutPolicy(parse_waves("p/canary;rest"), max_in_flight=2)
+
+    def work(name: str) -> StackResult:
+        return deployed(name, "deployed-mig-not-ready" if name == "canary" else "deployed")
+
+    rollout, _, _, context = run(policy, ["canary", "a"], work, context=FakeContext(rollout=chosen))
+    # The resume is a value: `up` of the whole fleet with the same waves and limit, where the run was.
+    assert rollout.resume == Retry(
+        Operation.UP, UpRequest(where=Where(cloud="local"), rollout=chosen), "fleet.yaml"
+    )
+    text = "npa-pulumi up --spec fleet.yaml --cloud local --waves 'p/canary;rest' --max-in-flight 2 --yes"
+    assert rollout.summary()["resume_command"] == text  # the CLI's renderer, as the CLI gives it
+    assert context.executor.tags["canary"][TAG_RESUME] == text  # what `status` elsewhere shows
+
+    neutral = FakeContext(rollout=chosen)
+    neutral.render_retry = None  # an SDK caller that gives no renderer: the neutral text, no command line
+    rollout, _, _, neutral = run(policy, ["canary", "a"], work, context=neutral)
+    described = "operation=up spec=fleet.yaml cloud=local waves=p/canary;rest max_in_flight=2"
+    assert rollout.summary()["resume_command"] == described
+    assert neutral.executor.tags["canary"][TAG_RESUME] == described

@@ -60,12 +60,6 @@ def test_a_record_of_the_same_ids_proves_what_a_redeployed_stack_found() -> None
     assert not found.merged_with(other_project).project_created
 
 
-def test_retry_flags_repeat_exactly_what_was_asked() -> None:
-    assert TeardownOptions().flags() == []
-    asked = TeardownOptions(delete_buckets=True, delete_projects=True)
-    assert asked.flags() == ["--delete-buckets", "--delete-projects"]
-
-
 def test_records_and_receipts_are_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "npa"))
     ev = ProjectEvidence("f.a", "a", project_id="project-1", project_created=True)
@@ -187,9 +181,11 @@ def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalCloud:
 
 def _guarded(cloud: LocalCloud, **asked: bool) -> GuardedPhases:
     said: list[str] = []
-    return GuardedPhases(
-        as_port(cloud), FLEET, TeardownOptions(**asked), said.append, lambda key: f"retry {key}"
-    )
+
+    def retry(phase: TeardownPhase, key: str) -> None:
+        phase.retry_command = f"retry {key}"
+
+    return GuardedPhases(as_port(cloud), FLEET, TeardownOptions(**asked), said.append, retry)
 
 
 def _fleet_project(cloud: LocalCloud) -> ProjectEvidence:

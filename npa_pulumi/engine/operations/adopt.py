@@ -54,6 +54,7 @@ from npa_pulumi.engine.graph import Visit, WalkKind
 from npa_pulumi.engine.operations.common import apply_lifecycle, write_kubeconfig
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectAdoption, ProjectPlan, cluster_module_args
+from npa_pulumi.engine.retries import Operation
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
@@ -189,7 +190,7 @@ def run(context: FleetContext, adoption: AdoptionPlan) -> FleetResult:
         if stack.stack in summaries:
             stack.adoption = summaries[stack.stack]
         if stack.failed and stack.retry_command is None:
-            stack.retry_command = context.retry_command("adopt", stack.project_key, stack.cluster_name)
+            context.mark_retry(stack, context.retry(Operation.ADOPT, stack.project_key, stack.cluster_name))
     result.receipt = str(_write_receipt(context, adoption, result, started))
     return result
 

@@ -15,6 +15,7 @@ from npa_pulumi.engine.backends.registry import recorded_backend
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, cluster_module_args
+from npa_pulumi.engine.retries import Operation
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
@@ -122,7 +123,7 @@ def apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
         stack.status = StackStatus(lifecycle)
         reason = (evidence or {}).get("reason", "")
         stack.error = f"the cluster is kept; its health gate did not pass: {reason}"
-        stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
+        context.mark_retry(stack, context.retry(Operation.UP, stack.project_key, stack.cluster_name))
 
 
 def write_kubeconfig(context: FleetContext, stack: StackResult, warnings: list[str] | None = None) -> None:
@@ -152,12 +153,14 @@ def write_kubeconfig(context: FleetContext, stack: StackResult, warnings: list[s
             cluster_id=stack.cluster_id,
             cloud=context.where.cloud,
             profile=context.profile,
-            teardown_hint=context.retry_command("destroy", plan.project_key, plan.cluster_name),
+            teardown_hint=context.retry_text(
+                context.retry(Operation.DESTROY, plan.project_key, plan.cluster_name)
+            ),
             warn=warn,
         )
     except (NpaError, CloudError) as err:
         stack.status = StackStatus.DEPLOYED_CREDENTIALS_FAILED
         stack.error = f"the cluster is deployed, but its kubeconfig could not be written: {err}"
-        stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
+        context.mark_retry(stack, context.retry(Operation.UP, stack.project_key, stack.cluster_name))
         return
     stack.kubeconfig = registration.kubeconfig

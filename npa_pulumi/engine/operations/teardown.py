@@ -15,8 +15,9 @@ from pathlib import Path
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import teardown_cost
 from npa_pulumi.engine.plans import require_recipe_terraform
+from npa_pulumi.engine.retries import attach_resume
 from npa_pulumi.engine.teardown.model import TeardownOptions
-from npa_pulumi.engine.teardown.receipts import fleet_receipt, new_receipt_path, resume_command, write_receipt
+from npa_pulumi.engine.teardown.receipts import fleet_receipt, new_receipt_path, resume_retry, write_receipt
 from npa_pulumi.engine.teardown.resume import Receipt, carry_completed
 from npa_pulumi.engine.teardown.run import Teardown
 from npa_pulumi.output.results import FleetResult
@@ -64,7 +65,8 @@ def destroy(
     lock = threading.Lock()  # cluster phases checkpoint side by side (engine/teardown/drain.py)
 
     def record(outcome: str) -> None:
-        again = resume_command(path.stem, result.phases, spec_path) if outcome == "partial-cleanup" else None
+        resume = resume_retry(path.stem, result.phases, spec_path)
+        again = context.retry_text(resume) if outcome == "partial-cleanup" else None
         with lock:
             document = fleet_receipt(
                 context, "destroy", options, result.phases, started, outcome, path, result.resumes, again
@@ -80,7 +82,7 @@ def destroy(
         if resumed is not None:
             result.phases = carry_completed(resumed, result.phases)
         if result.partial_cleanup:
-            result.resume_command = resume_command(path.stem, result.phases, spec_path)
+            attach_resume(result, resume_retry(path.stem, result.phases, spec_path), context.render_retry)
         record(result.outcome)
     for item in result.stacks:
         if item.kind == "project" and item.status == "destroyed":

@@ -32,6 +32,7 @@ from npa_pulumi.engine.operations.common import (
 from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.requests import UpRequest, creates_projects
+from npa_pulumi.engine.retries import Operation
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 from npa_pulumi.runtime import tracing
@@ -60,7 +61,7 @@ def run(context: FleetContext, request: UpRequest) -> FleetResult:
     _apply(context, plans, result)
     for stack in result.stacks:
         if stack.failed and stack.retry_command is None:
-            stack.retry_command = context.retry_command("up", stack.project_key, stack.cluster_name)
+            context.mark_retry(stack, context.retry(Operation.UP, stack.project_key, stack.cluster_name))
     if context.share.stage != "projects":
         result.stacks[:0] = plans.undeployable()  # failures with no retry: retrying changes nothing
     context.fill_identity(result)
@@ -129,6 +130,8 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
     else:
         result.stacks.extend(rollout.run_walk(scheduled, walk))
         result.rollout = rollout.summary()
+        if rollout.halted is not None:
+            result.resume = rollout.resume  # the retry behind the summary's resume_command
 
 
 def _rollout(context: FleetContext, result: FleetResult) -> staged.RolloutRun | None:

@@ -87,7 +87,9 @@ class NpaRegistration:
     project_id: str
     cluster_id: str
     shape: ClusterShape
-    teardown_hint: str  # the exact `npa-pulumi destroy ... --only-projects ... --only-clusters ... --yes`
+    # The cluster's destroy as the run's caller spelled it (engine/retries.py): the CLI's exact
+    # `npa-pulumi destroy ... --only-projects ... --only-clusters ... --yes`
+    teardown_hint: str
 
 
 class ClusterRecord(BaseModel):

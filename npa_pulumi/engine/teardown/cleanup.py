@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.cloud.absence import NotYetGone, delete_network, delete_subnet
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine.automation import stack_names
+from npa_pulumi.engine.retries import Retry, attach_resume, cleanup_retry
 from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.engine.teardown.phases import (
     PhaseFactory,
@@ -63,8 +64,9 @@ class Cleanup:
     def name(self) -> str:
         return self.fleet.spec.name
 
-    def retry_command(self) -> str:
-        return " ".join([*self.fleet.command_line("cleanup"), *self.options.flags(), "--yes"])
+    def retry(self) -> Retry:
+        """The sweep again, with the same deletions: it finds its candidates by the fleet's labels."""
+        return cleanup_retry(self.fleet.where, self.fleet.spec_path, self.options)
 
     def referenced(self) -> set[str]:
         """Every id an existing stack of this fleet names in its outputs."""
@@ -201,11 +203,11 @@ class Cleanup:
             self._delete(item)
         except TeardownRefused as err:  # no longer provably the fleet's: not deleted, never success
             item.status, item.reason = PhaseOutcome.REFUSED, describe(err)
-            item.retry_command = self.retry_command()
+            self.fleet.mark_retry(item, self.retry())
             return
         except (CloudError, NotYetGone) as err:
             item.status, item.reason = PhaseOutcome.FAILED, describe(err)
-            item.retry_command = self.retry_command()
+            self.fleet.mark_retry(item, self.retry())
             return
         item.status = PhaseOutcome.DONE
 
@@ -262,5 +264,5 @@ def run_cleanup(fleet: FleetContext, options: TeardownOptions, dry_run: bool, re
     finally:
         if result.partial_cleanup:
             # cleanup finds its candidates by the fleet's labels again: running it again is the retry
-            result.resume_command = cleanup.retry_command()
+            attach_resume(result, cleanup.retry(), fleet.render_retry)
         record(result.outcome, result.resume_command)

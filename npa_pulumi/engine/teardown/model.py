@@ -22,16 +22,6 @@ class TeardownOptions:
     delete_storage_identity: bool = False
     delete_projects: bool = False
 
-    def flags(self) -> list[str]:
-        """The CLI flags that ask for the same (for exact retry commands)."""
-        names = {
-            "delete_buckets": "--delete-buckets",
-            "delete_nonempty_buckets": "--delete-nonempty-buckets",
-            "delete_storage_identity": "--delete-storage-identity",
-            "delete_projects": "--delete-projects",
-        }
-        return [flag for name, flag in names.items() if getattr(self, name)]
-
 
 @dataclass
 class ProjectEvidence:

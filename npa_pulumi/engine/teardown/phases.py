@@ -303,13 +303,13 @@ class GuardedPhases:
         fleet: str,
         options: TeardownOptions,
         say: Callable[[str], None],
-        retry: Callable[[str], str],
+        retry: Callable[[TeardownPhase, str], object],
     ) -> None:
         self.cloud = cloud
         self.fleet = fleet
         self.options = options
         self.say = say
-        self.retry = retry  # project key -> the exact command that retries a failed phase
+        self.retry = retry  # (phase, project key): puts the retry of a failed phase on it (engine/retries.py)
         self.doomed_clusters: set[str] = set()  # clusters this run deletes: not "something else"
 
     # ---------------------------------------------------------------------------------- plan
@@ -516,12 +516,12 @@ class GuardedPhases:
             action()
         except TeardownRefused as err:  # no longer provably the fleet's: not deleted, never success
             item.status, item.reason = PhaseOutcome.REFUSED, describe(err)
-            item.retry_command = self.retry(project_key)
+            self.retry(item, project_key)
             self.say(f"{item.name}: refused: {item.reason}")
             return
         except (CloudError, NotYetGone) as err:
             item.status, item.reason = PhaseOutcome.FAILED, describe(err)
-            item.retry_command = self.retry(project_key)
+            self.retry(item, project_key)
             self.say(f"{item.name}: failed: {item.reason}")
             return
         item.status = PhaseOutcome.DONE

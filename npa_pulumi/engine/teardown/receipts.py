@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.engine.retries import Retry, receipt_resume
 from npa_pulumi.engine.teardown.model import RECEIPT_VERSION, STACK_PHASES, UNFINISHED, TeardownOptions
 from npa_pulumi.engine.teardown.records import private_dir
 from npa_pulumi.output.results import TeardownPhase
@@ -129,12 +129,11 @@ def write_receipt(
     return path
 
 
-def resume_command(receipt_id: str, phases: list[TeardownPhase], spec_path: str | None) -> str:
-    """The one command that continues a partial cleanup from its receipt. Only the guarded phases
+def resume_retry(receipt_id: str, phases: list[TeardownPhase], spec_path: str | None) -> Retry:
+    """The one retry that continues a partial cleanup from its receipt. Only the guarded phases
     (bucket, storage identity, project) run without the spec; an unfinished stack phase needs it."""
     stacks_left = any(p.phase in STACK_PHASES and p.status in UNFINISHED for p in phases)
-    spec = f" --spec {shlex.quote(spec_path)}" if stacks_left and spec_path else ""
-    return f"npa-pulumi destroy --receipt {receipt_id}{spec} --yes"
+    return receipt_resume(receipt_id, spec_path if stacks_left else None)
 
 
 def unrestored_relaxation(fleet: str, stack: str, cluster_id: str) -> tuple[str, list[dict[str, Any]]] | None:

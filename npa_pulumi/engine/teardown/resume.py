@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine.requests import DestroyRequest, ReceiptDestroyRequest, Selection, Where
+from npa_pulumi.engine.retries import RenderRetry, Retry, attach, attach_resume, receipt_resume, text_of
 from npa_pulumi.engine.runlock import exclusive_run
 from npa_pulumi.engine.teardown.model import (
     RECEIPT_VERSION,
@@ -42,7 +43,7 @@ from npa_pulumi.engine.teardown.receipts import (
     receipt,
     receipts_dir,
     receipts_root,
-    resume_command,
+    resume_retry,
     write_receipt,
 )
 from npa_pulumi.engine.teardown.records import read_record, settle_record
@@ -158,7 +159,7 @@ def carry_completed(receipt: Receipt, phases: list[TeardownPhase]) -> list[Teard
         after = now.pop(before.name, None)
         if before.status == "done" and (after is None or after.status == "absent"):
             carried = before.model_copy(
-                update={"reason": f"done by receipt {receipt.id}", "retry_command": None}
+                update={"reason": f"done by receipt {receipt.id}", "retry_command": None, "retry": None}
             )
             merged.append(carried)
         elif after is not None:
@@ -262,17 +263,32 @@ def _with_spec(
 class Resume:
     """The guarded phases of a receipt, continued without the spec."""
 
-    def __init__(self, receipt: Receipt, options: TeardownOptions, cloud: CloudPort, say: Any) -> None:
+    def __init__(
+        self,
+        receipt: Receipt,
+        options: TeardownOptions,
+        cloud: CloudPort,
+        say: Any,
+        render_retry: RenderRetry | None = None,
+    ) -> None:
         self.receipt = receipt
         self.options = options
         self.cloud = cloud
         self.say = say
+        self.render_retry = render_retry  # how the caller spells a retry (engine/retries.py)
         self.path = new_receipt_path(receipt.fleet)
         self.evidence: dict[str, ProjectEvidence] = {}
-        self.guarded = GuardedPhases(cloud, receipt.fleet, options, say, lambda _key: self.command([]))
+        self.guarded = GuardedPhases(
+            cloud,
+            receipt.fleet,
+            options,
+            say,
+            lambda phase, _key: attach(phase, self.retry([]), render_retry),
+        )
 
-    def command(self, phases: list[TeardownPhase]) -> str:
-        return resume_command(self.path.stem, phases, self.receipt.text("spec_path"))
+    def retry(self, phases: list[TeardownPhase]) -> Retry:
+        """This run's receipt continued (with the spec while a stack phase of `phases` is left)."""
+        return resume_retry(self.path.stem, phases, self.receipt.text("spec_path"))
 
     def plan(self) -> list[TeardownPhase]:
         """Read-only: the receipt's unfinished guarded phases, planned again from the teardown records."""
@@ -280,9 +296,10 @@ class Resume:
         if left:
             names = ", ".join(p.name for p in left)
             spec = self.receipt.text("spec_path") or "<fleet.yaml>"
+            again = text_of(receipt_resume(self.receipt.id, spec), self.render_retry)
             raise UserInputError(
                 f"receipt {self.receipt.id} has unfinished stack phases ({names}); destroying a stack needs "
-                f"the spec: npa-pulumi destroy --receipt {self.receipt.id} --spec {spec} --yes"
+                f"the spec: {again}"
             )
         phases: list[TeardownPhase] = []
         for stack in dict.fromkeys(p.stack for p in self.receipt.phases() if p.phase not in STACK_PHASES):
@@ -344,7 +361,7 @@ def run_resume(resume: Resume, result: FleetResult, phases: list[TeardownPhase],
             resume.run(result.phases)
         finally:
             if result.partial_cleanup:
-                result.resume_command = resume.command(result.phases)
+                attach_resume(result, resume.retry(result.phases), resume.render_retry)
             record(result.outcome)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.engine.automation import StackCommand, StackOp, stack_names
 from npa_pulumi.engine.graph import Visit, WalkKind, parallel
 from npa_pulumi.engine.requests import fails_fast
+from npa_pulumi.engine.retries import Operation, Retry
 from npa_pulumi.engine.scheduler import Scheduler
 from npa_pulumi.engine.teardown.drain import ClusterDrainer, DrainSettings
 from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
@@ -53,7 +54,7 @@ class Teardown:
             fleet.spec.name,
             options,
             fleet.progress.message,
-            lambda key: self.retry_command(key, None),
+            lambda phase, key: fleet.mark_retry(phase, self.retry(key, None)),
         )
 
     @property
@@ -64,9 +65,9 @@ class Teardown:
     def name(self) -> str:
         return self.fleet.spec.name
 
-    def retry_command(self, project_key: str, cluster: str | None) -> str:
-        base = self.fleet.retry_command("destroy", project_key, cluster).removesuffix(" --yes")
-        return " ".join([base, *self.options.flags(), "--yes"])
+    def retry(self, project_key: str, cluster: str | None) -> Retry:
+        """This destroy again for one project (and cluster), with the same deletions asked for."""
+        return self.fleet.retry(Operation.DESTROY, project_key, cluster, self.options)
 
     # ---------------------------------------------------------------------------------- plan
 
@@ -305,14 +306,12 @@ class Teardown:
         with self._lock:
             if item.status == "failed":
                 item.status = StackStatus.DESTROY_INCOMPLETE
-                item.retry_command = self.retry_command(item.project_key, item.cluster_name)
-                phase.status, phase.reason, phase.retry_command = (
-                    PhaseOutcome.FAILED,
-                    item.error,
-                    item.retry_command,
-                )
+                retry = self.retry(item.project_key, item.cluster_name)
+                fleet.mark_retry(item, retry)
+                phase.status, phase.reason = PhaseOutcome.FAILED, item.error
+                text = fleet.mark_retry(phase, retry)
                 # What `status` shows on any machine until a destroy succeeds (engine/lifecycle.py).
-                tags = destroy_incomplete_tags(item.error or "the destroy failed", item.retry_command)
+                tags = destroy_incomplete_tags(item.error or "the destroy failed", text)
                 fleet.executor.write_lifecycle(op, tags, remove=(TAG_RUN,))
             elif item.status in ("destroyed", "absent") and item.cluster_name:
                 # Only once the stack is gone: a kubeconfig is how a half-destroyed cluster is inspected.
@@ -379,7 +378,7 @@ class Teardown:
             stacks.append(stack_result)
             if stack_result.failed:
                 network.status, network.reason = PhaseOutcome.FAILED, stack_result.error
-                network.retry_command = stack_result.retry_command
+                network.retry_command, network.retry = stack_result.retry_command, stack_result.retry
             elif network.status == "planned":
                 network.status = PhaseOutcome.DONE
         if evidence is not None:
@@ -392,7 +391,7 @@ class Teardown:
         item = fleet.executor.run(fleet.project_op(project), StackCommand.DESTROY)
         if item.status == "failed":
             item.status = StackStatus.DESTROY_INCOMPLETE
-            item.retry_command = self.retry_command(project.project_key, None)
+            fleet.mark_retry(item, self.retry(project.project_key, None))
         return item
 
 
