@@ -1,6 +1,7 @@
 """A synthetic OTLP JSON trace shaped like the ones `--trace-file` writes (runtime/tracing.py's span tree:
 root → waves → stacks → phases → steps, the engine's spans under a phase, the kubeconfig write after its
-stack), for the timeline's tests (tests/unit/test_timeline.py, tests/integration/test_report_browser.py).
+stack), for the timeline's tests (tests/unit/output/test_timeline.py,
+tests/integration/test_report_browser.py).
 
 The run it describes, `npa-pulumi up` of fleet `tl` at `--concurrency 2`, in seconds from its start:
 

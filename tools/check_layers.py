@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The layering contract of npa_pulumi, and the check that enforces it (run by tests/unit/test_layers.py,
+"""The layering contract of npa_pulumi, and the check that enforces it (run by tests/unit/tools/test_layers.py,
 part of `make test`; `python3 tools/check_layers.py` prints the same report).
 
     simulator_cli → cli → {sdk, machine} → engine → {components, preflight, output, policies} → {bridge, plan}
@@ -184,7 +184,7 @@ class Statement:
 
 
 # Each distinct source is parsed and walked once per process (the walk is most of the check's time, and
-# tests/unit/test_layers.py checks copies of the package that differ from it in one file).
+# tests/unit/tools/test_layers.py checks copies of the package that differ from it in one file).
 _statements: dict[tuple[str, bool, str], tuple[Statement, ...]] = {}
 
 

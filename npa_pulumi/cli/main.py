@@ -14,7 +14,7 @@ from npa_pulumi.runtime.interpreter import tune_for_a_command
 # Which module registers each top-level command (its `register(group: click.Group) -> None`). A module is
 # imported only when one of its commands runs (or for --help): importing all of them costs ~0.1 s on
 # every invocation, a tenth of `plan` on a large fleet. Keeping the map explicit makes the CLI surface
-# easy to audit; tests/unit/test_cli_main.py checks it against what each module registers.
+# easy to audit; tests/unit/cli/test_cli_main.py checks it against what each module registers.
 COMMAND_OWNERS: dict[str, str] = {
     "policy": "npa_pulumi.cli.policy_commands",
     "backend": "npa_pulumi.cli.backend_commands",

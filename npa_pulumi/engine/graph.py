@@ -18,7 +18,7 @@ scheduled: its result is made at once, except (forward, `recheck_behind_project`
 runs in the same walk, which is scheduled so it can be compared with its project's new outputs. A rollout
 adds wave barriers to a forward walk (`Walk.with_waves`). What a node's job does is the operation's
 `Visit`; the graph knows nothing of Pulumi, so its ordering, skipping, stage, shard and wave rules are unit
-tests with a recording visit (tests/unit/test_graph.py), the fake executor.
+tests with a recording visit (tests/unit/engine/test_graph.py), the fake executor.
 
 This module is the one place in the engine that builds scheduler jobs (`parallel` for work with no edges).
 """

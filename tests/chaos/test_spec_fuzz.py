@@ -3,7 +3,7 @@ but a located SpecError — no other exception, no problem without a place, no t
 
 "Located" means every problem names the file and either a spec path (`projects[1].clusters[0].name`) or a
 line and column; a spec that loads plans and renders tfvars without anything but the product's own errors.
-The generators extend tests/unit/test_spec_property.py's: whole random documents, YAML-shaped noise,
+The generators extend tests/unit/spec/test_spec_property.py's: whole random documents, YAML-shaped noise,
 structural mutations of every example (replace / delete / insert / duplicate / retype), and line-level
 mutations of the examples' YAML text (drop, duplicate, swap, re-indent, truncate, splice noise).
 """

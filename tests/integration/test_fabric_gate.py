@@ -22,7 +22,7 @@ from fleet_helpers import by_stack, npa, write_spec
 
 from npa_pulumi.simulator.kube import binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fleet_helpers import inventory, npa, write_spec
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 TWO_CLUSTERS = """\
 apiVersion: npa.fleet/v0.0.1

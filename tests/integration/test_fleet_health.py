@@ -24,7 +24,7 @@ import pytest
 from fleet_helpers import CLI, REPO, by_stack, npa, write_spec
 from webhook_support import Webhook
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

@@ -17,7 +17,7 @@ from fleet_helpers import by_stack, inventory, npa, write_spec
 
 from npa_pulumi.runtime.toolchain import find_pulumi
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fleet_helpers import REPO, inventory, npa, write_spec
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 EXTRA_PACK = Path(__file__).parent / "support" / "extra_pack"
 

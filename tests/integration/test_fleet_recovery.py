@@ -16,7 +16,7 @@ from fleet_helpers import CLI, REPO, by_stack, inventory, npa, write_spec
 
 from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 THREE_CLUSTERS = """\
 apiVersion: npa.fleet/v0.0.1

@@ -20,7 +20,7 @@ from npa_pulumi.kube.kubeconfig import dump
 from npa_pulumi.simulator.cloud import LocalCloud
 from npa_pulumi.simulator.simulator import LocalSimulator
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 
 class Cluster:

@@ -25,7 +25,7 @@ from npa_pulumi.runtime.toolchain import find_kuberay_operator, kuberay_crd_file
 from npa_pulumi.simulator.kube import binaries
 from npa_pulumi.spec import constants as c
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 STACK = "cpu-ray.ray-example.cpu-ray"
 DISABLED_STACK = "cpu-ray.ray-disabled.cpu-ray"

@@ -25,7 +25,7 @@ from npa_pulumi.simulator.kube import kuberay as operator
 from npa_pulumi.simulator.simulator import LocalSimulator
 from npa_pulumi.spec import constants as c
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 TEMPLATE = kuberay.RayTemplate(
     worker_replicas=2,

@@ -29,7 +29,7 @@ from npa_pulumi.plan.rtx_values import rtx_operator_values
 from npa_pulumi.runtime.toolchain import find_pulumi
 from npa_pulumi.simulator.kube import binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 REPOSITORY = "deb https://mirror.example/ubuntu noble main\n"
 SPEC = """\

@@ -23,7 +23,7 @@ from s3_support import S3Server
 from npa_pulumi.simulator.kube import binaries, shapes
 from npa_pulumi.simulator.simulator import LocalSimulator
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 STACK = "life.p.train"
 SPEC = """\

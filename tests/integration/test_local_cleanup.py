@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fleet_helpers import npa, write_spec
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

@@ -23,7 +23,7 @@ from npa_pulumi.cloud.nebius.s3 import S3Client
 from npa_pulumi.runtime.processes import process_alive
 from npa_pulumi.runtime.toolchain import find_pulumi
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

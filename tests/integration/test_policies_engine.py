@@ -23,7 +23,7 @@ from pulumi import automation as auto
 from npa_pulumi.engine.automation.workspace import engine_env
 from npa_pulumi.runtime.toolchain import find_pulumi
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 PACK = REPO / "policies" / "fleet-guardrails"

@@ -15,7 +15,7 @@ import pytest
 
 from npa_pulumi.output.markdown import COMMENT_LIMIT
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = REPO / ".venv" / "bin" / "npa-pulumi"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fleet_helpers import npa, write_spec
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

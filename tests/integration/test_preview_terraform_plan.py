@@ -13,7 +13,7 @@ from fleet_helpers import inventory, npa, write_spec
 
 from npa_pulumi.output.markdown import COMMENT_LIMIT, code
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

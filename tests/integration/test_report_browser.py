@@ -104,7 +104,6 @@ def test_the_console_check_sees_a_console_message(tmp_path: Path) -> None:
     assert any("control-marker" in message for message in rendered.console), rendered.console
 
 
-@pytest.mark.slow
 def test_report_of_a_fleet_with_a_failed_gate(kube_api: Path, tmp_path: Path) -> None:
     npa("local-cloud", "init", check=True)
     spec = _spec(tmp_path, 2)

@@ -27,7 +27,7 @@ from webhook_support import Webhook
 
 from npa_pulumi.simulator.db import db_path
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

@@ -14,7 +14,7 @@ from fleet_helpers import by_stack, npa, write_spec
 
 from npa_pulumi.simulator.db import db_path
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 BLOCK = "capacityblockgroup-local1"  # the local tenant's RTX PRO 6000 block group: 8 GPUs in us-central1
 SPEC = f"""\

@@ -27,7 +27,7 @@ from npa_pulumi.engine.automation import diy_backend
 from npa_pulumi.runtime.processes import process_alive
 from npa_pulumi.runtime.toolchain import find_pulumi
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 PROJECT = "npa-fleet"
 

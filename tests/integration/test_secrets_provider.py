@@ -18,7 +18,7 @@ from s3_support import REGION, S3Server
 
 from npa_pulumi.errors import EXIT_INVALID_INPUT
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

@@ -16,7 +16,7 @@ from s3_support import S3Server
 
 from npa_pulumi.plan.shards import shard_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 CLUSTERS = ["alpha", "bravo", "charlie", "delta"]
 SPEC = """\

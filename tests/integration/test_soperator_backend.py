@@ -186,7 +186,6 @@ def test_without_an_api_server_both_deploy_and_destroy(isolated_home: Path, tmp_
     assert after["mk8s_clusters"] == after["node_groups"] == after["filesystems"] == []
 
 
-@pytest.mark.slow
 def test_a_mixed_fleet_deploys_a_usable_slurm_cluster(kube_api: Path, tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     npa("local-cloud", "init", check=True)
@@ -226,9 +225,9 @@ def test_a_mixed_fleet_deploys_a_usable_slurm_cluster(kube_api: Path, tmp_path: 
     assert after["mk8s_clusters"] == after["node_groups"] == after["filesystems"] == []
 
 
-@pytest.mark.slow
 @pytest.mark.long  # make test-long (2+ minutes: the gate waits out its timeout); in make test, the same
-# gate's failure on a down controller is tests/unit/test_local_slurm_operator.py's, and the deploy path
+# gate's failure on a down controller is tests/unit/simulator/test_local_slurm_operator.py's, and the deploy
+# path
 # this test's mixed fleet shares is test_a_mixed_fleet_deploys_a_usable_slurm_cluster's
 def test_a_controller_down_fault_fails_only_the_soperator_gate(kube_api: Path, tmp_path: Path) -> None:
     spec = _spec(tmp_path, timeout_minutes=1)

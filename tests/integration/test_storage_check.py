@@ -19,7 +19,7 @@ from npa_pulumi.simulator.cloud import LocalCloud
 from npa_pulumi.simulator.kube.storage import DATA_DIR, filesystem_dir
 from npa_pulumi.simulator.simulator import LocalSimulator
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 MOUNT = {"path": "/mnt/data", "tag": "csi-storage", "fs_type": "virtiofs", "options": "defaults,nofail"}
 SIZE_GIB = 2

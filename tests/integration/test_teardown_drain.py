@@ -34,7 +34,7 @@ from fleet_helpers import by_stack, inventory, npa, write_spec
 from npa_pulumi.kube.client import KubeClient
 from npa_pulumi.kube.drain import SYSTEM_PDBS
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

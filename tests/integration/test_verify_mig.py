@@ -25,7 +25,7 @@ from fleet_helpers import REPO, assert_publishable, by_stack, npa, private_evide
 
 from npa_pulumi.simulator.kube import binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 SPEC = """\
 apiVersion: npa.fleet/v0.0.1

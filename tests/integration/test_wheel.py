@@ -260,7 +260,6 @@ projects:
 """
 
 
-@pytest.mark.slow
 def test_a_fresh_venv_deploys_and_destroys_a_local_fleet(wheel_venv: Path, tmp_path: Path) -> None:
     """`pipx install` then a one-cluster fleet on the local cloud: up and destroy with nothing of the
     checkout but the toolchain on PATH."""

@@ -4,7 +4,7 @@ Everything else goes through the Automation API or the CLI's documented commands
 because each spares engine starts that were measured to matter, and each is checked against the format
 version it understands, falling back to the API for anything else (another backend, another layout, a
 newer version). The versions below are those of the pinned engine (pulumi v3.259, pkg/backend/diy);
-tests/unit/test_diy_backend.py pins them, and an integration test checks that the engine writes them.
+tests/unit/engine/test_diy_backend.py pins them, and an integration test checks that the engine writes them.
 
 * `checkpoint_outputs` (stack outputs from `<stack>.json`): the CLI path is three engine invocations per
   stack (`stack select`, `stack output` twice, about 1.5 s of CPU), which dominated a no-op `up` of a
