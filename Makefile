@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/.tools/bin:$(PATH)
 help: ## this list
 	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / { printf "make %-17s %s\n", $$1, $$2 }' Makefile
 
-# The inner loop (README, "Development"): the checks that take seconds first (ruff, the layers), then the
+# The inner loop (docs/development.md): the checks that take seconds first (ruff, the layers), then the
 # types and the unit tests side by side, each shown when it ends. It needs only the virtualenv: no
 # toolchain build, no engine run. `make test` stays the whole gate.
 check: lint-fast ## the inner loop (~1 min warm): ruff, the layers, then mypy beside the unit tests
@@ -31,12 +31,13 @@ browser: ## provide headless Chromium for the report's browser test (apt-get, as
 # Two pytest workers (pytest-xdist; a test file stays on one worker): a test drives about one core, mostly
 # in the engine, terraform and the API servers it starts. PYTEST_WORKERS=0 runs them in this process.
 # Modules are handed out longest first (tests/conftest.py orders them), so no long one starts last. The ten
-# slowest tests and the total are printed at the end: what to look at when the budget (README) is passed.
+# slowest tests and the total are printed at the end: what to look at when the budget is passed
+# (docs/development.md).
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # The long journeys (`@pytest.mark.long`) are left to `make test-long`, so that `make test` keeps its budget
-# (README, "Test budget"); each has a faster test of the same path in `make test`.
+# (docs/development.md, "The test budget"); each has a faster test of the same path in `make test`.
 test: tools browser lint ## the whole gate CI runs: lint, the tests within the budget, the quick fault campaign
 	@$(PY) -m pytest tests -q --ignore=tests/chaos -m "not long" --durations=10 $(PYTEST_PARALLEL) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; \

@@ -3,9 +3,9 @@
 profile; on the local cloud a client certificate for its API server).
 
 It is the product's own dynamic provider because the Pulumi Command provider cannot be obtained here (see
-README, known gaps). Its inputs are what the credentials depend on (the cluster and its node groups), so it
-runs again exactly when they change; `refresh` fetches them again too. The kubeconfig is a secret output:
-encrypted in state, never shown.
+docs/toolchain.md, known gaps). Its inputs are what the credentials depend on (the cluster and its node
+groups), so it runs again exactly when they change; `refresh` fetches them again too. The kubeconfig is a
+secret output: encrypted in state, never shown.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ Done. Next steps:
   .venv/bin/npa-pulumi preview --spec examples/fleet1-test.yaml --output markdown   # a PR-style preview
   .venv/bin/npa-pulumi destroy --spec examples/fleet1-test.yaml --yes              # tear the clusters down
   (eval the exports printed above, then `up --spec ... --backend "$PULUMI_BACKEND_URL"` keeps a fleet's
-   state in that bucket, as a team would: README "Team use")
+   state in that bucket, as a team would: docs/team-use.md)
       (projects and buckets are retained, like on Nebius; `npa-pulumi local-cloud reset --yes` wipes the
        simulated cloud, and `rm -rf ~/.npa-pulumi` everything the demo created)
 MSG

@@ -1,7 +1,7 @@
 """One state directory, whoever expands `~`: with $HOME pointing somewhere other than the account's home
 (a CI container, `sudo -E`, a test harness) and no NPA_PULUMI_HOME, `preview`, `up` and `destroy` use
 $HOME/.npa-pulumi/state — the engine too — and the plain `pulumi stack ls` in the repository lists the same
-stacks once PULUMI_BACKEND_URL points it there (README, State)."""
+stacks once PULUMI_BACKEND_URL points it there (docs/how-it-works.md, State)."""
 
 from __future__ import annotations
 

@@ -145,7 +145,7 @@ def ensure(pins: Pins) -> None:
     )
     for name in BINARIES:
         link(bindir / name, name)
-    # A language host on PATH at the pinned version is linked too; none can be built here (see README).
+    # A language host on PATH at the pinned version is linked too; none can be built here (docs/toolchain.md).
     langhost = which_outside_tools("pulumi-language-python")
     if langhost:
         link(Path(langhost), "pulumi-language-python")

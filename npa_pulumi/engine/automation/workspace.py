@@ -6,7 +6,7 @@
 * Secrets: the passphrase provider. A passphrase the user supplies (`PULUMI_CONFIG_PASSPHRASE`, or a file
   named by `PULUMI_CONFIG_PASSPHRASE_FILE` / `--passphrase-file`) wins; otherwise a random passphrase is
   generated once into `~/.npa-pulumi/passphrase` with mode 0600. Losing that file loses the secrets in
-  state, so the README says to keep it with the backend.
+  state, so docs/how-it-works.md says to keep it with the backend.
 """
 
 from __future__ import annotations
