@@ -261,7 +261,7 @@ def check_local_kubernetes() -> Check:
     if missing:
         fix = (
             "`make tools` in a checkout builds them, or turn the API servers off: "
-            "`npa-pulumi local-cloud set kubernetes_api 0`"
+            "`npa-pulumi local-cloud set kubernetes-api 0`"
         )
         return Check(
             "local-kubernetes",

@@ -38,6 +38,7 @@ SETTING_NAMES = {
     "wait-timeout-seconds": "wait_timeout_seconds",
     "project-default-network": "project_default_network",
     "delete-lag-seconds": "delete_lag_seconds",
+    "kubernetes-api": "kubernetes_api",
 }
 
 
@@ -260,7 +261,9 @@ def set_cmd(ctx: click.Context, name: str, value: float) -> None:
     """Change a setting: provisioning-seconds (how long new clusters and node groups stay PROVISIONING),
     wait-timeout-seconds (how long the stand-in recipe waits for RUNNING) or project-default-network
     (1: a new project comes with a `default-network`, a `default-subnet-*` and the network's default
-    security group, as on Nebius; 0: empty)."""
+    security group, as on Nebius; 0: empty), delete-lag-seconds or kubernetes-api (1: a real Kubernetes API
+    server behind every cluster; 0: none, for work that never looks inside a cluster;
+    $NPA_LOCAL_CLOUD_KUBERNETES_API overrides it)."""
 
     def body() -> int:
         simulator_of(ctx).set_setting(SETTING_NAMES[name], value)

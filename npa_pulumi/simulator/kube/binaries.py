@@ -34,6 +34,6 @@ def require_all() -> dict[str, Path]:
         raise KubeBinariesMissing(
             f"the local cloud runs a Kubernetes API server per cluster and needs {', '.join(missing)}: "
             "run `make tools` (builds them from the Go module proxy), set "
-            f"{ENV_BIN_DIR}, or turn the API servers off with `npa-pulumi local-cloud set kubernetes_api 0`"
+            f"{ENV_BIN_DIR}, or turn the API servers off with `npa-pulumi local-cloud set kubernetes-api 0`"
         )
     return {name: path for name, path in found.items() if path is not None}

@@ -121,6 +121,10 @@ def test_settings_can_be_changed(cloud_dir: Path) -> None:
     assert run(cloud_dir, "set", "project-default-network", "1").exit_code == 0
     shown = json.loads(run(cloud_dir, "settings", "--output", "json").stdout)
     assert shown["project_default_network"] == 1.0
+    # The command `doctor` and a missing API server binary suggest: the clusters' API servers off.
+    assert run(cloud_dir, "set", "kubernetes-api", "2").exit_code == 2  # 0 or 1
+    assert run(cloud_dir, "set", "kubernetes-api", "0").exit_code == 0
+    assert json.loads(run(cloud_dir, "settings", "--output", "json").stdout)["kubernetes_api"] == 0.0
 
 
 def test_api_passthrough_prints_one_json_document(cloud_dir: Path) -> None:
