@@ -147,6 +147,12 @@ class ExitAccounting:
         deadline = time.monotonic() + timeout_s
         while wait_for is not None and self.cpu_s(wait_for) is None and time.monotonic() < deadline:
             time.sleep(0.02)
+        # A multi-threaded process's own record follows its last thread's (each task's record is sent as the
+        # task exits): on a loaded machine it can lag by more than a moment, so wait a little for it before
+        # taking a thread's record as the process's.
+        late = min(deadline, time.monotonic() + 0.5)
+        while wait_for is not None and wait_for not in self._processes and time.monotonic() < late:
+            time.sleep(0.02)
         time.sleep(0.1)  # the records of the tree's last exits
         self._stopping.set()
         self._thread.join(timeout=2.0)

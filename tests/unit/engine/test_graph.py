@@ -48,12 +48,17 @@ class FakeExecutor:
     lock: threading.Lock = field(default_factory=threading.Lock)
     running: int = 0
     most_at_once: int = 0
+    # A job holds (up to 2 s) until this many run at once: concurrency shown without timing luck.
+    hold_until_running: int = 0
 
     def work(self, key: str, note: str = "") -> Result:
         with self.lock:
             self.events.append(("start", key + note))
             self.running += 1
             self.most_at_once = max(self.most_at_once, self.running)
+        held = time.monotonic() + 2.0
+        while self.running < self.hold_until_running and time.monotonic() < held:
+            time.sleep(0.005)
         time.sleep(self.slow.get(key, 0.005))
         with self.lock:
             self.events.append(("end", key + note))
@@ -329,7 +334,7 @@ def test_a_halted_wave_blocks_every_later_wave() -> None:
 
 
 def test_a_rollouts_width_narrows_the_scheduler() -> None:
-    fake = FakeExecutor(slow=dict.fromkeys(["f.a.x", "f.a.y", "f.b.z"], 0.03))
+    fake = FakeExecutor(hold_until_running=2)
     waves, _ = arrangement(fake, {1: ["f.a.x", "f.a.y", "f.b.z"]})
     waves.group_of, waves.width = {}, 2
     walk = FleetGraph(fleet(TWO), Share(Stage.CLUSTERS)).forward(WalkKind.UP, fake.visit()).with_waves(waves)
@@ -341,7 +346,7 @@ def test_a_rollouts_width_narrows_the_scheduler() -> None:
 
 
 def test_parallel_keeps_the_items_order_bounds_concurrency_and_reraises() -> None:
-    fake = FakeExecutor(slow={str(i): 0.01 * (5 - i) for i in range(5)})
+    fake = FakeExecutor(slow={str(i): 0.01 * (5 - i) for i in range(5)}, hold_until_running=2)
     assert parallel([str(i) for i in range(5)], lambda key: fake.work(key).key, 2) == [
         "0",
         "1",
