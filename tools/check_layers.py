@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The layering contract of npa_pulumi, and the check that enforces it (run by tests/unit/tools/test_layers.py,
-part of `make test`; `python3 tools/check_layers.py` prints the same report).
+"""The layering contract of npa_pulumi, and the check that enforces it (run by
+tests/unit/tools/test_layers.py, part of `make test`; `python3 tools/check_layers.py` prints the same report).
 
     simulator_cli → cli → {sdk, machine} → engine → {components, preflight, output, policies} → {bridge, plan}
         → simulator → {spec, cloud} → kube → runtime

@@ -4,8 +4,8 @@ A fleet is a two-level graph, project → its clusters. `up`, `preview` and `ref
 project's clusters start as soon as that project's stack is done, never behind a barrier for every
 project); `destroy` walks it backward (a project's phases wait for its clusters). The scheduler knows
 nothing of Pulumi or stacks: a job is a key, the keys it waits for and the work that makes its result,
-so its ordering, fail-fast and blocking rules are tested with plain functions (tests/unit/engine/test_scheduler.py)
-while the engine's integration tests run it over real stacks.
+so its ordering, fail-fast and blocking rules are tested with plain functions
+(tests/unit/engine/test_scheduler.py) while the engine's integration tests run it over real stacks.
 
 Rules:
 * a job starts when every job it waits for has finished and none of them failed; a job one of whose

@@ -3,9 +3,9 @@ command on the example fleets, against goldens (tests/fixtures/json_contract/).
 
 When the goldens were written they were checked against what the code before the engine's redesign (one
 fleet graph, typed requests, backends as peer folders, typed stack outputs) printed for the same commands:
-the same documents, except for the one field added since by design (`health.graphics_smoke_image` in `plan`, the graphics probe's
-image). The documents are normalized for what differs per run only: the temporary home, timestamps and
-elapsed times.
+the same documents, except for the one field added since by design (`health.graphics_smoke_image` in `plan`,
+the graphics probe's image). The documents are normalized for what differs per run only: the temporary home,
+timestamps and elapsed times.
 A deliberate change of a document regenerates the golden: `UPDATE_GOLDEN=1 .venv/bin/python -m pytest
 tests/unit/repo/test_json_contract.py`, reviewed in the diff."""
 
