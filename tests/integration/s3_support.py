@@ -142,6 +142,11 @@ class KeyedS3:
 
     def add_user(self, name: str, bucket: str) -> None:
         """A user whose keys may do anything in `bucket` only (what a Nebius storage role on it grants)."""
+        self.iam().create_user(UserName=name)
+        self.grant(name, bucket)
+
+    def grant(self, user: str, bucket: str) -> None:
+        """The user's keys may do anything in `bucket`, and nothing elsewhere (replaces an earlier grant)."""
         policy = {
             "Version": "2012-10-17",
             "Statement": [
@@ -152,8 +157,7 @@ class KeyedS3:
                 }
             ],
         }
-        self.iam().create_user(UserName=name)
-        self.iam().put_user_policy(UserName=name, PolicyName="bucket", PolicyDocument=json.dumps(policy))
+        self.iam().put_user_policy(UserName=user, PolicyName="bucket", PolicyDocument=json.dumps(policy))
 
     def new_key(self, user: str) -> tuple[str, str]:
         made = self.iam().create_access_key(UserName=user)["AccessKey"]

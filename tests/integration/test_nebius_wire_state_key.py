@@ -249,6 +249,21 @@ def test_a_refused_mint_fails_the_run_with_exit_1_naming_the_grant(run: Run) -> 
     run.assert_nothing_leaked(result, files=0)
 
 
+def test_a_key_without_the_buckets_grant_fails_before_the_engine_naming_the_role(run: Run) -> None:
+    run.state.s3.grant(run.state.user, "someone-elses-bucket")  # the account holds no role on the bucket
+    result = run.fleet("preview", "--no-preflight")
+    assert result.code == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    message = result.json()["error"]["message"]
+    assert f"may not read the bucket (AccessDenied): a group {run.ci.service_account_id}" in message
+    assert "`storage.object-editor` on the bucket" in message and "Traceback" not in result.stderr
+    # Minted, refused by S3, deleted at once: nothing is left to expire, and the engine never ran.
+    assert [c.code for c in key_calls(run.world, CREATE)] == ["OK"]
+    assert [c.code for c in key_calls(run.world, DELETE)] == ["OK"]
+    assert run.world.fake.access_keys == {} and run.state.s3.keys_of(run.state.user) == []
+    assert run.state.s3.server.keys(run.state.bucket) == []
+    run.assert_nothing_leaked(result, files=0)
+
+
 def test_doctor_mints_reads_the_bucket_with_it_and_deletes_it(run: Run) -> None:
     result = npa(
         "doctor", "--cloud", "nebius", "--auth", "federated", "--backend", run.state.url, "--output", "json"

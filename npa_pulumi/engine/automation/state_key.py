@@ -14,6 +14,10 @@ reads find them (cloud/aws_credentials.py: diy_backend.s3_bucket, the audit stor
 them (runtime/daemons.py strips `AWS_*`). Nothing writes the key to a file, a log, a receipt or the state:
 messages name the account and the expiry, never the key's id or secret.
 
+Before the run uses it, the key lists the bucket once (a new key may take a moment to reach the storage
+endpoint: InvalidAccessKeyId is retried for up to a minute), so a missing storage grant on the bucket, or
+a bucket that does not exist, is an error naming it here rather than an engine failure later.
+
 One process, one held key: a second run in the same process (the SDK, a command that opens the fleet
 twice) reuses it while at least half its life is left, and mints a fresh one otherwise; every key minted
 is deleted at release (`release_state_keys`, registered with `atexit` at the first mint, so a CLI command
@@ -30,6 +34,7 @@ import atexit
 import os
 import sys
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +55,8 @@ from npa_pulumi.errors import NpaError, UserInputError
 if TYPE_CHECKING:
     from npa_pulumi.cloud.port import AccessKey, CloudPort
 
+READY_TIMEOUT_S = 60.0  # how long a new key may take to be accepted by the bucket's endpoint
+NOT_YET = "InvalidAccessKeyId"  # what S3 answers a key it does not know (yet)
 LIFETIME_ENV = "NPA_STATE_KEY_LIFETIME_S"
 DEFAULT_LIFETIME_S = 2 * 3600  # a CI preview or deploy job, with room; set it to the job's timeout
 MIN_LIFETIME_S = 300
@@ -115,14 +122,39 @@ def _grant_hint(account: str, project: str) -> str:
     )
 
 
-class StateKeys:
-    """The process's minted state-bucket keys (module-level `STATE_KEYS`)."""
+Probe = Callable[[str, str, SecretStr], str | None]
 
-    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+
+def list_probe(backend_url: str, key_id: str, secret: SecretStr) -> str | None:
+    """List the backend's bucket (one key at most) with this key: None when S3 answers, else its error code
+    (`InvalidAccessKeyId`, `AccessDenied`, `NoSuchBucket`, `HTTP <n>`). OSError when it is unreachable."""
+    from .diy_backend import s3_bucket
+
+    bucket = s3_bucket(backend_url, (key_id, secret))
+    if bucket is None:
+        return None  # a URL npa-pulumi does not read itself (a key prefix): the engine says what it finds
+    response = bucket.client.request("GET", bucket.name, query="list-type=2&max-keys=1")
+    if response.status == 200:
+        return None
+    return response.error_code() or f"HTTP {response.status}"
+
+
+class StateKeys:
+    """The process's minted state-bucket keys (module-level `STATE_KEYS`). `probe` checks that a new key
+    reads the bucket (`list_probe`), retried with `sleep` for `ready_timeout_s` while S3 does not know it."""
+
+    def __init__(
+        self,
+        clock: Callable[[], datetime] | None = None,
+        probe: Probe = list_probe,
+        sleep: Callable[[float], None] = time.sleep,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+    ) -> None:
         self._lock = threading.Lock()
         self._held: MintedKey | None = None
         self._minted: list[MintedKey] = []  # every key minted and not yet deleted
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._probe, self._sleep, self._ready_timeout_s = probe, sleep, ready_timeout_s
         self._atexit = False
 
     @property
@@ -164,6 +196,11 @@ class StateKeys:
             if held is not None and held.remaining_s(self._clock()) >= life / 2:
                 return held
             minted = self._mint(cloud(), bucket_name(backend_url), life)
+            try:
+                self._wait_usable(minted, backend_url)
+            except BaseException:
+                self._delete(minted)
+                raise
             self._minted.append(minted)
             self._held = minted
             os.environ[ACCESS_KEY_ENV] = minted.key.aws_access_key_id
@@ -212,6 +249,36 @@ class StateKeys:
                 f"clock and {LIFETIME_ENV}"
             )
         return minted
+
+    def _wait_usable(self, minted: MintedKey, backend_url: str) -> None:
+        """The new key lists the bucket, or a StateKeyError says why it cannot."""
+        waited, pause = 0.0, 1.0
+        while True:
+            try:
+                refused = self._probe(backend_url, minted.key.aws_access_key_id, minted.secret)
+            except OSError as err:
+                reason = getattr(err, "reason", None) or err
+                raise StateKeyError(f"state bucket {minted.bucket} is unreachable: {reason}") from None
+            if refused is None:
+                return
+            if refused != NOT_YET or waited >= self._ready_timeout_s:
+                break
+            self._sleep(pause)
+            waited, pause = waited + pause, min(pause * 2, 8.0)
+        if refused == "NoSuchBucket":
+            raise StateKeyError(
+                f"state bucket {minted.bucket} does not exist (`npa-pulumi backend init` creates it)"
+            )
+        if refused == NOT_YET:
+            raise StateKeyError(
+                f"{minted.describe()} was minted, but the bucket's endpoint still does not know it after "
+                f"{waited:.0f} s ({NOT_YET})"
+            )
+        raise StateKeyError(
+            f"{minted.describe()} was minted, but may not read the bucket ({refused}): a group "
+            f"{minted.account} is a member of needs an access permit with role `storage.object-editor` on "
+            "the bucket (`npa-pulumi backend init --cloud nebius --ci-repository OWNER/REPO` prints it)"
+        )
 
     @staticmethod
     def _delete(minted: MintedKey) -> str | None:

@@ -100,9 +100,27 @@ def clock() -> Clock:
     return Clock()
 
 
+class Bucket:
+    """The probe's view of the bucket: the answers S3 gives the new key, one per try (then the last one)."""
+
+    def __init__(self, *answers: str | None) -> None:
+        self.answers = list(answers) or [None]
+        self.tries: list[tuple[str, str, str]] = []
+        self.slept: list[float] = []
+
+    def probe(self, backend_url: str, key_id: str, secret: SecretStr) -> str | None:
+        self.tries.append((backend_url, key_id, secret.get_secret_value()))
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
 @pytest.fixture
-def keys(clock: Clock) -> StateKeys:
-    return StateKeys(clock=clock)
+def bucket() -> Bucket:
+    return Bucket()
+
+
+@pytest.fixture
+def keys(clock: Clock, bucket: Bucket) -> StateKeys:
+    return StateKeys(clock=clock, probe=bucket.probe, sleep=bucket.slept.append, ready_timeout_s=10)
 
 
 def port(cloud: KeyCloud) -> CloudPort:
@@ -176,6 +194,47 @@ def test_given_credentials_are_used_as_they_are(keys: StateKeys, monkeypatch: py
     assert keys.ensure(URL, "nebius", "federated", lambda: port(cloud)) is None
     assert cloud.created == [] and os.environ["AWS_ACCESS_KEY_ID"] == "AKIAOPERATOR"
     assert keys.release() == [] and os.environ["AWS_SECRET_ACCESS_KEY"] == "operator-secret"
+
+
+def test_the_new_key_reads_the_bucket_before_the_run_uses_it(keys: StateKeys, bucket: Bucket) -> None:
+    bucket.answers = ["InvalidAccessKeyId", "InvalidAccessKeyId", None]  # S3 learns of a new key late
+    minted = keys.ensure(URL, "nebius", "federated", lambda: port(KeyCloud()))
+    assert minted is not None
+    assert bucket.tries == [(URL, "NAKIMINTED0000000001", f"{SECRET}-1")] * 3 and bucket.slept == [1.0, 2.0]
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "NAKIMINTED0000000001"
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ("AccessDenied", "may not read the bucket (AccessDenied): a group serviceaccount-e00ci is a member"),
+        ("NoSuchBucket", "state bucket fleet-state does not exist (`npa-pulumi backend init` creates it)"),
+        ("InvalidAccessKeyId", "still does not know it after 15 s (InvalidAccessKeyId)"),
+    ],
+)
+def test_a_key_that_cannot_read_the_bucket_is_deleted_and_says_why(
+    keys: StateKeys, bucket: Bucket, answer: str, said: str
+) -> None:
+    bucket.answers = [answer]
+    cloud = KeyCloud()
+    with pytest.raises(StateKeyError) as err:
+        keys.ensure(URL, "nebius", "federated", lambda: port(cloud))
+    assert said in str(err.value) and err.value.exit_code == 1
+    if answer == "AccessDenied":
+        assert "`storage.object-editor` on the bucket" in str(err.value)
+    assert cloud.deleted == ["accesskey-e001"]  # not left to expire
+    assert "AWS_ACCESS_KEY_ID" not in os.environ and keys.held is None and keys.release() == []
+
+
+def test_an_unreachable_bucket_endpoint_is_an_operation_failure(keys: StateKeys) -> None:
+    def unreachable(backend_url: str, key_id: str, secret: SecretStr) -> str | None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    cloud = KeyCloud()
+    broken = StateKeys(probe=unreachable)
+    with pytest.raises(StateKeyError, match=r"state bucket fleet-state is unreachable: .*Connection refused"):
+        broken.ensure(URL, "nebius", "federated", lambda: port(cloud))
+    assert cloud.deleted == ["accesskey-e001"]
 
 
 def test_a_refused_mint_names_what_to_grant_and_changes_nothing(keys: StateKeys) -> None:
