@@ -19,9 +19,10 @@ endpoint: InvalidAccessKeyId is retried for up to a minute), so a missing storag
 a bucket that does not exist, is an error naming it here rather than an engine failure later.
 
 One process, one held key: a second run in the same process (the SDK, a command that opens the fleet
-twice) reuses it while at least half its life is left, and mints a fresh one otherwise; every key minted
-is deleted at release (`release_state_keys`, registered with `atexit` at the first mint, so a CLI command
-deletes it as it exits, however it exits short of being killed; a killed run's key expires by itself).
+twice) reuses it for the same bucket while at least half its life is left, and mints a fresh one
+otherwise; every key minted is deleted at release (`release_state_keys`, registered with `atexit` at the
+first mint, so a CLI command deletes it as it exits, however it exits short of being killed; a killed
+run's key expires by itself).
 
 A refused mint is an `StateKeyError` (exit 1) naming what to grant: the account may create access keys
 for itself (docs/ci-previews.md, "The state bucket without a key"; `backend init --ci-repository` prints
@@ -190,12 +191,12 @@ class StateKeys:
         overrides `NPA_STATE_KEY_LIFETIME_S` (doctor's probe needs minutes, not hours)."""
         if not self.wanted(backend_url, cloud_kind, auth):
             return None
-        life = life_s or lifetime_s()
+        life, bucket = life_s or lifetime_s(), bucket_name(backend_url)
         with self._lock:
             held = self._held
-            if held is not None and held.remaining_s(self._clock()) >= life / 2:
+            if held is not None and held.bucket == bucket and held.remaining_s(self._clock()) >= life / 2:
                 return held
-            minted = self._mint(cloud(), bucket_name(backend_url), life)
+            minted = self._mint(cloud(), bucket, life)
             try:
                 self._wait_usable(minted, backend_url)
             except BaseException:

@@ -187,6 +187,16 @@ def test_a_key_past_half_its_life_is_replaced_and_both_are_deleted(keys: StateKe
     assert cloud.deleted == ["accesskey-e001", "accesskey-e002"]
 
 
+def test_another_bucket_gets_a_key_checked_against_it(keys: StateKeys, bucket: Bucket) -> None:
+    cloud = KeyCloud()
+    first = keys.ensure(URL, "nebius", "federated", lambda: port(cloud))
+    other_url = URL.replace("fleet-state", "other-state")
+    second = keys.ensure(other_url, "nebius", "federated", lambda: port(cloud))
+    assert first is not None and second is not None and second.bucket == "other-state"
+    assert [url for url, _, _ in bucket.tries] == [URL, other_url]
+    assert keys.release() == [] and cloud.deleted == ["accesskey-e001", "accesskey-e002"]
+
+
 def test_given_credentials_are_used_as_they_are(keys: StateKeys, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAOPERATOR")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "operator-secret")
