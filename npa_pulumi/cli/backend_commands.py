@@ -66,7 +66,8 @@ def init_command(
     Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and are never printed; with the local
     cloud and none exported, a key is minted for the bucket and written as an AWS shared-credentials
     profile (0600) whose file and name are printed. With --ci-repository (nebius), also the federated
-    credentials and role bindings keyless CI needs (docs/ci-previews.md)."""
+    credentials and role bindings keyless CI needs, including the access permits that let each CI account
+    mint its run's short-lived key to the state bucket (docs/ci-previews.md)."""
 
     def body() -> int:
         from npa_pulumi.engine.ci_identity import DEFAULT_ENVIRONMENT, ci_identity
@@ -127,11 +128,16 @@ def init_command(
 def _print_ci(ci: CiIdentity) -> None:
     """The keyless-CI section: what to create (Terraform), then the repository's variables."""
     click.echo("")
-    click.echo(f"# Keyless CI for {ci.repository}: no Nebius key in GitHub. Review and apply this Terraform")
-    click.echo("# (Nebius provider) as a tenant admin, with -var project_id=... -var tenant_id=...:")
+    click.echo(f"# Keyless CI for {ci.repository}: no Nebius key and no storage key in GitHub. Review and")
+    variables = " ".join(f"-var {name}=..." for name, _ in ci.variables())
+    click.echo(f"# apply this Terraform (Nebius provider) as a tenant admin, with {variables}:")
     for account in ci.accounts:
         trusted = f"trusted for sub={account.subject}"
         click.echo(f"#   {account.role}: {account.name}, {trusted}, group {account.group}")
+        click.echo(
+            f"#     and group {account.keys_group}: admin on var.{account.project_variable} (a project of "
+            "this account alone: it mints its run's state-bucket key), storage.object-editor on the bucket"
+        )
     click.echo("# " + ci.note)
     click.echo(ci.terraform())
     click.echo("# then set these repository variables (ids, not secrets) from its outputs:")

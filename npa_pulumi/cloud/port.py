@@ -16,6 +16,7 @@ Mutations block until the long-running operation has finished (or `timeout_s` pa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -146,7 +147,8 @@ class AccessKey(CloudRecord):
     service_account_id: str
     project_id: str
     aws_access_key_id: str
-    state: str = "ACTIVE"
+    state: str = "ACTIVE"  # ACTIVE | INACTIVE | EXPIRED | DELETING
+    expires_at: datetime | None = None  # None: the key never expires
 
 
 class AccessKeySecret(CloudRecord):
@@ -289,6 +291,7 @@ class Principal(CloudRecord):
     tenant_id: str
     profile: str = ""
     subject: str = ""
+    project_id: str = ""  # a service account's own project ("" for a user account)
 
 
 @runtime_checkable
@@ -400,8 +403,16 @@ class CloudPort(Protocol):
         self, service_account_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
     ) -> None: ...
     def create_access_key(
-        self, project_id: str, service_account_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
-    ) -> AccessKeySecret: ...
+        self,
+        project_id: str,
+        service_account_id: str,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+        expires_at: datetime | None = None,
+    ) -> AccessKeySecret:
+        """A new access key of the account (a child of `project_id`, the account's project); with
+        `expires_at` (timezone-aware) a temporary one that the cloud refuses from then on."""
+        ...
+
     def delete_access_key(
         self, access_key_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
     ) -> None: ...

@@ -26,6 +26,7 @@ from npa_pulumi.engine.automation import (
     SharedProviderHost,
     StackExecutor,
     StackOp,
+    ensure_state_key,
     host_mode,
     stack_tags,
 )
@@ -110,6 +111,7 @@ class FleetContext:
             # The dynamic providers (the engine's provider process) make their own adapter: same auth.
             self.settings.extra_env[AUTH_ENV] = self.where.auth
         self._cloud: CloudPort | None = None
+        self._mint_state_key()
         self._plans: FleetPlans | None = None
         self._graph: FleetGraph | None = None
         # Set by destroy, cleanup and the teardown plan before planning: they run no stack's program, so
@@ -161,6 +163,16 @@ class FleetContext:
             self.provider_host.close()
         self.settings.extra_env.pop(ATTACH_ENV, None)
         self.settings.extra_env.pop(SOCKET_ENV, None)
+
+    def _mint_state_key(self) -> None:
+        """Federated auth against an s3:// backend with no AWS credentials given: the run's short-lived key
+        to the state bucket, minted for its service account before the engine first reads the state, and
+        deleted when the process ends (engine/automation/state_key.py)."""
+        minted = ensure_state_key(
+            self.settings.backend_url, self.where.cloud, self.where.auth, lambda: self.cloud
+        )
+        if minted is not None:
+            self.progress.message(f"{self.spec.name}: {minted.describe()}; deleted when the run ends")
 
     # ----------------------------------------------------------------------------- the cloud
 

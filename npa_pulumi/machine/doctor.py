@@ -1,7 +1,9 @@
 """`npa-pulumi doctor`: what the fleet needs on this machine for the chosen cloud, checked read-only, each
 with how to fix it. Nothing is created or changed: the backend is only looked at, the passphrase only
-located (never generated), a Nebius token only minted (never printed or stored). The one exception is an
-explicit opt-in: `--install-plugins` runs `pulumi plugin install` for a missing pinned provider plugin.
+located (never generated), a Nebius token only minted (never printed or stored). The exceptions: with
+`--auth federated` and an s3:// backend without AWS credentials, a key to the state bucket is minted for
+ten minutes, used to read the bucket and deleted, as every such run does (the `state-key` check); and the
+explicit opt-in `--install-plugins` runs `pulumi plugin install` for a missing pinned provider plugin.
 
 What `up` on the chosen cloud needs is `fail` when missing (the command exits 1); what only some commands
 or fleets need (kubectl, the Kubernetes binaries of the local cloud's API servers, disk headroom) is `warn`.
@@ -9,13 +11,14 @@ or fleets need (kubectl, the Kubernetes binaries of the local cloud's API server
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import pwd
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from npa_pulumi.runtime.home import npa_home
 
 MIN_FREE_GIB = 2.0  # work dirs, plugin and provider caches, a local cloud's etcd data
 LOW_FREE_GIB = 10.0
+PROBE_KEY_LIFE_S = 600  # the state-key probe's key: deleted at once, expired in minutes if it is not
 OK, WARN, FAIL, SKIP = CheckStatus.OK, CheckStatus.WARN, CheckStatus.FAIL, CheckStatus.SKIP
 
 
@@ -478,6 +482,55 @@ def check_disk() -> Check:
     return Check("disk", OK, summary, details=details)
 
 
+@contextlib.contextmanager
+def state_key_probe(cloud: str, auth: str | None, backend: str | None) -> Iterator[list[Check]]:
+    """A federated run against an s3:// backend with no AWS credentials mints a key to the state bucket
+    (engine/automation/state_key.py): here one is minted the same way, for minutes, the backend check runs
+    with it, and it is deleted; the `state-key` check (appended to the yielded list once the block ends)
+    says how that went. Nothing when a run would mint none."""
+    from npa_pulumi.cloud.factory import make_cloud
+    from npa_pulumi.engine.automation import DEFAULT_BACKEND_URL, StateKeys
+
+    found: list[Check] = []
+    url = backend or os.environ.get("PULUMI_BACKEND_URL") or DEFAULT_BACKEND_URL  # as check_backend reads it
+    keys = StateKeys()
+    if not keys.wanted(url, cloud, auth):
+        yield found
+        return
+    name = "state-key"
+    fix = (
+        "`npa-pulumi backend init --cloud nebius --ci-repository OWNER/REPO` prints the access permit that "
+        "lets the account create keys for itself; or export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+    )
+    adapter: Any = None
+    try:
+        adapter = make_cloud("nebius", auth="federated", call_timeout_s=20.0)
+        minted = keys.ensure(url, cloud, auth, lambda: adapter, life_s=PROBE_KEY_LIFE_S)
+    except Exception as err:  # any failure to mint is this check's failure, never a traceback
+        _close(adapter)
+        found.append(Check(name, FAIL, f"a run could not mint its key to the state bucket: {err}", fix))
+        yield found
+        return
+    try:
+        yield found
+    finally:
+        failures = keys.release()
+        _close(adapter)
+        if minted is None:  # not reached: wanted() said a key is needed
+            found.append(Check(name, FAIL, "no key was minted", fix))
+        elif failures:
+            found.append(Check(name, WARN, f"{minted.describe()} was minted; " + "; ".join(failures), fix))
+        else:
+            summary = f"{minted.describe()} was minted, used by the backend check, and deleted"
+            found.append(Check(name, OK, summary, details={"service_account_id": minted.account}))
+
+
+def _close(adapter: Any) -> None:
+    close = getattr(adapter, "close", None)
+    if close is not None:
+        close()
+
+
 def _guarded(name: str, check: Callable[[], Check]) -> Check:
     """One check that broke is reported as failed, never as a traceback that hides the others."""
     try:
@@ -507,10 +560,13 @@ def run_doctor(
     if cloud == "local":
         checks.append(_guarded("local-kubernetes", check_local_kubernetes))
     checks += check_nebius(cloud, profile, auth)
-    try:
-        checks += check_backend(backend)
-    except Exception as err:
-        checks.append(Check("backend", FAIL, f"the check itself failed: {type(err).__name__}: {err}"))
+    with state_key_probe(cloud, auth, backend) as probe:
+        try:
+            checks += check_backend(backend)  # with a federated run's key: the key's own proof of use
+        except Exception as err:
+            checks.append(Check("backend", FAIL, f"the check itself failed: {type(err).__name__}: {err}"))
+    if probe:
+        checks.append(probe[0])
     checks.append(_guarded("passphrase", lambda: check_passphrase(passphrase_file)))
     checks.append(_guarded("disk", check_disk))
     return DoctorReport(cloud=cloud, checks=checks)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -253,9 +254,18 @@ class LocalCloud:
         self.simulator.delete_service_account(service_account_id, timeout_s=timeout_s)
 
     def create_access_key(
-        self, project_id: str, service_account_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+        self,
+        project_id: str,
+        service_account_id: str,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+        expires_at: datetime | None = None,
     ) -> AccessKeySecret:
-        created = self.simulator.create_access_key(project_id, service_account_id, timeout_s=timeout_s)
+        created = self.simulator.create_access_key(
+            project_id,
+            service_account_id,
+            timeout_s=timeout_s,
+            expires_at=None if expires_at is None else expires_at.timestamp(),
+        )
         return AccessKeySecret(key=_as(AccessKey, created["key"]), secret=SecretStr(created["secret"]))
 
     def delete_access_key(self, access_key_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:

@@ -117,8 +117,15 @@ def _access_key(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str,
         "service_account_id": row["parent_id"],
         "project_id": row["project_id"],
         "aws_access_key_id": data["aws_access_key_id"],
-        "state": "ACTIVE",
+        "state": "EXPIRED" if key_expired(data, now) else "ACTIVE",
+        "expires_at": data.get("expires_at"),
     }
+
+
+def key_expired(data: dict[str, Any], now: float) -> bool:
+    """Whether an access key's data says it has expired (a temporary key past its `expires_at`)."""
+    expires = data.get("expires_at")
+    return isinstance(expires, int | float) and now >= expires
 
 
 def _filesystem(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str, Any]:

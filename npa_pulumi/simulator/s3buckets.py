@@ -4,6 +4,8 @@ cloud's own API creates and deletes them) and a bucket's versioning status."""
 
 from __future__ import annotations
 
+import time
+
 from npa_pulumi.cloud.errors import AlreadyExists, CloudError, QuotaExceeded
 from npa_pulumi.simulator import records
 from npa_pulumi.simulator.access_keys import SECRET_DERIVATION, access_key_secret
@@ -30,7 +32,8 @@ class S3Buckets:
         self.buckets = buckets
 
     def access_key(self, aws_access_key_id: str) -> AccessKey | None:
-        """The live access key with this public id, or None (unknown, deleted or being deleted)."""
+        """The live access key with this public id, or None (unknown, deleted, being deleted, or a temporary
+        key past its expiry: S3 refuses it as unknown)."""
         with self.store.op("s3_access_key", {}, write=False, inject=False) as ctx:
             row = ctx.conn.execute(
                 "SELECT * FROM resources WHERE kind = 'access_key' AND name = ?", (aws_access_key_id,)
@@ -38,6 +41,8 @@ class S3Buckets:
             if gone(row):
                 return None
             data = records.data_of(row)
+            if records.key_expired(data, time.time()):
+                return None
             return AccessKey(
                 aws_access_key_id,
                 row["tenant_id"],

@@ -82,9 +82,11 @@ class ServiceAccounts:
         service_account_id: str,
         idempotency_key: str | None = None,
         timeout_s: float | None = None,
+        expires_at: float | None = None,
     ) -> dict[str, Any]:
         """`{"key": <access key record>, "secret": <secret>}`; the secret is never readable again, so a
-        replayed idempotency key is refused rather than answered without it."""
+        replayed idempotency key is refused rather than answered without it. `expires_at` (seconds since the
+        epoch): a temporary key, EXPIRED and refused by the S3 endpoint from then on."""
         params = {"project_id": project_id, "service_account_id": service_account_id}
         with self.store.op("create_access_key", params, write=True, timeout_s=timeout_s) as ctx:
             if ctx.replay("access_key", idempotency_key, params) is not None:
@@ -109,6 +111,7 @@ class ServiceAccounts:
                     "aws_access_key_id": aws_id,
                     "secret_sha256": sha256(secret),
                     "secret_derivation": SECRET_DERIVATION,
+                    **({"expires_at": expires_at} if expires_at is not None else {}),
                 },
                 params=params,
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import time
 from typing import Any
 
 from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument, PermissionDenied
@@ -148,6 +149,8 @@ class Buckets:
             key_data = records.data_of(key_row) if key_row is not None else {}
             if key_row is None or key_data.get("aws_access_key_id") != aws_access_key_id:
                 raise PermissionDenied(f"InvalidAccessKeyId: access key {aws_access_key_id} does not exist")
+            if records.key_expired(key_data, time.time()):
+                raise PermissionDenied(f"InvalidAccessKeyId: access key {aws_access_key_id} has expired")
             if key_row["project_id"] != bucket["project_id"]:
                 raise PermissionDenied(
                     f"AccessDenied: access key {aws_access_key_id} is in project {key_row['project_id']}, "

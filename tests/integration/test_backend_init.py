@@ -97,12 +97,22 @@ def test_backend_init_prints_what_keyless_ci_needs(isolated_home: Path, s3_serve
     assert 'name      = "viewers"' in out and 'name      = "editors"' in out
     assert "NEBIUS_PREVIEW_SERVICE_ACCOUNT_ID" in out and "NEBIUS_DEPLOY_SERVICE_ACCOUNT_ID" in out
     assert "id-token: write" in out
+    # Each account mints its run's key to the state bucket: admin on a project of its own, the bucket's role.
+    for role in ("preview", "deploy"):
+        assert f'resource "nebius_iam_v1_access_permit" "npa_ci_{role}_own_keys"' in out
+        assert f'resource_id = var.{role}_project_id\n  role        = "admin"' in out
+        assert f'resource "nebius_iam_v1_access_permit" "npa_ci_{role}_state"' in out
+        assert f"-var {role}_project_id=..." in out
+    assert 'resource_id = var.state_bucket_id\n  role        = "storage.object-editor"' in out
+    assert "no storage key in GitHub" in out
 
     document = npa(*base, "--region", "us-east-1", "--ci-repository", "acme/gpu-fleet", "-o", "json")
     assert document.code == 0, document.stderr
     ci = document.json()["ci"]
     assert [a["group"] for a in ci["accounts"]] == ["viewers", "editors"]
     assert ci["environment"] == "fleet-production" and "nebius_iam_v1_group_membership" in ci["terraform"]
+    assert [a["project_variable"] for a in ci["accounts"]] == ["preview_project_id", "deploy_project_id"]
+    assert "nebius_iam_v1_access_permit" in ci["terraform"]
     for result in (text, document):
         assert s3_server.secret_key not in result.stdout + result.stderr
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import secrets
 import string
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,6 +202,14 @@ class FakeNebius:
     # As Nebius does: a key touches a bucket only when its service account is in a group that holds an
     # access permit with a storage role on that bucket (or on its project or tenant).
     s3_require_grants: bool = True
+    # Service accounts allowed to create access keys, each only for itself (what `backend init
+    # --ci-repository` prints: an `admin` access permit on a project holding no other account). Nebius
+    # documents creating access keys as an admin's act; a service account not named here is refused.
+    access_key_creators: set[str] = field(default_factory=set)
+    # Where a new key's AWS id and secret come from (the service account's id in): random by default; a
+    # test points it at another S3 server's own key store (moto's IAM) so that server accepts the key.
+    access_key_material: Callable[[str], tuple[str, str]] | None = None
+    access_key_deleted: Callable[[str], None] | None = None  # told each deleted key's AWS id
 
     # ------------------------------------------------------------------ seeding
 
@@ -662,8 +671,13 @@ class FakeNebius:
 
     def new_access_key(self, project_id: str, sa_id: str, spec: Any) -> AccessKeyState:
         kid = new_id("accesskey")
-        aws_id = "NAKI" + "".join(secrets.choice(string.ascii_uppercase + string.digits) for _ in range(16))
-        secret = secrets.token_urlsafe(30)
+        if self.access_key_material is not None:
+            aws_id, secret = self.access_key_material(sa_id)
+        else:
+            aws_id = "NAKI" + "".join(
+                secrets.choice(string.ascii_uppercase + string.digits) for _ in range(16)
+            )
+            secret = secrets.token_urlsafe(30)
         key = iam2.AccessKey(
             metadata=common.ResourceMetadata(id=kid, parent_id=project_id),
             spec=spec,
@@ -673,10 +687,31 @@ class FakeNebius:
         self.access_keys[kid] = state
         return state
 
+    def drop_access_key(self, key_id: str) -> None:
+        state = self.access_keys.pop(key_id, None)
+        if state is not None and self.access_key_deleted is not None:
+            self.access_key_deleted(state.key.status.aws_access_key_id)
+
+    @staticmethod
+    def key_expired(state: AccessKeyState, now: float | None = None) -> bool:
+        spec = state.key.spec
+        if not spec.HasField("expires_at"):
+            return False
+        expires: float = spec.expires_at.timestamp()
+        return (time.time() if now is None else now) >= expires
+
+    def key_view(self, state: AccessKeyState) -> Any:
+        """The key as the API reports it: EXPIRED once a temporary key is past its `expires_at`."""
+        key = copy(state.key)
+        if self.key_expired(state):
+            key.status.state = iam2.AccessKeyStatus.State.EXPIRED
+        return key
+
     def secret_for(self, aws_access_key_id: str) -> str | None:
+        """The secret of a live key (an expired temporary key is refused as unknown)."""
         with self.lock:
             for state in self.access_keys.values():
-                if state.key.status.aws_access_key_id == aws_access_key_id:
+                if state.key.status.aws_access_key_id == aws_access_key_id and not self.key_expired(state):
                     return state.secret
         return None
 

@@ -320,7 +320,9 @@ class WireServicers:
     def key_list(self, request: Any, token: TokenInfo) -> Any:
         self._parent(request.parent_id, token, self.fake.projects)
         keys = [
-            s.key for s in self.fake.access_keys.values() if s.key.metadata.parent_id == request.parent_id
+            self.fake.key_view(s)
+            for s in self.fake.access_keys.values()
+            if s.key.metadata.parent_id == request.parent_id
         ]
         return self._page(keys, request, iam2.ListAccessKeysResponse)
 
@@ -353,11 +355,27 @@ class WireServicers:
                 for k, s in self.fake.access_keys.items()
                 if s.key.spec.account.service_account.id == request.id
             ]:
-                del self.fake.access_keys[kid]
+                self.fake.drop_access_key(kid)
 
         return self.fake.start_operation(
             "ServiceAccountService/Delete", request.id, "delete service account", done
         )
+
+    def _may_manage_keys_of(self, token: TokenInfo, sa_id: str, project: str) -> None:
+        """A service account manages access keys only of itself, and only with the grant to
+        (`access_key_creators`); a user's token (the profile's) is not restricted here."""
+        if token.kind != "service_account":
+            return
+        if sa_id != token.subject:
+            raise FakeError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{token.subject} may not manage access keys of another account ({sa_id})",
+            )
+        if token.subject not in self.fake.access_key_creators:
+            raise FakeError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{token.subject} has no permission to create access keys in project {project}",
+            )
 
     def key_create(self, request: Any, token: TokenInfo) -> Any:
         project = self._parent(request.metadata.parent_id, token, self.fake.projects)
@@ -365,6 +383,9 @@ class WireServicers:
         sa = self.fake.service_accounts.get(sa_id)
         if sa is None or sa.metadata.parent_id != project:
             raise FakeError(grpc.StatusCode.NOT_FOUND, f"service account {sa_id} not found in {project}")
+        self._may_manage_keys_of(token, sa_id, project)
+        if request.spec.HasField("expires_at") and request.spec.expires_at.timestamp() <= time.time():
+            raise FakeError(grpc.StatusCode.INVALID_ARGUMENT, "spec.expires_at must be in the future")
         state = self.fake.new_access_key(project, sa_id, copy(request.spec))
         state.key.metadata.name = request.metadata.name
         return self.fake.start_operation(
@@ -377,10 +398,11 @@ class WireServicers:
         if state is None:
             raise FakeError(grpc.StatusCode.NOT_FOUND, f"access key {request.id} not found")
         self.fake.check_access(token, request.id)
-        return copy(state.key)
+        return self.fake.key_view(state)
 
     def key_get_secret(self, request: Any, token: TokenInfo) -> Any:
-        self.key_get(request, token)
+        key = self.key_get(request, token)
+        self._may_manage_keys_of(token, key.spec.account.service_account.id, key.metadata.parent_id)
         state = self.fake.access_keys[request.id]
         if state.key.spec.secret_delivery_mode != iam2.SecretDeliveryMode.EXPLICIT:
             raise FakeError(
@@ -394,12 +416,13 @@ class WireServicers:
         )
 
     def key_delete(self, request: Any, token: TokenInfo) -> Any:
-        self.key_get(request, token)
+        key = self.key_get(request, token)
+        self._may_manage_keys_of(token, key.spec.account.service_account.id, key.metadata.parent_id)
         return self.fake.start_operation(
             "AccessKeyService/Delete",
             request.id,
             "delete access key",
-            lambda: _discard(self.fake.access_keys, request.id),
+            lambda: self.fake.drop_access_key(request.id),
         )
 
     # ------------------------------------------------------------------ IAM groups and access permits

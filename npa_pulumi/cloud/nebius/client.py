@@ -372,7 +372,9 @@ class NebiusClient:
                 f"{subject} ({self.identity.describe()}) is not a member of tenant {tenant}",
                 CloudRequest("iam.v1.ProfileService.Get"),
             )
-        self._principal = Principal(tenant_id=tenant, profile=self.identity.profile, subject=subject)
+        self._principal = Principal(
+            tenant_id=tenant, profile=self.identity.profile, subject=subject, project_id=self._home_project
+        )
         return self._principal
 
     def _tenant_of_project(self, project_id: str) -> str:

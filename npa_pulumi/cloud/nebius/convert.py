@@ -228,6 +228,7 @@ def access_key(k: Any) -> AccessKey:
         project_id=k.metadata.parent_id,
         aws_access_key_id=k.status.aws_access_key_id,
         state=word(k.status.state, "STATE_"),
+        expires_at=k.spec.expires_at if k.spec.HasField("expires_at") else None,  # the SDK's datetime
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import ssl
 import uuid
+from datetime import datetime
 
 from pydantic import SecretStr
 
@@ -254,18 +255,23 @@ class StorageAndAccess(NebiusClient):
         )
 
     def create_access_key(
-        self, project_id: str, service_account_id: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+        self,
+        project_id: str,
+        service_account_id: str,
+        timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
+        expires_at: datetime | None = None,
     ) -> AccessKeySecret:
-
         iam1, iam2, common = self._api("iam.v1"), self._api("iam.v2"), self._api("common.v1")
         client = self._client("iam.v2", "AccessKeyServiceClient")
+        spec = iam2.AccessKeySpec(
+            account=iam1.Account(service_account=iam1.Account.ServiceAccount(id=service_account_id)),
+            description="npa-fleet-access-key",
+            secret_delivery_mode=iam2.SecretDeliveryMode.EXPLICIT,
+        )
+        if expires_at is not None:
+            spec.expires_at = expires_at  # the SDK converts an aware datetime to the Timestamp
         request = iam2.CreateAccessKeyRequest(
-            metadata=common.ResourceMetadata(parent_id=project_id),
-            spec=iam2.AccessKeySpec(
-                account=iam1.Account(service_account=iam1.Account.ServiceAccount(id=service_account_id)),
-                description="npa-fleet-access-key",
-                secret_delivery_mode=iam2.SecretDeliveryMode.EXPLICIT,
-            ),
+            metadata=common.ResourceMetadata(parent_id=project_id), spec=spec
         )
         op = self._mutate(
             "iam.v2.AccessKeyService.Create",

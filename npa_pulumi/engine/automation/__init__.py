@@ -15,7 +15,8 @@ The face (names load on first use, PEP 562: the SDK's backend URL must not bring
   `file_backend_root`, `s3_state_bucket`); the audit trail's store (`append_audit_record`,
   `read_audit_records`, `AuditUnavailable`).
 * Where the state lives and how the engine is set up: `EngineSettings`, `PROJECT_NAME`,
-  `DEFAULT_BACKEND_URL`, `resolve_backend_url`, `engine_version`.
+  `DEFAULT_BACKEND_URL`, `resolve_backend_url`, `engine_version`; a federated run's minted key to its
+  s3:// state bucket (`ensure_state_key`, `release_state_keys`, `StateKeys`, `StateKeyError`).
 
 Inside, one concern per module:
 
@@ -32,6 +33,7 @@ Inside, one concern per module:
 * `workspace.py`: the backend URL, secrets, the workspace and the engine's environment;
 * `diy_backend.py`: checkpoints, locks and tags read straight from a DIY backend (format versions pinned);
 * `audit_store.py`: where the audit trail's records live in a DIY backend;
+* `state_key.py`: a federated run's short-lived key to its s3:// state bucket, minted and deleted;
 * `provider_host.py`: the command's shared dynamic-provider host (`SharedProviderHost`), served in the
   orchestrator's process or a process of its own (runtime/provider_host.py is the server itself).
 """
@@ -62,6 +64,12 @@ if TYPE_CHECKING:
     from npa_pulumi.engine.automation.provider_host import HostMode, SharedProviderHost, host_mode
     from npa_pulumi.engine.automation.stack_op import StackCommand, StackOp, change_counts
     from npa_pulumi.engine.automation.stack_operations import StackExecutor
+    from npa_pulumi.engine.automation.state_key import (
+        StateKeyError,
+        StateKeys,
+        ensure_state_key,
+        release_state_keys,
+    )
     from npa_pulumi.engine.automation.tags import stack_tags
     from npa_pulumi.engine.automation.workspace import (
         DEFAULT_BACKEND_URL,
@@ -98,6 +106,11 @@ _MODULE_OF = {
     "AuditUnavailable": "audit_store",
     "append_audit_record": "audit_store:append",
     "read_audit_records": "audit_store:read_all",
+    # a federated run's key to its s3:// state bucket
+    "StateKeyError": "state_key",
+    "StateKeys": "state_key",
+    "ensure_state_key": "state_key",
+    "release_state_keys": "state_key",
     # where the state lives, and the engine
     "DEFAULT_BACKEND_URL": "workspace",
     "EngineSettings": "workspace",
@@ -119,15 +132,19 @@ __all__ = [
     "StackListingFailed",
     "StackLocked",
     "StackOp",
+    "StateKeyError",
+    "StateKeys",
     "append_audit_record",
     "change_counts",
     "checkpoint_dir",
     "checkpoint_outputs",
     "engine_version",
+    "ensure_state_key",
     "file_backend_root",
     "host_mode",
     "list_fleet_stacks",
     "read_audit_records",
+    "release_state_keys",
     "resolve_backend_url",
     "s3_state_bucket",
     "stack_interrupted",

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from pydantic import SecretStr
+
 from npa_pulumi.cloud.aws_credentials import from_environment
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive
@@ -428,10 +430,10 @@ def _xml_unescape(text: str) -> str:
     return text
 
 
-def s3_bucket(backend_url: str) -> S3Bucket | None:
-    """The bucket of an `s3://BUCKET?endpoint=…&region=…` backend, readable with the access key in the
-    environment (the variables, or a shared-credentials profile: aws_credentials.py); None for another
-    backend, a URL with a key prefix, or no usable key here."""
+def s3_bucket(backend_url: str, credentials: tuple[str, SecretStr] | None = None) -> S3Bucket | None:
+    """The bucket of an `s3://BUCKET?endpoint=…&region=…` backend, readable with `credentials`, else the
+    access key in the environment (the variables, or a shared-credentials profile: aws_credentials.py);
+    None for another backend, a URL with a key prefix, or no usable key here."""
     if not backend_url.startswith("s3://"):
         return None
     parsed = urllib.parse.urlsplit(backend_url)
@@ -439,7 +441,7 @@ def s3_bucket(backend_url: str) -> S3Bucket | None:
     if not parsed.netloc or parsed.path.strip("/") or query.get("prefix"):
         return None
     # A session token would have to be signed too; the S3 client here signs with a plain key only.
-    credentials = from_environment()
+    credentials = credentials or from_environment()
     if credentials is None:
         return None
     key, secret = credentials

@@ -193,6 +193,39 @@ def test_ci_identity_trusts_pull_requests_to_read_and_the_environment_to_deploy(
     assert credentials["federated_subject_id"] == '"repo:acme/gpu-fleet:environment:prod"'
     assert credentials["oidc_provider"]["issuer_url"] == f'"{GITHUB_ISSUER}"'
     assert credentials["subject_id"] == "${nebius_iam_v1_service_account.npa_ci_deploy.id}"
+    assert credentials["parent_id"] == "${var.deploy_project_id}"
+
+
+def test_each_ci_account_may_mint_keys_for_itself_and_use_the_state_bucket_only() -> None:
+    ci = ci_identity("acme/gpu-fleet", "prod")
+    parsed = hcl2.loads(ci.terraform())
+    variables = {name.strip('"') for block in parsed["variable"] for name in block}
+    assert variables == {"tenant_id", "preview_project_id", "deploy_project_id", "state_bucket_id"}
+    blocks = _resources(ci.terraform())
+    for role in ("preview", "deploy"):
+        key = f"npa_ci_{role}"
+        # Each account lives alone in a project of its own: an access key's parent is the project.
+        assert blocks[("nebius_iam_v1_service_account", key)]["parent_id"] == f"${{var.{role}_project_id}}"
+        group = blocks[("nebius_iam_v1_group", f"{key}_keys")]
+        assert group["parent_id"] == "${var.tenant_id}" and group["name"] == f'"npa-ci-{role}-gpu-fleet-keys"'
+        member = blocks[("nebius_iam_v1_group_membership", f"{key}_keys")]
+        assert member["parent_id"] == f"${{nebius_iam_v1_group.{key}_keys.id}}"
+        assert member["member_id"] == f"${{nebius_iam_v1_service_account.{key}.id}}"
+        own = blocks[("nebius_iam_v1_access_permit", f"{key}_own_keys")]
+        assert (own["resource_id"], own["role"]) == (f"${{var.{role}_project_id}}", '"admin"')
+        state = blocks[("nebius_iam_v1_access_permit", f"{key}_state")]
+        assert (state["resource_id"], state["role"]) == ("${var.state_bucket_id}", '"storage.object-editor"')
+        assert own["parent_id"] == state["parent_id"] == f"${{nebius_iam_v1_group.{key}_keys.id}}"
+    # Nothing grants admin wider than an account's own project.
+    admins = [
+        b
+        for (kind, _), b in blocks.items()
+        if kind == "nebius_iam_v1_access_permit" and b["role"] == '"admin"'
+    ]
+    assert sorted(b["resource_id"] for b in admins) == [
+        "${var.deploy_project_id}",
+        "${var.preview_project_id}",
+    ]
 
 
 def _resources(text: str) -> dict[tuple[str, str], dict[str, Any]]:

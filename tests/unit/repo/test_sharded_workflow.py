@@ -29,9 +29,12 @@ def test_matrix_covers_every_shard_once() -> None:
     deploy = next(step for step in job["steps"] if step.get("name") == "Deploy this shard")
     assert '--shard "${SHARD}/${SHARDS}"' in deploy["run"]
     assert "--break-lock" not in deploy["run"]
-    # Credentials come from secrets into the environment, never onto the command line.
-    assert deploy["env"]["AWS_SECRET_ACCESS_KEY"].startswith("${{ secrets.")
-    assert "AWS_SECRET_ACCESS_KEY" not in deploy["run"]
+    # The passphrase comes from a secret into the environment, never onto the command line; the state
+    # bucket's key is minted by the run itself, living a little past the job's timeout.
+    assert deploy["env"]["PULUMI_CONFIG_PASSPHRASE"].startswith("${{ secrets.")
+    assert "PULUMI_CONFIG_PASSPHRASE" not in deploy["run"]
+    assert "AWS_SECRET_ACCESS_KEY" not in deploy["env"]
+    assert int(deploy["env"]["NPA_STATE_KEY_LIFETIME_S"]) > job["timeout-minutes"] * 60
 
 
 # ------------------------------------------------------------------------------ fleet-deploy-matrix.yml

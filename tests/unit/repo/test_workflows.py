@@ -174,14 +174,13 @@ EXAMPLES = sorted((REPO / "examples" / "ci" / "github").glob("*.yml"))
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_workflows_hold_no_nebius_secret_and_authenticate_keylessly(path: Path) -> None:
     text = path.read_text()
-    secrets = set(re.findall(r"\$\{\{ secrets\.([A-Z0-9_]+) \}\}", text))
-    # What remains secret is the state's passphrase and the state bucket's S3 key, never a Nebius credential.
-    assert secrets <= {
-        "PULUMI_CONFIG_PASSPHRASE",
-        "PULUMI_BACKEND_ACCESS_KEY_ID",
-        "PULUMI_BACKEND_SECRET_ACCESS_KEY",
-    }
+    secrets = set(re.findall(r"\$\{\{\s*secrets\.([A-Za-z0-9_]+)\s*\}\}", text))
+    # The one secret left is the state's passphrase (Pulumi's, not a Nebius credential): no Nebius key, no
+    # token, and no key to the state bucket in Object Storage either (each run mints its own).
+    assert secrets == {"PULUMI_CONFIG_PASSPHRASE"}, secrets
     assert "credentials.json" not in text and "private-key" not in text and "NEBIUS_IAM_TOKEN" not in text
+    for storage_key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        assert storage_key not in text, storage_key
     workflow = load(path)
     nebius_jobs = {name: job for name, job in workflow["jobs"].items() if "--cloud nebius" in str(job)}
     assert nebius_jobs
@@ -198,6 +197,11 @@ def test_example_workflows_hold_no_nebius_secret_and_authenticate_keylessly(path
         # The identity step comes before any step that reaches Nebius.
         order = [i for i, s in enumerate(steps(job)) if "--cloud nebius" in s.get("run", "")]
         assert steps(job).index(identity) < min(order), name
+        # Every step that reads the state bucket mints its key, living a little past the job's timeout.
+        for step in steps(job):
+            if "PULUMI_BACKEND_URL" in step.get("env", {}):
+                life = int(step["env"]["NPA_STATE_KEY_LIFETIME_S"])
+                assert job["timeout-minutes"] * 60 < life <= job["timeout-minutes"] * 60 + 1800, name
 
 
 def test_every_secret_and_variable_is_explained() -> None:
@@ -206,6 +210,7 @@ def test_every_secret_and_variable_is_explained() -> None:
     docs = DOCS.read_text()
     names = set(re.findall(r"\$\{\{ (?:secrets|vars)\.([A-Z0-9_]+) \}\}", text))
     assert names >= {"PULUMI_CONFIG_PASSPHRASE", "NEBIUS_PREVIEW_SERVICE_ACCOUNT_ID", "PULUMI_BACKEND_URL"}
+    names.add("NPA_STATE_KEY_LIFETIME_S")  # set in the workflow itself, explained in both places too
     for name in names:
         assert name in header, f"{name} is not explained in the workflow's header comment"
         assert name in docs, f"{name} is not explained in docs/ci-previews.md"

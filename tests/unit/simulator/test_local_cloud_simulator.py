@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -299,6 +300,25 @@ def test_probe_bucket_verifies_the_access_key(cloud: LocalCloud) -> None:
     cloud.delete_service_account(account.id)  # its keys go with it
     with pytest.raises(PermissionDenied, match="InvalidAccessKeyId"):
         cloud.probe_bucket(bucket, credentials)
+
+
+def test_a_temporary_access_key_expires_and_is_refused_from_then_on(cloud: LocalCloud) -> None:
+    bucket = cloud.create_bucket("project-existing1", "short-lived", "standard", GIB)
+    account = cloud.create_service_account("project-existing1", "ci")
+    cloud.grant_bucket_access("project-existing1", bucket.id, account.id, "storage-access")
+    expires = datetime.now(UTC) + timedelta(seconds=1.5)
+    credentials = cloud.create_access_key("project-existing1", account.id, expires_at=expires)
+    assert credentials.key.expires_at is not None
+    assert abs((credentials.key.expires_at - expires).total_seconds()) < 0.01
+    assert credentials.key.state == "ACTIVE"
+    cloud.probe_bucket(bucket, credentials)  # usable until it expires
+    time.sleep(1.6)
+    (listed,) = cloud.list_access_keys("project-existing1", account.id)
+    assert listed.state == "EXPIRED" and listed.expires_at == credentials.key.expires_at
+    with pytest.raises(PermissionDenied, match=r"InvalidAccessKeyId: .* has expired"):
+        cloud.probe_bucket(bucket, credentials)
+    forever = cloud.create_access_key("project-existing1", account.id)
+    assert forever.key.expires_at is None and forever.key.state == "ACTIVE"
 
 
 def test_the_inventory_never_shows_access_key_secrets(sim: LocalSimulator) -> None:
