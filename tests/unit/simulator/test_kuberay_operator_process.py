@@ -45,7 +45,13 @@ def test_runs_while_wanted_and_stops_when_not(fake_operator: Path, tmp_path: Pat
     proc = operator.OperatorProcess(tmp_path / "cluster", {"kind": "Config"}, lines.append)
     proc.sync(True)
     pid = proc.pid
-    assert pid is not None and operator.running_pid(tmp_path / "cluster") == pid
+    log = tmp_path / "cluster" / "kuberay" / "operator.log"
+    why = (
+        lines,
+        proc.proc and proc.proc.poll(),
+        log.read_text() if log.exists() else "",
+    )  # seen once, under load
+    assert pid is not None and operator.running_pid(tmp_path / "cluster") == pid, why
     kubeconfig = tmp_path / "cluster" / "kuberay" / "kubeconfig"
     assert kubeconfig.stat().st_mode & 0o777 == 0o600
     assert _environ_has(pid, f"KUBECONFIG={kubeconfig}".encode())
