@@ -320,6 +320,19 @@ class FleetContext:
             key_shared_with=plan.project_stack,
         )
 
+    def reading_op(self, plan: ClusterPlan) -> StackOp:
+        """A program-less op of a cluster stack: for reading what it recorded (`status`), without building
+        its program and fingerprint."""
+        return StackOp(
+            plan.stack,
+            "cluster",
+            plan.project_key,
+            plan.cluster_name,
+            None,
+            stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
+            backend=plan.backend,
+        )
+
     def target_ops(self) -> list[StackOp]:
         """Program-less ops of every selected target's cluster stack: for reading outputs only (they need
         no plan, so no recipe, SSH key or region)."""
@@ -369,6 +382,13 @@ class FleetContext:
             for op, outputs in zip(wanted, read, strict=True):
                 self._outputs[op.stack] = outputs
         return {op.stack: self._outputs.get(op.stack) for op in ops}
+
+    def outputs_of(self, op: StackOp) -> dict[str, Any] | None:
+        """One stack's outputs through the same cache, read in the calling thread (a worker of a walk that
+        visits every stack: `status` reads each once, and its cost then reads them from here)."""
+        if op.stack not in self._outputs:
+            self._outputs[op.stack] = self.executor.outputs(op)
+        return self._outputs[op.stack]
 
     def cached_outputs(self, stack: str) -> dict[str, Any] | None:
         """The outputs last read for `stack` (None when unread or absent): no engine is asked."""

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import orjson
+
 from npa_pulumi.engine.aws_credentials import from_environment
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive
@@ -67,12 +69,20 @@ def diy_root(backend_url: str) -> Path | None:
     return Path(os.path.expanduser(backend_url[len("file://") :].partition("?")[0]))
 
 
+# Backend roots whose `.pulumi/meta.yaml` showed the layout this module knows, read once a process: a
+# fleet-wide read asks for every stack's files (three times per stack for `status`), and the engine never
+# moves a backend off a layout (an older one is upgraded only by `pulumi state upgrade`, not mid-command).
+_KNOWN_LAYOUT: set[Path] = set()
+
+
 def stacks_dir(backend_url: str, project_name: str) -> Path | None:
     """Where a project-scoped DIY (file://) backend keeps this project's checkpoints; None for any other
     backend, or a layout this module does not know (legacy or future), so callers ask the CLI instead."""
     root = diy_root(backend_url)
     if root is None:
         return None
+    if root in _KNOWN_LAYOUT:
+        return root / ".pulumi" / "stacks" / project_name
     try:
         meta = (root / ".pulumi" / "meta.yaml").read_text()
     except FileNotFoundError:
@@ -82,6 +92,7 @@ def stacks_dir(backend_url: str, project_name: str) -> Path | None:
         return None
     if not any(line.strip() == f"version: {META_VERSION}" for line in meta.splitlines()):
         return None
+    _KNOWN_LAYOUT.add(root)
     return root / ".pulumi" / "stacks" / project_name
 
 
@@ -215,14 +226,15 @@ def _latest_deployment(backend_url: str, stack: str, project_name: str) -> Any:
         return NO_FAST_PATH
     base = directory / f"{stack}.json"
     try:
-        if base.is_file():
-            document = json.loads(base.read_text())
-        elif base.with_suffix(".json.gz").is_file():
-            with gzip.open(base.with_suffix(".json.gz"), "rt") as handle:
-                document = json.load(handle)
-        else:
+        document = _checkpoint_document(base.read_bytes(), gzipped=False)
+    except FileNotFoundError:
+        try:
+            document = _checkpoint_document(base.with_suffix(".json.gz").read_bytes(), gzipped=True)
+        except FileNotFoundError:
             return None
-    except (OSError, ValueError):
+        except OSError:
+            return NO_FAST_PATH
+    except OSError:  # a directory of that name, no access
         return NO_FAST_PATH
     if not isinstance(document, dict) or document.get("version") != CHECKPOINT_VERSION:
         return NO_FAST_PATH
@@ -230,9 +242,20 @@ def _latest_deployment(backend_url: str, stack: str, project_name: str) -> Any:
 
 
 def _checkpoint_document(raw: bytes, gzipped: bool) -> Any:
+    """The parsed document (None when it is not JSON). orjson: a cluster stack's checkpoint is ~35 KB, and
+    a fleet-wide read of 10,000 stacks parses 350 MB of them (the standard library's parser takes half as
+    long again)."""
     try:
-        return json.loads(gzip.decompress(raw) if gzipped else raw)
-    except (OSError, ValueError):
+        text = gzip.decompress(raw) if gzipped else raw
+    except OSError:
+        return None
+    try:
+        return orjson.loads(text)
+    except ValueError:  # not JSON, or what orjson refuses and JSON allows (an integer beyond 64 bits)
+        pass
+    try:
+        return json.loads(text)
+    except ValueError:
         return None
 
 
@@ -327,7 +350,7 @@ def last_update_result(backend_url: str, stack: str, project_name: str) -> Any:
         return NO_FAST_PATH
     directory = (diy_root(backend_url) or Path()) / relative
     try:
-        newest = _newest_history([entry.name for entry in directory.iterdir()], stack)
+        newest = _newest_history(os.listdir(directory), stack)
         raw = (directory / newest).read_bytes() if newest is not None else None
     except FileNotFoundError:
         return None
