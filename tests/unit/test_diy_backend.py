@@ -78,6 +78,25 @@ def test_pending_operations_and_locks_mean_interrupted(backend: tuple[str, Path]
     assert diy.interrupted(url, "s", PROJECT)
 
 
+def test_pending_operations_follow_the_checkpoint_after_its_outputs_were_read(
+    backend: tuple[str, Path],
+) -> None:
+    """What the outputs' read saw of pending operations answers the question only for that very file: a
+    checkpoint replaced since (as the engine replaces it, by a rename) is read again."""
+    url, stacks = backend
+    path = stacks / "s.json"
+    path.write_text(_checkpoint())
+    assert diy.checkpoint_outputs(url, "s", PROJECT) == {"plain": "v", "key": diy.SECRET_PLACEHOLDER}
+    assert not diy.has_pending_operations(url, "s", PROJECT)
+    fresh = stacks / "s.json.tmp"
+    fresh.write_text(_checkpoint(pending=[{"resource": {"urn": "u"}, "type": "updating"}]))
+    fresh.replace(path)
+    assert diy.has_pending_operations(url, "s", PROJECT)
+    assert diy.checkpoint_outputs(url, "s", PROJECT) is not None
+    path.write_text(_checkpoint())  # rewritten in place: another size and time
+    assert not diy.has_pending_operations(url, "s", PROJECT)
+
+
 def test_tags_are_merged_into_a_version_1_file_only(backend: tuple[str, Path]) -> None:
     url, stacks = backend
     assert not diy.write_tags(url, PROJECT, "s", {"a": "1"})  # no such stack: the API decides

@@ -226,7 +226,12 @@ def _latest_deployment(backend_url: str, stack: str, project_name: str) -> Any:
         return NO_FAST_PATH
     base = directory / f"{stack}.json"
     try:
-        document = _checkpoint_document(base.read_bytes(), gzipped=False)
+        with base.open("rb") as handle:
+            identity = _identity(os.fstat(handle.fileno()))
+            document = _checkpoint_document(handle.read(), gzipped=False)
+        if isinstance(document, dict):
+            latest = (document.get("checkpoint") or {}).get("latest") or {}
+            _PENDING[base] = (identity, isinstance(latest, dict) and bool(latest.get("pending_operations")))
     except FileNotFoundError:
         try:
             document = _checkpoint_document(base.with_suffix(".json.gz").read_bytes(), gzipped=True)
@@ -359,7 +364,27 @@ def last_update_result(backend_url: str, stack: str, project_name: str) -> Any:
     return None if raw is None else _history_result(raw, str(newest).endswith(".gz"))
 
 
+# Whether a file:// checkpoint, as last read (its inode, size and time: the engine replaces a checkpoint by
+# renaming a new file over it), had pending operations: a fleet-wide check reads every stack's outputs and
+# then asks this of each, and a cluster stack's checkpoint is ~35 KB to parse again.
+_PENDING: dict[Path, tuple[tuple[int, int, int], bool]] = {}
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int]:
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
 def has_pending_operations(backend_url: str, stack: str, project_name: str) -> bool:
+    directory = stacks_dir(backend_url, project_name)  # file:// only
+    if directory is not None:
+        path = directory / f"{stack}.json"
+        try:
+            identity = _identity(path.stat())
+        except OSError:
+            identity = None
+        known = _PENDING.get(path)
+        if known is not None and known[0] == identity:
+            return known[1]
     latest = _latest_deployment(backend_url, stack, project_name)
     return isinstance(latest, dict) and bool(latest.get("pending_operations"))
 
