@@ -106,6 +106,7 @@ class FleetContext:
         # Cluster stacks with nothing for `up` to do (engine/liveness.py computes it; None: not yet).
         self.unchanged_cluster_stacks: set[str] | None = None
         self._fleet_reads: FleetReads | None = None
+        self._target_index: tuple[list[Target] | None, dict[str, Target]] = (None, {})
         self._toolchain: ToolchainVersions | None = None
         self._fingerprints: dict[str, str] = {}
         self._policy_identity: str | None = None
@@ -244,6 +245,13 @@ class FleetContext:
 
     def project_plan(self, stack: str) -> ProjectPlan:
         return next(p for p in self.plans().projects if p.stack == stack)
+
+    def target_of(self, cluster_stack: str) -> Target | None:
+        """The selected target of a cluster stack (None when none is selected): an index, as every
+        deployed cluster of a 10,000-cluster `up` asks."""
+        if self._target_index[0] is not self.targets:  # `resolve_regions` replaces the list
+            self._target_index = (self.targets, {t.cluster_stack: t for t in self.targets})
+        return self._target_index[1].get(cluster_stack)
 
     def toolchain(self) -> ToolchainVersions:
         if self._toolchain is None:
