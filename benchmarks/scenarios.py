@@ -673,8 +673,8 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
     per_stack = first_deploy["cpu_s_per_cluster_stack"]
     return {
         "name": "a cluster stack's CPU against its floor",
-        "target": "one-cluster up + destroy <= 1.3x the measured floor; a first deploy <= 2 s of CPU per "
-        "cluster stack at 100 clusters",
+        "target": "one-cluster up + destroy <= 1.3x the measured floor; a first deploy <= 1.2 s of CPU per "
+        "cluster stack at 100 clusters (issue 51; 2 s in issue 31)",
         "interpreter_floor_s": interpreters,
         "runs": runs,
         "cpu_s": stats([r["cpu_s"] for r in runs]),
@@ -685,7 +685,7 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
         "exact": all(r[op]["exact"] for r in runs for op in ("up", "destroy")),
         "first_deploy": first_deploy,
         "first_deploy_key_service": key_service,
-        "met": ratio <= 1.3 and per_stack <= 2.0,
+        "met": ratio <= 1.3 and per_stack <= 1.2,
     }
 
 
@@ -707,12 +707,24 @@ def _first_deploy(
         raise RunFailed(f"the first deploy of {n} clusters ({secrets}) exited {deploy.code}")
     deploy_cpu = _product_cpu(deploy)
     shutil.rmtree(home.root, ignore_errors=True)
+    per_stack = {
+        kind: round(cpu / n, 3)
+        for kind, cpu in deploy.cpu_s_costliest_first().items()
+        if kind not in CLOUD_KINDS
+    }
+    floor = sum(cpu for kind, cpu in per_stack.items() if kind in (*FLOOR_ENGINE_RUNS["up"], "terraform"))
     return {
         "clusters": n,
         "secrets": secrets,
         "wall_s": round(deploy.wall_s, 1),
         "cpu_s": round(deploy_cpu, 1),
         "cpu_s_per_cluster_stack": round(deploy_cpu / n, 2),
+        # Where a cluster stack's share goes (the project stacks' runs spread over the clusters): the floor's
+        # kinds (Pulumi's engine runs, terraform) and what is above them (the orchestrator: programs,
+        # providers, policy pack and bookkeeping; the engines' policy relays; short-lived helpers).
+        "cpu_s_per_cluster_stack_by_kind": per_stack,
+        "floor_s_per_cluster_stack": round(floor, 3),
+        "above_floor_s_per_cluster_stack": round(deploy_cpu / n - floor, 3),
         "exact": deploy.exact,
         "cpu_s_by_kind": deploy.cpu_s_costliest_first(),
         "processes_by_kind": deploy.processes,
