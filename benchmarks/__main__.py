@@ -18,7 +18,7 @@ from typing import Any
 
 from benchmarks.harness import OUT, REPO, load_average, machine_facts
 from benchmarks.report import markdown_table, notes_for
-from benchmarks.scenarios import SCENARIOS, Budget, run
+from benchmarks.scenarios import FULL_ONLY, SCENARIOS, Budget, run
 
 
 def compile_bytecode() -> None:
@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.scale_clusters < budget.scale_shards:
             parser.error(f"--scale-clusters must be at least the {budget.scale_shards} shards")
         budget = dataclasses.replace(budget, scale_clusters=args.scale_clusters)
-    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(SCENARIOS)
+    chosen = [n.strip() for n in args.only.split(",") if n.strip()]
+    names = chosen or [n for n in SCENARIOS if not (args.quick and n in FULL_ONLY)]
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")

@@ -14,17 +14,23 @@ would hold. The clones are never run by an engine: every measured command finds 
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from benchmarks.fixtures import PROJECT, REGION, TENANT, spec_header
 from benchmarks.harness import REPO, Home, S3Endpoint
 from npa_pulumi.engine.automation import PROJECT_NAME as PULUMI_PROJECT
 from npa_pulumi.engine.fingerprint import FINGERPRINT_OUTPUT
+from npa_pulumi.runtime.disk_cache import cache_key
+from npa_pulumi.simulator.db import db_path
 
 DEPLOYED = 5  # clusters of the first project deployed for real: the template, and the ones `up` changes
 
@@ -139,45 +145,96 @@ class _StackFiles:
 
 
 def build(home: Home, fleet: str, projects: int, per_project: int) -> ClonedFleet:
-    """The fleet of `projects` x `per_project` clusters: every project stack and the first DEPLOYED
-    clusters deployed for real, the others cloned from the first cluster; the spec and the deployed."""
+    """The fleet of `projects` x `per_project` clusters: the first DEPLOYED clusters and their project stack
+    deployed for real, and one other project's stack (the template of the other project stacks); every
+    other stack cloned. The spec and the deployed."""
     from npa_pulumi.simulator.simulator import LocalSimulator
 
     sim = LocalSimulator(directory=home.npa_home / "local-cloud")
     spec = home.root / "fleet.yaml"
     project_keys = [PROJECT]  # a project named by id is keyed by it
+    names: dict[str, tuple[str, str, str]] = {}  # project id -> (its name, network id, subnet id)
     for index in range(1, projects):  # existing projects, each with its network, as a tenant has them
         project = sim.create_project(TENANT, f"{fleet}-clone-p{index:03d}", REGION)
         network = sim.create_network(project["id"], "fleet-network")
-        sim.create_subnet(project["id"], network["id"], "fleet-subnet")
+        subnet = sim.create_subnet(project["id"], network["id"], "fleet-subnet")
         project_keys.append(project["id"])
+        names[project["id"]] = (project["name"], network["id"], subnet["id"])
     spec.write_text(_spec_text(fleet, project_keys, per_project))
     deployed = [f"c{n:04d}" for n in range(DEPLOYED)]
     up = ["up", "--spec", str(spec), "--yes", "--no-preflight", "-j", "8", "--output", "json"]
-    home.npa(*up, "--stage", "projects")
+    home.npa(*up, "--stage", "projects", "--only-projects", ",".join(project_keys[:2]))
     home.npa(*up, "--only-projects", PROJECT, "--only-clusters", ",".join(deployed))
     prints = fingerprints(home, spec)
+    for stack in (f"{fleet}.{project_keys[1]}", f"{fleet}.{PROJECT}.{deployed[0]}") if projects > 1 else ():
+        if _outputs(home, stack)[FINGERPRINT_OUTPUT] != prints[stack]:  # the fixture computes what up did
+            raise RuntimeError(f"benchmarks.fingerprints disagrees with what up recorded for {stack}")
+    _clone_projects(home, fleet, project_keys[1:], names, prints)
+    _clone_clusters(home, sim, fleet, project_keys, per_project, deployed, prints)
+    return ClonedFleet(spec, fleet, per_project, project_keys, deployed)
+
+
+def _clone_projects(
+    home: Home,
+    fleet: str,
+    keys: list[str],
+    names: dict[str, tuple[str, str, str]],
+    prints: dict[str, str],
+) -> None:
+    """Every project stack after the first of `keys` (the template, deployed), as the engine would have
+    written it for that project."""
+    if len(keys) < 2:
+        return
+
+    def identity(key: str) -> dict[str, str]:
+        name, network, subnet = names[key]
+        stack = f"{fleet}.{key}"
+        return {"stack": stack, "project": key, "name": name, "network": network, "subnet": subnet} | {
+            "fingerprint": prints[stack]
+        }
+
+    template = keys[0]
+    files = _StackFiles(home, f"{fleet}.{template}")
+    old = identity(template)
+    for key in keys[1:]:
+        files.write(f"{fleet}.{key}", old, identity(key), {"npa:project": key})
+
+
+def _clone_clusters(
+    home: Home,
+    sim: Any,
+    fleet: str,
+    project_keys: list[str],
+    per_project: int,
+    deployed: list[str],
+    prints: dict[str, str],
+) -> None:
+    """Every cluster stack but the deployed, cloned from the first deployed one, with its cloud objects."""
     template = f"{fleet}.{PROJECT}.{deployed[0]}"
     outputs = _outputs(home, template)
-    if outputs[FINGERPRINT_OUTPUT] != prints[template]:  # the fixture computes what `up` recorded
-        raise RuntimeError(f"benchmarks.fingerprints disagrees with what up recorded for {template}")
     files = _StackFiles(home, template)
     group_ids: list[str] = outputs["node_group_ids"]  # type: ignore[assignment]
     old = _names(
         fleet, PROJECT, deployed[0], outputs, str(outputs["cluster_id"]), group_ids[0], prints[template]
     )
-    for index, key in enumerate(project_keys):
-        project = _outputs(home, f"{fleet}.{key}")
-        for n in range(per_project):
-            name = f"c{index * per_project + n:04d}"
+    clones = [
+        (key, f"c{index * per_project + n:04d}")
+        for index, key in enumerate(project_keys)
+        for n in range(per_project)
+    ]
+    projects = {key: _outputs(home, f"{fleet}.{key}") for key in project_keys}
+    # One connection held open throughout: each simulator call opens and closes its own, and the last one
+    # closed checkpoints the write-ahead log into the database (most of a clone's cost at 10,000).
+    with contextlib.closing(sqlite3.connect(db_path(sim.directory))):
+        for key, name in clones:
             if name in deployed:
                 continue
+            project = projects[key]
             cluster = sim.create_cluster(str(project["project_id"]), name, str(project["subnet_id"]))
             group = sim.create_node_group(cluster["id"], "cpu", 1, "cpu-d3", "4vcpu-16gb")
             stack = f"{fleet}.{key}.{name}"
             new = _names(fleet, key, name, project, cluster["id"], group["id"], prints[stack])
             files.write(stack, old, new, {"npa:cluster": name, "npa:project": key})
-    return ClonedFleet(spec, fleet, per_project, project_keys, deployed)
 
 
 def _names(
@@ -208,9 +265,20 @@ def upload_state(home: Home, server: S3Endpoint) -> str:
     prefix = url.path.strip("/")
     client = boto3.client("s3", endpoint_url=server.endpoint, **_credentials(server))
     state = _state_dir(home)
-    for path in sorted(p for p in state.rglob("*") if p.is_file() and "locks" not in p.parts):
+
+    def put(path: Path) -> None:
         key = "/".join(filter(None, [prefix, ".pulumi", str(path.relative_to(state))]))
         client.put_object(Bucket=url.netloc, Key=key, Body=path.read_bytes())
+
+    files = sorted(p for p in state.rglob("*") if p.is_file() and "locks" not in p.parts)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:  # 40,000 objects at 10,000 stacks
+        list(pool.map(put, files))
+    # The policy results of each stack's last engine run, as this machine keeps them per backend: as if the
+    # fleet had been deployed to the bucket from here, so an unchanged preview skips the engine there too.
+    key = cache_key(backend)[:12]
+    for path in (home.npa_home / "policy-results").glob("*.json"):
+        stack_and_key = path.name.removesuffix(".json")
+        (path.parent / f"{stack_and_key[:-12]}{key}.json").write_bytes(path.read_bytes())
     return backend
 
 

@@ -7,6 +7,7 @@ machine falls on both sides alike.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -55,6 +56,7 @@ class Budget:
     fleet_projects: int = 40
     fleet_per_project: int = 25
     huge_plan_clusters: int = 10_000
+    scale_fleet_projects: int = 400  # issue 51: 10,000 cluster stacks (400 projects of 25)
     first_deploy_clusters: int = 100  # issue 31: a first deploy's CPU per cluster stack at fleet scale
 
     @classmethod
@@ -673,8 +675,8 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
     per_stack = first_deploy["cpu_s_per_cluster_stack"]
     return {
         "name": "a cluster stack's CPU against its floor",
-        "target": "one-cluster up + destroy <= 1.3x the measured floor; a first deploy <= 2 s of CPU per "
-        "cluster stack at 100 clusters",
+        "target": "one-cluster up + destroy <= 1.3x the measured floor; a first deploy <= 1.2 s of CPU per "
+        "cluster stack at 100 clusters (issue 51; 2 s in issue 31)",
         "interpreter_floor_s": interpreters,
         "runs": runs,
         "cpu_s": stats([r["cpu_s"] for r in runs]),
@@ -685,7 +687,7 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
         "exact": all(r[op]["exact"] for r in runs for op in ("up", "destroy")),
         "first_deploy": first_deploy,
         "first_deploy_key_service": key_service,
-        "met": ratio <= 1.3 and per_stack <= 2.0,
+        "met": ratio <= 1.3 and per_stack <= 1.2,
     }
 
 
@@ -707,12 +709,24 @@ def _first_deploy(
         raise RunFailed(f"the first deploy of {n} clusters ({secrets}) exited {deploy.code}")
     deploy_cpu = _product_cpu(deploy)
     shutil.rmtree(home.root, ignore_errors=True)
+    per_stack = {
+        kind: round(cpu / n, 3)
+        for kind, cpu in deploy.cpu_s_costliest_first().items()
+        if kind not in CLOUD_KINDS
+    }
+    floor = sum(cpu for kind, cpu in per_stack.items() if kind in (*FLOOR_ENGINE_RUNS["up"], "terraform"))
     return {
         "clusters": n,
         "secrets": secrets,
         "wall_s": round(deploy.wall_s, 1),
         "cpu_s": round(deploy_cpu, 1),
         "cpu_s_per_cluster_stack": round(deploy_cpu / n, 2),
+        # Where a cluster stack's share goes (the project stacks' runs spread over the clusters): the floor's
+        # kinds (Pulumi's engine runs, terraform) and what is above them (the orchestrator: programs,
+        # providers, policy pack and bookkeeping; the engines' policy relays; short-lived helpers).
+        "cpu_s_per_cluster_stack_by_kind": per_stack,
+        "floor_s_per_cluster_stack": round(floor, 3),
+        "above_floor_s_per_cluster_stack": round(deploy_cpu / n - floor, 3),
         "exact": deploy.exact,
         "cpu_s_by_kind": deploy.cpu_s_costliest_first(),
         "processes_by_kind": deploy.processes,
@@ -799,16 +813,50 @@ def scale(work: Path, budget: Budget) -> dict[str, Any]:
 # ------------------------------------------------------------------ fleet-wide reads at 1,000 clusters
 
 
+@dataclass(frozen=True)
+class FleetTargets:
+    """What the fleet-wide commands must do at one size (issue 31 at 1,000 stacks, issue 51 at 10,000).
+    Wall seconds for `status` and the unchanged `preview`; `plan` judged by its CPU where `plan_by_cpu`
+    (a shared two-core machine's wall time is mostly other processes' load)."""
+
+    status_s: float
+    status_s3_s: float | None  # None: the S3 figure is reported beside, without a target
+    preview_s: float
+    unchanged_cpu_s: float
+    rss_mb: float
+    plan_s: float
+    plan_by_cpu: bool = False
+
+
+THOUSAND = FleetTargets(status_s=20, status_s3_s=40, preview_s=15, unchanged_cpu_s=5, rss_mb=300, plan_s=5)
+TEN_THOUSAND = FleetTargets(
+    status_s=30, status_s3_s=None, preview_s=30, unchanged_cpu_s=10, rss_mb=1024, plan_s=2, plan_by_cpu=True
+)
+
+
 def fleet_reads(work: Path, budget: Budget) -> dict[str, Any]:
-    """Issue 31 over a 1,000-cluster fleet (benchmarks/cloned_fleet.py: every project stack and 5 clusters
-    deployed for real, the others cloned): `status` on the file backend, live and `--no-live`, with the
-    orchestrator's peak RSS; an unchanged `preview`; `up` of the 5 deployed clusters changed (their CPU
-    node count toggled), against `up` of the same change selected alone (--only-clusters): the difference
-    is what the 995 unchanged stacks cost; `status` with the state in S3 (moto_server, the same stacks
-    uploaded); and `plan` of a 10,000-cluster spec."""
+    """Issue 31 over a 1,000-cluster fleet (40 projects of 25); see `_fleet_wide`."""
+    return _fleet_wide(work, budget, budget.fleet_projects, budget.fleet_per_project, THOUSAND)
+
+
+def fleet_scale(work: Path, budget: Budget) -> dict[str, Any]:
+    """Issue 51 over a 10,000-cluster fleet (400 projects of 25); see `_fleet_wide`. Not in the quick
+    budget unless named with --only: building the fleet alone takes minutes."""
+    return _fleet_wide(work, budget, budget.scale_fleet_projects, budget.fleet_per_project, TEN_THOUSAND)
+
+
+def _fleet_wide(
+    work: Path, budget: Budget, projects: int, per_project: int, targets: FleetTargets
+) -> dict[str, Any]:
+    """The fleet-wide commands over a cloned fleet (benchmarks/cloned_fleet.py: 5 clusters and two project
+    stacks deployed for real, every other stack cloned): `status` on the file backend, live and
+    `--no-live`, with the orchestrator's peak RSS; an unchanged `preview`; `up` of the 5 deployed clusters
+    changed (their CPU node count toggled), against `up` of the same change selected alone
+    (--only-clusters): the difference is what the unchanged stacks cost; `status` and the unchanged
+    `preview` with the state in S3 (moto_server, the same stacks uploaded); and `plan` of a
+    10,000-cluster spec. CPU is the whole process tree's (wait4)."""
     from benchmarks import cloned_fleet
 
-    projects, per_project = budget.fleet_projects, budget.fleet_per_project
     clusters = projects * per_project
     fixture = roomy_tenant(work / "roomy-tenant.yaml", scale=max(10, clusters // 2))
     home = _home(work, "fleet-reads", 0, fixture)
@@ -816,15 +864,13 @@ def fleet_reads(work: Path, budget: Budget) -> dict[str, Any]:
     fleet = cloned_fleet.build(home, "reads", projects, per_project)
     built_s = round(time.perf_counter() - started, 1)
     spec = ["--spec", str(fleet.spec), "-j", "8", "--output", "json"]
-    runs: dict[str, list[Sample]] = {
-        k: [] for k in ("status", "status_no_live", "preview", "up_changed", "up_selected", "status_s3")
-    }
+    kinds = ("status", "status_no_live", "preview", "up_changed", "up_selected", "status_s3", "preview_s3")
+    runs: dict[str, list[Sample]] = {k: [] for k in kinds}
+    preview = ["preview", *spec, "--no-preflight"]
     for _ in range(budget.repeats):
         runs["status"].append(_counted(home, clusters, "deployed", "status", *spec))
         runs["status_no_live"].append(home.npa("status", *spec, "--no-live", rss=True))
-        runs["preview"].append(
-            _counted(home, clusters + projects, "no-changes", "preview", *spec, "--no-preflight")
-        )
+        runs["preview"].append(_counted(home, clusters + projects, "no-changes", *preview))
     up = ["up", *spec, "--yes", "--no-preflight"]
     selected = ["--only-projects", PROJECT, "--only-clusters", ",".join(fleet.deployed)]
     for _ in range(budget.repeats):
@@ -834,11 +880,13 @@ def fleet_reads(work: Path, budget: Budget) -> dict[str, Any]:
     server = S3Endpoint.start(work / "moto_server.log")
     try:
         home.extra.update(server.env)
+        started = time.perf_counter()
         backend = cloned_fleet.upload_state(home, server)
+        uploaded_s = round(time.perf_counter() - started, 1)
+        s3 = ["--backend", backend]
         for _ in range(budget.repeats):
-            runs["status_s3"].append(
-                _counted(home, clusters, "deployed", "status", *spec, "--backend", backend)
-            )
+            runs["status_s3"].append(_counted(home, clusters, "deployed", "status", *spec, *s3))
+            runs["preview_s3"].append(_counted(home, clusters + projects, "no-changes", *preview, *s3))
     finally:
         server.stop()
     huge = home.root / "huge.yaml"
@@ -848,36 +896,46 @@ def fleet_reads(work: Path, budget: Budget) -> dict[str, Any]:
     ]
     shutil.rmtree(home.root, ignore_errors=True)
     wall = {k: median([s.wall_s for s in v]) for k, v in runs.items()}
-    plan_s = median([s.wall_s for s in plans])
     cpu = {k: median([s.cpu_s for s in v]) for k, v in runs.items()}
+    plan_s = median([s.cpu_s if targets.plan_by_cpu else s.wall_s for s in plans])
     unchanged_cpu_s = cpu["up_changed"] - cpu["up_selected"]
-    rss = max(s.orchestrator_rss_mb or 0 for v in runs.values() for s in v)
+    rss = max(s.orchestrator_rss_mb or 0 for v in [*runs.values(), plans] for s in v)
     met = {
-        "status": wall["status"] <= 20.0,
-        "status_s3": wall["status_s3"] <= 40.0,
-        "preview": wall["preview"] <= 15.0,
-        "up_changed": unchanged_cpu_s < 5.0,
-        "rss": rss <= 300,
-        "plan": plan_s <= 5.0,
+        "status": wall["status"] <= targets.status_s,
+        "preview": wall["preview"] <= targets.preview_s,
+        "up_changed": unchanged_cpu_s <= targets.unchanged_cpu_s,
+        "rss": rss <= targets.rss_mb,
+        "plan": plan_s <= targets.plan_s,
     }
+    if targets.status_s3_s is not None:
+        met["status_s3"] = wall["status_s3"] <= targets.status_s3_s
+    s3_target = f" and <= {targets.status_s3_s:g} s (S3)" if targets.status_s3_s is not None else ""
     return {
-        "name": "fleet-wide reads at 1,000 clusters",
+        "name": f"fleet-wide commands at {clusters:,} clusters",
         "target": (
-            f"{clusters} cluster stacks: status <= 20 s (file) and <= 40 s (S3); unchanged preview <= 15 s; "
-            f"up of {len(fleet.deployed)} changed clusters: the unchanged others add < 5 s of CPU; "
-            f"orchestrator RSS <= 300 MB; plan of {budget.huge_plan_clusters} clusters <= 5 s"
+            f"{clusters} cluster stacks: status <= {targets.status_s:g} s (file){s3_target}; unchanged "
+            f"preview <= {targets.preview_s:g} s; up of {len(fleet.deployed)} changed clusters: the "
+            f"unchanged others add <= {targets.unchanged_cpu_s:g} s of CPU; orchestrator RSS <= "
+            f"{targets.rss_mb:g} MB; plan of {budget.huge_plan_clusters} clusters <= {targets.plan_s:g} s"
+            + (" of CPU" if targets.plan_by_cpu else "")
         ),
         "clusters": clusters,
         "projects": projects,
-        "deployed_for_real": len(fleet.deployed) + projects,
+        "deployed_for_real": len(fleet.deployed) + 2,
         "fixture_build_s": built_s,
+        "s3_upload_s": uploaded_s,
         "runs": {k: _samples(v) for k, v in runs.items()},
         "plan": _samples(plans),
         "wall_s": {
             **{k: stats([s.wall_s for s in v]) for k, v in runs.items()},
             "plan": stats([s.wall_s for s in plans]),
         },
-        "cpu_s": {k: stats([s.cpu_s for s in v]) for k, v in runs.items()},
+        "cpu_s": {
+            **{k: stats([s.cpu_s for s in v]) for k, v in runs.items()},
+            "plan": stats([s.cpu_s for s in plans]),
+        },
+        "targets": dataclasses.asdict(targets),
+        "plan_judged_by": "cpu" if targets.plan_by_cpu else "wall",
         "unchanged_stacks_cpu_s": round(unchanged_cpu_s, 2),
         "orchestrator_rss_mb": rss,
         "targets_met": met,
@@ -917,7 +975,9 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "fleet_reads": fleet_reads,
     "fleet_health": fleet_health,
     "fabric_bisection": fabric_bisection,
+    "fleet_scale": fleet_scale,
 }
+FULL_ONLY = frozenset({"fleet_scale"})  # `make bench` runs them; `--quick` only when named with --only
 
 
 def run(name: str, work: Path, budget: Budget) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def plan_command(
 
     def body() -> int:
         spec = _load(spec_path)
-        targets = resolve_targets(spec, only_projects, only_clusters, project_prefix)
+        targets = resolve_targets(spec, only_projects, only_clusters, project_prefix, checked=True)
         document = plan_document(
             spec, targets, project_prefix, load_catalog(prices), rollout_policy(spec, rollout_flags)
         )

@@ -121,6 +121,7 @@ class FleetContext:
         # Cluster stacks with nothing for `up` to do (engine/liveness.py computes it; None: not yet).
         self.unchanged_cluster_stacks: set[str] | None = None
         self._fleet_reads: FleetReads | None = None
+        self._target_index: tuple[list[Target] | None, dict[str, Target]] = (None, {})
         self._toolchain: ToolchainVersions | None = None
         self._fingerprints: dict[str, str] = {}
         self._policy_identity: str | None = None
@@ -270,6 +271,13 @@ class FleetContext:
     def project_plan(self, stack: str) -> ProjectPlan:
         return next(p for p in self.plans().projects if p.stack == stack)
 
+    def target_of(self, cluster_stack: str) -> Target | None:
+        """The selected target of a cluster stack (None when none is selected): an index, as every
+        deployed cluster of a 10,000-cluster `up` asks."""
+        if self._target_index[0] is not self.targets:  # `resolve_regions` replaces the list
+            self._target_index = (self.targets, {t.cluster_stack: t for t in self.targets})
+        return self._target_index[1].get(cluster_stack)
+
     def toolchain(self) -> ToolchainVersions:
         if self._toolchain is None:
             self._toolchain = toolchain_versions()
@@ -345,6 +353,19 @@ class FleetContext:
             key_shared_with=plan.project_stack,
         )
 
+    def reading_op(self, plan: ClusterPlan) -> StackOp:
+        """A program-less op of a cluster stack: for reading what it recorded (`status`), without building
+        its program and fingerprint."""
+        return StackOp(
+            plan.stack,
+            "cluster",
+            plan.project_key,
+            plan.cluster_name,
+            None,
+            stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
+            backend=plan.backend,
+        )
+
     def target_ops(self, targets: Sequence[Target] | None = None) -> list[StackOp]:
         """Program-less ops of every selected target's cluster stack (or of `targets`): for reading outputs
         only (they need no plan, so no recipe, SSH key or region)."""
@@ -388,6 +409,13 @@ class FleetContext:
             for op, outputs in zip(wanted, read, strict=True):
                 self._outputs[op.stack] = outputs
         return {op.stack: self._outputs.get(op.stack) for op in ops}
+
+    def outputs_of(self, op: StackOp) -> dict[str, Any] | None:
+        """One stack's outputs through the same cache, read in the calling thread (a worker of a walk that
+        visits every stack: `status` reads each once, and its cost then reads them from here)."""
+        if op.stack not in self._outputs:
+            self._outputs[op.stack] = self.executor.outputs(op)
+        return self._outputs[op.stack]
 
     def cached_outputs(self, stack: str) -> dict[str, Any] | None:
         """The outputs last read for `stack` (None when unread or absent): no engine is asked."""

@@ -63,7 +63,11 @@ def _spec_stacks(fleet: FleetContext) -> set[str] | None:
     """Every stack the spec has, when this run covers all of its clusters (its shard's share, with
     --shard); None for a narrower selection (--only-projects / --only-clusters), which cannot tell a stack
     the spec dropped from one outside the selection."""
-    everything = resolve_targets(fleet.spec)
+    selection = fleet.request.selection
+    if not (selection.projects or selection.clusters or selection.prefix or fleet.share.shard):
+        everything = list(fleet.targets)  # the whole spec already (resolving it again: ~0.7 s at 10,000)
+    else:
+        everything = resolve_targets(fleet.spec, checked=True)  # checked when the run selected its targets
     share = select_shard(everything, parse_shard(fleet.share.shard)) if fleet.share.shard else everything
     if {t.cluster_stack for t in share} != {t.cluster_stack for t in fleet.targets}:
         return None
@@ -82,8 +86,9 @@ def _removed(fleet: FleetContext, known: set[str], catalog: PriceCatalog) -> lis
     in_spec = _spec_stacks(fleet)
     if in_spec is None:
         return []
+    accounted = known | in_spec
     try:
-        names = [name for name in _backend_stacks(fleet) if name not in known | in_spec]
+        names = [name for name in _backend_stacks(fleet) if name not in accounted]
     except NpaError as err:
         log.warning("cost: the backend's stacks could not be listed: %s", err)
         return []

@@ -71,6 +71,8 @@ def _plain(value: Any) -> Any:
     """A plan as JSON, as `dataclasses.asdict` would write it, except that settings which travel to a
     resource as its stored inputs (`to_inputs()`, e.g. the gate's `GateConfig`) are written that way, so
     the fingerprint of a deployed stack does not change with the settings' Python type."""
+    if isinstance(value, _SCALARS):  # most of a plan (its tfvars): first, as no scalar has `to_inputs`
+        return value
     if callable(getattr(value, "to_inputs", None)):
         return value.to_inputs()
     if is_dataclass(value) and not isinstance(value, type):
@@ -80,6 +82,9 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(_plain(v) for v in value)
     return value
+
+
+_SCALARS = (str, int, float, type(None))
 
 
 def policy_identity(packs: list[str], config: str | None) -> str:

@@ -18,6 +18,7 @@ Rules:
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -64,90 +65,46 @@ class Scheduler(Generic[R]):
 
     def run(self, jobs: Sequence[Job[R]], started: Callable[[str], None] | None = None) -> Outcome[R]:
         outcome: Outcome[R] = Outcome()
-        known = {job.key for job in jobs}
-        waiting = list(jobs)
-        done: set[str] = set()
-        bad: set[str] = set()  # failed or blocked: what blocks the jobs that wait for it
+        state = _Progress(jobs, self.limits)
         stop = False
         width = max(1, self.concurrency)
         with ThreadPoolExecutor(max_workers=width) as pool:
-            running: dict[Future[R], Job[R]] = {}
+            running: dict[Future[R], int] = {}
             try:
-                while waiting or running:
-                    progressed = self._settle_blocked(waiting, known, done, bad, outcome)
+                while state.waiting or running:
+                    progressed = state.settle_blocked(outcome)
                     if not stop:
-                        for job in self._ready(waiting, known, done, running):
-                            if len(running) >= width:
-                                break
-                            waiting.remove(job)
+                        for index in state.take_ready(width - len(running)):
+                            job = jobs[index]
                             outcome.order.append(job.key)
                             if started is not None:
                                 started(job.key)
-                            running[pool.submit(job.work)] = job
+                            running[pool.submit(job.work)] = index
                     if not running:
                         if stop or not progressed:
                             break
                         continue
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in finished:
-                        job = running.pop(future)
+                        index = running.pop(future)
+                        job = jobs[index]
                         result = self._result(job, future)
                         outcome.results[job.key] = result
-                        done.add(job.key)
+                        state.finished(index, failed=self.is_failure(result))
                         if self.is_failure(result):
-                            bad.add(job.key)
                             stop = stop or self.fail_fast
             except KeyboardInterrupt:
-                waiting.clear()
-                for future, job in running.items():
+                state.waiting.clear()
+                for future, index in running.items():
+                    job = jobs[index]
                     try:
                         outcome.results[job.key] = future.result()
                     except Exception as err:
                         outcome.results[job.key] = self.failed(job.key, f"interrupted: {err}")
                 raise
-        for job in waiting:
-            outcome.results[job.key] = self.skipped(job.key)
+        for index in sorted(state.waiting):
+            outcome.results[jobs[index].key] = self.skipped(jobs[index].key)
         return outcome
-
-    def _settle_blocked(
-        self, waiting: list[Job[R]], known: set[str], done: set[str], bad: set[str], outcome: Outcome[R]
-    ) -> bool:
-        """Give every waiting job with a failed dependency its blocked result; True if any was settled.
-        Repeats until stable, so a block travels down a chain of jobs."""
-        settled = False
-        changed = True
-        while changed:
-            changed = False
-            for job in list(waiting):
-                culprit = next((k for k in job.after if k in bad), None)
-                if culprit is None or job.blocked is None:
-                    continue
-                if any(k in known and k not in done for k in job.after if k not in bad):
-                    continue  # report once everything it waits for has finished
-                waiting.remove(job)
-                outcome.results[job.key] = job.blocked(culprit)
-                done.add(job.key)
-                bad.add(job.key)
-                settled = changed = True
-        return settled
-
-    def _ready(
-        self, waiting: list[Job[R]], known: set[str], done: set[str], running: dict[Future[R], Job[R]]
-    ) -> list[Job[R]]:
-        in_group: dict[Hashable, int] = {}
-        for job in running.values():
-            if job.group is not None:
-                in_group[job.group] = in_group.get(job.group, 0) + 1
-        ready = []
-        for job in waiting:
-            if any(k in known and k not in done for k in job.after):
-                continue
-            if job.group is not None and job.group in self.limits:
-                if in_group.get(job.group, 0) >= self.limits[job.group]:
-                    continue
-                in_group[job.group] = in_group.get(job.group, 0) + 1
-            ready.append(job)
-        return ready
 
     def _result(self, job: Job[R], future: Future[R]) -> R:
         try:
@@ -157,3 +114,102 @@ class Scheduler(Generic[R]):
         except Exception as err:
             log.exception("job %s failed unexpectedly", job.key)
             return self.failed(job.key, f"{type(err).__name__}: {err}")
+
+
+class _Progress(Generic[R]):
+    """Which jobs wait, which are ready and which are blocked, kept up to date as jobs finish: each job
+    counts the dependencies it still waits for, so a round costs what changed in it, not a scan of every
+    waiting job (a fleet of 10,000 stacks is 10,000 jobs)."""
+
+    def __init__(self, jobs: Sequence[Job[R]], limits: Mapping[Hashable, int]) -> None:
+        self.jobs = jobs
+        self.limits = limits
+        self.waiting: set[int] = set(range(len(jobs)))  # neither started nor settled
+        self.done: set[str] = set()
+        self.bad: set[str] = set()  # failed or blocked: what blocks the jobs that wait for it
+        self.by_key: dict[str, list[int]] = {}
+        for index, job in enumerate(jobs):
+            self.by_key.setdefault(job.key, []).append(index)
+        self.dependents: dict[str, list[int]] = {}
+        self.pending: list[int] = []  # per job: the known keys it waits for that are not done
+        for index, job in enumerate(jobs):
+            keys = {k for k in job.after if k in self.by_key}
+            self.pending.append(len(keys))
+            for key in keys:
+                self.dependents.setdefault(key, []).append(index)
+        # Ready jobs by the group whose limit they share (None: no limit), each a heap of job indices:
+        # ready jobs start in the order given, a full group's jobs wait without holding back the others.
+        self.ready: dict[Hashable, list[int]] = {}
+        self.to_settle: list[int] = []  # jobs whose dependencies finished with one of them bad
+        self.in_group: dict[Hashable, int] = {}
+        for index in range(len(jobs)):
+            if self.pending[index] == 0:
+                self._ready(index)
+
+    def _limited(self, index: int) -> Hashable | None:
+        group = self.jobs[index].group
+        return group if group is not None and group in self.limits else None
+
+    def _ready(self, index: int) -> None:
+        job = self.jobs[index]
+        if job.blocked is not None and any(k in self.bad for k in job.after):
+            heapq.heappush(self.to_settle, index)
+        else:
+            heapq.heappush(self.ready.setdefault(self._limited(index), []), index)
+
+    def _mark_done(self, key: str, bad: bool) -> None:
+        if bad:
+            self.bad.add(key)
+        if key in self.done:
+            return
+        self.done.add(key)
+        for dependent in self.dependents.get(key, ()):
+            self.pending[dependent] -= 1
+            if self.pending[dependent] == 0 and dependent in self.waiting:
+                self._ready(dependent)
+
+    def finished(self, index: int, failed: bool) -> None:
+        group = self._limited(index)
+        if group is not None:
+            self.in_group[group] -= 1
+        self._mark_done(self.jobs[index].key, failed)
+
+    def settle_blocked(self, outcome: Outcome[R]) -> bool:
+        """Give every waiting job with a failed dependency its blocked result, once everything it waits
+        for has finished; True if any was settled. A block travels down a chain of jobs."""
+        settled = False
+        while self.to_settle:
+            index = heapq.heappop(self.to_settle)
+            if index not in self.waiting:
+                continue
+            job = self.jobs[index]
+            assert job.blocked is not None  # only such jobs are queued here
+            culprit = next(k for k in job.after if k in self.bad)
+            self.waiting.discard(index)
+            outcome.results[job.key] = job.blocked(culprit)
+            self._mark_done(job.key, bad=True)
+            settled = True
+        return settled
+
+    def take_ready(self, room: int) -> list[int]:
+        """Up to `room` ready jobs, in the order given, within their groups' limits; taken as started."""
+        # The head of every group with room, smallest index first (indices are unique: no tie).
+        heads: list[tuple[int, Hashable]] = [
+            (queue[0], group) for group, queue in self.ready.items() if queue and self._has_room(group)
+        ]
+        heapq.heapify(heads)
+        taken: list[int] = []
+        while heads and len(taken) < room:
+            index, group = heapq.heappop(heads)
+            queue = self.ready[group]
+            heapq.heappop(queue)
+            self.waiting.discard(index)
+            taken.append(index)
+            if group is not None:
+                self.in_group[group] = self.in_group.get(group, 0) + 1
+            if queue and self._has_room(group):
+                heapq.heappush(heads, (queue[0], group))
+        return taken
+
+    def _has_room(self, group: Hashable | None) -> bool:
+        return group is None or self.in_group.get(group, 0) < self.limits[group]

@@ -83,7 +83,7 @@ def _recorded(fleet: FleetContext, op: StackOp, outputs: dict[str, Any] | None) 
 
 def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     fleet.progress.phase(op.stack, "checking")
-    outputs = fleet.executor.outputs(op)
+    outputs = fleet.outputs_of(op)  # cached: the fleet's cost reads them again
     if outputs is not None:
         running = _recorded(fleet, op, outputs)
         if running is not None:

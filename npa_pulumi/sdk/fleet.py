@@ -122,7 +122,7 @@ def plan(
     from npa_pulumi.plan.prices import load_catalog
 
     fleet = spec if isinstance(spec, FleetSpec) else load_spec(spec)
-    targets = resolve_targets(fleet, only_projects, only_clusters, project_prefix)
+    targets = resolve_targets(fleet, only_projects, only_clusters, project_prefix, checked=fleet is not spec)
     return plan_document(fleet, targets, project_prefix, load_catalog(prices))
 
 

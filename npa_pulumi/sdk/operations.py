@@ -86,7 +86,13 @@ def select(spec: FleetSpec | str | Path, selection: Selection = Selection()) -> 
     prefix, then the shard's share. The selection checked itself when it was made, so bad input fails
     before the spec is read."""
     fleet = spec if isinstance(spec, FleetSpec) else load_spec(spec)
-    targets = resolve_targets(fleet, list(selection.projects), list(selection.clusters), selection.prefix)
+    targets = resolve_targets(
+        fleet,
+        list(selection.projects),
+        list(selection.clusters),
+        selection.prefix,
+        checked=fleet is not spec,  # read from its file here: load_spec ran the rules
+    )
     path = None if isinstance(spec, FleetSpec) else str(spec)
     return Selected(fleet, selection.owned(targets), selection, path)
 

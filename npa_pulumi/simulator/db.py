@@ -50,6 +50,10 @@ CREATE TABLE IF NOT EXISTS resources (
 );
 CREATE INDEX IF NOT EXISTS resources_by_project ON resources (kind, project_id);
 CREATE INDEX IF NOT EXISTS resources_by_parent ON resources (kind, parent_id);
+-- Every operation asks whether node groups wait for quota, and every write purges the rows whose delete
+-- lag has passed: without these, both scan every row (a 10,000-cluster fleet's benchmark).
+CREATE INDEX IF NOT EXISTS resources_waiting ON resources (kind, ready_at);
+CREATE INDEX IF NOT EXISTS resources_deleting ON resources (json_extract(data, '$.deleting_until'));
 CREATE TABLE IF NOT EXISTS quotas (
     position INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -88,6 +92,8 @@ CREATE TABLE IF NOT EXISTS allocations (
     amount INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS allocations_by_target ON allocations (target, region);
+-- Quota checks sum a target's allocations from the index alone.
+CREATE INDEX IF NOT EXISTS allocations_sums ON allocations (target, region, tenant_id, project_id, amount);
 CREATE INDEX IF NOT EXISTS allocations_by_owner ON allocations (owner_id);
 CREATE TABLE IF NOT EXISTS faults (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -190,6 +196,8 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("objects", "version_id", "TEXT NOT NULL DEFAULT 'null'"),
 )
 _MIGRATED: set[str] = set()  # database paths this process has brought up to date
+# Tables and indexes added after databases existed: one missing means the schema is run again.
+_LATEST_NAMES = {"uploads", "upload_parts", "object_versions", "resources_waiting", "allocations_sums"}
 
 
 def create_schema(conn: sqlite3.Connection) -> None:
@@ -218,8 +226,8 @@ def migrate(path: Path, conn: sqlite3.Connection) -> None:
     key = str(path)
     if key in _MIGRATED:
         return
-    tables = {row["name"] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not {"uploads", "upload_parts", "object_versions"} <= tables or _missing_columns(conn):
+    names = {row["name"] for row in conn.execute("SELECT name FROM sqlite_master")}
+    if not names >= _LATEST_NAMES or _missing_columns(conn):
         with init_lock(path.parent):
             conn.executescript(SCHEMA)
             _add_columns(conn)

@@ -117,6 +117,8 @@ def test_fleet_lifecycle_through_s3_backend(
     # `pulumi stack ls` through the same backend, filtered by the npa tags the run set.
     assert _stack_ls(backend, "npa:fleet=team") == sorted([PROJECT_STACK, C1, C2])
     assert _stack_ls(backend, "npa:kind=cluster") == sorted([C1, C2])
+    # Listed from the bucket's keys (a LIST a page), as the engine's `stack ls` (which reads every stack).
+    assert diy_backend.stack_names(backend, PROJECT) == _stack_ls(backend) == sorted([PROJECT_STACK, C1, C2])
     stacks = npa("stacks", "--backend", backend, "--fleet", "team", "--output", "json", check=True)
     assert sorted(s["name"] for s in stacks.json()["stacks"]) == sorted([PROJECT_STACK, C1, C2])
 
@@ -151,7 +153,7 @@ def test_fleet_lifecycle_through_s3_backend(
         C2: "destroyed",
         PROJECT_STACK: "destroyed",
     }
-    assert _stack_ls(backend) == []
+    assert _stack_ls(backend) == [] == diy_backend.stack_names(backend, PROJECT)
     assert inventory()["mk8s_clusters"] == []
 
     # ---- the audit trail lives in the bucket beside the stacks: one object per run, never in file://

@@ -134,7 +134,7 @@ def write_kubeconfig(context: FleetContext, stack: StackResult, warnings: list[s
     from npa_pulumi.engine.registrations import kubeconfigs
 
     plan = context.plans().cluster(stack.stack)
-    target = next((t for t in context.targets if t.cluster_stack == stack.stack), None)
+    target = context.target_of(stack.stack)
     if not plan.in_cluster or not stack.kube_context or not stack.cluster_id or target is None:
         return
 

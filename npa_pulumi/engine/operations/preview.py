@@ -61,7 +61,7 @@ def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
     unchanged = set() if refresh or not projects else liveness.unchanged_projects(context)
     unchanged |= set() if refresh or not clusters else liveness.unchanged_clusters(context)
     skipped, _ = skippable(context, [ops[s] for s in plan_of if s in unchanged], unchanged, plan_of)
-    settled = {r.stack for r in skipped}
+    settled = {r.stack: r for r in skipped}
     visit: Visit[StackResult] = Visit(
         project=lambda plan: _preview_stack(context, ops[plan.stack], plan),
         cluster=lambda plan, _behind: _preview_cluster(
@@ -70,7 +70,7 @@ def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
         blocked=lambda plan, culprit: ops[plan.stack].result(
             "skipped", error=f"project stack {culprit} failed to preview; cluster not previewed"
         ),
-        unchanged=lambda plan: next(r for r in skipped if r.stack == plan.stack),
+        unchanged=lambda plan: settled[plan.stack],
     )
     skip = Skip(
         projects=frozenset(s for s in settled if s in ops and ops[s].kind == "project"),

@@ -31,7 +31,7 @@ def run(context: FleetContext, request: StatusRequest) -> FleetResult:
         )
     result.stacks.extend(plans.unsupported)
     graph = context.graph()
-    ops = {c.stack: context.cluster_op(c) for c in graph.clusters(WalkKind.STATUS)}
+    ops = {c.stack: context.reading_op(c) for c in graph.clusters(WalkKind.STATUS)}
     started = time.monotonic()
     walk = graph.each_cluster(WalkKind.STATUS, lambda plan: cluster_status(context, ops[plan.stack]))
     result.stacks.extend(context.run_walk(list(ops.values()), walk))

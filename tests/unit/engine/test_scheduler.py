@@ -182,3 +182,87 @@ def test_a_dependency_outside_the_run_is_ignored() -> None:
     ex = Executor()
     outcome = scheduler().run([Job("c", ex.work("c"), after=("unchanged-project",))])
     assert outcome.results["c"] == "ok:c"
+
+
+def test_a_full_group_holds_back_only_its_own_jobs_which_keep_their_order() -> None:
+    ex = Executor(durations={"b1": 0.05, "b2": 0.05, "b3": 0.05, "x1": 0.3})
+    jobs = [Job(k, ex.work(k, "block"), group="block") for k in ("b1", "b2", "b3")]
+    jobs.append(Job("x1", ex.work("x1")))
+    scheduler(concurrency=2, block=1).run(jobs)
+    assert ex.started() == ["b1", "x1", "b2", "b3"]
+    assert ex.group_peak["block"] == 1
+
+
+def test_a_fleet_of_thousands_blocks_exactly_the_failed_projects_clusters() -> None:
+    projects = {f"p{p}": [f"p{p}.c{c}" for c in range(50)] for p in range(40)}
+    ex = Executor(durations=dict.fromkeys([c for cs in projects.values() for c in cs], 0.0), failing={"p7"})
+    outcome = scheduler(concurrency=8).run(forward(ex, projects))
+    assert len(outcome.results) == 40 + 2000
+    assert outcome.results["p7"] == "failed:p7:p7 broke"
+    assert all(outcome.results[c] == "blocked:p7" for c in projects["p7"])
+    others = [c for p, cs in projects.items() if p != "p7" for c in [p, *cs]]
+    assert all(outcome.results[k] == f"ok:{k}" for k in others)
+    assert set(ex.started()) == set(others) | {"p7"}
+    for project, clusters in projects.items():
+        if project != "p7":
+            assert ex.index("end", project) < min(ex.index("start", c) for c in clusters)
+
+
+def _reference(jobs: list[Job[str]], failing: set[str], fail_fast: bool) -> tuple[dict[str, str], list[str]]:
+    """The scheduler's rules (the module's docstring) run one job at a time, by rescanning every job."""
+    known = {job.key for job in jobs}
+    waiting, done, bad = list(jobs), set(), set()
+    results: dict[str, str] = {}
+    order: list[str] = []
+    stop = False
+    while True:
+        changed = True
+        while changed:
+            changed = False
+            for job in list(waiting):
+                culprit = next((k for k in job.after if k in bad), None)
+                if culprit is None or job.blocked is None:
+                    continue
+                if any(k in known and k not in done for k in job.after if k not in bad):
+                    continue
+                waiting.remove(job)
+                results[job.key] = job.blocked(culprit)
+                done.add(job.key)
+                bad.add(job.key)
+                changed = True
+        ready = [j for j in waiting if not any(k in known and k not in done for k in j.after)]
+        if stop or not ready:
+            break
+        job = ready[0]
+        waiting.remove(job)
+        order.append(job.key)
+        results[job.key] = f"failed:{job.key}:{job.key} broke" if job.key in failing else f"ok:{job.key}"
+        done.add(job.key)
+        if job.key in failing:
+            bad.add(job.key)
+            stop = fail_fast
+    for job in waiting:
+        results[job.key] = f"skipped:{job.key}"
+    return results, order
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_graphs_follow_the_rules_one_job_at_a_time(seed: int) -> None:
+    """Random DAGs (with dependencies outside the run, jobs with and without a blocked result, failures,
+    fail-fast or not) against the rules run one job at a time by rescanning every job."""
+    import random
+
+    rng = random.Random(seed)
+    keys = [f"j{n}" for n in range(rng.randint(5, 60))]
+    failing = {k for k in keys if rng.random() < 0.15}
+    ex = Executor(durations=dict.fromkeys(keys, 0.0), failing=failing)
+    jobs: list[Job[str]] = []
+    for n, key in enumerate(keys):
+        after = tuple(rng.sample(keys[:n], min(n, rng.randint(0, 3))))
+        after += ("outside",) if rng.random() < 0.1 else ()
+        blocked = (lambda culprit: f"blocked:{culprit}") if rng.random() < 0.7 else None
+        jobs.append(Job(key, ex.work(key), after=after, blocked=blocked))
+    rng.shuffle(jobs)  # the order given is not the order of dependence
+    fail_fast = rng.random() < 0.3
+    outcome = scheduler(concurrency=1, fail_fast=fail_fast).run(jobs)
+    assert (outcome.results, outcome.order) == _reference(jobs, failing, fail_fast)

@@ -607,3 +607,31 @@ def test_resize_node_group_charges_the_new_size(sim: LocalSimulator) -> None:
         sim.resize_node_group(cpu["id"], -1)
     with pytest.raises(NotFound):
         sim.resize_node_group("mk8snodegroup-e00000000000000000", 1)
+
+
+def test_a_database_made_before_the_fleet_scale_indexes_gains_them(sim: LocalSimulator) -> None:
+    """The indexes every operation's waiting-for-quota check and every write's purge read are added to a
+    database made without them, and the queries use them (a 10,000-cluster fleet scanned every row)."""
+    import sqlite3
+
+    from npa_pulumi.simulator import db
+
+    added = ("resources_waiting", "resources_deleting", "allocations_sums")
+    conn = sqlite3.connect(db.db_path(sim.directory))
+    for name in added:
+        conn.execute(f"DROP INDEX {name}")
+    conn.close()
+    db._MIGRATED.clear()  # a new process
+    project = sim.list_projects(TENANT)[0]  # any operation brings the database up to date
+    conn = sqlite3.connect(db.db_path(sim.directory))
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert set(added) <= names
+    plan = " ".join(
+        str(row[3])
+        for row in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT 1 FROM resources WHERE kind = 'node_group' AND ready_at < 0 LIMIT 1"
+        )
+    )
+    conn.close()
+    assert "resources_waiting" in plan
+    assert project["id"]
