@@ -32,14 +32,11 @@ or 404, the engine is asked, as before; tags are always set through the engine t
 
 from __future__ import annotations
 
-import datetime
 import gzip
-import hashlib
 import json
 import os
 import re
 import socket
-import threading
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,51 +326,6 @@ def passphrase_salt(backend_url: str, stack: str, project_name: str) -> str | No
         return None
     salt = (providers.get("state") or {}).get("salt")
     return salt if isinstance(salt, str) and salt.startswith("v1:") else None
-
-
-def create_passphrase_stack(
-    backend_url: str, project_name: str, stack: str, salt: str, engine_version: str
-) -> bool:
-    """Create a new, empty stack on a file:// backend as `pulumi stack init --secrets-provider passphrase`
-    does when the stack's settings already hold its salt: the checkpoint with no resources, the engine's
-    manifest and the passphrase provider's state (its salt). False, writing nothing, where that is not
-    possible here (another backend, a layout this module does not know or no layout yet, a salt or version
-    of another shape): the caller asks the engine. FileExistsError when the stack exists (made meanwhile
-    by another process): never overwritten. The settings file with the salt must be written first."""
-    root = diy_root(backend_url)
-    if root is None or not salt.startswith("v1:") or not engine_version:
-        return False
-    directory = stacks_dir(backend_url, project_name)
-    if directory is None or root not in _KNOWN_LAYOUT:  # the layout read from meta.yaml, not assumed
-        return False
-    path = directory / f"{stack}.json"
-    if path.with_suffix(".json.gz").exists():
-        raise FileExistsError(str(path.with_suffix(".json.gz")))
-    version = engine_version if engine_version.startswith("v") else f"v{engine_version}"
-    stamp = datetime.datetime.now(datetime.UTC)
-    document = {  # the key order and format the engine writes (pkg/backend/diy, apitype.CheckpointV3)
-        "version": CHECKPOINT_VERSION,
-        "checkpoint": {
-            "stack": f"organization/{project_name}/{stack}",
-            "latest": {
-                "manifest": {
-                    "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                    "magic": hashlib.sha256(version.encode()).hexdigest(),
-                    "version": version,
-                },
-                "secrets_providers": {"type": "passphrase", "state": {"salt": salt}},
-                "metadata": {},
-            },
-        },
-    }
-    directory.mkdir(parents=True, exist_ok=True)
-    draft = directory / f".{stack}.json.{os.getpid()}.{threading.get_ident()}.tmp"
-    draft.write_bytes(orjson.dumps(document))
-    try:
-        os.link(draft, path)  # created whole or not at all; FileExistsError when the stack is there
-    finally:
-        draft.unlink(missing_ok=True)
-    return True
 
 
 # ---------------------------------------------------------------------------------------- history

@@ -14,12 +14,7 @@ from npa_pulumi.engine.automation import diy_backend
 from npa_pulumi.engine.automation.diy_backend import checkpoint_outputs
 from npa_pulumi.engine.automation.locks import LockRecovery
 from npa_pulumi.engine.automation.stack_op import StackOp
-from npa_pulumi.engine.automation.workspace import (
-    PASSPHRASE,
-    EngineSettings,
-    engine_version,
-    workspace_options,
-)
+from npa_pulumi.engine.automation.workspace import PASSPHRASE, EngineSettings, workspace_options
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -64,10 +59,6 @@ class StackSelector:
                     # wasted on every new stack; the DIY checkpoint says the stack is not there.
                     try:
                         key_shared = self._key_shared(op, opts)
-                        made = self._create_without_engine(op, key_shared)
-                        if made is not None:
-                            self.created.add(op.stack)
-                            return made
                         stack = self.locks.creating(
                             op.stack,
                             lambda: auto.create_stack(
@@ -135,32 +126,6 @@ class StackSelector:
             return opts
         opts.stack_settings = {op.stack: auto.StackSettings(encryption_salt=salt)}
         return opts
-
-    def _create_without_engine(self, op: StackOp, opts: auto.LocalWorkspaceOptions) -> auto.Stack | None:
-        """A new stack that shares its project stack's passphrase salt, made on a file:// backend as
-        `stack init` makes it (diy_backend.create_passphrase_stack), without its engine start: that start
-        and its key derivation were ~0.3 s of a cluster stack's ~1.5 s of CPU in a first deploy. None where
-        the engine must make it (no shared salt, another backend or secrets provider); StackAlreadyExists
-        when another process made it meanwhile. A wrong passphrase is then refused by the stack's first
-        engine run instead of by its `stack init`."""
-        from pulumi import automation as auto
-
-        settings = (opts.stack_settings or {}).get(op.stack)
-        salt = settings.encryption_salt if settings is not None else None
-        version = engine_version()
-        if not salt or version is None:
-            return None
-        stack = self._select_known(op.stack, opts)  # writes the stack's settings (its salt) first
-        try:
-            made = diy_backend.create_passphrase_stack(
-                self.settings.backend_url, self.project_name, op.stack, salt, version
-            )
-        except FileExistsError:
-            from pulumi.automation._cmd import CommandResult
-
-            exists = CommandResult(stdout="", stderr=f"error: stack '{op.stack}' already exists", code=255)
-            raise auto.StackAlreadyExistsError(exists) from None
-        return stack if made else None
 
     @staticmethod
     def _select_known(stack_name: str, opts: auto.LocalWorkspaceOptions) -> auto.Stack:

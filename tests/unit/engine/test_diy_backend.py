@@ -179,22 +179,3 @@ def test_the_last_update_is_the_newest_history_entry(backend: tuple[str, Path]) 
     (history / "f.p-1002.history.json").write_text("not json")
     assert diy.last_update_result(url, "f.p", PROJECT) is diy.NO_FAST_PATH  # unreadable: ask the engine
     assert diy.last_update_result("s3://b/prefix", "f.p", PROJECT) is diy.NO_FAST_PATH
-
-
-def test_a_stack_is_created_without_the_engine_only_where_the_layout_is_known(
-    backend: tuple[str, Path], tmp_path: Path
-) -> None:
-    salt = "v1:c2FsdA==:v1:bm9uY2U=:Y2hlY2s="
-    assert not diy.create_passphrase_stack("s3://bucket", PROJECT, "s", salt, "3.259.0")
-    fresh = tmp_path / "fresh"  # no stack written yet: the engine makes the layout
-    assert not diy.create_passphrase_stack(f"file://{fresh}", PROJECT, "s", salt, "3.259.0")
-    assert not fresh.exists()
-    url, stacks = backend
-    assert not diy.create_passphrase_stack(url, PROJECT, "s", "not-a-salt", "3.259.0")
-    assert not (stacks / "s.json").exists()
-    assert diy.create_passphrase_stack(url, PROJECT, "s", salt, "3.259.0")
-    assert diy.checkpoint_outputs(url, "s", PROJECT) == {}  # a stack, with nothing deployed
-    assert diy.passphrase_salt(url, "s", PROJECT) == salt
-    assert diy.stack_names(url, PROJECT) == ["s"]  # no draft left behind
-    with pytest.raises(FileExistsError):
-        diy.create_passphrase_stack(url, PROJECT, "s", salt, "3.259.0")
