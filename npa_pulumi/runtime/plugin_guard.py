@@ -8,7 +8,8 @@ plugin as its child, sharing its stdin/stdout/stderr (the engine reads the plugi
 usual), and
 
 * stops the child when the engine that started the guard is gone (the guard is reparented);
-* forwards SIGTERM and SIGINT to it;
+* forwards SIGTERM and SIGINT to it (their default actions restored in the child, even when the guard was
+  started with them ignored);
 * has the kernel kill the child if the guard itself is killed (PR_SET_PDEATHSIG, set in the child just
   before exec by the guard's only thread, which lives as long as the guard);
 * gives the child a temporary directory of its own (TMPDIR, mode 0700) and removes it when the child
@@ -38,6 +39,11 @@ _PR_SET_PDEATHSIG = 1
 
 def die_with(guard: int) -> Callable[[], None]:
     def before_exec() -> None:
+        # A command started in the background of a non-interactive shell (`nohup npa-pulumi up &`, a CI
+        # step run that way) inherits SIGINT ignored, and an ignored signal stays ignored across exec: the
+        # engine's SIGINT, which the guard forwards, would never stop the child. It gets the defaults.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         # The guard may have died between the fork and the prctl: the kernel would then never signal us.

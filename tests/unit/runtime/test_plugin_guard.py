@@ -8,7 +8,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from npa_pulumi.runtime.processes import process_alive
 
@@ -84,14 +87,27 @@ def test_the_plugin_gets_a_private_temporary_directory_that_goes_with_it() -> No
     assert not Path(private).exists(), "the plugin's temporary files outlived it"
 
 
-def test_the_private_temporary_directory_goes_when_the_engine_interrupts_the_plugin(tmp_path: Path) -> None:
-    """The engine stops a plugin with SIGINT to its process group (the guard and the plugin), then waits."""
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    "started_with", [None, _ignore_sigint], ids=["sigint-default", "sigint-ignored-as-under-nohup"]
+)
+def test_the_private_temporary_directory_goes_when_the_engine_interrupts_the_plugin(
+    tmp_path: Path, started_with: Callable[[], None] | None
+) -> None:
+    """The engine stops a plugin with SIGINT to its process group (the guard and the plugin), then waits;
+    also when the CLI was started in the background of a non-interactive shell, which ignores SIGINT in
+    every process it starts (an ignored signal stays ignored across exec)."""
     marker = tmp_path / "tmpdir"
     # The file first, then the marker the test waits for (the other way round, the test could look before
     # the file was made).
     plugin = f'touch "$TMPDIR/kubeconfig1"; echo "$TMPDIR" > {marker}; exec sleep 300'
     guard = subprocess.Popen(
-        [sys.executable, "-m", "npa_pulumi.runtime.plugin_guard", "sh", "-c", plugin], start_new_session=True
+        [sys.executable, "-m", "npa_pulumi.runtime.plugin_guard", "sh", "-c", plugin],
+        start_new_session=True,
+        preexec_fn=started_with,
     )
     assert _wait_for(lambda: marker.exists() and marker.read_text().strip())
     private = Path(marker.read_text().strip())
