@@ -113,6 +113,17 @@ def _variable(name: str, type_: str, default: str, description: str) -> str:
     )
 
 
+_CLUSTER = "nebius_mk8s_v1_cluster.k8s-cluster"
+
+
+def _kube_token_args() -> str:
+    """`nebius mk8s v1 cluster get-token` for this cluster, as the profile the bridge names."""
+    return (
+        f'concat(["mk8s", "v1", "cluster", "get-token", "--id", {_CLUSTER}.id, "--format", "json"], '
+        f'var.{PROFILE_VARIABLE} == "" ? [] : ["--profile", var.{PROFILE_VARIABLE}])'
+    )
+
+
 def _root_declarations() -> OverrideFile:
     assert set(MIG_PIN_KEYS) | {"gpu_mig_with_reboot", "gpu_operator_rdma_enabled"} == set(
         MIG_RECIPE_VARIABLES
@@ -152,6 +163,9 @@ def _root_declarations() -> OverrideFile:
         "}\n"
     )
     parts.append(_variable("gpu_operator_rdma_enabled", "bool", "null", "The GPU Operator driver's RDMA."))
+    # The exec plugin's arguments for the auth override (npa_fleet_auth_override.tf): declared here, because
+    # Terraform merges an override file's locals only into locals that a primary file already defines.
+    parts.append(f"locals {{\n  npa_fleet_kube_token_args = {_kube_token_args()}\n}}\n")
     pins = "\n".join(f'    "{key}" = var.{name}' for name, key in MIG_PIN_KEYS.items())
     reboot, rdma = "var.gpu_mig_with_reboot", "var.gpu_operator_rdma_enabled"
     rtx = "local.npa_fleet_rtx"
@@ -218,7 +232,6 @@ def _root_override() -> OverrideFile:
     return OverrideFile(ROOT_MODULE, OVERRIDE_FILE, text, touches)
 
 
-_CLUSTER = "nebius_mk8s_v1_cluster.k8s-cluster"
 
 
 def _root_auth_override() -> OverrideFile:
@@ -226,10 +239,6 @@ def _root_auth_override() -> OverrideFile:
     profile, and the Kubernetes-side providers get their token from the profile-bound exec plugin
     (`nebius mk8s v1 cluster get-token`) whenever the bridge passes no `iam_token` (bridge/credentials.py).
     With a token (other credential paths, `NPA_REUSE_IAM_TOKEN`), upstream's `token = var.iam_token` holds."""
-    exec_args = (
-        f'concat(["mk8s", "v1", "cluster", "get-token", "--id", {_CLUSTER}.id, "--format", "json"], '
-        f'var.{PROFILE_VARIABLE} == "" ? [] : ["--profile", var.{PROFILE_VARIABLE}])'
-    )
     exec_object = (
         '{\n      api_version = "client.authentication.k8s.io/v1beta1"\n      command     = "nebius"\n'
         "      args        = local.npa_fleet_kube_token_args\n    }"
@@ -241,7 +250,6 @@ def _root_auth_override() -> OverrideFile:
     )
     text = (
         _HEADER
-        + f"locals {{\n  npa_fleet_kube_token_args = {exec_args}\n}}\n\n"
         + 'variable "iam_token" {\n  default = null\n}\n\n'
         + 'provider "helm" {\n  kubernetes = {\n'
         + f"    host                   = {_CLUSTER}.status.control_plane.endpoints.public_endpoint\n"
