@@ -4,6 +4,12 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export GOTOOLCHAIN := local
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
+# The default recipe's source where GitHub is out of reach: the upstream library that ../shared holds
+# beside this checkout (a dependency, never copied into the repository; docs/default-recipe.md).
+UPSTREAM_MIRROR := $(abspath $(CURDIR)/../shared/upstream/nebius-solutions-library)
+ifneq ($(wildcard $(UPSTREAM_MIRROR)/k8s-training/main.tf),)
+export NPA_K8S_TRAINING_MIRROR ?= $(UPSTREAM_MIRROR)
+endif
 
 .PHONY: help check tools browser venv test test-long test-unit test-integration lint lint-fast types fmt demo bench bench-quick chaos chaos-quick clean
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -199,6 +200,17 @@ def _prepare(
         # The stand-in derives stable idempotency keys from this owner (see its main.tf); other recipes
         # do not declare the variable, so it is only passed to the stand-in.
         extra["TF_VAR_npa_idempotency_scope"] = inputs.work_key
+    if inputs.cloud == "local" and source.kind != "local-stand-in":
+        # A real recipe on the local cloud: terraform installs its providers from the local cloud's
+        # mirror (bridge/local_providers.py), never from a registry.
+        from npa_pulumi.bridge.local_providers import terraform_env
+        from npa_pulumi.components._cloud import cloud_for
+
+        local = cloud_for(inputs.cloud, inputs.profile, inputs.identity.region, inputs.identity.tenant_id)
+        directory = getattr(local, "directory", None)  # the local adapter's database directory
+        if not isinstance(directory, Path):
+            raise RuntimeError("the local cloud adapter names no directory for its Terraform providers")
+        extra.update(terraform_env(cache_dir() / "terraform-cli", directory))
     runtime_tfvars = inputs.runtime_tfvars or {}
     env = runtime_env(identity, runtime_tfvars, cache_dir() / "tf-plugins", extra)
     workspace.redact = _run_time_secrets(token, runtime_tfvars)

@@ -156,6 +156,11 @@ def stand_in_dir() -> Path:
     return found
 
 
+# `--cloud local` runs the shipped stand-in unless this says `default`: then it runs the default recipe
+# (upstream + the fleet's override files) against the local cloud's own providers (bridge/local_providers.py).
+LOCAL_RECIPE_ENV = "NPA_LOCAL_CLOUD_RECIPE"
+
+
 def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | None = None) -> RecipeSource:
     if recipe_dir and recipe_ref:
         raise UserInputError("give either --recipe-dir or --recipe-ref, not both")
@@ -170,7 +175,7 @@ def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | 
     if recipe_ref:
         url = os.environ.get("NPA_RECIPE_REPO_URL", UPSTREAM_REPO_URL)
         return RecipeSource("git", f"{url}@{recipe_ref}")
-    if cloud == "local":
+    if cloud == "local" and os.environ.get(LOCAL_RECIPE_ENV, "stand-in").strip() != "default":
         return RecipeSource("local-stand-in", str(stand_in_dir()))
     return default_source()
 
@@ -437,9 +442,29 @@ def tree_digest(*roots: Path) -> str:
     return digest.hexdigest()
 
 
+# A directory holding nebius-solutions-library at the default recipe's pinned commit (`k8s-training/` and
+# `modules/`), for machines that cannot reach GitHub: the default recipe is read from it instead of fetched.
+# `make` sets it to ../shared/upstream's copy when a checkout has one (docs/default-recipe.md).
+MIRROR_ENV = "NPA_K8S_TRAINING_MIRROR"
+
+
+def default_recipe_mirror() -> Path | None:
+    """The default recipe's local mirror (`$NPA_K8S_TRAINING_MIRROR`), when one is set."""
+    configured = os.environ.get(MIRROR_ENV, "").strip()
+    if not configured:
+        return None
+    path = Path(configured).expanduser()
+    if not (path / "k8s-training").is_dir():
+        raise RecipeError(f"${MIRROR_ENV} is {path}, which holds no k8s-training/ directory")
+    return path
+
+
 def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: Path) -> MaterializedRecipe:
     """Copy the recipe into `work_root` (as `k8s-training/` and `modules/`) and prepare it."""
-    if source.kind in ("git", "default"):
+    mirror = default_recipe_mirror() if source.kind == "default" else None
+    if mirror is not None:
+        library = mirror
+    elif source.kind in ("git", "default"):
         library = _git_checkout(source.location, cache_root / "recipes")
     else:
         library = Path(source.location)

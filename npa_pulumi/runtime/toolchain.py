@@ -290,3 +290,20 @@ def kuberay_crd_files() -> list[Path]:
             f"{KUBERAY_CRD_DIR}/"
         )
     return files
+
+
+LOCAL_PROVIDER_MIRROR_ENV = "NPA_LOCAL_PROVIDER_MIRROR"
+LOCAL_PROVIDER_MIRROR_DIR = "terraform-providers"  # beside .tools/bin, and beside a cache entry's bin/
+
+
+def find_local_provider_mirror() -> Path | None:
+    """The filesystem mirror of the local cloud's Terraform providers (tools/localcloud-providers):
+    `$NPA_LOCAL_PROVIDER_MIRROR`, else `.tools/terraform-providers`, else the toolchain cache's."""
+    override = os.environ.get(LOCAL_PROVIDER_MIRROR_ENV)
+    if override:
+        return Path(override)
+    candidates = [
+        tools_bin().parent / LOCAL_PROVIDER_MIRROR_DIR,
+        *(d.parent / LOCAL_PROVIDER_MIRROR_DIR for d in _cached_bin_dirs("localcloud-providers-")),
+    ]
+    return next((c for c in candidates if c.is_dir()), None)

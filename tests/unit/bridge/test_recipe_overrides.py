@@ -1,16 +1,18 @@
 """The default recipe for `--cloud nebius`: upstream k8s-training at a pinned commit plus npa-pulumi's own
-override files (npa_pulumi/bridge/overrides.py), checked against the upstream surface fixture
-(tests/fixtures/upstream-k8s-training-v4, parsed with python-hcl2). The fetch is the `--recipe-ref` code
+override files (npa_pulumi/bridge/overrides.py), checked against the real module beside the checkout
+(tests/upstream_library.py, parsed with python-hcl2). The fetch is the `--recipe-ref` code
 path (`_git_checkout` of `<url>@<commit>`); here it fetches a local git repository of the fixture, since
 this machine cannot reach GitHub."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from upstream_library import upstream_library, writable_copy
 
 from npa_pulumi.bridge import overrides
 from npa_pulumi.bridge.recipe import (
@@ -25,7 +27,7 @@ from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES
 from npa_pulumi.spec.parse import load_spec, parse_spec
 
 REPO = Path(__file__).resolve().parents[3]
-V4 = REPO / "tests" / "fixtures" / "upstream-k8s-training-v4"
+V4 = upstream_library()
 
 
 def _git_repo(src: Path, dest: Path) -> str:
@@ -86,11 +88,10 @@ def test_the_override_files_carry_the_fleet_wiring() -> None:
         ),
         (
             lambda lib: (lib / "modules" / "gpu-operator" / "variables.tf").write_text(
-                (lib / "modules" / "gpu-operator" / "variables.tf")
-                .read_text()
-                .replace(
-                    'variable "toolkit_config_source" {\n  type    = string',
-                    'variable "toolkit_config_source" {\n  type    = bool',
+                re.sub(
+                    r'(variable "toolkit_config_source" \{[^}]*?type\s*=\s*)string',
+                    r"\1bool",
+                    (lib / "modules" / "gpu-operator" / "variables.tf").read_text(),
                 )
             ),
             "toolkit_config_source is bool, not string",
@@ -102,8 +103,8 @@ def test_a_revision_without_a_target_is_refused_before_any_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: object, named: str
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    library = tmp_path / "lib-src"
-    shutil.copytree(V4, library)
+    monkeypatch.delenv("NPA_K8S_TRAINING_MIRROR", raising=False)
+    library = writable_copy(tmp_path / "lib-src")
     edit(library)  # type: ignore[operator]
     sha = _git_repo(library, tmp_path / "lib")
     work = tmp_path / "work"
@@ -118,7 +119,8 @@ def test_a_revision_without_a_target_is_refused_before_any_change(
 @pytest.fixture
 def default_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> set[str]:
     monkeypatch.setenv("HOME", str(tmp_path))
-    sha = _git_repo(V4, tmp_path / "upstream")
+    monkeypatch.delenv("NPA_K8S_TRAINING_MIRROR", raising=False)
+    sha = _git_repo(writable_copy(tmp_path / "upstream-src"), tmp_path / "upstream")
     recipe = materialize(
         RecipeSource("default", f"file://{tmp_path / 'upstream'}@{sha}"),
         tmp_path / "work",
