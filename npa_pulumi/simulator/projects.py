@@ -14,7 +14,6 @@ from npa_pulumi.simulator import db, vpc
 from npa_pulumi.simulator.store import Store
 from npa_pulumi.simulator.transaction import OpContext, clean_labels
 
-
 # The subject the local IAM names in what a token authenticates (the API servers' token file, say).
 LOCAL_SUBJECT = "local-cloud-user"
 

@@ -204,7 +204,12 @@ def _release_secret(release: JSON) -> JSON:
         "metadata": {
             "name": f"sh.helm.release.v1.{name}.v{revision}",
             "namespace": namespace,
-            "labels": {"name": name, "owner": "helm", "status": release["info"]["status"], "version": str(revision)},
+            "labels": {
+                "name": name,
+                "owner": "helm",
+                "status": release["info"]["status"],
+                "version": str(revision),
+            },
         },
         "data": {"release": encode_release(release)},
     }
@@ -267,7 +272,9 @@ class Release:
                 raise ProviderError(
                     "cannot re-use a name that is still in use", f"release {namespace}/{name} exists already"
                 )
-            revision = int((history[-1]["metadata"]["labels"] or {}).get("version", "0")) + 1 if history else 1
+            revision = (
+                int((history[-1]["metadata"]["labels"] or {}).get("version", "0")) + 1 if history else 1
+            )
             first = decode_release(history[0])["info"]["first_deployed"] if history else _now()
             release = {
                 "name": name,
@@ -277,7 +284,8 @@ class Release:
                     "first_deployed": first,
                     "last_deployed": _now(),
                     "deleted": "",
-                    "description": state.get("description") or ("Install complete" if revision == 1 else "Upgrade complete"),
+                    "description": state.get("description")
+                    or ("Install complete" if revision == 1 else "Upgrade complete"),
                     "status": "deployed",
                     "notes": "",
                 },
@@ -288,7 +296,10 @@ class Release:
             for old in history:  # the earlier revisions are superseded, as Helm marks them
                 if (old["metadata"].get("labels") or {}).get("status") == "deployed":
                     labels = {**old["metadata"]["labels"], "status": "superseded"}
-                    client.merge_patch(f"{_secrets_path(namespace)}/{old['metadata']['name']}", {"metadata": {"labels": labels}})
+                    client.merge_patch(
+                        f"{_secrets_path(namespace)}/{old['metadata']['name']}",
+                        {"metadata": {"labels": labels}},
+                    )
             client.create(_secrets_path(namespace), _release_secret(release))
         except KubeError as err:
             raise api_error(f"installing release {namespace}/{name}", err) from None
@@ -300,8 +311,12 @@ class Release:
         if client.get_or_none(f"/api/v1/namespaces/{namespace}") is not None:
             return
         if not create:
-            raise ProviderError(f'namespaces "{namespace}" not found', "set create_namespace = true, or create it first")
-        client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+            raise ProviderError(
+                f'namespaces "{namespace}" not found', "set create_namespace = true, or create it first"
+            )
+        client.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
 
     @staticmethod
     def _state(state: State, release: JSON) -> State:
@@ -370,8 +385,16 @@ class Release:
             raise ProviderError("Cannot import non-existent release", import_id)
         release = decode_release(history[-1])
         chart = release["chart"]["metadata"]
-        state: State = {**DEFAULTS, "name": name, "namespace": namespace, "chart": chart["name"], "version": chart["version"]}
-        state["values"] = [yaml.safe_dump(release.get("config") or {}, sort_keys=True)] if release.get("config") else None
+        state: State = {
+            **DEFAULTS,
+            "name": name,
+            "namespace": namespace,
+            "chart": chart["name"],
+            "version": chart["version"],
+        }
+        state["values"] = (
+            [yaml.safe_dump(release.get("config") or {}, sort_keys=True)] if release.get("config") else None
+        )
         return self._state(state, release)
 
 

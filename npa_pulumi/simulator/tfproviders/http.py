@@ -38,7 +38,7 @@ def check_reachable(url: str) -> urllib.parse.SplitResult:
         raise ProviderError(
             f"the local cloud cannot fetch {url}",
             f"{parsed.hostname} is outside this machine, and the local cloud reaches nothing outside it: "
-            "data \"http\" answers loopback URLs only. Upstream k8s-training fetches the OPA Gatekeeper "
+            'data "http" answers loopback URLs only. Upstream k8s-training fetches the OPA Gatekeeper '
             "manifest this way when opa_gatekeeper_enable is true; the product's default recipe turns "
             "opa_gatekeeper_enable off on the local cloud (docs/local-cloud.md).",
         )
@@ -78,7 +78,9 @@ def fetch(config: State) -> State:
     check_reachable(url)
     method = str(config.get("method") or "GET").upper()
     if method not in METHODS:
-        raise ProviderError("Invalid Attribute Value", f"method must be one of {', '.join(METHODS)}, got {method}")
+        raise ProviderError(
+            "Invalid Attribute Value", f"method must be one of {', '.join(METHODS)}, got {method}"
+        )
     body = config.get("request_body")
     data = None if body is None else str(body).encode()
     headers = dict(config.get("request_headers") or {})

@@ -35,7 +35,8 @@ def server_url(host: str) -> str:
     parsed = urllib.parse.urlsplit(host)
     if parsed.scheme != "https" or not parsed.hostname:
         raise ProviderError(
-            "Invalid provider configuration", f"host {host!r}: an https:// URL or a bare host[:port] is expected"
+            "Invalid provider configuration",
+            f"host {host!r}: an https:// URL or a bare host[:port] is expected",
         )
     return f"https://{parsed.netloc}"
 
@@ -56,7 +57,9 @@ def _tls(config: JSON) -> ssl.SSLContext:
                 key.write_text(str(config["client_key"]))
                 context.load_cert_chain(cert, key)
     except (OSError, ValueError, ssl.SSLError) as err:
-        raise ProviderError("Invalid provider configuration", f"the TLS material does not load: {err}") from None
+        raise ProviderError(
+            "Invalid provider configuration", f"the TLS material does not load: {err}"
+        ) from None
     return context
 
 
@@ -78,7 +81,8 @@ def client_for(config: JSON, load_config_file: bool = True) -> KubeClient:
         raise ProviderError(
             "Unsupported provider configuration",
             "the local cloud's Kubernetes providers support host, cluster_ca_certificate, token, "
-            "client_certificate/client_key, insecure and config_path(s); not tls_server_name, proxy_url or exec",
+            "client_certificate/client_key, insecure and config_path(s); not tls_server_name, proxy_url "
+            "or exec",
         )
     if config.get("host"):
         return KubeClient(server_url(str(config["host"])), _tls(config), config.get("token") or None, 30.0)
@@ -153,7 +157,9 @@ def resource(ctx: CallContext, client: KubeClient, api_version: str, kind: str) 
         if entry.get("kind") == kind and "/" not in str(entry.get("name", "")):
             return ApiResource(api_version, kind, str(entry["name"]), bool(entry.get("namespaced")))
     cache.pop(api_version, None)  # a CRD applied later may add it: ask again next time
-    raise ProviderError(f"no {kind} in {api_version}", f"the cluster's API {api_version} has no kind {kind!r}")
+    raise ProviderError(
+        f"no {kind} in {api_version}", f"the cluster's API {api_version} has no kind {kind!r}"
+    )
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.5) -> None:

@@ -1,5 +1,5 @@
-"""gavinbunney/kubectl 1.19.0 on the local cloud: `kubectl_manifest` and data `kubectl_file_documents`, against
-the cluster's real API server (kubeapi.py).
+"""gavinbunney/kubectl 1.19.0 on the local cloud: `kubectl_manifest` and data `kubectl_file_documents`,
+against the cluster's real API server (kubeapi.py).
 
 * data `kubectl_file_documents` splits a multi-document YAML: `documents` (each document's text, empty
   ones dropped) and `manifests` (keyed by the provider's self link,
@@ -29,7 +29,13 @@ import yaml
 
 from npa_pulumi.kube.client import KubeClient, KubeError
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError, ProviderHandlers, State
-from npa_pulumi.simulator.tfproviders.kubeapi import ApiResource, api_error, cached_client, resource, wait_until
+from npa_pulumi.simulator.tfproviders.kubeapi import (
+    ApiResource,
+    api_error,
+    cached_client,
+    resource,
+    wait_until,
+)
 
 JSON = dict[str, Any]
 DEFAULT_FIELD_MANAGER = "kubectl"
@@ -44,7 +50,9 @@ def split_documents(content: str) -> list[str]:
     for part in _SEPARATOR.split(content):
         if part is None:
             continue
-        meaningful = [line for line in part.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        meaningful = [
+            line for line in part.splitlines() if line.strip() and not line.lstrip().startswith("#")
+        ]
         if meaningful:
             documents.append(part.strip("\n"))
     return documents
@@ -83,7 +91,12 @@ class FileDocuments:
             if key in manifests:
                 raise ProviderError("duplicate manifest found", f"two documents have the id {key}")
             manifests[key] = document
-        return {**config, "documents": documents, "manifests": manifests, "id": _digest(config.get("content"))}
+        return {
+            **config,
+            "documents": documents,
+            "manifests": manifests,
+            "id": _digest(config.get("content")),
+        }
 
 
 def _digest(value: Any) -> str:
@@ -101,7 +114,9 @@ def _fingerprint(desired: Any, live: Any) -> Any:
 
 class Manifest:
     def _client(self, ctx: CallContext) -> KubeClient:
-        return cached_client(ctx, ctx.provider_config, load_config_file=bool(ctx.provider_config.get("load_config_file")))
+        return cached_client(
+            ctx, ctx.provider_config, load_config_file=bool(ctx.provider_config.get("load_config_file"))
+        )
 
     def desired(self, state: State) -> JSON:
         obj = parse(str(state.get("yaml_body") or ""))
@@ -125,11 +140,15 @@ class Manifest:
         else:
             obj["metadata"].pop("namespace", None)
         manager = state.get("field_manager") or DEFAULT_FIELD_MANAGER
-        query = urllib.parse.urlencode({"fieldManager": manager, "force": "true" if state.get("force_conflicts") else "false"})
+        query = urllib.parse.urlencode(
+            {"fieldManager": manager, "force": "true" if state.get("force_conflicts") else "false"}
+        )
         retries = int(ctx.provider_config.get("apply_retry_count") or 0)
         for attempt in range(retries + 1):
             try:
-                live = client.request("PATCH", f"{self._path(api, obj)}?{query}", obj, "application/apply-patch+yaml")
+                live = client.request(
+                    "PATCH", f"{self._path(api, obj)}?{query}", obj, "application/apply-patch+yaml"
+                )
                 break
             except KubeError as err:
                 if err.status == 409:
@@ -160,9 +179,13 @@ class Manifest:
                 return False
             if kind == "Deployment":
                 want = (live.get("spec") or {}).get("replicas", 1)
-                return bool(status.get("updatedReplicas", 0) >= want and status.get("availableReplicas", 0) >= want)
+                return bool(
+                    status.get("updatedReplicas", 0) >= want and status.get("availableReplicas", 0) >= want
+                )
             want = status.get("desiredNumberScheduled", 0)
-            return bool(status.get("updatedNumberScheduled", 0) >= want and status.get("numberReady", 0) >= want)
+            return bool(
+                status.get("updatedNumberScheduled", 0) >= want and status.get("numberReady", 0) >= want
+            )
 
         wait_until(rolled_out, ROLLOUT_TIMEOUT_S, f"the rollout of {kind} {meta['name']}", interval_s=1.0)
 
@@ -177,7 +200,9 @@ class Manifest:
             namespace=meta.get("namespace"),
             uid=live["metadata"]["uid"],
             live_uid=live["metadata"]["uid"],
-            yaml_body_parsed=yaml.safe_dump(_obfuscated(obj, planned.get("sensitive_fields") or []), sort_keys=True),
+            yaml_body_parsed=yaml.safe_dump(
+                _obfuscated(obj, planned.get("sensitive_fields") or []), sort_keys=True
+            ),
             yaml_incluster=_digest(_fingerprint(obj, live)),
             live_manifest_incluster=_digest(_fingerprint(obj, live)),
         )
@@ -191,9 +216,9 @@ class Manifest:
 
     def update(self, ctx: CallContext, planned: State, prior: State) -> State:
         old, new = self.desired(prior), self.desired(planned)
-        moved = any(
-            str(old.get(k)) != str(new.get(k)) for k in ("apiVersion", "kind")
-        ) or any(str(old["metadata"].get(k)) != str(new["metadata"].get(k)) for k in ("name", "namespace"))
+        moved = any(str(old.get(k)) != str(new.get(k)) for k in ("apiVersion", "kind")) or any(
+            str(old["metadata"].get(k)) != str(new["metadata"].get(k)) for k in ("name", "namespace")
+        )
         if moved:  # a different object: the provider replaces
             self.delete(ctx, prior)
         obj, live = self._apply(ctx, planned)
@@ -232,19 +257,27 @@ class Manifest:
             return None
         path = self._path(api, obj)
         try:
-            client.request("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+            client.request(
+                "DELETE",
+                path,
+                {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+            )
         except KubeError as err:
             if err.status == 404:
                 return None
             raise api_error(f"deleting {state.get('id')}", err) from None
         if state.get("wait"):
-            wait_until(lambda: client.get_or_none(path) is None, DELETE_TIMEOUT_S, f"{state.get('id')} to be deleted")
+            wait_until(
+                lambda: client.get_or_none(path) is None, DELETE_TIMEOUT_S, f"{state.get('id')} to be deleted"
+            )
         return None
 
     def import_(self, ctx: CallContext, import_id: str) -> State:
         parts = import_id.split("//")
         if len(parts) not in (3, 4) or not all(parts):
-            raise ProviderError("Invalid import id", f"{import_id!r}: expected apiVersion//kind//name[//namespace]")
+            raise ProviderError(
+                "Invalid import id", f"{import_id!r}: expected apiVersion//kind//name[//namespace]"
+            )
         api_version, kind, name = parts[:3]
         namespace = parts[3] if len(parts) == 4 else None
         client = self._client(ctx)
@@ -255,14 +288,17 @@ class Manifest:
             raise api_error(f"importing {import_id}", err) from None
         if live is None:
             raise ProviderError("Cannot import non-existent remote object", import_id)
-        meta = {k: v for k, v in live["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
+        meta = {
+            k: v for k, v in live["metadata"].items() if k in ("name", "namespace", "labels", "annotations")
+        }
         body = {k: v for k, v in live.items() if k not in ("status", "metadata")} | {"metadata": meta}
         planned: State = {"yaml_body": yaml.safe_dump(body, sort_keys=False), "field_manager": None}
         return self._state(planned, body, live)
 
 
 def _obfuscated(obj: JSON, fields: list[str]) -> JSON:
-    """The document with `sensitive_fields` (dotted paths) and a Secret's data replaced by "(sensitive value)"."""
+    """The document with `sensitive_fields` (dotted paths) and a Secret's data replaced by
+    "(sensitive value)"."""
     out = json.loads(json.dumps(obj))
     paths = list(fields) + (["data", "stringData"] if obj.get("kind") == "Secret" else [])
     for path in paths:

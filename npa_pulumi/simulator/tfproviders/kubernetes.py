@@ -65,7 +65,15 @@ SINGLE_BLOCKS = frozenset(
 MAPS = frozenset({"labels", "annotations", "node_selector", "limits", "requests", "match_labels", "data"})
 # Integers the provider keeps as strings (so that 0 is expressible).
 INT_STRINGS = frozenset(
-    {"run_as_user", "run_as_group", "fs_group", "ttl_seconds_after_finished", "toleration_seconds", "default_mode", "mode"}
+    {
+        "run_as_user",
+        "run_as_group",
+        "fs_group",
+        "ttl_seconds_after_finished",
+        "toleration_seconds",
+        "default_mode",
+        "mode",
+    }
 )
 # Names the API spells differently from a camelCase of the block name.
 API_NAMES = {
@@ -161,7 +169,9 @@ def fill(planned: Any, live: Any, path: tuple[str, ...] = ()) -> Any:
                 out[key] = _from_api_value(key, found)
             elif isinstance(value, list) and value and isinstance(value[0], dict):
                 items = [found] if key in SINGLE_BLOCKS else (found if isinstance(found, list) else [])
-                out[key] = [fill(item, items[i] if i < len(items) else None, here) for i, item in enumerate(value)]
+                out[key] = [
+                    fill(item, items[i] if i < len(items) else None, here) for i, item in enumerate(value)
+                ]
             else:
                 out[key] = value
         return out
@@ -196,7 +206,9 @@ def from_api(obj: JSON) -> JSON:
 # --------------------------------------------------------------------------------- metadata
 
 # Labels and annotations the API server or controllers add, which the provider leaves out of state.
-SYSTEM_KEY = re.compile(r"^(kubernetes\.io/metadata\.name|kubectl\.kubernetes\.io/last-applied-configuration)$")
+SYSTEM_KEY = re.compile(
+    r"^(kubernetes\.io/metadata\.name|kubectl\.kubernetes\.io/last-applied-configuration)$"
+)
 
 
 def metadata_of(state: State) -> JSON:
@@ -257,7 +269,15 @@ class TypedObject:
     def state_from(self, obj: JSON) -> State:
         tree = from_api({k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "status")})
         meta = tree["metadata"][0]
-        keep = ("name", "namespace", "labels", "annotations", "uid", "resource_version", "generation")
+        keep: tuple[str, ...] = (
+            "name",
+            "namespace",
+            "labels",
+            "annotations",
+            "uid",
+            "resource_version",
+            "generation",
+        )
         if not self.kind.namespaced:
             keep = tuple(k for k in keep if k != "namespace")
         tree["metadata"] = [{k: meta.get(k) for k in keep} | {"generate_name": None}]
@@ -278,7 +298,12 @@ class TypedObject:
             meta.setdefault("namespace", "default")
         else:
             meta.pop("namespace", None)
-        return {"apiVersion": self.kind.api_version, "kind": self.kind.kind, "metadata": meta, **self.body(state)}
+        return {
+            "apiVersion": self.kind.api_version,
+            "kind": self.kind.kind,
+            "metadata": meta,
+            **self.body(state),
+        }
 
     def _id(self, live: JSON) -> str:
         meta = live["metadata"]
@@ -293,7 +318,7 @@ class TypedObject:
         return ident, None
 
     def _result(self, planned: State, live: JSON) -> State:
-        state = fill(planned, live)
+        state: State = fill(planned, live)
         state["metadata"] = [refreshed_metadata(metadata_of(state), live)]
         state["id"] = self._id(live)
         return state
@@ -355,15 +380,23 @@ class TypedObject:
         path = self._path(ctx, client, name, namespace)
         try:
             client.request(
-                "DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+                "DELETE",
+                path,
+                {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
             )
         except KubeError as err:
             if err.status == 404:
                 return None
             raise api_error(f"deleting {self.kind.kind} {state['id']}", err) from None
         timeouts = state.get("timeouts") or {}
-        timeout_s = parse_duration(timeouts.get("delete") if isinstance(timeouts, dict) else None, self.delete_timeout_s)
-        wait_until(lambda: client.get_or_none(path) is None, timeout_s, f"{self.kind.kind} {state['id']} to be deleted")
+        timeout_s = parse_duration(
+            timeouts.get("delete") if isinstance(timeouts, dict) else None, self.delete_timeout_s
+        )
+        wait_until(
+            lambda: client.get_or_none(path) is None,
+            timeout_s,
+            f"{self.kind.kind} {state['id']} to be deleted",
+        )
         return None
 
     def import_(self, ctx: CallContext, import_id: str) -> State:
@@ -374,7 +407,7 @@ class TypedObject:
         except KubeError as err:
             raise api_error(f"importing {self.kind.kind} {import_id}", err) from None
         if live is None:
-            raise ProviderError(f"Cannot import non-existent remote object", f"{self.kind.kind} {import_id}")
+            raise ProviderError("Cannot import non-existent remote object", f"{self.kind.kind} {import_id}")
         state = self.state_from(live)
         state["id"] = self._id(live)
         return state
@@ -388,7 +421,11 @@ class Namespace(TypedObject):
         if planned.get("wait_for_default_service_account"):
             name = live["metadata"]["name"]
             path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
-            wait_until(lambda: client.get_or_none(path) is not None, 60.0, f"namespace {name}'s default service account")
+            wait_until(
+                lambda: client.get_or_none(path) is not None,
+                60.0,
+                f"namespace {name}'s default service account",
+            )
         return live
 
 
@@ -454,8 +491,12 @@ class Binding(TypedObject):
         subjects = live.get("subjects") or []
         for i, subject in enumerate(state.get("subject") or []):
             found = subjects[i] if i < len(subjects) else {}
-            subject["api_group"] = found.get("apiGroup", "") if subject.get("api_group") is None else subject["api_group"]
-            subject["namespace"] = found.get("namespace", "") if subject.get("namespace") is None else subject["namespace"]
+            subject["api_group"] = (
+                found.get("apiGroup", "") if subject.get("api_group") is None else subject["api_group"]
+            )
+            subject["namespace"] = (
+                found.get("namespace", "") if subject.get("namespace") is None else subject["namespace"]
+            )
         return state
 
 
@@ -517,13 +558,13 @@ def wait_for_job(client: KubeClient, path: str, timeout_s: float) -> JSON:
                 )
         if time.monotonic() >= deadline:
             raise ProviderError(
-                f"job {live['metadata']['namespace']}/{live['metadata']['name']} did not complete in {timeout_s:g}s",
+                f"job {path.rsplit('/', 1)[-1]} did not complete in {timeout_s:g}s",
                 "raise timeouts.create, or set wait_for_completion = false",
             )
         time.sleep(1.0)
 
 
-# --------------------------------------------------------------------------------- patches by server-side apply
+# --------------------------------------------------------------------------------- server-side apply patches
 
 
 class FieldPatch:
@@ -551,7 +592,7 @@ class FieldPatch:
 
     def _apply(self, ctx: CallContext, state: State, body: JSON) -> JSON:
         client = self._client(ctx)
-        api_version, kind = self.target(state)
+        _api_version, kind = self.target(state)
         meta = metadata_of(state)
         path = self._path(ctx, client, state)
         try:
@@ -649,9 +690,13 @@ class Annotations(FieldPatch):
         current = (live.get("metadata") or {}).get("annotations") or {}
         if state.get("annotations") is not None:
             out["annotations"] = {k: current[k] for k in state["annotations"] if k in current}
-        template = ((((live.get("spec") or {}).get("template") or {}).get("metadata")) or {}).get("annotations") or {}
+        template = ((((live.get("spec") or {}).get("template") or {}).get("metadata")) or {}).get(
+            "annotations"
+        ) or {}
         if state.get("template_annotations") is not None:
-            out["template_annotations"] = {k: template[k] for k in state["template_annotations"] if k in template}
+            out["template_annotations"] = {
+                k: template[k] for k in state["template_annotations"] if k in template
+            }
         return out
 
 
@@ -679,7 +724,9 @@ class ResourceData:
         meta = metadata_of(config)
         api = resource(ctx, client, str(config["api_version"]), str(config["kind"]))
         try:
-            live = client.get_or_none(api.path(str(meta["name"]), meta.get("namespace") if api.namespaced else None))
+            live = client.get_or_none(
+                api.path(str(meta["name"]), meta.get("namespace") if api.namespaced else None)
+            )
         except KubeError as err:
             raise api_error(f"reading {config['kind']} {meta['name']}", err) from None
         if live is not None:
@@ -697,7 +744,9 @@ HANDLERS = ProviderHandlers(
         "kubernetes_cluster_role_binding_v1": Binding(
             Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", namespaced=False)
         ),
-        "kubernetes_role_binding_v1": Binding(Kind("rbac.authorization.k8s.io/v1", "RoleBinding", namespaced=True)),
+        "kubernetes_role_binding_v1": Binding(
+            Kind("rbac.authorization.k8s.io/v1", "RoleBinding", namespaced=True)
+        ),
         "kubernetes_job_v1": Job(),
         "kubernetes_annotations": Annotations(),
         "kubernetes_config_map_v1_data": ConfigMapData(),

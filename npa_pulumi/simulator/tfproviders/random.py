@@ -90,7 +90,9 @@ def generate(rules: Rules) -> str:
     ]
     alphabet = "".join(chars for enabled, chars, _ in classes if enabled)
     if not alphabet:
-        raise ProviderError("Invalid Attribute Combination", "lower, upper, numeric and special are all false")
+        raise ProviderError(
+            "Invalid Attribute Combination", "lower, upper, numeric and special are all false"
+        )
     # As the provider does, a minimum counts even for a class that is off.
     chosen = [secrets.choice(chars) for _enabled, chars, minimum in classes if chars for _i in range(minimum)]
     chosen += [secrets.choice(alphabet) for _ in range(rules.length - len(chosen))]

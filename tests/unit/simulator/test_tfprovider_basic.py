@@ -24,21 +24,42 @@ PASSWORD = random_provider.HANDLERS.resources["random_password"]
 
 def _planned(**given: object) -> dict[str, object]:
     """A plan as Terraform sends it: every schema attribute present, unset ones null."""
-    keys = ("length", "keepers", "lower", "upper", "numeric", "number", "special", "min_lower", "min_upper",
-            "min_numeric", "min_special", "override_special", "result", "id")  # fmt: skip
+    keys = (
+        "length",
+        "keepers",
+        "lower",
+        "upper",
+        "numeric",
+        "number",
+        "special",
+        "min_lower",
+        "min_upper",
+        "min_numeric",
+        "min_special",
+        "override_special",
+        "result",
+        "id",
+    )
     return {key: given.get(key) for key in keys}
 
 
 def test_the_registry_serves_each_provider_by_its_address() -> None:
     assert REGISTRY["hashicorp/random"] is random_provider.HANDLERS
-    assert set(REGISTRY) >= {"hashicorp/helm", "hashicorp/kubernetes", "gavinbunney/kubectl", "hashicorp/time"}
+    assert set(REGISTRY) >= {
+        "hashicorp/helm",
+        "hashicorp/kubernetes",
+        "gavinbunney/kubectl",
+        "hashicorp/time",
+    }
     assert "time_static" in REGISTRY["hashicorp/time"].resources
     assert "http" in REGISTRY["hashicorp/http"].data_sources
 
 
 def test_random_string_as_locals_tf_asks_for_it() -> None:
     # locals.tf: 6 characters, no specials, keepers = parent_id
-    planned = _planned(length=6, upper=True, lower=True, numeric=True, special=False, keepers={"ami_id": "p-1"})
+    planned = _planned(
+        length=6, upper=True, lower=True, numeric=True, special=False, keepers={"ami_id": "p-1"}
+    )
     state = STRING.create(CTX, planned)
     assert re.fullmatch(r"[A-Za-z0-9]{6}", str(state["result"]))
     assert state["id"] == state["result"] and state["keepers"] == {"ami_id": "p-1"}
@@ -60,13 +81,15 @@ def test_random_string_minimums_and_classes() -> None:
 
 def test_random_password_is_sensitive_material_with_a_bcrypt_hash() -> None:
     # o11y/grafana.tf: 16 characters from the classes and the override specials "@#$%"
-    state = PASSWORD.create(CTX, _planned(length=16, special=True, upper=True, lower=True, override_special="@#$%"))
+    state = PASSWORD.create(
+        CTX, _planned(length=16, special=True, upper=True, lower=True, override_special="@#$%")
+    )
     result = str(state["result"])
     assert re.fullmatch(r"[A-Za-z0-9@#$%]{16}", result)
     assert state["id"] == "none", "a password's id does not carry the secret"
     bcrypt_hash = str(state["bcrypt_hash"])
     if bcrypt_hash:  # the libc's bcrypt: it verifies the password
-        import crypt  # noqa: F401 -- deprecated module, present wherever the hash was made
+        import crypt
 
         assert crypt.crypt(result, bcrypt_hash) == bcrypt_hash
     other = PASSWORD.create(CTX, _planned(length=16))
@@ -83,11 +106,17 @@ def test_time_static_now_and_given() -> None:
     before = int(dt.datetime.now(dt.UTC).timestamp())
     state = static.create(CTX, {"rfc3339": None, "triggers": None})
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", str(state["rfc3339"]))
-    assert state["id"] == state["rfc3339"] and before <= int(state["unix"]) <= before + 5  # type: ignore[call-overload]
+    assert state["id"] == state["rfc3339"] and before <= int(state["unix"]) <= before + 5
     given = static.create(CTX, {"rfc3339": "2024-02-29T23:30:15+02:00", "triggers": {"a": "b"}})
     # The parts are UTC's, as the provider's.
     assert (given["year"], given["month"], given["day"], given["hour"], given["minute"], given["second"]) == (
-        2024, 2, 29, 21, 30, 15)  # fmt: skip
+        2024,
+        2,
+        29,
+        21,
+        30,
+        15,
+    )
     assert given["unix"] == 1709242215
     assert static.import_(CTX, "2020-01-01T00:00:00Z")["unix"] == 1577836800
     with pytest.raises(ProviderError, match="RFC3339"):
@@ -97,7 +126,7 @@ def test_time_static_now_and_given() -> None:
 @pytest.fixture
 def loopback_server() -> Iterator[str]:
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+        def do_GET(self) -> None:
             body = b"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: gatekeeper-system\n"
             self.send_response(404 if self.path == "/missing" else 200)
             self.send_header("Content-Type", "text/plain")
@@ -118,10 +147,12 @@ def loopback_server() -> Iterator[str]:
 
 def test_http_answers_a_loopback_url_for_real(loopback_server: str) -> None:
     data = http_provider.HANDLERS.data_sources["http"]
-    state = data.read_data(CTX, {"url": f"{loopback_server}/gatekeeper.yaml", "request_headers": {"X-Ask": "yes"}})
+    state = data.read_data(
+        CTX, {"url": f"{loopback_server}/gatekeeper.yaml", "request_headers": {"X-Ask": "yes"}}
+    )
     assert state["status_code"] == 200
     assert "gatekeeper-system" in str(state["response_body"]) and state["body"] == state["response_body"]
-    assert state["response_headers"]["X-Seen"] == "yes"  # type: ignore[index]
+    assert state["response_headers"]["X-Seen"] == "yes"
     # v3 reports a status instead of failing on it: postconditions judge it
     assert data.read_data(CTX, {"url": f"{loopback_server}/missing"})["status_code"] == 404
 

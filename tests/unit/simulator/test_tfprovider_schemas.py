@@ -43,7 +43,7 @@ def _check_type(t: Any, where: str) -> None:
         assert t in SCALARS, f"{where}: unknown type {t!r}"
         return
     assert isinstance(t, dict) and len(t) == 1, f"{where}: a type is a scalar name or a one-key object"
-    (kind, inner), = t.items()
+    ((kind, inner),) = t.items()
     assert kind in ("list", "set", "map", "object"), f"{where}: unknown collection {kind!r}"
     if kind == "object":
         for name, field in inner.items():
@@ -113,7 +113,13 @@ def test_every_other_provider_type_upstream_uses_has_a_schema() -> None:
     used_resources, used_data = _used_types("resource"), _used_types("data")
     # The module's own inventory (the facts file's "Other providers" table): a parse that found nothing
     # would otherwise pass.
-    assert {"helm_release", "kubernetes_job_v1", "kubectl_manifest", "random_string", "time_static"} <= used_resources
+    assert {
+        "helm_release",
+        "kubernetes_job_v1",
+        "kubectl_manifest",
+        "random_string",
+        "time_static",
+    } <= used_resources
     assert {"http", "kubectl_file_documents", "kubernetes_resource"} <= used_data
     assert used_resources <= resources, f"no schema for {sorted(used_resources - resources)}"
     assert used_data <= data_sources, f"no schema for {sorted(used_data - data_sources)}"
@@ -145,7 +151,11 @@ def test_helm_v3_takes_kubernetes_as_a_nested_attribute_with_what_upstream_sets(
     assert set(configured) <= set(kubernetes["attributes"])
     release = schema["resources"]["helm_release"]["attributes"]
     # Plugin framework: `set` is a list of objects, `values` a list of strings.
-    assert release["set"]["nested"] == "list" and set(release["set"]["attributes"]) == {"name", "value", "type"}
+    assert release["set"]["nested"] == "list" and set(release["set"]["attributes"]) == {
+        "name",
+        "value",
+        "type",
+    }
     assert release["values"]["type"] == {"list": "string"}
 
 
