@@ -46,6 +46,7 @@ from npa_pulumi.cloud.port import (
 )
 from npa_pulumi.cloud.retry import call_with_retry
 from npa_pulumi.kube.kubeconfig import ClientCertificate, ClusterAccess
+from npa_pulumi.simulator.projects import iam_token
 from npa_pulumi.simulator.simulator import LocalSimulator
 
 R = TypeVar("R", bound=CloudRecord)
@@ -85,9 +86,9 @@ class LocalCloud:
         return self.simulator.default_region()
 
     def access_token(self) -> SecretStr:
-        """A stand-in IAM token, so the Terraform bridge passes TF_VAR_iam_token as it does for Nebius.
-        The local cloud does not check it."""
-        return SecretStr(f"npa-local-iam-token.{self.principal().tenant_id}")
+        """The local IAM's token, which the Terraform bridge passes as TF_VAR_iam_token as it does for
+        Nebius: each cluster's Kubernetes API server authenticates it (simulator/projects.py iam_token)."""
+        return SecretStr(iam_token(self.principal().tenant_id))
 
     # IAM projects
     def list_projects(self, tenant_id: str) -> list[Project]:

@@ -29,7 +29,7 @@ OPERATIONS: tuple[str, ...] = (
     "create_cluster", "get_cluster", "list_clusters", "delete_cluster",
     "create_node_group", "get_node_group", "list_node_groups", "list_project_node_groups",
     "delete_node_group", "resize_node_group", "edit_node_group_template",
-    "set_cluster_addons", "get_cluster_credentials",
+    "set_cluster_addons", "merge_cluster_addons", "get_cluster_credentials",
     "create_filesystem", "get_filesystem", "list_filesystems", "delete_filesystem",
     "create_gpu_cluster", "get_gpu_cluster", "list_gpu_clusters", "delete_gpu_cluster",
     "list_security_groups", "create_security_group", "delete_security_group",

@@ -211,6 +211,24 @@ class Mk8s:
             ctx.set_data(cluster_id, data)
             return ctx.fetch("cluster", cluster_id)
 
+    def merge_cluster_addons(self, cluster_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Set some addons and keep the others (a key whose value is None is removed): what one Helm release
+        installs or uninstalls, told by the local helm provider, beside what other releases installed. One
+        transaction, so two providers' releases applied in parallel both land."""
+        params = {"cluster_id": cluster_id, "changes": changes}
+        with self.store.op("merge_cluster_addons", params, write=True) as ctx:
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            addons = dict(data.get("addons") or {})
+            for key, value in changes.items():
+                if value is None:
+                    addons.pop(key, None)
+                else:
+                    addons[key] = value
+            data["addons"] = addons
+            ctx.set_data(cluster_id, data)
+            return ctx.fetch("cluster", cluster_id)
+
     def get_cluster_credentials(self, cluster_id: str, timeout_s: float | None = None) -> dict[str, Any]:
         """Administrator credentials for the cluster's API server (a client certificate), starting the
         server if it is not running. Secret: callers keep the key out of logs and plaintext state."""

@@ -14,6 +14,16 @@ from npa_pulumi.simulator import db, vpc
 from npa_pulumi.simulator.store import Store
 from npa_pulumi.simulator.transaction import OpContext, clean_labels
 
+# The subject the local IAM names in what a token authenticates (the API servers' token file, say).
+LOCAL_SUBJECT = "local-cloud-user"
+
+
+def iam_token(tenant_id: str) -> str:
+    """The IAM token the local cloud issues to its caller in `tenant_id` (`nebius iam get-access-token`'s
+    stand-in, which Terraform gets as TF_VAR_iam_token). Each cluster's Kubernetes API server accepts it as
+    a bearer token, as an mk8s cluster accepts its tenant's IAM tokens (kube/controlplane.py)."""
+    return f"npa-local-iam-token.{tenant_id}"
+
 
 class Projects:
     """The caller's identity and the tenant's IAM projects over the store."""
@@ -23,7 +33,7 @@ class Projects:
 
     def principal(self) -> dict[str, Any]:
         with self.store.op("principal", {}, write=False) as ctx:
-            return {"tenant_id": ctx.tenant_id, "profile": "local", "subject": "local-cloud-user"}
+            return {"tenant_id": ctx.tenant_id, "profile": "local", "subject": LOCAL_SUBJECT}
 
     def default_region(self) -> str:
         """The local tenant's first region (its fixture's `regions[0]`): the local profile's region."""

@@ -168,6 +168,7 @@ class LocalSimulator:
     delete_cluster = Served("mk8s", Mk8s.delete_cluster)
     cluster_snapshot = Served("mk8s", Mk8s.cluster_snapshot)
     set_cluster_addons = Served("mk8s", Mk8s.set_cluster_addons)
+    merge_cluster_addons = Served("mk8s", Mk8s.merge_cluster_addons)
     get_cluster_credentials = Served("mk8s", Mk8s.get_cluster_credentials)
     create_node_group = Served("mk8s", Mk8s.create_node_group)
     get_node_group = Served("mk8s", Mk8s.get_node_group)

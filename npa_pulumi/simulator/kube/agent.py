@@ -213,6 +213,13 @@ class Agent:
         for stage in shapes.kwok_stages(stage_dir):
             self.apply(client, stage, force=True)
 
+    def tokens(self) -> dict[str, str]:
+        """The bearer tokens the cluster's API server accepts: the local IAM's token of its tenant."""
+        from npa_pulumi.simulator.projects import LOCAL_SUBJECT, iam_token
+
+        tenant = str(self.sim.principal()["tenant_id"])
+        return {iam_token(tenant): f"{LOCAL_SUBJECT}@{tenant}"}
+
     # ------------------------------------------------------------------ life
 
     def run(self) -> int:
@@ -221,7 +228,7 @@ class Agent:
             log("the cluster does not exist: nothing to do")
             return 0
         try:
-            access, procs = controlplane.start(self.cloud_dir, self.cluster_id)
+            access, procs = controlplane.start(self.cloud_dir, self.cluster_id, tokens=self.tokens())
         except Exception as err:
             (self.home / "failed").write_text(str(err))
             log(f"the control plane did not start: {err}")

@@ -7,6 +7,8 @@ Layout, under `<local-cloud dir>/kube/<cluster id>/`:
     agent.lock       flock held by the cluster's agent for its whole life: the kernel drops it when the
                      agent dies, so "is an agent running" never depends on PID bookkeeping
     access.json      where the API is and which files authenticate to it, written once it is ready
+    tokens.csv       the bearer tokens the API server accepts (kube-apiserver --token-auth-file): the local
+                     IAM's token of the cluster's tenant, as an mk8s cluster accepts its tenant's IAM tokens
     agent.log        the agent's log
 
 kwokctl starts the components as background processes and exits; this module records their pids (with
@@ -128,9 +130,9 @@ def _kube_version(apiserver: Path) -> str:
     return out.strip().rsplit(" ", 1)[-1] or f"v{pins.pin('kubernetes')}"
 
 
-def kwokctl_config(found: dict[str, Path]) -> str:
+def kwokctl_config(found: dict[str, Path], token_file: Path | None = None) -> str:
     """kwokctl's configuration: 127.0.0.1 only, our binaries (never a download), Stages as CRDs so the
-    simulator can add fault stages at run time."""
+    simulator can add fault stages at run time; `token_file`: the bearer tokens the API server accepts."""
     options = {
         "runtime": "binary",
         "bindAddress": "127.0.0.1",
@@ -151,6 +153,10 @@ def kwokctl_config(found: dict[str, Path]) -> str:
         {"name": name, "extraArgs": [{"key": "leader-elect", "value": "false"}]}
         for name in ("kube-controller-manager", "kube-scheduler")
     ]
+    if token_file is not None:
+        patches.append(
+            {"name": "kube-apiserver", "extraArgs": [{"key": "token-auth-file", "value": str(token_file)}]}
+        )
     return json.dumps(
         {
             "kind": "KwokctlConfiguration",
@@ -177,15 +183,34 @@ def _kwokctl(found: dict[str, Path], workdir: Path, args: list[str], timeout_s: 
         raise RuntimeError(f"kwokctl {' '.join(args[:2])} failed (exit {proc.returncode}):\n{tail}")
 
 
-def start(cloud_dir: Path, cluster_id: str, timeout_s: float = 120.0) -> tuple[Access, list[Component]]:
+# Who a token authenticates as: cluster administrators, as mk8s maps its tenant's admins (the API server's
+# RBAC lets system:masters do anything).
+TOKEN_GROUPS = "system:masters"
+
+
+def write_tokens(home: Path, tokens: dict[str, str]) -> Path:
+    """kube-apiserver's static token file (token,user,uid,"groups"), private: it holds credentials."""
+    path = home / "tokens.csv"
+    lines = [f'{token},{user},{user},"{TOKEN_GROUPS}"' for token, user in sorted(tokens.items())]
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def start(
+    cloud_dir: Path, cluster_id: str, timeout_s: float = 120.0, tokens: dict[str, str] | None = None
+) -> tuple[Access, list[Component]]:
     """Start (or restart, keeping etcd's data) the cluster's control plane; returns how to reach it and
-    the processes that make it up."""
+    the processes that make it up. `tokens`: bearer token -> user name, what the API server accepts
+    besides the administrator's client certificate (read once, at start)."""
     found = binaries.require_all()
     home = cluster_dir(cloud_dir, cluster_id)
     workdir = home / "kwok"
     workdir.mkdir(parents=True, exist_ok=True)
+    token_file = write_tokens(home, tokens or {})
     config = home / "kwokctl.json"
-    config.write_text(kwokctl_config(found))
+    config.write_text(kwokctl_config(found, token_file))
     cluster_files = workdir / "clusters" / CLUSTER_NAME
     stale = components(workdir)
     if stale:  # a previous agent died: its control plane is ours to replace
