@@ -14,6 +14,7 @@ from typing import Any
 import pulumi
 from pulumi import Input
 
+from npa_pulumi.bridge import tfstate
 from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT
 from npa_pulumi.components.args import FleetResourceArgs
 from npa_pulumi.components.terraform_module import TerraformModule, TerraformModuleArgs
@@ -53,19 +54,32 @@ def _endpoint(outputs: dict[str, Any]) -> str:
     return str(endpoints.get("public_endpoint", "")) if isinstance(endpoints, dict) else ""
 
 
-def _node_group_ids(outputs: dict[str, Any]) -> list[str]:
+def _node_group_ids(outputs: dict[str, Any], tf_state: str | None) -> list[str]:
+    """The stand-in's output when it has one; upstream outputs none, so its state's node-group
+    resources (bridge/tfstate.py), as the original reads them."""
     ids = outputs.get("node_group_ids")
     if isinstance(ids, list):
         return [str(i) for i in ids]
     found = [outputs.get("cpu_node_group_id"), *(outputs.get("gpu_node_group_ids") or [])]
-    return [str(i) for i in found if i]
+    return [str(i) for i in found if i] or tfstate.node_group_ids(tf_state)
 
 
-def _filesystem(outputs: dict[str, Any]) -> dict[str, Any]:
+def _filesystem(outputs: dict[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The shared filesystem: the stand-in's outputs, or upstream's `shared-filesystem` output with the
+    mount and attachments read from the recipe itself (bridge/facts.py)."""
+    if "filesystem_id" in outputs or "filesystem_mount" in outputs:
+        return {
+            "id": outputs.get("filesystem_id") or "",
+            "mount": outputs.get("filesystem_mount"),
+            "attachments": outputs.get("filesystem_attachments") or [],
+        }
+    shared = outputs.get("shared-filesystem")
+    if not isinstance(shared, dict) or not shared.get("id"):
+        return {"id": "", "mount": None, "attachments": []}
     return {
-        "id": outputs.get("filesystem_id") or "",
-        "mount": outputs.get("filesystem_mount"),
-        "attachments": outputs.get("filesystem_attachments") or [],
+        "id": str(shared["id"]),
+        "mount": facts.get("filesystem_mount"),
+        "attachments": list(facts.get("filesystem_attachments") or []),
     }
 
 
@@ -118,8 +132,12 @@ class K8sTrainingCluster(pulumi.ComponentResource):
         outputs = module.outputs
         self.cluster_id = outputs.apply(lambda o: _cluster_id(o or {}))
         self.endpoint = outputs.apply(lambda o: _endpoint(o or {}))
-        self.node_group_ids = outputs.apply(lambda o: _node_group_ids(o or {}))
-        self.filesystem = outputs.apply(lambda o: _filesystem(o or {}))
+        # Ids are not secret, though the state they may come from is.
+        self.node_group_ids = pulumi.Output.unsecret(
+            pulumi.Output.all(outputs, module.tf_state).apply(lambda a: _node_group_ids(a[0] or {}, a[1]))
+        )
+        facts = dict(args.recipe_facts)
+        self.filesystem = outputs.apply(lambda o: _filesystem(o or {}, facts))
         # What the recipe declares it made (npa_pulumi/bridge/drift.py): status and up check it for drift.
         self.live_objects = outputs.apply(lambda o: (o or {}).get(LIVE_OBJECTS_OUTPUT))
         self.kube_context = pulumi.Output.from_input(

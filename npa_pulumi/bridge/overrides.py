@@ -232,8 +232,6 @@ def _root_override() -> OverrideFile:
     return OverrideFile(ROOT_MODULE, OVERRIDE_FILE, text, touches)
 
 
-
-
 def _root_auth_override() -> OverrideFile:
     """Profile authentication (refreshable) instead of one minted token: the Nebius provider reads the CLI
     profile, and the Kubernetes-side providers get their token from the profile-bound exec plugin

@@ -1,0 +1,53 @@
+"""Reading a Terraform state (format version 4: `resources[].instances[].attributes`) for the facts no
+recipe output carries. Upstream k8s-training outputs no node-group ids (only GB300 racks'), so the ids of
+the groups a stack made are read from its state's `nebius_mk8s_v1_node_group` resources, as the original
+`npa fleet` does; each is then proven against the cloud before anything relies on it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+NODE_GROUP_TYPE: Final = "nebius_mk8s_v1_node_group"
+CLUSTER_TYPE: Final = "nebius_mk8s_v1_cluster"
+
+
+@dataclass(frozen=True)
+class StateInstance:
+    address: str  # module.x.type.name[index]
+    type: str
+    attributes: dict[str, Any]
+
+
+def _address(resource: dict[str, Any], instance: dict[str, Any]) -> str:
+    head = f"{resource.get('module')}." if resource.get("module") else ""
+    mode = "data." if resource.get("mode") == "data" else ""
+    key = instance.get("index_key")
+    index = "" if key is None else (f"[{json.dumps(key)}]" if isinstance(key, str) else f"[{key}]")
+    return f"{head}{mode}{resource.get('type')}.{resource.get('name')}{index}"
+
+
+def instances(state: dict[str, Any] | str | None, type_: str) -> Iterator[StateInstance]:
+    """Every managed instance of `type_` in the state (a parsed document or its text)."""
+    if isinstance(state, str):
+        try:
+            state = json.loads(state) if state.strip() else None
+        except json.JSONDecodeError:
+            state = None
+    if not isinstance(state, dict):
+        return
+    for resource in state.get("resources") or []:
+        if not isinstance(resource, dict) or resource.get("mode", "managed") != "managed":
+            continue
+        if resource.get("type") != type_:
+            continue
+        for instance in resource.get("instances") or []:
+            if isinstance(instance, dict) and isinstance(instance.get("attributes"), dict):
+                yield StateInstance(_address(resource, instance), type_, instance["attributes"])
+
+
+def node_group_ids(state: dict[str, Any] | str | None) -> list[str]:
+    """The ids of the node groups the state holds, in state order."""
+    return [str(i.attributes["id"]) for i in instances(state, NODE_GROUP_TYPE) if i.attributes.get("id")]
