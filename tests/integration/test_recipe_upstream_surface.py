@@ -1,5 +1,5 @@
-"""`--recipe-dir` against the upstream k8s-training (V4) variable surface (tests/fixtures/
-upstream-k8s-training-v4, written from shared/reference/k8s-training-recipe.md): what it cannot represent
+"""`--recipe-dir` against the real upstream k8s-training at the pinned commit (tests/upstream_library.py),
+without the default recipe's override files: what it cannot represent
 is refused before anything is touched, what it can is rendered in its own terms, and its missing
 `provider "nebius"` block is reported loudly (stderr and the JSON `warnings`)."""
 
@@ -9,11 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-from fleet_helpers import REPO, inventory, npa, write_spec
+from fleet_helpers import inventory, npa, write_spec
+from upstream_library import upstream_library
 
 pytestmark = pytest.mark.integration
 
-V4 = REPO / "tests" / "fixtures" / "upstream-k8s-training-v4"
+V4 = upstream_library()
 
 HEAD = """\
 apiVersion: npa.fleet/v0.0.1

@@ -3,10 +3,10 @@ files stay as they are), and a recipe where there is nothing to point is reporte
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+from upstream_library import upstream_library, writable_copy
 
 from npa_pulumi.bridge.recipe import (
     DOMAIN_OVERRIDE_FILE,
@@ -15,7 +15,7 @@ from npa_pulumi.bridge.recipe import (
     resolve_source,
 )
 
-V4 = Path(__file__).resolve().parents[2] / "fixtures" / "upstream-k8s-training-v4"
+V4 = upstream_library()
 VARIABLES = 'variable "region" {\n  type = string\n}\n'
 
 
@@ -93,7 +93,7 @@ def test_nothing_to_point_is_a_loud_warning(tmp_path: Path, provider: str) -> No
 
 
 def test_the_upstream_v4_surface_warns(tmp_path: Path) -> None:
-    shutil.copytree(V4, tmp_path / "v4")
+    writable_copy(tmp_path / "v4")
     _, warnings = prepare(tmp_path / "v4", tmp_path, "eu-north1")
     assert len(warnings) == 1 and "api.eu.nebius.cloud:443" in warnings[0]
 

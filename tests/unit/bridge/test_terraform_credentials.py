@@ -5,18 +5,18 @@ a warning when the run may outlive the token; `NPA_REUSE_IAM_TOKEN` keeps its me
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from upstream_library import upstream_library, writable_copy
 
 from npa_pulumi.bridge.credentials import terraform_auth, token_life_warning
 from npa_pulumi.bridge.terraform import TerraformWorkspace, runtime_env
 from npa_pulumi.components import terraform_module
 
-V4 = Path(__file__).resolve().parents[2] / "fixtures" / "upstream-k8s-training-v4"
+V4 = upstream_library()
 IDENTITY = {
     "tenant_id": "tenant-e00a",
     "parent_id": "project-e00a",
@@ -71,11 +71,11 @@ def test_prepare_builds_a_token_free_environment_for_the_default_recipe(
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "npa"))
+    monkeypatch.delenv("NPA_K8S_TRAINING_MIRROR", raising=False)  # the git fetch path, not the mirror
     monkeypatch.setenv("NEBIUS_IAM_TOKEN", "ambient-token")
     for name in ("NPA_REUSE_IAM_TOKEN", "NPA_NEBIUS_CREDENTIALS_FILE"):
         monkeypatch.delenv(name, raising=False)
-    upstream = tmp_path / "upstream"
-    shutil.copytree(V4, upstream)
+    upstream = writable_copy(tmp_path / "upstream")
     env = {
         "GIT_AUTHOR_NAME": "t",
         "GIT_AUTHOR_EMAIL": "t@t",
