@@ -59,7 +59,9 @@ module "gpu-operator" {
   mig_strategy = "single"
 }
 
-output "endpoint" { value = nebius_mk8s_v1_cluster.k8s-cluster.status.control_plane.endpoints.public_endpoint }
+output "endpoint" {
+  value = nebius_mk8s_v1_cluster.k8s-cluster.status.control_plane.endpoints.public_endpoint
+}
 output "cluster_id" { value = nebius_mk8s_v1_cluster.k8s-cluster.id }
 output "size_gibibytes" {
   value = floor(provider::units::to_gib(nebius_compute_v1_filesystem.shared-filesystem.status.size_bytes))
@@ -67,14 +69,15 @@ output "size_gibibytes" {
 """
 
 
-def _mirror(tmp_path: Path) -> Path:
-    """The toolchain's mirror (`make tools`), else the same component building one for this test."""
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The toolchain's mirror (`make tools`), else the same component building one for this module."""
+    tmp_path = tmp_path_factory.mktemp("providers")
     built = REPO / ".tools" / "terraform-providers"
     if (built / "registry.terraform.io" / "nebius" / "nebius").is_dir():
         return built
-    sys.path.insert(0, str(REPO / "tools"))
-    from toolchainlib import localcloud_providers
-    from toolchainlib.pins import load_pins
+    from tools.toolchainlib import localcloud_providers
+    from tools.toolchainlib.pins import load_pins
 
     out = tmp_path / "provider-bin"
     out.mkdir()
@@ -93,7 +96,7 @@ def _terraform(workdir: Path, env: dict[str, str], *args: str) -> str:
 
 
 def test_upstream_modules_deploy_through_the_local_providers(
-    isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    isolated_home: Path, tmp_path: Path, mirror: Path
 ) -> None:
     cloud_dir = Path(os.environ["NPA_LOCAL_CLOUD_DIR"])
     sim = LocalSimulator(cloud_dir)
@@ -107,7 +110,7 @@ def test_upstream_modules_deploy_through_the_local_providers(
     cli_config = tmp_path / "cli.tfrc"
     cli_config.write_text(
         "provider_installation {\n"
-        f'  filesystem_mirror {{\n    path    = "{_mirror(tmp_path)}"\n    include = ["*/*/*"]\n  }}\n'
+        f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = ["*/*/*"]\n  }}\n'
         '  direct { exclude = ["*/*/*"] }\n}\n'
     )
     env = {
@@ -133,7 +136,10 @@ def test_upstream_modules_deploy_through_the_local_providers(
     # a second plan has nothing to do: every state the providers returned matches the configuration
     plan = subprocess.run(
         [str(find_terraform()), "plan", "-detailed-exitcode", "-no-color", "-input=false"],
-        cwd=root, env=env, capture_output=True, text=True,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert plan.returncode == 0, plan.stdout + plan.stderr
 
@@ -142,7 +148,9 @@ def test_upstream_modules_deploy_through_the_local_providers(
     assert [f for f in sim.list_filesystems(PROJECT) if f["name"] == "npa-provider-proof-fs"] == []
 
 
-def test_the_providers_refuse_to_serve_outside_the_local_cloud(isolated_home: Path, tmp_path: Path) -> None:
+def test_the_providers_refuse_to_serve_outside_the_local_cloud(
+    isolated_home: Path, tmp_path: Path, mirror: Path
+) -> None:
     root = tmp_path / "root"
     root.mkdir()
     (root / "main.tf").write_text(ROOT)
@@ -150,7 +158,7 @@ def test_the_providers_refuse_to_serve_outside_the_local_cloud(isolated_home: Pa
     cli_config = tmp_path / "cli.tfrc"
     cli_config.write_text(
         "provider_installation {\n"
-        f'  filesystem_mirror {{\n    path    = "{_mirror(tmp_path)}"\n    include = ["*/*/*"]\n  }}\n'
+        f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = ["*/*/*"]\n  }}\n'
         '  direct { exclude = ["*/*/*"] }\n}\n'
     )
     env = {k: v for k, v in os.environ.items() if k != "NPA_LOCAL_CLOUD_DIR"}
@@ -158,7 +166,10 @@ def test_the_providers_refuse_to_serve_outside_the_local_cloud(isolated_home: Pa
     _terraform(root, env, "init", "-input=false")
     proc = subprocess.run(
         [str(find_terraform()), "plan", "-no-color", "-input=false"],
-        cwd=root, env=env, capture_output=True, text=True,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode != 0
     assert "Not on the local cloud" in proc.stdout + proc.stderr

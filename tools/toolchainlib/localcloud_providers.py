@@ -65,8 +65,8 @@ def lay_out_mirror(binary: Path, pins: Pins, mirror: Path) -> None:
             want = pinned.get(f"{namespace}/{type_name}")
             if want != version:
                 raise ToolchainError(
-                    f"tools/localcloud-providers serves {namespace}/{type_name} {version}, but tools/pins.toml "
-                    f"[localcloud_providers] pins {want!r}"
+                    f"tools/localcloud-providers serves {namespace}/{type_name} {version}, but "
+                    f"tools/pins.toml [localcloud_providers] pins {want!r}"
                 )
             target = staging / host / namespace / type_name / version / GO_PLATFORM
             target.mkdir(parents=True, exist_ok=True)

@@ -112,8 +112,10 @@ class Filesystem(_Simple):
     def _create(self, sim: LocalSimulator, planned: State, key: str) -> Record:
         size = size_bytes(planned)
         if size is None:
-            raise ProviderError("a filesystem needs a size", "set one of size_bytes, size_kibibytes, "
-                                "size_mebibytes, size_gibibytes")
+            raise ProviderError(
+                "a filesystem needs a size",
+                "set one of size_bytes, size_kibibytes, size_mebibytes, size_gibibytes",
+            )
         record = sim.create_filesystem(
             project_id=planned["parent_id"],
             name=planned.get("name") or "",
@@ -123,7 +125,9 @@ class Filesystem(_Simple):
             labels=labels_of(planned),
             idempotency_key=key,
         )
-        return wait_for(sim, lambda: sim.get_filesystem(record["id"]), ("READY",), f"filesystem {record['id']}")
+        return wait_for(
+            sim, lambda: sim.get_filesystem(record["id"]), ("READY",), f"filesystem {record['id']}"
+        )
 
     def _get(self, sim: LocalSimulator, object_id: str) -> Record:
         return sim.get_filesystem(object_id)
@@ -182,6 +186,10 @@ def _find(records: list[Record], object_id: str, what: str) -> Record:
     raise NotFound(f"{what} {object_id} not found")
 
 
+def _projects(sim: LocalSimulator) -> list[Record]:
+    return sim.list_projects(str(sim.principal()["tenant_id"]))
+
+
 class ServiceAccount(_Simple):
     type_name, label = "nebius_iam_v1_service_account", "service account"
 
@@ -195,7 +203,7 @@ class ServiceAccount(_Simple):
 
     def _get(self, sim: LocalSimulator, object_id: str) -> Record:
         # The simulator lists service accounts by project: find the project through the inventory.
-        for project in sim.list_projects():
+        for project in _projects(sim):
             for account in sim.list_service_accounts(project["id"]):
                 if account["id"] == object_id:
                     return account
@@ -290,8 +298,10 @@ class AccessKey(_Simple):
             )
         account = ((planned.get("account") or {}).get("service_account") or {}).get("id")
         if not account:
-            raise ProviderError("the local cloud serves access keys of service accounts only",
-                                "set account.service_account.id")
+            raise ProviderError(
+                "the local cloud serves access keys of service accounts only",
+                "set account.service_account.id",
+            )
         sim = simulator(ctx)
         with cloud_call("creating an access key"):
             created = sim.create_access_key(
@@ -304,7 +314,7 @@ class AccessKey(_Simple):
         return state
 
     def _get(self, sim: LocalSimulator, object_id: str) -> Record:
-        for project in sim.list_projects():
+        for project in _projects(sim):
             for account in sim.list_service_accounts(project["id"]):
                 for key in sim.list_access_keys(account["id"]):
                     if key["id"] == object_id:
@@ -362,8 +372,10 @@ class GroupMembership:
         return None
 
     def import_(self, ctx: CallContext, import_id: str) -> State:
-        raise ProviderError("the local cloud cannot import a group membership",
-                            "memberships are not modelled by the local cloud")
+        raise ProviderError(
+            "the local cloud cannot import a group membership",
+            "memberships are not modelled by the local cloud",
+        )
 
 
 class NotModelled:
@@ -460,8 +472,12 @@ class IamGroupData:
             )
         digest = hashlib.sha256(f"{tenant}/{name}".encode()).hexdigest()
         record = {"id": f"group-e00{digest[: ids.ID_BODY_LENGTH]}", "name": name, "project_id": tenant}
-        status = {"state": "ACTIVE", "members_count": 0, "service_accounts_count": 0,
-                  "tenant_user_accounts_count": 0}
+        status = {
+            "state": "ACTIVE",
+            "members_count": 0,
+            "service_accounts_count": 0,
+            "tenant_user_accounts_count": 0,
+        }
         return _data_state(config, record, status)
 
 

@@ -119,8 +119,13 @@ def test_filesystem_resource_and_data_source(sim: LocalSimulator) -> None:
     fs = nebius.RESOURCES["nebius_compute_v1_filesystem"]
     state = fs.create(
         _ctx(),
-        {"parent_id": PROJECT, "name": "shared", "type": "NETWORK_SSD", "size_bytes": 10 * GIB,
-         "block_size_bytes": 4096},
+        {
+            "parent_id": PROJECT,
+            "name": "shared",
+            "type": "NETWORK_SSD",
+            "size_bytes": 10 * GIB,
+            "block_size_bytes": 4096,
+        },
     )
     assert state["status"]["size_bytes"] == 10 * GIB and state["status"]["state"] == "READY"
     data = nebius.DATA_SOURCES["nebius_compute_v1_filesystem"].read_data(_ctx(), {"id": state["id"]})
@@ -166,6 +171,12 @@ def test_iam_group_access_key_and_unmodelled_types(sim: LocalSimulator) -> None:
         _ctx(), {"parent_id": PROJECT, "account": {"service_account": {"id": account["id"]}}}
     )
     assert key["status"]["secret"] and key["status"]["aws_access_key_id"]
+    keys = nebius.RESOURCES["nebius_iam_v2_access_key"]
+    assert keys.read(_ctx(), key) == key  # the secret is shown once: a read keeps the create's
+    accounts = nebius.RESOURCES["nebius_iam_v1_service_account"]
+    assert accounts.read(_ctx(), account) == account
+    accounts.delete(_ctx(), account)
+    assert accounts.read(_ctx(), account) is None
     with pytest.raises(ProviderError):
         nebius.RESOURCES["nebius_compute_v1_nvl_instance_group"].create(_ctx(), {"parent_id": PROJECT})
 
@@ -174,9 +185,17 @@ def test_worker_answers_errors_as_diagnostics_without_values(sim: LocalSimulator
     requests = [
         {"id": 1, "method": "read", "type": "nebius_mk8s_v1_cluster", "state": {"id": "mk8scluster-e00nope"}},
         {"id": 2, "method": "create", "type": "nebius_nope", "planned": {}},
-        {"id": 3, "method": "create", "type": "nebius_mk8s_v1_cluster",
-         "planned": {"parent_id": PROJECT, "name": "x", "control_plane": {"subnet_id": "vpcsubnet-e00missing"},
-                     "labels": {"token": "s3cr3t"}}},
+        {
+            "id": 3,
+            "method": "create",
+            "type": "nebius_mk8s_v1_cluster",
+            "planned": {
+                "parent_id": PROJECT,
+                "name": "x",
+                "control_plane": {"subnet_id": "vpcsubnet-e00missing"},
+                "labels": {"token": "s3cr3t"},
+            },
+        },
     ]
     out = io.StringIO()
     serve(PROVIDERS["nebius/nebius"], io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), out)
