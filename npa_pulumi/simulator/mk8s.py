@@ -14,9 +14,16 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.cloud.errors import CloudRequest, FailedPrecondition, InvalidArgument, Unavailable
+from npa_pulumi.cloud.errors import (
+    AlreadyExists,
+    CloudRequest,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 from npa_pulumi.simulator import accounting as acct
-from npa_pulumi.simulator import records, scheduling
+from npa_pulumi.simulator import records, releases, scheduling
 from npa_pulumi.simulator.admin import Settings
 from npa_pulumi.simulator.kube import binaries as kube_binaries
 from npa_pulumi.simulator.kube import lifecycle as kube_lifecycle
@@ -31,6 +38,10 @@ ATTACH_MODES = ("READ_WRITE", "READ_ONLY")
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def params_of(release_id: str) -> dict[str, Any]:
+    return {"release_id": release_id}
 
 
 def ensure_api(directory: Path, cluster_id: str, timeout_s: float) -> Access:
@@ -228,6 +239,53 @@ class Mk8s:
             data["addons"] = addons
             ctx.set_data(cluster_id, data)
             return ctx.fetch("cluster", cluster_id)
+
+    def install_release(self, cluster_id: str, release: dict[str, Any]) -> dict[str, Any]:
+        """A Marketplace release on the cluster (`{id, application_name, namespace, product_slug}`; the
+        values stay with the caller, they may be secret): its product's addons join the cluster's, so the
+        cluster's agent materialises what the chart would leave (releases.py maps the slugs). Installing
+        an id again updates it; another release of the same application and namespace is AlreadyExists."""
+        params = {"cluster_id": cluster_id, "release_id": release["id"]}
+        with self.store.op("install_release", params, write=True) as ctx:
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            installed = [r for r in data.get("releases", []) if r["id"] != release["id"]]
+            for other in installed:
+                if (other["application_name"], other["namespace"]) == (
+                    release["application_name"],
+                    release["namespace"],
+                ):
+                    raise AlreadyExists(
+                        f"application {release['application_name']!r} is already installed in namespace "
+                        f"{release['namespace']!r} of cluster {cluster_id} ({other['id']})"
+                    )
+            data["releases"] = [*installed, {**release, "addons": releases.addons_of(release)}]
+            data["addons"] = releases.merged_addons(data.get("addons") or {}, data["releases"])
+            ctx.set_data(cluster_id, data)
+            return {**release, "cluster_id": cluster_id, "state": "DEPLOYED"}
+
+    def get_release(self, release_id: str) -> dict[str, Any]:
+        """A release by id, wherever it is installed; NotFound once it or its cluster is gone."""
+        with self.store.op("get_release", {"release_id": release_id}, write=False) as ctx:
+            for row in ctx.conn.execute("SELECT * FROM resources WHERE kind = 'cluster'").fetchall():
+                for release in records.data_of(row).get("releases", []):
+                    if release["id"] == release_id:
+                        out = {k: v for k, v in release.items() if k != "addons"}
+                        return {**out, "cluster_id": row["id"], "state": "DEPLOYED"}
+        raise NotFound(f"release {release_id} not found", CloudRequest("get_release", params_of(release_id)))
+
+    def uninstall_release(self, cluster_id: str, release_id: str) -> None:
+        """Remove a release and the addons only it brought."""
+        params = {"cluster_id": cluster_id, "release_id": release_id}
+        with self.store.op("uninstall_release", params, write=True) as ctx:
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            kept = [r for r in data.get("releases", []) if r["id"] != release_id]
+            if len(kept) == len(data.get("releases", [])):
+                raise NotFound(f"release {release_id} not found in cluster {cluster_id}")
+            data["releases"] = kept
+            data["addons"] = releases.merged_addons(data.get("addons") or {}, kept)
+            ctx.set_data(cluster_id, data)
 
     def get_cluster_credentials(self, cluster_id: str, timeout_s: float | None = None) -> dict[str, Any]:
         """Administrator credentials for the cluster's API server (a client certificate), starting the

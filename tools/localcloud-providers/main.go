@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
 	"github.com/npa-pulumi/localcloud-providers/internal/registry"
+	"github.com/npa-pulumi/localcloud-providers/schemas"
 )
 
 func main() {
@@ -24,6 +25,9 @@ func main() {
 	serve := flag.String("provider", "", "serve this provider type (default: from the binary's file name)")
 	debug := flag.Bool("debug", false, "run with support for debuggers (TF_REATTACH_PROVIDERS)")
 	flag.Parse()
+	if err := registry.Load(schemas.Files); err != nil {
+		log.Fatalf("the embedded provider schemas: %v", err)
+	}
 
 	if *list {
 		for _, e := range registry.All() {

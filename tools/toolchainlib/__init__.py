@@ -5,8 +5,9 @@
   building into it under a lock, the Go environment.
 * one module per component, each with one `ensure(pins)`: `venv`, `pulumi` (the engine), `tofu`
   (terraform), `kubernetes` (the local cloud's control plane), `kwok`, `kubernetes_provider`
-  (pulumi-resource-kubernetes), `kuberay` (the operator and its CRDs), `chromium` (the report's browser
-  test).
+  (pulumi-resource-kubernetes), `kuberay` (the operator and its CRDs), `localcloud_providers` (the local
+  cloud's Terraform providers, built from tools/localcloud-providers and laid out as an unpacked filesystem
+  mirror in .tools/terraform-providers), `chromium` (the report's browser test).
 * `registry`: the components `ensure` knows, one entry each; `lanes`: the Go builds run two at a time.
 * `status` and `cli`: the script's commands.
 

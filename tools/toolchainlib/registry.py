@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import chromium, kuberay, kubernetes, kubernetes_provider, kwok, pulumi, tofu, venv
+from . import (
+    chromium,
+    kuberay,
+    kubernetes,
+    kubernetes_provider,
+    kwok,
+    localcloud_providers,
+    pulumi,
+    tofu,
+    venv,
+)
 from .pins import Pins
 
 
@@ -28,6 +38,9 @@ COMPONENTS: tuple[Component, ...] = (
     Component("kwok", kwok.ensure, go_build_minutes=3.4),
     Component("kuberay", kuberay.ensure, go_build_minutes=3.0),
     Component("pulumi-kubernetes", kubernetes_provider.ensure, go_build_minutes=18.7),
+    # The local cloud's Terraform providers (tools/localcloud-providers): terraform-plugin-framework and
+    # gRPC from the module proxy, ~1 min cold on 2 cores (2026-12-07, empty build cache).
+    Component("localcloud-providers", localcloud_providers.ensure, go_build_minutes=1.2),
     # Not in `all`: `make test` asks for it (the report's browser test).
     Component("chromium", chromium.ensure, in_all=False),
 )

@@ -20,11 +20,13 @@ class ProviderError(Exception):
 
 @dataclass
 class CallContext:
-    """One call: the provider block's configuration (JSON, unknowns as null) and what the worker keeps
-    between calls of the same provider process (clients, caches)."""
+    """One call: the provider block's configuration (JSON, unknowns as null), what the worker keeps
+    between calls of the same provider process (clients, caches), and on create and update the
+    resource's configuration (`config`: the only place a write-only attribute's value arrives)."""
 
     provider_config: dict[str, Any]
     cache: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 class ResourceHandler(Protocol):

@@ -1,13 +1,16 @@
-"""Which handlers serve which provider: `<namespace>/<type>` (the address the Go shim was started for) to
-that provider's handlers. The worker (`python -m npa_pulumi.simulator.tfproviders <namespace>/<type>`)
-dispatches through this dict."""
+"""Every local provider's handlers by registry address `<namespace>/<type>`: the one table the worker
+reads (a provider's Go side is its schema file, tools/localcloud-providers/schemas/). nebius acts on the
+local cloud's database; helm, kubernetes and kubectl on the cluster's real API server."""
 
 from __future__ import annotations
 
-from npa_pulumi.simulator.tfproviders import helm, http, kubectl, kubernetes, random, time
+from npa_pulumi.simulator.tfproviders import helm, http, kubectl, kubernetes, nebius, random, time
 from npa_pulumi.simulator.tfproviders.base import ProviderHandlers
 
-REGISTRY: dict[str, ProviderHandlers] = {
+PROVIDERS: dict[str, ProviderHandlers] = {
+    "nebius/nebius": nebius.HANDLERS,
+    # dstaroff/units serves functions only, in Go: no handlers.
+    "dstaroff/units": ProviderHandlers(),
     "hashicorp/helm": helm.HANDLERS,
     "hashicorp/kubernetes": kubernetes.HANDLERS,
     "gavinbunney/kubectl": kubectl.HANDLERS,

@@ -15,7 +15,7 @@ from npa_pulumi.simulator.tfproviders import http as http_provider
 from npa_pulumi.simulator.tfproviders import random as random_provider
 from npa_pulumi.simulator.tfproviders import time as time_provider
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError
-from npa_pulumi.simulator.tfproviders.registry import REGISTRY
+from npa_pulumi.simulator.tfproviders.registry import PROVIDERS as REGISTRY
 
 CTX = CallContext(provider_config={})
 STRING = random_provider.HANDLERS.resources["random_string"]

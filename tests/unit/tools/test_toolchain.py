@@ -295,12 +295,13 @@ def test_every_component_is_one_registry_entry() -> None:
         "kwok",
         "kuberay",
         "pulumi-kubernetes",
+        "localcloud-providers",
         "chromium",
     )
     assert registry.default() == set(registry.names()) - {"chromium"}
     assert [c.name for c in registry.first_steps(set(registry.names()))] == ["venv", "terraform", "chromium"]
     builds = [c.name for c in registry.go_builds(registry.default())]
-    assert builds == ["pulumi-kubernetes", "kubernetes", "pulumi", "kwok", "kuberay"]
+    assert builds == ["pulumi-kubernetes", "kubernetes", "pulumi", "kwok", "kuberay", "localcloud-providers"]
 
 
 def test_an_unknown_component_is_refused_with_the_known_ones_named() -> None:

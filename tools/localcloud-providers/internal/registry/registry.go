@@ -4,9 +4,14 @@
 package registry
 
 import (
+	"fmt"
+	"io/fs"
 	"sort"
 
 	"github.com/hashicorp/terraform-plugin-framework/provider"
+
+	"github.com/npa-pulumi/localcloud-providers/internal/generic"
+	"github.com/npa-pulumi/localcloud-providers/internal/spec"
 )
 
 // Entry is one provider address the local cloud serves.
@@ -50,4 +55,29 @@ func All() []Entry {
 		out = append(out, entries[k])
 	}
 	return out
+}
+
+// Load registers a provider for every schema file in fsys (the embedded schemas/*.json).
+func Load(fsys fs.FS) error {
+	names, err := fs.Glob(fsys, "*.json")
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		data, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		f, err := spec.Parse(data)
+		if err != nil {
+			return fmt.Errorf("schemas/%s: %w", name, err)
+		}
+		key := f.Namespace + "/" + f.Type
+		if _, dup := entries[key]; dup {
+			return fmt.Errorf("schemas/%s: %s is declared twice", name, key)
+		}
+		Register(Entry{Namespace: f.Namespace, Type: f.Type, Version: f.Version, Hostnames: f.Hostnames,
+			New: generic.New(f)})
+	}
+	return nil
 }
