@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine.automation import StackCommand, StackOp, stack_names
 from npa_pulumi.engine.graph import Visit, WalkKind, parallel
 from npa_pulumi.engine.requests import fails_fast
@@ -22,15 +23,29 @@ from npa_pulumi.output.results import PdbSnapshot, PhaseOutcome, StackStatus, Te
 from npa_pulumi.output.stack_outputs import ClusterOutputs
 
 if TYPE_CHECKING:
-    from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.cloud.port import CloudPort, Cluster
     from npa_pulumi.engine.context import FleetContext
-    from npa_pulumi.engine.programs import ProjectPlan
+    from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
     from npa_pulumi.output.results import FleetResult, StackResult
 
 log = logging.getLogger(__name__)
 
 _GUARDED = "guarded-phases"  # the scheduler group of the projects' phases: one at a time, as always
 _FAIL_FAST = "not started: an earlier target failed (--fail-fast)"
+
+
+def unrecorded_cluster(fleet: FleetContext, cluster: ClusterPlan) -> Cluster | None:
+    """The cloud's cluster that this plan's stack would hold (same name, in the project the spec names by
+    id, or the one project of the spec's display name), when no stack records it. Reads only."""
+    project = next(p for p in fleet.plans().projects if p.stack == cluster.project_stack)
+    project_id = project.project_id
+    if not project_id:
+        named = [p.id for p in fleet.cloud.list_projects(fleet.tenant_id()) if p.name == project.display_name]
+        if len(named) != 1:
+            return None  # not created yet (or ambiguous, which preflight and up refuse): nothing to find
+        project_id = named[0]
+    names = {cluster.cluster_name, str(cluster.tfvars.get("cluster_name") or "")} - {""}
+    return next((c for c in fleet.cloud.list_clusters(project_id) if c.name in names), None)
 
 
 class Teardown:
@@ -89,7 +104,7 @@ class Teardown:
             outputs = ClusterOutputs.of(cluster_outputs.get(cluster.stack))
             phase = phase_factory(cluster.project_key, cluster.stack)("cluster")
             if outputs is None:
-                phase.status, phase.reason = PhaseOutcome.ABSENT, "no cluster stack: nothing to delete"
+                self._no_stack(cluster, phase)
             elif stage == "projects":
                 phase.status, phase.retains = PhaseOutcome.RETAINED, {"cluster_stack": cluster.stack}
                 phase.reason = "--stage projects destroys no cluster stack (that is `--stage clusters`)"
@@ -275,10 +290,35 @@ class Teardown:
             fail_fast=fails_fast(self.fleet.request),
         )
 
+    def _no_stack(self, cluster: ClusterPlan, phase: TeardownPhase) -> None:
+        """No cluster stack: `absent` only when the cloud has no cluster of that name in the project either.
+        A present cluster without recoverable state fails closed, named (exit 2): it is never reported gone,
+        and never deleted by a name match."""
+        try:
+            present = unrecorded_cluster(self.fleet, cluster)
+        except CloudError as err:
+            phase.status = PhaseOutcome.REFUSED
+            phase.reason = (
+                f"no cluster stack, and the project's clusters cannot be read to prove absence: {err}"
+            )
+            return
+        if present is None:
+            phase.status, phase.reason = PhaseOutcome.ABSENT, "no cluster stack: nothing to delete"
+            return
+        phase.status = PhaseOutcome.REFUSED
+        phase.retains = {"cluster_id": present.id, "project_id": present.project_id, "name": present.name}
+        phase.reason = (
+            f"cluster {present.name} ({present.id}) exists in project {present.project_id}, but no cluster "
+            "stack records it: no recoverable state, so it is neither reported absent nor deleted by its "
+            "name. Take it over with `npa-pulumi adopt` (an install of `npa fleet`), then destroy it"
+        )
+
     def _destroy_cluster(self, op: StackOp, phase: TeardownPhase) -> StackResult:
         """Drain the cluster (engine/teardown/drain.py), destroy its stack whatever the drain's outcome,
         and put relaxed budgets back when the destroy aborts while the cluster exists."""
-        drainer = self._drainer(phase, running=True) if phase.status == "planned" else None
+        if phase.status == PhaseOutcome.REFUSED:  # a present cluster without a stack: nothing runs
+            return op.result(StackStatus.SKIPPED, error=phase.reason)
+        drainer = self._drainer(phase, running=True) if phase.status == PhaseOutcome.PLANNED else None
         if drainer is not None:
             drainer.drain()
         destroyed = False
