@@ -28,10 +28,12 @@ projects:
 def _cluster_made_elsewhere(name: str) -> str:
     """A cluster someone else created in the project (say `npa fleet`, whose state is not here)."""
     from npa_pulumi.cloud.factory import make_cloud
+    from npa_pulumi.simulator import LocalCloud
 
     cloud = make_cloud("local")
+    assert isinstance(cloud, LocalCloud)  # the local cloud creates clusters directly; the port does not
     [subnet] = cloud.list_subnets("project-existing1")
-    return cloud.create_cluster("project-existing1", name, subnet.id).id
+    return str(cloud.create_cluster("project-existing1", name, subnet.id).id)
 
 
 def test_a_present_cluster_without_state_fails_closed(
@@ -62,7 +64,7 @@ def test_the_plan_tells_a_present_cluster_from_an_absent_one(
         result = npa("destroy", "--spec", str(spec), "--dry-run", "--output", "json", env=NO_KUBE)
         assert result.code == 0, result.stderr[-3000:]
         [phase] = [p for p in result.json()["phases"] if p["phase"] == "cluster"]
-        return phase
+        return {str(k): str(v) for k, v in phase.items()}
 
     assert cluster_phase()["status"] == "absent"  # really not there
     _cluster_made_elsewhere("ghost-other-name")
