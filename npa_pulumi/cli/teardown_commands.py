@@ -44,6 +44,22 @@ if TYPE_CHECKING:
     "identity; completed phases stay completed. Without --spec only the guarded phases (bucket, storage "
     "identity, project) run.",
 )
+@click.option(
+    "--project-id",
+    "proof_project_id",
+    default=None,
+    metavar="ID",
+    help="With --cluster-id, for one selected cluster the cloud has but no stack records (no recoverable "
+    "state): the exact project id it must be in.",
+)
+@click.option(
+    "--cluster-id",
+    "proof_cluster_id",
+    default=None,
+    metavar="ID",
+    help="With --project-id: the exact id of that cluster; destroy deletes it by this id once the cloud "
+    "shows it in that project under the selected cluster's name (never by a name match alone).",
+)
 @deletion_options
 @shard_option
 @stage_option
@@ -57,17 +73,23 @@ def destroy_command(**kw: Any) -> None:
 
     def body() -> int:
         from npa_pulumi.sdk import operations as sdk
-        from npa_pulumi.sdk.requests import DestroyRequest
+        from npa_pulumi.sdk.requests import ClusterProof, DestroyRequest
 
         approve = approver(kw["yes"] or kw["force"])
         if kw["receipt_ref"]:
+            if kw["proof_project_id"] or kw["proof_cluster_id"]:
+                raise UserInputError("--project-id/--cluster-id select a cluster of a spec, not of a receipt")
             return finish(_destroy_from_receipt(kw, approve), kw["output"])
         chosen = selection(kw)
+        proof = None
+        if kw["proof_project_id"] is not None or kw["proof_cluster_id"] is not None:
+            proof = ClusterProof(kw["proof_project_id"] or "", kw["proof_cluster_id"] or "")
         request = DestroyRequest(  # checks the deletions asked for, and --break-lock with --shard
             **fleet_fields(kw, chosen),
             teardown=teardown(kw),
             dry_run=kw["dry_run"],
             break_lock=kw["break_lock"],
+            cluster_proof=proof,
         )
         if not kw["spec_path"]:
             raise UserInputError("destroy needs --spec (or --receipt ID to continue a recorded teardown)")

@@ -72,3 +72,51 @@ def test_the_plan_tells_a_present_cluster_from_an_absent_one(
     cluster_id = _cluster_made_elsewhere("ghost")
     phase = cluster_phase()
     assert phase["status"] == "refused" and cluster_id in phase["reason"]
+
+
+def test_exact_ids_take_a_present_cluster_without_state(
+    isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_KUBERNETES_API", "0")
+    npa("local-cloud", "init", env=NO_KUBE, check=True)
+    cluster_id = _cluster_made_elsewhere("ghost")
+    other_id = _cluster_made_elsewhere("not-ghost")
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC)
+    select = ["--only-projects", "project-existing1", "--only-clusters", "ghost"]
+
+    def destroy(*flags: str) -> tuple[int, dict[str, str]]:
+        result = npa("destroy", "--spec", str(spec), *select, *flags, "--output", "json", env=NO_KUBE)
+        assert "phases" in result.json(), (result.stdout[-1500:], result.stderr[-1500:])
+        [phase] = [p for p in result.json()["phases"] if p["phase"] == "cluster"]
+        return result.code, {str(k): str(v) for k, v in phase.items()}
+
+    def proof(project_id: str, cluster: str) -> list[str]:
+        return ["--project-id", project_id, "--cluster-id", cluster]
+
+    # The id of another cluster (of another name) is not this cluster's; nor is the right id in another
+    # project: refused, named.
+    code, phase = destroy(*proof("project-existing1", other_id), "--dry-run")
+    assert phase["status"] == "refused" and "is named 'not-ghost'" in phase["reason"]
+    code, phase = destroy(*proof("project-other", cluster_id), "--dry-run")
+    assert phase["status"] == "refused" and "not project-other" in phase["reason"]
+    # An id the cloud does not have: provider-verified absence.
+    code, phase = destroy(*proof("project-existing1", "mk8scluster-e00nosuchcluster"), "--dry-run")
+    assert phase["status"] == "absent"
+    # The exact ids: planned, then deleted by id; the other cluster is untouched.
+    code, phase = destroy(*proof("project-existing1", cluster_id), "--dry-run")
+    assert phase["status"] == "planned" and cluster_id in phase["deletes"]
+    code, phase = destroy(*proof("project-existing1", cluster_id), "--yes")
+    assert (code, phase["status"]) == (0, "done"), phase
+    left = {c["id"] for c in inventory(env=NO_KUBE)["mk8s_clusters"]}
+    assert cluster_id not in left and other_id in left
+
+
+def test_exact_ids_need_exactly_one_selected_cluster(isolated_home: Path, tmp_path: Path) -> None:
+    npa("local-cloud", "init", env=NO_KUBE, check=True)
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC + "      - name: second\n")
+    result = npa(
+        "destroy", "--spec", str(spec), "--project-id", "p", "--cluster-id", "c", "--dry-run", env=NO_KUBE
+    )
+    assert result.code == 2 and "--only-clusters" in result.stderr
+    half = npa("destroy", "--spec", str(spec), "--cluster-id", "c", "--dry-run", env=NO_KUBE)
+    assert half.code == 2 and "go together" in half.stderr

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.engine.automation import StackCommand, StackOp, stack_names
 from npa_pulumi.engine.graph import Visit, WalkKind, parallel
 from npa_pulumi.engine.requests import fails_fast
@@ -19,6 +19,7 @@ from npa_pulumi.engine.teardown.model import ProjectEvidence, TeardownOptions
 from npa_pulumi.engine.teardown.phases import GuardedPhases, phase_factory
 from npa_pulumi.engine.teardown.receipts import unrestored_relaxation
 from npa_pulumi.engine.teardown.records import read_record, settle_record, write_record
+from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import PdbSnapshot, PhaseOutcome, StackStatus, TeardownPhase
 from npa_pulumi.output.stack_outputs import ClusterOutputs
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from npa_pulumi.cloud.port import CloudPort, Cluster
     from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
+    from npa_pulumi.engine.requests import ClusterProof
     from npa_pulumi.output.results import FleetResult, StackResult
 
 log = logging.getLogger(__name__)
@@ -34,16 +36,22 @@ _GUARDED = "guarded-phases"  # the scheduler group of the projects' phases: one 
 _FAIL_FAST = "not started: an earlier target failed (--fail-fast)"
 
 
+def _spec_project_id(fleet: FleetContext, cluster: ClusterPlan) -> str:
+    """The project the spec names for the cluster: its `project_id`, else the one project of its display
+    name ("" when there is none, or several)."""
+    project = next(p for p in fleet.plans().projects if p.stack == cluster.project_stack)
+    if project.project_id:
+        return project.project_id
+    named = [p.id for p in fleet.cloud.list_projects(fleet.tenant_id()) if p.name == project.display_name]
+    return named[0] if len(named) == 1 else ""
+
+
 def unrecorded_cluster(fleet: FleetContext, cluster: ClusterPlan) -> Cluster | None:
     """The cloud's cluster that this plan's stack would hold (same name, in the project the spec names by
     id, or the one project of the spec's display name), when no stack records it. Reads only."""
-    project = next(p for p in fleet.plans().projects if p.stack == cluster.project_stack)
-    project_id = project.project_id
+    project_id = _spec_project_id(fleet, cluster)
     if not project_id:
-        named = [p.id for p in fleet.cloud.list_projects(fleet.tenant_id()) if p.name == project.display_name]
-        if len(named) != 1:
-            return None  # not created yet (or ambiguous, which preflight and up refuse): nothing to find
-        project_id = named[0]
+        return None  # not created yet (or ambiguous, which preflight and up refuse): nothing to find
     names = {cluster.cluster_name, str(cluster.tfvars.get("cluster_name") or "")} - {""}
     return next((c for c in fleet.cloud.list_clusters(project_id) if c.name in names), None)
 
@@ -96,6 +104,11 @@ class Teardown:
         from npa_pulumi.engine.automation import StackOp
 
         plans = self.fleet.plans()
+        if getattr(self.fleet.request, "cluster_proof", None) is not None and len(plans.clusters) != 1:
+            raise UserInputError(
+                f"--project-id/--cluster-id prove one cluster; the selection has {len(plans.clusters)}: "
+                "select it with --only-projects P --only-clusters C"
+            )
         phases: list[TeardownPhase] = []
         cluster_ops = [self.fleet.cluster_op(c) for c in plans.clusters]
         cluster_outputs = self.fleet.stack_outputs(cluster_ops)
@@ -293,7 +306,11 @@ class Teardown:
     def _no_stack(self, cluster: ClusterPlan, phase: TeardownPhase) -> None:
         """No cluster stack: `absent` only when the cloud has no cluster of that name in the project either.
         A present cluster without recoverable state fails closed, named (exit 2): it is never reported gone,
-        and never deleted by a name match."""
+        and never deleted by a name match; with the exact `--project-id/--cluster-id` it is deleted by id."""
+        proof = getattr(self.fleet.request, "cluster_proof", None)
+        if proof is not None:
+            self._proved(cluster, phase, proof)
+            return
         try:
             present = unrecorded_cluster(self.fleet, cluster)
         except CloudError as err:
@@ -310,14 +327,54 @@ class Teardown:
         phase.reason = (
             f"cluster {present.name} ({present.id}) exists in project {present.project_id}, but no cluster "
             "stack records it: no recoverable state, so it is neither reported absent nor deleted by its "
-            "name. Take it over with `npa-pulumi adopt` (an install of `npa fleet`), then destroy it"
+            "name. Take it over with `npa-pulumi adopt` (an install of `npa fleet`), or delete it by its "
+            f"exact ids: destroy --only-projects {cluster.project_key} "
+            f"--only-clusters {cluster.cluster_name} --project-id {present.project_id} "
+            f"--cluster-id {present.id}"
         )
+
+    def _proved(self, cluster: ClusterPlan, phase: TeardownPhase, proof: ClusterProof) -> None:
+        """The exact ids against the cloud: gone is verified absence; present, in that project (the spec's),
+        under this cluster's name, it is planned for deletion by id; anything else is refused, named."""
+        asked = {"project_id": proof.project_id, "cluster_id": proof.cluster_id}
+        try:
+            live = self.cloud.get_cluster(proof.cluster_id)
+        except NotFound:
+            phase.status, phase.retains = PhaseOutcome.ABSENT, {}
+            phase.reason = f"cluster {proof.cluster_id} does not exist (provider-verified absence)"
+            return
+        except CloudError as err:
+            phase.status, phase.retains = PhaseOutcome.REFUSED, asked
+            phase.reason = f"cluster {proof.cluster_id} cannot be read to prove its identity: {err}"
+            return
+        wanted_project = _spec_project_id(self.fleet, cluster) or proof.project_id
+        names = {cluster.cluster_name, str(cluster.tfvars.get("cluster_name") or "")} - {""}
+        wrong = [
+            what
+            for what, bad in (
+                (
+                    f"it is in project {live.project_id}, not {proof.project_id}",
+                    live.project_id != proof.project_id,
+                ),
+                (f"the spec's project is {wanted_project}", wanted_project != proof.project_id),
+                (f"it is named {live.name!r}, not {cluster.cluster_name!r}", live.name not in names),
+            )
+            if bad
+        ]
+        if wrong:
+            phase.status, phase.retains = PhaseOutcome.REFUSED, asked
+            phase.reason = f"cluster {proof.cluster_id} is not the selected cluster: " + "; ".join(wrong)
+            return
+        phase.deletes = {**asked, "name": live.name, "unrecorded": True, "proof": "--project-id/--cluster-id"}
+        phase.reason = "no cluster stack records it: deleted by its exact id, proved against the cloud"
 
     def _destroy_cluster(self, op: StackOp, phase: TeardownPhase) -> StackResult:
         """Drain the cluster (engine/teardown/drain.py), destroy its stack whatever the drain's outcome,
         and put relaxed budgets back when the destroy aborts while the cluster exists."""
         if phase.status == PhaseOutcome.REFUSED:  # a present cluster without a stack: nothing runs
             return op.result(StackStatus.SKIPPED, error=phase.reason)
+        if phase.deletes.get("unrecorded"):  # no stack: the exact, proved id is deleted in the cloud
+            return self._after_cluster(op, self._delete_unrecorded(op, phase), phase)
         drainer = self._drainer(phase, running=True) if phase.status == PhaseOutcome.PLANNED else None
         if drainer is not None:
             drainer.drain()
@@ -329,6 +386,16 @@ class Teardown:
             if drainer is not None:
                 drainer.after_destroy(destroyed)
         return self._after_cluster(op, item, phase)
+
+    def _delete_unrecorded(self, op: StackOp, phase: TeardownPhase) -> StackResult:
+        cluster_id = str(phase.deletes["cluster_id"])
+        try:
+            self.cloud.delete_cluster(cluster_id)
+        except NotFound:
+            pass  # gone meanwhile: the same outcome
+        except CloudError as err:
+            return op.result(StackStatus.FAILED, error=f"deleting cluster {cluster_id}: {err}")
+        return op.result(StackStatus.DESTROYED, cluster_id=cluster_id)
 
     def _after_cluster(
         self, op: StackOp, item: StackResult, phase: TeardownPhase | None = None
