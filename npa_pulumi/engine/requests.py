@@ -222,6 +222,17 @@ class CleanupRequest(FleetRequest):
         _check_teardown(self.teardown)
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttestRequest(FleetRequest):
+    """`reconcile storage-account --attest-npa-created`: prove the exact service account of one project and
+    record the operator's attestation that npa created it (`dry_run`: prove only)."""
+
+    project_key: str
+    account_id: str
+    reason: str
+    dry_run: bool = False
+
+
 @dataclass(frozen=True)
 class ClusterProof:
     """`destroy --project-id P --cluster-id C`: the exact ids of the one selected cluster, for a cluster the
@@ -400,6 +411,7 @@ def rollout(request: FleetRequest) -> Rollout:
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "AdoptRequest",
+    "AttestRequest",
     "CleanupRequest",
     "ClusterProof",
     "DestroyRequest",

@@ -19,6 +19,7 @@ from __future__ import annotations
 from npa_pulumi.engine.requests import (
     DEFAULT_CONCURRENCY,
     AdoptRequest,
+    AttestRequest,
     CleanupRequest,
     ClusterProof,
     DestroyRequest,
@@ -49,6 +50,7 @@ from npa_pulumi.spec.constants import BackendKind
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "AdoptRequest",
+    "AttestRequest",
     "BackendKind",
     "CleanupRequest",
     "ClusterProof",
