@@ -1,21 +1,28 @@
 """What the original `npa fleet` left on disk for one (project, cluster), read (never written) for `adopt`.
 
-The original keeps, per cluster, a Terraform install directory with local state under
-`~/.npa/fleet/<fleet>/<project_key>/<cluster>/`:
+The layout is the one the original writes (../shared/reference/original-install-layout.md, from its
+source at 5d757be8), under the fleet root `~/.npa/fleet/<fleet>/`:
 
-    <cluster>/k8s-training/terraform.tfstate       Terraform's local state (the install dir)
-    <cluster>/k8s-training/terraform.tfvars.json   the variables it applied
-    <cluster>/.npa-fleet-env.json                  the env sidecar (optional): tenant, project, region,
-                                                   subnet, profile, status, cluster_id, ...
-    <project_key>/.npa-fleet-network.json          per project (optional): project_id, created_network_id,
-                                                   subnet_id, profile
-    <project_key>/.npa-fleet-object-storage.json   per project (optional): the project's bucket (bucket_id,
-                                                   bucket_name, whether the original created it)
+    fleet-state.json                               the fleet summary: per (project key, cluster) the
+                                                   cluster_id and node_group_ids it deployed
+    <project_key>/.npa-fleet-network.json          when the original created the project's network:
+                                                   project_id, created_network_id, subnet_id, profile
+    <project_key>/<cluster>/k8s-training/terraform.tfstate   Terraform's local state (version 4)
+    <project_key>/<cluster>/k8s-training/terraform.tfvars    HCL, `name = value` per line (never JSON)
+    <project_key>/<cluster>/.npa-fleet-env.json    the env sidecar: tenant, project, region, subnet,
+                                                   context, profile, status, cluster_id
+    <project_key>/<cluster>/.npa-backend-owner.json  fleet_name, project_key, cluster_name, backend
+    <project_key>/<cluster>/gpu-health.json        the health gate's evidence (GPU clusters)
+    ~/.npa/clusters/<context>/{cluster.json,metadata.json}   the registration npa's other commands read
 
-The state and tfvars are also accepted directly in `<cluster>/` (an install whose Terraform ran there). The
-sidecar is optional: the identity it records (tenant, project, region, subnet) is otherwise read from the
-state's cluster resource. Anything that cannot be read or parsed is refused with its path
-(`OriginalInstallError`, bad input), never guessed around.
+Which file proves what (docs/adoption.md): the state proves the cluster id (`kube_cluster` output, else the
+`nebius_mk8s_v1_cluster` resource) and the node-group ids (its `nebius_mk8s_v1_node_group` resources:
+the recipe has no node-group output); the tfvars prove the variables applied; the sidecar proves the
+identity Terraform ran with (without it: the state's project and subnet, and the cloud's tenant and
+region of that project); the owner marker proves the install is this fleet's cluster; fleet-state.json and
+the registration must name the same cluster id as the state. No file of the original proves a bucket was
+created by it (5d757be8 writes no object-storage record), so a bucket is bound, never owned, by `adopt`.
+Anything that cannot be read or parsed is refused with its path (`OriginalInstallError`, bad input).
 
 A project's directory is matched to the spec's project by, in order: its key (the slug of the project's
 name, else of its `project_id` — the rule both tools name stacks and directories by), the slug of its
@@ -31,15 +38,20 @@ from pathlib import Path
 from typing import Any
 
 from npa_pulumi.cloud.redaction import scrub
+from npa_pulumi.cloud.user_defaults import original_config_dir
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.spec.names import slug
 
 SIDECAR = ".npa-fleet-env.json"
+OWNER_MARKER = ".npa-backend-owner.json"
 NETWORK_RECORD = ".npa-fleet-network.json"
-STORAGE_RECORD = ".npa-fleet-object-storage.json"
+FLEET_STATE = "fleet-state.json"
+GPU_EVIDENCE = "gpu-health.json"
 STATE_FILE = "terraform.tfstate"
-TFVARS_FILE = "terraform.tfvars.json"
+TFVARS_FILE = "terraform.tfvars"
 INSTALL_SUBDIR = "k8s-training"
+CLUSTER_RESOURCE = "nebius_mk8s_v1_cluster"
+NODE_GROUP_RESOURCE = "nebius_mk8s_v1_node_group"
 # tfvars whose values are never shown (a mismatch says only that they differ).
 _SECRET_WORDS = ("token", "secret", "password", "passphrase", "private_key", "ssh_public_key", "key_id")
 
@@ -52,7 +64,8 @@ class OriginalInstallError(UserInputError):
 
 @dataclass(frozen=True)
 class Identity:
-    """Where the original deployed the cluster: what its Terraform ran with."""
+    """Where the original deployed the cluster: what its Terraform ran with. `tenant_id` and `region` are
+    "" when no file records them (a state without a sidecar): the cloud's project then tells them."""
 
     tenant_id: str
     project_id: str
@@ -65,15 +78,17 @@ class OriginalInstall:
     """One cluster's install as the original left it."""
 
     directory: Path  # <from>/<project>/<cluster>
-    terraform_dir: Path  # where terraform.tfstate is
+    terraform_dir: Path  # <cluster>/k8s-training, where the state and the tfvars are
     state_text: str = field(repr=False)  # verbatim: it becomes the bridge's state
-    tfvars: dict[str, Any]
+    tfvars: dict[str, Any] = field(repr=False)
     sidecar: dict[str, Any] | None
+    owner: dict[str, Any] | None  # .npa-backend-owner.json
     network: dict[str, Any] | None  # the project's .npa-fleet-network.json, when there is one
-    storage: dict[str, Any] | None  # the project's .npa-fleet-object-storage.json, when there is one
+    summary: dict[str, Any] | None  # this cluster's entry of the fleet's fleet-state.json
+    registration: dict[str, Any] | None  # ~/.npa/clusters/<context>/cluster.json
     identity: Identity
     cluster_id: str
-    node_group_ids: tuple[str, ...]
+    node_group_ids: tuple[str, ...]  # the state's nebius_mk8s_v1_node_group resources
     digests: dict[str, str]  # sha256 of every file read, by path
 
     @property
@@ -90,23 +105,27 @@ class OriginalInstall:
         created = str((self.network or {}).get("created_network_id") or "")
         return bool(created) and created == network_id
 
-    @property
-    def recorded_bucket(self) -> tuple[str, str]:
-        """(bucket id, bucket name) the original's storage record names ("" where it names none)."""
-        record = self.storage or {}
-        nested = record.get("bucket")
-        bucket: dict[str, Any] = nested if isinstance(nested, dict) else {}
-        return (
-            str(record.get("bucket_id") or bucket.get("id") or ""),
-            str(record.get("bucket_name") or bucket.get("name") or ""),
-        )
-
-    def bucket_created(self, bucket_id: str) -> bool:
-        """Whether the original created this bucket (its record says so for this id): the ownership evidence
-        a later `destroy --delete-buckets` needs. Without a record the bucket is bound, never owned."""
-        record = self.storage or {}
-        created = record.get("bucket_created", record.get("created"))
-        return bool(bucket_id) and self.recorded_bucket[0] == bucket_id and created is True
+    def record_problems(self, fleet: str, project_key: str, cluster_name: str) -> list[str]:
+        """Why the original's own records say this install is not (fleet, project, cluster)'s, or not the
+        state's cluster (empty: they agree, or are absent)."""
+        found = []
+        owner = self.owner or {}
+        for key, wanted in (("fleet_name", fleet), ("cluster_name", cluster_name), ("backend", "mk8s")):
+            if owner and str(owner.get(key) or "") != wanted:
+                found.append(
+                    f"{self.directory / OWNER_MARKER}: {key} {owner.get(key)!r}, {wanted!r} expected"
+                )
+        if owner and str(owner.get("project_key") or "") not in ("", project_key, self.directory.parent.name):
+            found.append(f"{self.directory / OWNER_MARKER}: project_key {owner.get('project_key')!r}")
+        for what, record in (
+            ("the sidecar", self.sidecar),
+            (FLEET_STATE, self.summary),
+            ("the ~/.npa/clusters registration", self.registration),
+        ):
+            recorded = str((record or {}).get("cluster_id") or "")
+            if recorded and recorded != self.cluster_id:
+                found.append(f"{what} records cluster {recorded}, the state {self.cluster_id}")
+        return found
 
 
 def project_directory(root: Path, project_key: str, display_name: str, project_id: str | None) -> Path | None:
@@ -117,33 +136,45 @@ def project_directory(root: Path, project_key: str, display_name: str, project_i
     return None
 
 
-def read_install(cluster_dir: Path) -> OriginalInstall:
-    """Read one cluster's install: state, tfvars, sidecar and its project's network record."""
-    terraform_dir = next(
-        (d for d in (cluster_dir / INSTALL_SUBDIR, cluster_dir) if (d / STATE_FILE).is_file()), None
-    )
-    if terraform_dir is None:
-        raise OriginalInstallError(
-            f"{cluster_dir}: no Terraform state ({INSTALL_SUBDIR}/{STATE_FILE} or {STATE_FILE}); "
-            "is this an install directory of `npa fleet`?"
-        )
+def kube_context(fleet: str, project_key: str, cluster_name: str) -> str:
+    """The original's kube context name (`_context_name`), which names its ~/.npa/clusters record."""
+    return f"fleet-{fleet}-{project_key}-{cluster_name}"
+
+
+def read_install(cluster_dir: Path, fleet: str = "") -> OriginalInstall:
+    """Read one cluster's install: state, HCL tfvars, sidecars, its project's network record, the fleet's
+    summary entry and its ~/.npa/clusters registration."""
+    terraform_dir = cluster_dir / INSTALL_SUBDIR
     digests: dict[str, str] = {}
     state_path = terraform_dir / STATE_FILE
+    if not state_path.is_file():
+        raise OriginalInstallError(
+            f"{cluster_dir}: no Terraform state {INSTALL_SUBDIR}/{STATE_FILE}; is this an install directory "
+            "of `npa fleet`?"
+        )
     state_text = _read_text(state_path, digests)
     state = _parse_json(state_path, state_text)
-    if not isinstance(state.get("resources"), list) or "serial" not in state:
-        raise OriginalInstallError(f"{state_path}: not a Terraform state (no `serial` or `resources`)")
+    if state.get("version") != 4 or not isinstance(state.get("resources"), list) or "serial" not in state:
+        raise OriginalInstallError(
+            f"{state_path}: not a Terraform state of format version 4 (`version`, `serial`, `resources`)"
+        )
     tfvars_path = terraform_dir / TFVARS_FILE
-    tfvars = _parse_json(tfvars_path, _read_text(tfvars_path, digests))
+    tfvars = parse_tfvars(tfvars_path, _read_text(tfvars_path, digests))
     sidecar = _optional_json(cluster_dir / SIDECAR, digests)
+    owner = _optional_json(cluster_dir / OWNER_MARKER, digests)
     network = _optional_json(cluster_dir.parent / NETWORK_RECORD, digests)
-    storage = _optional_json(cluster_dir.parent / STORAGE_RECORD, digests)
-    outputs = {name: (entry or {}).get("value") for name, entry in (state.get("outputs") or {}).items()}
-    cluster_id = str(outputs.get("cluster_id") or (outputs.get("kube_cluster") or {}).get("id") or "")
+    _optional_json(cluster_dir / GPU_EVIDENCE, digests)  # evidence: its digest goes in the receipt
+    fleet_root = cluster_dir.parent.parent
+    summary = _summary_entry(fleet_root / FLEET_STATE, cluster_dir, digests)
+    context = str((sidecar or {}).get("context") or "") or (
+        kube_context(fleet or fleet_root.name, cluster_dir.parent.name, cluster_dir.name)
+    )
+    registration = _optional_json(original_config_dir() / "clusters" / context / "cluster.json", digests)
+    cluster_id = state_cluster_id(state)
     if not cluster_id:
         raise OriginalInstallError(
-            f"{state_path}: the state records no cluster (no `cluster_id` output): the cluster was never "
-            "created, or was destroyed"
+            f"{state_path}: the state records no cluster (no `kube_cluster` output and no {CLUSTER_RESOURCE} "
+            "resource): the cluster was never created, or was destroyed"
         )
     return OriginalInstall(
         directory=cluster_dir,
@@ -151,13 +182,93 @@ def read_install(cluster_dir: Path) -> OriginalInstall:
         state_text=state_text,
         tfvars=tfvars,
         sidecar=sidecar,
+        owner=owner,
         network=network,
-        storage=storage,
+        summary=summary,
+        registration=registration,
         identity=_identity(state_path, state, sidecar),
         cluster_id=cluster_id,
-        node_group_ids=tuple(str(i) for i in outputs.get("node_group_ids") or [] if i),
+        node_group_ids=state_node_group_ids(state),
         digests=digests,
     )
+
+
+def _instances(state: dict[str, Any], resource_type: str) -> list[dict[str, Any]]:
+    """The attributes of every instance of a managed resource type (Terraform state format version 4)."""
+    found = []
+    for resource in state.get("resources") or []:
+        if not isinstance(resource, dict) or resource.get("type") != resource_type:
+            continue
+        if resource.get("mode", "managed") != "managed":
+            continue
+        for instance in resource.get("instances") or []:
+            attributes = (instance or {}).get("attributes") if isinstance(instance, dict) else None
+            if isinstance(attributes, dict):
+                found.append(attributes)
+    return found
+
+
+def state_cluster_id(state: dict[str, Any]) -> str:
+    """The cluster id as the original reads it (`kube_cluster.value.id`), else the cluster resource's."""
+    output = ((state.get("outputs") or {}).get("kube_cluster") or {}).get("value")
+    if isinstance(output, dict) and output.get("id"):
+        return str(output["id"])
+    ids = [str(a["id"]) for a in _instances(state, CLUSTER_RESOURCE) if a.get("id")]
+    return ids[0] if len(ids) == 1 else ""
+
+
+def state_node_group_ids(state: dict[str, Any]) -> tuple[str, ...]:
+    """The node-group ids of the state's `nebius_mk8s_v1_node_group` resources, as the original takes them
+    (`_terraform_managed_ids`), sorted."""
+    return tuple(sorted({str(a["id"]) for a in _instances(state, NODE_GROUP_RESOURCE) if a.get("id")}))
+
+
+def parse_tfvars(path: Path, text: str) -> dict[str, Any]:
+    """The original's HCL `terraform.tfvars` as plain values (python-hcl2 keeps strings quoted)."""
+    import hcl2  # local: parsing HCL is needed only when reading an install
+
+    try:
+        document = hcl2.loads(text)
+    except Exception as err:  # python-hcl2 raises lark's exceptions on malformed HCL
+        raise OriginalInstallError(f"{path}: not valid HCL ({type(err).__name__}: {err})") from None
+    if not isinstance(document, dict):
+        raise OriginalInstallError(f"{path}: a file of `name = value` lines was expected")
+    return {key: _hcl_value(path, value) for key, value in document.items() if not key.startswith("__")}
+
+
+def _hcl_value(path: Path, value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _hcl_value(path, v) for k, v in value.items() if not str(k).startswith("__")}
+    if isinstance(value, list):
+        return [_hcl_value(path, item) for item in value]
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            return str(json.loads(value))  # HCL's string escapes are JSON's for what tfvars hold
+        except ValueError:
+            raise OriginalInstallError(
+                f"{path}: a string the reader cannot decode: {value[:40]}..."
+            ) from None
+    if isinstance(value, str) and value.startswith("${"):
+        raise OriginalInstallError(f"{path}: an expression where a literal value was expected")
+    return value
+
+
+def _summary_entry(path: Path, cluster_dir: Path, digests: dict[str, str]) -> dict[str, Any] | None:
+    """This cluster's entry of the fleet's fleet-state.json (matched by project key and cluster name)."""
+    document = _optional_json(path, digests)
+    if document is None:
+        return None
+    clusters = document.get("clusters")
+    if not isinstance(clusters, list):
+        raise OriginalInstallError(f"{path}: `clusters` is not a list")
+    for entry in clusters:
+        if (
+            isinstance(entry, dict)
+            and str(entry.get("project_key") or "") == cluster_dir.parent.name
+            and str(entry.get("cluster_name") or "") == cluster_dir.name
+        ):
+            return entry
+    return None
 
 
 def _read_text(path: Path, digests: dict[str, str]) -> str:
@@ -207,7 +318,7 @@ def _identity(state_path: Path, state: dict[str, Any], sidecar: dict[str, Any] |
         region=pick("region"),
         subnet_id=pick("subnet_id"),
     )
-    missing = [name for name, value in vars(identity).items() if not value]
+    missing = [name for name in ("project_id", "subnet_id") if not getattr(identity, name)]
     if missing:
         raise OriginalInstallError(
             f"{state_path}: cannot tell the cluster's {', '.join(missing)} (no sidecar {SIDECAR} records "
@@ -217,15 +328,10 @@ def _identity(state_path: Path, state: dict[str, Any], sidecar: dict[str, Any] |
 
 
 def _state_identity(state: dict[str, Any]) -> dict[str, str]:
-    """tenant_id, project_id/parent_id, region and subnet_id as the state's cluster resource holds them
-    (the stand-in's request in `triggers_replace`; upstream's `nebius_mk8s_v1_cluster` attributes)."""
+    """parent_id and control_plane.subnet_id as the state's `nebius_mk8s_v1_cluster` resource holds them."""
     found: dict[str, str] = {}
-    for resource in state.get("resources") or []:
-        name = f"{resource.get('type', '')}.{resource.get('name', '')}"
-        if "cluster" not in name or "gpu_cluster" in name or "node_group" in name:
-            continue
-        for instance in resource.get("instances") or []:
-            _collect(instance.get("attributes") or {}, found)
+    for attributes in _instances(state, CLUSTER_RESOURCE):
+        _collect(attributes, found)
     return found
 
 
@@ -242,10 +348,27 @@ def _collect(value: Any, found: dict[str, str]) -> None:
             _collect(item, found)
 
 
+def _terraform_value(value: Any) -> Any:
+    """A variable's value as Terraform compares it: a number and its decimal string are one value (the
+    original writes `cpu_disk_size = "128"`; Terraform converts it to the variable's type)."""
+    if isinstance(value, dict):
+        return {str(k): _terraform_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_terraform_value(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
 def tfvars_mismatches(saved: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
-    """The spec's tfvars against the saved ones, key by key; secrets and capacity-block ids masked."""
+    """The spec's tfvars (file and runtime variables together) against the saved ones, key by key, as
+    Terraform compares values; secrets and capacity-block ids masked."""
     found = []
     for key in sorted(set(saved) | set(wanted)):
+        if key in saved and key in wanted and _terraform_value(saved[key]) == _terraform_value(wanted[key]):
+            continue
         if key not in wanted:
             found.append(f"{key}: saved {_shown(key, saved[key])}, the spec renders none")
         elif key not in saved:

@@ -25,6 +25,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "preview-merge": "npa_pulumi.cli.deploy_commands",
     "destroy": "npa_pulumi.cli.teardown_commands",
     "cleanup": "npa_pulumi.cli.teardown_commands",
+    "reconcile": "npa_pulumi.cli.reconcile_commands",
     "refresh": "npa_pulumi.cli.status_commands",
     "status": "npa_pulumi.cli.status_commands",
     "stacks": "npa_pulumi.cli.status_commands",

@@ -40,6 +40,10 @@ def render_retry(retry: Retry) -> str:
     parts += where_flags(request.where)
     parts += selection_flags(request.selection)
     if isinstance(request, CleanupRequest):  # destroy and cleanup
+        if retry.operation == "cleanup":
+            parts.append(
+                "--delete-orphans"
+            )  # a cleanup that ran phases deleted in the cloud: so does its retry
         parts += deletion_flags(request.teardown)
     if isinstance(request, UpRequest):
         parts += rollout_flags(request.rollout)

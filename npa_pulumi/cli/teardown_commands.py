@@ -44,6 +44,22 @@ if TYPE_CHECKING:
     "identity; completed phases stay completed. Without --spec only the guarded phases (bucket, storage "
     "identity, project) run.",
 )
+@click.option(
+    "--project-id",
+    "proof_project_id",
+    default=None,
+    metavar="ID",
+    help="With --cluster-id, for one selected cluster the cloud has but no stack records (no recoverable "
+    "state): the exact project id it must be in.",
+)
+@click.option(
+    "--cluster-id",
+    "proof_cluster_id",
+    default=None,
+    metavar="ID",
+    help="With --project-id: the exact id of that cluster; destroy deletes it by this id once the cloud "
+    "shows it in that project under the selected cluster's name (never by a name match alone).",
+)
 @deletion_options
 @shard_option
 @stage_option
@@ -57,17 +73,23 @@ def destroy_command(**kw: Any) -> None:
 
     def body() -> int:
         from npa_pulumi.sdk import operations as sdk
-        from npa_pulumi.sdk.requests import DestroyRequest
+        from npa_pulumi.sdk.requests import ClusterProof, DestroyRequest
 
         approve = approver(kw["yes"] or kw["force"])
         if kw["receipt_ref"]:
+            if kw["proof_project_id"] or kw["proof_cluster_id"]:
+                raise UserInputError("--project-id/--cluster-id select a cluster of a spec, not of a receipt")
             return finish(_destroy_from_receipt(kw, approve), kw["output"])
         chosen = selection(kw)
+        proof = None
+        if kw["proof_project_id"] is not None or kw["proof_cluster_id"] is not None:
+            proof = ClusterProof(kw["proof_project_id"] or "", kw["proof_cluster_id"] or "")
         request = DestroyRequest(  # checks the deletions asked for, and --break-lock with --shard
             **fleet_fields(kw, chosen),
             teardown=teardown(kw),
             dry_run=kw["dry_run"],
             break_lock=kw["break_lock"],
+            cluster_proof=proof,
         )
         if not kw["spec_path"]:
             raise UserInputError("destroy needs --spec (or --receipt ID to continue a recorded teardown)")
@@ -127,6 +149,13 @@ def _destroy_from_receipt(kw: dict[str, Any], approve: Approve) -> FleetResult:
 )
 @click.option("--receipt-retention-days", type=click.FloatRange(min=0), default=None)
 @click.option(
+    "--delete-orphans",
+    is_flag=True,
+    help="With --spec: delete in the cloud what the fleet created and no stack references (orphan networks; "
+    "buckets, storage identities and projects with their opt-in flags). Without it, cleanup --spec only "
+    "reports them.",
+)
+@click.option(
     "--full",
     is_flag=True,
     help="Local: also find failed scratch cleanups (a killed run's private temporary directories) and "
@@ -136,16 +165,19 @@ def _destroy_from_receipt(kw: dict[str, Any], approve: Approve) -> FleetResult:
 def cleanup_command(**kw: Any) -> None:
     """Without --spec, local only: report what the npa home holds (work dirs, kubeconfigs, logs, caches,
     receipts, stale run records) and what still costs money; --yes removes the residue of stacks that no
-    longer exist; --full adds failed scratch cleanups and caches of earlier layouts. With --spec, the cloud
-    sweep: find what the fleet created (by its labels) that no stack references any more, and delete it
-    through the same guarded phases as destroy (orphan networks always, buckets, storage identities and
-    projects only with the opt-in flags). --dry-run only reports."""
+    longer exist; --full adds failed scratch cleanups and caches of earlier layouts. cleanup never deletes
+    anything in the cloud unless asked explicitly: with --spec it reports what the fleet created (by its
+    labels) that no stack references any more; with --spec --delete-orphans it deletes that through the same
+    guarded phases as destroy (orphan networks, and buckets, storage identities and projects only with the
+    opt-in flags). --dry-run only reports."""
 
     def body() -> int:
         from npa_pulumi.sdk import operations as sdk
         from npa_pulumi.sdk.requests import CleanupRequest
 
         if not kw["spec_path"]:
+            if kw["delete_orphans"]:
+                raise UserInputError("--delete-orphans deletes in the cloud: it needs --spec")
             return _local_cleanup(kw)
         if (
             kw["list_receipts"]
@@ -157,8 +189,34 @@ def cleanup_command(**kw: Any) -> None:
                 "--list-receipts, --prune-receipts, --receipt-retention-days and --full belong to the local "
                 "cleanup: run `npa-pulumi cleanup` without --spec"
             )
+        asked = [
+            flag
+            for flag, key in (
+                ("--delete-buckets", "delete_buckets"),
+                ("--delete-nonempty-buckets", "delete_nonempty_buckets"),
+                ("--delete-storage-identity", "delete_storage_identity"),
+                ("--delete-projects", "delete_projects"),
+            )
+            if kw.get(key)
+        ]
+        if asked and not kw["delete_orphans"]:
+            raise UserInputError(
+                f"{', '.join(asked)} delete in the cloud: cleanup does that only with --delete-orphans "
+                "(`npa-pulumi cleanup --spec F --delete-orphans ...`)"
+            )
+        if not kw["delete_orphans"] and not kw["dry_run"]:
+            stderr_console.print(
+                "cleanup --spec reports what the fleet left in the cloud and deletes nothing there; "
+                "to delete it: npa-pulumi cleanup --spec F --delete-orphans --yes",
+                markup=False,
+                soft_wrap=True,
+            )
         chosen = selection(kw)
-        request = CleanupRequest(**fleet_fields(kw, chosen), teardown=teardown(kw), dry_run=kw["dry_run"])
+        request = CleanupRequest(
+            **fleet_fields(kw, chosen),
+            teardown=teardown(kw),
+            dry_run=kw["dry_run"] or not kw["delete_orphans"],
+        )
         selected = sdk.select(kw["spec_path"], chosen)
         result = sdk.cleanup(selected, request, approver(kw["yes"]), render_retry)
         return finish(result, kw["output"])

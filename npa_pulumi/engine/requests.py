@@ -223,13 +223,40 @@ class CleanupRequest(FleetRequest):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AttestRequest(FleetRequest):
+    """`reconcile storage-account --attest-npa-created`: prove the exact service account of one project and
+    record the operator's attestation that npa created it (`dry_run`: prove only)."""
+
+    project_key: str
+    account_id: str
+    reason: str
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterProof:
+    """`destroy --project-id P --cluster-id C`: the exact ids of the one selected cluster, for a cluster the
+    cloud has and no stack records (no recoverable state). Never a name match: both ids must agree with the
+    cloud and the spec before the cluster is deleted by its id."""
+
+    project_id: str
+    cluster_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class DestroyRequest(CleanupRequest, Exclusive):
     """`destroy`: cluster stacks, then project stacks once none of their clusters remain, then the opt-in,
-    ownership-gated phases of `teardown`; `dry_run` only plans them; `break_lock` never with a shard."""
+    ownership-gated phases of `teardown`; `dry_run` only plans them; `break_lock` never with a shard;
+    `cluster_proof`: the exact ids that let it delete a selected cluster without a stack."""
+
+    cluster_proof: ClusterProof | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_break_lock(self.selection, self.break_lock)
+        proof = self.cluster_proof
+        if proof is not None and not (proof.project_id.strip() and proof.cluster_id.strip()):
+            raise UserInputError("--project-id and --cluster-id go together, each an exact id")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -384,7 +411,9 @@ def rollout(request: FleetRequest) -> Rollout:
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "AdoptRequest",
+    "AttestRequest",
     "CleanupRequest",
+    "ClusterProof",
     "DestroyRequest",
     "Exclusive",
     "FleetRequest",

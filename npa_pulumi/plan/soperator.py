@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from npa_pulumi.spec.models import SOPERATOR_ROLE_PRESETS, SoperatorSpec, SoperatorWorkerSpec
+from npa_pulumi.spec.soperator_rules import role_minimum_preset, worker_count
 
 ROLE_PLATFORM: Final = "cpu-d3"
 DISK_TYPE: Final = "NETWORK_SSD"
@@ -58,8 +59,9 @@ def company_name(cluster_name: str) -> str:
 
 
 def _role_preset(payload: SoperatorSpec, role: str) -> str:
+    """The role's preset: the spec's, else the recipe's minimum for the cluster's sizing tier."""
     spec = getattr(payload.control_plane, role)
-    return str(spec.preset or SOPERATOR_ROLE_PRESETS[role])
+    return str(spec.preset or role_minimum_preset(role, worker_count(payload)))
 
 
 def _chunks(worker: SoperatorWorkerSpec) -> list[int]:

@@ -32,6 +32,7 @@ from npa_pulumi.preflight.demand import (
     compute_requirements,
 )
 from npa_pulumi.preflight.live_proof import CapacityProof, ClaimedCluster, ProjectObjects, prove_capacity
+from npa_pulumi.preflight.project_identity import project_identity_errors
 from npa_pulumi.preflight.report import (
     ChargedAmount,
     ChargedGpus,
@@ -304,7 +305,15 @@ def preflight_targets(
     report = run_preflight(
         cloud, tenant_id, clusters=clusters, projects=projects, buckets=buckets, soperators=soperators
     )
-    return report.model_copy(update={"notes": [*report.notes, *charged.notes], "deployed": charged.lines})
+    identity = project_identity_errors(cloud, tenant_id, targets)
+    return report.model_copy(
+        update={
+            "notes": [*report.notes, *charged.notes],
+            "deployed": charged.lines,
+            "errors": [*identity, *report.errors],
+            "ok": report.ok and not identity,
+        }
+    )
 
 
 def soperator_cluster_demand(

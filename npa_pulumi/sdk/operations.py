@@ -29,6 +29,7 @@ from npa_pulumi.plan import Target, resolve_targets
 from npa_pulumi.sdk.audit import recorded, recorded_requalify
 from npa_pulumi.sdk.requests import (
     AdoptRequest,
+    AttestRequest,
     CleanupRequest,
     DestroyRequest,
     FleetRequest,
@@ -268,6 +269,19 @@ def cleanup(
     return recorded(selected, request, fleet, started, result)
 
 
+def attest_storage_account(spec: SpecSource, request: AttestRequest) -> dict[str, Any]:
+    """`npa-pulumi reconcile storage-account --attest-npa-created`: the teardown guide's legacy evidence for
+    a storage service account no record proves the fleet created (engine/teardown/attestations.py)."""
+    from npa_pulumi.engine.teardown.attestations import attest_storage_account as attest
+
+    selected = _selected(spec, request.selection)
+    fleet = open_fleet(selected, request)
+    try:
+        return attest(fleet.context, request.project_key, request.account_id, request.reason, request.dry_run)
+    finally:
+        fleet.close()
+
+
 def status(spec: SpecSource, request: StatusRequest = StatusRequest()) -> FleetResult:
     """`npa-pulumi status`: stack outputs checked against the live cloud, and what it costs."""
     fleet = open_fleet(_selected(spec, request.selection), request)
@@ -389,6 +403,7 @@ __all__ = [
     "Approval",
     "Approve",
     "Selected",
+    "attest_storage_account",
     "check_cost_inputs",
     "cleanup",
     "deploy",

@@ -19,7 +19,9 @@ from __future__ import annotations
 from npa_pulumi.engine.requests import (
     DEFAULT_CONCURRENCY,
     AdoptRequest,
+    AttestRequest,
     CleanupRequest,
+    ClusterProof,
     DestroyRequest,
     FleetRequest,
     GraphicsVerifyRequest,
@@ -48,8 +50,10 @@ from npa_pulumi.spec.constants import BackendKind
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "AdoptRequest",
+    "AttestRequest",
     "BackendKind",
     "CleanupRequest",
+    "ClusterProof",
     "DestroyRequest",
     "FleetRequest",
     "GraphicsVerifyRequest",

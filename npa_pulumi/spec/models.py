@@ -211,9 +211,11 @@ class SoperatorControlPlaneSpec(SpecModel):
     login: SoperatorRoleSpec = Field(default_factory=SoperatorRoleSpec)
 
 
+# The control-plane roles and their minimum presets at the smallest sizing tier (fewer than 10 workers);
+# larger clusters need more (npa_pulumi.spec.soperator_rules.role_minimum_preset).
 SOPERATOR_ROLE_PRESETS: dict[str, str] = {
-    "system": "8vcpu-32gb",
-    "controller": "4vcpu-16gb",
+    "system": "16vcpu-64gb",
+    "controller": "16vcpu-64gb",
     "accounting": "8vcpu-32gb",
     "login": "16vcpu-64gb",
 }
@@ -235,7 +237,9 @@ class SoperatorSpec(SpecModel):
     telemetry: Boolean = False
     use_default_apparmor_profile: Boolean = False
     jail_size_gib: Integer = 512
-    slurm_operator_version: Text = "4.1.0"
+    slurm_operator_version: Text = Field(
+        "4.1.6", description="Slurm operator version: 4.1.6, or 4.1.7 with use_default_apparmor_profile."
+    )
     k8s_version: Text = ""
     node_group_version: Text = ""
     gate_timeout_minutes: Integer = Field(

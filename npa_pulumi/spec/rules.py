@@ -34,6 +34,7 @@ from npa_pulumi.spec.names import (
 from npa_pulumi.spec.notify_rules import check_notify
 from npa_pulumi.spec.problems import RawProblem
 from npa_pulumi.spec.rollout_rules import check_rollout
+from npa_pulumi.spec.soperator_rules import check_soperator_contract
 
 _REPO_FILE_RE = re.compile(r"[A-Za-z0-9._-]+")
 _CPU_PLATFORM_RE = re.compile(r"cpu-[a-z0-9-]+")
@@ -335,11 +336,36 @@ def _pool_numbers(cluster: ClusterSpec) -> Iterator[RawProblem]:
             yield _problem(f"{kind}.count", f"{kind}.count cannot be negative")
         if pool.disk_size_gib < 0:
             yield _problem(f"{kind}.disk_size_gib", f"{kind}.disk_size_gib cannot be negative")
+    yield from _pool_platform_and_preset(cluster)
     if cluster.cpu_nodes and cluster.cpu_nodes.capacity_block_group:
         yield _problem(
             "cpu_nodes.capacity_block_group",
             "capacity_block_group is only valid for gpu_nodes",
             "move it to gpu_nodes",
+        )
+
+
+def _pool_platform_and_preset(cluster: ClusterSpec) -> Iterator[RawProblem]:
+    """A pool with nodes names its preset (the original's desired state refuses one without), and a CPU
+    pool is not on a GPU platform (its nodes would be GPU machines billed and drained as CPU nodes)."""
+    for kind, pool in (("cpu_nodes", cluster.cpu_nodes), ("gpu_nodes", cluster.gpu_nodes)):
+        if pool is None or pool.count <= 0:
+            continue
+        if not pool.platform or not pool.preset:
+            field = "platform" if not pool.platform else "preset"
+            yield _problem(
+                f"{kind}.{field}",
+                f"{kind} has {pool.count} node(s) but no {field}",
+                "e.g. platform cpu-d3 with preset 16vcpu-64gb"
+                if kind == "cpu_nodes"
+                else "e.g. platform gpu-h200-sxm with preset 8gpu-128vcpu-1600gb",
+            )
+    cpu = cluster.cpu_nodes
+    if cpu is not None and cpu.count > 0 and cpu.is_gpu():
+        yield _problem(
+            "cpu_nodes.platform",
+            f"cpu_nodes cannot use a GPU platform (got {cpu.platform!r})",
+            "declare GPU machines under gpu_nodes; cpu_nodes takes a cpu- platform such as cpu-d3",
         )
 
 
@@ -642,6 +668,7 @@ def check_soperator(payload: SoperatorSpec) -> Iterator[RawProblem]:
         yield _problem("control_plane.system.max_size", "control_plane.system.max_size must be >= min_size")
     if payload.jail_size_gib <= 0:
         yield _problem("jail_size_gib", "jail_size_gib must be positive")
+    yield from check_soperator_contract(payload)
 
 
 def _soperator_worker(worker: SoperatorWorkerSpec) -> Iterator[RawProblem]:
@@ -661,10 +688,11 @@ def _soperator_worker(worker: SoperatorWorkerSpec) -> Iterator[RawProblem]:
         )
     if worker.boot_disk_gib < 512:
         yield _problem("boot_disk_gib", "boot_disk_gib must be >= 512 (recipe rule)")
-    if worker.capacity_block_group and worker.preemptible:
+    reserved = "capacity_block_group" if worker.capacity_block_group else "capacity_block_group_name"
+    if (worker.capacity_block_group or worker.capacity_block_group_name) and worker.preemptible:
         yield _problem("preemptible", "strict reserved workers cannot also be preemptible")
-    if worker.capacity_block_group and not worker.is_gpu():
-        yield _problem("capacity_block_group", "capacity_block_group is only valid for GPU worker pools")
+    if (worker.capacity_block_group or worker.capacity_block_group_name) and not worker.is_gpu():
+        yield _problem(reserved, f"{reserved} is only valid for GPU worker pools")
 
 
 def _prefixed(prefix: PathTuple, problem: RawProblem) -> RawProblem:

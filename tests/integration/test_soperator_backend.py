@@ -38,7 +38,7 @@ projects:
       - name: slurm
         backend: soperator
         soperator:
-          slurm_operator_version: "4.1.0"
+          slurm_operator_version: "4.1.6"
           gate_timeout_minutes: TIMEOUT
           workers:
             - {name: cpu, platform: cpu-d3, preset: 16vcpu-64gb, size: 2}

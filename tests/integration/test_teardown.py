@@ -275,7 +275,7 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     _up(spec)
 
     # ---- everything the fleet created is referenced by a stack: nothing to clean up
-    fresh = npa("cleanup", "--spec", str(spec), "--dry-run", *OPT_IN, "--output", "json")
+    fresh = npa("cleanup", "--spec", str(spec), "--delete-orphans", "--dry-run", *OPT_IN, "--output", "json")
     assert fresh.code == 0, fresh.stderr[-3000:]
     assert fresh.json()["phases"] == []
 
@@ -296,7 +296,7 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     user_bucket("project-existing1", "users-own-bucket")
     users_in_alpha = user_bucket(alpha, "users-bucket-in-alpha")
     before = inventory()
-    dry = npa("cleanup", "--spec", str(spec), "--dry-run", *OPT_IN, "--output", "json")
+    dry = npa("cleanup", "--spec", str(spec), "--delete-orphans", "--dry-run", *OPT_IN, "--output", "json")
     assert dry.code == 0, dry.stderr[-3000:]
     phases = _phases(dry.json())
     assert set(phases) == {"bucket:td.alpha", "storage-identity:td.alpha", "project:td.alpha"}
@@ -311,12 +311,14 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     assert _ids(inventory()) == _ids(before)
 
     # ---- without a terminal and without --yes: refused, nothing changed
-    refused = npa("cleanup", "--spec", str(spec), *OPT_IN, "--output", "json", input_text="")
+    refused = npa(
+        "cleanup", "--spec", str(spec), "--delete-orphans", *OPT_IN, "--output", "json", input_text=""
+    )
     assert refused.code == 1 and refused.json()["error"]["kind"] == "not-confirmed"
     assert _ids(inventory()) == _ids(before)
 
     # the project deletion was asked for and refused: a partial cleanup (exit 2) with its receipt
-    first = npa("cleanup", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    first = npa("cleanup", "--spec", str(spec), "--delete-orphans", *OPT_IN, "--yes", "--output", "json")
     assert first.code == 2, first.stderr[-3000:] + first.stdout[-3000:]
     assert {p["name"]: p["status"] for p in first.json()["phases"]} == {
         "bucket:td.alpha": "done",
@@ -334,7 +336,7 @@ def test_cleanup_finds_and_deletes_only_unreferenced_fleet_objects(
     # ---- once the user's bucket is gone, the orphaned fleet project goes too
     gone = npa("local-cloud", "api", "delete_bucket", "--args", json.dumps({"bucket_id": users_in_alpha}))
     assert gone.code == 0, gone.stderr
-    done = npa("cleanup", "--spec", str(spec), *OPT_IN, "--yes", "--output", "json")
+    done = npa("cleanup", "--spec", str(spec), "--delete-orphans", *OPT_IN, "--yes", "--output", "json")
     assert done.code == 0, done.stderr[-3000:] + done.stdout[-3000:]
     assert {p["name"]: p["status"] for p in done.json()["phases"]} == {"project:td.alpha": "done"}
     cloud = inventory()

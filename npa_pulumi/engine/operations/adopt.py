@@ -4,7 +4,9 @@ For every selected cluster of the spec the original's install directory (`<from>
 npa_pulumi/bridge/original_install.py) is read, never written, and proved, all before anything is changed:
 
 1. its Terraform state names a cluster that exists and runs, in the fleet's tenant and region, in the
-   project the spec names, with every node group the state records RUNNING, on a subnet of that project;
+   project the spec names, every node group the cloud lists for it RUNNING and every node group the state
+   records one of them, on a subnet of that project; the original's own records (owner marker,
+   fleet-state.json, the ~/.npa/clusters registration) name this fleet's cluster and the state's id;
 2. the tfvars the spec renders equal the saved ones, key by key (secrets and capacity-block ids masked);
 3. Terraform's own plan, from a copy of the saved state with the spec's tfvars and the saved identity, has
    nothing to do: an adoption never needs an apply;
@@ -14,9 +16,9 @@ npa_pulumi/bridge/original_install.py) is read, never written, and proved, all b
 Only when every selected cluster passes does anything run (all or nothing): each project stack without a
 deployed network is created binding the subnet the clusters run on (owned when the original created its
 network: `.npa-fleet-network.json`) and, when the spec gives the project object storage, the bucket the
-original made for it (found by the spec's name, proved against the spec, owned when the original's
-`.npa-fleet-object-storage.json` says it created that bucket; the storage identity, which would mint a key,
-is left to the next `up`), and each cluster stack is created with the saved state as its bridge's
+original made for it (found by the spec's name, proved against the spec, bound but never owned: no file of
+the original proves it created the bucket; the storage identity, which would mint a key, is left to the
+next `up`), and each cluster stack is created with the saved state as its bridge's
 state (components/terraform_module.py refuses again if Terraform's plan has changes: nothing is applied).
 The cluster stack's program is the usual one, so the in-cluster stage and the health gate then run as after
 an `up`: the cluster is `deployed` only when the gate passes. A receipt records what was taken over.
@@ -40,6 +42,7 @@ from npa_pulumi.bridge.original_install import (
     tfvars_mismatches,
 )
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.cloud.port import CloudPort, NodeGroup
 from npa_pulumi.engine.automation import (
     NO_FAST_PATH,
     PROJECT_NAME,
@@ -106,11 +109,7 @@ class Candidate:
                 subnet_id=identity.subnet_id,
                 network_id=self.network_id,
                 network_owned=self.install.subnet_owned(self.network_id),
-                **(
-                    {"bucket_id": self.bucket_id, "bucket_owned": self.install.bucket_created(self.bucket_id)}
-                    if self.bucket_id
-                    else {}
-                ),
+                **({"bucket_id": self.bucket_id, "bucket_owned": False} if self.bucket_id else {}),
                 original_status=self.install.status,
                 digests=dict(self.install.digests),
             )
@@ -219,8 +218,11 @@ def _examine(
         return Candidate(
             cluster, Verdict.NOT_FOUND, [f"no install directory {directory}"], directory=directory
         )
-    install = read_install(directory)  # an unreadable or corrupt install is bad input: exit 2
+    install = read_install(directory, project.fleet)  # an unreadable or corrupt install is bad input: exit 2
     candidate = Candidate(cluster, Verdict.FOUND, install=install, directory=directory)
+    records = install.record_problems(project.fleet, project.project_key, cluster.cluster_name)
+    if records:
+        return _refuse(candidate, *records)
     held = ClusterOutputs.read(outputs).cluster_id or ""
     if held == install.cluster_id:
         candidate.verdict = Verdict.ALREADY_ADOPTED
@@ -239,7 +241,7 @@ def _examine(
         candidate.network_id = subnet.network_id
     except CloudError as err:
         return _refuse(candidate, f"subnet {install.identity.subnet_id} cannot be read: {err}")
-    mismatches = tfvars_mismatches(install.tfvars, cluster.tfvars)
+    mismatches = tfvars_mismatches(install.tfvars, {**cluster.tfvars, **cluster.runtime_tfvars})
     if mismatches:
         candidate.verdict = Verdict.MISMATCHED
         candidate.reasons = [f"tfvars {m}" for m in mismatches]
@@ -264,9 +266,9 @@ def _live_problems(
 ) -> list[str]:
     """Why the live cloud does not prove the install (empty: it does). Reads only."""
     identity, tenant = install.identity, context.tenant_id()
-    if identity.tenant_id != tenant:
+    if identity.tenant_id and identity.tenant_id != tenant:
         return [f"the state is of tenant {identity.tenant_id}, this fleet's is {tenant}"]
-    if identity.region != cluster.region:
+    if identity.region and identity.region != cluster.region:
         return [f"the state is in region {identity.region}, the spec's is {cluster.region}"]
     if project.project_id and identity.project_id != project.project_id:
         return [f"the state is of project {identity.project_id}, the spec names {project.project_id}"]
@@ -280,9 +282,18 @@ def _live_problems(
     except CloudError as err:
         return [f"the live inventory cannot be read: {err}"]
     found = []
-    if live_project.tenant_id != tenant or live_project.state != "ACTIVE":
+    if (
+        live_project.tenant_id != tenant
+        or live_project.state != "ACTIVE"
+        or live_project.suspension_state != "NONE"
+    ):
         found.append(
-            f"project {live_project.id}: tenant {live_project.tenant_id}, state {live_project.state}"
+            f"project {live_project.id}: tenant {live_project.tenant_id}, state {live_project.state}, "
+            f"suspension {live_project.suspension_state} ({tenant}, ACTIVE, NONE expected)"
+        )
+    if not identity.region and live_project.region != cluster.region:
+        found.append(
+            f"project {live_project.id} is in region {live_project.region}, the spec's {cluster.region}"
         )
     if not project.project_id and live_project.name != project.display_name:
         found.append(
@@ -293,12 +304,36 @@ def _live_problems(
             f"cluster {live_cluster.id}: project {live_cluster.project_id}, state {live_cluster.state} "
             f"({identity.project_id}, RUNNING expected)"
         )
+    return found + _node_group_problems(cloud, install, groups)
+
+
+def _node_group_problems(
+    cloud: CloudPort, install: OriginalInstall, groups: dict[str, NodeGroup]
+) -> list[str]:
+    """The cluster's node groups come from the cloud (NodeGroupService.List of the cluster), never from a
+    recipe output: every one is RUNNING, and every node group the state records is one of them."""
+    found = [
+        f"node group {group.name} ({group.id}): state {group.state}, RUNNING expected"
+        for group in groups.values()
+        if group.state != "RUNNING"
+    ]
+    if not groups:
+        found.append(f"cluster {install.cluster_id} has no node groups in the cloud")
     for group_id in install.node_group_ids:
-        group = groups.get(group_id)
-        if group is None:
+        if group_id in groups:
+            continue
+        try:
+            elsewhere = cloud.get_node_group(group_id)
+        except NotFound:
             found.append(f"node group {group_id} the state records is gone")
-        elif group.state != "RUNNING":
-            found.append(f"node group {group.name} ({group_id}): state {group.state}")
+            continue
+        except CloudError as err:
+            found.append(f"node group {group_id} the state records cannot be read: {err}")
+            continue
+        found.append(
+            f"node group {group_id} the state records belongs to cluster {elsewhere.cluster_id}, "
+            f"not {install.cluster_id}"
+        )
     return found
 
 
@@ -369,21 +404,13 @@ def _bucket_problem(
     context: FleetContext, project: ProjectPlan, mine: list[Candidate]
 ) -> tuple[str, Verdict, str]:
     """The bucket the spec's object storage names (its `bucket_name`, else the name both tools derive from
-    tenant, project and fleet) must exist in the project and match the spec exactly, and be the one the
-    original's storage record names, if it names one: (problem, verdict, bucket id). Reads only."""
+    tenant, project and fleet) must exist in the project and match the spec exactly: (problem, verdict, bucket
+    id). Reads only."""
     install = mine[0].install
     storage = project.object_storage
     assert install is not None and storage is not None
     project_id = install.identity.project_id
     name = storage.bucket_name or derived_bucket_name(context.tenant_id(), project_id, project.fleet)
-    recorded_id, recorded_name = install.recorded_bucket
-    if recorded_name and recorded_name != name:
-        return (
-            f"the original's bucket is {recorded_name!r}, the spec's object storage names {name!r}: set "
-            "object_storage.bucket_name to the original's",
-            Verdict.MISMATCHED,
-            "",
-        )
     try:
         bucket = context.cloud.find_bucket(project_id, name)
     except CloudError as err:
@@ -393,13 +420,6 @@ def _bucket_problem(
             f"the spec gives the project object storage, but bucket {name!r} does not exist in project "
             f"{project_id}: adopt would have to create it (adopt without object_storage, then add it and "
             "`up`)",
-            Verdict.REFUSED,
-            "",
-        )
-    if recorded_id and recorded_id != bucket.id:
-        return (
-            f"the original's storage record names bucket {recorded_id}, the project's {name!r} is "
-            f"{bucket.id}",
             Verdict.REFUSED,
             "",
         )
@@ -463,7 +483,7 @@ def _adopt(context: FleetContext, candidates: list[Candidate]) -> list[StackResu
             install.identity.subnet_id,
             install.subnet_owned(candidate.network_id),
             bucket_id=candidate.bucket_id,
-            bucket_created=install.bucket_created(candidate.bucket_id),
+            bucket_created=False,  # no file of the original proves it made the bucket
         )
         project_ops[stack] = _project_op(context, context.project_plan(stack), adoption)
     cluster_ops = {c.plan.stack: _cluster_op(context, c) for c in candidates}

@@ -33,9 +33,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.cloud.port import NodeGroup
 from npa_pulumi.kube import drain as kd
 from npa_pulumi.kube.client import KubeClient, KubeconfigError, KubeError
 from npa_pulumi.output.results import (
@@ -118,6 +119,40 @@ def blocking_pdbs(inventory: kd.Inventory, may_relax: bool) -> list[BlockingPdb]
     return found
 
 
+class NodeGroupLister(Protocol):
+    def list_node_groups(self, cluster_id: str) -> list[NodeGroup]: ...
+
+
+def check_nodes_belong(nodes: list[dict[str, Any]], cluster_id: str, cloud: NodeGroupLister) -> None:
+    """Every node's node-group label names a node group the cloud lists for this cluster (never a recipe
+    output, which the upstream module does not have): otherwise the API is another cluster's and nothing is
+    drained (DrainStopped)."""
+    if not cluster_id:
+        raise DrainStopped(
+            DrainFailure.IDENTITY, "the stack records no cluster id to check the nodes against"
+        )
+    try:
+        groups = {group.id for group in cloud.list_node_groups(cluster_id)}
+    except CloudError as err:
+        raise DrainStopped(
+            DrainFailure.IDENTITY, f"the node groups of cluster {cluster_id} cannot be read: {err}"
+        ) from None
+    foreign = sorted(
+        {
+            str(label)
+            for node in nodes
+            if (label := ((node.get("metadata") or {}).get("labels") or {}).get(NODE_GROUP_LABEL))
+            and label not in groups
+        }
+    )
+    if foreign:
+        raise DrainStopped(
+            DrainFailure.IDENTITY,
+            f"the API's nodes belong to node group(s) {', '.join(foreign)}, which cluster {cluster_id} "
+            "does not have: another cluster's API",
+        )
+
+
 class ClusterDrainer:
     """The drain of one cluster phase: `preview` (read-only), or `drain` before its stack's destroy and
     `after_destroy` once that ended. Fills `phase.drain`; `checkpoint` makes the phase durable (the receipt)
@@ -198,21 +233,7 @@ class ClusterDrainer:
             inventory = kd.take_inventory(client)
         except KubeError as err:
             raise DrainStopped(failure_of(err), f"the cluster's inventory could not be read: {err}") from None
-        groups = {str(g) for g in self.phase.deletes.get("node_group_ids") or []}
-        foreign = sorted(
-            {
-                str(label)
-                for node in inventory.nodes
-                if (label := ((node.get("metadata") or {}).get("labels") or {}).get(NODE_GROUP_LABEL))
-                and label not in groups
-            }
-        )
-        if groups and foreign:
-            raise DrainStopped(
-                DrainFailure.IDENTITY,
-                f"the API's nodes belong to node group(s) {', '.join(foreign)}, which cluster "
-                f"{self.phase.deletes.get('cluster_id')} does not have: another cluster's API",
-            )
+        check_nodes_belong(inventory.nodes, str(self.phase.deletes.get("cluster_id") or ""), self.fleet.cloud)
         return inventory
 
     def _stopped(self, status: DrainStatus, stop: DrainStopped) -> ClusterDrain:

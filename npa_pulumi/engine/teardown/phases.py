@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.absence import (
@@ -38,6 +39,8 @@ from npa_pulumi.cloud.project_defaults import (
     DEFAULT_SECURITY_GROUP_PREFIX,
     DEFAULT_SUBNET_PREFIX,
 )
+from npa_pulumi.components.cloud_resources import STORAGE_SERVICE_ACCOUNT
+from npa_pulumi.engine.teardown.attestations import attests, read_attestation
 from npa_pulumi.output.results import UNFINISHED_OUTCOMES, PhaseOutcome, TeardownPhase
 
 if TYPE_CHECKING:
@@ -374,17 +377,33 @@ class GuardedPhases:
                 reason="the storage service account, its access keys and its grant's IAM group are "
                 "retained unless --delete-storage-identity",
             )
-        if not ev.service_account_created:
+        attestation = read_attestation(self.fleet, ev.project_stack)
+        attested = not ev.service_account_created and attests(attestation, ev)
+        if not ev.service_account_created and not attested:
             return phase(
                 "storage-identity",
                 status="refused",
                 retains=ids,
-                reason="no durable record that this fleet created the service account: never deleted",
+                reason="no durable record that this fleet created the service account: never deleted (an "
+                "account npa created without that record: `npa-pulumi reconcile storage-account --spec F "
+                f"--project {ev.project_key} --id {ev.service_account_id} --reason ... "
+                "--attest-npa-created`)",
             )
+        if attested and attestation is not None:
+            ids["attestation"] = asdict(attestation)  # the receipt records the evidence it was deleted on
         accounts = [
             a for a in self.cloud.list_service_accounts(ev.project_id) if a.id == ev.service_account_id
         ]
-        if accounts and not ours(accounts[0].labels, self.fleet):
+        if attested and accounts and accounts[0].name != STORAGE_SERVICE_ACCOUNT:
+            return phase(
+                "storage-identity",
+                status="refused",
+                retains=ids,
+                reason=f"service account {ev.service_account_id} is no longer named "
+                f"{STORAGE_SERVICE_ACCOUNT!r}",
+            )
+        # An attested account (found by name, not created by this fleet) never carried its labels.
+        if accounts and not attested and not ours(accounts[0].labels, self.fleet):
             return phase(
                 "storage-identity",
                 status="refused",

@@ -171,7 +171,9 @@ def test_tfvars_prints_the_file_and_masks_runtime_variables(spec_file: Path) -> 
 
 def test_tfvars_single_cluster_needs_no_selectors(tmp_path: Path) -> None:
     path = tmp_path / "one.yaml"
-    path.write_text("name: one\nprojects:\n  - name: a\n    clusters: [{cpu_nodes: {count: 1}}]\n")
+    path.write_text(
+        "name: one\nprojects:\n  - name: a\n    clusters: [{cpu_nodes: {count: 1, preset: 4vcpu-16gb}}]\n"
+    )
     result = run("tfvars", "-f", str(path))
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["cpu_nodes_fixed_count"] == 1
@@ -255,7 +257,8 @@ def test_console_script_plan_json(spec_file: Path) -> None:
 def test_markup_like_keys_are_printed_verbatim(tmp_path: Path) -> None:
     path = tmp_path / "fleet.yaml"
     path.write_text(
-        'name: demo\n"[/bold]": 1\n"[red]x": 2\nprojects: [{name: a, clusters: [{cpu_nodes: {count: 1}}]}]\n'
+        'name: demo\n"[/bold]": 1\n"[red]x": 2\n'
+        "projects: [{name: a, clusters: [{cpu_nodes: {count: 1, preset: 4vcpu-16gb}}]}]\n"
     )
     result = run("plan", "--spec", str(path))
     assert result.exit_code == 2

@@ -86,6 +86,7 @@ def test_the_cloud_sweeps_retry_command_is_as_exact(isolated_home: Path, tmp_pat
     assert flags["--profile"] == "team a"
     assert flags["--passphrase-file"] == str(tmp_path / "pass phrase")
     assert "--delete-buckets" in shlex.split(command) and command.endswith(" --yes")
+    assert "--delete-orphans" in shlex.split(command)  # without it a cleanup deletes nothing in the cloud
 
 
 def test_a_keyless_run_s_retry_command_repeats_auth_and_its_providers_see_it(
@@ -168,7 +169,8 @@ class _Before:
         return " ".join([base, *self.flags(options), "--yes"])
 
     def cleanup_retry(self, options: TeardownOptions) -> str:
-        return " ".join([*self.command_line("cleanup"), *self.flags(options), "--yes"])
+        # cleanup deletes in the cloud only with --delete-orphans, so a cleanup's retry names it
+        return " ".join([*self.command_line("cleanup"), "--delete-orphans", *self.flags(options), "--yes"])
 
     def rollout_resume(self, options: Rollout) -> str:
         parts = self.command_line("up")

@@ -273,11 +273,11 @@ def test_filestore_and_chart_repository() -> None:
 
 def test_ssh_key_and_custom_cpu_disk() -> None:
     file_vars = render(
-        {"cpu_nodes": {**CPU, "disk_size_gib": 64, "preset": ""}}, ssh_public_key="ssh-ed25519 AAAA test"
+        {"cpu_nodes": {**CPU, "disk_size_gib": 64}}, ssh_public_key="ssh-ed25519 AAAA test"
     ).file_vars
     assert file_vars["ssh_public_key"] == {"key": "ssh-ed25519 AAAA test"}
     assert file_vars["cpu_disk_size"] == "64"
-    assert "cpu_nodes_preset" not in file_vars  # an empty preset leaves the recipe's default
+    assert file_vars["cpu_nodes_preset"] == CPU["preset"]  # a pool with nodes names its preset (spec rule)
     assert list(file_vars)[:2] == ["cluster_name", "ssh_public_key"]
 
 

@@ -353,7 +353,12 @@ def test_a_preemptible_cpu_pool_reaches_the_demand_from_the_spec() -> None:
     doc = {
         "name": "f",
         "region": R,
-        "projects": [{"name": "p", "clusters": [{"cpu_nodes": {"count": 2, "preemptible": True}}]}],
+        "projects": [
+            {
+                "name": "p",
+                "clusters": [{"cpu_nodes": {"count": 2, "preset": "4vcpu-16gb", "preemptible": True}}],
+            }
+        ],
     }
     [target] = resolve_targets(parse_spec(json.dumps(doc)))
     assert cluster_demand(target).cpu_preemptible is True

@@ -60,8 +60,9 @@ def test_a_two_worker_set_target_needs_exactly_this() -> None:
         "vpc.allocation.count": 2 * 18 + 1,  # two per node, plus the login's static IP
         "compute.instance.count": 18,
         "compute.instance.gpu.h200": 10 * 8,
-        # system 3×8 + controller 4 + login 16 + accounting 8 + cpu workers 2×16 (GPU nodes never count here)
-        "compute.instance.non-gpu.vcpu": 84,
+        # 12 workers is sizing tier S: system 3×16 + controller 16 + login 16 + accounting 8, and cpu workers
+        # 2×16 (GPU nodes never count here)
+        "compute.instance.non-gpu.vcpu": 120,
         "compute.disk.count": 18,
         # system 3×128 + controller 128 + login 256 + accounting 128 + cpu 2×512 + gpu 10×1024
         "compute.disk.size.network-ssd": 12160 * GIB,

@@ -102,7 +102,10 @@ def test_invalid_python_spec_lists_every_problem_without_lines() -> None:
     spec = FleetSpec(
         name="Bad Name",
         projects=[
-            ProjectSpec(name="a", clusters=[ClusterSpec(), ClusterSpec(cpu_nodes=NodePoolSpec(count=1))])
+            ProjectSpec(
+                name="a",
+                clusters=[ClusterSpec(), ClusterSpec(cpu_nodes=NodePoolSpec(count=1, preset="4vcpu-16gb"))],
+            )
         ],
     )
     with pytest.raises(SpecError) as caught:

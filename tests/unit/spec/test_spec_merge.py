@@ -46,11 +46,11 @@ def test_pool_platform_defaults_by_kind() -> None:
     projects:
       - name: a
         clusters:
-          - {cpu_nodes: {count: 1}, gpu_nodes: {count: 1, preset: 1gpu-24vcpu-218gb}}
+          - {cpu_nodes: {count: 0}, gpu_nodes: {count: 1, preset: 1gpu-24vcpu-218gb}}
     """)
     cluster = spec.projects[0].clusters[0]
     assert cluster.cpu_nodes is not None and cluster.cpu_nodes.platform == "cpu-d3"
-    assert cluster.cpu_nodes.preset == ""  # YAML {count: 1} leaves the preset to the recipe
+    assert cluster.cpu_nodes.preset == ""  # unset; a pool with nodes must name one (the original refuses)
     assert cluster.gpu_nodes is not None and cluster.gpu_nodes.platform == "gpu-rtx6000"
 
 
@@ -142,7 +142,7 @@ def test_identical_custom_and_mixed_projects() -> None:
 def test_cluster_names_are_slugged() -> None:
     spec = parse("""
     defaults:
-      cpu_nodes: {count: 1}
+      cpu_nodes: {count: 1, preset: 4vcpu-16gb}
     projects:
       - name: a
         clusters:
@@ -158,7 +158,7 @@ def test_fleet_name_is_slugged_but_project_name_is_not() -> None:
         body="""
     name: My Fleet
     project_prefix: My-
-    defaults: {cpu_nodes: {count: 1}}
+    defaults: {cpu_nodes: {count: 1, preset: 4vcpu-16gb}}
     projects:
       - name: Team_A
     """,
@@ -176,7 +176,7 @@ def test_prefix_is_never_doubled() -> None:
         body="""
     name: f
     project_prefix: "team-"
-    defaults: {cpu_nodes: {count: 1}}
+    defaults: {cpu_nodes: {count: 1, preset: 4vcpu-16gb}}
     projects:
       - name: team-a
       - name: b
@@ -227,8 +227,8 @@ def test_outer_name_wins_over_envelope_name() -> None:
       - name: a
         clusters:
           - name: outer
-            mk8s: {name: inner, cpu_nodes: {count: 1}}
-          - mk8s: {name: inner-only, cpu_nodes: {count: 1}}
+            mk8s: {name: inner, cpu_nodes: {count: 1, preset: 4vcpu-16gb}}
+          - mk8s: {name: inner-only, cpu_nodes: {count: 1, preset: 4vcpu-16gb}}
     """)
     assert [c.name for c in spec.projects[0].clusters] == ["outer", "inner-only"]
 
@@ -273,7 +273,7 @@ def test_soperator_worker_lists_replace_defaults() -> None:
 def test_legacy_clusters_ignore_backend_keys_of_defaults() -> None:
     spec = parse("""
     defaults:
-      cpu_nodes: {count: 1}
+      cpu_nodes: {count: 1, preset: 4vcpu-16gb}
       soperator: {jail_size_gib: 1024}
       mk8s: {cpu_nodes: {count: 7}}
     projects:
@@ -372,7 +372,7 @@ def test_implicit_cluster_problem_points_at_the_project() -> None:
 def test_unknown_key_in_defaults_is_reported_once_and_other_problems_still_found() -> None:
     found = problems("""
     defaults:
-      cpu_nodes: {count: 1}
+      cpu_nodes: {count: 1, preset: 4vcpu-16gb}
       gpu_nodse: {count: 1}
     projects:
       - name: a
@@ -406,7 +406,7 @@ def test_unquoted_yaml_11_boolean_as_a_name_is_explained() -> None:
       - name: a
         clusters:
           - name: off
-            cpu_nodes: {count: 1}
+            cpu_nodes: {count: 1, preset: 4vcpu-16gb}
     """)
     assert problem.path == "projects[0].clusters[0].name"
     assert "quote" in problem.message

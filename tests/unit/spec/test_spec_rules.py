@@ -646,7 +646,7 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
         {"cpu_nodes": CPU, "enable_filestore": True, "existing_filestore": "computefilesystem-x"},
     ),
     ("numbers-as-text", {"cpu_nodes": {**CPU, "count": "2"}, "k8s_version": 1.34}),
-    ("nulls-are-unset", {"cpu_nodes": {**CPU, "preset": None}, "k8s_version": None, "mig": None}),
+    ("nulls-are-unset", {"cpu_nodes": {**CPU, "disk_size_gib": None}, "k8s_version": None, "mig": None}),
 ]
 
 
