@@ -307,6 +307,14 @@ def _library_layout(root: Path) -> tuple[Path, Path | None]:
     raise RecipeError(f"{root} holds neither k8s-training/ nor any *.tf file")
 
 
+def _foreign_variable_file(name: str) -> bool:
+    """A variable file the recipe ships (upstream's example `terraform.tfvars` enables DRA, for one):
+    Terraform would load it beside the fleet's rendered `terraform.tfvars.json`, so values the fleet leaves
+    to the module's defaults would come from it instead. The fleet's file is the only one materialized, as
+    the original `npa fleet` writes its own `terraform.tfvars` over upstream's."""
+    return name == "terraform.tfvars" or name.endswith((".auto.tfvars", ".auto.tfvars.json"))
+
+
 def _sync_tree(src: Path, dest: Path, top: bool = True) -> None:
     """Make dest mirror src, keeping Terraform's own files (state, .terraform, lock, tfvars).
 
@@ -320,7 +328,11 @@ def _sync_tree(src: Path, dest: Path, top: bool = True) -> None:
             name in PRESERVED or name.startswith("terraform.tfstate") or name == DOMAIN_OVERRIDE_FILE
         )
 
-    wanted = {entry.name for entry in src.iterdir() if not (kept(entry.name) or entry.name == ".git")}
+    wanted = {
+        entry.name
+        for entry in src.iterdir()
+        if not (kept(entry.name) or entry.name == ".git" or (top and _foreign_variable_file(entry.name)))
+    }
     for entry in dest.iterdir():
         if kept(entry.name) or entry.name in wanted:
             continue
