@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ FEATURES: dict[str, str] = {
     "h100-strict-capacity-block": (
         "      - name: h100\n" + CPU + "        gpu_nodes: {count: 2, platform: gpu-h100-sxm, "
         "preset: 8gpu-128vcpu-1600gb, capacity_block_group: capacityblockgroup-e00testblock0042}\n"
-        "        enable_gpu_cluster: true\n"
+        "        enable_gpu_cluster: true\n        infiniband_fabric: us-central1-a\n"
     ),
     "new-filesystem": (
         "      - name: fsnew\n" + CPU + "        enable_filestore: true\n        filestore_mount_tag: data\n"
@@ -47,11 +48,12 @@ FEATURES: dict[str, str] = {
     ),
     "existing-filesystem": (
         "      - name: fsold\n" + CPU + "        enable_filestore: true\n        filestore_mount_tag: data\n"
-        "        existing_filestore: computefilesystem-e00existing0001\n"
+        "        existing_filestore: EXISTING_FILESYSTEM\n"
     ),
     "mig-rtx-pro-6000": (
         "      - name: mig\n" + CPU + "        gpu_nodes: {count: 2, platform: gpu-rtx6000, "
-        "preset: 1gpu-24vcpu-218gb}\n        k8s_version: '1.34'\n"
+        "preset: 1gpu-24vcpu-218gb, capacity_block_group: capacityblockgroup-e00testblock0042}\n"
+        "        k8s_version: '1.34'\n"
         "        mig: {enabled: true, strategy: mixed, config: all-balanced}\n"
     ),
     "rtx-rendering-driver-repositories": (
@@ -61,10 +63,12 @@ FEATURES: dict[str, str] = {
         "Components: main\\n'\n"
     ),
     "kuberay": (
-        "      - name: ray\n" + CPU + "        kuberay: {enabled: true, worker_replicas: 2, worker_cpus: 2, "
+        "      - name: ray\n        cpu_nodes: {count: 2, platform: cpu-d3, preset: 16vcpu-64gb}\n"
+        "        kuberay: {enabled: true, worker_replicas: 2, worker_cpus: 2, "
         "worker_memory_gib: 4}\n"
     ),
 }
+EXISTING_FILESYSTEM = "EXISTING_FILESYSTEM"  # made in the local cloud by the test itself
 IDENTITY = {
     "tenant_id": "tenant-e00localtenant01",
     "parent_id": "project-e00existing000001",
@@ -96,6 +100,8 @@ def _env(tmp_path: Path, token: bool) -> dict[str, str]:
             "TF_IN_AUTOMATION": "1",
             "CHECKPOINT_DISABLE": "1",
             "NPA_LOCAL_CLOUD_DIR": str(tmp_path / "cloud"),
+            "NPA_LOCAL_CLOUD_KUBERNETES_API": "0",
+            "NPA_PYTHON": sys.executable,
             **{f"TF_VAR_{k}": v for k, v in IDENTITY.items()},
         }
     )
@@ -105,11 +111,36 @@ def _env(tmp_path: Path, token: bool) -> dict[str, str]:
     return env
 
 
+def _existing_filesystem(tmp_path: Path) -> str:
+    """A filesystem made in the test's local cloud outside the fleet, as a user's existing one is."""
+    env = {
+        **os.environ,
+        "NPA_LOCAL_CLOUD_DIR": str(tmp_path / "cloud"),
+        "NPA_LOCAL_CLOUD_KUBERNETES_API": "0",
+    }
+    api = [sys.executable, "-m", "npa_pulumi.simulator.api"]
+    npa = str(Path(sys.executable).with_name("npa-pulumi"))
+    subprocess.run([npa, "local-cloud", "init"], env=env, check=True, capture_output=True, timeout=120)
+    arguments = {"project_id": "project-existing1", "name": "team-data", "size_bytes": 1 << 40}
+    made = subprocess.run(
+        [*api, "create_filesystem", "--args", json.dumps(arguments)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return str(json.loads(made.stdout)["result"]["id"])
+
+
 def _prepared(tmp_path: Path, feature: str) -> Path:
     """The default recipe materialized as a stack's work dir, with the cluster's tfvars beside it."""
     os.environ.setdefault(MIRROR_ENV, str(upstream_library()))
     recipe = materialize(default_source(), tmp_path / "work", "us-central1", tmp_path / "cache")
-    (target,) = resolve_targets(parse_spec(HEAD + FEATURES[feature]))
+    cluster = FEATURES[feature]
+    if EXISTING_FILESYSTEM in cluster:
+        cluster = cluster.replace(EXISTING_FILESYSTEM, _existing_filesystem(tmp_path))
+    (target,) = resolve_targets(parse_spec(HEAD + cluster))
     rendered = render_tfvars(target, recipe.variables, SSH_KEY)
     (recipe.module_dir / "terraform.tfvars.json").write_text(json.dumps(rendered.file_vars))
     runtime = {

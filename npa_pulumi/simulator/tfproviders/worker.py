@@ -11,6 +11,8 @@ import sys
 import traceback
 from typing import IO, Any
 
+from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.errors import NpaError
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError, ProviderHandlers, State
 
 
@@ -77,6 +79,11 @@ def serve(handlers: ProviderHandlers, stdin: IO[str], stdout: IO[str]) -> None:
             answer: dict[str, Any] = {"id": request_id, "result": dispatch(handlers, request, cache)}
         except ProviderError as err:
             answer = {"id": request_id, "error": {"summary": err.summary, "detail": err.detail}}
+        except (CloudError, NpaError) as err:  # the local cloud's own refusal: its words are the diagnostic
+            answer = {
+                "id": request_id,
+                "error": {"summary": str(err).splitlines()[0][:300], "detail": str(err)},
+            }
         except Exception as err:  # a bug in a handler: a diagnostic, never a dead worker
             if debug:
                 _log(traceback.format_exc())
