@@ -92,6 +92,13 @@ class FleetPlans:
         ]
 
 
+# What the local cloud's nodes get when the spec names no key and ~/.ssh has none (a public key: nothing to
+# keep secret; the local cloud's nodes are kwok's and run no SSH daemon).
+LOCAL_CLOUD_SSH_PUBLIC_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGxvY2FsLWNsb3VkLW5vZGVzLWhhdmUtbm8tc3NoZAAA npa-local-cloud"
+)
+
+
 def default_ssh_public_key(spec: FleetSpec) -> str | None:
     if spec.ssh_public_key:
         return spec.ssh_public_key
@@ -167,6 +174,10 @@ def build_plans(
         raise UserInputError(
             "no SSH public key: set ssh_public_key in the spec or create ~/.ssh/id_ed25519.pub"
         )
+    if not ssh_key and options.cloud == "local":
+        # Upstream k8s-training refuses a plan without a key (its variable validation), and the local cloud's
+        # nodes have no SSH daemon to log in to: a placeholder public key, never one of the user's.
+        ssh_key = LOCAL_CLOUD_SSH_PUBLIC_KEY
     inputs = PlanInputs(tenant_id, ssh_key, in_cluster, in_cluster and options.health_gate)
     backends = {t.backend: backend for t in targets if (backend := backend_for(t.backend)) is not None}
     # Each backend's recipe is resolved once, before any target is planned (a branch to its commit); a

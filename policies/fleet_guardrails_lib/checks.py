@@ -193,7 +193,9 @@ def _is_configured(fact: Any, configured: str, variable: str) -> bool:
     """The recipe uses the configured value: literally, or by referencing the variable that carries it
     (facts read from HCL may keep `var.X` / `${var.X}` where the value is not a literal)."""
     value = (as_str(fact) or "").strip()
-    return value in (configured, f"var.{variable}", f"${{var.{variable}}}")
+    # `${filestore_mount_path}` in a cloud-init template: the template variable the recipe binds from the
+    # variable of that name (upstream passes local.filestore.mount_path, which is var.filestore_mount_path).
+    return value in (configured, f"var.{variable}", f"${{var.{variable}}}", f"${{{variable}}}")
 
 
 def check_filestore_nofail_mount(subject: Subject, config: Mapping[str, Any], ctx: CheckContext) -> list[str]:
@@ -206,6 +208,11 @@ def check_filestore_nofail_mount(subject: Subject, config: Mapping[str, Any], ct
     problems: list[str] = []
     path = as_str(tfvars.get("filestore_mount_path"))
     tag = as_str(tfvars.get("filestore_mount_tag"))
+    facts = as_mapping(subject.props.get("recipe_facts"))
+    if "filestore_mount_tag" not in tfvars and facts is not None:
+        # A recipe that takes no tag (upstream hardcodes `data`; planning refuses any other): the tag is the
+        # recipe's own, and every attachment must still agree with the mount.
+        tag = as_str((as_mapping(facts.get("filesystem_mount")) or {}).get("tag"))
     if not path or not posixpath.isabs(path) or re.search(r"\s", path):
         problems.append(f"filestore_mount_path is {show(path)}; it must be an absolute path without spaces")
     if not tag or re.search(r"[\s,]", tag):
@@ -213,7 +220,6 @@ def check_filestore_nofail_mount(subject: Subject, config: Mapping[str, Any], ct
             f"filestore_mount_tag is {show(tag)}; it must be a non-empty tag without spaces or commas"
         )
 
-    facts = as_mapping(subject.props.get("recipe_facts"))
     if facts is None:
         problems.append(
             "recipe_facts are missing, so the recipe's filesystem attachments and mount cannot be proven"

@@ -34,7 +34,7 @@ import yaml
 
 from npa_pulumi.kube.client import KubeClient, KubeError
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError, ProviderHandlers, State
-from npa_pulumi.simulator.tfproviders.kubeapi import api_error, cached_client
+from npa_pulumi.simulator.tfproviders.kubeapi import api_error, cached_client, wait_until
 
 JSON = dict[str, Any]
 CLOUD_DIR_ENV = "NPA_LOCAL_CLOUD_DIR"
@@ -43,6 +43,13 @@ CHART_ADDONS: dict[str, JSON] = {
     "gpu-operator": {"gpu_driver": "operator"},
     "csi-mounted-fs-path": {"filestore": True},
 }
+# What a chart's install leaves that the module reads right after it (upstream annotates the CSI chart's
+# StorageClass as the default): a release with `wait` (the default) returns once these exist, as Helm's wait
+# returns once the chart's resources are ready.
+CHART_READY: dict[str, tuple[str, ...]] = {
+    "csi-mounted-fs-path": ("/apis/storage.k8s.io/v1/storageclasses/csi-mounted-fs-path-sc",),
+}
+READY_TIMEOUT_S = 300.0
 # The provider's documented defaults for the arguments it computes.
 DEFAULTS: JSON = {
     "namespace": "default",
@@ -304,6 +311,11 @@ class Release:
         except KubeError as err:
             raise api_error(f"installing release {namespace}/{name}", err) from None
         tell_cloud(client.server, chart["name"], installed=True)
+        if state.get("wait", DEFAULTS["wait"]) and CHART_READY.get(chart["name"]):
+            paths = CHART_READY[chart["name"]]
+            timeout_s = float(state.get("timeout") or READY_TIMEOUT_S)
+            what = f"what chart {chart['name']} installs ({', '.join(paths)})"
+            wait_until(lambda: all(client.get_or_none(p) is not None for p in paths), timeout_s, what)
         return self._state(state, release)
 
     @staticmethod
