@@ -14,6 +14,9 @@ import pytest
 
 # No test starts a Kubernetes API server unless it asks for one (the `kube_api` fixture): see isolated_home.
 os.environ.setdefault("NPA_LOCAL_CLOUD_KUBERNETES_API", "0")
+# The suite's journeys still run the retiring stand-in recipe unless they ask for upstream (the
+# `upstream_recipe` fixture); moving them over is open work (docs/local-cloud.md, "Recipes").
+os.environ.setdefault("NPA_LOCAL_CLOUD_RECIPE", "stand-in")
 
 # ------------------------------------------------------------------ longest modules first
 # `make test` gives whole modules to two workers (--dist loadfile --no-loadscope-reorder), in collection
@@ -108,3 +111,15 @@ def kube_api(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("TMPDIR", private_tmp)
     yield isolated_home
     shutil.rmtree(private_tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def upstream_recipe(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Deployments on the local cloud through the default recipe, as a user's: upstream k8s-training (the
+    real module beside the checkout) with the fleet's override files, on the local cloud's providers."""
+    from upstream_library import upstream_library
+
+    library = upstream_library()
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_RECIPE", "default")
+    monkeypatch.setenv("NPA_K8S_TRAINING_MIRROR", str(library))
+    return library

@@ -156,9 +156,12 @@ def stand_in_dir() -> Path:
     return found
 
 
-# `--cloud local` runs the shipped stand-in unless this says `default`: then it runs the default recipe
-# (upstream + the fleet's override files) against the local cloud's own providers (bridge/local_providers.py).
+# `--cloud local` runs the default recipe (upstream + the fleet's override files) against the local cloud's
+# own providers (bridge/local_providers.py), as `--cloud nebius` runs it against Nebius. `stand-in` selects
+# the retiring `recipes/local-k8s-training` instead (terraform_data only, no providers): a fast path kept
+# while the test suite moves over (docs/local-cloud.md), never what a user's deployment should claim.
 LOCAL_RECIPE_ENV = "NPA_LOCAL_CLOUD_RECIPE"
+LOCAL_STAND_IN = "stand-in"
 
 
 def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | None = None) -> RecipeSource:
@@ -175,7 +178,7 @@ def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | 
     if recipe_ref:
         url = os.environ.get("NPA_RECIPE_REPO_URL", UPSTREAM_REPO_URL)
         return RecipeSource("git", f"{url}@{recipe_ref}")
-    if cloud == "local" and os.environ.get(LOCAL_RECIPE_ENV, "stand-in").strip() != "default":
+    if cloud == "local" and os.environ.get(LOCAL_RECIPE_ENV, "").strip() == LOCAL_STAND_IN:
         return RecipeSource("local-stand-in", str(stand_in_dir()))
     return default_source()
 
@@ -476,7 +479,15 @@ def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: 
     mirror = default_recipe_mirror() if source.kind == "default" else None
     if mirror is not None:
         library = mirror
-    elif source.kind in ("git", "default"):
+    elif source.kind == "default":
+        try:
+            library = _git_checkout(source.location, cache_root / "recipes")
+        except RecipeError as err:
+            raise RecipeError(
+                f"{err}; where GitHub cannot be reached, set {MIRROR_ENV} to a directory holding "
+                "nebius-solutions-library at the pinned commit (docs/default-recipe.md)"
+            ) from None
+    elif source.kind == "git":
         library = _git_checkout(source.location, cache_root / "recipes")
     else:
         library = Path(source.location)
