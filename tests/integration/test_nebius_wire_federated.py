@@ -148,10 +148,9 @@ def test_a_wrong_audience_is_refused_at_once_with_what_to_check(
     world.fake.federated_audience = "nebius-wire"
     monkeypatch.setenv("NPA_NEBIUS_FEDERATED_AUDIENCE", "someone-else")
     cloud = recorded(call_timeout_s=20.0)
-    started = time.monotonic()
     with pytest.raises(Unauthenticated) as err:
         cloud.principal()
-    assert time.monotonic() - started < 5.0  # not a wait for a token that never comes
+    assert len(exchanges(world)) == 1  # refused at once: not retried while waiting for a token
     message = str(err.value)
     assert "audience nebius-wire" in message and "federated credentials" in message
     assert ci.service_account_id in message

@@ -569,10 +569,10 @@ def test_injected_errors_hit_the_next_n_calls_then_stop(sim: LocalSimulator) -> 
 
 def test_latency_beyond_the_callers_timeout_is_an_operation_timeout(cloud: LocalCloud) -> None:
     cloud.simulator.add_fault("create_network", None, count=1, latency_ms=5000)
-    started = time.monotonic()
-    with pytest.raises(OperationTimeout):
+    with pytest.raises(OperationTimeout) as err:
         cloud.create_network("project-existing1", "late", timeout_s=0.1)
-    assert time.monotonic() - started < 2.5  # gave up at the caller's timeout, not after the latency
+    # Gave up at the caller's timeout (the simulator answers so only without serving the latency).
+    assert "did not finish within 0.1s" in str(err.value)
     assert [n.name for n in cloud.list_networks("project-existing1")] == ["default-network"]
 
 
