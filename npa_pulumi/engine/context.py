@@ -349,6 +349,7 @@ class FleetContext:
             stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
             tags_needed=self._needs_tags(plan.stack),
             gate_state=backend.gate_state(plan),
+            gate_type=backend.gate_type,
             backend=plan.backend,
             key_shared_with=plan.project_stack,
         )
