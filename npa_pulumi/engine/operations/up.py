@@ -110,8 +110,9 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
     """The graph forward: changed project stacks, then each cluster stack after its own project's."""
     graph = context.graph()
     projects, clusters = graph.projects(WalkKind.UP), graph.clusters(WalkKind.UP)
-    ops = {p.stack: context.project_op(p) for p in projects}
-    ops.update({c.stack: context.cluster_op(c) for c in clusters})  # built here, not in worker threads
+    stack_ops = context.stack_ops  # the run's ops and fingerprints (engine/stack_ops.py)
+    ops = {p.stack: stack_ops.project_op(p) for p in projects}
+    ops.update({c.stack: stack_ops.cluster_op(c) for c in clusters})  # built here, not in worker threads
     refresh = context.refreshing
     skip = Skip(
         projects=frozenset(liveness.unchanged_projects(context)) if projects and not refresh else frozenset(),
