@@ -396,7 +396,10 @@ class RolloutRun:
         except (NpaError, CloudError) as err:
             return {stack: f"health not read: {err}" for stack in stacks}
         problems = {
-            stack: (soak_problem(found[stack]) if stack in found else "health not read") for stack in stacks
+            stack: (
+                soak_problem(found[stack], self.ignore_maintenance) if stack in found else "health not read"
+            )
+            for stack in stacks
         }
         return {stack: why for stack, why in problems.items() if why}
 
