@@ -20,6 +20,13 @@ from npa_pulumi.output.streams import emit_json
     help="The cloud the fleet will run on: nebius adds the CLI, the profile and a token check.",
 )
 @click.option("--profile", default=None, help="~/.nebius profile to check (--cloud nebius).")
+@click.option(
+    "--spec",
+    "spec_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="The fleet spec whose projects the identity must read (--cloud nebius; default: the tenant's list).",
+)
 @auth_option
 @click.option("--backend", default=None, metavar="URL", help="Backend to check (default as for up).")
 @click.option("--passphrase-file", default=None, type=click.Path(dir_okay=False))
@@ -40,6 +47,7 @@ from npa_pulumi.output.streams import emit_json
 def doctor_command(
     cloud: str,
     profile: str | None,
+    spec_path: str | None,
     auth: str | None,
     backend: str | None,
     passphrase_file: str | None,
@@ -49,18 +57,27 @@ def doctor_command(
 ) -> None:
     """Check this machine for what the fleet needs: Python and the package, the Pulumi engine and its
     version, terraform/tofu against the recipe's constraint, the provider plugins, kubectl, the Nebius CLI
-    and profile (--cloud nebius: tenant id, a token can be minted; with --auth federated instead: the OIDC
-    token, the exchange and one call), the backend and its locks, the
+    and profile (--cloud nebius: the auth path found, the identity and its tenant, a token's lifetime and
+    renewal, and whether it can read the fleet's projects, those of --spec or the tenant's; with --auth
+    federated: the OIDC token and the exchange), the backend and its locks, the
     passphrase source, disk space, and $HOME against the account's home. Changes nothing, except that
     --install-plugins installs a missing pinned provider plugin."""
 
     def body() -> int:
         from npa_pulumi.machine.doctor import run_doctor
+        from npa_pulumi.machine.nebius_auth import fleet_projects
         from npa_pulumi.output.doctor import print_doctor
 
+        spec = None
+        if spec_path is not None:
+            from npa_pulumi.spec import load_spec
+
+            spec = load_spec(spec_path)  # invalid: exit 2 with the located problems, nothing checked
         report = run_doctor(
             cloud,
-            profile=profile,
+            profile=profile or (spec.profile if spec is not None else None) or None,
+            projects=fleet_projects(spec) if spec is not None else None,
+            tenant_id=(spec.tenant_id if spec is not None else None) or None,
             backend=backend,
             passphrase_file=passphrase_file,
             recipe_dir=recipe_dir,

@@ -8,9 +8,7 @@ Operations (`engine/operations/`), teardown, status, verification and the prefli
 
 from __future__ import annotations
 
-import functools
 import importlib.util
-import json
 import logging
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -28,19 +26,13 @@ from npa_pulumi.engine.automation import (
     StackOp,
     ensure_state_key,
     host_mode,
-    stack_tags,
 )
 from npa_pulumi.engine.backends.base import PlanSettings
 from npa_pulumi.engine.backends.registry import backend_for
-from npa_pulumi.engine.fingerprint import (
-    ToolchainVersions,
-    fingerprint,
-    policy_identity,
-    toolchain_versions,
-)
-from npa_pulumi.engine.graph import FleetGraph, Walk, parallel
+from npa_pulumi.engine.graph import FleetGraph, Walk
+from npa_pulumi.engine.outputs_cache import OutputsCache
 from npa_pulumi.engine.plans import FleetPlans, build_plans
-from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan, project_program
+from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
 from npa_pulumi.engine.requests import (
     FleetRequest,
     Where,
@@ -53,11 +45,12 @@ from npa_pulumi.engine.requests import (
 )
 from npa_pulumi.engine.retries import Operation, RenderRetry, Retry, attach, stack_retry, text_of
 from npa_pulumi.engine.scheduler import Scheduler
+from npa_pulumi.engine.stack_ops import StackOps
 from npa_pulumi.engine.teardown.model import TeardownOptions
 from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.progress import Progress
 from npa_pulumi.output.results import FleetResult, StackResult, TeardownPhase
-from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs, StackOutputs
+from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 from npa_pulumi.runtime import provider_env
 from npa_pulumi.runtime.analyzer_relay import SOCKET_ENV
 from npa_pulumi.runtime.home import logs_dir
@@ -117,14 +110,10 @@ class FleetContext:
         # Set by destroy, cleanup and the teardown plan before planning: they run no stack's program, so
         # their plans need no SSH key or compatible recipe (build_plans' for_destroy).
         self.deleting = False
-        self._outputs: dict[str, dict[str, Any] | None] = {}
         # Cluster stacks with nothing for `up` to do (engine/liveness.py computes it; None: not yet).
         self.unchanged_cluster_stacks: set[str] | None = None
         self._fleet_reads: FleetReads | None = None
         self._target_index: tuple[list[Target] | None, dict[str, Target]] = (None, {})
-        self._toolchain: ToolchainVersions | None = None
-        self._fingerprints: dict[str, str] = {}
-        self._policy_identity: str | None = None
         chosen = policies(request)
         packs = [str(builtin_policy_pack()), *chosen.packs]
         # Pulumi pairs configs with packs by position; one file keyed by policy name serves every pack
@@ -150,6 +139,16 @@ class FleetContext:
             configs,
             break_lock=breaks_locks(request),
             provider_host=self.provider_host,
+        )
+        # The concerns an operation holds for its walk (it need not come back here for each read): the
+        # outputs read so far, and the stack ops with their fingerprints.
+        self.outputs = OutputsCache(self.executor.outputs, request.concurrency)
+        self.stack_ops = StackOps(
+            self.where.cloud,
+            self.profile,
+            self.executor.policy_packs,
+            chosen.config,
+            self.outputs.deployed_by_fleet,
         )
 
     def warm_provider_host(self) -> None:
@@ -278,41 +277,13 @@ class FleetContext:
             self._target_index = (self.targets, {t.cluster_stack: t for t in self.targets})
         return self._target_index[1].get(cluster_stack)
 
-    def toolchain(self) -> ToolchainVersions:
-        if self._toolchain is None:
-            self._toolchain = toolchain_versions()
-        return self._toolchain
-
-    def policy_identity(self) -> str:
-        if self._policy_identity is None:
-            self._policy_identity = policy_identity(self.executor.policy_packs, policies(self.request).config)
-        return self._policy_identity
-
     def fingerprint(self, plan: ProjectPlan | ClusterPlan) -> str:
-        """What the stack of `plan` records as deployed from (engine/fingerprint.py)."""
-        if plan.stack not in self._fingerprints:
-            versions = self.toolchain().covering(terraform=isinstance(plan, ClusterPlan))
-            versions["policies"] = self.policy_identity()
-            self._fingerprints[plan.stack] = fingerprint(plan, self.where.cloud, self.profile, versions)
-        return self._fingerprints[plan.stack]
+        """What the stack of `plan` records as deployed from (StackOps.fingerprint)."""
+        return self.stack_ops.fingerprint(plan)
 
-    @functools.cached_property
+    @property
     def replacement_policy_enabled(self) -> bool:
-        """Whether the user's --policy-config leaves the gpu-node-group-replacement policy on."""
-        from npa_pulumi.policies.catalog import NODE_GROUP_REPLACEMENT_POLICY
-
-        path = policies(self.request).config
-        if not path:
-            return True
-        try:
-            config = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return True  # the engine reports an unreadable config itself
-        if not isinstance(config, dict):
-            return True
-        entry = config.get(NODE_GROUP_REPLACEMENT_POLICY, config.get("all"))
-        level = entry.get("enforcementLevel") if isinstance(entry, dict) else entry
-        return level != "disabled"
+        return self.stack_ops.replacement_policy_enabled
 
     # ---------------------------------------------------------------------------- stack ops
 
@@ -326,57 +297,17 @@ class FleetContext:
         )
 
     def project_op(self, plan: ProjectPlan) -> StackOp:
-        return StackOp(
-            plan.stack,
-            "project",
-            plan.project_key,
-            None,
-            project_program(plan, self.where.cloud, self.profile, self.fingerprint(plan)),
-            stack_tags(plan.fleet, plan.project_key, None),
-            tags_needed=self._needs_tags(plan.stack),
-        )
+        return self.stack_ops.project_op(plan)
 
     def cluster_op(self, plan: ClusterPlan, project_ready: bool = True) -> StackOp:
-        backend = backend_for(plan.backend)
-        assert backend is not None, f"{plan.stack}: planned without a backend"  # build_plans planned it
-        program = backend.program(plan, self.where.cloud, self.profile, project_ready, self.fingerprint(plan))
-        return StackOp(
-            plan.stack,
-            "cluster",
-            plan.project_key,
-            plan.cluster_name,
-            program,
-            stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
-            tags_needed=self._needs_tags(plan.stack),
-            gate_state=backend.gate_state(plan),
-            backend=plan.backend,
-            key_shared_with=plan.project_stack,
-        )
+        return self.stack_ops.cluster_op(plan, project_ready)
 
     def reading_op(self, plan: ClusterPlan) -> StackOp:
-        """A program-less op of a cluster stack: for reading what it recorded (`status`), without building
-        its program and fingerprint."""
-        return StackOp(
-            plan.stack,
-            "cluster",
-            plan.project_key,
-            plan.cluster_name,
-            None,
-            stack_tags(plan.fleet, plan.project_key, plan.cluster_name),
-            backend=plan.backend,
-        )
+        return self.stack_ops.reading_op(plan)
 
     def target_ops(self, targets: Sequence[Target] | None = None) -> list[StackOp]:
-        """Program-less ops of every selected target's cluster stack (or of `targets`): for reading outputs
-        only (they need no plan, so no recipe, SSH key or region)."""
-        return [
-            StackOp(t.cluster_stack, "cluster", t.project_key, t.cluster_name, None, {}, backend=t.backend)
-            for t in (self.targets if targets is None else targets)
-        ]
-
-    def _needs_tags(self, stack: str) -> bool:
-        """Stacks npa-pulumi deployed before carry a fingerprint output and were tagged then."""
-        return not StackOutputs.read(self._outputs.get(stack)).deployed_by_fleet
+        """Program-less ops of every selected target's cluster stack (or of `targets`)."""
+        return self.stack_ops.target_ops(self.targets if targets is None else targets)
 
     def retry(
         self,
@@ -403,23 +334,13 @@ class FleetContext:
         self, ops: Sequence[StackOp], refresh: bool = False
     ) -> dict[str, dict[str, Any] | None]:
         """Outputs of each stack (None when it does not exist), read in parallel and cached."""
-        wanted = [op for op in ops if refresh or op.stack not in self._outputs]
-        if wanted:
-            read = parallel(wanted, self.executor.outputs, self.request.concurrency)
-            for op, outputs in zip(wanted, read, strict=True):
-                self._outputs[op.stack] = outputs
-        return {op.stack: self._outputs.get(op.stack) for op in ops}
+        return self.outputs.read_all(ops, refresh)
 
     def outputs_of(self, op: StackOp) -> dict[str, Any] | None:
-        """One stack's outputs through the same cache, read in the calling thread (a worker of a walk that
-        visits every stack: `status` reads each once, and its cost then reads them from here)."""
-        if op.stack not in self._outputs:
-            self._outputs[op.stack] = self.executor.outputs(op)
-        return self._outputs[op.stack]
+        return self.outputs.read_one(op)
 
     def cached_outputs(self, stack: str) -> dict[str, Any] | None:
-        """The outputs last read for `stack` (None when unread or absent): no engine is asked."""
-        return self._outputs.get(stack)
+        return self.outputs.cached(stack)
 
     # ---------------------------------------------------------------------------- scheduling
 
@@ -455,7 +376,7 @@ class FleetContext:
     # ------------------------------------------------------------------------------ results
 
     def unchanged_result(self, op: StackOp) -> StackResult:
-        outputs = ClusterOutputs.read(self._outputs.get(op.stack))
+        outputs = ClusterOutputs.read(self.outputs.cached(op.stack))
         self.progress.add(op.stack)
         self.progress.phase(op.stack, "unchanged", "inputs and live state match; skipped")
         return op.result("unchanged", **outputs.identity())
@@ -473,7 +394,7 @@ class FleetContext:
         """Give every cluster entry its project id when the stacks know it."""
         # The clusters stage runs no project stack: their outputs, read before, name the project.
         project_ids = {
-            p.project_key: ProjectOutputs.read(self._outputs.get(p.stack)).project_id or None
+            p.project_key: ProjectOutputs.read(self.outputs.cached(p.stack)).project_id or None
             for p in self.plans().projects
         }
         project_ids.update(

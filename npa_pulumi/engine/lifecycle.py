@@ -42,8 +42,9 @@ RUNNING_STATES = (
     "validating-cluster-basics",
     VALIDATING_FABRIC,
     VALIDATING_KUBERAY,
-    "validating-slurm",
 )
+# A backend's own gate step records `validating-<what>` (ClusterBackend.gate_state): running too.
+VALIDATING_PREFIX = "validating-"
 DESTROY_INCOMPLETE = "destroy-incomplete"
 _MAX_TAG_VALUE = 250  # the service limits tag values to 256 characters
 
@@ -113,7 +114,7 @@ class Recorded:
     @classmethod
     def from_tags(cls, tags: dict[str, str]) -> Recorded | None:
         state = tags.get(TAG_STATE, "")
-        if state not in (*RUNNING_STATES, DESTROY_INCOMPLETE):
+        if state not in (*RUNNING_STATES, DESTROY_INCOMPLETE) and not state.startswith(VALIDATING_PREFIX):
             return None
         return cls(state, tags.get(TAG_REASON, ""), tags.get(TAG_RETRY, ""), tags.get(TAG_RUN, ""))
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from npa_pulumi.bridge.recipe import PlannedRecipe
 from npa_pulumi.kube.fabric_check import FabricConfig
 from npa_pulumi.kube.gpu_health.config import GateConfig
 from npa_pulumi.kube.kuberay import RayTemplate
-from npa_pulumi.kube.slurm_check import SlurmGateConfig
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs, StackOutputs
 from npa_pulumi.spec.constants import BackendKind
 
@@ -67,6 +66,12 @@ class ProjectPlan:
     cost_basis: dict[str, Any] = field(default_factory=dict)
 
 
+class BackendGate(Protocol):
+    """A backend's own gate settings: stored as its gate resource's inputs."""
+
+    def to_inputs(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class ClusterPlan:
     fleet: str
@@ -109,8 +114,9 @@ class ClusterPlan:
     kuberay: RayTemplate | None = None
     # Which recipe the cluster stack runs through the Terraform bridge (its backend's: k8s-training, ...).
     module_kind: str = "k8s-training"
-    # A Slurm cluster's gate: what it waits for.
-    slurm: SlurmGateConfig | None = None
+    # The backend's own gate settings (beside the GPU health gate's), which only its program reads: what
+    # that gate waits for. Written to the fingerprint as its stored inputs (`to_inputs()`).
+    backend_gate: BackendGate | None = None
 
 
 @dataclass(frozen=True)

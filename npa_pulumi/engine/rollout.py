@@ -54,6 +54,7 @@ from npa_pulumi.plan.rollout import (
     assign_waves,
     halt_reason,
     members_of,
+    unvouched_reason,
     with_overrides,
 )
 from npa_pulumi.runtime import tracing
@@ -134,6 +135,9 @@ class RolloutRun:
         self.results: dict[str, StackResult] = {}
         self.states: dict[int, WaveState] = {w.index: WaveState.WAITING for w in rollout.waves}
         self.halted: tuple[int, str] | None = None
+        # A wave all of whose clusters were held: it vouched for nothing, so the next one waits (not a halt:
+        # nothing failed; the same `up` goes on once the holds are over, or with --ignore-maintenance).
+        self.waiting: tuple[int, str] | None = None
         self.failures = 0
         self.soaks: dict[int, dict[str, Any]] = {}  # wave index -> what its soak saw
         self._health = health
@@ -270,7 +274,13 @@ class RolloutRun:
 
         def blocked(culprit: str) -> StackResult:
             op = self._ops[key]
-            if is_barrier_key(culprit):
+            if is_barrier_key(culprit) and self.waiting is not None and self.halted is None:
+                result = op.result(
+                    "skipped",
+                    error=f"wave {wave.index} not started: the rollout waits at wave {self.waiting[0]}, "
+                    "every cluster of which was held",
+                )
+            elif is_barrier_key(culprit):
                 halted = self.halted
                 where = f"wave {halted[0]}" if halted else f"wave {wave.index - 1}"
                 result = op.result(
@@ -297,9 +307,18 @@ class RolloutRun:
                 if self.halted is not None:
                     self.states[wave.index] = WaveState.NOT_STARTED
                     return self._barrier_result(key, "failed", f"halted at wave {self.halted[0]}")
+                if self.waiting is not None:
+                    self.states[wave.index] = WaveState.WAITING
+                    return self._barrier_result(key, "failed", f"waiting at wave {self.waiting[0]}")
                 outcomes = [self._outcome(m) for m in wave.members]
                 reason = halt_reason(self.plan.policy, wave, outcomes, self.failures)
                 self.failures += sum(1 for o in outcomes if o.failed)
+                unvouched = unvouched_reason(wave, outcomes) if reason is None else None
+                if unvouched is not None and wave.index < len(self.plan.waves):
+                    self.waiting = (wave.index, unvouched)
+                    self.states[wave.index] = WaveState.WAITING
+                    tracing.wave_finished(wave.index, str(WaveState.WAITING), {"npa.reason": unvouched})
+                    return self._barrier_result(key, "failed", unvouched)
             if reason is None:
                 reason = self._soak(wave)  # outside the lock: it sleeps
             with self._lock:
@@ -377,7 +396,10 @@ class RolloutRun:
         except (NpaError, CloudError) as err:
             return {stack: f"health not read: {err}" for stack in stacks}
         problems = {
-            stack: (soak_problem(found[stack]) if stack in found else "health not read") for stack in stacks
+            stack: (
+                soak_problem(found[stack], self.ignore_maintenance) if stack in found else "health not read"
+            )
+            for stack in stacks
         }
         return {stack: why for stack, why in problems.items() if why}
 
@@ -418,6 +440,9 @@ class RolloutRun:
                 wave["soak"] = self.soaks[wave["wave"]]
         if self.halted is not None:
             document["halted"] = {"wave": self.halted[0], "reason": self.halted[1]}
+            document["resume_command"] = self.resume_text
+        elif self.waiting is not None:
+            document["waiting"] = {"wave": self.waiting[0], "reason": self.waiting[1]}
             document["resume_command"] = self.resume_text
         return document
 
@@ -467,7 +492,7 @@ def status(context: FleetContext) -> dict[str, Any] | None:
     runs = {t[TAG_RUN] for t in tags.values() if t.get(TAG_RUN)}
     latest = max(runs, key=_run_started, default="")
     document = rollout.to_json()
-    halted_before = False
+    halted_before = waiting_before = False
     for wave, entry in zip(rollout.waves, document["waves"], strict=True):
         mine = [tags[m.stack] for m in wave.members if tags[m.stack].get(TAG_RUN) == latest]
         held = {
@@ -478,9 +503,18 @@ def status(context: FleetContext) -> dict[str, Any] | None:
         if held:
             entry["held"] = held
         states = [t.get(TAG_STATE, "") for t in mine if t.get(TAG_STATE) != HELD]
-        states += [WaveState.PASSED] * len(held)  # a held cluster does not keep its wave from passing
+        # A held cluster does not keep its wave from passing, unless every cluster of the wave was held:
+        # then the wave vouched for nothing and the next one waits for it (RolloutRun.waiting).
+        all_held = bool(held) and not states and wave.index < len(rollout.waves)
+        states += [WaveState.PASSED] * len(held)
         if halted_before:
             state = WaveState.NOT_STARTED
+        elif waiting_before:
+            state = WaveState.WAITING
+        elif all_held:
+            state = WaveState.WAITING
+            waiting_before = True
+            document["waiting"] = {"wave": wave.index, "held": held}
         elif WaveState.HALTED in states:
             state = WaveState.HALTED
             halted_before = True
@@ -504,7 +538,7 @@ def status(context: FleetContext) -> dict[str, Any] | None:
 
 
 def _in_progress(document: dict[str, Any], latest: str) -> None:
-    if not latest or document.get("halted"):
+    if not latest or document.get("halted") or document.get("waiting"):
         return
     recorded = lifecycle.Recorded(lifecycle.RUNNING_STATES[0], run=latest)
     if not recorded.current:

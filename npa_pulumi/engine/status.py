@@ -152,12 +152,11 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         status = "deployed"
     backend = recorded_backend(outputs)
     native = NativeStatus()
-    if backend is not None:  # the backend's own view: a KubeRay cluster's Ray, a Slurm cluster's Slurm
+    if backend is not None:  # the backend's own view of its cluster (a KubeRay cluster's Ray, ...)
         native = backend.native_status(fleet.cloud, fleet.plans().cluster(op.stack), outputs)
-    if native.kuberay is not None:
-        base["kuberay"] = native.kuberay
+    base.update(native.seen())
     fleet.progress.phase(op.stack, "done", status)
-    return op.result(status, node_groups=views, error=error, drift=drift, slurm=native.slurm, **base)
+    return op.result(status, node_groups=views, error=error, drift=drift, **base)
 
 
 def _recorded_only(

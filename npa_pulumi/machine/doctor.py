@@ -18,12 +18,14 @@ import pwd
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from npa_pulumi import __version__
+from npa_pulumi.cloud.factory import TENANT_ENV
 from npa_pulumi.errors import NpaError
+from npa_pulumi.machine.nebius_auth import PROJECTS, FleetProject, identity_checks
 from npa_pulumi.output.doctor import Check, CheckStatus, DoctorReport
 from npa_pulumi.runtime import toolchain
 from npa_pulumi.runtime.home import npa_home
@@ -277,7 +279,15 @@ def check_local_kubernetes() -> Check:
     return Check("local-kubernetes", OK, "kube-apiserver, etcd, kwok for the local cloud's API servers")
 
 
-def check_nebius(cloud: str, profile: str | None, auth: str | None = None) -> list[Check]:
+def check_nebius(
+    cloud: str,
+    profile: str | None,
+    auth: str | None = None,
+    projects: Sequence[FleetProject] | None = None,
+    tenant_id: str | None = None,
+) -> list[Check]:
+    """The Nebius CLI, then the identity (machine/nebius_auth.py: the auth path, the principal, a token's
+    lifetime and renewal) and whether it can read the fleet's `projects` (the spec's, else the tenant's)."""
     if cloud != "nebius":
         skip = "not needed for --cloud local"
         return [Check("nebius-cli", SKIP, skip), Check("nebius-profile", SKIP, skip)]
@@ -294,15 +304,20 @@ def check_nebius(cloud: str, profile: str | None, auth: str | None = None) -> li
     else:
         fix = "install the Nebius CLI (https://docs.nebius.com/cli/install) and run `nebius profile create`"
         checks.append(Check("nebius-cli", WARN, "the nebius CLI is not on PATH", fix))
-    checks.append(_nebius_federated() if federated else _nebius_profile(profile))
+    # The spec's tenant, else the one the engine's providers are given: what a key file needs, and what a
+    # profile of another tenant is refused for.
+    tenant = tenant_id or os.environ.get(TENANT_ENV) or None
+    if federated:
+        checks += _nebius_federated(projects, tenant)
+    else:
+        checks += _nebius_profile(profile, projects, tenant)
     return checks
 
 
-def _nebius_federated() -> Check:
-    """Keyless CI: the settings, a fresh OIDC token, the exchange, and one authenticated call (whose
-    answer names the tenant). Tokens are dropped unprinted."""
+def _nebius_federated(projects: Sequence[FleetProject] | None, tenant: str | None) -> list[Check]:
+    """Keyless CI: the settings, a fresh OIDC token, the exchange, and the authenticated calls (whose
+    answers name the principal and its tenant). Tokens are dropped unprinted."""
     from npa_pulumi.cloud.errors import CloudError
-    from npa_pulumi.cloud.factory import make_cloud
     from npa_pulumi.cloud.nebius.profile import resolve_identity
     from npa_pulumi.cloud.nebius.settings import NebiusSettings
 
@@ -311,50 +326,36 @@ def _nebius_federated() -> Check:
         "set NPA_NEBIUS_SERVICE_ACCOUNT_ID and run where an OIDC token is at hand (a GitHub Actions job with "
         "`permissions: id-token: write`, or NPA_NEBIUS_FEDERATED_TOKEN_FILE); see docs/ci-previews.md"
     )
-    options: dict[str, Any] = {"auth": "federated", "call_timeout_s": 20.0}
+    options: dict[str, Any] = {"auth": "federated", "tenant_id": tenant}
     try:
         identity = resolve_identity(NebiusSettings.from_options(options))
     except (NpaError, CloudError, OSError, ValueError) as err:
-        return Check(name, FAIL, f"federated auth is not usable: {err}", fix)
-    details: dict[str, Any] = {
-        "identity": identity.describe(),
-        "service_account_id": identity.service_account_id,
-    }
-    try:
-        with make_cloud("nebius", **options) as cloud:  # type: ignore[attr-defined]
-            cloud.access_token()  # exchanged and dropped: never printed, never stored
-            tenant = cloud.principal().tenant_id
-    except (NpaError, CloudError, OSError, ValueError) as err:
-        summary = f"{identity.describe()}: the token exchange or the first call failed: {err}"
-        repair = "`npa-pulumi backend init --ci-repository OWNER/REPO` prints the federated credentials"
-        return Check(name, FAIL, summary, repair, details)
-    details["tenant_id"] = tenant
-    summary = f"{identity.describe()}: a token was exchanged, tenant {tenant}"
-    return Check(name, OK, summary, details=details)
+        return [Check(name, FAIL, f"federated auth is not usable: {err}", fix), _projects_skipped()]
+    return identity_checks(name, identity, options, projects)
 
 
-def _nebius_profile(profile: str | None) -> Check:
+def _nebius_profile(
+    profile: str | None, projects: Sequence[FleetProject] | None, tenant: str | None
+) -> list[Check]:
+    """A CLI profile, a service account's key file or a token in the environment: as the adapter picks."""
     from npa_pulumi.cloud.errors import CloudError
-    from npa_pulumi.cloud.factory import make_cloud
     from npa_pulumi.cloud.nebius.profile import resolve_identity
     from npa_pulumi.cloud.nebius.settings import NebiusSettings
 
     fix = "`nebius profile create` (or `--profile NAME`), with `tenant-id: <tenant>` in ~/.nebius/config.yaml"
     try:
-        identity = resolve_identity(NebiusSettings.from_options({"profile": profile}))
+        identity = resolve_identity(NebiusSettings.from_options({"profile": profile, "tenant_id": tenant}))
     except (NpaError, CloudError, OSError, ValueError) as err:
-        return Check("nebius-profile", FAIL, f"no usable Nebius profile: {err}", fix)
-    details = {"identity": identity.describe(), "tenant_id": identity.tenant_id or None}
-    if not identity.tenant_id:
-        return Check("nebius-profile", FAIL, f"{identity.describe()} has no tenant-id", fix, details)
-    try:
-        with make_cloud("nebius", profile=profile, call_timeout_s=20.0) as cloud:  # type: ignore[attr-defined]
-            cloud.access_token()  # minted and dropped: never printed, never stored
-    except (NpaError, CloudError, OSError, ValueError) as err:
-        summary = f"{identity.describe()} (tenant {identity.tenant_id}) cannot mint a token: {err}"
-        return Check("nebius-profile", FAIL, summary, "`nebius iam whoami` to re-authenticate", details)
-    summary = f"{identity.describe()}, tenant {identity.tenant_id}, a token can be minted"
-    return Check("nebius-profile", OK, summary, details=details)
+        return [Check("nebius-profile", FAIL, f"no usable Nebius profile: {err}", fix), _projects_skipped()]
+    if identity.kind == "profile" and not identity.tenant_id:
+        details = {"identity": identity.describe(), "tenant_id": None}
+        failed = Check("nebius-profile", FAIL, f"{identity.describe()} has no tenant-id", fix, details)
+        return [failed, _projects_skipped()]
+    return identity_checks("nebius-profile", identity, {"profile": profile, "tenant_id": tenant}, projects)
+
+
+def _projects_skipped() -> Check:
+    return Check(PROJECTS, SKIP, "not checked: no usable identity")
 
 
 def _account_home() -> Path | None:
@@ -548,6 +549,8 @@ def run_doctor(
     recipe_dir: str | None = None,
     install_plugins: bool = False,
     auth: str | None = None,
+    projects: Sequence[FleetProject] | None = None,
+    tenant_id: str | None = None,
 ) -> DoctorReport:
     checks = [
         _guarded("python", check_python),
@@ -559,7 +562,7 @@ def run_doctor(
     ]
     if cloud == "local":
         checks.append(_guarded("local-kubernetes", check_local_kubernetes))
-    checks += check_nebius(cloud, profile, auth)
+    checks += check_nebius(cloud, profile, auth, projects, tenant_id)
     with state_key_probe(cloud, auth, backend) as probe:
         try:
             checks += check_backend(backend)  # with a federated run's key: the key's own proof of use

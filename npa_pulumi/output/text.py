@@ -141,6 +141,13 @@ def print_rollout(rollout: dict[str, Any], console: Console) -> None:
             "were not started",
             soft_wrap=True,
         )
+    waiting = rollout.get("waiting")
+    if waiting and not halted:
+        console.print(
+            f"[yellow]rollout waiting at wave {waiting['wave']}[/]: every cluster of it held; later waves "
+            "were not started",
+            soft_wrap=True,
+        )
     if rollout.get("resume_command"):
         resume = rollout["resume_command"]
         console.print(f"resume it after a fix with: {resume}", soft_wrap=True, markup=False)

@@ -53,7 +53,7 @@ class HaltOn(StrEnum):
 class WaveState(StrEnum):
     """A wave's state as a rollout records it (engine/operations/rollout.py) and `status` shows it."""
 
-    WAITING = "waiting"
+    WAITING = "waiting"  # not started yet, or every cluster of it held (the next wave waits for it)
     APPLYING = "applying"
     SOAKING = "soaking"  # its gates passed; its health is watched for the wave's soak
     PASSED = "passed"
@@ -297,6 +297,18 @@ class MemberOutcome:
     status: str = ""
     violations: int = 0  # policy violations reported for it
     held: str = ""  # why it was not started (maintenance, a NebiusGPUError node); "" when it was not held
+
+
+def unvouched_reason(wave: Wave, outcomes: Sequence[MemberOutcome]) -> str | None:
+    """Why `wave` does not open the next one although nothing in it failed: every cluster of it this run
+    reached was held (maintenance, a NebiusGPUError node), so none was applied and passed its gate, and
+    nothing vouched for the change (a wave is evidence only through such clusters, or unchanged healthy
+    ones). None when one of them was applied or unchanged, or the run reached none of them (a shard)."""
+    reached = [o for o in outcomes if o.status != "not-run"]
+    if not reached or any(not o.held for o in reached):
+        return None
+    held = "; ".join(f"{o.key}: {o.held}" for o in reached)
+    return f"wave {wave.index}: every cluster held, so nothing vouched for the change ({held})"
 
 
 def halt_reason(

@@ -98,7 +98,8 @@ class MigSpec(SpecModel):
 
 
 class KubeRaySpec(SpecModel):
-    """Opt-in CPU RayCluster with a fixed worker group (mk8s only)."""
+    """Opt-in CPU RayCluster with a fixed worker group (mk8s only). Strictly typed, as the shared backend
+    validates it (seed): a `null` setting is refused with its path, not taken as unset."""
 
     enabled: Boolean = Field(False, description="Deploy the RayCluster.")
     worker_replicas: StrictInteger = Field(1, description="Fixed worker count.")
@@ -107,9 +108,16 @@ class KubeRaySpec(SpecModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _null_means_unset(cls, data: Any) -> Any:
+        return data  # overrides SpecModel's: each field refuses a null itself
+
+    @model_validator(mode="before")
+    @classmethod
     def _settings_need_enabled(cls, data: Any) -> Any:
-        data = drop_nulls(data)
-        if isinstance(data, dict) and data.get("enabled") is not True and set(data) - {"enabled"}:
+        # Only a real `false` (or no `enabled`) with real settings: a null or mistyped value is its own
+        # field's problem, reported at its path.
+        disabled = isinstance(data, dict) and data.get("enabled", False) is False
+        if disabled and {key for key, value in data.items() if value is not None} - {"enabled"}:
             raise ValueError("kuberay worker settings require enabled: true")
         return data
 

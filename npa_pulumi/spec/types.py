@@ -55,15 +55,23 @@ def _integer(value: Any) -> int:
     raise PydanticCustomError("int_type", "must be an integer")
 
 
+# Only a model that keeps its nulls (KubeRaySpec) lets a None reach a field: elsewhere null means unset.
+_NOT_NULL = "not null (leave it out for the default)"
+
+
 def _strict_integer(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return int(value)
+    if value is None:
+        raise PydanticCustomError("int_type", f"must be an integer, {_NOT_NULL}")
     raise PydanticCustomError("int_type", "must be an integer (not a boolean, string or float)")
 
 
 def _boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value
+    if value is None:
+        raise PydanticCustomError("bool_type", f"must be a boolean (true or false), {_NOT_NULL}")
     raise PydanticCustomError("bool_type", "must be a boolean (true or false)")
 
 

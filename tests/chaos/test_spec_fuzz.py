@@ -10,7 +10,6 @@ mutations of the examples' YAML text (drop, duplicate, swap, re-indent, truncate
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import tempfile
@@ -22,6 +21,8 @@ from conftest import SEED, budget
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
+from spec_mutation import ACTIONS, mutated
+from spec_mutation import keys as keys_of
 
 from npa_pulumi.errors import NpaError
 from npa_pulumi.plan import plan_document, render_plan_text, render_tfvars, resolve_targets
@@ -55,19 +56,7 @@ def fuzz_settings(name: str) -> settings:
     )
 
 
-def _keys(node: Any) -> set[str]:
-    found: set[str] = set()
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found.add(str(key))
-            found |= _keys(value)
-    elif isinstance(node, list):
-        for value in node:
-            found |= _keys(value)
-    return found
-
-
-FIELD_NAMES = sorted({*MK8S_FIELDS, *(k for doc in SEED_DOCS for k in _keys(doc))})
+FIELD_NAMES = sorted({*MK8S_FIELDS, *(k for doc in SEED_DOCS for k in keys_of(doc))})
 
 scalars = st.one_of(
     st.none(),
@@ -192,40 +181,8 @@ def downstream(spec: FleetSpec) -> None:
         pass
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _paths(value, (*prefix, index))
-    return found
-
-
-def _mutate(document: Any, path: tuple[Any, ...], action: str, value: Any, key: str) -> Any:
-    if not path:
-        return value if action == "replace" else document
-    parent = document
-    for part in path[:-1]:
-        parent = parent[part]
-    last = path[-1]
-    if action == "replace":
-        parent[last] = value
-    elif action == "delete":
-        del parent[last]
-    elif action == "insert" and isinstance(parent[last], dict):
-        parent[last][key] = value
-    elif action == "duplicate" and isinstance(parent, list):
-        parent.append(copy.deepcopy(parent[last]))
-    elif action == "retype":
-        current = parent[last]
-        parent[last] = [current] if not isinstance(current, list) else {"x": current}
-    return document
-
-
 structural = st.tuples(
-    st.sampled_from(["replace", "delete", "insert", "duplicate", "retype"]),
+    st.sampled_from(ACTIONS),
     trees,
     keys,
     st.floats(min_value=0, max_value=1, exclude_max=True),
@@ -285,11 +242,7 @@ def test_yaml_shaped_noise(text: str) -> None:
 @fuzz_settings("structure")
 @given(st.sampled_from(range(len(SEED_DOCS))), st.lists(structural, min_size=1, max_size=5))
 def test_structurally_mutated_examples(which: int, mutations: list[tuple[str, Any, str, float]]) -> None:
-    document = copy.deepcopy(SEED_DOCS[which])
-    for action, value, key, where in mutations:
-        paths = _paths(document)
-        document = _mutate(document, paths[math.floor(where * len(paths))], action, value, key)
-    spec = located(json.dumps(document, default=str))
+    spec = located(json.dumps(mutated(SEED_DOCS[which], mutations), default=str))
     if spec is not None:
         downstream(spec)
 

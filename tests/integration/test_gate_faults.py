@@ -173,11 +173,12 @@ def test_a_reboot_during_stabilization_fails_at_once(cluster: Cluster) -> None:
     node = cluster.gpu_nodes()[1]
     timer = threading.Timer(2.0, lambda: cluster.fault(node, "reboot"))
     timer.start()
-    started = time.monotonic()
     evidence = cluster.gate(stabilization_s=20.0, timeout_s=40.0)
     timer.join()
+    # The gate returns this reason the poll it sees the new boot id, still in stabilization: not a
+    # "not healthy ... before the timeout" at its deadline (no wall-clock bound: load cannot break it).
     assert not evidence.passed and "boot ids changed" in evidence.reason and node in evidence.reason
-    assert time.monotonic() - started < 15, "a reboot must fail the gate without waiting for its deadline"
+    assert evidence.phase == "stabilization" and "before the timeout" not in evidence.reason
 
 
 def test_a_smoke_that_fails_on_one_node(cluster: Cluster) -> None:

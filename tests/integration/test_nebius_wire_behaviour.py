@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -229,11 +228,9 @@ def test_a_failed_operation_maps_to_a_typed_error(world: WireWorld) -> None:
 
 def test_a_slow_operation_times_out(world: WireWorld) -> None:
     world.fake.operation_polls = 10**6
-    started = time.monotonic()
     with pytest.raises(OperationTimeout) as err:
         world.cloud().create_network(PROJECT, "slow", timeout_s=0.4)
-    assert time.monotonic() - started < 5
-    assert "did not finish within 0.4s" in str(err.value)
+    assert "did not finish within 0.4s" in str(err.value)  # the caller's bound, not the operation's end
     assert not err.value.retryable
     assert len(world.fake.calls_to("NetworkService/Create")) == 1
 

@@ -26,19 +26,17 @@ import grpc
 import pytest
 from nebius.api.nebius.mk8s import v1 as mk8s
 from wire.fake import FakeNebius
+from wire.fleet import EXISTING_PROJECT, RECIPE, REPO, SSH_KEY
 from wire.world import OTHER_TENANT, TENANT, TOKEN, WireWorld, wire_world
 
 from npa_pulumi.engine.automation.workspace import EngineSettings, select_or_create_stack
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-RECIPE = REPO / "recipes" / "local-k8s-training"  # offline stand-in: plans need a recipe, not a cloud
 FLEET = "wire-fleet"
 REGION = "eu-north1"
-EXISTING = "project-e00existing"
+EXISTING = EXISTING_PROJECT
 BLOCK = "capacityblockgroup-e00h100reserved"
-SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOwireWIREwireWIREwireWIREwireWIREwireWIREwi wire@test"
 GIB = 1024**3
 TIB = 1024 * GIB
 

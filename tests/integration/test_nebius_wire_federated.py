@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 from wire.coverage import RecordingCloud, covers, declared
+from wire.fleet import EXISTING_PROJECT, RECIPE, REPO
+from wire.fleet import KEYLESS_SPEC as SPEC
 from wire.oidc import REQUEST_TOKEN
 from wire.world import TENANT, Federation, WireWorld, federation, wire_world
 
@@ -30,7 +32,7 @@ from npa_pulumi.cloud.nebius.profile import ProfileError
 
 pytestmark = pytest.mark.integration
 
-PROJECT = "project-e00existing"
+PROJECT = EXISTING_PROJECT
 EXCHANGE = "TokenExchangeService/Exchange"
 
 
@@ -148,10 +150,9 @@ def test_a_wrong_audience_is_refused_at_once_with_what_to_check(
     world.fake.federated_audience = "nebius-wire"
     monkeypatch.setenv("NPA_NEBIUS_FEDERATED_AUDIENCE", "someone-else")
     cloud = recorded(call_timeout_s=20.0)
-    started = time.monotonic()
     with pytest.raises(Unauthenticated) as err:
         cloud.principal()
-    assert time.monotonic() - started < 5.0  # not a wait for a token that never comes
+    assert len(exchanges(world)) == 1  # refused at once: not retried while waiting for a token
     message = str(err.value)
     assert "audience nebius-wire" in message and "federated credentials" in message
     assert ci.service_account_id in message
@@ -318,22 +319,6 @@ def test_no_token_reaches_a_log_a_repr_or_an_error(
 
 
 # ------------------------------------------------------------------------------------------ the CLI
-
-REPO = Path(__file__).resolve().parents[2]
-RECIPE = REPO / "recipes" / "local-k8s-training"  # plans need a recipe, not a cloud
-SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOwireWIREwireWIREwireWIREwireWIREwireWIREwi wire@test"
-SPEC = f"""apiVersion: npa.fleet/v0.0.1
-name: keyless
-region: eu-north1
-ssh_public_key: "{SSH_KEY}"
-defaults:
-  cpu_nodes: {{ count: 1, platform: cpu-d3, preset: 4vcpu-16gb }}
-  enable_filestore: false
-projects:
-  - project_id: {PROJECT}
-    clusters:
-      - name: ci
-"""
 
 
 @dataclass

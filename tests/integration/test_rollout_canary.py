@@ -7,7 +7,9 @@ node groups in the simulator are as before) and `status` shows the halt, from th
 The PR comment lists the waves. The canary's wave soaks 2 s (its health read clean before the next wave).
 A maintenance event on prod/a's node (`local-cloud maintenance add`): the PR comment marks it held; after
 `--clear`, the printed resume command deploys the others and holds prod/a with the reason code (exit 0);
-`up --ignore-maintenance` then takes it. The spec's `notify: [${ROLL_WEBHOOK}]` sends a receiver in this
+then maintenance on the canary as well and another change: the held canary vouches for nothing, so `up`
+exits 1 with every later wave closed and every stack as before (`status`: waiting); `up
+--ignore-maintenance` then takes both. The spec's `notify: [${ROLL_WEBHOOK}]` sends a receiver in this
 test exactly one event, for the halted rollout, and none for the clean runs before and after it.
 `make test` runs the same journey over three clusters (the canary, then one per wave); the seven are
 `make test-long`'s."""
@@ -210,12 +212,41 @@ def test_a_failed_canary_gate_halts_the_rollout_and_its_resume_finishes_it(
     assert [w["state"] for w in rolled] == ["passed"] * 3
     assert [list(w.get("held") or {}) for w in rolled if w.get("held")] == [["prod/a"]]
 
-    # ---- --ignore-maintenance takes it
-    taken = npa(*argv[1:], "--ignore-maintenance", "--no-preflight", "--output", "json")
+    # ---- maintenance on the canary too, and a change: a held canary vouches for nothing, so no later wave
+    # opens; `up` exits 1 naming it and why, every stack is as before, `status` shows the wave waiting
+    canary_cpu = next(n for n, v in deployed[CANARY]["health"]["nodes"].items() if not v.get("gpu"))
+    npa(
+        "local-cloud", "maintenance", "add", "--cluster", deployed[CANARY]["cluster_id"],
+        "--node", canary_cpu, "--reason", "HW_GPU_XID_48", check=True,
+    )  # fmt: skip
+    changed = fleet.spec(tmp_path, 3)  # a third gate timeout: every cluster has an update to make
+    before_held = _last_updates()
+    waiting = npa("up", "--spec", changed, "--yes", "--no-preflight", "--output", "json")
+    assert waiting.code == 1, waiting.stderr[-4000:]
+    stacks = by_stack(waiting.json())
+    assert stacks[CANARY]["status"] == "held" and "HW_GPU_XID_48" in stacks[CANARY]["error"]
+    assert all(stacks[s]["status"] == "skipped" for s in later), {s: stacks[s]["status"] for s in later}
+    assert all("waits at wave 1" in (stacks[s]["error"] or "") for s in later)
+    rollout = waiting.json()["rollout"]
+    assert "halted" not in rollout and rollout["waiting"]["wave"] == 1
+    assert (
+        "research/train" in rollout["waiting"]["reason"] and "HW_GPU_XID_48" in rollout["waiting"]["reason"]
+    )
+    assert [w["state"] for w in rollout["waves"]] == ["waiting"] * 3
+    assert "research/train" in waiting.json()["error"] and "--ignore-maintenance" in waiting.json()["error"]
+    assert _last_updates() == before_held  # nothing was applied: the canary held, the later waves closed
+    shown = npa("status", "--spec", changed, "--output", "json").json()["rollout"]
+    assert [w["state"] for w in shown["waves"]] == ["waiting"] * 3
+    assert "HW_GPU_XID_48" in shown["waiting"]["held"]["research/train"]
+
+    # ---- --ignore-maintenance is the explicit way past: the canary and prod/a are taken, the rest follow
+    taken = npa(
+        "up", "--spec", changed, "--yes", "--ignore-maintenance", "--no-preflight", "--output", "json"
+    )
     assert taken.code == 0, taken.stderr[-4000:]
     after = by_stack(taken.json())
-    assert after[SERVICED]["status"] == "deployed", after[SERVICED]
-    assert after[SERVICED]["changes"].get("update", 0) >= 1
-    assert all(after[s]["status"] == "unchanged" for s in [CANARY, *others]), after
+    assert all(after[s]["status"] == "deployed" for s in [CANARY, *later]), after
+    assert all(after[s]["changes"].get("update", 0) >= 1 for s in [CANARY, *later]), after
     marked = [w.get("taken_under_maintenance") or {} for w in taken.json()["rollout"]["waves"]]
+    assert "HW_GPU_XID_48" in marked[0].get("research/train", ""), marked
     assert any("HW_GPU_XID_79" in m.get("prod/a", "") for m in marked), marked

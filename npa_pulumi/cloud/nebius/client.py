@@ -13,6 +13,7 @@ import urllib.error
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import SecretStr
@@ -296,7 +297,16 @@ class NebiusClient:
         retried like every other read."""
         return self._mint(self._get_sdk(), renew=True)
 
+    def token_expiry(self) -> datetime | None:
+        """When a token freshly minted from this identity expires (None: it carries no expiry, as a token
+        read from a file or the environment): `doctor` reports the lifetime. The token is dropped."""
+        expiration = self._mint_token(self._get_sdk(), renew=True).expiration
+        return expiration if isinstance(expiration, datetime) else None
+
     def _mint(self, sdk: Any, *, renew: bool) -> SecretStr:
+        return SecretStr(self._mint_token(sdk, renew=renew).token)
+
+    def _mint_token(self, sdk: Any, *, renew: bool) -> Any:
         """A token from the SDK's bearer: renewed synchronously (`renew`), else the cached one (the first
         fetch awaited when there is none yet). Errors come back typed, never chained to the SDK's."""
         from nebius.aio.token.options import (
@@ -342,7 +352,7 @@ class NebiusClient:
         token = self._retrier.read(mint, request)
         if token.is_empty():
             raise Unauthenticated(f"{self.identity.describe()} yields an empty IAM token", request)
-        return SecretStr(token.token)
+        return token
 
     def principal(self) -> Principal:
         if self._principal is not None:

@@ -28,11 +28,10 @@ def plain_text(text: str) -> str:
 GATE_TYPE_SUFFIX = ":GpuHealthGate"  # components/gpu_health.py's dynamic resource type
 FABRIC_TYPE_SUFFIX = ":GpuFabricCheck"  # components/gpu_fabric.py's
 RAY_GATE_TYPE_SUFFIX = ":KubeRayGate"  # components/kuberay_gate.py's
-# ... and components/slurm_gate.py's (Slurm clusters): either one starting is the gate's step.
-GATE_TYPE_SUFFIXES = (GATE_TYPE_SUFFIX, ":SlurmGate")
 _RUNS = ("create", "update", "replace", "create-replacement")  # the steps that run a provider's code
-# The steps a trace shows as spans of their own inside the engine's run (runtime/tracing.py).
-TRACED_TYPE_SUFFIXES = (*GATE_TYPE_SUFFIXES, FABRIC_TYPE_SUFFIX, RAY_GATE_TYPE_SUFFIX, ":TerraformModule")
+# The steps a trace shows as spans of their own inside the engine's run (runtime/tracing.py), beside the
+# gate types of the stack's backend (EventCollector.gate_types).
+TRACED_TYPE_SUFFIXES = (GATE_TYPE_SUFFIX, FABRIC_TYPE_SUFFIX, RAY_GATE_TYPE_SUFFIX, ":TerraformModule")
 
 
 @dataclass
@@ -46,6 +45,9 @@ class EventCollector:
     errors: list[str] = field(default_factory=list)
     summary: dict[str, int] | None = None  # the engine's closing resource-change counts
     on_gate: Callable[[], None] | None = None  # called when the engine starts running the health gate
+    # The component types (`:<Type>` suffixes) either of which starting is the gate's step: the health
+    # gate's, and the stack's backend's own gate (ClusterBackend.gate_type) where it has one.
+    gate_types: tuple[str, ...] = (GATE_TYPE_SUFFIX,)
     on_fabric: Callable[[], None] | None = None  # ... and its fabric check (components/gpu_fabric.py)
     on_ray_gate: Callable[[], None] | None = None  # ... and the KubeRay gate (components/kuberay_gate.py)
 
@@ -61,13 +63,13 @@ class EventCollector:
         if event.resource_pre_event is not None:
             meta = event.resource_pre_event.metadata
             op = str(getattr(meta.op, "value", meta.op))
-            if self.on_gate is not None and meta.type.endswith(GATE_TYPE_SUFFIXES) and op in _RUNS:
+            if self.on_gate is not None and meta.type.endswith(self.gate_types) and op in _RUNS:
                 self.on_gate()
             if self.on_fabric is not None and meta.type.endswith(FABRIC_TYPE_SUFFIX) and op in _RUNS:
                 self.on_fabric()
             if self.on_ray_gate is not None and meta.type.endswith(RAY_GATE_TYPE_SUFFIX) and op in _RUNS:
                 self.on_ray_gate()
-            if op in _RUNS and meta.type.endswith(TRACED_TYPE_SUFFIXES):
+            if op in _RUNS and meta.type.endswith((*TRACED_TYPE_SUFFIXES, *self.gate_types)):
                 step = meta.type.rsplit(":", 1)[-1]  # a span per gate stage and the fabric check (tracing)
                 tracing.child_started(self.stack, meta.urn, step, {"npa.step": step, "npa.op": op})
             if meta.type != "pulumi:pulumi:Stack":

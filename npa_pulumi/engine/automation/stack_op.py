@@ -67,6 +67,8 @@ class StackOp:
     # A cluster stack with a health gate: the lifecycle state recorded while the gate's step runs
     # (engine/lifecycle.py); "" when it has none.
     gate_state: str = ""
+    # ... and the component type (`:<Type>`) of its backend's own gate, whose start is that step too.
+    gate_type: str = ""
     backend: str | None = None  # a cluster stack's backend (spec.constants.BackendKind), in its result
     # A cluster stack's project stack: a new stack is made with that stack's passphrase salt, so that its
     # engine runs, which open both stacks (the StackReference), derive the passphrase's key once, not twice

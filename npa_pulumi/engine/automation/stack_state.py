@@ -111,6 +111,8 @@ class StackState:
         if not op.gate_state:
             return
         state = op.gate_state
+        if op.gate_type:
+            collector.gate_types = (*collector.gate_types, op.gate_type)
         collector.on_gate = lambda: self.write_lifecycle(op, lifecycle.running_tags(state), stack=stack)
         collector.on_fabric = lambda: self.write_lifecycle(
             op, lifecycle.running_tags(lifecycle.VALIDATING_FABRIC), stack=stack

@@ -61,11 +61,14 @@ class PlanInputs:
 
 @dataclass(frozen=True)
 class NativeStatus:
-    """What a backend's own view of a cluster adds to its result (the StackResult fields of these names):
-    a KubeRay cluster's Ray readiness, a Slurm cluster's native status."""
+    """What a backend's own view of a cluster adds to its result: StackResult fields by name (the
+    backend's own, e.g. a KubeRay cluster's Ray readiness as `kuberay`); None where it saw nothing."""
 
-    kuberay: dict[str, Any] | None = None
-    slurm: dict[str, Any] | None = None
+    fields: Mapping[str, dict[str, Any] | None] = field(default_factory=dict)
+
+    def seen(self) -> dict[str, dict[str, Any]]:
+        """The fields it saw something for, to set on the cluster's result."""
+        return {name: value for name, value in self.fields.items() if value is not None}
 
 
 class ClusterBackend(Protocol):
@@ -83,6 +86,9 @@ class ClusterBackend(Protocol):
     # Whether preflight's live proof of a deployed cluster needs its stack deployed from the current plan
     # (ClaimedCluster.same_plan): only then is the plan built to compare fingerprints.
     claims_need_same_plan: bool
+    # The component type (`:<Type>`) of its own gate step, if it has one beside the GPU health gate: its
+    # start records `gate_state` (engine/automation/stack_state.py), and a trace shows it as a step.
+    gate_type: str
 
     def recipe_source(self, options: PlanSettings, selected: bool) -> RecipeSource | None:
         """The recipe its clusters are deployed from in this run, resolved and pinned (a branch to its

@@ -273,17 +273,25 @@ def hold_reason(cluster: ClusterHealth) -> str | None:
     return _bounded(found) if found else None
 
 
-def soak_problem(cluster: ClusterHealth) -> str | None:
+def _maintenance_only(problem: str) -> bool:
+    """A node's problem that is its maintenance (an event on its instance, Nebius' scheduled condition)."""
+    return problem.startswith(("maintenance ", f"{MAINTENANCE_SCHEDULED}:"))
+
+
+def soak_problem(cluster: ClusterHealth, ignore_maintenance: bool = False) -> str | None:
     """What keeps a cluster from being clean during a wave's soak (None: clean): its health could not be
     read, a node is degraded, under maintenance or unqualified (a node replaced since the gate), a node
-    without GPUs has a problem, or GPU nodes are missing."""
+    without GPUs has a problem, or GPU nodes are missing. `ignore_maintenance` (`up --ignore-maintenance`,
+    which took the cluster knowing of it): maintenance alone is no problem, anything beside it still is."""
     if cluster.status == "failed":
         return f"health not read: {cluster.error or 'unknown error'}"
-    found = [
-        f"node {n.name} {n.state}: {'; '.join(n.problems) or n.state}"
-        for n in cluster.nodes
-        if n.state in (DEGRADED, MAINTENANCE, UNQUALIFIED) or (not n.gpu and n.problems)
-    ]
+    found = []
+    for n in cluster.nodes:
+        problems = [p for p in n.problems if not (ignore_maintenance and _maintenance_only(p))]
+        if ignore_maintenance and n.state == MAINTENANCE:
+            found += [f"node {n.name} {n.state}: {'; '.join(problems)}"] if problems else []
+        elif n.state in (DEGRADED, MAINTENANCE, UNQUALIFIED) or (not n.gpu and problems):
+            found.append(f"node {n.name} {n.state}: {'; '.join(problems) or n.state}")
     if cluster.totals.missing:
         found.append(f"{cluster.totals.missing} GPU(s) on nodes that are not registered")
     return _bounded(found) if found else None

@@ -116,8 +116,8 @@ def apply_lifecycle(context: FleetContext, stack: StackResult) -> None:
     backend = recorded_backend(outputs)
     native = backend.recorded_status(outputs) if backend is not None else None
     if native is not None:  # what the backend's own gate saw (a KubeRay cluster's Ray readiness, ...)
-        stack.kuberay = native.kuberay if native.kuberay is not None else stack.kuberay
-        stack.slurm = native.slurm or stack.slurm
+        for name, value in native.seen().items():
+            setattr(stack, name, value)
     lifecycle = recorded.lifecycle
     if lifecycle in FAILED_LIFECYCLES and not stack.failed:
         stack.status = StackStatus(lifecycle)

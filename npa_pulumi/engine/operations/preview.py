@@ -46,11 +46,13 @@ def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
     refresh = context.refreshing
     # Project stacks first, then each cluster after its project (a never-deployed project's preview
     # creates its empty stack): every skip is decided before, from what the stacks recorded.
-    project_outputs = context.stack_outputs([context.project_op(p) for p in graph.all_projects])
-    ops = {p.stack: context.project_op(p) for p in projects}
+    # The walk holds the run's stack ops and outputs cache (engine/stack_ops.py, engine/outputs_cache.py).
+    stack_ops, outputs = context.stack_ops, context.outputs
+    project_outputs = outputs.read_all([stack_ops.project_op(p) for p in graph.all_projects])
+    ops = {p.stack: stack_ops.project_op(p) for p in projects}
     ops.update(
         {
-            c.stack: context.cluster_op(
+            c.stack: stack_ops.cluster_op(
                 c, bool(ProjectOutputs.read(project_outputs.get(c.project_stack)).subnet_id)
             )
             for c in clusters
@@ -111,7 +113,7 @@ def skippable(
         known = None
         if op.stack in unchanged:
             known = policy_results.load(
-                context.settings.backend_url, op.stack, context.fingerprint(plans[op.stack])
+                context.settings.backend_url, op.stack, context.stack_ops.fingerprint(plans[op.stack])
             )
         if known is None:
             run_these.append(op)
@@ -147,7 +149,7 @@ def _preview_cluster(
     """Pulumi's preview, then Terraform's own plan where the bridge has work (its inputs changed, or
     every cluster with --refresh); what of a deployed cluster drifted. An unchanged cluster runs no
     terraform at all."""
-    drift = _preview_drift(context, context.cached_outputs(op.stack))
+    drift = _preview_drift(context, context.outputs.cached(op.stack))
     previewed = context.executor.run(op, StackCommand.PREVIEW)
     bridge_changed = previewed.status == "changes" and (
         not previewed.diff or any(d.get("urn", "").endswith("-terraform") for d in previewed.diff)

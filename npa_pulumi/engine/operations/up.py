@@ -71,10 +71,17 @@ def run(context: FleetContext, request: UpRequest) -> FleetResult:
                 write_kubeconfig(context, stack, result.warnings)
             apply_lifecycle(context, stack)
     halted = (result.rollout or {}).get("halted")
+    waiting = (result.rollout or {}).get("waiting")
     if halted and not result.failed_count:
         # A rollout that stopped without a failed cluster (held for maintenance, a soak, a policy
         # violation) still did not do what was asked: later waves were not started.
         result.error = f"the rollout halted at wave {halted['wave']}: {halted['reason']}"
+    elif waiting and not result.failed_count:
+        # Every cluster of a wave held: nothing vouched for the change, so later waves were not started.
+        result.error = (
+            f"the rollout waits at wave {waiting['wave']}: {waiting['reason']}; later waves were not "
+            "started. Run `up` again once it is over, or with --ignore-maintenance to take them"
+        )
     return result
 
 
@@ -103,8 +110,9 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
     """The graph forward: changed project stacks, then each cluster stack after its own project's."""
     graph = context.graph()
     projects, clusters = graph.projects(WalkKind.UP), graph.clusters(WalkKind.UP)
-    ops = {p.stack: context.project_op(p) for p in projects}
-    ops.update({c.stack: context.cluster_op(c) for c in clusters})  # built here, not in worker threads
+    stack_ops = context.stack_ops  # the run's ops and fingerprints (engine/stack_ops.py)
+    ops = {p.stack: stack_ops.project_op(p) for p in projects}
+    ops.update({c.stack: stack_ops.cluster_op(c) for c in clusters})  # built here, not in worker threads
     refresh = context.refreshing
     skip = Skip(
         projects=frozenset(liveness.unchanged_projects(context)) if projects and not refresh else frozenset(),
@@ -130,7 +138,7 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
     else:
         result.stacks.extend(rollout.run_walk(scheduled, walk))
         result.rollout = rollout.summary()
-        if rollout.halted is not None:
+        if rollout.halted is not None or rollout.waiting is not None:
             result.resume = rollout.resume  # the retry behind the summary's resume_command
 
 

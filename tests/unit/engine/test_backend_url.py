@@ -67,6 +67,7 @@ def test_the_engines_open_a_file_backend_without_sidecars() -> None:
     assert engine_backend_url("s3://bucket/path?region=x") == "s3://bucket/path?region=x"
 
 
+@pytest.mark.integration  # env() resolves the built engine
 def test_the_engine_env_carries_the_engine_url(home: Path) -> None:
     settings = EngineSettings.resolve(backend="file://~/team-state")
     assert settings.backend_url == f"file://{home}/team-state"  # what npa-pulumi shows and reads

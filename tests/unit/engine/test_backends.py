@@ -38,7 +38,7 @@ def test_the_soperator_gate_state_is_validating_slurm() -> None:
     backend = SoperatorBackend()
     assert backend.gate_state(_plan(backend="soperator")) == ""  # --no-health-gate: no gate, no state
     slurm = SlurmGateConfig(name="soperator", namespace="soperator", nodesets={"cpu": 2}, timeout_s=60.0)
-    assert backend.gate_state(_plan(slurm=slurm)) == "validating-slurm"
+    assert backend.gate_state(_plan(backend_gate=slurm)) == "validating-slurm"
 
 
 def test_every_kind_of_the_vocabulary_has_its_folder() -> None:
@@ -68,12 +68,20 @@ def test_each_backend_reads_its_own_recorded_status() -> None:
     ray = {"ready": True, "ready_workers": 2, "desired_workers": 2}
     slurm = {"name": "soperator", "phase": "Available"}
     outputs = {"kuberay": ray, "slurm_status": slurm}
-    assert Mk8sBackend().recorded_status(outputs).kuberay == ray
-    assert Mk8sBackend().recorded_status(outputs).slurm is None
-    seen = SoperatorBackend().recorded_status(outputs)
-    assert seen.slurm == {**slurm, "source": "gate"} and seen.kuberay is None
-    assert SoperatorBackend().recorded_status({"slurm_status": {}}).slurm is None  # the gate saw nothing
-    assert Mk8sBackend().recorded_status({"kuberay": "junk"}).kuberay is None
+    assert Mk8sBackend().recorded_status(outputs).seen() == {"kuberay": ray}  # each its own fields only
+    assert SoperatorBackend().recorded_status(outputs).seen() == {"slurm": {**slurm, "source": "gate"}}
+    assert SoperatorBackend().recorded_status({"slurm_status": {}}).seen() == {}  # the gate saw nothing
+    assert Mk8sBackend().recorded_status({"kuberay": "junk"}).seen() == {}
+
+
+def test_what_a_backend_sees_are_fields_of_the_clusters_result() -> None:
+    from npa_pulumi.output.results import StackResult
+
+    ray = {"ready": True, "ready_workers": 2, "desired_workers": 2}
+    slurm = {"name": "soperator", "phase": "Available"}
+    outputs = {"kuberay": ray, "slurm_status": slurm}
+    for backend in (Mk8sBackend(), SoperatorBackend()):
+        assert set(backend.recorded_status(outputs).seen()) <= set(StackResult.model_fields)
 
 
 def test_preflight_reports_node_pool_clusters_first_whatever_the_target_order() -> None:

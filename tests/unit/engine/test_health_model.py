@@ -208,6 +208,26 @@ def test_a_soak_is_clean_only_with_every_node_usable_and_none_missing() -> None:
     assert soak_problem(unread) == "health not read: the cluster's API could not be read: timeout"
 
 
+def test_a_soak_under_ignore_maintenance_counts_only_what_is_beside_the_maintenance() -> None:
+    from npa_pulumi.engine.health.model import soak_problem
+
+    healthy = [node("cpu-0", gpus=0, taints=[]), node("gpu-0"), node("gpu-1"), node("gpu-2")]
+    on_cpu = MaintenanceEvent(id="ev-1", project_id="p", instance_id="cpu-0", reason="HW_GPU_XID_48")
+    on_gpu = MaintenanceEvent(id="ev-2", project_id="p", instance_id="gpu-1", reason="HW_IB_LINK_DOWN")
+    serviced = _cluster(*healthy, events=[on_cpu, on_gpu])
+    plain = soak_problem(serviced)
+    assert plain is not None and "node cpu-0 cpu: maintenance HW_GPU_XID_48" in plain
+    assert "node gpu-1 maintenance: maintenance HW_IB_LINK_DOWN" in plain
+    assert soak_problem(serviced, ignore_maintenance=True) is None  # taken knowing of it
+    # Anything beside the maintenance still counts: a GPU short on the node under maintenance, a cordon.
+    short = node("gpu-1")
+    short["status"]["allocatable"] = {"nvidia.com/gpu": "7"}
+    worse = soak_problem(_cluster(healthy[0], healthy[1], short, healthy[3], events=[on_gpu]), True)
+    assert worse is not None and "gpu-1 maintenance: 7 of 8 GPUs allocatable" in worse
+    cordoned = soak_problem(_cluster(node("gpu-0", unschedulable=True), events=[on_cpu]), True)
+    assert cordoned is not None and "gpu-0 degraded: cordoned" in cordoned
+
+
 # ------------------------------------------------------------- requalification's fabric re-run
 
 

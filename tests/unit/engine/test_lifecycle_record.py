@@ -130,3 +130,34 @@ def test_the_fabric_check_records_validating_fabric_while_it_runs() -> None:
     assert calls == ["gate", "fabric"]
     recorded = Recorded.from_tags(running_tags(VALIDATING_FABRIC))
     assert recorded is not None and recorded.state == "validating-fabric" and recorded.current
+
+
+def test_a_backends_own_gate_records_its_gate_state_while_it_runs() -> None:
+    """A backend's gate (ClusterBackend.gate_type) starting is the gate's step only for a stack of that
+    backend; its `validating-<what>` state is a running state the engine's vocabulary need not list."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from npa_pulumi.engine.automation.events import GATE_TYPE_SUFFIX, EventCollector
+    from npa_pulumi.engine.backends.registry import BACKENDS
+
+    def pre(kind: str) -> Any:
+        meta = SimpleNamespace(
+            type=f"pulumi-python:dynamic/npa:{kind}", op="create", urn=f"urn:{kind}", diffs=[]
+        )
+        return SimpleNamespace(summary_event=None, resource_pre_event=SimpleNamespace(metadata=meta))
+
+    progress: Any = SimpleNamespace(resource_event=lambda *_a, **_k: None)
+    own = {backend.gate_type for backend in BACKENDS.values()} - {""}
+    assert own, "a deployable backend has a gate of its own"
+    calls: list[str] = []
+    for gate_type in own:
+        calls.clear()
+        plain = EventCollector("s", progress, on_gate=lambda: calls.append("gate"))
+        plain(pre(gate_type.removeprefix(":")))
+        assert calls == []  # not this stack's backend's gate
+        plain.gate_types = (GATE_TYPE_SUFFIX, gate_type)  # what watch_up sets for a stack of that backend
+        plain(pre(gate_type.removeprefix(":")))
+        assert calls == ["gate"]
+    assert Recorded.from_tags(running_tags("validating-anything")) is not None
+    assert Recorded.from_tags(running_tags("deployed")) is None  # an outcome, not a running state

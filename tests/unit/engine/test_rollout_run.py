@@ -503,3 +503,72 @@ def test_a_halt_records_its_resume_as_the_callers_renderer_spells_it() -> None:
     described = "operation=up spec=fleet.yaml cloud=local waves=p/canary;rest max_in_flight=2"
     assert rollout.summary()["resume_command"] == described
     assert neutral.executor.tags["canary"][TAG_RESUME] == described
+
+
+# ------------------------------------------------------------------------- a wave that vouches for nothing
+
+
+def test_a_canary_wave_all_held_does_not_open_the_next_wave() -> None:
+    health = FakeHealth({"canary": gpu_error})
+    rollout, results, ran, context = run(
+        RolloutPolicy(parse_waves("p/canary;1;rest")), ["canary", "a", "b"], deployed, health=health
+    )
+    assert ran == []  # the canary held, nothing of the later waves started
+    by = {r.stack: r for r in results}
+    assert by["canary"].status == "held" and "NebiusGPUError" in (by["canary"].error or "")
+    assert all(by[n].status == "skipped" and "waits at wave 1" in (by[n].error or "") for n in "ab")
+    summary = rollout.summary()
+    assert "halted" not in summary
+    assert summary["waiting"]["wave"] == 1
+    assert "p/canary: node canary-gpu-0: NebiusGPUError" in summary["waiting"]["reason"]
+    assert [w["state"] for w in summary["waves"]] == ["waiting"] * 3
+    assert summary["resume_command"] == rollout.resume_text
+    assert set(context.executor.tags) == {"canary"}  # no later stack was touched, not even tagged
+    assert context.executor.tags["canary"][TAG_STATE] == "held"
+
+
+def test_a_wave_with_one_cluster_applied_vouches_and_the_last_wave_waits_for_nothing() -> None:
+    health = FakeHealth({"a": under_maintenance, "c": under_maintenance})
+    rollout, _, ran, _ = run(RolloutPolicy(parse_waves("2;rest")), ["a", "b", "c"], deployed, health=health)
+    assert sorted(ran) == ["b"]  # a and c held; b vouched for wave 1; c, held alone, is the last wave
+    summary = rollout.summary()
+    assert "waiting" not in summary and "halted" not in summary
+    assert [w["state"] for w in summary["waves"]] == ["passed", "passed"]
+
+
+def test_an_unchanged_cluster_vouches_for_its_wave() -> None:
+    health = FakeHealth({"a": under_maintenance})
+    rollout, _, ran, _ = run(
+        RolloutPolicy(parse_waves("2;rest")), ["a", "b", "c"], deployed, unchanged=("b",), health=health
+    )
+    assert ran == ["c"] and "waiting" not in rollout.summary()
+
+
+def test_ignore_maintenance_takes_a_held_canary_and_the_rollout_goes_on() -> None:
+    health = FakeHealth({"canary": gpu_error})
+    rollout, results, ran, _ = run(
+        RolloutPolicy(parse_waves("p/canary;rest")),
+        ["canary", "a"],
+        deployed,
+        health=health,
+        ignore_maintenance=True,
+    )
+    assert sorted(ran) == ["a", "canary"] and all(r.status == "deployed" for r in results)
+    assert "waiting" not in rollout.summary()
+
+
+def test_status_shows_an_all_held_wave_waiting_and_the_later_waves_waiting_behind_it() -> None:
+    from npa_pulumi.engine import rollout as staged
+
+    done = "elsewhere/1/2026-01-01T00:00:00+00:00"  # a run that is over
+    held = {
+        staged.TAG_RUN: done,
+        staged.TAG_WAVE: "1/2",
+        staged.TAG_STATE: "held",
+        staged.TAG_REASON: "node n1: NebiusGPUError (XID 79)",
+    }
+    shown = staged.status(StatusContext({"f.p.canary": held}))  # type: ignore[arg-type]
+    assert shown is not None
+    assert [w["state"] for w in shown["waves"]] == ["waiting", "waiting"]
+    assert shown["waiting"] == {"wave": 1, "held": {"p/canary": "node n1: NebiusGPUError (XID 79)"}}
+    assert "halted" not in shown and "in_progress" not in shown

@@ -69,7 +69,7 @@ def test_the_plan_renders_the_recipe_and_the_gate(target: Target) -> None:
     assert plan.tfvars["slurm_login_ssh_root_public_keys"] == ["ssh-ed25519 AAAA k"]
     assert "backups_password" not in plan.tfvars and "backups_password" in plan.runtime_tfvars
     assert not set(soperator_recipe.IDENTITY_VARIABLES) & set(plan.tfvars)
-    assert plan.slurm is not None and plan.slurm.to_inputs() == {
+    assert plan.backend_gate is not None and plan.backend_gate.to_inputs() == {
         "name": "soperator",
         "namespace": "soperator",
         "nodesets": {"cpu": 2, "gpu": 1},
@@ -85,7 +85,7 @@ def test_the_plan_renders_the_recipe_and_the_gate(target: Target) -> None:
 
 def test_no_health_gate_skips_the_slurm_gate(target: Target) -> None:
     plan = SoperatorBackend().plan(target, _inputs(health_gate=False))
-    assert plan.slurm is None and plan.health_gate is None
+    assert plan.backend_gate is None and plan.health_gate is None
     assert SoperatorBackend().gate_state(plan) == ""
 
 

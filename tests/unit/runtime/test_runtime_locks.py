@@ -45,7 +45,7 @@ def test_a_bounded_wait_gives_up(tmp_path: Path) -> None:
     with FileLock(path):
         started = time.monotonic()
         assert not FileLock(path).acquire(timeout_s=0.3)
-        assert 0.25 <= time.monotonic() - started < 5
+        assert time.monotonic() - started >= 0.25  # it waited (a lower bound: load only lengthens it)
         with pytest.raises(TimeoutError), FileLock(path, timeout_s=0.1):
             pass
 

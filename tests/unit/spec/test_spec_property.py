@@ -3,9 +3,7 @@ renders and resolves with nothing but the product's own expected errors."""
 
 from __future__ import annotations
 
-import copy
 import json
-import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
+from spec_mutation import ACTIONS, mutated
 
 from npa_pulumi.errors import NpaError
 from npa_pulumi.plan import plan_document, render_plan_text, render_tfvars, resolve_targets
@@ -197,37 +196,8 @@ def test_random_documents(tree: Any) -> None:
         exercise(spec)
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _paths(value, (*prefix, index))
-    return found
-
-
-def _mutate(document: Any, path: tuple[Any, ...], action: str, value: Any, key: str) -> Any:
-    if not path:
-        return value if action == "replace" else document
-    parent = document
-    for part in path[:-1]:
-        parent = parent[part]
-    last = path[-1]
-    if action == "replace":
-        parent[last] = value
-    elif action == "delete":
-        del parent[last]
-    elif action == "insert" and isinstance(parent[last], dict):
-        parent[last][key] = value
-    elif action == "duplicate" and isinstance(parent, list):
-        parent.append(copy.deepcopy(parent[last]))
-    return document
-
-
 mutation = st.tuples(
-    st.sampled_from(["replace", "delete", "insert", "duplicate"]),
+    st.sampled_from([action for action in ACTIONS if action != "retype"]),
     trees,
     keys,
     st.floats(min_value=0, max_value=1, exclude_max=True),
@@ -237,11 +207,7 @@ mutation = st.tuples(
 @SETTINGS
 @given(st.sampled_from(range(len(SEEDS))), st.lists(mutation, min_size=1, max_size=4))
 def test_mutated_examples(seed: int, mutations: list[tuple[str, Any, str, float]]) -> None:
-    document = copy.deepcopy(SEEDS[seed])
-    for action, value, key, where in mutations:
-        paths = _paths(document)
-        path = paths[math.floor(where * len(paths))]
-        document = _mutate(document, path, action, value, key)
+    document = mutated(SEEDS[seed], mutations)
     spec = must_only_raise_spec_error(json.dumps(document, default=str))
     if spec is not None:
         exercise(spec)

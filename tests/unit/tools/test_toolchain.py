@@ -84,6 +84,7 @@ def test_engine_bundled_helpers_are_executable() -> None:
         assert os.access(helper, os.X_OK), f"{name} is not executable"
 
 
+@pytest.mark.integration  # engine_env() resolves the built engine
 def test_engine_env_is_offline_and_uses_this_python() -> None:
     env = engine_env()
     assert env["PULUMI_SKIP_UPDATE_CHECK"] == "true"

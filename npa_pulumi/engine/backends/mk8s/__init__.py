@@ -30,6 +30,7 @@ class Mk8sBackend:
     uses_object_storage = True
     adoptable = True
     claims_need_same_plan = False  # its node groups are matched against the spec itself
+    gate_type = ""  # the GPU health gate is its gate
 
     def recipe_source(self, options: PlanSettings, selected: bool) -> RecipeSource | None:
         return planning.recipe_source(options, selected)

@@ -18,14 +18,14 @@ if TYPE_CHECKING:
 
 def recorded_status(outputs: Mapping[str, Any]) -> NativeStatus:
     """The Ray gate's summary as the stack recorded it (engine/backends/mk8s/program.py)."""
-    return NativeStatus(kuberay=ClusterOutputs.read(outputs).kuberay)
+    return NativeStatus({"kuberay": ClusterOutputs.read(outputs).kuberay})
 
 
 def native_status(cloud: CloudPort, plan: ClusterPlan, outputs: Mapping[str, Any]) -> NativeStatus:
     recorded = ClusterOutputs.read(outputs)
     if recorded.kuberay is None:
         return NativeStatus()
-    return NativeStatus(kuberay=_ray_readiness(cloud, plan, recorded, recorded.kuberay))
+    return NativeStatus({"kuberay": _ray_readiness(cloud, plan, recorded, recorded.kuberay)})
 
 
 def _ray_readiness(

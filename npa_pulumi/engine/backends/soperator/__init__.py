@@ -33,6 +33,7 @@ class SoperatorBackend:
     # Its node groups are the recipe's, not matched against the spec: a deployed cluster is held only when
     # its stack was deployed from the current plan.
     claims_need_same_plan = True
+    gate_type = ":SlurmGate"  # components/slurm_gate.py
 
     def recipe_source(self, options: PlanSettings, selected: bool) -> RecipeSource | None:
         return planning.recipe_source(options, selected)
@@ -57,7 +58,7 @@ class SoperatorBackend:
         return soperator_program(plan, cloud, profile, project_stack_ready, fingerprint)
 
     def gate_state(self, plan: ClusterPlan) -> str:
-        return "" if plan.slurm is None else planning.GATE_STATE
+        return "" if plan.backend_gate is None else planning.GATE_STATE
 
     def preflight_demand(
         self,

@@ -122,5 +122,5 @@ def soperator_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
         in_cluster=inputs.in_cluster,
         health_gate=gpu_gate_config(target, payload) if gated else None,
         module_kind=soperator_recipe.MODULE_KIND,
-        slurm=slurm_config(target, payload) if gated else None,
+        backend_gate=slurm_config(target, payload) if gated else None,
     )

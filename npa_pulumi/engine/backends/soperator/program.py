@@ -17,6 +17,7 @@ from npa_pulumi.engine.programs import (
     in_cluster_stage,
     project_identity,
 )
+from npa_pulumi.kube.slurm_check import SlurmGateConfig
 from npa_pulumi.spec.constants import BackendKind
 
 
@@ -53,7 +54,7 @@ def soperator_program(
         gated = False
         if plan.in_cluster:
             stage = in_cluster_stage(plan, cloud, profile, cluster)
-            if plan.slurm is not None:
+            if isinstance(plan.backend_gate, SlurmGateConfig):
                 from npa_pulumi.components import SlurmGate, SlurmGateArgs
 
                 gate = SlurmGate(
@@ -61,7 +62,7 @@ def soperator_program(
                     SlurmGateArgs(
                         **stage.gate_args,
                         server=stage.credentials.server,
-                        slurm=plan.slurm,
+                        slurm=plan.backend_gate,
                         gate=plan.health_gate,
                     ),
                     pulumi.ResourceOptions(parent=cluster, depends_on=[stage.objects]),

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 def recorded_status(outputs: Mapping[str, Any]) -> NativeStatus:
     """What the gate last saw (the `slurm_status` output); nothing for a stack without one."""
     seen = SoperatorOutputs.read(outputs).slurm_status
-    return NativeStatus(slurm={**seen, "source": "gate"}) if seen else NativeStatus()
+    return NativeStatus({"slurm": {**seen, "source": "gate"}}) if seen else NativeStatus()
 
 
 def native_status(cloud: CloudPort, outputs: Mapping[str, Any]) -> NativeStatus:
@@ -35,7 +35,7 @@ def native_status(cloud: CloudPort, outputs: Mapping[str, Any]) -> NativeStatus:
             kubeconfig = dump(cloud.cluster_access(recorded.cluster_id).kubeconfig(recorded.kube_context))
             client = KubeClient.from_kubeconfig(kubeconfig, timeout_s=10.0)
             live = read_native(client, *recorded.slurm_cluster_name())
-            return NativeStatus(slurm={**live, "source": "live"})
+            return NativeStatus({"slurm": {**live, "source": "live"}})
         except Exception as err:  # no API (a local cloud without one), refused credentials, a timeout
             log.info("live Slurm status of %s: %s", recorded.cluster_id, err)
     return recorded_status(outputs)
