@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fleet_helpers import inventory, npa, write_spec
@@ -30,9 +31,9 @@ projects:
 STACK = "upj.project-existing1.c1"
 
 
-def _state(home: Path) -> dict[str, object]:
+def _state(home: Path) -> dict[str, Any]:
     path = home / ".npa-pulumi" / "work" / STACK / "k8s-training" / "terraform.tfstate"
-    loaded: dict[str, object] = json.loads(path.read_text())
+    loaded: dict[str, Any] = json.loads(path.read_text())
     return loaded
 
 
@@ -47,7 +48,7 @@ def test_a_cluster_through_upstream_k8s_training_lives_and_dies_like_any_other(
     assert cluster["status"] == "deployed"
 
     state = _state(kube_api)
-    resources = {f"{r['type']}.{r['name']}": r for r in state["resources"]}  # type: ignore[union-attr]
+    resources = {f"{r['type']}.{r['name']}": r for r in state["resources"]}
     assert "nebius_mk8s_v1_cluster.k8s-cluster" in resources
     node_group = resources["nebius_mk8s_v1_node_group.cpu-only"]
     group_id = node_group["instances"][0]["attributes"]["id"]
