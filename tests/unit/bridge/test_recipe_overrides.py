@@ -149,11 +149,13 @@ def test_the_example_fleets_plan_against_the_default_recipe(default_recipe: set[
         assert tfvars.file_vars["mig_strategy"] == "mixed"
         assert "gpu_nodes_reservation_policy" in tfvars.runtime_vars
     fleet1 = (REPO / "examples" / "fleet1-test.yaml").read_text()
-    # The default recipe cannot rename upstream's hardcoded virtiofs tag ("data"): refused, not rewritten.
+    assert "filestore_mount_tag: data" in fleet1
+    # The default recipe cannot rename upstream's hardcoded virtiofs tag ("data"): refused, not rewritten
+    # (the original's own example says npa-shared-fs).
     with pytest.raises(Exception, match="filestore_mount_tag"):
-        for target in resolve_targets(parse_spec(fleet1)):
+        renamed = fleet1.replace("filestore_mount_tag: data", "filestore_mount_tag: npa-shared-fs")
+        for target in resolve_targets(parse_spec(renamed)):
             render_tfvars(target, default_recipe, "ssh-ed25519 AAAA test")
-    fleet1 = fleet1.replace("filestore_mount_tag: npa-shared-fs", "filestore_mount_tag: data")
     for profile in ("", "  gpu_workload_profile: rtx-rendering\n"):
         text = fleet1.replace(
             "  gpu_driver_mode: auto\n  managed_driver_preset: cuda13.0\n",

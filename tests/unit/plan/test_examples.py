@@ -76,7 +76,7 @@ def test_fleet1_test_is_the_seed_example() -> None:
     )
     assert (cluster["enable_gpu_cluster"], cluster["gpu_reservation"]) == (False, "on-demand")
     assert (cluster["filestore_mount_tag"], cluster["filestore_disk_size_gibibytes"]) == (
-        "npa-shared-fs",
+        "data",
         1024,
     )
 
