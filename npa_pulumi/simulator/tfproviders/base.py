@@ -41,6 +41,20 @@ class ResourceHandler(Protocol):
     def import_(self, ctx: CallContext, import_id: str) -> State: ...
 
 
+class StateOnly:
+    """The read, update and delete of a resource that lives in Terraform's state alone (a timestamp, a group
+    membership the local cloud does not model): what the state holds is what there is."""
+
+    def read(self, ctx: CallContext, state: State) -> State | None:
+        return state
+
+    def update(self, ctx: CallContext, planned: State, prior: State) -> State:
+        return {**prior, **{k: v for k, v in planned.items() if v is not None}}
+
+    def delete(self, ctx: CallContext, state: State) -> None:
+        return None
+
+
 class DataSourceHandler(Protocol):
     def read_data(self, ctx: CallContext, config: State) -> State: ...
 

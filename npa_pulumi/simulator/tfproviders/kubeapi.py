@@ -162,6 +162,21 @@ def resource(ctx: CallContext, client: KubeClient, api_version: str, kind: str) 
     )
 
 
+def delete_in_background(client: KubeClient, path: str, what: str) -> bool:
+    """DELETE with background propagation, as both providers do; False when the object was already gone."""
+    try:
+        client.request(
+            "DELETE",
+            path,
+            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+        )
+    except KubeError as err:
+        if err.status == 404:
+            return False
+        raise api_error(f"deleting {what}", err) from None
+    return True
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.5) -> None:
     """Poll `condition` until it holds; a ProviderError naming `what` after `timeout_s`."""
     deadline = time.monotonic() + timeout_s

@@ -33,6 +33,7 @@ from npa_pulumi.simulator.tfproviders.kubeapi import (
     ApiResource,
     api_error,
     cached_client,
+    delete_in_background,
     resource,
     wait_until,
 )
@@ -256,16 +257,8 @@ class Manifest:
         except ProviderError:
             return None
         path = self._path(api, obj)
-        try:
-            client.request(
-                "DELETE",
-                path,
-                {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
-            )
-        except KubeError as err:
-            if err.status == 404:
-                return None
-            raise api_error(f"deleting {state.get('id')}", err) from None
+        if not delete_in_background(client, path, str(state.get("id"))):
+            return None
         if state.get("wait"):
             wait_until(
                 lambda: client.get_or_none(path) is None, DELETE_TIMEOUT_S, f"{state.get('id')} to be deleted"

@@ -28,6 +28,7 @@ from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError, Pr
 from npa_pulumi.simulator.tfproviders.kubeapi import (
     api_error,
     cached_client,
+    delete_in_background,
     parse_duration,
     resource,
     wait_until,
@@ -378,16 +379,8 @@ class TypedObject:
         client = self._client(ctx)
         name, namespace = self._split_id(str(state["id"]))
         path = self._path(ctx, client, name, namespace)
-        try:
-            client.request(
-                "DELETE",
-                path,
-                {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
-            )
-        except KubeError as err:
-            if err.status == 404:
-                return None
-            raise api_error(f"deleting {self.kind.kind} {state['id']}", err) from None
+        if not delete_in_background(client, path, f"{self.kind.kind} {state['id']}"):
+            return None
         timeouts = state.get("timeouts") or {}
         timeout_s = parse_duration(
             timeouts.get("delete") if isinstance(timeouts, dict) else None, self.delete_timeout_s

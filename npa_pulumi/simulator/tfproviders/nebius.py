@@ -23,6 +23,7 @@ from npa_pulumi.simulator.tfproviders.base import (
     ProviderHandlers,
     ResourceHandler,
     State,
+    StateOnly,
 )
 from npa_pulumi.simulator.tfproviders.common import (
     cloud_call,
@@ -349,7 +350,7 @@ class AccessKey(_Simple):
         }
 
 
-class GroupMembership:
+class GroupMembership(StateOnly):
     """Recorded in state only: the local cloud has no IAM membership table (the group itself is the
     tenant's built-in `editors`, see IamGroup)."""
 
@@ -361,15 +362,6 @@ class GroupMembership:
             "created_at": now_iso(),
             "status": {"service_account_status": {"active": True}, "tenant_user_account_status": None},
         }
-
-    def read(self, ctx: CallContext, state: State) -> State | None:
-        return state
-
-    def update(self, ctx: CallContext, planned: State, prior: State) -> State:
-        return {**prior, **{k: v for k, v in planned.items() if v is not None}}
-
-    def delete(self, ctx: CallContext, state: State) -> None:
-        return None
 
     def import_(self, ctx: CallContext, import_id: str) -> State:
         raise ProviderError(

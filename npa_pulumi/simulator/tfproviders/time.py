@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError, ProviderHandlers, State
+from npa_pulumi.simulator.tfproviders.base import (
+    CallContext,
+    ProviderError,
+    ProviderHandlers,
+    State,
+    StateOnly,
+)
 
 
 def parse_rfc3339(value: str) -> dt.datetime:
@@ -44,23 +50,13 @@ def static_state(planned: State, moment: dt.datetime, rfc3339: str) -> State:
     }
 
 
-class TimeStatic:
+class TimeStatic(StateOnly):  # rfc3339 and triggers force replacement: nothing else changes
     def create(self, ctx: CallContext, planned: State) -> State:
         given = planned.get("rfc3339")
         if given:
             return static_state(planned, parse_rfc3339(given), given)
         now = dt.datetime.now(dt.UTC).replace(microsecond=0)
         return static_state(planned, now, format_rfc3339(now))
-
-    def read(self, ctx: CallContext, state: State) -> State | None:
-        return state
-
-    def update(self, ctx: CallContext, planned: State, prior: State) -> State:
-        # rfc3339 and triggers force replacement: nothing else can change.
-        return {**prior, **{k: v for k, v in planned.items() if v is not None}}
-
-    def delete(self, ctx: CallContext, state: State) -> None:
-        return None
 
     def import_(self, ctx: CallContext, import_id: str) -> State:
         return static_state({"triggers": None}, parse_rfc3339(import_id), import_id)
