@@ -230,25 +230,31 @@ def test_adopt_an_original_deployment_then_its_lifecycle(
     before = _cloud_objects()
     (cluster_id,) = [cid for cid, _ in before["mk8s_clusters"]]
 
-    # ---- dry run: found; a spec the deployment no longer matches: mismatched, key by key
+    # ---- dry run: found, Terraform's plan with the install's own recipe empty, the default recipe's beside
     dry = _adopt(spec, "--dry-run")
-    print("PROTO", dry.code, dry.stdout[-6000:], dry.stderr[-3000:])
-    assert False, "proto"
     assert dry.code == 0, dry.stderr[-3000:] + dry.stdout[-2000:]
     listed = by_stack(dry.json())[CLUSTER_STACK]
     assert listed["status"] == "found" and listed["cluster_id"] == cluster_id
-    assert listed["adoption"]["source"] == str(cluster_dir) and listed["adoption"]["network_owned"] is True
+    adoption = listed["adoption"]
+    assert adoption["source"] == str(cluster_dir) and adoption["network_owned"] is True
     ((bucket_id, _),) = before["buckets"]
-    assert (listed["adoption"]["bucket_id"], listed["adoption"]["bucket_owned"]) == (bucket_id, True)
-    other = write_spec(tmp_path / "two-nodes.yaml", SPEC_TWO_NODES)
-    mismatched = _adopt(other, "--dry-run")
+    assert (adoption["bucket_id"], adoption["bucket_owned"]) == (bucket_id, False)  # no file proves it
+    empty = {"add": 0, "change": 0, "destroy": 0, "replace": 0, "resources": []}
+    assert adoption["plans"]["install_recipe"] == empty
+    recipe_move = adoption["plans"]["default_recipe"]
+    assert "error" not in recipe_move, recipe_move
+    # The override files' difference: nothing the cluster's nodes run on is replaced or deleted.
+    assert not [r for r in recipe_move["resources"] if r["action"] in ("replace", "delete")], recipe_move
+    assert "moves it to the spec's recipe" in dry.stderr
+
+    # ---- a spec the deployment no longer matches: mismatched, key by key; a bigger bucket: mismatched
+    mismatched = _adopt(write_spec(tmp_path / "two-nodes.yaml", SPEC_TWO_NODES), "--dry-run")
     assert mismatched.code == 1
     entry = by_stack(mismatched.json())[CLUSTER_STACK]
     assert (
         entry["status"] == "mismatched"
         and "cpu_nodes_fixed_count: saved 1, the spec renders 2" in entry["error"]
     )
-
     bigger = _adopt(write_spec(tmp_path / "bigger.yaml", SPEC_BIGGER_BUCKET), "--dry-run")
     assert bigger.code == 1
     entry = by_stack(bigger.json())[CLUSTER_STACK]
@@ -261,7 +267,7 @@ def test_adopt_an_original_deployment_then_its_lifecycle(
         home / ".npa-pulumi" / "state" / ".pulumi" / "stacks" / "npa-fleet" / f"{CLUSTER_STACK}.json"
     ).exists()
 
-    # ---- adopt: deployed (the gate ran on the adopted cluster), nothing in the cloud changed
+    # ---- adopt: deployed (the gate ran on the adopted cluster), nothing in the cloud or on disk changed
     adopted = _adopt(spec, "--yes")
     assert adopted.code == 0, adopted.stderr[-4000:] + adopted.stdout[-2000:]
     document = adopted.json()
@@ -280,9 +286,16 @@ def test_adopt_an_original_deployment_then_its_lifecycle(
     record = json.loads((home / ".npa" / "clusters" / context / "cluster.json").read_text())
     assert (record["cluster_id"], record["provider_name"]) == (cluster_id, "train")
     assert "npa-local-iam-token" not in adopted.stdout + adopted.stderr
-    # The project stack holds the original's bucket, owned; no storage identity was minted by adopt.
+    assert SSH_KEY.split()[1] not in adopted.stdout
+    # The cluster stack holds the original's state, made by the install's recipe, and a copy of that recipe.
+    recipe_copy = home / ".npa-pulumi" / "adopted-recipes" / CLUSTER_STACK
+    assert (recipe_copy / "k8s-training" / "main.tf").read_bytes() == (
+        cluster_dir / "k8s-training" / "main.tf"
+    ).read_bytes()
+    assert not list(recipe_copy.rglob("terraform.tfstate*")) and not list(recipe_copy.rglob("*.tfvars"))
+    # The project stack binds the original's bucket, never owned; no storage identity was minted by adopt.
     project_outputs = _outputs(home, PROJECT_STACK)
-    assert (project_outputs["bucket_id"], project_outputs["bucket_created"]) == (bucket_id, True)
+    assert (project_outputs["bucket_id"], project_outputs["bucket_created"]) == (bucket_id, False)
     assert project_outputs["storage_verified"] is False and not project_outputs["storage_key_id"]
 
     # ---- a second adopt changes nothing and says so
@@ -293,20 +306,38 @@ def test_adopt_an_original_deployment_then_its_lifecycle(
     names = [s["name"] for s in stacks] if isinstance(stacks, list) else [s["name"] for s in stacks["stacks"]]
     assert sorted(n for n in names if n.startswith(FLEET)) == [PROJECT_STACK, CLUSTER_STACK]
 
-    # ---- another fleet pointed at the same install: the cluster is held by this fleet's stack
+    # ---- another fleet pointed at the same install: its owner marker names this fleet; a copy without
+    # the marker: the cluster is held by this fleet's stack
     other_fleet = write_spec(tmp_path / "other.yaml", SPEC.replace(f"name: {FLEET}", "name: rival"))
     rival = _adopt(other_fleet, "--dry-run", "--from", str(home / ".npa" / "fleet" / FLEET))
     assert rival.code == 1
     entry = by_stack(rival.json())["rival.alpha.train"]
+    assert entry["status"] == "refused" and f"fleet_name '{FLEET}', 'rival' expected" in entry["error"]
+    unmarked = tmp_path / "unmarked"
+    shutil.copytree(
+        home / ".npa" / "fleet" / FLEET,
+        unmarked,
+        ignore=shutil.ignore_patterns(".terraform", ".npa-backend-owner.json"),
+    )
+    rival = _adopt(other_fleet, "--dry-run", "--from", str(unmarked))
+    assert rival.code == 1
+    entry = by_stack(rival.json())["rival.alpha.train"]
     assert entry["status"] == "refused" and f"held by stack {CLUSTER_STACK}" in entry["error"]
 
-    # ---- the ordinary lifecycle: preview has nothing to do, status says deployed, up keeps the cluster
-    preview = npa("preview", "--spec", str(spec), "--cloud", "local", "--output", "json")
-    assert preview.code == 0, preview.stderr[-3000:]
-    assert by_stack(preview.json())[CLUSTER_STACK]["status"] in ("no-changes", "unchanged")
+    # ---- status: deployed; preview: the recipe move is the only change, exactly the dry run's plan of it
     status = npa("status", "--spec", str(spec), "--cloud", "local", "--output", "json")
     assert status.code == 0, status.stderr[-3000:]
     assert by_stack(status.json())[CLUSTER_STACK]["status"] == "deployed"
+    preview = npa("preview", "--spec", str(spec), "--cloud", "local", "--output", "json")
+    assert preview.code == 0, preview.stderr[-3000:]
+    previewed = by_stack(preview.json())[CLUSTER_STACK]
+    terraform = previewed["terraform"] or {}
+    assert [{"address": r["address"], "action": r["action"]} for r in terraform.get("resources") or []] == (
+        recipe_move["resources"]
+    ), terraform
+    assert previewed["status"] == ("changes" if recipe_move["resources"] else previewed["status"])
+
+    # ---- up: the recipe move, applied as any reviewed change; the same cluster, nothing else changed
     up = npa("up", "--spec", str(spec), "--cloud", "local", "--yes", "--output", "json")
     assert up.code == 0, up.stderr[-3000:]
     assert by_stack(up.json())[CLUSTER_STACK]["cluster_id"] == cluster_id
@@ -314,19 +345,21 @@ def test_adopt_an_original_deployment_then_its_lifecycle(
     # The first up made the storage identity adopt left out, on the same bucket, and proved it.
     project_outputs = _outputs(home, PROJECT_STACK)
     assert project_outputs["bucket_id"] == bucket_id and project_outputs["storage_verified"] is True
+    settled = npa("preview", "--spec", str(spec), "--cloud", "local", "--output", "json")
+    assert settled.code == 0, settled.stderr[-3000:]
+    assert by_stack(settled.json())[CLUSTER_STACK]["status"] == "no-changes"
 
-    # ---- destroy removes it and the network the fleet took over; the project and the bucket are retained
+    # ---- destroy removes it, its registration and the network the fleet took over; project and bucket stay
     gone = npa("destroy", "--spec", str(spec), "--cloud", "local", "--yes", "--output", "json")
     assert gone.code == 0, gone.stderr[-3000:]
     after = _cloud_objects()
     assert after["buckets"] == before["buckets"]
     assert after["mk8s_clusters"] == [] and after["node_groups"] == []
-    adoption = listed["adoption"]
     assert adoption["network_id"] not in [n for n, _ in after["networks"]]  # the fleet owned it
     assert adoption["subnet_id"] not in [n for n, _ in after["subnets"]]
     assert [n for n in before["networks"] if n[0] != adoption["network_id"]] == after["networks"]
     assert after["projects"] == before["projects"]
-    assert not (home / ".npa" / "clusters" / context / "cluster.json").exists()
+    assert not (home / ".npa" / "clusters" / context).exists()
     assert _digests(home / ".npa" / "fleet") == original_files
 
 
