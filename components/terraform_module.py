@@ -55,7 +55,9 @@ class TerraformModuleArgs(FleetResourceArgs):
     recipe_facts: dict[str, Any]  # what the recipe does with the shared filesystem (policies read it)
     # `adopt`: the Terraform state of a cluster another tool deployed (the original `npa fleet`), a Pulumi
     # secret. The create takes it over instead of applying: it is restored, Terraform's plan must be empty
-    # (nothing in the cloud changes), and it becomes the bridge's own state.
+    # (nothing in the cloud changes), and it becomes the bridge's own state. `recipe` is then the recipe
+    # that made that state (engine/operations/adopt.py keeps a copy of the install's), so the plan proves
+    # exactly that; the move to the spec's recipe is the next update's ordinary diff on `recipe`.
     adopted_state: Input[str] | None = None
 
 
@@ -336,8 +338,8 @@ class TerraformModuleProvider(ResourceProvider):
         workspace, env = _prepare(props, state)
         if workspace.plan_changes(env):
             raise AdoptionRefused(
-                "adoption refused: Terraform's plan for the adopted state has changes (the spec's tfvars or "
-                "identity differ from what was deployed); nothing was applied"
+                "adoption refused: Terraform's plan for the adopted state has changes (the spec's tfvars, "
+                "identity or recipe differ from what was deployed); nothing was applied"
             )
         return CreateResult(id_=str(props["work_key"]), outs=_outs(props, workspace, env))
 

@@ -37,9 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.bridge.recipe import PlannedRecipe, RecipeSource, materialize
 from npa_pulumi.cloud.redaction import scrub
 from npa_pulumi.cloud.user_defaults import original_config_dir
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.plan.recipe_surface import read_recipe_variables
 from npa_pulumi.spec.names import slug
 
 SIDECAR = ".npa-fleet-env.json"
@@ -362,11 +364,21 @@ def _terraform_value(value: Any) -> Any:
     return value
 
 
-def tfvars_mismatches(saved: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+def tfvars_mismatches(
+    saved: dict[str, Any], wanted: dict[str, Any], declared: set[str] | None = None
+) -> list[str]:
     """The spec's tfvars (file and runtime variables together) against the saved ones, key by key, as
-    Terraform compares values; secrets and capacity-block ids masked."""
+    Terraform compares values; secrets and capacity-block ids masked.
+
+    `declared`: the variables of the recipe that made the state (the install's own copy). A value for a
+    variable it does not declare was ignored by Terraform when it applied (a warning, no effect), so it is
+    no difference; a variable set on one side only takes the recipe's default on the other, whose effect
+    only the recipe's use of it decides, so it is left to Terraform's plan (`one_sided_tfvars`). Without
+    `declared` every key is compared."""
     found = []
     for key in sorted(set(saved) | set(wanted)):
+        if declared is not None and (key not in declared or key not in saved or key not in wanted):
+            continue
         if key in saved and key in wanted and _terraform_value(saved[key]) == _terraform_value(wanted[key]):
             continue
         if key not in wanted:
@@ -378,6 +390,41 @@ def tfvars_mismatches(saved: dict[str, Any], wanted: dict[str, Any]) -> list[str
                 f"{key}: saved {_shown(key, saved[key])}, the spec renders {_shown(key, wanted[key])}"
             )
     return found
+
+
+def one_sided_tfvars(saved: dict[str, Any], wanted: dict[str, Any], declared: set[str]) -> list[str]:
+    """The variables of the install's recipe that only one side sets (the recipe's default applies on the
+    other): not a difference by themselves, Terraform's plan with that recipe says whether they change
+    anything. Names only."""
+    return sorted(k for k in (set(saved) ^ set(wanted)) if k in declared)
+
+
+def install_recipe(install: OriginalInstall) -> RecipeSource:
+    """The recipe that made the state: the install's own copy of `k8s-training/` and `modules/` (the
+    original copies them into every install directory), as a `dir` source that is only ever read
+    (materializing copies it into a work dir of npa-pulumi's; state, tfvars and `.terraform` stay out)."""
+    return RecipeSource("dir", str(install.directory))
+
+
+def install_recipe_variables(install: OriginalInstall) -> set[str]:
+    """The variables the install's recipe copy declares (its `k8s-training/*.tf`)."""
+    try:
+        return read_recipe_variables(install.terraform_dir)
+    except UserInputError as err:
+        raise OriginalInstallError(
+            f"{install.terraform_dir}: the recipe copy cannot be read ({err})"
+        ) from None
+
+
+def freeze_install_recipe(
+    install: OriginalInstall, destination: Path, region: str, cache_root: Path
+) -> PlannedRecipe:
+    """A copy of the install's recipe that npa-pulumi keeps (`destination`), as a cluster stack's recipe
+    until the first `up` moves it to the default recipe: the stack then plans, refreshes and destroys with
+    the recipe that made its state, whatever later happens to the original's files. Returns the planned
+    recipe (its digest is the one the bridge checks its own materialization against)."""
+    recipe = materialize(install_recipe(install), destination, region, cache_root)
+    return PlannedRecipe(RecipeSource("dir", str(destination)), recipe.digest)
 
 
 def _shown(key: str, value: Any) -> str:

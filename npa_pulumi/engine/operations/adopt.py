@@ -7,9 +7,12 @@ npa_pulumi/bridge/original_install.py) is read, never written, and proved, all b
    project the spec names, every node group the cloud lists for it RUNNING and every node group the state
    records one of them, on a subnet of that project; the original's own records (owner marker,
    fleet-state.json, the ~/.npa/clusters registration) name this fleet's cluster and the state's id;
-2. the tfvars the spec renders equal the saved ones, key by key (secrets and capacity-block ids masked);
-3. Terraform's own plan, from a copy of the saved state with the spec's tfvars and the saved identity, has
-   nothing to do: an adoption never needs an apply;
+2. the tfvars the spec renders equal the saved ones, key by key, for every variable the install's recipe
+   declares (secrets and capacity-block ids masked);
+3. Terraform's own plan, from a copy of the saved state with the spec's tfvars, the saved identity and the
+   recipe that made the state (the install's own copy of `k8s-training/` + `modules/`, read only), has
+   nothing to do: an adoption never needs an apply. The default recipe's plan over the same state is shown
+   beside it: what the first `preview`/`up` after the adoption moves (the recipe move);
 4. no stack of this backend holds the cluster already (a second adopt of the same cluster changes nothing
    and says so: `already-adopted`).
 
@@ -19,7 +22,10 @@ network: `.npa-fleet-network.json`) and, when the spec gives the project object 
 original made for it (found by the spec's name, proved against the spec, bound but never owned: no file of
 the original proves it created the bucket; the storage identity, which would mint a key, is left to the
 next `up`), and each cluster stack is created with the saved state as its bridge's
-state (components/terraform_module.py refuses again if Terraform's plan has changes: nothing is applied).
+state and the install's recipe (a copy npa-pulumi keeps) as its recipe: components/terraform_module.py
+refuses again if Terraform's plan with it has changes, so nothing is applied. The stack's fingerprint is
+marked `+recipe-move-pending` when that recipe is not the spec's, so the next `preview` shows the move to
+the default recipe (Terraform's plan of it) and the next `up` applies it as an ordinary reviewed change.
 The cluster stack's program is the usual one, so the in-cluster stage and the health gate then run as after
 an `up`: the cluster is `deployed` only when the gate passes. A receipt records what was taken over.
 """
@@ -37,6 +43,10 @@ from typing import Any
 
 from npa_pulumi.bridge.original_install import (
     OriginalInstall,
+    freeze_install_recipe,
+    install_recipe,
+    install_recipe_variables,
+    one_sided_tfvars,
     project_directory,
     read_install,
     tfvars_mismatches,
@@ -63,11 +73,14 @@ from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 from npa_pulumi.plan.naming import derived_bucket_name
 from npa_pulumi.runtime.files import write_atomically
-from npa_pulumi.runtime.home import npa_home
+from npa_pulumi.runtime.home import cache_dir, npa_home
 
 log = logging.getLogger(__name__)
 
 RECEIPT_VERSION = 1
+# Marks an adopted cluster stack whose recipe is still the install's: its fingerprint is never the plan's,
+# so `preview` previews it (the move to the spec's recipe, with Terraform's plan) and `up` applies it.
+RECIPE_MOVE_PENDING = "+recipe-move-pending"
 
 
 class Verdict(StrEnum):
@@ -94,6 +107,9 @@ class Candidate:
     directory: Path | None = None
     network_id: str = ""
     bucket_id: str = ""  # the project's bucket the project stack takes over ("": none to take over)
+    # Terraform's plans over the saved state: "install_recipe" (must be empty) and "default_recipe" (the
+    # spec's recipe: what the first preview/up after the adoption changes), summarized.
+    plans: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """What the result and the receipt say about it: ids, paths and digests, never a secret."""
@@ -113,6 +129,8 @@ class Candidate:
                 original_status=self.install.status,
                 digests=dict(self.install.digests),
             )
+        if self.plans:
+            found["plans"] = {name: _plan_counts(summary) for name, summary in self.plans.items()}
         return found
 
 
@@ -241,17 +259,32 @@ def _examine(
         candidate.network_id = subnet.network_id
     except CloudError as err:
         return _refuse(candidate, f"subnet {install.identity.subnet_id} cannot be read: {err}")
-    mismatches = tfvars_mismatches(install.tfvars, {**cluster.tfvars, **cluster.runtime_tfvars})
+    wanted = {**cluster.tfvars, **cluster.runtime_tfvars}
+    declared = install_recipe_variables(install)  # the recipe that made the state reads only these
+    mismatches = tfvars_mismatches(install.tfvars, wanted, declared)
     if mismatches:
         candidate.verdict = Verdict.MISMATCHED
         candidate.reasons = [f"tfvars {m}" for m in mismatches]
         return candidate
-    changes = _terraform_changes(context, cluster, install)
+    recipe = install_recipe(install)
+    candidate.plans["install_recipe"] = _terraform_plan(context, cluster, install, {**recipe.to_dict()})
+    changes = _changes(candidate.plans["install_recipe"])
     if changes:
         candidate.verdict = (
             Verdict.MISMATCHED if changes[0].startswith("terraform would") else Verdict.REFUSED
         )
-        candidate.reasons = changes
+        one_sided = one_sided_tfvars(install.tfvars, wanted, declared)
+        candidate.reasons = changes + (
+            [f"variables set on one side only (the recipe's default on the other): {', '.join(one_sided)}"]
+            if one_sided and candidate.verdict is Verdict.MISMATCHED
+            else []
+        )
+        return candidate
+    candidate.plans["default_recipe"] = _terraform_plan(context, cluster, install, None)
+    context.progress.message(
+        f"{cluster.stack}: Terraform plans no change with the install's recipe; the first preview/up after "
+        f"adopt moves it to the spec's recipe: {_move_line(candidate.plans['default_recipe'])}"
+    )
     return candidate
 
 
@@ -337,9 +370,13 @@ def _node_group_problems(
     return found
 
 
-def _terraform_changes(context: FleetContext, cluster: ClusterPlan, install: OriginalInstall) -> list[str]:
-    """Terraform's plan from a copy of the saved state (the stack's work dir and the original's are left
-    as they are): what it would change, or why it could not plan (empty: nothing to do)."""
+def _terraform_plan(
+    context: FleetContext, cluster: ClusterPlan, install: OriginalInstall, recipe: dict[str, str] | None
+) -> dict[str, Any]:
+    """Terraform's plan from a copy of the saved state, summarized (bridge/plan_summary.py), with `recipe`
+    (a `source`/`location` of the install's own copy), else the spec's: the recipe is materialized into a
+    scratch work dir, so the stack's work dir and the original's files are left as they are. A plan that
+    fails is an `error` in the summary."""
     from npa_pulumi.components.terraform_module import plan_preview
 
     identity = install.identity
@@ -349,13 +386,23 @@ def _terraform_changes(context: FleetContext, cluster: ClusterPlan, install: Ori
         ),
         "module_kind": cluster.module_kind,
     }
-    context.progress.phase(cluster.stack, "terraform plan (adoption)")
+    if recipe is not None:
+        props["recipe"] = {**recipe, "digest": ""}  # a scratch plan: no digest to hold it to
+    which = "the install's recipe" if recipe is not None else "the spec's recipe"
+    context.progress.phase(cluster.stack, f"terraform plan (adoption, {which})")
     try:
         with context.provider_environment():  # authenticates as the command's providers do (`--auth`)
-            summary = plan_preview(props, deployed=True, stored_state=lambda: install.state_text)
+            summary: dict[str, Any] = plan_preview(
+                props, deployed=True, stored_state=lambda: install.state_text
+            )
     except Exception as err:  # the recipe or the cloud refused: reported, nothing adopted
         log.debug("terraform plan for %s failed", cluster.stack, exc_info=True)
-        return [f"Terraform could not plan the saved state: {type(err).__name__}: {err}"]
+        return {"error": f"{type(err).__name__}: {err}"}
+    return summary
+
+
+def _changes(summary: dict[str, Any]) -> list[str]:
+    """What a plan summary would change, or why there is none (empty: nothing to do)."""
     if summary.get("skipped") or summary.get("error"):
         return [f"Terraform could not plan the saved state: {summary.get('skipped') or summary.get('error')}"]
     return [
@@ -363,6 +410,27 @@ def _terraform_changes(context: FleetContext, cluster: ClusterPlan, install: Ori
         + (f" ({', '.join(str(a) for a in r['attributes'])})" if r.get("attributes") else "")
         for r in summary.get("resources") or []
     ]
+
+
+def _plan_counts(summary: dict[str, Any]) -> dict[str, Any]:
+    """A plan summary as the result and the receipt keep it: counts and each resource's address and
+    action (no attribute values)."""
+    if summary.get("skipped") or summary.get("error"):
+        return {"error": str(summary.get("skipped") or summary.get("error"))}
+    counts: dict[str, Any] = {k: int(summary.get(k) or 0) for k in ("add", "change", "destroy", "replace")}
+    counts["resources"] = [
+        {"address": r["address"], "action": r["action"]} for r in summary.get("resources") or []
+    ]
+    return counts
+
+
+def _move_line(summary: dict[str, Any]) -> str:
+    counts = _plan_counts(summary)
+    if "error" in counts:
+        return f"its plan failed ({counts['error']})"
+    if not counts["resources"]:
+        return "no resource changes"
+    return ", ".join(f"{r['action']} {r['address']}" for r in counts["resources"])
 
 
 def _check_projects(
@@ -515,16 +583,25 @@ def _project_op(context: FleetContext, project: ProjectPlan, adoption: ProjectAd
 
 
 def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
+    """The cluster stack's op: the usual program, over the saved state and with the recipe that made it
+    (a copy npa-pulumi keeps, `<npa home>/adopted-recipes/<stack>`), so the bridge's create plans exactly
+    what the dry run proved empty. The move to the spec's recipe is left to the next preview/up."""
     assert candidate.install is not None
     cluster = candidate.plan
     backend = backend_for(cluster.backend)
     assert backend is not None
+    recipe = freeze_install_recipe(
+        candidate.install, npa_home() / "adopted-recipes" / cluster.stack, cluster.region, cache_dir()
+    )
+    fingerprint = context.fingerprint(cluster)
+    if cluster.recipe is None or recipe.digest != cluster.recipe.digest:
+        fingerprint += RECIPE_MOVE_PENDING
     program = backend.program(
-        cluster,
+        dataclasses.replace(cluster, recipe=recipe),
         context.where.cloud,
         context.profile,
         True,
-        context.fingerprint(cluster),
+        fingerprint,
         adopted_state=candidate.install.state_text,
     )
     return dataclasses.replace(context.cluster_op(cluster), program=program)

@@ -3,23 +3,31 @@ laid out as the original writes them (../shared/reference/original-install-layou
 literal text, the state in Terraform's documented format version 4 (resources[].instances[].attributes) with
 `nebius_mk8s_v1_cluster` and `nebius_mk8s_v1_node_group` resources, the sidecars and registrations; the
 identity from the sidecar or the state, the project directory match, the tfvars comparison with its
-masking, and a clear refusal naming the path for what cannot be read."""
+masking, the install's own recipe copy (the recipe that made the state: the real upstream module, as the
+original copies it) and a clear refusal naming the path for what cannot be read."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from upstream_library import upstream_library, writable_copy
 
 from npa_pulumi.bridge.original_install import (
     OriginalInstallError,
+    freeze_install_recipe,
+    install_recipe,
+    install_recipe_variables,
     kube_context,
+    one_sided_tfvars,
     project_directory,
     read_install,
     tfvars_mismatches,
 )
+from npa_pulumi.bridge.recipe import RecipeSource, materialize
 
 CLUSTER_ID = "mk8scluster-e00abc"
 PROVIDER = 'provider["registry.terraform.io/nebius/nebius"]'
@@ -307,3 +315,63 @@ def test_tfvars_mismatches_key_by_key_with_secrets_masked() -> None:
     assert tfvars_mismatches(wanted, wanted) == []
     shown = tfvars_mismatches({"b": "capacityblockgroup-e00abcdef1234"}, {"b": "capacityblockgroup-e00ffff"})
     assert "abcdef1234" not in shown[0] and "capacityblockgroup-" in shown[0]
+
+
+def test_under_the_install_recipe_only_what_it_declares_is_compared() -> None:
+    """The original writes variables upstream does not declare (Terraform ignored them with a warning) and
+    leaves out an empty `infiniband_fabric` that npa-pulumi renders: neither is a difference by itself;
+    a variable both set differently is."""
+    declared = {"cluster_name", "cpu_nodes_fixed_count", "infiniband_fabric"}
+    saved = {"cluster_name": "train", "cpu_nodes_fixed_count": 1, "enable_gpu_cluster": False}
+    wanted = {"cluster_name": "train", "cpu_nodes_fixed_count": 2, "infiniband_fabric": ""}
+    assert tfvars_mismatches(saved, wanted, declared) == [
+        "cpu_nodes_fixed_count: saved 1, the spec renders 2"
+    ]
+    assert one_sided_tfvars(saved, wanted, declared) == ["infiniband_fabric"]
+    same = {**wanted, "cpu_nodes_fixed_count": 1}
+    assert tfvars_mismatches(saved, same, declared) == []
+    # Without the recipe's declarations every key counts, as before.
+    assert len(tfvars_mismatches(saved, same)) == 2
+
+
+def _digests(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_install_recipe_is_its_own_copy_read_never_written(tmp_path: Path) -> None:
+    """The install holds upstream's `k8s-training/` and `modules/` as the original copies them, beside its
+    state, tfvars and `.terraform`: the recipe npa-pulumi keeps of it is exactly the recipe files, the
+    bridge's own materialization of that copy has the digest the stack records, and the install is left
+    byte for byte as it was."""
+    library = writable_copy(tmp_path / "library")
+    cluster_dir = _install(tmp_path / "fleet", _state())
+    shutil.copytree(library / "k8s-training", cluster_dir / "k8s-training", dirs_exist_ok=True)
+    shutil.copytree(library / "modules", cluster_dir / "modules")
+    (cluster_dir / "k8s-training" / "terraform.tfvars").write_text(TFVARS)  # over upstream's example
+    (cluster_dir / "k8s-training" / ".terraform" / "providers").mkdir(parents=True)
+    (cluster_dir / "k8s-training" / ".terraform.lock.hcl").write_text("# lock\n")
+    before = _digests(cluster_dir)
+    install = read_install(cluster_dir)
+
+    assert install_recipe(install) == RecipeSource("dir", str(cluster_dir))
+    declared = install_recipe_variables(install)
+    assert {"cluster_name", "cpu_nodes_fixed_count", "infiniband_fabric"} <= declared
+    assert "enable_gpu_cluster" not in declared  # upstream V3+ clusters by the fabric alone
+
+    kept = tmp_path / "home" / "adopted-recipes" / "f.alpha.train"
+    planned = freeze_install_recipe(install, kept, "us-central1", tmp_path / "cache")
+    assert planned.source == RecipeSource("dir", str(kept))
+    assert (kept / "k8s-training" / "main.tf").read_bytes() == (
+        upstream_library() / "k8s-training" / "main.tf"
+    ).read_bytes()
+    copied = {p.name for p in kept.rglob("*")}
+    assert not {"terraform.tfstate", "terraform.tfvars", ".terraform", ".terraform.lock.hcl"} & copied
+    again = materialize(planned.source, tmp_path / "work", "us-central1", tmp_path / "cache")
+    assert again.digest == planned.digest  # what the bridge's create checks before it plans
+    assert _digests(cluster_dir) == before
+
+
+def test_an_install_without_its_recipe_copy_is_refused_with_the_path(tmp_path: Path) -> None:
+    install = read_install(_install(tmp_path, _state()))
+    with pytest.raises(OriginalInstallError, match=str(install.terraform_dir)):
+        install_recipe_variables(install)
