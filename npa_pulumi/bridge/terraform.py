@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from npa_pulumi.cloud.redaction import replace_secrets
 from npa_pulumi.errors import NpaError
-from npa_pulumi.runtime import disk_cache, provider_env, supervision, tracing
+from npa_pulumi.runtime import disk_cache, pins, provider_env, supervision, tracing
 from npa_pulumi.runtime.disk_cache import binary_identity, cache_key
 from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.runtime.retry import RetryPolicy, call_with_retry
@@ -37,7 +37,11 @@ from npa_pulumi.runtime.toolchain import find_terraform
 
 log = logging.getLogger(__name__)
 
-MIN_TERRAFORM = (1, 5, 0)
+# tools/pins.toml [terraform] min_version: upstream k8s-training's validations need logical operators that
+# short-circuit (terraform/OpenTofu 1.12); an older binary fails every plan of the default recipe.
+MIN_TERRAFORM: tuple[int, int, int] = cast(
+    tuple[int, int, int], tuple(int(part) for part in pins.pin("terraform", "min_version").split(".")[:3])
+)
 TFVARS_FILE = "terraform.tfvars.json"
 LOG_FILE = "terraform.log"
 TAIL_LINES = 25

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from upstream_library import upstream_library
 
 pytestmark = pytest.mark.integration
 
@@ -269,8 +270,15 @@ def test_a_fresh_venv_deploys_and_destroys_a_local_fleet(wheel_venv: Path, tmp_p
     spec.write_text(ONE_CLUSTER)
     path = f"{TOOLS_BIN}{os.pathsep}/usr/local/bin:/usr/bin:/bin"
 
+    # The toolchain's other half for the local cloud: the providers' mirror `make tools` lays out beside its
+    # bin/, and the default recipe's copy for a machine without GitHub (docs/default-recipe.md).
+    mirrors = {
+        "NPA_LOCAL_PROVIDER_MIRROR": str(TOOLS_BIN.parent / "terraform-providers"),
+        "NPA_K8S_TRAINING_MIRROR": str(upstream_library()),
+    }
+
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return _tool(wheel_venv, *args, cwd=tmp_path, path=path, home=home)
+        return _tool(wheel_venv, *args, cwd=tmp_path, path=path, home=home, **mirrors)
 
     assert run("local-cloud", "init").returncode == 0
     up = run("up", "--spec", str(spec), "--yes", "--output", "json")

@@ -25,8 +25,11 @@ from .pins import Pins
 
 
 def terraform_version(binary: str) -> tuple[int, ...] | None:
+    env = dict(os.environ, CHECKPOINT_DISABLE="1")
+    if env.get("TF_CLI_CONFIG_FILE") and not os.path.isfile(env["TF_CLI_CONFIG_FILE"]):
+        del env["TF_CLI_CONFIG_FILE"]  # OpenTofu warns on stdout, before the JSON, about a missing one
     try:
-        out = run([binary, "version", "-json"], env=dict(os.environ, CHECKPOINT_DISABLE="1"))
+        out = run([binary, "version", "-json"], env=env)
         return parse_version(json.loads(out).get("terraform_version", ""))
     except (ToolchainError, json.JSONDecodeError):
         return None

@@ -1,4 +1,4 @@
-"""hashicorp/helm 3.0.2 on the local cloud: `helm_release`, against the cluster's real API server
+"""hashicorp/helm (as pinned) on the local cloud: `helm_release`, against the cluster's real API server
 (kubeapi.py, from the provider's `kubernetes = {...}`).
 
 No chart can be fetched (nothing outside the machine is reachable) and no chart is rendered. A release is

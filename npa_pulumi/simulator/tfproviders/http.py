@@ -1,4 +1,4 @@
-"""hashicorp/http 3.5.0 on the local cloud: data "http" (docs/data-sources/http.md).
+"""hashicorp/http (as pinned) on the local cloud: data "http" (docs/data-sources/http.md).
 
 Nothing outside this machine is reachable from the local cloud, so only a loopback URL (localhost,
 127.0.0.0/8, ::1) is fetched, for real; any other is refused with an error that says so. Upstream

@@ -1,4 +1,4 @@
-"""gavinbunney/kubectl 1.19.0 on the local cloud: `kubectl_manifest` and data `kubectl_file_documents`,
+"""gavinbunney/kubectl (as pinned) on the local cloud: `kubectl_manifest` and data `kubectl_file_documents`,
 against the cluster's real API server (kubeapi.py).
 
 * data `kubectl_file_documents` splits a multi-document YAML: `documents` (each document's text, empty

@@ -1,4 +1,4 @@
-"""hashicorp/kubernetes 3.0.1 on the local cloud: the types upstream k8s-training uses, acting on the
+"""hashicorp/kubernetes (as pinned) on the local cloud: the types upstream k8s-training uses, acting on the
 cluster's real API server (kubeapi.py).
 
 * Typed objects (`kubernetes_namespace_v1`, `_service_account_v1`, `_cluster_role_v1`,

@@ -1,4 +1,4 @@
-"""hashicorp/random 3.7.1 on the local cloud: `random_string` and `random_password`, as the provider documents
+"""hashicorp/random (as pinned) on the local cloud: `random_string` and `random_password`, as documented
 them (docs/resources/string.md, password.md). Every argument forces a new resource, so a value only ever
 changes through replacement (a new `keepers` map, say); import takes the value itself.
 

@@ -1,4 +1,4 @@
-"""hashicorp/time 0.13.1 on the local cloud: `time_static`, a timestamp taken once at create (or given as
+"""hashicorp/time (as pinned) on the local cloud: `time_static`, a timestamp taken once at create (or given as
 `rfc3339`) and kept until `triggers` change (docs/resources/static.md). Import takes an RFC 3339 timestamp."""
 
 from __future__ import annotations
