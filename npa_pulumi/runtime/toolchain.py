@@ -293,17 +293,14 @@ def kuberay_crd_files() -> list[Path]:
 
 
 LOCAL_PROVIDER_MIRROR_ENV = "NPA_LOCAL_PROVIDER_MIRROR"
-LOCAL_PROVIDER_MIRROR_DIR = "terraform-providers"  # beside .tools/bin, and beside a cache entry's bin/
+LOCAL_PROVIDER_MIRROR_DIR = "terraform-providers"  # beside .tools/bin
 
 
 def find_local_provider_mirror() -> Path | None:
     """The filesystem mirror of the local cloud's Terraform providers (tools/localcloud-providers):
-    `$NPA_LOCAL_PROVIDER_MIRROR`, else `.tools/terraform-providers`, else the toolchain cache's."""
+    `$NPA_LOCAL_PROVIDER_MIRROR`, else `.tools/terraform-providers`, where `make tools` lays it out."""
     override = os.environ.get(LOCAL_PROVIDER_MIRROR_ENV)
     if override:
         return Path(override)
-    candidates = [
-        tools_bin().parent / LOCAL_PROVIDER_MIRROR_DIR,
-        *(d.parent / LOCAL_PROVIDER_MIRROR_DIR for d in _cached_bin_dirs("localcloud-providers-")),
-    ]
-    return next((c for c in candidates if c.is_dir()), None)
+    laid_out = tools_bin().parent / LOCAL_PROVIDER_MIRROR_DIR
+    return laid_out if laid_out.is_dir() else None
