@@ -392,6 +392,45 @@ def tfvars_mismatches(
     return found
 
 
+# The two variables that lay a GPU pool out in node groups (upstream's `nebius_mk8s_v1_node_group.gpu`
+# has `count = gpu_node_groups`, each of `fixed_node_count = gpu_nodes_fixed_count_per_group`).
+GPU_LAYOUT_VARIABLES = ("gpu_nodes_fixed_count_per_group", "gpu_node_groups")
+RESERVATION_VARIABLE = "gpu_nodes_reservation_policy"
+
+
+def original_gpu_layout(saved: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+    """The saved layout of a reserved GPU pool that the original applied as ONE node group of N where
+    npa-pulumi renders the same N nodes as N groups of one (5d757be8 did not split a reserved pool
+    without GPU clustering; the later original and npa-pulumi do): `{gpu_nodes_fixed_count_per_group: N,
+    gpu_node_groups: 1}`, the saved values, so `adopt` proves "no changes" with the install's own recipe
+    and layout, and the reshaping is left to the first `up` (a real node-group change, previewed as the
+    replacement it is). Empty when the layouts agree or differ in any other way (then a difference the
+    tfvars comparison reports: the spec asks for another pool, not another rendering of the same one)."""
+    try:
+        saved_per_group, saved_groups = (_whole(saved.get(k)) for k in GPU_LAYOUT_VARIABLES)
+        wanted_per_group, wanted_groups = (_whole(wanted.get(k)) for k in GPU_LAYOUT_VARIABLES)
+    except (TypeError, ValueError):
+        return {}
+    reserved = _terraform_value(saved.get(RESERVATION_VARIABLE)) == _terraform_value(
+        wanted.get(RESERVATION_VARIABLE)
+    ) and bool(wanted.get(RESERVATION_VARIABLE))
+    one_group_of_n = saved_groups == 1 and saved_per_group > 1
+    n_groups_of_one = wanted_per_group == 1 and wanted_groups == saved_per_group
+    if not (reserved and one_group_of_n and n_groups_of_one):
+        return {}
+    return {k: saved[k] for k in GPU_LAYOUT_VARIABLES}
+
+
+def _whole(value: Any) -> int:
+    """A node count as Terraform reads it (`2`, `2.0`, `"2"`); ValueError for anything else."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(value)
+    number = float(value)
+    if not number.is_integer():
+        raise ValueError(value)
+    return int(number)
+
+
 def one_sided_tfvars(saved: dict[str, Any], wanted: dict[str, Any], declared: set[str]) -> list[str]:
     """The variables of the install's recipe that only one side sets (the recipe's default applies on the
     other): not a difference by themselves, Terraform's plan with that recipe says whether they change

@@ -5,7 +5,11 @@
 
 * `action` is create | update | delete | replace (no-ops and reads are left out);
 * `destructive` marks a replacement or deletion of what holds workloads or data: node groups, clusters
-  and filesystems (a replaced GPU node group drains and re-provisions every node in it);
+  and filesystems (a replaced GPU node group drains and re-provisions every node in it); and a node
+  group's *reshaping*, marked `reshape`: one instance of a node-group resource shrinks (`fixed_node_count`
+  down) while the plan creates other instances of the same resource, i.e. the same pool laid out in more
+  groups (one group of N becoming N groups of one after `adopt`): Terraform calls it an update and
+  creates, but the nodes it takes from the shrunk group are drained and re-provisioned in the new ones;
 * `attributes` lists each changed attribute as `{name, before, after}`, flattened one level (so a
   `terraform_data`'s `triggers_replace.preset` shows which request field changed); values Terraform marks
   sensitive are `(sensitive)`, values only known after apply are `(known after apply)`.
@@ -123,15 +127,50 @@ def summarize(plan: Mapping[str, Any]) -> dict[str, Any]:
                 "attributes": [] if action == "delete" else changed_attributes(change),
             }
         )
+    _mark_reshapes(resources)
     return {**counts, "resources": resources}
 
 
+def _resource_of(address: str) -> str:
+    """`module.m.nebius_mk8s_v1_node_group.gpu[1]` -> `module.m.nebius_mk8s_v1_node_group.gpu`."""
+    return address.rsplit("[", 1)[0] if address.endswith("]") else address
+
+
+def _node_count_down(resource: Mapping[str, Any]) -> bool:
+    for attribute in resource.get("attributes") or []:
+        before, after = attribute.get("before"), attribute.get("after")
+        if attribute.get("name") == "fixed_node_count" and isinstance(before, int) and isinstance(after, int):
+            return after < before
+    return False
+
+
+def _mark_reshapes(resources: list[dict[str, Any]]) -> None:
+    """Flag a node group that shrinks while the plan creates siblings of the same resource (a reshaped
+    pool) as destructive, `reshape`: its nodes move to new groups (drained, re-provisioned)."""
+    created = {
+        _resource_of(str(r["address"]))
+        for r in resources
+        if r["kind"] == "node_group" and r["action"] == "create"
+    }
+    for resource in resources:
+        if (
+            resource["kind"] == "node_group"
+            and resource["action"] == "update"
+            and _resource_of(str(resource["address"])) in created
+            and _node_count_down(resource)
+        ):
+            resource["destructive"] = resource["reshape"] = True
+
+
 def replaced_node_group_addresses(summary: Mapping[str, Any]) -> list[str]:
-    """The node groups the plan replaces or deletes (what the gpu-node-group-replacement policy judges)."""
+    """The node groups the plan replaces, deletes or reshapes (what the gpu-node-group-replacement policy
+    judges)."""
     return [
         str(r.get("address"))
         for r in summary.get("resources") or []
-        if r.get("kind") == "node_group" and r.get("action") in ("replace", "delete") and r.get("destructive")
+        if r.get("kind") == "node_group"
+        and r.get("destructive")
+        and (r.get("action") in ("replace", "delete") or r.get("reshape"))
     ]
 
 

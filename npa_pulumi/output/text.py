@@ -213,6 +213,8 @@ def _print_terraform(console: Console, stack: str, plan: dict[str, Any]) -> None
     console.print(f"[bold]terraform plan[/] {stack}: {counts}", soft_wrap=True)
     for resource in plan.get("resources") or []:
         flag = " [red]DESTRUCTIVE[/]" if resource.get("destructive") else ""
+        if resource.get("reshape"):  # an update Terraform makes, that moves nodes to new groups
+            flag += " (reshape: its nodes move to new node groups)"
         console.print(f"  {resource['action']} {escape(resource['address'])}{flag}", soft_wrap=True)
         for attribute in resource.get("attributes") or []:
             before, after = json.dumps(attribute.get("before")), json.dumps(attribute.get("after"))

@@ -47,6 +47,7 @@ from npa_pulumi.bridge.original_install import (
     install_recipe,
     install_recipe_variables,
     one_sided_tfvars,
+    original_gpu_layout,
     project_directory,
     read_install,
     tfvars_mismatches,
@@ -110,6 +111,16 @@ class Candidate:
     # Terraform's plans over the saved state: "install_recipe" (must be empty) and "default_recipe" (the
     # spec's recipe: what the first preview/up after the adoption changes), summarized.
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The saved GPU node-group layout the adoption keeps (a reserved pool the original applied as one
+    # group of N, original_gpu_layout): the cluster stack starts with it, the first `up` reshapes it.
+    layout: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def adopted_plan(self) -> ClusterPlan:
+        """The cluster's plan as the install applied it: the spec's, with the saved GPU layout."""
+        if not self.layout:
+            return self.plan
+        return dataclasses.replace(self.plan, tfvars={**self.plan.tfvars, **self.layout})
 
     def summary(self) -> dict[str, Any]:
         """What the result and the receipt say about it: ids, paths and digests, never a secret."""
@@ -129,6 +140,8 @@ class Candidate:
                 original_status=self.install.status,
                 digests=dict(self.install.digests),
             )
+        if self.layout:
+            found["kept_gpu_layout"] = dict(self.layout)
         if self.plans:
             found["plans"] = {name: _plan_counts(summary) for name, summary in self.plans.items()}
         return found
@@ -261,13 +274,19 @@ def _examine(
         return _refuse(candidate, f"subnet {install.identity.subnet_id} cannot be read: {err}")
     wanted = {**cluster.tfvars, **cluster.runtime_tfvars}
     declared = install_recipe_variables(install)  # the recipe that made the state reads only these
+    # A reserved pool the original applied as one group of N is the spec's pool, rendered differently:
+    # the adoption keeps the saved layout and leaves the reshaping to the first up (a reviewed change).
+    candidate.layout = original_gpu_layout(install.tfvars, wanted)
+    wanted.update(candidate.layout)
     mismatches = tfvars_mismatches(install.tfvars, wanted, declared)
     if mismatches:
         candidate.verdict = Verdict.MISMATCHED
         candidate.reasons = [f"tfvars {m}" for m in mismatches]
         return candidate
     recipe = install_recipe(install)
-    candidate.plans["install_recipe"] = _terraform_plan(context, cluster, install, {**recipe.to_dict()})
+    candidate.plans["install_recipe"] = _terraform_plan(
+        context, candidate.adopted_plan, install, {**recipe.to_dict()}
+    )
     changes = _changes(candidate.plans["install_recipe"])
     if changes:
         candidate.verdict = (
@@ -285,7 +304,19 @@ def _examine(
         f"{cluster.stack}: Terraform plans no change with the install's recipe; the first preview/up after "
         f"adopt moves it to the spec's recipe: {_move_line(candidate.plans['default_recipe'])}"
     )
+    if candidate.layout:
+        context.progress.message(_layout_line(cluster, candidate.layout))
     return candidate
+
+
+def _layout_line(cluster: ClusterPlan, layout: dict[str, Any]) -> str:
+    nodes = layout["gpu_nodes_fixed_count_per_group"]
+    return (
+        f"{cluster.stack}: the original applied the reserved GPU pool of {nodes} nodes as one node group of "
+        f"{nodes}; npa-pulumi lays it out as {nodes} groups of one. The adoption keeps the one group; the "
+        "first up after it reshapes the pool, which drains and re-provisions its nodes (previewed as a "
+        "node-group replacement, with the gpu-node-group-replacement policy's warning)"
+    )
 
 
 def _refuse(candidate: Candidate, *reasons: str) -> Candidate:
@@ -587,14 +618,14 @@ def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
     (a copy npa-pulumi keeps, `<npa home>/adopted-recipes/<stack>`), so the bridge's create plans exactly
     what the dry run proved empty. The move to the spec's recipe is left to the next preview/up."""
     assert candidate.install is not None
-    cluster = candidate.plan
+    cluster = candidate.adopted_plan
     backend = backend_for(cluster.backend)
     assert backend is not None
     recipe = freeze_install_recipe(
         candidate.install, npa_home() / "adopted-recipes" / cluster.stack, cluster.region, cache_dir()
     )
-    fingerprint = context.fingerprint(cluster)
-    if cluster.recipe is None or recipe.digest != cluster.recipe.digest:
+    fingerprint = context.fingerprint(candidate.plan)
+    if cluster.recipe is None or recipe.digest != cluster.recipe.digest or candidate.layout:
         fingerprint += RECIPE_MOVE_PENDING
     program = backend.program(
         dataclasses.replace(cluster, recipe=recipe),
@@ -604,7 +635,7 @@ def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
         fingerprint,
         adopted_state=candidate.install.state_text,
     )
-    return dataclasses.replace(context.cluster_op(cluster), program=program)
+    return dataclasses.replace(context.cluster_op(candidate.plan), program=program)
 
 
 def _project_job(context: FleetContext, op: StackOp) -> StackResult:

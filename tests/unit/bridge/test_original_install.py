@@ -23,6 +23,7 @@ from npa_pulumi.bridge.original_install import (
     install_recipe_variables,
     kube_context,
     one_sided_tfvars,
+    original_gpu_layout,
     project_directory,
     read_install,
     tfvars_mismatches,
@@ -375,3 +376,88 @@ def test_an_install_without_its_recipe_copy_is_refused_with_the_path(tmp_path: P
     install = read_install(_install(tmp_path, _state()))
     with pytest.raises(OriginalInstallError, match=str(install.terraform_dir)):
         install_recipe_variables(install)
+
+
+# ---- a reserved GPU pool of N that the original (5d757be8) applied as ONE node group of N
+
+
+def _spec_render(gpu_nodes: dict[str, Any]) -> dict[str, Any]:
+    """What npa-pulumi renders for the spec's cluster: file and runtime variables together, as adopt
+    compares them (the capacity block goes in as TF_VAR_gpu_nodes_reservation_policy)."""
+    from npa_pulumi.plan import render_tfvars, resolve_targets
+    from npa_pulumi.spec import parse_spec
+
+    document = {
+        "name": "f",
+        "region": "us-central1",
+        "projects": [
+            {
+                "name": "alpha",
+                "clusters": [
+                    {
+                        "name": "train",
+                        "cpu_nodes": {"count": 1, "platform": "cpu-d3", "preset": "4vcpu-16gb"},
+                        "gpu_nodes": gpu_nodes,
+                        "enable_filestore": False,
+                    }
+                ],
+            }
+        ],
+    }
+    [target] = resolve_targets(parse_spec(json.dumps(document)))
+    rendered = render_tfvars(target)
+    return {**rendered.file_vars, **rendered.runtime_vars}
+
+
+RESERVED_PAIR = {
+    "count": 2,
+    "platform": "gpu-h100-sxm",
+    "preset": "1gpu-16vcpu-200gb",
+    "capacity_block_group": "capacityblockgroup-e00aaa",
+}
+
+
+def test_a_reserved_pool_the_original_applied_as_one_group_keeps_the_saved_layout(tmp_path: Path) -> None:
+    """TFVARS is the original's file for a reserved pool of 2 (`gpu_nodes_fixed_count_per_group = 2`,
+    `gpu_node_groups = 1`, literal text); npa-pulumi renders the same pool as 2 groups of one. That is
+    the spec's pool rendered differently: adopt keeps the saved layout (so the install's plan can be
+    empty and the cluster `found`), and nothing else of the pool differs."""
+    saved = read_install(_install(tmp_path, _state())).tfvars
+    wanted = _spec_render(RESERVED_PAIR)
+    assert (wanted["gpu_nodes_fixed_count_per_group"], wanted["gpu_node_groups"]) == (1, 2)
+    layout = original_gpu_layout(saved, wanted)
+    assert layout == {"gpu_nodes_fixed_count_per_group": 2, "gpu_node_groups": 1}
+    declared = set(saved) | set(wanted)
+    gpu_keys = {k for k in declared if k.startswith("gpu_")}
+    assert tfvars_mismatches(saved, wanted, gpu_keys) == [
+        "gpu_node_groups: saved 1, the spec renders 2",
+        "gpu_nodes_fixed_count_per_group: saved 2, the spec renders 1",
+    ]
+    assert tfvars_mismatches(saved, {**wanted, **layout}, gpu_keys) == []
+
+
+@pytest.mark.parametrize(
+    ("gpu_nodes", "why"),
+    [
+        ({**RESERVED_PAIR, "count": 3}, "another pool size: a real difference, not a rendering"),
+        ({k: v for k, v in RESERVED_PAIR.items() if k != "capacity_block_group"}, "an on-demand pool"),
+        ({**RESERVED_PAIR, "capacity_block_group": "capacityblockgroup-e00bbb"}, "another reservation"),
+    ],
+)
+def test_any_other_layout_difference_is_left_to_the_comparison(
+    tmp_path: Path, gpu_nodes: dict[str, Any], why: str
+) -> None:
+    saved = read_install(_install(tmp_path, _state())).tfvars
+    wanted = _spec_render(gpu_nodes)
+    assert original_gpu_layout(saved, wanted) == {}, why
+    pool = ("gpu_node_groups", "gpu_nodes_fixed_count_per_group", "gpu_nodes_reservation_policy")
+    assert [m for m in tfvars_mismatches(saved, wanted) if m.startswith(pool)], why
+
+
+def test_a_layout_the_original_already_split_needs_nothing_kept(tmp_path: Path) -> None:
+    """The later original writes N groups of one too: the layouts agree, nothing is kept."""
+    split = TFVARS.replace("gpu_nodes_fixed_count_per_group = 2", "gpu_nodes_fixed_count_per_group = 1")
+    split = split.replace("gpu_node_groups = 1", "gpu_node_groups = 2")
+    saved = read_install(_install(tmp_path, _state(), tfvars=split)).tfvars
+    assert original_gpu_layout(saved, _spec_render(RESERVED_PAIR)) == {}
+    assert original_gpu_layout({"gpu_node_groups": "x"}, _spec_render(RESERVED_PAIR)) == {}
