@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Final
@@ -78,11 +79,13 @@ def recipe_identity(identity: dict[str, str]) -> dict[str, str]:
     return renamed
 
 
-def missing_variables(declared: set[str], accounting: bool) -> list[str]:
-    """The variables the payload needs that the recipe does not declare, in a stable order."""
+def missing_variables(declared: set[str], accounting: bool, payload_needs: Sequence[str] = ()) -> list[str]:
+    """The variables the payload needs that the recipe does not declare, in a stable order
+    (`payload_needs`: those of plan/soperator.py needed_payload_variables)."""
     needed = [*IDENTITY_VARIABLES, *RENDERED_VARIABLES, *RUNTIME_VARIABLES]
     if accounting:
         needed += ACCOUNTING_VARIABLES
+    needed += payload_needs
     return [name for name in dict.fromkeys(needed) if name not in declared]
 
 

@@ -126,8 +126,36 @@ def _filestore(size_gib: int) -> dict[str, Any]:
     return {"spec": {"size_gibibytes": size_gib, "block_size_kibibytes": FILESTORE_BLOCK_KIB}}
 
 
-def render_tfvars(cluster_name: str, payload: SoperatorSpec, ssh_keys: list[str]) -> dict[str, Any]:
-    """terraform.tfvars.json for the soperator recipe: every value it needs but identity."""
+def payload_variables(payload: SoperatorSpec) -> dict[str, tuple[Any, bool]]:
+    """The recipe's top-level variables the payload sets as the original renders them (newest recipe:
+    `use_default_apparmor_profile`, `slurm_rest_enabled`, `node_group_version`), each as (value, needed):
+    needed when the value asks for what a recipe without the variable would not do (the AppArmor profile
+    on, REST on, a pinned node-group version), so such a recipe is refused, naming it; otherwise it is
+    left out of a recipe that does not declare it (the recipe's own behaviour is the value). An unset
+    `node_group_version` is not rendered (the recipe's default)."""
+    found: dict[str, tuple[Any, bool]] = {
+        "use_default_apparmor_profile": (
+            payload.use_default_apparmor_profile,
+            payload.use_default_apparmor_profile,
+        ),
+        "slurm_rest_enabled": (payload.slurm_rest_enabled, payload.slurm_rest_enabled),
+    }
+    if payload.node_group_version.strip():
+        found["node_group_version"] = (payload.node_group_version.strip(), True)
+    return found
+
+
+def needed_payload_variables(payload: SoperatorSpec) -> list[str]:
+    """The payload variables a recipe must declare to honour the payload (payload_variables)."""
+    return [name for name, (_, needed) in payload_variables(payload).items() if needed]
+
+
+def render_tfvars(
+    cluster_name: str, payload: SoperatorSpec, ssh_keys: list[str], declared: set[str] | None = None
+) -> dict[str, Any]:
+    """terraform.tfvars.json for the soperator recipe: every value it needs but identity. `declared`: the
+    recipe's variables (None: every variable); a payload variable it lacks is left out (the plan refuses
+    the recipe when the payload needs it: needed_payload_variables)."""
     role = {r: _role_preset(payload, r) for r in SOPERATOR_ROLE_PRESETS}
     system = payload.control_plane.system
     tfvars: dict[str, Any] = {
@@ -175,6 +203,9 @@ def render_tfvars(cluster_name: str, payload: SoperatorSpec, ssh_keys: list[str]
         "backups_prune_schedule": "@daily-random",
         "backups_retention": {"keepDaily": 7},
     }
+    for name, (value, _) in payload_variables(payload).items():
+        if declared is None or name in declared:
+            tfvars[name] = value
     if payload.accounting:
         tfvars["filestore_accounting"] = _filestore(ACCOUNTING_GIB)
         tfvars["slurm_nodeset_accounting"] = {

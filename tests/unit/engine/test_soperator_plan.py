@@ -108,3 +108,80 @@ def test_object_storage_only_soperator_clusters_would_use_is_named_for_refusal(
     assert [p.stack for p in plans.projects] == [
         "f.p"
     ]  # planned (and refused by up/preview before any change)
+
+
+# ---- the payload variables the original validates and renders (use_default_apparmor_profile,
+# slurm_rest_enabled, node_group_version): rendered where the recipe declares them
+
+
+def _target_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **payload: Any) -> Target:
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "home"))
+    data: Any = json.loads(json.dumps(SPEC))
+    data["projects"][0]["clusters"][0]["soperator"].update(payload)
+    [found] = resolve_targets(parse_spec(json.dumps(data)))
+    return found
+
+
+NEWEST = {
+    "use_default_apparmor_profile": True,
+    "slurm_operator_version": "4.1.7",
+    "accounting": True,
+    "slurm_rest_enabled": True,
+    "node_group_version": "1.30",
+}
+PAYLOAD_VARIABLES = ("use_default_apparmor_profile", "slurm_rest_enabled", "node_group_version")
+
+
+def _recipe_declaring_them(tmp_path: Path) -> RecipeSource:
+    """The stand-in's surface plus the three variables, as the newest upstream installation declares them
+    (k8s-training-recipe.md section 7: `node_group_version`, `use_default_apparmor_profile`, REST toggles)."""
+    import shutil
+
+    recipe = tmp_path / "newest-soperator"
+    shutil.copytree(soperator_recipe.stand_in_dir(), recipe)
+    (recipe / "payload_variables.tf").write_text(
+        'variable "use_default_apparmor_profile" {\n  type    = bool\n  default = false\n}\n'
+        'variable "slurm_rest_enabled" {\n  type    = bool\n  default = true\n}\n'
+        'variable "node_group_version" {\n  type = string\n}\n'
+    )
+    return RecipeSource("dir", str(recipe))
+
+
+def test_a_recipe_that_declares_them_gets_the_payloads_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = _target_with(tmp_path, monkeypatch, **NEWEST)
+    inputs = _inputs()
+    inputs.sources[BackendKind.SOPERATOR] = _recipe_declaring_them(tmp_path)
+    plan = SoperatorBackend().plan(target, inputs)
+    assert inputs.problems == []
+    assert {k: plan.tfvars[k] for k in PAYLOAD_VARIABLES} == {
+        "use_default_apparmor_profile": True,
+        "slurm_rest_enabled": True,
+        "node_group_version": "1.30",
+    }
+    assert plan.tfvars["slurm_operator_version"] == "4.1.7"
+    # The defaults: the profile and REST off, written as such; an unset node_group_version is the recipe's.
+    plain = _target_with(tmp_path / "plain", monkeypatch)
+    inputs = _inputs()
+    inputs.sources[BackendKind.SOPERATOR] = _recipe_declaring_them(tmp_path / "plain")
+    plan = SoperatorBackend().plan(plain, inputs)
+    assert inputs.problems == []
+    assert (plan.tfvars["use_default_apparmor_profile"], plan.tfvars["slurm_rest_enabled"]) == (False, False)
+    assert "node_group_version" not in plan.tfvars
+
+
+def test_a_recipe_without_them_is_refused_only_when_the_payload_needs_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in (recipe 1.20.1's surface) declares none of the three: the defaults need none of them
+    and render none; the payload that asks for the profile, REST and a pinned node-group version names
+    each variable the recipe lacks, before any change."""
+    plan = SoperatorBackend().plan(_target_with(tmp_path, monkeypatch), inputs := _inputs())
+    assert inputs.problems == [] and not set(PAYLOAD_VARIABLES) & set(plan.tfvars)
+    SoperatorBackend().plan(_target_with(tmp_path / "newest", monkeypatch, **NEWEST), inputs := _inputs())
+    (problem,) = inputs.problems
+    assert problem.endswith(
+        "does not declare use_default_apparmor_profile, slurm_rest_enabled, node_group_version, which the "
+        "soperator payload needs"
+    )

@@ -95,7 +95,9 @@ def soperator_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
     assert payload is not None, f"{target.cluster_stack}: a soperator target without its payload"
     source, recipe = inputs.recipe(BackendKind.SOPERATOR, target.region, _prepare)
     declared = read_recipe_variables(recipe.module_dir)
-    missing = soperator_recipe.missing_variables(declared, payload.accounting)
+    missing = soperator_recipe.missing_variables(
+        declared, payload.accounting, shapes.needed_payload_variables(payload)
+    )
     if missing:
         inputs.problems.append(
             f"{target.cluster_stack}: the soperator recipe at {source.location} does not declare "
@@ -113,7 +115,9 @@ def soperator_cluster_plan(target: Target, inputs: PlanInputs) -> ClusterPlan:
         tenant_id=inputs.tenant_id,
         backend=target.backend,
         subnet_id=target.cluster.subnet_id or "",
-        tfvars=shapes.render_tfvars(target.cluster_name, payload, _ssh_keys(payload, inputs.ssh_key)),
+        tfvars=shapes.render_tfvars(
+            target.cluster_name, payload, _ssh_keys(payload, inputs.ssh_key), declared
+        ),
         # The recipe requires a backups password; backups stay off, so it protects nothing yet.
         runtime_tfvars={"backups_password": "npa-backups-disabled"},
         recipe=PlannedRecipe(source, recipe.digest),
