@@ -342,6 +342,8 @@ def test_adopt_an_original_deployment_then_its_lifecycle(
     assert up.code == 0, up.stderr[-3000:]
     assert by_stack(up.json())[CLUSTER_STACK]["cluster_id"] == cluster_id
     assert _cloud_objects() == before
+    # The stack runs the spec's recipe now: its copy of the install's recipe is gone (the original's stays).
+    assert not recipe_copy.exists() and (cluster_dir / "k8s-training" / "main.tf").exists()
     # The first up made the storage identity adopt left out, on the same bucket, and proved it.
     project_outputs = _outputs(home, PROJECT_STACK)
     assert project_outputs["bucket_id"] == bucket_id and project_outputs["storage_verified"] is True
@@ -360,6 +362,7 @@ def test_adopt_an_original_deployment_then_its_lifecycle(
     assert [n for n in before["networks"] if n[0] != adoption["network_id"]] == after["networks"]
     assert after["projects"] == before["projects"]
     assert not (home / ".npa" / "clusters" / context).exists()
+    assert not (home / ".npa-pulumi" / "adopted-recipes" / CLUSTER_STACK).exists()
     assert _digests(home / ".npa" / "fleet") == original_files
 
 

@@ -68,6 +68,8 @@ from npa_pulumi.engine.graph import Visit, WalkKind
 from npa_pulumi.engine.operations.common import apply_lifecycle, write_kubeconfig
 from npa_pulumi.engine.plans import FleetPlans
 from npa_pulumi.engine.programs import ClusterPlan, ProjectAdoption, ProjectPlan, cluster_module_args
+from npa_pulumi.engine.registrations import adopted_recipes
+from npa_pulumi.engine.registrations.adopted_recipes import RECIPE_MOVE_PENDING
 from npa_pulumi.engine.retries import Operation
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.output.results import FleetResult, StackResult
@@ -79,9 +81,6 @@ from npa_pulumi.runtime.home import cache_dir, npa_home
 log = logging.getLogger(__name__)
 
 RECEIPT_VERSION = 1
-# Marks an adopted cluster stack whose recipe is still the install's: its fingerprint is never the plan's,
-# so `preview` previews it (the move to the spec's recipe, with Terraform's plan) and `up` applies it.
-RECIPE_MOVE_PENDING = "+recipe-move-pending"
 
 
 class Verdict(StrEnum):
@@ -622,7 +621,7 @@ def _cluster_op(context: FleetContext, candidate: Candidate) -> StackOp:
     backend = backend_for(cluster.backend)
     assert backend is not None
     recipe = freeze_install_recipe(
-        candidate.install, npa_home() / "adopted-recipes" / cluster.stack, cluster.region, cache_dir()
+        candidate.install, adopted_recipes.path(cluster.stack), cluster.region, cache_dir()
     )
     fingerprint = context.fingerprint(candidate.plan)
     if cluster.recipe is None or recipe.digest != cluster.recipe.digest or candidate.layout:

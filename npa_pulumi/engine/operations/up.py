@@ -31,6 +31,7 @@ from npa_pulumi.engine.operations.common import (
 )
 from npa_pulumi.engine.plans import FleetPlans, require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan
+from npa_pulumi.engine.registrations import adopted_recipes
 from npa_pulumi.engine.requests import UpRequest, creates_projects
 from npa_pulumi.engine.retries import Operation
 from npa_pulumi.output.results import FleetResult, StackResult
@@ -273,7 +274,20 @@ def _up_cluster(context: FleetContext, op: StackOp) -> StackResult:
             result.terraform = terraform
     if not result.failed:
         context.remember_policy(context.plans().cluster(op.stack), result)
+    _forget_adopted_recipe(context, op, result)
     return result
+
+
+def _forget_adopted_recipe(context: FleetContext, op: StackOp, result: StackResult) -> None:
+    """An adopted stack whose update recorded the spec's fingerprint runs the spec's recipe now (the
+    recipe move is applied): its copy of the install's recipe is no longer used."""
+    outputs = result.outputs or context.cached_outputs(op.stack) or {}
+    if adopted_recipes.moved(ClusterOutputs.read(outputs).npa_fingerprint) and adopted_recipes.remove(
+        op.stack
+    ):
+        context.progress.message(
+            f"{op.stack}: the recipe move is applied; its adopted recipe copy is removed"
+        )
 
 
 def _plan_before_update(context: FleetContext, op: StackOp) -> dict[str, Any] | None:

@@ -318,7 +318,7 @@ class Teardown:
         """A cluster stack's phase from its destroy's result; a failed destroy leaves its lifecycle tag and
         the exact retry command, a finished one removes the cluster's kubeconfig."""
         from npa_pulumi.engine.lifecycle import TAG_RUN, destroy_incomplete_tags
-        from npa_pulumi.engine.registrations import kubeconfigs
+        from npa_pulumi.engine.registrations import adopted_recipes, kubeconfigs
         from npa_pulumi.plan.naming import kube_context_name
 
         fleet = self.fleet
@@ -345,6 +345,7 @@ class Teardown:
                     project_key=item.project_key,
                     cluster_id=str(phase.deletes.get("cluster_id") or item.cluster_id or ""),
                 )
+                adopted_recipes.remove(item.stack)  # the recipe an adopted stack ran, unused now
                 phase.status = PhaseOutcome.DONE if item.status == "destroyed" else PhaseOutcome.ABSENT
         return item
 
