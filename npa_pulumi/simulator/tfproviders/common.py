@@ -50,11 +50,15 @@ def get_or_none(fetch: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         return None
 
 
-def idempotency_key(type_name: str, planned: State) -> str:
-    """The create's idempotency key: a digest of the request, so a create Terraform retries after a
-    crash replays the object it made, while an object of the same name made by anyone else (another
-    key, or none) fails AlreadyExists, as on Nebius."""
-    request = json.dumps({"type": type_name, "request": planned}, sort_keys=True, default=str)
+def idempotency_key(type_name: str, planned: State, caller: str | None = None) -> str:
+    """The create's idempotency key: a digest of the caller and the request. The caller is the Terraform
+    working directory the provider runs in (terraform starts its providers there; the bridge's is the
+    cluster stack's own work dir), so the same stack repeating the identical create after a crash replays
+    the object its first attempt made, while anyone else's create of that name (another stack, fleet or
+    tool: another key, or none) fails AlreadyExists, as on Nebius. The real provider sends a fresh key per
+    call instead, so on Nebius the retried create fails too (docs/local-cloud.md, "Faults")."""
+    who = caller if caller is not None else os.getcwd()
+    request = json.dumps({"type": type_name, "caller": who, "request": planned}, sort_keys=True, default=str)
     return "tf-" + hashlib.sha256(request.encode()).hexdigest()[:32]
 
 

@@ -99,6 +99,24 @@ def test_a_retried_create_replays_but_a_foreign_object_of_the_same_name_fails(si
     assert len(sim.list_clusters(PROJECT)) == 1
 
 
+def test_the_identical_create_from_another_terraform_working_directory_fails_already_exists(
+    sim: LocalSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller is the Terraform working directory (another stack's, another fleet's): its identical
+    request is not a replay of this stack's create, so it does not get this stack's cluster."""
+    handler = nebius.RESOURCES["nebius_mk8s_v1_cluster"]
+    for name in ("stack-a", "stack-b"):
+        (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path / "stack-a")
+    first = handler.create(_ctx(), _cluster_plan(sim))
+    assert handler.create(_ctx(), _cluster_plan(sim))["id"] == first["id"]  # stack-a's retry: a replay
+    monkeypatch.chdir(tmp_path / "stack-b")
+    with pytest.raises(ProviderError) as err:
+        handler.create(_ctx(), _cluster_plan(sim))
+    assert "already-exists" in err.value.summary or "AlreadyExists" in err.value.summary
+    assert [c["id"] for c in sim.list_clusters(PROJECT)] == [first["id"]]
+
+
 def test_node_group_create_resize_and_import(sim: LocalSimulator) -> None:
     cluster = nebius.RESOURCES["nebius_mk8s_v1_cluster"].create(_ctx(), _cluster_plan(sim))
     groups = nebius.RESOURCES["nebius_mk8s_v1_node_group"]
