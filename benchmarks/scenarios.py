@@ -33,6 +33,7 @@ from benchmarks.harness import (
     stats,
 )
 from benchmarks.health_scenarios import fabric_bisection, fleet_health
+from benchmarks.upstream import upstream_lifecycle
 
 STAND_IN = REPO / "recipes" / "local-k8s-training"
 
@@ -971,6 +972,7 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "fabric_check": fabric_check,
     "stack_costs": stack_costs,
     "stack_floor": stack_floor,
+    "upstream_lifecycle": upstream_lifecycle,
     "scale": scale,
     "fleet_reads": fleet_reads,
     "fleet_health": fleet_health,
