@@ -1,5 +1,6 @@
-"""The upstream lifecycle benchmark's pure helpers (benchmarks/upstream.py): the environment of raw terraform
-on the bridge's work dir, and which processes are the cloud's (left out of the product's CPU and its floor)."""
+"""The upstream lifecycle benchmark's pure helpers (benchmarks/upstream.py): the environment of raw
+terraform on the bridge's work dir, and which processes are the cloud's (left out of the product's CPU and
+its floor)."""
 
 from __future__ import annotations
 
