@@ -7,7 +7,8 @@ the project, its network and subnet created through the cloud API; the install d
 npa-pulumi's renderer), the env sidecar and the owner marker; the state made by plain terraform (init + apply
 in `k8s-training/`, against the local cloud's providers, with the `TF_VAR_*` identity the original passes).
 Then the real CLI adopts it and runs the ordinary lifecycle over it. One deployment serves the whole journey
-(it is the expensive part); the bad-input cases need no deployment at all.
+(it is the expensive part); a second, with a reserved GPU pool the original applied as one node group, is
+adopted and previewed only; the bad-input cases need no deployment at all.
 """
 
 from __future__ import annotations
@@ -97,6 +98,40 @@ loki = {{ enabled = false, replication_factor = 1 }}
 """
 
 
+# The same fleet whose cluster has a reserved GPU pool of 2 (the local cloud's capacity block for gpu-rtx6000,
+# npa_pulumi/data/local-tenant.yaml), no GPU clustering (a single-GPU preset, no fabric); a one-second
+# stabilization so a gate would be short (adopt skips it here: --no-health-gate).
+RESERVED_POOL = (
+    "gpu_nodes: {count: 2, platform: gpu-rtx6000, preset: 1gpu-24vcpu-218gb, "
+    "capacity_block_group: capacityblockgroup-local1}\n        gpu_health_stabilization_seconds: 1"
+)
+SPEC_RESERVED = SPEC.replace("gpu_nodes: {count: 0}", RESERVED_POOL)
+# `k8s-training/terraform.tfvars` for that cluster as 5d757be8's renderer writes it: a reserved pool of 2 as
+# ONE node group of 2 (`gpu_nodes_fixed_count_per_group = 2`, `gpu_node_groups = 1`: that snapshot always
+# emitted count / 1), the block in `gpu_nodes_reservation_policy`, the managed driver image (`auto` with GPUs;
+# upstream declares `gpu_nodes_driverfull_image` but not `gpu_nodes_driver_preset`, so only the first is
+# written), `gpu_disk_size = "1023"`, no `infiniband_fabric` (../shared/reference/npa-fleet-reference.md
+# section 4, lines 5-14; original-install-layout.md).
+ORIGINAL_RESERVED_TFVARS = ORIGINAL_CLUSTER_TFVARS.replace(
+    """custom_driver = false
+""",
+    """gpu_nodes_driverfull_image   = true
+custom_driver = false
+""",
+).replace(
+    """gpu_nodes_fixed_count_per_group = 0
+gpu_node_groups = 0
+""",
+    """gpu_nodes_fixed_count_per_group = 2
+gpu_node_groups = 1
+gpu_nodes_platform = "gpu-rtx6000"
+gpu_nodes_preset = "1gpu-24vcpu-218gb"
+gpu_nodes_reservation_policy = { policy = "STRICT", reservation_ids = ["capacityblockgroup-local1"] }
+gpu_disk_size = "1023"
+""",
+)
+
+
 def _private_json(path: Path, document: dict[str, Any]) -> None:
     """As the original writes its records: JSON, indent 2, 0600."""
     path.write_text(json.dumps(document, indent=2))
@@ -133,10 +168,13 @@ def _apply_as_the_original(install: Path, tmp_path: Path, env: dict[str, str]) -
         assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
 
 
-def _original_deployment(home: Path, tmp_path: Path) -> Path:
+def _original_deployment(
+    home: Path, tmp_path: Path, tfvars: str = ORIGINAL_CLUSTER_TFVARS, driver_mode: str = "operator"
+) -> Path:
     """What `npa fleet deploy` left for alpha/train: a created project, network, subnet and bucket; the
-    install directory with the recipe's copy, the HCL tfvars, the applied local state, the sidecar, the
-    owner marker and the project's network record. Returns the cluster's directory."""
+    install directory with the recipe's copy, the HCL tfvars (TFVARS, literal text), the applied local
+    state, the sidecar (with the effective DRIVER_MODE), the owner marker and the project's network record.
+    Returns the cluster's directory."""
     from npa_pulumi.cloud.factory import make_cloud
     from npa_pulumi.plan.naming import derived_bucket_name
 
@@ -155,7 +193,7 @@ def _original_deployment(home: Path, tmp_path: Path) -> Path:
     shutil.copytree(library / "k8s-training", cluster_dir / "k8s-training")  # `_prepare_install_dir`
     shutil.copytree(library / "modules", cluster_dir / "modules")
     install = cluster_dir / "k8s-training"
-    (install / "terraform.tfvars").write_text(ORIGINAL_CLUSTER_TFVARS)  # over upstream's example
+    (install / "terraform.tfvars").write_text(tfvars)  # over upstream's example
     context = f"fleet-{FLEET}-alpha-train"
     _private_json(
         cluster_dir / ".npa-backend-owner.json",
@@ -170,8 +208,8 @@ def _original_deployment(home: Path, tmp_path: Path) -> Path:
         "cluster_name": "train",
         "context": context,
         "profile": "",
-        "gpu_driver_mode": "operator",
-        "managed_driver_preset": "",
+        "gpu_driver_mode": driver_mode,
+        "managed_driver_preset": "cuda13.0" if driver_mode == "managed-image" else "",
         "status": "provisioning",  # written before `terraform init`
     }
     _private_json(cluster_dir / ".npa-fleet-env.json", sidecar)
@@ -364,6 +402,68 @@ def test_adopt_an_original_deployment_then_its_lifecycle(
     assert not (home / ".npa" / "clusters" / context).exists()
     assert not (home / ".npa-pulumi" / "adopted-recipes" / CLUSTER_STACK).exists()
     assert _digests(home / ".npa" / "fleet") == original_files
+
+
+def test_a_reserved_pool_the_original_applied_as_one_group_is_adopted_as_it_is_and_its_reshape_previewed(
+    isolated_home: Path, upstream_recipe: Path, tmp_path: Path
+) -> None:
+    """The original (5d757be8) applied a reserved GPU pool of 2 as ONE node group of 2; npa-pulumi lays the
+    same pool out as 2 groups of one. `adopt` keeps the saved layout (found, Terraform's plan with the
+    install's recipe empty, the kept layout reported), takes it over without a change in the cloud, and the
+    first `preview` shows the reshape as the destructive node-group change it is, with the
+    gpu-node-group-replacement policy's warning. No Kubernetes API server and no `up`: adopt runs with
+    --no-health-gate (the gate is the CPU journey's, above)."""
+    home = isolated_home
+    spec = write_spec(tmp_path / "fleet.yaml", SPEC_RESERVED)
+    npa("local-cloud", "init", check=True)
+    _original_deployment(home, tmp_path, ORIGINAL_RESERVED_TFVARS, driver_mode="managed-image")
+    before = _cloud_objects()
+    (pool,) = [g for g in inventory()["node_groups"] if g["platform"] == "gpu-rtx6000"]
+    assert (pool["target_node_count"], pool["reservation_ids"]) == (2, ["capacityblockgroup-local1"])
+    gpu0 = "nebius_mk8s_v1_node_group.gpu[0]"
+
+    dry = _adopt(spec, "--dry-run")
+    assert dry.code == 0, dry.stderr[-3000:] + dry.stdout[-2000:]
+    listed = by_stack(dry.json())[CLUSTER_STACK]
+    assert listed["status"] == "found", listed
+    adoption = listed["adoption"]
+    assert adoption["plans"]["install_recipe"] == {
+        "add": 0,
+        "change": 0,
+        "destroy": 0,
+        "replace": 0,
+        "resources": [],
+    }
+    assert adoption["kept_gpu_layout"] == {"gpu_nodes_fixed_count_per_group": 2, "gpu_node_groups": 1}
+    assert "as one node group of 2" in dry.stderr
+    # The default recipe's plan (the move) already shows the reshape: gpu[0] down to one node, gpu[1] new.
+    moved = {r["address"]: r["action"] for r in adoption["plans"]["default_recipe"]["resources"]}
+    assert (moved.get(gpu0), moved.get("nebius_mk8s_v1_node_group.gpu[1]")) == ("update", "create"), moved
+
+    adopted = _adopt(spec, "--yes", "--no-health-gate")
+    assert adopted.code == 0, adopted.stderr[-4000:] + adopted.stdout[-2000:]
+    cluster = by_stack(adopted.json())[CLUSTER_STACK]
+    assert cluster["status"] == "deployed", cluster
+    assert _cloud_objects() == before
+    (still,) = [g for g in inventory()["node_groups"] if g["platform"] == "gpu-rtx6000"]
+    assert (still["id"], still["target_node_count"]) == (pool["id"], 2)  # one node group of 2, as it was
+
+    preview = npa("preview", "--spec", str(spec), "--cloud", "local", "--output", "json")
+    assert preview.code == 0, preview.stderr[-3000:]
+    previewed = by_stack(preview.json())[CLUSTER_STACK]
+    resources = (previewed["terraform"] or {}).get("resources") or []
+    destructive = [r for r in resources if r.get("destructive")]
+    assert [(r["address"], r["action"], r.get("reshape")) for r in destructive] == [(gpu0, "update", True)]
+    (shrunk,) = destructive
+    assert {"name": "fixed_node_count", "before": 2, "after": 1} in shrunk["attributes"]
+    (warning,) = [v for v in previewed["policy"] if v["policy"] == "gpu-node-group-replacement"]
+    assert warning["level"] == "advisory"
+    # The policy's own words (policies/fleet_guardrails_lib/checks.py), naming the reshaped group.
+    assert (
+        f"Terraform's plan replaces GPU node group {gpu0}: its nodes are drained and re-provisioned and the "
+        "workloads on them stop"
+    ) in warning["message"]
+    assert _cloud_objects() == before  # a preview changes nothing
 
 
 # ------------------------------------------------------------------------ bad input, no deployment
