@@ -91,6 +91,10 @@ def check_maintenance(block: MaintenanceSpec) -> Iterator[RawProblem]:
         yield from _window(window, ("windows", index))
     for index, exclusion in enumerate(block.exclusions):
         yield from _exclusion(exclusion, ("exclusions", index))
+    if block.drain_time.strip() and duration_seconds(block.drain_time) is None:
+        yield RawProblem(
+            ("drain_time",), f"drain_time {block.drain_time!r} is not a duration", "e.g. 30m or 1h"
+        )
 
 
 def _window(window: MaintenanceWindowSpec, path: PathTuple) -> Iterator[RawProblem]:

@@ -292,6 +292,11 @@ class MaintenanceSpec(SpecModel):
         default_factory=list, description="When disruptive changes may start; none means any time."
     )
     exclusions: list[MaintenanceExclusionSpec] = Field(default_factory=list)
+    drain_time: Text = Field(
+        "",
+        description="How long draining one node takes, for the GPU-hours an upgrade drains (`upgrade plan`); "
+        "empty means 1h, the most Nebius gives a drain in its maintenance.",
+    )
 
 
 # The mk8s cluster fields as written in YAML (flat/legacy form, `defaults`, and the `mk8s:` envelope).
