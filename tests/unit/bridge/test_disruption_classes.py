@@ -79,7 +79,7 @@ def change(
 NG = "nebius_mk8s_v1_node_group"
 GPU0, GPU1, CPU = f"{NG}.gpu[0]", f"{NG}.gpu[1]", f"{NG}.cpu-only"
 CLUSTER = "nebius_mk8s_v1_cluster.k8s-cluster"
-CP = {
+CP: dict[str, Any] = {
     "control_plane": {
         "version": "1.31",
         "etcd_cluster_size": 3,
@@ -87,7 +87,7 @@ CP = {
         "endpoints": {},
     }
 }
-FS = {
+FS: dict[str, Any] = {
     "name": "filesystem-tf-abc",
     "type": "NETWORK_SSD",
     "size_bytes": 1099511627776,
