@@ -66,9 +66,8 @@ def render_upgrade_text(document: dict[str, Any]) -> str:
         if cluster["status"] in ("planned", "refused"):
             lines.append(f"  window: {_window(cluster)}")
         for held in cluster["maintenance"]["held_by_exclusions"]:
-            lines.append(
-                f"  held by exclusion {held['scope']} until {held['until']} {held['reason']}".rstrip()
-            )
+            if held["reason"]:
+                lines.append(f"  exclusion {held['scope']}: {held['reason']}")
         for note in cluster["unchecked"]:
             lines.append(f"  not checked: {note}")
     return "\n".join(lines) + "\n"
