@@ -603,7 +603,7 @@ def _detail_summary(stack: StackResult) -> str:
 
 
 def has_details(stack: StackResult) -> bool:
-    return bool(stack.diff or stack.policy or stack.error or stack.terraform)
+    return bool(stack.diff or stack.policy or stack.error or stack.terraform or stack.disruption)
 
 
 MAX_DISRUPTION_ROWS = 10
