@@ -34,7 +34,7 @@ from npa_pulumi.runtime.presets import gpus_per_node
 from npa_pulumi.spec import constants as c
 from npa_pulumi.spec.durations import duration_seconds
 from npa_pulumi.spec.maintenance_rules import ExclusionScope
-from npa_pulumi.spec.models import ClusterSpec, FleetSpec, ProjectSpec
+from npa_pulumi.spec.models import ClusterSpec, FleetSpec, MaintenanceSpec, ProjectSpec
 
 # Kubernetes' version skew policy: a kubelet may be up to three minor versions older than kube-apiserver
 # (https://kubernetes.io/releases/version-skew-policy/#kubelet; widened from two by KEP-3935 in 1.28), and
@@ -309,7 +309,9 @@ def plan_cluster(
 ) -> ClusterUpgrade:
     key = f"{project.key()}/{cluster.name}"
     plan = ClusterUpgrade(key, cluster.backend.value, current_text, target_text, Status.PLANNED)
-    _maintenance(plan, cluster, at)
+    # A parsed spec has already put the most specific block on the cluster; a FleetSpec built in Python
+    # (the SDK) may hold it on the project only.
+    _maintenance(plan, cluster.maintenance or project.maintenance, at)
     if not current_text or not target_text:
         plan.status = Status.UNKNOWN
         which = "current" if not current_text else "target"
@@ -376,8 +378,7 @@ def plan_cluster(
     return plan
 
 
-def _maintenance(plan: ClusterUpgrade, cluster: ClusterSpec, at: datetime) -> None:
-    block = cluster.maintenance
+def _maintenance(plan: ClusterUpgrade, block: MaintenanceSpec | None, at: datetime) -> None:
     policy = policy_from_spec(block)
     if block is not None and block.drain_time.strip():
         seconds = duration_seconds(block.drain_time)

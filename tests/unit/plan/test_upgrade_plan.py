@@ -240,3 +240,32 @@ def test_fleet_summary_counts(target: str) -> None:
     summary = document["summary"]
     assert summary["clusters"] == 2 and summary["planned"] == 1 and summary["unknown"] == 1
     assert summary["hops"] == int(target.split(".")[1]) - 30 and summary["skew_violations"] == 0
+
+
+def test_an_sdk_built_spec_uses_its_projects_block() -> None:
+    from npa_pulumi.spec.models import (
+        ClusterSpec,
+        MaintenanceSpec,
+        MaintenanceWindowSpec,
+        NodePoolSpec,
+        ProjectSpec,
+    )
+
+    block = MaintenanceSpec(windows=[MaintenanceWindowSpec(days=["sat"], start="02:00", duration="1h")])
+    fleet = FleetSpec(
+        name="f",
+        projects=[
+            ProjectSpec(
+                name="p",
+                maintenance=block,
+                clusters=[
+                    ClusterSpec(
+                        name="c", k8s_version="1.31", cpu_nodes=NodePoolSpec(count=1, preset="2vcpu-8gb")
+                    )
+                ],
+            )
+        ],
+    )
+    cluster = one(fleet, target="1.32")
+    assert cluster["maintenance"]["windows"] == ["sat 02:00 +1h UTC"]
+    assert cluster["maintenance"]["next_window"] == "2026-12-12T02:00:00+00:00"
