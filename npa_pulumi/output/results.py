@@ -406,6 +406,7 @@ class FleetResult(BaseModel):
                 "node_groups": s.node_groups,
                 "drift": s.drift,
                 "terraform": s.terraform,
+                **({"disruption": s.disruption} if s.disruption is not None else {}),
                 "error": s.error,
                 "retry_command": s.retry_command,
                 **({"backend": s.backend} if s.backend else {}),
@@ -422,6 +423,7 @@ class FleetResult(BaseModel):
                 "changes": s.changes,
                 "policy": [v.model_dump() for v in s.policy],
                 "outputs": s.outputs,
+                **({"disruption": s.disruption} if s.disruption is not None else {}),
                 "error": s.error,
                 "retry_command": s.retry_command,
             }
