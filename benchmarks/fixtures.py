@@ -46,6 +46,38 @@ def fleet_spec(name: str, clusters: int, projects: int = 1, existing_project: bo
     return "\n".join(lines) + "\n"
 
 
+def upgrade_fleet_spec(name: str, clusters: int, projects: int = 1) -> str:
+    """`clusters` clusters on three Kubernetes minors (1.30, 1.31, 1.32 in turn), each with a CPU pool and an
+    8-GPU H200 pool of 2 nodes (every fifth pinned), under a fleet-wide weekend window and a project-level
+    exclusion on every other project: what `upgrade plan` walks at fleet scale (issue 58)."""
+    lines = spec_header(name)
+    lines[lines.index("projects:") : lines.index("projects:")] = [
+        "  maintenance:",
+        "    windows: [{days: [sat, sun], start: '02:00', duration: 4h, time_zone: Europe/Amsterdam}]",
+    ]
+    per_project = [clusters // projects + (1 if i < clusters % projects else 0) for i in range(projects)]
+    number = 0
+    for index, count in enumerate(per_project):
+        lines.append(f"  - name: {name}-p{index:03d}")
+        if index % 2:
+            lines += [
+                "    maintenance:",
+                "      windows: [{days: [wed], start: '22:00', duration: 6h, time_zone: America/New_York}]",
+                "      exclusions: [{scope: no-minor, end: '2027-01-15'}]",
+            ]
+        lines.append("    clusters:")
+        for _ in range(count):
+            pin = ", pin: true" if number % 5 == 0 else ""
+            lines += [
+                f"      - name: c{number:04d}",
+                f"        k8s_version: '1.3{number % 3}'",
+                "        infiniband_fabric: fabric-2",
+                f"        gpu_nodes: {{count: 2, platform: gpu-h200-sxm, preset: 8gpu-128vcpu-1600gb{pin}}}",
+            ]
+            number += 1
+    return "\n".join(lines) + "\n"
+
+
 def _load(path: Path) -> dict[str, Any]:
     return dict(YAML(typ="safe").load(path.read_text()))
 

@@ -111,6 +111,20 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             "plan < 1 s; preflight < 2 s",
             f"plan {_status(result['plan_met'])}, preflight {_status(result['preflight_met'])}",
         ]
+    if name == "upgrade_plan":
+        as_json = _median(result["upgrade_plan_json_wall_s"])
+        text = _median(result["upgrade_plan_text_wall_s"])
+        summary = result.get("summary") or {}
+        n = result["upgrade_plan_json_wall_s"].get("n", 0)
+        return [
+            f"`upgrade plan --to 1.33` of {result['clusters']:,} clusters on three minors (whole CLI "
+            f"process, `--output json`): {summary.get('hops', 0):,} hops, "
+            f"{summary.get('invariant_checks', 0):,} skew checks, "
+            f"{summary.get('skew_violations', '?')} violations",
+            f"{as_json:.2f} s (text {text:.2f} s; n={n})",
+            "<= 5 s, every cluster planned, 0 violations",
+            _status(result["met"]),
+        ]
     if name == "memory":
         rss = _median(result["orchestrator_rss_mb"])
         tree = _median(result["tree_max_rss_mb"])

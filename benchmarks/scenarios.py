@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import process_costs
-from benchmarks.fixtures import PROJECT, REGION, TENANT, fleet_spec, roomy_tenant
+from benchmarks.fixtures import PROJECT, REGION, TENANT, fleet_spec, roomy_tenant, upgrade_fleet_spec
 from benchmarks.harness import (
     CLI,
     REPO,
@@ -336,6 +336,47 @@ def planning(work: Path, budget: Budget) -> dict[str, Any]:
         "plan_met": plan_s < 1.0,
         "preflight_met": preflight_s < 2.0,
         "profiles": profiles,
+    }
+
+
+def upgrade_plan(work: Path, budget: Budget) -> dict[str, Any]:
+    """Issue 58: `upgrade plan --to 1.33 --output json` of a generated 1,000-cluster spec on three minors
+    (50 projects; windows, exclusions, pinned pools) as a whole process, offline; and the text form."""
+    n = budget.plan_clusters
+    home = _home(work, "upgrade-plan", 0)
+    spec = home.root / "fleet.yaml"
+    spec.write_text(upgrade_fleet_spec("upgrades", n, projects=max(1, n // 20)))
+    at = "2026-12-09T12:00+00:00"
+    as_json, as_text, documents = [], [], []
+    for _ in range(budget.repeats):
+        sample, document = home.npa_document(
+            "upgrade", "plan", "--spec", str(spec), "--to", "1.33", "--at", at, "--output", "json"
+        )
+        as_json.append(sample)
+        documents.append(document)
+        as_text.append(home.npa("upgrade", "plan", "--spec", str(spec), "--to", "1.33", "--at", at))
+    wall = median([s.wall_s for s in as_json])
+    summary = documents[-1].get("summary", {})
+    profile = ""
+    if wall > 5.0:
+        profile = _profile(
+            home,
+            work.parents[1] / "profile-upgrade-plan.txt",
+            ["upgrade", "plan", "--spec", str(spec), "--to", "1.33", "--at", at, "--output", "json"],
+        )
+    shutil.rmtree(home.root, ignore_errors=True)
+    return {
+        "name": "upgrade plan at scale",
+        "target": f"upgrade plan of {n} clusters <= 5 s",
+        "clusters": n,
+        "summary": summary,
+        "upgrade_plan_json": _samples(as_json),
+        "upgrade_plan_text": _samples(as_text),
+        "upgrade_plan_json_wall_s": stats([s.wall_s for s in as_json]),
+        "upgrade_plan_text_wall_s": stats([s.wall_s for s in as_text]),
+        # Every cluster planned (none refused or unknown) and no skew violation: the scenario is valid.
+        "met": wall <= 5.0 and summary.get("planned") == n and summary.get("skew_violations") == 0,
+        "profile": profile,
     }
 
 
@@ -962,6 +1003,7 @@ def _timed(work: Callable[[], object]) -> float:
 
 SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "planning": planning,
+    "upgrade_plan": upgrade_plan,
     "overhead": overhead,
     "parallel": parallel,
     "noop": noop,

@@ -10,6 +10,10 @@
   down) while the plan creates other instances of the same resource, i.e. the same pool laid out in more
   groups (one group of N becoming N groups of one after `adopt`): Terraform calls it an update and
   creates, but the nodes it takes from the shrunk group are drained and re-provisioned in the new ones;
+* `disruption` classes every change `{class, reason}`: `disruptive` when it drains or replaces nodes or
+  loses data (a node group replaced, deleted, reshaped, scaled down, its Kubernetes version, node template
+  or driver preset changed; the control plane's version; a fabric or filesystem replaced; the GPU Operator
+  release changed) or `in-place` (nothing running is drained), each with its reason (see `classify`);
 * `attributes` lists each changed attribute as `{name, before, after}`, flattened one level (so a
   `terraform_data`'s `triggers_replace.preset` shows which request field changed); values Terraform marks
   sensitive are `(sensitive)`, values only known after apply are `(known after apply)`.
@@ -17,7 +21,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 from npa_pulumi.cloud.redaction import SENSITIVE
@@ -121,6 +126,7 @@ def summarize(plan: Mapping[str, Any]) -> dict[str, Any]:
         resources.append(
             {
                 "address": address,
+                "type": resource_type,
                 "action": action,
                 "kind": kind_of(address, resource_type),
                 "destructive": is_destructive(address, resource_type, action),
@@ -128,6 +134,9 @@ def summarize(plan: Mapping[str, Any]) -> dict[str, Any]:
             }
         )
     _mark_reshapes(resources)
+    for resource in resources:
+        disruption, reason = classify(resource)
+        resource["disruption"] = {"class": disruption.value, "reason": reason}
     return {**counts, "resources": resources}
 
 
@@ -176,3 +185,160 @@ def replaced_node_group_addresses(summary: Mapping[str, Any]) -> list[str]:
 
 def replaced_node_groups(summary: Mapping[str, Any]) -> int:
     return len(replaced_node_group_addresses(summary))
+
+
+# --- disruption classes --------------------------------------------------------------------------------
+
+
+class Disruption(StrEnum):
+    """Whether a change drains or replaces what runs (or loses data), or leaves it where it is."""
+
+    DISRUPTIVE = "disruptive"
+    IN_PLACE = "in-place"
+
+
+# Node-group attributes whose change leaves the nodes alone (Nebius updates the group's record only).
+_NODE_GROUP_IN_PLACE = ("labels", "name", "strategy", "autoscaling", "metadata")
+# Markers of the GPU Operator's release in upstream's addresses (the Marketplace release in
+# modules/gpu-operator, the helm_release in modules/gpu-operator-custom).
+_GPU_OPERATOR_MARKERS = ("gpu-operator", "gpu_operator")
+
+
+def _changed(resource: Mapping[str, Any]) -> list[str]:
+    return [str(a.get("name")) for a in resource.get("attributes") or []]
+
+
+def _node_count_change(resource: Mapping[str, Any]) -> int:
+    for attribute in resource.get("attributes") or []:
+        before, after = attribute.get("before"), attribute.get("after")
+        if (
+            attribute.get("name") in ("fixed_node_count", "size")
+            and isinstance(before, int)
+            and isinstance(after, int)
+        ):
+            return after - before
+    return 0
+
+
+def classify(resource: Mapping[str, Any]) -> tuple[Disruption, str]:
+    """The disruption class of one summarized Terraform change, and why (read from the action, the resource
+    and the attributes Terraform's plan says change; never from what the spec meant)."""
+    action, kind = str(resource.get("action")), str(resource.get("kind"))
+    address, resource_type = str(resource.get("address", "")), str(resource.get("type", ""))
+    if resource.get("reshape"):
+        return Disruption.DISRUPTIVE, "reshape: nodes move to new node groups (drained, re-provisioned)"
+    if kind == "node_group" or "instance_group" in resource_type:
+        return _node_group(action, resource)
+    if action == "create":
+        return Disruption.IN_PLACE, f"creates {resource_type or address}: nothing running moves"
+    if kind == "cluster":
+        if action in ("replace", "delete"):
+            return (
+                Disruption.DISRUPTIVE,
+                f"the Kubernetes cluster is {_done(action)}: every workload on it goes",
+            )
+        if any(name.startswith("control_plane.version") or name == "version" for name in _changed(resource)):
+            return Disruption.DISRUPTIVE, "control-plane Kubernetes version change"
+        return Disruption.IN_PLACE, "cluster settings updated in place"
+    if kind == "gpu_cluster" and action in ("replace", "delete"):
+        return (
+            Disruption.DISRUPTIVE,
+            f"the InfiniBand GPU cluster is {_done(action)}: its nodes leave the fabric",
+        )
+    if kind == "filesystem" and action in ("replace", "delete"):
+        return Disruption.DISRUPTIVE, f"the shared filesystem is {_done(action)}: its data is lost"
+    if any(marker in address for marker in _GPU_OPERATOR_MARKERS):
+        # The release's values are sensitive in the plan (the Marketplace release), so which one changed
+        # cannot be read: a driver change makes the operator drain every GPU node, so assume it may.
+        return Disruption.DISRUPTIVE, (
+            f"GPU Operator release {_done(action)}: a driver change drains GPU nodes one by one"
+        )
+    if "mig" in address and resource_type == "kubernetes_job_v1":
+        return Disruption.DISRUPTIVE, "MIG reconfiguration rerun: GPUs are repartitioned, GPU pods evicted"
+    return Disruption.IN_PLACE, f"{_done(action)} {resource_type or address}: no node drained"
+
+
+def _done(action: str) -> str:
+    return {"update": "updated", "replace": "replaced", "delete": "deleted", "create": "created"}.get(
+        action, action
+    )
+
+
+def _node_group(action: str, resource: Mapping[str, Any]) -> tuple[Disruption, str]:
+    if action == "create":
+        return Disruption.IN_PLACE, "new node group: nothing running moves"
+    if action == "replace":
+        return Disruption.DISRUPTIVE, "node group replaced: every node drained and re-provisioned"
+    if action == "delete":
+        return Disruption.DISRUPTIVE, "node group deleted: its nodes are drained"
+    names = _changed(resource)
+    if "version" in names:
+        return Disruption.DISRUPTIVE, "Kubernetes version change: every node rolled (drained, re-provisioned)"
+    if any(name.startswith("template.gpu_settings") for name in names):
+        return Disruption.DISRUPTIVE, "driver preset change (template.gpu_settings): every node rolled"
+    template = sorted(name for name in names if name.startswith("template."))
+    if template:
+        return Disruption.DISRUPTIVE, f"node template change ({', '.join(template)}): every node re-created"
+    delta = _node_count_change(resource)
+    if delta < 0:
+        return Disruption.DISRUPTIVE, f"scale down by {-delta}: those nodes are drained"
+    if delta > 0:
+        return Disruption.IN_PLACE, f"scale up by {delta}: nodes added"
+    if all(name.split(".", 1)[0] in _NODE_GROUP_IN_PLACE for name in names):
+        return Disruption.IN_PLACE, "node group settings only (" + (", ".join(names) or "no attribute") + ")"
+    return Disruption.DISRUPTIVE, f"node group updated ({', '.join(names)}): may roll its nodes"
+
+
+# Pulumi resource types of a stack whose changes leave running workloads alone whatever they do.
+_CHECKS = ("npa:GpuHealthGate", "npa:GpuFabricCheck", "npa:KubeRayGate", "npa:SlurmGate", "npa:BucketProbe")
+_MODULES = ("npa:TerraformModule",)
+_REPLACEMENT_STEPS = frozenset(
+    {"create-replacement", "delete-replaced", "discard-replaced", "import-replacement"}
+)
+
+
+def stack_disruption(
+    diff: Sequence[Mapping[str, Any]], terraform: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A stack's changes classed from its diff (Pulumi's steps) and Terraform's plan for its cluster:
+    `{class: disruptive | in-place | none, reasons: [{resource, class, reason}]}`. A Terraform module's
+    update takes its classes from Terraform's plan; with no plan read it is assumed disruptive, saying so."""
+    reasons: list[dict[str, str]] = []
+    for entry in diff:
+        op, kind = str(entry.get("op") or ""), str(entry.get("type") or "")
+        if op in _REPLACEMENT_STEPS or op in ("same", "read", "refresh"):
+            continue
+        name = str(entry.get("urn") or "").rsplit("::", 1)[-1]
+        if kind.endswith(_MODULES) and op in ("update", "replace", "delete"):
+            reasons += _module_change(name, op, terraform)
+        elif kind.endswith(_CHECKS) or op == "create":
+            reasons.append(_reason(name, Disruption.IN_PLACE, f"{op}: drains nothing"))
+        elif op in ("replace", "delete") and kind.endswith(("npa:Project", "npa:Network", "npa:Bucket")):
+            reasons.append(_reason(name, Disruption.DISRUPTIVE, f"{kind.rsplit(':', 1)[-1]} {_done(op)}"))
+        else:
+            reasons.append(_reason(name, Disruption.IN_PLACE, f"{op}: no node drained"))
+    if not reasons:
+        return {"class": "none", "reasons": []}
+    disruptive = any(r["class"] == Disruption.DISRUPTIVE.value for r in reasons)
+    ordered = sorted(reasons, key=lambda r: r["class"] != Disruption.DISRUPTIVE.value)
+    return {"class": (Disruption.DISRUPTIVE if disruptive else Disruption.IN_PLACE).value, "reasons": ordered}
+
+
+def _reason(resource: str, disruption: Disruption, why: str) -> dict[str, str]:
+    return {"resource": resource, "class": disruption.value, "reason": why}
+
+
+def _module_change(name: str, op: str, terraform: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    if op in ("replace", "delete"):
+        return [_reason(name, Disruption.DISRUPTIVE, f"the cluster's Terraform module is {_done(op)}")]
+    resources = (terraform or {}).get("resources")
+    if not terraform or terraform.get("error") or terraform.get("skipped") or resources is None:
+        why = (terraform or {}).get("error") or (terraform or {}).get("skipped") or "no plan"
+        return [
+            _reason(name, Disruption.DISRUPTIVE, f"Terraform's plan was not read ({why}): assumed disruptive")
+        ]
+    return [
+        _reason(str(r.get("address")), Disruption(r["disruption"]["class"]), str(r["disruption"]["reason"]))
+        for r in resources
+        if r.get("disruption")
+    ] or [_reason(name, Disruption.IN_PLACE, "Terraform plans no change")]

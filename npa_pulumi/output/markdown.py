@@ -252,6 +252,14 @@ def _header(result: FleetResult) -> str:
             "",
             f"⚠️ **{plural(replaced, 'node group')} will be replaced** (Terraform's plan; see the details)",
         ]
+    disruptive = [s for s in result.stacks if (s.disruption or {}).get("class") == "disruptive"]
+    in_place = [s for s in result.stacks if (s.disruption or {}).get("class") == "in-place"]
+    if disruptive or in_place:
+        lines += [
+            "",
+            f"changes: **{plural(len(disruptive), 'stack')} disruptive** (drains or replaces nodes, or loses "
+            f"data), {len(in_place)} in-place only (see each stack's details)",
+        ]
     if result.error:
         lines += ["", "**Fleet error**", "", pre(result.error)]
     return "\n".join(lines) + "\n"
@@ -586,12 +594,33 @@ def _detail_summary(stack: StackResult) -> str:
         for lv, n in _ordered_levels(_level_counts(stack.policy))
     ]
     status = _STATUS_LABEL.get(stack.status, html_text(stack.status))
-    bits = " · ".join([status, *([", ".join(counts)] if counts else []), *levels])
+    disruption = (stack.disruption or {}).get("class")
+    marks = (
+        ["⚠️ disruptive"] if disruption == "disruptive" else ["in-place"] if disruption == "in-place" else []
+    )
+    bits = " · ".join([status, *([", ".join(counts)] if counts else []), *marks, *levels])
     return f"<summary>{html_code(stack.stack)} — {bits}</summary>"
 
 
 def has_details(stack: StackResult) -> bool:
-    return bool(stack.diff or stack.policy or stack.error or stack.terraform)
+    return bool(stack.diff or stack.policy or stack.error or stack.terraform or stack.disruption)
+
+
+MAX_DISRUPTION_ROWS = 10
+
+
+def _disruption_section(disruption: dict[str, Any]) -> str:
+    """Why a stack's changes are disruptive or in-place, disruptive reasons first."""
+    reasons = list(disruption.get("reasons") or [])
+    label = "⚠️ **disruptive**" if disruption.get("class") == "disruptive" else "in-place"
+    lines = [f"**Disruption**: {label}", ""]
+    lines += [
+        f"- {md(r.get('class'))}: {code(r.get('resource'))}: {md(r.get('reason'), MAX_MESSAGE_CHARS)}"
+        for r in reasons[:MAX_DISRUPTION_ROWS]
+    ]
+    if len(reasons) > MAX_DISRUPTION_ROWS:
+        lines.append(f"- … and {len(reasons) - MAX_DISRUPTION_ROWS} more (see the JSON)")
+    return "\n".join(lines) + "\n"
 
 
 MAX_TERRAFORM_ROWS = 20
@@ -646,12 +675,15 @@ def _terraform_section(plan: dict[str, Any], compact: bool) -> str:
             md(r.get("action")) + (" ⚠️ **destructive**" if r.get("destructive") else ""),
             code(r.get("address")),
             _attribute_cell(list(r.get("attributes") or [])),
+            md((r.get("disruption") or {}).get("class", "-")),
         ]
         for r in resources[:MAX_TERRAFORM_ROWS]
     ]
     if rows:
         text += "\n" + _table(
-            ["Action", "Terraform address", "Changed attributes"], rows, [":--", ":--", ":--"]
+            ["Action", "Terraform address", "Changed attributes", "Class"],
+            rows,
+            [":--", ":--", ":--", ":--"],
         )
     if len(resources) > MAX_TERRAFORM_ROWS:
         text += f"\n_… and {len(resources) - MAX_TERRAFORM_ROWS} more Terraform resources (see the JSON)._\n"
@@ -667,6 +699,8 @@ def stack_details(stack: StackResult, with_diff: bool = True) -> str:
         body += [f"Retry: {code(stack.retry_command, MAX_MESSAGE_CHARS)}", ""]
     if stack.policy:
         body += [_violations(stack.policy)]
+    if stack.disruption and stack.disruption.get("class") in ("disruptive", "in-place"):
+        body += [_disruption_section(stack.disruption)]
     if stack.terraform:
         body += [_terraform_section(stack.terraform, compact=not with_diff)]
     if stack.diff and with_diff:

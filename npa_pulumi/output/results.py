@@ -122,6 +122,9 @@ class StackResult(BaseModel):
     # preview: Terraform's own plan for the cluster (npa_pulumi/bridge/plan_summary.py): {add, change,
     # destroy, replace, resources: [{address, action, kind, destructive, attributes}]}, or {error} / {skipped}
     terraform: dict[str, Any] | None = None
+    # preview: the stack's changes classed `{class: disruptive | in-place | none, reasons: [{resource,
+    # class, reason}]}` from its diff and Terraform's plan (bridge/plan_summary.stack_disruption).
+    disruption: dict[str, Any] | None = None
     outputs: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     retry_command: str | None = None
@@ -403,6 +406,7 @@ class FleetResult(BaseModel):
                 "node_groups": s.node_groups,
                 "drift": s.drift,
                 "terraform": s.terraform,
+                **({"disruption": s.disruption} if s.disruption is not None else {}),
                 "error": s.error,
                 "retry_command": s.retry_command,
                 **({"backend": s.backend} if s.backend else {}),
@@ -419,6 +423,7 @@ class FleetResult(BaseModel):
                 "changes": s.changes,
                 "policy": [v.model_dump() for v in s.policy],
                 "outputs": s.outputs,
+                **({"disruption": s.disruption} if s.disruption is not None else {}),
                 "error": s.error,
                 "retry_command": s.retry_command,
             }

@@ -82,6 +82,8 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
             )
         if stack.terraform:
             _print_terraform(console, stack.stack, stack.terraform)
+        if stack.disruption and stack.disruption.get("class") in ("disruptive", "in-place"):
+            print_disruption(console, stack.stack, stack.disruption)
         if stack.error:
             console.print(f"[red]{stack.stack}[/]: {escape(stack.error)}", soft_wrap=True, markup=True)
         if stack.retry_command:
@@ -215,12 +217,28 @@ def _print_terraform(console: Console, stack: str, plan: dict[str, Any]) -> None
         flag = " [red]DESTRUCTIVE[/]" if resource.get("destructive") else ""
         if resource.get("reshape"):  # an update Terraform makes, that moves nodes to new groups
             flag += " (reshape: its nodes move to new node groups)"
+        disruption = resource.get("disruption") or {}
+        if disruption:
+            flag += f" \\[{escape(str(disruption.get('class')))}: {escape(str(disruption.get('reason')))}]"
         console.print(f"  {resource['action']} {escape(resource['address'])}{flag}", soft_wrap=True)
         for attribute in resource.get("attributes") or []:
             before, after = json.dumps(attribute.get("before")), json.dumps(attribute.get("after"))
             console.print(
                 f"      {escape(attribute['name'])}: {escape(before)} -> {escape(after)}", soft_wrap=True
             )
+
+
+def print_disruption(console: Console, stack: str, disruption: dict[str, Any]) -> None:
+    """A previewed stack's disruption class, disruptive reasons first (bridge/plan_summary.py)."""
+    kind = str(disruption.get("class"))
+    style = "bold red" if kind == "disruptive" else "green"
+    console.print(f"[{style}]{kind}[/] {escape(stack)}", soft_wrap=True)
+    for reason in (disruption.get("reasons") or [])[:20]:
+        console.print(
+            f"  {reason.get('class')}: {reason.get('resource')}: {reason.get('reason')}",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 def print_stack_list(stacks: list[dict[str, Any]], console: Console | None = None) -> None:

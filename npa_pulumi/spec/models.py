@@ -65,6 +65,11 @@ class NodePoolSpec(SpecModel):
         repr=False,
     )
     preemptible: Boolean = Field(False, description="Preemptible nodes.")
+    pin: Boolean = Field(
+        False,
+        description="Hold this node group's Kubernetes version while the control plane moves "
+        "(`upgrade plan`); it may stay at most the supported skew behind (docs/upgrades.md).",
+    )
 
     @field_validator("capacity_block_group")
     @classmethod
@@ -255,6 +260,45 @@ class SoperatorSpec(SpecModel):
     )
 
 
+class MaintenanceWindowSpec(SpecModel):
+    """A recurring window in which disruptive changes may start: days + local start + duration + zone."""
+
+    days: list[LowerText] = Field(
+        default_factory=list,
+        description="Days it opens on (mon, tue, wed, thu, fri, sat, sun); empty means every day.",
+    )
+    start: Text = Field("", description="Local start time, HH:MM (24-hour clock) in time_zone.")
+    duration: Text = Field("", description="How long it stays open (30m, 4h, 1.5h): above 0, at most 7 days.")
+    time_zone: Text = Field("UTC", description="IANA time zone of `start`, e.g. Europe/Amsterdam.")
+
+
+class MaintenanceExclusionSpec(SpecModel):
+    """A period in which a kind of change must not start, until its `end`."""
+
+    scope: LowerText = Field("", description="no-upgrades, no-minor or no-disruptive.")
+    end: Text = Field(
+        "", description="Last day (YYYY-MM-DD, through the end of that day) or an ISO time with offset."
+    )
+    start: Text = Field("", description="First day or ISO time; empty means already in force.")
+    time_zone: Text = Field("UTC", description="IANA time zone of dates without an offset.")
+    reason: Text = Field("", description="Why (shown with the exclusion).")
+
+
+class MaintenanceSpec(SpecModel):
+    """Maintenance windows and exclusions of a cluster: under `defaults` (fleet), a project or a cluster;
+    the most specific block wins whole (docs/upgrades.md)."""
+
+    windows: list[MaintenanceWindowSpec] = Field(
+        default_factory=list, description="When disruptive changes may start; none means any time."
+    )
+    exclusions: list[MaintenanceExclusionSpec] = Field(default_factory=list)
+    drain_time: Text = Field(
+        "",
+        description="How long draining one node takes, for the GPU-hours an upgrade drains (`upgrade plan`); "
+        "empty means 1h, the most Nebius gives a drain in its maintenance.",
+    )
+
+
 # The mk8s cluster fields as written in YAML (flat/legacy form, `defaults`, and the `mk8s:` envelope).
 MK8S_FIELDS: tuple[str, ...] = (
     "k8s_version",
@@ -283,6 +327,7 @@ MK8S_FIELDS: tuple[str, ...] = (
     "mig",
     "kuberay",
     "gpu_fabric_check",
+    "maintenance",
 )
 
 
@@ -335,6 +380,9 @@ class ClusterSpec(SpecModel):
     mig: MigSpec | None = None
     kuberay: KubeRaySpec | None = None
     gpu_fabric_check: GpuFabricCheckSpec | None = None
+    maintenance: MaintenanceSpec | None = Field(
+        None, description="Maintenance windows and exclusions (most specific of defaults/project/cluster)."
+    )
     backend: Backend = c.BackendKind.MK8S
     soperator: SoperatorSpec | None = None
     # Set by the RTX rendering profile; not a spec field.
@@ -531,6 +579,9 @@ class ProjectSpec(SpecModel):
     region: Text = Field("", description="Per-project region override.")
     clusters: list[ClusterSpec] = Field(default_factory=list)
     object_storage: ObjectStorageSpec | None = None
+    maintenance: MaintenanceSpec | None = Field(
+        None, description="Windows and exclusions of this project's clusters (a cluster's own block wins)."
+    )
 
     def key(self) -> str:
         """The stable key naming the project's stacks and local state: slug of name, else of project_id."""
@@ -625,6 +676,9 @@ __all__ = [
     "GpuFabricCheckSpec",
     "HaltOnFailuresSpec",
     "KubeRaySpec",
+    "MaintenanceExclusionSpec",
+    "MaintenanceSpec",
+    "MaintenanceWindowSpec",
     "MigSpec",
     "NodePoolSpec",
     "ObjectStorageSpec",

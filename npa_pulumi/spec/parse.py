@@ -27,7 +27,9 @@ from npa_pulumi.spec.surface import FleetDocument, check_surface
 from npa_pulumi.spec.yaml_source import LocationIndex, load_yaml, read_spec_text
 
 # Policy blocks are replaced whole: an explicit `enabled: false` must not inherit enabled settings.
-ATOMIC_KEYS = frozenset({"mig", "kuberay"})
+# So is `maintenance`: the most specific block (cluster, project, `defaults`) wins whole, never a mix of
+# one level's windows and another's exclusions.
+ATOMIC_KEYS = frozenset({"mig", "kuberay", "maintenance"})
 # Keys of `defaults` that select or configure a backend rather than being mk8s cluster fields.
 _BACKEND_KEYS = frozenset({"backend", "soperator", "mk8s"})
 _HEADER_FIELDS = (
@@ -200,8 +202,13 @@ class _FleetBuilder:
         several = len(raw_clusters) > 1 if isinstance(raw_clusters, list) else False
         clusters: list[ClusterSpec] = []
         sources: list[int] = []
+        project_maintenance = (
+            (entry["maintenance"], (*base, "maintenance")) if entry.get("maintenance") is not None else None
+        )
         for index, raw in entries:
-            cluster = self._cluster(raw, (*base, "clusters", index), index, several, implicit, defaults)
+            cluster = self._cluster(
+                raw, (*base, "clusters", index), index, several, implicit, defaults, project_maintenance
+            )
             if cluster is None:
                 complete = False
                 continue
@@ -218,7 +225,7 @@ class _FleetBuilder:
             return None
         try:
             project = ProjectSpec.model_validate(
-                {key: entry.get(key) for key in ("name", "project_id", "region")}
+                {key: entry.get(key) for key in ("name", "project_id", "region", "maintenance")}
                 | {"clusters": clusters, "object_storage": storage}
             )
         except ValidationError as err:
@@ -242,6 +249,7 @@ class _FleetBuilder:
         several: bool,
         implicit: bool,
         defaults: dict[str, Any],
+        project_maintenance: tuple[Any, PathTuple] | None = None,
     ) -> ClusterSpec | None:
         backend_value = raw.get("backend", defaults.get("backend", "mk8s"))
         backend_src: PathTuple = (*path, "backend") if "backend" in raw else ("defaults", "backend")
@@ -266,6 +274,7 @@ class _FleetBuilder:
             resolved = _ResolvedEntry(data, origins)
         if resolved is None:
             return None
+        _resolve_maintenance(resolved, raw, path, defaults, project_maintenance)
         resolved.data["name"] = _cluster_name(resolved.data.get("name"), index, several)
         if implicit:
             resolved.origins[()] = path
@@ -287,7 +296,7 @@ class _FleetBuilder:
         self, raw: dict[str, Any], path: PathTuple, defaults: dict[str, Any]
     ) -> _ResolvedEntry:
         for key in raw:
-            if key not in ("name", "backend", "soperator"):
+            if key not in ("name", "backend", "soperator", "maintenance"):
                 self.problems.append(
                     RawProblem(
                         (*path, key),
@@ -413,6 +422,29 @@ class _FleetBuilder:
             if self.index.exact(path[:end]) is not None:
                 return path[:end]
         return path
+
+
+def _resolve_maintenance(
+    resolved: _ResolvedEntry,
+    raw: dict[str, Any],
+    path: PathTuple,
+    defaults: dict[str, Any],
+    project: tuple[Any, PathTuple] | None,
+) -> None:
+    """The most specific `maintenance` block wins whole: the cluster's own, else its project's, else the
+    fleet's (`defaults`), for either backend (a soperator cluster takes it beside its payload)."""
+    envelope = _mapping(raw.get("mk8s"))
+    if raw.get("maintenance") is not None:
+        resolved.data["maintenance"] = raw["maintenance"]
+        resolved.origins[("maintenance",)] = (*path, "maintenance")
+    elif envelope.get("maintenance") is not None:
+        return  # the envelope's own block, merged in place
+    elif project is not None:
+        resolved.data["maintenance"] = project[0]
+        resolved.origins[("maintenance",)] = project[1]
+    elif "maintenance" not in resolved.data and defaults.get("maintenance") is not None:
+        resolved.data["maintenance"] = defaults["maintenance"]  # a soperator cluster: not merged above
+        resolved.origins[("maintenance",)] = ("defaults", "maintenance")
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from npa_pulumi.runtime.presets import memory_gib_per_node, vcpus_per_node
 from npa_pulumi.spec import constants as c
 from npa_pulumi.spec.effective import driver_problems, is_fabric_capable_topology, preset_declares_gpus
 from npa_pulumi.spec.fabric import has_nvlink_fabric, size_bytes
+from npa_pulumi.spec.maintenance_rules import check_maintenance
 from npa_pulumi.spec.models import (
     ClusterSpec,
     FleetSpec,
@@ -151,6 +152,8 @@ def check_project(project: ProjectSpec) -> list[RawProblem]:
         )
     if project.object_storage is not None:
         problems += [_prefixed(("object_storage",), p) for p in _object_storage(project)]
+    if project.maintenance is not None:
+        problems += [_prefixed(("maintenance",), p) for p in check_maintenance(project.maintenance)]
     seen: dict[str, int] = {}
     for position, cluster in enumerate(project.clusters):
         if cluster.name in seen:
@@ -207,11 +210,14 @@ def _object_storage(project: ProjectSpec) -> Iterator[RawProblem]:
 
 def check_cluster(cluster: ClusterSpec) -> list[RawProblem]:
     """Cluster rules in the original's order (paths relative to the cluster)."""
-    if cluster.backend is c.BackendKind.SOPERATOR:
-        return list(_soperator_cluster(cluster))
     problems: list[RawProblem] = []
-    for rule in _MK8S_RULES:
-        problems += list(rule(cluster))
+    if cluster.backend is c.BackendKind.SOPERATOR:
+        problems += list(_soperator_cluster(cluster))
+    else:
+        for rule in _MK8S_RULES:
+            problems += list(rule(cluster))
+    if cluster.maintenance is not None:
+        problems += [_prefixed(("maintenance",), p) for p in check_maintenance(cluster.maintenance)]
     return problems
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from npa_pulumi.spec.models import (
     MK8S_FIELDS,
     ClusterSpec,
+    MaintenanceSpec,
     ObjectStorageSpec,
     RolloutSpec,
     SoperatorSpec,
@@ -79,6 +80,9 @@ class ProjectEntry(SurfaceModel):
         None, description="Clusters of this project; absent means one cluster built purely from defaults."
     )
     object_storage: ObjectStorageSpec | None = None
+    maintenance: MaintenanceSpec | None = Field(
+        None, description="Windows and exclusions of this project's clusters (a cluster's own block wins)."
+    )
 
 
 class FleetDocument(SurfaceModel):

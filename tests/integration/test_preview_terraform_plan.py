@@ -57,6 +57,16 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     (group,) = plan["resources"]
     assert group["address"] == "terraform_data.gpu_node_group[0]"
     assert group["action"] == "replace" and group["destructive"] is True and group["kind"] == "node_group"
+    # Disruption classes (issue 58): the replacement drains, and the stack is disruptive because of it.
+    assert group["disruption"] == {
+        "class": "disruptive",
+        "reason": "node group replaced: every node drained and re-provisioned",
+    }
+    disruption = clusters[STACK]["disruption"]
+    assert disruption["class"] == "disruptive"
+    assert disruption["reasons"][0]["resource"] == "terraform_data.gpu_node_group[0]"
+    # The CPU cluster's inputs did not change: it was not previewed, so it has no class at all.
+    assert clusters["tfplan.project-existing1.cpu"].get("disruption") is None
     preset = next(a for a in group["attributes"] if a["name"] == "triggers_replace.preset")
     assert (preset["before"], preset["after"]) == ("1gpu-24vcpu-218gb", "2gpu-48vcpu-436gb")
     # The advisory policy read Terraform's plan (handed in through its config) and warns on that stack only.
@@ -73,9 +83,14 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     document = markdown.stdout
     assert len(document.encode()) < COMMENT_LIMIT
     assert "1 node group will be replaced" in document
+    assert "changes: **1 stack disruptive**" in document
     assert "**Terraform plan**: 0 to add, 0 to change, 0 to destroy, 1 to replace" in document
     # Inside the cluster's collapsed section: the address (escaped for markdown) flagged destructive.
-    row = next(line for line in document.splitlines() if code("terraform_data.gpu_node_group[0]") in line)
+    address = code("terraform_data.gpu_node_group[0]")
+    row = next(line for line in document.splitlines() if address in line and line.startswith("| "))
+    # Above the Terraform table, the stack's Disruption list gives the class and its reason.
+    reason = f"- disruptive: {address}: node group replaced: every node drained and re-provisioned"
+    assert reason in document.splitlines()
     before_row = document[: document.index(row)]
     assert before_row.rfind("<details>") > before_row.rfind("</details>")  # collapsed
     assert f"<summary><code>{STACK}</code>" in before_row[before_row.rfind("<details>") :]
@@ -86,6 +101,7 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     text = npa("preview", "--spec", str(spec))
     assert text.code == 0, text.stderr[-3000:]
     assert "replace terraform_data.gpu_node_group[0] DESTRUCTIVE" in text.stdout
+    assert "[disruptive: node group replaced: every node drained and re-provisioned]" in text.stdout
 
     # Another machine, e.g. a CI runner (no work dir): the plan starts from the Terraform state the bridge
     # keeps in the stack (a secret output), so it shows the same replacement, not every resource as new.

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from npa_pulumi.bridge.plan_summary import stack_disruption
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.engine import liveness, rollout
 from npa_pulumi.engine.automation import StackCommand, StackOp, change_counts
@@ -128,6 +129,8 @@ def _preview_stack(context: FleetContext, op: StackOp, plan: ProjectPlan) -> Sta
     previewed = context.executor.run(op, StackCommand.PREVIEW)
     if previewed.status == "no-changes":
         context.remember_policy(plan, previewed)
+    if not previewed.failed:
+        previewed.disruption = stack_disruption(previewed.diff, None)
     return previewed
 
 
@@ -144,6 +147,16 @@ def _preview_drift(context: FleetContext, outputs: dict[str, Any] | None) -> lis
 
 
 def _preview_cluster(
+    context: FleetContext, op: StackOp, plan: ClusterPlan, project_outputs: dict[str, Any] | None
+) -> StackResult:
+    """`_planned_cluster`, its changes classed disruptive or in-place (bridge/plan_summary.py)."""
+    previewed = _planned_cluster(context, op, plan, project_outputs)
+    if not previewed.failed:
+        previewed.disruption = stack_disruption(previewed.diff, previewed.terraform)
+    return previewed
+
+
+def _planned_cluster(
     context: FleetContext, op: StackOp, plan: ClusterPlan, project_outputs: dict[str, Any] | None
 ) -> StackResult:
     """Pulumi's preview, then Terraform's own plan where the bridge has work (its inputs changed, or

@@ -762,3 +762,48 @@ def test_terraform_attribute_values_are_written_as_terraform_would() -> None:
     document = render_preview_markdown(result)
     assert '<code>input</code>: <code>null</code> → <code>\\["a", 1\\]</code>' in document
     assert "None" not in document
+
+
+def test_disruption_classes_are_counted_and_explained() -> None:
+    from npa_pulumi.bridge.plan_summary import stack_disruption, summarize
+
+    # A Terraform plan in `terraform show -json`'s documented shape: the GPU node group's version moves.
+    group = {"name": "c-ng-gpu-0", "version": "1.31", "fixed_node_count": 2, "template": {}}
+    plan = summarize(
+        {
+            "resource_changes": [
+                {
+                    "address": "nebius_mk8s_v1_node_group.gpu[0]",
+                    "mode": "managed",
+                    "type": "nebius_mk8s_v1_node_group",
+                    "name": "gpu",
+                    "index": 0,
+                    "change": {"actions": ["update"], "before": group, "after": {**group, "version": "1.32"}},
+                }
+            ]
+        }
+    )
+    result = big_fleet(1, 2, diff_rows=1)
+    first, second = result.clusters()
+    first.terraform = plan
+    diff = [
+        {"urn": "urn:x::c-terraform", "type": "pulumi-python:dynamic/npa:TerraformModule", "op": "update"}
+    ]
+    first.disruption = stack_disruption(diff, plan)
+    second.disruption = stack_disruption(
+        [{"urn": "urn:x::gate", "type": "npa:GpuHealthGate", "op": "update"}], None
+    )
+    document = render_preview_markdown(result)
+    assert_valid_comment(document)
+    assert (
+        "changes: **1 stack disruptive** (drains or replaces nodes, or loses data), 1 in-place only"
+        in document
+    )
+    assert "**Disruption**: ⚠️ **disruptive**" in document
+    assert (
+        "- disruptive: "
+        + code("nebius_mk8s_v1_node_group.gpu[0]")
+        + ": Kubernetes version change: every node "
+        "rolled (drained, re-provisioned)"
+    ) in document
+    assert "| disruptive |" in document  # the Class column of the Terraform table

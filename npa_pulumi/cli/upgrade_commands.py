@@ -1,0 +1,96 @@
+"""`npa-pulumi upgrade plan`: the offline Kubernetes upgrade plan of a fleet (plan/upgrade.py). It calls no
+cloud and reads no backend; `upgrade run` is not part of this release (docs/upgrades.md)."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from npa_pulumi.cli.common import output_option
+from npa_pulumi.errors import EXIT_FAILED, UserInputError
+
+
+@click.group("upgrade")
+def upgrade_group() -> None:
+    """Kubernetes version upgrades of the fleet: one minor at a time, control plane first, skew checked."""
+
+
+@upgrade_group.command("plan")
+@click.option("--spec", "-f", "spec_path", type=click.Path(path_type=Path), help="The fleet spec file.")
+@click.option(
+    "--to",
+    "target",
+    default=None,
+    metavar="1.NN",
+    help="Plan every cluster from the version its spec declares to this one.",
+)
+@click.option(
+    "--from",
+    "previous_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The spec as it was (e.g. `git show main:fleet.yaml > old.yaml`): plan each cluster from the "
+    "version it declared there to the one --spec declares.",
+)
+@click.option(
+    "--at",
+    "at_text",
+    default=None,
+    metavar="ISO-TIME",
+    help="Judge windows and exclusions at this time (with an offset; default: now).",
+)
+@output_option("text", "json", "markdown")
+def plan_command(
+    spec_path: Path | None, target: str | None, previous_path: Path | None, at_text: str | None, output: str
+) -> None:
+    """Plan the fleet's Kubernetes upgrade offline: per cluster the hops, their phases, the refusals and
+    the GPU-hours drained. Exit 1 when a cluster's upgrade is refused, 2 on invalid input."""
+    from npa_pulumi.cli.spec_commands import _guarded
+
+    def body() -> int:
+        from npa_pulumi.output.streams import emit_json
+        from npa_pulumi.output.upgrade import render_upgrade_text, upgrade_markdown
+        from npa_pulumi.plan.upgrade import parse_minor, upgrade_plan
+        from npa_pulumi.spec.parse import load_spec
+
+        if spec_path is None:
+            raise UserInputError("--spec is required (the fleet spec file)")
+        if (target is None) == (previous_path is None):
+            raise UserInputError(
+                "give --to VERSION (plan from the spec's versions) or --from OLD_SPEC (plan from the "
+                "versions it declared to the spec's)"
+            )
+        if target is not None and parse_minor(target) is None:
+            raise UserInputError(f"--to {target!r} is not a Kubernetes minor version (e.g. 1.33)")
+        at = _moment(at_text)
+        spec = load_spec(spec_path)
+        previous = load_spec(previous_path) if previous_path is not None else None
+        document = upgrade_plan(spec, at=at, target=target, previous=previous).to_dict()
+        if output == "json":
+            emit_json(document)
+        elif output == "markdown":
+            sys.stdout.write(upgrade_markdown(document))
+        else:
+            sys.stdout.write(render_upgrade_text(document))
+        return 0 if document["ok"] else EXIT_FAILED
+
+    _guarded(body, output)
+
+
+def _moment(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise UserInputError(f"--at {text!r} is not an ISO time with an offset (e.g. 2026-12-12T03:00+01:00)")
+    return moment
+
+
+def register(group: click.Group) -> None:
+    group.add_command(upgrade_group)
