@@ -42,6 +42,14 @@ class Who(BaseModel):
     host: str | None = None
     ci_run_url: str | None = None
 
+    @property
+    def identity(self) -> str:
+        """One string for "who": the cloud's principal, else the OS user at the host (what a breaker
+        reset is compared by: engine/health/ledger.py)."""
+        if self.principal:
+            return self.principal
+        return f"{self.os_user or 'unknown'}@{self.host or 'unknown'}"
+
 
 class StackOutcome(BaseModel):
     stack: str

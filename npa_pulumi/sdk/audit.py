@@ -89,6 +89,36 @@ def recorded_requalify(
     return report
 
 
+def caller(request: FleetRequest, fleet: Fleet) -> Who:
+    """Who runs this (the cloud's principal when it can be read), as a record names them."""
+    return _who(request, fleet)
+
+
+def recorded_breaker_reset(
+    selected: Selected, fleet: Fleet, who: Who, started: datetime, scope: str
+) -> list[str]:
+    """The record of `health breaker reset` (a person closed a breaker); the warnings when it could not be
+    written."""
+    from npa_pulumi.engine import audit as trail
+
+    entry = trail.AuditRecord(
+        command="health",
+        repair="breaker-reset",
+        fleet=selected.spec.name,
+        who=who,
+        selection={"scope": scope},
+        spec_digest=_digest(selected),
+        cloud=fleet.context.where.cloud,
+        started_at=started.isoformat(timespec="seconds"),
+        finished_at=datetime.now(started.tzinfo).isoformat(timespec="seconds"),
+        outcome="ok",
+        totals={"breakers": 1},
+        stacks=[],
+    )
+    warning = _append(fleet.context.settings.backend_url, entry)
+    return [warning] if warning else []
+
+
 def _who(request: FleetRequest, fleet: Fleet) -> Who:
     from npa_pulumi.engine import audit as trail
 

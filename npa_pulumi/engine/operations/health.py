@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
+from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.engine.graph import parallel
+from npa_pulumi.engine.health import ladder, requalification
+from npa_pulumi.engine.health import ledger as ledger_store
 from npa_pulumi.engine.health import model as health_model
-from npa_pulumi.engine.health import requalification
 from npa_pulumi.engine.requests import HealthRequest
+from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.gpu_health.checks import is_gpu_node
 from npa_pulumi.output.health import (
     UNQUALIFIED,
@@ -35,6 +39,7 @@ from npa_pulumi.output.health import (
 from npa_pulumi.output.stack_outputs import ClusterOutputs
 from npa_pulumi.plan.gates import fabric_check_config, health_gate_config
 from npa_pulumi.plan.naming import kube_context_name
+from npa_pulumi.spec import remediation as remediation_spec
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.context import FleetContext
@@ -42,8 +47,61 @@ if TYPE_CHECKING:
 
 
 def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
-    """`health`: read the selected clusters' nodes and their projects' maintenance; requalify on request."""
-    return read(fleet, fleet.targets, options)
+    """`health`: read the selected clusters' nodes and their projects' maintenance; requalify on request;
+    then the repair ladder's side of the read (engine/health/ladder.py): the ledger moved on and saved by
+    `--watch`, only shown otherwise, and with `--remediate --dry-run` what the ladder would do now."""
+    ledger = _ledger(fleet)
+    report = read(fleet, fleet.targets, options, ledger=ledger)
+    if ledger is None:
+        return report
+    policy = remediation_spec.resolve(fleet.spec)
+    infos = {t.cluster_stack: _cluster_info(t) for t in fleet.targets}
+    interval = options.watch.interval_s if options.watch is not None else 60.0
+    view, moved = ladder.advance(
+        report,
+        infos,
+        policy,
+        ledger,
+        datetime.now(UTC),
+        interval,
+        lambda: _identity(fleet),
+        dry_run=options.remediate,
+    )
+    report.remediation = view
+    if options.watch is not None:  # the watch keeps the ledger; a single read records nothing
+        ledger_store.save(fleet.spec.name, moved)
+    return report
+
+
+def _ledger(fleet: FleetContext) -> ledger_store.Ledger | None:
+    try:
+        return ledger_store.load(fleet.spec.name)
+    except NpaError:
+        return None  # read() says why in the report's warnings
+
+
+def _cluster_info(target: Target) -> ladder.ClusterInfo:
+    block = target.cluster.capacity_block_group_value()
+    gpu_nodes = target.cluster.gpu_count()
+    if target.cluster.soperator is not None:
+        gpu_nodes = health_gate_config(target.cluster).expected_gpu_nodes
+    return ladder.ClusterInfo(
+        key=f"{target.project_key}/{target.cluster_name}",
+        capacity_block=mask_id(block) if block else "",
+        soperator=target.cluster.soperator is not None,
+        expected_gpu_nodes=gpu_nodes,
+    )
+
+
+def _identity(fleet: FleetContext) -> str:
+    """Who watches: the cloud's principal, else the OS user at the host (as the audit trail says who)."""
+    from npa_pulumi.engine import audit as trail
+
+    try:
+        principal = fleet.cloud.principal()
+    except Exception:  # who as far as it is known: never a failed read
+        principal = None
+    return trail.who(principal).identity
 
 
 def clusters(fleet: FleetContext, stacks: Collection[str], refresh: bool = False) -> dict[str, ClusterHealth]:
@@ -67,11 +125,20 @@ def read(
     options: HealthRequest,
     refresh: bool = False,
     from_cloud: bool = False,
+    ledger: ledger_store.Ledger | None = None,
 ) -> FleetHealth:
     """The health of `targets` (in their order) and of their projects; `from_cloud`: each cluster's API
-    reached with credentials the cloud gives now instead of its kubeconfig registration."""
+    reached with credentials the cloud gives now instead of its kubeconfig registration. A node with an
+    open remediation incident in the ledger (`ledger`, else read here) is usable only once its gate
+    passed again (validated return), for `health`, `--min-usable` and rollouts alike."""
     outputs = fleet.stack_outputs(fleet.target_ops(targets), refresh=refresh)
     report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.where.cloud, min_usable=options.min_usable)
+    if ledger is None:
+        try:
+            ledger = ledger_store.load(fleet.spec.name)
+        except NpaError as err:
+            report.warnings.append(str(err))
+            ledger = ledger_store.Ledger()
     projects: dict[str, ProjectHealth] = {}
     for target in targets:
         project_id = ClusterOutputs.read(outputs.get(target.cluster_stack)).project_id or None
@@ -89,7 +156,10 @@ def read(
 
     def one(target: Target) -> ClusterHealth:
         found = outputs.get(target.cluster_stack)
-        return _cluster(fleet, target, found, events.get(target.project_key, []), options, from_cloud)
+        incidents = ladder.open_incidents(ledger, f"{target.project_key}/{target.cluster_name}")
+        return _cluster(
+            fleet, target, found, events.get(target.project_key, []), options, from_cloud, incidents
+        )
 
     report.clusters = parallel(targets, one, options.concurrency)
     for project in projects.values():
@@ -114,6 +184,7 @@ def _cluster(
     events: Sequence[MaintenanceEvent],
     options: HealthRequest,
     from_cloud: bool = False,
+    incidents: Mapping[str, tuple[str, str, str]] | None = None,
 ) -> ClusterHealth:
     from npa_pulumi.engine.verification.verifiers import _registered_kubeconfig
     from npa_pulumi.kube.client import KubeClient, KubeError
@@ -150,10 +221,23 @@ def _cluster(
         nodes = sorted(client_for(10.0).list("/api/v1/nodes"), key=lambda n: n["metadata"]["name"])
     except KubeError as err:
         return _failed(entry, config, f"the cluster's API could not be read: {err}")
+    incidents = incidents or {}
     if options.requalify:
-        entry.requalify = _requalify(client_for, config, nodes, outputs, context, target, cluster_id, options)
-    qualification = health_model.Qualification.from_outputs(outputs, requalification.read_record(context))
+        entry.requalify = _requalify(
+            client_for, config, nodes, outputs, context, target, cluster_id, options, incidents
+        )
+    qualification = health_model.Qualification.from_outputs(
+        outputs, requalification.read_record(context), incidents
+    )
     entry.nodes = [health_model.judge_node(n, config, qualification, events) for n in nodes]
+    if options.remediate:
+        try:
+            holders = requalification.holders_by_node(client_for(10.0).list("/api/v1/pods"))
+        except KubeError as err:
+            entry.error = f"the cluster's pods could not be listed (no remediation acts there): {err}"
+        else:
+            for node in (n for n in entry.nodes if n.gpu):
+                node.gpu_workloads = holders.get(node.name, [])
     for node in entry.nodes:
         for event in node.maintenance:
             event.cluster = target.cluster_stack
@@ -222,9 +306,13 @@ def _requalify(
     target: Target,
     cluster_id: str,
     options: HealthRequest,
+    incidents: Mapping[str, tuple[str, str, str]],
 ) -> dict[str, Any]:
-    """The gate's per-node probes on exactly the unqualified GPU nodes; the record written for them."""
-    qualification = health_model.Qualification.from_outputs(outputs, requalification.read_record(context))
+    """The gate's per-node probes on exactly the unqualified GPU nodes (those joined after the gate pass,
+    and those with an open remediation incident: their validated return); the record written for them."""
+    qualification = health_model.Qualification.from_outputs(
+        outputs, requalification.read_record(context), incidents
+    )
     wanted = [
         n
         for n in nodes
