@@ -252,3 +252,37 @@ def test_validated_return_a_node_with_an_open_incident_is_not_usable_until_its_g
     assert judge_node(node("gpu-0"), CONFIG, passed, []).state == "usable"
     # an incident of an earlier node object under that name does not hold the new one
     assert judge_node(node("gpu-0", uid="uid-new"), CONFIG, waiting, []).state == "usable"
+
+
+def test_the_metrics_carry_breakers_incidents_mtbi_mttr_and_repeat_offenders() -> None:
+    from npa_pulumi.engine.health.watch import HealthMetrics
+
+    def closed(start_h: float, hours: float) -> core.Incident:
+        opened = T0 - timedelta(hours=start_h)
+        return core.Incident(
+            "research/train",
+            "n1",
+            "uid-n1",
+            FaultReason.GPU_ERROR,
+            opened,
+            opened + timedelta(hours=hours),
+            core.Closed.RETURNED,
+        )
+
+    state = ledger.Ledger(incidents=[closed(50, 1), closed(30, 3), closed(10, 2)])
+    error = NodeCondition(type="NebiusGPUError", status="True")
+    found = report(gpu("n1", conditions=[error], state="degraded"), gpu("n2"), gpu("n3"), gpu("n4"))
+    found.remediation, _moved, _calls = _advance(found, state, T0)
+    metrics = HealthMetrics()
+    metrics.update(found, T0)
+    text = metrics.exposition().decode()
+    node = 'fleet="fleet",node="n1",project="research"'
+    assert 'npa_health_breaker_open{fleet="fleet",scope="cluster:research/train"} 1.0' in text
+    assert f'npa_health_node_incidents{{cluster="train",{node}}} 4.0' in text
+    assert f'npa_health_node_mtbi_seconds{{cluster="train",{node}}} {50 * 3600 / 3:.1f}' in text
+    assert f'npa_health_node_mttr_seconds{{cluster="train",{node}}} {2 * 3600:.1f}' in text
+    assert 'npa_health_reason_incidents{fleet="fleet",reason="gpu-error"} 4.0' in text
+    assert f'npa_health_repeat_offender{{cluster="train",{node}}} 1.0' in text
+    # a read without the ladder's view has none of its series
+    metrics.update(report(gpu("n2")), T0)
+    assert "npa_health_node_incidents{" not in metrics.exposition().decode()
