@@ -32,6 +32,7 @@ from npa_pulumi.output.stack_outputs import ClusterOutputs
 SCHEMA = "npa.audit/v1"
 MUTATING = ("up", "destroy", "adopt", "cleanup")
 REPAIRS = {"verify-mig": "reconcile", "health": "requalify"}  # command -> the flag that makes it mutate
+# `health breaker reset` records `repair: breaker-reset` (sdk/audit.py): a person closed a breaker
 
 
 class Who(BaseModel):
