@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from npa_pulumi.engine.health import ledger as store
@@ -59,13 +59,23 @@ def reasons(node: NodeHealth) -> tuple[FaultReason, ...]:
     return tuple(r for r in FaultReason if r in found)
 
 
-def _requalified(node: NodeHealth) -> tuple[datetime | None, bool]:
-    record = node.requalification or {}
+def _parsed(stamp: Any) -> datetime | None:
     try:
-        at = datetime.fromisoformat(str(record.get("at") or ""))
+        at = datetime.fromisoformat(str(stamp or ""))
     except ValueError:
-        return None, False
-    return at, bool(record.get("passed"))
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _requalified(node: NodeHealth, gate_passed_at: str | None) -> tuple[datetime | None, bool]:
+    """The node's last gate verdict and when: its requalification, or the cluster's gate pass when that
+    qualifies it (a gate run again by `up` after the incident opened passes it too)."""
+    record = node.requalification or {}
+    at, passed = _parsed(record.get("at")), bool(record.get("passed"))
+    gate = _parsed(gate_passed_at) if node.qualification == "gate" else None
+    if gate is not None and (at is None or gate > at):
+        return gate, True
+    return at, passed and at is not None
 
 
 def facts(report: FleetHealth, clusters: Mapping[str, ClusterInfo]) -> list[NodeFacts]:
@@ -76,7 +86,7 @@ def facts(report: FleetHealth, clusters: Mapping[str, ClusterInfo]) -> list[Node
         if info is None or cluster.status == "failed":
             continue
         for node in (n for n in cluster.nodes if n.gpu):
-            at, passed = _requalified(node)
+            at, passed = _requalified(node, cluster.last_gate_passed_at)
             found.append(
                 NodeFacts(
                     cluster=info.key,

@@ -57,6 +57,7 @@ class Qualification:
     # Open remediation incidents by node name: (uid, reason, opened_at ISO). Validated return: such a
     # node is qualified again only by a requalification that passed after its incident opened.
     incidents: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
+    gate_at: str = ""  # when the last gate pass decided (ISO; "" unknown)
 
     @classmethod
     def from_outputs(
@@ -75,7 +76,8 @@ class Qualification:
             return cls(requalified=nodes, incidents=open_)
         passed = bool(evidence.get("passed"))
         seen = frozenset((evidence.get("nodes") or {}).keys()) if passed else frozenset()
-        return cls(gate_passed=passed, gate_nodes=seen, requalified=nodes, incidents=open_)
+        at = str(evidence.get("finished_at") or "")
+        return cls(gate_passed=passed, gate_nodes=seen, requalified=nodes, incidents=open_, gate_at=at)
 
     def of(self, node: JSON) -> tuple[str, Mapping[str, Any] | None]:
         """(qualification, the requalification record of this very node object)."""
@@ -86,10 +88,13 @@ class Qualification:
         if not self.gated:
             return "not-gated", record
         incident = self.incident_of(node)
-        if record is not None and record.get("passed"):
-            if incident is None or _not_before(str(record.get("at") or ""), incident[2]):
-                return "requalified", record
-        elif incident is None and self.gate_passed and meta["name"] in self.gate_nodes:
+
+        def since_incident(at: str) -> bool:  # validated return: only a verdict after it opened counts
+            return incident is None or _not_before(at, incident[2])
+
+        if record is not None and record.get("passed") and since_incident(str(record.get("at") or "")):
+            return "requalified", record
+        if self.gate_passed and meta["name"] in self.gate_nodes and since_incident(self.gate_at):
             return "gate", record
         return UNQUALIFIED, record
 

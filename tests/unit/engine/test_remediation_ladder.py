@@ -286,3 +286,21 @@ def test_the_metrics_carry_breakers_incidents_mtbi_mttr_and_repeat_offenders() -
     # a read without the ladder's view has none of its series
     metrics.update(report(gpu("n2")), T0)
     assert "npa_health_node_incidents{" not in metrics.exposition().decode()
+
+
+def test_a_gate_pass_after_the_incident_opened_returns_the_node_too() -> None:
+    incidents = {"gpu-0": ("uid-gpu-0", "gpu-error", "2026-12-01T12:00:00+00:00")}
+    again = Qualification(
+        gate_passed=True, gate_nodes=GATE.gate_nodes, incidents=incidents, gate_at="2026-12-01T13:00:00+00:00"
+    )
+    assert judge_node(node("gpu-0"), CONFIG, again, []).qualification == "gate"
+    earlier = Qualification(
+        gate_passed=True, gate_nodes=GATE.gate_nodes, incidents=incidents, gate_at="2026-12-01T11:00:00+00:00"
+    )
+    assert judge_node(node("gpu-0"), CONFIG, earlier, []).qualification == "unqualified"
+    # the ledger closes it: the cluster's gate pass is the node's gate verdict
+    open_one = core.Incident("research/train", "n1", "uid-n1", FaultReason.GPU_ERROR, T0)
+    found = report(gpu("n1"))
+    found.clusters[0].last_gate_passed_at = (T0 + timedelta(minutes=5)).isoformat()
+    _view, moved, _calls = _advance(found, ledger.Ledger([open_one]), T0 + timedelta(minutes=6))
+    assert moved.incidents[0].closed is core.Closed.RETURNED
