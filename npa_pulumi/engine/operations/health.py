@@ -37,6 +37,7 @@ from npa_pulumi.output.health import (
     ProjectHealth,
 )
 from npa_pulumi.output.stack_outputs import ClusterOutputs
+from npa_pulumi.plan import resolve_targets
 from npa_pulumi.plan.gates import fabric_check_config, health_gate_config
 from npa_pulumi.plan.naming import kube_context_name
 from npa_pulumi.spec import remediation as remediation_spec
@@ -56,10 +57,14 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
         return report
     policy = remediation_spec.resolve(fleet.spec)
     infos = {t.cluster_stack: _cluster_info(t) for t in fleet.targets}
+    # The fleet breaker's scope is the whole fleet even when the read is a selection of it (whose nodes
+    # are all it can count impaired): its GPU nodes are what the spec asks for, selected or not.
+    unselected = [t for t in resolve_targets(fleet.spec) if t.cluster_stack not in infos]
+    absent = {f"unread:{t.cluster_stack}": _cluster_info(t) for t in unselected}
     interval = options.watch.interval_s if options.watch is not None else 60.0
     view, moved = ladder.advance(
         report,
-        infos,
+        infos | absent,
         policy,
         ledger,
         datetime.now(UTC),

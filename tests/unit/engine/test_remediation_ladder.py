@@ -304,3 +304,20 @@ def test_a_gate_pass_after_the_incident_opened_returns_the_node_too() -> None:
     found.clusters[0].last_gate_passed_at = (T0 + timedelta(minutes=5)).isoformat()
     _view, moved, _calls = _advance(found, ledger.Ledger([open_one]), T0 + timedelta(minutes=6))
     assert moved.incidents[0].closed is core.Closed.RETURNED
+
+
+def test_the_fleet_breaker_counts_the_gpu_nodes_of_clusters_this_read_did_not_select() -> None:
+    error = NodeCondition(type="NebiusGPUError", status="True")
+    found = report(gpu("n1", conditions=[error], state="degraded"), gpu("n2"), gpu("n3"), gpu("n4"))
+    other = {"unread:fleet-research-eval": ladder.ClusterInfo("research/eval", "", False, 16)}
+    view, _moved = ladder.advance(
+        found, INFO | other, resolve(parse_spec(SPEC)), ledger.Ledger(), T0, 60.0, lambda: "w", dry_run=True
+    )
+    breakers = {b["scope"]: b for b in view.breakers}
+    assert (breakers["fleet"]["impaired"], breakers["fleet"]["total"], breakers["fleet"]["open"]) == (
+        1,
+        20,
+        False,
+    )
+    assert breakers["cluster:research/train"]["open"]  # 1 of its 4
+    assert not breakers["cluster:research/eval"]["open"]
