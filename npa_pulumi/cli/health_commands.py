@@ -67,7 +67,9 @@ _SUBCOMMAND = "npa.health.subcommand"
     help="Run the health gate's per-node probes on exactly the unqualified nodes (those that joined after "
     "the last gate pass), refused on a node while pods hold its GPUs; the result is recorded.",
 )
-@click.option("--yes", "-y", is_flag=True, help="Do not ask before --requalify creates probe pods.")
+@click.option(
+    "--yes", "-y", is_flag=True, help="Do not ask before --requalify or --watch --remediate acts on nodes."
+)
 @click.option(
     "--timeout-minutes",
     default=10.0,
@@ -99,10 +101,12 @@ _SUBCOMMAND = "npa.health.subcommand"
 @click.option(
     "--remediate",
     is_flag=True,
-    help="With --dry-run: what the repair ladder (the spec's `remediation`) would do now on each node "
-    "with an open incident, and the breakers; nothing is changed.",
+    help="The repair ladder (the spec's `remediation`) on each node with an open incident: with --watch "
+    "(and --yes) it cordons and requalifies, audited and receipted; with --dry-run it only shows the plan.",
 )
-@click.option("--dry-run", is_flag=True, help="--remediate: show the plan only (required in this version).")
+@click.option(
+    "--dry-run", is_flag=True, help="--remediate: show what the ladder would do now; change nothing."
+)
 def health_command(**kw: Any) -> None:
     """Each selected cluster's nodes through its registered kubeconfig (Ready, NebiusGPUError,
     NebiusMaintenanceScheduled, NebiusBootDiskIOError, cordon and taints, GPUs against the preset,
@@ -118,11 +122,18 @@ def health_command(**kw: Any) -> None:
 
         if kw["dry_run"] and not kw["remediate"]:
             raise UserInputError("--dry-run goes with --remediate")
+        if kw["remediate"] and kw["dry_run"] and kw["watch"]:
+            raise UserInputError("--remediate --dry-run reads once: it cannot be combined with --watch")
         if kw["remediate"] and not kw["dry_run"]:
-            raise UserInputError(
-                "--remediate executes the repair ladder: not in this version; "
-                "`health --remediate --dry-run` shows what it would do now"
-            )
+            if not kw["watch"]:
+                raise UserInputError(
+                    "--remediate acts from --watch (`health --watch --remediate --yes`); "
+                    "`health --remediate --dry-run` shows what it would do now"
+                )
+            if not kw["yes"]:
+                if not sys.stdin.isatty():
+                    raise UserInputError("--watch --remediate cordons and probes nodes: add --yes")
+                click.confirm("Let the repair ladder cordon and requalify nodes?", abort=True, err=True)
         if kw["requalify"] and not kw["yes"]:
             if not sys.stdin.isatty():
                 raise UserInputError("--requalify creates probe pods on the unqualified nodes: add --yes")

@@ -130,7 +130,8 @@ class RemediationView(BaseModel):
     ledger: str = ""  # where the ladder keeps its state
     breakers: list[dict[str, Any]] = Field(default_factory=list)
     numbers: dict[str, Any] = Field(default_factory=dict)
-    decisions: list[dict[str, Any]] | None = None  # --remediate --dry-run
+    decisions: list[dict[str, Any]] | None = None  # --remediate (--dry-run, or the watch's)
+    actions: list[dict[str, Any]] | None = None  # --watch --remediate: what this read did
     unavailable: dict[str, str] = Field(default_factory=dict)  # rungs this cloud does not offer, and why
 
     @property
@@ -248,10 +249,13 @@ def remediation_text(view: RemediationView) -> list[str]:
         )
     if view.decisions is None:
         return lines
-    lines.append(f"remediation (dry run): {len(view.decisions)} node(s) with an open incident")
+    dry = " (dry run)" if view.actions is None else ""
+    lines.append(f"remediation{dry}: {len(view.decisions)} node(s) with an open incident")
     for d in view.decisions:
         rung = f" {d['rung']}" if d.get("rung") else ""
         via = f" via {d['via']}" if d.get("via") else ""
         lines.append(f"  {d['cluster']} {d['node']} [{d['reason']}]: {d['status']}{rung}{via}: {d['why']}")
         lines += [f"    skipped {s}" for s in d.get("skipped") or []]
+    for a in view.actions or []:
+        lines.append(f"  action {a['cluster']} {a['node']} {a['rung']}: {a['outcome']}: {a['detail']}")
     return lines

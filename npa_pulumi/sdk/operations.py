@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 from npa_pulumi.plan import Target, resolve_targets
-from npa_pulumi.sdk.audit import recorded, recorded_requalify
+from npa_pulumi.sdk.audit import recorded, recorded_remediation, recorded_requalify
 from npa_pulumi.sdk.requests import (
     AdoptRequest,
     AttestRequest,
@@ -353,7 +353,12 @@ def health(
     selected = _selected(spec, request.selection)
 
     def read() -> FleetHealth:
-        return open_fleet(selected, request).health()  # a fresh read of the stacks each time
+        fleet = open_fleet(selected, request)  # a fresh read of the stacks each time
+        started = datetime.now(UTC)
+        report = fleet.health()
+        if request.remediate and request.watch is not None:  # the ladder acted: its audit record
+            report = recorded_remediation(selected, request, fleet, started, report)
+        return report
 
     if request.requalify:  # a repair (never with watch): its audit record (sdk/audit.py)
         fleet = open_fleet(selected, request)

@@ -170,6 +170,19 @@ class Decision:
             "skipped": list(self.skipped),
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Decision:
+        return cls(
+            cluster=str(data["cluster"]),
+            node=str(data["node"]),
+            reason=FaultReason(data["reason"]),
+            status=Status(data["status"]),
+            rung=Rung(data["rung"]) if data.get("rung") else None,
+            via=str(data.get("via", "")),
+            why=str(data.get("why", "")),
+            skipped=tuple(data.get("skipped") or ()),
+        )
+
 
 @dataclass(frozen=True)
 class Breaker:
@@ -305,8 +318,11 @@ def _settle(incident: Incident, facts: NodeFacts, policy: ClusterRemediation, no
     return replace(incident, attempts=tuple(attempts))
 
 
-def record_action(incidents: Sequence[Incident], decision: Decision, now: datetime) -> list[Incident]:
-    """The ledger once `decision` was acted on (its rung pending, the rungs it skipped recorded)."""
+def record_action(
+    incidents: Sequence[Incident], decision: Decision, now: datetime, note: str = ""
+) -> list[Incident]:
+    """The ledger once `decision` was acted on (its rung pending, with `note`; the rungs it skipped
+    recorded)."""
     found = []
     for incident in incidents:
         if incident.open and (incident.cluster, incident.node) == (decision.cluster, decision.node):
@@ -314,7 +330,7 @@ def record_action(incidents: Sequence[Incident], decision: Decision, now: dateti
                 Attempt(Rung(s.split(":", 1)[0]), now, Outcome.SKIPPED, s.split(": ", 1)[-1])
                 for s in decision.skipped
             )
-            taken = (Attempt(decision.rung, now),) if decision.rung else ()
+            taken = (Attempt(decision.rung, now, note=note),) if decision.rung else ()
             incident = replace(incident, attempts=(*incident.attempts, *skipped, *taken))
         found.append(incident)
     return found

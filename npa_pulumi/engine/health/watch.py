@@ -32,7 +32,8 @@ horizon; faults only, a node that merely joined after the gate pass is no incide
 Events (`--events FILE`, appended, one JSON object a line: `at`, `event`, `fleet`, `cluster`, `node`, and
 what the event needs): `node-degraded` (with `problems`), `node-recovered`, `node-replaced` (`by`: the
 node that joined in the same node group), `node-requalified`, `maintenance-scheduled` and
-`maintenance-finished` (`id`, `reason`). The first read is the baseline: it emits nothing. Same data as
+`maintenance-finished` (`id`, `reason`); with `--remediate`, `remediation-action` (`rung`, `outcome`,
+`detail`) per action the ladder took. The first read is the baseline: it emits no transition. Same data as
 `health` itself: names and reason codes, nothing secret.
 """
 
@@ -92,6 +93,22 @@ def _node_events(before: list[NodeHealth], after: list[NodeHealth]) -> list[dict
             found.append({"event": "node-recovered", "node": name})
         if now.qualification == "requalified" and was.qualification != "requalified":
             found.append({"event": "node-requalified", "node": name})
+    return found
+
+
+def ladder_events(report: FleetHealth, at: str) -> list[dict[str, Any]]:
+    """`--watch --remediate`: one `remediation-action` event per action of this read (`rung`, `outcome`,
+    `detail`; the receipt's path stays out)."""
+    view = report.remediation
+    if view is None:
+        return []
+    base = {"at": at, "fleet": report.fleet}
+    found = [
+        base
+        | {"event": "remediation-action"}
+        | {k: a[k] for k in ("cluster", "node", "rung", "outcome", "detail")}
+        for a in view.actions or []
+    ]
     return found
 
 
@@ -292,7 +309,9 @@ def watch(
             metrics.update(report)
             at = datetime.now(UTC).isoformat(timespec="seconds")
             if options.events_path is not None:
-                append_events(options.events_path, transitions(before, report, at))
+                append_events(
+                    options.events_path, transitions(before, report, at) + ladder_events(report, at)
+                )
             on_report(report)
             before, count = report, count + 1
             if options.iterations is not None and count >= options.iterations:

@@ -22,9 +22,10 @@ from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
 from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.engine.graph import parallel
-from npa_pulumi.engine.health import ladder, requalification
+from npa_pulumi.engine.health import actions, ladder, requalification
 from npa_pulumi.engine.health import ledger as ledger_store
 from npa_pulumi.engine.health import model as health_model
+from npa_pulumi.engine.health import remediation as core
 from npa_pulumi.engine.requests import HealthRequest
 from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.gpu_health.checks import is_gpu_node
@@ -52,7 +53,9 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
     then the repair ladder's side of the read (engine/health/ladder.py): the ledger moved on and saved by
     `--watch`, only shown otherwise, and with `--remediate --dry-run` what the ladder would do now."""
     ledger = _ledger(fleet)
-    report = read(fleet, fleet.targets, options, ledger=ledger)
+    executing = options.remediate and options.watch is not None
+    access: dict[str, actions.ClusterAccess] | None = {} if executing else None
+    report = read(fleet, fleet.targets, options, ledger=ledger, access=access)
     if ledger is None:
         return report
     policy = remediation_spec.resolve(fleet.spec)
@@ -62,16 +65,22 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
     unselected = [t for t in resolve_targets(fleet.spec) if t.cluster_stack not in infos]
     absent = {f"unread:{t.cluster_stack}": _cluster_info(t) for t in unselected}
     interval = options.watch.interval_s if options.watch is not None else 60.0
+    now = datetime.now(UTC)
     view, moved = ladder.advance(
         report,
         infos | absent,
         policy,
         ledger,
-        datetime.now(UTC),
+        now,
         interval,
         lambda: _identity(fleet),
         dry_run=options.remediate,
     )
+    if access is not None:  # --watch --remediate: act on this read's decisions, then restore returns
+        decisions = [core.Decision.from_json(d) for d in view.decisions or []]
+        incidents, done = actions.execute(fleet.spec.name, decisions, moved.incidents, access, policy, now)
+        done += actions.restore(fleet.spec.name, ledger.incidents, incidents, access, now)
+        moved.incidents, view.actions = incidents, done
     report.remediation = view
     if options.watch is not None:  # the watch keeps the ledger; a single read records nothing
         ledger_store.save(fleet.spec.name, moved)
@@ -131,6 +140,7 @@ def read(
     refresh: bool = False,
     from_cloud: bool = False,
     ledger: ledger_store.Ledger | None = None,
+    access: dict[str, actions.ClusterAccess] | None = None,
 ) -> FleetHealth:
     """The health of `targets` (in their order) and of their projects; `from_cloud`: each cluster's API
     reached with credentials the cloud gives now instead of its kubeconfig registration. A node with an
@@ -163,7 +173,7 @@ def read(
         found = outputs.get(target.cluster_stack)
         incidents = ladder.open_incidents(ledger, f"{target.project_key}/{target.cluster_name}")
         return _cluster(
-            fleet, target, found, events.get(target.project_key, []), options, from_cloud, incidents
+            fleet, target, found, events.get(target.project_key, []), options, from_cloud, incidents, access
         )
 
     report.clusters = parallel(targets, one, options.concurrency)
@@ -190,6 +200,7 @@ def _cluster(
     options: HealthRequest,
     from_cloud: bool = False,
     incidents: Mapping[str, tuple[str, str, str]] | None = None,
+    access: dict[str, actions.ClusterAccess] | None = None,
 ) -> ClusterHealth:
     from npa_pulumi.engine.verification.verifiers import _registered_kubeconfig
     from npa_pulumi.kube.client import KubeClient, KubeError
@@ -231,6 +242,18 @@ def _cluster(
         entry.requalify = _requalify(
             client_for, config, nodes, outputs, context, target, cluster_id, options, incidents
         )
+        entry.requalify.pop("results", None)
+    if access is not None:
+
+        def requalify_one(node: dict[str, Any]) -> dict[str, Any]:
+            done = _probe(
+                client_for, config, [node], context, target, cluster_id, options.requalify_timeout_s
+            )
+            result: dict[str, Any] = done["results"][node["metadata"]["name"]]
+            return result
+
+        key = f"{target.project_key}/{target.cluster_name}"
+        access[key] = actions.ClusterAccess(target.cluster_stack, client_for, requalify_one)
     qualification = health_model.Qualification.from_outputs(
         outputs, requalification.read_record(context), incidents
     )
@@ -323,10 +346,24 @@ def _requalify(
         for n in nodes
         if config.expected_gpu_nodes > 0 and is_gpu_node(n, config) and qualification.of(n)[0] == UNQUALIFIED
     ]
+    return _probe(client_for, config, wanted, context, target, cluster_id, options.requalify_timeout_s)
+
+
+def _probe(
+    client_for: Any,
+    config: Any,
+    wanted: list[dict[str, Any]],
+    context: str,
+    target: Target,
+    cluster_id: str,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """The gate's per-node probes on `wanted` (then the fabric check where it applies); the record
+    written for them."""
     done: dict[str, Any] = {"nodes": [n["metadata"]["name"] for n in wanted], "passed": [], "failed": []}
     if not wanted:
         return done
-    deadline = time.monotonic() + options.requalify_timeout_s
+    deadline = time.monotonic() + timeout_s
     results = {
         n["metadata"]["name"]: requalification.requalify_node(client_for, config, n, deadline) for n in wanted
     }
@@ -342,4 +379,5 @@ def _requalify(
     if refused:
         done["refused"] = refused
     done["record"] = str(requalification.write_record(context, target.cluster_stack, cluster_id, results))
+    done["results"] = results
     return done

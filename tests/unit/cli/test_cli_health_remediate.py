@@ -29,7 +29,12 @@ T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 @pytest.mark.parametrize(
     ("flags", "fragment"),
     [
-        (["--remediate"], "`health --remediate --dry-run` shows what it would do now"),
+        (["--remediate"], "--remediate acts from --watch"),
+        (
+            ["--remediate", "--watch", "--iterations", "1"],
+            "--watch --remediate cordons and probes nodes: add --yes",
+        ),
+        (["--remediate", "--dry-run", "--requalify", "--yes"], "cannot take --requalify"),
         (["--dry-run"], "--dry-run goes with --remediate"),
         (["--remediate", "--dry-run", "--watch", "--iterations", "1"], "cannot be combined with --watch"),
     ],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -321,3 +322,32 @@ def test_the_fleet_breaker_counts_the_gpu_nodes_of_clusters_this_read_did_not_se
     )
     assert breakers["cluster:research/train"]["open"]  # 1 of its 4
     assert not breakers["cluster:research/eval"]["open"]
+
+
+def test_a_remediating_read_is_audited_in_counts_without_node_names() -> None:
+    from npa_pulumi.engine.audit import remediation_record
+    from npa_pulumi.output.health import RemediationView
+
+    found = report(gpu("n1"))
+    assert remediation_record(found, Who(os_user="w"), T0, {}, None) is None  # no view: nothing done
+    found.remediation = RemediationView(actions=[])
+    assert remediation_record(found, Who(os_user="w"), T0, {}, None) is None
+    cluster = "research/train"
+    found.remediation.actions = [
+        {
+            "cluster": cluster,
+            "node": "n1",
+            "rung": "cordon-and-report",
+            "outcome": "done",
+            "detail": "cordoned",
+        },
+        {"cluster": cluster, "node": "n2", "rung": "requalify", "outcome": "done", "detail": "passed"},
+        {"cluster": cluster, "node": "n3", "rung": "cordon-and-report", "outcome": "skipped", "detail": "x"},
+    ]
+    entry = remediation_record(found, Who(os_user="w"), T0, {"projects": []}, "sha256:x")
+    assert entry is not None and entry.repair == "remediate" and entry.outcome == "ok"
+    assert entry.totals == {"done": 2, "skipped": 1, "failed": 0}
+    [stack] = entry.stacks
+    assert (stack.stack, stack.status) == ("fleet-research-train", "remediated")
+    assert stack.detail == "cordon-and-report done: 1, cordon-and-report skipped: 1, requalify done: 1"
+    assert "n1" not in json.dumps(entry.to_json())
