@@ -2,7 +2,10 @@
 Nebius marks NebiusGPUError opens an incident that `health --watch` records in its ledger (0600) while
 `health --remediate --dry-run` only shows the plan (the first rung: the gate) and records nothing; once the
 fault clears the node stays `unqualified` (validated return) until `health --requalify --yes` passes on
-it, and the next watch read closes the incident with its time to repair. Two more faulty nodes of five
+it, and the next watch read closes the incident with its time to repair. `--watch --remediate --yes` then
+climbs the ladder on another node, one rung a read (the gate, which fails while the fault is there; the
+cordon; the gate again once it cleared; its scheduling restored on the return), receipted, in the events
+file and audited without node names. Two more faulty nodes of five
 trip the cluster's and the fleet's breakers in that read, with the watcher's identity: the dry run then
 holds every action, and a reset by that same identity is refused."""
 
@@ -69,6 +72,16 @@ def _watch_once(spec: str) -> dict[str, Any]:
     return document
 
 
+def _remediate(spec: str, events: Path) -> dict[str, Any]:
+    result = npa(
+        "health", "--spec", spec, "--watch", "--remediate", "--yes", "--interval", "1s", "--iterations", "1",
+        "--events", str(events), "--output", "json",
+    )  # fmt: skip
+    assert result.code in (0, 1), result.stderr[-3000:]
+    document: dict[str, Any] = result.json()
+    return document
+
+
 def test_the_ladder_records_incidents_validates_the_return_and_trips_its_breakers(
     kube_api: Path, tmp_path: Path
 ) -> None:
@@ -130,6 +143,43 @@ def test_the_ladder_records_incidents_validates_the_return_and_trips_its_breaker
     assert incident["closed"] == "returned"
     [node] = closed["remediation"]["numbers"]["nodes"]
     assert node["node"] == broken and node["incidents"] == 1 and node["mttr_s"] > 0
+
+    # ---- the watch acts: the gate first (it fails: the fault is still there), then the cordon; once the
+    # fault clears, the gate again, and on the validated return the node is schedulable again
+    acted = gpu[3]
+    npa(*fault, acted, "--kind", "nebius-gpu-error", check=True)
+    _until(spec, lambda nodes: nodes[acted]["state"] == "degraded", "degraded")
+    events = tmp_path / "events.jsonl"
+    first = _remediate(spec, events)
+    [action] = first["remediation"]["actions"]
+    assert (action["node"], action["rung"], action["outcome"]) == (acted, "requalify", "done")
+    assert action["detail"].startswith("the gate's probes failed")
+    assert stat.S_IMODE(Path(action["receipt"]).stat().st_mode) == 0o600
+    second = _remediate(spec, events)
+    [action] = second["remediation"]["actions"]
+    assert (action["rung"], action["outcome"], action["detail"]) == ("cordon-and-report", "done", "cordoned")
+    assert _nodes(_health(spec)[1])[acted]["cordoned"] is True
+    npa(*fault, acted, "--kind", "nebius-gpu-error", "--clear", check=True)
+    _until(spec, lambda nodes: not nodes[acted]["conditions"], "cleared")
+    third = _remediate(spec, events)
+    [action] = third["remediation"]["actions"]
+    assert (action["rung"], action["outcome"]) == ("requalify", "done") and "passed" in action["detail"]
+    fourth = _remediate(spec, events)
+    [action] = fourth["remediation"]["actions"]
+    assert (action["node"], action["rung"], action["outcome"]) == (acted, "restore-scheduling", "done")
+    code, document = _health(spec)
+    assert code == 0 and _nodes(document)[acted]["state"] == "usable"
+    logged = [json.loads(line) for line in events.read_text().splitlines()]
+    ladder = [(e["rung"], e["outcome"]) for e in logged if e["event"] == "remediation-action"]
+    assert ladder == [
+        ("requalify", "done"),
+        ("cordon-and-report", "done"),
+        ("requalify", "done"),
+        ("restore-scheduling", "done"),
+    ]
+    records = npa("audit", "--spec", spec, "--output", "json", check=True).json()["records"]
+    remediated = [r for r in records if r.get("repair") == "remediate"]
+    assert len(remediated) == 4 and acted not in json.dumps(remediated)
 
     # ---- two more of five at once: the breakers trip in that read, and hold every action
     for name in gpu[1:3]:
