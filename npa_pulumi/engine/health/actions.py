@@ -149,7 +149,8 @@ def restore(
         ):
             continue
         rungs = {a.rung for a in incident.attempts if a.outcome is not core.Outcome.SKIPPED}
-        if Rung.FLAG_HARDWARE in rungs or not any(a.note == CORDONED_BY_LADDER for a in incident.attempts):
+        cordoned = any(a.note.startswith(CORDONED_BY_LADDER) for a in incident.attempts)
+        if Rung.FLAG_HARDWARE in rungs or not cordoned:
             continue
         action: JSON = {"cluster": incident.cluster, "node": incident.node, "rung": "restore-scheduling"}
         where = access.get(incident.cluster)

@@ -2,7 +2,8 @@
 and its circuit breakers, one JSON document per fleet beside the requalification records
 (`<npa home>/health/remediation/<fleet>.json`, 0600; engine/health/requalification.py keeps those). It
 goes where the watch runs: `health --watch` writes it after every read (with `--remediate`, the rungs it
-took); `health` and `--remediate --dry-run` only read it. Names, reason codes, times and masked capacity-block ids: nothing secret.
+took); `health` and `--remediate --dry-run` only read it. Names, reason codes, times and masked
+capacity-block ids: nothing secret.
 
 Closing a breaker takes a person: `health breaker reset --scope S` by an identity other than the one
 that watched when it tripped (`opened_by`), so the watcher can never talk itself back into acting.

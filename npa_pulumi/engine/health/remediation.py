@@ -305,17 +305,29 @@ def _settle(incident: Incident, facts: NodeFacts, policy: ClusterRemediation, no
             continue
         if facts.requalified_at is not None and facts.requalified_at >= attempt.at:
             outcome = Outcome.PASSED if facts.requalify_passed else Outcome.FAILED
-            attempts.append(replace(attempt, outcome=outcome, note="the node's gate " + outcome.value))
-        elif not facts.reasons and attempt.rung is not Rung.REQUALIFY:
-            attempts.append(
-                replace(attempt, outcome=Outcome.CLEARED, note="the fault cleared: its gate is due")
-            )
+            attempts.append(_settled(attempt, outcome, "the node's gate " + outcome.value))
+        elif not _faults(facts, attempt.at) and attempt.rung is not Rung.REQUALIFY:
+            attempts.append(_settled(attempt, Outcome.CLEARED, "the fault cleared: its gate is due"))
         elif now - attempt.at >= timedelta(seconds=policy.escalate_after_s):
-            what = facts.reasons[0].value if facts.reasons else "no gate pass"
-            attempts.append(replace(attempt, outcome=Outcome.FAILED, note=f"still {what} at escalate_after"))
+            faults = _faults(facts, attempt.at)
+            what = faults[0].value if faults else "no gate pass"
+            attempts.append(_settled(attempt, Outcome.FAILED, f"still {what} at escalate_after"))
         else:
             attempts.append(attempt)
     return replace(incident, attempts=tuple(attempts))
+
+
+def _settled(attempt: Attempt, outcome: Outcome, why: str) -> Attempt:
+    """The attempt with its outcome; what the action noted when it was taken stays first."""
+    return replace(attempt, outcome=outcome, note=f"{attempt.note}; {why}" if attempt.note else why)
+
+
+def _faults(facts: NodeFacts, since: datetime | None) -> tuple[FaultReason, ...]:
+    """The node's faults, less a failed requalification older than `since`: a gate verdict from before
+    the last rung says nothing about the node since (the gate failed while the fault was there)."""
+    if since is None or facts.requalified_at is None or facts.requalified_at >= since:
+        return facts.reasons
+    return tuple(r for r in facts.reasons if r is not FaultReason.FAILED_REQUALIFICATION)
 
 
 def record_action(
@@ -405,7 +417,8 @@ def _next_rung(
     unavailable: Mapping[Rung, str],
 ) -> tuple[Rung | None, tuple[str, ...], str]:
     """(the rung due, the rungs passed over, why) — no rung: why none."""
-    if not f.reasons:  # the fault cleared: the gate decides whether it returns (validated return)
+    taken = [a for a in incident.attempts if a.outcome is not Outcome.SKIPPED]
+    if not _faults(f, taken[-1].at if taken else None):  # cleared: the gate decides (validated return)
         if repeat:
             return None, (), "repeat offender: its gate is not run automatically (health --requalify --yes)"
         return Rung.REQUALIFY, (), "the fault cleared: the gate must pass before it is usable"

@@ -246,3 +246,32 @@ def test_the_ledger_round_trips_through_json() -> None:
     assert r.Incident.from_json(incident.to_json()) == incident
     breaker = r.Breaker("fleet", 20, 3, 10, T0, "me")
     assert r.Breaker.from_json(breaker.to_json()) == breaker
+
+
+def test_a_failed_gate_from_before_the_cordon_does_not_hide_that_the_fault_cleared() -> None:
+    ledger, _ = step([], [node("n1", FaultReason.GPU_ERROR)], T0)
+    failed_at = T0 + timedelta(seconds=20)
+    failing = dict(requalified_at=failed_at, requalify_passed=False)
+    gpu_and_gate = node("n1", FaultReason.GPU_ERROR, FaultReason.FAILED_REQUALIFICATION, **failing)
+    ledger, decisions = step(ledger, [gpu_and_gate], T0 + timedelta(minutes=1))
+    assert decisions[0].rung is Rung.CORDON_AND_REPORT
+    ledger = [
+        replace(i, attempts=(i.attempts[0], replace(i.attempts[1], note="cordoned by the ladder")))
+        for i in ledger
+    ]
+    # the GPU error is gone; the only fault left is the gate's verdict from before the cordon
+    gate_only = node("n1", FaultReason.FAILED_REQUALIFICATION, **failing)
+    ledger, decisions = step(ledger, [gate_only], T0 + timedelta(minutes=2))
+    assert (decisions[0].status, decisions[0].rung) == (r.Status.ACT, Rung.REQUALIFY)
+    cordon = ledger[0].attempts[1]
+    assert cordon.outcome is r.Outcome.CLEARED
+    assert cordon.note == "cordoned by the ladder; the fault cleared: its gate is due"  # its own note kept
+    # that gate fails again (a verdict after the last rung): the ladder goes on
+    again = node("n1", FaultReason.FAILED_REQUALIFICATION, requalified_at=T0 + timedelta(minutes=3))
+    _, decisions = step(
+        ledger,
+        [again],
+        T0 + timedelta(minutes=4),
+        unavailable={Rung.CLOUD_RECOVERY: "no", Rung.REMOVE_FROM_GROUP: "no"},
+    )
+    assert decisions[0].rung is Rung.FLAG_HARDWARE
