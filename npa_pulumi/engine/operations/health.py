@@ -51,7 +51,9 @@ if TYPE_CHECKING:
 def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
     """`health`: read the selected clusters' nodes and their projects' maintenance; requalify on request;
     then the repair ladder's side of the read (engine/health/ladder.py): the ledger moved on and saved by
-    `--watch`, only shown otherwise, and with `--remediate --dry-run` what the ladder would do now."""
+    `--watch`, only shown otherwise; with `--remediate` the ladder's decisions, acted on by the watch
+    (engine/health/actions.py) and only shown by `--remediate --dry-run`. A ledger that cannot be read
+    stops the ladder (nothing acts), not the read."""
     ledger = _ledger(fleet)
     executing = options.remediate and options.watch is not None
     access: dict[str, actions.ClusterAccess] | None = {} if executing else None
