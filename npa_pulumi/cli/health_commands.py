@@ -112,7 +112,7 @@ def health_command(**kw: Any) -> None:
     NebiusMaintenanceScheduled, NebiusBootDiskIOError, cordon and taints, GPUs against the preset,
     unqualified nodes) and each project's active maintenance events, with GPUs requested, usable, degraded
     and under maintenance per cluster, project and fleet; the repair ladder's breakers, incidents, MTBI,
-    MTTR and repeat offenders. Read-only unless --requalify."""
+    MTTR and repeat offenders. Read-only unless --requalify or --watch --remediate."""
 
     def body() -> int:
         from npa_pulumi.output.health import FleetHealth, render_text
