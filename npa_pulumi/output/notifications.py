@@ -278,7 +278,8 @@ class HealthNotifier:
         documents = [health_event(report, changed)] if changed else []
         view = report.remediation
         if view is not None:
-            opened = {str(b["scope"]) for b in view.open_breakers}
+            # a breaker a watcher tripped (a dry run's plan names no one: nothing opened for real)
+            opened = {str(b["scope"]) for b in view.open_breakers if b.get("opened_by")}
             tripped, self.open_breakers = sorted(opened - self.open_breakers), opened
             if tripped or view.actions:
                 documents.append(remediation_event(report, tripped))

@@ -122,9 +122,12 @@ def advance(
     interval_s: float,
     watcher: Callable[[], str],
     dry_run: bool = False,
+    watching: bool = False,
 ) -> tuple[RemediationView, store.Ledger]:
     """The ledger moved on by this read and the view of it; the caller saves the ledger (the watch) or
-    drops it (a single read, a dry run: nothing is recorded)."""
+    drops it (a single read, a dry run: nothing is recorded). `dry_run`: the decisions too. Breakers trip
+    for the watch (`watching`: with the watcher's identity) and, as it would, in a dry run's plan (no
+    identity: nothing tripped for real); a plain read shows them as the watch left them."""
     seen = facts(report, clusters)
     readable = [
         c.key
@@ -137,9 +140,11 @@ def advance(
     window = policy.window_s if policy.window_s is not None else interval_s
     breakers = core.evaluate_breakers(seen, incidents, scopes, ledger.breakers, window, now, "")
     tripped = [s for s, b in breakers.items() if b.open and not b.opened_by]
-    if tripped:
+    if tripped and watching:
         who = watcher()
         breakers |= {s: replace(breakers[s], opened_by=who) for s in tripped}
+    elif tripped and not dry_run:
+        breakers |= {s: replace(breakers[s], opened_at=None) for s in tripped}
     view = RemediationView(
         ledger=str(store.ledger_path(report.fleet)),
         breakers=[b.to_json() for _, b in sorted(breakers.items())],

@@ -77,6 +77,7 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
         interval,
         lambda: _identity(fleet),
         dry_run=options.remediate,
+        watching=options.watch is not None,
     )
     if access is not None:  # --watch --remediate: act on this read's decisions, then restore returns
         decisions = [core.Decision.from_json(d) for d in view.decisions or []]

@@ -123,7 +123,9 @@ def _advance(found: FleetHealth, state: ledger.Ledger, at: datetime, dry_run: bo
         calls.append("asked")
         return "sa-watcher"
 
-    view, moved = ladder.advance(found, INFO, resolve(parse_spec(SPEC)), state, at, 60.0, watcher, dry_run)
+    view, moved = ladder.advance(
+        found, INFO, resolve(parse_spec(SPEC)), state, at, 60.0, watcher, dry_run, watching=True
+    )
     return view, moved, calls
 
 
@@ -312,7 +314,7 @@ def test_the_fleet_breaker_counts_the_gpu_nodes_of_clusters_this_read_did_not_se
     found = report(gpu("n1", conditions=[error], state="degraded"), gpu("n2"), gpu("n3"), gpu("n4"))
     other = {"unread:fleet-research-eval": ladder.ClusterInfo("research/eval", "", False, 16)}
     view, _moved = ladder.advance(
-        found, INFO | other, resolve(parse_spec(SPEC)), ledger.Ledger(), T0, 60.0, lambda: "w", dry_run=True
+        found, INFO | other, resolve(parse_spec(SPEC)), ledger.Ledger(), T0, 60.0, lambda: "w", watching=True
     )
     breakers = {b["scope"]: b for b in view.breakers}
     assert (breakers["fleet"]["impaired"], breakers["fleet"]["total"], breakers["fleet"]["open"]) == (
@@ -351,3 +353,30 @@ def test_a_remediating_read_is_audited_in_counts_without_node_names() -> None:
     assert (stack.stack, stack.status) == ("fleet-research-train", "remediated")
     assert stack.detail == "cordon-and-report done: 1, cordon-and-report skipped: 1, requalify done: 1"
     assert "n1" not in json.dumps(entry.to_json())
+
+
+def test_a_plain_read_trips_no_breaker_and_a_dry_run_plans_as_the_watch_would_without_a_name() -> None:
+    error = NodeCondition(type="NebiusGPUError", status="True")
+    found = report(
+        *[gpu(f"n{i}", conditions=[error], state="degraded") for i in range(2)], gpu("n2"), gpu("n3")
+    )
+    asked: list[str] = []
+    policy = resolve(parse_spec(SPEC))
+
+    def watcher() -> str:
+        asked.append("asked")
+        return "w"
+
+    plain, _ = ladder.advance(found, INFO, policy, ledger.Ledger(), T0, 60.0, watcher)
+    assert not plain.open_breakers and plain.decisions is None
+    fleet = {b["scope"]: b for b in plain.breakers}["fleet"]
+    assert (fleet["impaired"], fleet["total"]) == (2, 4)  # the figures are shown all the same
+    planned, _ = ladder.advance(found, INFO, policy, ledger.Ledger(), T0, 60.0, watcher, dry_run=True)
+    assert {b["opened_by"] for b in planned.open_breakers} == {""} and asked == []
+    assert planned.decisions and all(d["status"] == "hold" for d in planned.decisions)
+    # a breaker the watch opened stays open in a plain read
+    tripped = core.Breaker("fleet", 20, 2, 4, T0, "w")
+    kept, _ = ladder.advance(
+        report(gpu("n0")), INFO, policy, ledger.Ledger(breakers={"fleet": tripped}), T0, 60.0, watcher
+    )
+    assert [b["scope"] for b in kept.open_breakers] == ["fleet"]

@@ -414,7 +414,7 @@ def test_the_ladder_notifies_a_breaker_once_when_it_opens_and_each_read_that_act
 
     notifier = notifications.HealthNotifier([receiver.url], policy=NO_WAIT)
     report = _health_report(**{"f.p.a": ("ok", 0)})
-    breaker = {"scope": "cluster:p/a", "open": True, "impaired": 3, "total": 8}
+    breaker = {"scope": "cluster:p/a", "open": True, "impaired": 3, "total": 8, "opened_by": "w"}
     action = {"cluster": "p/a", "node": "f.p.a-n1", "rung": "cordon-and-report", "outcome": "done"}
     report.remediation = RemediationView(breakers=[breaker], actions=[action])
     assert notifier(report) == []
@@ -425,6 +425,10 @@ def test_the_ladder_notifies_a_breaker_once_when_it_opens_and_each_read_that_act
     assert "f.p.a-n1" not in json.dumps(event)  # node names stay in `health` and the receipts
     report.remediation = RemediationView(breakers=[breaker], actions=[])
     notifier(report)  # still open, nothing done: no event
+    assert len(receiver.bodies) == 1
+    planned = {"scope": "fleet", "open": True, "impaired": 3, "total": 8, "opened_by": ""}
+    report.remediation = RemediationView(breakers=[breaker, planned], actions=[])
+    notifier(report)  # a dry run's plan trips nothing for real: no event
     assert len(receiver.bodies) == 1
 
 
