@@ -59,6 +59,12 @@ def reasons(node: NodeHealth) -> tuple[FaultReason, ...]:
     return tuple(r for r in FaultReason if r in found)
 
 
+def faults_now(node: NodeHealth) -> tuple[FaultReason, ...]:
+    """The node's own faults (its conditions, Ready, its GPUs), leaving out what the gate says of it."""
+    gate = (FaultReason.FAILED_REQUALIFICATION, FaultReason.UNQUALIFIED)
+    return tuple(r for r in reasons(node) if r not in gate)
+
+
 def _parsed(stamp: Any) -> datetime | None:
     try:
         at = datetime.fromisoformat(str(stamp or ""))

@@ -339,15 +339,22 @@ def _requalify(
     options: HealthRequest,
     incidents: Mapping[str, tuple[str, str, str]],
 ) -> dict[str, Any]:
-    """The gate's per-node probes on exactly the unqualified GPU nodes (those joined after the gate pass,
-    and those with an open remediation incident: their validated return); the record written for them."""
+    """The gate's per-node probes on exactly the unqualified GPU nodes: those joined after the gate pass,
+    and those with an open remediation incident whose fault has cleared (their validated return; one
+    whose fault is still there would only fail); the record written for them."""
     qualification = health_model.Qualification.from_outputs(
         outputs, requalification.read_record(context), incidents
     )
     wanted = [
         n
         for n in nodes
-        if config.expected_gpu_nodes > 0 and is_gpu_node(n, config) and qualification.of(n)[0] == UNQUALIFIED
+        if config.expected_gpu_nodes > 0
+        and is_gpu_node(n, config)
+        and qualification.of(n)[0] == UNQUALIFIED
+        and not (
+            qualification.incident_of(n) is not None
+            and ladder.faults_now(health_model.judge_node(n, config, qualification, []))
+        )
     ]
     return _probe(client_for, config, wanted, context, target, cluster_id, options.requalify_timeout_s)
 

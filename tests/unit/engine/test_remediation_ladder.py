@@ -380,3 +380,13 @@ def test_a_plain_read_trips_no_breaker_and_a_dry_run_plans_as_the_watch_would_wi
         report(gpu("n0")), INFO, policy, ledger.Ledger(breakers={"fleet": tripped}), T0, 60.0, watcher
     )
     assert [b["scope"] for b in kept.open_breakers] == ["fleet"]
+
+
+def test_faults_now_leaves_out_what_the_gate_says() -> None:
+    error = NodeCondition(type="NebiusGPUError", status="True")
+    failed = {"passed": False, "at": "x"}
+    both = gpu(
+        "n1", conditions=[error], qualification="unqualified", requalification=failed, incident="gpu-error"
+    )
+    assert ladder.faults_now(both) == (FaultReason.GPU_ERROR,)
+    assert ladder.faults_now(gpu("n2", qualification="unqualified", requalification=failed)) == ()
