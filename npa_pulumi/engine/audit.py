@@ -1,5 +1,6 @@
 """The audit trail: one record per mutating run (`up`, `destroy`, `adopt`, `cleanup`, and the repairs
-`verify-mig --reconcile` and `health --requalify`), kept in the backend beside the stacks
+`verify-mig --reconcile`, `health --requalify`, each `health --watch --remediate` read that acted and a
+`health breaker reset`), kept in the backend beside the stacks
 (engine/automation/audit_store.py), listed by `npa-pulumi audit` and the last ones by `report`.
 
 A record says who (the Nebius principal and profile, the OS user and host, the CI run's URL when one is
@@ -32,6 +33,7 @@ from npa_pulumi.output.stack_outputs import ClusterOutputs
 SCHEMA = "npa.audit/v1"
 MUTATING = ("up", "destroy", "adopt", "cleanup")
 REPAIRS = {"verify-mig": "reconcile", "health": "requalify"}  # command -> the flag that makes it mutate
+# `health breaker reset` records `repair: breaker-reset` (sdk/audit.py): a person closed a breaker
 
 
 class Who(BaseModel):
@@ -41,6 +43,14 @@ class Who(BaseModel):
     os_user: str | None = None
     host: str | None = None
     ci_run_url: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """One string for "who": the cloud's principal, else the OS user at the host (what a breaker
+        reset is compared by: engine/health/ledger.py)."""
+        if self.principal:
+            return self.principal
+        return f"{self.os_user or 'unknown'}@{self.host or 'unknown'}"
 
 
 class StackOutcome(BaseModel):
@@ -230,6 +240,51 @@ def requalify_record(
         outcome="failed" if failed else "ok",
         totals=totals,
         stacks=stacks,
+    )
+
+
+def remediation_record(
+    report: FleetHealth,
+    who_: Who,
+    started_at: datetime,
+    selection: Mapping[str, Any],
+    digest: str | None,
+) -> AuditRecord | None:
+    """The record of one `health --watch --remediate` read that acted (None when it did nothing): per
+    cluster the ladder's actions in counts by rung and outcome, never node names (those are in the
+    actions' receipts)."""
+    view = report.remediation
+    done = (view.actions or []) if view is not None else []
+    if not done:
+        return None
+    stacks = {f"{c.project_key}/{c.cluster_name}": c.stack for c in report.clusters}
+    per: dict[str, dict[str, int]] = {}
+    for action in done:
+        counts = per.setdefault(str(action["cluster"]), {})
+        key = f"{action['rung']} {action['outcome']}"
+        counts[key] = counts.get(key, 0) + 1
+    outcomes = [str(a["outcome"]) for a in done]
+    return AuditRecord(
+        command=report.command,
+        repair="remediate",
+        fleet=report.fleet,
+        who=who_,
+        selection={k: v for k, v in selection.items() if v not in (None, (), [], "")},
+        spec_digest=digest,
+        cloud=report.cloud,
+        started_at=started_at.astimezone(UTC).isoformat(timespec="seconds"),
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        outcome="failed" if "failed" in outcomes else "ok",
+        totals={name: outcomes.count(name) for name in ("done", "skipped", "failed")},
+        stacks=[
+            StackOutcome(
+                stack=stacks.get(cluster, cluster),
+                kind="cluster",
+                status="failed" if any(k.endswith(" failed") for k in counts) else "remediated",
+                detail=", ".join(f"{k}: {n}" for k, n in sorted(counts.items())),
+            )
+            for cluster, counts in sorted(per.items())
+        ],
     )
 
 

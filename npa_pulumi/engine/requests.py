@@ -350,19 +350,25 @@ class HealthWatch:
 @dataclass(frozen=True, kw_only=True)
 class HealthRequest(FleetRequest):
     """`health`: the fraction of each cluster's requested GPUs that must be usable (`min_usable`, 0..1),
-    and `requalify`: the gate's per-node probes on the nodes that joined after the last gate pass
-    (`timeout_s` per cluster; None: 10 minutes)."""
+    `requalify`: the gate's per-node probes on the nodes that joined after the last gate pass
+    (`timeout_s` per cluster; None: 10 minutes), and `remediate`: the repair ladder's plan, acted on by the
+    watch (`watch`) or only shown (without)."""
 
     min_usable: float = 1.0
     requalify: bool = False
     timeout_s: float | None = None
     watch: HealthWatch | None = None
+    # `--remediate`: the repair ladder's decisions; with `watch` it acts on them (`--watch --remediate`),
+    # without, it only shows them (`--remediate --dry-run`)
+    remediate: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_usable <= 1.0:
             raise UserInputError(f"--min-usable {self.min_usable:g}: a fraction between 0 and 1")
         if self.requalify and self.watch is not None:
             raise UserInputError("--requalify runs once: it cannot be combined with --watch")
+        if self.remediate and self.requalify:
+            raise UserInputError("--remediate requalifies through its ladder: it cannot take --requalify")
 
     @property
     def requalify_timeout_s(self) -> float:

@@ -83,6 +83,11 @@ class NodeHealth(BaseModel):
     maintenance: list[Maintenance] = Field(default_factory=list)
     boot_id: str = ""
     joined_at: str = ""  # metadata.creationTimestamp
+    uid: str = ""  # the node object's uid: a node re-created under its name is another node
+    # Its open remediation incident's reason (the ladder's ledger): usable only once its gate passes again
+    incident: str | None = None
+    # Pods holding its GPUs (namespace/name), read for `--remediate`; None: not read
+    gpu_workloads: list[str] | None = None
     problems: list[str] = Field(default_factory=list)
 
 
@@ -117,6 +122,23 @@ class ClusterHealth(BaseModel):
         return self.status != HealthStatus.OK
 
 
+class RemediationView(BaseModel):
+    """The repair ladder's side of a read (engine/health/remediation.py): the breakers as they stand, the
+    numbers (incidents, MTBI, MTTR per node and reason, repeat offenders), and with `--remediate
+    --dry-run` what the ladder would do now on each node with an open incident."""
+
+    ledger: str = ""  # where the ladder keeps its state
+    breakers: list[dict[str, Any]] = Field(default_factory=list)
+    numbers: dict[str, Any] = Field(default_factory=dict)
+    decisions: list[dict[str, Any]] | None = None  # --remediate (--dry-run, or the watch's)
+    actions: list[dict[str, Any]] | None = None  # --watch --remediate: what this read did
+    unavailable: dict[str, str] = Field(default_factory=dict)  # rungs this cloud does not offer, and why
+
+    @property
+    def open_breakers(self) -> list[dict[str, Any]]:
+        return [b for b in self.breakers if b.get("open")]
+
+
 class ProjectHealth(BaseModel):
     project_key: str
     project_id: str | None = None
@@ -133,6 +155,7 @@ class FleetHealth(BaseModel):
     clusters: list[ClusterHealth] = Field(default_factory=list)
     projects: list[ProjectHealth] = Field(default_factory=list)
     totals: GpuTotals = Field(default_factory=GpuTotals)
+    remediation: RemediationView | None = None
     warnings: list[str] = Field(default_factory=list)
 
     @property
@@ -190,5 +213,49 @@ def render_text(health: FleetHealth) -> str:
                 if fabric:
                     lines.append(f"    fabric check: {fabric.get('status')}: {fabric.get('reason')}")
     lines.append(f"fleet: {_totals_text(health.totals)}")
+    if health.remediation is not None:
+        lines += remediation_text(health.remediation)
     lines += [f"warning: {w}" for w in health.warnings]
     return "\n".join(lines)
+
+
+def _seconds(value: Any) -> str:
+    if value is None:
+        return "-"
+    whole = int(value)
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def remediation_text(view: RemediationView) -> list[str]:
+    """Open breakers, the repeat offenders, the fleet's MTBI/MTTR, and the dry run's plan per node."""
+    lines = []
+    for breaker in view.open_breakers:
+        by = f"another identity than {breaker['opened_by']!r}" if breaker["opened_by"] else "a person"
+        lines.append(
+            f"breaker OPEN {breaker['scope']}: {breaker['impaired']}/{breaker['total']} GPU nodes impaired "
+            f"(> {breaker['threshold_percent']}%) since {breaker['opened_at']}: no action there until "
+            f"`health breaker reset --scope {breaker['scope']}` by {by}"
+        )
+    fleet = view.numbers.get("fleet") or {}
+    if fleet.get("incidents"):
+        lines.append(
+            f"incidents: {fleet['incidents']} ({fleet.get('open', 0)} open), "
+            f"MTBI {_seconds(fleet.get('mtbi_s'))}, MTTR {_seconds(fleet.get('mttr_s'))}"
+        )
+    for offender in view.numbers.get("repeat_offenders") or []:
+        lines.append(
+            f"repeat offender: {offender['cluster']} node {offender['node']} (not requalified automatically)"
+        )
+    if view.decisions is None:
+        return lines
+    dry = " (dry run)" if view.actions is None else ""
+    lines.append(f"remediation{dry}: {len(view.decisions)} node(s) with an open incident")
+    for d in view.decisions:
+        rung = f" {d['rung']}" if d.get("rung") else ""
+        via = f" via {d['via']}" if d.get("via") else ""
+        lines.append(f"  {d['cluster']} {d['node']} [{d['reason']}]: {d['status']}{rung}{via}: {d['why']}")
+        lines += [f"    skipped {s}" for s in d.get("skipped") or []]
+    for a in view.actions or []:
+        lines.append(f"  action {a['cluster']} {a['node']} {a['rung']}: {a['outcome']}: {a['detail']}")
+    return lines

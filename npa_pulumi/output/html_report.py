@@ -402,7 +402,69 @@ def _health_section(health: Mapping[str, Any]) -> str:
         f"</tr></thead><tbody>{rows}</tbody></table>"
         + (f"<h3>Nodes that are not usable</h3>{_bounded_items(nodes)}" if nodes else "")
         + (f"<h3>Active maintenance events</h3>{_bounded_items(events)}" if events else "")
+        + _remediation_part(health.get("remediation"))
         + "</section>"
+    )
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)):
+        return "-"
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def _remediation_part(view: Any) -> str:
+    """The repair ladder's side: open breakers, repeat offenders, incidents with MTBI and MTTR per fault
+    reason and per node (engine/health/remediation.py)."""
+    if not isinstance(view, Mapping):
+        return ""
+    breakers = [
+        f'<li class="breaker" data-scope="{text(b.get("scope", ""))}"><b>open</b> '
+        f"{text(b.get('scope', ''))}: "
+        f"{text(b.get('impaired', 0))}/{text(b.get('total', 0))} GPU nodes impaired "
+        f"(&gt; {text(b.get('threshold_percent', ''))}%) since {text(b.get('opened_at', ''))}</li>"
+        for b in view.get("breakers") or []
+        if isinstance(b, Mapping) and b.get("open")
+    ]
+    found = view.get("numbers")
+    numbers: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    offenders = [
+        f'<li data-node="{text(o.get("node", ""))}">{text(o.get("cluster", ""))} '
+        f"<code>{text(o.get('node', ''))}</code></li>"
+        for o in numbers.get("repeat_offenders") or []
+        if isinstance(o, Mapping)
+    ]
+    rows = [
+        f'<tr data-{kind}="{text(e.get(kind, ""))}"><td>{text(label)}</td><td class="num">'
+        f'{text(e.get("incidents", 0))}</td><td class="num">{_duration(e.get("mtbi_s"))}</td>'
+        f'<td class="num">{_duration(e.get("mttr_s"))}</td></tr>'
+        for kind, entries in (("reason", numbers.get("reasons")), ("node", numbers.get("nodes")))
+        for e in entries or []
+        if isinstance(e, Mapping)
+        for label in [e.get("reason") or f"{e.get('cluster', '')} {e.get('node', '')}"]
+    ]
+    if not (breakers or offenders or rows):
+        return ""
+    table = (
+        '<table class="health incidents"><thead><tr><th>reason / node</th><th>incidents</th><th>MTBI</th>'
+        f"<th>MTTR</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        if rows
+        else ""
+    )
+    return (
+        "<h3>Repair ladder</h3>"
+        + (
+            f"<p>Open circuit breakers: no repair acts in their scope</p>{_bounded_items(breakers)}"
+            if breakers
+            else ""
+        )
+        + (
+            f"<p>Repeat offenders: not requalified automatically</p>{_bounded_items(offenders)}"
+            if offenders
+            else ""
+        )
+        + table
     )
 
 

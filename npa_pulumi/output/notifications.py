@@ -269,12 +269,56 @@ class HealthNotifier:
         self.urls = list(urls)
         self.post_options = post_options
         self.states: dict[str, str] | None = None
+        self.open_breakers: set[str] = set()
 
     def __call__(self, report: FleetHealth) -> list[str]:
         now = {**(self.states or {}), **health_states(report)}  # an unreadable cluster keeps its last
         changed = health_changes(self.states, now)
         self.states = now
-        if not changed or not self.urls:
+        documents = [health_event(report, changed)] if changed else []
+        view = report.remediation
+        if view is not None:
+            # a breaker a watcher tripped (a dry run's plan names no one: nothing opened for real)
+            opened = {str(b["scope"]) for b in view.open_breakers if b.get("opened_by")}
+            tripped, self.open_breakers = sorted(opened - self.open_breakers), opened
+            if tripped or view.actions:
+                documents.append(remediation_event(report, tripped))
+        if not self.urls:
             return []
-        document = health_event(report, changed)
-        return [warning for url in self.urls if (warning := post(url, document, **self.post_options))]
+        return [
+            warning
+            for document in documents
+            for url in self.urls
+            if (warning := post(url, document, **self.post_options))
+        ]
+
+
+def remediation_event(report: FleetHealth, tripped: Sequence[str]) -> dict[str, Any]:
+    """The repair ladder's event of one read, scrubbed: the breakers that opened in it, and per cluster
+    the actions taken in counts by rung and outcome (node names stay in `health` and the receipts)."""
+    view = report.remediation
+    counts: dict[str, dict[str, int]] = {}
+    for action in (view.actions if view is not None else None) or []:
+        per = counts.setdefault(str(action["cluster"]), {})
+        key = f"{action['rung']} {action['outcome']}"
+        per[key] = per.get(key, 0) + 1
+    events = (["breaker-open"] if tripped else []) + (["remediation-actions"] if counts else [])
+    lines = [f"npa-pulumi health of fleet '{report.fleet}': {', '.join(events)}"]
+    lines += [f"• breaker {scope} open: no repair acts there until a person resets it" for scope in tripped]
+    lines += [
+        f"• {cluster}: " + ", ".join(f"{k} {n}" for k, n in sorted(per.items()))
+        for cluster, per in counts.items()
+    ]
+    document: dict[str, Any] = {
+        "schema": SCHEMA,
+        "events": events,
+        "fleet": report.fleet,
+        "command": "health",
+        "outcome": "remediation",
+        "breakers_opened": list(tripped),
+        "actions": counts,
+        "version": __version__,
+        "text": "\n".join(lines),
+    }
+    scrubbed: dict[str, Any] = scrub_document(document)
+    return scrubbed

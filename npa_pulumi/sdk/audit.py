@@ -89,6 +89,53 @@ def recorded_requalify(
     return report
 
 
+def recorded_remediation(
+    selected: Selected, request: FleetRequest, fleet: Fleet, started: datetime, report: FleetHealth
+) -> FleetHealth:
+    """The record of one `health --watch --remediate` read that acted; `report`, with a warning when the
+    record could not be written."""
+    from npa_pulumi.engine import audit as trail
+
+    entry = trail.remediation_record(
+        report, _who(request, fleet), started, _selection(selected), _digest(selected)
+    )
+    if entry is not None:
+        warning = _append(fleet.context.settings.backend_url, entry)
+        if warning:
+            report.warnings.append(warning)
+    return report
+
+
+def caller(request: FleetRequest, fleet: Fleet) -> Who:
+    """Who runs this (the cloud's principal when it can be read), as a record names them."""
+    return _who(request, fleet)
+
+
+def recorded_breaker_reset(
+    selected: Selected, fleet: Fleet, who: Who, started: datetime, scope: str
+) -> list[str]:
+    """The record of `health breaker reset` (a person closed a breaker); the warnings when it could not be
+    written."""
+    from npa_pulumi.engine import audit as trail
+
+    entry = trail.AuditRecord(
+        command="health",
+        repair="breaker-reset",
+        fleet=selected.spec.name,
+        who=who,
+        selection={"scope": scope},
+        spec_digest=_digest(selected),
+        cloud=fleet.context.where.cloud,
+        started_at=started.isoformat(timespec="seconds"),
+        finished_at=datetime.now(started.tzinfo).isoformat(timespec="seconds"),
+        outcome="ok",
+        totals={"breakers": 1},
+        stacks=[],
+    )
+    warning = _append(fleet.context.settings.backend_url, entry)
+    return [warning] if warning else []
+
+
 def _who(request: FleetRequest, fleet: Fleet) -> Who:
     from npa_pulumi.engine import audit as trail
 

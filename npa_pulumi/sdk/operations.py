@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.output.results import FleetResult, TeardownPhase
 from npa_pulumi.plan import Target, resolve_targets
-from npa_pulumi.sdk.audit import recorded, recorded_requalify
+from npa_pulumi.sdk.audit import recorded, recorded_remediation, recorded_requalify
 from npa_pulumi.sdk.requests import (
     AdoptRequest,
     AttestRequest,
@@ -353,7 +353,12 @@ def health(
     selected = _selected(spec, request.selection)
 
     def read() -> FleetHealth:
-        return open_fleet(selected, request).health()  # a fresh read of the stacks each time
+        fleet = open_fleet(selected, request)  # a fresh read of the stacks each time
+        started = datetime.now(UTC)
+        report = fleet.health()
+        if request.remediate and request.watch is not None:  # the ladder acted: its audit record
+            report = recorded_remediation(selected, request, fleet, started, report)
+        return report
 
     if request.requalify:  # a repair (never with watch): its audit record (sdk/audit.py)
         fleet = open_fleet(selected, request)
@@ -368,6 +373,25 @@ def health(
             on_report(report)
         return report
     return watch(read, request.watch, on_report or (lambda _r: None))
+
+
+def reset_breaker(spec: SpecSource, scope: str, request: FleetRequest = FleetRequest()) -> dict[str, Any]:
+    """`npa-pulumi health breaker reset --scope S`: close one open circuit breaker of the fleet's repair
+    ladder (npa_pulumi.engine.health.ledger). Refused (ResetRefused, exit 1) when the caller's identity (the
+    cloud's principal, else the OS user at the host) is the watcher's that tripped it: closing a breaker
+    takes a person. Appends an audit record beside the stacks."""
+    from npa_pulumi.engine.health import ledger
+    from npa_pulumi.sdk.audit import caller, recorded_breaker_reset
+
+    selected = _selected(spec, request.selection)
+    fleet = open_fleet(selected, request)
+    started = datetime.now(UTC)
+    who = caller(request, fleet)
+    opened_by, closed = ledger.reset_breaker(selected.spec.name, scope, who.identity)
+    document: dict[str, Any] = {"command": "health breaker reset", "fleet": selected.spec.name}
+    document |= {"breaker": closed.to_json(), "by": who.identity, "breaker_opened_by": opened_by}
+    document["warnings"] = recorded_breaker_reset(selected, fleet, who, started, scope)
+    return document
 
 
 def _verify(verifier: Verifier, spec: SpecSource, request: VerifyRequest) -> FleetResult:

@@ -24,6 +24,34 @@ class BackendKind(StrEnum):
             return None
 
 
+class FaultReason(StrEnum):
+    """Why a GPU node needs repair: the faults `health` already judges (engine/health/model.py), the keys of
+    the spec's `remediation.ladders`. Maintenance is no fault: Nebius works through it on its own schedule."""
+
+    GPU_ERROR = "gpu-error"  # NebiusGPUError
+    BOOT_DISK_IO_ERROR = "boot-disk-io-error"  # NebiusBootDiskIOError
+    NOT_READY = "not-ready"  # the Ready condition is not True
+    GPUS_MISSING = "gpus-missing"  # fewer allocatable GPUs than the preset
+    FAILED_REQUALIFICATION = "failed-requalification"  # the gate's probes failed on it
+    UNQUALIFIED = "unqualified"  # healthy, but it joined after the last gate pass
+
+
+class Rung(StrEnum):
+    """One step of a repair ladder, in the order the default ladder takes them."""
+
+    REQUALIFY = "requalify"  # the gate's per-node probes again (health --requalify)
+    CORDON_AND_REPORT = "cordon-and-report"  # cordon (soperator: Slurm drain with a reason) and notify
+    CLOUD_RECOVERY = "cloud-recovery"  # the cloud's own recovery of the node's instance
+    REMOVE_FROM_GROUP = "remove-from-group"  # delete the node so that its group replaces it
+    FLAG_HARDWARE = "flag-hardware"  # kept out of rotation, flagged for hardware replacement
+
+
+DEFAULT_LADDER: Final = tuple(Rung)
+DEFAULT_BREAKER_PERCENT: Final = 20
+DEFAULT_REPEAT_INCIDENTS: Final = 3
+DEFAULT_REPEAT_WINDOW: Final = "7d"
+DEFAULT_ESCALATE_AFTER: Final = "30m"
+
 # Node pools.
 DEFAULT_CPU_PLATFORM: Final = "cpu-d3"
 DEFAULT_GPU_PLATFORM: Final = "gpu-rtx6000"

@@ -1,11 +1,11 @@
-"""Durations as people write them in a spec or on a command line: `90`, `90s`, `5m`, `1h`, `1.5m`."""
+"""Durations as people write them in a spec or on a command line: `90`, `90s`, `5m`, `1h`, `1.5m`, `7d`."""
 
 from __future__ import annotations
 
 import re
 
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
 EXAMPLES = "a positive duration such as 30s, 5m or 1h"
 
 

@@ -637,6 +637,73 @@ class RolloutSpec(SpecModel):
     )
 
 
+class BreakersSpec(SpecModel):
+    """`remediation.breakers`: stop acting in a scope once more than this percent of its GPU nodes are
+    impaired within one `window` (engine/health/remediation.py)."""
+
+    cluster_percent: Integer = Field(
+        c.DEFAULT_BREAKER_PERCENT, description="Percent of a cluster's GPU nodes (1-100)."
+    )
+    capacity_block_percent: Integer = Field(
+        c.DEFAULT_BREAKER_PERCENT, description="Percent of a capacity block group's GPU nodes (1-100)."
+    )
+    fleet_percent: Integer = Field(
+        c.DEFAULT_BREAKER_PERCENT, description="Percent of the fleet's GPU nodes (1-100)."
+    )
+    window: Text = Field(
+        "", description="How far back a node impaired counts (30s, 5m); empty: one watch interval."
+    )
+
+
+class RepeatOffenderSpec(SpecModel):
+    """`remediation.repeat_offender`: a node with `incidents` incidents within `window` is a repeat offender,
+    never requalified automatically."""
+
+    incidents: Integer = Field(c.DEFAULT_REPEAT_INCIDENTS, description="Incidents (at least 2).")
+    window: Text = Field(c.DEFAULT_REPEAT_WINDOW, description="The window (e.g. 7d, 48h).")
+
+
+class RemediationOverrideSpec(SpecModel):
+    """`remediation.overrides[]`: other settings for the clusters its selectors match (the last match wins
+    per field)."""
+
+    clusters: list[StrictText] = Field(
+        default_factory=list,
+        description="project-key/cluster-name selectors (globs allowed), e.g. research/*.",
+    )
+    allow_active_gpu_workloads: Boolean | None = Field(
+        None, description="Act on nodes whose GPUs are held by a workload."
+    )
+    ladders: dict[StrictText, list[StrictText]] | None = Field(
+        None, description="Ladders per fault reason, merged over the fleet's."
+    )
+    breaker_percent: Integer | None = Field(None, description="This cluster's own breaker (1-100).")
+
+
+class RemediationSpec(SpecModel):
+    """`remediation`: the repair ladder per fault reason, its breakers and the repeat-offender rule that
+    `health --remediate` follows (docs/health-and-verifiers.md, "Remediation")."""
+
+    allow_active_gpu_workloads: Boolean = Field(
+        False, description="Act on nodes whose GPUs are held by a workload (never by default)."
+    )
+    escalate_after: Text = Field(
+        c.DEFAULT_ESCALATE_AFTER,
+        description="A rung whose gate neither passed nor failed by then counts as failed (e.g. 30m).",
+    )
+    ladders: dict[StrictText, list[StrictText]] = Field(
+        default_factory=dict,
+        description="Per fault reason (gpu-error, boot-disk-io-error, not-ready, gpus-missing, "
+        "failed-requalification, unqualified) its rungs in order; a reason not named keeps the default "
+        "ladder requalify, cordon-and-report, cloud-recovery, remove-from-group, flag-hardware.",
+    )
+    breakers: BreakersSpec = Field(default_factory=BreakersSpec)
+    repeat_offender: RepeatOffenderSpec = Field(default_factory=RepeatOffenderSpec)
+    overrides: list[RemediationOverrideSpec] = Field(
+        default_factory=list, description="Settings of their own for some projects or clusters."
+    )
+
+
 class FleetSpec(SpecModel):
     """A whole fleet: clusters across projects of one tenant."""
 
@@ -653,6 +720,10 @@ class FleetSpec(SpecModel):
     profile: Text = Field("", description="~/.nebius profile to authenticate as; empty means the active one.")
     projects: list[ProjectSpec] = Field(default_factory=list)
     rollout: RolloutSpec | None = Field(None, description="Staged rollout of `up`: canary and waves.")
+    remediation: RemediationSpec = Field(
+        default_factory=RemediationSpec,
+        description="Repair ladders, circuit breakers and the repeat-offender rule of `health --remediate`.",
+    )
     notify: list[StrictText] = Field(
         default_factory=list,
         description="Webhooks a run posts one JSON event to when it needs a person (beside --notify URL): "
@@ -671,6 +742,7 @@ class FleetSpec(SpecModel):
 __all__ = [
     "MK8S_FIELDS",
     "SOPERATOR_ROLE_PRESETS",
+    "BreakersSpec",
     "ClusterSpec",
     "FleetSpec",
     "GpuFabricCheckSpec",
@@ -683,6 +755,9 @@ __all__ = [
     "NodePoolSpec",
     "ObjectStorageSpec",
     "ProjectSpec",
+    "RemediationOverrideSpec",
+    "RemediationSpec",
+    "RepeatOffenderSpec",
     "RolloutSpec",
     "RolloutWaveSpec",
     "SoperatorControlPlaneSpec",

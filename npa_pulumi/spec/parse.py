@@ -39,6 +39,7 @@ _HEADER_FIELDS = (
     "ssh_public_key",
     "profile",
     "rollout",
+    "remediation",
     "notify",
 )
 

@@ -34,6 +34,7 @@ from npa_pulumi.spec.names import (
 )
 from npa_pulumi.spec.notify_rules import check_notify
 from npa_pulumi.spec.problems import RawProblem
+from npa_pulumi.spec.remediation import check_remediation
 from npa_pulumi.spec.rollout_rules import check_rollout
 from npa_pulumi.spec.soperator_rules import check_soperator_contract
 
@@ -95,6 +96,7 @@ def check_fleet(spec: FleetSpec) -> list[RawProblem]:
         problems += _stack_name_problems(spec, project, base)
     problems += check_rollout(spec)
     problems += check_notify(spec)
+    problems += check_remediation(spec)
     return problems
 
 

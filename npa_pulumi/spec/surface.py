@@ -16,6 +16,7 @@ from npa_pulumi.spec.models import (
     ClusterSpec,
     MaintenanceSpec,
     ObjectStorageSpec,
+    RemediationSpec,
     RolloutSpec,
     SoperatorSpec,
 )
@@ -102,6 +103,9 @@ class FleetDocument(SurfaceModel):
     )
     projects: list[ProjectEntry] | None = Field(None, description="Non-empty list of projects.")
     rollout: RolloutSpec | None = Field(None, description="Staged rollout of `up`: canary and waves.")
+    remediation: RemediationSpec | None = Field(
+        None, description="Repair ladders, circuit breakers and repeat offenders of `health --remediate`."
+    )
     notify: list[StrictText] | None = Field(
         None,
         description="Webhook URLs (or ${ENV_VAR}) a run posts one JSON event to when it needs a person.",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from npa_pulumi.cloud.port import MaintenanceEvent
@@ -53,19 +54,30 @@ class Qualification:
     gate_passed: bool = False
     gate_nodes: frozenset[str] = frozenset()
     requalified: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Open remediation incidents by node name: (uid, reason, opened_at ISO). Validated return: such a
+    # node is qualified again only by a requalification that passed after its incident opened.
+    incidents: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
+    gate_at: str = ""  # when the last gate pass decided (ISO; "" unknown)
 
     @classmethod
-    def from_outputs(cls, outputs: Mapping[str, Any], record: Mapping[str, Any] | None) -> Qualification:
+    def from_outputs(
+        cls,
+        outputs: Mapping[str, Any],
+        record: Mapping[str, Any] | None,
+        incidents: Mapping[str, tuple[str, str, str]] | None = None,
+    ) -> Qualification:
         recorded = ClusterOutputs.read(outputs)
         evidence = recorded.health_evidence
         nodes = (record or {}).get("nodes") or {}
+        open_ = dict(incidents or {})
         if recorded.validation == "skipped":
-            return cls(gated=False, requalified=nodes)
+            return cls(gated=False, requalified=nodes, incidents=open_)
         if evidence is None:
-            return cls(requalified=nodes)
+            return cls(requalified=nodes, incidents=open_)
         passed = bool(evidence.get("passed"))
         seen = frozenset((evidence.get("nodes") or {}).keys()) if passed else frozenset()
-        return cls(gate_passed=passed, gate_nodes=seen, requalified=nodes)
+        at = str(evidence.get("finished_at") or "")
+        return cls(gate_passed=passed, gate_nodes=seen, requalified=nodes, incidents=open_, gate_at=at)
 
     def of(self, node: JSON) -> tuple[str, Mapping[str, Any] | None]:
         """(qualification, the requalification record of this very node object)."""
@@ -75,11 +87,35 @@ class Qualification:
             record = None  # a record of an earlier node of that name
         if not self.gated:
             return "not-gated", record
-        if record is not None and record.get("passed"):
+        incident = self.incident_of(node)
+
+        def since_incident(at: str) -> bool:  # validated return: only a verdict after it opened counts
+            return incident is None or _not_before(at, incident[2])
+
+        if record is not None and record.get("passed") and since_incident(str(record.get("at") or "")):
             return "requalified", record
-        if self.gate_passed and meta["name"] in self.gate_nodes:
+        if self.gate_passed and meta["name"] in self.gate_nodes and since_incident(self.gate_at):
             return "gate", record
         return UNQUALIFIED, record
+
+    def incident_of(self, node: JSON) -> tuple[str, str, str] | None:
+        """The open incident of this very node object (its uid), if any."""
+        meta = node["metadata"]
+        found = self.incidents.get(meta["name"])
+        return found if found is not None and found[0] == meta.get("uid", "") else None
+
+
+def _not_before(stamp: str, since: str) -> bool:
+    """Whether ISO time `stamp` is at or after `since` (an unreadable one is not)."""
+    try:
+        at, start = datetime.fromisoformat(stamp), datetime.fromisoformat(since)
+    except ValueError:
+        return False
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)
+    return at >= start
 
 
 def condition(node: JSON, kind: str) -> JSON | None:
@@ -158,6 +194,7 @@ def judge_node(
         maintenance=[_maintenance(e, meta["name"]) for e in mine],
         boot_id=str((status.get("nodeInfo") or {}).get("bootID") or ""),
         joined_at=str(meta.get("creationTimestamp") or ""),
+        uid=str(meta.get("uid") or ""),
     )
     problems = view.problems
     if not ready:
@@ -181,11 +218,17 @@ def judge_node(
     view.qualification, record = qualification.of(node)
     if record is not None:
         view.requalification = dict(record)
+    incident = qualification.incident_of(node)
+    if incident is not None:
+        view.incident = incident[1]
     if view.qualification == UNQUALIFIED:
         failed = record is not None and not record.get("passed")
         problems.append(
             "failed requalification: " + "; ".join(record.get("errors") or ["see its evidence"])
             if failed and record is not None
+            else f"open {incident[1]} incident since {incident[2]}: usable only once its gate passes again "
+            "(`health --requalify --yes`)"
+            if incident is not None
             else "joined after the last gate pass: run `health --requalify --yes`"
             if qualification.gate_passed
             else "no gate pass recorded: run `up` or `health --requalify --yes`"

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -116,11 +116,18 @@ def judge_fabric(entries: Mapping[str, JSON], evidence: Mapping[str, Any]) -> JS
 
 def gpu_holders(client: KubeClient, node: str) -> list[str]:
     """Active pods on `node` outside the GPU operator that request or limit an `nvidia.com/*` resource."""
-    found = []
     selector = urllib.parse.quote(f"spec.nodeName={node}")
-    for pod in client.get(f"/api/v1/pods?fieldSelector={selector}").get("items") or []:
+    pods = client.get(f"/api/v1/pods?fieldSelector={selector}").get("items") or []
+    return holders_by_node(pods).get(node, [])
+
+
+def holders_by_node(pods: Iterable[JSON]) -> dict[str, list[str]]:
+    """Per node, its active pods outside the GPU operator that request or limit an `nvidia.com/*`
+    resource (namespace/name, sorted): one list of a cluster's pods answers for all its nodes."""
+    found: dict[str, list[str]] = {}
+    for pod in pods:
         meta, spec = pod["metadata"], pod.get("spec") or {}
-        if meta.get("namespace") == OPERATOR_NAMESPACE:
+        if meta.get("namespace") == OPERATOR_NAMESPACE or not spec.get("nodeName"):
             continue
         if (pod.get("status") or {}).get("phase") not in ("Pending", "Running"):
             continue
@@ -128,9 +135,9 @@ def gpu_holders(client: KubeClient, node: str) -> list[str]:
             resources = container.get("resources") or {}
             wanted = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
             if any(k.startswith("nvidia.com/") and quantity(v) > 0 for k, v in wanted.items()):
-                found.append(f"{meta.get('namespace')}/{meta['name']}")
+                found.setdefault(str(spec["nodeName"]), []).append(f"{meta.get('namespace')}/{meta['name']}")
                 break
-    return sorted(found)
+    return {node: sorted(names) for node, names in found.items()}
 
 
 def requalify_node(

@@ -15,10 +15,25 @@ any more):
                                                                      (none: no pass with its time recorded)
     npa_health_reads_total{fleet}                                    reads done
 
+The repair ladder's series (engine/health/remediation.py), from its ledger (incidents within its 30-day
+horizon; faults only, a node that merely joined after the gate pass is no incident):
+
+    npa_health_breaker_open{fleet,scope}                             1 open, 0 closed: fleet,
+                                                                     cluster:P/C, capacity-block:ID (masked)
+    npa_health_breaker_impaired_percent{fleet,scope}                 GPU nodes impaired within the window
+    npa_health_node_incidents{fleet,project,cluster,node}            incidents of the node
+    npa_health_node_mtbi_seconds{fleet,project,cluster,node}         mean time between its incidents (2+)
+    npa_health_node_mttr_seconds{fleet,project,cluster,node}         mean time to repair (closed ones)
+    npa_health_reason_incidents{fleet,reason}                        the same per fault reason
+    npa_health_reason_mtbi_seconds{fleet,reason}
+    npa_health_reason_mttr_seconds{fleet,reason}
+    npa_health_repeat_offender{fleet,project,cluster,node}           1: not requalified automatically
+
 Events (`--events FILE`, appended, one JSON object a line: `at`, `event`, `fleet`, `cluster`, `node`, and
 what the event needs): `node-degraded` (with `problems`), `node-recovered`, `node-replaced` (`by`: the
 node that joined in the same node group), `node-requalified`, `maintenance-scheduled` and
-`maintenance-finished` (`id`, `reason`). The first read is the baseline: it emits nothing. Same data as
+`maintenance-finished` (`id`, `reason`); with `--remediate`, `remediation-action` (`rung`, `outcome`,
+`detail`) per action the ladder took. The first read is the baseline: it emits no transition. Same data as
 `health` itself: names and reason codes, nothing secret.
 """
 
@@ -81,6 +96,22 @@ def _node_events(before: list[NodeHealth], after: list[NodeHealth]) -> list[dict
     return found
 
 
+def ladder_events(report: FleetHealth, at: str) -> list[dict[str, Any]]:
+    """`--watch --remediate`: one `remediation-action` event per action of this read (`rung`, `outcome`,
+    `detail`; the receipt's path stays out)."""
+    view = report.remediation
+    if view is None:
+        return []
+    base = {"at": at, "fleet": report.fleet}
+    found = [
+        base
+        | {"event": "remediation-action"}
+        | {k: a[k] for k in ("cluster", "node", "rung", "outcome", "detail")}
+        for a in view.actions or []
+    ]
+    return found
+
+
 def _maintenance_event(kind: str, at: str, fleet: str, m: Any) -> dict[str, Any]:
     return {
         "at": at,
@@ -127,12 +158,14 @@ class HealthMetrics:
             registry=self.registry,
         )
         self.reads = Counter("npa_health_reads", "Health reads done", ["fleet"], registry=self.registry)
+        self.remediation = _RemediationGauges(self.registry)
 
     def update(self, report: FleetHealth, now: datetime | None = None) -> None:
         now = now or datetime.now(UTC)
         gauges = (self.gpus, self.fraction, self.condition, self.state, self.maintenance, self.since_gate)
         for gauge in gauges:
             gauge.clear()
+        self.remediation.update(report)
         for cluster in report.clusters:
             labels = (report.fleet, cluster.project_key, cluster.cluster_name)
             for bucket, value in cluster.totals.model_dump().items():
@@ -176,6 +209,69 @@ class HealthMetrics:
         return stop
 
 
+class _RemediationGauges:
+    """The ladder's series: breakers, incidents, MTBI/MTTR per node and reason, repeat offenders."""
+
+    def __init__(self, registry: Any) -> None:
+        from prometheus_client import Gauge
+
+        node = ["fleet", "project", "cluster", "node"]
+
+        def gauge(name: str, what: str, labels: list[str]) -> Gauge:
+            return Gauge(name, what, labels, registry=registry)
+
+        self.breaker_open = gauge(
+            "npa_health_breaker_open", "Remediation breaker open (1)", ["fleet", "scope"]
+        )
+        self.breaker_percent = gauge(
+            "npa_health_breaker_impaired_percent", "GPU nodes impaired within the window", ["fleet", "scope"]
+        )
+        self.node_incidents = gauge("npa_health_node_incidents", "Incidents of the node", node)
+        self.node_mtbi = gauge("npa_health_node_mtbi_seconds", "Mean time between the node's incidents", node)
+        self.node_mttr = gauge("npa_health_node_mttr_seconds", "Mean time to repair the node", node)
+        reason = ["fleet", "reason"]
+        self.reason_incidents = gauge("npa_health_reason_incidents", "Incidents per fault reason", reason)
+        self.reason_mtbi = gauge("npa_health_reason_mtbi_seconds", "Mean time between incidents", reason)
+        self.reason_mttr = gauge("npa_health_reason_mttr_seconds", "Mean time to repair", reason)
+        self.repeat = gauge(
+            "npa_health_repeat_offender", "Repeat offender (not requalified automatically)", node
+        )
+
+    def update(self, report: FleetHealth) -> None:
+        for gauge in vars(self).values():
+            gauge.clear()
+        view = report.remediation
+        if view is None:
+            return
+        fleet = report.fleet
+        for breaker in view.breakers:
+            self.breaker_open.labels(fleet, breaker["scope"]).set(1 if breaker["open"] else 0)
+            self.breaker_percent.labels(fleet, breaker["scope"]).set(breaker["percent"])
+        numbers = view.numbers
+        for entry in numbers.get("nodes") or []:
+            labels = (fleet, *_project_cluster(entry["cluster"]), entry["node"])
+            self.node_incidents.labels(*labels).set(entry["incidents"])
+            _set(self.node_mtbi, labels, entry["mtbi_s"])
+            _set(self.node_mttr, labels, entry["mttr_s"])
+        for entry in numbers.get("reasons") or []:
+            self.reason_incidents.labels(fleet, entry["reason"]).set(entry["incidents"])
+            _set(self.reason_mtbi, (fleet, entry["reason"]), entry["mtbi_s"])
+            _set(self.reason_mttr, (fleet, entry["reason"]), entry["mttr_s"])
+        for entry in numbers.get("repeat_offenders") or []:
+            self.repeat.labels(fleet, *_project_cluster(entry["cluster"]), entry["node"]).set(1)
+
+
+def _project_cluster(key: str) -> tuple[str, str]:
+    project, _, cluster = key.partition("/")
+    return project, cluster
+
+
+def _set(gauge: Any, labels: tuple[str, ...], value: float | None) -> None:
+    """A figure that is not known yet (one incident: no MTBI) has no series."""
+    if value is not None:
+        gauge.labels(*labels).set(value)
+
+
 def _parsed(stamp: str | None) -> datetime | None:
     if not stamp:
         return None
@@ -213,7 +309,9 @@ def watch(
             metrics.update(report)
             at = datetime.now(UTC).isoformat(timespec="seconds")
             if options.events_path is not None:
-                append_events(options.events_path, transitions(before, report, at))
+                append_events(
+                    options.events_path, transitions(before, report, at) + ladder_events(report, at)
+                )
             on_report(report)
             before, count = report, count + 1
             if options.iterations is not None and count >= options.iterations:

@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
+from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.engine.graph import parallel
+from npa_pulumi.engine.health import actions, ladder, requalification
+from npa_pulumi.engine.health import ledger as ledger_store
 from npa_pulumi.engine.health import model as health_model
-from npa_pulumi.engine.health import requalification
+from npa_pulumi.engine.health import remediation as core
 from npa_pulumi.engine.requests import HealthRequest
+from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.gpu_health.checks import is_gpu_node
 from npa_pulumi.output.health import (
     UNQUALIFIED,
@@ -33,8 +38,10 @@ from npa_pulumi.output.health import (
     ProjectHealth,
 )
 from npa_pulumi.output.stack_outputs import ClusterOutputs
+from npa_pulumi.plan import resolve_targets
 from npa_pulumi.plan.gates import fabric_check_config, health_gate_config
 from npa_pulumi.plan.naming import kube_context_name
+from npa_pulumi.spec import remediation as remediation_spec
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.context import FleetContext
@@ -42,8 +49,76 @@ if TYPE_CHECKING:
 
 
 def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
-    """`health`: read the selected clusters' nodes and their projects' maintenance; requalify on request."""
-    return read(fleet, fleet.targets, options)
+    """`health`: read the selected clusters' nodes and their projects' maintenance; requalify on request;
+    then the repair ladder's side of the read (engine/health/ladder.py): the ledger moved on and saved by
+    `--watch`, only shown otherwise; with `--remediate` the ladder's decisions, acted on by the watch
+    (engine/health/actions.py) and only shown by `--remediate --dry-run`. A ledger that cannot be read
+    stops the ladder (nothing acts), not the read."""
+    ledger = _ledger(fleet)
+    executing = options.remediate and options.watch is not None
+    access: dict[str, actions.ClusterAccess] | None = {} if executing else None
+    report = read(fleet, fleet.targets, options, ledger=ledger, access=access)
+    if ledger is None:
+        return report
+    policy = remediation_spec.resolve(fleet.spec)
+    infos = {t.cluster_stack: _cluster_info(t) for t in fleet.targets}
+    # The fleet breaker's scope is the whole fleet even when the read is a selection of it (whose nodes
+    # are all it can count impaired): its GPU nodes are what the spec asks for, selected or not.
+    unselected = [t for t in resolve_targets(fleet.spec) if t.cluster_stack not in infos]
+    absent = {f"unread:{t.cluster_stack}": _cluster_info(t) for t in unselected}
+    interval = options.watch.interval_s if options.watch is not None else 60.0
+    now = datetime.now(UTC)
+    view, moved = ladder.advance(
+        report,
+        infos | absent,
+        policy,
+        ledger,
+        now,
+        interval,
+        lambda: _identity(fleet),
+        dry_run=options.remediate,
+        watching=options.watch is not None,
+    )
+    if access is not None:  # --watch --remediate: act on this read's decisions, then restore returns
+        decisions = [core.Decision.from_json(d) for d in view.decisions or []]
+        incidents, done = actions.execute(fleet.spec.name, decisions, moved.incidents, access, policy, now)
+        done += actions.restore(fleet.spec.name, ledger.incidents, incidents, access, now)
+        moved.incidents, view.actions = incidents, done
+    report.remediation = view
+    if options.watch is not None:  # the watch keeps the ledger; a single read records nothing
+        ledger_store.save(fleet.spec.name, moved)
+    return report
+
+
+def _ledger(fleet: FleetContext) -> ledger_store.Ledger | None:
+    try:
+        return ledger_store.load(fleet.spec.name)
+    except NpaError:
+        return None  # read() says why in the report's warnings
+
+
+def _cluster_info(target: Target) -> ladder.ClusterInfo:
+    block = target.cluster.capacity_block_group_value()
+    gpu_nodes = target.cluster.gpu_count()
+    if target.cluster.soperator is not None:
+        gpu_nodes = health_gate_config(target.cluster).expected_gpu_nodes
+    return ladder.ClusterInfo(
+        key=f"{target.project_key}/{target.cluster_name}",
+        capacity_block=mask_id(block) if block else "",
+        soperator=target.cluster.soperator is not None,
+        expected_gpu_nodes=gpu_nodes,
+    )
+
+
+def _identity(fleet: FleetContext) -> str:
+    """Who watches: the cloud's principal, else the OS user at the host (as the audit trail says who)."""
+    from npa_pulumi.engine import audit as trail
+
+    try:
+        principal = fleet.cloud.principal()
+    except Exception:  # who as far as it is known: never a failed read
+        principal = None
+    return trail.who(principal).identity
 
 
 def clusters(fleet: FleetContext, stacks: Collection[str], refresh: bool = False) -> dict[str, ClusterHealth]:
@@ -67,11 +142,21 @@ def read(
     options: HealthRequest,
     refresh: bool = False,
     from_cloud: bool = False,
+    ledger: ledger_store.Ledger | None = None,
+    access: dict[str, actions.ClusterAccess] | None = None,
 ) -> FleetHealth:
     """The health of `targets` (in their order) and of their projects; `from_cloud`: each cluster's API
-    reached with credentials the cloud gives now instead of its kubeconfig registration."""
+    reached with credentials the cloud gives now instead of its kubeconfig registration. A node with an
+    open remediation incident in the ledger (`ledger`, else read here) is usable only once its gate
+    passed again (validated return), for `health`, `--min-usable` and rollouts alike."""
     outputs = fleet.stack_outputs(fleet.target_ops(targets), refresh=refresh)
     report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.where.cloud, min_usable=options.min_usable)
+    if ledger is None:
+        try:
+            ledger = ledger_store.load(fleet.spec.name)
+        except NpaError as err:
+            report.warnings.append(str(err))
+            ledger = ledger_store.Ledger()
     projects: dict[str, ProjectHealth] = {}
     for target in targets:
         project_id = ClusterOutputs.read(outputs.get(target.cluster_stack)).project_id or None
@@ -89,7 +174,10 @@ def read(
 
     def one(target: Target) -> ClusterHealth:
         found = outputs.get(target.cluster_stack)
-        return _cluster(fleet, target, found, events.get(target.project_key, []), options, from_cloud)
+        incidents = ladder.open_incidents(ledger, f"{target.project_key}/{target.cluster_name}")
+        return _cluster(
+            fleet, target, found, events.get(target.project_key, []), options, from_cloud, incidents, access
+        )
 
     report.clusters = parallel(targets, one, options.concurrency)
     for project in projects.values():
@@ -114,6 +202,8 @@ def _cluster(
     events: Sequence[MaintenanceEvent],
     options: HealthRequest,
     from_cloud: bool = False,
+    incidents: Mapping[str, tuple[str, str, str]] | None = None,
+    access: dict[str, actions.ClusterAccess] | None = None,
 ) -> ClusterHealth:
     from npa_pulumi.engine.verification.verifiers import _registered_kubeconfig
     from npa_pulumi.kube.client import KubeClient, KubeError
@@ -150,10 +240,35 @@ def _cluster(
         nodes = sorted(client_for(10.0).list("/api/v1/nodes"), key=lambda n: n["metadata"]["name"])
     except KubeError as err:
         return _failed(entry, config, f"the cluster's API could not be read: {err}")
+    incidents = incidents or {}
     if options.requalify:
-        entry.requalify = _requalify(client_for, config, nodes, outputs, context, target, cluster_id, options)
-    qualification = health_model.Qualification.from_outputs(outputs, requalification.read_record(context))
+        entry.requalify = _requalify(
+            client_for, config, nodes, outputs, context, target, cluster_id, options, incidents
+        )
+        entry.requalify.pop("results", None)
+    if access is not None:
+
+        def requalify_one(node: dict[str, Any]) -> dict[str, Any]:
+            done = _probe(
+                client_for, config, [node], context, target, cluster_id, options.requalify_timeout_s
+            )
+            result: dict[str, Any] = done["results"][node["metadata"]["name"]]
+            return result
+
+        key = f"{target.project_key}/{target.cluster_name}"
+        access[key] = actions.ClusterAccess(target.cluster_stack, client_for, requalify_one)
+    qualification = health_model.Qualification.from_outputs(
+        outputs, requalification.read_record(context), incidents
+    )
     entry.nodes = [health_model.judge_node(n, config, qualification, events) for n in nodes]
+    if options.remediate:
+        try:
+            holders = requalification.holders_by_node(client_for(10.0).list("/api/v1/pods"))
+        except KubeError as err:
+            entry.error = f"the cluster's pods could not be listed (no remediation acts there): {err}"
+        else:
+            for node in (n for n in entry.nodes if n.gpu):
+                node.gpu_workloads = holders.get(node.name, [])
     for node in entry.nodes:
         for event in node.maintenance:
             event.cluster = target.cluster_stack
@@ -222,18 +337,43 @@ def _requalify(
     target: Target,
     cluster_id: str,
     options: HealthRequest,
+    incidents: Mapping[str, tuple[str, str, str]],
 ) -> dict[str, Any]:
-    """The gate's per-node probes on exactly the unqualified GPU nodes; the record written for them."""
-    qualification = health_model.Qualification.from_outputs(outputs, requalification.read_record(context))
+    """The gate's per-node probes on exactly the unqualified GPU nodes: those joined after the gate pass,
+    and those with an open remediation incident whose fault has cleared (their validated return; one
+    whose fault is still there would only fail); the record written for them."""
+    qualification = health_model.Qualification.from_outputs(
+        outputs, requalification.read_record(context), incidents
+    )
     wanted = [
         n
         for n in nodes
-        if config.expected_gpu_nodes > 0 and is_gpu_node(n, config) and qualification.of(n)[0] == UNQUALIFIED
+        if config.expected_gpu_nodes > 0
+        and is_gpu_node(n, config)
+        and qualification.of(n)[0] == UNQUALIFIED
+        and not (
+            qualification.incident_of(n) is not None
+            and ladder.faults_now(health_model.judge_node(n, config, qualification, []))
+        )
     ]
+    return _probe(client_for, config, wanted, context, target, cluster_id, options.requalify_timeout_s)
+
+
+def _probe(
+    client_for: Any,
+    config: Any,
+    wanted: list[dict[str, Any]],
+    context: str,
+    target: Target,
+    cluster_id: str,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """The gate's per-node probes on `wanted` (then the fabric check where it applies); the record
+    written for them."""
     done: dict[str, Any] = {"nodes": [n["metadata"]["name"] for n in wanted], "passed": [], "failed": []}
     if not wanted:
         return done
-    deadline = time.monotonic() + options.requalify_timeout_s
+    deadline = time.monotonic() + timeout_s
     results = {
         n["metadata"]["name"]: requalification.requalify_node(client_for, config, n, deadline) for n in wanted
     }
@@ -249,4 +389,5 @@ def _requalify(
     if refused:
         done["refused"] = refused
     done["record"] = str(requalification.write_record(context, target.cluster_stack, cluster_id, results))
+    done["results"] = results
     return done

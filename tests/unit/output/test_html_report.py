@@ -282,3 +282,60 @@ def test_the_health_section_shows_each_cluster_the_nodes_not_usable_and_maintena
     assert 'GPU health now</dt><dd><a href="#health">below-min-usable</a>: 1/3 GPUs usable' in page
     assert SECRETS[3] not in page  # scrubbed like every other text of the page
     assert "GPU health now" not in render_report(_status(), _plan())  # no document, no section
+
+
+def test_the_health_section_shows_open_breakers_repeat_offenders_and_the_incident_numbers() -> None:
+    from npa_pulumi.output.health import RemediationView
+
+    document = _health()
+    document["remediation"] = RemediationView(
+        breakers=[
+            {
+                "scope": "cluster:a/cluster",
+                "open": True,
+                "impaired": 2,
+                "total": 4,
+                "threshold_percent": 20,
+                "opened_at": "2026-12-01T12:00:00+00:00",
+                "opened_by": "sa",
+                "percent": 50.0,
+            },
+            {
+                "scope": "fleet",
+                "open": False,
+                "impaired": 2,
+                "total": 40,
+                "threshold_percent": 20,
+                "opened_at": None,
+                "opened_by": "",
+                "percent": 5.0,
+            },
+        ],
+        numbers={
+            "fleet": {"incidents": 4, "open": 1, "mtbi_s": 3600.0, "mttr_s": 600.0},
+            "reasons": [
+                {"reason": "gpu-error", "incidents": 4, "open": 1, "mtbi_s": 5400.0, "mttr_s": 600.0}
+            ],
+            "nodes": [
+                {
+                    "cluster": "a/cluster",
+                    "node": "n1",
+                    "incidents": 3,
+                    "open": 1,
+                    "mtbi_s": None,
+                    "mttr_s": 90.0,
+                }
+            ],
+            "repeat_offenders": [{"cluster": "a/cluster", "node": "n1"}],
+        },
+    ).model_dump(mode="json")
+    page = render_report(_status(), _plan(), health=document)
+    assert '<li class="breaker" data-scope="cluster:a/cluster"><b>open</b> cluster:a/cluster: 2/4' in page
+    assert 'data-scope="fleet"' not in page  # a closed breaker is not listed
+    assert '<li data-node="n1">a/cluster <code>n1</code></li>' in page
+    assert (
+        '<tr data-reason="gpu-error"><td>gpu-error</td><td class="num">4</td><td class="num">1h30m</td>'
+        in page
+    )
+    assert '<tr data-node="n1"><td>a/cluster n1</td><td class="num">3</td><td class="num">-</td>' in page
+    assert "Repair ladder" not in render_report(_status(), _plan(), health=_health())

@@ -407,6 +407,31 @@ def test_a_one_shot_health_read_of_a_degraded_fleet_posts_one_event(receiver: _R
     assert len(warnings) == 1 and SECRET not in warnings[0]  # a warning, never the URL's secret
 
 
+def test_the_ladder_notifies_a_breaker_once_when_it_opens_and_each_read_that_acted(
+    receiver: _Receiver,
+) -> None:
+    from npa_pulumi.output.health import RemediationView
+
+    notifier = notifications.HealthNotifier([receiver.url], policy=NO_WAIT)
+    report = _health_report(**{"f.p.a": ("ok", 0)})
+    breaker = {"scope": "cluster:p/a", "open": True, "impaired": 3, "total": 8, "opened_by": "w"}
+    action = {"cluster": "p/a", "node": "f.p.a-n1", "rung": "cordon-and-report", "outcome": "done"}
+    report.remediation = RemediationView(breakers=[breaker], actions=[action])
+    assert notifier(report) == []
+    [event] = receiver.bodies
+    assert event["events"] == ["breaker-open", "remediation-actions"]
+    assert event["breakers_opened"] == ["cluster:p/a"]
+    assert event["actions"] == {"p/a": {"cordon-and-report done": 1}}
+    assert "f.p.a-n1" not in json.dumps(event)  # node names stay in `health` and the receipts
+    report.remediation = RemediationView(breakers=[breaker], actions=[])
+    notifier(report)  # still open, nothing done: no event
+    assert len(receiver.bodies) == 1
+    planned = {"scope": "fleet", "open": True, "impaired": 3, "total": 8, "opened_by": ""}
+    report.remediation = RemediationView(breakers=[breaker, planned], actions=[])
+    notifier(report)  # a dry run's plan trips nothing for real: no event
+    assert len(receiver.bodies) == 1
+
+
 # ------------------------------------------------------------------------------------ audit of repairs
 
 

@@ -1,0 +1,176 @@
+"""`health --watch --remediate --yes`: the ladder's actions on the nodes it decided to act on in a read
+(engine/health/remediation.py decides; this module acts), with the discipline of every node action here:
+
+1. the node is read again: the same object (its uid) or nothing is done (a node replaced since the read
+   is another node, judged at the next read);
+2. its GPU workloads are read again right before (unless the cluster's policy allows them): a pod holding
+   its GPUs now stops the action;
+3. `cordon-and-report` (and `flag-hardware`, which keeps the node out of rotation) cordons with the
+   node's resourceVersion as the precondition (a node changed since it was read is left alone: 409) and
+   keeps its prior scheduling state in the action's receipt; the report is the action itself, in the
+   watch's events, its receipt and the audit trail;
+4. `requalify` runs the gate's per-node probes through the requalification path (`health --requalify`:
+   its record, the fabric check where it applies); the next read settles the rung from that record;
+5. on the node's validated return (its incident closed `returned`), a node this ladder cordoned from a
+   schedulable state is made schedulable again (with the same precondition).
+
+Each action done leaves a private receipt (`<npa home>/health/remediation/receipts/<fleet>/`, 0600: the
+node, its uid, the rung, its prior scheduling state, what happened); the read's actions go into the audit
+trail in counts (sdk/audit.py). `cloud-recovery` and `remove-from-group` are never decided here (the
+cloud port offers neither: engine/health/ladder.py), and soperator nodes are held before any action (their
+Slurm state is not read yet).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from npa_pulumi.engine.health import remediation as core
+from npa_pulumi.engine.health.requalification import gpu_holders
+from npa_pulumi.kube.client import KubeClient, KubeError
+from npa_pulumi.runtime.files import write_atomically
+from npa_pulumi.runtime.home import npa_home
+from npa_pulumi.spec.constants import Rung
+from npa_pulumi.spec.remediation import FleetRemediation
+
+JSON = dict[str, Any]
+CORDONED_BY_LADDER = "cordoned by the ladder (was schedulable)"  # the attempt's note restore looks for
+_CORDONING = (Rung.CORDON_AND_REPORT, Rung.FLAG_HARDWARE)
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """How to act on one cluster read in this run: its API client, and the requalification path for one
+    node object (the gate's probes, the fabric check where it applies, the record written)."""
+
+    stack: str
+    client_for: Callable[[float], KubeClient]
+    requalify: Callable[[JSON], JSON]
+
+
+def receipts_dir(fleet: str) -> Path:
+    return npa_home() / "health" / "remediation" / "receipts" / fleet
+
+
+def _receipt(fleet: str, entry: JSON, now: datetime) -> str:
+    folder = receipts_dir(fleet)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    path = folder / f"{stamp}-{entry['node']}-{entry['rung']}-{secrets.token_hex(3)}.json"
+    write_atomically(path, json.dumps(entry, indent=2, sort_keys=True) + "\n", mode=0o600)
+    return str(path)
+
+
+def _open_uid(incidents: Sequence[core.Incident], cluster: str, node: str) -> str:
+    return next((i.uid for i in incidents if i.open and (i.cluster, i.node) == (cluster, node)), "")
+
+
+def execute(
+    fleet: str,
+    decisions: Sequence[core.Decision],
+    incidents: Sequence[core.Incident],
+    access: Mapping[str, ClusterAccess],
+    policy: FleetRemediation,
+    now: datetime,
+) -> tuple[list[core.Incident], list[JSON]]:
+    """Act on every `act` decision; the ledger with the rungs taken, and what was done (each a dict:
+    cluster, node, rung, outcome done | skipped | failed, detail, receipt)."""
+    ledger, done = list(incidents), []
+    for decision in decisions:
+        if decision.status is not core.Status.ACT or decision.rung is None:
+            continue
+        where = access.get(decision.cluster)
+        uid = _open_uid(ledger, decision.cluster, decision.node)
+        action: JSON = {"cluster": decision.cluster, "node": decision.node, "rung": decision.rung.value}
+        if where is None:
+            done.append(action | {"outcome": "skipped", "detail": "the cluster was not read in this run"})
+            continue
+        allowed = policy.cluster(decision.cluster).allow_active_gpu_workloads
+        try:
+            outcome, detail, note, prior = _act(where, decision, uid, allowed)
+        except KubeError as err:
+            outcome, detail, note, prior = "failed", f"the cluster's API: {err}", "", None
+        action |= {"outcome": outcome, "detail": detail}
+        if outcome == "done":
+            ledger = core.record_action(ledger, decision, now, note)
+            receipt = action | {"fleet": fleet, "uid": uid, "at": now.isoformat(timespec="seconds")}
+            action["receipt"] = _receipt(fleet, receipt | {"prior_unschedulable": prior}, now)
+        done.append(action)
+    return ledger, done
+
+
+def _act(
+    where: ClusterAccess, decision: core.Decision, uid: str, allowed: bool
+) -> tuple[str, str, str, bool | None]:
+    """(outcome, detail, the attempt's note, the node's prior `unschedulable`)."""
+    client = where.client_for(10.0)
+    node = client.get_or_none(f"/api/v1/nodes/{decision.node}")
+    if node is None or (uid and node["metadata"].get("uid") != uid):
+        return "skipped", "the node object is gone or was replaced since the read", "", None
+    if not allowed:
+        holders = gpu_holders(client, decision.node)
+        if holders:
+            return "skipped", f"an active GPU workload holds it now: {', '.join(holders[:3])}", "", None
+    prior = bool((node.get("spec") or {}).get("unschedulable"))
+    if decision.rung is Rung.REQUALIFY:
+        entry = where.requalify(node)
+        verdict = "passed" if entry.get("passed") else "failed: " + "; ".join(entry.get("errors") or [])
+        return "done", f"the gate's probes {verdict}", "", prior
+    if decision.rung in _CORDONING:
+        if prior:
+            return "done", "already cordoned", "", prior
+        patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
+        client.merge_patch(f"/api/v1/nodes/{decision.node}", patch | {"spec": {"unschedulable": True}})
+        return "done", "cordoned", CORDONED_BY_LADDER, prior
+    return "skipped", f"{decision.rung} is not offered on this cloud", "", None
+
+
+def restore(
+    fleet: str,
+    before: Sequence[core.Incident],
+    after: Sequence[core.Incident],
+    access: Mapping[str, ClusterAccess],
+    now: datetime,
+) -> list[JSON]:
+    """Make schedulable again each node whose incident closed `returned` in this read and which the ladder
+    cordoned from a schedulable state (a node flagged for hardware stays cordoned: a person decides)."""
+    was_open = {(i.cluster, i.node, i.opened_at) for i in before if i.open}
+    done = []
+    for incident in after:
+        if (
+            incident.closed is not core.Closed.RETURNED
+            or (incident.cluster, incident.node, incident.opened_at) not in was_open
+        ):
+            continue
+        rungs = {a.rung for a in incident.attempts if a.outcome is not core.Outcome.SKIPPED}
+        cordoned = any(a.note.startswith(CORDONED_BY_LADDER) for a in incident.attempts)
+        if Rung.FLAG_HARDWARE in rungs or not cordoned:
+            continue
+        action: JSON = {"cluster": incident.cluster, "node": incident.node, "rung": "restore-scheduling"}
+        where = access.get(incident.cluster)
+        if where is None:
+            continue
+        try:
+            client = where.client_for(10.0)
+            node = client.get_or_none(f"/api/v1/nodes/{incident.node}")
+            if node is None or node["metadata"].get("uid") != incident.uid:
+                done.append(
+                    action | {"outcome": "skipped", "detail": "the node object is gone or was replaced"}
+                )
+                continue
+            patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
+            client.merge_patch(f"/api/v1/nodes/{incident.node}", patch | {"spec": {"unschedulable": None}})
+        except KubeError as err:
+            done.append(action | {"outcome": "failed", "detail": f"the cluster's API: {err}"})
+            continue
+        action |= {"outcome": "done", "detail": "schedulable again: its gate passed after the incident"}
+        receipt = action | {"fleet": fleet, "uid": incident.uid, "at": now.isoformat(timespec="seconds")}
+        action["receipt"] = _receipt(fleet, receipt | {"prior_unschedulable": False}, now)
+        done.append(action)
+    return done
