@@ -12,6 +12,7 @@ from npa_pulumi.spec.constants import BackendKind
 if TYPE_CHECKING:
     from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource
     from npa_pulumi.cloud.port import CloudPort
+    from npa_pulumi.engine.health.remediation import WorkloadManager
     from npa_pulumi.engine.programs import ClusterPlan
     from npa_pulumi.plan import Target
     from npa_pulumi.preflight.live_proof import ClaimedCluster
@@ -89,6 +90,13 @@ class ClusterBackend(Protocol):
     # The component type (`:<Type>`) of its own gate step, if it has one beside the GPU health gate: its
     # start records `gate_state` (engine/automation/stack_state.py), and a trace shows it as a step.
     gate_type: str
+    # The workload manager that owns its nodes above Kubernetes, if any: the repair ladder takes a node out
+    # of service through it and never touches one running a job (engine/health/remediation.py).
+    workload_manager: WorkloadManager | None
+
+    def expected_gpu_nodes(self, target: Target) -> int:
+        """How many GPU nodes a cluster of this backend has when whole (the repair ladder's breakers)."""
+        ...
 
     def recipe_source(self, options: PlanSettings, selected: bool) -> RecipeSource | None:
         """The recipe its clusters are deployed from in this run, resolved and pinned (a branch to its

@@ -17,8 +17,8 @@
 Each action done leaves a private receipt (`<npa home>/health/remediation/receipts/<fleet>/`, 0600: the
 node, its uid, the rung, its prior scheduling state, what happened); the read's actions go into the audit
 trail in counts (sdk/audit.py). `cloud-recovery` and `remove-from-group` are never decided here (the
-cloud port offers neither: engine/health/ladder.py), and soperator nodes are held before any action (their
-Slurm state is not read yet).
+cloud port offers neither: engine/health/ladder.py), and nodes a workload manager owns are held before any
+action (its node state is not read yet).
 """
 
 from __future__ import annotations

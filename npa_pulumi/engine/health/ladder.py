@@ -35,11 +35,11 @@ _CONDITION_REASONS = {
 @dataclass(frozen=True)
 class ClusterInfo:
     """What the ladder needs of a cluster beyond its read: its `project/cluster` key, its capacity block
-    group (masked: never the id), its backend, and how many GPU nodes the spec asks for."""
+    group (masked: never the id), its backend's workload manager, and how many GPU nodes the spec asks for."""
 
     key: str
     capacity_block: str = ""
-    soperator: bool = False
+    manager: core.WorkloadManager | None = None  # the workload manager owning its nodes (its backend's)
     expected_gpu_nodes: int = 0
 
 
@@ -101,8 +101,8 @@ def facts(report: FleetHealth, clusters: Mapping[str, ClusterInfo]) -> list[Node
                     reasons=reasons(node),
                     capacity_block=info.capacity_block,
                     gpu_workloads=None if node.gpu_workloads is None else tuple(node.gpu_workloads),
-                    soperator=info.soperator,
-                    slurm_state=None,  # not read in this version: soperator nodes are held
+                    manager=info.manager,
+                    manager_state=None,  # not read in this version: nodes a workload manager owns are held
                     requalified_at=at,
                     requalify_passed=passed,
                 )

@@ -17,8 +17,9 @@ The rules (docs/health-and-verifiers.md, "Remediation"):
 * A **repeat offender** (`repeat_incidents` faults within `repeat_window_s`) is never requalified
   automatically: its ladder skips `requalify`, and its validated return waits for a person.
 * **Guards**, in order: an open breaker of any scope the node is in (0 actions there); an active GPU
-  workload on the node (unless the cluster's policy allows it), or its workloads not read; on soperator,
-  the Slurm state not read, or `DRAIN+ALLOC` (a job still runs: never touched).
+  workload on the node (unless the cluster's policy allows it), or its workloads not read; where a
+  workload manager owns the nodes (named by the backend: engine/backends), its node state not read, or a
+  state that says a job still runs (never touched).
 * A **breaker** of a scope (a cluster, a capacity block group, the fleet) trips when more than its percent
   of the scope's GPU nodes are impaired within one window (now, or an incident opened within the window);
   it stays open until reset by a person (engine/health/breakers.py).
@@ -64,6 +65,21 @@ class Status(StrEnum):
 
 
 @dataclass(frozen=True)
+class WorkloadManager:
+    """A workload manager that owns a backend's nodes above Kubernetes, as its backend describes it
+    (ClusterBackend.workload_manager): the ladder takes a node out of service through it and never
+    touches one it reports running a job."""
+
+    name: str  # as its users call it
+    drain: str  # how a rung takes a node out of service; `{reason}` is the ladder's reason
+    busy_states: tuple[frozenset[str], ...]  # flag sets of a node state that mean a job still runs
+
+    def busy(self, state: str) -> bool:
+        flags = set(state.upper().replace("+", " ").split())
+        return any(busy <= flags for busy in self.busy_states)
+
+
+@dataclass(frozen=True)
 class NodeFacts:
     """One GPU node as the health read saw it, with what the ladder needs to know about it."""
 
@@ -73,8 +89,8 @@ class NodeFacts:
     reasons: tuple[FaultReason, ...] = ()  # its faults now, most serious first; () healthy
     capacity_block: str = ""  # its capacity block group, masked ("" none)
     gpu_workloads: tuple[str, ...] | None = ()  # namespace/pod holding its GPUs; None: not read
-    soperator: bool = False
-    slurm_state: str | None = None  # e.g. IDLE, ALLOC, DRAIN+ALLOC; None: not read
+    manager: WorkloadManager | None = None  # the workload manager owning the node, if any
+    manager_state: str | None = None  # its state of the node (e.g. IDLE, DRAIN+ALLOC); None: not read
     requalified_at: datetime | None = None  # the last requalification of this very node (uid)
     requalify_passed: bool = False
 
@@ -154,7 +170,7 @@ class Decision:
     reason: FaultReason
     status: Status
     rung: Rung | None = None  # ACT: the rung to take; HOLD: the one that is due
-    via: str = ""  # how the rung acts (a Slurm drain with its reason on soperator)
+    via: str = ""  # how the rung acts (through the node's workload manager, with its reason)
     why: str = ""
     skipped: tuple[str, ...] = ()  # rungs passed over (not offered by this cloud), with why
 
@@ -404,8 +420,8 @@ def _decide_node(
     if held:
         return replace(base, status=Status.HOLD, rung=rung, why=held, skipped=skipped)
     via = ""
-    if f.soperator and rung is not Rung.REQUALIFY:
-        via = f"slurm drain (reason: npa-remediation {incident.reason.value})"
+    if f.manager is not None and rung is not Rung.REQUALIFY:
+        via = f.manager.drain.format(reason=f"npa-remediation {incident.reason.value}")
     return replace(base, status=Status.ACT, rung=rung, via=via, why=why, skipped=skipped)
 
 
@@ -453,12 +469,11 @@ def _guard(f: NodeFacts, policy: ClusterRemediation, breakers: Mapping[str, Brea
             return "its GPU workloads could not be read"
         if f.gpu_workloads:
             return f"an active GPU workload holds it: {', '.join(f.gpu_workloads[:3])}"
-    if f.soperator:
-        if f.slurm_state is None:
-            return "its Slurm state could not be read"
-        flags = set(f.slurm_state.upper().replace("+", " ").split())
-        if {"DRAIN", "ALLOC"} <= flags or {"DRAINING"} & flags:
-            return f"Slurm {f.slurm_state}: a job still runs on it"
+    if f.manager is not None:
+        if f.manager_state is None:
+            return f"its {f.manager.name} state could not be read"
+        if f.manager.busy(f.manager_state):
+            return f"{f.manager.name} {f.manager_state}: a job still runs on it"
     return ""
 
 

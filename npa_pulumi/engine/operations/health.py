@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.cloud.port import MaintenanceEvent
 from npa_pulumi.cloud.redaction import mask_id
+from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.graph import parallel
 from npa_pulumi.engine.health import actions, ladder, requalification
 from npa_pulumi.engine.health import ledger as ledger_store
@@ -99,14 +100,14 @@ def _ledger(fleet: FleetContext) -> ledger_store.Ledger | None:
 
 def _cluster_info(target: Target) -> ladder.ClusterInfo:
     block = target.cluster.capacity_block_group_value()
-    gpu_nodes = target.cluster.gpu_count()
-    if target.cluster.soperator is not None:
-        gpu_nodes = health_gate_config(target.cluster).expected_gpu_nodes
+    backend = backend_for(target.backend)
     return ladder.ClusterInfo(
         key=f"{target.project_key}/{target.cluster_name}",
         capacity_block=mask_id(block) if block else "",
-        soperator=target.cluster.soperator is not None,
-        expected_gpu_nodes=gpu_nodes,
+        manager=None if backend is None else backend.workload_manager,
+        expected_gpu_nodes=target.cluster.gpu_count()
+        if backend is None
+        else backend.expected_gpu_nodes(target),
     )
 
 

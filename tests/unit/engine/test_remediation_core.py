@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from npa_pulumi.engine.backends.soperator import SLURM
 from npa_pulumi.engine.health import remediation as r
 from npa_pulumi.spec import parse_spec
 from npa_pulumi.spec.constants import FaultReason, Rung
@@ -122,12 +123,12 @@ def test_never_on_a_node_with_an_active_gpu_workload_unless_the_policy_says_so()
 
 
 def test_soperator_acts_through_a_slurm_drain_and_never_on_drain_alloc() -> None:
-    ledger, _ = step([], [node("w1", FaultReason.GPU_ERROR, soperator=True, slurm_state="IDLE")], T0)
-    failed = dict(soperator=True, requalified_at=T0 + timedelta(seconds=30), requalify_passed=False)
-    busy = node("w1", FaultReason.GPU_ERROR, slurm_state="DRAIN+ALLOC", **failed)
+    ledger, _ = step([], [node("w1", FaultReason.GPU_ERROR, manager=SLURM, manager_state="IDLE")], T0)
+    failed = dict(manager=SLURM, requalified_at=T0 + timedelta(seconds=30), requalify_passed=False)
+    busy = node("w1", FaultReason.GPU_ERROR, manager_state="DRAIN+ALLOC", **failed)
     _, decisions = step(ledger, [busy], T0 + timedelta(minutes=1))
     assert decisions[0].status is r.Status.HOLD and "DRAIN+ALLOC" in decisions[0].why
-    idle = node("w1", FaultReason.GPU_ERROR, slurm_state="IDLE", **failed)
+    idle = node("w1", FaultReason.GPU_ERROR, manager_state="IDLE", **failed)
     _, decisions = step(ledger, [idle], T0 + timedelta(minutes=1))
     assert decisions[0].rung is Rung.CORDON_AND_REPORT and decisions[0].via.startswith("slurm drain (reason:")
     unknown = node("w1", FaultReason.GPU_ERROR, **failed)

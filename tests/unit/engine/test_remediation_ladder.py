@@ -75,7 +75,7 @@ def node(name: str, uid: str = "") -> dict[str, object]:
     }
 
 
-INFO = {"fleet-research-train": ladder.ClusterInfo("research/train", "capacityblockgroup-…a1b2", False, 4)}
+INFO = {"fleet-research-train": ladder.ClusterInfo("research/train", "capacityblockgroup-…a1b2", None, 4)}
 
 
 def gpu(name: str, **kw: object) -> NodeHealth:
@@ -312,7 +312,7 @@ def test_a_gate_pass_after_the_incident_opened_returns_the_node_too() -> None:
 def test_the_fleet_breaker_counts_the_gpu_nodes_of_clusters_this_read_did_not_select() -> None:
     error = NodeCondition(type="NebiusGPUError", status="True")
     found = report(gpu("n1", conditions=[error], state="degraded"), gpu("n2"), gpu("n3"), gpu("n4"))
-    other = {"unread:fleet-research-eval": ladder.ClusterInfo("research/eval", "", False, 16)}
+    other = {"unread:fleet-research-eval": ladder.ClusterInfo("research/eval", "", None, 16)}
     view, _moved = ladder.advance(
         found, INFO | other, resolve(parse_spec(SPEC)), ledger.Ledger(), T0, 60.0, lambda: "w", watching=True
     )

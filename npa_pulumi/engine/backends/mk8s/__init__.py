@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from npa_pulumi.bridge.recipe import RecipeSource
     from npa_pulumi.cloud.port import CloudPort
     from npa_pulumi.engine.backends.base import PlanSettings
+    from npa_pulumi.engine.health.remediation import WorkloadManager
     from npa_pulumi.engine.programs import ClusterPlan
     from npa_pulumi.plan import Target
     from npa_pulumi.preflight.demand import ClusterDemandInput
@@ -31,6 +32,10 @@ class Mk8sBackend:
     adoptable = True
     claims_need_same_plan = False  # its node groups are matched against the spec itself
     gate_type = ""  # the GPU health gate is its gate
+    workload_manager: WorkloadManager | None = None  # Kubernetes schedules its nodes
+
+    def expected_gpu_nodes(self, target: Target) -> int:
+        return target.cluster.gpu_count()
 
     def recipe_source(self, options: PlanSettings, selected: bool) -> RecipeSource | None:
         return planning.recipe_source(options, selected)

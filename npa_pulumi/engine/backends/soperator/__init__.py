@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 from npa_pulumi.engine.backends.base import NativeStatus, PlanInputs
 from npa_pulumi.engine.backends.soperator import plan as planning
 from npa_pulumi.engine.backends.soperator import status
+from npa_pulumi.engine.health.remediation import WorkloadManager
 from npa_pulumi.errors import NpaError
+from npa_pulumi.plan.gates import health_gate_config
 from npa_pulumi.spec.constants import BackendKind
 
 if TYPE_CHECKING:
@@ -26,6 +28,15 @@ if TYPE_CHECKING:
     from npa_pulumi.preflight.targets import DeployedLedger
 
 
+# Slurm owns a soperator cluster's workers: a rung drains a node with its reason, and a node Slurm reports
+# draining or still allocated (DRAIN+ALLOC) runs a job the ladder never touches.
+SLURM = WorkloadManager(
+    name="Slurm",
+    drain="slurm drain (reason: {reason})",
+    busy_states=(frozenset({"DRAIN", "ALLOC"}), frozenset({"DRAINING"})),
+)
+
+
 class SoperatorBackend:
     kind = BackendKind.SOPERATOR
     uses_object_storage = False  # the fleet's object storage serves mk8s clusters
@@ -34,6 +45,10 @@ class SoperatorBackend:
     # its stack was deployed from the current plan.
     claims_need_same_plan = True
     gate_type = ":SlurmGate"  # components/slurm_gate.py
+    workload_manager: WorkloadManager | None = SLURM
+
+    def expected_gpu_nodes(self, target: Target) -> int:
+        return health_gate_config(target.cluster).expected_gpu_nodes
 
     def recipe_source(self, options: PlanSettings, selected: bool) -> RecipeSource | None:
         return planning.recipe_source(options, selected)
