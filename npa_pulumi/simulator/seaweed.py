@@ -100,7 +100,7 @@ def admin_client(cloud_dir: Path, where: Endpoints, timeout_s: float = 30.0) -> 
 
 @dataclass(frozen=True)
 class Desired:
-    identities: tuple[tuple[str, str, tuple[str, ...]], ...]  # (key id, identity name, actions), live keys
+    identities: tuple[tuple[str, tuple[str, ...]], ...]  # (key id, its actions), the live keys
     buckets: tuple[str, ...]
     retired: tuple[str, ...]  # key ids in the database that are no longer live
 
@@ -118,7 +118,7 @@ def desired(cloud_dir: Path, now: float | None = None) -> Desired:
         ).fetchall()
     buckets = {row["id"]: row["name"] for row in rows if row["kind"] == "bucket" and not gone(row)}
     accounts = {row["id"]: records.data_of(row) for row in rows if row["kind"] == "service_account"}
-    live: list[tuple[str, str, tuple[str, ...]]] = []
+    live: list[tuple[str, tuple[str, ...]]] = []
     retired: list[str] = []
     for row in rows:
         if row["kind"] != "access_key":
@@ -137,7 +137,7 @@ def desired(cloud_dir: Path, now: float | None = None) -> Desired:
             }
         )
         actions = tuple(f"{action}:{name}" for name in names for action in GRANT_ACTIONS)
-        live.append((key_id, row["id"], actions))
+        live.append((key_id, actions))
     return Desired(tuple(sorted(live)), tuple(sorted(buckets.values())), tuple(sorted(retired)))
 
 
@@ -161,11 +161,12 @@ def identities_document(cloud_dir: Path, want: Desired, canary: str, retired: se
         ),
         identity(CANARY_NAME, canary, access_key_secret(cloud_dir, canary), [f"List:{CANARY_NAME}"]),
     ]
-    for key_id, name, actions in want.identities:
-        found.append(identity(name, key_id, access_key_secret(cloud_dir, key_id), list(actions)))
-    live = {key_id for key_id, _, _ in want.identities}
+    # Named by the key id, live or retired: a reload replaces an identity by its name and its key.
+    for key_id, actions in want.identities:
+        found.append(identity(key_id, key_id, access_key_secret(cloud_dir, key_id), list(actions)))
+    live = {key_id for key_id, _ in want.identities}
     for key_id in sorted(retired - live):
-        revoked = identity(f"retired-{key_id}", key_id, secrets.token_urlsafe(30), [], status="Inactive")
+        revoked = identity(key_id, key_id, secrets.token_urlsafe(30), [], status="Inactive")
         found.append({**revoked, "disabled": True})
     return {"identities": found}
 
@@ -210,7 +211,7 @@ def apply(cloud_dir: Path, *, force: bool = False, lock_timeout_s: float = 60.0)
         canary, retired = write_identities(cloud_dir, want, generation)
         reload(cloud_dir, where, canary)
         sync_buckets(cloud_dir, where, set(want.buckets))
-        served = sorted(retired | {key_id for key_id, _, _ in want.identities})
+        served = sorted(retired | {key_id for key_id, _ in want.identities})
         state = {
             "digest": want.digest(),
             "weed_pid": where.weed_pid,
