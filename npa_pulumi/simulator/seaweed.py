@@ -165,7 +165,7 @@ def identities_document(cloud_dir: Path, want: Desired, canary: str, retired: se
     for key_id, actions in want.identities:
         found.append(identity(key_id, key_id, access_key_secret(cloud_dir, key_id), list(actions)))
     live = {key_id for key_id, _ in want.identities}
-    for key_id in sorted(retired - live):
+    for key_id in sorted((retired | set(want.retired)) - live):
         revoked = identity(key_id, key_id, secrets.token_urlsafe(30), [], status="Inactive")
         found.append({**revoked, "disabled": True})
     return {"identities": found}
@@ -289,8 +289,13 @@ def _expect(answer: S3Response, what: str) -> None:
 
 
 def serving(cloud_dir: Path) -> bool:
-    """Whether a SeaweedFS server serves this cloud now (its daemon holds the lock and has started)."""
-    return s3daemon.running_kind(cloud_dir) == s3daemon.SEAWEEDFS and endpoints(cloud_dir) is not None
+    """Whether a SeaweedFS server serves this cloud now (its daemon holds the lock and is ready: until then
+    it brings the server to the database itself)."""
+    return (
+        s3daemon.running_kind(cloud_dir) == s3daemon.SEAWEEDFS
+        and (s3_dir(cloud_dir) / "ready").exists()
+        and endpoints(cloud_dir) is not None
+    )
 
 
 def sync_if_serving(cloud_dir: Path) -> None:

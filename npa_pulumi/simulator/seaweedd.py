@@ -140,7 +140,9 @@ def _cloud_gone(cloud_dir: Path) -> bool:
         return not path.is_file()
 
 
-def wait_until_serving(cloud_dir: Path, where: Endpoints, child: subprocess.Popen[bytes]) -> None:
+def wait_until_serving(
+    cloud_dir: Path, where: Endpoints, child: subprocess.Popen[bytes], stopping: threading.Event
+) -> None:
     """Until the S3 gateway answers the admin identity (the filer behind it up), bounded."""
     client = seaweed.admin_client(cloud_dir, where, timeout_s=5)
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -148,6 +150,8 @@ def wait_until_serving(cloud_dir: Path, where: Endpoints, child: subprocess.Pope
     while time.monotonic() < deadline:
         if child.poll() is not None:
             raise RuntimeError(f"weed exited ({child.returncode}) while starting")
+        if stopping.is_set():
+            raise RuntimeError("asked to stop while starting")
         try:
             answer = client.request("GET", "")
             if answer.status == 200:
@@ -229,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps({"s3_port": port, "filer_port": ports[4], "weed_pid": child.pid}) + "\n",
     )
     try:
-        wait_until_serving(cloud_dir, where, child)
+        wait_until_serving(cloud_dir, where, child, stopping)
         seaweed.apply(cloud_dir, force=True)
     except (RuntimeError, seaweed.SeaweedSyncError, OSError) as err:
         stop_weed(child)
