@@ -6,13 +6,14 @@ versioning, multipart uploads) and keeps the objects, under the cloud directory 
 
 * Identities: every live access key of the local IAM is a SeaweedFS identity whose secret is the key's own
   (derived again from the cloud's master key, access_keys.py), allowed exactly what its service account's
-  bucket grants hold: the object roles (storage.BUCKET_ROLES) on a bucket become Read, Write, List, Tagging
-  and ReadAcp on that bucket, nothing else (no CreateBucket, no DeleteBucket: buckets are made and deleted
-  through the cloud's storage service, as on Nebius). A key deleted, being deleted or past its expiry is
-  no longer live: it stays in the file as a disabled identity with a random secret, so the server refuses
-  it whatever a reload keeps of the identities it loaded before (SeaweedFS merges a reloaded static file
-  into what it holds). The identities are a JSON file (`s3/identities.json`, 0600) the server reloads on
-  SIGHUP; a sync-canary identity, new at every change, tells when a reload has taken effect.
+  bucket grants hold: the object roles (records.BUCKET_ROLES) on a bucket become Read, Write, List, Tagging,
+  ReadAcp and PutBucketVersioning on that bucket, nothing else (no CreateBucket, no DeleteBucket: buckets
+  are made and deleted through the cloud's storage service, as on Nebius). A key deleted, being deleted or
+  past its expiry is no longer live: it stays in the file as a disabled identity with a random secret, so
+  the server refuses it whatever a reload keeps of the identities it loaded before (SeaweedFS merges a
+  reloaded static file into what it holds). The identities are a JSON file (`s3/identities.json`, 0600) the
+  server reloads on SIGHUP; a sync-canary identity, new at every change, tells when a reload has taken
+  effect.
 * Buckets: every live bucket of the cloud is a SeaweedFS bucket, created by the cloud's own admin identity;
   a bucket deleted through the storage service goes with its data (through the filer).
 
@@ -49,7 +50,8 @@ from npa_pulumi.simulator.store import Store
 
 ADMIN_KEY_ID = "NPALOCALCLOUDADMIN00"  # the cloud's own identity: buckets, counts (never a tenant's key)
 ADMIN_ACTIONS = ("Admin", "Read", "Write", "List", "Tagging", "ReadAcp", "WriteAcp", "DeleteBucket")
-GRANT_ACTIONS = ("Read", "Write", "List", "Tagging", "ReadAcp")  # an object role on one bucket
+# An object role on one bucket: its objects, and its versioning (`backend init` turns it on with the key).
+GRANT_ACTIONS = ("Read", "Write", "List", "Tagging", "ReadAcp", "PutBucketVersioning")
 CANARY_NAME = "npa-sync-canary"
 RELOAD_TIMEOUT_S = 15.0
 ADMIN_REGION = "us-east-1"  # SeaweedFS checks signatures in any region; the admin signs in S3's default

@@ -13,7 +13,7 @@ from npa_pulumi.simulator import seaweed
 from npa_pulumi.simulator.access_keys import access_key_secret
 from npa_pulumi.simulator.simulator import LocalSimulator
 
-OBJECT_ACTIONS = ("Read", "Write", "List", "Tagging", "ReadAcp")
+OBJECT_ACTIONS = ("Read", "Write", "List", "Tagging", "ReadAcp", "PutBucketVersioning")
 
 
 def test_identities_are_the_live_keys_with_exactly_their_grants(tmp_path: Path) -> None:
