@@ -27,6 +27,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,33 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def wait_free(port: int, timeout_s: float = 10.0) -> bool:
+    """Whether `port` is free, waiting a little: a weed just ended may hold it a moment."""
+    deadline = time.monotonic() + timeout_s
+    while not port_free(port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def internal_ports(home: Path, s3_port: int) -> list[int]:
+    """weed's seven other ports (master, volume server, filer, each with gRPC; S3's gRPC), chosen once and
+    recorded in `ports.json`: the master keeps its state in a directory named by its port, and a master
+    started on another port has a new cluster id, for which the volume server's data is another cluster's
+    (SeaweedFS then freezes volume growth: no write succeeds)."""
+    path = home / "ports.json"
+    try:
+        recorded = [int(p) for p in json.loads(path.read_text())]
+        if len(recorded) == 7 and s3_port not in recorded:
+            return recorded
+    except (OSError, ValueError, TypeError):
+        pass
+    chosen = [p for p in free_ports(8) if p != s3_port][:7]
+    write_atomically(path, json.dumps(chosen) + "\n")
+    return chosen
 
 
 def weed_command(weed: Path, home: Path, s3_port: int, ports: list[int]) -> list[str]:
@@ -165,6 +194,25 @@ def wait_until_serving(
     raise RuntimeError(f"S3 did not answer within {START_TIMEOUT_S:g}s ({last})")
 
 
+def wait_until_writable(where: Endpoints, stopping: threading.Event) -> None:
+    """Until a file written through the filer lands on a volume (S3 answers before the volume server has
+    reported to the master, when a write fails), bounded; the probe file is removed."""
+    url = f"http://127.0.0.1:{where.filer_port}/.npa-local-cloud/ready-probe"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    last = ""
+    while time.monotonic() < deadline and not stopping.is_set():
+        try:
+            put = urllib.request.Request(url, data=b"ready", method="PUT")
+            with urllib.request.urlopen(put, timeout=10):
+                pass
+            with urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10):
+                return
+        except (OSError, urllib.error.HTTPError) as err:
+            last = str(err)
+        time.sleep(0.2)
+    raise RuntimeError(f"SeaweedFS took no write within {START_TIMEOUT_S:g}s ({last})")
+
+
 def stop_weed(child: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after STOP_GRACE_S: weed's graceful stop closes the volume server and the
     filer's store within a second, then one of its servers can hang (measured: a stop of 15 s)."""
@@ -203,13 +251,16 @@ def main(argv: list[str] | None = None) -> int:
     if weed is None:
         return fail("SeaweedFS's weed is not built: run `make tools` (or set NPA_WEED_BIN)")
     port = args.port or _recorded_port(home) or free_ports(1)[0]
-    deadline = time.monotonic() + 10
-    while not port_free(port) and time.monotonic() < deadline:
-        time.sleep(0.1)  # a weed just ended may hold it a moment
-    if not port_free(port):
+    if not wait_free(port):
         return fail(f"cannot listen on 127.0.0.1:{port}: the port is in use")
     write_atomically(home / "port", f"{port}\n")  # stable from now on: backend URLs name it
-    ports = [p for p in free_ports(8) if p != port][:7]
+    ports = internal_ports(home, port)
+    busy = [p for p in ports if not wait_free(p)]
+    if busy:
+        return fail(
+            f"SeaweedFS's internal port(s) {', '.join(map(str, busy))} on 127.0.0.1 are in use; they are "
+            f"recorded in {home / 'ports.json'} (its master keeps its state by port)"
+        )
     (home / "seaweedfs").mkdir(exist_ok=True)
     (home / "seaweedfs-config").mkdir(exist_ok=True)
     seaweed.write_identities(cloud_dir, Desired((), (), ()), 0)  # the admin only, until the first apply
@@ -238,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         wait_until_serving(cloud_dir, where, child, stopping)
+        wait_until_writable(where, stopping)
         seaweed.apply(cloud_dir, force=True)
     except (RuntimeError, seaweed.SeaweedSyncError, OSError) as err:
         stop_weed(child)
