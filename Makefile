@@ -22,7 +22,7 @@ help: ## this list
 check: lint-fast ## the inner loop (~1 min warm): ruff, the layers, then mypy beside the unit tests
 	@$(MAKE) --no-print-directory -j2 --output-sync=target types test-unit
 
-tools: ## provide the toolchain only (.venv, pulumi, terraform, Kubernetes, kwok, KubeRay)
+tools: ## provide the toolchain only (.venv, pulumi, terraform, Kubernetes, kwok, KubeRay, SeaweedFS)
 	@python3 tools/toolchain.py ensure all
 
 venv: ## provide the virtualenv only (.venv; enough for make check and make lint)

@@ -13,8 +13,9 @@ What it provides, in `.tools/bin` (git-ignored):
   otherwise the pin is built from the Go module proxy through the wrapper module in tools/pulumi.
 * `terraform`: a terraform or tofu on PATH at or above the pinned minimum, otherwise OpenTofu built from
   the Go module proxy through tools/tofu.
-* the local cloud's Kubernetes (control plane, kwok) and pulumi-kubernetes' provider plugin, and the
-  KubeRay operator `kuberay-operator` with its CRDs as compact JSON (`kuberay-crds/`).
+* the local cloud's Kubernetes (control plane, kwok) and pulumi-kubernetes' provider plugin, the
+  KubeRay operator `kuberay-operator` with its CRDs as compact JSON (`kuberay-crds/`), and SeaweedFS's
+  `weed` (the local cloud's S3 server), built through the wrapper module tools/seaweedfs.
 
 Built binaries live in a per-user cache keyed by the pins
 (`${XDG_CACHE_HOME:-~/.cache}/npa-pulumi/toolchain/<key>/bin`), so a fresh clone on the same machine links

@@ -8,10 +8,11 @@ switched on where the endpoint supports it (every overwritten checkpoint stays r
 grants anything to everyone is refused.
 
 * `--cloud nebius`: Nebius Object Storage, `https://storage.<region>.nebius.cloud` (or `--endpoint`).
-* `--cloud local`: the embedded simulator's own S3 endpoint (simulator/s3wire.py, started here and by
-  any command whose backend URL names it): the bucket is made in the local cloud, in `--project` or a
-  dedicated state project (`npa-state`, created in the local tenant when missing); without exported keys a
-  service account and access key are minted for it and written as an AWS shared-credentials profile
+* `--cloud local`: the local cloud's own S3 endpoint (SeaweedFS or its home-made fallback, started here
+  and by any command whose backend URL names it): the bucket is made through the local cloud's storage
+  service, in `--project` or a dedicated state project (`npa-state`, created in the local tenant when
+  missing); without exported keys a service account, granted exactly this bucket, and access key are minted
+  for it and written as an AWS shared-credentials profile
   (0600, `~/.npa-pulumi/backend/<bucket>.credentials`, profile `npa-<bucket>`) that the engine and
   npa-pulumi read. `--endpoint` still names any S3-compatible server instead (MinIO, moto_server).
 
@@ -210,10 +211,10 @@ def _local_project(cloud: CloudPort, project: str | None) -> Project:
     )
 
 
-def _minted_key(cloud: CloudPort, project_id: str, bucket: str) -> tuple[str, SecretStr, Path, str]:
+def _minted_key(cloud: CloudPort, project_id: str, bucket: str) -> tuple[str, SecretStr, Path, str, str]:
     """The bucket's own access key, kept in its shared-credentials profile: the one written before when
     it is still a live key of the local cloud, else a new key of the bucket's service account (its older
-    keys deleted, so keys do not pile up) written there (0600)."""
+    keys deleted, so keys do not pile up) written there (0600); last, the account's id."""
     path, profile = local_credentials_path(bucket), local_profile(bucket)
     existing = from_profile(path, profile) if path.is_file() else None
     name = f"npa-state-{bucket}".replace(".", "-")[:63]
@@ -221,7 +222,7 @@ def _minted_key(cloud: CloudPort, project_id: str, bucket: str) -> tuple[str, Se
     if existing is not None and found is not None:
         live = {k.aws_access_key_id for k in cloud.list_access_keys(project_id, found.id)}
         if existing[0] in live:
-            return existing[0], existing[1], path, profile
+            return existing[0], existing[1], path, profile, found.id
     account = found or cloud.create_service_account(project_id, name, labels={"npa-purpose": "pulumi-state"})
     minted = cloud.create_access_key(project_id, account.id)
     for old in cloud.list_access_keys(project_id, account.id):
@@ -234,7 +235,30 @@ def _minted_key(cloud: CloudPort, project_id: str, bucket: str) -> tuple[str, Se
     )
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     write_atomically(path, text, mode=0o600)
-    return key, secret, path, profile
+    return key, secret, path, profile, account.id
+
+
+def _state_bucket(cloud: CloudPort, project_id: str, bucket: str, account_id: str | None) -> bool:
+    """The bucket made through the local cloud's storage service, as on Nebius (S3 is the data plane: the
+    SeaweedFS server allows a key no CreateBucket), and its own service account granted exactly it; True
+    when it was created here. A name another project holds is left to S3 to refuse."""
+    from npa_pulumi.cloud.errors import AlreadyExists
+
+    found = cloud.find_bucket(project_id, bucket)
+    created = False
+    if found is None:
+        try:
+            found = cloud.create_bucket(
+                project_id, bucket, "standard", 0, labels={"npa-purpose": "pulumi-state"}
+            )
+            created = True
+        except AlreadyExists:
+            return False
+    if account_id is not None:
+        cloud.grant_bucket_access(
+            project_id, found.id, account_id, f"npa-state-{bucket}".replace(".", "-")[:63]
+        )
+    return created
 
 
 def init_local_bucket(bucket: str, project: str | None = None) -> BackendBucket:
@@ -252,14 +276,17 @@ def init_local_bucket(bucket: str, project: str | None = None) -> BackendBucket:
         exported = bool(os.environ.get(ACCESS_KEY_ENV) or os.environ.get(SECRET_KEY_ENV))
         path: Path | None = None
         profile: str | None = None
+        account_id: str | None = None
         if exported:
             credentials = _credentials()
         else:
-            key, secret, path, profile = _minted_key(cloud, state_project.id, bucket)
+            key, secret, path, profile, account_id = _minted_key(cloud, state_project.id, bucket)
             credentials = (key, secret)
+        made = _state_bucket(cloud, state_project.id, bucket, account_id)
     except CloudError as err:
         raise BackendInitFailed(f"the local cloud refused: {err}") from None
     result = init_bucket(bucket, endpoint, state_project.region, credentials)
+    result.created = result.created or made
     result.project_id = state_project.id
     if path is not None and profile is not None:
         result.credentials_file, result.profile = str(path), profile

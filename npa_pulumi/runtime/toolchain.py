@@ -292,6 +292,16 @@ def kuberay_crd_files() -> list[Path]:
     return files
 
 
+WEED = "weed"
+WEED_BIN_ENV = "NPA_WEED_BIN"
+
+
+def find_weed() -> Path | None:
+    """SeaweedFS's `weed`, which `make tools` builds (tools/toolchainlib/seaweedfs.py): the local cloud's
+    S3 server runs it (simulator/seaweed.py)."""
+    return locate(WEED, WEED_BIN_ENV, "seaweedfs-")
+
+
 LOCAL_PROVIDER_MIRROR_ENV = "NPA_LOCAL_PROVIDER_MIRROR"
 LOCAL_PROVIDER_MIRROR_DIR = "terraform-providers"  # beside .tools/bin
 

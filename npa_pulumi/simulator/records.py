@@ -122,6 +122,11 @@ def _access_key(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str,
     }
 
 
+# Roles that let a key write, read and delete a bucket's objects, as on Nebius (port.BUCKET_OBJECT_ROLE):
+# the storage service's probe and the SeaweedFS identities (seaweed.py) allow exactly these.
+BUCKET_ROLES = frozenset({"storage.object-editor", "storage.editor", "editor", "admin"})
+
+
 def key_expired(data: dict[str, Any], now: float) -> bool:
     """Whether an access key's data says it has expired (a temporary key past its `expires_at`)."""
     expires = data.get("expires_at")

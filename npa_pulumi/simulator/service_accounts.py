@@ -75,6 +75,7 @@ class ServiceAccounts:
             for key in keys:  # an account's keys go with it
                 ctx.delete_row(key["id"])
             ctx.delete_row(service_account_id)
+        _s3_sync(self.store)
 
     def create_access_key(
         self,
@@ -115,10 +116,20 @@ class ServiceAccounts:
                 },
                 params=params,
             )
-            return {"key": ctx.fetch("access_key", rid), "secret": secret}
+            minted = {"key": ctx.fetch("access_key", rid), "secret": secret}
+        _s3_sync(self.store)
+        return minted
 
     def delete_access_key(self, access_key_id: str, timeout_s: float | None = None) -> None:
         params = {"access_key_id": access_key_id}
         with self.store.op("delete_access_key", params, write=True, timeout_s=timeout_s) as ctx:
             ctx.row("access_key", access_key_id)
             ctx.delete_row(access_key_id)
+        _s3_sync(self.store)
+
+
+def _s3_sync(store: Store) -> None:
+    """A SeaweedFS S3 server serving this cloud takes the change before the call returns (seaweed.py)."""
+    from npa_pulumi.simulator import seaweed
+
+    seaweed.sync_if_serving(store.directory)

@@ -17,8 +17,7 @@ from npa_pulumi.simulator.access_keys import sha256
 from npa_pulumi.simulator.store import Store
 from npa_pulumi.simulator.transaction import OpContext, clean_labels
 
-# Roles that let a key write, read and delete a bucket's objects, as on Nebius (port.BUCKET_OBJECT_ROLE).
-BUCKET_ROLES = frozenset({"storage.object-editor", "storage.editor", "editor", "admin"})
+BUCKET_ROLES = records.BUCKET_ROLES
 
 STORAGE_CLASSES = ("standard", "enhanced_throughput", "intelligent")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -73,7 +72,7 @@ class Buckets:
             project = ctx.project_row(project_id)
             _check_bucket_request(name, storage_class, max_size_bytes)
             size_quota = acct.BUCKET_SIZE_PREFIX + storage_class.replace("_", "-")
-            return ctx.create(
+            created = ctx.create(
                 "bucket",
                 name=name,
                 scope="",  # bucket names are global, as in S3
@@ -89,6 +88,8 @@ class Buckets:
                 params=params,
                 charges=[acct.Charge(acct.BUCKET_COUNT, 1), acct.Charge(size_quota, max_size_bytes)],
             )
+        _s3_sync(self.store)
+        return created
 
     def list_buckets(self, project_id: str) -> list[dict[str, Any]]:
         with self.store.op("list_buckets", {"project_id": project_id}, write=False) as ctx:
@@ -97,7 +98,11 @@ class Buckets:
 
     def count_bucket_objects(self, bucket_id: str) -> int:
         with self.store.op("count_bucket_objects", {"bucket_id": bucket_id}, write=False) as ctx:
-            ctx.row("bucket", bucket_id)
+            bucket = ctx.row("bucket", bucket_id)
+            if _seaweed_serving(self.store):
+                from npa_pulumi.simulator import seaweed
+
+                return seaweed.count_objects(self.store.directory, bucket["name"])
             # Multipart uploads in progress and a versioned bucket's older versions count too: they hold
             # data, and S3 refuses to delete their bucket.
             count: int = ctx.conn.execute(
@@ -111,8 +116,13 @@ class Buckets:
     def put_object(self, bucket_id: str, key: str, body: str = "") -> None:
         """Store one object (simulator only: what a training job's upload would leave in a bucket)."""
         with self.store.op("put_object", {"bucket_id": bucket_id, "key": key}, write=True) as ctx:
-            ctx.row("bucket", bucket_id)
+            bucket = ctx.row("bucket", bucket_id)
             data = body.encode()
+            if _seaweed_serving(self.store):
+                from npa_pulumi.simulator import seaweed
+
+                seaweed.put_object(self.store.directory, bucket["name"], key, data)
+                return
             ctx.conn.execute(
                 "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, modified_at) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -133,6 +143,7 @@ class Buckets:
             )
             ctx.conn.execute("DELETE FROM uploads WHERE bucket_id = ?", (bucket_id,))
             ctx.delete_row(bucket_id)
+        _s3_sync(self.store)  # SeaweedFS's bucket goes with its data
 
     def probe_bucket(self, bucket_id: str, access_key_id: str, aws_access_key_id: str, secret: str) -> None:
         """Write, read back and delete one object, authenticating with the access key as S3 would."""
@@ -168,6 +179,12 @@ class Buckets:
                     f"{bucket['name']} (grant_bucket_access)"
                 )
             object_key, body = f".npa-probe/{secrets.token_hex(8)}", secrets.token_bytes(32)
+            if _seaweed_serving(self.store):
+                from npa_pulumi.simulator import seaweed
+
+                name = bucket["name"]
+                seaweed.probe(self.store.directory, name, aws_access_key_id, secret, object_key, body)
+                return
             where = (bucket_id, object_key)
             ctx.conn.execute("INSERT INTO objects (bucket_id, key, body) VALUES (?, ?, ?)", (*where, body))
             read = ctx.conn.execute(
@@ -216,7 +233,8 @@ class Buckets:
             if created:
                 data["bucket_grants"] = [*grants, grant]
                 ctx.set_data(service_account_id, data)
-            return {**grant, "service_account_id": service_account_id, "created": created}
+        _s3_sync(self.store)
+        return {**grant, "service_account_id": service_account_id, "created": created}
 
     def _ensure_grant_group(self, ctx: OpContext, account: Any, group_id: str, name: str) -> None:
         """The grant's group, a project IAM group of its own as on Nebius (it outlives the account: a
@@ -239,3 +257,16 @@ class Buckets:
             charges=[],
             resource_id=group_id,
         )
+
+
+def _seaweed_serving(store: Store) -> bool:
+    from npa_pulumi.simulator import seaweed
+
+    return seaweed.serving(store.directory)
+
+
+def _s3_sync(store: Store) -> None:
+    """A SeaweedFS S3 server serving this cloud takes the change before the call returns (seaweed.py)."""
+    from npa_pulumi.simulator import seaweed
+
+    seaweed.sync_if_serving(store.directory)

@@ -39,6 +39,7 @@ SETTING_NAMES = {
     "project-default-network": "project_default_network",
     "delete-lag-seconds": "delete_lag_seconds",
     "kubernetes-api": "kubernetes_api",
+    "seaweedfs-s3": "seaweedfs_s3",
 }
 
 
@@ -140,7 +141,7 @@ def _s3_report(ctx: click.Context, output: str, verb: str) -> None:
     if output == "json":
         emit_json({"ok": True, **state.to_json()})
     elif state.running:
-        say(f"S3 server {verb}: {state.endpoint} (pid {state.pid}; log {state.log})")
+        say(f"S3 server ({state.server}) {verb}: {state.endpoint} (pid {state.pid}; log {state.log})")
     else:
         where = f" (its port stays {state.port})" if state.port else ""
         say(f"S3 server {verb}{where}")
@@ -263,7 +264,8 @@ def set_cmd(ctx: click.Context, name: str, value: float) -> None:
     (1: a new project comes with a `default-network`, a `default-subnet-*` and the network's default
     security group, as on Nebius; 0: empty), delete-lag-seconds or kubernetes-api (1: a real Kubernetes API
     server behind every cluster; 0: none, for work that never looks inside a cluster;
-    $NPA_LOCAL_CLOUD_KUBERNETES_API overrides it)."""
+    $NPA_LOCAL_CLOUD_KUBERNETES_API overrides it) or seaweedfs-s3 (1: SeaweedFS serves the buckets over S3;
+    0: the home-made server; $NPA_LOCAL_CLOUD_SEAWEEDFS_S3 overrides it)."""
 
     def body() -> int:
         simulator_of(ctx).set_setting(SETTING_NAMES[name], value)

@@ -7,7 +7,8 @@
   (terraform), `kubernetes` (the local cloud's control plane), `kwok`, `kubernetes_provider`
   (pulumi-resource-kubernetes), `kuberay` (the operator and its CRDs), `localcloud_providers` (the local
   cloud's Terraform providers, built from tools/localcloud-providers and laid out as an unpacked filesystem
-  mirror in .tools/terraform-providers), `chromium` (the report's browser test).
+  mirror in .tools/terraform-providers), `seaweedfs` (`weed`, the local cloud's S3 server, built in the
+  wrapper module tools/seaweedfs), `chromium` (the report's browser test).
 * `registry`: the components `ensure` knows, one entry each; `lanes`: the Go builds run two at a time.
 * `status` and `cli`: the script's commands.
 

@@ -13,6 +13,7 @@ from . import (
     kwok,
     localcloud_providers,
     pulumi,
+    seaweedfs,
     tofu,
     venv,
 )
@@ -41,6 +42,9 @@ COMPONENTS: tuple[Component, ...] = (
     # The local cloud's Terraform providers (tools/localcloud-providers): terraform-plugin-framework and
     # gRPC from the module proxy, ~1 min cold on 2 cores (2026-12-07, empty build cache).
     Component("localcloud-providers", localcloud_providers.ensure, go_build_minutes=1.2),
+    # SeaweedFS's `weed`, the local cloud's S3 server (tools/seaweedfs): 1.4 min of module downloads and a
+    # 13.5 min build at nice 19 on 2 cores shared with a CI run (2026-12-07, empty caches for its modules).
+    Component("seaweedfs", seaweedfs.ensure, go_build_minutes=15.0),
     # Not in `all`: `make test` asks for it (the report's browser test).
     Component("chromium", chromium.ensure, in_all=False),
 )

@@ -18,7 +18,17 @@ import pytest
 
 from npa_pulumi.engine.automation.workspace import engine_env
 from npa_pulumi.runtime.toolchain import find_pulumi, find_terraform
-from tools.toolchainlib import common, kuberay, kubernetes, kubernetes_provider, kwok, lanes, registry, tofu
+from tools.toolchainlib import (
+    common,
+    kuberay,
+    kubernetes,
+    kubernetes_provider,
+    kwok,
+    lanes,
+    registry,
+    seaweedfs,
+    tofu,
+)
 from tools.toolchainlib import pulumi as engine_tools
 
 REPO = Path(__file__).resolve().parents[3]
@@ -174,6 +184,23 @@ def test_committed_kubernetes_wrapper_matches_the_pins() -> None:
     assert kubernetes.staging_replaces("replace k8s.io/api => ./staging/src/k8s.io/api\n") == ["k8s.io/api"]
 
 
+def test_committed_seaweedfs_wrapper_requires_the_pin() -> None:
+    """tools/seaweedfs/go.mod requires exactly the pinned SeaweedFS and repeats the replace its build needs
+    (Go ignores a dependency's replaces); a wrapper out of step with the pin is refused before a build."""
+    sw = PINS["seaweedfs"]
+    committed = (REPO / "tools" / "seaweedfs" / "go.mod").read_text()
+    assert seaweedfs.wrapper_requirement(committed, sw["module"]) == sw["module_version"]
+    assert "replace github.com/tyler-smith/go-bip39 => github.com/cosmos/go-bip39 v1.0.0" in committed
+    gosum = (REPO / "tools" / "seaweedfs" / "go.sum").read_text()
+    assert f"{sw['module']} {sw['module_version']} h1:" in gosum
+    stale = {"seaweedfs": {**sw, "module_version": "v0.0.0-20200101000000-000000000000"}}
+    with pytest.raises(common.ToolchainError, match=r"tools/seaweedfs/go\.mod requires .* but tools/pins"):
+        seaweedfs.check_wrapper(stale)
+    block = f"require (\n\tgithub.com/other v1.0.0\n\t{sw['module']} v0.1.2 // indirect\n)\n"
+    assert seaweedfs.wrapper_requirement(block, sw["module"]) == "v0.1.2"
+    assert seaweedfs.wrapper_requirement("module x\n", sw["module"]) is None
+
+
 @pytest.mark.integration
 def test_kubernetes_binaries_report_the_pinned_versions() -> None:
     from npa_pulumi.simulator.kube import binaries
@@ -297,12 +324,21 @@ def test_every_component_is_one_registry_entry() -> None:
         "kuberay",
         "pulumi-kubernetes",
         "localcloud-providers",
+        "seaweedfs",
         "chromium",
     )
     assert registry.default() == set(registry.names()) - {"chromium"}
     assert [c.name for c in registry.first_steps(set(registry.names()))] == ["venv", "terraform", "chromium"]
     builds = [c.name for c in registry.go_builds(registry.default())]
-    assert builds == ["pulumi-kubernetes", "kubernetes", "pulumi", "kwok", "kuberay", "localcloud-providers"]
+    assert builds == [
+        "pulumi-kubernetes",
+        "seaweedfs",
+        "kubernetes",
+        "pulumi",
+        "kwok",
+        "kuberay",
+        "localcloud-providers",
+    ]
 
 
 def test_an_unknown_component_is_refused_with_the_known_ones_named() -> None:
@@ -329,6 +365,7 @@ def test_the_cache_directories_are_named_by_the_pins() -> None:
     assert kubernetes.kubernetes_key(PINS) == f"kubernetes-v{k['version']}-etcd{k['etcd_version']}-{machine}"
     assert kwok.kwok_key(PINS) == f"kwok-v{PINS['kwok']['version']}-{machine}"
     assert kuberay.kuberay_key(PINS) == f"kuberay-v{PINS['kuberay']['version']}-{machine}"
+    assert seaweedfs.seaweedfs_key(PINS) == f"seaweedfs-{PINS['seaweedfs']['module_version']}-{machine}"
     assert kubernetes_provider.provider_key(PINS) == (
         f"pulumi-kubernetes-v{pk['version']}-{pk['provider_module_version']}-{machine}"
     )
