@@ -18,6 +18,7 @@ import json
 import os
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -146,6 +147,34 @@ def _repaired(stack: StackResult) -> str | None:
     return f"removed the stale mig-not-ready taint from {count} node(s)" if count else "nothing to repair"
 
 
+@dataclass(frozen=True)
+class Run:
+    """What every record says of the run it records, whatever the command."""
+
+    command: str
+    fleet: str
+    cloud: str
+    who: Who
+    started_at: datetime
+    selection: Mapping[str, Any]
+    digest: str | None
+
+
+def _finished(run: Run, **outcome: Any) -> AuditRecord:
+    """The record of `run`, finished now, with its outcome's fields (repair, outcome, totals, stacks...)."""
+    return AuditRecord(
+        command=run.command,
+        fleet=run.fleet,
+        who=run.who,
+        selection={k: v for k, v in run.selection.items() if v not in (None, (), [], "")},
+        spec_digest=run.digest,
+        cloud=run.cloud,
+        started_at=run.started_at.astimezone(UTC).isoformat(timespec="seconds"),
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        **outcome,
+    )
+
+
 def record(
     result: FleetResult,
     who_: Who,
@@ -166,16 +195,9 @@ def record(
         )
         for stack in result.stacks
     ]
-    return AuditRecord(
-        command=result.command,
+    return _finished(
+        Run(result.command, result.fleet, result.cloud, who_, started_at, selection, digest),
         repair=repair,
-        fleet=result.fleet,
-        who=who_,
-        selection={k: v for k, v in selection.items() if v not in (None, (), [], "")},
-        spec_digest=digest,
-        cloud=result.cloud,
-        started_at=started_at.astimezone(UTC).isoformat(timespec="seconds"),
-        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
         outcome=result.outcome,
         totals=result.totals(),
         stacks=stacks,
@@ -227,16 +249,9 @@ def requalify_record(
     if not stacks:
         return None
     failed = any(stack.status == "failed" for stack in stacks)
-    return AuditRecord(
-        command=report.command,
+    return _finished(
+        Run(report.command, report.fleet, report.cloud, who_, started_at, selection, digest),
         repair="requalify",
-        fleet=report.fleet,
-        who=who_,
-        selection={k: v for k, v in selection.items() if v not in (None, (), [], "")},
-        spec_digest=digest,
-        cloud=report.cloud,
-        started_at=started_at.astimezone(UTC).isoformat(timespec="seconds"),
-        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
         outcome="failed" if failed else "ok",
         totals=totals,
         stacks=stacks,
@@ -264,16 +279,9 @@ def remediation_record(
         key = f"{action['rung']} {action['outcome']}"
         counts[key] = counts.get(key, 0) + 1
     outcomes = [str(a["outcome"]) for a in done]
-    return AuditRecord(
-        command=report.command,
+    return _finished(
+        Run(report.command, report.fleet, report.cloud, who_, started_at, selection, digest),
         repair="remediate",
-        fleet=report.fleet,
-        who=who_,
-        selection={k: v for k, v in selection.items() if v not in (None, (), [], "")},
-        spec_digest=digest,
-        cloud=report.cloud,
-        started_at=started_at.astimezone(UTC).isoformat(timespec="seconds"),
-        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
         outcome="failed" if "failed" in outcomes else "ok",
         totals={name: outcomes.count(name) for name in ("done", "skipped", "failed")},
         stacks=[
