@@ -43,7 +43,7 @@ from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.simulator import db, s3auth
 from npa_pulumi.simulator.objects import AccessKey, S3Objects
 from npa_pulumi.simulator.s3buckets import S3Buckets
-from npa_pulumi.simulator.s3daemon import s3_dir
+from npa_pulumi.simulator.s3daemon import recorded_port, s3_dir
 from npa_pulumi.simulator.s3errors import S3Error
 from npa_pulumi.simulator.s3routes import S3Request, S3Routes
 from npa_pulumi.simulator.s3uploads import S3Uploads
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     write_atomically(home / "server.pid", f"{os.getpid()}\n")
     (home / "ready").unlink(missing_ok=True)
     (home / "failed").unlink(missing_ok=True)
-    port = args.port or _recorded_port(home) or 0
+    port = args.port or recorded_port(args.cloud_dir) or 0
     try:
         server = S3WireServer(("127.0.0.1", port), args.cloud_dir)
     except OSError as err:
@@ -303,14 +303,6 @@ def main(argv: list[str] | None = None) -> int:
     (home / "ready").unlink(missing_ok=True)
     log("stopped")
     return 0
-
-
-def _recorded_port(home: Path) -> int | None:
-    try:
-        port = int((home / "port").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return port if 0 < port < 65536 else None
 
 
 if __name__ == "__main__":

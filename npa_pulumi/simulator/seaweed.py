@@ -46,6 +46,7 @@ from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.simulator import records, s3daemon
 from npa_pulumi.simulator.access_keys import SECRET_DERIVATION, access_key_secret
 from npa_pulumi.simulator.objects import gone
+from npa_pulumi.simulator.s3daemon import s3_dir
 from npa_pulumi.simulator.store import Store
 
 ADMIN_KEY_ID = "NPALOCALCLOUDADMIN00"  # the cloud's own identity: buckets, counts (never a tenant's key)
@@ -74,10 +75,6 @@ class Endpoints:
     @property
     def s3(self) -> str:
         return f"http://127.0.0.1:{self.s3_port}"
-
-
-def s3_dir(cloud_dir: Path) -> Path:
-    return cloud_dir / "s3"
 
 
 def identities_path(cloud_dir: Path) -> Path:

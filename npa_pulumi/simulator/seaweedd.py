@@ -38,6 +38,7 @@ from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.runtime.processes import process_alive
 from npa_pulumi.runtime.toolchain import find_weed
 from npa_pulumi.simulator import db, seaweed
+from npa_pulumi.simulator.s3daemon import recorded_port, s3_dir
 from npa_pulumi.simulator.seaweed import Desired, Endpoints
 
 POLL_S = 0.5
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0: the recorded port, else a free one")
     args = parser.parse_args(argv)
     cloud_dir: Path = args.cloud_dir
-    home = seaweed.s3_dir(cloud_dir)
+    home = s3_dir(cloud_dir)
     home.mkdir(parents=True, exist_ok=True)
     lock = FileLock(home / "server.lock")  # held for the daemon's whole life; the kernel drops it at exit
     if not lock.acquire(blocking=False):
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     weed = find_weed()
     if weed is None:
         return fail("SeaweedFS's weed is not built: run `make tools` (or set NPA_WEED_BIN)")
-    port = args.port or _recorded_port(home) or free_ports(1)[0]
+    port = args.port or recorded_port(cloud_dir) or free_ports(1)[0]
     if not wait_free(port):
         return fail(f"cannot listen on 127.0.0.1:{port}: the port is in use")
     write_atomically(home / "port", f"{port}\n")  # stable from now on: backend URLs name it
@@ -317,14 +318,6 @@ def main(argv: list[str] | None = None) -> int:
     (home / "endpoints.json").unlink(missing_ok=True)
     log("stopped")
     return code
-
-
-def _recorded_port(home: Path) -> int | None:
-    try:
-        port = int((home / "port").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return port if 0 < port < 65536 else None
 
 
 if __name__ == "__main__":
