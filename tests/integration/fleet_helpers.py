@@ -54,6 +54,19 @@ def inventory(env: dict[str, str] | None = None) -> dict[str, Any]:
     return shown
 
 
+def health_report(spec: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    """`health --output json` of a fleet: its exit code (0 healthy, 1 not) and its document."""
+    result = npa("health", "--spec", spec, "--output", "json", *extra)
+    assert result.code in (0, 1), result.stderr[-3000:]
+    return result.code, result.json()
+
+
+def health_nodes(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The nodes of a one-cluster health document, by name."""
+    [cluster] = document["clusters"]
+    return {n["name"]: n for n in cluster["nodes"]}
+
+
 def write_spec(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

@@ -18,10 +18,9 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fleet_helpers import CLI, REPO, by_stack, npa, write_spec
+from fleet_helpers import CLI, REPO, by_stack, health_nodes, health_report, npa, write_spec
 from webhook_support import Webhook
 
 pytestmark = pytest.mark.integration
@@ -46,17 +45,6 @@ projects:
 """
 
 
-def _health(spec: str, *extra: str) -> tuple[int, dict[str, Any]]:
-    result = npa("health", "--spec", spec, "--output", "json", *extra)
-    assert result.code in (0, 1), result.stderr[-3000:]
-    return result.code, result.json()
-
-
-def _nodes(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    [cluster] = document["clusters"]
-    return {n["name"]: n for n in cluster["nodes"]}
-
-
 def test_health_names_nebius_faults_and_requalifies_a_replaced_node(
     kube_api: Path, tmp_path: Path, webhook: Webhook
 ) -> None:
@@ -67,12 +55,12 @@ def test_health_names_nebius_faults_and_requalifies_a_replaced_node(
     train = by_stack(up.json())["hl.p.train"]
     cluster_id = train["cluster_id"]
 
-    code, document = _health(spec, "--notify", webhook.url)
+    code, document = health_report(spec, "--notify", webhook.url)
     assert code == 0, document
     assert webhook.events == []  # a healthy fleet: nothing to say
     assert document["totals"]["requested"] == 3 and document["totals"]["usable"] == 3
-    gpu = sorted(name for name, n in _nodes(document).items() if n["gpu"])
-    assert len(gpu) == 3 and all(_nodes(document)[n]["qualification"] == "gate" for n in gpu)
+    gpu = sorted(name for name, n in health_nodes(document).items() if n["gpu"])
+    assert len(gpu) == 3 and all(health_nodes(document)[n]["qualification"] == "gate" for n in gpu)
     broken, serviced, replaced = gpu
 
     node = ["local-cloud", "fault", "node", "--cluster", cluster_id, "--node"]
@@ -85,8 +73,8 @@ def test_health_names_nebius_faults_and_requalifies_a_replaced_node(
 
     deadline = time.monotonic() + 120
     while True:
-        code, document = _health(spec)
-        nodes = _nodes(document)
+        code, document = health_report(spec)
+        nodes = health_nodes(document)
         newcomer = sorted(set(n for n, v in nodes.items() if v["gpu"]) - set(gpu))
         settled = (
             newcomer
@@ -119,7 +107,7 @@ def test_health_names_nebius_faults_and_requalifies_a_replaced_node(
     assert [(m["reason"], m["node"]) for m in project["maintenance"]] == [("HW_GPU_XID_79", serviced)]
 
     # ---- the webhook: one event for the degraded cluster; a watch over an unchanged fleet adds none
-    code, _ = _health(spec, "--notify", webhook.url)
+    code, _ = health_report(spec, "--notify", webhook.url)
     [event] = webhook.events
     assert event["command"] == "health" and event["events"] == ["below-min-usable"]
     [told] = event["clusters"]
@@ -136,14 +124,14 @@ def test_health_names_nebius_faults_and_requalifies_a_replaced_node(
     assert webhook.events[2]["breakers_opened"] == ["cluster:p/train", "fleet"]
 
     # ---- requalification: the gate's probes on exactly the replaced node, recorded, then read back
-    code, requalified = _health(spec, "--requalify", "--yes")
+    code, requalified = health_report(spec, "--requalify", "--yes")
     [cluster] = requalified["clusters"]
     assert cluster["requalify"]["nodes"] == newcomer and cluster["requalify"]["passed"] == newcomer
-    assert _nodes(requalified)[newcomer[0]]["qualification"] == "requalified"
-    assert _nodes(requalified)[newcomer[0]]["requalification"]["probes"]["smoke"]["passed"] is True
+    assert health_nodes(requalified)[newcomer[0]]["qualification"] == "requalified"
+    assert health_nodes(requalified)[newcomer[0]]["requalification"]["probes"]["smoke"]["passed"] is True
     assert code == 1 and requalified["totals"]["usable"] == 1  # the other two are still down
-    code, again = _health(spec, "--min-usable", "0.3")
-    assert code == 0 and _nodes(again)[newcomer[0]]["state"] == "usable"
+    code, again = health_report(spec, "--min-usable", "0.3")
+    assert code == 0 and health_nodes(again)[newcomer[0]]["state"] == "usable"
 
     # ---- the repair is in the audit trail: who, what, per cluster in counts (no node names)
     records = npa("audit", "--spec", spec, "--output", "json", check=True).json()["records"]
@@ -206,7 +194,7 @@ def _watch(spec: str, tmp_path: Path, cluster_id: str, serviced: str, broken: st
             watcher.wait()
     assert watcher.returncode == 1, stderr[-3000:]  # still below --min-usable
     last = json.loads(stdout)
-    assert _nodes(last)[serviced]["state"] == "usable"
+    assert health_nodes(last)[serviced]["state"] == "usable"
     found = [json.loads(line) for line in events.read_text().splitlines()]
     assert {(e["event"], e["node"]) for e in found} == {
         ("maintenance-finished", serviced),

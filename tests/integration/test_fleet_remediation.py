@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import by_stack, npa, write_spec
+from fleet_helpers import by_stack, health_nodes, health_report, npa, write_spec
 
 pytestmark = pytest.mark.integration
 
@@ -42,24 +42,13 @@ projects:
 """
 
 
-def _health(spec: str, *extra: str) -> tuple[int, dict[str, Any]]:
-    result = npa("health", "--spec", spec, "--output", "json", *extra)
-    assert result.code in (0, 1), result.stderr[-3000:]
-    return result.code, result.json()
-
-
-def _nodes(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    [cluster] = document["clusters"]
-    return {n["name"]: n for n in cluster["nodes"]}
-
-
 def _until(spec: str, settled: Any, what: str) -> dict[str, Any]:
     deadline = time.monotonic() + 120
     while True:
-        _code, document = _health(spec)
-        if settled(_nodes(document)):
+        _code, document = health_report(spec)
+        if settled(health_nodes(document)):
             return document
-        assert time.monotonic() < deadline, f"never {what}: {json.dumps(_nodes(document))[:3000]}"
+        assert time.monotonic() < deadline, f"never {what}: {json.dumps(health_nodes(document))[:3000]}"
         time.sleep(2)
 
 
@@ -92,11 +81,11 @@ def test_the_ladder_records_incidents_validates_the_return_and_trips_its_breaker
     cluster_id = by_stack(up.json())["rl.p.train"]["cluster_id"]
     ledger = kube_api / ".npa-pulumi" / "health" / "remediation" / "rl.json"
 
-    code, document = _health(spec)
+    code, document = health_report(spec)
     assert code == 0 and document["remediation"]["numbers"]["fleet"]["incidents"] == 0
     fleet = {b["scope"]: b for b in document["remediation"]["breakers"]}["fleet"]
     assert (fleet["open"], fleet["total"]) == (False, 5)
-    gpu = sorted(name for name, n in _nodes(document).items() if n["gpu"])
+    gpu = sorted(name for name, n in health_nodes(document).items() if n["gpu"])
     broken = gpu[0]
 
     fault = ["local-cloud", "fault", "node", "--cluster", cluster_id, "--node"]
@@ -104,7 +93,7 @@ def test_the_ladder_records_incidents_validates_the_return_and_trips_its_breaker
     _until(spec, lambda nodes: nodes[broken]["state"] == "degraded", "degraded")
 
     # ---- the dry run: the plan, nothing recorded
-    code, planned = _health(spec, "--remediate", "--dry-run")
+    code, planned = health_report(spec, "--remediate", "--dry-run")
     [decision] = planned["remediation"]["decisions"]
     assert (decision["node"], decision["reason"], decision["status"], decision["rung"]) == (
         broken,
@@ -113,7 +102,7 @@ def test_the_ladder_records_incidents_validates_the_return_and_trips_its_breaker
         "requalify",
     )
     assert set(planned["remediation"]["unavailable"]) == {"cloud-recovery", "remove-from-group"}
-    assert _nodes(planned)[broken]["gpu_workloads"] == []
+    assert health_nodes(planned)[broken]["gpu_workloads"] == []
     assert not ledger.exists()
 
     # ---- the watch records the incident in its ledger
@@ -127,17 +116,17 @@ def test_the_ladder_records_incidents_validates_the_return_and_trips_its_breaker
     # ---- Nebius repairs it: usable only once its gate passes again
     npa(*fault, broken, "--kind", "nebius-gpu-error", "--clear", check=True)
     document = _until(spec, lambda nodes: not nodes[broken]["conditions"], "cleared")
-    waiting = _nodes(document)[broken]
+    waiting = health_nodes(document)[broken]
     assert (waiting["state"], waiting["incident"]) == ("unqualified", "gpu-error")
     assert any("open gpu-error incident since" in p for p in waiting["problems"])
-    code, planned = _health(spec, "--remediate", "--dry-run")
+    code, planned = health_report(spec, "--remediate", "--dry-run")
     assert code == 1  # 4 of 5 GPUs usable, below --min-usable 1
     [decision] = planned["remediation"]["decisions"]
     assert (decision["status"], decision["rung"]) == ("act", "requalify")
     assert "the fault cleared" in decision["why"]
-    code, requalified = _health(spec, "--requalify", "--yes")
+    code, requalified = health_report(spec, "--requalify", "--yes")
     assert requalified["clusters"][0]["requalify"]["passed"] == [broken]
-    assert code == 0 and _nodes(requalified)[broken]["state"] == "usable"
+    assert code == 0 and health_nodes(requalified)[broken]["state"] == "usable"
     closed = _watch_once(spec)
     [incident] = json.loads(ledger.read_text())["incidents"]
     assert incident["closed"] == "returned"
@@ -158,7 +147,7 @@ def test_the_ladder_records_incidents_validates_the_return_and_trips_its_breaker
     second = _remediate(spec, events)
     [action] = second["remediation"]["actions"]
     assert (action["rung"], action["outcome"], action["detail"]) == ("cordon-and-report", "done", "cordoned")
-    assert _nodes(_health(spec)[1])[acted]["cordoned"] is True
+    assert health_nodes(health_report(spec)[1])[acted]["cordoned"] is True
     npa(*fault, acted, "--kind", "nebius-gpu-error", "--clear", check=True)
     _until(spec, lambda nodes: not nodes[acted]["conditions"], "cleared")
     third = _remediate(spec, events)
@@ -167,8 +156,8 @@ def test_the_ladder_records_incidents_validates_the_return_and_trips_its_breaker
     fourth = _remediate(spec, events)
     [action] = fourth["remediation"]["actions"]
     assert (action["node"], action["rung"], action["outcome"]) == (acted, "restore-scheduling", "done")
-    code, document = _health(spec)
-    assert code == 0 and _nodes(document)[acted]["state"] == "usable"
+    code, document = health_report(spec)
+    assert code == 0 and health_nodes(document)[acted]["state"] == "usable"
     logged = [json.loads(line) for line in events.read_text().splitlines()]
     ladder = [(e["rung"], e["outcome"]) for e in logged if e["event"] == "remediation-action"]
     assert ladder == [
@@ -190,7 +179,7 @@ def test_the_ladder_records_incidents_validates_the_return_and_trips_its_breaker
     assert set(opened) >= {"fleet", "cluster:p/train"}
     watcher = opened["fleet"]["opened_by"]
     assert watcher and (opened["fleet"]["impaired"], opened["fleet"]["total"]) == (2, 5)
-    code, held = _health(spec, "--remediate", "--dry-run")
+    code, held = health_report(spec, "--remediate", "--dry-run")
     decisions = held["remediation"]["decisions"]
     assert sorted(d["node"] for d in decisions) == gpu[1:3]
     assert all(d["status"] == "hold" and "breaker" in d["why"] for d in decisions)
