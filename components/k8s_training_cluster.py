@@ -128,9 +128,7 @@ class K8sTrainingCluster(pulumi.ComponentResource):
         self.cluster_id = outputs.apply(lambda o: _cluster_id(o or {}))
         self.endpoint = outputs.apply(lambda o: _endpoint(o or {}))
         # Ids are not secret, though the state they may come from is.
-        self.node_group_ids = pulumi.Output.unsecret(
-            module.tf_state.apply(_node_group_ids)
-        )
+        self.node_group_ids = pulumi.Output.unsecret(module.tf_state.apply(_node_group_ids))
         facts = dict(args.recipe_facts)
         self.filesystem = outputs.apply(lambda o: _filesystem(o or {}, facts))
         # What the recipe made (npa_pulumi/bridge/drift.py), from its Terraform state: status and up check it
