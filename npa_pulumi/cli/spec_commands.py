@@ -111,7 +111,8 @@ def plan_command(
     type=click.Path(path_type=Path),
     default=None,
     help="A k8s-training root module (or a checkout holding k8s-training/) whose variables.tf decides "
-    "which variables are emitted. Default: the shipped local stand-in recipe.",
+    "which variables are emitted. Default: the default recipe's (upstream k8s-training at the pinned "
+    "commit with npa-pulumi's override files, which declare every variable the renderer emits).",
 )
 @k8s_training_dir_option(click.Path(path_type=Path))
 @click.option("--project-prefix", default=None, help="Override the spec's project_prefix.")
