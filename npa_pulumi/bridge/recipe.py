@@ -126,7 +126,7 @@ def _surface(recipe: MaterializedRecipe) -> tuple[dict[str, Any], frozenset[str]
 def _surface_key(recipe: MaterializedRecipe) -> str:
     from npa_pulumi.plan import recipe_surface
 
-    # facts.py by path, not imported: importing it loads the HCL parser (~0.1 s), which a hit never needs.
+    # facts.py by path, not imported: a hit never needs its code.
     parsers = source_identity(Path(__file__).with_name("facts.py"), Path(recipe_surface.__file__))
     return cache_key("recipe-surface", recipe.digest, parsers)
 

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
         RecipeError,
         default_recipe_variables,
         read_recipe_variables,
-        shipped_recipe_dir,
     )
     from npa_pulumi.plan.targets import (
         ResolvedCluster,
@@ -61,7 +60,6 @@ _MODULE_OF = {
     "render_tfvars": "tfvars",
     "resolve_cluster": "targets",
     "resolve_targets": "targets",
-    "shipped_recipe_dir": "recipe_surface",
 }
 
 __all__ = [
@@ -86,7 +84,6 @@ __all__ = [
     "render_tfvars",
     "resolve_cluster",
     "resolve_targets",
-    "shipped_recipe_dir",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())

@@ -1,14 +1,15 @@
 """The k8s-training variable surface the tfvars renderer can emit, and reading a recipe's declared variables.
 
 `RECIPE_VARIABLES` is the complete list of variable names `render_tfvars` may produce, in emission order.
-The shipped stand-in recipe (`recipes/local-k8s-training`) declares all of them, plus the identity
-variables, which are never rendered and always arrive as `TF_VAR_*` at run time.
+The default recipe (upstream k8s-training at the pinned commit plus npa-pulumi's override files, which
+declare the MIG, RTX and driver-preset variables upstream lacks) declares all of them, plus the identity
+variables, which are never rendered and always arrive as `TF_VAR_*` at run time
+(tests/unit/plan/test_tfvars_recipe.py checks this against the real module).
 """
 
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
@@ -85,8 +86,6 @@ MIG_RECIPE_VARIABLES: Final[tuple[str, ...]] = (
     "gpu_operator_rdma_enabled",
 )
 
-STAND_IN_RECIPE = "local-k8s-training"
-
 
 class RecipeError(UserInputError):
     """A recipe directory that cannot be read, or that cannot honour a target's settings."""
@@ -109,23 +108,14 @@ def read_recipe_variables(recipe_dir: Path) -> set[str]:
 
 
 def default_recipe_variables() -> set[str]:
-    """The shipped stand-in recipe's variables when it is present, else the renderer's full surface."""
-    stand_in = shipped_recipe_dir()
-    if stand_in is not None:
-        return read_recipe_variables(stand_in)
+    """The variables the default recipe declares that the renderer may emit: all of `RECIPE_VARIABLES`.
+
+    Offline and fixed, rather than read from the pinned upstream: the default recipe is upstream plus the
+    override files, and the override files are written by the bridge (which this layer does not reach) at
+    materialize; a mirror may not be configured (the default recipe is then fetched at deploy time); and
+    the answer is the same either way, since the override files declare whatever of the renderer's
+    surface upstream lacks (a test materializes the real default recipe and checks it)."""
     return set(RECIPE_VARIABLES)
-
-
-def shipped_recipe_dir() -> Path | None:
-    """The stand-in recipe's root module, if this installation has one with a variables file."""
-    try:
-        base = Path(str(resources.files("npa_pulumi.recipes"))) / STAND_IN_RECIPE
-    except (ModuleNotFoundError, TypeError):
-        return None
-    for root in (base, base / "k8s-training"):
-        if (root / "variables.tf").is_file():
-            return root
-    return None
 
 
 def _module_root(recipe_dir: Path) -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# The addon keys releases own; set_cluster_addons (the stand-in recipe) owns the others.
+# The addon keys releases own; set_cluster_addons (soperator's stand-in recipe) owns the others.
 RELEASE_ADDON_KEYS = ("gpu_driver", "mig", "kuberay")
 DEFAULT_MIG_CONFIG = "all-balanced"
 
