@@ -501,6 +501,19 @@ def default_recipe_library(cache_root: Path) -> Path | None:
     return cached if (cached / ".git").is_dir() and (cached / "k8s-training").is_dir() else None
 
 
+def default_recipe_variables(cache_root: Path) -> set[str] | None:
+    """The variables the default recipe declares (upstream's and the override files'), read from the copy
+    this machine has (`default_recipe_library`), prepared exactly as a deployment prepares it; None when
+    the default recipe is not here yet (nothing is fetched)."""
+    import tempfile
+
+    if default_recipe_library(cache_root) is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="npa-default-recipe-") as work:
+        # The region only picks the provider's API domain, which declares no variable.
+        return materialize(default_source(), Path(work), "eu-north1", cache_root).variables
+
+
 def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: Path) -> MaterializedRecipe:
     """Copy the recipe into `work_root` (as `k8s-training/` and `modules/`) and prepare it."""
     mirror = default_recipe_mirror() if source.kind == "default" else None

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
         RECIPE_VARIABLES,
         RUNTIME_VARIABLES,
         RecipeError,
-        default_recipe_variables,
         read_recipe_variables,
     )
     from npa_pulumi.plan.targets import (
@@ -53,7 +52,6 @@ _MODULE_OF = {
     "ResolvedPool": "targets",
     "SelectorError": "targets",
     "Target": "targets",
-    "default_recipe_variables": "recipe_surface",
     "plan_document": "document",
     "read_recipe_variables": "recipe_surface",
     "render_plan_text": "text",
@@ -77,7 +75,6 @@ __all__ = [
     "ResolvedPool",
     "SelectorError",
     "Target",
-    "default_recipe_variables",
     "plan_document",
     "read_recipe_variables",
     "render_plan_text",

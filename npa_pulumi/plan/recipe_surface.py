@@ -1,10 +1,12 @@
 """The k8s-training variable surface the tfvars renderer can emit, and reading a recipe's declared variables.
 
 `RECIPE_VARIABLES` is the complete list of variable names `render_tfvars` may produce, in emission order.
-The default recipe (upstream k8s-training at the pinned commit plus npa-pulumi's override files, which
-declare the MIG, RTX and driver-preset variables upstream lacks) declares all of them, plus the identity
-variables, which are never rendered and always arrive as `TF_VAR_*` at run time
-(tests/unit/plan/test_tfvars_recipe.py checks this against the real module).
+A recipe is read for the ones it declares, and the renderer leaves out the rest where the value is the
+module's own default anyway, refusing otherwise. The default recipe (upstream k8s-training at the pinned
+commit plus npa-pulumi's override files, which declare the MIG, RTX and driver-preset variables upstream
+lacks) declares the identity variables, which are never rendered and always arrive as `TF_VAR_*` at run
+time, and every variable that carries a cluster's settings (tests/unit/plan/test_tfvars_recipe.py, on the
+real module).
 """
 
 from __future__ import annotations
@@ -105,17 +107,6 @@ def read_recipe_variables(recipe_dir: Path) -> set[str]:
     for path in sorted(root.glob("*.tf.json")):
         declared |= _json_variables(path)
     return declared
-
-
-def default_recipe_variables() -> set[str]:
-    """The variables the default recipe declares that the renderer may emit: all of `RECIPE_VARIABLES`.
-
-    Offline and fixed, rather than read from the pinned upstream: the default recipe is upstream plus the
-    override files, and the override files are written by the bridge (which this layer does not reach) at
-    materialize; a mirror may not be configured (the default recipe is then fetched at deploy time); and
-    the answer is the same either way, since the override files declare whatever of the renderer's
-    surface upstream lacks (a test materializes the real default recipe and checks it)."""
-    return set(RECIPE_VARIABLES)
 
 
 def _module_root(recipe_dir: Path) -> Path:
