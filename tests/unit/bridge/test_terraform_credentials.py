@@ -37,7 +37,8 @@ def test_the_default_recipe_with_a_profile_authenticates_through_it() -> None:
     [
         ("nebius", "dir", {}),
         ("nebius", "git", {}),
-        ("local", "local-stand-in", {}),
+        ("local", "default", {}),  # the local cloud's providers take the token it issues
+        ("local", "local-stand-in", {}),  # soperator's stand-in
         ("nebius", "default", {"NPA_REUSE_IAM_TOKEN": "1"}),  # the ambient token decides, as everywhere
         ("nebius", "default", {"NPA_NEBIUS_CREDENTIALS_FILE": "/sa.json"}),
     ],
