@@ -161,9 +161,10 @@ RETIRED_LOCAL_RECIPE_ENV = "NPA_LOCAL_CLOUD_RECIPE"
 def _refuse_retired_stand_in() -> None:
     if os.environ.get(RETIRED_LOCAL_RECIPE_ENV, "").strip() == "stand-in":
         raise UserInputError(
-            f"{RETIRED_LOCAL_RECIPE_ENV}=stand-in: the k8s-training stand-in recipe (recipes/local-k8s-training) "
-            "was removed; --cloud local deploys the default recipe (upstream k8s-training at the pinned commit "
-            "plus npa-pulumi's override files) on the local cloud's own Terraform providers. Unset "
+            f"{RETIRED_LOCAL_RECIPE_ENV}=stand-in: the k8s-training stand-in recipe "
+            "(recipes/local-k8s-training) was removed; --cloud local deploys the default recipe (upstream "
+            "k8s-training at the pinned commit plus npa-pulumi's override files) on the local cloud's own "
+            "Terraform providers. Unset "
             f"{RETIRED_LOCAL_RECIPE_ENV}; where GitHub cannot be reached, set NPA_K8S_TRAINING_MIRROR to a "
             "copy of nebius-solutions-library at the pinned commit (docs/default-recipe.md)"
         )

@@ -153,7 +153,9 @@ def tfvars_command(
     def body() -> int:
         spec = _load(spec_path)
         target = _single_target(spec, project, cluster, project_prefix)
-        variables = read_recipe_variables(recipe_dir) if recipe_dir is not None else _default_recipe_variables()
+        variables = (
+            read_recipe_variables(recipe_dir) if recipe_dir is not None else _default_recipe_variables()
+        )
         rendered = render_tfvars(target, variables, ssh_public_key=spec.ssh_public_key or None)
         sys.stdout.write(json.dumps(rendered.file_vars, indent=2) + "\n")
         sys.stdout.flush()

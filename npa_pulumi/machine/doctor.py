@@ -183,7 +183,7 @@ def check_recipe(recipe_dir: str | None) -> Check:
         fix = (
             "pass a checkout of nebius-solutions-library (or of its k8s-training/)"
             if recipe_dir
-            else f"set {MIRROR_ENV} to a copy of nebius-solutions-library at commit {DEFAULT_K8S_TRAINING_COMMIT}"
+            else f"set {MIRROR_ENV} to a copy of nebius-solutions-library at {DEFAULT_K8S_TRAINING_COMMIT}"
         )
         return Check("recipe", FAIL, str(err), fix, details)
     if not roots:

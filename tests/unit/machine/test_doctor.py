@@ -77,14 +77,16 @@ def test_a_ready_machine_passes_with_one_document(machine: dict[str, str]) -> No
     checks = _checks(document)
     assert code == 0, document
     assert document["ok"] is True and document["cloud"] == "local"
-    for name in ("python", "package", "engine", "recipe", "terraform", "plugins", "backend", "passphrase", "disk"):
+    ready = ("python", "package", "engine", "recipe", "terraform", "plugins", "backend", "passphrase", "disk")
+    for name in ready:
         assert checks[name]["status"] == "ok", checks[name]
     assert checks["engine"]["details"]["version"] == f"v{PIN}"
     assert checks["engine"]["details"]["source"] == "override"
     # --cloud local deploys the default recipe: doctor reads it where a run would (here the mirror).
     recipe = checks["recipe"]["details"]
     assert recipe["source"] == "default" and recipe["location"] == str(upstream_library() / "k8s-training")
-    assert checks["terraform"]["details"]["constraint"] == ">= 1.11.0"  # upstream's, modules/k8s-rbac-bindings
+    # upstream's own, in modules/k8s-rbac-bindings
+    assert checks["terraform"]["details"]["constraint"] == ">= 1.11.0"
     assert checks["package"]["details"]["data"]["soperator-stand-in"]
     assert checks["nebius-profile"]["status"] == "skip"
     for check in document["checks"]:

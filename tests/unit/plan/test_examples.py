@@ -34,7 +34,8 @@ def test_example_validates_plans_and_renders(name: str) -> None:
     document = plan_document(spec, targets)
     assert document["cluster_count"] == len(targets)
     for target in targets:
-        if target.backend == "mk8s":  # the renderer's whole surface (the default recipe's: test_tfvars_recipe)
+        # The renderer's whole surface (the default recipe's own: test_tfvars_recipe.py).
+        if target.backend == "mk8s":
             assert render_tfvars(target).file_vars["cluster_name"] == target.cluster_name
 
 

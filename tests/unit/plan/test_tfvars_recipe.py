@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from upstream_library import upstream_library
 
 from npa_pulumi.bridge.recipe import MIRROR_ENV, default_source, materialize
@@ -83,7 +82,11 @@ def test_the_default_recipe_declares_identity_and_every_setting_the_examples_car
     monkeypatch.setenv(MIRROR_ENV, str(upstream_library()))
     declared = materialize(default_source(), tmp_path / "work", "eu-north1", tmp_path / "cache").variables
     assert set(IDENTITY_VARIABLES) <= declared
-    assert set(MIG_RECIPE_VARIABLES) | {"gpu_operator_rtx_driver_profile", "gpu_nodes_driver_preset"} <= declared
+    overridden = {
+        "gpu_operator_rtx_driver_profile",
+        "gpu_nodes_driver_preset",
+    }  # override files declare these
+    assert set(MIG_RECIPE_VARIABLES) | overridden <= declared
     # What upstream leaves undeclared the renderer may only leave out (its value is the module's default):
     # every example spec renders against the real surface, which would raise otherwise.
     undeclared = set(RECIPE_VARIABLES) - declared

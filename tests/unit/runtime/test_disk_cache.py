@@ -4,17 +4,16 @@ the input changes, and a broken cache is never an error."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
+from upstream_library import writable_copy
 
 from npa_pulumi.bridge import recipe as recipe_module
 from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource, materialize
 from npa_pulumi.bridge.terraform import terraform_version
 from npa_pulumi.engine.automation.workspace import pulumi_command
 from npa_pulumi.runtime import disk_cache
-from upstream_library import writable_copy
 
 
 def _counting_tool(path: Path, version_output: str) -> Path:
@@ -106,7 +105,8 @@ def test_recipe_surface_is_parsed_once_across_processes(isolated_home: Path, tmp
     assert (again.facts, again.variables) == parsed  # read without the HCL (the dir does not exist)
 
     # Another recipe (another digest) is parsed on its own.
-    (tmp_path / "library" / "k8s-training" / "extra.tf").write_text('variable "extra_knob" {\n  type = string\n}\n')
+    extra = tmp_path / "library" / "k8s-training" / "extra.tf"
+    extra.write_text('variable "extra_knob" {\n  type = string\n}\n')
     recipe_module._SURFACES.clear()
     changed = materialize(source, tmp_path / "work2", "eu-north1", tmp_path / "cache")
     assert changed.digest != recipe.digest
