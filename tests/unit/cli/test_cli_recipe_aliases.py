@@ -121,3 +121,19 @@ def test_tfvars_reads_the_recipe_the_alias_names(tmp_path: Path, isolated_home: 
     assert json.loads(aliased.stdout) == json.loads(canonical.stdout)
     missing = runner.invoke(cli, [*base, "--k8s-training-dir", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "nowhere" in missing.output  # the alias's directory is read
+
+
+def test_the_retired_stand_in_variable_is_invalid_input(
+    monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    """`NPA_LOCAL_CLOUD_RECIPE=stand-in` once selected the removed k8s-training stand-in: a clear error
+    (exit 2, one JSON document) naming what replaced it, never a deployment of something else."""
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_RECIPE", "stand-in")
+    monkeypatch.delenv("NPA_K8S_TRAINING_DIR", raising=False)
+    result = CliRunner().invoke(
+        cli, ["preview", "--spec", SPEC, "--cloud", "local", "--no-preflight", "--output", "json"]
+    )
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert error["kind"] == "invalid-input" and "default recipe" in error["message"]
+    assert "Traceback" not in result.output
