@@ -64,6 +64,13 @@ def _node_group_ids(outputs: dict[str, Any], tf_state: str | None) -> list[str]:
     return [str(i) for i in found if i] or tfstate.node_group_ids(tf_state)
 
 
+def _live_objects(outputs: dict[str, Any], tf_state: str | None) -> dict[str, Any] | None:
+    declared = outputs.get(LIVE_OBJECTS_OUTPUT)
+    if isinstance(declared, dict):
+        return declared
+    return tfstate.live_objects(tf_state) or None
+
+
 def _filesystem(outputs: dict[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
     """The shared filesystem: the stand-in's outputs, or upstream's `shared-filesystem` output with the
     mount and attachments read from the recipe itself (bridge/facts.py)."""
@@ -138,8 +145,11 @@ class K8sTrainingCluster(pulumi.ComponentResource):
         )
         facts = dict(args.recipe_facts)
         self.filesystem = outputs.apply(lambda o: _filesystem(o or {}, facts))
-        # What the recipe declares it made (npa_pulumi/bridge/drift.py): status and up check it for drift.
-        self.live_objects = outputs.apply(lambda o: (o or {}).get(LIVE_OBJECTS_OUTPUT))
+        # What the recipe made (npa_pulumi/bridge/drift.py): status and up check it for drift. A recipe may
+        # declare it; upstream does not, so its Terraform state is the record (ids only, never secret).
+        self.live_objects = pulumi.Output.unsecret(
+            pulumi.Output.all(outputs, module.tf_state).apply(lambda a: _live_objects(a[0] or {}, a[1]))
+        )
         self.kube_context = pulumi.Output.from_input(
             kube_context_name(args.fleet, args.project_key, args.cluster)
         )

@@ -20,9 +20,13 @@ os.environ.setdefault("NPA_LOCAL_CLOUD_KUBERNETES_API", "0")
 # and so do the tests that run terraform themselves.
 if os.environ.get("TF_CLI_CONFIG_FILE") and not os.path.isfile(os.environ["TF_CLI_CONFIG_FILE"]):
     del os.environ["TF_CLI_CONFIG_FILE"]
-# The suite's journeys still run the retiring stand-in recipe unless they ask for upstream (the
-# `upstream_recipe` fixture); moving them over is open work (docs/local-cloud.md, "Recipes").
-os.environ.setdefault("NPA_LOCAL_CLOUD_RECIPE", "stand-in")
+# Every deployment on the local cloud runs the default recipe, as a user's does: upstream k8s-training at the
+# pinned commit from the library beside the checkout (tests/upstream_library.py; `make` exports the same
+# variable), with the fleet's override files, on the local cloud's own Terraform providers.
+if not os.environ.get("NPA_K8S_TRAINING_MIRROR"):
+    from upstream_library import upstream_library
+
+    os.environ["NPA_K8S_TRAINING_MIRROR"] = str(upstream_library())
 
 # ------------------------------------------------------------------ longest modules first
 # `make test` gives whole modules to two workers (--dist loadfile --no-loadscope-reorder), in collection
@@ -120,12 +124,7 @@ def kube_api(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 
 
 @pytest.fixture
-def upstream_recipe(monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Deployments on the local cloud through the default recipe, as a user's: upstream k8s-training (the
-    real module beside the checkout) with the fleet's override files, on the local cloud's providers."""
-    from upstream_library import upstream_library
-
-    library = upstream_library()
-    monkeypatch.setenv("NPA_LOCAL_CLOUD_RECIPE", "default")
-    monkeypatch.setenv("NPA_K8S_TRAINING_MIRROR", str(library))
-    return library
+def upstream_recipe() -> Path:
+    """The upstream library every local deployment runs (set for the whole suite above): named by the tests
+    that read the module's own files."""
+    return Path(os.environ["NPA_K8S_TRAINING_MIRROR"])

@@ -51,3 +51,35 @@ def instances(state: dict[str, Any] | str | None, type_: str) -> Iterator[StateI
 def node_group_ids(state: dict[str, Any] | str | None) -> list[str]:
     """The ids of the node groups the state holds, in state order."""
     return [str(i.attributes["id"]) for i in instances(state, NODE_GROUP_TYPE) if i.attributes.get("id")]
+
+
+# The cloud objects a recipe's state holds, by the kind drift checks them as (bridge/drift.py).
+LIVE_OBJECT_KINDS: Final[dict[str, str]] = {
+    CLUSTER_TYPE: "cluster",
+    NODE_GROUP_TYPE: "node_group",
+    "nebius_compute_v1_filesystem": "filesystem",
+    "nebius_compute_v1_gpu_cluster": "gpu_cluster",
+}
+
+
+def live_objects(state: dict[str, Any] | str | None) -> dict[str, dict[str, Any]]:
+    """What the state says the recipe made, as drift's declaration (`{address: {kind, id[, node_count]}}`):
+    a node group's `node_count` only while it has a fixed size (an autoscaled group's size is the
+    autoscaler's). Upstream declares no such output, so its own state is the record."""
+    if isinstance(state, str):
+        try:
+            state = json.loads(state) if state.strip() else None
+        except json.JSONDecodeError:
+            state = None
+    found: dict[str, dict[str, Any]] = {}
+    for type_, kind in LIVE_OBJECT_KINDS.items():
+        for instance in instances(state, type_):
+            object_id = instance.attributes.get("id")
+            if not object_id:
+                continue
+            entry: dict[str, Any] = {"kind": kind, "id": str(object_id)}
+            fixed = instance.attributes.get("fixed_node_count")
+            if kind == "node_group" and isinstance(fixed, int) and not instance.attributes.get("autoscaling"):
+                entry["node_count"] = fixed
+            found[instance.address] = entry
+    return found

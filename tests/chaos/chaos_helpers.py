@@ -394,10 +394,9 @@ def assert_converged(shape: FleetShape, context: str = "") -> dict[str, Any]:
                 f"{shape_cluster.name}-ng-gpu-{i}" for i in range(shape_cluster.gpu_groups)
             ]
             assert groups == sorted(want), f"node groups of {shape_cluster.name}{where}"
+        # upstream names a filesystem `filesystem-tf-<its random suffix>`: counted, not named
         filesystems = named(cloud["filesystems"], project_id=project_id)
-        assert filesystems == sorted(f"{c.name}-filesystem" for c in mine if c.filesystem), (
-            f"filesystems of {key}{where}"
-        )
+        assert len(filesystems) == sum(1 for c in mine if c.filesystem), f"filesystems of {key}{where}"
         gpu_clusters = [g for g in cloud["gpu_clusters"] if g["project_id"] == project_id]
         assert len(gpu_clusters) == sum(1 for c in mine if c.gpu_cluster), f"GPU clusters of {key}{where}"
         if shape.projects[key].startswith("name:"):
@@ -416,14 +415,17 @@ def assert_converged(shape: FleetShape, context: str = "") -> dict[str, Any]:
         stack = f"{shape.fleet}.{shape_cluster.project_key}.{shape_cluster.name}"
         state = terraform_state_of(stack)
         assert state is not None, f"{stack} keeps no Terraform state{where}"
-        addresses = tf_resource_addresses(state)
-        # cluster_addons: what the recipe installs into the cluster (its Helm releases' stand-in)
-        want = ["terraform_data.cluster", "terraform_data.cluster_addons", "terraform_data.cpu_node_group"]
-        want += [f"terraform_data.gpu_node_group[{i}]" for i in range(shape_cluster.gpu_groups)]
-        want += ["terraform_data.filesystem[0]"] if shape_cluster.filesystem else []
-        want += ["terraform_data.gpu_cluster[0]"] if shape_cluster.gpu_cluster else []
+        # The cloud objects upstream k8s-training's root module keeps (its modules' releases aside).
+        addresses = [
+            a for a in tf_resource_addresses(state) if a.startswith(("nebius_mk8s_", "nebius_compute_"))
+        ]
+        want = ["nebius_mk8s_v1_cluster.k8s-cluster", "nebius_mk8s_v1_node_group.cpu-only"]
+        want += [f"nebius_mk8s_v1_node_group.gpu[{i}]" for i in range(shape_cluster.gpu_groups)]
+        want += ["nebius_compute_v1_filesystem.shared-filesystem[0]"] if shape_cluster.filesystem else []
+        want += ["nebius_compute_v1_gpu_cluster.fabric_2[0]"] if shape_cluster.gpu_cluster else []
         assert addresses == sorted(want), f"Terraform state of {stack}{where}: {addresses}"
-        cluster_id = (state.get("outputs") or {}).get("cluster_id", {}).get("value")
+        kube_cluster = (state.get("outputs") or {}).get("kube_cluster", {}).get("value") or {}
+        cluster_id = kube_cluster.get("id")
         project_id = ids[shape_cluster.project_key]
         live = [c["id"] for c in cloud["mk8s_clusters"] if c["project_id"] == project_id]
         assert cluster_id in live, f"{stack}: state names {cluster_id}, the cloud has {live}{where}"

@@ -64,13 +64,13 @@ def test_up_repairs_a_deleted_cluster_a_resized_node_group_and_a_deleted_bucket(
     assert "run up to recreate it" in clusters["gone"]["error"]
     gone = {d["address"]: d for d in clusters["gone"]["drift"]}
     # Its node groups went with it.
-    assert {"terraform_data.cluster", "terraform_data.cpu_node_group"} <= set(gone)
+    assert {"nebius_mk8s_v1_cluster.k8s-cluster", "nebius_mk8s_v1_node_group.cpu-only"} <= set(gone)
     assert {d["id"] for d in gone.values()} == {ids["gone"], *gone_groups}
-    assert gone["terraform_data.cluster"]["id"] == ids["gone"]
+    assert gone["nebius_mk8s_v1_cluster.k8s-cluster"]["id"] == ids["gone"]
     assert {d["reason"] for d in gone.values()} == {"deleted outside the fleet"}
     assert clusters["resized"]["status"] == "drifted"
     (drift,) = clusters["resized"]["drift"]
-    assert drift["id"] == group["id"] and drift["address"] == "terraform_data.cpu_node_group"
+    assert drift["id"] == group["id"] and drift["address"] == "nebius_mk8s_v1_node_group.cpu-only"
     assert "resized outside the fleet: 3 nodes, the spec says 1" in drift["reason"]
     assert "run up" in clusters["resized"]["error"]
 
@@ -87,7 +87,7 @@ def test_up_repairs_a_deleted_cluster_a_resized_node_group_and_a_deleted_bucket(
     assert by_name["resized"]["status"] == "drifted"
     assert [d["id"] for d in by_name["resized"]["drift"]] == [group["id"]]
     assert by_name["gone"]["status"] == "drifted"
-    assert "terraform_data.cluster" in [d["address"] for d in by_name["gone"]["drift"]]
+    assert "nebius_mk8s_v1_cluster.k8s-cluster" in [d["address"] for d in by_name["gone"]["drift"]]
 
     repaired = npa("up", "--spec", str(spec), "--yes", "-j", "2", "--output", "json")
     assert repaired.code == 0, repaired.stderr[-3000:]
@@ -95,7 +95,7 @@ def test_up_repairs_a_deleted_cluster_a_resized_node_group_and_a_deleted_bucket(
     assert clusters["gone"]["status"] == clusters["resized"]["status"] == "deployed"
     assert [p["status"] for p in repaired.json()["projects"]] == ["deployed"]
     assert [b["name"] for b in inventory()["buckets"]] == [bucket["name"]]
-    # The same IDs come back (the stand-in's keys are stable), at the spec's size.
+    # The same IDs come back (the same stack repeating its own create: its idempotency key), at the spec's size.
     live = {c["id"]: c for c in inventory()["mk8s_clusters"]}
     assert set(live) == set(ids.values())
     after_repair = {

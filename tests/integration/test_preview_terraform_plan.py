@@ -30,9 +30,10 @@ projects:
       - name: cpu
 """
 STACK = "tfplan.project-existing1.gpu"
+GPU_GROUP = "nebius_mk8s_v1_node_group.gpu[0]"
 
 
-def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
+def test_terraform_s_plan_classes_a_preset_change_and_flags_a_removed_gpu_pool_as_destructive(
     isolated_home: Path, tmp_path: Path
 ) -> None:
     spec = write_spec(tmp_path / "fleet.yaml", SPEC.replace("PRESET", "1gpu-24vcpu-218gb"))
@@ -47,33 +48,46 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     assert same.code == 0, same.stderr[-3000:]
     assert all(s["terraform"] is None for s in same.json()["stacks"])
 
+    # A preset change: upstream's node group takes it in place (Terraform's plan says so, nothing assumed),
+    # and it still rolls every node, so the change is disruptive without being destructive.
     write_spec(spec, SPEC.replace("PRESET", "2gpu-48vcpu-436gb"))
     changed = npa("preview", "--spec", str(spec), "--output", "json")
     assert changed.code == 0, changed.stderr[-3000:]
     clusters = {c["stack"]: c for c in changed.json()["clusters"]}
     assert clusters["tfplan.project-existing1.cpu"]["terraform"] is None  # its inputs did not change
     plan = clusters[STACK]["terraform"]
-    assert plan["replace"] == 1 and plan["add"] == plan["destroy"] == 0
-    (group,) = plan["resources"]
-    assert group["address"] == "terraform_data.gpu_node_group[0]"
-    assert group["action"] == "replace" and group["destructive"] is True and group["kind"] == "node_group"
-    # Disruption classes (issue 58): the replacement drains, and the stack is disruptive because of it.
+    (group,) = [r for r in plan["resources"] if r["kind"] == "node_group"]
+    assert group["address"] == GPU_GROUP
+    assert group["action"] == "update" and group["destructive"] is False
+    preset = next(a for a in group["attributes"] if a["name"] == "template.resources.preset")
+    assert (preset["before"], preset["after"]) == ("1gpu-24vcpu-218gb", "2gpu-48vcpu-436gb")
     assert group["disruption"] == {
         "class": "disruptive",
-        "reason": "node group replaced: every node drained and re-provisioned",
+        "reason": "node template change (template.resources.preset): every node re-created",
     }
-    disruption = clusters[STACK]["disruption"]
-    assert disruption["class"] == "disruptive"
-    assert disruption["reasons"][0]["resource"] == "terraform_data.gpu_node_group[0]"
-    # The CPU cluster's inputs did not change: it was not previewed, so it has no class at all.
-    assert clusters["tfplan.project-existing1.cpu"].get("disruption") is None
-    preset = next(a for a in group["attributes"] if a["name"] == "triggers_replace.preset")
-    assert (preset["before"], preset["after"]) == ("1gpu-24vcpu-218gb", "2gpu-48vcpu-436gb")
+    assert clusters[STACK]["disruption"]["class"] == "disruptive"
+    assert clusters["tfplan.project-existing1.cpu"].get("disruption") is None  # not previewed: no class
+    assert not [v for v in clusters[STACK]["policy"] if v["policy"] == "gpu-node-group-replacement"]
+
+    # The GPU pool removed: its node group is deleted, which the policy and the PR comment flag.
+    write_spec(
+        spec,
+        SPEC.replace("gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: PRESET}", "gpu_nodes: {count: 0}"),
+    )
+    removed = npa("preview", "--spec", str(spec), "--output", "json")
+    assert removed.code == 0, removed.stderr[-3000:]
+    cluster = {c["stack"]: c for c in removed.json()["clusters"]}[STACK]
+    (group,) = [r for r in cluster["terraform"]["resources"] if r["kind"] == "node_group"]
+    assert (group["address"], group["action"], group["destructive"]) == (GPU_GROUP, "delete", True)
+    assert group["disruption"] == {
+        "class": "disruptive",
+        "reason": "node group deleted: its nodes are drained",
+    }
+    assert cluster["disruption"]["reasons"][0]["resource"] == GPU_GROUP
     # The advisory policy read Terraform's plan (handed in through its config) and warns on that stack only.
-    (warning,) = [v for v in clusters[STACK]["policy"] if v["policy"] == "gpu-node-group-replacement"]
+    (warning,) = [v for v in cluster["policy"] if v["policy"] == "gpu-node-group-replacement"]
     assert warning["level"] == "advisory"
-    assert "terraform_data.gpu_node_group[0]" in warning["message"]
-    assert not clusters["tfplan.project-existing1.cpu"]["policy"]
+    assert GPU_GROUP in warning["message"]
     # Read-only: the stack's Terraform state and lock are untouched, and nothing was applied.
     assert (work / "terraform.tfstate").read_bytes() == state_before
     assert not (work / ".terraform.tfstate.lock.info").exists()
@@ -84,39 +98,38 @@ def test_a_gpu_preset_change_previews_as_a_destructive_node_group_replacement(
     assert len(document.encode()) < COMMENT_LIMIT
     assert "1 node group will be replaced" in document
     assert "changes: **1 stack disruptive**" in document
-    assert "**Terraform plan**: 0 to add, 0 to change, 0 to destroy, 1 to replace" in document
     # Inside the cluster's collapsed section: the address (escaped for markdown) flagged destructive.
-    address = code("terraform_data.gpu_node_group[0]")
+    address = code(GPU_GROUP)
     row = next(line for line in document.splitlines() if address in line and line.startswith("| "))
     # Above the Terraform table, the stack's Disruption list gives the class and its reason.
-    reason = f"- disruptive: {address}: node group replaced: every node drained and re-provisioned"
-    assert reason in document.splitlines()
+    assert f"- disruptive: {address}: node group deleted: its nodes are drained" in document.splitlines()
     before_row = document[: document.index(row)]
     assert before_row.rfind("<details>") > before_row.rfind("</details>")  # collapsed
     assert f"<summary><code>{STACK}</code>" in before_row[before_row.rfind("<details>") :]
-    assert row.startswith("| replace ⚠️ **destructive** |")
-    assert "1gpu-24vcpu-218gb" in row and "2gpu-48vcpu-436gb" in row
+    assert row.startswith("| delete ⚠️ **destructive** |")
     assert "gpu-node-group-replacement" in document and "1 advisory" in document
 
     text = npa("preview", "--spec", str(spec))
     assert text.code == 0, text.stderr[-3000:]
-    assert "replace terraform_data.gpu_node_group[0] DESTRUCTIVE" in text.stdout
-    assert "[disruptive: node group replaced: every node drained and re-provisioned]" in text.stdout
+    assert f"delete {GPU_GROUP} DESTRUCTIVE" in text.stdout
+    assert "[disruptive: node group deleted: its nodes are drained]" in text.stdout
 
     # Another machine, e.g. a CI runner (no work dir): the plan starts from the Terraform state the bridge
-    # keeps in the stack (a secret output), so it shows the same replacement, not every resource as new.
+    # keeps in the stack (a secret output), so it shows the same deletion, not every resource as new.
     shutil.rmtree(isolated_home / ".npa-pulumi" / "work" / STACK)
     elsewhere = npa("preview", "--spec", str(spec), "--output", "json")
     assert elsewhere.code == 0, elsewhere.stderr[-3000:]
     remote = {c["stack"]: c for c in elsewhere.json()["clusters"]}[STACK]
-    assert (remote["terraform"]["replace"], remote["terraform"]["add"]) == (1, 0)
-    assert [r["address"] for r in remote["terraform"]["resources"]] == ["terraform_data.gpu_node_group[0]"]
+    assert remote["terraform"]["add"] == 0
+    assert [r["address"] for r in remote["terraform"]["resources"] if r["kind"] == "node_group"] == [
+        GPU_GROUP
+    ]
     assert not (
         isolated_home / ".npa-pulumi" / "work" / STACK / "k8s-training" / "terraform.tfstate"
     ).exists()
 
 
-def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is_replaced(
+def test_the_replacement_policy_made_mandatory_stops_up_before_the_gpu_pool_is_removed(
     isolated_home: Path, tmp_path: Path
 ) -> None:
     spec = write_spec(tmp_path / "fleet.yaml", SPEC.replace("PRESET", "1gpu-24vcpu-218gb"))
@@ -127,7 +140,10 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     state_before = (work / "terraform.tfstate").read_bytes()
     groups_before = inventory()["node_groups"]
 
-    write_spec(spec, SPEC.replace("PRESET", "2gpu-48vcpu-436gb"))
+    write_spec(
+        spec,
+        SPEC.replace("gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: PRESET}", "gpu_nodes: {count: 0}"),
+    )
     levels = tmp_path / "levels.json"
     levels.write_text(json.dumps({"gpu-node-group-replacement": "mandatory"}))
     blocked = npa(
@@ -145,7 +161,7 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     stacks = {s["stack"]: s for s in blocked.json()["stacks"]}
     assert stacks[STACK]["status"] == "failed"
     (violation,) = [v for v in stacks[STACK]["policy"] if v["policy"] == "gpu-node-group-replacement"]
-    assert violation["level"] == "mandatory" and "terraform_data.gpu_node_group[0]" in violation["message"]
+    assert violation["level"] == "mandatory" and GPU_GROUP in violation["message"]
     # The CPU cluster replaces nothing: not blocked (it may re-run: the policy config is in its fingerprint).
     cpu = stacks["tfplan.project-existing1.cpu"]
     assert cpu["status"] in ("unchanged", "deployed") and not cpu["policy"]
@@ -153,12 +169,15 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     assert (work / "terraform.tfstate").read_bytes() == state_before
     assert inventory()["node_groups"] == groups_before
 
-    # Advisory (the default): the update goes ahead with the warning, and shows what Terraform replaced.
+    # Advisory (the default): the update goes ahead with the warning, and the GPU pool is gone.
     allowed = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
     assert allowed.code == 0, allowed.stderr[-3000:]
     done = {s["stack"]: s for s in allowed.json()["stacks"]}[STACK]
     assert done["status"] == "deployed"
     assert [v["level"] for v in done["policy"] if v["policy"] == "gpu-node-group-replacement"] == ["advisory"]
-    assert done["terraform"]["replace"] == 1
+    assert done["terraform"]["destroy"] >= 1
+    assert [g["platform"] for g in inventory()["node_groups"] if g["cluster_id"] == done["cluster_id"]] == [
+        "cpu-d3"
+    ]
     again = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
     assert again.code == 0 and {s["status"] for s in again.json()["stacks"]} == {"unchanged"}

@@ -5,13 +5,11 @@ had created the project, its network and its bucket."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 from fleet_helpers import inventory, npa, write_spec
-
-from npa_pulumi.bridge.recipe import stand_in_dir
+from upstream_library import writable_copy
 
 pytestmark = pytest.mark.integration
 
@@ -28,13 +26,13 @@ projects:
 
 
 def _recipe_requiring(tmp_path: Path, constraint: str) -> Path:
-    recipe = tmp_path / "recipe" / "k8s-training"
-    shutil.copytree(stand_in_dir(), recipe, ignore=shutil.ignore_patterns("__pycache__", ".terraform*"))
-    versions = recipe / "versions.tf"
+    """A copy of upstream whose one `required_version` (a module k8s-training calls) asks for more."""
+    library = writable_copy(tmp_path / "recipe")
+    versions = library / "modules" / "k8s-rbac-bindings" / "provider.tf"
     text = versions.read_text()
-    assert 'required_version = ">= 1.5.0"' in text
-    versions.write_text(text.replace('">= 1.5.0"', f'"{constraint}"'))
-    return recipe
+    assert 'required_version = ">= 1.11.0"' in text
+    versions.write_text(text.replace('">= 1.11.0"', f'"{constraint}"'))
+    return library
 
 
 @pytest.mark.parametrize("command", ["up", "preview", "preflight"])
@@ -52,7 +50,7 @@ def test_a_recipe_requiring_a_newer_terraform_is_refused_before_anything_changes
     error = result.json()["error"]
     assert error["kind"] == "terraform-version", error
     message = error["message"]
-    assert '">= 99.0" (k8s-training/versions.tf)' in message
+    assert '">= 99.0" (modules/k8s-rbac-bindings/provider.tf)' in message, message
     assert "NPA_TERRAFORM_BIN" in message
     assert "OpenTofu" in message or "Terraform" in message
     assert inventory() == before  # no project, bucket, network or cluster

@@ -84,3 +84,40 @@ def test_no_state_or_a_corrupt_one_holds_no_node_groups() -> None:
     assert tfstate.node_group_ids("") == []
     assert tfstate.node_group_ids("{not json") == []
     assert tfstate.node_group_ids({"version": 4, "resources": [{"type": "nebius_mk8s_v1_node_group"}]}) == []
+
+
+def test_the_live_objects_a_state_holds_are_drift_s_declaration() -> None:
+    """What drift checks on upstream, which declares no `npa_live_objects` output: every cluster, node
+    group, filesystem and GPU cluster of the state, with a fixed-size group's node count."""
+    state = json.loads(json.dumps(STATE))
+    state["resources"][1]["instances"][0]["attributes"].update({"fixed_node_count": 2, "autoscaling": None})
+    gpu = state["resources"][2]["instances"]
+    gpu[0]["attributes"].update({"fixed_node_count": None, "autoscaling": {"min_node_count": 1}})
+    state["resources"].append(
+        {
+            "mode": "managed",
+            "type": "nebius_compute_v1_filesystem",
+            "name": "shared-filesystem",
+            "instances": [{"index_key": 0, "attributes": {"id": "computefilesystem-e00fs"}}],
+        }
+    )
+    found = tfstate.live_objects(json.dumps(state))
+    assert found == {
+        "nebius_mk8s_v1_cluster.k8s-cluster": {"kind": "cluster", "id": "mk8scluster-e00aaa"},
+        "nebius_mk8s_v1_node_group.cpu-only": {
+            "kind": "node_group",
+            "id": "mk8snodegroup-e00cpu",
+            "node_count": 2,
+        },
+        "nebius_mk8s_v1_node_group.gpu[0]": {"kind": "node_group", "id": "mk8snodegroup-e00gpu0"},
+        "nebius_mk8s_v1_node_group.gpu[1]": {"kind": "node_group", "id": "mk8snodegroup-e00gpu1"},
+        'module.cilium-egress-gateway[0].nebius_mk8s_v1_node_group.egress-gateway["a"]': {
+            "kind": "node_group",
+            "id": "mk8snodegroup-e00egw",
+        },
+        "nebius_compute_v1_filesystem.shared-filesystem[0]": {
+            "kind": "filesystem",
+            "id": "computefilesystem-e00fs",
+        },
+    }
+    assert tfstate.live_objects(None) == {} and tfstate.live_objects("{not json") == {}
