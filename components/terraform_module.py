@@ -156,8 +156,8 @@ def _source(inputs: TerraformModuleInputs) -> RecipeSource:
             "this cluster stack was deployed with the k8s-training stand-in recipe "
             "(recipes/local-k8s-training), which npa-pulumi no longer ships; --cloud local now deploys the "
             "default recipe. Destroy it with the npa-pulumi release that deployed it, or start afresh: "
-            "`npa-pulumi local-cloud reset --yes` and a new backend (or this fleet's stacks removed from this "
-            "one), then `up`"
+            "`npa-pulumi local-cloud reset --yes` and a new backend (or this fleet's stacks removed from "
+            "this one), then `up`"
         )
     return RecipeSource(kind, location)
 
