@@ -224,7 +224,9 @@ def _prepare(
     runtime_tfvars = inputs.runtime_tfvars or {}
     env = runtime_env(identity, runtime_tfvars, cache_dir() / "tf-plugins", extra)
     workspace.redact = _run_time_secrets(token, runtime_tfvars)
-    workspace.init(env, plugin_cache_lock=cache_dir() / "tf-plugins.lock")
+    if workspace.root != _workspace(inputs).root:  # a preview's copy starts from the stack's init
+        workspace.adopt_init(_workspace(inputs))
+    workspace.init(env, plugin_cache_lock=cache_dir() / "tf-plugins.lock", recipe_digest=recipe.digest)
     if token is not None and inputs.cloud == "nebius":
         # init used the token just minted; every later terraform invocation of this call (plan, apply,
         # destroy, output) gets a freshly renewed one (bridge/credentials.py).

@@ -17,9 +17,11 @@ Its guarantees:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +46,8 @@ MIN_TERRAFORM: tuple[int, int, int] = cast(
 )
 TFVARS_FILE = "terraform.tfvars.json"
 LOG_FILE = "terraform.log"
+# Written into .terraform after a successful init: what it was initialised for (TerraformWorkspace.init).
+INIT_RECORD = "npa-init.json"
 TAIL_LINES = 25
 # Runs wait for a state lock rather than fail at once: it covers the moments in which a killed run's
 # terraform is still stopping (runtime/supervision.py).
@@ -316,14 +320,70 @@ class TerraformWorkspace:
             )
         return proc.stdout
 
-    def init(self, env: Mapping[str, str], plugin_cache_lock: Path | None = None) -> None:
+    def init(
+        self, env: Mapping[str, str], plugin_cache_lock: Path | None = None, recipe_digest: str | None = None
+    ) -> None:
+        """`terraform init`, unless this work dir was initialised for the same recipe (`recipe_digest`, the
+        override files included), terraform binary, CLI configuration, plugin cache and lock file, with
+        every module and provider that init installed still in place: init then has nothing to do, and on
+        upstream k8s-training (a dozen providers, twenty modules) it is a second or two of CPU per run."""
+        key = self._init_key(env, recipe_digest) if recipe_digest else None
+        if key is not None and self._initialised_for(key):
+            return
         args = ["init", "-input=false", "-no-color"]
         if plugin_cache_lock is None:
             self._run(args, env, "init")
+        else:
+            # The plugin cache is shared by every stack; concurrent inits into it can corrupt it.
+            with FileLock(plugin_cache_lock):
+                self._run(args, env, "init")
+        if key is not None:
+            self._record_init(env, recipe_digest or "")
+
+    def _init_key(self, env: Mapping[str, str], recipe_digest: str) -> str | None:
+        lock = self.module_dir / ".terraform.lock.hcl"
+        cli_config = Path(env["TF_CLI_CONFIG_FILE"]) if env.get("TF_CLI_CONFIG_FILE") else None
+        try:
+            parts = [
+                recipe_digest,
+                json.dumps(binary_identity(self.binary())),
+                cli_config.read_text() if cli_config and cli_config.is_file() else "",
+                env.get("TF_PLUGIN_CACHE_DIR", ""),
+                lock.read_text() if lock.is_file() else "",
+            ]
+        except OSError:
+            return None
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+    def _initialised_for(self, key: str) -> bool:
+        dot = self.module_dir / ".terraform"
+        try:
+            recorded = json.loads((dot / INIT_RECORD).read_text()).get("key")
+        except (OSError, ValueError, AttributeError):
+            return False
+        if recorded != key:
+            return False
+        # A provider init linked from the plugin cache that is gone since (a cleaned cache) needs init again.
+        return not any(p.is_symlink() and not p.exists() for p in (dot / "providers").rglob("*"))
+
+    def _record_init(self, env: Mapping[str, str], recipe_digest: str) -> None:
+        key = self._init_key(env, recipe_digest)  # after init: the lock file it wrote is part of it
+        dot = self.module_dir / ".terraform"
+        if key is not None and dot.is_dir():
+            (dot / INIT_RECORD).write_text(json.dumps({"key": key}))
+
+    def adopt_init(self, other: TerraformWorkspace) -> None:
+        """Start from `other`'s initialised work dir (its `.terraform` and lock file), as a preview's
+        throw-away copy does: the provider links and installed modules are the same for the same
+        recipe, so `init` (with the same `recipe_digest`) has nothing to do."""
+        source = other.module_dir / ".terraform"
+        if not source.is_dir():
             return
-        # The plugin cache is shared by every stack; concurrent inits into it can corrupt it.
-        with FileLock(plugin_cache_lock):
-            self._run(args, env, "init")
+        self.module_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(source, self.module_dir / ".terraform", symlinks=True, dirs_exist_ok=True)
+        lock = other.module_dir / ".terraform.lock.hcl"
+        if lock.is_file():
+            shutil.copy2(lock, self.module_dir / ".terraform.lock.hcl")
 
     def apply(self, env: Mapping[str, str], replace: Sequence[str] = ()) -> None:
         """`replace`: addresses to re-create (objects deleted or changed outside the fleet), those of them
