@@ -63,7 +63,9 @@ def test_runtime_env_without_a_token_carries_none(monkeypatch: pytest.MonkeyPatc
 
 
 class _NoInit(TerraformWorkspace):
-    def init(self, env: Mapping[str, str], plugin_cache_lock: Path | None = None) -> None:
+    def init(
+        self, env: Mapping[str, str], plugin_cache_lock: Path | None = None, recipe_digest: str | None = None
+    ) -> None:
         self.seen_env = dict(env)  # the environment terraform would run with; no providers offline
 
 
