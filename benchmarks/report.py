@@ -176,7 +176,7 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
         no_host = f"{strict:.2f}x against a floor without a provider host process; " if strict else ""
         return [
             "A cluster stack's CPU against its floor (Pulumi's engine runs, terraform, one interpreter per "
-            "Python process; the cloud's provisioners left out): one-cluster `up` + `destroy`; a first "
+            "Python process; the cloud's providers left out): one-cluster `up` + `destroy`; a first "
             f"deploy of {first['clusters']} clusters",
             f"{_median(result['cpu_s']):.1f} s vs a floor of {_median(result['floor_s']):.1f} s: "
             f"{result['ratio']:.2f}x ({no_host}n={result['cpu_s'].get('n', 0)}; each process's CPU "
