@@ -15,7 +15,6 @@ import pulumi
 from pulumi import Input
 
 from npa_pulumi.bridge import tfstate
-from npa_pulumi.bridge.drift import LIVE_OBJECTS_OUTPUT
 from npa_pulumi.components.args import FleetResourceArgs
 from npa_pulumi.components.terraform_module import TerraformModule, TerraformModuleArgs
 from npa_pulumi.plan.naming import kube_context_name
@@ -40,46 +39,35 @@ class K8sTrainingClusterArgs(FleetResourceArgs):
     adopted_state: str | None = field(default=None, repr=False)
 
 
+# The outputs of upstream k8s-training's output.tf this component reads (tests/unit/components check that
+# upstream declares each). Node groups and every other object it made come from its Terraform state.
+READ_OUTPUTS = ("kube_cluster", "shared-filesystem")
+
+
 def _cluster_id(outputs: dict[str, Any]) -> str:
-    if outputs.get("cluster_id"):
-        return str(outputs["cluster_id"])
     kube = outputs.get("kube_cluster") or {}
-    return str(kube.get("id", ""))
+    return str(kube.get("id") or "") if isinstance(kube, dict) else ""
 
 
 def _endpoint(outputs: dict[str, Any]) -> str:
-    if outputs.get("endpoint"):
-        return str(outputs["endpoint"])
-    endpoints = (outputs.get("kube_cluster") or {}).get("endpoints") or {}
+    kube = outputs.get("kube_cluster") or {}
+    endpoints = (kube.get("endpoints") or {}) if isinstance(kube, dict) else {}
     return str(endpoints.get("public_endpoint", "")) if isinstance(endpoints, dict) else ""
 
 
-def _node_group_ids(outputs: dict[str, Any], tf_state: str | None) -> list[str]:
-    """The stand-in's output when it has one; upstream outputs none, so its state's node-group
-    resources (bridge/tfstate.py), as the original reads them."""
-    ids = outputs.get("node_group_ids")
-    if isinstance(ids, list):
-        return [str(i) for i in ids]
-    found = [outputs.get("cpu_node_group_id"), *(outputs.get("gpu_node_group_ids") or [])]
-    return [str(i) for i in found if i] or tfstate.node_group_ids(tf_state)
+def _node_group_ids(tf_state: str | None) -> list[str]:
+    """Upstream outputs no node-group ids: its state's node-group resources (bridge/tfstate.py), as the
+    original reads them."""
+    return tfstate.node_group_ids(tf_state)
 
 
-def _live_objects(outputs: dict[str, Any], tf_state: str | None) -> dict[str, Any] | None:
-    declared = outputs.get(LIVE_OBJECTS_OUTPUT)
-    if isinstance(declared, dict):
-        return declared
+def _live_objects(tf_state: str | None) -> dict[str, Any] | None:
     return tfstate.live_objects(tf_state) or None
 
 
 def _filesystem(outputs: dict[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
-    """The shared filesystem: the stand-in's outputs, or upstream's `shared-filesystem` output with the
-    mount and attachments read from the recipe itself (bridge/facts.py)."""
-    if "filesystem_id" in outputs or "filesystem_mount" in outputs:
-        return {
-            "id": outputs.get("filesystem_id") or "",
-            "mount": outputs.get("filesystem_mount"),
-            "attachments": outputs.get("filesystem_attachments") or [],
-        }
+    """Upstream's `shared-filesystem` output, with the mount and attachments read from the recipe itself
+    (bridge/facts.py)."""
     shared = outputs.get("shared-filesystem")
     if not isinstance(shared, dict) or not shared.get("id"):
         return {"id": "", "mount": None, "attachments": []}
@@ -140,16 +128,12 @@ class K8sTrainingCluster(pulumi.ComponentResource):
         self.cluster_id = outputs.apply(lambda o: _cluster_id(o or {}))
         self.endpoint = outputs.apply(lambda o: _endpoint(o or {}))
         # Ids are not secret, though the state they may come from is.
-        self.node_group_ids = pulumi.Output.unsecret(
-            pulumi.Output.all(outputs, module.tf_state).apply(lambda a: _node_group_ids(a[0] or {}, a[1]))
-        )
+        self.node_group_ids = pulumi.Output.unsecret(module.tf_state.apply(_node_group_ids))
         facts = dict(args.recipe_facts)
         self.filesystem = outputs.apply(lambda o: _filesystem(o or {}, facts))
-        # What the recipe made (npa_pulumi/bridge/drift.py): status and up check it for drift. A recipe may
-        # declare it; upstream does not, so its Terraform state is the record (ids only, never secret).
-        self.live_objects = pulumi.Output.unsecret(
-            pulumi.Output.all(outputs, module.tf_state).apply(lambda a: _live_objects(a[0] or {}, a[1]))
-        )
+        # What the recipe made (npa_pulumi/bridge/drift.py), from its Terraform state: status and up check it
+        # for drift (ids only, never secret).
+        self.live_objects = pulumi.Output.unsecret(module.tf_state.apply(_live_objects))
         self.kube_context = pulumi.Output.from_input(
             kube_context_name(args.fleet, args.project_key, args.cluster)
         )

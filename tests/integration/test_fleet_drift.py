@@ -95,7 +95,7 @@ def test_up_repairs_a_deleted_cluster_a_resized_node_group_and_a_deleted_bucket(
     assert clusters["gone"]["status"] == clusters["resized"]["status"] == "deployed"
     assert [p["status"] for p in repaired.json()["projects"]] == ["deployed"]
     assert [b["name"] for b in inventory()["buckets"]] == [bucket["name"]]
-    # The same IDs come back (the same stack repeating its own create: its idempotency key), at the spec's size.
+    # The same IDs come back (the same stack repeating its own create), at the spec's size.
     live = {c["id"]: c for c in inventory()["mk8s_clusters"]}
     assert set(live) == set(ids.values())
     after_repair = {

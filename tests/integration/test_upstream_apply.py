@@ -1,9 +1,9 @@
-"""The default recipe applied and destroyed by real terraform against the local cloud, outside the engine: the
-work dir the bridge materializes for a stack (upstream k8s-training from ../shared, the fleet's override files,
-the tfvars the product renders), the local cloud's providers from the toolchain's mirror. Each feature path's
-objects are checked in the simulator's inventory after apply and after destroy, and so are the failures a
-user meets: a quota that starves a GPU pool, a create refused until the retries run out, a transient refusal
-retried inside the apply, a state lost after the creates, and a name another owner holds."""
+"""The default recipe applied and destroyed by real terraform against the local cloud, outside the engine:
+the work dir the bridge materializes for a stack (upstream k8s-training from ../shared, the fleet's override
+files, the tfvars the product renders), the local cloud's providers from the toolchain's mirror. Each
+feature path's objects are checked in the simulator's inventory after apply and after destroy, and so are the
+failures a user meets: a quota that starves a GPU pool, a create refused until the retries run out, a
+transient refusal retried inside the apply, a state lost after the creates, and a name another owner holds."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ The repair runs are in the audit trail (counts, no node names), the read-only ru
 from __future__ import annotations
 
 import json
-import shutil
 import stat
 import subprocess
 import time
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import REPO, assert_publishable, by_stack, npa, private_evidence, write_spec
+from fleet_helpers import assert_publishable, by_stack, npa, private_evidence, write_spec
+from upstream_library import writable_copy
 
 from npa_pulumi.simulator.kube import binaries
 
@@ -305,16 +305,22 @@ def _stale_driver_and_device_plugin(
 
 
 @pytest.mark.long
-def test_a_recipe_that_ignores_a_pin_is_deployed_mig_not_ready(kube_api: Path, tmp_path: Path) -> None:
-    """A recipe whose GPU operator chart installs another MIG Manager than the spec pins: the layout is
-    exact, but the gate reads the operator's ClusterPolicy and DaemonSets, so the cluster is kept as
-    `deployed-mig-not-ready` with the mismatch in its evidence (and in `status`)."""
-    recipe = tmp_path / "recipe"
-    shutil.copytree(REPO / "recipes" / "local-k8s-training", recipe)
-    addons = recipe / "addons.tf"
-    pinned = 'mig_manager   = var.gpu_mig_manager_version == null ? "" : var.gpu_mig_manager_version'
-    assert pinned in addons.read_text()
-    addons.write_text(addons.read_text().replace(pinned, 'mig_manager   = "v0.14.1"'))
+def test_a_recipe_that_ignores_a_pin_is_deployed_mig_not_ready(
+    kube_api: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recipe whose GPU operator release installs another MIG Manager than the spec pins (here a copy of
+    upstream with one more override file, merged after the fleet's, that sets the chart's version): the
+    layout is exact, but the gate reads the operator's ClusterPolicy and DaemonSets, so the cluster is kept
+    as `deployed-mig-not-ready` with the mismatch in its evidence (and in `status`)."""
+    library = writable_copy(tmp_path / "library")
+    (library / "modules" / "gpu-operator" / "zz_ignores_the_pin_override.tf").write_text(
+        'resource "nebius_applications_v1alpha1_k8s_release" "this" {\n'
+        "  sensitive = {\n"
+        '    set     = merge(local.helm_values, var.npa_fleet_values, { "migManager.version" = "v0.14.1" })\n'
+        '    version = "ignores-the-pin"\n'
+        "  }\n}\n"
+    )
+    monkeypatch.setenv("NPA_K8S_TRAINING_MIRROR", str(library))
     npa("local-cloud", "init", check=True)
     spec = str(
         write_spec(
@@ -322,7 +328,7 @@ def test_a_recipe_that_ignores_a_pin_is_deployed_mig_not_ready(kube_api: Path, t
             SPEC.replace("gpu_health_timeout_minutes: 2", "gpu_health_timeout_minutes: 1"),
         )
     )
-    up = npa("up", "--spec", spec, "--recipe-dir", str(recipe), "--yes", "--output", "json")
+    up = npa("up", "--spec", spec, "--yes", "--output", "json")
     assert up.code == 1, up.stderr[-4000:]
     cluster = by_stack(up.json())["migv.project-existing1.mig"]
     assert (cluster["status"], cluster["validation"]) == ("deployed-mig-not-ready", "mig")
@@ -330,5 +336,5 @@ def test_a_recipe_that_ignores_a_pin_is_deployed_mig_not_ready(kube_api: Path, t
     assert "ClusterPolicy cluster-policy: migManager.version 'v0.14.1', v0.14.2 pinned" in errors, errors
     assert all("igManager" in e or "nvidia-mig-manager" in e for e in errors), errors
     assert cluster["retry_command"] and " up " in cluster["retry_command"]
-    status = npa("status", "--spec", spec, "--recipe-dir", str(recipe), "--output", "json")
+    status = npa("status", "--spec", spec, "--output", "json")
     assert by_stack(status.json())["migv.project-existing1.mig"]["status"] == "deployed-mig-not-ready"

@@ -9,6 +9,7 @@ from typing import Any
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.simulator import ids
 from npa_pulumi.simulator.records import endpoint_for
+from npa_pulumi.simulator.releases import SETTINGS_READ
 from npa_pulumi.simulator.simulator import LocalSimulator
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError, State
 from npa_pulumi.simulator.tfproviders.common import (
@@ -264,7 +265,7 @@ class NodeGroup:
 
 # The chart settings a release's product mapping reads (releases.py); the rest of a release's values
 # may be secret and never reach the local cloud's database.
-_SETTINGS_READ = ("mig.strategy", "migManager.config.default")
+_SETTINGS_READ = SETTINGS_READ
 
 
 def _release_settings(ctx: CallContext, planned: State) -> dict[str, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,7 +30,21 @@ from npa_pulumi.components.cloud_resources import BucketInputs, NetworkInputs, P
 from npa_pulumi.components.terraform_module import TerraformModuleInputs
 
 SCOPE: dict[str, Any] = {"cloud": "local", "profile": "", "fleet": "f1", "project_key": "p1"}
-TF_OUTPUTS = {"cluster_id": "mk8scluster-1", "endpoint": "https://k", "node_group_ids": ["ng-1"]}
+# Upstream k8s-training's outputs (its output.tf) and a Terraform state holding its one node group.
+TF_OUTPUTS = {"kube_cluster": {"id": "mk8scluster-1", "endpoints": {"public_endpoint": "k:443"}}}
+TF_STATE = json.dumps(
+    {
+        "version": 4,
+        "resources": [
+            {
+                "mode": "managed",
+                "type": "nebius_mk8s_v1_node_group",
+                "name": "cpu-only",
+                "instances": [{"attributes": {"id": "ng-1", "fixed_node_count": 2}}],
+            }
+        ],
+    }
+)
 # What each dynamic resource's provider adds (by type name).
 PROVIDED: dict[str, dict[str, Any]] = {
     "Project": {"resolved_id": "project-1", "name": "P1", "created": True},
@@ -38,7 +53,7 @@ PROVIDED: dict[str, dict[str, Any]] = {
     "ServiceAccount": {"service_account_id": "sa-1"},
     "AccessKey": {"access_key_id": "key-1", "aws_access_key_id": "AKIA1", "secret": "s3cr3t"},
     "BucketProbe": {"verified": True},
-    "TerraformModule": {"outputs": TF_OUTPUTS, "sensitive_outputs": {}, "tf_state": "{}"},
+    "TerraformModule": {"outputs": TF_OUTPUTS, "sensitive_outputs": {}, "tf_state": TF_STATE},
 }
 
 
@@ -190,3 +205,17 @@ def test_provider_inputs_read_what_state_holds() -> None:
         }
     )
     assert module.identity.region == "r" and module.recipe.digest == "d" and module.runtime_tfvars is None
+
+
+def test_every_recipe_output_the_cluster_component_reads_is_one_upstream_declares() -> None:
+    """No check may read a fact only a stand-in provides: each output name is declared by upstream
+    k8s-training's own output.tf (../shared/upstream, the real module)."""
+    import re
+
+    from upstream_library import upstream_library
+
+    from npa_pulumi.components.k8s_training_cluster import READ_OUTPUTS
+
+    text = (upstream_library() / "k8s-training" / "output.tf").read_text()
+    declared = set(re.findall(r'^output\s+"([^"]+)"', text, flags=re.MULTILINE))
+    assert set(READ_OUTPUTS) <= declared, sorted(set(READ_OUTPUTS) - declared)

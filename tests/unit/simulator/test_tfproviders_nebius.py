@@ -222,3 +222,50 @@ def test_worker_answers_errors_as_diagnostics_without_values(sim: LocalSimulator
     assert "nebius_nope" in answers[1]["error"]["summary"]
     assert answers[2]["id"] == 3 and "error" in answers[2]
     assert "s3cr3t" not in out.getvalue()
+
+
+def test_the_gpu_operator_release_s_pins_and_rtx_profile_reach_what_the_cluster_runs(
+    sim: LocalSimulator,
+) -> None:
+    """The chart values the fleet's override files put in the release (MIG pins, the RTX driver profile)
+    become what the chart would leave in the cluster: the ClusterPolicy's versions and the RTX driver."""
+    cluster = nebius.RESOURCES["nebius_mk8s_v1_cluster"].create(_ctx(), _cluster_plan(sim))
+    releases = nebius.RESOURCES["nebius_applications_v1alpha1_k8s_release"]
+    plan = {
+        "parent_id": PROJECT,
+        "cluster_id": cluster["id"],
+        "application_name": "gpu-operator",
+        "namespace": "gpu-operator",
+        "product_slug": "nebius/nvidia-gpu-operator",
+        "sensitive": {"set": None, "values": None, "version": "abc"},
+    }
+    values = {
+        "mig.strategy": "mixed",
+        "migManager.config.default": "all-1g.24gb",
+        "migManager.version": "v0.14.2",
+        "driver.version": "580.95.05",
+        "nebius.nvidiaDriverCRDPatch.profiles[0].platform": "gpu-rtx6000",
+        "nebius.nvidiaDriverCRDPatch.profiles[0].preset": "1gpu-24vcpu-218gb",
+        "driver.rdma.enabled": "false",
+        "driver.repoConfig.configMapName": "npa-driver-repositories",
+        "toolkit.env[0].name": "RUNTIME_CONFIG_SOURCE",
+        "toolkit.env[0].value": "file",
+    }
+    releases.create(_ctx({**plan, "sensitive": {"set": values}}), plan)
+    addons = sim.get_cluster(cluster["id"])["addons"]
+    mig = addons["mig"]
+    assert (mig["strategy"], mig["config"]) == ("mixed", "all-1g.24gb")
+    assert mig["versions"] == {
+        "operator": "",
+        "driver": "580.95.05",
+        "device_plugin": "",
+        "gfd": "",
+        "mig_manager": "v0.14.2",
+    }
+    rtx = addons["rtx_driver"]
+    assert (rtx["platform"], rtx["preset"]) == ("gpu-rtx6000", "1gpu-24vcpu-218gb")
+    assert rtx["values"]["driver"] == {
+        "rdma": {"enabled": False},
+        "repoConfig": {"configMapName": "npa-driver-repositories"},
+    }
+    assert rtx["values"]["toolkit"]["env"] == [{"name": "RUNTIME_CONFIG_SOURCE", "value": "file"}]
