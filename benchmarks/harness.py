@@ -18,6 +18,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "out"
+# The default recipe's local mirror (bridge/recipe.py MIRROR_ENV): every deployment a scenario makes runs
+# upstream k8s-training from it, as `make` sets it, rather than fetching the pinned commit from GitHub.
+MIRROR_ENV = "NPA_K8S_TRAINING_MIRROR"
+SHARED_MIRROR = REPO.parent / "shared" / "upstream" / "nebius-solutions-library"
 CLI = [sys.executable, "-m", "npa_pulumi.cli.main"]
 RSS_PROBE = [sys.executable, "-m", "benchmarks.rss_probe"]
 
@@ -81,6 +85,8 @@ class Home:
                 "PATH": f"{REPO / '.tools' / 'bin'}{os.pathsep}{env.get('PATH', '')}",
             }
         )
+        if not env.get(MIRROR_ENV) and (SHARED_MIRROR / "k8s-training" / "main.tf").is_file():
+            env[MIRROR_ENV] = str(SHARED_MIRROR)
         env.update(self.extra)
         return env
 

@@ -1,4 +1,6 @@
-"""The benchmark scenarios of issue 10, all on the embedded local cloud with the stand-in recipe.
+"""The benchmark scenarios of issue 10, all on the embedded local cloud: every cluster through the default
+recipe (upstream k8s-training with the fleet's override files, from the mirror beside the checkout, on the
+local cloud's Terraform providers), as a user's `--cloud local` deploys it.
 
 Each returns a dict for the report: what was measured (every repeat), medians, the target and whether it
 was met. Paired measurements are interleaved (a, b, a, b, ...) so that load from other processes on the
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import process_costs
-from benchmarks.fixtures import PROJECT, REGION, TENANT, fleet_spec, roomy_tenant, upgrade_fleet_spec
+from benchmarks.fixtures import PROJECT, fleet_spec, roomy_tenant, upgrade_fleet_spec
 from benchmarks.harness import (
     CLI,
     REPO,
@@ -33,9 +35,7 @@ from benchmarks.harness import (
     stats,
 )
 from benchmarks.health_scenarios import fabric_bisection, fleet_health
-from benchmarks.upstream import upstream_lifecycle
-
-STAND_IN = REPO / "recipes" / "local-k8s-training"
+from benchmarks.upstream import is_cloud_kind, product_cpu, upstream_lifecycle
 
 
 @dataclass(frozen=True)
@@ -84,87 +84,8 @@ def _home(work: Path, name: str, provisioning_s: float, fixture: Path | None = N
 
 
 # ------------------------------------------------------------------------------ per-cluster overhead
-
-
-def _raw_workspace(home: Home, spec: Path) -> tuple[Path, dict[str, str]]:
-    """The stand-in module with exactly the tfvars and identity the bridge would give it."""
-    directory = home.root / "raw" / "k8s-training"
-    shutil.rmtree(directory.parent, ignore_errors=True)
-    shutil.copytree(STAND_IN, directory, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
-    tfvars = home.npa_json("tfvars", "--spec", str(spec), "--project", PROJECT, "--cluster", "c0000")
-    (directory / "terraform.tfvars.json").write_text(json.dumps(tfvars, indent=2))
-    inventory = home.npa_json("local-cloud", "show", "--output", "json")
-    subnet = next(s["id"] for s in inventory["subnets"] if s["project_id"] == PROJECT)
-    env = home.env()
-    env.update(
-        {
-            "TF_IN_AUTOMATION": "1",
-            "TF_INPUT": "0",
-            "NPA_PYTHON": str(Path(REPO / ".venv" / "bin" / "python")),
-            "TF_VAR_tenant_id": TENANT,
-            "TF_VAR_parent_id": PROJECT,
-            "TF_VAR_region": REGION,
-            "TF_VAR_subnet_id": subnet,
-            "TF_VAR_iam_token": f"npa-local-iam-token.{TENANT}",
-            "TF_VAR_npa_idempotency_scope": "raw",
-        }
-    )
-    return directory, env
-
-
-def _terraform(directory: Path, env: dict[str, str], *args: str) -> Sample:
-    from npa_pulumi.runtime.toolchain import find_terraform
-
-    sample, out, err = measure([str(find_terraform()), *args, "-no-color"], env, cwd=directory)
-    if sample.code != 0:
-        raise RunFailed(f"terraform {' '.join(args)} exited {sample.code}:\n{err[-3000:]}\n{out[-1500:]}")
-    return sample
-
-
-def overhead(work: Path, budget: Budget) -> dict[str, Any]:
-    """Raw terraform init+apply and destroy of the stand-in vs `up` and `destroy` of a one-cluster fleet."""
-    p = budget.overhead_provisioning_s
-    home = _home(work, "overhead", p)
-    spec = home.root / "fleet.yaml"
-    spec.write_text(fleet_spec("solo", 1))
-    raw_up, raw_down, npa_up, npa_down = [], [], [], []
-    for _ in range(budget.repeats):
-        directory, env = _raw_workspace(home, spec)
-        init = _terraform(directory, env, "init", "-input=false")
-        apply = _terraform(directory, env, "apply", "-auto-approve", "-input=false")
-        raw_up.append(Sample(init.wall_s + apply.wall_s, init.cpu_s + apply.cpu_s, apply.tree_max_rss_mb, 0))
-        raw_down.append(_terraform(directory, env, "destroy", "-auto-approve", "-input=false"))
-        npa_up.append(home.npa("up", "--spec", str(spec), "--yes", "--output", "json"))
-        npa_down.append(home.npa("destroy", "--spec", str(spec), "--yes", "--output", "json"))
-    raw_total = [a.wall_s + b.wall_s for a, b in zip(raw_up, raw_down, strict=True)]
-    npa_total = [a.wall_s + b.wall_s for a, b in zip(npa_up, npa_down, strict=True)]
-    ratio = median(npa_total) / median(raw_total)
-    fixed = median([n - r for n, r in zip(npa_total, raw_total, strict=True)])
-    # What the same fixed cost means at real provisioning times (a Nebius mk8s cluster plus its node
-    # group take minutes each); a projection from the measured overhead, labelled as such.
-    projected = {
-        f"{minutes}min_per_object": round(
-            (2 * minutes * 60 + fixed + median(raw_total)) / (2 * minutes * 60 + median(raw_total)), 3
-        )
-        for minutes in (1, 5, 10)
-    }
-    return {
-        "name": "per-cluster overhead",
-        "target": "npa-pulumi up + destroy <= 1.3x raw terraform init+apply + destroy (same tfvars)",
-        "provisioning_seconds": p,
-        "raw_terraform": {"up": _samples(raw_up), "destroy": _samples(raw_down), "total_s": stats(raw_total)},
-        "npa_pulumi": {"up": _samples(npa_up), "destroy": _samples(npa_down), "total_s": stats(npa_total)},
-        "ratio": round(ratio, 3),
-        "fixed_overhead_s": round(fixed, 2),
-        "npa_cpu_s_median": round(
-            median([a.cpu_s + b.cpu_s for a, b in zip(npa_up, npa_down, strict=True)]), 2
-        ),
-        "raw_cpu_s_median": round(
-            median([a.cpu_s + b.cpu_s for a, b in zip(raw_up, raw_down, strict=True)]), 2
-        ),
-        "projected_ratio": projected,
-        "met": ratio <= 1.3,
-    }
+# `overhead`: benchmarks/upstream.py's one-cluster lifecycle (`up` + `destroy` against raw terraform init +
+# apply + destroy of the bridge's own work dir for that cluster, same providers and tfvars).
 
 
 # ------------------------------------------------------------------------------ parallel scaling
@@ -619,9 +540,8 @@ def stack_costs(work: Path, budget: Budget) -> dict[str, Any]:
     }
 
 
-# The kinds of process that are the cloud's, not the product's: the stand-in recipe's provisioners (the
-# local cloud's API, run by terraform's local-exec through a shell). Left out of both sides of the floor.
-CLOUD_KINDS = ("local-cloud api (provisioners)", "shell")
+# The kinds of process that are the cloud's, not the product's (benchmarks/upstream.py is_cloud_kind: the
+# local providers, soperator's stand-in provisioners) are left out of both sides of the floor.
 # What Pulumi itself needs per stack: a `stack init` to make it, an engine run per operation (`destroy
 # --remove` removes the stack in the same process, so a `stack rm` is not part of the floor).
 FLOOR_ENGINE_RUNS = {"up": ("engine stack init", "engine up"), "destroy": ("engine destroy",)}
@@ -649,12 +569,6 @@ def _interpreter_floor(env: dict[str, str]) -> dict[str, float]:
     return floor
 
 
-def _product_cpu(breakdown: process_costs.Breakdown) -> float:
-    """The whole tree's CPU less what the sampler saw of the cloud's own processes."""
-    cloud = sum(v for k, v in breakdown.cpu_s.items() if k in CLOUD_KINDS)
-    return breakdown.tree_cpu_s - cloud
-
-
 def _floor_of(
     op: str, breakdown: process_costs.Breakdown, interpreters: dict[str, float]
 ) -> dict[str, float]:
@@ -674,7 +588,7 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
     (control plane only) with every process's CPU by kind, beside the floor measured on the same runs and
     this machine (FLOOR_*: what Pulumi, terraform and the interpreters must spend); then the CPU per
     cluster stack of a first deploy of `first_deploy_clusters` clusters at `-j 8`. The cloud's own
-    processes (the local cloud's provisioners) are left out of every figure."""
+    processes (the local cloud's providers) are left out of every figure."""
     home = _home(work, "floor", 0)
     spec = home.root / "fleet.yaml"
     spec.write_text(fleet_spec("floor", 1))
@@ -688,7 +602,7 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
                 raise RunFailed(f"{op} exited {measured.code}")
             run[op] = {
                 "exact": measured.exact,
-                "cpu_s": round(_product_cpu(measured), 2),
+                "cpu_s": round(product_cpu(measured), 2),
                 "floor_s": _floor_of(op, measured, interpreters),
                 "cpu_s_by_kind": measured.cpu_s_costliest_first(),
                 "processes_by_kind": measured.processes,
@@ -749,12 +663,12 @@ def _first_deploy(
     deploy = process_costs.run([*CLI, *args], home.env(), REPO)
     if deploy.code != 0:
         raise RunFailed(f"the first deploy of {n} clusters ({secrets}) exited {deploy.code}")
-    deploy_cpu = _product_cpu(deploy)
+    deploy_cpu = product_cpu(deploy)
     shutil.rmtree(home.root, ignore_errors=True)
     per_stack = {
         kind: round(cpu / n, 3)
         for kind, cpu in deploy.cpu_s_costliest_first().items()
-        if kind not in CLOUD_KINDS
+        if not is_cloud_kind(kind)
     }
     floor = sum(cpu for kind, cpu in per_stack.items() if kind in (*FLOOR_ENGINE_RUNS["up"], "terraform"))
     return {
@@ -1004,7 +918,7 @@ def _timed(work: Callable[[], object]) -> float:
 SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "planning": planning,
     "upgrade_plan": upgrade_plan,
-    "overhead": overhead,
+    "overhead": upstream_lifecycle,
     "parallel": parallel,
     "noop": noop,
     "memory": memory,
@@ -1014,7 +928,6 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "fabric_check": fabric_check,
     "stack_costs": stack_costs,
     "stack_floor": stack_floor,
-    "upstream_lifecycle": upstream_lifecycle,
     "scale": scale,
     "fleet_reads": fleet_reads,
     "fleet_health": fleet_health,

@@ -136,7 +136,7 @@ def _token(inputs: TerraformModuleInputs) -> str | None:
 
 
 def _source(inputs: TerraformModuleInputs) -> RecipeSource:
-    from npa_pulumi.bridge.recipe import RecipeSource, SourceKind, stand_in_dir
+    from npa_pulumi.bridge.recipe import RecipeSource, SourceKind
 
     kinds: tuple[SourceKind, ...] = ("local-stand-in", "dir", "git", "default")
     kind = next((k for k in kinds if k == inputs.recipe.source), None)
@@ -146,11 +146,19 @@ def _source(inputs: TerraformModuleInputs) -> RecipeSource:
     if kind == "local-stand-in" and inputs.module_kind == "soperator":
         from npa_pulumi.bridge import soperator_recipe
 
-        location = str(soperator_recipe.stand_in_dir())
-    elif kind == "local-stand-in":
         # The shipped stand-in is found where this installation keeps it, not at the path recorded in
         # state (another machine, or a moved checkout, has it elsewhere).
-        location = str(stand_in_dir())
+        location = str(soperator_recipe.stand_in_dir())
+    elif kind == "local-stand-in":
+        # State written by a release that still shipped recipes/local-k8s-training: its terraform_data
+        # resources cannot be planned or destroyed without that module.
+        raise RuntimeError(
+            "this cluster stack was deployed with the k8s-training stand-in recipe "
+            "(recipes/local-k8s-training), which npa-pulumi no longer ships; --cloud local now deploys the "
+            "default recipe. Destroy it with the npa-pulumi release that deployed it, or start afresh: "
+            "`npa-pulumi local-cloud reset --yes` and a new backend (or this fleet's stacks removed from "
+            "this one), then `up`"
+        )
     return RecipeSource(kind, location)
 
 
@@ -199,8 +207,8 @@ def _prepare(
         identity = recipe_identity(identity)
     extra = {"NPA_PYTHON": sys.executable, **auth.env()}
     if source.kind == "local-stand-in":
-        # The stand-in derives stable idempotency keys from this owner (see its main.tf); other recipes
-        # do not declare the variable, so it is only passed to the stand-in.
+        # The soperator stand-in derives stable idempotency keys from this owner (see its main.tf); other
+        # recipes do not declare the variable, so it is only passed to the stand-in.
         extra["TF_VAR_npa_idempotency_scope"] = inputs.work_key
     if inputs.cloud == "local" and source.kind != "local-stand-in":
         # A real recipe on the local cloud: terraform installs its providers from the local cloud's

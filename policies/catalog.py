@@ -62,7 +62,7 @@ MIG_PINS: Mapping[str, Any] = MappingProxyType(
 )
 
 # Resource-name fragments of the recipe's GPU node groups: `nebius_mk8s_v1_node_group.gpu[0]` upstream,
-# `terraform_data.gpu_node_group[0]` in the local stand-in, the GB300 groups of the V3 recipe.
+# the GB300 groups of the V3 recipe.
 GPU_NODE_GROUP_MARKERS: tuple[str, ...] = ("gpu", "gb300")
 # The policy whose config carries Terraform's planned node-group replacements (engine/orchestrator.py).
 NODE_GROUP_REPLACEMENT_POLICY = "gpu-node-group-replacement"

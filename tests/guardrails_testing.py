@@ -107,7 +107,11 @@ def module_props(tfvars: Any = None, runtime_tfvars: Any = None, facts: Any = No
         "module_kind": "k8s-training",
         "tfvars": _copy(tfvars if tfvars is not None else base_tfvars()),
         "runtime_tfvars": _copy(runtime_tfvars if runtime_tfvars is not None else {}),
-        "recipe": {"source": "local-stand-in", "location": "recipes/local-k8s-training", "digest": "0" * 64},
+        "recipe": {
+            "source": "default",
+            "location": "https://github.com/nebius/nebius-solutions-library@b6c8b3813dcc391ecc5ed8ffd1f1b8ebc67dd70c",
+            "digest": "0" * 64,
+        },
         "recipe_facts": _copy(facts if facts is not None else recipe_facts()),
         "identity_env": [
             "TF_VAR_tenant_id",

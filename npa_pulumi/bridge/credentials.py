@@ -7,8 +7,8 @@ it — the default recipe does (its override files, bridge/overrides.py, point t
 CLI profile and the Kubernetes-side providers at the profile-bound exec plugin) — the bridge passes no
 token at all: no `TF_VAR_iam_token`, no `NEBIUS_IAM_TOKEN`, only the profile's name.
 
-The token path stays for every other recipe (`--recipe-dir`, `--recipe-ref`, the local stand-in), for a
-service-account credentials file (`NPA_NEBIUS_CREDENTIALS_FILE`: no CLI profile to hand over) and for an
+The token path stays for every other recipe (`--recipe-dir`, `--recipe-ref`, soperator's local stand-in),
+for a service-account credentials file (`NPA_NEBIUS_CREDENTIALS_FILE`: no CLI profile to hand over) and for an
 ambient token the user asked to reuse (`NPA_REUSE_IAM_TOKEN=1`: that token decides the principal, as
 everywhere else). A token-path run whose expected run time exceeds the token's life is warned about.
 

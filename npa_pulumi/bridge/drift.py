@@ -2,10 +2,11 @@
 
 A recipe may declare the objects it made in an output named `npa_live_objects`: Terraform address → `{kind,
 id, node_count}` (`kind` one of cluster, node_group, filesystem, gpu_cluster; `node_count` only for a
-fixed-size node group). The shipped stand-in does, because its `terraform_data` resources cannot read the
-cloud back: a refresh alone never notices a cluster deleted behind Terraform's back. `live_drift` compares
-that declaration with the cloud; the Terraform bridge then re-creates each drifted address
-(`terraform apply -replace=ADDRESS`), and `status` and `up` use the same check to decide a stack needs work.
+fixed-size node group). soperator's local stand-in (`recipes/local-soperator`) does, because its
+`terraform_data` resources cannot read the cloud back: a refresh alone never notices a cluster deleted
+behind Terraform's back. `live_drift` compares that declaration with the cloud; the Terraform bridge then
+re-creates each drifted address (`terraform apply -replace=ADDRESS`), and `status` and `up` use the same
+check to decide a stack needs work.
 
 Recipes that do not declare the output (upstream k8s-training, whose provider reads the cloud itself) rely
 on Terraform's refresh and plan instead (components/terraform_module.py).

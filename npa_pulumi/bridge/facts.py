@@ -3,13 +3,10 @@
 Policies (`filestore-nofail-mount`) check these facts before anything is applied, so a recipe change that
 drops `nofail` or attaches the filesystem read-only is caught at preview time.
 
-Two layouts are understood:
-* the shipped stand-in declares `locals { filesystem_mount = {...}, filesystem_attachments = [...] }` in
-  `filesystem.tf`;
-* the upstream k8s-training recipe attaches the filesystem in each `nebius_mk8s_v1_node_group` template
-  (`attach_mode`, `mount_tag`) and mounts it from `modules/cloud-init/*.tftpl`
-  (`[tag, path, "virtiofs", options, ...]`).
-Anything not found is reported as empty, which the policy treats as a violation.
+The upstream k8s-training recipe's layout is read: it attaches the filesystem in each
+`nebius_mk8s_v1_node_group` template (`attach_mode`, `mount_tag`) and mounts it from
+`modules/cloud-init/*.tftpl` (`[tag, path, "virtiofs", options, ...]`). Anything not found is reported as
+empty, which the policy treats as a violation.
 """
 
 from __future__ import annotations
@@ -18,42 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import hcl2
-
 NODE_GROUP_KINDS = {"cpu": ("cpu",), "gpu": ("gpu", "gb300")}
-
-
-def _stand_in_facts(module_dir: Path) -> dict[str, Any] | None:
-    path = module_dir / "filesystem.tf"
-    if not path.is_file():
-        return None
-    with path.open() as handle:
-        parsed = hcl2.load(handle)
-    locals_: dict[str, Any] = {}
-    for block in parsed.get("locals", []):
-        locals_.update(block)
-    if "filesystem_mount" not in locals_ and "filesystem_attachments" not in locals_:
-        return None
-    mount = locals_.get("filesystem_mount") or None
-    attachments = locals_.get("filesystem_attachments") or []
-    return {
-        "filesystem_attachments": [_clean(a) for a in attachments],
-        "filesystem_mount": _clean(mount) if isinstance(mount, dict) else None,
-    }
-
-
-def _clean(value: Any) -> Any:
-    """hcl2 keeps string quotes and `${}` wrappers on some values; normalise them to plain values."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, str):
-        text = value.strip()
-        if len(text) >= 2 and text[0] == text[-1] == '"':
-            text = text[1:-1]
-        return text
-    return value
 
 
 _NODE_GROUP = re.compile(r'resource\s+"nebius_mk8s_v1_node_group"\s+"([^"]+)"')
@@ -98,4 +60,4 @@ def _upstream_facts(module_dir: Path, modules_dir: Path | None) -> dict[str, Any
 
 
 def read_recipe_facts(module_dir: Path, modules_dir: Path | None = None) -> dict[str, Any]:
-    return _stand_in_facts(module_dir) or _upstream_facts(module_dir, modules_dir)
+    return _upstream_facts(module_dir, modules_dir)

@@ -2,10 +2,11 @@
 
 Sources, in priority order: `--recipe-dir PATH` (a local checkout of the library or of `k8s-training/`
 itself), `--recipe-ref REF` (a branch, tag or full commit SHA of the upstream library, fetched shallowly and
-cached per commit; a branch is resolved again on every run, see `resolve_ref`), for `--cloud local` the
-shipped stand-in `recipes/local-k8s-training`, and for `--cloud nebius` with neither flag the default recipe:
-upstream at a pinned commit, fetched as a `--recipe-ref` of it, plus npa-pulumi's override files
-(`bridge/overrides.py`, checked against the fetched files before the work dir is touched).
+cached per commit; a branch is resolved again on every run, see `resolve_ref`), and with neither flag, on
+either cloud, the default recipe: upstream at a pinned commit, fetched as a `--recipe-ref` of it (or read
+from the local mirror `$NPA_K8S_TRAINING_MIRROR`), plus npa-pulumi's override files (`bridge/overrides.py`,
+checked against the fetched files before the work dir is touched). `--cloud local` runs it against the local
+cloud's own Terraform providers (bridge/local_providers.py); there is no k8s-training stand-in.
 
 Materializing copies the recipe into the stack's work dir (keeping Terraform state and `.terraform`),
 then applies the compatibility preparation the original tool applied, before any mutation:
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from npa_pulumi.errors import NpaError, UserInputError
-from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES, read_recipe_variables, shipped_recipe_dir
+from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES, read_recipe_variables
 from npa_pulumi.runtime import disk_cache
 from npa_pulumi.runtime.disk_cache import cache_key, source_identity
 
@@ -50,8 +51,10 @@ PRESERVED = {
     "terraform.tfvars.json",
 }
 
-# "default": `--cloud nebius` with neither flag: upstream at the pinned commit, fetched exactly as a
+# "default": neither flag, on either cloud: upstream at the pinned commit, fetched exactly as a
 # `--recipe-ref` is (`<url>@<commit>`), plus npa-pulumi's override files (bridge/overrides.py).
+# "local-stand-in": the soperator recipe on `--cloud local` only (bridge/soperator_recipe.py,
+# `recipes/local-soperator`): the soperator installation's providers are not served by the local cloud.
 SourceKind = Literal["local-stand-in", "dir", "git", "default"]
 
 
@@ -123,7 +126,7 @@ def _surface(recipe: MaterializedRecipe) -> tuple[dict[str, Any], frozenset[str]
 def _surface_key(recipe: MaterializedRecipe) -> str:
     from npa_pulumi.plan import recipe_surface
 
-    # facts.py by path, not imported: importing it loads the HCL parser (~0.1 s), which a hit never needs.
+    # facts.py by path, not imported: a hit never needs its code.
     parsers = source_identity(Path(__file__).with_name("facts.py"), Path(recipe_surface.__file__))
     return cache_key("recipe-surface", recipe.digest, parsers)
 
@@ -149,19 +152,22 @@ def _parse_surface(recipe: MaterializedRecipe) -> tuple[dict[str, Any], frozense
     return facts, variables
 
 
-def stand_in_dir() -> Path:
-    found = shipped_recipe_dir()
-    if found is None:
-        raise RecipeError("the shipped stand-in recipe (npa_pulumi.recipes/local-k8s-training) is missing")
-    return found
+# The variable that once selected the retired k8s-training stand-in (`recipes/local-k8s-training`) on
+# `--cloud local`. Its `stand-in` value is refused, naming what replaced it, rather than silently deploying
+# something else than the user asked for; any other value is ignored.
+RETIRED_LOCAL_RECIPE_ENV = "NPA_LOCAL_CLOUD_RECIPE"
 
 
-# `--cloud local` runs the default recipe (upstream + the fleet's override files) against the local cloud's
-# own providers (bridge/local_providers.py), as `--cloud nebius` runs it against Nebius. `stand-in` selects
-# the retiring `recipes/local-k8s-training` instead (terraform_data only, no providers): a fast path kept
-# while the test suite moves over (docs/local-cloud.md), never what a user's deployment should claim.
-LOCAL_RECIPE_ENV = "NPA_LOCAL_CLOUD_RECIPE"
-LOCAL_STAND_IN = "stand-in"
+def _refuse_retired_stand_in() -> None:
+    if os.environ.get(RETIRED_LOCAL_RECIPE_ENV, "").strip() == "stand-in":
+        raise UserInputError(
+            f"{RETIRED_LOCAL_RECIPE_ENV}=stand-in: the k8s-training stand-in recipe "
+            "(recipes/local-k8s-training) was removed; --cloud local deploys the default recipe (upstream "
+            "k8s-training at the pinned commit plus npa-pulumi's override files) on the local cloud's own "
+            "Terraform providers. Unset "
+            f"{RETIRED_LOCAL_RECIPE_ENV}; where GitHub cannot be reached, set NPA_K8S_TRAINING_MIRROR to a "
+            "copy of nebius-solutions-library at the pinned commit (docs/default-recipe.md)"
+        )
 
 
 def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | None = None) -> RecipeSource:
@@ -178,13 +184,13 @@ def resolve_source(cloud: str, recipe_dir: str | None = None, recipe_ref: str | 
     if recipe_ref:
         url = os.environ.get("NPA_RECIPE_REPO_URL", UPSTREAM_REPO_URL)
         return RecipeSource("git", f"{url}@{recipe_ref}")
-    if cloud == "local" and os.environ.get(LOCAL_RECIPE_ENV, "").strip() == LOCAL_STAND_IN:
-        return RecipeSource("local-stand-in", str(stand_in_dir()))
+    if cloud == "local":
+        _refuse_retired_stand_in()
     return default_source()
 
 
 def default_source() -> RecipeSource:
-    """`--cloud nebius` with no recipe flag: upstream k8s-training at the pinned commit, fetched like a
+    """No recipe flag, on either cloud: upstream k8s-training at the pinned commit, fetched like a
     `--recipe-ref` of that commit, with npa-pulumi's override files written over it at materialize."""
     from npa_pulumi.bridge.overrides import DEFAULT_K8S_TRAINING_COMMIT
 
@@ -257,11 +263,15 @@ def pin_source(source: RecipeSource, cache_root: Path) -> RecipeSource:
     return RecipeSource("git", f"{url}@{resolve_ref(url, ref, cache_root / 'recipes')}")
 
 
+def _checkout_dir(url: str, commit: str, cache_root: Path) -> Path:
+    return cache_root / hashlib.sha256(f"{url}\0{commit}".encode()).hexdigest()[:16]
+
+
 def _git_checkout(location: str, cache_root: Path) -> Path:
     """A checkout of `<url>@<ref>` at the commit the ref names now, cached per commit."""
     url, _, ref = location.rpartition("@")
     commit = resolve_ref(url, ref, cache_root)
-    dest = cache_root / hashlib.sha256(f"{url}\0{commit}".encode()).hexdigest()[:16]
+    dest = _checkout_dir(url, commit, cache_root)
     if (dest / ".git").is_dir():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -308,6 +318,12 @@ def _library_layout(root: Path) -> tuple[Path, Path | None]:
         modules = root.parent / "modules"
         return root, modules if modules.is_dir() else None
     raise RecipeError(f"{root} holds neither k8s-training/ nor any *.tf file")
+
+
+def module_roots(library: Path) -> list[Path]:
+    """The k8s-training module dir of a library root or module dir, and its sibling modules/ when present."""
+    module_dir, modules_dir = _library_layout(library)
+    return [module_dir, *([modules_dir] if modules_dir else [])]
 
 
 def _foreign_variable_file(name: str) -> bool:
@@ -474,6 +490,31 @@ def default_recipe_mirror() -> Path | None:
     return path
 
 
+def default_recipe_library(cache_root: Path) -> Path | None:
+    """Where the default recipe is read from without reaching GitHub: the mirror when one is set, else the
+    checkout of the pinned commit an earlier run cached under `cache_root`; None when the next run fetches
+    it (what `doctor` reports, never fetching anything itself)."""
+    mirror = default_recipe_mirror()
+    if mirror is not None:
+        return mirror
+    url, _, commit = default_source().location.rpartition("@")
+    cached = _checkout_dir(url, commit, cache_root / "recipes")
+    return cached if (cached / ".git").is_dir() and (cached / "k8s-training").is_dir() else None
+
+
+def default_recipe_variables(cache_root: Path) -> set[str] | None:
+    """The variables the default recipe declares (upstream's and the override files'), read from the copy
+    this machine has (`default_recipe_library`), prepared exactly as a deployment prepares it; None when
+    the default recipe is not here yet (nothing is fetched)."""
+    import tempfile
+
+    if default_recipe_library(cache_root) is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="npa-default-recipe-") as work:
+        # The region only picks the provider's API domain, which declares no variable.
+        return materialize(default_source(), Path(work), "eu-north1", cache_root).variables
+
+
 def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: Path) -> MaterializedRecipe:
     """Copy the recipe into `work_root` (as `k8s-training/` and `modules/`) and prepare it."""
     mirror = default_recipe_mirror() if source.kind == "default" else None
@@ -489,6 +530,11 @@ def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: 
             ) from None
     elif source.kind == "git":
         library = _git_checkout(source.location, cache_root / "recipes")
+    elif source.kind == "local-stand-in":
+        raise RecipeError(
+            "k8s-training has no local stand-in any more (recipes/local-k8s-training was removed): "
+            "--cloud local deploys the default recipe"
+        )
     else:
         library = Path(source.location)
     module_src, modules_src = _library_layout(library)
@@ -510,8 +556,7 @@ def materialize(source: RecipeSource, work_root: Path, region: str, cache_root: 
 
         overrides.write(fleet_overrides, work_root)
     warnings: list[str] = []
-    if source.kind != "local-stand-in":  # the stand-in talks to the local cloud, not to a Nebius API
-        _patch_provider_domain(module_dir, region, warnings)
+    _patch_provider_domain(module_dir, region, warnings)
     for root in roots:
         _drop_kubectl_debug_quiet(root)
         _add_nofail(root)

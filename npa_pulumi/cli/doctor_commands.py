@@ -34,7 +34,8 @@ from npa_pulumi.output.streams import emit_json
     "--recipe-dir",
     default=None,
     type=click.Path(file_okay=False),
-    help="The k8s-training checkout whose terraform constraint to check (default: the stand-in).",
+    help="The k8s-training checkout to check, with its terraform constraint (default: the default recipe, "
+    "from $NPA_K8S_TRAINING_MIRROR or the checkout an earlier run cached).",
 )
 @k8s_training_dir_option(click.Path(file_okay=False))
 @click.option(
@@ -56,7 +57,9 @@ def doctor_command(
     output: str,
 ) -> None:
     """Check this machine for what the fleet needs: Python and the package, the Pulumi engine and its
-    version, terraform/tofu against the recipe's constraint, the provider plugins, kubectl, the Nebius CLI
+    version, the k8s-training recipe `up` would deploy (--recipe-dir, else the default recipe from
+    $NPA_K8S_TRAINING_MIRROR or a cached checkout: never fetched here), terraform/tofu against that recipe's
+    constraint, the provider plugins, kubectl, the Nebius CLI
     and profile (--cloud nebius: the auth path found, the identity and its tenant, a token's lifetime and
     renewal, and whether it can read the fleet's projects, those of --spec or the tenant's; with --auth
     federated: the OIDC token and the exchange), the backend and its locks, the

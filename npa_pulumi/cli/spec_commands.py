@@ -19,7 +19,7 @@ from npa_pulumi.errors import NpaError, UserInputError
 from npa_pulumi.output.streams import emit_json
 from npa_pulumi.plan.document import plan_document
 from npa_pulumi.plan.prices import load_catalog
-from npa_pulumi.plan.recipe_surface import IDENTITY_VARIABLES, default_recipe_variables, read_recipe_variables
+from npa_pulumi.plan.recipe_surface import IDENTITY_VARIABLES, RECIPE_VARIABLES, read_recipe_variables
 from npa_pulumi.plan.targets import Target, resolve_targets
 from npa_pulumi.plan.text import render_plan_text
 from npa_pulumi.plan.tfvars import render_tfvars
@@ -100,6 +100,25 @@ def plan_command(
     _guarded(body, output)
 
 
+def _default_recipe_variables() -> set[str]:
+    """What a deployment renders for: the default recipe's variables where this machine has the recipe
+    (never fetched for a print); else the renderer's whole surface, with a note, since the default recipe
+    leaves some of it undeclared and a deployment would leave those out."""
+    from npa_pulumi.bridge.recipe import MIRROR_ENV, default_recipe_variables
+    from npa_pulumi.runtime.home import cache_dir
+
+    declared = default_recipe_variables(cache_dir())
+    if declared is not None:
+        return declared
+    stderr_console.print(
+        f"the default recipe is not on this machine (set {MIRROR_ENV}, or run `up` once): showing every "
+        "variable the renderer can emit; a deployment leaves out those the recipe does not declare",
+        markup=False,
+        soft_wrap=True,
+    )
+    return set(RECIPE_VARIABLES)
+
+
 @click.command("tfvars")
 @_spec_option
 @click.option(
@@ -111,7 +130,9 @@ def plan_command(
     type=click.Path(path_type=Path),
     default=None,
     help="A k8s-training root module (or a checkout holding k8s-training/) whose variables.tf decides "
-    "which variables are emitted. Default: the shipped local stand-in recipe.",
+    "which variables are emitted. Default: the default recipe's (upstream k8s-training at the pinned "
+    "commit with npa-pulumi's override files), read from $NPA_K8S_TRAINING_MIRROR or the checkout an earlier "
+    "run cached; without either, every variable the renderer can emit (a note on stderr says so).",
 )
 @k8s_training_dir_option(click.Path(path_type=Path))
 @click.option("--project-prefix", default=None, help="Override the spec's project_prefix.")
@@ -133,7 +154,7 @@ def tfvars_command(
         spec = _load(spec_path)
         target = _single_target(spec, project, cluster, project_prefix)
         variables = (
-            read_recipe_variables(recipe_dir) if recipe_dir is not None else default_recipe_variables()
+            read_recipe_variables(recipe_dir) if recipe_dir is not None else _default_recipe_variables()
         )
         rendered = render_tfvars(target, variables, ssh_public_key=spec.ssh_public_key or None)
         sys.stdout.write(json.dumps(rendered.file_vars, indent=2) + "\n")

@@ -79,7 +79,7 @@ class Where:
 @dataclass(frozen=True, kw_only=True)
 class RecipeChoice:
     """One backend's recipe: a local checkout (`dir`) or a git ref (`ref`); neither: the backend's own
-    default for the cloud (engine/backends/<kind>/: the shipped stand-in, or the pinned upstream)."""
+    default for the cloud (engine/backends/<kind>/: the pinned upstream, or a shipped local stand-in)."""
 
     dir: str | None = None
     ref: str | None = None

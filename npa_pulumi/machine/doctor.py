@@ -52,8 +52,6 @@ def _package_data() -> dict[str, Path | None]:
     """Where this installation's run-time data is (None: missing), found the way the commands find it."""
     from importlib import resources, util
 
-    from npa_pulumi.plan.recipe_surface import shipped_recipe_dir
-
     def package_dir(name: str, *rel: str) -> Path | None:
         spec = util.find_spec(name)
         if spec is None or not spec.submodule_search_locations:
@@ -63,7 +61,9 @@ def _package_data() -> dict[str, Path | None]:
 
     tenant = Path(str(resources.files("npa_pulumi") / "data" / "local-tenant.yaml"))
     return {
-        "recipe": shipped_recipe_dir(),
+        # The one recipe the package ships: soperator's local stand-in (k8s-training has none, the local
+        # cloud deploys the default recipe, which `check_recipe` looks at).
+        "soperator-stand-in": package_dir("npa_pulumi.recipes", "local-soperator", "variables.tf"),
         "policy-pack": package_dir("npa_pulumi.policies", "fleet-guardrails", "PulumiPolicy.yaml"),
         "components": package_dir("npa_pulumi.components", "terraform_module.py"),
         "local-tenant": tenant if tenant.is_file() else None,
@@ -89,7 +89,10 @@ def check_package() -> Check:
         fix = "reinstall the package (pipx reinstall npa-pulumi, or pip install . from a checkout)"
         return Check("package", FAIL, f"{summary}; missing {', '.join(missing)}", fix, details)
     return Check(
-        "package", OK, summary + " (recipe, policy pack, components, tenant fixture)", details=details
+        "package",
+        OK,
+        summary + " (soperator stand-in, policy pack, components, tenant fixture)",
+        details=details,
     )
 
 
@@ -133,25 +136,73 @@ def check_engine() -> Check:
     return Check("engine", OK, summary, details=details)
 
 
-def _recipe_constraint(cloud: str, recipe_dir: str | None) -> str:
-    """The recipe's `required_version` (the shipped stand-in's, or the given checkout's)."""
-    import re
+def _recipe_roots(recipe_dir: str | None) -> tuple[list[Path], str]:
+    """The module dirs of the k8s-training recipe a run would use (the given checkout's, else the default
+    recipe's as this machine has it: the mirror or a cached checkout) and where they came from. Empty when
+    the default recipe is not here yet (the first run fetches it). Raises RecipeError for a recipe that
+    cannot be read."""
+    from npa_pulumi.bridge.recipe import default_recipe_library, module_roots
+    from npa_pulumi.runtime.home import cache_dir
 
-    from npa_pulumi.bridge.recipe import stand_in_dir
+    if recipe_dir:
+        library, origin = Path(recipe_dir).expanduser(), "--recipe-dir"
+    else:
+        found = default_recipe_library(cache_dir())
+        if found is None:
+            return [], "default (not fetched yet)"
+        library, origin = found, "default"
+    return module_roots(library), origin
 
-    roots = [Path(recipe_dir)] if recipe_dir else ([stand_in_dir()] if cloud == "local" else [])
-    for root in roots:
-        for tf in sorted([*root.glob("*.tf"), *root.glob("k8s-training/*.tf")]):
-            match = re.search(r'required_version\s*=\s*"([^"]+)"', tf.read_text(errors="replace"))
-            if match:
-                return match.group(1)
-    return ""
+
+def _recipe_constraint(recipe_dir: str | None) -> str:
+    """Every `required_version` of the recipe's modules, joined (upstream's is in modules/k8s-rbac-bindings),
+    or "" when the recipe cannot be read here (check_recipe says why)."""
+    from npa_pulumi.bridge.recipe import RecipeError
+    from npa_pulumi.bridge.versions import required_versions
+
+    try:
+        roots, _ = _recipe_roots(recipe_dir)
+    except RecipeError:
+        return ""
+    return ", ".join(dict.fromkeys(c.expression for c in required_versions(roots)))
 
 
-def check_terraform(cloud: str, recipe_dir: str | None) -> Check:
+def check_recipe(recipe_dir: str | None) -> Check:
+    """The k8s-training recipe `up` deploys, on either cloud: `--recipe-dir`, else the default recipe
+    (upstream at the pinned commit plus the fleet's override files) from `$NPA_K8S_TRAINING_MIRROR`, a
+    cached checkout, or GitHub on first use. Read only: nothing is fetched."""
+    from npa_pulumi.bridge.overrides import DEFAULT_K8S_TRAINING_COMMIT
+    from npa_pulumi.bridge.recipe import MIRROR_ENV, RecipeError, default_source
+
+    details: dict[str, Any] = {"source": "dir" if recipe_dir else "default"}
+    if not recipe_dir:
+        details["commit"] = DEFAULT_K8S_TRAINING_COMMIT
+    try:
+        roots, origin = _recipe_roots(recipe_dir)
+    except RecipeError as err:
+        fix = (
+            "pass a checkout of nebius-solutions-library (or of its k8s-training/)"
+            if recipe_dir
+            else f"set {MIRROR_ENV} to a copy of nebius-solutions-library at {DEFAULT_K8S_TRAINING_COMMIT}"
+        )
+        return Check("recipe", FAIL, str(err), fix, details)
+    if not roots:
+        location = default_source().location
+        details["location"] = location
+        fix = (
+            f"on a machine that cannot reach GitHub, set {MIRROR_ENV} to a copy of nebius-solutions-library "
+            f"at commit {DEFAULT_K8S_TRAINING_COMMIT} (docs/default-recipe.md)"
+        )
+        return Check("recipe", WARN, f"default recipe: fetched from {location} on first use", fix, details)
+    details["location"] = str(roots[0])
+    what = "--recipe-dir" if recipe_dir else f"default recipe at {DEFAULT_K8S_TRAINING_COMMIT[:12]}"
+    return Check("recipe", OK, f"{what}: {roots[0]} ({origin})", details=details)
+
+
+def check_terraform(recipe_dir: str | None) -> Check:
     from npa_pulumi.bridge.terraform import MIN_TERRAFORM, TerraformError, terraform_version
 
-    constraint = _recipe_constraint(cloud, recipe_dir)
+    constraint = _recipe_constraint(recipe_dir)
     minimum = MIN_TERRAFORM
     for op, text in _constraint_parts(constraint):
         parsed = toolchain.parse_version(text)
@@ -556,7 +607,8 @@ def run_doctor(
         _guarded("python", check_python),
         _guarded("package", check_package),
         _guarded("engine", check_engine),
-        _guarded("terraform", lambda: check_terraform(cloud, recipe_dir)),
+        _guarded("recipe", lambda: check_recipe(recipe_dir)),
+        _guarded("terraform", lambda: check_terraform(recipe_dir)),
         _guarded("plugins", lambda: check_plugins(install_plugins)),
         _guarded("kubectl", check_kubectl),
     ]

@@ -20,9 +20,7 @@ if TYPE_CHECKING:
         RECIPE_VARIABLES,
         RUNTIME_VARIABLES,
         RecipeError,
-        default_recipe_variables,
         read_recipe_variables,
-        shipped_recipe_dir,
     )
     from npa_pulumi.plan.targets import (
         ResolvedCluster,
@@ -54,14 +52,12 @@ _MODULE_OF = {
     "ResolvedPool": "targets",
     "SelectorError": "targets",
     "Target": "targets",
-    "default_recipe_variables": "recipe_surface",
     "plan_document": "document",
     "read_recipe_variables": "recipe_surface",
     "render_plan_text": "text",
     "render_tfvars": "tfvars",
     "resolve_cluster": "targets",
     "resolve_targets": "targets",
-    "shipped_recipe_dir": "recipe_surface",
 }
 
 __all__ = [
@@ -79,14 +75,12 @@ __all__ = [
     "ResolvedPool",
     "SelectorError",
     "Target",
-    "default_recipe_variables",
     "plan_document",
     "read_recipe_variables",
     "render_plan_text",
     "render_tfvars",
     "resolve_cluster",
     "resolve_targets",
-    "shipped_recipe_dir",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals())

@@ -1,14 +1,17 @@
 """The k8s-training variable surface the tfvars renderer can emit, and reading a recipe's declared variables.
 
 `RECIPE_VARIABLES` is the complete list of variable names `render_tfvars` may produce, in emission order.
-The shipped stand-in recipe (`recipes/local-k8s-training`) declares all of them, plus the identity
-variables, which are never rendered and always arrive as `TF_VAR_*` at run time.
+A recipe is read for the ones it declares, and the renderer leaves out the rest where the value is the
+module's own default anyway, refusing otherwise. The default recipe (upstream k8s-training at the pinned
+commit plus npa-pulumi's override files, which declare the MIG, RTX and driver-preset variables upstream
+lacks) declares the identity variables, which are never rendered and always arrive as `TF_VAR_*` at run
+time, and every variable that carries a cluster's settings (tests/unit/plan/test_tfvars_recipe.py, on the
+real module).
 """
 
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
@@ -85,8 +88,6 @@ MIG_RECIPE_VARIABLES: Final[tuple[str, ...]] = (
     "gpu_operator_rdma_enabled",
 )
 
-STAND_IN_RECIPE = "local-k8s-training"
-
 
 class RecipeError(UserInputError):
     """A recipe directory that cannot be read, or that cannot honour a target's settings."""
@@ -106,26 +107,6 @@ def read_recipe_variables(recipe_dir: Path) -> set[str]:
     for path in sorted(root.glob("*.tf.json")):
         declared |= _json_variables(path)
     return declared
-
-
-def default_recipe_variables() -> set[str]:
-    """The shipped stand-in recipe's variables when it is present, else the renderer's full surface."""
-    stand_in = shipped_recipe_dir()
-    if stand_in is not None:
-        return read_recipe_variables(stand_in)
-    return set(RECIPE_VARIABLES)
-
-
-def shipped_recipe_dir() -> Path | None:
-    """The stand-in recipe's root module, if this installation has one with a variables file."""
-    try:
-        base = Path(str(resources.files("npa_pulumi.recipes"))) / STAND_IN_RECIPE
-    except (ModuleNotFoundError, TypeError):
-        return None
-    for root in (base, base / "k8s-training"):
-        if (root / "variables.tf").is_file():
-            return root
-    return None
 
 
 def _module_root(recipe_dir: Path) -> Path:

@@ -67,8 +67,8 @@ def render_tfvars(
         raise RecipeError(
             f"the recipe cannot honour {target.project_key}/{target.cluster_name}: it does not declare "
             f"variable(s) {', '.join(missing)}, which carry settings this cluster needs; use a recipe "
-            "revision "
-            "that declares them (e.g. the shipped local-k8s-training stand-in or the vendored k8s-training)"
+            "revision that declares them (e.g. the default recipe: upstream k8s-training with npa-pulumi's "
+            "override files)"
         )
     file_vars: dict[str, Any] = {}
     runtime_vars: dict[str, Any] = {}

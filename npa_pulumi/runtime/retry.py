@@ -6,7 +6,7 @@ is safe to repeat (`safe`: a read always; a mutation only when the service dedup
 only knows how long to wait and when to stop: after `max_attempts`, or before a delay would pass a
 `deadline`. Both cloud adapters use it (`npa_pulumi.cloud.retry`, `npa_pulumi.cloud.nebius.retry`), and so
 does the bridge waiting out a stopping terraform's state lock. It imports only the standard library: the
-local cloud's machine API, which the stand-in recipe runs once per resource, must stay import-light.
+local cloud's machine API, which soperator's stand-in recipe runs once per resource, must stay import-light.
 """
 
 from __future__ import annotations

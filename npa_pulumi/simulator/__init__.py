@@ -2,9 +2,9 @@
 
 `LocalCloud` implements the cloud port; `LocalSimulator` is the dict-level engine behind it, its services
 over one store composed (simulator.py), also used by the machine-facing API `python -m
-npa_pulumi.simulator.api` that the stand-in recipe calls. Exports are resolved lazily so that API does not
-pay for pydantic at import time. Only the simulator's entry points import it (`adapter.py`, the `local`
-cloud adapter, and the `local-cloud` command in npa_pulumi/simulator_cli/).
+npa_pulumi.simulator.api` that soperator's stand-in recipe calls. Exports are resolved lazily so that API
+does not pay for pydantic at import time. Only the simulator's entry points import it (`adapter.py`, the
+`local` cloud adapter, and the `local-cloud` command in npa_pulumi/simulator_cli/).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class Settings:
 
     def set_setting(self, name: str, value: float) -> None:
         """provisioning_seconds: how long new clusters, node groups, filesystems and GPU clusters take;
-        wait_timeout_seconds: how long the stand-in recipe waits for them (see `wait_timeout`)."""
+        wait_timeout_seconds: how long a create waits for them (see `wait_timeout`)."""
         if name not in SETTINGS:
             raise ValueError(f"unknown setting {name!r}; choose one of {', '.join(SETTINGS)}")
         if name == "kubernetes_api" and value not in (0, 1):

@@ -1,4 +1,4 @@
-"""The local cloud's machine-facing API, for scripts and the stand-in recipe's local-exec provisioners.
+"""The local cloud's machine-facing API, for scripts and the local-exec provisioners of soperator's stand-in.
 
     "$NPA_PYTHON" -m npa_pulumi.simulator.api OPERATION [--args JSON | --args-env VAR]
 

@@ -1,7 +1,7 @@
 """`LocalCloud`: the `CloudPort` adapter over the embedded simulator.
 
 It implements the port exactly, so the engine cannot tell it from the `nebius` adapter, and adds the
-simulator-only operations the stand-in recipe needs (creating mk8s clusters, node groups, filesystems
+simulator-only operations soperator's stand-in recipe needs (creating mk8s clusters, node groups, filesystems
 and GPU clusters, each with an optional client-supplied idempotency key). Every create also accepts an
 `idempotency_key`: a replay with the same key and request returns the object created the first time.
 """
@@ -356,7 +356,7 @@ class LocalCloud:
     def list_gpu_clusters(self, project_id: str) -> list[GpuCluster]:
         return [_as(GpuCluster, g) for g in self.simulator.list_gpu_clusters(project_id)]
 
-    # ---- simulator-only operations (what the stand-in recipe creates; not part of the port)
+    # ---- simulator-only operations (what the recipes on the local cloud create; not part of the port)
 
     def create_cluster(
         self,

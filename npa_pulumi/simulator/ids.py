@@ -4,7 +4,7 @@ Two flavours:
 
 * `new_id` draws the body at random, as the real API does;
 * `keyed_id` derives it from a client-supplied idempotency key. Terraform resources cannot read a
-  local-exec's stdout, so the stand-in recipe computes the same ID in HCL
+  local-exec's stdout, so soperator's stand-in recipe computes the same ID in HCL
   (`"<prefix>-e00${substr(sha256("<prefix>/<key>"), 0, 15)}"`) from a stable key (owner, project, name
   and a digest of the request), so a repeated apply after a crash adopts what the first one created.
   That is the reason the local cloud accepts idempotency keys on every create.

@@ -3,8 +3,9 @@
 A cluster is PROVISIONING until the simulated provisioning time has passed, then RUNNING. A node group
 additionally waits for its instances to fit the quota or its capacity block (see `scheduling`), so a
 quota-starved group stays PROVISIONING with a QuotaFailure condition instead of failing — the real
-behaviour. The bounded waits the stand-in recipe relies on are provisioning.py's; faults on a cluster's
-nodes, Slurm roles and GPU driver, and Nebius' own day-two events, node_health.py's.
+behaviour. The bounded waits a create relies on (local providers, soperator's stand-in) are
+provisioning.py's; faults on a cluster's nodes, Slurm roles and GPU driver, and Nebius' own day-two events,
+node_health.py's.
 """
 
 from __future__ import annotations

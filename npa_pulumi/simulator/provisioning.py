@@ -1,7 +1,7 @@
-"""The bounded waits the stand-in recipe relies on: `provision` is what its create-time provisioners call
-(create a cluster or node group, wait until RUNNING within a bound, and remove the object again when it
-does not get there); RUNNING in mk8s means a reachable API server, and for a node group, nodes
-registered and Ready.
+"""The bounded waits the local cloud's Terraform providers (simulator/tfproviders) and soperator's stand-in
+recipe rely on: `provision` is what their creates call (create a cluster or node group, wait until RUNNING
+within a bound, and remove the object again when it does not get there); RUNNING in mk8s means a reachable
+API server, and for a node group, nodes registered and Ready.
 """
 
 from __future__ import annotations

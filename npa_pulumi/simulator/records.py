@@ -35,7 +35,7 @@ KIND_LISTS: dict[str, str] = {
 
 
 def endpoint_for(cluster_id: str, region: str) -> str:
-    """The public endpoint; the stand-in recipe computes the same string in HCL."""
+    """The public endpoint; soperator's stand-in recipe computes the same string in HCL."""
     return f"https://pub.{cluster_id}.mk8s.{region}.local-cloud.invalid:443"
 
 

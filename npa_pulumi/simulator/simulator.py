@@ -3,8 +3,8 @@
 `LocalSimulator` composes the simulator's services over one store (the database handle, with its clock)
 and names each operation once, as the service that answers it; `LocalCloud` (the port adapter) turns
 these dicts into port records; the machine-facing API (`python -m npa_pulumi.simulator.api`) prints them
-as JSON for the stand-in recipe. The simulator and its modules stay free of pydantic and other heavy
-imports so that API starts fast.
+as JSON for scripts and soperator's stand-in recipe. The simulator and its modules stay free of pydantic
+and other heavy imports so that API starts fast.
 
     store.py            the database handle: seeding, the operation envelope (faults, transactions)
     transaction.py      one operation's transaction: lookups, creates and deletes every service shares

@@ -260,10 +260,11 @@ def add_cmd(
 @click.pass_context
 def set_cmd(ctx: click.Context, name: str, value: float) -> None:
     """Change a setting: provisioning-seconds (how long new clusters and node groups stay PROVISIONING),
-    wait-timeout-seconds (how long the stand-in recipe waits for RUNNING) or project-default-network
-    (1: a new project comes with a `default-network`, a `default-subnet-*` and the network's default
-    security group, as on Nebius; 0: empty), delete-lag-seconds or kubernetes-api (1: a real Kubernetes API
-    server behind every cluster; 0: none, for work that never looks inside a cluster;
+    wait-timeout-seconds (how long a create by the local Terraform providers or soperator's stand-in waits
+    for RUNNING) or project-default-network (1: a new project comes with a `default-network`, a
+    `default-subnet-*` and the network's default security group, as on Nebius; 0: empty), delete-lag-seconds
+    or kubernetes-api (1: a real Kubernetes API server behind every cluster; 0: none, for work that never
+    looks inside a cluster;
     $NPA_LOCAL_CLOUD_KUBERNETES_API overrides it) or seaweedfs-s3 (1: SeaweedFS serves the buckets over S3;
     0: the home-made server; $NPA_LOCAL_CLOUD_SEAWEEDFS_S3 overrides it)."""
 
@@ -306,7 +307,7 @@ def settings_cmd(ctx: click.Context, output: str) -> None:
 @click.pass_context
 def api_cmd(ctx: click.Context, arguments: tuple[str, ...]) -> None:
     """Machine-facing API: OPERATION [--args JSON | --args-env VAR]; prints one JSON document.
-    (The stand-in recipe calls `python -m npa_pulumi.simulator.api` directly, which starts faster.)"""
+    (soperator's stand-in recipe calls `python -m npa_pulumi.simulator.api` directly, which starts faster.)"""
     from npa_pulumi.simulator import api
 
     directory: Path | None = ctx.obj.get("dir") if ctx.obj else None

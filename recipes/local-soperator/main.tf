@@ -4,7 +4,7 @@
 # accounting); then "Flux": the Slurm cluster recorded as the cluster's `soperator` addon, which the
 # cluster's agent turns into the operator's objects (npa_pulumi/simulator/kube/slurm.py).
 #
-# IDs are derived from idempotency keys exactly as in the k8s-training stand-in (see its main.tf): the
+# IDs are derived from idempotency keys (README.md, "Why IDs are derived from idempotency keys"): the
 # simulator names an object "<prefix>-e00" + the first 15 hex digits of sha256("<prefix>/<key>").
 
 locals {
@@ -233,8 +233,7 @@ resource "terraform_data" "node_group" {
   }
 }
 
-# Flux's HelmReleases (operator, Slurm cluster): recorded as the cluster's addons. JSON text, as the
-# k8s-training stand-in sends its RayCluster.
+# Flux's HelmReleases (operator, Slurm cluster): recorded as the cluster's addons, as JSON text.
 resource "terraform_data" "slurm_cluster" {
   triggers_replace = { cluster_id = local.cluster_id, soperator = jsonencode(local.slurm) }
   depends_on       = [terraform_data.node_group]

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from upstream_library import upstream_library
+
 REPO = Path(__file__).resolve().parents[2]
-RECIPE = REPO / "recipes" / "local-k8s-training"  # offline stand-in: plans need a recipe, not a cloud
+# The real upstream library beside the checkout (tests/upstream_library.py): plans need a recipe read
+# offline, not a cloud; a `--recipe-dir` of it is a library root (k8s-training/ and modules/).
+RECIPE = upstream_library()
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOwireWIREwireWIREwireWIREwireWIREwireWIREwi wire@test"
 EXISTING_PROJECT = "project-e00existing"
 

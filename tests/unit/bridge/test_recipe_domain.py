@@ -98,7 +98,13 @@ def test_the_upstream_v4_surface_warns(tmp_path: Path) -> None:
     assert len(warnings) == 1 and "api.eu.nebius.cloud:443" in warnings[0]
 
 
-def test_the_stand_in_has_no_domain_to_point(tmp_path: Path) -> None:
+def test_the_local_cloud_s_recipe_is_prepared_as_on_nebius(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --cloud local deploys the default recipe (upstream + the fleet's override files): the same files,
+    # domain override included, as a Nebius deployment; the local providers ignore the domain.
+    monkeypatch.setenv("NPA_K8S_TRAINING_MIRROR", str(V4))
+    monkeypatch.delenv("NPA_LOCAL_CLOUD_RECIPE", raising=False)
     prepared = materialize(resolve_source("local"), tmp_path / "work", "us-central1", tmp_path / "cache")
     assert prepared.warnings == []
-    assert not (prepared.module_dir / DOMAIN_OVERRIDE_FILE).exists()
+    assert 'domain = "api.nebius.cloud:443"' in (prepared.module_dir / DOMAIN_OVERRIDE_FILE).read_text()

@@ -17,11 +17,14 @@ from upstream_library import upstream_library, writable_copy
 from npa_pulumi.bridge import overrides
 from npa_pulumi.bridge.recipe import (
     UPSTREAM_REPO_URL,
+    RecipeError,
     RecipeSource,
     compatibility_problems,
+    default_source,
     materialize,
     resolve_source,
 )
+from npa_pulumi.errors import UserInputError
 from npa_pulumi.plan import render_tfvars, resolve_targets
 from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES
 from npa_pulumi.spec.parse import load_spec, parse_spec
@@ -52,6 +55,31 @@ def test_nebius_without_a_recipe_flag_gets_the_pinned_default(monkeypatch: pytes
     assert source == RecipeSource("default", f"{UPSTREAM_REPO_URL}@{overrides.DEFAULT_K8S_TRAINING_COMMIT}")
     assert resolve_source("nebius", recipe_ref="main").kind == "git"  # the flags still win
     assert resolve_source("nebius", recipe_dir=str(V4)).kind == "dir"
+
+
+def test_the_local_cloud_deploys_the_same_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NPA_K8S_TRAINING_DIR", raising=False)
+    monkeypatch.delenv("NPA_LOCAL_CLOUD_RECIPE", raising=False)
+    assert resolve_source("local") == resolve_source("nebius") == default_source()
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_RECIPE", "default")  # the retired variable's other values: ignored
+    assert resolve_source("local") == default_source()
+
+
+def test_the_retired_k8s_stand_in_is_refused_naming_what_replaced_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("NPA_K8S_TRAINING_DIR", raising=False)
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_RECIPE", "stand-in")
+    with pytest.raises(UserInputError) as refused:
+        resolve_source("local")
+    message = str(refused.value)
+    assert "recipes/local-k8s-training" in message and "was removed" in message
+    assert "default recipe" in message and "NPA_K8S_TRAINING_MIRROR" in message
+    assert resolve_source("local", recipe_dir=str(V4)).kind == "dir"  # an explicit recipe still wins
+    # A stack whose state names the stand-in: refused before anything is copied into its work dir.
+    with pytest.raises(RecipeError, match="no local stand-in"):
+        materialize(RecipeSource("local-stand-in", "x"), tmp_path / "work", "eu-north1", tmp_path / "cache")
+    assert not (tmp_path / "work").exists()
 
 
 def test_every_block_and_argument_an_override_touches_exists_upstream() -> None:

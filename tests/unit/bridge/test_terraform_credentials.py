@@ -37,7 +37,8 @@ def test_the_default_recipe_with_a_profile_authenticates_through_it() -> None:
     [
         ("nebius", "dir", {}),
         ("nebius", "git", {}),
-        ("local", "local-stand-in", {}),
+        ("local", "default", {}),  # the local cloud's providers take the token it issues
+        ("local", "local-stand-in", {}),  # soperator's stand-in
         ("nebius", "default", {"NPA_REUSE_IAM_TOKEN": "1"}),  # the ambient token decides, as everywhere
         ("nebius", "default", {"NPA_NEBIUS_CREDENTIALS_FILE": "/sa.json"}),
     ],
@@ -62,7 +63,9 @@ def test_runtime_env_without_a_token_carries_none(monkeypatch: pytest.MonkeyPatc
 
 
 class _NoInit(TerraformWorkspace):
-    def init(self, env: Mapping[str, str], plugin_cache_lock: Path | None = None) -> None:
+    def init(
+        self, env: Mapping[str, str], plugin_cache_lock: Path | None = None, recipe_digest: str | None = None
+    ) -> None:
         self.seen_env = dict(env)  # the environment terraform would run with; no providers offline
 
 
@@ -104,3 +107,26 @@ def test_prepare_builds_a_token_free_environment_for_the_default_recipe(
     assert built["TF_VAR_npa_nebius_profile"] == "ci" and built["NEBIUS_PROFILE"] == "ci"
     assert workspace.seen_env == built
     assert (workspace.module_dir / "npa_fleet_auth_override.tf").is_file()
+
+
+def test_a_stack_recorded_with_the_removed_k8s_stand_in_is_refused_before_its_work_dir_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "npa"))
+    props = {
+        "cloud": "local",
+        "fleet": "f",
+        "project_key": "p",
+        "cluster": "c",
+        "work_key": "f.p.c",
+        "identity": IDENTITY,
+        "tfvars": {"cluster_name": "c"},
+        "recipe": {"source": "local-stand-in", "location": "recipes/local-k8s-training", "digest": "d"},
+    }
+    workspace = _NoInit(root=tmp_path / "work")
+    with pytest.raises(
+        RuntimeError, match=r"k8s-training stand-in recipe \(recipes/local-k8s-training\)"
+    ) as err:
+        terraform_module._prepare(props, None, same_recipe=False, workspace=workspace)
+    assert "local-cloud reset" in str(err.value)
+    assert not (tmp_path / "work").exists()

@@ -11,6 +11,7 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
+from upstream_library import upstream_library
 
 from npa_pulumi.cli.fleet_options import merge_recipe_aliases
 from npa_pulumi.cli.main import cli
@@ -19,8 +20,14 @@ from npa_pulumi.spec.constants import BackendKind
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = str(ROOT / "examples" / "fleet1-test.yaml")
-STAND_IN = str(ROOT / "recipes" / "local-k8s-training")
+# The real upstream library (tests/upstream_library.py), named by a placeholder in parametrize so that a
+# checkout without ../shared fails the tests that read it, not the collection of this module.
+LIBRARY = "<upstream library>"
 FLEET_COMMANDS = ["up", "preview", "destroy", "cleanup", "status", "refresh", "kubeconfig", "preflight"]
+
+
+def _library(arg: str) -> str:
+    return str(upstream_library()) if arg == LIBRARY else arg
 
 
 def test_the_aliases_merge_into_the_recipe_flags() -> None:
@@ -52,9 +59,9 @@ def test_doctor_and_tfvars_take_the_dir_alias(command: str) -> None:
     "args",
     [
         ["up", "--spec", SPEC, "--recipe-ref", "main", "--k8s-training-ref", "main"],
-        ["preview", "--spec", SPEC, "--k8s-training-dir", STAND_IN, "--recipe-dir", STAND_IN],
+        ["preview", "--spec", SPEC, "--k8s-training-dir", LIBRARY, "--recipe-dir", LIBRARY],
         ["destroy", "--spec", SPEC, "--k8s-training-ref", "v1", "--recipe-ref", "v2", "--dry-run"],
-        ["doctor", "--recipe-dir", STAND_IN, "--k8s-training-dir", STAND_IN],
+        ["doctor", "--recipe-dir", LIBRARY, "--k8s-training-dir", LIBRARY],
         [
             "tfvars",
             "--spec",
@@ -62,14 +69,14 @@ def test_doctor_and_tfvars_take_the_dir_alias(command: str) -> None:
             "--project",
             "a",
             "--recipe-dir",
-            STAND_IN,
+            LIBRARY,
             "--k8s-training-dir",
-            STAND_IN,
+            LIBRARY,
         ],
     ],
 )
 def test_both_spellings_of_one_flag_are_a_usage_error(args: list[str], isolated_home: Path) -> None:
-    result = CliRunner().invoke(cli, args)
+    result = CliRunner().invoke(cli, [_library(arg) for arg in args])
     assert result.exit_code == 2, result.output
     assert "is the original npa fleet's name for --recipe-" in result.output
     assert "give one of them, not both" in result.output
@@ -79,7 +86,7 @@ def test_both_spellings_of_one_flag_are_a_usage_error(args: list[str], isolated_
     ("flag", "value", "field"),
     [
         ("--k8s-training-ref", "release-2.1", "recipe_ref"),
-        ("--k8s-training-dir", STAND_IN, "recipe_dir"),
+        ("--k8s-training-dir", LIBRARY, "recipe_dir"),
         ("--recipe-ref", "main", "recipe_ref"),
     ],
 )
@@ -93,6 +100,7 @@ def test_an_alias_reaches_the_request_as_the_recipe_flag(
         raise UserInputError("stopped before the engine")
 
     monkeypatch.setattr("npa_pulumi.sdk.operations.preview", preview)
+    value = _library(value)
     result = CliRunner().invoke(cli, ["preview", "--spec", SPEC, flag, value, "--output", "json"])
     assert result.exit_code == 2 and "stopped before the engine" in result.output
     request = captured["request"]
@@ -107,9 +115,25 @@ def test_tfvars_reads_the_recipe_the_alias_names(tmp_path: Path, isolated_home: 
     """`tfvars --k8s-training-dir` decides the emitted variables as `--recipe-dir` does."""
     runner = CliRunner()
     base = ["tfvars", "--spec", SPEC, "--project", "a"]
-    canonical = runner.invoke(cli, [*base, "--recipe-dir", STAND_IN])
-    aliased = runner.invoke(cli, [*base, "--k8s-training-dir", STAND_IN])
+    canonical = runner.invoke(cli, [*base, "--recipe-dir", _library(LIBRARY)])
+    aliased = runner.invoke(cli, [*base, "--k8s-training-dir", _library(LIBRARY)])
     assert canonical.exit_code == aliased.exit_code == 0, aliased.output
     assert json.loads(aliased.stdout) == json.loads(canonical.stdout)
     missing = runner.invoke(cli, [*base, "--k8s-training-dir", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "nowhere" in missing.output  # the alias's directory is read
+
+
+def test_the_retired_stand_in_variable_is_invalid_input(
+    monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    """`NPA_LOCAL_CLOUD_RECIPE=stand-in` once selected the removed k8s-training stand-in: a clear error
+    (exit 2, one JSON document) naming what replaced it, never a deployment of something else."""
+    monkeypatch.setenv("NPA_LOCAL_CLOUD_RECIPE", "stand-in")
+    monkeypatch.delenv("NPA_K8S_TRAINING_DIR", raising=False)
+    result = CliRunner().invoke(
+        cli, ["preview", "--spec", SPEC, "--cloud", "local", "--no-preflight", "--output", "json"]
+    )
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert error["kind"] == "invalid-input" and "default recipe" in error["message"]
+    assert "Traceback" not in result.output

@@ -10,8 +10,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner, Result
+from upstream_library import upstream_library
 
 from npa_pulumi.cli.main import cli
+
+# `tfvars` reads the default recipe through the per-user cache (its parsed surface): never the real home's.
+pytestmark = pytest.mark.usefixtures("isolated_home")
 
 REPO = Path(__file__).resolve().parents[3]
 CBG = "capacityblockgroup-e00private"
@@ -211,6 +215,30 @@ def test_tfvars_with_a_recipe_dir(spec_file: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "gpu_nodes_reservation_policy" in result.stderr and CBG not in result.stderr
     assert result.stdout == ""
+
+
+def test_tfvars_reads_the_default_recipe_where_this_machine_has_it(
+    spec_file: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    # The real module (upstream + the fleet's override files), as a deployment renders for it: variables
+    # upstream does not declare (enable_gpu_cluster) are left out, as `up` leaves them out.
+    monkeypatch.setenv("NPA_K8S_TRAINING_MIRROR", str(upstream_library()))
+    result = run("tfvars", "-f", str(spec_file), "--project", "b")
+    assert result.exit_code == 0, result.stderr
+    assert "enable_gpu_cluster" not in json.loads(result.stdout)
+    assert "left out: " in result.stderr and "enable_gpu_cluster" in result.stderr
+    assert "not on this machine" not in result.stderr
+
+
+def test_tfvars_without_the_default_recipe_shows_the_renderer_s_surface_and_says_so(
+    spec_file: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    monkeypatch.delenv("NPA_K8S_TRAINING_MIRROR", raising=False)
+    result = run("tfvars", "-f", str(spec_file), "--project", "b")
+    assert result.exit_code == 0, result.stderr
+    assert "enable_gpu_cluster" in json.loads(result.stdout)
+    assert "the default recipe is not on this machine (set NPA_K8S_TRAINING_MIRROR" in result.stderr
+    assert not (isolated_home / ".npa-pulumi" / "cache" / "recipes").exists()  # nothing was fetched
 
 
 def test_tfvars_unreadable_recipe_dir_exits_2(spec_file: Path, tmp_path: Path) -> None:

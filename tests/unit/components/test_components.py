@@ -153,7 +153,7 @@ def test_cluster_component_registers_every_output(registered: dict[str, dict[str
             identity={"tenant_id": "t1", "parent_id": "project-1", "region": "eu-north1", "subnet_id": "s1"},
             tfvars={"cluster_name": "c1"},
             runtime_tfvars={},
-            recipe={"source": "local-stand-in", "location": "x", "digest": "d"},
+            recipe={"source": "default", "location": "x", "digest": "d"},
             recipe_facts={},
             capacity_block_group="",
             gpu_driver_mode="managed-image",

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from upstream_library import upstream_library
 
-from npa_pulumi.bridge.recipe import RecipeSource, materialize, stand_in_dir
+from npa_pulumi.bridge.recipe import MIRROR_ENV, RecipeSource, default_source, materialize
 from npa_pulumi.bridge.versions import (
     TerraformRelease,
     TerraformVersionRefused,
@@ -78,10 +79,14 @@ def test_every_module_of_the_recipe_is_read(tmp_path: Path) -> None:
     ]
 
 
-def test_the_stand_in_declares_what_it_needs() -> None:
-    # terraform_data (1.4) and optional() defaults (1.3): the shipped stand-in runs on the pinned tofu.
-    assert required_versions([stand_in_dir()]) == [
-        VersionConstraint(">= 1.5.0", "local-k8s-training/versions.tf")
+def test_the_default_recipe_declares_what_it_needs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Upstream k8s-training at the pinned commit: write-only arguments need 1.11, declared in one module
+    # only; the root module and the fleet's override files declare none.
+    monkeypatch.setenv(MIRROR_ENV, str(upstream_library()))
+    recipe = materialize(default_source(), tmp_path / "work", "eu-north1", tmp_path / "cache")
+    assert recipe.modules_dir is not None
+    assert required_versions([recipe.module_dir, recipe.modules_dir]) == [
+        VersionConstraint(">= 1.11.0", "modules/k8s-rbac-bindings/provider.tf")
     ]
 
 
@@ -120,5 +125,5 @@ def test_a_too_old_binary_is_refused_naming_constraint_binary_and_override(
     assert '">= 1.12" (modules/cloud-init/versions.tf)' in message
     assert "OpenTofu 1.10.6" in message and str(binary) in message and "OpenTofu v1.10.6" in message
     assert "NPA_TERRAFORM_BIN" in message and "nothing was created" in message
-    plans.terraform_constraints = [VersionConstraint(">= 1.5.0", "local-k8s-training/versions.tf")]
+    plans.terraform_constraints = [VersionConstraint(">= 1.10.0", "modules/cloud-init/versions.tf")]
     assert require_recipe_terraform(plans) is not None

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from upstream_library import upstream_library
 
 from npa_pulumi.runtime import toolchain
 
@@ -48,6 +49,7 @@ def machine(tmp_path: Path) -> dict[str, str]:
         "NPA_PULUMI_BIN": str(engine / "pulumi"),
         "NPA_TERRAFORM_BIN": str(terraform),
         "NPA_KUBERNETES_PROVIDER_BIN": str(provider),
+        "NPA_K8S_TRAINING_MIRROR": str(upstream_library()),
     }
 
 
@@ -75,11 +77,17 @@ def test_a_ready_machine_passes_with_one_document(machine: dict[str, str]) -> No
     checks = _checks(document)
     assert code == 0, document
     assert document["ok"] is True and document["cloud"] == "local"
-    for name in ("python", "package", "engine", "terraform", "plugins", "backend", "passphrase", "disk"):
+    ready = ("python", "package", "engine", "recipe", "terraform", "plugins", "backend", "passphrase", "disk")
+    for name in ready:
         assert checks[name]["status"] == "ok", checks[name]
     assert checks["engine"]["details"]["version"] == f"v{PIN}"
     assert checks["engine"]["details"]["source"] == "override"
-    assert checks["terraform"]["details"]["constraint"] == ">= 1.5.0"  # the stand-in recipe's
+    # --cloud local deploys the default recipe: doctor reads it where a run would (here the mirror).
+    recipe = checks["recipe"]["details"]
+    assert recipe["source"] == "default" and recipe["location"] == str(upstream_library() / "k8s-training")
+    # upstream's own, in modules/k8s-rbac-bindings
+    assert checks["terraform"]["details"]["constraint"] == ">= 1.11.0"
+    assert checks["package"]["details"]["data"]["soperator-stand-in"]
     assert checks["nebius-profile"]["status"] == "skip"
     for check in document["checks"]:
         if check["status"] in ("warn", "fail"):
@@ -172,6 +180,23 @@ def test_an_old_terraform_fails_against_the_recipe(machine: dict[str, str], tmp_
     assert code == 1
     assert terraform["status"] == "fail" and "1.3.2" in terraform["summary"]
     assert ">= 1.12.0" in terraform["fix"]  # the product's floor (upstream needs 1.12), above the recipe's
+
+
+def test_the_default_recipe_not_here_yet_is_a_warning_naming_the_mirror(machine: dict[str, str]) -> None:
+    # No mirror and no cached checkout: the first `up` fetches the pinned commit; doctor fetches nothing.
+    code, document, _ = doctor(machine, drop=("NPA_K8S_TRAINING_MIRROR",))
+    recipe = _checks(document)["recipe"]
+    assert code == 0 and recipe["status"] == "warn", recipe
+    assert "NPA_K8S_TRAINING_MIRROR" in recipe["fix"] and recipe["details"]["commit"] in recipe["fix"]
+    assert recipe["details"]["location"].startswith("https://github.com/nebius/nebius-solutions-library@")
+    assert not (Path(machine["NPA_PULUMI_HOME"]) / "cache" / "recipes").exists()
+
+
+def test_a_mirror_without_the_module_fails(machine: dict[str, str], tmp_path: Path) -> None:
+    code, document, _ = doctor({**machine, "NPA_K8S_TRAINING_MIRROR": str(tmp_path)})
+    recipe = _checks(document)["recipe"]
+    assert code == 1 and recipe["status"] == "fail", recipe
+    assert "holds no k8s-training/" in recipe["summary"] and "NPA_K8S_TRAINING_MIRROR" in recipe["fix"]
 
 
 def test_a_foreign_home_is_warned_with_the_export(machine: dict[str, str]) -> None:

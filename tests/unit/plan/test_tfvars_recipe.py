@@ -1,4 +1,5 @@
-"""Reading which variables a recipe declares (python-hcl2), and the shipped stand-in's surface."""
+"""Reading which variables a recipe declares (python-hcl2), and the default recipe's surface (the real
+upstream module with the fleet's override files) against what the renderer emits."""
 
 from __future__ import annotations
 
@@ -6,15 +7,21 @@ import json
 from pathlib import Path
 
 import pytest
+from upstream_library import upstream_library
 
+from npa_pulumi.bridge.recipe import MIRROR_ENV, default_source, materialize
 from npa_pulumi.plan import (
     IDENTITY_VARIABLES,
+    MIG_RECIPE_VARIABLES,
     RECIPE_VARIABLES,
     RecipeError,
-    default_recipe_variables,
     read_recipe_variables,
-    shipped_recipe_dir,
+    render_tfvars,
+    resolve_targets,
 )
+from npa_pulumi.spec import load_spec
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 VARIABLES_TF = """
 variable "cluster_name" {
@@ -69,10 +76,26 @@ def test_directory_without_terraform(tmp_path: Path) -> None:
         read_recipe_variables(tmp_path)
 
 
-def test_shipped_stand_in_declares_the_full_surface_and_identity() -> None:
-    recipe = shipped_recipe_dir()
-    assert recipe is not None, "recipes/local-k8s-training/variables.tf is the default recipe"
-    declared = read_recipe_variables(recipe)
-    assert set(RECIPE_VARIABLES) <= declared, sorted(set(RECIPE_VARIABLES) - declared)
+def test_the_default_recipe_declares_identity_and_every_setting_the_examples_carry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    monkeypatch.setenv(MIRROR_ENV, str(upstream_library()))
+    declared = materialize(default_source(), tmp_path / "work", "eu-north1", tmp_path / "cache").variables
     assert set(IDENTITY_VARIABLES) <= declared
-    assert default_recipe_variables() == declared
+    overridden = {
+        "gpu_operator_rtx_driver_profile",
+        "gpu_nodes_driver_preset",
+    }  # override files declare these
+    assert set(MIG_RECIPE_VARIABLES) | overridden <= declared
+    # What upstream leaves undeclared the renderer may only leave out (its value is the module's default):
+    # every example spec renders against the real surface, which would raise otherwise.
+    undeclared = set(RECIPE_VARIABLES) - declared
+    rendered = 0
+    for spec_path in sorted(EXAMPLES.glob("*.yaml")):
+        if "apiVersion: npa.fleet/" not in spec_path.read_text():
+            continue
+        for target in resolve_targets(load_spec(spec_path)):
+            if target.backend == "mk8s":
+                assert set(render_tfvars(target, declared).omitted) <= undeclared, spec_path.name
+                rendered += 1
+    assert rendered

@@ -4,13 +4,13 @@ the input changes, and a broken cache is never an error."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
+from upstream_library import writable_copy
 
 from npa_pulumi.bridge import recipe as recipe_module
-from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource, materialize, stand_in_dir
+from npa_pulumi.bridge.recipe import MaterializedRecipe, RecipeSource, materialize
 from npa_pulumi.bridge.terraform import terraform_version
 from npa_pulumi.engine.automation.workspace import pulumi_command
 from npa_pulumi.runtime import disk_cache
@@ -91,11 +91,11 @@ def test_pulumi_version_is_checked_once_per_binary(
 
 def test_recipe_surface_is_parsed_once_across_processes(isolated_home: Path, tmp_path: Path) -> None:
     recipe_module._SURFACES.clear()  # another test in this process may have parsed the same recipe
-    source = RecipeSource("dir", str(tmp_path / "library"))
-    shutil.copytree(stand_in_dir(), tmp_path / "library", ignore=shutil.ignore_patterns(".terraform*"))
+    source = RecipeSource("dir", str(writable_copy(tmp_path / "library")))  # the real upstream module
     recipe = materialize(source, tmp_path / "work", "eu-north1", tmp_path / "cache")
     parsed = (recipe.facts, recipe.variables)
     assert {"parent_id", "subnet_id", "region"} <= parsed[1]
+    assert parsed[0]["filesystem_attachments"] and parsed[0]["filesystem_mount"]  # facts were read too
 
     # A new process has an empty in-process memo; the surface then comes from the disk cache, equal.
     recipe_module._SURFACES.clear()
@@ -105,7 +105,8 @@ def test_recipe_surface_is_parsed_once_across_processes(isolated_home: Path, tmp
     assert (again.facts, again.variables) == parsed  # read without the HCL (the dir does not exist)
 
     # Another recipe (another digest) is parsed on its own.
-    (tmp_path / "library" / "extra.tf").write_text('variable "extra_knob" {\n  type = string\n}\n')
+    extra = tmp_path / "library" / "k8s-training" / "extra.tf"
+    extra.write_text('variable "extra_knob" {\n  type = string\n}\n')
     recipe_module._SURFACES.clear()
     changed = materialize(source, tmp_path / "work2", "eu-north1", tmp_path / "cache")
     assert changed.digest != recipe.digest

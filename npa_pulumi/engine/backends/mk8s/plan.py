@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def recipe_source(options: PlanSettings, selected: bool) -> RecipeSource | None:
-    """The k8s-training recipe of the run (--recipe-dir, --recipe-ref, the local stand-in, upstream), a
+    """The k8s-training recipe of the run (--recipe-dir, --recipe-ref, else the default recipe), a
     branch resolved to its commit now, once: every stack of this run applies that commit. A selection
     without mk8s targets needs none (a fleet of other backends on Nebius), unless it names one."""
     chosen = options.recipes.of(BackendKind.MK8S)
