@@ -415,7 +415,7 @@ def test_a_preview_authenticates_by_federated_exchange_and_renews_its_token(cli:
     document = json.loads(result.stdout)
     assert document["ok"] is True and document["cloud"] == "nebius"
     (cluster,) = document["clusters"]
-    assert cluster["terraform"]["add"] > 0, cluster["terraform"]  # the stand-in's plan really ran
+    assert cluster["terraform"]["add"] > 0, cluster["terraform"]  # the offline recipe's plan really ran
 
     fake = cli.world.fake
     calls = [c for c in fake.calls if not c.method.endswith(EXCHANGE)]

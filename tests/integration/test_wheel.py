@@ -1,5 +1,6 @@
-"""The distribution works from an installed wheel: the package data (stand-in recipe, policy pack, default
-tenant) travels with it, and `plan`, `tfvars`, `schema` run without the repository on the path."""
+"""The distribution works from an installed wheel: the package data (soperator's stand-in recipe, policy
+pack, default tenant) travels with it, and `plan`, `tfvars`, `schema` run without the repository
+on the path."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert not [n for n in names if not n.startswith(("npa_pulumi/", "npa_pulumi-"))], (
         "generic top-level names"
     )
-    assert "npa_pulumi/recipes/local-k8s-training/variables.tf" in names
+    assert "npa_pulumi/recipes/local-soperator/variables.tf" in names
+    assert not [n for n in names if "local-k8s-training" in n]  # the k8s stand-in is gone
     assert "npa_pulumi/policies/fleet-guardrails/PulumiPolicy.yaml" in names
     assert "npa_pulumi/plan/price_catalog.yaml" in names  # the shipped price catalog (plan/prices.py)
     assert "npa_pulumi/data/local-tenant.yaml" in names

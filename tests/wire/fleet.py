@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from upstream_library import upstream_library
-
 REPO = Path(__file__).resolve().parents[2]
-# The real upstream library beside the checkout (tests/upstream_library.py): plans need a recipe read
-# offline, not a cloud; a `--recipe-dir` of it is a library root (k8s-training/ and modules/).
-RECIPE = upstream_library()
+# The wire tests' plans need a recipe whose plan runs without any provider (no registry is reachable and
+# `--cloud nebius` never uses the local cloud's): a module of their own (offline-recipe/k8s-training/main.tf
+# says what it is), never upstream's stand-in.
+RECIPE = Path(__file__).resolve().parent / "offline-recipe"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOwireWIREwireWIREwireWIREwireWIREwireWIREwi wire@test"
 EXISTING_PROJECT = "project-e00existing"
 
