@@ -10,9 +10,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from npa_pulumi.cloud.errors import CloudError, NotFound
+from npa_pulumi.cloud.errors import CloudError, NotFound, Unavailable
+from npa_pulumi.runtime.retry import call_with_retry
 from npa_pulumi.simulator.simulator import LocalSimulator
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError, State
 
@@ -22,15 +23,34 @@ _POLL_S = 0.2
 
 def simulator(ctx: CallContext) -> LocalSimulator:
     """The local cloud named by NPA_LOCAL_CLOUD_DIR (the Go side refuses to serve without it)."""
-    sim = ctx.cache.get("simulator")
-    if isinstance(sim, LocalSimulator):
-        return sim
+    cached = ctx.cache.get("simulator")
+    if isinstance(cached, _Retrying):
+        return cast(LocalSimulator, cached)
     directory = os.environ.get(LOCAL_CLOUD_DIR_ENV)
     if not directory:
         raise ProviderError("Not on the local cloud", f"{LOCAL_CLOUD_DIR_ENV} is not set")
-    sim = LocalSimulator(Path(directory), auto_init=False)
+    sim = _Retrying(LocalSimulator(Path(directory), auto_init=False))
     ctx.cache["simulator"] = sim
-    return sim
+    return cast(LocalSimulator, sim)
+
+
+class _Retrying:
+    """The local cloud as the real provider reaches Nebius: its SDK retries a call the service answered
+    UNAVAILABLE, with backoff, so a transient refusal is absorbed inside one apply and only a refusal that
+    outlasts every attempt reaches the user. A create is safe to repeat: it carries its idempotency key."""
+
+    def __init__(self, sim: LocalSimulator) -> None:
+        self._sim = sim
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._sim, name)
+        if not callable(value) or name.startswith("_"):
+            return value
+
+        def retried(*args: Any, **kwargs: Any) -> Any:
+            return call_with_retry(lambda: value(*args, **kwargs), retry_on=Unavailable, what=name)
+
+        return retried
 
 
 @contextmanager

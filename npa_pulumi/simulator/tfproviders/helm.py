@@ -34,7 +34,7 @@ import yaml
 
 from npa_pulumi.kube.client import KubeClient, KubeError
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError, ProviderHandlers, State
-from npa_pulumi.simulator.tfproviders.kubeapi import api_error, cached_client, wait_until
+from npa_pulumi.simulator.tfproviders.kubeapi import api_error, cached_client, serverless_cluster, wait_until
 
 JSON = dict[str, Any]
 CLOUD_DIR_ENV = "NPA_LOCAL_CLOUD_DIR"
@@ -244,20 +244,44 @@ def cluster_of(server: str) -> str | None:
     return None
 
 
-def tell_cloud(server: str, chart: str, installed: bool) -> None:
+def tell_cloud(server: str, chart: str, installed: bool, cluster_id: str | None = None) -> None:
     """Record in the local cloud what the chart installs (or no longer does), for the cluster's agent."""
     addons = CHART_ADDONS.get(chart)
     if not addons:
         return
-    cluster_id = cluster_of(server)
+    cluster_id = cluster_id or cluster_of(server)
     if cluster_id is None:
         print(f"helm: {server} is not a local cluster: chart {chart} recorded only", file=sys.stderr)
         return
+    changes = dict(addons) if installed else dict.fromkeys(addons)
+    _local_cloud().merge_cluster_addons(cluster_id, changes)
+
+
+def _local_cloud() -> Any:
     from npa_pulumi.simulator.simulator import LocalSimulator
 
-    simulator = LocalSimulator(Path(os.environ[CLOUD_DIR_ENV]), auto_init=False)
-    changes = dict(addons) if installed else dict.fromkeys(addons)
-    simulator.merge_cluster_addons(cluster_id, changes)
+    return LocalSimulator(Path(os.environ[CLOUD_DIR_ENV]), auto_init=False)
+
+
+def _release(name: str, namespace: str, chart: JSON, state: State, revision: int, first: str) -> JSON:
+    """A release record as Helm keeps it (its Secret's payload)."""
+    return {
+        "name": name,
+        "namespace": namespace,
+        "version": revision,
+        "info": {
+            "first_deployed": first,
+            "last_deployed": _now(),
+            "deleted": "",
+            "description": state.get("description")
+            or ("Install complete" if revision == 1 else "Upgrade complete"),
+            "status": "deployed",
+            "notes": "",
+        },
+        "chart": {"metadata": {**chart, "apiVersion": "v2"}},
+        "config": merged_values(state),
+        "manifest": "",
+    }
 
 
 # --------------------------------------------------------------------------------- the resource
@@ -267,11 +291,19 @@ class Release:
     def _client(self, ctx: CallContext) -> KubeClient:
         return cached_client(ctx, ctx.provider_config.get("kubernetes") or {})
 
+    def _serverless(self, ctx: CallContext) -> str | None:
+        return serverless_cluster(ctx.provider_config.get("kubernetes") or {})
+
     def _install(self, ctx: CallContext, planned: State, prior: JSON | None) -> State:
-        client = self._client(ctx)
         state = {k: (DEFAULTS[k] if v is None and k in DEFAULTS else v) for k, v in planned.items()}
         name, namespace = str(state["name"]), str(state["namespace"])
         chart = chart_metadata(state)
+        cluster_id = self._serverless(ctx)
+        if cluster_id is not None:
+            tell_cloud("", chart["name"], installed=True, cluster_id=cluster_id)
+            revision = int(((prior or {}).get("metadata") or {}).get("revision") or 0) + 1
+            return self._state(state, _release(name, namespace, chart, state, revision, _now()))
+        client = self._client(ctx)
         try:
             self._ensure_namespace(client, namespace, bool(state.get("create_namespace")))
             history = release_secrets(client, namespace, name)
@@ -283,23 +315,7 @@ class Release:
                 int((history[-1]["metadata"]["labels"] or {}).get("version", "0")) + 1 if history else 1
             )
             first = decode_release(history[0])["info"]["first_deployed"] if history else _now()
-            release = {
-                "name": name,
-                "namespace": namespace,
-                "version": revision,
-                "info": {
-                    "first_deployed": first,
-                    "last_deployed": _now(),
-                    "deleted": "",
-                    "description": state.get("description")
-                    or ("Install complete" if revision == 1 else "Upgrade complete"),
-                    "status": "deployed",
-                    "notes": "",
-                },
-                "chart": {"metadata": {**chart, "apiVersion": "v2"}},
-                "config": merged_values(state),
-                "manifest": "",
-            }
+            release = _release(name, namespace, chart, state, revision, first)
             for old in history:  # the earlier revisions are superseded, as Helm marks them
                 if (old["metadata"].get("labels") or {}).get("status") == "deployed":
                     labels = {**old["metadata"]["labels"], "status": "superseded"}
@@ -361,6 +377,8 @@ class Release:
         return self._install(ctx, planned, prior)
 
     def read(self, ctx: CallContext, state: State) -> State | None:
+        if self._serverless(ctx) is not None:
+            return state  # recorded in Terraform's state only: nothing else to read it from
         client = self._client(ctx)
         namespace = str(state.get("namespace") or "default")
         try:
@@ -373,6 +391,11 @@ class Release:
         return {**state, "status": latest["info"]["status"]}
 
     def delete(self, ctx: CallContext, state: State) -> None:
+        chart = (state.get("metadata") or {}).get("chart") or chart_metadata(state)["name"]
+        cluster_id = self._serverless(ctx)
+        if cluster_id is not None:
+            tell_cloud("", str(chart), installed=False, cluster_id=cluster_id)
+            return None
         client = self._client(ctx)
         namespace, name = str(state.get("namespace") or "default"), str(state["name"])
         try:
@@ -380,7 +403,6 @@ class Release:
                 client.delete(f"{_secrets_path(namespace)}/{secret['metadata']['name']}")
         except KubeError as err:
             raise api_error(f"uninstalling release {namespace}/{name}", err) from None
-        chart = (state.get("metadata") or {}).get("chart") or chart_metadata(state)["name"]
         tell_cloud(client.server, str(chart), installed=False)
         return None
 

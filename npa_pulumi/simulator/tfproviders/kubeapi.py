@@ -10,6 +10,7 @@ wrong token is refused there, with a 401, as on mk8s."""
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
 import time
@@ -93,6 +94,32 @@ def client_for(config: JSON, load_config_file: bool = True) -> KubeClient:
         "set the provider's host (the cluster's status.control_plane.endpoints.public_endpoint), "
         "cluster_ca_certificate and token",
     )
+
+
+_CLOUD_DIR_ENV = "NPA_LOCAL_CLOUD_DIR"
+# A cluster's public endpoint on a local cloud that runs no API servers (records.endpoint_for).
+_SERVERLESS_ENDPOINT = re.compile(
+    r"^(?:https://)?pub\.(?P<cluster>[a-z0-9-]+)\.mk8s\.[a-z0-9-]+\.local-cloud\.invalid"
+)
+
+
+def serverless_cluster(config: JSON) -> str | None:
+    """The cluster a release targets when the local cloud runs no Kubernetes API servers (`local-cloud set
+    kubernetes-api 0`, for runs that never look inside a cluster): its endpoint then names no server, so the
+    release is recorded in Terraform's state and told to the local cloud, and nothing else. None when the
+    cluster has an API server (the release is then installed in it, as Helm does)."""
+    if not os.environ.get(_CLOUD_DIR_ENV):
+        return None
+    match = _SERVERLESS_ENDPOINT.match(str((config or {}).get("host") or ""))
+    if match is None or _api_servers_run():
+        return None
+    return match.group("cluster")
+
+
+def _api_servers_run() -> bool:
+    from npa_pulumi.simulator.simulator import LocalSimulator
+
+    return bool(LocalSimulator(Path(os.environ[_CLOUD_DIR_ENV]), auto_init=False).kubernetes_api_enabled())
 
 
 def cached_client(ctx: CallContext, config: JSON, load_config_file: bool = True) -> KubeClient:

@@ -31,6 +31,7 @@ from npa_pulumi.simulator.tfproviders.kubeapi import (
     delete_in_background,
     parse_duration,
     resource,
+    serverless_cluster,
     wait_until,
 )
 
@@ -629,14 +630,18 @@ class FieldPatch:
         return state
 
     def create(self, ctx: CallContext, planned: State) -> State:
-        self._apply(ctx, planned, self.patch(planned))
+        if serverless_cluster(ctx.provider_config) is None:  # else: recorded in Terraform's state only
+            self._apply(ctx, planned, self.patch(planned))
         return self._state(planned)
 
     def update(self, ctx: CallContext, planned: State, prior: State) -> State:
-        self._apply(ctx, planned, self.patch(planned))
+        if serverless_cluster(ctx.provider_config) is None:
+            self._apply(ctx, planned, self.patch(planned))
         return self._state(planned)
 
     def read(self, ctx: CallContext, state: State) -> State | None:
+        if serverless_cluster(ctx.provider_config) is not None:
+            return state
         client = self._client(ctx)
         try:
             live = client.get_or_none(self._path(ctx, client, state))
@@ -645,6 +650,8 @@ class FieldPatch:
         return None if live is None else self.owned(state, live)
 
     def delete(self, ctx: CallContext, state: State) -> None:
+        if serverless_cluster(ctx.provider_config) is not None:
+            return None
         client = self._client(ctx)
         try:
             if client.get_or_none(self._path(ctx, client, state)) is None:
