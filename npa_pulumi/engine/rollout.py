@@ -344,7 +344,12 @@ class RolloutRun:
             return MemberOutcome(member.key, failed=False, status="not-run")
         if result.status == HELD:
             return MemberOutcome(member.key, failed=False, status=HELD, held=self._holds_of(member.stack))
-        failed = gate_failed(result) or result.status == "skipped"
+        if result.status == StackStatus.PENDING:
+            # Its disruptive changes wait for a window (plan/deferral.py): not applied, so like a held
+            # cluster it vouches for nothing, and fails nothing.
+            why = str((result.pending or {}).get("reason", "pending a maintenance window"))
+            return MemberOutcome(member.key, failed=False, status=StackStatus.PENDING, held=why)
+        failed = gate_failed(result) or result.status is StackStatus.SKIPPED
         status = (ClusterOutputs.read(result.outputs).lifecycle or result.status) if failed else result.status
         return MemberOutcome(member.key, failed=failed, status=status, violations=len(result.policy))
 
@@ -408,7 +413,7 @@ class RolloutRun:
         state = state or self.states[wave.index]
         for stack in stacks:
             result = self.results.get(stack)
-            if result is not None and result.status in ("skipped", HELD):
+            if result is not None and result.status in ("skipped", HELD, StackStatus.PENDING):
                 continue  # not started: a held stack's tags say so already (`_hold`)
             op = self._ops.get(stack) or StackOp(stack, "cluster", "", None, None, {})
             tags = {

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from npa_pulumi.engine import liveness
@@ -34,9 +35,12 @@ from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.registrations import adopted_recipes
 from npa_pulumi.engine.requests import UpRequest, creates_projects
 from npa_pulumi.engine.retries import Operation
-from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
+from npa_pulumi.plan.deferral import Deferral, defer, restricted
+from npa_pulumi.plan.windows import MaintenancePolicy, policy_from_spec
 from npa_pulumi.runtime import tracing
+from npa_pulumi.spec.models import MaintenanceSpec
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +124,12 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
         clusters=frozenset(liveness.unchanged_clusters(context)) if clusters and not refresh else frozenset(),
     )
     absent = _absent_stacks(context, clusters) if len(skip.projects) < len(projects) else set()
+    windows = _maintenance_blocks(context)
     visit: Visit[StackResult] = Visit(
         project=lambda plan: _project_job(context, ops[plan.stack]),
-        cluster=lambda plan, behind: _cluster_job(context, ops[plan.stack], plan, rechecks=behind),
+        cluster=lambda plan, behind: _cluster_job(
+            context, ops[plan.stack], plan, rechecks=behind, maintenance=windows.get(plan.stack)
+        ),
         blocked=lambda plan, _culprit: _blocked(ops[plan.stack], plan),
         unchanged=lambda plan: context.unchanged_result(ops[plan.stack]),
         before_cluster=lambda plan: _creation(context, ops[plan.stack]) if plan.stack in absent else None,
@@ -169,14 +176,34 @@ def _project_job(context: FleetContext, op: StackOp) -> StackResult:
     return result
 
 
-def _cluster_job(context: FleetContext, op: StackOp, plan: ClusterPlan, rechecks: bool) -> StackResult:
+def _cluster_job(
+    context: FleetContext,
+    op: StackOp,
+    plan: ClusterPlan,
+    rechecks: bool,
+    maintenance: MaintenanceSpec | None = None,
+) -> StackResult:
     if rechecks and not context.refreshing:
         # Its project stack was just updated: only now can the cluster be compared with it.
         mine = ClusterOutputs.of(context.cached_outputs(op.stack))
         project = ProjectOutputs.of(context.cached_outputs(plan.project_stack))
         if liveness.cluster_unchanged(context, plan, mine, project):
             return context.unchanged_result(op)
-    return _up_cluster(context, op)
+    return _up_cluster(context, op, policy_from_spec(maintenance) if maintenance is not None else None)
+
+
+def _maintenance_blocks(context: FleetContext) -> Mapping[str, MaintenanceSpec]:
+    """Each selected cluster stack's `maintenance:` block (the most specific, as the spec resolved it)."""
+    blocks: dict[str, MaintenanceSpec] = {}
+    by_key = {
+        (project.key(), cluster.name): cluster.maintenance or project.maintenance
+        for project, cluster in context.spec.cluster_targets()
+    }
+    for target in context.targets:
+        block = by_key.get((target.project_key, target.cluster_name))
+        if block is not None:
+            blocks[target.cluster_stack] = block
+    return blocks
 
 
 def undeployed_projects(context: FleetContext, plans: FleetPlans) -> list[str]:
@@ -261,13 +288,22 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
     return result
 
 
-def _up_cluster(context: FleetContext, op: StackOp) -> StackResult:
+def _up_cluster(
+    context: FleetContext, op: StackOp, maintenance: MaintenancePolicy | None = None
+) -> StackResult:
     if context.refreshing or liveness.needs_refresh(context, op.stack):
         # Drift repair brings the cluster back to the spec; the refresh changes what a plan would say.
         result = context.executor.run(op, StackCommand.UP, refresh=True)
     else:
-        terraform = _plan_before_update(context, op)
-        if terraform is not None:
+        # Decided as the cluster's job starts: a window that closes meanwhile starts no later cluster.
+        now = datetime.now(UTC)
+        held = maintenance is not None and restricted(maintenance, now) and _deployed(context, op)
+        terraform = _plan_before_update(context, op, needed=held)
+        if maintenance is not None and held:
+            deferral = defer(maintenance, now, terraform)
+            if deferral is not None:
+                return _pending(context, op, deferral, terraform)
+        if terraform is not None and context.replacement_policy_enabled:
             op = dataclasses.replace(op, policy_config=replacement_policy_config(terraform))
         result = context.executor.run(op, StackCommand.UP)
         if terraform is not None and terraform.get("resources"):
@@ -290,12 +326,29 @@ def _forget_adopted_recipe(context: FleetContext, op: StackOp, result: StackResu
         )
 
 
-def _plan_before_update(context: FleetContext, op: StackOp) -> dict[str, Any] | None:
+def _deployed(context: FleetContext, op: StackOp) -> bool:
+    return bool(ClusterOutputs.read(context.stack_outputs([op])[op.stack]).cluster_id)
+
+
+def _pending(
+    context: FleetContext, op: StackOp, deferral: Deferral, terraform: dict[str, Any] | None
+) -> StackResult:
+    """A deployed cluster whose disruptive changes may not start now: its stack is not updated."""
+    result = op.result(StackStatus.PENDING)
+    result.pending = deferral.to_dict()
+    if terraform is not None and terraform.get("resources"):
+        result.terraform = terraform
+    context.progress.phase(op.stack, str(StackStatus.PENDING), deferral.reason)
+    return result
+
+
+def _plan_before_update(context: FleetContext, op: StackOp, *, needed: bool = False) -> dict[str, Any] | None:
     """Terraform's plan for a deployed cluster about to change, so the gpu-node-group-replacement
-    policy judges the update (and, made mandatory, stops it before anything is replaced). A new
-    cluster has nothing to replace, and a disabled policy needs no plan: both skip it."""
+    policy judges the update (and, made mandatory, stops it before anything is replaced), and so its
+    maintenance windows can hold its disruptive changes (`needed`). A new cluster has nothing to replace
+    or drain, and a disabled policy outside any hold needs no plan: both skip it."""
     outputs = ClusterOutputs.read(context.stack_outputs([op])[op.stack])
-    if not outputs.cluster_id or not context.replacement_policy_enabled:
+    if not outputs.cluster_id or not (context.replacement_policy_enabled or needed):
         return None
     plan = context.plans().cluster(op.stack)
     project_outputs = context.cached_outputs(plan.project_stack)
