@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,32 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     # Stopped before the module changed: the same Terraform state, the same node groups in the cloud.
     assert (work / "terraform.tfstate").read_bytes() == state_before
     assert inventory()["node_groups"] == groups_before
+
+    # Outside its maintenance window (issue 58): `up` defers the cluster whose change is disruptive; its
+    # stack is not updated and nothing in the cloud moves. The window opens in three days, for an hour.
+    opens = (datetime.now(UTC) + timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+    day = opens.strftime("%a").lower()
+    window = f"  maintenance:\n    windows: [{{days: [{day}], start: '00:00', duration: 1h}}]\n"
+    outside = SPEC.replace("PRESET", "2gpu-48vcpu-436gb").replace("projects:\n", window + "projects:\n", 1)
+    write_spec(spec, outside)
+    deferred = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    assert deferred.code == 0, deferred.stderr[-3000:]
+    stacks = {s["stack"]: s for s in deferred.json()["stacks"]}
+    assert stacks[STACK]["status"] == "pending"
+    pending = stacks[STACK]["pending"]
+    assert pending["inside_window"] is False and pending["next_window"] == opens.isoformat()
+    assert [(c["resource"], c["held_by"]) for c in pending["changes"]] == [
+        ("terraform_data.gpu_node_group[0]", "outside-window")
+    ]
+    assert stacks["tfplan.project-existing1.cpu"]["status"] == "unchanged"
+    assert (work / "terraform.tfstate").read_bytes() == state_before
+    assert inventory()["node_groups"] == groups_before
+    text = npa("up", "--spec", str(spec), "--yes", "--no-health-gate")
+    assert text.code == 0, text.stderr[-3000:]
+    assert f"next window {opens.isoformat()}" in text.stdout
+    assert "pending terraform_data.gpu_node_group[0] [outside-window]: node group replaced" in text.stdout
+    assert inventory()["node_groups"] == groups_before
+    write_spec(spec, SPEC.replace("PRESET", "2gpu-48vcpu-436gb"))
 
     # Advisory (the default): the update goes ahead with the warning, and shows what Terraform replaced.
     allowed = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
