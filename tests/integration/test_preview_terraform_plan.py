@@ -161,8 +161,22 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     window = f"  maintenance:\n    windows: [{{days: [{day}], start: '00:00', duration: 1h}}]\n"
     outside = SPEC.replace("PRESET", "2gpu-48vcpu-436gb").replace("projects:\n", window + "projects:\n", 1)
     write_spec(spec, outside)
-    deferred = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    calls = tmp_path / "calls.log"  # the local cloud's operation log: one line per call
+    deferred = npa(
+        "up",
+        "--spec",
+        str(spec),
+        "--yes",
+        "--no-health-gate",
+        "--output",
+        "json",
+        env={"NPA_LOCAL_CLOUD_CALL_LOG": str(calls)},
+    )
     assert deferred.code == 0, deferred.stderr[-3000:]
+    operations = calls.read_text().split() if calls.exists() else []
+    writes = ("create", "delete", "edit", "resize", "set", "install", "uninstall", "merge")
+    mutations = [op for op in operations if op.split("_", 1)[0] in writes]
+    assert operations and not mutations, mutations  # read, but nothing disruptive (nor else) applied
     stacks = {s["stack"]: s for s in deferred.json()["stacks"]}
     assert stacks[STACK]["status"] == "pending"
     pending = stacks[STACK]["pending"]
