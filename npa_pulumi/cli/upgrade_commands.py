@@ -87,7 +87,13 @@ def plan_command(
 @upgrade_group.command("run")
 @fleet_options
 @output_option()
-@click.option("--to", "target", required=True, metavar="1.NN", help="The Kubernetes minor to reach.")
+@click.option(
+    "--to",
+    "target",
+    default=None,
+    metavar="1.NN",
+    help="The Kubernetes minor to reach (default: each cluster's k8s_version in the spec).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option(
     "--health-gate/--no-health-gate",
@@ -110,7 +116,7 @@ def run_command(**kw: Any) -> None:
         from npa_pulumi.sdk.requests import UpRequest
 
         target = kw["target"]
-        if parse_minor(target) is None:
+        if target is not None and parse_minor(target) is None:
             raise UserInputError(f"--to {target!r} is not a Kubernetes minor version (e.g. 1.33)")
         chosen = selection(kw)
         request = UpRequest(

@@ -118,7 +118,7 @@ def render_run_text(document: dict[str, Any]) -> str:
     halted, and where each cluster's train ended."""
     summary = document["summary"]
     lines = [
-        f"Upgrade run to {document['target']}: {plural(summary['clusters'], 'cluster')}, "
+        f"Upgrade run to {document['target'] or 'the spec'}: {plural(summary['clusters'], 'cluster')}, "
         f"{plural(summary['hops_run'], 'hop')} run, {summary['invariant_checks']} skew checks, "
         f"{summary['skew_violations']} violations"
     ]
@@ -135,4 +135,5 @@ def render_run_text(document: dict[str, Any]) -> str:
     for cluster in document["clusters"]:
         reason = f": {cluster['reason']}" if cluster["reason"] and cluster["state"] != "halted" else ""
         lines.append(f"{cluster['cluster']}: {cluster['state']} at {cluster['at'] or '?'}{reason}")
+    lines += [f"warning: {w}" for w in document["warnings"]]
     return "\n".join(lines) + "\n"

@@ -113,16 +113,30 @@ class HopRecord:
 
 @dataclass
 class UpgradeRun:
-    target: str
+    target: str | None  # None: each cluster to the version its spec declares
     clusters: list[TrainCluster]
     hops: list[HopRecord] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     halted: str = ""
     results: list[FleetResult] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.refused and not self.halted
+
+    def behind_the_spec(self, spec: FleetSpec) -> list[str]:
+        """Clusters the run moved past what the spec declares: the next `up` of that spec would move them
+        back (the spec, not the run, is what `up` applies), so it must say the version reached."""
+        from npa_pulumi.plan.upgrade import declared_version
+
+        declared = {f"{p.key()}/{c.name}": declared_version(c) for p, c in spec.cluster_targets()}
+        return [
+            f"{c.key}: now at {c.position}, but the spec declares {declared.get(c.key) or 'no k8s_version'}: "
+            f'set k8s_version: "{c.position}" before the next up, which would otherwise move it back'
+            for c in self.clusters
+            if c.position and c.position != c.plan.current and c.position != declared.get(c.key)
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         states: dict[str, int] = {}
@@ -133,6 +147,7 @@ class UpgradeRun:
             "ok": self.ok,
             "target": self.target,
             "refused": self.refused,
+            "warnings": self.warnings,
             "halted": self.halted or None,
             "summary": {
                 "clusters": len(self.clusters),
@@ -187,17 +202,25 @@ def checks_of(live: LiveVersions) -> int:
 
 
 def plan_train(
-    spec: FleetSpec, target: str, at: datetime, current: Mapping[str, str]
+    spec: FleetSpec, target: str | None, at: datetime, current: Mapping[str, str]
 ) -> tuple[list[TrainCluster], list[str]]:
-    """Each cluster's train from `current` (the live version, by cluster key; else the spec's), and the
-    refusals that stop the run before anything changes."""
+    """Each cluster's train from `current` (the live version, by cluster key; else the spec's) to `target`
+    (None: the version the spec declares), and the refusals that stop the run before anything changes."""
     from npa_pulumi.plan.upgrade import declared_version
 
     clusters, refused = [], []
     for project, cluster in spec.cluster_targets():
         key = f"{project.key()}/{cluster.name}"
-        start = current.get(key) or declared_version(cluster)
-        plan = plan_cluster(project, cluster, start, target, at)
+        declared = declared_version(cluster)
+        start = current.get(key) or declared
+        if target is None and not declared:
+            # Asked nothing: the spec leaves its version to the backend, and no --to moves it.
+            idle = ClusterUpgrade(key, cluster.backend.value, start, start, Status.UP_TO_DATE)
+            clusters.append(
+                TrainCluster(key, project.key(), cluster.name, idle, start, TrainState.UP_TO_DATE)
+            )
+            continue
+        plan = plan_cluster(project, cluster, start, target or declared, at)
         train = TrainCluster(key, project.key(), cluster.name, plan, start)
         if plan.status is Status.REFUSED:
             refused += [f"{key}: {r.object} at {r.version}: {r.reason}" for r in plan.refusals]
@@ -231,7 +254,7 @@ def at_positions(spec: FleetSpec, positions: Mapping[str, str]) -> FleetSpec:
 
 def run_train(
     spec: FleetSpec,
-    target: str,
+    target: str | None,
     clusters: list[TrainCluster],
     refused: Sequence[str],
     *,
@@ -268,6 +291,7 @@ def run_train(
     for cluster in clusters:
         if cluster.state is None:
             cluster.state = TrainState.REACHED
+    run.warnings = run.behind_the_spec(spec)
     return run
 
 
@@ -334,7 +358,7 @@ def _check(
 
 def upgrade(
     spec_path: str | Path,
-    target: str,
+    target: str | None,
     request: UpRequest,
     *,
     approve: Approve | None = None,

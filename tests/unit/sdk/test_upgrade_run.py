@@ -193,3 +193,19 @@ def test_skew_rules_on_versions_as_clouds_report_them() -> None:
         "k: control plane at 1.31, expected 1.32"
     ]
     assert skew_violations("k", LiveVersions("1.32", {"g": "", "h": "1.29"}), "1.32") == []
+
+
+def test_without_a_target_each_cluster_goes_to_its_spec_and_a_run_past_it_warns() -> None:
+    spec = fleet(f"{{name: a, k8s_version: '1.33', cpu_nodes: {CPU}}}", f"{{name: b, cpu_nodes: {CPU}}}")
+    cloud = Cloud({"p/a": "1.31", "p/b": "1.32"})
+    clusters, refused = plan_train(spec, None, AT, {"p/a": "1.31", "p/b": "1.32"})
+    assert not refused  # b declares no version and is asked none: up to date where it is
+    run = run_train(spec, None, clusters, refused, apply=cloud.apply, read=cloud.read)
+    assert run.ok and cloud.hops == [{"p/a": "1.32"}, {"p/a": "1.33"}] and not run.warnings
+    past = fleet(f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}}}")
+    cloud = Cloud({"p/a": "1.31"})
+    run = _run(past, cloud, "1.32")
+    assert run.warnings == [
+        'p/a: now at 1.32, but the spec declares 1.31: set k8s_version: "1.32" before the next up, which '
+        "would otherwise move it back"
+    ]
