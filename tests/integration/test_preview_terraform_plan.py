@@ -203,3 +203,29 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     assert done["terraform"]["replace"] == 1
     again = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
     assert again.code == 0 and {s["status"] for s in again.json()["stacks"]} == {"unchanged"}
+
+    # `upgrade run` (issue 58) on the same deployment: both clusters run the service's default (1.32, read
+    # from the cloud); the spec now declares 1.33. One hop each, the skew read back from the local cloud.
+    write_spec(
+        spec,
+        SPEC.replace("PRESET", "2gpu-48vcpu-436gb").replace(
+            "projects:\n", '  k8s_version: "1.33"\nprojects:\n'
+        ),
+    )
+    upgraded = npa("upgrade", "run", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    assert upgraded.code == 0, upgraded.stderr[-3000:] + upgraded.stdout[-3000:]
+    document = upgraded.json()
+    assert document["ok"] and not document["warnings"]
+    assert {c["cluster"]: (c["from"], c["at"], c["state"]) for c in document["clusters"]} == {
+        "project-existing1/gpu": ("1.32", "1.33", "reached"),
+        "project-existing1/cpu": ("1.32", "1.33", "reached"),
+    }
+    (hop,) = document["hops"]
+    assert hop["moved"] == {"project-existing1/gpu": "1.33", "project-existing1/cpu": "1.33"}
+    # Each cluster's control plane and every node group (gpu: cpu + gpu groups; cpu: its cpu group).
+    assert hop["invariant_checks"] == 5 and hop["skew_violations"] == []
+    clusters = inventory()["clusters"]
+    assert {c["k8s_version"] for c in clusters} == {"1.33"}
+    assert {g["version"] for g in inventory()["node_groups"]} == {"1.33"}
+    settled = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    assert settled.code == 0 and {s["status"] for s in settled.json()["stacks"]} == {"unchanged"}
