@@ -84,6 +84,16 @@ def plan_command(
     _guarded(body, output)
 
 
+def force_option(func: Any) -> Any:
+    """`--force`: a disruptive change goes without waiting for `maintenance.wait_for_jobs`' job pods."""
+    option = click.option(
+        "--force",
+        is_flag=True,
+        help="Apply disruptive changes without waiting for the job pods of maintenance.wait_for_jobs.",
+    )
+    return option(func)
+
+
 @upgrade_group.command("run")
 @fleet_options
 @output_option()
@@ -103,6 +113,7 @@ def plan_command(
 )
 @rollout_options
 @ignore_maintenance_option
+@force_option
 def run_command(**kw: Any) -> None:
     """Upgrade the fleet's Kubernetes: one `up` per minor hop (the spec's rollout waves and gates, its
     maintenance windows), the skew checked after each. Exit 1 when refused or halted, 2 on invalid input."""
@@ -124,6 +135,7 @@ def run_command(**kw: Any) -> None:
             preflight=False,  # each hop changes versions only: no new capacity to check
             rollout=rollout(kw),
             health_gate=kw["health_gate"],
+            force=kw["force"],
         )
         run = train.upgrade(kw["spec_path"], target, request, approve=approver(kw["yes"]))
         document = run.to_dict()

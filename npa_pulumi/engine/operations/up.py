@@ -38,9 +38,9 @@ from npa_pulumi.engine.retries import Operation
 from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
 from npa_pulumi.plan.deferral import Deferral, defer, restricted
-from npa_pulumi.plan.windows import MaintenancePolicy, policy_from_spec
+from npa_pulumi.plan.windows import policy_from_spec
 from npa_pulumi.runtime import tracing
-from npa_pulumi.spec.models import MaintenanceSpec
+from npa_pulumi.spec.models import MaintenanceSpec, WaitForJobsSpec
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def _cluster_job(
         project = ProjectOutputs.of(context.cached_outputs(plan.project_stack))
         if liveness.cluster_unchanged(context, plan, mine, project):
             return context.unchanged_result(op)
-    return _up_cluster(context, op, policy_from_spec(maintenance) if maintenance is not None else None)
+    return _up_cluster(context, op, maintenance)
 
 
 def _maintenance_blocks(context: FleetContext) -> Mapping[str, MaintenanceSpec]:
@@ -288,21 +288,25 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
     return result
 
 
-def _up_cluster(
-    context: FleetContext, op: StackOp, maintenance: MaintenancePolicy | None = None
-) -> StackResult:
+def _up_cluster(context: FleetContext, op: StackOp, block: MaintenanceSpec | None = None) -> StackResult:
     if context.refreshing or liveness.needs_refresh(context, op.stack):
         # Drift repair brings the cluster back to the spec; the refresh changes what a plan would say.
         result = context.executor.run(op, StackCommand.UP, refresh=True)
     else:
         # Decided as the cluster's job starts: a window that closes meanwhile starts no later cluster.
         now = datetime.now(UTC)
+        maintenance = policy_from_spec(block) if block is not None else None
         held = maintenance is not None and restricted(maintenance, now) and _deployed(context, op)
-        terraform = _plan_before_update(context, op, needed=held)
+        waits = block is not None and block.wait_for_jobs is not None and not _forced(context)
+        terraform = _plan_before_update(context, op, needed=held or (waits and _deployed(context, op)))
         if maintenance is not None and held:
             deferral = defer(maintenance, now, terraform)
             if deferral is not None:
                 return _pending(context, op, deferral, terraform)
+        if block is not None and block.wait_for_jobs is not None and waits and terraform is not None:
+            stopped = _wait_for_jobs(context, op, block.wait_for_jobs, terraform)
+            if stopped is not None:
+                return stopped
         if terraform is not None and context.replacement_policy_enabled:
             op = dataclasses.replace(op, policy_config=replacement_policy_config(terraform))
         result = context.executor.run(op, StackCommand.UP)
@@ -324,6 +328,66 @@ def _forget_adopted_recipe(context: FleetContext, op: StackOp, result: StackResu
         context.progress.message(
             f"{op.stack}: the recipe move is applied; its adopted recipe copy is removed"
         )
+
+
+def _forced(context: FleetContext) -> bool:
+    return isinstance(context.request, UpRequest) and context.request.force
+
+
+def _disruptive(terraform: Mapping[str, Any]) -> list[str]:
+    """The addresses of the plan's disruptive changes (a plan not read: assumed disruptive)."""
+    resources = terraform.get("resources")
+    if terraform.get("error") or terraform.get("skipped") or resources is None:
+        return ["terraform (its plan was not read)"]
+    return [
+        str(r.get("address")) for r in resources if (r.get("disruption") or {}).get("class") == "disruptive"
+    ]
+
+
+def _wait_for_jobs(
+    context: FleetContext, op: StackOp, wait: WaitForJobsSpec, terraform: Mapping[str, Any]
+) -> StackResult | None:
+    """Before a disruptive change: wait (`wait.timeout`) for the cluster's job pods matching `wait.selectors`
+    to end. None when the change may go (nothing disruptive, or every job ended); else the cluster's failed
+    result naming the pods still running, its stack untouched (a failure, so its rollout wave halts)."""
+    from npa_pulumi.cloud.errors import CloudError
+    from npa_pulumi.kube import drain as kd
+    from npa_pulumi.kube.client import KubeClient, KubeError
+    from npa_pulumi.kube.kubeconfig import dump
+    from npa_pulumi.spec.durations import describe, duration_seconds
+
+    changes = _disruptive(terraform)
+    if not changes:
+        return None
+    outputs = ClusterOutputs.read(context.stack_outputs([op])[op.stack])
+    timeout_s = float(duration_seconds(wait.timeout) or 3600)
+    selectors = ", ".join(wait.selectors)
+    context.progress.phase(op.stack, "waiting for jobs", f"{selectors} (up to {describe(timeout_s)})")
+    try:
+        access = context.cloud.cluster_access(str(outputs.cluster_id))
+        client = KubeClient.from_kubeconfig(dump(access.kubeconfig(str(outputs.kube_context or op.stack))))
+        waited = kd.wait_for_jobs(lambda: kd.running_jobs(client, wait.selectors), timeout_s)
+    except (CloudError, KubeError) as err:
+        return op.result(
+            StackStatus.FAILED,
+            error=f"its job pods ({selectors}) could not be read before a disruptive change ({err}); the "
+            "cluster is not changed (`up --force` applies it without waiting)",
+        )
+    if waited.cleared:
+        if waited.seen:
+            context.progress.message(
+                f"{op.stack}: {len(waited.seen)} job pod(s) ended after {describe(waited.waited_s)}; applying"
+            )
+        return None
+    still = ", ".join(waited.still[:10]) + (
+        f" and {len(waited.still) - 10} more" if len(waited.still) > 10 else ""
+    )
+    return op.result(
+        StackStatus.FAILED,
+        error=f"job pod(s) still running after waiting {describe(timeout_s)} before a disruptive change "
+        f"({', '.join(changes[:5])}): {still}; the cluster is not changed, nothing was evicted (`up --force` "
+        "applies it without waiting)",
+    )
 
 
 def _deployed(context: FleetContext, op: StackOp) -> bool:
