@@ -638,6 +638,13 @@ class HaltOnFailuresSpec(SpecModel):
     maintenance: Boolean = Field(False, description="Also halt at a wave with a held cluster.")
 
 
+class ApprovalSpec(SpecModel):
+    """`rollout.approval`: wave `before` starts only once `min` people other than the run approved it."""
+
+    before: Integer = Field(2, description="The wave (2 or later) that waits for approvals.")
+    min: Integer = Field(1, description="Approvals needed, each by another identity than the run's.")
+
+
 class RolloutSpec(SpecModel):
     """A staged rollout of `up` across the fleet: waves in order, each after the previous passed its gates."""
 
@@ -650,6 +657,9 @@ class RolloutSpec(SpecModel):
         "gate-failure",
         description="gate-failure (default), policy-violation, maintenance (a held cluster halts too), a "
         "list of them, or {failures: K}.",
+    )
+    approval: ApprovalSpec | None = Field(
+        None, description="A wave that waits for approvals (`npa-pulumi approve`) before it starts."
     )
 
 
@@ -758,6 +768,7 @@ class FleetSpec(SpecModel):
 __all__ = [
     "MK8S_FIELDS",
     "SOPERATOR_ROLE_PRESETS",
+    "ApprovalSpec",
     "BreakersSpec",
     "ClusterSpec",
     "FleetSpec",

@@ -81,6 +81,12 @@ def run(context: FleetContext, request: UpRequest) -> FleetResult:
         # A rollout that stopped without a failed cluster (held for maintenance, a soak, a policy
         # violation) still did not do what was asked: later waves were not started.
         result.error = f"the rollout halted at wave {halted['wave']}: {halted['reason']}"
+    elif waiting and not result.failed_count and "approval" in str(waiting["reason"]):
+        # A wave waits for people's approval (rollout.approval): the same `up` goes on once given.
+        result.error = (
+            f"the rollout waits at wave {waiting['wave']}: {waiting['reason']}; it and later waves were not "
+            "started. Run the same `up` once approved"
+        )
     elif waiting and not result.failed_count:
         # Every cluster of a wave held: nothing vouched for the change, so later waves were not started.
         result.error = (
