@@ -131,6 +131,8 @@ class StackResult(BaseModel):
     # up: a `pending` cluster's held changes (plan/deferral.py Deferral.to_dict): {reason, inside_window,
     # next_window, exclusions: [{scope, until, reason}], changes: [{resource, reason, held_by}]}
     pending: dict[str, Any] | None = None
+    # status: the Kubernetes versions the cloud reports, {control_plane, node_groups: {name: version}}
+    versions: dict[str, Any] | None = None
     outputs: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     retry_command: str | None = None
@@ -414,6 +416,7 @@ class FleetResult(BaseModel):
                 "terraform": s.terraform,
                 **({"disruption": s.disruption} if s.disruption is not None else {}),
                 **({"pending": s.pending} if s.pending is not None else {}),
+                **({"versions": s.versions} if s.versions is not None else {}),
                 "error": s.error,
                 "retry_command": s.retry_command,
                 **({"backend": s.backend} if s.backend else {}),

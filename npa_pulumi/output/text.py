@@ -85,6 +85,15 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
             _print_terraform(console, stack.stack, stack.terraform)
         if stack.disruption and stack.disruption.get("class") in ("disruptive", "in-place"):
             print_disruption(console, stack.stack, stack.disruption)
+        if stack.versions:
+            groups = ", ".join(
+                f"{n} {v or '?'}" for n, v in (stack.versions.get("node_groups") or {}).items()
+            )
+            console.print(
+                f"{escape(stack.stack)}: Kubernetes {escape(str(stack.versions.get('control_plane') or '?'))}"
+                + (f"; node groups {escape(groups)}" if groups else ""),
+                soft_wrap=True,
+            )
         if stack.pending:
             print_pending(console, stack.stack, stack.pending)
         if stack.error:
@@ -119,7 +128,7 @@ def print_pending(console: Console, stack: str, pending: dict[str, Any]) -> None
     console.print(f"[yellow]{escape(stack)}[/]: {escape(str(pending.get('reason', '')))}", soft_wrap=True)
     for change in (pending.get("changes") or [])[:20]:
         console.print(
-            f"  pending {escape(str(change.get('resource')))} [{escape(str(change.get('held_by')))}]: "
+            f"  pending {escape(str(change.get('resource')))} \\[{escape(str(change.get('held_by')))}]: "
             f"{escape(str(change.get('reason')))}",
             soft_wrap=True,
         )

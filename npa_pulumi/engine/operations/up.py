@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from npa_pulumi.engine import liveness
+from npa_pulumi.engine import lifecycle, liveness
 from npa_pulumi.engine import rollout as staged
 from npa_pulumi.engine.automation import PROJECT_NAME, StackCommand, StackOp, checkpoint_outputs
 from npa_pulumi.engine.context import FleetContext
@@ -25,6 +25,7 @@ from npa_pulumi.engine.graph import Skip, Visit, WalkKind
 from npa_pulumi.engine.operations import health, preflight
 from npa_pulumi.engine.operations.common import (
     apply_lifecycle,
+    maintenance_blocks,
     refuse_unused_storage,
     replacement_policy_config,
     terraform_plan,
@@ -130,7 +131,7 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
         clusters=frozenset(liveness.unchanged_clusters(context)) if clusters and not refresh else frozenset(),
     )
     absent = _absent_stacks(context, clusters) if len(skip.projects) < len(projects) else set()
-    windows = _maintenance_blocks(context)
+    windows = maintenance_blocks(context)
     visit: Visit[StackResult] = Visit(
         project=lambda plan: _project_job(context, ops[plan.stack]),
         cluster=lambda plan, behind: _cluster_job(
@@ -196,20 +197,6 @@ def _cluster_job(
         if liveness.cluster_unchanged(context, plan, mine, project):
             return context.unchanged_result(op)
     return _up_cluster(context, op, maintenance)
-
-
-def _maintenance_blocks(context: FleetContext) -> Mapping[str, MaintenanceSpec]:
-    """Each selected cluster stack's `maintenance:` block (the most specific, as the spec resolved it)."""
-    blocks: dict[str, MaintenanceSpec] = {}
-    by_key = {
-        (project.key(), cluster.name): cluster.maintenance or project.maintenance
-        for project, cluster in context.spec.cluster_targets()
-    }
-    for target in context.targets:
-        block = by_key.get((target.project_key, target.cluster_name))
-        if block is not None:
-            blocks[target.cluster_stack] = block
-    return blocks
 
 
 def undeployed_projects(context: FleetContext, plans: FleetPlans) -> list[str]:
@@ -406,6 +393,12 @@ def _pending(
     """A deployed cluster whose disruptive changes may not start now: its stack is not updated."""
     result = op.result(StackStatus.PENDING)
     result.pending = deferral.to_dict()
+    # Beside the stack, for `status` on any machine (cleared by the stack's next update).
+    tags = {
+        lifecycle.TAG_PENDING: " ".join(deferral.reason.split())[:250],
+        lifecycle.TAG_PENDING_UNTIL: result.pending["next_window"] or "",
+    }
+    context.executor.write_lifecycle(op, tags)
     if terraform is not None and terraform.get("resources"):
         result.terraform = terraform
     context.progress.phase(op.stack, str(StackStatus.PENDING), deferral.reason)
