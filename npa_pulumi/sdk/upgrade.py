@@ -372,7 +372,8 @@ def upgrade(
     keys = {f"{t.project_key}/{t.cluster_name}" for t in selected.targets}
     reader = _CloudVersions(open_fleet(selected, request))
     try:
-        found = status(selected, StatusRequest(where=request.where, selection=request.selection))
+        asked = StatusRequest(where=request.where, selection=request.selection, recipes=request.recipes)
+        found = status(selected, asked)
         by_key = {f"{s.project_key}/{s.cluster_name}": s for s in found.clusters() if s.cluster_id}
         current = {key: live.control_plane for key, live in reader(by_key).items() if live.control_plane}
         clusters, refused = plan_train(selected.spec, target, at or datetime.now(UTC), current)
