@@ -224,8 +224,11 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     assert hop["moved"] == {"project-existing1/gpu": "1.33", "project-existing1/cpu": "1.33"}
     # Each cluster's control plane and every node group (gpu: cpu + gpu groups; cpu: its cpu group).
     assert hop["invariant_checks"] == 5 and hop["skew_violations"] == []
-    clusters = inventory()["clusters"]
-    assert {c["k8s_version"] for c in clusters} == {"1.33"}
-    assert {g["version"] for g in inventory()["node_groups"]} == {"1.33"}
+    shown = inventory()
+    live = {
+        kind: [r for r in shown[kind] if r["state"] != "DELETING"] for kind in ("clusters", "node_groups")
+    }
+    assert {c["k8s_version"] for c in live["clusters"]} == {"1.33"}
+    assert {g["version"] for g in live["node_groups"]} == {"1.33"} and len(live["node_groups"]) == 3
     settled = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
     assert settled.code == 0 and {s["status"] for s in settled.json()["stacks"]} == {"unchanged"}
