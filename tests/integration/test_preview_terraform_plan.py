@@ -228,7 +228,7 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     live = {
         kind: [r for r in shown[kind] if r["state"] != "DELETING"] for kind in ("clusters", "node_groups")
     }
-    assert {c["k8s_version"] for c in live["clusters"]} == {"1.33"}
+    assert {c["k8s_version"] for c in live["mk8s_clusters"]} == {"1.33"}
     assert {g["version"] for g in live["node_groups"]} == {"1.33"} and len(live["node_groups"]) == 3
     settled = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
     assert settled.code == 0 and {s["status"] for s in settled.json()["stacks"]} == {"unchanged"}
