@@ -304,9 +304,9 @@ def test_a_disruptive_up_waits_for_the_running_job_and_halts_naming_it(fleet: Fl
     """Issue 58: before a disruptive change `up` waits for the job pods of `maintenance.wait_for_jobs`; the
     user's trainer pod runs on, so at the timeout the cluster is not changed and the pod is named."""
     before, groups = _state(fleet), inventory()["node_groups"]
+    wait = "  maintenance:\n    wait_for_jobs: {selectors: [app=trainer], timeout: 3s}\n"
     waiting = SPEC.replace("preset: 4vcpu-16gb}", "preset: 8vcpu-32gb}").replace(
-        "  enable_filestore: false\n",
-        "  enable_filestore: false\n  maintenance:\n    wait_for_jobs: {selectors: [app=trainer], timeout: 3s}\n",
+        "projects:\n", wait + "projects:\n"
     )
     write_spec(fleet.spec, waiting)
     try:
