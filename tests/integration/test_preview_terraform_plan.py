@@ -161,6 +161,11 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     window = f"  maintenance:\n    windows: [{{days: [{day}], start: '00:00', duration: 1h}}]\n"
     outside = SPEC.replace("PRESET", "2gpu-48vcpu-436gb").replace("projects:\n", window + "projects:\n", 1)
     write_spec(spec, outside)
+    # The preview says it first: what an `up` now would leave pending, and until when.
+    previewed = npa("preview", "--spec", str(spec), "--output", "json")
+    assert previewed.code == 0, previewed.stderr[-3000:]
+    waits = {c["stack"]: c for c in previewed.json()["clusters"]}[STACK]["pending"]
+    assert waits["next_window"] == opens.isoformat() and waits["changes"][0]["held_by"] == "outside-window"
     calls = tmp_path / "calls.log"  # the local cloud's operation log: one line per call
     deferred = npa(
         "up",
