@@ -232,7 +232,8 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_node_group_is
     assert hop["invariant_checks"] == 5 and hop["skew_violations"] == []
     shown = inventory()
     live = {
-        kind: [r for r in shown[kind] if r["state"] != "DELETING"] for kind in ("clusters", "node_groups")
+        kind: [r for r in shown[kind] if r["state"] != "DELETING"]
+        for kind in ("mk8s_clusters", "node_groups")
     }
     assert {c["k8s_version"] for c in live["mk8s_clusters"]} == {"1.33"}
     assert {g["version"] for g in live["node_groups"]} == {"1.33"} and len(live["node_groups"]) == 3
