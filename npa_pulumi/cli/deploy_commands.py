@@ -22,6 +22,7 @@ from npa_pulumi.cli.fleet_output import approver, finish, nothing_to_do
 from npa_pulumi.cli.retry_commands import render_retry
 from npa_pulumi.cli.rollout_options import ignore_maintenance_option, rollout_options
 from npa_pulumi.cli.timeline_option import timeline_option, timeline_sections
+from npa_pulumi.cli.upgrade_commands import force_option
 from npa_pulumi.errors import UserInputError
 
 
@@ -73,6 +74,7 @@ def _preview_fields(kw: dict[str, Any]) -> dict[str, Any]:
     show_default=True,
     help="Deployed only once the GPU health gate passes; --no-health-gate records validation 'skipped'.",
 )
+@force_option
 @policy_options
 @shard_option
 @stage_option
@@ -95,6 +97,7 @@ def up_command(**kw: Any) -> None:
             create_projects=kw["create_projects"],
             health_gate=kw["health_gate"],
             break_lock=kw["break_lock"],
+            force=kw["force"],
         )
         selected = sdk.select(kw["spec_path"], chosen)
         if not selected.targets:

@@ -45,6 +45,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "audit": "npa_pulumi.cli.audit_commands",
     "completion": "npa_pulumi.cli.completion_commands",
     "upgrade": "npa_pulumi.cli.upgrade_commands",
+    "approve": "npa_pulumi.cli.approval_commands",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMAND_OWNERS.values()))
 # Command groups of packages above the CLI, which it must not import (the local cloud's `local-cloud`):

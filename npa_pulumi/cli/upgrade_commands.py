@@ -1,15 +1,19 @@
-"""`npa-pulumi upgrade plan`: the offline Kubernetes upgrade plan of a fleet (plan/upgrade.py). It calls no
-cloud and reads no backend; `upgrade run` is not part of this release (docs/upgrades.md)."""
+"""`npa-pulumi upgrade plan`: the offline Kubernetes upgrade plan of a fleet (plan/upgrade.py); it calls no
+cloud and reads no backend. `npa-pulumi upgrade run`: that plan executed as a train of `up`s, one per hop,
+the skew read back and checked after each (sdk/upgrade.py; docs/upgrades.md)."""
 
 from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
-from npa_pulumi.cli.common import output_option
+from npa_pulumi.cli.common import output_option, run_guarded
+from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, rollout, selection
+from npa_pulumi.cli.rollout_options import ignore_maintenance_option, rollout_options
 from npa_pulumi.errors import EXIT_FAILED, UserInputError
 
 
@@ -78,6 +82,70 @@ def plan_command(
         return 0 if document["ok"] else EXIT_FAILED
 
     _guarded(body, output)
+
+
+def force_option(func: Any) -> Any:
+    """`--force`: a disruptive change goes without waiting for `maintenance.wait_for_jobs`' job pods."""
+    option = click.option(
+        "--force",
+        is_flag=True,
+        help="Apply disruptive changes without waiting for the job pods of maintenance.wait_for_jobs.",
+    )
+    return option(func)
+
+
+@upgrade_group.command("run")
+@fleet_options
+@output_option()
+@click.option(
+    "--to",
+    "target",
+    default=None,
+    metavar="1.NN",
+    help="The Kubernetes minor to reach (default: each cluster's k8s_version in the spec).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--health-gate/--no-health-gate",
+    default=True,
+    show_default=True,
+    help="Each hop's clusters pass the GPU health gate before the next hop (as `up`).",
+)
+@rollout_options
+@ignore_maintenance_option
+@force_option
+def run_command(**kw: Any) -> None:
+    """Upgrade the fleet's Kubernetes: one `up` per minor hop (the spec's rollout waves and gates, its
+    maintenance windows), the skew checked after each. Exit 1 when refused or halted, 2 on invalid input."""
+
+    def body() -> int:
+        from npa_pulumi.cli.fleet_output import approver
+        from npa_pulumi.output.streams import emit_json
+        from npa_pulumi.output.upgrade import render_run_text
+        from npa_pulumi.plan.upgrade import parse_minor
+        from npa_pulumi.sdk import upgrade as train
+        from npa_pulumi.sdk.requests import UpRequest
+
+        target = kw["target"]
+        if target is not None and parse_minor(target) is None:
+            raise UserInputError(f"--to {target!r} is not a Kubernetes minor version (e.g. 1.33)")
+        chosen = selection(kw)
+        request = UpRequest(
+            **fleet_fields(kw, chosen),
+            preflight=False,  # each hop changes versions only: no new capacity to check
+            rollout=rollout(kw),
+            health_gate=kw["health_gate"],
+            force=kw["force"],
+        )
+        run = train.upgrade(kw["spec_path"], target, request, approve=approver(kw["yes"]))
+        document = run.to_dict()
+        if kw["output"] == "json":
+            emit_json(document)
+        else:
+            sys.stdout.write(render_run_text(document))
+        return 0 if run.ok else EXIT_FAILED
+
+    run_guarded(body, kw["output"])
 
 
 def _moment(text: str | None) -> datetime:

@@ -283,6 +283,9 @@ class NodeGroup(CloudRecord):
     reservation_ids: tuple[str, ...] = ()
     disk_size_gib: int = 0
     conditions: tuple[NodeGroupCondition, ...] = ()
+    # The Kubernetes version its nodes run (`upgrade run` checks the skew against the control plane's);
+    # "" when the cloud does not say.
+    version: str = ""
 
 
 class Principal(CloudRecord):

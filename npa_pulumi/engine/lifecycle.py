@@ -32,6 +32,10 @@ TAG_STATE = "npa:lifecycle"
 TAG_RUN = "npa:lifecycle-run"
 TAG_REASON = "npa:lifecycle-reason"
 TAG_RETRY = "npa:lifecycle-retry"
+# An `up` left the cluster `pending` (plan/deferral.py): why, and when its changes may next start. The next
+# update of the stack clears both (StackState.watch_up); `status` shows them meanwhile.
+TAG_PENDING = "npa:pending"
+TAG_PENDING_UNTIL = "npa:pending-until"
 TAGS = (TAG_STATE, TAG_RUN, TAG_REASON, TAG_RETRY)
 VALIDATING_FABRIC = "validating-fabric"  # the gate's fabric check (NCCL bandwidth) is running
 VALIDATING_KUBERAY = "validating-kuberay"  # the KubeRay gate's step, after the health gate's

@@ -51,6 +51,7 @@ from npa_pulumi.plan.rollout import (
     RolloutPolicy,
     Wave,
     WaveState,
+    approval_reason,
     assign_waves,
     halt_reason,
     members_of,
@@ -73,6 +74,33 @@ HELD = StackStatus.HELD  # a cluster's status when a rollout did not start it (m
 
 # (cluster stacks, re-read their outputs) -> each one's health (engine/operations/health.py `clusters`)
 HealthReader = Callable[[Sequence[str], bool], Mapping[str, ClusterHealth]]
+# a wave -> (the identities that approved it for this spec, this run's identity)
+ApprovalReader = Callable[[int], tuple[list[str], str]]
+APPROVE_COMMAND = "approve"  # the audit record of `npa-pulumi approve` (sdk/approvals.py)
+
+
+def read_approvals(context: FleetContext, wave: int) -> tuple[list[str], str]:
+    """Who approved wave `wave` of this very spec (its digest), from the audit trail in the backend, and
+    who this run is. A trail that cannot be read has no approvals."""
+    from npa_pulumi.engine import audit as trail
+    from npa_pulumi.engine.automation import AuditUnavailable
+
+    try:
+        principal = context.cloud.principal()
+    except (CloudError, NpaError):
+        principal = None
+    run = trail.who(principal, context.where.profile).identity
+    digest = trail.spec_digest(context.spec_path, context.spec.model_dump(mode="json"))
+    try:
+        records = trail.read(context.settings.backend_url, context.spec.name)
+    except AuditUnavailable:
+        return [], run
+    approvers = [
+        r.who.identity
+        for r in records
+        if r.command == APPROVE_COMMAND and r.spec_digest == digest and r.selection.get("wave") == wave
+    ]
+    return approvers, run
 
 
 def soak_poll_s(soak_s: float) -> float:
@@ -125,8 +153,10 @@ class RolloutRun:
         health: HealthReader,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        approvals: ApprovalReader | None = None,
     ) -> None:
         self.context = context
+        self._approvals = approvals or (lambda wave: read_approvals(context, wave))
         self.plan = rollout
         self.run_id = lifecycle.this_run()
         self.resume = resume(context)
@@ -277,8 +307,8 @@ class RolloutRun:
             if is_barrier_key(culprit) and self.waiting is not None and self.halted is None:
                 result = op.result(
                     "skipped",
-                    error=f"wave {wave.index} not started: the rollout waits at wave {self.waiting[0]}, "
-                    "every cluster of which was held",
+                    error=f"wave {wave.index} not started: the rollout waits at wave {self.waiting[0]}: "
+                    f"{self.waiting[1]}",
                 )
             elif is_barrier_key(culprit):
                 halted = self.halted
@@ -321,12 +351,17 @@ class RolloutRun:
                     return self._barrier_result(key, "failed", unvouched)
             if reason is None:
                 reason = self._soak(wave)  # outside the lock: it sleeps
+            awaiting = self._awaiting_approval(wave) if reason is None else None
             with self._lock:
                 if reason is not None:
                     self.halted = (wave.index, reason)
                     self.states[wave.index] = WaveState.HALTED
                 else:
                     self.states[wave.index] = WaveState.PASSED
+                if awaiting is not None:
+                    # The wave passed; the next one waits for people (not a halt: nothing failed). The same
+                    # `up` goes on once they approved: finished waves are unchanged and pass through.
+                    self.waiting = (wave.index + 1, awaiting)
             ran = [m.stack for m in wave.members if m.stack in self._ops or m.stack in self.results]
             self._tag(wave, ran, reason or "")
             tracing.wave_finished(
@@ -334,9 +369,21 @@ class RolloutRun:
             )
             if reason is not None:
                 return self._barrier_result(key, "failed", reason)
+            if awaiting is not None:
+                self.context.progress.message(f"rollout {awaiting}")
+                return self._barrier_result(key, "failed", awaiting)
             return self._barrier_result(key, "passed")
 
         return barrier
+
+    def _awaiting_approval(self, wave: Wave) -> str | None:
+        """Why the wave after `wave` may not start for want of approvals (None: it may, or needs none)."""
+        policy = self.plan.policy
+        following = wave.index + 1
+        if not policy.approval_min or following != policy.approval_before or following > len(self.plan.waves):
+            return None
+        approvers, run = self._approvals(following)
+        return approval_reason(policy, following, approvers, run)
 
     def _outcome(self, member: RolloutMember) -> MemberOutcome:
         result = self.results.get(member.stack)
@@ -344,7 +391,12 @@ class RolloutRun:
             return MemberOutcome(member.key, failed=False, status="not-run")
         if result.status == HELD:
             return MemberOutcome(member.key, failed=False, status=HELD, held=self._holds_of(member.stack))
-        failed = gate_failed(result) or result.status == "skipped"
+        if result.status == StackStatus.PENDING:
+            # Its disruptive changes wait for a window (plan/deferral.py): not applied, so like a held
+            # cluster it vouches for nothing, and fails nothing.
+            why = str((result.pending or {}).get("reason", "pending a maintenance window"))
+            return MemberOutcome(member.key, failed=False, status=StackStatus.PENDING, held=why)
+        failed = gate_failed(result) or result.status is StackStatus.SKIPPED
         status = (ClusterOutputs.read(result.outputs).lifecycle or result.status) if failed else result.status
         return MemberOutcome(member.key, failed=failed, status=status, violations=len(result.policy))
 
@@ -408,7 +460,7 @@ class RolloutRun:
         state = state or self.states[wave.index]
         for stack in stacks:
             result = self.results.get(stack)
-            if result is not None and result.status in ("skipped", HELD):
+            if result is not None and result.status in ("skipped", HELD, StackStatus.PENDING):
                 continue  # not started: a held stack's tags say so already (`_hold`)
             op = self._ops.get(stack) or StackOp(stack, "cluster", "", None, None, {})
             tags = {

@@ -32,7 +32,7 @@ from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.backends.base import NativeStatus
 from npa_pulumi.engine.backends.registry import recorded_backend
 from npa_pulumi.engine.health import requalification
-from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE
+from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE, TAG_PENDING, TAG_PENDING_UNTIL
 from npa_pulumi.engine.requests import StatusRequest
 from npa_pulumi.output.progress import headline
 from npa_pulumi.output.results import StackResult
@@ -53,6 +53,8 @@ def _node_group_view(group: Any) -> dict[str, Any]:
         "target": group.target_node_count,
         "ready": group.ready_node_count,
     }
+    if group.version:
+        view["version"] = group.version
     if group.conditions:
         view["conditions"] = [c.model_dump(exclude_none=True) for c in group.conditions]
     return view
@@ -155,8 +157,21 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     if backend is not None:  # the backend's own view of its cluster (a KubeRay cluster's Ray, ...)
         native = backend.native_status(fleet.cloud, fleet.plans().cluster(op.stack), outputs)
     base.update(native.seen())
+    base["versions"] = {
+        "control_plane": cluster.k8s_version,
+        "node_groups": {g.name: g.version for g in groups},
+    }
+    base["pending"] = _pending(fleet, op)
     fleet.progress.phase(op.stack, "done", status)
     return op.result(status, node_groups=views, error=error, drift=drift, **base)
+
+
+def _pending(fleet: FleetContext, op: StackOp) -> dict[str, Any] | None:
+    """What the last `up` left pending for a maintenance window (tags beside the stack), or None."""
+    tags = fleet.executor.read_tags(op) or {}
+    if not tags.get(TAG_PENDING):
+        return None
+    return {"reason": tags[TAG_PENDING], "next_window": tags.get(TAG_PENDING_UNTIL) or None}
 
 
 def _recorded_only(

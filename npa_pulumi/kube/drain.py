@@ -375,6 +375,57 @@ def wait_gone(
         sleep(poll_s)
 
 
+# ------------------------------------------------------------------------------------ job waits
+
+
+_LIVE_PHASES = ("Pending", "Running")  # a pod in either has not finished its work
+
+
+def running_jobs(client: KubeClient, selectors: Iterable[str]) -> list[str]:
+    """`namespace/name` of every Pending or Running pod matching any of `selectors`, in every namespace
+    (one list call per selector; the API server applies each selector)."""
+    found: set[str] = set()
+    for selector in selectors:
+        for pod in client.list("/api/v1/pods", label_selector=selector):
+            if (pod.get("status") or {}).get("phase") in _LIVE_PHASES and not _meta(pod, "deletionTimestamp"):
+                found.add(ref(pod))
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class JobWait:
+    """How a wait for running jobs ended: `still` empty when every one ended in time (`waited_s`)."""
+
+    waited_s: float
+    seen: tuple[str, ...]  # the job pods running when the wait began
+    still: tuple[str, ...]  # those still running when it gave up
+
+    @property
+    def cleared(self) -> bool:
+        return not self.still
+
+
+def wait_for_jobs(
+    running: Callable[[], list[str]],
+    timeout_s: float,
+    poll_s: float = 10.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JobWait:
+    """Until `running()` (e.g. `running_jobs` of a cluster) finds none, or `timeout_s` has passed. Never
+    evicts or deletes anything: the caller decides what a timeout means (a disruptive `up` halts)."""
+    started = clock()
+    seen = tuple(running())
+    now = seen
+    while now:
+        left = timeout_s - (clock() - started)
+        if left <= 0:
+            break
+        sleep(min(poll_s, left))
+        now = tuple(running())
+    return JobWait(round(clock() - started, 1), seen, now)
+
+
 # --------------------------------------------------------------------------------- system budgets
 
 

@@ -117,6 +117,8 @@ class ClusterView:
     changes: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     retry_command: str | None = None
+    versions: dict[str, Any] | None = None  # status: {control_plane, node_groups: {name: version}}
+    waiting: dict[str, Any] | None = None  # changes an `up` left pending for a window: {reason, next_window}
 
     @property
     def gpu_count(self) -> int:
@@ -175,6 +177,8 @@ def cluster_views(document: Mapping[str, Any], plan: Mapping[str, Any] | None = 
                 changes={k: int(v) for k, v in (cluster.get("changes") or {}).items() if isinstance(v, int)},
                 error=cluster.get("error"),
                 retry_command=cluster.get("retry_command"),
+                versions=cluster.get("versions") if isinstance(cluster.get("versions"), dict) else None,
+                waiting=cluster.get("pending") if isinstance(cluster.get("pending"), dict) else None,
             )
         )
     return views
@@ -517,6 +521,20 @@ def _detail(view: ClusterView, health: Mapping[str, Any] | None = None) -> str:
     ]
     if view.changes:
         rows.append(("pending", ", ".join(f"{text(k)} {v}" for k, v in sorted(view.changes.items()))))
+    if view.versions:
+        groups = view.versions.get("node_groups") or {}
+        listed = "".join(f"<br>{text(name)} {text(version or '?')}" for name, version in groups.items())
+        rows.append(
+            ("Kubernetes", f"control plane {text(view.versions.get('control_plane') or '?')}{listed}")
+        )
+    if view.waiting:
+        until = view.waiting.get("next_window")
+        rows.append(
+            (
+                "waiting for a window",
+                text(view.waiting.get("reason", "")) + (f"<br>next window {text(until)}" if until else ""),
+            )
+        )
     if view.cost is not None:
         rows.append(("cost", _cost_text(view.cost)))
     if view.error:

@@ -260,6 +260,16 @@ def _header(result: FleetResult) -> str:
             f"changes: **{plural(len(disruptive), 'stack')} disruptive** (drains or replaces nodes, or loses "
             f"data), {len(in_place)} in-place only (see each stack's details)",
         ]
+    pending = [s for s in result.stacks if s.pending]
+    if pending:
+        soonest = min((str(s.pending.get("next_window") or "") for s in pending if s.pending), default="")
+        lines += [
+            "",
+            f"⏸️ **{plural(len(pending), 'cluster')} would wait for a maintenance window**: `up` now leaves "
+            "their disruptive changes pending"
+            + (f" (the first window opens {md(soonest)})" if soonest else "")
+            + "; see each stack's details",
+        ]
     if result.error:
         lines += ["", "**Fleet error**", "", pre(result.error)]
     return "\n".join(lines) + "\n"
@@ -603,7 +613,19 @@ def _detail_summary(stack: StackResult) -> str:
 
 
 def has_details(stack: StackResult) -> bool:
-    return bool(stack.diff or stack.policy or stack.error or stack.terraform or stack.disruption)
+    return bool(
+        stack.diff or stack.policy or stack.error or stack.terraform or stack.disruption or stack.pending
+    )
+
+
+def _pending_section(pending: dict[str, Any]) -> str:
+    """What an `up` now would leave pending for a maintenance window, and when it may next go."""
+    lines = [f"**Pending a maintenance window**: {md(pending.get('reason'), MAX_MESSAGE_CHARS)}", ""]
+    lines += [
+        f"- {code(c.get('resource'))} ({md(c.get('held_by'))}): {md(c.get('reason'), MAX_MESSAGE_CHARS)}"
+        for c in (pending.get("changes") or [])[:MAX_DISRUPTION_ROWS]
+    ]
+    return "\n".join(lines) + "\n"
 
 
 MAX_DISRUPTION_ROWS = 10
@@ -701,6 +723,8 @@ def stack_details(stack: StackResult, with_diff: bool = True) -> str:
         body += [_violations(stack.policy)]
     if stack.disruption and stack.disruption.get("class") in ("disruptive", "in-place"):
         body += [_disruption_section(stack.disruption)]
+    if stack.pending:
+        body += [_pending_section(stack.pending)]
     if stack.terraform:
         body += [_terraform_section(stack.terraform, compact=not with_diff)]
     if stack.diff and with_diff:

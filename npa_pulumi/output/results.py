@@ -26,6 +26,9 @@ class StackStatus(StrEnum):
     NOT_DEPLOYABLE = "not-deployable"
     # A staged rollout did not start it: maintenance or a NebiusGPUError node (not a failure).
     HELD = "held"
+    # A deployed cluster whose disruptive changes may not start now (outside its maintenance windows, or
+    # under an exclusion): its stack is not updated (plan/deferral.py). Not a failure.
+    PENDING = "pending"
     # The gate did not pass (everything is kept for a retry), no kubeconfig could be had, or a MIG
     # cluster's layout did not converge (kept likewise).
     DEPLOYED_VALIDATION_FAILED = "deployed-validation-failed"
@@ -125,6 +128,11 @@ class StackResult(BaseModel):
     # preview: the stack's changes classed `{class: disruptive | in-place | none, reasons: [{resource,
     # class, reason}]}` from its diff and Terraform's plan (bridge/plan_summary.stack_disruption).
     disruption: dict[str, Any] | None = None
+    # up: a `pending` cluster's held changes (plan/deferral.py Deferral.to_dict): {reason, inside_window,
+    # next_window, exclusions: [{scope, until, reason}], changes: [{resource, reason, held_by}]}
+    pending: dict[str, Any] | None = None
+    # status: the Kubernetes versions the cloud reports, {control_plane, node_groups: {name: version}}
+    versions: dict[str, Any] | None = None
     outputs: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     retry_command: str | None = None
@@ -407,6 +415,8 @@ class FleetResult(BaseModel):
                 "drift": s.drift,
                 "terraform": s.terraform,
                 **({"disruption": s.disruption} if s.disruption is not None else {}),
+                **({"pending": s.pending} if s.pending is not None else {}),
+                **({"versions": s.versions} if s.versions is not None else {}),
                 "error": s.error,
                 "retry_command": s.retry_command,
                 **({"backend": s.backend} if s.backend else {}),

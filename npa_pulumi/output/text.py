@@ -35,6 +35,7 @@ _STYLE = {
     "status-error": "red",
     "skipped": "yellow",
     "held": "yellow",
+    "pending": "yellow",
     "not-supported": "yellow",
     "not-deployable": "red",
 }
@@ -84,6 +85,17 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
             _print_terraform(console, stack.stack, stack.terraform)
         if stack.disruption and stack.disruption.get("class") in ("disruptive", "in-place"):
             print_disruption(console, stack.stack, stack.disruption)
+        if stack.versions:
+            groups = ", ".join(
+                f"{n} {v or '?'}" for n, v in (stack.versions.get("node_groups") or {}).items()
+            )
+            console.print(
+                f"{escape(stack.stack)}: Kubernetes {escape(str(stack.versions.get('control_plane') or '?'))}"
+                + (f"; node groups {escape(groups)}" if groups else ""),
+                soft_wrap=True,
+            )
+        if stack.pending:
+            print_pending(console, stack.stack, stack.pending)
         if stack.error:
             console.print(f"[red]{stack.stack}[/]: {escape(stack.error)}", soft_wrap=True, markup=True)
         if stack.retry_command:
@@ -109,6 +121,17 @@ def print_fleet_result(result: FleetResult, console: Console | None = None) -> N
     totals = result.totals()
     summary = ", ".join(f"{k} {v}" for k, v in totals.items() if k not in ("stacks", "clusters", "failed"))
     console.print(f"{totals['stacks']} stack(s): {summary or 'nothing'}; failed {totals['failed']}")
+
+
+def print_pending(console: Console, stack: str, pending: dict[str, Any]) -> None:
+    """A deferred cluster: why, when its changes may next start, and each held change."""
+    console.print(f"[yellow]{escape(stack)}[/]: {escape(str(pending.get('reason', '')))}", soft_wrap=True)
+    for change in (pending.get("changes") or [])[:20]:
+        console.print(
+            f"  pending {escape(str(change.get('resource')))} \\[{escape(str(change.get('held_by')))}]: "
+            f"{escape(str(change.get('reason')))}",
+            soft_wrap=True,
+        )
 
 
 def print_rollout(rollout: dict[str, Any], console: Console) -> None:

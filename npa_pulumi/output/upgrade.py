@@ -111,3 +111,29 @@ def upgrade_markdown(document: dict[str, Any]) -> str:
         if len(refusals) > MAX_REFUSALS:
             lines.append(f"- … and {len(refusals) - MAX_REFUSALS} more (see the JSON).")
     return "\n".join(lines) + "\n"
+
+
+def render_run_text(document: dict[str, Any]) -> str:
+    """`upgrade run`'s outcome: the refusals or the hops run (what each moved, the skew checks), where it
+    halted, and where each cluster's train ended."""
+    summary = document["summary"]
+    lines = [
+        f"Upgrade run to {document['target'] or 'the spec'}: {plural(summary['clusters'], 'cluster')}, "
+        f"{plural(summary['hops_run'], 'hop')} run, {summary['invariant_checks']} skew checks, "
+        f"{summary['skew_violations']} violations"
+    ]
+    if document["refused"]:
+        lines += ["refused (nothing was changed):", *(f"  {r}" for r in document["refused"][:MAX_REFUSALS])]
+    for hop in document["hops"]:
+        moved = ", ".join(f"{key} -> {version}" for key, version in hop["moved"].items())
+        lines.append(f"hop {hop['hop']}: {moved}")
+        outcomes = ", ".join(f"{key} {status}" for key, status in hop["outcomes"].items())
+        lines.append(f"  {outcomes}; {hop['invariant_checks']} skew checks")
+        lines += [f"  skew violation: {v}" for v in hop["skew_violations"]]
+    if document["halted"]:
+        lines.append(f"halted at {document['halted']}; run the same command to resume")
+    for cluster in document["clusters"]:
+        reason = f": {cluster['reason']}" if cluster["reason"] and cluster["state"] != "halted" else ""
+        lines.append(f"{cluster['cluster']}: {cluster['state']} at {cluster['at'] or '?'}{reason}")
+    lines += [f"warning: {w}" for w in document["warnings"]]
+    return "\n".join(lines) + "\n"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -87,6 +87,8 @@ class RolloutPolicy:
     halt_on: HaltOn = HaltOn.GATE_FAILURE
     halt_failures: int = 1  # halt_on failures: K
     halt_on_maintenance: bool = False  # a held cluster halts the rollout at its wave
+    approval_before: int = 0  # the wave that waits for approvals (0: none does)
+    approval_min: int = 0
 
     @classmethod
     def from_spec(cls, spec: RolloutSpec) -> RolloutPolicy:
@@ -105,6 +107,8 @@ class RolloutPolicy:
             halt_on=halt_on,
             halt_failures=failures,
             halt_on_maintenance=maintenance,
+            approval_before=spec.approval.before if spec.approval else 0,
+            approval_min=spec.approval.min if spec.approval else 0,
         )
 
     def halt_description(self) -> str:
@@ -285,6 +289,23 @@ def with_overrides(
         halt_on=base.halt_on,
         halt_failures=base.halt_failures,
         halt_on_maintenance=base.halt_on_maintenance,
+        approval_before=base.approval_before,
+        approval_min=base.approval_min,
+    )
+
+
+def approval_reason(policy: RolloutPolicy, next_wave: int, approvers: Iterable[str], run: str) -> str | None:
+    """Why wave `next_wave` may not start yet for want of approvals (None: it may). An approval by the
+    run's own identity (`run`) does not count: a run cannot approve its own change."""
+    if not policy.approval_min or next_wave != policy.approval_before:
+        return None
+    others = sorted({a for a in approvers if a and a != run})
+    if len(others) >= policy.approval_min:
+        return None
+    by = f" (by {', '.join(others)})" if others else ""
+    return (
+        f"wave {next_wave} waits for {policy.approval_min} approval(s) by another identity than this run's "
+        f"({run}): {len(others)} so far{by}; `npa-pulumi approve --spec SPEC --wave {next_wave}`"
     )
 
 

@@ -359,6 +359,9 @@ class Mk8s:
             _check_node_group_request(ctx, cluster, params)
             ctx.check_name_free("node_group", cluster_id, name)
             stored = {k: v for k, v in params.items() if k not in ("cluster_id", "name")}
+            # Its nodes join at the control plane's version of the moment (an upgrade of the control plane
+            # alone leaves the group where it is, as Nebius does).
+            stored["k8s_version"] = records.data_of(cluster).get("k8s_version", "")
             rid = ctx.insert(
                 "node_group",
                 name=name,

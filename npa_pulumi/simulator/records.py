@@ -203,6 +203,7 @@ def _node_group(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str,
         "filesystems": list(data.get("filesystems", [])),
         "mount": data.get("mount"),
         "labels": data.get("labels", {}),
+        "version": data.get("k8s_version", ""),
     }
 
 

@@ -16,7 +16,12 @@ from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from npa_pulumi.spec.durations import duration_seconds
-from npa_pulumi.spec.models import MaintenanceExclusionSpec, MaintenanceSpec, MaintenanceWindowSpec
+from npa_pulumi.spec.models import (
+    MaintenanceExclusionSpec,
+    MaintenanceSpec,
+    MaintenanceWindowSpec,
+    WaitForJobsSpec,
+)
 from npa_pulumi.spec.names import PathTuple
 from npa_pulumi.spec.problems import RawProblem
 
@@ -95,6 +100,30 @@ def check_maintenance(block: MaintenanceSpec) -> Iterator[RawProblem]:
         yield RawProblem(
             ("drain_time",), f"drain_time {block.drain_time!r} is not a duration", "e.g. 30m or 1h"
         )
+    if block.wait_for_jobs is not None:
+        yield from _wait_for_jobs(block.wait_for_jobs, ("wait_for_jobs",))
+
+
+_SELECTOR = re.compile(r"[A-Za-z0-9./_-]+(\s*(=|==|!=)\s*[A-Za-z0-9._-]*)?")
+
+
+def _wait_for_jobs(wait: WaitForJobsSpec, path: PathTuple) -> Iterator[RawProblem]:
+    if not wait.selectors:
+        yield RawProblem(
+            (*path, "selectors"),
+            "wait_for_jobs needs at least one label selector",
+            "e.g. selectors: [app=train] (the pods of the jobs to wait for)",
+        )
+    for index, selector in enumerate(wait.selectors):
+        terms = [term.strip() for term in selector.split(",")]
+        if not all(_SELECTOR.fullmatch(term) for term in terms):
+            yield RawProblem(
+                (*path, "selectors", index),
+                f"{selector!r} is not a label selector",
+                "key, key=value or key!=value, comma-separated (as `kubectl get pods -l` takes)",
+            )
+    if duration_seconds(wait.timeout) is None:
+        yield RawProblem((*path, "timeout"), f"timeout {wait.timeout!r} is not a duration", "e.g. 30m or 4h")
 
 
 def _window(window: MaintenanceWindowSpec, path: PathTuple) -> Iterator[RawProblem]:

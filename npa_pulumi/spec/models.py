@@ -284,6 +284,19 @@ class MaintenanceExclusionSpec(SpecModel):
     reason: Text = Field("", description="Why (shown with the exclusion).")
 
 
+class WaitForJobsSpec(SpecModel):
+    """Before `up` applies a disruptive change to a cluster, wait for its running jobs' pods to end."""
+
+    selectors: list[Text] = Field(
+        default_factory=list,
+        description="Label selectors of job pods (`app=train`, `batch.kubernetes.io/job-name`), any "
+        "namespace; a pod matching any of them that is Pending or Running is waited for.",
+    )
+    timeout: Text = Field(
+        "1h", description="How long to wait (30m, 4h): past it the cluster is not changed and its wave halts."
+    )
+
+
 class MaintenanceSpec(SpecModel):
     """Maintenance windows and exclusions of a cluster: under `defaults` (fleet), a project or a cluster;
     the most specific block wins whole (docs/upgrades.md)."""
@@ -296,6 +309,9 @@ class MaintenanceSpec(SpecModel):
         "",
         description="How long draining one node takes, for the GPU-hours an upgrade drains (`upgrade plan`); "
         "empty means 1h, the most Nebius gives a drain in its maintenance.",
+    )
+    wait_for_jobs: WaitForJobsSpec | None = Field(
+        None, description="Job pods `up` waits for before a disruptive change (none: it does not wait)."
     )
 
 
@@ -622,6 +638,13 @@ class HaltOnFailuresSpec(SpecModel):
     maintenance: Boolean = Field(False, description="Also halt at a wave with a held cluster.")
 
 
+class ApprovalSpec(SpecModel):
+    """`rollout.approval`: wave `before` starts only once `min` people other than the run approved it."""
+
+    before: Integer = Field(2, description="The wave (2 or later) that waits for approvals.")
+    min: Integer = Field(1, description="Approvals needed, each by another identity than the run's.")
+
+
 class RolloutSpec(SpecModel):
     """A staged rollout of `up` across the fleet: waves in order, each after the previous passed its gates."""
 
@@ -634,6 +657,9 @@ class RolloutSpec(SpecModel):
         "gate-failure",
         description="gate-failure (default), policy-violation, maintenance (a held cluster halts too), a "
         "list of them, or {failures: K}.",
+    )
+    approval: ApprovalSpec | None = Field(
+        None, description="A wave that waits for approvals (`npa-pulumi approve`) before it starts."
     )
 
 
@@ -742,6 +768,7 @@ class FleetSpec(SpecModel):
 __all__ = [
     "MK8S_FIELDS",
     "SOPERATOR_ROLE_PRESETS",
+    "ApprovalSpec",
     "BreakersSpec",
     "ClusterSpec",
     "FleetSpec",
@@ -766,6 +793,7 @@ __all__ = [
     "SoperatorSystemRoleSpec",
     "SoperatorWorkerSpec",
     "SpecModel",
+    "WaitForJobsSpec",
     "drop_nulls",
     "rtx_profile_problems",
 ]

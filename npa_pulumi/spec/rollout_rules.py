@@ -30,6 +30,16 @@ def check_rollout(spec: FleetSpec) -> Iterator[RawProblem]:
     for position, wave in enumerate(rollout.waves):
         yield from _wave(wave, (*base, "waves", position), position == len(rollout.waves) - 1, keys)
     yield from _limits(rollout, base)
+    approval = rollout.approval
+    if approval is not None:
+        if not 2 <= approval.before <= max(2, len(rollout.waves)):
+            yield RawProblem(
+                (*base, "approval", "before"),
+                f"approval.before {approval.before} names no wave after the first",
+                f"a wave number from 2 to {len(rollout.waves)} (the first wave has nothing before it)",
+            )
+        if approval.min < 1:
+            yield RawProblem((*base, "approval", "min"), "approval.min must be at least 1")
 
 
 def _wave(wave: RolloutWaveSpec, path: PathTuple, last: bool, keys: list[str]) -> Iterator[RawProblem]:

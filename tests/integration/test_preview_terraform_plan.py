@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,55 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_gpu_pool_is_r
     assert (work / "terraform.tfstate").read_bytes() == state_before
     assert inventory()["node_groups"] == groups_before
 
+    # Outside its maintenance window (issue 58): `up` defers the cluster whose change is disruptive; its
+    # stack is not updated and nothing in the cloud moves. The window opens in three days, for an hour.
+    opens = (datetime.now(UTC) + timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+    day = opens.strftime("%a").lower()
+    window = f"  maintenance:\n    windows: [{{days: [{day}], start: '00:00', duration: 1h}}]\n"
+    outside = SPEC.replace(
+        "gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: PRESET}", "gpu_nodes: {count: 0}"
+    ).replace("projects:\n", window + "projects:\n", 1)
+    write_spec(spec, outside)
+    # The preview says it first: what an `up` now would leave pending, and until when.
+    previewed = npa("preview", "--spec", str(spec), "--output", "json")
+    assert previewed.code == 0, previewed.stderr[-3000:]
+    waits = {c["stack"]: c for c in previewed.json()["clusters"]}[STACK]["pending"]
+    assert waits["next_window"] == opens.isoformat() and waits["changes"][0]["held_by"] == "outside-window"
+    calls = tmp_path / "calls.log"  # the local cloud's operation log: one line per call
+    deferred = npa(
+        "up",
+        "--spec",
+        str(spec),
+        "--yes",
+        "--no-health-gate",
+        "--output",
+        "json",
+        env={"NPA_LOCAL_CLOUD_CALL_LOG": str(calls)},
+    )
+    assert deferred.code == 0, deferred.stderr[-3000:]
+    operations = calls.read_text().split() if calls.exists() else []
+    writes = ("create", "delete", "edit", "resize", "set", "install", "uninstall", "merge")
+    mutations = [op for op in operations if op.split("_", 1)[0] in writes]
+    assert operations and not mutations, mutations  # read, but nothing disruptive (nor else) applied
+    stacks = {s["stack"]: s for s in deferred.json()["stacks"]}
+    assert stacks[STACK]["status"] == "pending"
+    pending = stacks[STACK]["pending"]
+    assert pending["inside_window"] is False and pending["next_window"] == opens.isoformat()
+    assert [(c["resource"], c["held_by"]) for c in pending["changes"]] == [(GPU_GROUP, "outside-window")]
+    # The CPU cluster's own change (the policy config left its fingerprint) is in-place: it may apply.
+    assert stacks["tfplan.project-existing1.cpu"]["status"] in ("unchanged", "deployed")
+    assert (work / "terraform.tfstate").read_bytes() == state_before
+    assert inventory()["node_groups"] == groups_before
+    text = npa("up", "--spec", str(spec), "--yes", "--no-health-gate")
+    assert text.code == 0, text.stderr[-3000:]
+    assert f"next window {opens.isoformat()}" in text.stdout
+    assert f"pending {GPU_GROUP} [outside-window]: node group deleted" in text.stdout
+    assert inventory()["node_groups"] == groups_before
+    write_spec(
+        spec,
+        SPEC.replace("gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: PRESET}", "gpu_nodes: {count: 0}"),
+    )
+
     # Advisory (the default): the update goes ahead with the warning, and the GPU pool is gone.
     allowed = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
     assert allowed.code == 0, allowed.stderr[-3000:]
@@ -181,3 +231,33 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_gpu_pool_is_r
     ]
     again = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
     assert again.code == 0 and {s["status"] for s in again.json()["stacks"]} == {"unchanged"}
+
+    # `upgrade run` (issue 58) on the same deployment: both clusters run the service's default (1.32, read
+    # from the cloud); the spec now declares 1.33. One hop each, the skew read back from the local cloud.
+    write_spec(
+        spec,
+        SPEC.replace(
+            "gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: PRESET}", "gpu_nodes: {count: 0}"
+        ).replace("projects:\n", '  k8s_version: "1.33"\nprojects:\n'),
+    )
+    upgraded = npa("upgrade", "run", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    assert upgraded.code == 0, upgraded.stderr[-3000:] + upgraded.stdout[-3000:]
+    document = upgraded.json()
+    assert document["ok"] and not document["warnings"]
+    assert {c["cluster"]: (c["from"], c["at"], c["state"]) for c in document["clusters"]} == {
+        "project-existing1/gpu": ("1.32", "1.33", "reached"),
+        "project-existing1/cpu": ("1.32", "1.33", "reached"),
+    }
+    (hop,) = document["hops"]
+    assert hop["moved"] == {"project-existing1/gpu": "1.33", "project-existing1/cpu": "1.33"}
+    # Each cluster's control plane and every node group (each has its CPU group: the GPU pool is gone).
+    assert hop["invariant_checks"] == 4 and hop["skew_violations"] == []
+    shown = inventory()
+    live = {
+        kind: [r for r in shown[kind] if r["state"] != "DELETING"]
+        for kind in ("mk8s_clusters", "node_groups")
+    }
+    assert {c["k8s_version"] for c in live["mk8s_clusters"]} == {"1.33"}
+    assert {g["version"] for g in live["node_groups"]} == {"1.33"} and len(live["node_groups"]) == 2
+    settled = npa("up", "--spec", str(spec), "--yes", "--no-health-gate", "--output", "json")
+    assert settled.code == 0 and {s["status"] for s in settled.json()["stacks"]} == {"unchanged"}

@@ -300,6 +300,30 @@ def test_kubeconfig_authentication_rbac_and_api_failures_are_told_apart(fleet: F
     client.delete("/apis/apps/v1/namespaces/default/deployments/probe")
 
 
+def test_a_disruptive_up_waits_for_the_running_job_and_halts_naming_it(fleet: Fleet) -> None:
+    """Issue 58: before a disruptive change `up` waits for the job pods of `maintenance.wait_for_jobs`; the
+    user's trainer pod runs on, so at the timeout the cluster is not changed and the pod is named."""
+    before, groups = _state(fleet), inventory()["node_groups"]
+    wait = "  maintenance:\n    wait_for_jobs: {selectors: [app=trainer], timeout: 3s}\n"
+    waiting = SPEC.replace("preset: 4vcpu-16gb}", "preset: 8vcpu-32gb}").replace(
+        "projects:\n", wait + "projects:\n"
+    )
+    write_spec(fleet.spec, waiting)
+    try:
+        up = npa("up", "--spec", str(fleet.spec), "--yes", "--no-preflight", "--output", "json")
+    finally:
+        write_spec(fleet.spec, SPEC)
+    assert up.code == 1, up.stderr[-3000:] + up.stdout[-2000:]
+    cluster = by_stack(up.json())[STACK]
+    assert cluster["status"] == "failed"
+    [pod] = fleet.pods(USER_NS)
+    assert f"{USER_NS}/{pod}" in cluster["error"] and "nothing was evicted" in cluster["error"]
+    assert "job pod(s) still running after waiting 3s before a disruptive change" in cluster["error"]
+    # Not changed: the same node groups in the cloud, the same budgets, pods and (uncordoned) node.
+    assert inventory()["node_groups"] == groups
+    assert _state(fleet) == before
+
+
 def test_an_aborted_destroy_restores_the_system_budgets_and_never_touches_the_users(fleet: Fleet) -> None:
     before = fleet.budgets()
     user_pod = _wait("the user's pod", lambda: fleet.pods(USER_NS))

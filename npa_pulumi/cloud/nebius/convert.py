@@ -304,6 +304,7 @@ def node_group(ng: Any) -> NodeGroup:
         reservation_ids=tuple(policy.reservation_ids),
         disk_size_gib=_size_bytes(template.boot_disk) // GIB if template.HasField("boot_disk") else 0,
         conditions=tuple(condition(e) for e in status.events),
+        version=str(getattr(status, "version", "") or getattr(spec, "version", "") or ""),
     )
 
 

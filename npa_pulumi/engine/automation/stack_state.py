@@ -105,7 +105,12 @@ class StackState:
         self.write_lifecycle(
             op,
             lifecycle.running_tags("provisioning"),
-            remove=(lifecycle.TAG_REASON, lifecycle.TAG_RETRY),
+            remove=(
+                lifecycle.TAG_REASON,
+                lifecycle.TAG_RETRY,
+                lifecycle.TAG_PENDING,
+                lifecycle.TAG_PENDING_UNTIL,
+            ),
             stack=stack,
         )
         if not op.gate_state:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from npa_pulumi.cloud.errors import CloudError
@@ -19,6 +20,7 @@ from npa_pulumi.engine.retries import Operation
 from npa_pulumi.errors import NpaError
 from npa_pulumi.output.results import FAILED_LIFECYCLES, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
+from npa_pulumi.spec.models import MaintenanceSpec
 
 log = logging.getLogger(__name__)
 
@@ -164,3 +166,33 @@ def write_kubeconfig(context: FleetContext, stack: StackResult, warnings: list[s
         context.mark_retry(stack, context.retry(Operation.UP, stack.project_key, stack.cluster_name))
         return
     stack.kubeconfig = registration.kubeconfig
+
+
+def maintenance_blocks(context: FleetContext) -> Mapping[str, MaintenanceSpec]:
+    """Each selected cluster stack's `maintenance:` block (the most specific, as the spec resolved it)."""
+    blocks: dict[str, MaintenanceSpec] = {}
+    by_key = {
+        (project.key(), cluster.name): cluster.maintenance or project.maintenance
+        for project, cluster in context.spec.cluster_targets()
+    }
+    for target in context.targets:
+        block = by_key.get((target.project_key, target.cluster_name))
+        if block is not None:
+            blocks[target.cluster_stack] = block
+    return blocks
+
+
+def would_defer(
+    context: FleetContext, block: MaintenanceSpec | None, terraform: dict[str, Any] | None
+) -> Any:
+    """What an `up` now would leave pending of a deployed cluster with this Terraform plan
+    (plan/deferral.py `Deferral.to_dict`), or None when it would apply it."""
+    from datetime import UTC, datetime
+
+    from npa_pulumi.plan.deferral import defer
+    from npa_pulumi.plan.windows import policy_from_spec
+
+    if block is None:
+        return None
+    deferral = defer(policy_from_spec(block), datetime.now(UTC), terraform)
+    return deferral.to_dict() if deferral is not None else None

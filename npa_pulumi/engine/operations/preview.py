@@ -16,15 +16,18 @@ from npa_pulumi.engine.costs import preview_cost
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
 from npa_pulumi.engine.operations import health, preflight
 from npa_pulumi.engine.operations.common import (
+    maintenance_blocks,
     refuse_unused_storage,
     replacement_policy_config,
     terraform_plan,
+    would_defer,
 )
 from npa_pulumi.engine.plans import require_recipe_terraform
 from npa_pulumi.engine.programs import ClusterPlan, ProjectPlan
 from npa_pulumi.engine.requests import PreviewRequest
 from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
+from npa_pulumi.spec.models import MaintenanceSpec
 
 
 def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
@@ -65,10 +68,11 @@ def run(context: FleetContext, request: PreviewRequest) -> FleetResult:
     unchanged |= set() if refresh or not clusters else liveness.unchanged_clusters(context)
     skipped, _ = skippable(context, [ops[s] for s in plan_of if s in unchanged], unchanged, plan_of)
     settled = {r.stack: r for r in skipped}
+    windows = maintenance_blocks(context) if clusters else {}
     visit: Visit[StackResult] = Visit(
         project=lambda plan: _preview_stack(context, ops[plan.stack], plan),
         cluster=lambda plan, _behind: _preview_cluster(
-            context, ops[plan.stack], plan, project_outputs.get(plan.project_stack)
+            context, ops[plan.stack], plan, project_outputs.get(plan.project_stack), windows.get(plan.stack)
         ),
         blocked=lambda plan, culprit: ops[plan.stack].result(
             "skipped", error=f"project stack {culprit} failed to preview; cluster not previewed"
@@ -147,12 +151,20 @@ def _preview_drift(context: FleetContext, outputs: dict[str, Any] | None) -> lis
 
 
 def _preview_cluster(
-    context: FleetContext, op: StackOp, plan: ClusterPlan, project_outputs: dict[str, Any] | None
+    context: FleetContext,
+    op: StackOp,
+    plan: ClusterPlan,
+    project_outputs: dict[str, Any] | None,
+    maintenance: MaintenanceSpec | None = None,
 ) -> StackResult:
-    """`_planned_cluster`, its changes classed disruptive or in-place (bridge/plan_summary.py)."""
+    """`_planned_cluster`, its changes classed disruptive or in-place (bridge/plan_summary.py), and what an
+    `up` now would leave pending for its maintenance windows (plan/deferral.py)."""
     previewed = _planned_cluster(context, op, plan, project_outputs)
     if not previewed.failed:
         previewed.disruption = stack_disruption(previewed.diff, previewed.terraform)
+        deployed = bool(ClusterOutputs.read(context.outputs.cached(op.stack)).cluster_id)
+        if previewed.terraform is not None and deployed:
+            previewed.pending = would_defer(context, maintenance, previewed.terraform)
     return previewed
 
 

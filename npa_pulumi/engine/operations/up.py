@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from npa_pulumi.engine import liveness
+from npa_pulumi.engine import lifecycle, liveness
 from npa_pulumi.engine import rollout as staged
 from npa_pulumi.engine.automation import PROJECT_NAME, StackCommand, StackOp, checkpoint_outputs
 from npa_pulumi.engine.context import FleetContext
@@ -24,6 +25,7 @@ from npa_pulumi.engine.graph import Skip, Visit, WalkKind
 from npa_pulumi.engine.operations import health, preflight
 from npa_pulumi.engine.operations.common import (
     apply_lifecycle,
+    maintenance_blocks,
     refuse_unused_storage,
     replacement_policy_config,
     terraform_plan,
@@ -34,9 +36,12 @@ from npa_pulumi.engine.programs import ClusterPlan
 from npa_pulumi.engine.registrations import adopted_recipes
 from npa_pulumi.engine.requests import UpRequest, creates_projects
 from npa_pulumi.engine.retries import Operation
-from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
 from npa_pulumi.output.stack_outputs import ClusterOutputs, ProjectOutputs
+from npa_pulumi.plan.deferral import Deferral, defer, restricted
+from npa_pulumi.plan.windows import policy_from_spec
 from npa_pulumi.runtime import tracing
+from npa_pulumi.spec.models import MaintenanceSpec, WaitForJobsSpec
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +82,12 @@ def run(context: FleetContext, request: UpRequest) -> FleetResult:
         # A rollout that stopped without a failed cluster (held for maintenance, a soak, a policy
         # violation) still did not do what was asked: later waves were not started.
         result.error = f"the rollout halted at wave {halted['wave']}: {halted['reason']}"
+    elif waiting and not result.failed_count and "approval" in str(waiting["reason"]):
+        # A wave waits for people's approval (rollout.approval): the same `up` goes on once given.
+        result.error = (
+            f"the rollout waits at wave {waiting['wave']}: {waiting['reason']}; it and later waves were not "
+            "started. Run the same `up` once approved"
+        )
     elif waiting and not result.failed_count:
         # Every cluster of a wave held: nothing vouched for the change, so later waves were not started.
         result.error = (
@@ -120,9 +131,12 @@ def _apply(context: FleetContext, plans: FleetPlans, result: FleetResult) -> Non
         clusters=frozenset(liveness.unchanged_clusters(context)) if clusters and not refresh else frozenset(),
     )
     absent = _absent_stacks(context, clusters) if len(skip.projects) < len(projects) else set()
+    windows = maintenance_blocks(context)
     visit: Visit[StackResult] = Visit(
         project=lambda plan: _project_job(context, ops[plan.stack]),
-        cluster=lambda plan, behind: _cluster_job(context, ops[plan.stack], plan, rechecks=behind),
+        cluster=lambda plan, behind: _cluster_job(
+            context, ops[plan.stack], plan, rechecks=behind, maintenance=windows.get(plan.stack)
+        ),
         blocked=lambda plan, _culprit: _blocked(ops[plan.stack], plan),
         unchanged=lambda plan: context.unchanged_result(ops[plan.stack]),
         before_cluster=lambda plan: _creation(context, ops[plan.stack]) if plan.stack in absent else None,
@@ -169,14 +183,20 @@ def _project_job(context: FleetContext, op: StackOp) -> StackResult:
     return result
 
 
-def _cluster_job(context: FleetContext, op: StackOp, plan: ClusterPlan, rechecks: bool) -> StackResult:
+def _cluster_job(
+    context: FleetContext,
+    op: StackOp,
+    plan: ClusterPlan,
+    rechecks: bool,
+    maintenance: MaintenanceSpec | None = None,
+) -> StackResult:
     if rechecks and not context.refreshing:
         # Its project stack was just updated: only now can the cluster be compared with it.
         mine = ClusterOutputs.of(context.cached_outputs(op.stack))
         project = ProjectOutputs.of(context.cached_outputs(plan.project_stack))
         if liveness.cluster_unchanged(context, plan, mine, project):
             return context.unchanged_result(op)
-    return _up_cluster(context, op)
+    return _up_cluster(context, op, maintenance)
 
 
 def undeployed_projects(context: FleetContext, plans: FleetPlans) -> list[str]:
@@ -261,13 +281,26 @@ def _up_project(context: FleetContext, op: StackOp) -> StackResult:
     return result
 
 
-def _up_cluster(context: FleetContext, op: StackOp) -> StackResult:
+def _up_cluster(context: FleetContext, op: StackOp, block: MaintenanceSpec | None = None) -> StackResult:
     if context.refreshing or liveness.needs_refresh(context, op.stack):
         # Drift repair brings the cluster back to the spec; the refresh changes what a plan would say.
         result = context.executor.run(op, StackCommand.UP, refresh=True)
     else:
-        terraform = _plan_before_update(context, op)
-        if terraform is not None:
+        # Decided as the cluster's job starts: a window that closes meanwhile starts no later cluster.
+        now = datetime.now(UTC)
+        maintenance = policy_from_spec(block) if block is not None else None
+        held = maintenance is not None and restricted(maintenance, now) and _deployed(context, op)
+        waits = block is not None and block.wait_for_jobs is not None and not _forced(context)
+        terraform = _plan_before_update(context, op, needed=held or (waits and _deployed(context, op)))
+        if maintenance is not None and held:
+            deferral = defer(maintenance, now, terraform)
+            if deferral is not None:
+                return _pending(context, op, deferral, terraform)
+        if block is not None and block.wait_for_jobs is not None and waits and terraform is not None:
+            stopped = _wait_for_jobs(context, op, block.wait_for_jobs, terraform)
+            if stopped is not None:
+                return stopped
+        if terraform is not None and context.replacement_policy_enabled:
             op = dataclasses.replace(op, policy_config=replacement_policy_config(terraform))
         result = context.executor.run(op, StackCommand.UP)
         if terraform is not None and terraform.get("resources"):
@@ -290,12 +323,95 @@ def _forget_adopted_recipe(context: FleetContext, op: StackOp, result: StackResu
         )
 
 
-def _plan_before_update(context: FleetContext, op: StackOp) -> dict[str, Any] | None:
-    """Terraform's plan for a deployed cluster about to change, so the gpu-node-group-replacement
-    policy judges the update (and, made mandatory, stops it before anything is replaced). A new
-    cluster has nothing to replace, and a disabled policy needs no plan: both skip it."""
+def _forced(context: FleetContext) -> bool:
+    return isinstance(context.request, UpRequest) and context.request.force
+
+
+def _disruptive(terraform: Mapping[str, Any]) -> list[str]:
+    """The addresses of the plan's disruptive changes (a plan not read: assumed disruptive)."""
+    resources = terraform.get("resources")
+    if terraform.get("error") or terraform.get("skipped") or resources is None:
+        return ["terraform (its plan was not read)"]
+    return [
+        str(r.get("address")) for r in resources if (r.get("disruption") or {}).get("class") == "disruptive"
+    ]
+
+
+def _wait_for_jobs(
+    context: FleetContext, op: StackOp, wait: WaitForJobsSpec, terraform: Mapping[str, Any]
+) -> StackResult | None:
+    """Before a disruptive change: wait (`wait.timeout`) for the cluster's job pods matching `wait.selectors`
+    to end. None when the change may go (nothing disruptive, or every job ended); else the cluster's failed
+    result naming the pods still running, its stack untouched (a failure, so its rollout wave halts)."""
+    from npa_pulumi.cloud.errors import CloudError
+    from npa_pulumi.kube import drain as kd
+    from npa_pulumi.kube.client import KubeClient, KubeError
+    from npa_pulumi.kube.kubeconfig import dump
+    from npa_pulumi.spec.durations import describe, duration_seconds
+
+    changes = _disruptive(terraform)
+    if not changes:
+        return None
     outputs = ClusterOutputs.read(context.stack_outputs([op])[op.stack])
-    if not outputs.cluster_id or not context.replacement_policy_enabled:
+    timeout_s = float(duration_seconds(wait.timeout) or 3600)
+    selectors = ", ".join(wait.selectors)
+    context.progress.phase(op.stack, "waiting for jobs", f"{selectors} (up to {describe(timeout_s)})")
+    try:
+        access = context.cloud.cluster_access(str(outputs.cluster_id))
+        client = KubeClient.from_kubeconfig(dump(access.kubeconfig(str(outputs.kube_context or op.stack))))
+        waited = kd.wait_for_jobs(lambda: kd.running_jobs(client, wait.selectors), timeout_s)
+    except (CloudError, KubeError) as err:
+        return op.result(
+            StackStatus.FAILED,
+            error=f"its job pods ({selectors}) could not be read before a disruptive change ({err}); the "
+            "cluster is not changed (`up --force` applies it without waiting)",
+        )
+    if waited.cleared:
+        if waited.seen:
+            context.progress.message(
+                f"{op.stack}: {len(waited.seen)} job pod(s) ended after {describe(waited.waited_s)}; applying"
+            )
+        return None
+    still = ", ".join(waited.still[:10]) + (
+        f" and {len(waited.still) - 10} more" if len(waited.still) > 10 else ""
+    )
+    return op.result(
+        StackStatus.FAILED,
+        error=f"job pod(s) still running after waiting {describe(timeout_s)} before a disruptive change "
+        f"({', '.join(changes[:5])}): {still}; the cluster is not changed, nothing was evicted (`up --force` "
+        "applies it without waiting)",
+    )
+
+
+def _deployed(context: FleetContext, op: StackOp) -> bool:
+    return bool(ClusterOutputs.read(context.stack_outputs([op])[op.stack]).cluster_id)
+
+
+def _pending(
+    context: FleetContext, op: StackOp, deferral: Deferral, terraform: dict[str, Any] | None
+) -> StackResult:
+    """A deployed cluster whose disruptive changes may not start now: its stack is not updated."""
+    result = op.result(StackStatus.PENDING)
+    result.pending = deferral.to_dict()
+    # Beside the stack, for `status` on any machine (cleared by the stack's next update).
+    tags = {
+        lifecycle.TAG_PENDING: " ".join(deferral.reason.split())[:250],
+        lifecycle.TAG_PENDING_UNTIL: result.pending["next_window"] or "",
+    }
+    context.executor.write_lifecycle(op, tags)
+    if terraform is not None and terraform.get("resources"):
+        result.terraform = terraform
+    context.progress.phase(op.stack, str(StackStatus.PENDING), deferral.reason)
+    return result
+
+
+def _plan_before_update(context: FleetContext, op: StackOp, *, needed: bool = False) -> dict[str, Any] | None:
+    """Terraform's plan for a deployed cluster about to change, so the gpu-node-group-replacement
+    policy judges the update (and, made mandatory, stops it before anything is replaced), and so its
+    maintenance windows can hold its disruptive changes (`needed`). A new cluster has nothing to replace
+    or drain, and a disabled policy outside any hold needs no plan: both skip it."""
+    outputs = ClusterOutputs.read(context.stack_outputs([op])[op.stack])
+    if not outputs.cluster_id or not (context.replacement_policy_enabled or needed):
         return None
     plan = context.plans().cluster(op.stack)
     project_outputs = context.cached_outputs(plan.project_stack)

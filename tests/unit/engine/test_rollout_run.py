@@ -8,6 +8,7 @@ clusters' health on a fake clock until it is over or one of them is not clean.""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from npa_pulumi.plan.rollout import (
     RolloutMember,
     RolloutPolicy,
     WaveRule,
+    approval_reason,
     assign_waves,
     parse_waves,
 )
@@ -572,3 +574,85 @@ def test_status_shows_an_all_held_wave_waiting_and_the_later_waves_waiting_behin
     assert [w["state"] for w in shown["waves"]] == ["waiting", "waiting"]
     assert shown["waiting"] == {"wave": 1, "held": {"p/canary": "node n1: NebiusGPUError (XID 79)"}}
     assert "halted" not in shown and "in_progress" not in shown
+
+
+# --- approvals between waves (`rollout.approval`) and clusters left pending for a window (issue 58) ------
+# Wave N starts only once M identities other than the run's approved it; the run's own approval never
+# counts; a wave of pending clusters vouches for nothing.
+
+RUN = "ci-deployer"
+
+
+def _run(
+    policy: RolloutPolicy, names: list[str], approvers: list[str], pending: tuple[str, ...] = ()
+) -> tuple[RolloutRun, list[StackResult], list[str], list[int]]:
+    asked: list[int] = []
+
+    def approvals(wave: int) -> tuple[list[str], str]:
+        asked.append(wave)
+        return approvers, RUN
+
+    clock = FakeClock()
+    rollout = RolloutRun(
+        FakeContext(),  # type: ignore[arg-type]
+        assign_waves(policy, members(*names)),
+        health=FakeHealth(),
+        sleep=clock.sleep,
+        clock=clock.clock,
+        approvals=approvals,
+    )
+    ran: list[str] = []
+
+    def work(name: str) -> StackResult:
+        ran.append(name)
+        if name in pending:
+            return op(name).result("pending", pending={"reason": "outside its maintenance windows"})
+        return deployed(name)
+
+    def job(name: str) -> Callable[[], StackResult]:
+        return lambda: work(name)
+
+    ops = [op(n) for n in names]
+    walk = independent(WalkKind.UP, [(o.stack, job(o.stack)) for o in ops])
+    return rollout, rollout.run_walk(ops, walk), ran, asked
+
+
+GATED = dataclasses.replace(RolloutPolicy(parse_waves("p/canary;rest")), approval_before=2, approval_min=1)
+
+
+def test_the_next_wave_waits_for_an_approval_by_another_identity() -> None:
+    rollout, results, ran, asked = _run(GATED, ["canary", "a", "b"], approvers=[])
+    assert ran == ["canary"] and asked == [2]
+    by = {r.stack: r for r in results}
+    assert by["canary"].status == "deployed"
+    assert all(by[n].status == "skipped" and "waits for 1 approval" in (by[n].error or "") for n in "ab")
+    summary = rollout.summary()
+    assert summary["waiting"]["wave"] == 2 and "npa-pulumi approve" in summary["waiting"]["reason"]
+    assert [w["state"] for w in summary["waves"]] == ["passed", "waiting"]
+
+
+def test_the_runs_own_approval_does_not_count() -> None:
+    _, _, ran, _ = _run(GATED, ["canary", "a"], approvers=[RUN, RUN])
+    assert ran == ["canary"]
+
+
+def test_an_approval_by_someone_else_opens_the_wave() -> None:
+    rollout, _, ran, _ = _run(GATED, ["canary", "a", "b"], approvers=[RUN, "alice"])
+    assert sorted(ran) == ["a", "b", "canary"]
+    assert "waiting" not in rollout.summary()
+
+
+def test_approval_reason_counts_distinct_other_identities() -> None:
+    policy = dataclasses.replace(GATED, approval_min=2)
+    assert approval_reason(policy, 2, ["alice", "alice", RUN], RUN) is not None
+    assert approval_reason(policy, 2, ["alice", "bob"], RUN) is None
+    assert approval_reason(policy, 3, [], RUN) is None  # another wave: no approval asked
+
+
+def test_a_wave_of_pending_clusters_vouches_for_nothing() -> None:
+    policy = RolloutPolicy(parse_waves("p/canary;rest"))
+    rollout, results, ran, _ = _run(policy, ["canary", "a"], approvers=[], pending=("canary",))
+    assert ran == ["canary"]
+    by = {r.stack: r for r in results}
+    assert by["canary"].status == "pending" and by["a"].status == "skipped"
+    assert rollout.summary()["waiting"]["wave"] == 1

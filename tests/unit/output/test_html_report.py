@@ -339,3 +339,15 @@ def test_the_health_section_shows_open_breakers_repeat_offenders_and_the_inciden
     )
     assert '<tr data-node="n1"><td>a/cluster n1</td><td class="num">3</td><td class="num">-</td>' in page
     assert "Repair ladder" not in render_report(_status(), _plan(), health=_health())
+
+
+def test_the_versions_and_what_waits_for_a_window() -> None:
+    status = _status()
+    status["clusters"][0]["versions"] = {"control_plane": "1.32", "node_groups": {"gpu": "1.31"}}
+    status["clusters"][0]["pending"] = {
+        "reason": "1 disruptive change(s) pending (outside its maintenance windows)",
+        "next_window": "2026-12-12T02:00:00+00:00",
+    }
+    page = render_report(status, _plan())
+    assert "control plane 1.32<br>gpu 1.31" in page
+    assert "waiting for a window" in page and "next window 2026-12-12T02:00:00+00:00" in page

@@ -1,0 +1,428 @@
+"""`upgrade run`: the fleet's Kubernetes upgrade plan (plan/upgrade.py) executed as a train of `up`s, one per
+hop (docs/upgrades.md).
+
+Hop N moves every cluster still on the train one minor: the spec each `up` gets is the user's, with each
+cluster's `k8s_version` at where its train stands. Each `up` is the ordinary one, so it runs the spec's
+staged rollout (waves, health gates, soaks), honours the maintenance windows (a cluster left `pending` or
+`held` gets off the train at that hop, where it stands) and takes the control plane before its node groups
+(Terraform's dependency order in the recipe). After every hop the versions are read back from the cloud and
+the skew invariants checked on every cluster that moved: its control plane at the hop's version, no node
+group newer than it nor more than the kubelet's skew behind. A failed stack or gate, a halted rollout or a
+skew violation halts the whole train: no later hop starts, and the same command resumes it (each cluster
+starts again from the version it has).
+
+Refused before anything changes: a plan that refuses a cluster, a cluster whose version is unknown, and a
+cluster with a pinned node group (`pin: true` is not rendered: the recipe moves every group with its
+cluster, so a run would move it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
+from npa_pulumi.plan.upgrade import (
+    ClusterUpgrade,
+    Minor,
+    Status,
+    max_minors_behind,
+    plan_cluster,
+)
+from npa_pulumi.sdk.requests import StatusRequest, UpRequest
+from npa_pulumi.spec import FleetSpec
+
+if TYPE_CHECKING:
+    from npa_pulumi.engine.orchestrator import Fleet
+    from npa_pulumi.sdk.operations import Approve
+
+_VERSION_PREFIX = re.compile(r"v?(\d+)\.(\d+)")
+
+
+class TrainState(StrEnum):
+    """Where one cluster's train ended."""
+
+    REACHED = "reached"  # at the target
+    UP_TO_DATE = "up-to-date"  # there before the run
+    PENDING = "pending"  # an `up` deferred it (outside its window, an exclusion): off the train where it is
+    HELD = "held"  # a rollout held it (maintenance, a NebiusGPUError node): off the train where it is
+    HALTED = "halted"  # the train halted before it reached the target
+    REFUSED = "refused"  # never started: the run was refused
+
+
+@dataclass(frozen=True)
+class LiveVersions:
+    """What the cloud says a cluster runs: its control plane's version and each node group's ('' unknown)."""
+
+    control_plane: str
+    node_groups: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TrainCluster:
+    key: str  # project-key/cluster-name
+    project_key: str
+    name: str
+    plan: ClusterUpgrade
+    position: str  # the version its train stands at
+    state: TrainState | None = None
+    reason: str = ""
+
+    def hop_to(self, index: int) -> str | None:
+        """The version hop `index` moves it to (None: it has no such hop)."""
+        hops = self.plan.hops
+        return hops[index][0].to_version if index < len(hops) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.key,
+            "from": self.plan.current or None,
+            "to": self.plan.target or None,
+            "at": self.position or None,
+            "state": str(self.state) if self.state else None,
+            "reason": self.reason or None,
+        }
+
+
+@dataclass
+class HopRecord:
+    index: int
+    moved: dict[str, str]  # cluster key -> the version asked
+    outcomes: dict[str, str] = field(default_factory=dict)  # cluster key -> its stack's status
+    invariant_checks: int = 0
+    skew_violations: list[str] = field(default_factory=list)
+    halted: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hop": self.index + 1,
+            "moved": self.moved,
+            "outcomes": self.outcomes,
+            "invariant_checks": self.invariant_checks,
+            "skew_violations": self.skew_violations,
+            "halted": self.halted or None,
+        }
+
+
+@dataclass
+class UpgradeRun:
+    target: str | None  # None: each cluster to the version its spec declares
+    clusters: list[TrainCluster]
+    hops: list[HopRecord] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    halted: str = ""
+    results: list[FleetResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and not self.halted
+
+    def behind_the_spec(self, spec: FleetSpec) -> list[str]:
+        """Clusters the run moved past what the spec declares: the next `up` of that spec would move them
+        back (the spec, not the run, is what `up` applies), so it must say the version reached."""
+        from npa_pulumi.plan.upgrade import declared_version
+
+        declared = {f"{p.key()}/{c.name}": declared_version(c) for p, c in spec.cluster_targets()}
+        return [
+            f"{c.key}: now at {c.position}, but the spec declares {declared.get(c.key) or 'no k8s_version'}: "
+            f'set k8s_version: "{c.position}" before the next up, which would otherwise move it back'
+            for c in self.clusters
+            if c.position and c.position != c.plan.current and c.position != declared.get(c.key)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        states: dict[str, int] = {}
+        for cluster in self.clusters:
+            if cluster.state is not None:
+                states[str(cluster.state)] = states.get(str(cluster.state), 0) + 1
+        return {
+            "ok": self.ok,
+            "target": self.target,
+            "refused": self.refused,
+            "warnings": self.warnings,
+            "halted": self.halted or None,
+            "summary": {
+                "clusters": len(self.clusters),
+                **states,
+                "hops_run": len(self.hops),
+                "invariant_checks": sum(h.invariant_checks for h in self.hops),
+                "skew_violations": sum(len(h.skew_violations) for h in self.hops),
+            },
+            "clusters": [c.to_dict() for c in self.clusters],
+            "hops": [h.to_dict() for h in self.hops],
+        }
+
+
+# (the spec with every cluster at its train's version, the hop's index) -> the `up` of that spec
+ApplyHop = Callable[[FleetSpec, int], FleetResult]
+# (cluster key -> its stack's result, with its cluster id) -> cluster key -> what the cloud says it runs
+ReadVersions = Callable[[Mapping[str, StackResult]], Mapping[str, LiveVersions]]
+
+
+def live_minor(text: str) -> Minor | None:
+    """The minor of a version as a cloud reports it (`1.31`, `1.31.4-nebius-node.1`, `v1.31.2`)."""
+    match = _VERSION_PREFIX.match(text.strip())
+    return Minor(int(match.group(1)), int(match.group(2))) if match else None
+
+
+def skew_violations(key: str, live: LiveVersions, expected: str) -> list[str]:
+    """The skew invariants of one cluster after a hop: its control plane at `expected`, no node group newer
+    than it, none more than the kubelet's skew behind. A node group whose version the cloud does not report
+    is not judged (the count of checks says what was)."""
+    found = []
+    control, wanted = live_minor(live.control_plane), live_minor(expected)
+    if control is None or control != wanted:
+        return [f"{key}: control plane at {live.control_plane or 'an unknown version'}, expected {expected}"]
+    limit = max_minors_behind(control)
+    for name, version in sorted(live.node_groups.items()):
+        minor = live_minor(version)
+        if minor is None:
+            continue
+        if minor > control:
+            found.append(f"{key}: node group {name} at {version} is newer than its control plane ({control})")
+        elif minor.major != control.major or control.minor - minor.minor > limit:
+            found.append(
+                f"{key}: node group {name} at {version} is more than {limit} minors behind its control "
+                f"plane ({control})"
+            )
+    return found
+
+
+def checks_of(live: LiveVersions) -> int:
+    """How many invariants a read allows checking: the control plane's, and one per reported group."""
+    return 1 + sum(1 for version in live.node_groups.values() if live_minor(version) is not None)
+
+
+def plan_train(
+    spec: FleetSpec, target: str | None, at: datetime, current: Mapping[str, str]
+) -> tuple[list[TrainCluster], list[str]]:
+    """Each cluster's train from `current` (the live version, by cluster key; else the spec's) to `target`
+    (None: the version the spec declares), and the refusals that stop the run before anything changes."""
+    from npa_pulumi.plan.upgrade import declared_version
+
+    clusters, refused = [], []
+    for project, cluster in spec.cluster_targets():
+        key = f"{project.key()}/{cluster.name}"
+        declared = declared_version(cluster)
+        start = current.get(key) or declared
+        if target is None and not declared:
+            # Asked nothing: the spec leaves its version to the backend, and no --to moves it.
+            idle = ClusterUpgrade(key, cluster.backend.value, start, start, Status.UP_TO_DATE)
+            clusters.append(
+                TrainCluster(key, project.key(), cluster.name, idle, start, TrainState.UP_TO_DATE)
+            )
+            continue
+        plan = plan_cluster(project, cluster, start, target or declared, at)
+        train = TrainCluster(key, project.key(), cluster.name, plan, start)
+        if plan.status is Status.REFUSED:
+            refused += [f"{key}: {r.object} at {r.version}: {r.reason}" for r in plan.refusals]
+        elif plan.status is Status.UNKNOWN:
+            refused.append(f"{key}: {plan.reason}")
+        elif cluster.soperator is not None and plan.status is Status.PLANNED:
+            refused.append(f"{key}: upgrade run moves mk8s clusters only; set the soperator's k8s_version")
+        else:
+            pinned = sorted({p.name for hop in plan.hops for p in hop if p.held})
+            if pinned:
+                refused.append(
+                    f"{key}: pinned node group(s) {', '.join(pinned)}: the recipe moves every node group "
+                    "with its cluster (pin is not rendered yet), so a run would move them; unpin them or "
+                    "leave the cluster out (--only-clusters)"
+                )
+        if plan.status is Status.UP_TO_DATE:
+            train.state = TrainState.UP_TO_DATE
+        clusters.append(train)
+    return clusters, refused
+
+
+def at_positions(spec: FleetSpec, positions: Mapping[str, str]) -> FleetSpec:
+    """The spec with each listed cluster's `k8s_version` at its train's position (others as written)."""
+    copy = spec.model_copy(deep=True)
+    for project, cluster in copy.cluster_targets():
+        version = positions.get(f"{project.key()}/{cluster.name}")
+        if version:
+            cluster.k8s_version = version
+    return copy
+
+
+def run_train(
+    spec: FleetSpec,
+    target: str | None,
+    clusters: list[TrainCluster],
+    refused: Sequence[str],
+    *,
+    apply: ApplyHop,
+    read: ReadVersions,
+) -> UpgradeRun:
+    """Run the trains (see the module's docstring); nothing is applied when `refused` is not empty."""
+    run = UpgradeRun(target, clusters, refused=list(refused))
+    if run.refused:
+        for cluster in clusters:
+            cluster.state = cluster.state or TrainState.REFUSED
+        return run
+    index = 0
+    while True:
+        moving = {c.key: hop for c in clusters if c.state is None and (hop := c.hop_to(index)) is not None}
+        if not moving:
+            break
+        positions = {c.key: c.position for c in clusters} | moving
+        result = apply(at_positions(spec, positions), index)
+        run.results.append(result)
+        record = HopRecord(index, dict(moving))
+        run.hops.append(record)
+        by_key = {f"{s.project_key}/{s.cluster_name}": s for s in result.clusters()}
+        record.halted = _settle(clusters, moving, by_key, record, result)
+        if not record.halted:
+            record.halted = _check(clusters, moving, by_key, record, read)
+        if record.halted:
+            run.halted = f"hop {index + 1}: {record.halted}"
+            for cluster in clusters:
+                if cluster.state is None:
+                    cluster.state, cluster.reason = TrainState.HALTED, run.halted
+            break
+        index += 1
+    for cluster in clusters:
+        if cluster.state is None:
+            cluster.state = TrainState.REACHED
+    run.warnings = run.behind_the_spec(spec)
+    return run
+
+
+def _settle(
+    clusters: Sequence[TrainCluster],
+    moving: Mapping[str, str],
+    by_key: Mapping[str, StackResult],
+    record: HopRecord,
+    result: FleetResult,
+) -> str:
+    """Each moving cluster's outcome of the hop's `up`; why the train halts ('' when it goes on)."""
+    failed = []
+    for cluster in clusters:
+        if cluster.key not in moving:
+            continue
+        stack = by_key.get(cluster.key)
+        status = stack.status if stack is not None else StackStatus.SKIPPED
+        record.outcomes[cluster.key] = str(status)
+        if status in (StackStatus.DEPLOYED, StackStatus.UNCHANGED):
+            cluster.position = moving[cluster.key]
+        elif status is StackStatus.PENDING and stack is not None:
+            cluster.state = TrainState.PENDING
+            cluster.reason = str((stack.pending or {}).get("reason", ""))
+        elif status is StackStatus.HELD and stack is not None:
+            cluster.state, cluster.reason = TrainState.HELD, stack.error or ""
+        else:
+            failed.append(f"{cluster.key} {status}" + (f" ({stack.error})" if stack and stack.error else ""))
+    halted = (result.rollout or {}).get("halted")
+    if halted:
+        return f"the rollout halted at wave {halted['wave']}: {halted['reason']}"
+    if failed:
+        return "failed: " + "; ".join(failed)
+    if result.error:
+        return result.error
+    return ""
+
+
+def _check(
+    clusters: Sequence[TrainCluster],
+    moving: Mapping[str, str],
+    by_key: Mapping[str, StackResult],
+    record: HopRecord,
+    read: ReadVersions,
+) -> str:
+    """The skew invariants of every cluster that moved, read back from the cloud."""
+    moved = {
+        c.key: by_key[c.key] for c in clusters if c.key in moving and c.state is None and c.key in by_key
+    }
+    if not moved:
+        return ""
+    live = read(moved)
+    for key in moved:
+        found = live.get(key)
+        if found is None:
+            record.skew_violations.append(f"{key}: its versions could not be read")
+            continue
+        record.invariant_checks += checks_of(found)
+        record.skew_violations += skew_violations(key, found, moving[key])
+    return "skew invariant violated: " + "; ".join(record.skew_violations) if record.skew_violations else ""
+
+
+# ------------------------------------------------------------------------------------- on the cloud
+
+
+def upgrade(
+    spec_path: str | Path,
+    target: str | None,
+    request: UpRequest,
+    *,
+    approve: Approve | None = None,
+    at: datetime | None = None,
+) -> UpgradeRun:
+    """`npa-pulumi upgrade run`: plan each selected cluster's train from the version its cloud reports (the
+    spec's when it has none), refuse or ask, then run the trains (`run_train`), each hop an SDK `deploy`."""
+    from npa_pulumi.sdk.operations import Approval, deploy, open_fleet, select, status
+
+    selected = select(spec_path, request.selection)
+    keys = {f"{t.project_key}/{t.cluster_name}" for t in selected.targets}
+    reader = _CloudVersions(open_fleet(selected, request))
+    try:
+        asked = StatusRequest(where=request.where, selection=request.selection, recipes=request.recipes)
+        found = status(selected, asked)
+        by_key = {f"{s.project_key}/{s.cluster_name}": s for s in found.clusters() if s.cluster_id}
+        current = {key: live.control_plane for key, live in reader(by_key).items() if live.control_plane}
+        clusters, refused = plan_train(selected.spec, target, at or datetime.now(UTC), current)
+        clusters = [c for c in clusters if c.key in keys]
+        if approve is not None and not refused and any(c.state is None for c in clusters):
+            approve(Approval("deploy", selected.spec.name, selected.spec, selected.targets))
+
+        def apply(spec: FleetSpec, index: int) -> FleetResult:
+            hop = dataclasses.replace(selected, spec=spec, targets=select(spec, request.selection).targets)
+            return deploy(hop, request)
+
+        return run_train(selected.spec, target, clusters, refused, apply=apply, read=reader)
+    finally:
+        reader.close()
+
+
+class _CloudVersions:
+    """Reads clusters' versions from the cloud: the control plane's, and each node group's."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self._fleet = fleet
+
+    def __call__(self, stacks: Mapping[str, StackResult]) -> Mapping[str, LiveVersions]:
+        cloud = self._fleet.context.cloud
+        found = {}
+        for key, stack in stacks.items():
+            if not stack.cluster_id:
+                continue
+            try:
+                cluster = cloud.get_cluster(stack.cluster_id)
+                groups = cloud.list_node_groups(stack.cluster_id)
+            except CloudError:
+                continue  # not read: the caller counts it a violation when it moved
+            found[key] = LiveVersions(cluster.k8s_version, {g.name: g.version for g in groups})
+        return found
+
+    def close(self) -> None:
+        self._fleet.close()
+
+
+__all__ = (
+    "LiveVersions",
+    "TrainCluster",
+    "TrainState",
+    "UpgradeRun",
+    "at_positions",
+    "live_minor",
+    "plan_train",
+    "run_train",
+    "skew_violations",
+    "upgrade",
+)

@@ -1,0 +1,211 @@
+"""`upgrade run`'s train (sdk/upgrade.py) with the `up` of each hop and the cloud's versions played by
+fakes: hops one minor at a time over the clusters still on the train, a failed gate or a halted rollout or
+a skew violation halting it, a pending cluster getting off where it stands, refusals (pins, unknown
+versions) stopping it before anything is applied."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.sdk.upgrade import (
+    LiveVersions,
+    TrainState,
+    at_positions,
+    live_minor,
+    plan_train,
+    run_train,
+    skew_violations,
+)
+from npa_pulumi.spec import FleetSpec, parse_spec
+
+AT = datetime(2026, 12, 9, 12, tzinfo=UTC)
+CPU = "{count: 2, platform: cpu-d3, preset: 16vcpu-64gb}"
+
+
+def fleet(*clusters: str) -> FleetSpec:
+    lines = [
+        "apiVersion: npa.fleet/v0.0.1",
+        "name: train",
+        "region: eu-north1",
+        "projects:",
+        "  - name: p",
+        "    clusters:",
+    ]
+    lines += [f"      - {c}" for c in clusters]
+    return parse_spec("\n".join(lines) + "\n")
+
+
+class Cloud:
+    """The fake fleet: `up` moves each changed cluster to the version its spec now declares (its node
+    groups with it), unless told to fail, defer or leave a group behind; `read` reports what it holds."""
+
+    def __init__(self, versions: dict[str, str]) -> None:
+        self.versions = dict(versions)
+        self.groups_behind: dict[str, str] = {}  # cluster key -> the version its node group stays at
+        self.fail: dict[tuple[str, int], str] = {}  # (cluster key, hop) -> status
+        self.pending: set[str] = set()
+        self.hops: list[dict[str, str]] = []
+
+    def apply(self, spec: FleetSpec, index: int) -> FleetResult:
+        stacks, asked = [], {}
+        for project, cluster in spec.cluster_targets():
+            key = f"{project.key()}/{cluster.name}"
+            wanted = cluster.k8s_version
+            status = "unchanged"
+            pending = None
+            if wanted != self.versions[key]:
+                asked[key] = wanted
+                status = self.fail.get((key, index), "deployed")
+                if key in self.pending:
+                    status, pending = "pending", {"reason": "outside its maintenance windows"}
+                if status == "deployed":
+                    self.versions[key] = wanted
+            stacks.append(
+                StackResult(
+                    stack=f"train.{key.replace('/', '.')}",
+                    kind="cluster",
+                    project_key=project.key(),
+                    cluster_name=cluster.name,
+                    status=status,
+                    cluster_id=f"id-{cluster.name}",
+                    pending=pending,
+                )
+            )
+        self.hops.append(asked)
+        return FleetResult(command="up", fleet="train", cloud="local", backend="file", stacks=stacks)
+
+    def read(self, stacks: Mapping[str, StackResult]) -> Mapping[str, LiveVersions]:
+        return {
+            key: LiveVersions(
+                self.versions[key],
+                {f"{key.split('/')[1]}-ng-cpu": self.groups_behind.get(key, self.versions[key])},
+            )
+            for key in stacks
+        }
+
+
+def _run(spec: FleetSpec, cloud: Cloud, target: str) -> Any:
+    clusters, refused = plan_train(spec, target, AT, {})
+    return run_train(spec, target, clusters, refused, apply=cloud.apply, read=cloud.read)
+
+
+def test_clusters_on_three_minors_reach_the_target_one_minor_a_hop() -> None:
+    spec = fleet(
+        f"{{name: a, k8s_version: '1.30', cpu_nodes: {CPU}}}",
+        f"{{name: b, k8s_version: '1.31', cpu_nodes: {CPU}}}",
+        f"{{name: c, k8s_version: '1.32', cpu_nodes: {CPU}}}",
+    )
+    cloud = Cloud({"p/a": "1.30", "p/b": "1.31", "p/c": "1.32"})
+    run = _run(spec, cloud, "1.33")
+    assert run.ok
+    assert cloud.hops == [
+        {"p/a": "1.31", "p/b": "1.32", "p/c": "1.33"},
+        {"p/a": "1.32", "p/b": "1.33"},
+        {"p/a": "1.33"},
+    ]
+    assert cloud.versions == {"p/a": "1.33", "p/b": "1.33", "p/c": "1.33"}
+    document = run.to_dict()
+    assert document["summary"]["reached"] == 3 and document["summary"]["skew_violations"] == 0
+    # Each cluster that moved: its control plane and its node group checked, after every hop.
+    assert document["summary"]["invariant_checks"] == 2 * (3 + 2 + 1)
+
+
+def test_a_failed_gate_halts_the_train_and_no_later_hop_starts() -> None:
+    spec = fleet(
+        f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}}}",
+        f"{{name: b, k8s_version: '1.31', cpu_nodes: {CPU}}}",
+    )
+    cloud = Cloud({"p/a": "1.31", "p/b": "1.31"})
+    cloud.fail[("p/b", 0)] = "deployed-validation-failed"
+    run = _run(spec, cloud, "1.33")
+    assert not run.ok and len(cloud.hops) == 1
+    assert run.halted.startswith("hop 1: failed: p/b deployed-validation-failed")
+    states = {c.key: (c.state, c.position) for c in run.clusters}
+    assert states == {"p/a": (TrainState.HALTED, "1.32"), "p/b": (TrainState.HALTED, "1.31")}
+
+
+def test_a_skew_violation_read_back_halts_the_train() -> None:
+    spec = fleet(f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}}}")
+    cloud = Cloud({"p/a": "1.31"})
+    cloud.groups_behind["p/a"] = "1.27"  # its node group never moved: 1.32 - 1.27 = 5 minors
+    run = _run(spec, cloud, "1.33")
+    assert not run.ok and len(cloud.hops) == 1
+    (violation,) = run.hops[0].skew_violations
+    assert (
+        violation == "p/a: node group a-ng-cpu at 1.27 is more than 3 minors behind its control plane (1.32)"
+    )
+
+
+def test_a_pending_cluster_gets_off_where_it_stands_and_the_others_go_on() -> None:
+    spec = fleet(
+        f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}}}",
+        f"{{name: b, k8s_version: '1.31', cpu_nodes: {CPU}}}",
+    )
+    cloud = Cloud({"p/a": "1.31", "p/b": "1.31"})
+    cloud.pending.add("p/b")
+    run = _run(spec, cloud, "1.33")
+    assert run.ok
+    assert cloud.hops == [{"p/a": "1.32", "p/b": "1.32"}, {"p/a": "1.33"}]
+    states = {c.key: (c.state, c.position) for c in run.clusters}
+    assert states == {"p/a": (TrainState.REACHED, "1.33"), "p/b": (TrainState.PENDING, "1.31")}
+    # The second hop's spec keeps the pending cluster at the version it has: `up` does not move it back.
+    assert cloud.versions["p/b"] == "1.31"
+
+
+def test_a_pinned_group_or_an_unknown_version_refuses_the_run_before_anything_is_applied() -> None:
+    spec = fleet(
+        f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}}}",
+        "{name: pinned, k8s_version: '1.31', cpu_nodes: {count: 2, platform: cpu-d3, preset: 16vcpu-64gb,"
+        " pin: true}}",
+        f"{{name: unknown, cpu_nodes: {CPU}}}",
+    )
+    cloud = Cloud({"p/a": "1.31", "p/pinned": "1.31", "p/unknown": ""})
+    run = _run(spec, cloud, "1.32")
+    assert not run.ok and cloud.hops == []
+    assert any(r.startswith("p/pinned: pinned node group(s) pinned-ng-cpu") for r in run.refused)
+    assert any(r.startswith("p/unknown: the current version") for r in run.refused)
+    assert {c.state for c in run.clusters} == {TrainState.REFUSED}
+
+
+def test_the_live_version_is_where_a_train_starts() -> None:
+    spec = fleet(f"{{name: a, cpu_nodes: {CPU}}}")  # no k8s_version: the service chose one
+    clusters, refused = plan_train(spec, "1.33", AT, {"p/a": "1.32"})
+    assert not refused and [c.hop_to(0) for c in clusters] == ["1.33"]
+
+
+def test_the_hop_spec_sets_each_cluster_at_its_position_and_leaves_the_rest() -> None:
+    spec = fleet(f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}}}", f"{{name: b, cpu_nodes: {CPU}}}")
+    moved = at_positions(spec, {"p/a": "1.32"})
+    versions = {c.name: c.k8s_version for _, c in moved.cluster_targets()}
+    assert versions == {"a": "1.32", "b": ""}
+    assert {c.name: c.k8s_version for _, c in spec.cluster_targets()} == {"a": "1.31", "b": ""}
+
+
+def test_skew_rules_on_versions_as_clouds_report_them() -> None:
+    assert live_minor("1.31.4-nebius-node.1") == live_minor("v1.31.2") == live_minor("1.31")
+    assert skew_violations("k", LiveVersions("1.32", {"g": "1.33.0"}), "1.32") == [
+        "k: node group g at 1.33.0 is newer than its control plane (1.32)"
+    ]
+    assert skew_violations("k", LiveVersions("1.31", {}), "1.32") == [
+        "k: control plane at 1.31, expected 1.32"
+    ]
+    assert skew_violations("k", LiveVersions("1.32", {"g": "", "h": "1.29"}), "1.32") == []
+
+
+def test_without_a_target_each_cluster_goes_to_its_spec_and_a_run_past_it_warns() -> None:
+    spec = fleet(f"{{name: a, k8s_version: '1.33', cpu_nodes: {CPU}}}", f"{{name: b, cpu_nodes: {CPU}}}")
+    cloud = Cloud({"p/a": "1.31", "p/b": "1.32"})
+    clusters, refused = plan_train(spec, None, AT, {"p/a": "1.31", "p/b": "1.32"})
+    assert not refused  # b declares no version and is asked none: up to date where it is
+    run = run_train(spec, None, clusters, refused, apply=cloud.apply, read=cloud.read)
+    assert run.ok and cloud.hops == [{"p/a": "1.32"}, {"p/a": "1.33"}] and not run.warnings
+    past = fleet(f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}}}")
+    cloud = Cloud({"p/a": "1.31"})
+    run = _run(past, cloud, "1.32")
+    assert run.warnings == [
+        'p/a: now at 1.32, but the spec declares 1.31: set k8s_version: "1.32" before the next up, which '
+        "would otherwise move it back"
+    ]
