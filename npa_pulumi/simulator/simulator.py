@@ -190,6 +190,8 @@ class LocalSimulator:
     set_slurm_fault = Served("node_health", NodeHealth.set_slurm_fault)
     set_driver_fault = Served("node_health", NodeHealth.set_driver_fault)
     replace_node = Served("node_health", NodeHealth.replace_node)
+    recover_node = Served("node_health", NodeHealth.recover_node)
+    remove_node = Served("node_health", NodeHealth.remove_node)
     add_maintenance = Served("node_health", NodeHealth.add_maintenance)
     finish_maintenance = Served("node_health", NodeHealth.finish_maintenance)
     list_active_maintenance = Served("node_health", NodeHealth.list_active_maintenance)

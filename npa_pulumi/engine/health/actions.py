@@ -11,14 +11,17 @@
    watch's events, its receipt and the audit trail;
 4. `requalify` runs the gate's per-node probes through the requalification path (`health --requalify`:
    its record, the fabric check where it applies); the next read settles the rung from that record;
-5. on the node's validated return (its incident closed `returned`), a node this ladder cordoned from a
+5. `cloud-recovery` and `remove-from-group` go through the cloud port (`recover_node`: the node's
+   instance stopped and started again; `remove_node`: the instance deleted so that its node group
+   replaces it) on a node the ladder cordoned before (a node still schedulable is cordoned first, in
+   the same action): the node keeps its name and uid through a recovery (its gate, `requalify`, decides
+   its return), and a removed node's incident closes `replaced` at the next read;
+6. on the node's validated return (its incident closed `returned`), a node this ladder cordoned from a
    schedulable state is made schedulable again (with the same precondition).
 
 Each action done leaves a private receipt (`<npa home>/health/remediation/receipts/<fleet>/`, 0600: the
 node, its uid, the rung, its prior scheduling state, what happened); the read's actions go into the audit
-trail in counts (sdk/audit.py). `cloud-recovery` and `remove-from-group` are never decided here (the
-cloud port offers neither: engine/health/ladder.py), and nodes a workload manager owns are held before any
-action (its node state is not read yet).
+trail in counts (sdk/audit.py).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.cloud.port import NodeRepair
 from npa_pulumi.engine.health import remediation as core
 from npa_pulumi.engine.health.requalification import gpu_holders
 from npa_pulumi.kube.client import KubeClient, KubeError
@@ -46,12 +51,16 @@ _CORDONING = (Rung.CORDON_AND_REPORT, Rung.FLAG_HARDWARE)
 
 @dataclass(frozen=True)
 class ClusterAccess:
-    """How to act on one cluster read in this run: its API client, and the requalification path for one
-    node object (the gate's probes, the fabric check where it applies, the record written)."""
+    """How to act on one cluster read in this run: its API client, the requalification path for one
+    node object (the gate's probes, the fabric check where it applies, the record written), and the
+    cloud's calls on one node's instance by its name (the cloud port's `recover_node`, `remove_node` in
+    the cluster's project; None: the cluster's project is not known, so neither is offered)."""
 
     stack: str
     client_for: Callable[[float], KubeClient]
     requalify: Callable[[JSON], JSON]
+    recover: Callable[[str], NodeRepair] | None = None
+    remove: Callable[[str], NodeRepair] | None = None
 
 
 def receipts_dir(fleet: str) -> Path:
@@ -96,6 +105,8 @@ def execute(
             outcome, detail, note, prior = _act(where, decision, uid, allowed)
         except KubeError as err:
             outcome, detail, note, prior = "failed", f"the cluster's API: {err}", "", None
+        except CloudError as err:
+            outcome, detail, note, prior = "failed", f"the cloud: {err}", "", None
         action |= {"outcome": outcome, "detail": detail}
         if outcome == "done":
             ledger = core.record_action(ledger, decision, now, note)
@@ -125,10 +136,24 @@ def _act(
     if decision.rung in _CORDONING:
         if prior:
             return "done", "already cordoned", "", prior
-        patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
-        client.merge_patch(f"/api/v1/nodes/{decision.node}", patch | {"spec": {"unschedulable": True}})
+        _cordon(client, node)
         return "done", "cordoned", CORDONED_BY_LADDER, prior
-    return "skipped", f"{decision.rung} is not offered on this cloud", "", None
+    call = where.recover if decision.rung is Rung.CLOUD_RECOVERY else None
+    call = where.remove if decision.rung is Rung.REMOVE_FROM_GROUP else call
+    if call is None:
+        return "skipped", f"{decision.rung} is not offered for this cluster", "", None
+    # Out of rotation first: a node the cloud stops or deletes takes no new work meanwhile.
+    note = "" if prior else _cordon(client, node)
+    repair = call(decision.node)
+    what = "stopped and started again" if repair.action == "RECOVERED" else "deleted: its group replaces it"
+    return "done", f"its instance {what} ({repair.state or 'no state'})", note, prior
+
+
+def _cordon(client: KubeClient, node: JSON) -> str:
+    """Cordon the node read, with its resourceVersion as the precondition; the attempt's note."""
+    patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
+    client.merge_patch(f"/api/v1/nodes/{node['metadata']['name']}", patch | {"spec": {"unschedulable": True}})
+    return CORDONED_BY_LADDER
 
 
 def restore(

@@ -18,14 +18,9 @@ from npa_pulumi.output.health import UNQUALIFIED, FleetHealth, NodeHealth, Remed
 from npa_pulumi.spec.constants import FaultReason, Rung
 from npa_pulumi.spec.remediation import FleetRemediation
 
-# Rungs the cloud port does not offer (npa_pulumi/cloud/port.py has no per-node call for them), for both
-# clouds: the ladder passes over them and says why.
-UNAVAILABLE: Mapping[Rung, str] = {
-    Rung.CLOUD_RECOVERY: "not available on this cloud: the cloud port has no per-node recovery call "
-    "(Nebius recovers a node with NebiusGPUError on its own: drain, then stop for recovery)",
-    Rung.REMOVE_FROM_GROUP: "not available on this cloud: the cloud port has no call that removes one node "
-    "from its node group",
-}
+# Rungs the cloud port does not offer, with why: the ladder passes over them. Both clouds offer every rung
+# now (the port's recover_node and remove_node); kept for a cloud or cluster that cannot.
+UNAVAILABLE: Mapping[Rung, str] = {}
 _CONDITION_REASONS = {
     "NebiusGPUError": FaultReason.GPU_ERROR,
     "NebiusBootDiskIOError": FaultReason.BOOT_DISK_IO_ERROR,

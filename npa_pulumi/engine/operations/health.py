@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
-from npa_pulumi.cloud.port import MaintenanceEvent
+from npa_pulumi.cloud.port import MaintenanceEvent, NodeRepair
 from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.graph import parallel
@@ -47,6 +47,10 @@ from npa_pulumi.spec import remediation as remediation_spec
 if TYPE_CHECKING:
     from npa_pulumi.engine.context import FleetContext
     from npa_pulumi.plan import Target
+
+
+# A recovery stops and starts a GPU instance; a removal waits for its deletion to be accepted.
+_REPAIR_TIMEOUT_S = 900.0
 
 
 def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
@@ -257,7 +261,21 @@ def _cluster(
             return result
 
         key = f"{target.project_key}/{target.cluster_name}"
-        access[key] = actions.ClusterAccess(target.cluster_stack, client_for, requalify_one)
+        project_id, cloud = recorded.project_id or "", fleet.cloud
+
+        def recover(node: str) -> NodeRepair:
+            return cloud.recover_node(project_id, node, timeout_s=_REPAIR_TIMEOUT_S)
+
+        def remove(node: str) -> NodeRepair:
+            return cloud.remove_node(project_id, node, timeout_s=_REPAIR_TIMEOUT_S)
+
+        access[key] = actions.ClusterAccess(
+            target.cluster_stack,
+            client_for,
+            requalify_one,
+            recover if project_id else None,
+            remove if project_id else None,
+        )
     qualification = health_model.Qualification.from_outputs(
         outputs, requalification.read_record(context), incidents
     )

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from npa_pulumi.cloud.errors import CloudRequest, FailedPrecondition
+from npa_pulumi.cloud.port import NodeRepair
 from npa_pulumi.engine.health import actions
 from npa_pulumi.engine.health import remediation as core
 from npa_pulumi.kube.client import KubeClient, KubeError
@@ -77,8 +79,28 @@ def gpu_pod(node: str) -> JSON:
     }
 
 
+class FakeCloud:
+    """The cloud port's two repair calls, recorded; `fail`: the cloud refuses them."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.fail = fail
+
+    def recover(self, node: str) -> NodeRepair:
+        return self._call("recover", node, "RECOVERED", "RUNNING")
+
+    def remove(self, node: str) -> NodeRepair:
+        return self._call("remove", node, "DELETED", "DELETED")
+
+    def _call(self, verb: str, node: str, action: str, state: str) -> NodeRepair:
+        self.calls.append((verb, node))
+        if self.fail:
+            raise FailedPrecondition(f"instance {node} is STOPPING", CloudRequest("compute.v1.Stop", {}))
+        return NodeRepair(instance_id=f"i-{node}", instance_name=node, action=action, state=state)
+
+
 def access(
-    api: FakeApi, probed: list[str] | None = None, passed: bool = True
+    api: FakeApi, probed: list[str] | None = None, passed: bool = True, cloud: FakeCloud | None = None
 ) -> dict[str, actions.ClusterAccess]:
     def requalify(node: JSON) -> JSON:
         (probed if probed is not None else []).append(node["metadata"]["name"])
@@ -90,7 +112,9 @@ def access(
         found: KubeClient = client
         return found
 
-    return {KEY: actions.ClusterAccess("fleet-research-train", client_for, requalify)}
+    recover = None if cloud is None else cloud.recover
+    remove = None if cloud is None else cloud.remove
+    return {KEY: actions.ClusterAccess("fleet-research-train", client_for, requalify, recover, remove)}
 
 
 def policy() -> FleetRemediation:
@@ -198,3 +222,65 @@ def test_on_its_validated_return_a_node_the_ladder_cordoned_is_schedulable_again
     )
     # an incident closed in an earlier read is not restored again
     assert actions.restore("fleet", after, after, access(api), at) == []
+
+
+def test_cloud_recovery_cordons_a_schedulable_node_first_then_asks_the_cloud() -> None:
+    api, cloud = FakeApi("n1", "n2"), FakeCloud()
+    api.nodes["n2"]["spec"]["unschedulable"] = True  # cordoned by someone else before
+    wanted = [decision("n1", Rung.CLOUD_RECOVERY), decision("n2", Rung.CLOUD_RECOVERY)]
+    ledger, done = actions.execute(
+        "fleet", wanted, [incident("n1"), incident("n2")], access(api, cloud=cloud), policy(), T0
+    )
+    assert cloud.calls == [("recover", "n1"), ("recover", "n2")]
+    assert [a["outcome"] for a in done] == ["done", "done"]
+    assert "stopped and started again" in done[0]["detail"]
+    assert api.nodes["n1"]["spec"]["unschedulable"] is True
+    [patch] = api.patches  # n2 was cordoned already: no patch, and restore will leave it cordoned
+    assert patch[0] == "/api/v1/nodes/n1"
+    first, second = (i.attempts[-1] for i in ledger)
+    assert (first.rung, first.outcome, first.note) == (
+        Rung.CLOUD_RECOVERY,
+        core.Outcome.PENDING,
+        actions.CORDONED_BY_LADDER,
+    )
+    assert second.note == ""
+
+
+def test_remove_from_group_asks_the_cloud_to_delete_the_nodes_instance() -> None:
+    api, cloud = FakeApi("n1"), FakeCloud()
+    ledger, done = actions.execute(
+        "fleet",
+        [decision("n1", Rung.REMOVE_FROM_GROUP)],
+        [incident("n1")],
+        access(api, cloud=cloud),
+        policy(),
+        T0,
+    )
+    assert cloud.calls == [("remove", "n1")] and "its group replaces it" in done[0]["detail"]
+    assert ledger[0].attempts[-1].rung is Rung.REMOVE_FROM_GROUP
+
+
+def test_a_cloud_rung_is_not_taken_on_a_node_whose_gpus_a_workload_holds_nor_without_the_cloud() -> None:
+    api, cloud = FakeApi("n1", "n2"), FakeCloud()
+    api.pods.append(gpu_pod("n1"))
+    wanted = [decision("n1", Rung.REMOVE_FROM_GROUP)]
+    _, done = actions.execute("fleet", wanted, [incident("n1")], access(api, cloud=cloud), policy(), T0)
+    assert done[0]["outcome"] == "skipped" and cloud.calls == [] and api.patches == []
+    wanted = [decision("n2", Rung.CLOUD_RECOVERY)]
+    ledger, done = actions.execute("fleet", wanted, [incident("n2")], access(api), policy(), T0)
+    assert done[0]["outcome"] == "skipped" and "not offered" in done[0]["detail"]
+    assert not ledger[0].attempts
+
+
+def test_a_cloud_that_refuses_the_call_leaves_the_rung_untaken() -> None:
+    api, cloud = FakeApi("n1"), FakeCloud(fail=True)
+    ledger, done = actions.execute(
+        "fleet",
+        [decision("n1", Rung.CLOUD_RECOVERY)],
+        [incident("n1")],
+        access(api, cloud=cloud),
+        policy(),
+        T0,
+    )
+    assert done[0]["outcome"] == "failed" and done[0]["detail"].startswith("the cloud:")
+    assert not ledger[0].attempts
