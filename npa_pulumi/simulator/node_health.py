@@ -111,6 +111,24 @@ class NodeHealth:
         (npa_pulumi/simulator/kube/slurm.py)."""
         return self._set_cluster_fault(cluster_id, "slurm", SLURM_FAULTS, fault, active)
 
+    def set_slurm_jobs(self, cluster_id: str, node: str, count: int) -> dict[str, int]:
+        """How many Slurm jobs run on a soperator worker node now (0: none): a drain of it stays
+        `NodeDraining` (DRAIN+ALLOC) until they are done (npa_pulumi/simulator/kube/slurm.py)."""
+        if count < 0:
+            raise InvalidArgument("a node runs 0 or more Slurm jobs")
+        with self.store.op(
+            "set_slurm_jobs", {"cluster_id": cluster_id, "node": node}, write=True, inject=False
+        ) as ctx:
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            jobs = data.setdefault("slurm_jobs", {})
+            if count:
+                jobs[node] = count
+            else:
+                jobs.pop(node, None)
+            ctx.set_data(cluster_id, data)
+            return dict(jobs)
+
     def set_driver_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
         """Inject (or clear) a fault of the GPU operator's driver on an RTX cluster (DRIVER_FAULTS); the
         cluster's agent renders the driver DaemonSet accordingly (npa_pulumi/simulator/kube/shapes.py)."""

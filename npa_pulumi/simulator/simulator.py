@@ -188,6 +188,7 @@ class LocalSimulator:
     # what happens to a cluster's nodes (node_health.py)
     set_node_fault = Served("node_health", NodeHealth.set_node_fault)
     set_slurm_fault = Served("node_health", NodeHealth.set_slurm_fault)
+    set_slurm_jobs = Served("node_health", NodeHealth.set_slurm_jobs)
     set_driver_fault = Served("node_health", NodeHealth.set_driver_fault)
     replace_node = Served("node_health", NodeHealth.replace_node)
     recover_node = Served("node_health", NodeHealth.recover_node)

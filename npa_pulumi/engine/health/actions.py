@@ -17,7 +17,12 @@
    the same action): the node keeps its name and uid through a recovery (its gate, `requalify`, decides
    its return), and a removed node's incident closes `replaced` at the next read;
 6. on the node's validated return (its incident closed `returned`), a node this ladder cordoned from a
-   schedulable state is made schedulable again (with the same precondition).
+   schedulable state is made schedulable again (with the same precondition), and a drain the ladder
+   asked of a workload manager is released.
+
+Where a workload manager owns the nodes (its backend names it), its drain comes first: a decision with `drain`
+sets the manager's drain condition on the node (running jobs finish, nothing new lands) and takes no rung;
+the rung is taken at a later read, once the manager reports the node drained, and re-read right before.
 
 Each action done leaves a private receipt (`<npa home>/health/remediation/receipts/<fleet>/`, 0600: the
 node, its uid, the rung, its prior scheduling state, what happened); the read's actions go into the audit
@@ -30,7 +35,7 @@ import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +51,9 @@ from npa_pulumi.spec.remediation import FleetRemediation
 
 JSON = dict[str, Any]
 CORDONED_BY_LADDER = "cordoned by the ladder (was schedulable)"  # the attempt's note restore looks for
+DRAIN = "workload-manager-drain"  # an action that is no rung: the node drained through its manager first
+FIELD_MANAGER = "npa-remediation"  # whose conditions the ladder's drains are (server-side apply)
+DRAIN_REASON_PREFIX = core.DRAIN_REASON_PREFIX
 _CORDONING = (Rung.CORDON_AND_REPORT, Rung.FLAG_HARDWARE)
 
 
@@ -61,6 +69,7 @@ class ClusterAccess:
     requalify: Callable[[JSON], JSON]
     recover: Callable[[str], NodeRepair] | None = None
     remove: Callable[[str], NodeRepair] | None = None
+    manager: core.WorkloadManager | None = None  # the workload manager owning its nodes (its backend's)
 
 
 def receipts_dir(fleet: str) -> Path:
@@ -96,7 +105,8 @@ def execute(
             continue
         where = access.get(decision.cluster)
         uid = _open_uid(ledger, decision.cluster, decision.node)
-        action: JSON = {"cluster": decision.cluster, "node": decision.node, "rung": decision.rung.value}
+        rung = DRAIN if decision.drain else decision.rung.value
+        action: JSON = {"cluster": decision.cluster, "node": decision.node, "rung": rung}
         if where is None:
             done.append(action | {"outcome": "skipped", "detail": "the cluster was not read in this run"})
             continue
@@ -109,7 +119,8 @@ def execute(
             outcome, detail, note, prior = "failed", f"the cloud: {err}", "", None
         action |= {"outcome": outcome, "detail": detail}
         if outcome == "done":
-            ledger = core.record_action(ledger, decision, now, note)
+            if not decision.drain:  # a drain is no rung: the rung is taken once the node is drained
+                ledger = core.record_action(ledger, decision, now, note)
             receipt = action | {"fleet": fleet, "uid": uid, "at": now.isoformat(timespec="seconds")}
             action["receipt"] = _receipt(fleet, receipt | {"prior_unschedulable": prior}, now)
         done.append(action)
@@ -124,7 +135,14 @@ def _act(
     node = client.get_or_none(f"/api/v1/nodes/{decision.node}")
     if node is None or (uid and node["metadata"].get("uid") != uid):
         return "skipped", "the node object is gone or was replaced since the read", "", None
-    if not allowed:
+    manager = where.manager
+    if manager is not None and decision.drain:
+        return _drain(client, node, manager, decision.drain)
+    if not allowed and manager is not None:  # its state right before, as the read judged it
+        state = manager.state_of(workload_conditions(node))
+        if not manager.drained(state):
+            return "skipped", f"{manager.name} {state} now: not drained", "", None
+    elif not allowed:
         holders = gpu_holders(client, decision.node)
         if holders:
             return "skipped", f"an active GPU workload holds it now: {', '.join(holders[:3])}", "", None
@@ -147,6 +165,70 @@ def _act(
     repair = call(decision.node)
     what = "stopped and started again" if repair.action == "RECOVERED" else "deleted: its group replaces it"
     return "done", f"its instance {what} ({repair.state or 'no state'})", note, prior
+
+
+def workload_conditions(node: JSON) -> dict[str, str]:
+    """The node's True conditions (type -> reason), as the health read keeps a manager's."""
+    return {
+        str(c.get("type")): str(c.get("reason") or "")
+        for c in (node.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
+
+
+def _drain(
+    client: KubeClient, node: JSON, manager: core.WorkloadManager, reason: str
+) -> tuple[str, str, str, bool | None]:
+    """Ask the workload manager to drain the node: its drain condition set True with the request as its
+    reason and the ladder's reason as its message (server-side apply of that one condition: the node's
+    other conditions stay as their owners keep them). Running jobs finish; nothing new is scheduled."""
+    name = node["metadata"]["name"]
+    if manager.condition in workload_conditions(node):
+        return "done", f"{manager.name} drain already asked for", "", None
+    condition = {
+        "type": manager.condition,
+        "status": "True",
+        "reason": manager.request,
+        "message": reason,
+        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"conditions": [condition]},
+    }
+    client.apply(f"/api/v1/nodes/{name}/status", body, FIELD_MANAGER)
+    return "done", f"drain asked of {manager.name} (reason: {reason})", "", None
+
+
+def _undrain(client: KubeClient, node: JSON, manager: core.WorkloadManager) -> bool:
+    """Release the ladder's own drain of the node (its condition's message is the ladder's reason): the
+    condition set False with the manager's release reason. Whether there was one to release."""
+    found = next(
+        (
+            c
+            for c in (node.get("status") or {}).get("conditions") or []
+            if c.get("type") == manager.condition and c.get("status") == "True"
+        ),
+        None,
+    )
+    if found is None or not str(found.get("message") or "").startswith(DRAIN_REASON_PREFIX):
+        return False
+    name = node["metadata"]["name"]
+    condition = found | {
+        "status": "False",
+        "reason": manager.released,
+        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"conditions": [condition]},
+    }
+    client.apply(f"/api/v1/nodes/{name}/status", body, FIELD_MANAGER)
+    return True
 
 
 def _cordon(client: KubeClient, node: JSON) -> str:
@@ -175,12 +257,10 @@ def restore(
             continue
         rungs = {a.rung for a in incident.attempts if a.outcome is not core.Outcome.SKIPPED}
         cordoned = any(a.note.startswith(CORDONED_BY_LADDER) for a in incident.attempts)
-        if Rung.FLAG_HARDWARE in rungs or not cordoned:
+        where = access.get(incident.cluster)
+        if Rung.FLAG_HARDWARE in rungs or where is None or not (cordoned or where.manager is not None):
             continue
         action: JSON = {"cluster": incident.cluster, "node": incident.node, "rung": "restore-scheduling"}
-        where = access.get(incident.cluster)
-        if where is None:
-            continue
         try:
             client = where.client_for(10.0)
             node = client.get_or_none(f"/api/v1/nodes/{incident.node}")
@@ -189,8 +269,14 @@ def restore(
                     action | {"outcome": "skipped", "detail": "the node object is gone or was replaced"}
                 )
                 continue
-            patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
-            client.merge_patch(f"/api/v1/nodes/{incident.node}", patch | {"spec": {"unschedulable": None}})
+            undrained = where.manager is not None and _undrain(client, node, where.manager)
+            if not (cordoned or undrained):
+                continue
+            if cordoned:
+                patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
+                client.merge_patch(
+                    f"/api/v1/nodes/{incident.node}", patch | {"spec": {"unschedulable": None}}
+                )
         except KubeError as err:
             done.append(action | {"outcome": "failed", "detail": f"the cluster's API: {err}"})
             continue

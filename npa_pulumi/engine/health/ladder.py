@@ -97,7 +97,9 @@ def facts(report: FleetHealth, clusters: Mapping[str, ClusterInfo]) -> list[Node
                     capacity_block=info.capacity_block,
                     gpu_workloads=None if node.gpu_workloads is None else tuple(node.gpu_workloads),
                     manager=info.manager,
-                    manager_state=None,  # not read in this version: nodes a workload manager owns are held
+                    manager_state=None
+                    if info.manager is None
+                    else info.manager.state_of(node.workload_conditions),
                     requalified_at=at,
                     requalify_passed=passed,
                 )

@@ -275,6 +275,7 @@ def _cluster(
             requalify_one,
             recover if project_id else None,
             remove if project_id else None,
+            _cluster_info(target).manager,
         )
     qualification = health_model.Qualification.from_outputs(
         outputs, requalification.read_record(context), incidents

@@ -144,6 +144,7 @@ def test_a_dry_run_shows_the_plan_and_every_rung_is_offered() -> None:
             "via": "",
             "why": "gpu-error: first rung",
             "skipped": [],
+            "drain": "",
         }
     ]
     assert view.unavailable == {}  # both clouds offer every rung (the port's recover_node, remove_node)
