@@ -269,14 +269,14 @@ def restore(
                     action | {"outcome": "skipped", "detail": "the node object is gone or was replaced"}
                 )
                 continue
-            undrained = where.manager is not None and _undrain(client, node, where.manager)
-            if not (cordoned or undrained):
-                continue
-            if cordoned:
+            if cordoned:  # first: the node as read (its resourceVersion) is what is uncordoned
                 patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
                 client.merge_patch(
                     f"/api/v1/nodes/{incident.node}", patch | {"spec": {"unschedulable": None}}
                 )
+            undrained = where.manager is not None and _undrain(client, node, where.manager)
+            if not (cordoned or undrained):
+                continue
         except KubeError as err:
             done.append(action | {"outcome": "failed", "detail": f"the cluster's API: {err}"})
             continue
