@@ -3,8 +3,9 @@ failed health gate renders in headless Chromium (Debian's package) with no conso
 is taken, and the DOM shows every cluster with its state, the failed one marked, the GPU health section
 read now (each cluster's row, a maintenance event Nebius scheduled on one node with its reason code), the
 repair ladder's numbers (a node that failed twice: its incidents, MTBI and MTTR as `health --output json`
-gives them, and it among the repeat offenders) and the audit trail's last records; the HTML holds none of the run's secrets (the passphrase, the bucket's
-access-key secret, the IAM token the bridge mints). `report --timeline` draws a run's trace there too."""
+gives them, and it among the repeat offenders) and the audit trail's last records; the HTML holds none of
+the run's secrets (the passphrase, the bucket's access-key secret, the IAM token the bridge mints).
+`report --timeline` draws a run's trace there too."""
 
 from __future__ import annotations
 
