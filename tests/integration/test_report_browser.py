@@ -77,7 +77,7 @@ class _Grid(HTMLParser):
             self.health[str(found["data-stack"])] = str(found["data-health"])
         if tag == "li" and found.get("data-reason"):
             self.reasons.append(str(found["data-reason"]))
-        if tag == "li" and found.get("data-node"):
+        if tag == "li" and found.get("class") == "offender":
             self.offenders.append(str(found["data-node"]))
         if tag == "tr" and (found.get("data-node") or found.get("data-reason")):
             self._row = self.incidents.setdefault(str(found.get("data-node") or found.get("data-reason")), [])
