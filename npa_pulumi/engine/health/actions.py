@@ -280,7 +280,9 @@ def restore(
         except KubeError as err:
             done.append(action | {"outcome": "failed", "detail": f"the cluster's API: {err}"})
             continue
-        action |= {"outcome": "done", "detail": "schedulable again: its gate passed after the incident"}
+        released = f"; {where.manager.name} drain released" if undrained and where.manager else ""
+        what = ("schedulable again" if cordoned else "in service again") + released
+        action |= {"outcome": "done", "detail": f"{what}: its gate passed after the incident"}
         receipt = action | {"fleet": fleet, "uid": incident.uid, "at": now.isoformat(timespec="seconds")}
         action["receipt"] = _receipt(fleet, receipt | {"prior_unschedulable": False}, now)
         done.append(action)
