@@ -59,7 +59,8 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
     `--watch`, only shown otherwise; with `--remediate` the ladder's decisions, acted on by the watch
     (engine/health/actions.py) and only shown by `--remediate --dry-run`. A ledger that cannot be read
     stops the ladder (nothing acts), not the read."""
-    ledger = _ledger(fleet)
+    shard = fleet.share.shard  # a watcher per shard keeps its own ledger (engine/health/ledger.py)
+    ledger = _ledger(fleet, shard, whole=options.watch is None and shard is None)
     executing = options.remediate and options.watch is not None
     access: dict[str, actions.ClusterAccess] | None = {} if executing else None
     report = read(fleet, fleet.targets, options, ledger=ledger, access=access)
@@ -89,15 +90,20 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
         incidents, done = actions.execute(fleet.spec.name, decisions, moved.incidents, access, policy, now)
         done += actions.restore(fleet.spec.name, ledger.incidents, incidents, access, now)
         moved.incidents, view.actions = incidents, done
+    view.ledger = str(ledger_store.ledger_path(fleet.spec.name, shard))
     report.remediation = view
     if options.watch is not None:  # the watch keeps the ledger; a single read records nothing
-        ledger_store.save(fleet.spec.name, moved)
+        ledger_store.save(fleet.spec.name, moved, shard)
     return report
 
 
-def _ledger(fleet: FleetContext) -> ledger_store.Ledger | None:
+def _ledger(fleet: FleetContext, shard: str | None, whole: bool) -> ledger_store.Ledger | None:
+    """The ledger a read moves on: a shard's own (`--shard`), the unsharded watcher's, or (`whole`: a read
+    of the whole fleet that records nothing) every ledger of the fleet as one."""
     try:
-        return ledger_store.load(fleet.spec.name)
+        if whole:
+            return ledger_store.load_all(fleet.spec.name)
+        return ledger_store.load(fleet.spec.name, shard)
     except NpaError:
         return None  # read() says why in the report's warnings
 
@@ -158,7 +164,7 @@ def read(
     report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.where.cloud, min_usable=options.min_usable)
     if ledger is None:
         try:
-            ledger = ledger_store.load(fleet.spec.name)
+            ledger = ledger_store.load_all(fleet.spec.name)  # every watcher's incidents: validated return
         except NpaError as err:
             report.warnings.append(str(err))
             ledger = ledger_store.Ledger()
