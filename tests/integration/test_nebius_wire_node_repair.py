@@ -53,7 +53,7 @@ class Seeded:
         network = cloud.create_network(project_id, "net")
         subnet = cloud.create_subnet(project_id, network.id, "subnet")
         self.cluster = cloud.create_cluster(project_id, "train", subnet.id, k8s_version="1.31")
-        cloud.create_node_group(self.cluster.id, "gpu", 2, "gpu-h100-sxm", "8gpu-128vcpu-1600gb")
+        cloud.create_node_group(self.cluster.id, "workers", 2, "cpu-d3", "4vcpu-16gb")
         self.names = sorted(self.nodes())
         simulator.set_node_fault(self.cluster.id, self.names[0], "gpu_error")
 
