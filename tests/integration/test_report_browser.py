@@ -229,9 +229,10 @@ def test_report_of_a_fleet_with_a_failed_gate(kube_api: Path, tmp_path: Path) ->
         "rpt.beta.train": ("deployed-validation-failed", "failed"),
     }
     assert bad in rendered.dom  # the gate's reason names the node
-    # The audit trail's last records, newest first: the failed `up`, then the first one.
+    # The audit trail's last records, newest first: the requalification of alpha's node, the failed `up`,
+    # then the first one.
     audited = re.findall(r'<tr data-command="([^"]+)" data-outcome="([^"]+)"', rendered.dom)
-    assert audited == [("up", "failed"), ("up", "ok")]
+    assert audited == [("health --requalify", "ok"), ("up", "failed"), ("up", "ok")]
     # The GPU health now: alpha's GPUs under maintenance (its node named with the reason code), beta's
     # nodes never qualified by a gate pass.
     assert grid.health == {"rpt.alpha.train": "below-min-usable", "rpt.beta.train": "below-min-usable"}
