@@ -212,6 +212,19 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             "<= 5 rounds",
             _status(result["met"]),
         ]
+    if name == "remediation_campaign":
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(result["outcomes"].items()))
+        return [
+            f"Repair-ladder campaign: {result['faults']} seeded faults over {result['clusters']} local "
+            f"clusters ({result['gpu_nodes']} GPU nodes, {result['slurm_clusters']} on Slurm), one watch "
+            "read a 60 s interval",
+            f"detected within {max(result['detected_within_intervals'])} interval(s); {outcomes}; breaker "
+            f"trips {len(result['breaker_trips'])}, {result['held_by_open_breaker']} holds under them; "
+            f"{result['reads']} reads in {result['wall_s']:.1f} s wall, {result['cpu_s']:.1f} s CPU; "
+            f"{len(result['violations'])} violations",
+            "all within 2 intervals; 0 violations",
+            _status(result["met"]),
+        ]
     return [name, "", "", _status(result.get("met"))]
 
 

@@ -35,6 +35,7 @@ from benchmarks.harness import (
     stats,
 )
 from benchmarks.health_scenarios import fabric_bisection, fleet_health
+from benchmarks.remediation_campaign import scenario as remediation_campaign
 from benchmarks.upstream import is_cloud_kind, product_cpu, upstream_lifecycle
 
 
@@ -932,6 +933,7 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "fleet_reads": fleet_reads,
     "fleet_health": fleet_health,
     "fabric_bisection": fabric_bisection,
+    "remediation_campaign": remediation_campaign,
     "fleet_scale": fleet_scale,
 }
 FULL_ONLY = frozenset({"fleet_scale"})  # `make bench` runs them; `--quick` only when named with --only

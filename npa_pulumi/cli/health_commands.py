@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from npa_pulumi.cli.common import EXIT_FAILED, output_option, run_guarded
-from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, selection
+from npa_pulumi.cli.fleet_options import fleet_fields, fleet_options, selection, shard_option
 from npa_pulumi.cli.observability import health_notifier
 from npa_pulumi.errors import UserInputError
 
@@ -53,6 +53,7 @@ _SUBCOMMAND = "npa.health.subcommand"
 
 @click.group("health", cls=HealthGroup, invoke_without_command=True)
 @fleet_options
+@shard_option
 @output_option()
 @click.option(
     "--min-usable",
@@ -183,6 +184,7 @@ def breaker_group() -> None:
 
 @breaker_group.command("reset")
 @fleet_options
+@shard_option
 @output_option()
 @click.option(
     "--scope",

@@ -209,6 +209,16 @@ class MaintenanceEvent(CloudRecord):
     sla_deadline: str = ""
 
 
+class NodeRepair(CloudRecord):
+    """What the cloud did to a cluster node's instance for the repair ladder (`recover_node`,
+    `remove_node`). mk8s names a node after its instance, so the node's name finds it in its project."""
+
+    instance_id: str
+    instance_name: str
+    action: str  # RECOVERED (stopped and started again) | DELETED (its node group replaces it)
+    state: str = ""  # the instance's state once the call returned (RUNNING, DELETING, ...)
+
+
 class Disk(CloudRecord):
     id: str
     project_id: str
@@ -483,4 +493,22 @@ class CloudPort(Protocol):
     def list_active_maintenance(self, project_id: str) -> list[MaintenanceEvent]:
         """The project's unfinished maintenance events, each joined to its instance: one list of events
         and one of instances per project, never a call per node."""
+        ...
+
+    # day two: the repair ladder's calls on one node's instance (engine/health/actions.py)
+    def recover_node(
+        self, project_id: str, node: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> NodeRepair:
+        """Nebius' recovery of a cluster node: its instance (named as the node) stopped and started again
+        (compute v1 InstanceService Stop, then Start), as Nebius recovers a node with NebiusGPUError
+        itself ("stop the node for recovery"): it keeps its id and name, and comes back with a new boot
+        id. NotFound when the project has no instance of that name."""
+        ...
+
+    def remove_node(
+        self, project_id: str, node: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> NodeRepair:
+        """Remove a cluster node from its node group: its instance (named as the node) deleted (compute v1
+        InstanceService Delete; mk8s has no per-node call), so that the group, which keeps its target
+        node count, creates another in its place (a new node, a new name). NotFound as recover_node."""
         ...

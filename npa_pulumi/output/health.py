@@ -88,6 +88,8 @@ class NodeHealth(BaseModel):
     incident: str | None = None
     # Pods holding its GPUs (namespace/name), read for `--remediate`; None: not read
     gpu_workloads: list[str] | None = None
+    # Its other conditions that are True (type -> reason): what a workload manager reports on it (its drain)
+    workload_conditions: dict[str, str] = Field(default_factory=dict)
     problems: list[str] = Field(default_factory=list)
 
 

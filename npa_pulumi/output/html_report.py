@@ -434,7 +434,7 @@ def _remediation_part(view: Any) -> str:
     found = view.get("numbers")
     numbers: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     offenders = [
-        f'<li data-node="{text(o.get("node", ""))}">{text(o.get("cluster", ""))} '
+        f'<li class="offender" data-node="{text(o.get("node", ""))}">{text(o.get("cluster", ""))} '
         f"<code>{text(o.get('node', ''))}</code></li>"
         for o in numbers.get("repeat_offenders") or []
         if isinstance(o, Mapping)

@@ -376,8 +376,9 @@ def health(
 
 
 def reset_breaker(spec: SpecSource, scope: str, request: FleetRequest = FleetRequest()) -> dict[str, Any]:
-    """`npa-pulumi health breaker reset --scope S`: close one open circuit breaker of the fleet's repair
-    ladder (npa_pulumi.engine.health.ledger). Refused (ResetRefused, exit 1) when the caller's identity (the
+    """`npa-pulumi health breaker reset --scope S [--shard K/N]`: close one open circuit breaker of the
+    fleet's repair ladder (npa_pulumi.engine.health.ledger): in shard K/N's ledger, or in every ledger of
+    the fleet where it is open. Refused (ResetRefused, exit 1) when the caller's identity (the
     cloud's principal, else the OS user at the host) is the watcher's that tripped it: closing a breaker
     takes a person. Appends an audit record beside the stacks."""
     from npa_pulumi.engine.health import ledger
@@ -387,7 +388,8 @@ def reset_breaker(spec: SpecSource, scope: str, request: FleetRequest = FleetReq
     fleet = open_fleet(selected, request)
     started = datetime.now(UTC)
     who = caller(request, fleet)
-    opened_by, closed = ledger.reset_breaker(selected.spec.name, scope, who.identity)
+    shard = request.selection.shard  # that shard's ledger; none: every ledger where the scope is open
+    opened_by, closed = ledger.reset_breaker(selected.spec.name, scope, who.identity, shard=shard)
     document: dict[str, Any] = {"command": "health breaker reset", "fleet": selected.spec.name}
     document |= {"breaker": closed.to_json(), "by": who.identity, "breaker_opened_by": opened_by}
     document["warnings"] = recorded_breaker_reset(selected, fleet, who, started, scope)

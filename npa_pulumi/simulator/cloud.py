@@ -36,6 +36,7 @@ from npa_pulumi.cloud.port import (
     Network,
     NodeGroup,
     NodeGroupCondition,
+    NodeRepair,
     Principal,
     Project,
     QuotaAllowance,
@@ -312,6 +313,16 @@ class LocalCloud:
 
     def list_active_maintenance(self, project_id: str) -> list[MaintenanceEvent]:
         return [_as(MaintenanceEvent, e) for e in self.simulator.list_active_maintenance(project_id)]
+
+    def recover_node(
+        self, project_id: str, node: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> NodeRepair:
+        return _as(NodeRepair, self.simulator.recover_node(project_id, node, timeout_s=timeout_s))
+
+    def remove_node(
+        self, project_id: str, node: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
+    ) -> NodeRepair:
+        return _as(NodeRepair, self.simulator.remove_node(project_id, node, timeout_s=timeout_s))
 
     # Managed Kubernetes and what hangs off it
     def get_cluster(self, cluster_id: str) -> Cluster:

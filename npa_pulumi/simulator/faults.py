@@ -35,7 +35,7 @@ OPERATIONS: tuple[str, ...] = (
     "list_security_groups", "create_security_group", "delete_security_group",
     "create_instance", "list_instances", "delete_instance", "create_disk", "list_disks", "delete_disk",
     "create_registry", "list_registries", "delete_registry", "create_group", "list_groups", "delete_group",
-    "set_labels", "list_active_maintenance",
+    "set_labels", "list_active_maintenance", "recover_node", "remove_node",
 )  # fmt: skip
 
 

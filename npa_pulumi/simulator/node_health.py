@@ -10,7 +10,12 @@ health-checks; compute maintenance):
   active event sets the node's `NebiusMaintenanceScheduled` condition, finishing it clears the condition;
   the project's unfinished events are what `list_active_maintenance` answers (one query per project);
 * a node replacement, as auto-repair does it: the node leaves and a new one with a new name (and so a new
-  boot id) joins in its place (kube/shapes.py names it).
+  boot id) joins in its place (kube/shapes.py names it);
+* the repair ladder's two cloud calls on a node's instance (mk8s names a node after its instance):
+  `recover_node` stops and starts it again (compute InstanceService Stop, Start): it comes back on another
+  host with a new boot id, the host's faults gone, unless the node has a `defective_host` (the fault
+  follows it: what recovery cannot fix); `remove_node` deletes it, and its node group, which keeps its
+  target count, replaces it as auto-repair does (a new node, a new name).
 
 Recorded on the cluster's record (`maintenance_events`, `node_replacements`, `node_faults`), which the
 cluster's agent mirrors into its API server.
@@ -43,9 +48,21 @@ NODE_FAULTS = (
     "boot_disk_io_error",  # Nebius' NebiusBootDiskIOError condition
     "ib_link_degraded",
     "stale_device_plugin",  # the device plugin's stale resources (simulator/kube/device_plugin.py)
+    "defective_host",  # the node's faults survive a recovery (stop and start): only a new node clears them
 )
 NODE_EVENTS = ("reboot", "mig_not_ready_taint")  # counted, not switched on and off
 TIMED_NODE_FAULTS = ("stale_device_plugin",)  # on since a time (cleared like a state)
+# What a recovery (the instance stopped and started again, on another host) clears: the host's faults.
+# Maintenance is Nebius' own schedule, and a stale device plugin is the cluster's software.
+HOST_FAULTS = (
+    "not_ready",
+    "gpu_missing",
+    "gpu_error",
+    "nvlink_degraded",
+    "ib_port_down",
+    "boot_disk_io_error",
+    "ib_link_degraded",
+)
 SLURM_FAULTS = ("controller_down", "login_down")
 # The GPU operator's driver (RTX clusters): `stale_template` is an OnDelete update of the driver DaemonSet
 # that leaves its pods on the older template; `no_repo_mount` renders the driver without the mounts of the
@@ -93,6 +110,24 @@ class NodeHealth:
         the agent makes that role's nodes NotReady and its operator reports the Slurm cluster accordingly
         (npa_pulumi/simulator/kube/slurm.py)."""
         return self._set_cluster_fault(cluster_id, "slurm", SLURM_FAULTS, fault, active)
+
+    def set_slurm_jobs(self, cluster_id: str, node: str, count: int) -> dict[str, int]:
+        """How many Slurm jobs run on a soperator worker node now (0: none): a drain of it stays
+        `NodeDraining` (DRAIN+ALLOC) until they are done (npa_pulumi/simulator/kube/slurm.py)."""
+        if count < 0:
+            raise InvalidArgument("a node runs 0 or more Slurm jobs")
+        with self.store.op(
+            "set_slurm_jobs", {"cluster_id": cluster_id, "node": node}, write=True, inject=False
+        ) as ctx:
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            jobs = data.setdefault("slurm_jobs", {})
+            if count:
+                jobs[node] = count
+            else:
+                jobs.pop(node, None)
+            ctx.set_data(cluster_id, data)
+            return dict(jobs)
 
     def set_driver_fault(self, cluster_id: str, fault: str, active: bool = True) -> dict[str, Any]:
         """Inject (or clear) a fault of the GPU operator's driver on an RTX cluster (DRIVER_FAULTS); the
@@ -151,6 +186,62 @@ class NodeHealth:
 
         found: dict[str, str] = self._update_cluster("replace_node", cluster_id, change)
         return found
+
+    def _cluster_of_node(self, ctx: Any, project_id: str, node: str) -> str:
+        """The id of the project's cluster that has `node` now (NotFound: no instance of that name)."""
+        from npa_pulumi.simulator.kube import shapes
+
+        ctx.project_row(project_id)
+        rows = ctx.conn.execute(
+            "SELECT * FROM resources WHERE kind = 'cluster' AND project_id = ? ORDER BY created_at, id",
+            (project_id,),
+        ).fetchall()
+        for row in rows:
+            if is_deleted(row, ctx.now):
+                continue
+            groups = ctx.list_of("node_group", "parent_id", row["id"])
+            if node in shapes.desired_nodes({"id": row["id"], **records.data_of(row)}, groups):
+                return str(row["id"])
+        raise NotFound(f"no instance named {node} in project {project_id}")
+
+    def recover_node(self, project_id: str, node: str, timeout_s: float | None = None) -> dict[str, Any]:
+        """Stop the node's instance and start it again (compute InstanceService Stop, then Start): it comes
+        back under its name with a new boot id, without the host's faults unless its host is defective."""
+        params = {"project_id": project_id, "node": node}
+        with self.store.op("recover_node", params, write=True, timeout_s=timeout_s) as ctx:
+            cluster_id = self._cluster_of_node(ctx, project_id, node)
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            faults_of = data.setdefault("node_faults", {}).setdefault(node, {})
+            faults_of["reboots"] = int(faults_of.get("reboots", 0)) + 1
+            if not faults_of.get("defective_host"):
+                for fault in HOST_FAULTS:
+                    faults_of.pop(fault, None)
+            ctx.set_data(cluster_id, data)
+            return {"instance_id": node, "instance_name": node, "action": "RECOVERED", "state": "RUNNING"}
+
+    def remove_node(self, project_id: str, node: str, timeout_s: float | None = None) -> dict[str, Any]:
+        """Delete the node's instance (compute InstanceService Delete): its node group keeps its target
+        count, so a new node (a new name, no faults) joins in its place."""
+        from npa_pulumi.simulator.kube import shapes
+
+        params = {"project_id": project_id, "node": node}
+        with self.store.op("remove_node", params, write=True, timeout_s=timeout_s) as ctx:
+            cluster_id = self._cluster_of_node(ctx, project_id, node)
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            base = shapes.base_node_name(node)
+            replacements = data.setdefault("node_replacements", {})
+            replacements[base] = int(replacements.get(base, 0)) + 1
+            (data.get("node_faults") or {}).pop(node, None)
+            ctx.set_data(cluster_id, data)
+            return {
+                "instance_id": node,
+                "instance_name": node,
+                "action": "DELETED",
+                "state": "DELETING",
+                "replaced_by": shapes.replaced_node_name(base, replacements[base]),
+            }
 
     def add_maintenance(
         self, cluster_id: str, node: str, reason: str, planned: bool = False

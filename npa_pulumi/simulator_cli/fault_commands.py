@@ -115,6 +115,7 @@ NODE_FAULT_KINDS = {
     "replace": "replace",
     "ib-link-degraded": "ib_link_degraded",
     "stale-device-plugin": "stale_device_plugin",
+    "defective-host": "defective_host",
 }
 
 
@@ -138,7 +139,9 @@ NODE_FAULT_KINDS = {
     "ib-link-degraded: the node's link to the fabric is slow "
     "(every all-reduce between it and another node drops to half; its own loopback does not); "
     "stale-device-plugin: the node's device plugin keeps stale resources (a whole GPU in capacity, none "
-    "allocatable) until GPU feature discovery and then the device plugin on it are restarted.",
+    "allocatable) until GPU feature discovery and then the device plugin on it are restarted; "
+    "defective-host: the node's faults survive a recovery (the repair ladder's cloud-recovery: a stop and "
+    "start of its instance); only a new node clears them.",
 )
 @click.option("--clear", is_flag=True, help="Clear the fault instead (not for reboot, which is an event).")
 @click.pass_context

@@ -1,9 +1,11 @@
 """The fleet report page in a real browser (issue 32, item 5): `report` of a deployed local fleet with one
 failed health gate renders in headless Chromium (Debian's package) with no console messages, a screenshot
 is taken, and the DOM shows every cluster with its state, the failed one marked, the GPU health section
-read now (each cluster's row, a maintenance event Nebius scheduled on one node with its reason code) and
-the audit trail's last records; the HTML holds none of the run's secrets (the passphrase, the bucket's
-access-key secret, the IAM token the bridge mints). `report --timeline` draws a run's trace there too."""
+read now (each cluster's row, a maintenance event Nebius scheduled on one node with its reason code), the
+repair ladder's numbers (a node that failed twice: its incidents, MTBI and MTTR as `health --output json`
+gives them, and it among the repeat offenders) and the audit trail's last records; the HTML holds none of
+the run's secrets (the passphrase, the bucket's access-key secret, the IAM token the bridge mints).
+`report --timeline` draws a run's trace there too."""
 
 from __future__ import annotations
 
@@ -11,14 +13,18 @@ import json
 import os
 import re
 import subprocess
+import time
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from browser_support import render
 from fleet_helpers import by_stack, npa, write_spec
 
 from npa_pulumi.engine.automation.workspace import EngineSettings
+from npa_pulumi.output.html_report import _duration
 from npa_pulumi.runtime.toolchain import find_pulumi
 from npa_pulumi.simulator.cloud import LocalCloud
 
@@ -35,6 +41,8 @@ defaults:
   gpu_health_stabilization_seconds: STABILIZATION
   gpu_health_timeout_minutes: 5
   gpu_cuda_smoke: true
+remediation:
+  repeat_offender: {incidents: 2, window: 7d}   # two incidents make alpha's GPU node a repeat offender
 projects:
   - name: alpha
     object_storage: {enabled: true, storage_class: standard, size_gibibytes: 16}
@@ -57,6 +65,9 @@ class _Grid(HTMLParser):
         self.cells: dict[str, tuple[str, str]] = {}
         self.health: dict[str, str] = {}  # the GPU health section's rows: stack -> its health status
         self.reasons: list[str] = []  # its maintenance events' reason codes
+        self.offenders: list[str] = []  # the repair ladder's repeat offenders (node names)
+        self.incidents: dict[str, list[str]] = {}  # its incidents table: reason or node -> the row's cells
+        self._row: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = dict(attrs)
@@ -66,6 +77,77 @@ class _Grid(HTMLParser):
             self.health[str(found["data-stack"])] = str(found["data-health"])
         if tag == "li" and found.get("data-reason"):
             self.reasons.append(str(found["data-reason"]))
+        if tag == "li" and found.get("class") == "offender":
+            self.offenders.append(str(found["data-node"]))
+        if tag == "tr" and (found.get("data-node") or found.get("data-reason")):
+            self._row = self.incidents.setdefault(str(found.get("data-node") or found.get("data-reason")), [])
+        if tag == "td" and self._row is not None:
+            self._row.append("")
+
+    def handle_data(self, data: str) -> None:
+        if self._row:
+            self._row[-1] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tr":
+            self._row = None
+
+
+def _alpha_gpu_node(spec: str, node: str) -> dict[str, Any]:
+    result = npa("health", "--spec", spec, "--only-projects", "alpha", "--output", "json")
+    assert result.code in (0, 1), result.stderr[-3000:]
+    [cluster] = result.json()["clusters"]
+    found: dict[str, Any] = next(n for n in cluster["nodes"] if n["name"] == node)
+    return found
+
+
+def _until(spec: str, node: str, settled: Callable[[dict[str, Any]], bool], what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not settled(found := _alpha_gpu_node(spec, node)):
+        assert time.monotonic() < deadline, f"never {what}: {json.dumps(found)[:2000]}"
+        time.sleep(2)
+
+
+def _watch_alpha(spec: str) -> dict[str, Any]:
+    result = npa(
+        "health", "--spec", spec, "--only-projects", "alpha", "--watch", "--interval", "1s",
+        "--iterations", "1", "--output", "json",
+    )  # fmt: skip
+    assert result.code in (0, 1), result.stderr[-3000:]
+    document: dict[str, Any] = result.json()
+    return document
+
+
+def _fails_twice(spec: str, cluster_id: str, node: str) -> dict[str, Any]:
+    """Alpha's GPU node shows NebiusGPUError, is requalified once it clears (its incident closed by the
+    passing gate), then shows it again: two incidents, a repeat offender (the spec's repeat_offender), an
+    MTBI and an MTTR. The last watch's `remediation.numbers`."""
+    fault = [
+        "local-cloud",
+        "fault",
+        "node",
+        "--cluster",
+        cluster_id,
+        "--node",
+        node,
+        "--kind",
+        "nebius-gpu-error",
+    ]
+    npa(*fault, check=True)
+    _until(spec, node, lambda n: bool(n["conditions"]), "NebiusGPUError")
+    _watch_alpha(spec)  # the first incident opens
+    npa(*fault, "--clear", check=True)
+    _until(spec, node, lambda n: not n["conditions"], "cleared")
+    requalified = npa(
+        "health", "--spec", spec, "--only-projects", "alpha", "--requalify", "--yes", "--output", "json"
+    )
+    assert requalified.json()["clusters"][0]["requalify"]["passed"] == [node], requalified.stdout[-2000:]
+    _watch_alpha(spec)  # closed: returned after its gate passed
+    npa(*fault, check=True)
+    _until(spec, node, lambda n: bool(n["conditions"]), "NebiusGPUError again")
+    numbers: dict[str, Any] = _watch_alpha(spec)["remediation"]["numbers"]  # the second incident opens
+    npa(*fault, "--clear", check=True)
+    return numbers
 
 
 def _errors(stdout: str) -> str:
@@ -120,6 +202,11 @@ def test_report_of_a_fleet_with_a_failed_gate(kube_api: Path, tmp_path: Path) ->
     assert by_stack(failed.json())["rpt.beta.train"]["status"] == "deployed-validation-failed"
     alpha = by_stack(first.json())["rpt.alpha.train"]
     serviced = sorted(n for n, v in alpha["health"]["nodes"].items() if v.get("gpu"))[0]
+    numbers = _fails_twice(spec, alpha["cluster_id"], serviced)
+    [figures] = [e for e in numbers["nodes"] if e["node"] == serviced]
+    assert (figures["incidents"], figures["open"]) == (2, 1)
+    assert figures["mtbi_s"] is not None and figures["mttr_s"] is not None
+    assert [o["node"] for o in numbers["repeat_offenders"]] == [serviced]
     npa(
         "local-cloud", "maintenance", "add", "--cluster", alpha["cluster_id"], "--node", serviced,
         "--reason", "HW_IB_LINK_DOWN", check=True,
@@ -142,14 +229,26 @@ def test_report_of_a_fleet_with_a_failed_gate(kube_api: Path, tmp_path: Path) ->
         "rpt.beta.train": ("deployed-validation-failed", "failed"),
     }
     assert bad in rendered.dom  # the gate's reason names the node
-    # The audit trail's last records, newest first: the failed `up`, then the first one.
+    # The audit trail's last records, newest first: the requalification of alpha's node, the failed `up`,
+    # then the first one.
     audited = re.findall(r'<tr data-command="([^"]+)" data-outcome="([^"]+)"', rendered.dom)
-    assert audited == [("up", "failed"), ("up", "ok")]
+    assert audited == [("health --requalify", "ok"), ("up", "failed"), ("up", "ok")]
     # The GPU health now: alpha's GPUs under maintenance (its node named with the reason code), beta's
     # nodes never qualified by a gate pass.
     assert grid.health == {"rpt.alpha.train": "below-min-usable", "rpt.beta.train": "below-min-usable"}
     assert grid.reasons == ["HW_IB_LINK_DOWN"] and serviced in rendered.dom
     assert "8× gpu-h200-sxm" in rendered.dom
+    # The repair ladder's numbers, as `health --output json` gave them: the node's incidents, MTBI and MTTR
+    # (and those of its reason), and the node among the repeat offenders.
+    assert grid.offenders == [serviced]
+    expected = [str(figures["incidents"]), _duration(figures["mtbi_s"]), _duration(figures["mttr_s"])]
+    assert grid.incidents[serviced][1:] == expected, grid.incidents
+    [reason] = [e for e in numbers["reasons"] if e["reason"] == "gpu-error"]
+    assert grid.incidents["gpu-error"][1:] == [
+        str(reason["incidents"]),
+        _duration(reason["mtbi_s"]),
+        _duration(reason["mttr_s"]),
+    ]
 
     for name, secret in _secrets(kube_api).items():
         assert secret and secret not in html, f"the {name} is in the report"

@@ -193,6 +193,11 @@ class FakeNebius:
     security_groups: dict[str, Any] = field(default_factory=dict)  # vpc.v1.SecurityGroup by id
     # compute.v1.MaintenanceEvent by id, with the project it belongs to (an event names no parent)
     maintenance_events: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    # NodeService.SetUnhealthy: the health-check records of the hosts under instances, by instance id;
+    # `set_unhealthy_denied`: the principal lacks compute.node.setUnhealthy (Nebius grants it to the VM's own
+    # service account)
+    unhealthy_hosts: dict[str, list[Any]] = field(default_factory=dict)
+    set_unhealthy_denied: bool = False
     operations: dict[str, OpState] = field(default_factory=dict)
     idempotency: dict[tuple[str, str], Any] = field(default_factory=dict)
     objects: dict[str, dict[str, bytes]] = field(default_factory=dict)  # bucket name -> key -> body

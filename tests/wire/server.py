@@ -756,6 +756,50 @@ class WireServicers:
             self._children(self.fake.instances, request.parent_id), request, compute.ListInstancesResponse
         )
 
+    def instance_get_by_name(self, request: Any, token: TokenInfo) -> Any:
+        return self._by_name(self.fake.instances, request.parent_id, request.name, token, "instance")
+
+    def _instance_state(self, request: Any, token: TokenInfo, verb: str, state: Any, ok: Any) -> Any:
+        instance = self._get(self.fake.instances, request.id, token, "instance")
+        if instance.status.state != ok:
+            raise FakeError(
+                grpc.StatusCode.FAILED_PRECONDITION, f"instance {request.id} is {instance.status.state.name}"
+            )
+
+        def done() -> None:
+            instance.status.state = state
+
+        return self.fake.start_operation(f"InstanceService/{verb}", request.id, f"{verb} instance", done)
+
+    def instance_stop(self, request: Any, token: TokenInfo) -> Any:
+        states = compute.InstanceStatus.InstanceState
+        return self._instance_state(request, token, "Stop", states.STOPPED, states.RUNNING)
+
+    def instance_start(self, request: Any, token: TokenInfo) -> Any:
+        states = compute.InstanceStatus.InstanceState
+        return self._instance_state(request, token, "Start", states.RUNNING, states.STOPPED)
+
+    def instance_delete(self, request: Any, token: TokenInfo) -> Any:
+        instance = self._get(self.fake.instances, request.id, token, "instance")
+        instance.status.state = compute.InstanceStatus.InstanceState.DELETING
+        return self.fake.start_operation(
+            "InstanceService/Delete",
+            request.id,
+            "delete instance",
+            lambda: _discard(self.fake.instances, request.id),
+        )
+
+    def node_set_unhealthy(self, request: Any, token: TokenInfo) -> Any:
+        self._get(self.fake.instances, request.instance_id, token, "instance")
+        if self.fake.set_unhealthy_denied:
+            raise FakeError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{token.subject} lacks compute.node.setUnhealthy on {request.instance_id}",
+            )
+        if not request.dry_run:
+            self.fake.unhealthy_hosts.setdefault(request.instance_id, []).append(request.health_check_info)
+        return compute.NodeSetUnhealthyResponse()
+
     def maintenance_list_active(self, request: Any, token: TokenInfo) -> Any:
         self._parent(request.parent_id, token, self.fake.projects)
         events = sorted(
@@ -948,6 +992,39 @@ class WireServicers:
                 self.gpu_cluster_list,
             ),
             h("nebius.compute.v1.InstanceService", "List", compute.ListInstancesRequest, self.instance_list),
+            h(
+                "nebius.compute.v1.InstanceService",
+                "GetByName",
+                common.GetByNameRequest,
+                self.instance_get_by_name,
+            ),
+            h(
+                "nebius.compute.v1.InstanceService",
+                "Stop",
+                compute.StopInstanceRequest,
+                self.instance_stop,
+                True,
+            ),
+            h(
+                "nebius.compute.v1.InstanceService",
+                "Start",
+                compute.StartInstanceRequest,
+                self.instance_start,
+                True,
+            ),
+            h(
+                "nebius.compute.v1.InstanceService",
+                "Delete",
+                compute.DeleteInstanceRequest,
+                self.instance_delete,
+                True,
+            ),
+            h(
+                "nebius.compute.v1.NodeService",
+                "SetUnhealthy",
+                compute.NodeSetUnhealthyRequest,
+                self.node_set_unhealthy,
+            ),
             h("nebius.compute.v1.DiskService", "List", compute.ListDisksRequest, self.disk_list),
             h(
                 "nebius.compute.v1.MaintenanceService",

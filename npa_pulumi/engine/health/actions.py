@@ -11,14 +11,22 @@
    watch's events, its receipt and the audit trail;
 4. `requalify` runs the gate's per-node probes through the requalification path (`health --requalify`:
    its record, the fabric check where it applies); the next read settles the rung from that record;
-5. on the node's validated return (its incident closed `returned`), a node this ladder cordoned from a
-   schedulable state is made schedulable again (with the same precondition).
+5. `cloud-recovery` and `remove-from-group` go through the cloud port (`recover_node`: the node's
+   instance stopped and started again; `remove_node`: the instance deleted so that its node group
+   replaces it) on a node the ladder cordoned before (a node still schedulable is cordoned first, in
+   the same action): the node keeps its name and uid through a recovery (its gate, `requalify`, decides
+   its return), and a removed node's incident closes `replaced` at the next read;
+6. on the node's validated return (its incident closed `returned`), a node this ladder cordoned from a
+   schedulable state is made schedulable again (with the same precondition), and a drain the ladder
+   asked of a workload manager is released.
+
+Where a workload manager owns the nodes (its backend names it), its drain comes first: a decision with `drain`
+sets the manager's drain condition on the node (running jobs finish, nothing new lands) and takes no rung;
+the rung is taken at a later read, once the manager reports the node drained, and re-read right before.
 
 Each action done leaves a private receipt (`<npa home>/health/remediation/receipts/<fleet>/`, 0600: the
 node, its uid, the rung, its prior scheduling state, what happened); the read's actions go into the audit
-trail in counts (sdk/audit.py). `cloud-recovery` and `remove-from-group` are never decided here (the
-cloud port offers neither: engine/health/ladder.py), and nodes a workload manager owns are held before any
-action (its node state is not read yet).
+trail in counts (sdk/audit.py).
 """
 
 from __future__ import annotations
@@ -27,10 +35,12 @@ import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from npa_pulumi.cloud.errors import CloudError
+from npa_pulumi.cloud.port import NodeRepair
 from npa_pulumi.engine.health import remediation as core
 from npa_pulumi.engine.health.requalification import gpu_holders
 from npa_pulumi.kube.client import KubeClient, KubeError
@@ -41,17 +51,25 @@ from npa_pulumi.spec.remediation import FleetRemediation
 
 JSON = dict[str, Any]
 CORDONED_BY_LADDER = "cordoned by the ladder (was schedulable)"  # the attempt's note restore looks for
+DRAIN = "workload-manager-drain"  # an action that is no rung: the node drained through its manager first
+FIELD_MANAGER = "npa-remediation"  # whose conditions the ladder's drains are (server-side apply)
+DRAIN_REASON_PREFIX = core.DRAIN_REASON_PREFIX
 _CORDONING = (Rung.CORDON_AND_REPORT, Rung.FLAG_HARDWARE)
 
 
 @dataclass(frozen=True)
 class ClusterAccess:
-    """How to act on one cluster read in this run: its API client, and the requalification path for one
-    node object (the gate's probes, the fabric check where it applies, the record written)."""
+    """How to act on one cluster read in this run: its API client, the requalification path for one
+    node object (the gate's probes, the fabric check where it applies, the record written), and the
+    cloud's calls on one node's instance by its name (the cloud port's `recover_node`, `remove_node` in
+    the cluster's project; None: the cluster's project is not known, so neither is offered)."""
 
     stack: str
     client_for: Callable[[float], KubeClient]
     requalify: Callable[[JSON], JSON]
+    recover: Callable[[str], NodeRepair] | None = None
+    remove: Callable[[str], NodeRepair] | None = None
+    manager: core.WorkloadManager | None = None  # the workload manager owning its nodes (its backend's)
 
 
 def receipts_dir(fleet: str) -> Path:
@@ -87,7 +105,8 @@ def execute(
             continue
         where = access.get(decision.cluster)
         uid = _open_uid(ledger, decision.cluster, decision.node)
-        action: JSON = {"cluster": decision.cluster, "node": decision.node, "rung": decision.rung.value}
+        rung = DRAIN if decision.drain else decision.rung.value
+        action: JSON = {"cluster": decision.cluster, "node": decision.node, "rung": rung}
         if where is None:
             done.append(action | {"outcome": "skipped", "detail": "the cluster was not read in this run"})
             continue
@@ -96,9 +115,12 @@ def execute(
             outcome, detail, note, prior = _act(where, decision, uid, allowed)
         except KubeError as err:
             outcome, detail, note, prior = "failed", f"the cluster's API: {err}", "", None
+        except CloudError as err:
+            outcome, detail, note, prior = "failed", f"the cloud: {err}", "", None
         action |= {"outcome": outcome, "detail": detail}
         if outcome == "done":
-            ledger = core.record_action(ledger, decision, now, note)
+            if not decision.drain:  # a drain is no rung: the rung is taken once the node is drained
+                ledger = core.record_action(ledger, decision, now, note)
             receipt = action | {"fleet": fleet, "uid": uid, "at": now.isoformat(timespec="seconds")}
             action["receipt"] = _receipt(fleet, receipt | {"prior_unschedulable": prior}, now)
         done.append(action)
@@ -113,7 +135,14 @@ def _act(
     node = client.get_or_none(f"/api/v1/nodes/{decision.node}")
     if node is None or (uid and node["metadata"].get("uid") != uid):
         return "skipped", "the node object is gone or was replaced since the read", "", None
-    if not allowed:
+    manager = where.manager
+    if manager is not None and decision.drain:
+        return _drain(client, node, manager, decision.drain)
+    if not allowed and manager is not None:  # its state right before, as the read judged it
+        state = manager.state_of(workload_conditions(node))
+        if not manager.drained(state):
+            return "skipped", f"{manager.name} {state} now: not drained", "", None
+    elif not allowed:
         holders = gpu_holders(client, decision.node)
         if holders:
             return "skipped", f"an active GPU workload holds it now: {', '.join(holders[:3])}", "", None
@@ -125,10 +154,88 @@ def _act(
     if decision.rung in _CORDONING:
         if prior:
             return "done", "already cordoned", "", prior
-        patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
-        client.merge_patch(f"/api/v1/nodes/{decision.node}", patch | {"spec": {"unschedulable": True}})
+        _cordon(client, node)
         return "done", "cordoned", CORDONED_BY_LADDER, prior
-    return "skipped", f"{decision.rung} is not offered on this cloud", "", None
+    call = where.recover if decision.rung is Rung.CLOUD_RECOVERY else None
+    call = where.remove if decision.rung is Rung.REMOVE_FROM_GROUP else call
+    if call is None:
+        return "skipped", f"{decision.rung} is not offered for this cluster", "", None
+    # Out of rotation first: a node the cloud stops or deletes takes no new work meanwhile.
+    note = "" if prior else _cordon(client, node)
+    repair = call(decision.node)
+    what = "stopped and started again" if repair.action == "RECOVERED" else "deleted: its group replaces it"
+    return "done", f"its instance {what} ({repair.state or 'no state'})", note, prior
+
+
+def workload_conditions(node: JSON) -> dict[str, str]:
+    """The node's True conditions (type -> reason), as the health read keeps a manager's."""
+    return {
+        str(c.get("type")): str(c.get("reason") or "")
+        for c in (node.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
+
+
+def _drain(
+    client: KubeClient, node: JSON, manager: core.WorkloadManager, reason: str
+) -> tuple[str, str, str, bool | None]:
+    """Ask the workload manager to drain the node: its drain condition set True with the request as its
+    reason and the ladder's reason as its message (server-side apply of that one condition: the node's
+    other conditions stay as their owners keep them). Running jobs finish; nothing new is scheduled."""
+    name = node["metadata"]["name"]
+    if manager.condition in workload_conditions(node):
+        return "done", f"{manager.name} drain already asked for", "", None
+    condition = {
+        "type": manager.condition,
+        "status": "True",
+        "reason": manager.request,
+        "message": reason,
+        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"conditions": [condition]},
+    }
+    client.apply(f"/api/v1/nodes/{name}/status", body, FIELD_MANAGER)
+    return "done", f"drain asked of {manager.name} (reason: {reason})", "", None
+
+
+def _undrain(client: KubeClient, node: JSON, manager: core.WorkloadManager) -> bool:
+    """Release the ladder's own drain of the node (its condition's message is the ladder's reason): the
+    condition set False with the manager's release reason. Whether there was one to release."""
+    found = next(
+        (
+            c
+            for c in (node.get("status") or {}).get("conditions") or []
+            if c.get("type") == manager.condition and c.get("status") == "True"
+        ),
+        None,
+    )
+    if found is None or not str(found.get("message") or "").startswith(DRAIN_REASON_PREFIX):
+        return False
+    name = node["metadata"]["name"]
+    condition = found | {
+        "status": "False",
+        "reason": manager.released,
+        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"conditions": [condition]},
+    }
+    client.apply(f"/api/v1/nodes/{name}/status", body, FIELD_MANAGER)
+    return True
+
+
+def _cordon(client: KubeClient, node: JSON) -> str:
+    """Cordon the node read, with its resourceVersion as the precondition; the attempt's note."""
+    patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
+    client.merge_patch(f"/api/v1/nodes/{node['metadata']['name']}", patch | {"spec": {"unschedulable": True}})
+    return CORDONED_BY_LADDER
 
 
 def restore(
@@ -150,12 +257,10 @@ def restore(
             continue
         rungs = {a.rung for a in incident.attempts if a.outcome is not core.Outcome.SKIPPED}
         cordoned = any(a.note.startswith(CORDONED_BY_LADDER) for a in incident.attempts)
-        if Rung.FLAG_HARDWARE in rungs or not cordoned:
+        where = access.get(incident.cluster)
+        if Rung.FLAG_HARDWARE in rungs or where is None or not (cordoned or where.manager is not None):
             continue
         action: JSON = {"cluster": incident.cluster, "node": incident.node, "rung": "restore-scheduling"}
-        where = access.get(incident.cluster)
-        if where is None:
-            continue
         try:
             client = where.client_for(10.0)
             node = client.get_or_none(f"/api/v1/nodes/{incident.node}")
@@ -164,12 +269,20 @@ def restore(
                     action | {"outcome": "skipped", "detail": "the node object is gone or was replaced"}
                 )
                 continue
-            patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
-            client.merge_patch(f"/api/v1/nodes/{incident.node}", patch | {"spec": {"unschedulable": None}})
+            if cordoned:  # first: the node as read (its resourceVersion) is what is uncordoned
+                patch = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
+                client.merge_patch(
+                    f"/api/v1/nodes/{incident.node}", patch | {"spec": {"unschedulable": None}}
+                )
+            undrained = where.manager is not None and _undrain(client, node, where.manager)
+            if not (cordoned or undrained):
+                continue
         except KubeError as err:
             done.append(action | {"outcome": "failed", "detail": f"the cluster's API: {err}"})
             continue
-        action |= {"outcome": "done", "detail": "schedulable again: its gate passed after the incident"}
+        released = f"; {where.manager.name} drain released" if undrained and where.manager else ""
+        what = ("schedulable again" if cordoned else "in service again") + released
+        action |= {"outcome": "done", "detail": f"{what}: its gate passed after the incident"}
         receipt = action | {"fleet": fleet, "uid": incident.uid, "at": now.isoformat(timespec="seconds")}
         action["receipt"] = _receipt(fleet, receipt | {"prior_unschedulable": False}, now)
         done.append(action)

@@ -18,14 +18,9 @@ from npa_pulumi.output.health import UNQUALIFIED, FleetHealth, NodeHealth, Remed
 from npa_pulumi.spec.constants import FaultReason, Rung
 from npa_pulumi.spec.remediation import FleetRemediation
 
-# Rungs the cloud port does not offer (npa_pulumi/cloud/port.py has no per-node call for them), for both
-# clouds: the ladder passes over them and says why.
-UNAVAILABLE: Mapping[Rung, str] = {
-    Rung.CLOUD_RECOVERY: "not available on this cloud: the cloud port has no per-node recovery call "
-    "(Nebius recovers a node with NebiusGPUError on its own: drain, then stop for recovery)",
-    Rung.REMOVE_FROM_GROUP: "not available on this cloud: the cloud port has no call that removes one node "
-    "from its node group",
-}
+# Rungs the cloud port does not offer, with why: the ladder passes over them. Both clouds offer every rung
+# now (the port's recover_node and remove_node); kept for a cloud or cluster that cannot.
+UNAVAILABLE: Mapping[Rung, str] = {}
 _CONDITION_REASONS = {
     "NebiusGPUError": FaultReason.GPU_ERROR,
     "NebiusBootDiskIOError": FaultReason.BOOT_DISK_IO_ERROR,
@@ -102,7 +97,9 @@ def facts(report: FleetHealth, clusters: Mapping[str, ClusterInfo]) -> list[Node
                     capacity_block=info.capacity_block,
                     gpu_workloads=None if node.gpu_workloads is None else tuple(node.gpu_workloads),
                     manager=info.manager,
-                    manager_state=None,  # not read in this version: nodes a workload manager owns are held
+                    manager_state=None
+                    if info.manager is None
+                    else info.manager.state_of(node.workload_conditions),
                     requalified_at=at,
                     requalify_passed=passed,
                 )

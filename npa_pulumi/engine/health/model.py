@@ -195,6 +195,12 @@ def judge_node(
         boot_id=str((status.get("nodeInfo") or {}).get("bootID") or ""),
         joined_at=str(meta.get("creationTimestamp") or ""),
         uid=str(meta.get("uid") or ""),
+        # what a workload manager reports on the node, e.g. its drain (its backend reads it: engine/backends)
+        workload_conditions={
+            str(c.get("type")): str(c.get("reason") or "")
+            for c in status.get("conditions") or []
+            if c.get("status") == "True" and c.get("type") not in ("Ready", *NEBIUS_CONDITIONS)
+        },
     )
     problems = view.problems
     if not ready:

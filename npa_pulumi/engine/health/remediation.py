@@ -19,7 +19,9 @@ The rules (docs/health-and-verifiers.md, "Remediation"):
 * **Guards**, in order: an open breaker of any scope the node is in (0 actions there); an active GPU
   workload on the node (unless the cluster's policy allows it), or its workloads not read; where a
   workload manager owns the nodes (named by the backend: engine/backends), its node state not read, or a
-  state that says a job still runs (never touched).
+  state that says a job still runs (never touched: DRAIN+ALLOC). A node it owns and has not drained is
+  drained through it first (with the ladder's reason), and the rung is taken once it reports the node
+  drained (unless the cluster's policy allows active GPU workloads).
 * A **breaker** of a scope (a cluster, a capacity block group, the fleet) trips when more than its percent
   of the scope's GPU nodes are impaired within one window (now, or an incident opened within the window);
   it stays open until reset by a person (engine/health/breakers.py).
@@ -38,6 +40,7 @@ from npa_pulumi.spec.constants import FaultReason, Rung
 from npa_pulumi.spec.remediation import ClusterRemediation, FleetRemediation
 
 FLEET_SCOPE = "fleet"
+DRAIN_REASON_PREFIX = "npa-remediation"  # the reason the ladder gives a workload manager's drain
 
 
 class Outcome(StrEnum):
@@ -67,16 +70,39 @@ class Status(StrEnum):
 @dataclass(frozen=True)
 class WorkloadManager:
     """A workload manager that owns a backend's nodes above Kubernetes, as its backend describes it
-    (ClusterBackend.workload_manager): the ladder takes a node out of service through it and never
-    touches one it reports running a job."""
+    (ClusterBackend.workload_manager): the ladder drains a node through it (with the ladder's reason) before
+    any rung, takes a rung only once it reports the node drained, and never touches one it reports
+    running a job. It takes and reports a drain through a node condition (`condition`: set True with
+    `request` as its reason and the ladder's reason as its message; its reason then says how far the
+    drain got: `states`)."""
 
     name: str  # as its users call it
     drain: str  # how a rung takes a node out of service; `{reason}` is the ladder's reason
     busy_states: tuple[frozenset[str], ...]  # flag sets of a node state that mean a job still runs
+    condition: str = ""  # the node condition of its drain
+    request: str = ""  # the condition's reason that asks it to drain the node
+    states: Mapping[str, str] = field(default_factory=dict)  # the condition's reason (True) -> its state
+    undrained: str = "UNDRAINED"  # its state of a node it was not asked to drain
+    released: str = ""  # the condition's reason once a drain is released (set False)
+    drained_states: tuple[frozenset[str], ...] = ()  # flag sets that mean drained, nothing runs
 
     def busy(self, state: str) -> bool:
-        flags = set(state.upper().replace("+", " ").split())
-        return any(busy <= flags for busy in self.busy_states)
+        return _matches(state, self.busy_states)
+
+    def drained(self, state: str) -> bool:
+        return _matches(state, self.drained_states)
+
+    def state_of(self, conditions: Mapping[str, str]) -> str:
+        """Its state of a node from the node's True conditions (type -> reason)."""
+        reason = conditions.get(self.condition)
+        if reason is None:
+            return self.undrained
+        return self.states.get(reason, self.states.get(self.request, self.undrained))
+
+
+def _matches(state: str, sets: tuple[frozenset[str], ...]) -> bool:
+    flags = set(state.upper().replace("+", " ").split())
+    return any(wanted <= flags for wanted in sets)
 
 
 @dataclass(frozen=True)
@@ -173,6 +199,7 @@ class Decision:
     via: str = ""  # how the rung acts (through the node's workload manager, with its reason)
     why: str = ""
     skipped: tuple[str, ...] = ()  # rungs passed over (not offered by this cloud), with why
+    drain: str = ""  # ACT: first drain the node through its workload manager, with this reason (no rung yet)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -184,6 +211,7 @@ class Decision:
             "via": self.via,
             "why": self.why,
             "skipped": list(self.skipped),
+            "drain": self.drain,
         }
 
     @classmethod
@@ -197,6 +225,7 @@ class Decision:
             via=str(data.get("via", "")),
             why=str(data.get("why", "")),
             skipped=tuple(data.get("skipped") or ()),
+            drain=str(data.get("drain") or ""),
         )
 
 
@@ -419,10 +448,14 @@ def _decide_node(
     held = _guard(f, policy, breakers)
     if held:
         return replace(base, status=Status.HOLD, rung=rung, why=held, skipped=skipped)
-    via = ""
-    if f.manager is not None and rung is not Rung.REQUALIFY:
-        via = f.manager.drain.format(reason=f"npa-remediation {incident.reason.value}")
-    return replace(base, status=Status.ACT, rung=rung, via=via, why=why, skipped=skipped)
+    manager = None if policy.allow_active_gpu_workloads else f.manager
+    if manager is not None and f.manager_state is not None and not manager.drained(f.manager_state):
+        # Drained first, whatever the rung: jobs finish, nothing new lands; the rung once it is drained.
+        reason = f"{DRAIN_REASON_PREFIX} {incident.reason.value}"
+        via = manager.drain.format(reason=reason)
+        why = f"{manager.name} {f.manager_state}: drained first, then {rung.value}"
+        return replace(base, status=Status.ACT, rung=rung, via=via, why=why, skipped=skipped, drain=reason)
+    return replace(base, status=Status.ACT, rung=rung, why=why, skipped=skipped)
 
 
 def _next_rung(
@@ -464,16 +497,16 @@ def _guard(f: NodeFacts, policy: ClusterRemediation, breakers: Mapping[str, Brea
     tripped = [s for s in scopes_of(f) if (b := breakers.get(s)) is not None and b.open]
     if tripped:
         return f"breaker {', '.join(tripped)} open: no action in its scope until reset"
-    if not policy.allow_active_gpu_workloads:
+    if not policy.allow_active_gpu_workloads and f.manager is None:  # a manager's nodes: its state says
         if f.gpu_workloads is None:
             return "its GPU workloads could not be read"
         if f.gpu_workloads:
             return f"an active GPU workload holds it: {', '.join(f.gpu_workloads[:3])}"
-    if f.manager is not None:
+    if f.manager is not None and not policy.allow_active_gpu_workloads:
         if f.manager_state is None:
             return f"its {f.manager.name} state could not be read"
         if f.manager.busy(f.manager_state):
-            return f"{f.manager.name} {f.manager_state}: a job still runs on it"
+            return f"{f.manager.name} {f.manager_state}: a job still runs on it (draining)"
     return ""
 
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.cloud.errors import CloudError
-from npa_pulumi.cloud.port import MaintenanceEvent
+from npa_pulumi.cloud.port import MaintenanceEvent, NodeRepair
 from npa_pulumi.cloud.redaction import mask_id
 from npa_pulumi.engine.backends.registry import backend_for
 from npa_pulumi.engine.graph import parallel
@@ -49,13 +49,18 @@ if TYPE_CHECKING:
     from npa_pulumi.plan import Target
 
 
+# A recovery stops and starts a GPU instance; a removal waits for its deletion to be accepted.
+_REPAIR_TIMEOUT_S = 900.0
+
+
 def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
     """`health`: read the selected clusters' nodes and their projects' maintenance; requalify on request;
     then the repair ladder's side of the read (engine/health/ladder.py): the ledger moved on and saved by
     `--watch`, only shown otherwise; with `--remediate` the ladder's decisions, acted on by the watch
     (engine/health/actions.py) and only shown by `--remediate --dry-run`. A ledger that cannot be read
     stops the ladder (nothing acts), not the read."""
-    ledger = _ledger(fleet)
+    shard = fleet.share.shard  # a watcher per shard keeps its own ledger (engine/health/ledger.py)
+    ledger = _ledger(fleet, shard, whole=options.watch is None and shard is None)
     executing = options.remediate and options.watch is not None
     access: dict[str, actions.ClusterAccess] | None = {} if executing else None
     report = read(fleet, fleet.targets, options, ledger=ledger, access=access)
@@ -85,15 +90,20 @@ def run(fleet: FleetContext, options: HealthRequest) -> FleetHealth:
         incidents, done = actions.execute(fleet.spec.name, decisions, moved.incidents, access, policy, now)
         done += actions.restore(fleet.spec.name, ledger.incidents, incidents, access, now)
         moved.incidents, view.actions = incidents, done
+    view.ledger = str(ledger_store.ledger_path(fleet.spec.name, shard))
     report.remediation = view
     if options.watch is not None:  # the watch keeps the ledger; a single read records nothing
-        ledger_store.save(fleet.spec.name, moved)
+        ledger_store.save(fleet.spec.name, moved, shard)
     return report
 
 
-def _ledger(fleet: FleetContext) -> ledger_store.Ledger | None:
+def _ledger(fleet: FleetContext, shard: str | None, whole: bool) -> ledger_store.Ledger | None:
+    """The ledger a read moves on: a shard's own (`--shard`), the unsharded watcher's, or (`whole`: a read
+    of the whole fleet that records nothing) every ledger of the fleet as one."""
     try:
-        return ledger_store.load(fleet.spec.name)
+        if whole:
+            return ledger_store.load_all(fleet.spec.name)
+        return ledger_store.load(fleet.spec.name, shard)
     except NpaError:
         return None  # read() says why in the report's warnings
 
@@ -154,7 +164,7 @@ def read(
     report = FleetHealth(fleet=fleet.spec.name, cloud=fleet.where.cloud, min_usable=options.min_usable)
     if ledger is None:
         try:
-            ledger = ledger_store.load(fleet.spec.name)
+            ledger = ledger_store.load_all(fleet.spec.name)  # every watcher's incidents: validated return
         except NpaError as err:
             report.warnings.append(str(err))
             ledger = ledger_store.Ledger()
@@ -257,7 +267,22 @@ def _cluster(
             return result
 
         key = f"{target.project_key}/{target.cluster_name}"
-        access[key] = actions.ClusterAccess(target.cluster_stack, client_for, requalify_one)
+        project_id, cloud = recorded.project_id or "", fleet.cloud
+
+        def recover(node: str) -> NodeRepair:
+            return cloud.recover_node(project_id, node, timeout_s=_REPAIR_TIMEOUT_S)
+
+        def remove(node: str) -> NodeRepair:
+            return cloud.remove_node(project_id, node, timeout_s=_REPAIR_TIMEOUT_S)
+
+        access[key] = actions.ClusterAccess(
+            target.cluster_stack,
+            client_for,
+            requalify_one,
+            recover if project_id else None,
+            remove if project_id else None,
+            _cluster_info(target).manager,
+        )
     qualification = health_model.Qualification.from_outputs(
         outputs, requalification.read_record(context), incidents
     )

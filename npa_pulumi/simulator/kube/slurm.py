@@ -13,6 +13,13 @@ namespace, controllers, login, accounting, nodesets[{name, size, ...}]). From it
   `Not available` (`Pending` before any node exists).
 Faults (`local-cloud fault slurm`): `controller_down` / `login_down` make that role's nodes NotReady
 (kwok's node-not-ready stage), and the operator sees the consequence as it would on a real cluster.
+
+Slurm drains: soperator takes and reports a drain of a worker through its Kubernetes node's
+`SlurmNodeDrain` condition (soperator's consts). Set True with reason `NodeNeedDrain` (by soperator itself
+for maintenance, or by the repair ladder), the operator drains the node's Slurm nodes with the condition's
+message as the reason: the reason becomes `NodeDraining` while jobs still run on them (Slurm: DRAIN+ALLOC)
+and `NodeDrained` once none does (DRAIN+IDLE). Jobs are the cluster record's `slurm_jobs` (node -> count,
+`NodeHealth.set_slurm_jobs`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ NODESET_LABEL = "slurm.nebius.ai/nodeset"
 NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 FAULT_ROLES = {"controller_down": "controller", "login_down": "login"}
+DRAIN_CONDITION = "SlurmNodeDrain"
+NEED_DRAIN, DRAINING, DRAINED = "NodeNeedDrain", "NodeDraining", "NodeDrained"
+DRAIN_MANAGER = "soperator-slurm-nodes"  # the operator's own field manager of the drain conditions
 LOGIN_SERVICE = "soperator-login-svc"
 CONTROLLER_SERVICE = "soperator-controller-svc"
 
@@ -323,6 +333,34 @@ def cluster_status(
     }
 
 
+def jobs_of(cluster: JSON) -> dict[str, int]:
+    """The Slurm jobs running on each worker node (node -> count), as injected."""
+    return {str(k): int(v) for k, v in (cluster.get("slurm_jobs") or {}).items() if int(v) > 0}
+
+
+def drain_progress(reason: str, jobs: int) -> str:
+    """The drain condition's reason once the operator has worked on a drain: still draining while jobs
+    run on the node (DRAIN+ALLOC), drained once none does (DRAIN+IDLE); other reasons are left as they are."""
+    if reason not in (NEED_DRAIN, DRAINING, DRAINED):
+        return reason
+    return DRAINING if jobs > 0 else DRAINED
+
+
+def drain_updates(nodes: list[JSON], jobs: dict[str, int]) -> dict[str, JSON]:
+    """The drain conditions the operator moves on (node name -> its new condition)."""
+    found = {}
+    for node in nodes:
+        for c in (node.get("status") or {}).get("conditions") or []:
+            if c.get("type") != DRAIN_CONDITION or c.get("status") != "True":
+                continue
+            reason = str(c.get("reason") or "")
+            moved = drain_progress(reason, jobs.get(node["metadata"]["name"], 0))
+            if moved != reason:
+                stamp = datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                found[node["metadata"]["name"]] = c | {"reason": moved, "lastTransitionTime": stamp}
+    return found
+
+
 class SlurmOperator:
     """The operator's reconcile loop, one tick per agent sync."""
 
@@ -350,6 +388,11 @@ class SlurmOperator:
             return
         objects = desired_objects(slurm)
         nodes = client.list("/api/v1/nodes")
+        for name, condition in drain_updates(nodes, jobs_of(cluster)).items():
+            body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+            client.apply(
+                f"/api/v1/nodes/{name}/status", body | {"status": {"conditions": [condition]}}, DRAIN_MANAGER
+            )
         live_sets: dict[str, JSON] = {}
         for obj in objects:
             if obj["kind"] == "NodeSet":

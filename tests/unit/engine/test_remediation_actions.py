@@ -8,12 +8,16 @@ from __future__ import annotations
 import copy
 import json
 import stat
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from npa_pulumi.cloud.errors import CloudRequest, FailedPrecondition
+from npa_pulumi.cloud.port import NodeRepair
+from npa_pulumi.engine.backends.soperator import SLURM
 from npa_pulumi.engine.health import actions
 from npa_pulumi.engine.health import remediation as core
 from npa_pulumi.kube.client import KubeClient, KubeError
@@ -45,6 +49,7 @@ class FakeApi:
         }
         self.pods: list[JSON] = []
         self.patches: list[tuple[str, JSON]] = []
+        self.applied: list[tuple[str, JSON]] = []
         self.racing = False  # someone else patches a node right after each read of it
 
     def get_or_none(self, path: str) -> JSON | None:
@@ -58,6 +63,19 @@ class FakeApi:
         assert path.startswith("/api/v1/pods?fieldSelector=spec.nodeName%3D"), path
         node = path.rsplit("%3D", 1)[1]
         return {"items": [p for p in self.pods if p["spec"]["nodeName"] == node]}
+
+    def apply(self, path: str, obj: JSON, field_manager: str) -> JSON:
+        """Server-side apply of a node's status: its conditions merged by type."""
+        assert path.endswith("/status") and field_manager == actions.FIELD_MANAGER, path
+        node = self.nodes[path.split("/")[-2]]
+        kept = [
+            c
+            for c in node.setdefault("status", {}).get("conditions", [])
+            if c["type"] not in {c["type"] for c in obj["status"]["conditions"]}
+        ]
+        node["status"]["conditions"] = kept + obj["status"]["conditions"]
+        self.applied.append((path, obj))
+        return node
 
     def merge_patch(self, path: str, patch: JSON) -> JSON:
         node = self.nodes[path.rsplit("/", 1)[1]]
@@ -77,8 +95,32 @@ def gpu_pod(node: str) -> JSON:
     }
 
 
+class FakeCloud:
+    """The cloud port's two repair calls, recorded; `fail`: the cloud refuses them."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.fail = fail
+
+    def recover(self, node: str) -> NodeRepair:
+        return self._call("recover", node, "RECOVERED", "RUNNING")
+
+    def remove(self, node: str) -> NodeRepair:
+        return self._call("remove", node, "DELETED", "DELETED")
+
+    def _call(self, verb: str, node: str, action: str, state: str) -> NodeRepair:
+        self.calls.append((verb, node))
+        if self.fail:
+            raise FailedPrecondition(f"instance {node} is STOPPING", CloudRequest("compute.v1.Stop", {}))
+        return NodeRepair(instance_id=f"i-{node}", instance_name=node, action=action, state=state)
+
+
 def access(
-    api: FakeApi, probed: list[str] | None = None, passed: bool = True
+    api: FakeApi,
+    probed: list[str] | None = None,
+    passed: bool = True,
+    cloud: FakeCloud | None = None,
+    manager: core.WorkloadManager | None = None,
 ) -> dict[str, actions.ClusterAccess]:
     def requalify(node: JSON) -> JSON:
         (probed if probed is not None else []).append(node["metadata"]["name"])
@@ -90,7 +132,11 @@ def access(
         found: KubeClient = client
         return found
 
-    return {KEY: actions.ClusterAccess("fleet-research-train", client_for, requalify)}
+    recover = None if cloud is None else cloud.recover
+    remove = None if cloud is None else cloud.remove
+    return {
+        KEY: actions.ClusterAccess("fleet-research-train", client_for, requalify, recover, remove, manager)
+    }
 
 
 def policy() -> FleetRemediation:
@@ -198,3 +244,114 @@ def test_on_its_validated_return_a_node_the_ladder_cordoned_is_schedulable_again
     )
     # an incident closed in an earlier read is not restored again
     assert actions.restore("fleet", after, after, access(api), at) == []
+
+
+def test_cloud_recovery_cordons_a_schedulable_node_first_then_asks_the_cloud() -> None:
+    api, cloud = FakeApi("n1", "n2"), FakeCloud()
+    api.nodes["n2"]["spec"]["unschedulable"] = True  # cordoned by someone else before
+    wanted = [decision("n1", Rung.CLOUD_RECOVERY), decision("n2", Rung.CLOUD_RECOVERY)]
+    ledger, done = actions.execute(
+        "fleet", wanted, [incident("n1"), incident("n2")], access(api, cloud=cloud), policy(), T0
+    )
+    assert cloud.calls == [("recover", "n1"), ("recover", "n2")]
+    assert [a["outcome"] for a in done] == ["done", "done"]
+    assert "stopped and started again" in done[0]["detail"]
+    assert api.nodes["n1"]["spec"]["unschedulable"] is True
+    [patch] = api.patches  # n2 was cordoned already: no patch, and restore will leave it cordoned
+    assert patch[0] == "/api/v1/nodes/n1"
+    first, second = (i.attempts[-1] for i in ledger)
+    assert (first.rung, first.outcome, first.note) == (
+        Rung.CLOUD_RECOVERY,
+        core.Outcome.PENDING,
+        actions.CORDONED_BY_LADDER,
+    )
+    assert second.note == ""
+
+
+def test_remove_from_group_asks_the_cloud_to_delete_the_nodes_instance() -> None:
+    api, cloud = FakeApi("n1"), FakeCloud()
+    ledger, done = actions.execute(
+        "fleet",
+        [decision("n1", Rung.REMOVE_FROM_GROUP)],
+        [incident("n1")],
+        access(api, cloud=cloud),
+        policy(),
+        T0,
+    )
+    assert cloud.calls == [("remove", "n1")] and "its group replaces it" in done[0]["detail"]
+    assert ledger[0].attempts[-1].rung is Rung.REMOVE_FROM_GROUP
+
+
+def test_a_cloud_rung_is_not_taken_on_a_node_whose_gpus_a_workload_holds_nor_without_the_cloud() -> None:
+    api, cloud = FakeApi("n1", "n2"), FakeCloud()
+    api.pods.append(gpu_pod("n1"))
+    wanted = [decision("n1", Rung.REMOVE_FROM_GROUP)]
+    _, done = actions.execute("fleet", wanted, [incident("n1")], access(api, cloud=cloud), policy(), T0)
+    assert done[0]["outcome"] == "skipped" and cloud.calls == [] and api.patches == []
+    wanted = [decision("n2", Rung.CLOUD_RECOVERY)]
+    ledger, done = actions.execute("fleet", wanted, [incident("n2")], access(api), policy(), T0)
+    assert done[0]["outcome"] == "skipped" and "not offered" in done[0]["detail"]
+    assert not ledger[0].attempts
+
+
+def test_a_cloud_that_refuses_the_call_leaves_the_rung_untaken() -> None:
+    api, cloud = FakeApi("n1"), FakeCloud(fail=True)
+    ledger, done = actions.execute(
+        "fleet",
+        [decision("n1", Rung.CLOUD_RECOVERY)],
+        [incident("n1")],
+        access(api, cloud=cloud),
+        policy(),
+        T0,
+    )
+    assert done[0]["outcome"] == "failed" and done[0]["detail"].startswith("the cloud:")
+    assert not ledger[0].attempts
+
+
+def _drain_reason(api: FakeApi, node: str) -> tuple[str, str, str] | None:
+    found = [
+        c for c in api.nodes[node].get("status", {}).get("conditions", []) if c["type"] == "SlurmNodeDrain"
+    ]
+    return (found[0]["status"], found[0]["reason"], found[0]["message"]) if found else None
+
+
+def test_on_soperator_the_node_is_drained_through_slurm_first_and_the_rung_waits_for_drained() -> None:
+    api, probed = FakeApi("w1"), list[str]()
+    api.pods.append(gpu_pod("w1"))  # its slurmd worker holds its GPUs: Slurm's state decides, not the pod
+    drain = core.Decision(
+        KEY, "w1", FaultReason.GPU_ERROR, core.Status.ACT, Rung.REQUALIFY, drain="npa-remediation gpu-error"
+    )
+    ledger, done = actions.execute(
+        "fleet", [drain], [incident("w1")], access(api, probed, manager=SLURM), policy(), T0
+    )
+    assert (done[0]["rung"], done[0]["outcome"]) == (actions.DRAIN, "done")
+    assert _drain_reason(api, "w1") == ("True", "NodeNeedDrain", "npa-remediation gpu-error")
+    assert not ledger[0].attempts and probed == [] and api.patches == []  # no rung taken, not cordoned
+    # the rung, decided once the read saw it drained, is re-read first: still draining, nothing is done
+    api.nodes["w1"]["status"]["conditions"][0]["reason"] = "NodeDraining"
+    rung = decision("w1", Rung.REQUALIFY)
+    ledger, done = actions.execute("fleet", [rung], ledger, access(api, probed, manager=SLURM), policy(), T0)
+    assert done[0]["outcome"] == "skipped" and "Slurm DRAIN+ALLOC now" in done[0]["detail"] and probed == []
+    api.nodes["w1"]["status"]["conditions"][0]["reason"] = "NodeDrained"
+    ledger, done = actions.execute("fleet", [rung], ledger, access(api, probed, manager=SLURM), policy(), T0)
+    assert done[0]["outcome"] == "done" and probed == ["w1"]
+    # its validated return releases the ladder's drain
+    at = T0 + timedelta(minutes=9)
+    closed = [replace(ledger[0], closed_at=at, closed=core.Closed.RETURNED)]
+    [restored] = actions.restore("fleet", ledger, closed, access(api, manager=SLURM), at)
+    assert restored["outcome"] == "done"
+    assert _drain_reason(api, "w1") == ("False", "NodeUndrained", "npa-remediation gpu-error")
+
+
+def test_a_drain_someone_else_asked_for_is_not_released() -> None:
+    api = FakeApi("w1")
+    api.nodes["w1"]["status"] = {
+        "conditions": [
+            {"type": "SlurmNodeDrain", "status": "True", "reason": "NodeDrained", "message": "maint"}
+        ]
+    }
+    before = [incident("w1")]
+    at = T0 + timedelta(minutes=9)
+    closed = [replace(before[0], closed_at=at, closed=core.Closed.RETURNED)]
+    assert actions.restore("fleet", before, closed, access(api, manager=SLURM), at) == []
+    assert _drain_reason(api, "w1") == ("True", "NodeDrained", "maint") and api.applied == []

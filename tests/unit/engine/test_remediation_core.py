@@ -46,7 +46,7 @@ def step(
     ledger = r.track(incidents, facts, pol, at)
     decisions = r.decide(facts, ledger, breakers or {}, pol, at, unavailable)
     for decision in decisions:
-        if decision.status is r.Status.ACT:
+        if decision.status is r.Status.ACT and not decision.drain:  # a drain takes no rung
             ledger = r.record_action(ledger, decision, at)
     return ledger, decisions
 
@@ -122,17 +122,44 @@ def test_never_on_a_node_with_an_active_gpu_workload_unless_the_policy_says_so()
     assert step([], [busy], T0, pol=allowed)[1][0].status is r.Status.ACT
 
 
-def test_soperator_acts_through_a_slurm_drain_and_never_on_drain_alloc() -> None:
-    ledger, _ = step([], [node("w1", FaultReason.GPU_ERROR, manager=SLURM, manager_state="IDLE")], T0)
-    failed = dict(manager=SLURM, requalified_at=T0 + timedelta(seconds=30), requalify_passed=False)
-    busy = node("w1", FaultReason.GPU_ERROR, manager_state="DRAIN+ALLOC", **failed)
-    _, decisions = step(ledger, [busy], T0 + timedelta(minutes=1))
-    assert decisions[0].status is r.Status.HOLD and "DRAIN+ALLOC" in decisions[0].why
-    idle = node("w1", FaultReason.GPU_ERROR, manager_state="IDLE", **failed)
-    _, decisions = step(ledger, [idle], T0 + timedelta(minutes=1))
-    assert decisions[0].rung is Rung.CORDON_AND_REPORT and decisions[0].via.startswith("slurm drain (reason:")
-    unknown = node("w1", FaultReason.GPU_ERROR, **failed)
-    assert step(ledger, [unknown], T0 + timedelta(minutes=1))[1][0].status is r.Status.HOLD
+def test_soperator_drains_through_slurm_first_and_never_acts_on_drain_alloc() -> None:
+    slurm = dict(manager=SLURM)
+    undrained = node("w1", FaultReason.GPU_ERROR, manager_state="UNDRAINED", **slurm)
+    ledger, [first] = step([], [undrained], T0)
+    assert (first.status, first.rung, first.drain) == (
+        r.Status.ACT,
+        Rung.REQUALIFY,
+        "npa-remediation gpu-error",
+    )
+    assert first.via == "slurm drain (reason: npa-remediation gpu-error)" and not ledger[0].attempts
+    for state in ("DRAINING", "DRAIN+ALLOC"):  # asked, or jobs still run: never touched
+        held = node("w1", FaultReason.GPU_ERROR, manager_state=state, **slurm)
+        _, [decision] = step(ledger, [held], T0 + timedelta(minutes=1))
+        assert decision.status is r.Status.HOLD and f"Slurm {state}: a job still runs" in decision.why
+    drained = node("w1", FaultReason.GPU_ERROR, manager_state="DRAIN+IDLE", **slurm)
+    ledger, [decision] = step(ledger, [drained], T0 + timedelta(minutes=2))
+    assert (decision.status, decision.rung, decision.drain) == (r.Status.ACT, Rung.REQUALIFY, "")
+    assert [a.rung for a in ledger[0].attempts] == [Rung.REQUALIFY]
+    unknown = node("w1", FaultReason.GPU_ERROR, **slurm)  # its Slurm state not read
+    assert step([], [unknown], T0)[1][0].status is r.Status.HOLD
+    # its slurmd worker pods hold its GPUs: the Slurm state is what says whether a job runs
+    worker = node(
+        "w2", FaultReason.GPU_ERROR, manager_state="DRAIN+IDLE", gpu_workloads=("soperator/w",), **slurm
+    )
+    assert step([], [worker], T0)[1][0].status is r.Status.ACT
+    allowed = policy("remediation:\n  allow_active_gpu_workloads: true\n")
+    [direct] = step([], [undrained], T0, pol=allowed)[1]
+    assert (direct.status, direct.drain) == (r.Status.ACT, "")
+
+
+def test_slurms_state_of_a_node_is_read_from_soperators_drain_condition() -> None:
+    assert SLURM.state_of({}) == "UNDRAINED" and not SLURM.busy("UNDRAINED")
+    assert SLURM.state_of({"NebiusGPUError": "x"}) == "UNDRAINED"
+    assert SLURM.state_of({"SlurmNodeDrain": "NodeNeedDrain"}) == "DRAINING"
+    assert SLURM.state_of({"SlurmNodeDrain": "NodeDraining"}) == "DRAIN+ALLOC"
+    assert SLURM.state_of({"SlurmNodeDrain": "NodeDrained"}) == "DRAIN+IDLE"
+    assert SLURM.busy("DRAIN+ALLOC") and SLURM.busy("DRAINING") and not SLURM.busy("DRAIN+IDLE")
+    assert SLURM.drained("DRAIN+IDLE") and not SLURM.drained("DRAIN+ALLOC")
 
 
 def test_a_repeat_offender_is_not_requalified_automatically() -> None:

@@ -129,7 +129,7 @@ def _advance(found: FleetHealth, state: ledger.Ledger, at: datetime, dry_run: bo
     return view, moved, calls
 
 
-def test_a_dry_run_shows_the_plan_and_the_unavailable_rungs() -> None:
+def test_a_dry_run_shows_the_plan_and_every_rung_is_offered() -> None:
     error = NodeCondition(type="NebiusGPUError", status="True")
     healthy = [gpu(f"n{i}") for i in range(2, 6)]
     found = report(gpu("n1", conditions=[error], state="degraded"), *healthy)
@@ -144,9 +144,10 @@ def test_a_dry_run_shows_the_plan_and_the_unavailable_rungs() -> None:
             "via": "",
             "why": "gpu-error: first rung",
             "skipped": [],
+            "drain": "",
         }
     ]
-    assert set(view.unavailable) == {"cloud-recovery", "remove-from-group"}
+    assert view.unavailable == {}  # both clouds offer every rung (the port's recover_node, remove_node)
     assert not view.open_breakers and calls == []  # 1 of 5 GPU nodes: 20 % is not more than 20 %
     assert [i.node for i in moved.incidents] == ["n1"]
 
@@ -217,6 +218,36 @@ def test_a_breaker_reset_by_the_watchers_own_identity_is_refused(
     assert saved.resets == [
         {"scope": "fleet", "by": "alice", "at": T0.isoformat(), "opened_by": "sa-watcher"}
     ]
+
+
+def test_each_shards_watcher_keeps_its_own_ledger_and_a_whole_fleet_read_merges_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path))
+
+    def incident(node: str) -> core.Incident:
+        return core.Incident("research/train", node, f"u-{node}", FaultReason.GPU_ERROR, T0)
+
+    watcher = core.Breaker("fleet", 20, 3, 10, T0, "sa-watcher")
+    closed = core.Breaker("fleet", 20, 0, 10)
+    one = ledger.save("fleet", ledger.Ledger([incident("n1")], {"fleet": watcher}), "1/2")
+    two = ledger.save("fleet", ledger.Ledger([incident("n2")], {"fleet": closed}), "2/2")
+    assert (one.name, two.name) == ("fleet.shard-1-of-2.json", "fleet.shard-2-of-2.json")
+    assert stat.S_IMODE(one.stat().st_mode) == 0o600
+    assert ledger.shards("fleet") == ["1/2", "2/2"] and ledger.shards("fleet-other") == []
+    assert [i.node for i in ledger.load("fleet", "2/2").incidents] == ["n2"]
+    assert ledger.load("fleet") == ledger.Ledger()  # the unsharded watcher's: none yet
+    merged = ledger.load_all("fleet")
+    assert sorted(i.node for i in merged.incidents) == ["n1", "n2"]
+    assert merged.breakers["fleet"].open  # open in one shard: open for a read of the whole fleet
+    # a reset: refused to the watcher, in its shard only with --shard, else wherever it is open
+    with pytest.raises(UserInputError, match=r"no open breaker .* shard 2/2"):
+        ledger.reset_breaker("fleet", "fleet", "alice", now=T0, shard="2/2")
+    with pytest.raises(ledger.ResetRefused):
+        ledger.reset_breaker("fleet", "fleet", "sa-watcher", now=T0)
+    opened_by, _ = ledger.reset_breaker("fleet", "fleet", "alice", now=T0)
+    assert opened_by == "sa-watcher" and not ledger.load_all("fleet").breakers["fleet"].open
+    assert ledger.load("fleet", "1/2").resets[0]["by"] == "alice" and ledger.load("fleet", "2/2").resets == []
 
 
 def test_a_damaged_ledger_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -332,7 +332,7 @@ def test_the_health_section_shows_open_breakers_repeat_offenders_and_the_inciden
     page = render_report(_status(), _plan(), health=document)
     assert '<li class="breaker" data-scope="cluster:a/cluster"><b>open</b> cluster:a/cluster: 2/4' in page
     assert 'data-scope="fleet"' not in page  # a closed breaker is not listed
-    assert '<li data-node="n1">a/cluster <code>n1</code></li>' in page
+    assert '<li class="offender" data-node="n1">a/cluster <code>n1</code></li>' in page
     assert (
         '<tr data-reason="gpu-error"><td>gpu-error</td><td class="num">4</td><td class="num">1h30m</td>'
         in page

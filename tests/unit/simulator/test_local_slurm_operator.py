@@ -130,3 +130,25 @@ def test_available_counts_only_with_controller_login_and_configuration_true() ->
     assert problems({**native, "conditions": without_sconfig}, config) == [
         "SlurmCluster is Available but reports no SConfigControllerAvailable condition"
     ]
+
+
+def _drain(node: dict[str, Any], reason: str, status: str = "True") -> dict[str, Any]:
+    condition = {"type": slurm.DRAIN_CONDITION, "status": status, "reason": reason, "message": "npa x"}
+    node["status"]["conditions"].append(condition)
+    return node
+
+
+def test_a_drain_asked_on_the_node_stays_draining_while_jobs_run_and_is_drained_once_none_does() -> None:
+    nodes = [
+        _drain(_node("w0", "worker", nodeset="cpu"), slurm.NEED_DRAIN),
+        _drain(_node("w1", "worker", nodeset="cpu"), slurm.NEED_DRAIN),
+        _drain(_node("w2", "worker", nodeset="cpu"), slurm.DRAINED, status="False"),  # released
+        _node("w3", "worker", nodeset="cpu"),  # never asked
+    ]
+    updates = slurm.drain_updates(nodes, slurm.jobs_of({"slurm_jobs": {"w0": 2, "w3": 1}}))
+    assert {name: c["reason"] for name, c in updates.items()} == {"w0": slurm.DRAINING, "w1": slurm.DRAINED}
+    assert updates["w0"]["message"] == "npa x"  # the reason Slurm was given stays
+    # the job ends: the drain completes
+    nodes[0] = _drain(_node("w0", "worker", nodeset="cpu"), slurm.DRAINING)
+    assert slurm.drain_updates(nodes[:1], {})["w0"]["reason"] == slurm.DRAINED
+    assert slurm.drain_progress("NodeRebooting", 0) == "NodeRebooting"  # soperator's other reasons

@@ -28,12 +28,20 @@ if TYPE_CHECKING:
     from npa_pulumi.preflight.targets import DeployedLedger
 
 
-# Slurm owns a soperator cluster's workers: a rung drains a node with its reason, and a node Slurm reports
-# draining or still allocated (DRAIN+ALLOC) runs a job the ladder never touches.
+# Slurm owns a soperator cluster's workers. soperator takes and reports a Slurm drain through the Kubernetes
+# node's `SlurmNodeDrain` condition (its consts: set True with reason NodeNeedDrain, its controllers drain
+# the node's Slurm nodes with a reason, the reason becomes NodeDraining while jobs still run on them and
+# NodeDrained once none does). The ladder drains through it, and never touches a node still draining
+# (DRAIN+ALLOC: a job runs).
 SLURM = WorkloadManager(
     name="Slurm",
     drain="slurm drain (reason: {reason})",
     busy_states=(frozenset({"DRAIN", "ALLOC"}), frozenset({"DRAINING"})),
+    condition="SlurmNodeDrain",
+    request="NodeNeedDrain",
+    states={"NodeNeedDrain": "DRAINING", "NodeDraining": "DRAIN+ALLOC", "NodeDrained": "DRAIN+IDLE"},
+    drained_states=(frozenset({"DRAIN", "IDLE"}),),
+    released="NodeUndrained",
 )
 
 
