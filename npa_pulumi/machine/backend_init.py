@@ -8,7 +8,7 @@ switched on where the endpoint supports it (every overwritten checkpoint stays r
 grants anything to everyone is refused.
 
 * `--cloud nebius`: Nebius Object Storage, `https://storage.<region>.nebius.cloud` (or `--endpoint`).
-* `--cloud local`: the local cloud's own S3 endpoint (SeaweedFS or its home-made fallback, started here
+* `--cloud local`: the local cloud's own S3 endpoint (a SeaweedFS server, started here
   and by any command whose backend URL names it): the bucket is made through the local cloud's storage
   service, in `--project` or a dedicated state project (`npa-state`, created in the local tenant when
   missing); without exported keys a service account, granted exactly this bucket, and access key are minted

@@ -1,11 +1,15 @@
-"""The local cloud's SeaweedFS S3 server: a daemon that runs `weed server -s3` for one cloud directory.
+"""The local cloud's S3 server, SeaweedFS: starting, finding and stopping it (one per cloud directory), and
+the daemon that runs `weed server -s3` for it.
 
     python -m npa_pulumi.simulator.seaweedd --cloud-dir DIR [--port N]
 
-It keeps the home-made server's contract (s3daemon.py starts, finds and stops either): it holds
-`s3/server.lock` for its life, records its pid and the S3 port (the same port on every restart: backend URLs
-name it), writes `ready` once S3 answers with the cloud's buckets and keys in place (seaweed.py), and stops
-on SIGTERM or when the cloud's database is gone. `weed` is its child, on 127.0.0.1 only, with its data
+Like a cluster's agent (kube/lifecycle.py), the daemon is started detached, in its own session, with no
+inherited pipes and no secrets in its environment (it derives the keys' secrets from the cloud's master key),
+holds `s3/server.lock` for its life (so "running" is "the lock is held", whatever happened to it), and stops
+on `local-cloud reset`, on `local-cloud s3 stop`, on SIGTERM, or by itself when the cloud's database is gone.
+Its S3 port is chosen once and recorded in `s3/port`: a restarted (or killed and replaced) server listens on
+the same port, so the backend URL `backend init` printed stays valid. It writes `ready` once S3 answers with
+the cloud's buckets and keys in place (seaweed.py). `weed` is its child, on 127.0.0.1 only, with its data
 under `s3/seaweedfs`; it is started with PR_SET_PDEATHSIG, so a daemon killed outright (SIGKILL) takes its
 `weed` with it, and a new daemon first ends a `weed` a killed one left (`s3/endpoints.json` names its pid).
 
@@ -21,6 +25,7 @@ import contextlib
 import ctypes
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,23 +33,169 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npa_pulumi.runtime.daemons import daemon_env
+from npa_pulumi.errors import NpaError
+from npa_pulumi.runtime.daemons import daemon_env, spawn_python_daemon
 from npa_pulumi.runtime.files import write_atomically
 from npa_pulumi.runtime.locks import FileLock
 from npa_pulumi.runtime.processes import process_alive
 from npa_pulumi.runtime.toolchain import find_weed
 from npa_pulumi.simulator import db, seaweed
-from npa_pulumi.simulator.s3daemon import recorded_port, s3_dir
-from npa_pulumi.simulator.seaweed import Desired, Endpoints
+from npa_pulumi.simulator.seaweed import Desired, Endpoints, endpoint_of, recorded_port, s3_dir
 
+SERVER = "seaweedfs"  # `local-cloud s3 status`'s `server`
+ENSURE_TIMEOUT_S = 90.0  # SeaweedFS answers S3 in about 10 s on an idle machine; CI's is not idle
 POLL_S = 0.5
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
 VOLUME_SIZE_LIMIT_MB = 64  # small volumes: a local cloud holds state files, not datasets
+
+
+_LOCAL_HOSTS = ("127.0.0.1", "localhost")
+
+
+# --------------------------------------------------------------- starting, finding and stopping the server
+
+
+class S3ServerError(NpaError):
+    """The local cloud's S3 server could not be started."""
+
+    kind = "local-s3-server"
+
+
+@dataclass(frozen=True)
+class S3ServerStatus:
+    running: bool
+    pid: int | None
+    port: int | None
+    endpoint: str | None  # http://127.0.0.1:PORT once a port was chosen
+    log: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "running": self.running,
+            "server": SERVER if self.running else None,
+            "pid": self.pid,
+            "port": self.port,
+            "endpoint": self.endpoint,
+            "log": self.log,
+        }
+
+
+def is_running(cloud_dir: Path) -> bool:
+    return seaweed.daemon_running(cloud_dir)
+
+
+def _pid(cloud_dir: Path) -> int | None:
+    try:
+        return int((s3_dir(cloud_dir) / "server.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def status(cloud_dir: Path) -> S3ServerStatus:
+    running = is_running(cloud_dir)
+    port = recorded_port(cloud_dir)
+    return S3ServerStatus(
+        running,
+        _pid(cloud_dir) if running else None,
+        port,
+        endpoint_of(port) if port else None,
+        str(s3_dir(cloud_dir) / "server.log"),
+    )
+
+
+def serves(cloud_dir: Path, endpoint: str) -> bool:
+    """Whether `endpoint` (a backend URL's `endpoint=`) is this cloud's S3 endpoint."""
+    port = recorded_port(cloud_dir)
+    if port is None:
+        return False
+    parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else "http://" + endpoint)
+    return parsed.scheme == "http" and parsed.hostname in _LOCAL_HOSTS and parsed.port == port
+
+
+def _older_server(cloud_dir: Path) -> bool:
+    """A server of an older version (the home-made one) runs: ready, but no SeaweedFS endpoints."""
+    home = s3_dir(cloud_dir)
+    return is_running(cloud_dir) and (home / "ready").exists() and seaweed.endpoints(cloud_dir) is None
+
+
+def ensure_running(cloud_dir: Path, *, port: int | None = None, timeout_s: float = ENSURE_TIMEOUT_S) -> str:
+    """The cloud's S3 endpoint, its server started if none runs (on the recorded port, else `port`, else
+    a free one); waits until it listens (bounded). Serialised per cloud, so two callers start one server."""
+    home = s3_dir(cloud_dir)
+    if seaweed.serving(cloud_dir):
+        found = recorded_port(cloud_dir)
+        if found is not None and (port is None or port == found):
+            return endpoint_of(found)
+    with FileLock(home / "start.lock", timeout_s=timeout_s):
+        if is_running(cloud_dir) and port is not None and port != recorded_port(cloud_dir):
+            stop(cloud_dir)  # asked for another port: the one recorded changes
+        if _older_server(cloud_dir):
+            stop(cloud_dir)  # the port stays
+        if not is_running(cloud_dir):
+            (home / "ready").unlink(missing_ok=True)
+            (home / "failed").unlink(missing_ok=True)
+            if port is not None:
+                write_atomically(home / "port", f"{port}\n")
+            args = ["--cloud-dir", str(cloud_dir), *(["--port", str(port)] if port else [])]
+            spawn_python_daemon("npa_pulumi.simulator.seaweedd", args, home / "server.log")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            failed = home / "failed"
+            if failed.exists():
+                raise S3ServerError(
+                    f"the local cloud's S3 server did not start: {failed.read_text().strip()} "
+                    f"(log: {home / 'server.log'})"
+                )
+            found = recorded_port(cloud_dir)
+            if (home / "ready").exists() and is_running(cloud_dir) and found is not None:
+                return endpoint_of(found)
+            time.sleep(0.05)
+    raise S3ServerError(
+        f"the local cloud's S3 server did not start within {timeout_s:g}s (log: {home / 'server.log'})"
+    )
+
+
+def stop(cloud_dir: Path, timeout_s: float = 20.0) -> bool:
+    """Stop the cloud's S3 server, its `weed` with it (its port stays recorded); False when none ran."""
+    home = s3_dir(cloud_dir)
+    if not is_running(cloud_dir):
+        (home / "ready").unlink(missing_ok=True)
+        return False
+    pid = _pid(cloud_dir)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and is_running(cloud_dir):
+            time.sleep(0.05)
+        if is_running(cloud_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline and is_running(cloud_dir):
+                time.sleep(0.05)
+    (home / "ready").unlink(missing_ok=True)
+    return True
+
+
+def forget_data(cloud_dir: Path) -> None:
+    """Remove the stopped server's objects and what it applied (`local-cloud reset`); its ports stay."""
+    if is_running(cloud_dir):
+        return  # a server started again meanwhile owns them
+    home = s3_dir(cloud_dir)
+    shutil.rmtree(home / "seaweedfs", ignore_errors=True)
+    for name in ("applied.json", "endpoints.json", "identities.json"):
+        (home / name).unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------------------- the daemon
 
 
 def log(message: str) -> None:
@@ -238,7 +389,6 @@ def main(argv: list[str] | None = None) -> int:
     if not lock.acquire(blocking=False):
         return 0  # another server runs for this cloud
     write_atomically(home / "server.pid", f"{os.getpid()}\n")
-    write_atomically(home / "kind", "seaweedfs\n")
     (home / "ready").unlink(missing_ok=True)
     (home / "failed").unlink(missing_ok=True)
     end_left_over_weed(home)
@@ -267,11 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     seaweed.write_identities(cloud_dir, Desired((), (), ()), 0)  # the admin only, until the first apply
     stopping = threading.Event()
 
-    def stop(_signum: int, _frame: Any) -> None:
+    def on_signal(_signum: int, _frame: Any) -> None:
         stopping.set()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     started = time.monotonic()
     with (home / "weed.log").open("ab") as weed_log:
         child = subprocess.Popen(
