@@ -240,7 +240,7 @@ def apply(cloud_dir: Path, *, force: bool = False, lock_timeout_s: float = 60.0)
             return False
         generation = int(previous.get("generation", 0)) + 1
         canary, retired = write_identities(cloud_dir, want, generation)
-        reload(cloud_dir, where, canary)
+        reload(where, canary, access_key_secret(cloud_dir, canary))
         sync_buckets(cloud_dir, where, set(want.buckets))
         served = sorted(retired | {key_id for key_id, _ in want.identities})
         state = {
@@ -253,16 +253,14 @@ def apply(cloud_dir: Path, *, force: bool = False, lock_timeout_s: float = 60.0)
         return True
 
 
-def reload(cloud_dir: Path, where: Endpoints, canary: str, timeout_s: float = RELOAD_TIMEOUT_S) -> None:
+def reload(where: Endpoints, canary: str, canary_secret: str, timeout_s: float = RELOAD_TIMEOUT_S) -> None:
     """SIGHUP the server (it reloads its identities file) and wait until the canary key of this
     generation is known to it: the file it read is this one."""
     try:
         os.kill(where.weed_pid, signal.SIGHUP)
     except ProcessLookupError:
-        raise SeaweedSyncError(f"the local cloud's SeaweedFS server (pid {where.weed_pid}) is gone") from None
-    probe = S3Client(
-        where.s3, ADMIN_REGION, canary, SecretStr(access_key_secret(cloud_dir, canary)), timeout_s=5
-    )
+        raise SeaweedSyncError(f"the SeaweedFS server (pid {where.weed_pid}) is gone") from None
+    probe = S3Client(where.s3, ADMIN_REGION, canary, SecretStr(canary_secret), timeout_s=5)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -273,7 +271,7 @@ def reload(cloud_dir: Path, where: Endpoints, canary: str, timeout_s: float = RE
             pass
         if time.monotonic() > deadline:
             raise SeaweedSyncError(
-                f"the local cloud's SeaweedFS server did not reload its identities within {timeout_s:g}s"
+                f"the SeaweedFS server did not reload its identities within {timeout_s:g}s"
             )
         time.sleep(0.05)
 

@@ -25,6 +25,7 @@ import contextlib
 import ctypes
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -39,6 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
+from npa_pulumi.cloud.nebius.s3 import S3Client
 from npa_pulumi.errors import NpaError
 from npa_pulumi.runtime.daemons import daemon_env, spawn_python_daemon
 from npa_pulumi.runtime.files import write_atomically
@@ -253,7 +257,7 @@ def internal_ports(home: Path, s3_port: int) -> list[int]:
     return chosen
 
 
-def weed_command(weed: Path, home: Path, s3_port: int, ports: list[int]) -> list[str]:
+def weed_command(weed: Path, home: Path, s3_port: int, ports: list[int], identities: Path) -> list[str]:
     master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3_grpc = ports
     return [
         str(weed),
@@ -279,7 +283,7 @@ def weed_command(weed: Path, home: Path, s3_port: int, ports: list[int]) -> list
         f"-s3.port.grpc={s3_grpc}",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
-        f"-s3.config={seaweed.identities_path(home.parent)}",
+        f"-s3.config={identities}",
         "-s3.allowDeleteBucketNotEmpty=false",
         "-s3.autoCreateBucket=false",
         "-s3.iam=false",
@@ -323,11 +327,8 @@ def _cloud_gone(cloud_dir: Path) -> bool:
         return not path.is_file()
 
 
-def wait_until_serving(
-    cloud_dir: Path, where: Endpoints, child: subprocess.Popen[bytes], stopping: threading.Event
-) -> None:
+def wait_until_serving(client: S3Client, child: subprocess.Popen[bytes], stopping: threading.Event) -> None:
     """Until the S3 gateway answers the admin identity (the filer behind it up), bounded."""
-    client = seaweed.admin_client(cloud_dir, where, timeout_s=5)
     deadline = time.monotonic() + START_TIMEOUT_S
     last = ""
     while time.monotonic() < deadline:
@@ -375,6 +376,97 @@ def stop_weed(child: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+# ---------------------------------------------------------------------- a server of its own, outside a cloud
+
+
+def identity(name: str, key_id: str, secret: str, actions: list[str]) -> dict[str, Any]:
+    """One entry of SeaweedFS's S3 configuration (`-s3.config`): a name, its key, its allowed actions."""
+    return {"name": name, "credentials": [{"accessKey": key_id, "secretKey": secret}], "actions": actions}
+
+
+@dataclass
+class Standalone:
+    """A `weed server -s3` of its own, on 127.0.0.1, with the identities its user chooses: the s3://
+    backend's tests and the benchmarks run one (a local cloud's server is `ensure_running`'s, with the
+    cloud's keys). Changed identities are written and the server reloads them (SIGHUP); an identity left out
+    is not forgotten by a reload, so a revoked key must stay, disabled (`revoked`)."""
+
+    home: Path
+    child: subprocess.Popen[bytes]
+    where: Endpoints
+    generation: int = 0
+
+    @property
+    def endpoint(self) -> str:
+        return self.where.s3
+
+    @property
+    def identities_file(self) -> Path:
+        return self.home / "identities.json"
+
+    @classmethod
+    def start(
+        cls, home: Path, admin: tuple[str, str], identities: list[dict[str, Any]] | None = None
+    ) -> Standalone:
+        """Start it under `home` (its data, logs and identities), with `admin` (key id, secret) allowed
+        everything, and wait until it takes a write (bounded); S3ServerError when it does not."""
+        weed = find_weed()
+        if weed is None:
+            raise S3ServerError("SeaweedFS's weed is not built: run `make tools` (or set NPA_WEED_BIN)")
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "seaweedfs").mkdir(exist_ok=True)
+        (home / "seaweedfs-config").mkdir(exist_ok=True)
+        s3_port, *ports = free_ports(8)
+        document = [identity("admin", *admin, list(seaweed.ADMIN_ACTIONS)), *(identities or [])]
+        write_atomically(home / "identities.json", json.dumps({"identities": document}) + "\n", mode=0o600)
+        with (home / "weed.log").open("ab") as out:
+            child = subprocess.Popen(
+                weed_command(weed, home, s3_port, ports, home / "identities.json"),
+                cwd=home,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=daemon_env(),
+                start_new_session=True,
+            )
+        server = cls(home, child, Endpoints(s3_port, ports[4], child.pid))
+        client = S3Client(server.endpoint, seaweed.ADMIN_REGION, admin[0], SecretStr(admin[1]), timeout_s=5)
+        try:
+            wait_until_serving(client, child, threading.Event())
+            wait_until_writable(server.where, threading.Event())
+        except (RuntimeError, OSError) as err:
+            server.stop()
+            raise S3ServerError(f"SeaweedFS did not start: {err} (log: {home / 'weed.log'})") from None
+        return server
+
+    def set_identities(self, admin: tuple[str, str], identities: list[dict[str, Any]]) -> None:
+        """Replace the identities beside the admin's and wait until the server holds them."""
+        self.generation += 1
+        canary = (f"NPACANARY{self.generation:011d}", secrets.token_urlsafe(30))
+        document = [
+            identity("admin", *admin, list(seaweed.ADMIN_ACTIONS)),
+            identity(f"canary-{self.generation}", *canary, []),
+            *identities,
+        ]
+        write_atomically(self.identities_file, json.dumps({"identities": document}) + "\n", mode=0o600)
+        seaweed.reload(self.where, *canary)
+
+    def cpu_s(self) -> float:
+        """The CPU seconds `weed` has used so far (user and system, from /proc)."""
+        fields = Path(f"/proc/{self.child.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        stop_weed(self.child)
+
+
+def revoked(key_id: str) -> dict[str, Any]:
+    """A key no longer allowed: disabled, with a secret nobody holds (a reload keeps identities it held)."""
+    entry = identity(key_id, key_id, secrets.token_urlsafe(30), [])
+    entry["credentials"][0]["status"] = "Inactive"
+    return {**entry, "disabled": True}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -425,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with (home / "weed.log").open("ab") as weed_log:
         child = subprocess.Popen(
-            weed_command(weed, home, port, ports),
+            weed_command(weed, home, port, ports, seaweed.identities_path(cloud_dir)),
             cwd=home,
             stdin=subprocess.DEVNULL,
             stdout=weed_log,
@@ -439,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps({"s3_port": port, "filer_port": ports[4], "weed_pid": child.pid}) + "\n",
     )
     try:
-        wait_until_serving(cloud_dir, where, child, stopping)
+        wait_until_serving(seaweed.admin_client(cloud_dir, where, timeout_s=5), child, stopping)
         wait_until_writable(where, stopping)
         seaweed.apply(cloud_dir, force=True)
     except (RuntimeError, seaweed.SeaweedSyncError, OSError) as err:

@@ -5,8 +5,8 @@ and npa-pulumi's own reads of it, and deletes it when it ends (engine/automation
 The parts are real: the `nebius` adapter (official SDK) authenticates by federated exchange with the wire
 fake of the Nebius API, which serves IAM v2 `AccessKeyService` (a service account may create and delete
 keys only of itself, and only with the grant `backend init` prints) and takes each key's material from a
-real S3 server, moto_server with authentication on (tests/integration/s3_support.py, `keyed_s3`): that
-server accepts a request only when it is signed with a live key of one of its IAM users, so the state is
+real S3 server, SeaweedFS with identities the test sets (tests/integration/s3_support.py, `keyed_s3`):
+that server accepts a request only when it is signed with a live key allowed the bucket, so the state is
 readable exactly while the minted key exists.
 """
 
