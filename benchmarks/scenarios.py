@@ -24,6 +24,7 @@ from benchmarks.harness import (
     CLI,
     REPO,
     Home,
+    KeyService,
     RunFailed,
     S3Endpoint,
     Sample,
@@ -707,7 +708,7 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
 
     n = budget.first_deploy_clusters
     first_deploy = _first_deploy(work, n, "passphrase")
-    server = S3Endpoint.start(work / "moto_server-kms.log")
+    server = KeyService.start(work / "moto_server-kms.log")
     try:
         # The same deploy with the stacks' secrets kept by a key service (moto_server's KMS): no passphrase
         # derivation in any engine process. The key service's own CPU is the cloud's, left out like it.
@@ -788,7 +789,7 @@ def _deployed_fleet(home: Home, n: int, backend: list[str]) -> Path:
 
 
 def scale(work: Path, budget: Budget) -> dict[str, Any]:
-    """Issue 20: the same fleet of N cluster stacks with its state in an S3 bucket (moto_server on loopback,
+    """Issue 20: the same fleet of N cluster stacks with its state in an S3 bucket (SeaweedFS on loopback,
     the engine's s3:// backend) vs the file:// backend: `status` and a no-op `preview` (wall, interleaved);
     then 4 concurrent `preview --shard K/4` (4 CI jobs on this machine) vs one unsharded preview, on S3.
     The local cloud runs without API servers and with no simulated provisioning wait: the deploys are only
@@ -796,7 +797,7 @@ def scale(work: Path, budget: Budget) -> dict[str, Any]:
     n, shards = budget.scale_clusters, budget.scale_shards
     fixture = roomy_tenant(work / "roomy-tenant.yaml", scale=max(10, n // 2))
     work.mkdir(parents=True, exist_ok=True)
-    server = S3Endpoint.start(work / "moto_server.log")
+    server = S3Endpoint.start(work / "seaweedfs")
     try:
         local = _home(work, "scale-file", 0, fixture)
         remote = _home(work, "scale-s3", 0, fixture)
@@ -813,11 +814,12 @@ def scale(work: Path, budget: Budget) -> dict[str, Any]:
             k: [] for k in ("status_file", "status_s3", "preview_file", "preview_s3")
         }
         sharded: list[Sample] = []
+        status_s3 = ["status", *remote_spec, *s3, "-j", "8", "--output", "json"]
         for _ in range(max(2, budget.repeats - 1)):
             runs["status_file"].append(local.npa("status", *spec, "-j", "8", "--output", "json"))
-            runs["status_s3"].append(remote.npa("status", *remote_spec, *s3, "-j", "8", "--output", "json"))
+            runs["status_s3"].append(_served(server, lambda: remote.npa(*status_s3)))
             runs["preview_file"].append(local.npa(*preview, *spec))
-            runs["preview_s3"].append(remote.npa(*preview, *remote_spec, *s3))
+            runs["preview_s3"].append(_served(server, lambda: remote.npa(*preview, *remote_spec, *s3)))
             jobs = [
                 [*CLI, *preview, *remote_spec, *s3, "--shard", f"{k}/{shards}"] for k in range(1, shards + 1)
             ]
@@ -848,6 +850,7 @@ def scale(work: Path, budget: Budget) -> dict[str, Any]:
         },
         "sharded_cpu_s": stats([s.cpu_s for s in sharded]),
         "one_run_cpu_s": stats([s.cpu_s for s in runs["preview_s3"]]),
+        "server_cpu_s": {k: _server_cpu(runs[k]) for k in ("status_s3", "preview_s3")},
         "met": True,
     }
 
@@ -895,8 +898,8 @@ def _fleet_wide(
     `--no-live`, with the orchestrator's peak RSS; an unchanged `preview`; `up` of the 5 deployed clusters
     changed (their CPU node count toggled), against `up` of the same change selected alone
     (--only-clusters): the difference is what the unchanged stacks cost; `status` and the unchanged
-    `preview` with the state in S3 (moto_server, the same stacks uploaded); and `plan` of a
-    10,000-cluster spec. CPU is the whole process tree's (wait4)."""
+    `preview` with the state in S3 (SeaweedFS, the same stacks uploaded; the server's CPU apart); and
+    `plan` of a 10,000-cluster spec. CPU is the whole process tree's (wait4)."""
     from benchmarks import cloned_fleet
 
     clusters = projects * per_project
@@ -919,7 +922,7 @@ def _fleet_wide(
         for kind, extra in (("up_changed", []), ("up_selected", selected)):
             fleet.toggle()  # every run changes the 5 deployed clusters (and only them)
             runs[kind].append(home.npa(*up, *extra, rss=True))
-    server = S3Endpoint.start(work / "moto_server.log")
+    server = S3Endpoint.start(work / "seaweedfs")
     try:
         home.extra.update(server.env)
         started = time.perf_counter()
@@ -927,8 +930,12 @@ def _fleet_wide(
         uploaded_s = round(time.perf_counter() - started, 1)
         s3 = ["--backend", backend]
         for _ in range(budget.repeats):
-            runs["status_s3"].append(_counted(home, clusters, "deployed", "status", *spec, *s3))
-            runs["preview_s3"].append(_counted(home, clusters + projects, "no-changes", *preview, *s3))
+            runs["status_s3"].append(
+                _served(server, lambda: _counted(home, clusters, "deployed", "status", *spec, *s3))
+            )
+            runs["preview_s3"].append(
+                _served(server, lambda: _counted(home, clusters + projects, "no-changes", *preview, *s3))
+            )
     finally:
         server.stop()
     huge = home.root / "huge.yaml"
@@ -978,11 +985,25 @@ def _fleet_wide(
         },
         "targets": dataclasses.asdict(targets),
         "plan_judged_by": "cpu" if targets.plan_by_cpu else "wall",
+        "server_cpu_s": {k: _server_cpu(runs[k]) for k in ("status_s3", "preview_s3")},
         "unchanged_stacks_cpu_s": round(unchanged_cpu_s, 2),
         "orchestrator_rss_mb": rss,
         "targets_met": met,
         "met": all(met.values()),
     }
+
+
+def _served(server: S3Endpoint, run: Callable[[], Sample]) -> Sample:
+    """A run against the S3 server, with the server's CPU during it recorded apart (`server_cpu_s`): the
+    sample's own CPU is the product's process tree, the server's is the cloud's."""
+    before = server.cpu_s()
+    sample = run()
+    sample.server_cpu_s = round(server.cpu_s() - before, 3)
+    return sample
+
+
+def _server_cpu(samples: list[Sample]) -> dict[str, Any]:
+    return stats([s.server_cpu_s or 0.0 for s in samples])
 
 
 def _counted(home: Home, expected: int, status: str, *args: str) -> Sample:

@@ -14,7 +14,7 @@ grants anything to everyone is refused.
   missing); without exported keys a service account, granted exactly this bucket, and access key are minted
   for it and written as an AWS shared-credentials profile
   (0600, `~/.npa-pulumi/backend/<bucket>.credentials`, profile `npa-<bucket>`) that the engine and
-  npa-pulumi read. `--endpoint` still names any S3-compatible server instead (MinIO, moto_server).
+  npa-pulumi read. `--endpoint` still names any S3-compatible server instead (SeaweedFS, MinIO).
 
 The URL is the engine's gocloud.dev s3blob syntax (AWS SDK v2): `endpoint` with its scheme, `region`,
 `s3ForcePathStyle=true` (path-style addressing works on every S3-compatible endpoint). Credentials never
