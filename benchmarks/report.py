@@ -181,6 +181,8 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
         ]
     if name in ("fleet_reads", "fleet_scale"):
         return _fleet_row(result)
+    if name == "fleet_s3":
+        return _fleet_s3_row(result)
     if name == "stack_floor":
         first = result["first_deploy"]
         kms = result.get("first_deploy_key_service")
@@ -259,6 +261,26 @@ def _fleet_row(result: dict[str, Any]) -> list[str]:
         f"s; <= {targets.get('unchanged_cpu_s', 0):g} s CPU; <= {targets.get('rss_mb', 0):g} MB; plan <= "
         f"{targets.get('plan_s', 0):g} s{plan_unit}",
         _status(result["met"]),
+    ]
+
+
+def _fleet_s3_row(result: dict[str, Any]) -> list[str]:
+    walls, cpus, server = result["wall_s"], result["cpu_s"], result["server_cpu_s"]
+    reduced = f" (tried at {result['clusters']:,}, not 10,000)" if result.get("reduced") else ""
+
+    def one(kind: str) -> str:
+        return (
+            f"{_median(walls[kind]):.1f} s (product {_median(cpus[kind]):.1f} s CPU, server "
+            f"{_median(server[kind]):.1f} s CPU)"
+        )
+
+    return [
+        f"Fleet reads with the state in S3 (SeaweedFS on loopback) at {result['clusters']:,} cluster "
+        f"stacks{reduced}, `-j 8`",
+        f"status {one('status_s3')}; unchanged preview {one('preview_s3')} "
+        f"(n={walls['status_s3'].get('n', 0)})",
+        "<= 60 s each at 10,000",
+        _status(result["met"]) if result.get("targets_met") else "figures",
     ]
 
 

@@ -59,6 +59,7 @@ class Budget:
     fleet_per_project: int = 25
     huge_plan_clusters: int = 10_000
     scale_fleet_projects: int = 400  # issue 51: 10,000 cluster stacks (400 projects of 25)
+    fleet_s3_clusters: int = 10_000  # issue 61: fleet reads on SeaweedFS (--fleet-s3-clusters for fewer)
     first_deploy_clusters: int = 100  # issue 31: a first deploy's CPU per cluster stack at fleet scale
 
     @classmethod
@@ -993,6 +994,64 @@ def _fleet_wide(
     }
 
 
+S3_TARGET_S = 60.0  # issue 61: `status` and an unchanged `preview` of 10,000 clusters on S3, each
+
+
+def fleet_s3(work: Path, budget: Budget) -> dict[str, Any]:
+    """Issue 61: `status` and an unchanged `preview` of a cloned fleet (benchmarks/cloned_fleet.py) whose
+    state is in a SeaweedFS bucket (a bare `weed server -s3` on loopback), each run's own CPU (the
+    product's process tree) and the server's CPU during it reported apart. 10,000 clusters unless
+    --fleet-s3-clusters says fewer (and the report says so)."""
+    from benchmarks import cloned_fleet
+
+    per_project = budget.fleet_per_project
+    projects = max(1, budget.fleet_s3_clusters // per_project)
+    clusters = projects * per_project
+    fixture = roomy_tenant(work / "roomy-tenant.yaml", scale=max(10, clusters // 2))
+    home = _home(work, "fleet-s3", 0, fixture)
+    started = time.perf_counter()
+    fleet = cloned_fleet.build(home, "reads", projects, per_project)
+    built_s = round(time.perf_counter() - started, 1)
+    spec = ["--spec", str(fleet.spec), "-j", "8", "--output", "json"]
+    runs: dict[str, list[Sample]] = {"status_s3": [], "preview_s3": []}
+    server = S3Endpoint.start(work / "seaweedfs")
+    try:
+        home.extra.update(server.env)
+        started = time.perf_counter()
+        backend = cloned_fleet.upload_state(home, server)
+        uploaded_s = round(time.perf_counter() - started, 1)
+        s3 = ["--backend", backend]
+        preview = ["preview", *spec, "--no-preflight", *s3]
+        for _ in range(budget.repeats):
+            runs["status_s3"].append(
+                _served(server, lambda: _counted(home, clusters, "deployed", "status", *spec, *s3))
+            )
+            runs["preview_s3"].append(
+                _served(server, lambda: _counted(home, clusters + projects, "no-changes", *preview))
+            )
+    finally:
+        server.stop()
+    shutil.rmtree(home.root, ignore_errors=True)
+    wall = {k: median([s.wall_s for s in v]) for k, v in runs.items()}
+    met = {k: wall[k] <= S3_TARGET_S for k in runs} if clusters >= 10_000 else {}
+    return {
+        "name": f"fleet reads on S3 (SeaweedFS) at {clusters:,} clusters",
+        "target": f"10,000 cluster stacks: status <= {S3_TARGET_S:g} s and unchanged preview <= "
+        f"{S3_TARGET_S:g} s on S3, the server's CPU reported apart",
+        "clusters": clusters,
+        "projects": projects,
+        "reduced": clusters < 10_000,
+        "fixture_build_s": built_s,
+        "s3_upload_s": uploaded_s,
+        "runs": {k: _samples(v) for k, v in runs.items()},
+        "wall_s": {k: stats([s.wall_s for s in v]) for k, v in runs.items()},
+        "cpu_s": {k: stats([s.cpu_s for s in v]) for k, v in runs.items()},
+        "server_cpu_s": {k: _server_cpu(v) for k, v in runs.items()},
+        "targets_met": met,
+        "met": all(met.values()) if met else True,
+    }
+
+
 def _served(server: S3Endpoint, run: Callable[[], Sample]) -> Sample:
     """A run against the S3 server, with the server's CPU during it recorded apart (`server_cpu_s`): the
     sample's own CPU is the product's process tree, the server's is the cloud's."""
@@ -1041,8 +1100,11 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "fleet_health": fleet_health,
     "fabric_bisection": fabric_bisection,
     "fleet_scale": fleet_scale,
+    "fleet_s3": fleet_s3,
 }
-FULL_ONLY = frozenset({"fleet_scale"})  # `make bench` runs them; `--quick` only when named with --only
+FULL_ONLY = frozenset(
+    {"fleet_scale", "fleet_s3"}
+)  # `make bench` runs them; `--quick` only when named with --only
 
 
 def run(name: str, work: Path, budget: Budget) -> dict[str, Any]:
