@@ -58,8 +58,6 @@ POLL_S = 0.5
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
 VOLUME_SIZE_LIMIT_MB = 64  # small volumes: a local cloud holds state files, not datasets
-
-
 _LOCAL_HOSTS = ("127.0.0.1", "localhost")
 
 
