@@ -194,7 +194,7 @@ def test_a_federated_preview_mints_its_state_key_uses_it_and_deletes_it(run: Run
     )
     assert fake.access_keys == {} and run.state.s3.keys_of(run.state.user) == []
     ((key_id, secret),) = run.state.minted
-    with pytest.raises(Exception, match="InvalidAccessKeyId|AccessDenied"):
+    with pytest.raises(Exception, match=r"InvalidAccessKeyId|AccessDenied"):
         run.state.s3.client_with(key_id, secret).list_objects_v2(Bucket=run.state.bucket)
     run.assert_nothing_leaked(result)
 
