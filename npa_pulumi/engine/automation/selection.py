@@ -165,6 +165,6 @@ def backend_unreachable(stack: str, err: Exception) -> BackendUnreachable | None
     stderr = str(getattr(err, "stderr", "") or err)
     if not any(marker in stderr for marker in _UNREACHABLE):
         return None
-    lines = [line.strip() for line in stderr.splitlines() if line.strip().startswith("error:")]
-    why = lines[0].removeprefix("error:").strip() if lines else stderr.strip().splitlines()[-1]
+    lines = [line.partition("error:")[2].strip() for line in stderr.splitlines() if "error:" in line]
+    why = lines[0] if lines else stderr.strip().splitlines()[-1]
     return BackendUnreachable(f"stack {stack}: the state backend did not answer ({why}); run again")
