@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="cluster stacks of the scale scenario (default by budget: 200 full, 40 quick)",
     )
+    parser.add_argument(
+        "--fleet-s3-clusters",
+        type=int,
+        default=0,
+        help="cluster stacks of the fleet_s3 scenario (default 10,000; fewer to try it: the report says so)",
+    )
     args = parser.parse_args(argv)
 
     budget = Budget.quick() if args.quick else Budget.full()
@@ -53,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.scale_clusters < budget.scale_shards:
             parser.error(f"--scale-clusters must be at least the {budget.scale_shards} shards")
         budget = dataclasses.replace(budget, scale_clusters=args.scale_clusters)
+    if args.fleet_s3_clusters:
+        budget = dataclasses.replace(budget, fleet_s3_clusters=args.fleet_s3_clusters)
     chosen = [n.strip() for n in args.only.split(",") if n.strip()]
     names = chosen or [n for n in SCENARIOS if not (args.quick and n in FULL_ONLY)]
     unknown = [n for n in names if n not in SCENARIOS]

@@ -36,6 +36,7 @@ class Sample:
     code: int
     orchestrator_rss_mb: float | None = None
     failures: list[str] = field(default_factory=list)
+    server_cpu_s: float | None = None  # the S3 server's CPU during the run (not in cpu_s: not the product's)
 
     def brief(self) -> dict[str, Any]:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -238,14 +239,63 @@ MOTO_SERVER = Path(sys.executable).parent / "moto_server"
 
 @dataclass
 class S3Endpoint:
-    """A real S3 server (moto_server, the dev extra) on a free loopback port, for the s3:// backend."""
+    """A real S3 server, SeaweedFS (`weed server -s3`, built by `make tools`), on free loopback ports, for
+    the s3:// backend: one administrator's key, exported to the commands. Its own CPU is read apart from
+    the commands' (`cpu_s`): the server is the cloud's, the commands are the product."""
+
+    server: Any  # npa_pulumi.simulator.seaweedd.Standalone
+    endpoint: str
+    env: dict[str, str]
+
+    @classmethod
+    def start(cls, home: Path) -> S3Endpoint:
+        import secrets
+
+        from npa_pulumi.simulator.seaweedd import S3ServerError, Standalone
+
+        admin = ("NPABENCHADMIN" + secrets.token_hex(4).upper(), secrets.token_urlsafe(30))
+        try:
+            server = Standalone.start(home, admin)
+        except S3ServerError as err:
+            raise RunFailed(str(err)) from None
+        env = {"AWS_ACCESS_KEY_ID": admin[0], "AWS_SECRET_ACCESS_KEY": admin[1], "AWS_REGION": "us-east-1"}
+        return cls(server, server.endpoint, env)
+
+    def cpu_s(self) -> float:
+        """The CPU seconds the server has used so far."""
+        return float(self.server.cpu_s())
+
+    def backend(self, home: Home, bucket: str) -> str:
+        """A bucket made by `backend init` (as a user makes one) and the s3:// backend URL to use it."""
+        made = home.npa_json(
+            "backend",
+            "init",
+            "--cloud",
+            "local",
+            "--endpoint",
+            self.endpoint,
+            "--bucket",
+            bucket,
+            "--output",
+            "json",
+        )
+        return str(made["backend_url"])
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@dataclass
+class KeyService:
+    """A key service (AWS KMS's API) for `--secrets-provider awskms://`: moto_server's (the dev extra), on
+    a free loopback port; SeaweedFS serves S3 only."""
 
     process: subprocess.Popen[bytes]
     endpoint: str
     env: dict[str, str]
 
     @classmethod
-    def start(cls, log: Path) -> S3Endpoint:
+    def start(cls, log: Path) -> KeyService:
         import secrets
         import socket
 
@@ -291,23 +341,6 @@ class S3Endpoint:
         )
         key_id = kms.create_key(Description="npa-pulumi benchmark")["KeyMetadata"]["KeyId"]
         return f"awskms://{key_id}?region={self.env['AWS_REGION']}&endpoint={self.endpoint}"
-
-    def backend(self, home: Home, bucket: str) -> str:
-        """A bucket made by `backend init` (as a user makes one) and the s3:// backend URL to use it."""
-        made = home.npa_json(
-            "backend",
-            "init",
-            "--cloud",
-            "local",
-            "--endpoint",
-            self.endpoint,
-            "--bucket",
-            bucket,
-            "--output",
-            "json",
-        )
-        # moto sends no response checksums: the engine's SDK validates them only when required.
-        return str(made["backend_url"]) + "&response_checksum_validation=when_required"
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -26,6 +26,7 @@ from benchmarks.harness import (
     CLI,
     REPO,
     Home,
+    KeyService,
     RunFailed,
     S3Endpoint,
     Sample,
@@ -59,6 +60,7 @@ class Budget:
     fleet_per_project: int = 25
     huge_plan_clusters: int = 10_000
     scale_fleet_projects: int = 400  # issue 51: 10,000 cluster stacks (400 projects of 25)
+    fleet_s3_clusters: int = 10_000  # issue 61: fleet reads on SeaweedFS (--fleet-s3-clusters for fewer)
     first_deploy_clusters: int = 100  # issue 31: a first deploy's CPU per cluster stack at fleet scale
 
     @classmethod
@@ -622,7 +624,7 @@ def stack_floor(work: Path, budget: Budget) -> dict[str, Any]:
 
     n = budget.first_deploy_clusters
     first_deploy = _first_deploy(work, n, "passphrase")
-    server = S3Endpoint.start(work / "moto_server-kms.log")
+    server = KeyService.start(work / "moto_server-kms.log")
     try:
         # The same deploy with the stacks' secrets kept by a key service (moto_server's KMS): no passphrase
         # derivation in any engine process. The key service's own CPU is the cloud's, left out like it.
@@ -703,7 +705,7 @@ def _deployed_fleet(home: Home, n: int, backend: list[str]) -> Path:
 
 
 def scale(work: Path, budget: Budget) -> dict[str, Any]:
-    """Issue 20: the same fleet of N cluster stacks with its state in an S3 bucket (moto_server on loopback,
+    """Issue 20: the same fleet of N cluster stacks with its state in an S3 bucket (SeaweedFS on loopback,
     the engine's s3:// backend) vs the file:// backend: `status` and a no-op `preview` (wall, interleaved);
     then 4 concurrent `preview --shard K/4` (4 CI jobs on this machine) vs one unsharded preview, on S3.
     The local cloud runs without API servers and with no simulated provisioning wait: the deploys are only
@@ -711,7 +713,7 @@ def scale(work: Path, budget: Budget) -> dict[str, Any]:
     n, shards = budget.scale_clusters, budget.scale_shards
     fixture = roomy_tenant(work / "roomy-tenant.yaml", scale=max(10, n // 2))
     work.mkdir(parents=True, exist_ok=True)
-    server = S3Endpoint.start(work / "moto_server.log")
+    server = S3Endpoint.start(work / "seaweedfs")
     try:
         local = _home(work, "scale-file", 0, fixture)
         remote = _home(work, "scale-s3", 0, fixture)
@@ -728,11 +730,12 @@ def scale(work: Path, budget: Budget) -> dict[str, Any]:
             k: [] for k in ("status_file", "status_s3", "preview_file", "preview_s3")
         }
         sharded: list[Sample] = []
+        status_s3 = ["status", *remote_spec, *s3, "-j", "8", "--output", "json"]
         for _ in range(max(2, budget.repeats - 1)):
             runs["status_file"].append(local.npa("status", *spec, "-j", "8", "--output", "json"))
-            runs["status_s3"].append(remote.npa("status", *remote_spec, *s3, "-j", "8", "--output", "json"))
+            runs["status_s3"].append(_served(server, lambda: remote.npa(*status_s3)))
             runs["preview_file"].append(local.npa(*preview, *spec))
-            runs["preview_s3"].append(remote.npa(*preview, *remote_spec, *s3))
+            runs["preview_s3"].append(_served(server, lambda: remote.npa(*preview, *remote_spec, *s3)))
             jobs = [
                 [*CLI, *preview, *remote_spec, *s3, "--shard", f"{k}/{shards}"] for k in range(1, shards + 1)
             ]
@@ -763,6 +766,7 @@ def scale(work: Path, budget: Budget) -> dict[str, Any]:
         },
         "sharded_cpu_s": stats([s.cpu_s for s in sharded]),
         "one_run_cpu_s": stats([s.cpu_s for s in runs["preview_s3"]]),
+        "server_cpu_s": {k: _server_cpu(runs[k]) for k in ("status_s3", "preview_s3")},
         "met": True,
     }
 
@@ -810,8 +814,8 @@ def _fleet_wide(
     `--no-live`, with the orchestrator's peak RSS; an unchanged `preview`; `up` of the 5 deployed clusters
     changed (their CPU node count toggled), against `up` of the same change selected alone
     (--only-clusters): the difference is what the unchanged stacks cost; `status` and the unchanged
-    `preview` with the state in S3 (moto_server, the same stacks uploaded); and `plan` of a
-    10,000-cluster spec. CPU is the whole process tree's (wait4)."""
+    `preview` with the state in S3 (SeaweedFS, the same stacks uploaded; the server's CPU apart); and
+    `plan` of a 10,000-cluster spec. CPU is the whole process tree's (wait4)."""
     from benchmarks import cloned_fleet
 
     clusters = projects * per_project
@@ -834,7 +838,7 @@ def _fleet_wide(
         for kind, extra in (("up_changed", []), ("up_selected", selected)):
             fleet.toggle()  # every run changes the 5 deployed clusters (and only them)
             runs[kind].append(home.npa(*up, *extra, rss=True))
-    server = S3Endpoint.start(work / "moto_server.log")
+    server = S3Endpoint.start(work / "seaweedfs")
     try:
         home.extra.update(server.env)
         started = time.perf_counter()
@@ -842,8 +846,12 @@ def _fleet_wide(
         uploaded_s = round(time.perf_counter() - started, 1)
         s3 = ["--backend", backend]
         for _ in range(budget.repeats):
-            runs["status_s3"].append(_counted(home, clusters, "deployed", "status", *spec, *s3))
-            runs["preview_s3"].append(_counted(home, clusters + projects, "no-changes", *preview, *s3))
+            runs["status_s3"].append(
+                _served(server, lambda: _counted(home, clusters, "deployed", "status", *spec, *s3))
+            )
+            runs["preview_s3"].append(
+                _served(server, lambda: _counted(home, clusters + projects, "no-changes", *preview, *s3))
+            )
     finally:
         server.stop()
     huge = home.root / "huge.yaml"
@@ -893,11 +901,83 @@ def _fleet_wide(
         },
         "targets": dataclasses.asdict(targets),
         "plan_judged_by": "cpu" if targets.plan_by_cpu else "wall",
+        "server_cpu_s": {k: _server_cpu(runs[k]) for k in ("status_s3", "preview_s3")},
         "unchanged_stacks_cpu_s": round(unchanged_cpu_s, 2),
         "orchestrator_rss_mb": rss,
         "targets_met": met,
         "met": all(met.values()),
     }
+
+
+S3_TARGET_S = 60.0  # issue 61: `status` and an unchanged `preview` of 10,000 clusters on S3, each
+
+
+def fleet_s3(work: Path, budget: Budget) -> dict[str, Any]:
+    """Issue 61: `status` and an unchanged `preview` of a cloned fleet (benchmarks/cloned_fleet.py) whose
+    state is in a SeaweedFS bucket (a bare `weed server -s3` on loopback), each run's own CPU (the
+    product's process tree) and the server's CPU during it reported apart. 10,000 clusters unless
+    --fleet-s3-clusters says fewer (and the report says so)."""
+    from benchmarks import cloned_fleet
+
+    per_project = budget.fleet_per_project
+    projects = max(1, budget.fleet_s3_clusters // per_project)
+    clusters = projects * per_project
+    fixture = roomy_tenant(work / "roomy-tenant.yaml", scale=max(10, clusters // 2))
+    home = _home(work, "fleet-s3", 0, fixture)
+    started = time.perf_counter()
+    fleet = cloned_fleet.build(home, "reads", projects, per_project)
+    built_s = round(time.perf_counter() - started, 1)
+    spec = ["--spec", str(fleet.spec), "-j", "8", "--output", "json"]
+    runs: dict[str, list[Sample]] = {"status_s3": [], "preview_s3": []}
+    server = S3Endpoint.start(work / "seaweedfs")
+    try:
+        home.extra.update(server.env)
+        started = time.perf_counter()
+        backend = cloned_fleet.upload_state(home, server)
+        uploaded_s = round(time.perf_counter() - started, 1)
+        s3 = ["--backend", backend]
+        preview = ["preview", *spec, "--no-preflight", *s3]
+        for _ in range(budget.repeats):
+            runs["status_s3"].append(
+                _served(server, lambda: _counted(home, clusters, "deployed", "status", *spec, *s3))
+            )
+            runs["preview_s3"].append(
+                _served(server, lambda: _counted(home, clusters + projects, "no-changes", *preview))
+            )
+    finally:
+        server.stop()
+    shutil.rmtree(home.root, ignore_errors=True)
+    wall = {k: median([s.wall_s for s in v]) for k, v in runs.items()}
+    met = {k: wall[k] <= S3_TARGET_S for k in runs} if clusters >= 10_000 else {}
+    return {
+        "name": f"fleet reads on S3 (SeaweedFS) at {clusters:,} clusters",
+        "target": f"10,000 cluster stacks: status <= {S3_TARGET_S:g} s and unchanged preview <= "
+        f"{S3_TARGET_S:g} s on S3, the server's CPU reported apart",
+        "clusters": clusters,
+        "projects": projects,
+        "reduced": clusters < 10_000,
+        "fixture_build_s": built_s,
+        "s3_upload_s": uploaded_s,
+        "runs": {k: _samples(v) for k, v in runs.items()},
+        "wall_s": {k: stats([s.wall_s for s in v]) for k, v in runs.items()},
+        "cpu_s": {k: stats([s.cpu_s for s in v]) for k, v in runs.items()},
+        "server_cpu_s": {k: _server_cpu(v) for k, v in runs.items()},
+        "targets_met": met,
+        "met": all(met.values()) if met else True,
+    }
+
+
+def _served(server: S3Endpoint, run: Callable[[], Sample]) -> Sample:
+    """A run against the S3 server, with the server's CPU during it recorded apart (`server_cpu_s`): the
+    sample's own CPU is the product's process tree, the server's is the cloud's."""
+    before = server.cpu_s()
+    sample = run()
+    sample.server_cpu_s = round(server.cpu_s() - before, 3)
+    return sample
+
+
+def _server_cpu(samples: list[Sample]) -> dict[str, Any]:
+    return stats([s.server_cpu_s or 0.0 for s in samples])
 
 
 def _counted(home: Home, expected: int, status: str, *args: str) -> Sample:
@@ -935,8 +1015,11 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "fabric_bisection": fabric_bisection,
     "remediation_campaign": remediation_campaign,
     "fleet_scale": fleet_scale,
+    "fleet_s3": fleet_s3,
 }
-FULL_ONLY = frozenset({"fleet_scale"})  # `make bench` runs them; `--quick` only when named with --only
+FULL_ONLY = frozenset(
+    {"fleet_scale", "fleet_s3"}
+)  # `make bench` runs them; `--quick` only when named with --only
 
 
 def run(name: str, work: Path, budget: Budget) -> dict[str, Any]:

@@ -104,11 +104,11 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
         monkeypatch.delenv(var, raising=False)
     yield home
     # Whatever a test left running (a cluster's agent and control plane, the S3 server) stops with it.
-    from npa_pulumi.simulator import s3daemon
+    from npa_pulumi.simulator import seaweedd
     from npa_pulumi.simulator.kube import lifecycle
 
     lifecycle.stop_all(home / ".npa-pulumi" / "local-cloud")
-    s3daemon.stop(home / ".npa-pulumi" / "local-cloud")
+    seaweedd.stop(home / ".npa-pulumi" / "local-cloud")
 
 
 @pytest.fixture

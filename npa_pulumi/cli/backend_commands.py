@@ -29,7 +29,7 @@ def backend_group() -> None:
     default=None,
     metavar="URL",
     help="S3 endpoint (nebius: https://storage.<region>.nebius.cloud; local: the local cloud's own S3 "
-    "server, started if needed). Any S3-compatible server (MinIO, moto_server).",
+    "server, SeaweedFS, started if needed). Any S3-compatible server (SeaweedFS, MinIO).",
 )
 @click.option(
     "--project",

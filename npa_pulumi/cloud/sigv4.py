@@ -1,6 +1,6 @@
-"""AWS Signature Version 4's shared primitives, stdlib only: the one place both sides of the S3 wire take
-them from — the client that signs (cloud/nebius/s3.py) and the local cloud's endpoint that verifies
-(simulator/s3auth.py) — so the two can never disagree on how a key is derived or a name encoded."""
+"""AWS Signature Version 4's primitives, stdlib only, for the S3 client that signs (cloud/nebius/s3.py):
+how a signing key is derived and a name encoded. No module of the product verifies signatures: the local
+cloud's S3 server is SeaweedFS (simulator/seaweedd.py)."""
 
 from __future__ import annotations
 

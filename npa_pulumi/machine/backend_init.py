@@ -8,13 +8,13 @@ switched on where the endpoint supports it (every overwritten checkpoint stays r
 grants anything to everyone is refused.
 
 * `--cloud nebius`: Nebius Object Storage, `https://storage.<region>.nebius.cloud` (or `--endpoint`).
-* `--cloud local`: the local cloud's own S3 endpoint (SeaweedFS or its home-made fallback, started here
+* `--cloud local`: the local cloud's own S3 endpoint (a SeaweedFS server, started here
   and by any command whose backend URL names it): the bucket is made through the local cloud's storage
   service, in `--project` or a dedicated state project (`npa-state`, created in the local tenant when
   missing); without exported keys a service account, granted exactly this bucket, and access key are minted
   for it and written as an AWS shared-credentials profile
   (0600, `~/.npa-pulumi/backend/<bucket>.credentials`, profile `npa-<bucket>`) that the engine and
-  npa-pulumi read. `--endpoint` still names any S3-compatible server instead (MinIO, moto_server).
+  npa-pulumi read. `--endpoint` still names any S3-compatible server instead (SeaweedFS, MinIO).
 
 The URL is the engine's gocloud.dev s3blob syntax (AWS SDK v2): `endpoint` with its scheme, `region`,
 `s3ForcePathStyle=true` (path-style addressing works on every S3-compatible endpoint). Credentials never

@@ -1,7 +1,8 @@
 """Access-key secrets: shown once, at creation, and only their SHA-256 is stored (`probe_bucket` checks a
-presented secret against it). The S3 wire (s3wire.py) must verify HMAC signatures, which needs the secret
-itself, so a secret is not random: it is derived from its key id under the cloud's master key (a 0600 file
-in the cloud's directory, `access_key_secret`), and the S3 server derives it again to check a signature.
+presented secret against it). The cloud's S3 server (SeaweedFS, seaweed.py) verifies HMAC signatures,
+which needs the secret itself, so a secret is not random: it is derived from its key id under the cloud's
+master key (a 0600 file in the cloud's directory, `access_key_secret`), and each key's secret is derived
+again for the server's identities file.
 The database alone never reveals a secret.
 """
 

@@ -21,9 +21,9 @@ def make(**options: Any) -> CloudPort:
 def ensure_backend_served(url: str) -> None:
     """A backend URL in the local cloud's buckets (`backend init --cloud local`): start its S3 server,
     on the port the URL names, if it does not run (a reset or a reboot stopped it)."""
-    from npa_pulumi.simulator import db, s3daemon
+    from npa_pulumi.simulator import db, seaweedd
 
     endpoint = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query)).get("endpoint", "")
     cloud_dir = db.cloud_dir()
-    if endpoint and s3daemon.serves(cloud_dir, endpoint):
-        s3daemon.ensure_running(cloud_dir)
+    if endpoint and seaweedd.serves(cloud_dir, endpoint):
+        seaweedd.ensure_running(cloud_dir)

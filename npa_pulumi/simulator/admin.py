@@ -12,7 +12,7 @@ from typing import Any
 
 from npa_pulumi.cloud.errors import InvalidArgument
 from npa_pulumi.simulator import accounting as acct
-from npa_pulumi.simulator import db, faults, records, s3daemon
+from npa_pulumi.simulator import db, faults, records
 from npa_pulumi.simulator.store import Store
 from npa_pulumi.simulator.transaction import is_deleted
 
@@ -20,10 +20,6 @@ ENV_WAIT_TIMEOUT = "NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S"
 # `kubernetes_api`: 1 runs a real Kubernetes API server (with kwok nodes) behind every cluster, 0 skips it
 # (for tests that never look inside a cluster); $NPA_LOCAL_CLOUD_KUBERNETES_API overrides the setting.
 ENV_KUBERNETES_API = "NPA_LOCAL_CLOUD_KUBERNETES_API"
-# `seaweedfs_s3`: 1 serves the cloud's object storage with SeaweedFS (`weed server -s3`, seaweedd.py), 0 with
-# the home-made server (s3wire.py), the fallback while the migration is partial; $NPA_LOCAL_CLOUD_SEAWEEDFS_S3
-# overrides the setting.
-ENV_SEAWEEDFS_S3 = s3daemon.ENV_SEAWEEDFS_S3
 SETTINGS: dict[str, float] = {
     "provisioning_seconds": 0.0,
     "wait_timeout_seconds": 30.0,
@@ -35,7 +31,6 @@ SETTINGS: dict[str, float] = {
     # visible (state DELETING, still holding its name and counting as its parent's child) this many seconds,
     # as a real control plane's deletes complete asynchronously; 0: gone at once.
     "delete_lag_seconds": 0.0,
-    "seaweedfs_s3": 0.0,
 }
 
 
@@ -56,7 +51,6 @@ class Settings:
                 "directory": str(self.store.directory),
                 "wait_timeout_env_override": os.environ.get(ENV_WAIT_TIMEOUT),
                 "kubernetes_api_env_override": os.environ.get(ENV_KUBERNETES_API),
-                "seaweedfs_s3_env_override": os.environ.get(ENV_SEAWEEDFS_S3),
             }
 
     def kubernetes_api_enabled(self) -> bool:
@@ -72,8 +66,6 @@ class Settings:
             raise ValueError(f"unknown setting {name!r}; choose one of {', '.join(SETTINGS)}")
         if name == "kubernetes_api" and value not in (0, 1):
             raise ValueError("kubernetes_api is 1 (a Kubernetes API server per cluster) or 0 (none)")
-        if name == "seaweedfs_s3" and value not in (0, 1):
-            raise ValueError("seaweedfs_s3 is 1 (SeaweedFS serves the buckets) or 0 (the home-made server)")
         if name == "project_default_network" and value not in (0, 1):
             raise ValueError("project_default_network is 1 (new projects get a default network) or 0")
         if value < 0 or (name == "wait_timeout_seconds" and value == 0):

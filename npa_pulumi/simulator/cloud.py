@@ -338,9 +338,9 @@ class LocalCloud:
         return self.simulator.kubernetes_api_enabled()
 
     def object_storage_endpoint(self, region: str) -> str:
-        from npa_pulumi.simulator import s3daemon
+        from npa_pulumi.simulator import seaweedd
 
-        return s3daemon.ensure_running(self.directory)
+        return seaweedd.ensure_running(self.directory)
 
     def cluster_access(self, cluster_id: str) -> ClusterAccess:
         creds = self.simulator.get_cluster_credentials(cluster_id)

@@ -104,46 +104,6 @@ CREATE TABLE IF NOT EXISTS faults (
     message TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL
 );
--- A bucket's objects (served on the S3 wire by s3wire.py). `etag` is the S3 ETag without quotes: the MD5 of
--- the body, or `<md5 of the parts' md5s>-<parts>` for a multipart upload; '' for rows from before the wire.
-CREATE TABLE IF NOT EXISTS objects (
-    bucket_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    body BLOB NOT NULL,
-    etag TEXT NOT NULL DEFAULT '',
-    content_type TEXT NOT NULL DEFAULT '',
-    modified_at REAL NOT NULL DEFAULT 0,
-    PRIMARY KEY (bucket_id, key)
-);
--- A versioned bucket's noncurrent versions and delete markers (`objects` holds each key's current version,
--- whose `version_id` is 'null' when it was written while versioning was off or suspended).
-CREATE TABLE IF NOT EXISTS object_versions (
-    bucket_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    version_id TEXT NOT NULL,
-    body BLOB NOT NULL,
-    etag TEXT NOT NULL DEFAULT '',
-    content_type TEXT NOT NULL DEFAULT '',
-    modified_at REAL NOT NULL,
-    delete_marker INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (bucket_id, key, version_id)
-);
--- Multipart uploads in progress, and their parts (an upload is not an object until it is completed).
-CREATE TABLE IF NOT EXISTS uploads (
-    upload_id TEXT PRIMARY KEY,
-    bucket_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    content_type TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS uploads_by_bucket ON uploads (bucket_id);
-CREATE TABLE IF NOT EXISTS upload_parts (
-    upload_id TEXT NOT NULL,
-    part_number INTEGER NOT NULL,
-    body BLOB NOT NULL,
-    etag TEXT NOT NULL,
-    PRIMARY KEY (upload_id, part_number)
-);
 """
 
 
@@ -189,15 +149,12 @@ def init_lock(directory: Path) -> Iterator[None]:
 
 # Columns added to a table after databases with the table existed: (table, column, declaration). A database
 # made before is brought up to date by `migrate` (`CREATE TABLE IF NOT EXISTS` adds only missing tables).
-ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("objects", "etag", "TEXT NOT NULL DEFAULT ''"),
-    ("objects", "content_type", "TEXT NOT NULL DEFAULT ''"),
-    ("objects", "modified_at", "REAL NOT NULL DEFAULT 0"),
-    ("objects", "version_id", "TEXT NOT NULL DEFAULT 'null'"),
-)
+# (A bucket's objects live in the cloud's S3 server, not here: the tables `objects`, `object_versions`,
+# `uploads` and `upload_parts` of older databases are no longer read.)
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = ()
 _MIGRATED: set[str] = set()  # database paths this process has brought up to date
 # Tables and indexes added after databases existed: one missing means the schema is run again.
-_LATEST_NAMES = {"uploads", "upload_parts", "object_versions", "resources_waiting", "allocations_sums"}
+_LATEST_NAMES = {"resources_waiting", "allocations_sums"}
 
 
 def create_schema(conn: sqlite3.Connection) -> None:

@@ -53,6 +53,11 @@ def data_of(row: sqlite3.Row) -> dict[str, Any]:
     return loaded
 
 
+def gone(row: sqlite3.Row | None) -> bool:
+    """Whether a row is absent for the cloud's S3 server: missing, or a lagged delete (DELETING)."""
+    return row is None or data_of(row).get("deleting_until") is not None
+
+
 def _is_ready(row: sqlite3.Row, now: float) -> bool:
     ready_at: float = row["ready_at"]
     return 0 <= ready_at <= now

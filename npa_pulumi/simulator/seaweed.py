@@ -42,12 +42,10 @@ from pydantic import SecretStr
 from npa_pulumi.cloud.nebius.s3 import S3Client, S3Response
 from npa_pulumi.errors import NpaError
 from npa_pulumi.runtime.files import write_atomically
-from npa_pulumi.runtime.locks import FileLock
-from npa_pulumi.simulator import records, s3daemon
+from npa_pulumi.runtime.locks import FileLock, held_elsewhere
+from npa_pulumi.simulator import db, records
 from npa_pulumi.simulator.access_keys import SECRET_DERIVATION, access_key_secret
-from npa_pulumi.simulator.objects import gone
-from npa_pulumi.simulator.s3daemon import s3_dir
-from npa_pulumi.simulator.store import Store
+from npa_pulumi.simulator.records import gone
 
 ADMIN_KEY_ID = "NPALOCALCLOUDADMIN00"  # the cloud's own identity: buckets, counts (never a tenant's key)
 ADMIN_ACTIONS = ("Admin", "Read", "Write", "List", "Tagging", "ReadAcp", "WriteAcp", "DeleteBucket")
@@ -74,7 +72,36 @@ class Endpoints:
 
     @property
     def s3(self) -> str:
-        return f"http://127.0.0.1:{self.s3_port}"
+        return endpoint_of(self.s3_port)
+
+
+def s3_dir(cloud_dir: Path) -> Path:
+    """The server's files: server.lock (held while its daemon runs), server.pid, port, ports.json,
+    endpoints.json, ready/failed, identities.json, server.log and weed.log, its data (seaweedfs/)."""
+    return cloud_dir / "s3"
+
+
+def recorded_port(cloud_dir: Path) -> int | None:
+    """The S3 port chosen once for this cloud (`s3/port`): every restart listens there again."""
+    try:
+        port = int((s3_dir(cloud_dir) / "port").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return port if 0 < port < 65536 else None
+
+
+def endpoint_of(port: int) -> str:
+    return f"http://127.0.0.1:{port}"
+
+
+def daemon_running(cloud_dir: Path) -> bool:
+    """Whether the cloud's server daemon (seaweedd.py) runs: it holds `s3/server.lock` for its life."""
+    return held_elsewhere(s3_dir(cloud_dir) / "server.lock")
+
+
+def has_data(cloud_dir: Path) -> bool:
+    """Whether a server has ever run for this cloud (its data directory exists): objects live only there."""
+    return (s3_dir(cloud_dir) / "seaweedfs").is_dir()
 
 
 def identities_path(cloud_dir: Path) -> Path:
@@ -110,11 +137,16 @@ class Desired:
 def desired(cloud_dir: Path, now: float | None = None) -> Desired:
     """The buckets and live keys of the cloud's database, each key with the actions its grants allow."""
     now = time.time() if now is None else now
-    store = Store(cloud_dir, auto_init=False)
-    with store.connection() as conn:
+    path = db.db_path(cloud_dir)
+    if not db.is_initialised(path):
+        raise SeaweedSyncError(f"the local cloud at {cloud_dir} has no database (reset, or never used)")
+    conn = db.connect(path)  # a read of the rows alone (not the store, which imports this module's users)
+    try:
         rows = conn.execute(
             "SELECT * FROM resources WHERE kind IN ('bucket', 'access_key', 'service_account')"
         ).fetchall()
+    finally:
+        conn.close()
     buckets = {row["id"]: row["name"] for row in rows if row["kind"] == "bucket" and not gone(row)}
     accounts = {row["id"]: records.data_of(row) for row in rows if row["kind"] == "service_account"}
     live: list[tuple[str, tuple[str, ...]]] = []
@@ -208,7 +240,7 @@ def apply(cloud_dir: Path, *, force: bool = False, lock_timeout_s: float = 60.0)
             return False
         generation = int(previous.get("generation", 0)) + 1
         canary, retired = write_identities(cloud_dir, want, generation)
-        reload(cloud_dir, where, canary)
+        reload(where, canary, access_key_secret(cloud_dir, canary))
         sync_buckets(cloud_dir, where, set(want.buckets))
         served = sorted(retired | {key_id for key_id, _ in want.identities})
         state = {
@@ -221,16 +253,14 @@ def apply(cloud_dir: Path, *, force: bool = False, lock_timeout_s: float = 60.0)
         return True
 
 
-def reload(cloud_dir: Path, where: Endpoints, canary: str, timeout_s: float = RELOAD_TIMEOUT_S) -> None:
+def reload(where: Endpoints, canary: str, canary_secret: str, timeout_s: float = RELOAD_TIMEOUT_S) -> None:
     """SIGHUP the server (it reloads its identities file) and wait until the canary key of this
     generation is known to it: the file it read is this one."""
     try:
         os.kill(where.weed_pid, signal.SIGHUP)
     except ProcessLookupError:
-        raise SeaweedSyncError(f"the local cloud's SeaweedFS server (pid {where.weed_pid}) is gone") from None
-    probe = S3Client(
-        where.s3, ADMIN_REGION, canary, SecretStr(access_key_secret(cloud_dir, canary)), timeout_s=5
-    )
+        raise SeaweedSyncError(f"the SeaweedFS server (pid {where.weed_pid}) is gone") from None
+    probe = S3Client(where.s3, ADMIN_REGION, canary, SecretStr(canary_secret), timeout_s=5)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -241,7 +271,7 @@ def reload(cloud_dir: Path, where: Endpoints, canary: str, timeout_s: float = RE
             pass
         if time.monotonic() > deadline:
             raise SeaweedSyncError(
-                f"the local cloud's SeaweedFS server did not reload its identities within {timeout_s:g}s"
+                f"the SeaweedFS server did not reload its identities within {timeout_s:g}s"
             )
         time.sleep(0.05)
 
@@ -291,7 +321,7 @@ def serving(cloud_dir: Path) -> bool:
     """Whether a SeaweedFS server serves this cloud now (its daemon holds the lock and is ready: until then
     it brings the server to the database itself)."""
     return (
-        s3daemon.running_kind(cloud_dir) == s3daemon.SEAWEEDFS
+        daemon_running(cloud_dir)
         and (s3_dir(cloud_dir) / "ready").exists()
         and endpoints(cloud_dir) is not None
     )

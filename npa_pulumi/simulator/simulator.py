@@ -21,7 +21,7 @@ and other heavy imports so that API starts fast.
     admin.py            settings, fault injection, the inventory
     scheduling.py       starting node groups when their quota or capacity block fits
     accounting.py       what each object consumes, and current usage
-    objects.py, s3buckets.py, s3uploads.py   the S3 data path the S3 server (s3wire.py) serves
+    seaweed.py, seaweedd.py  the S3 server (SeaweedFS): the buckets and keys it holds; starting, stopping it
 """
 
 from __future__ import annotations

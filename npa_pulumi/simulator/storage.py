@@ -1,6 +1,10 @@
 """Object storage buckets: create, find, count their objects, delete, grant a service account access
 (as Nebius grants it: a group, its membership and an access permit), and the probe that checks an access
-key can write, read and delete an object (access_keys.py: how a key's secret is checked)."""
+key can write, read and delete an object (access_keys.py: how a key's secret is checked).
+
+A bucket's objects live only in the cloud's S3 server, SeaweedFS (seaweed.py, seaweedd.py): the database
+holds buckets, keys and grants. A cloud whose server never ran holds no object; one whose server ran and
+stopped has its objects counted by the server, started again for it."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import secrets
 import time
 from typing import Any
 
-from npa_pulumi.cloud.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from npa_pulumi.cloud.errors import InvalidArgument, PermissionDenied
 from npa_pulumi.simulator import accounting as acct
 from npa_pulumi.simulator import records
 from npa_pulumi.simulator.access_keys import sha256
@@ -97,53 +101,35 @@ class Buckets:
             return ctx.list_of("bucket", "project_id", project_id)
 
     def count_bucket_objects(self, bucket_id: str) -> int:
+        """Every object version, delete marker and multipart upload in progress: they hold data, and S3
+        refuses to delete their bucket."""
         with self.store.op("count_bucket_objects", {"bucket_id": bucket_id}, write=False) as ctx:
-            bucket = ctx.row("bucket", bucket_id)
-            if _seaweed_serving(self.store):
-                from npa_pulumi.simulator import seaweed
+            name = str(ctx.row("bucket", bucket_id)["name"])
+        from npa_pulumi.simulator import seaweed
 
-                return seaweed.count_objects(self.store.directory, bucket["name"])
-            # Multipart uploads in progress and a versioned bucket's older versions count too: they hold
-            # data, and S3 refuses to delete their bucket.
-            count: int = ctx.conn.execute(
-                "SELECT (SELECT COUNT(*) FROM objects WHERE bucket_id = ?) "
-                "+ (SELECT COUNT(*) FROM uploads WHERE bucket_id = ?) "
-                "+ (SELECT COUNT(*) FROM object_versions WHERE bucket_id = ?)",
-                (bucket_id, bucket_id, bucket_id),
-            ).fetchone()[0]
-            return count
+        if not seaweed.serving(self.store.directory):
+            if not seaweed.has_data(self.store.directory):
+                return 0  # no server ever ran for this cloud: nothing was written to a bucket
+            _serve(self.store)
+        return seaweed.count_objects(self.store.directory, name)
 
     def put_object(self, bucket_id: str, key: str, body: str = "") -> None:
-        """Store one object (simulator only: what a training job's upload would leave in a bucket)."""
-        with self.store.op("put_object", {"bucket_id": bucket_id, "key": key}, write=True) as ctx:
-            bucket = ctx.row("bucket", bucket_id)
-            data = body.encode()
-            if _seaweed_serving(self.store):
-                from npa_pulumi.simulator import seaweed
+        """Store one object (simulator only: what a training job's upload would leave in a bucket), through
+        the cloud's S3 server (started if none runs)."""
+        with self.store.op("put_object", {"bucket_id": bucket_id, "key": key}, write=False) as ctx:
+            name = str(ctx.row("bucket", bucket_id)["name"])
+        from npa_pulumi.simulator import seaweed
 
-                seaweed.put_object(self.store.directory, bucket["name"], key, data)
-                return
-            ctx.conn.execute(
-                "INSERT OR REPLACE INTO objects (bucket_id, key, body, etag, modified_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (bucket_id, key, data, hashlib.md5(data, usedforsecurity=False).hexdigest(), ctx.now),
-            )
+        _serve(self.store)
+        seaweed.put_object(self.store.directory, name, key, body.encode())
 
     def delete_bucket(self, bucket_id: str, timeout_s: float | None = None) -> None:
         with self.store.op("delete_bucket", {"bucket_id": bucket_id}, write=True, timeout_s=timeout_s) as ctx:
             ctx.row("bucket", bucket_id)
             # The storage API's delete takes the bucket's data with it (the fleet's teardown refuses a
-            # non-empty bucket itself); the S3 wire's DeleteBucket refuses one, as S3 does (objects.py).
-            ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ?", (bucket_id,))
-            ctx.conn.execute("DELETE FROM object_versions WHERE bucket_id = ?", (bucket_id,))
-            ctx.conn.execute(
-                "DELETE FROM upload_parts "
-                "WHERE upload_id IN (SELECT upload_id FROM uploads WHERE bucket_id = ?)",
-                (bucket_id,),
-            )
-            ctx.conn.execute("DELETE FROM uploads WHERE bucket_id = ?", (bucket_id,))
+            # non-empty bucket itself); S3's DeleteBucket refuses one, and the server keeps that rule.
             ctx.delete_row(bucket_id)
-        _s3_sync(self.store)  # SeaweedFS's bucket goes with its data
+        _s3_sync(self.store)  # SeaweedFS's bucket goes with its data (a server started later never makes it)
 
     def probe_bucket(self, bucket_id: str, access_key_id: str, aws_access_key_id: str, secret: str) -> None:
         """Write, read back and delete one object, authenticating with the access key as S3 would."""
@@ -152,7 +138,7 @@ class Buckets:
             "access_key_id": access_key_id,
             "aws_access_key_id": aws_access_key_id,
         }
-        with self.store.op("probe_bucket", params, write=True) as ctx:
+        with self.store.op("probe_bucket", params, write=False) as ctx:
             bucket = ctx.row("bucket", bucket_id)
             key_row = ctx.conn.execute(
                 "SELECT * FROM resources WHERE kind = 'access_key' AND id = ?", (access_key_id,)
@@ -178,23 +164,14 @@ class Buckets:
                     f"AccessDenied: service account {account['id']} holds no access permit on bucket "
                     f"{bucket['name']} (grant_bucket_access)"
                 )
-            object_key, body = f".npa-probe/{secrets.token_hex(8)}", secrets.token_bytes(32)
-            if _seaweed_serving(self.store):
-                from npa_pulumi.simulator import seaweed
+            from npa_pulumi.simulator import seaweed
 
+            # The checks above are the cloud's; where its S3 server runs, the server decides as well, as
+            # the key's holder would meet it (a deployment's probe does not start a server for this).
+            if seaweed.serving(self.store.directory):
+                object_key, body = f".npa-probe/{secrets.token_hex(8)}", secrets.token_bytes(32)
                 name = bucket["name"]
                 seaweed.probe(self.store.directory, name, aws_access_key_id, secret, object_key, body)
-                return
-            where = (bucket_id, object_key)
-            ctx.conn.execute("INSERT INTO objects (bucket_id, key, body) VALUES (?, ?, ?)", (*where, body))
-            read = ctx.conn.execute(
-                "SELECT body FROM objects WHERE bucket_id = ? AND key = ?", where
-            ).fetchone()
-            if read is None or bytes(read["body"]) != body:
-                raise FailedPrecondition(
-                    f"the probe object in bucket {bucket['name']} did not read back intact"
-                )
-            ctx.conn.execute("DELETE FROM objects WHERE bucket_id = ? AND key = ?", where)
 
     def grant_bucket_access(
         self, project_id: str, bucket_id: str, service_account_id: str, group_name: str, role: str
@@ -259,10 +236,11 @@ class Buckets:
         )
 
 
-def _seaweed_serving(store: Store) -> bool:
-    from npa_pulumi.simulator import seaweed
+def _serve(store: Store) -> None:
+    """The cloud's S3 server, started if none runs (seaweedd.py)."""
+    from npa_pulumi.simulator import seaweedd
 
-    return seaweed.serving(store.directory)
+    seaweedd.ensure_running(store.directory)
 
 
 def _s3_sync(store: Store) -> None:

@@ -87,7 +87,7 @@ class Store:
     def reset(self) -> None:
         """Forget everything; the next use re-seeds from the default fixture. Safe while other processes
         use the cloud, because it empties the tables in one transaction instead of deleting the file."""
-        from npa_pulumi.simulator import s3daemon
+        from npa_pulumi.simulator import seaweedd
         from npa_pulumi.simulator.kube import lifecycle
 
         if self.path.is_file():
@@ -100,7 +100,8 @@ class Store:
                 finally:
                     conn.close()
         lifecycle.stop_all(self.directory)  # no API server outlives the clusters it served
-        s3daemon.stop(self.directory)  # nor the S3 server the buckets it served
+        seaweedd.stop(self.directory)  # nor the S3 server the buckets it served
+        seaweedd.forget_data(self.directory)  # nor their objects
 
     def _secure_files(self) -> None:
         # The database holds access-key hashes and the tenant's inventory: private to the user. (A new

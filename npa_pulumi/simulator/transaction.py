@@ -67,8 +67,7 @@ def purge_deleted(conn: sqlite3.Connection, now: float) -> None:
 
 
 def wipe(conn: sqlite3.Connection) -> None:
-    tables = ("resources", "quotas", "capacity_blocks", "allocations", "faults", "objects", "uploads")
-    for table in (*tables, "upload_parts", "object_versions", "meta"):
+    for table in ("resources", "quotas", "capacity_blocks", "allocations", "faults", "meta"):
         conn.execute(f"DELETE FROM {table}")
 
 

@@ -39,7 +39,6 @@ SETTING_NAMES = {
     "project-default-network": "project_default_network",
     "delete-lag-seconds": "delete_lag_seconds",
     "kubernetes-api": "kubernetes_api",
-    "seaweedfs-s3": "seaweedfs_s3",
 }
 
 
@@ -131,17 +130,18 @@ def reset_cmd(ctx: click.Context, yes: bool) -> None:
 
 @local_cloud.group("s3")
 def s3_group() -> None:
-    """The local cloud's S3 endpoint (its buckets over S3's API on 127.0.0.1, for an s3:// backend)."""
+    """The local cloud's S3 endpoint: a SeaweedFS server (`weed server -s3`) on 127.0.0.1 serving its buckets,
+    for an s3:// backend."""
 
 
 def _s3_report(ctx: click.Context, output: str, verb: str) -> None:
-    from npa_pulumi.simulator import s3daemon
+    from npa_pulumi.simulator import seaweedd
 
-    state = s3daemon.status(simulator_of(ctx, auto_init=False).directory)
+    state = seaweedd.status(simulator_of(ctx, auto_init=False).directory)
     if output == "json":
         emit_json({"ok": True, **state.to_json()})
     elif state.running:
-        say(f"S3 server ({state.server}) {verb}: {state.endpoint} (pid {state.pid}; log {state.log})")
+        say(f"S3 server (SeaweedFS) {verb}: {state.endpoint} (pid {state.pid}; log {state.log})")
     else:
         where = f" (its port stays {state.port})" if state.port else ""
         say(f"S3 server {verb}{where}")
@@ -157,11 +157,11 @@ def s3_start_cmd(ctx: click.Context, port: int | None, output: str) -> None:
     """Start the S3 server (nothing to do when it runs); prints its endpoint."""
 
     def body() -> int:
-        from npa_pulumi.simulator import s3daemon
+        from npa_pulumi.simulator import seaweedd
 
         simulator = simulator_of(ctx)
         simulator.principal()  # seeds the cloud on first use, as every other command does
-        s3daemon.ensure_running(simulator.directory, port=port)
+        seaweedd.ensure_running(simulator.directory, port=port)
         _s3_report(ctx, output, "running")
         return 0
 
@@ -175,9 +175,9 @@ def s3_stop_cmd(ctx: click.Context, output: str) -> None:
     """Stop the S3 server (a command whose backend is in the local cloud starts it again)."""
 
     def body() -> int:
-        from npa_pulumi.simulator import s3daemon
+        from npa_pulumi.simulator import seaweedd
 
-        stopped = s3daemon.stop(simulator_of(ctx, auto_init=False).directory)
+        stopped = seaweedd.stop(simulator_of(ctx, auto_init=False).directory)
         _s3_report(ctx, output, "stopped" if stopped else "not running")
         return 0
 
@@ -191,9 +191,9 @@ def s3_status_cmd(ctx: click.Context, output: str) -> None:
     """Whether the S3 server runs, its endpoint and pid."""
 
     def body() -> int:
-        from npa_pulumi.simulator import s3daemon
+        from npa_pulumi.simulator import seaweedd
 
-        running = s3daemon.is_running(simulator_of(ctx, auto_init=False).directory)
+        running = seaweedd.is_running(simulator_of(ctx, auto_init=False).directory)
         _s3_report(ctx, output, "running" if running else "not running")
         return 0
 
@@ -264,9 +264,7 @@ def set_cmd(ctx: click.Context, name: str, value: float) -> None:
     for RUNNING) or project-default-network (1: a new project comes with a `default-network`, a
     `default-subnet-*` and the network's default security group, as on Nebius; 0: empty), delete-lag-seconds
     or kubernetes-api (1: a real Kubernetes API server behind every cluster; 0: none, for work that never
-    looks inside a cluster;
-    $NPA_LOCAL_CLOUD_KUBERNETES_API overrides it) or seaweedfs-s3 (1: SeaweedFS serves the buckets over S3;
-    0: the home-made server; $NPA_LOCAL_CLOUD_SEAWEEDFS_S3 overrides it)."""
+    looks inside a cluster; $NPA_LOCAL_CLOUD_KUBERNETES_API overrides it)."""
 
     def body() -> int:
         simulator_of(ctx).set_setting(SETTING_NAMES[name], value)

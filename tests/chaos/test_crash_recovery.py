@@ -18,7 +18,6 @@ which re-applies every cluster from the Terraform state in Pulumi: it must find 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import secrets
@@ -338,7 +337,7 @@ def test_sigkill_during_up_on_the_local_clouds_s3_backend(
     provably gone) and converges. The S3 server belongs to the local cloud, not to the run: it outlives
     the kill (or comes back on its port for the next command), and `local-cloud reset` stops it."""
     from npa_pulumi.runtime.processes import process_alive
-    from npa_pulumi.simulator import s3daemon
+    from npa_pulumi.simulator import seaweed, seaweedd
 
     cloud_dir = chaos_home / ".npa-pulumi" / "local-cloud"
     npa("local-cloud", "set", "provisioning-seconds", "1", check=True)
@@ -363,11 +362,11 @@ def test_sigkill_during_up_on_the_local_clouds_s3_backend(
         assert again.code == 0, f"{context}: {_stack_errors(again)}\n{again.why()}"
         states = {c["stack"]: c["status"] for c in again.json()["clusters"]}
         assert set(states.values()) <= {"deployed", "unchanged"}, f"{context}: {states}"
-        locks = [k for k in _bucket_keys(cloud_dir, "chaos-state") if k.startswith(".pulumi/locks/")]
+        locks = _bucket_keys(cloud_dir, "chaos-state", ".pulumi/locks/")
         assert locks == [], f"{context}: locks left in the bucket: {locks}"
-        assert s3daemon.is_running(cloud_dir)
-        assert s3daemon.endpoint_of(s3daemon.recorded_port(cloud_dir) or 0) == backend["endpoint"]
-    pid = s3daemon.status(cloud_dir).pid
+        assert seaweedd.is_running(cloud_dir)
+        assert seaweed.endpoint_of(seaweed.recorded_port(cloud_dir) or 0) == backend["endpoint"]
+    pid = seaweedd.status(cloud_dir).pid
     assert pid is not None and process_alive(pid)
     npa("local-cloud", "reset", "--yes", check=True)
     deadline = time.monotonic() + 10
@@ -376,14 +375,18 @@ def test_sigkill_during_up_on_the_local_clouds_s3_backend(
     assert not process_alive(pid), "local-cloud reset left the S3 server running"
 
 
-def _bucket_keys(cloud_dir: Path, bucket: str) -> list[str]:
-    """The current objects of a bucket, read from the local cloud's database (what the S3 wire serves)."""
-    import sqlite3
+def _bucket_keys(cloud_dir: Path, bucket: str, prefix: str = "") -> list[str]:
+    """The current objects of a bucket (the first 1,000 under `prefix`), as the local cloud's S3 server
+    lists them to the cloud's own identity."""
+    import urllib.parse
+    import xml.etree.ElementTree as ET
 
-    with contextlib.closing(sqlite3.connect(cloud_dir / "cloud.db")) as conn:
-        rows = conn.execute(
-            "SELECT o.key FROM objects o JOIN resources r ON r.id = o.bucket_id "
-            "WHERE r.kind = 'bucket' AND r.name = ?",
-            (bucket,),
-        ).fetchall()
-    return sorted(row[0] for row in rows)
+    from npa_pulumi.simulator import seaweed
+
+    where = seaweed.endpoints(cloud_dir)
+    assert where is not None, "the local cloud's S3 server is not running"
+    query = "list-type=2&max-keys=1000&prefix=" + urllib.parse.quote(prefix, safe="")
+    answer = seaweed.admin_client(cloud_dir, where).request("GET", bucket, query=query)
+    assert answer.status == 200, answer.error_code()
+    root = ET.fromstring(answer.body)
+    return sorted(e.findtext("{*}Key") or "" for e in root if e.tag.rpartition("}")[2] == "Contents")

@@ -1,5 +1,8 @@
-"""A real S3 server for backend tests: moto_server (the dev extra `moto[server]`) on a free 127.0.0.1 port,
-started and stopped by a fixture, with a bucket made for the Pulumi state."""
+"""A real S3 server for backend tests: SeaweedFS (`weed server -s3`, built by `make tools`) on 127.0.0.1, one
+per test worker (it takes ~10 s to start), emptied for every test: its buckets deleted and its identities
+back to one administrator, whose key a test exports as a user would (`s3_server`) or keeps to itself while
+it makes keys allowed one bucket only (`keyed_s3`). The local cloud's own S3 server is another SeaweedFS
+(npa_pulumi/simulator/seaweedd.py); this one has no cloud behind it."""
 
 from __future__ import annotations
 
@@ -12,14 +15,16 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-MOTO_SERVER = Path(sys.executable).parent / "moto_server"
+from npa_pulumi.simulator.seaweedd import Standalone, identity, revoked
+
 REGION = "us-east-1"
+BUCKET_ACTIONS = ("Read", "Write", "List", "Tagging", "ReadAcp", "WriteAcp", "PutBucketVersioning")
 
 
 @dataclass(frozen=True)
@@ -49,12 +54,8 @@ class S3Server:
 
     def backend_url(self, bucket: str) -> str:
         """The Pulumi engine's s3:// URL for this server (gocloud.dev's s3blob with the AWS SDK v2:
-        `endpoint` takes the scheme, `s3ForcePathStyle` is the legacy spelling of `use_path_style`; moto
-        sends no response checksums, so validating them only when required keeps the SDK quiet)."""
-        return (
-            f"s3://{bucket}?endpoint={self.endpoint}&region={REGION}&s3ForcePathStyle=true"
-            "&response_checksum_validation=when_required"
-        )
+        `endpoint` takes the scheme, `s3ForcePathStyle` is the legacy spelling of `use_path_style`)."""
+        return f"s3://{bucket}?endpoint={self.endpoint}&region={REGION}&s3ForcePathStyle=true"
 
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
@@ -64,111 +65,84 @@ class S3Server:
         self.client().put_object(Bucket=bucket, Key=key, Body=json.dumps(body).encode())
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@dataclass
+class Worker:
+    """This worker's SeaweedFS server, its administrator's key, and every key it ever served (a reload
+    does not forget one left out: each stays, revoked)."""
+
+    server: Standalone
+    admin: tuple[str, str]
+    served: set[str] = field(default_factory=set)
+
+    def reset(self) -> None:
+        """No bucket, and no identity but the administrator's: a test starts on an empty server."""
+        self.set_identities([])
+        for name in S3Server(self.server.endpoint, *self.admin).client().list_buckets().get("Buckets", []):
+            url = (
+                f"http://127.0.0.1:{self.server.where.filer_port}/buckets/{name['Name']}"
+                "?recursive=true&ignoreRecursiveError=true"
+            )
+            with urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=30):
+                pass
+
+    def set_identities(self, live: list[dict[str, Any]]) -> None:
+        keys = {entry["credentials"][0]["accessKey"] for entry in live}
+        self.server.set_identities(self.admin, [*live, *(revoked(k) for k in sorted(self.served - keys))])
+        self.served |= keys
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"moto_server exited {proc.returncode}: {log.read_text()[-2000:]}")
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"moto_server did not listen on 127.0.0.1:{port} within {timeout_s}s")
-
-
-@contextmanager
-def _moto(tmp_path: Path) -> Iterator[str]:
-    """moto_server on a free 127.0.0.1 port, stopped on the way out; yields its endpoint."""
-    if not MOTO_SERVER.exists():
-        pytest.fail(f"{MOTO_SERVER} is missing: install the dev extras (moto[server])")
-    port = _free_port()
-    log = tmp_path / "moto_server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+@pytest.fixture(scope="session")
+def _seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    admin = ("NPATESTADMIN" + secrets.token_hex(4).upper(), secrets.token_urlsafe(30))
+    server = Standalone.start(tmp_path_factory.mktemp("seaweedfs"), admin)
     try:
-        _wait_listening(port, proc, log)
-        yield f"http://127.0.0.1:{port}"
+        yield Worker(server, admin)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        server.stop()
 
 
 @pytest.fixture
-def s3_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
-    """moto_server on 127.0.0.1 only, credentials in the environment (as a user would export them)."""
-    with _moto(tmp_path) as endpoint:
-        server = S3Server(endpoint, "AKIA" + secrets.token_hex(8).upper(), secrets.token_hex(20))
-        for name, value in server.env.items():
-            monkeypatch.setenv(name, value)
-        yield server
-
-
-ALLOW_ALL = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+def s3_server(_seaweedfs: Worker, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The worker's SeaweedFS, emptied; its administrator's credentials in the environment (as a user
+    would export them)."""
+    _seaweedfs.reset()
+    server = S3Server(_seaweedfs.server.endpoint, *_seaweedfs.admin)
+    for name, value in server.env.items():
+        monkeypatch.setenv(name, value)
+    return server
 
 
 @dataclass(frozen=True)
 class KeyedS3:
-    """moto_server that authenticates every request as S3 does: only an access key of one of its IAM users
-    signs, and the signature is checked against that key's secret (moto's IAM access control). `server`
-    signs with an administrator's key; keys of other users are made and deleted through `iam()`."""
+    """The S3 server with keys the test makes: each user's keys may do anything in its one bucket and
+    nothing elsewhere (what a Nebius storage role on a bucket grants); a deleted key is refused. `server`
+    signs with the administrator's key."""
 
     server: S3Server
-
-    def iam(self) -> Any:
-        import boto3
-
-        return boto3.client(
-            "iam",
-            endpoint_url=self.server.endpoint,
-            region_name=REGION,
-            aws_access_key_id=self.server.access_key,
-            aws_secret_access_key=self.server.secret_key,
-        )
+    worker: Worker
+    users: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)  # user: (bucket, keys)
 
     def add_user(self, name: str, bucket: str) -> None:
-        """A user whose keys may do anything in `bucket` only (what a Nebius storage role on it grants)."""
-        self.iam().create_user(UserName=name)
-        self.grant(name, bucket)
+        """A user whose keys may do anything in `bucket` only."""
+        self.users[name] = (bucket, {})
 
     def grant(self, user: str, bucket: str) -> None:
         """The user's keys may do anything in `bucket`, and nothing elsewhere (replaces an earlier grant)."""
-        policy = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Action": "s3:*",
-                    "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
-                }
-            ],
-        }
-        self.iam().put_user_policy(UserName=user, PolicyName="bucket", PolicyDocument=json.dumps(policy))
+        self.users[user] = (bucket, self.users[user][1])
+        self._apply()
 
     def new_key(self, user: str) -> tuple[str, str]:
-        made = self.iam().create_access_key(UserName=user)["AccessKey"]
-        return str(made["AccessKeyId"]), str(made["SecretAccessKey"])
+        key_id, secret = "NPATEST" + secrets.token_hex(6).upper(), secrets.token_urlsafe(30)
+        self.users[user][1][key_id] = secret
+        self._apply()
+        return key_id, secret
 
     def delete_key(self, user: str, key_id: str) -> None:
-        self.iam().delete_access_key(UserName=user, AccessKeyId=key_id)
+        del self.users[user][1][key_id]
+        self._apply()
 
     def keys_of(self, user: str) -> list[str]:
-        listed = self.iam().list_access_keys(UserName=user)["AccessKeyMetadata"]
-        return sorted(str(k["AccessKeyId"]) for k in listed)
+        return sorted(self.users[user][1])
 
     def client_with(self, key_id: str, secret: str) -> Any:
         import boto3
@@ -181,12 +155,18 @@ class KeyedS3:
             aws_secret_access_key=secret,
         )
 
+    def _apply(self) -> None:
+        live = [
+            identity(key_id, key_id, secret, [f"{action}:{bucket}" for action in BUCKET_ACTIONS])
+            for bucket, keys in self.users.values()
+            for key_id, secret in keys.items()
+        ]
+        self.worker.set_identities(live)
+
 
 @pytest.fixture
-def keyed_s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[KeyedS3]:
-    """moto_server with authentication on (see KeyedS3), and no AWS credentials in the environment."""
-    import boto3
-
+def keyed_s3(_seaweedfs: Worker, monkeypatch: pytest.MonkeyPatch) -> KeyedS3:
+    """The worker's SeaweedFS, emptied (see KeyedS3), and no AWS credentials in the environment."""
     for name in (
         "AWS_ACCESS_KEY_ID",
         "AWS_SECRET_ACCESS_KEY",
@@ -195,23 +175,8 @@ def keyed_s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[KeyedS
         "AWS_SHARED_CREDENTIALS_FILE",
     ):
         monkeypatch.delenv(name, raising=False)
-    with _moto(tmp_path) as endpoint:
-        # Until authentication is switched on, moto takes any signature: the administrator is made then.
-        bootstrap = boto3.client(
-            "iam", endpoint_url=endpoint, region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x"
-        )
-        bootstrap.create_user(UserName="admin")
-        bootstrap.put_user_policy(UserName="admin", PolicyName="all", PolicyDocument=json.dumps(ALLOW_ALL))
-        made = bootstrap.create_access_key(UserName="admin")["AccessKey"]
-        switch = urllib.request.Request(
-            f"{endpoint}/moto-api/reset-auth",
-            data=b"0",  # the count of requests still let through unchecked; not a form (moto reads the body)
-            headers={"Content-Type": "application/octet-stream"},
-            method="POST",
-        )
-        with urllib.request.urlopen(switch, timeout=10) as answer:  # from now on every request is checked
-            assert answer.status == 200
-        yield KeyedS3(S3Server(endpoint, str(made["AccessKeyId"]), str(made["SecretAccessKey"])))
+    _seaweedfs.reset()
+    return KeyedS3(S3Server(_seaweedfs.server.endpoint, *_seaweedfs.admin), _seaweedfs)
 
 
 @pytest.fixture
@@ -220,3 +185,56 @@ def s3_backend(s3_server: S3Server) -> tuple[S3Server, str, str]:
     bucket = "npa-state-" + secrets.token_hex(4)
     s3_server.client().create_bucket(Bucket=bucket)
     return s3_server, bucket, s3_server.backend_url(bucket)
+
+
+# ------------------------------------------------------------------------------------- a key service
+
+MOTO_SERVER = Path(sys.executable).parent / "moto_server"
+
+
+@contextmanager
+def _moto(tmp_path: Path) -> Iterator[str]:
+    """moto_server on a free 127.0.0.1 port, stopped on the way out; yields its endpoint."""
+    if not MOTO_SERVER.exists():
+        pytest.fail(f"{MOTO_SERVER} is missing: install the dev extras (moto[server])")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    log = tmp_path / "moto_server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"moto_server exited {proc.returncode}: {log.read_text()[-2000:]}")
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"moto_server did not listen on 127.0.0.1:{port} within 60 s")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def kms_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
+    """A key service (AWS KMS's API) for `--secrets-provider awskms://`, credentials in the environment:
+    moto_server's KMS, the one thing moto stays for (SeaweedFS serves S3, not a key service)."""
+    with _moto(tmp_path) as endpoint:
+        server = S3Server(endpoint, "AKIA" + secrets.token_hex(8).upper(), secrets.token_hex(20))
+        for name, value in server.env.items():
+            monkeypatch.setenv(name, value)
+        yield server

@@ -1,4 +1,4 @@
-"""`npa-pulumi backend init` against a real S3 server (moto_server): a private, versioned bucket, the exact
+"""`npa-pulumi backend init` against a real S3 server (SeaweedFS): a private, versioned bucket, the exact
 `--backend` URL (which the engine then accepts), and clear refusals."""
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ MIG, BASICS = f"stages.{PROJECT}.mig", f"stages.{PROJECT}.basics"
 def test_mig_and_cpu_only_clusters_pass_their_validating_states_on_an_s3_backend(
     kube_api: Path, tmp_path: Path, s3_backend: tuple[S3Server, str, str]
 ) -> None:
-    """The other two validating states, recorded in an S3 backend (moto_server) and read by `status` from
+    """The other two validating states, recorded in an S3 backend (SeaweedFS) and read by `status` from
     other processes: a MIG cluster is `validating-mig` while its layout stabilizes and nvidia-smi is read;
     a CPU-only cluster whose node is NotReady stays `validating-cluster-basics` until the node is Ready,
     then both are `deployed`. Then `verify-mig` reads nvidia-smi on every node and fails closed on a GPU

@@ -212,3 +212,63 @@ def test_a_waiting_node_group_starts_when_another_process_frees_quota(env: dict[
     assert waiter.returncode == 0, err
     assert json.loads(out)["result"]["state"] == "RUNNING"
     assert _usage(sim, "compute.instance.gpu.h200") == 8
+
+
+def _weed_pid(cloud_dir: Path) -> int:
+    from npa_pulumi.simulator import seaweed
+
+    where = seaweed.endpoints(cloud_dir)
+    assert where is not None, "no weed recorded for the local cloud's S3 server"
+    return where.weed_pid
+
+
+def _gone(pid: int, timeout_s: float = 20.0) -> bool:
+    from npa_pulumi.runtime.processes import process_alive
+
+    deadline = time.monotonic() + timeout_s
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not process_alive(pid)
+
+
+def test_the_s3_server_outlives_its_starter_and_no_weed_outlives_the_server(env: dict[str, str]) -> None:
+    """The S3 server (SeaweedFS's `weed` under its daemon, seaweedd.py) belongs to the cloud, not to the
+    process that started it; its daemon killed outright takes its `weed` with it, and the next user
+    starts it again on the same port with the data; `local-cloud reset` from another process stops both;
+    a server whose cloud is deleted stops by itself."""
+    import signal
+
+    from npa_pulumi.simulator import db, seaweedd
+
+    cloud_dir = Path(env["NPA_LOCAL_CLOUD_DIR"])
+    try:
+        started = _cli(env, "s3", "start", "--output", "json")
+        assert started.returncode == 0, started.stderr
+        state = json.loads(started.stdout)
+        assert (state["running"], state["server"]) == (True, "seaweedfs")
+        endpoint, daemon, weed = state["endpoint"], state["pid"], _weed_pid(cloud_dir)
+        assert seaweedd.is_running(cloud_dir)  # the CLI process is gone; the server is not
+
+        sim = LocalSimulator(cloud_dir)
+        bucket = sim.create_bucket("project-existing1", "kept-bucket", "standard", 0)
+        sim.put_object(bucket["id"], "kept.txt", "still here")
+        os.kill(daemon, signal.SIGKILL)
+        assert _gone(weed), "weed outlived its daemon"
+        assert seaweedd.ensure_running(cloud_dir) == endpoint  # the same port: backend URLs stay valid
+        assert sim.count_bucket_objects(bucket["id"]) == 1
+
+        weed, daemon = _weed_pid(cloud_dir), seaweedd.status(cloud_dir).pid
+        reset = _cli(env, "reset", "--yes")
+        assert reset.returncode == 0, reset.stderr
+        assert not seaweedd.is_running(cloud_dir)
+        assert daemon is not None and _gone(daemon) and _gone(weed)
+
+        # the cloud's database deleted under a running server: it notices and stops, its weed with it
+        LocalSimulator(cloud_dir).principal()
+        seaweedd.ensure_running(cloud_dir)
+        weed, daemon = _weed_pid(cloud_dir), seaweedd.status(cloud_dir).pid
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db.db_path(cloud_dir)}{suffix}").unlink(missing_ok=True)
+        assert daemon is not None and _gone(daemon) and _gone(weed)
+    finally:
+        seaweedd.stop(cloud_dir)  # whatever failed, no server outlives the test

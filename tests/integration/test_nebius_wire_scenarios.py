@@ -120,7 +120,7 @@ def test_the_object_storage_endpoint_serves_the_clouds_buckets(backend: Backend)
         settings = backend.cloud.settings
         assert endpoint == (settings.storage_endpoint or f"https://storage.{REGION}.nebius.cloud").rstrip("/")
         return
-    from npa_pulumi.simulator import s3daemon
+    from npa_pulumi.simulator import seaweedd
 
     directory = backend.cloud.directory
     try:
@@ -130,8 +130,8 @@ def test_the_object_storage_endpoint_serves_the_clouds_buckets(backend: Backend)
             urllib.request.urlopen(f"{endpoint}/any-bucket", timeout=10)
         assert refused.value.code == 403 and b"<Error>" in refused.value.read()
     finally:
-        s3daemon.stop(directory)  # the server it started outlives nothing of the test
-    assert not s3daemon.is_running(directory)
+        seaweedd.stop(directory)  # the server it started outlives nothing of the test
+    assert not seaweedd.is_running(directory)
 
 
 @covers("list_quota_allowances")

@@ -1,4 +1,4 @@
-"""The fleet on an s3:// backend served by a real S3 server (moto_server on 127.0.0.1): every command works
+"""The fleet on an s3:// backend served by a real S3 server (SeaweedFS on 127.0.0.1): every command works
 through it (the audit trail too: one object per mutating run in the bucket, listed by `audit` with who and
 each stack's outcome), the engine's stack locks keep two operators (two HOMEs, two processes) apart on
 exactly the stacks one of them holds, and a lock is only taken over when its owner is provably gone or on

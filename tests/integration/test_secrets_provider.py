@@ -1,9 +1,10 @@
 """`--secrets-provider`: stacks created with a key service instead of the passphrase (issue 31 item 2).
 
-A real KMS (moto_server's, on 127.0.0.1) holds the key. The fleet's stacks are created with it: each stack's
-settings name the provider and keep its data key encrypted by the key service (no passphrase salt), the
-checkpoint's secrets are ciphertext, and every later command opens the stacks through the key service: with
-the passphrase file replaced by another one, `status`, a no-op `up` and `destroy` still work. A provider the
+A real KMS API holds the key: moto_server's, on 127.0.0.1 (SeaweedFS, the tests' S3 server, has no key
+service). The fleet's stacks are created with it: each stack's settings name the provider and keep its data
+key encrypted by the key service (no passphrase salt), the checkpoint's secrets are ciphertext, and every
+later command opens the stacks through the key service: with the passphrase file replaced by another one,
+`status`, a no-op `up` and `destroy` still work. A provider the
 engine does not offer is refused before anything is created.
 """
 
@@ -51,11 +52,11 @@ def _kms_url(server: S3Server) -> str:
 
 
 def test_stacks_made_with_a_key_service_open_without_the_passphrase(
-    isolated_home: Path, s3_server: S3Server, tmp_path: Path
+    isolated_home: Path, kms_server: S3Server, tmp_path: Path
 ) -> None:
     spec = str(write_spec(tmp_path / "fleet.yaml", SPEC))
     npa("local-cloud", "init", check=True)
-    provider = _kms_url(s3_server)
+    provider = _kms_url(kms_server)
 
     refused = npa("up", "--spec", spec, "--yes", "--secrets-provider", "vault://nope")
     assert refused.code == EXIT_INVALID_INPUT, refused.stderr

@@ -170,11 +170,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             _wait("the system workloads and the user's job settled", lambda: _settled(found), 120)
             yield found
         finally:
-            from npa_pulumi.simulator import s3daemon
+            from npa_pulumi.simulator import seaweedd
             from npa_pulumi.simulator.kube import lifecycle
 
             lifecycle.stop_all(home / ".npa-pulumi" / "local-cloud")
-            s3daemon.stop(home / ".npa-pulumi" / "local-cloud")
+            seaweedd.stop(home / ".npa-pulumi" / "local-cloud")
 
 
 def _phase(document: dict[str, Any]) -> dict[str, Any]:

@@ -182,4 +182,9 @@ def open_backend(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         return
     directory = tmp_path / "local-cloud"
     monkeypatch.setenv("NPA_LOCAL_CLOUD_DIR", str(directory))
-    yield LocalBackend(directory)
+    try:
+        yield LocalBackend(directory)
+    finally:
+        from npa_pulumi.simulator import seaweedd
+
+        seaweedd.stop(directory)  # the S3 server a scenario started (an object written) outlives nothing

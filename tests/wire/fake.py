@@ -212,7 +212,7 @@ class FakeNebius:
     # documents creating access keys as an admin's act; a service account not named here is refused.
     access_key_creators: set[str] = field(default_factory=set)
     # Where a new key's AWS id and secret come from (the service account's id in): random by default; a
-    # test points it at another S3 server's own key store (moto's IAM) so that server accepts the key.
+    # test points it at a real S3 server's identities (SeaweedFS's, s3_support.py) so that server accepts it.
     access_key_material: Callable[[str], tuple[str, str]] | None = None
     access_key_deleted: Callable[[str], None] | None = None  # told each deleted key's AWS id
 

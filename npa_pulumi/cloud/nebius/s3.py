@@ -136,7 +136,7 @@ class S3Client:
     ) -> S3Response:
         """`query` is a subresource such as `versioning` (bucket settings), signed as S3 expects;
         `content_type` that of an object written (without one urllib sends form data's, and an S3
-        implementation may parse the body as a form: moto then stores an empty object)."""
+        implementation may parse the body as a form and store an empty object)."""
         path = self._base + "/" + uri_encode(bucket, keep_slash=False)
         if key:
             path += "/" + uri_encode(key, keep_slash=True)

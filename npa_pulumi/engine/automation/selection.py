@@ -15,6 +15,7 @@ from npa_pulumi.engine.automation.diy_backend import checkpoint_outputs
 from npa_pulumi.engine.automation.locks import LockRecovery
 from npa_pulumi.engine.automation.stack_op import StackOp
 from npa_pulumi.engine.automation.workspace import PASSPHRASE, EngineSettings, workspace_options
+from npa_pulumi.errors import NpaError
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -91,6 +92,11 @@ class StackSelector:
                 )
         except auto.StackNotFoundError:
             return None
+        except auto.CommandError as err:
+            unreachable = backend_unreachable(op.stack, err)
+            if unreachable is None:
+                raise
+            raise unreachable from None
         return stack
 
     def exists(self, stack_name: str) -> bool:
@@ -142,3 +148,23 @@ class StackSelector:
             return auto.Stack.select(stack_name, workspace)
         finally:
             delattr(workspace, "select_stack")
+
+
+class BackendUnreachable(NpaError):
+    """The state backend did not answer when a stack was selected or created (its S3 endpoint down)."""
+
+    kind = "backend-unreachable"
+
+
+# What the engine's AWS SDK (gocloud.dev's s3blob) prints when the endpoint answers nothing at all.
+_UNREACHABLE = ("connection refused", "request send failed", "no such host", "i/o timeout")
+
+
+def backend_unreachable(stack: str, err: Exception) -> BackendUnreachable | None:
+    """The stack's failure as a clean error when the engine could not reach the backend, else None."""
+    stderr = str(getattr(err, "stderr", "") or err)
+    if not any(marker in stderr for marker in _UNREACHABLE):
+        return None
+    lines = [line.partition("error:")[2].strip() for line in stderr.splitlines() if "error:" in line]
+    why = lines[0] if lines else stderr.strip().splitlines()[-1]
+    return BackendUnreachable(f"stack {stack}: the state backend did not answer ({why}); run again")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -174,9 +175,14 @@ def test_a_refusal_is_a_partial_cleanup_and_a_retention_is_not() -> None:
 
 
 @pytest.fixture
-def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalCloud:
+def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCloud]:
+    from npa_pulumi.simulator import seaweedd
+
     monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "npa"))
-    return LocalCloud(tmp_path / "cloud")
+    try:
+        yield LocalCloud(tmp_path / "cloud")
+    finally:
+        seaweedd.stop(tmp_path / "cloud")  # the S3 server an object written started (objects live there)
 
 
 def _guarded(cloud: LocalCloud, **asked: bool) -> GuardedPhases:

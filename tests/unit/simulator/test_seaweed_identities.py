@@ -64,8 +64,8 @@ def test_identities_are_the_live_keys_with_exactly_their_grants(tmp_path: Path) 
 
 
 def test_without_a_running_server_nothing_is_synced(tmp_path: Path) -> None:
-    """The storage service's hooks are no-ops while no SeaweedFS server serves the cloud (the home-made
-    server, or none): its daemon brings the server to the database when it starts."""
+    """The storage service's hooks are no-ops while no SeaweedFS server serves the cloud: its daemon
+    brings the server to the database when it starts."""
     sim = LocalSimulator(tmp_path / "cloud")
     project = sim.list_projects(sim.principal()["tenant_id"])[0]["id"]
     sim.create_bucket(project, "quiet-bucket", "standard", 0)

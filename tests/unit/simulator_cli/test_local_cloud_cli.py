@@ -9,7 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from npa_pulumi.simulator import LocalSimulator, s3daemon
+from npa_pulumi.simulator import LocalSimulator
 from npa_pulumi.simulator_cli.commands import local_cloud
 
 TIGHT = Path(__file__).resolve().parents[2] / "fixtures" / "local_cloud" / "tight-tenant.yaml"
@@ -110,7 +110,7 @@ def test_fault_commands(cloud_dir: Path) -> None:
     assert json.loads(run(cloud_dir, "fault", "list", "--output", "json").stdout) == []
 
 
-def test_settings_can_be_changed(cloud_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_can_be_changed(cloud_dir: Path) -> None:
     assert run(cloud_dir, "set", "provisioning-seconds", "2.5").exit_code == 0
     assert run(cloud_dir, "set", "wait-timeout-seconds", "7").exit_code == 0
     shown = json.loads(run(cloud_dir, "settings", "--output", "json").stdout)
@@ -125,15 +125,9 @@ def test_settings_can_be_changed(cloud_dir: Path, monkeypatch: pytest.MonkeyPatc
     assert run(cloud_dir, "set", "kubernetes-api", "2").exit_code == 2  # 0 or 1
     assert run(cloud_dir, "set", "kubernetes-api", "0").exit_code == 0
     assert json.loads(run(cloud_dir, "settings", "--output", "json").stdout)["kubernetes_api"] == 0.0
-    # Which server serves the buckets over S3: SeaweedFS (1) or the home-made fallback (0, the default).
-    assert json.loads(run(cloud_dir, "settings", "--output", "json").stdout)["seaweedfs_s3"] == 0.0
-    assert run(cloud_dir, "set", "seaweedfs-s3", "2").exit_code == 2  # 0 or 1
-    assert run(cloud_dir, "set", "seaweedfs-s3", "1").exit_code == 0
-    assert json.loads(run(cloud_dir, "settings", "--output", "json").stdout)["seaweedfs_s3"] == 1.0
-    monkeypatch.delenv(s3daemon.ENV_SEAWEEDFS_S3, raising=False)
-    assert s3daemon.wanted_kind(cloud_dir) == s3daemon.SEAWEEDFS
-    monkeypatch.setenv(s3daemon.ENV_SEAWEEDFS_S3, "0")  # the variable overrides the setting
-    assert s3daemon.wanted_kind(cloud_dir) == s3daemon.BUILTIN
+    # SeaweedFS is the only S3 server: no setting chooses another.
+    assert "seaweedfs_s3" not in json.loads(run(cloud_dir, "settings", "--output", "json").stdout)
+    assert run(cloud_dir, "set", "seaweedfs-s3", "1").exit_code == 2
 
 
 def test_api_passthrough_prints_one_json_document(cloud_dir: Path) -> None:

@@ -131,7 +131,7 @@ def test_only_the_automation_fence_imports_pulumi_automation(tree: Path) -> None
 
 
 def test_only_the_simulators_entry_points_import_it(tree: Path) -> None:
-    _append(tree / "npa_pulumi/machine/backend_init.py", "\nfrom npa_pulumi.simulator import s3daemon\n")
+    _append(tree / "npa_pulumi/machine/backend_init.py", "\nfrom npa_pulumi.simulator import seaweedd\n")
     _append(
         tree / "npa_pulumi/cli/doctor_commands.py",
         "\ndef _late() -> None:\n    import npa_pulumi.simulator\n",
