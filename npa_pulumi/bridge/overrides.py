@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from npa_pulumi.errors import NpaError
+from npa_pulumi.kube.gpu_operator import REVISION_VALUE_KEY
 from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES
 
 # nebius-solutions-library at the V4 (DRA/reservation) revision: the commit the default recipe fetches.
@@ -101,6 +102,8 @@ MIG_PIN_KEYS: Final[Mapping[str, str]] = {
     "gpu_gfd_version": "gfd.version",
     "gpu_mig_manager_version": "migManager.version",
 }
+# The Helm `set` key of the RTX values' revision annotation, as an HCL string literal writes it.
+REVISION_VALUE_KEY_HCL: Final = REVISION_VALUE_KEY.replace("\\", "\\\\")
 DEFAULT_DRIVER_PRESET: Final = "cuda13.0"  # upstream's hardcoded local.device_preset
 
 _HEADER = "# Written by npa-pulumi (npa_pulumi/bridge/overrides.py); not part of upstream k8s-training.\n"
@@ -185,6 +188,9 @@ def _root_declarations() -> OverrideFile:
         '    "driver.repoConfig.configMapName" = try(',
         f"      tostring({rtx}.values.driver.repoConfig.configMapName), null",
         "    )",
+        # The chart's `daemonsets.annotations` (every operand's pod template): a new revision of the values
+        # or of the repository files rolls the driver pods, which a subPath mount would never show them.
+        f'    "{REVISION_VALUE_KEY_HCL}" = try(tostring({rtx}.revision), null)',
         "  }",
         "  npa_fleet_gpu_operator_values = merge(",
         "    { for key, value in local.npa_fleet_mig_values : key => value if value != null },",

@@ -26,9 +26,11 @@ REPO_CONFIG_DIRS: Final = {
     "rhel": "/etc/yum.repos.d",
     "sles": "/etc/zypp/repos.d",
 }
-# The driver DaemonSet template annotation that carries the RTX values' revision (the local recipe puts it
-# there, so a change of the values rolls the driver pods).
+# The driver DaemonSet template annotation that carries the RTX values' revision: the fleet's override files
+# set it through the chart's `daemonsets.annotations` (its Helm `set` key below, the annotation's dots
+# escaped as `helm --set` reads them), so a change of the values or repository files rolls the driver pods.
 VALUES_REVISION_ANNOTATION: Final = "npa.nebius.com/rtx-values-revision"
+REVISION_VALUE_KEY: Final = "daemonsets.annotations." + VALUES_REVISION_ANNOTATION.replace(".", "\\.")
 # The container toolkit setting the RTX values pin: read containerd's config file, never `config dump`.
 RUNTIME_CONFIG_SOURCE: Final = "RUNTIME_CONFIG_SOURCE"
 _DIRS = frozenset(REPO_CONFIG_DIRS.values())

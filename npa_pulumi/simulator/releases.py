@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from npa_pulumi.kube.gpu_operator import REVISION_VALUE_KEY
+
 # The addon keys releases own; set_cluster_addons (the local cloud's API) owns the others.
 RELEASE_ADDON_KEYS = ("gpu_driver", "mig", "kuberay", "rtx_driver")
 DEFAULT_MIG_CONFIG = "all-balanced"
@@ -33,6 +35,7 @@ SETTINGS_READ: tuple[str, ...] = (
     "driver.rdma.enabled",
     "driver.repoConfig.configMapName",
     *_TOOLKIT_ENV,
+    REVISION_VALUE_KEY,
 )
 
 
@@ -78,7 +81,12 @@ def _rtx_driver(settings: dict[str, Any]) -> dict[str, Any]:
         },
         "toolkit": {"env": env},
     }
-    return {"platform": platform, "preset": preset, "values": values, "revision": ""}
+    return {
+        "platform": platform,
+        "preset": preset,
+        "values": values,
+        "revision": str(settings.get(REVISION_VALUE_KEY) or ""),
+    }
 
 
 def merged_addons(current: dict[str, Any], releases: list[dict[str, Any]]) -> dict[str, Any]:

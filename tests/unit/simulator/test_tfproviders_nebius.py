@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from npa_pulumi.kube.gpu_operator import REVISION_VALUE_KEY
 from npa_pulumi.simulator import LocalSimulator
 from npa_pulumi.simulator.tfproviders import nebius
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError
@@ -250,6 +251,7 @@ def test_the_gpu_operator_release_s_pins_and_rtx_profile_reach_what_the_cluster_
         "driver.repoConfig.configMapName": "npa-driver-repositories",
         "toolkit.env[0].name": "RUNTIME_CONFIG_SOURCE",
         "toolkit.env[0].value": "file",
+        REVISION_VALUE_KEY: "rev-1",
     }
     releases.create(_ctx({**plan, "sensitive": {"set": values}}), plan)
     addons = sim.get_cluster(cluster["id"])["addons"]
@@ -269,3 +271,4 @@ def test_the_gpu_operator_release_s_pins_and_rtx_profile_reach_what_the_cluster_
         "repoConfig": {"configMapName": "npa-driver-repositories"},
     }
     assert rtx["values"]["toolkit"]["env"] == [{"name": "RUNTIME_CONFIG_SOURCE", "value": "file"}]
+    assert rtx["revision"] == "rev-1"  # the chart's daemonsets.annotations, which rolls the driver pods
