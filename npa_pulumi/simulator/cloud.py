@@ -47,6 +47,7 @@ from npa_pulumi.cloud.port import (
 )
 from npa_pulumi.cloud.retry import call_with_retry
 from npa_pulumi.kube.kubeconfig import ClientCertificate, ClusterAccess
+from npa_pulumi.simulator import seaweedd
 from npa_pulumi.simulator.projects import iam_token
 from npa_pulumi.simulator.simulator import LocalSimulator
 
@@ -63,6 +64,9 @@ def _node_group(record: dict[str, Any]) -> NodeGroup:
     fields["reservation_ids"] = tuple(record.get("reservation_ids", ()))
     fields["conditions"] = tuple(NodeGroupCondition.model_validate(c) for c in record.get("conditions", ()))
     return NodeGroup.model_validate(fields)
+
+
+_OPERATION_S = DEFAULT_OPERATION_TIMEOUT_S  # the node repairs' default wait, as for every other operation
 
 
 class LocalCloud:
@@ -314,14 +318,10 @@ class LocalCloud:
     def list_active_maintenance(self, project_id: str) -> list[MaintenanceEvent]:
         return [_as(MaintenanceEvent, e) for e in self.simulator.list_active_maintenance(project_id)]
 
-    def recover_node(
-        self, project_id: str, node: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
-    ) -> NodeRepair:
+    def recover_node(self, project_id: str, node: str, timeout_s: float = _OPERATION_S) -> NodeRepair:
         return _as(NodeRepair, self.simulator.recover_node(project_id, node, timeout_s=timeout_s))
 
-    def remove_node(
-        self, project_id: str, node: str, timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S
-    ) -> NodeRepair:
+    def remove_node(self, project_id: str, node: str, timeout_s: float = _OPERATION_S) -> NodeRepair:
         return _as(NodeRepair, self.simulator.remove_node(project_id, node, timeout_s=timeout_s))
 
     # Managed Kubernetes and what hangs off it
@@ -338,8 +338,6 @@ class LocalCloud:
         return self.simulator.kubernetes_api_enabled()
 
     def object_storage_endpoint(self, region: str) -> str:
-        from npa_pulumi.simulator import seaweedd
-
         return seaweedd.ensure_running(self.directory)
 
     def cluster_access(self, cluster_id: str) -> ClusterAccess:

@@ -302,6 +302,7 @@ def test_a_project_whose_inventory_cannot_be_read_is_refused() -> None:
     assert phase.deletes == {} and phase.retains == {"project_id": "project-1"}
 
 
+@pytest.mark.integration  # the bucket's object lives in the local cloud's S3 server (SeaweedFS: `make tools`)
 def test_a_guard_that_fails_right_before_the_delete_refuses_and_blocks_the_project(local: LocalCloud) -> None:
     ev = _fleet_project(local)
     guarded = _guarded(local, delete_buckets=True, delete_storage_identity=True, delete_projects=True)
