@@ -192,6 +192,12 @@ def _drain(
         "message": reason,
         "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    _apply_node_condition(client, name, condition)
+    return "done", f"drain asked of {manager.name} (reason: {reason})", "", None
+
+
+def _apply_node_condition(client: KubeClient, name: str, condition: JSON) -> None:
+    """Set one condition of the node's status under the ladder's field manager (server-side apply)."""
     body = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -199,7 +205,6 @@ def _drain(
         "status": {"conditions": [condition]},
     }
     client.apply(f"/api/v1/nodes/{name}/status", body, FIELD_MANAGER)
-    return "done", f"drain asked of {manager.name} (reason: {reason})", "", None
 
 
 def _undrain(client: KubeClient, node: JSON, manager: core.WorkloadManager) -> bool:
@@ -221,13 +226,7 @@ def _undrain(client: KubeClient, node: JSON, manager: core.WorkloadManager) -> b
         "reason": manager.released,
         "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    body = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"conditions": [condition]},
-    }
-    client.apply(f"/api/v1/nodes/{name}/status", body, FIELD_MANAGER)
+    _apply_node_condition(client, name, condition)
     return True
 
 
