@@ -42,6 +42,7 @@ from npa_pulumi.cloud.redaction import scrub
 from npa_pulumi.cloud.user_defaults import original_config_dir
 from npa_pulumi.errors import UserInputError
 from npa_pulumi.plan.recipe_surface import read_recipe_variables
+from npa_pulumi.runtime import hcl
 from npa_pulumi.spec.names import slug
 
 SIDECAR = ".npa-fleet-env.json"
@@ -227,10 +228,8 @@ def state_node_group_ids(state: dict[str, Any]) -> tuple[str, ...]:
 
 def parse_tfvars(path: Path, text: str) -> dict[str, Any]:
     """The original's HCL `terraform.tfvars` as plain values (python-hcl2 keeps strings quoted)."""
-    import hcl2  # local: parsing HCL is needed only when reading an install
-
     try:
-        document = hcl2.loads(text)
+        document = hcl.loads(text)
     except Exception as err:  # python-hcl2 raises lark's exceptions on malformed HCL
         raise OriginalInstallError(f"{path}: not valid HCL ({type(err).__name__}: {err})") from None
     if not isinstance(document, dict):

@@ -30,6 +30,7 @@ from typing import Any, Final
 from npa_pulumi.errors import NpaError
 from npa_pulumi.kube.gpu_operator import REVISION_VALUE_KEY
 from npa_pulumi.plan.recipe_surface import MIG_RECIPE_VARIABLES
+from npa_pulumi.runtime import hcl
 
 # nebius-solutions-library at the V4 (DRA/reservation) revision: the commit the default recipe fetches.
 DEFAULT_K8S_TRAINING_COMMIT: Final = "b6c8b3813dcc391ecc5ed8ffd1f1b8ebc67dd70c"
@@ -334,14 +335,12 @@ def _is_override(path: Path) -> bool:
 
 
 def _parse_module(directory: Path) -> list[dict[str, Any]]:
-    import hcl2  # local: only preparing the default recipe parses HCL here
-
     documents: list[dict[str, Any]] = []
     for path in sorted(directory.glob("*.tf")):
         if _is_override(path) or path.name in OWNED_FILES:
             continue
         try:
-            documents.append(hcl2.loads(path.read_text(encoding="utf-8")))
+            documents.append(hcl.loads(path.read_text(encoding="utf-8")))
         except Exception as err:  # python-hcl2 raises lark's exceptions on malformed HCL
             raise OverrideTargetError(f"cannot parse {path}: {' '.join(str(err).split())[:200]}") from None
     return documents

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from npa_pulumi.errors import UserInputError
+from npa_pulumi.runtime import hcl
 
 # Variables written to terraform.tfvars.json (file) or passed as TF_VAR_* (runtime), in emission order.
 RECIPE_VARIABLES: Final[tuple[str, ...]] = (
@@ -121,10 +122,8 @@ def _module_root(recipe_dir: Path) -> Path:
 
 
 def _hcl_variables(path: Path) -> set[str]:
-    import hcl2  # local: parsing HCL is only needed when a recipe directory is given
-
     try:
-        document: dict[str, Any] = hcl2.loads(path.read_text(encoding="utf-8"))
+        document: dict[str, Any] = hcl.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
         raise RecipeError(f"cannot read {path}: {err}") from None
     except Exception as err:  # python-hcl2 raises lark's exceptions on malformed HCL
