@@ -210,7 +210,8 @@ def _prepare(
         # The soperator stand-in derives stable idempotency keys from this owner (see its main.tf); other
         # recipes do not declare the variable, so it is only passed to the stand-in.
         extra["TF_VAR_npa_idempotency_scope"] = inputs.work_key
-    if inputs.cloud == "local" and source.kind != "local-stand-in":
+    from_local_mirror = inputs.cloud == "local" and source.kind != "local-stand-in"
+    if from_local_mirror:
         # A real recipe on the local cloud: terraform installs its providers from the local cloud's
         # mirror (bridge/local_providers.py), never from a registry.
         from npa_pulumi.bridge.local_providers import terraform_env
@@ -222,7 +223,12 @@ def _prepare(
             raise RuntimeError("the local cloud adapter names no directory for its Terraform providers")
         extra.update(terraform_env(cache_dir() / "terraform-cli", directory))
     runtime_tfvars = inputs.runtime_tfvars or {}
-    env = runtime_env(identity, runtime_tfvars, cache_dir() / "tf-plugins", extra)
+    # A registry's providers are downloaded once into a plugin cache every stack shares. The local cloud's
+    # are already on disk (the filesystem mirror), and init links each work dir straight to them: a shared
+    # cache would only add a hazard, since an init with no lock file entry re-installs a provider into the
+    # cache, under another stack's running terraform.
+    plugin_cache = None if from_local_mirror else cache_dir() / "tf-plugins"
+    env = runtime_env(identity, runtime_tfvars, plugin_cache, extra)
     workspace.redact = _run_time_secrets(token, runtime_tfvars)
     if workspace.root != _workspace(inputs).root:  # a preview's copy starts from the stack's init
         workspace.adopt_init(_workspace(inputs))

@@ -92,6 +92,7 @@ def test_destroy_failure_is_incomplete_and_retryable(isolated_home: Path, tmp_pa
     spec = write_spec(tmp_path / "fleet.yaml", THREE_CLUSTERS.replace("      - name: c3\n", ""))
     npa("local-cloud", "init", check=True)
     assert npa("up", "--spec", str(spec), "--yes", "-j", "2", "--output", "json").code == 0
+    # The provider retries `unavailable` as the SDK does: a fault outlasting every attempt of one delete.
     npa(
         "local-cloud",
         "fault",
@@ -101,7 +102,7 @@ def test_destroy_failure_is_incomplete_and_retryable(isolated_home: Path, tmp_pa
         "--error",
         "unavailable",
         "--count",
-        "1",
+        str(DEFAULT_ATTEMPTS),
         check=True,
     )
 

@@ -56,14 +56,19 @@ class StorageModel:
             mount = group.get("mount")
             if not attachments or not mount:
                 continue
-            attachment = attachments[0]
+            # virtiofs mounts the device whose tag the mount names: an attachment under another tag leaves
+            # the mount point empty (the boot goes on, with `nofail`).
+            tagged = [a for a in attachments if not mount.get("tag") or a.get("mount_tag") == mount["tag"]]
+            attachment = (tagged or attachments)[0]
             record = self.sim.filesystem_snapshot(attachment.get("filesystem_id", "")) or {}
             for node in shapes.current_node_names(cluster, group):
                 found[node] = {
                     "mount": dict(mount),
                     "filesystem_id": attachment.get("filesystem_id", ""),
                     "size_bytes": int(record.get("size_bytes") or 0),
-                    "mounted": bool(record) and not (faults.get(node) or {}).get("storage_unavailable"),
+                    "mounted": bool(record)
+                    and bool(tagged)
+                    and not (faults.get(node) or {}).get("storage_unavailable"),
                     "writable": attachment.get("attach_mode", "READ_WRITE") == "READ_WRITE",
                 }
         return found

@@ -321,9 +321,13 @@ class TypedObject:
 
     def _result(self, planned: State, live: JSON) -> State:
         state: State = fill(planned, live)
-        state["metadata"] = [refreshed_metadata(metadata_of(state), live)]
+        state["metadata"] = [refreshed_metadata(metadata_of(state), self.as_provider_sees(live))]
         state["id"] = self._id(live)
         return state
+
+    def as_provider_sees(self, live: JSON) -> JSON:
+        """The live object less what the real provider leaves out of state for this kind."""
+        return live
 
     # ------------------------------------------------------------------ CRUD
 
@@ -352,7 +356,7 @@ class TypedObject:
         if live is None:
             return None
         out = dict(state)
-        out["metadata"] = [refreshed_metadata(metadata_of(state), live)]
+        out["metadata"] = [refreshed_metadata(metadata_of(state), self.as_provider_sees(live))]
         return out
 
     def update(self, ctx: CallContext, planned: State, prior: State) -> State:
@@ -402,7 +406,7 @@ class TypedObject:
             raise api_error(f"importing {self.kind.kind} {import_id}", err) from None
         if live is None:
             raise ProviderError("Cannot import non-existent remote object", f"{self.kind.kind} {import_id}")
-        state = self.state_from(live)
+        state = self.state_from(self.as_provider_sees(live))
         state["id"] = self._id(live)
         return state
 
@@ -494,6 +498,11 @@ class Binding(TypedObject):
         return state
 
 
+_JOB_CONTROLLER_LABELS = frozenset(
+    {"controller-uid", "job-name", "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name"}
+)
+
+
 class Job(TypedObject):
     """kubernetes_job_v1: a Job's pod template cannot change, so a new spec is a new Job (deleted and
     created again under its name)."""
@@ -512,6 +521,16 @@ class Job(TypedObject):
         timeout_s = parse_duration(timeouts.get("create") if isinstance(timeouts, dict) else None, 60.0)
         path = self._path(ctx, client, live["metadata"]["name"], live["metadata"]["namespace"])
         return wait_for_job(client, path, timeout_s)
+
+    def as_provider_sees(self, live: JSON) -> JSON:
+        # The Job controller labels a Job it selects for; the real provider drops those labels from state
+        # unless the spec chose its selector by hand (manual_selector), or every apply would show a diff.
+        if (live.get("spec") or {}).get("manualSelector"):
+            return live
+        meta = dict(live.get("metadata") or {})
+        labels = meta.get("labels") or {}
+        meta["labels"] = {k: v for k, v in labels.items() if k not in _JOB_CONTROLLER_LABELS}
+        return {**live, "metadata": meta}
 
     def _result(self, planned: State, live: JSON) -> State:
         state = super()._result(planned, live)

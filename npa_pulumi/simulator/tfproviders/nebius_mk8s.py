@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from npa_pulumi.cloud.errors import CloudError, NotFound
 from npa_pulumi.simulator import ids
 from npa_pulumi.simulator.records import endpoint_for
@@ -155,8 +157,27 @@ def _node_group_request(planned: State) -> dict[str, Any]:
         "reservation_ids": list(policy.get("reservation_ids") or []),
         "gpu_cluster_id": (template.get("gpu_cluster") or {}).get("id") or None,
         "filesystems": filesystems,
+        "mount": _cloud_init_mount(template.get("cloud_init_user_data")),
         "labels": labels_of(planned),
     }
+
+
+def _cloud_init_mount(user_data: Any) -> dict[str, str] | None:
+    """The virtiofs mount the nodes' cloud-init sets up (`mounts: [[tag, path, virtiofs, options, ...]]`,
+    as upstream's k8s-cloud-init.tftpl writes it), which is what puts the shared filesystem on a node;
+    None when the user data mounts none (or is not cloud-config YAML)."""
+    if not isinstance(user_data, str) or not user_data.strip():
+        return None
+    try:
+        config = yaml.safe_load(user_data)
+    except yaml.YAMLError:
+        return None
+    mounts = config.get("mounts") if isinstance(config, dict) else None
+    for entry in mounts or []:
+        if isinstance(entry, list) and len(entry) >= 3 and str(entry[2]) == "virtiofs":
+            options = str(entry[3]) if len(entry) > 3 else "defaults"
+            return {"tag": str(entry[0]), "path": str(entry[1]), "fs_type": "virtiofs", "options": options}
+    return None
 
 
 def _node_group_state(sim: LocalSimulator, base: State, record: dict[str, Any]) -> State:

@@ -16,6 +16,7 @@ from npa_pulumi.simulator.tfproviders import nebius
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError
 from npa_pulumi.simulator.tfproviders.registry import PROVIDERS
 from npa_pulumi.simulator.tfproviders.worker import serve
+from tests.upstream_library import upstream_library
 
 TIGHT = Path(__file__).resolve().parents[2] / "fixtures" / "local_cloud" / "tight-tenant.yaml"
 PROJECT = "project-existing1"
@@ -132,6 +133,37 @@ def test_node_group_create_resize_and_import(sim: LocalSimulator) -> None:
     assert resized["status"]["target_node_count"] == 2
     imported = groups.import_(_ctx(), state["id"])
     assert imported["parent_id"] == cluster["id"] and imported["fixed_node_count"] == 2
+
+
+def _upstream_cloud_init(mount_path: str, options: str) -> str:
+    """Upstream's k8s-cloud-init.tftpl rendered for a node with the shared filesystem (its `%{ if }`
+    branch taken, its variables filled in), with `options` where upstream writes "defaults"."""
+    template = (upstream_library() / "modules" / "cloud-init" / "k8s-cloud-init.tftpl").read_text()
+    lines = [line for line in template.splitlines() if not line.startswith("%{")]
+    values = {
+        "filestore_mount_path": mount_path,
+        "ssh_user_name": "ubuntu",
+        "ssh_public_key": "ssh-ed25519 AAA",
+    }
+    text = "\n".join(lines).replace('"defaults"', f'"{options}"')
+    for name, value in values.items():
+        text = text.replace("${" + name + "}", value)
+    return text
+
+
+def test_a_node_group_mounts_what_its_cloud_init_mounts(sim: LocalSimulator) -> None:
+    cluster = nebius.RESOURCES["nebius_mk8s_v1_cluster"].create(_ctx(), _cluster_plan(sim))
+    plan = _node_group_plan(cluster["id"])
+    plan["template"]["cloud_init_user_data"] = _upstream_cloud_init("/mnt/data", "defaults,nofail")
+    state = nebius.RESOURCES["nebius_mk8s_v1_node_group"].create(_ctx(), plan)
+    mount = sim.get_node_group(state["id"])["mount"]
+    assert mount == {"tag": "data", "path": "/mnt/data", "fs_type": "virtiofs", "options": "defaults,nofail"}
+
+    plain = _node_group_plan(cluster["id"])
+    plain["name"] = "ng-plain"
+    plain["template"]["cloud_init_user_data"] = "#cloud-config\npackage_update: true\n"
+    state = nebius.RESOURCES["nebius_mk8s_v1_node_group"].create(_ctx(), plain)
+    assert sim.get_node_group(state["id"])["mount"] is None
 
 
 def test_filesystem_resource_and_data_source(sim: LocalSimulator) -> None:
