@@ -186,8 +186,13 @@ def _node_group_state(sim: LocalSimulator, base: State, record: dict[str, Any]) 
         cluster = get_or_none(lambda: sim.get_cluster(record["cluster_id"]))
         version = cluster["k8s_version"] if cluster else ""
     ready = int(record["ready_node_count"])
+    sized: State = {}
+    if base.get("fixed_node_count") is not None and not base.get("autoscaling"):
+        # The service's spec, as the provider reads it back: a resize outside Terraform shows in a refresh.
+        sized["fixed_node_count"] = int(record["target_node_count"])
     return {
         **base,
+        **sized,
         "id": record["id"],
         "name": record["name"],
         "created_at": base.get("created_at") or now_iso(),

@@ -133,6 +133,9 @@ def test_node_group_create_resize_and_import(sim: LocalSimulator) -> None:
     assert resized["status"]["target_node_count"] == 2
     imported = groups.import_(_ctx(), state["id"])
     assert imported["parent_id"] == cluster["id"] and imported["fixed_node_count"] == 2
+    # Resized outside Terraform: a refresh reads the service's size, so the plan shows the way back.
+    sim.resize_node_group(state["id"], 3)
+    assert groups.read(_ctx(), resized)["fixed_node_count"] == 3
 
 
 def _upstream_cloud_init(mount_path: str, options: str) -> str:
