@@ -87,9 +87,13 @@ def _shown(value: Any, sensitive: Any, unknown: Any) -> Any:
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:
-    """One level of nesting flattened: {"a": {"b": 1}} -> {"a.b": 1}; deeper values kept whole."""
-    if isinstance(value, Mapping):
-        return {f"{prefix}.{k}" if prefix else str(k): v for k, v in value.items()}
+    """Nested objects flattened to their leaves: {"a": {"b": {"c": 1}}} -> {"a.b.c": 1}, so a change names
+    the attribute that changed (`template.resources.preset`), not the object around it; lists kept whole."""
+    if isinstance(value, Mapping) and value:
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
     return {prefix: value}
 
 
