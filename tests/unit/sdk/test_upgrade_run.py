@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.upgrade import render_run_text
 from npa_pulumi.sdk.upgrade import (
     LiveVersions,
     TrainState,
@@ -207,6 +208,12 @@ def test_the_control_plane_moves_first_then_unpinned_groups_and_a_pinned_pool_ne
     assert document["summary"]["skew_violations"] == 0
     # Per step: the control plane and both groups, each where the step puts it.
     assert document["summary"]["invariant_checks"] == 2 * 2 * 3
+    text = render_run_text(document).splitlines()
+    assert text[1:4] == [
+        "hop 1: p/a -> 1.32",
+        "  control-plane: p/a deployed; 3 skew checks",
+        "  node-groups: p/a deployed; 3 skew checks",
+    ]
     assert run.warnings == [
         'p/a: now at 1.33, but the spec declares 1.31: set k8s_version: "1.33" before the next up, which '
         "would otherwise move it back",
