@@ -188,7 +188,9 @@ def mk8s_node_groups(cluster: ClusterSpec) -> list[NodeGroup]:
     per_group, count = cluster.gpu_node_layout()
     pinned, held = (gpu.pin, _held(gpu)) if gpu is not None else (False, None)
     for index in range(count):
-        groups.append(NodeGroup(f"{cluster.name}-ng-gpu-{index}", per_group, cluster.gpus_per_node(), pinned, held))
+        groups.append(
+            NodeGroup(f"{cluster.name}-ng-gpu-{index}", per_group, cluster.gpus_per_node(), pinned, held)
+        )
     return groups
 
 

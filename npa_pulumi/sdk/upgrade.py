@@ -209,9 +209,13 @@ class UpgradeRun:
             cluster = pools.get(train.key)
             for pool, version in sorted(train.held.items()):
                 written = getattr(cluster, pool, None) if cluster is not None else None
-                if train.position and version != train.position and (written is None or written.version != version):
+                if (
+                    train.position
+                    and version != train.position
+                    and (written is None or written.version != version)
+                ):
                     found.append(
-                        f"{train.key}: {pool} is pinned at {version}: set {pool}.version: \"{version}\" before "
+                        f'{train.key}: {pool} is pinned at {version}: set {pool}.version: "{version}" before '
                         f"the next up, which would otherwise move it to {train.position}"
                     )
         return found
@@ -287,9 +291,7 @@ def checks_of(live: LiveVersions) -> int:
     return 1 + sum(1 for version in live.node_groups.values() if live_minor(version) is not None)
 
 
-def held_versions(
-    cluster: ClusterSpec, start: str, groups: Mapping[str, str]
-) -> dict[str, str]:
+def held_versions(cluster: ClusterSpec, start: str, groups: Mapping[str, str]) -> dict[str, str]:
     """Each pinned pool's version: the spec's `version`, else the oldest its node groups report (`groups`:
     name -> version, read from the cloud), else `start` (its control plane's: the recipe put it there)."""
     held = {}
@@ -342,9 +344,7 @@ def plan_train(
             continue
         held = held_versions(cluster, start, (groups or {}).get(key, {})) if cluster.soperator is None else {}
         plan = plan_cluster(project, _with_pools(cluster, held), start, target or declared, at)
-        pools = tuple(
-            pool for pool in POOLS if (p := getattr(cluster, pool)) is not None and p.count > 0
-        )
+        pools = tuple(pool for pool in POOLS if (p := getattr(cluster, pool)) is not None and p.count > 0)
         train = TrainCluster(key, project.key(), cluster.name, plan, start, held=held, pools=pools)
         if plan.status is Status.REFUSED:
             refused += [f"{key}: {r.object} at {r.version}: {r.reason}" for r in plan.refusals]
@@ -444,7 +444,9 @@ def _step(
     if step is Step.CONTROL_PLANE:
         for cluster in clusters:
             if cluster.key in moving:  # every unpinned pool held at the minor the control plane leaves
-                pools[cluster.key] = {pool: cluster.position for pool in cluster.moving_pools()} | cluster.held
+                pools[cluster.key] = {
+                    pool: cluster.position for pool in cluster.moving_pools()
+                } | cluster.held
     positions = {c.key: c.position for c in clusters if c.position} | moving
     result = apply(at_positions(spec, positions, pools), hop.index)
     run.results.append(result)

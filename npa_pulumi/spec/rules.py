@@ -366,7 +366,8 @@ def _pool_versions(cluster: ClusterSpec) -> Iterator[RawProblem]:
         if not pool.pin:
             yield _problem(
                 f"{kind}.version",
-                f"{kind}.version {version!r} needs pin: true (an unpinned pool runs the cluster's k8s_version)",
+                f"{kind}.version {version!r} needs pin: true "
+                "(an unpinned pool runs the cluster's k8s_version)",
                 f"set {kind}.pin: true to hold it at {version}, or remove version",
             )
             continue

@@ -72,7 +72,8 @@ FEATURES: dict[str, str] = {
 # Issue 58: the control plane at 1.33 with the GPU pool pinned at 1.32 (planned once, not per auth path).
 PINNED_GPU_POOL = (
     "      - name: pinned\n" + CPU + "        k8s_version: '1.33'\n"
-    "        gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: 1gpu-24vcpu-218gb, pin: true, version: '1.32'}\n"
+    "        gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: 1gpu-24vcpu-218gb,\n"
+    "                    pin: true, version: '1.32'}\n"
 )
 EXISTING_FILESYSTEM = "EXISTING_FILESYSTEM"  # made in the local cloud by the test itself
 IDENTITY = {

@@ -136,7 +136,10 @@ def test_each_node_group_takes_its_pool_s_version_else_the_cluster_s() -> None:
             lambda lib: (lib / "k8s-training" / "main.tf").write_text(
                 (lib / "k8s-training" / "main.tf")
                 .read_text()
-                .replace('resource "nebius_mk8s_v1_node_group" "gpu"', 'resource "nebius_mk8s_v1_node_group" "gpus"')
+                .replace(
+                    'resource "nebius_mk8s_v1_node_group" "gpu"',
+                    'resource "nebius_mk8s_v1_node_group" "gpus"',
+                )
             ),
             'resource "nebius_mk8s_v1_node_group" "gpu" block',
         ),

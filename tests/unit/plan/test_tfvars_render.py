@@ -454,9 +454,10 @@ def test_a_recipe_without_the_pool_version_variables_cannot_hold_a_pin() -> None
             recipe_variables=declared,
         )
     # Nothing held: the variable is not needed, and a recipe without it renders as before.
-    assert "npa_fleet_gpu_nodes_version" not in render(
-        {"k8s_version": "1.33", "gpu_nodes": RTX}, recipe_variables=declared
-    ).omitted
+    assert (
+        "npa_fleet_gpu_nodes_version"
+        not in render({"k8s_version": "1.33", "gpu_nodes": RTX}, recipe_variables=declared).omitted
+    )
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,10 @@ class Cloud:
 
     def _wanted_groups(self, cluster: Any) -> dict[str, str]:
         found = {}
-        for pool, name in (("cpu_nodes", f"{cluster.name}-ng-cpu"), ("gpu_nodes", f"{cluster.name}-ng-gpu-0")):
+        for pool, name in (
+            ("cpu_nodes", f"{cluster.name}-ng-cpu"),
+            ("gpu_nodes", f"{cluster.name}-ng-gpu-0"),
+        ):
             spec_pool = getattr(cluster, pool)
             if spec_pool is not None and spec_pool.count > 0:
                 held = spec_pool.version if spec_pool.pin and spec_pool.version else ""
@@ -250,9 +253,13 @@ def test_a_pinned_pool_holds_the_version_the_cloud_reports_for_it() -> None:
     ]
     # The hop's control-plane step renders both pools held; the spec's own version wins over the cloud's.
     moved = at_positions(spec, {"p/a": "1.33"}, {"p/a": {"cpu_nodes": "1.32", "gpu_nodes": "1.31"}})
-    (_, cluster), = moved.cluster_targets()
+    ((_, cluster),) = moved.cluster_targets()
     assert cluster.cpu_nodes is not None and cluster.gpu_nodes is not None
-    assert (cluster.cpu_nodes.pin, cluster.cpu_nodes.version, cluster.gpu_nodes.version) == (True, "1.32", "1.31")
+    assert (cluster.cpu_nodes.pin, cluster.cpu_nodes.version, cluster.gpu_nodes.version) == (
+        True,
+        "1.32",
+        "1.31",
+    )
     written = fleet(
         f"{{name: a, k8s_version: '1.32', cpu_nodes: {CPU}, gpu_nodes: {{count: 2, platform: gpu-l40s-d,"
         " preset: 1gpu-16vcpu-96gb, pin: true, version: '1.30'}}"
@@ -272,7 +279,9 @@ def test_a_pin_past_the_skew_or_an_unknown_version_refuses_the_run_before_anythi
     run = _run(spec, cloud, "1.33")
     assert not run.ok and cloud.hops == [] and cloud.steps == []
     assert any(
-        r.startswith("p/pinned: node group pinned-ng-cpu (pinned at 1.29) at 1.33: it would be 4 minors behind")
+        r.startswith(
+            "p/pinned: node group pinned-ng-cpu (pinned at 1.29) at 1.33: it would be 4 minors behind"
+        )
         for r in run.refused
     )
     assert any(r.startswith("p/unknown: the current version") for r in run.refused)

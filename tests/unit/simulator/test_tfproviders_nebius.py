@@ -324,7 +324,10 @@ def test_node_group_and_control_plane_versions_are_honoured_on_create_update_and
     follows = groups.create(_ctx(), {**_node_group_plan(cluster["id"]), "name": "ng-two"})
     assert sim.get_node_group(follows["id"])["version"] == "1.32" == follows["version"]
 
-    upgraded = {**_cluster_plan(sim), "control_plane": {**_cluster_plan(sim)["control_plane"], "version": "1.33"}}
+    upgraded = {
+        **_cluster_plan(sim),
+        "control_plane": {**_cluster_plan(sim)["control_plane"], "version": "1.33"},
+    }
     after = clusters.update(_ctx(), upgraded, cluster)
     assert sim.get_cluster(cluster["id"])["k8s_version"] == "1.33"
     assert after["status"]["control_plane"]["version"] == "1.33"
@@ -339,4 +342,5 @@ def test_node_group_and_control_plane_versions_are_honoured_on_create_update_and
             _ctx(), {**upgraded, "control_plane": {**upgraded["control_plane"], "version": "1.35"}}, after
         )
     sim.upgrade_node_group(follows["id"], "1.33")  # outside Terraform
-    assert groups.read(_ctx(), follows)["version"] == "1.33"
+    refreshed = groups.read(_ctx(), follows)
+    assert refreshed is not None and refreshed["version"] == "1.33"
