@@ -430,7 +430,7 @@ def _step(
     """One step of a hop (an `up`, then the invariants read back); why the train halts ('' when it goes
     on). The node-group step runs only for clusters still on the train with a pool to move."""
     if step is Step.CONTROL_PLANE:
-        moving = {key: version for key, version in hop.moved.items()}
+        moving = dict(hop.moved)
     else:
         moving = {
             c.key: hop.moved[c.key]
@@ -444,9 +444,8 @@ def _step(
     if step is Step.CONTROL_PLANE:
         for cluster in clusters:
             if cluster.key in moving:  # every unpinned pool held at the minor the control plane leaves
-                pools[cluster.key] = {
-                    pool: cluster.position for pool in cluster.moving_pools()
-                } | cluster.held
+                leaves = cluster.plan.hops[hop.index][0].from_version
+                pools[cluster.key] = {pool: leaves for pool in cluster.moving_pools()} | cluster.held
     positions = {c.key: c.position for c in clusters if c.position} | moving
     result = apply(at_positions(spec, positions, pools), hop.index)
     run.results.append(result)
