@@ -11,7 +11,8 @@ After every step the versions are read back from the cloud and the invariants ch
 moved: its control plane at the hop's version, no node group newer than it nor more than the kubelet's skew
 behind, and each node group where the step puts it (held, pinned or moved). A failed stack or gate, a
 halted rollout or a violation halts the whole train: no later step starts, and the same command resumes it
-(each cluster starts again from the version it has).
+(each cluster starts again from the version it has; node groups a halt left one minor behind their control
+plane move first).
 
 A pinned pool holds the version it runs: the spec's `version` for it, else the version the cloud reports for
 its node groups (the oldest), else its control plane's. Refused before anything changes: a plan that
@@ -308,6 +309,27 @@ def held_versions(cluster: ClusterSpec, start: str, groups: Mapping[str, str]) -
     return held
 
 
+def lagging_minor(cluster: ClusterSpec, start: str, groups: Mapping[str, str]) -> str:
+    """The minor its unpinned node groups are at when that is one behind the control plane (`start`), as a
+    train halted between a hop's two steps leaves them; '' otherwise. The resumed train starts there, so
+    its first hop's node-group step moves them (its control-plane step finds the control plane moved)."""
+    control = live_minor(start)
+    unpinned = {
+        pool
+        for pool in POOLS
+        if (spec_pool := getattr(cluster, pool)) is not None and spec_pool.count > 0 and not spec_pool.pin
+    }
+    reported = [
+        minor
+        for name, version in groups.items()
+        if pool_of(cluster.name, name) in unpinned and (minor := live_minor(version)) is not None
+    ]
+    if control is None or not reported:
+        return ""
+    behind = min(reported)
+    return str(behind) if behind.major == control.major and behind.minor == control.minor - 1 else ""
+
+
 def _with_pools(cluster: ClusterSpec, versions: Mapping[str, str]) -> ClusterSpec:
     """A copy of `cluster` whose listed pools are pinned at those versions."""
     copy = cluster.model_copy(deep=True)
@@ -342,7 +364,10 @@ def plan_train(
                 TrainCluster(key, project.key(), cluster.name, idle, start, TrainState.UP_TO_DATE)
             )
             continue
-        held = held_versions(cluster, start, (groups or {}).get(key, {})) if cluster.soperator is None else {}
+        live = (groups or {}).get(key, {})
+        # A train halted between a hop's steps resumes with the node groups' step of that hop.
+        start = (lagging_minor(cluster, start, live) if cluster.soperator is None else "") or start
+        held = held_versions(cluster, start, live) if cluster.soperator is None else {}
         plan = plan_cluster(project, _with_pools(cluster, held), start, target or declared, at)
         pools = tuple(pool for pool in POOLS if (p := getattr(cluster, pool)) is not None and p.count > 0)
         train = TrainCluster(key, project.key(), cluster.name, plan, start, held=held, pools=pools)

@@ -288,6 +288,23 @@ def test_a_pin_past_the_skew_or_an_unknown_version_refuses_the_run_before_anythi
     assert {c.state for c in run.clusters} == {TrainState.REFUSED}
 
 
+def test_a_train_halted_between_the_steps_resumes_with_the_node_groups() -> None:
+    spec = fleet(f"{{name: a, k8s_version: '1.33', cpu_nodes: {CPU}, gpu_nodes: {GPU_PINNED}}}")
+    cloud = Cloud({"p/a": "1.33"})  # the control plane moved; the node-group step never ran
+    cloud.groups["p/a"] = {"a-ng-cpu": "1.32", "a-ng-gpu-0": "1.31"}
+    clusters, refused = plan_train(spec, "1.33", AT, {"p/a": "1.33"}, cloud.groups)
+    run = run_train(spec, "1.33", clusters, refused, apply=cloud.apply, read=cloud.read)
+    assert run.ok, run.halted
+    assert cloud.steps == [{}, {"a-ng-cpu": "1.33"}]  # the control plane is already there; the pin stays
+    assert cloud.groups["p/a"] == {"a-ng-cpu": "1.33", "a-ng-gpu-0": "1.31"}
+    assert [(c.state, c.position) for c in run.clusters] == [(TrainState.REACHED, "1.33")]
+    assert run.hops[0].skew_violations == []
+    # Groups two minors behind are not a halted step: the train starts from the control plane.
+    cloud.groups["p/a"] = {"a-ng-cpu": "1.31", "a-ng-gpu-0": "1.31"}
+    (train,), _ = plan_train(spec, "1.33", AT, {"p/a": "1.33"}, cloud.groups)
+    assert train.state is TrainState.UP_TO_DATE
+
+
 def test_node_groups_belong_to_their_pools_by_upstream_s_names() -> None:
     assert pool_of("a", "a-ng-cpu") == "cpu_nodes"
     assert pool_of("a", "a-ng-gpu-3") == pool_of("a", "a-ng-gb300-rack1") == "gpu_nodes"
