@@ -14,7 +14,6 @@ providers in Pulumi's plugin host, the recipe's provisioners under terraform):
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from chaos_helpers import (
     backend_root,
     inventory,
     npa,
-    npa_home,
     secret_values,
     stack_names,
 )
@@ -149,16 +147,9 @@ def test_transient_faults_are_retried_where_safe(chaos_home: Path, tmp_path: Pat
         len(cloud["buckets"]) == 1 and len(cloud["service_accounts"]) == 1 and len(cloud["access_keys"]) == 1
     )
 
-    # The recipe's retries back off: within each create, every retry waited longer than the one before.
-    retries = 0
-    for cluster in ("f1", "f2"):
-        log = (npa_home() / "work" / f"faults.faults-alpha.{cluster}" / "terraform.log").read_text()
-        waits = re.findall(r"create_cluster: unavailable \(attempt (\d+)\), retrying in ([0-9.]+)s", log)
-        assert [int(a) for a, _ in waits] == list(range(1, len(waits) + 1)), waits
-        delays = [float(d) for _, d in waits]
-        assert delays == sorted(delays) and len(set(delays)) == len(delays), delays
-        retries += len(waits)
-    assert retries == DEFAULT_ATTEMPTS - 1
+    # Upstream's creates go through the nebius provider, which retries `unavailable` as the SDK does (the
+    # one retry policy, npa_pulumi/runtime/retry.py; its backoff is unit-tested in test_runtime_retry.py):
+    # every armed fault was taken above, and each create still made exactly one cluster (converged).
 
     npa("local-cloud", "fault", "clear", check=True)  # the rest of the latency budget, if any
 

@@ -83,9 +83,12 @@ def test_two_ups_of_one_fleet(chaos_home: Path, tmp_path: Path) -> None:
     assert first.wait() == 0, first.stderr()[-3000:]
     assert_converged(shape, "after the first pair of runs")
 
-    # 2. while the first run updates cluster stacks (r3 grows a node: its node group is replaced)
+    # 2. while the first run updates cluster stacks (r3 grows a node: upstream resizes its node group in
+    # place, which the cloud answers slowly here so that the second run meets the first one's lock)
     spec.write_text(SPEC.replace("CPU", "2"))
     shape = FleetShape.of(spec.read_text())
+    slow = ["--op", "resize_node_group", "--latency-ms", "30000", "--count", "1"]
+    npa("local-cloud", "fault", "add", *slow, check=True)
     first = Background.start(
         tmp_path / "runs", "up", "--spec", str(spec), "--yes", "-j", "3", "--output", "json"
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+from upstream_library import upstream_library
+
 from npa_pulumi.runtime import hcl
-from tests.upstream_library import upstream_library
 
 
 def _upstream_texts() -> list[str]:

@@ -202,7 +202,8 @@ def test_kubernetes_types_act_on_the_api_with_the_iam_token(kube_api: Path) -> N
     live_labels = admin.get(f"{path[:-2]}-2")["metadata"]["labels"]
     assert "batch.kubernetes.io/controller-uid" in live_labels
     assert created["metadata"][0]["labels"] is None
-    assert K8S["kubernetes_job_v1"].read(ctx, created)["metadata"][0]["labels"] is None
+    refreshed = K8S["kubernetes_job_v1"].read(ctx, created)
+    assert refreshed is not None and refreshed["metadata"][0]["labels"] is None
     admin.delete(f"{path[:-2]}-2", grace_s=None)
 
     # kubernetes_annotations and kubernetes_config_map_v1_data patch objects that exist.

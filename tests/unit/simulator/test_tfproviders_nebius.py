@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from upstream_library import upstream_library
 
 from npa_pulumi.kube.gpu_operator import REVISION_VALUE_KEY
 from npa_pulumi.simulator import LocalSimulator
@@ -16,7 +17,6 @@ from npa_pulumi.simulator.tfproviders import nebius
 from npa_pulumi.simulator.tfproviders.base import CallContext, ProviderError
 from npa_pulumi.simulator.tfproviders.registry import PROVIDERS
 from npa_pulumi.simulator.tfproviders.worker import serve
-from tests.upstream_library import upstream_library
 
 TIGHT = Path(__file__).resolve().parents[2] / "fixtures" / "local_cloud" / "tight-tenant.yaml"
 PROJECT = "project-existing1"
@@ -135,7 +135,8 @@ def test_node_group_create_resize_and_import(sim: LocalSimulator) -> None:
     assert imported["parent_id"] == cluster["id"] and imported["fixed_node_count"] == 2
     # Resized outside Terraform: a refresh reads the service's size, so the plan shows the way back.
     sim.resize_node_group(state["id"], 3)
-    assert groups.read(_ctx(), resized)["fixed_node_count"] == 3
+    refreshed = groups.read(_ctx(), resized)
+    assert refreshed is not None and refreshed["fixed_node_count"] == 3
 
 
 def _upstream_cloud_init(mount_path: str, options: str) -> str:
