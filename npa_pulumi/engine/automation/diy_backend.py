@@ -37,6 +37,7 @@ import json
 import os
 import re
 import socket
+import threading
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -515,6 +516,14 @@ def s3_bucket(backend_url: str, credentials: tuple[str, SecretStr] | None = None
     endpoint = query.get("endpoint") or f"https://s3.{region}.amazonaws.com"
     if "://" not in endpoint:
         endpoint = "https://" + endpoint
+    # One bucket (and its client's open connections) per endpoint, bucket and key for the process: a
+    # fleet-wide read asks for it several times per stack. The key is looked up each time (a run's minted
+    # key replaces the one in the environment: state_key.py).
+    where = (endpoint, region, parsed.netloc, key, secret)
+    with _BUCKETS_LOCK:
+        known = _BUCKETS.get(where)
+    if known is not None:
+        return known
     # Imported here: the S3 client loads ssl and urllib.request, which a file:// backend never needs.
     from npa_pulumi.cloud.nebius.s3 import S3Client
 
@@ -522,7 +531,13 @@ def s3_bucket(backend_url: str, credentials: tuple[str, SecretStr] | None = None
         client = S3Client(endpoint, region, key, secret, timeout_s=15.0)
     except ValueError:
         return None
-    return S3Bucket(client, parsed.netloc, endpoint)
+    with _BUCKETS_LOCK:
+        return _BUCKETS.setdefault(where, S3Bucket(client, parsed.netloc, endpoint))
+
+
+# Keyed by the secret too (SecretStr compares and hashes by its value, and never shows it).
+_BUCKETS: dict[tuple[str, str, str, str, SecretStr], S3Bucket] = {}
+_BUCKETS_LOCK = threading.Lock()
 
 
 # ------------------------------------------------------------------------------------------ locks
