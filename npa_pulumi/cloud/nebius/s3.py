@@ -221,8 +221,10 @@ class S3Client:
         body: bytes = b"",
         query: str = "",
         content_type: str | None = None,
+        conditions: Mapping[str, str] | None = None,
     ) -> S3Response:
         """`query` is a subresource such as `versioning` (bucket settings), signed as S3 expects;
+        `conditions` headers such as `If-None-Match` (signed too);
         `content_type` that of an object written (without one urllib sends form data's, and an S3
         implementation may parse the body as a form and store an empty object)."""
         path = self._base + "/" + uri_encode(bucket, keep_slash=False)
@@ -231,6 +233,7 @@ class S3Client:
         payload_sha = hashlib.sha256(body).hexdigest()
         amz_date = self._clock.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         headers = {"host": self._host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_sha}
+        headers.update({name.lower(): value for name, value in (conditions or {}).items()})
         if content_type:
             headers["content-type"] = content_type
         elif query and body:
