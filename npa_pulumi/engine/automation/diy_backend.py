@@ -578,7 +578,7 @@ def _keep_read(bucket: S3Bucket, key: str, etag: str, value: Any) -> None:
     path = _read_cache_path(bucket, key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_atomically(path, orjson.dumps({"key": key, "etag": etag, "value": value}).decode())
+        write_atomically(path, orjson.dumps({"key": key, "etag": etag, "value": value}).decode(), mode=0o600)
     except (OSError, TypeError):
         pass
 
