@@ -32,6 +32,7 @@ or 404, the engine is asked, as before; tags are always set through the engine t
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -574,13 +575,25 @@ def _read_cache(bucket: S3Bucket, key: str) -> tuple[str, Any] | None:
 
 
 def _keep_read(bucket: S3Bucket, key: str, etag: str, value: Any) -> None:
-    """Best effort: a cache that cannot be written only costs the next read its body."""
+    """Best effort: a cache that cannot be written only costs the next read its body. Written whole under
+    a temp name and renamed (a reader never sees half of it), private from its creation; the folder made
+    once a process (a fleet's first read keeps three objects per stack)."""
     path = _read_cache_path(bucket, key)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_atomically(path, orjson.dumps({"key": key, "etag": etag, "value": value}).decode(), mode=0o600)
+        if path.parent not in _READ_CACHE_DIRS:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _READ_CACHE_DIRS.add(path.parent)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(orjson.dumps({"key": key, "etag": etag, "value": value}))
+        os.replace(tmp, path)
     except (OSError, TypeError):
-        pass
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+_READ_CACHE_DIRS: set[Path] = set()
 
 
 def _xml_unescape(text: str) -> str:
