@@ -295,11 +295,8 @@ def _s3_latest_deployment(bucket: S3Bucket, stack: str, project_name: str) -> An
         if not bucket.layout_known():
             return NO_FAST_PATH
         for suffix in (".json", ".json.gz"):
-            gzipped = suffix.endswith(".gz")
-            latest = bucket.read(
-                f".pulumi/stacks/{project_name}/{stack}{suffix}",
-                lambda raw, gzipped=gzipped: _latest_read(_checkpoint_document(raw, gzipped)),
-            )
+            read = _gzipped_latest_read if suffix.endswith(".gz") else _plain_latest_read
+            latest = bucket.read(f".pulumi/stacks/{project_name}/{stack}{suffix}", read)
             if latest is not None:
                 return latest
     except S3Unreadable:
@@ -329,6 +326,14 @@ def _latest_read(document: Any) -> Any:
     if latest.get("pending_operations"):
         read["pending_operations"] = True
     return read
+
+
+def _plain_latest_read(raw: bytes) -> Any:
+    return _latest_read(_checkpoint_document(raw, gzipped=False))
+
+
+def _gzipped_latest_read(raw: bytes) -> Any:
+    return _latest_read(_checkpoint_document(raw, gzipped=True))
 
 
 def checkpoint_outputs(backend_url: str, stack: str, project_name: str) -> Any:
