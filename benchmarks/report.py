@@ -278,7 +278,8 @@ def _fleet_s3_row(result: dict[str, Any]) -> list[str]:
         f"Fleet reads with the state in S3 (SeaweedFS on loopback) at {result['clusters']:,} cluster "
         f"stacks{reduced}, `-j 8`",
         f"status {one('status_s3')}; unchanged preview {one('preview_s3')} "
-        f"(n={walls['status_s3'].get('n', 0)})",
+        f"(n={walls['status_s3'].get('n', 0)}); the first status with nothing kept here "
+        + (one("status_s3_cold") if "status_s3_cold" in walls else "not run"),
         "<= 60 s each at 10,000",
         _status(result["met"]) if result.get("targets_met") else "figures",
     ]

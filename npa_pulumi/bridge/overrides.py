@@ -40,9 +40,18 @@ GPU_OPERATOR_MODULE: Final = "modules/gpu-operator"
 DECLARATIONS_FILE: Final = "npa_fleet_variables.tf"
 OVERRIDE_FILE: Final = "npa_fleet_override.tf"
 AUTH_OVERRIDE_FILE: Final = "npa_fleet_auth_override.tf"
-OWNED_FILES: Final = frozenset({DECLARATIONS_FILE, OVERRIDE_FILE, AUTH_OVERRIDE_FILE})
+VERSIONS_OVERRIDE_FILE: Final = "npa_fleet_versions_override.tf"
+OWNED_FILES: Final = frozenset({DECLARATIONS_FILE, OVERRIDE_FILE, AUTH_OVERRIDE_FILE, VERSIONS_OVERRIDE_FILE})
 # The variable through which the bridge names the profile Terraform authenticates as (bridge/credentials.py).
 PROFILE_VARIABLE: Final = "npa_nebius_profile"
+# A pool's own Kubernetes version (null: the cluster's `k8s_version`), so a pinned pool stays where it is
+# while the control plane moves; upstream sets `version = var.k8s_version` on the cluster and every node
+# group. By variable, the upstream node-group blocks it overrides (gb300 is the GPU pool on GB300 racks).
+NODE_GROUP_VERSION_VARIABLES: Final[Mapping[str, tuple[str, ...]]] = {
+    "npa_fleet_cpu_nodes_version": ("cpu-only",),
+    "npa_fleet_gpu_nodes_version": ("gpu", "gb300"),
+}
+_NODE_GROUP = "nebius_mk8s_v1_node_group"
 
 
 class OverrideTargetError(NpaError):
@@ -167,6 +176,11 @@ def _root_declarations() -> OverrideFile:
         "}\n"
     )
     parts.append(_variable("gpu_operator_rdma_enabled", "bool", "null", "The GPU Operator driver's RDMA."))
+    for name in NODE_GROUP_VERSION_VARIABLES:
+        pool = name.removeprefix("npa_fleet_").removesuffix("_version")
+        parts.append(
+            _variable(name, "string", "null", f"The {pool} pool's Kubernetes version; null: var.k8s_version.")
+        )
     # The exec plugin's arguments for the auth override (npa_fleet_auth_override.tf): declared here, because
     # Terraform merges an override file's locals only into locals that a primary file already defines.
     parts.append(f"locals {{\n  npa_fleet_kube_token_args = {_kube_token_args()}\n}}\n")
@@ -209,6 +223,7 @@ def _root_declarations() -> OverrideFile:
         "gpu_operator_rtx_driver_profile",
         *MIG_RECIPE_VARIABLES,
         PROFILE_VARIABLE,
+        *NODE_GROUP_VERSION_VARIABLES,
     )
     touches = (Touch(ROOT_MODULE, ("variable", "gpu_operator_toolkit_config_source"), "type", "string"),)
     adds = (("provider", "nebius"),)
@@ -278,6 +293,22 @@ def _root_auth_override() -> OverrideFile:
     return OverrideFile(ROOT_MODULE, AUTH_OVERRIDE_FILE, text, touches)
 
 
+def _root_versions_override() -> OverrideFile:
+    """Each node group's `version` from its pool's variable, the cluster's `k8s_version` when that is null
+    (a pool rendered at the cluster's version renders no variable: plan/tfvars.py)."""
+    parts = [_HEADER + "# Merged by Terraform into upstream's node groups: a pool may run its own version.\n"]
+    touches = []
+    for name, blocks in NODE_GROUP_VERSION_VARIABLES.items():
+        for label in blocks:
+            parts.append(
+                f'resource "{_NODE_GROUP}" "{label}" {{\n'
+                f"  version = var.{name} == null ? var.k8s_version : var.{name}\n}}\n"
+            )
+            touches.append(Touch(ROOT_MODULE, ("resource", _NODE_GROUP, label), "version", "expression"))
+    touches.append(Touch(ROOT_MODULE, ("variable", "k8s_version"), "type", "string"))
+    return OverrideFile(ROOT_MODULE, VERSIONS_OVERRIDE_FILE, "\n".join(parts), tuple(touches))
+
+
 def _operator_declarations() -> OverrideFile:
     text = (
         _HEADER
@@ -321,6 +352,7 @@ def default_overrides() -> OverrideSet:
             _root_declarations(),
             _root_override(),
             _root_auth_override(),
+            _root_versions_override(),
             _operator_declarations(),
             _operator_override(),
         )

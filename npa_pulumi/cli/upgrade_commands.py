@@ -1,6 +1,7 @@
 """`npa-pulumi upgrade plan`: the offline Kubernetes upgrade plan of a fleet (plan/upgrade.py); it calls no
-cloud and reads no backend. `npa-pulumi upgrade run`: that plan executed as a train of `up`s, one per hop,
-the skew read back and checked after each (sdk/upgrade.py; docs/upgrades.md)."""
+cloud and reads no backend. `npa-pulumi upgrade run`: that plan executed as a train of `up`s, two per hop
+(the control planes, then the unpinned node groups), the skew read back and checked after each
+(sdk/upgrade.py; docs/upgrades.md)."""
 
 from __future__ import annotations
 
@@ -115,8 +116,9 @@ def force_option(func: Any) -> Any:
 @ignore_maintenance_option
 @force_option
 def run_command(**kw: Any) -> None:
-    """Upgrade the fleet's Kubernetes: one `up` per minor hop (the spec's rollout waves and gates, its
-    maintenance windows), the skew checked after each. Exit 1 when refused or halted, 2 on invalid input."""
+    """Upgrade the fleet's Kubernetes: per minor hop an `up` of the control planes, then one of the unpinned
+    node groups (the spec's rollout waves and gates, its maintenance windows), the skew checked after each.
+    Exit 1 when refused or halted, 2 on invalid input."""
 
     def body() -> int:
         from npa_pulumi.cli.fleet_output import approver

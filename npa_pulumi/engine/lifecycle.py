@@ -129,3 +129,10 @@ class Recorded:
             return True
         run = RunId.parse(self.run)
         return run is not None and run.alive
+
+
+def holding(tags: dict[str, str] | None) -> Recorded | None:
+    """The lifecycle record among a stack's tags, when it still holds (None: no tags, no record, or the
+    run that recorded it has ended)."""
+    recorded = Recorded.from_tags(tags) if tags is not None else None
+    return recorded if recorded is not None and recorded.current else None

@@ -32,7 +32,7 @@ from npa_pulumi.engine.automation import StackOp
 from npa_pulumi.engine.backends.base import NativeStatus
 from npa_pulumi.engine.backends.registry import recorded_backend
 from npa_pulumi.engine.health import requalification
-from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE, TAG_PENDING, TAG_PENDING_UNTIL
+from npa_pulumi.engine.lifecycle import DESTROY_INCOMPLETE, TAG_PENDING, TAG_PENDING_UNTIL, holding
 from npa_pulumi.engine.requests import StatusRequest
 from npa_pulumi.output.progress import headline
 from npa_pulumi.output.results import StackResult
@@ -66,9 +66,11 @@ def _identity(outputs: ClusterOutputs) -> dict[str, Any]:
     return {**outputs.identity(), "cluster_id": outputs.cluster_id or None}
 
 
-def _recorded(fleet: FleetContext, op: StackOp, outputs: dict[str, Any] | None) -> StackResult | None:
-    """A run in progress (its state) or a failed destroy, as recorded beside the stack."""
-    recorded = fleet.executor.recorded_lifecycle(op)
+def _recorded(
+    fleet: FleetContext, op: StackOp, outputs: dict[str, Any] | None, tags: dict[str, str] | None
+) -> StackResult | None:
+    """A run in progress (its state) or a failed destroy, as recorded beside the stack (its `tags`)."""
+    recorded = holding(tags)
     if recorded is None:
         return None
     base = _identity(ClusterOutputs.read(outputs))
@@ -86,8 +88,11 @@ def _recorded(fleet: FleetContext, op: StackOp, outputs: dict[str, Any] | None) 
 def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
     fleet.progress.phase(op.stack, "checking")
     outputs = fleet.outputs_of(op)  # cached: the fleet's cost reads them again
+    # The tags beside the stack, read once: its lifecycle record and what its last `up` left pending (on
+    # an s3:// backend a read is a request to the server, per stack).
+    tags = fleet.executor.read_tags(op) if outputs is not None else None
     if outputs is not None:
-        running = _recorded(fleet, op, outputs)
+        running = _recorded(fleet, op, outputs, tags)
         if running is not None:
             return running
     if outputs is None:
@@ -161,14 +166,14 @@ def cluster_status(fleet: FleetContext, op: StackOp) -> StackResult:
         "control_plane": cluster.k8s_version,
         "node_groups": {g.name: g.version for g in groups},
     }
-    base["pending"] = _pending(fleet, op)
+    base["pending"] = _pending(tags)
     fleet.progress.phase(op.stack, "done", status)
     return op.result(status, node_groups=views, error=error, drift=drift, **base)
 
 
-def _pending(fleet: FleetContext, op: StackOp) -> dict[str, Any] | None:
+def _pending(tags: dict[str, str] | None) -> dict[str, Any] | None:
     """What the last `up` left pending for a maintenance window (tags beside the stack), or None."""
-    tags = fleet.executor.read_tags(op) or {}
+    tags = tags or {}
     if not tags.get(TAG_PENDING):
         return None
     return {"reason": tags[TAG_PENDING], "next_window": tags.get(TAG_PENDING_UNTIL) or None}

@@ -127,9 +127,10 @@ def render_run_text(document: dict[str, Any]) -> str:
     for hop in document["hops"]:
         moved = ", ".join(f"{key} -> {version}" for key, version in hop["moved"].items())
         lines.append(f"hop {hop['hop']}: {moved}")
-        outcomes = ", ".join(f"{key} {status}" for key, status in hop["outcomes"].items())
-        lines.append(f"  {outcomes}; {hop['invariant_checks']} skew checks")
-        lines += [f"  skew violation: {v}" for v in hop["skew_violations"]]
+        for step in hop.get("steps", []):  # the control plane, then the node groups
+            outcomes = ", ".join(f"{key} {status}" for key, status in step["outcomes"].items())
+            lines.append(f"  {step['step']}: {outcomes}; {step['invariant_checks']} skew checks")
+            lines += [f"  skew violation: {v}" for v in step["skew_violations"]]
     if document["halted"]:
         lines.append(f"halted at {document['halted']}; run the same command to resume")
     for cluster in document["clusters"]:

@@ -53,6 +53,8 @@ RECIPE_VARIABLES: Final[tuple[str, ...]] = (
     "gpu_nodes_preset",
     "gpu_nodes_reservation_policy",
     "gpu_disk_size",
+    "npa_fleet_cpu_nodes_version",
+    "npa_fleet_gpu_nodes_version",
     "enable_gpu_cluster",
     "infiniband_fabric",
     "enable_filestore",

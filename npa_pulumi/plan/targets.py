@@ -45,6 +45,7 @@ class ResolvedPool(_Resolved):
     gpus_per_node: int
     vcpus_per_node: int
     memory_gib_per_node: int
+    version: str = ""  # a pinned pool's own Kubernetes version ('' = the cluster's)
 
 
 class ResolvedMig(_Resolved):
@@ -309,6 +310,7 @@ def _pool(pool: NodePoolSpec | None, disk_size_gib: int) -> ResolvedPool | None:
         gpus_per_node=gpus_per_node(pool.preset),
         vcpus_per_node=vcpus_per_node(pool.preset),
         memory_gib_per_node=memory_gib_per_node(pool.preset),
+        version=pool.version.strip() if pool.pin else "",
     )
 
 

@@ -141,6 +141,7 @@ def _variables(cluster: ResolvedCluster, declared: set[str], ssh_public_key: str
             yield _Variable("gpu_nodes_reservation_policy", {"policy": "STRICT", "reservation_ids": [block]})
         yield _Variable("gpu_disk_size", str(gpu.disk_size_gib))
 
+    yield from _pool_versions(cluster)
     yield from _gpu_cluster(cluster, declared)
     yield from _filestore(cluster)
 
@@ -184,6 +185,18 @@ def _driver(cluster: ResolvedCluster, gpu_count: int) -> Iterable[_Variable]:
         yield _Variable(
             "gpu_nodes_driver_preset", preset, droppable=preset == c.DEFAULT_MANAGED_DRIVER_PRESET
         )
+
+
+def _pool_versions(cluster: ResolvedCluster) -> Iterable[_Variable]:
+    """A pinned pool's own version, only where it differs from the cluster's: the recipe's node groups take
+    `k8s_version` otherwise (the default recipe's npa_fleet_versions_override.tf). Never droppable: a recipe
+    without the variable would move the pinned pool with its control plane."""
+    for variable, pool, count in (
+        ("npa_fleet_cpu_nodes_version", cluster.cpu_nodes, cluster.cpu_count()),
+        ("npa_fleet_gpu_nodes_version", cluster.gpu_nodes, cluster.gpu_count()),
+    ):
+        if pool is not None and count > 0 and pool.version and pool.version != cluster.k8s_version:
+            yield _Variable(variable, pool.version)
 
 
 def _gpu_cluster(cluster: ResolvedCluster, declared: set[str]) -> Iterable[_Variable]:

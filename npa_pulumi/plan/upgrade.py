@@ -11,7 +11,8 @@ A version the spec leaves empty is the backend's choice, unknown offline: such a
 never guessed. The stack outputs record no version, so there is nothing better to read without a cloud.
 
 Node groups take the cluster's version (upstream k8s-training sets one `k8s_version` on the cluster and
-every node group), so offline every group starts where its control plane is. A version change of a node
+every node group), so offline every group starts where its control plane is, except a pinned pool with its
+own `version` (rendered through the default recipe's node-group version override). A version change of a node
 group rolls its nodes (each drained and re-provisioned), so each hop drains every unpinned group once: the
 GPU-hours are nodes x GPUs per node x the drain time per node (the `maintenance.drain_time`, else 1h: an
 assumption, printed with the figure). Whether Terraform updates or replaces a group is read from its own
@@ -34,7 +35,7 @@ from npa_pulumi.runtime.presets import gpus_per_node
 from npa_pulumi.spec import constants as c
 from npa_pulumi.spec.durations import duration_seconds
 from npa_pulumi.spec.maintenance_rules import ExclusionScope
-from npa_pulumi.spec.models import ClusterSpec, FleetSpec, MaintenanceSpec, ProjectSpec
+from npa_pulumi.spec.models import ClusterSpec, FleetSpec, MaintenanceSpec, NodePoolSpec, ProjectSpec
 
 # Kubernetes' version skew policy: a kubelet may be up to three minor versions older than kube-apiserver
 # (https://kubernetes.io/releases/version-skew-policy/#kubelet; widened from two by KEP-3935 in 1.28), and
@@ -181,13 +182,21 @@ class ClusterUpgrade:
 def mk8s_node_groups(cluster: ClusterSpec) -> list[NodeGroup]:
     """The node groups upstream k8s-training creates for the cluster, in the order `up` applies them."""
     groups: list[NodeGroup] = []
-    if cluster.cpu_nodes is not None and cluster.cpu_count() > 0:
-        groups.append(NodeGroup(f"{cluster.name}-ng-cpu", cluster.cpu_count(), 0, cluster.cpu_nodes.pin))
+    cpu, gpu = cluster.cpu_nodes, cluster.gpu_nodes
+    if cpu is not None and cluster.cpu_count() > 0:
+        groups.append(NodeGroup(f"{cluster.name}-ng-cpu", cluster.cpu_count(), 0, cpu.pin, _held(cpu)))
     per_group, count = cluster.gpu_node_layout()
-    pinned = bool(cluster.gpu_nodes and cluster.gpu_nodes.pin)
+    pinned, held = (gpu.pin, _held(gpu)) if gpu is not None else (False, None)
     for index in range(count):
-        groups.append(NodeGroup(f"{cluster.name}-ng-gpu-{index}", per_group, cluster.gpus_per_node(), pinned))
+        groups.append(
+            NodeGroup(f"{cluster.name}-ng-gpu-{index}", per_group, cluster.gpus_per_node(), pinned, held)
+        )
     return groups
+
+
+def _held(pool: NodePoolSpec) -> Minor | None:
+    """A pinned pool's own version (the spec's `version`); None: where its control plane is."""
+    return parse_minor(pool.version) if pool.pin and pool.version.strip() else None
 
 
 def soperator_groups(cluster: ClusterSpec) -> list[NodeGroup]:

@@ -1,19 +1,23 @@
 """`upgrade run`: the fleet's Kubernetes upgrade plan (plan/upgrade.py) executed as a train of `up`s, one per
 hop (docs/upgrades.md).
 
-Hop N moves every cluster still on the train one minor: the spec each `up` gets is the user's, with each
-cluster's `k8s_version` at where its train stands. Each `up` is the ordinary one, so it runs the spec's
-staged rollout (waves, health gates, soaks), honours the maintenance windows (a cluster left `pending` or
-`held` gets off the train at that hop, where it stands) and takes the control plane before its node groups
-(Terraform's dependency order in the recipe). After every hop the versions are read back from the cloud and
-the skew invariants checked on every cluster that moved: its control plane at the hop's version, no node
-group newer than it nor more than the kubelet's skew behind. A failed stack or gate, a halted rollout or a
-skew violation halts the whole train: no later hop starts, and the same command resumes it (each cluster
-starts again from the version it has).
+Hop N moves every cluster still on the train one minor, in two steps, each an `up` of the user's spec with
+each cluster's `k8s_version` at where its train stands:
+1. the control plane: every node group held at the minor it had (rendered as a pinned pool's version);
+2. the node groups: the unpinned ones move to the hop's minor; pinned ones stay where they are.
+Each `up` is the ordinary one, so it runs the spec's staged rollout (waves, health gates, soaks), honours the
+maintenance windows (a cluster left `pending` or `held` gets off the train at that step, where it stands).
+After every step the versions are read back from the cloud and the invariants checked on every cluster that
+moved: its control plane at the hop's version, no node group newer than it nor more than the kubelet's skew
+behind, and each node group where the step puts it (held, pinned or moved). A failed stack or gate, a
+halted rollout or a violation halts the whole train: no later step starts, and the same command resumes it
+(each cluster starts again from the version it has; node groups a halt left one minor behind their control
+plane move first).
 
-Refused before anything changes: a plan that refuses a cluster, a cluster whose version is unknown, and a
-cluster with a pinned node group (`pin: true` is not rendered: the recipe moves every group with its
-cluster, so a run would move it).
+A pinned pool holds the version it runs: the spec's `version` for it, else the version the cloud reports for
+its node groups (the oldest), else its control plane's. Refused before anything changes: a plan that
+refuses a cluster (a pin the target would leave past the kubelet's skew among them) and a cluster whose
+version is unknown.
 """
 
 from __future__ import annotations
@@ -38,12 +42,38 @@ from npa_pulumi.plan.upgrade import (
 )
 from npa_pulumi.sdk.requests import StatusRequest, UpRequest
 from npa_pulumi.spec import FleetSpec
+from npa_pulumi.spec.models import ClusterSpec
 
 if TYPE_CHECKING:
     from npa_pulumi.engine.orchestrator import Fleet
     from npa_pulumi.sdk.operations import Approve
 
 _VERSION_PREFIX = re.compile(r"v?(\d+)\.(\d+)")
+
+
+class Step(StrEnum):
+    """The two steps of a hop."""
+
+    CONTROL_PLANE = "control-plane"  # the control plane moves; every node group held where it was
+    NODE_GROUPS = "node-groups"  # the unpinned node groups follow; pinned ones stay
+
+
+# The spec's pools, and how upstream k8s-training names their node groups after the cluster.
+POOLS: tuple[str, ...] = ("cpu_nodes", "gpu_nodes")
+_GROUP_SUFFIXES: Mapping[str, tuple[str, ...]] = {
+    "cpu_nodes": ("-ng-cpu",),
+    "gpu_nodes": ("-ng-gpu-", "-ng-gb300-"),
+}
+
+
+def pool_of(cluster: str, group: str) -> str | None:
+    """The spec pool (`cpu_nodes`, `gpu_nodes`) a node group of `cluster` belongs to; None: not the
+    recipe's."""
+    for pool, suffixes in _GROUP_SUFFIXES.items():
+        for suffix in suffixes:
+            if group == f"{cluster}{suffix}" or (suffix.endswith("-") and group.startswith(cluster + suffix)):
+                return pool
+    return None
 
 
 class TrainState(StrEnum):
@@ -74,6 +104,11 @@ class TrainCluster:
     position: str  # the version its train stands at
     state: TrainState | None = None
     reason: str = ""
+    held: dict[str, str] = field(default_factory=dict)  # pinned pool -> the version it holds
+    pools: tuple[str, ...] = ()  # its pools with nodes, pinned or not
+
+    def moving_pools(self) -> tuple[str, ...]:
+        return tuple(pool for pool in self.pools if pool not in self.held)
 
     def hop_to(self, index: int) -> str | None:
         """The version hop `index` moves it to (None: it has no such hop)."""
@@ -92,13 +127,45 @@ class TrainCluster:
 
 
 @dataclass
-class HopRecord:
-    index: int
-    moved: dict[str, str]  # cluster key -> the version asked
+class StepRecord:
+    step: Step
+    moved: dict[str, str]  # cluster key -> the version its control plane is asked to be at
     outcomes: dict[str, str] = field(default_factory=dict)  # cluster key -> its stack's status
     invariant_checks: int = 0
     skew_violations: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": str(self.step),
+            "clusters": sorted(self.moved),
+            "outcomes": self.outcomes,
+            "invariant_checks": self.invariant_checks,
+            "skew_violations": self.skew_violations,
+        }
+
+
+@dataclass
+class HopRecord:
+    index: int
+    moved: dict[str, str]  # cluster key -> the version asked
+    steps: list[StepRecord] = field(default_factory=list)
     halted: str = ""
+
+    @property
+    def outcomes(self) -> dict[str, str]:
+        """Each cluster's status in the hop's last step it took part in."""
+        found: dict[str, str] = {}
+        for step in self.steps:
+            found |= step.outcomes
+        return found
+
+    @property
+    def invariant_checks(self) -> int:
+        return sum(step.invariant_checks for step in self.steps)
+
+    @property
+    def skew_violations(self) -> list[str]:
+        return [violation for step in self.steps for violation in step.skew_violations]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +174,7 @@ class HopRecord:
             "outcomes": self.outcomes,
             "invariant_checks": self.invariant_checks,
             "skew_violations": self.skew_violations,
+            "steps": [step.to_dict() for step in self.steps],
             "halted": self.halted or None,
         }
 
@@ -131,12 +199,27 @@ class UpgradeRun:
         from npa_pulumi.plan.upgrade import declared_version
 
         declared = {f"{p.key()}/{c.name}": declared_version(c) for p, c in spec.cluster_targets()}
-        return [
+        found = [
             f"{c.key}: now at {c.position}, but the spec declares {declared.get(c.key) or 'no k8s_version'}: "
             f'set k8s_version: "{c.position}" before the next up, which would otherwise move it back'
             for c in self.clusters
             if c.position and c.position != c.plan.current and c.position != declared.get(c.key)
         ]
+        pools = {f"{p.key()}/{c.name}": c for p, c in spec.cluster_targets()}
+        for train in self.clusters:
+            cluster = pools.get(train.key)
+            for pool, version in sorted(train.held.items()):
+                written = getattr(cluster, pool, None) if cluster is not None else None
+                if (
+                    train.position
+                    and version != train.position
+                    and (written is None or written.version != version)
+                ):
+                    found.append(
+                        f'{train.key}: {pool} is pinned at {version}: set {pool}.version: "{version}" before '
+                        f"the next up, which would otherwise move it to {train.position}"
+                    )
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         states: dict[str, int] = {}
@@ -161,7 +244,8 @@ class UpgradeRun:
         }
 
 
-# (the spec with every cluster at its train's version, the hop's index) -> the `up` of that spec
+# (the spec with every cluster at its train's version and its pools where the step holds them, the hop's
+# index) -> the `up` of that spec
 ApplyHop = Callable[[FleetSpec, int], FleetResult]
 # (cluster key -> its stack's result, with its cluster id) -> cluster key -> what the cloud says it runs
 ReadVersions = Callable[[Mapping[str, StackResult]], Mapping[str, LiveVersions]]
@@ -173,10 +257,13 @@ def live_minor(text: str) -> Minor | None:
     return Minor(int(match.group(1)), int(match.group(2))) if match else None
 
 
-def skew_violations(key: str, live: LiveVersions, expected: str) -> list[str]:
-    """The skew invariants of one cluster after a hop: its control plane at `expected`, no node group newer
-    than it, none more than the kubelet's skew behind. A node group whose version the cloud does not report
-    is not judged (the count of checks says what was)."""
+def skew_violations(
+    key: str, live: LiveVersions, expected: str, groups: Mapping[str, str] | None = None
+) -> list[str]:
+    """The skew invariants of one cluster after a step: its control plane at `expected`, no node group
+    newer than it, none more than the kubelet's skew behind, and each group named in `groups` (name ->
+    `held:`/`pinned:`/`moved:` and its version) at that minor. A node group whose version the cloud does not
+    report is not judged (the count of checks says what was)."""
     found = []
     control, wanted = live_minor(live.control_plane), live_minor(expected)
     if control is None or control != wanted:
@@ -193,6 +280,10 @@ def skew_violations(key: str, live: LiveVersions, expected: str) -> list[str]:
                 f"{key}: node group {name} at {version} is more than {limit} minors behind its control "
                 f"plane ({control})"
             )
+        elif groups and name in groups:
+            why, _, want = groups[name].partition(":")
+            if minor != live_minor(want):
+                found.append(f"{key}: node group {name} at {version}, expected {want} ({why})")
     return found
 
 
@@ -201,11 +292,64 @@ def checks_of(live: LiveVersions) -> int:
     return 1 + sum(1 for version in live.node_groups.values() if live_minor(version) is not None)
 
 
+def held_versions(cluster: ClusterSpec, start: str, groups: Mapping[str, str]) -> dict[str, str]:
+    """Each pinned pool's version: the spec's `version`, else the oldest its node groups report (`groups`:
+    name -> version, read from the cloud), else `start` (its control plane's: the recipe put it there)."""
+    held = {}
+    for pool in POOLS:
+        spec_pool = getattr(cluster, pool)
+        if spec_pool is None or not spec_pool.pin or spec_pool.count <= 0:
+            continue
+        reported = [
+            minor
+            for name, version in groups.items()
+            if pool_of(cluster.name, name) == pool and (minor := live_minor(version)) is not None
+        ]
+        held[pool] = spec_pool.version.strip() or (str(min(reported)) if reported else start)
+    return held
+
+
+def lagging_minor(cluster: ClusterSpec, start: str, groups: Mapping[str, str]) -> str:
+    """The minor its unpinned node groups are at when that is one behind the control plane (`start`), as a
+    train halted between a hop's two steps leaves them; '' otherwise. The resumed train starts there, so
+    its first hop's node-group step moves them (its control-plane step finds the control plane moved)."""
+    control = live_minor(start)
+    unpinned = {
+        pool
+        for pool in POOLS
+        if (spec_pool := getattr(cluster, pool)) is not None and spec_pool.count > 0 and not spec_pool.pin
+    }
+    reported = [
+        minor
+        for name, version in groups.items()
+        if pool_of(cluster.name, name) in unpinned and (minor := live_minor(version)) is not None
+    ]
+    if control is None or not reported:
+        return ""
+    behind = min(reported)
+    return str(behind) if behind.major == control.major and behind.minor == control.minor - 1 else ""
+
+
+def _with_pools(cluster: ClusterSpec, versions: Mapping[str, str]) -> ClusterSpec:
+    """A copy of `cluster` whose listed pools are pinned at those versions."""
+    copy = cluster.model_copy(deep=True)
+    for pool, version in versions.items():
+        spec_pool = getattr(copy, pool)
+        if spec_pool is not None:
+            spec_pool.pin, spec_pool.version = True, version
+    return copy
+
+
 def plan_train(
-    spec: FleetSpec, target: str | None, at: datetime, current: Mapping[str, str]
+    spec: FleetSpec,
+    target: str | None,
+    at: datetime,
+    current: Mapping[str, str],
+    groups: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[list[TrainCluster], list[str]]:
     """Each cluster's train from `current` (the live version, by cluster key; else the spec's) to `target`
-    (None: the version the spec declares), and the refusals that stop the run before anything changes."""
+    (None: the version the spec declares), and the refusals that stop the run before anything changes.
+    `groups` (cluster key -> node group -> version, read from the cloud) gives pinned pools their versions."""
     from npa_pulumi.plan.upgrade import declared_version
 
     clusters, refused = [], []
@@ -220,35 +364,42 @@ def plan_train(
                 TrainCluster(key, project.key(), cluster.name, idle, start, TrainState.UP_TO_DATE)
             )
             continue
-        plan = plan_cluster(project, cluster, start, target or declared, at)
-        train = TrainCluster(key, project.key(), cluster.name, plan, start)
+        live = (groups or {}).get(key, {})
+        # A train halted between a hop's steps resumes with the node groups' step of that hop.
+        start = (lagging_minor(cluster, start, live) if cluster.soperator is None else "") or start
+        held = held_versions(cluster, start, live) if cluster.soperator is None else {}
+        plan = plan_cluster(project, _with_pools(cluster, held), start, target or declared, at)
+        pools = tuple(pool for pool in POOLS if (p := getattr(cluster, pool)) is not None and p.count > 0)
+        train = TrainCluster(key, project.key(), cluster.name, plan, start, held=held, pools=pools)
         if plan.status is Status.REFUSED:
             refused += [f"{key}: {r.object} at {r.version}: {r.reason}" for r in plan.refusals]
         elif plan.status is Status.UNKNOWN:
             refused.append(f"{key}: {plan.reason}")
         elif cluster.soperator is not None and plan.status is Status.PLANNED:
             refused.append(f"{key}: upgrade run moves mk8s clusters only; set the soperator's k8s_version")
-        else:
-            pinned = sorted({p.name for hop in plan.hops for p in hop if p.held})
-            if pinned:
-                refused.append(
-                    f"{key}: pinned node group(s) {', '.join(pinned)}: the recipe moves every node group "
-                    "with its cluster (pin is not rendered yet), so a run would move them; unpin them or "
-                    "leave the cluster out (--only-clusters)"
-                )
         if plan.status is Status.UP_TO_DATE:
             train.state = TrainState.UP_TO_DATE
         clusters.append(train)
     return clusters, refused
 
 
-def at_positions(spec: FleetSpec, positions: Mapping[str, str]) -> FleetSpec:
-    """The spec with each listed cluster's `k8s_version` at its train's position (others as written)."""
+def at_positions(
+    spec: FleetSpec,
+    positions: Mapping[str, str],
+    pools: Mapping[str, Mapping[str, str]] | None = None,
+) -> FleetSpec:
+    """The spec with each listed cluster's `k8s_version` at its train's position and each listed pool
+    (cluster key -> pool -> version) pinned at its version (others as written)."""
     copy = spec.model_copy(deep=True)
     for project, cluster in copy.cluster_targets():
-        version = positions.get(f"{project.key()}/{cluster.name}")
+        key = f"{project.key()}/{cluster.name}"
+        version = positions.get(key)
         if version:
             cluster.k8s_version = version
+        for pool, held in (pools or {}).get(key, {}).items():
+            spec_pool = getattr(cluster, pool)
+            if spec_pool is not None:
+                spec_pool.pin, spec_pool.version = True, held
     return copy
 
 
@@ -272,15 +423,11 @@ def run_train(
         moving = {c.key: hop for c in clusters if c.state is None and (hop := c.hop_to(index)) is not None}
         if not moving:
             break
-        positions = {c.key: c.position for c in clusters} | moving
-        result = apply(at_positions(spec, positions), index)
-        run.results.append(result)
         record = HopRecord(index, dict(moving))
         run.hops.append(record)
-        by_key = {f"{s.project_key}/{s.cluster_name}": s for s in result.clusters()}
-        record.halted = _settle(clusters, moving, by_key, record, result)
+        record.halted = _step(run, spec, clusters, record, Step.CONTROL_PLANE, apply=apply, read=read)
         if not record.halted:
-            record.halted = _check(clusters, moving, by_key, record, read)
+            record.halted = _step(run, spec, clusters, record, Step.NODE_GROUPS, apply=apply, read=read)
         if record.halted:
             run.halted = f"hop {index + 1}: {record.halted}"
             for cluster in clusters:
@@ -295,11 +442,64 @@ def run_train(
     return run
 
 
+def _step(
+    run: UpgradeRun,
+    spec: FleetSpec,
+    clusters: Sequence[TrainCluster],
+    hop: HopRecord,
+    step: Step,
+    *,
+    apply: ApplyHop,
+    read: ReadVersions,
+) -> str:
+    """One step of a hop (an `up`, then the invariants read back); why the train halts ('' when it goes
+    on). The node-group step runs only for clusters still on the train with a pool to move."""
+    if step is Step.CONTROL_PLANE:
+        moving = dict(hop.moved)
+    else:
+        moving = {
+            c.key: hop.moved[c.key]
+            for c in clusters
+            if c.key in hop.moved and c.state is None and c.position == hop.moved[c.key] and c.moving_pools()
+        }
+        if not moving:
+            return ""
+    was = {c.key: c.position for c in clusters}
+    pools = {c.key: dict(c.held) for c in clusters if c.held}
+    if step is Step.CONTROL_PLANE:
+        for cluster in clusters:
+            if cluster.key in moving:  # every unpinned pool held at the minor the control plane leaves
+                leaves = cluster.plan.hops[hop.index][0].from_version
+                pools[cluster.key] = {pool: leaves for pool in cluster.moving_pools()} | cluster.held
+    positions = {c.key: c.position for c in clusters if c.position} | moving
+    result = apply(at_positions(spec, positions, pools), hop.index)
+    run.results.append(result)
+    record = StepRecord(step, dict(moving))
+    hop.steps.append(record)
+    by_key = {f"{s.project_key}/{s.cluster_name}": s for s in result.clusters()}
+    halted = _settle(clusters, moving, by_key, record, result)
+    if halted:
+        return halted
+    expected = {
+        c.key: _expected_groups(c, was[c.key] if step is Step.CONTROL_PLANE else moving[c.key])
+        for c in clusters
+        if c.key in moving
+    }
+    return _check(clusters, moving, by_key, record, read, expected)
+
+
+def _expected_groups(cluster: TrainCluster, unpinned_at: str) -> dict[str, str]:
+    """Where each of the cluster's pools is after a step, by pool (the read maps node groups to pools)."""
+    found = {pool: f"pinned:{version}" for pool, version in cluster.held.items()}
+    step = "held" if unpinned_at != cluster.position else "moved"
+    return found | {pool: f"{step}:{unpinned_at}" for pool in cluster.moving_pools()}
+
+
 def _settle(
     clusters: Sequence[TrainCluster],
     moving: Mapping[str, str],
     by_key: Mapping[str, StackResult],
-    record: HopRecord,
+    record: StepRecord,
     result: FleetResult,
 ) -> str:
     """Each moving cluster's outcome of the hop's `up`; why the train halts ('' when it goes on)."""
@@ -333,10 +533,12 @@ def _check(
     clusters: Sequence[TrainCluster],
     moving: Mapping[str, str],
     by_key: Mapping[str, StackResult],
-    record: HopRecord,
+    record: StepRecord,
     read: ReadVersions,
+    expected: Mapping[str, Mapping[str, str]],
 ) -> str:
-    """The skew invariants of every cluster that moved, read back from the cloud."""
+    """The invariants of every cluster that moved, read back from the cloud (`expected`: cluster key ->
+    pool -> where the step puts its node groups)."""
     moved = {
         c.key: by_key[c.key] for c in clusters if c.key in moving and c.state is None and c.key in by_key
     }
@@ -349,7 +551,13 @@ def _check(
             record.skew_violations.append(f"{key}: its versions could not be read")
             continue
         record.invariant_checks += checks_of(found)
-        record.skew_violations += skew_violations(key, found, moving[key])
+        name = key.split("/", 1)[1]
+        groups = {
+            group: expected[key][pool]
+            for group in found.node_groups
+            if (pool := pool_of(name, group)) is not None and pool in expected.get(key, {})
+        }
+        record.skew_violations += skew_violations(key, found, moving[key], groups)
     return "skew invariant violated: " + "; ".join(record.skew_violations) if record.skew_violations else ""
 
 
@@ -375,8 +583,10 @@ def upgrade(
         asked = StatusRequest(where=request.where, selection=request.selection, recipes=request.recipes)
         found = status(selected, asked)
         by_key = {f"{s.project_key}/{s.cluster_name}": s for s in found.clusters() if s.cluster_id}
-        current = {key: live.control_plane for key, live in reader(by_key).items() if live.control_plane}
-        clusters, refused = plan_train(selected.spec, target, at or datetime.now(UTC), current)
+        live = reader(by_key)
+        current = {key: versions.control_plane for key, versions in live.items() if versions.control_plane}
+        groups = {key: dict(versions.node_groups) for key, versions in live.items()}
+        clusters, refused = plan_train(selected.spec, target, at or datetime.now(UTC), current, groups)
         clusters = [c for c in clusters if c.key in keys]
         if approve is not None and not refused and any(c.state is None for c in clusters):
             approve(Approval("deploy", selected.spec.name, selected.spec, selected.targets))
@@ -416,6 +626,7 @@ class _CloudVersions:
 
 __all__ = (
     "LiveVersions",
+    "Step",
     "TrainCluster",
     "TrainState",
     "UpgradeRun",

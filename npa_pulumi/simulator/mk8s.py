@@ -117,6 +117,27 @@ def _recharge(ctx: OpContext, node_group_id: str, data: dict[str, Any]) -> dict[
     return ctx.fetch("node_group", node_group_id)
 
 
+def _minor(version: str) -> tuple[int, int] | None:
+    """`1.33`, `1.33-nebius-node.2` or `1.33.4` -> (1, 33); None for anything else."""
+    parts = version.strip().split("-", 1)[0].split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def _check_node_group_version(version: str, control_plane: str) -> None:
+    """A node group's version is a Kubernetes minor no newer than its control plane's ('' asks for that)."""
+    if not version:
+        return
+    wanted, limit = _minor(version), _minor(control_plane)
+    if wanted is None:
+        raise InvalidArgument(f"version {version!r} is not a Kubernetes minor (1.33)")
+    if limit is not None and wanted > limit:
+        raise InvalidArgument(
+            f"a node group at {version} would be newer than its control plane at {control_plane}"
+        )
+
+
 class Mk8s:
     """mk8s clusters and node groups over the store; `settings` decides whether clusters have API
     servers and how long a credentials call waits for one."""
@@ -328,6 +349,7 @@ class Mk8s:
         labels: dict[str, str] | None = None,
         idempotency_key: str | None = None,
         timeout_s: float | None = None,
+        k8s_version: str = "",
     ) -> dict[str, Any]:
         """Accepted even when the instances exceed quota: the group then stays PROVISIONING with a
         QuotaFailure condition until quota frees up, exactly as the real service behaves.
@@ -351,6 +373,8 @@ class Mk8s:
             "mount": mount,
             "labels": clean_labels(labels),
         }
+        if k8s_version:  # only when asked: the calls that name none replay as they always did
+            params["k8s_version"] = k8s_version
         with self.store.op("create_node_group", params, write=True, timeout_s=timeout_s) as ctx:
             replayed = ctx.replay("node_group", idempotency_key, params)
             if replayed is not None:
@@ -359,9 +383,11 @@ class Mk8s:
             _check_node_group_request(ctx, cluster, params)
             ctx.check_name_free("node_group", cluster_id, name)
             stored = {k: v for k, v in params.items() if k not in ("cluster_id", "name")}
-            # Its nodes join at the control plane's version of the moment (an upgrade of the control plane
-            # alone leaves the group where it is, as Nebius does).
-            stored["k8s_version"] = records.data_of(cluster).get("k8s_version", "")
+            # Its nodes join at the version asked, else at the control plane's of the moment (an upgrade of
+            # the control plane alone leaves the group where it is, as Nebius does).
+            control_plane = records.data_of(cluster).get("k8s_version", "")
+            _check_node_group_version(k8s_version, control_plane)
+            stored["k8s_version"] = k8s_version or control_plane
             rid = ctx.insert(
                 "node_group",
                 name=name,
@@ -442,6 +468,35 @@ class Mk8s:
             row = ctx.row("node_group", node_group_id)
             data = {**records.data_of(row), **changes}
             return _recharge(ctx, node_group_id, data)
+
+    def upgrade_cluster(self, cluster_id: str, k8s_version: str) -> dict[str, Any]:
+        """Move the control plane to `k8s_version` in place (the mk8s API's update of
+        `control_plane.version`): one minor up at a time, never down, and never past where its node
+        groups may follow (none left more than the kubelet's skew behind is checked by the callers)."""
+        params = {"cluster_id": cluster_id, "k8s_version": k8s_version}
+        with self.store.op("upgrade_cluster", params, write=True) as ctx:
+            row = ctx.row("cluster", cluster_id)
+            data = records.data_of(row)
+            now, wanted = _minor(data.get("k8s_version", "")), _minor(k8s_version)
+            if wanted is None:
+                raise InvalidArgument(f"k8s_version {k8s_version!r} is not a Kubernetes minor (1.33)")
+            if now is not None and (wanted < now or wanted[0] != now[0] or wanted[1] - now[1] > 1):
+                raise InvalidArgument(
+                    f"the control plane is at {data.get('k8s_version')}: it moves one minor up at a time"
+                )
+            ctx.set_data(cluster_id, {**data, "k8s_version": k8s_version})
+            return ctx.fetch("cluster", cluster_id)
+
+    def upgrade_node_group(self, node_group_id: str, k8s_version: str) -> dict[str, Any]:
+        """Move a node group's nodes to `k8s_version` in place (the mk8s API's update of `version`): never
+        newer than its cluster's control plane, as the service refuses."""
+        params = {"node_group_id": node_group_id, "k8s_version": k8s_version}
+        with self.store.op("upgrade_node_group", params, write=True) as ctx:
+            row = ctx.row("node_group", node_group_id)
+            cluster = ctx.row("cluster", str(row["parent_id"]))
+            _check_node_group_version(k8s_version, records.data_of(cluster).get("k8s_version", ""))
+            ctx.set_data(node_group_id, {**records.data_of(row), "k8s_version": k8s_version})
+            return ctx.fetch("node_group", node_group_id)
 
     def delete_node_group(self, node_group_id: str, timeout_s: float | None = None) -> None:
         params = {"node_group_id": node_group_id}

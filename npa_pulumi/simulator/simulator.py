@@ -179,6 +179,8 @@ class LocalSimulator:
     list_project_node_groups = Served("mk8s", Mk8s.list_project_node_groups)
     resize_node_group = Served("mk8s", Mk8s.resize_node_group)
     edit_node_group_template = Served("mk8s", Mk8s.edit_node_group_template)
+    upgrade_cluster = Served("mk8s", Mk8s.upgrade_cluster)
+    upgrade_node_group = Served("mk8s", Mk8s.upgrade_node_group)
     delete_node_group = Served("mk8s", Mk8s.delete_node_group)
 
     # the recipe's bounded waits (provisioning.py)

@@ -68,7 +68,12 @@ class NodePoolSpec(SpecModel):
     pin: Boolean = Field(
         False,
         description="Hold this node group's Kubernetes version while the control plane moves "
-        "(`upgrade plan`); it may stay at most the supported skew behind (docs/upgrades.md).",
+        "(`upgrade plan`, `upgrade run`); it may stay at most the supported skew behind (docs/upgrades.md).",
+    )
+    version: Text = Field(
+        "",
+        description="A pinned pool's Kubernetes version (e.g. 1.32), rendered for its node groups while the "
+        "cluster's k8s_version moves on; empty: the cluster's k8s_version. Needs pin: true.",
     )
 
     @field_validator("capacity_block_group")

@@ -41,6 +41,8 @@ from npa_pulumi.spec.soperator_rules import check_soperator_contract
 _REPO_FILE_RE = re.compile(r"[A-Za-z0-9._-]+")
 _CPU_PLATFORM_RE = re.compile(r"cpu-[a-z0-9-]+")
 _CPU_PRESET_RE = re.compile(r"(?P<cpus>[1-9][0-9]*)vcpu-(?P<memory>[1-9][0-9]*)gb")
+# The Nebius provider's version format (upstream k8s-training's `k8s_version` validation).
+_K8S_VERSION_RE = re.compile(r"(?P<major>\d+)\.(?P<minor>\d+)(-nebius-node\.[1-9]\d*)?")
 _DNS_HINT = "lower-case letters, digits and '-', starting with a letter or digit, at most 63 characters"
 
 
@@ -353,6 +355,41 @@ def _pool_numbers(cluster: ClusterSpec) -> Iterator[RawProblem]:
         )
 
 
+def _pool_versions(cluster: ClusterSpec) -> Iterator[RawProblem]:
+    """A pool's own `version` is a pin's: in the Nebius format, never newer than the cluster's version (a
+    kubelet is never newer than its API server). How far behind it may be is `upgrade plan`'s refusal."""
+    declared = _K8S_VERSION_RE.fullmatch(cluster.resolved_k8s_version())
+    for kind, pool in (("cpu_nodes", cluster.cpu_nodes), ("gpu_nodes", cluster.gpu_nodes)):
+        if pool is None or not pool.version.strip():
+            continue
+        version = pool.version.strip()
+        if not pool.pin:
+            yield _problem(
+                f"{kind}.version",
+                f"{kind}.version {version!r} needs pin: true "
+                "(an unpinned pool runs the cluster's k8s_version)",
+                f"set {kind}.pin: true to hold it at {version}, or remove version",
+            )
+            continue
+        match = _K8S_VERSION_RE.fullmatch(version)
+        if match is None:
+            yield _problem(
+                f"{kind}.version",
+                f"{kind}.version {version!r} is not a Kubernetes minor in the Nebius format",
+                "e.g. 1.32 or 1.32-nebius-node.2",
+            )
+        elif declared is not None and (int(match["major"]), int(match["minor"])) > (
+            int(declared["major"]),
+            int(declared["minor"]),
+        ):
+            yield _problem(
+                f"{kind}.version",
+                f"{kind}.version {version} is newer than the cluster's k8s_version "
+                f"{cluster.resolved_k8s_version()}: a node group never is (Kubernetes version skew policy)",
+                "upgrade the control plane first, or lower the pool's version",
+            )
+
+
 def _pool_platform_and_preset(cluster: ClusterSpec) -> Iterator[RawProblem]:
     """A pool with nodes names its preset (the original's desired state refuses one without), and a CPU
     pool is not on a GPU platform (its nodes would be GPU machines billed and drained as CPU nodes)."""
@@ -618,6 +655,7 @@ _MK8S_RULES = (
     _workload_profile,
     _has_nodes,
     _pool_numbers,
+    _pool_versions,
     _gpu_pool_shape,
     _reservation,
     _gpu_cluster,

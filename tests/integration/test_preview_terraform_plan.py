@@ -250,8 +250,10 @@ def test_the_replacement_policy_made_mandatory_stops_up_before_the_gpu_pool_is_r
     }
     (hop,) = document["hops"]
     assert hop["moved"] == {"project-existing1/gpu": "1.33", "project-existing1/cpu": "1.33"}
-    # Each cluster's control plane and every node group (each has its CPU group: the GPU pool is gone).
-    assert hop["invariant_checks"] == 4 and hop["skew_violations"] == []
+    # Two steps (the control planes with the node groups held at 1.32, then the node groups), each checking
+    # each cluster's control plane and every node group (each has its CPU group: the GPU pool is gone).
+    assert [step["step"] for step in hop["steps"]] == ["control-plane", "node-groups"]
+    assert [step["invariant_checks"] for step in hop["steps"]] == [4, 4] and hop["skew_violations"] == []
     shown = inventory()
     live = {
         kind: [r for r in shown[kind] if r["state"] != "DELETING"]

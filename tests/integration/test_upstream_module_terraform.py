@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from upstream_library import upstream_library, writable_copy
@@ -68,6 +69,12 @@ FEATURES: dict[str, str] = {
         "worker_memory_gib: 4}\n"
     ),
 }
+# Issue 58: the control plane at 1.33 with the GPU pool pinned at 1.32 (planned once, not per auth path).
+PINNED_GPU_POOL = (
+    "      - name: pinned\n" + CPU + "        k8s_version: '1.33'\n"
+    "        gpu_nodes: {count: 1, platform: gpu-rtx6000, preset: 1gpu-24vcpu-218gb,\n"
+    "                    pin: true, version: '1.32'}\n"
+)
 EXISTING_FILESYSTEM = "EXISTING_FILESYSTEM"  # made in the local cloud by the test itself
 IDENTITY = {
     "tenant_id": "tenant-e00localtenant01",
@@ -137,7 +144,7 @@ def _prepared(tmp_path: Path, feature: str) -> Path:
     """The default recipe materialized as a stack's work dir, with the cluster's tfvars beside it."""
     os.environ.setdefault(MIRROR_ENV, str(upstream_library()))
     recipe = materialize(default_source(), tmp_path / "work", "us-central1", tmp_path / "cache")
-    cluster = FEATURES[feature]
+    cluster = FEATURES.get(feature) or PINNED_GPU_POOL
     if EXISTING_FILESYSTEM in cluster:
         cluster = cluster.replace(EXISTING_FILESYSTEM, _existing_filesystem(tmp_path))
     (target,) = resolve_targets(parse_spec(HEAD + cluster))
@@ -175,6 +182,51 @@ def test_upstream_with_the_override_files_inits_validates_and_plans(
     created = {c["address"] for c in changes if c["change"]["actions"] == ["create"]}
     assert "nebius_mk8s_v1_cluster.k8s-cluster" in created
     assert any(a.startswith("nebius_mk8s_v1_node_group.") for a in created)
+
+
+def _planned(tmp_path: Path, module_dir: Path) -> list[dict[str, Any]]:
+    env = {**_env(tmp_path, token=True), **_runtime(tmp_path)}
+    for args in (["init", "-input=false", "-backend=false"], ["plan", "-input=false", "-out=tfplan"]):
+        done = _terraform(args, module_dir, env)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    shown = _terraform(["show", "-json", "tfplan"], module_dir, env)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    changes: list[dict[str, Any]] = json.loads(shown.stdout)["resource_changes"]
+    return changes
+
+
+def test_a_pinned_gpu_pool_is_planned_at_its_own_version_behind_the_control_plane(tmp_path: Path) -> None:
+    """Issue 58: the cluster at 1.33, its GPU pool pinned at 1.32; the CPU pool follows the cluster."""
+    module_dir = _prepared(tmp_path, "pinned-gpu-pool")
+    tfvars = json.loads((module_dir / "terraform.tfvars.json").read_text())
+    assert tfvars["k8s_version"] == "1.33" and tfvars["npa_fleet_gpu_nodes_version"] == "1.32"
+    after = {c["address"]: c["change"]["after"] for c in _planned(tmp_path, module_dir)}
+    assert after["nebius_mk8s_v1_cluster.k8s-cluster"]["control_plane"]["version"] == "1.33"
+    assert after["nebius_mk8s_v1_node_group.cpu-only"]["version"] == "1.33"
+    assert after["nebius_mk8s_v1_node_group.gpu[0]"]["version"] == "1.32"
+
+
+def test_the_node_group_version_override_without_its_base_block_is_refused_by_terraform(
+    tmp_path: Path,
+) -> None:
+    """The version override merges into upstream's `nebius_mk8s_v1_node_group.gpu`: a copy of upstream
+    without that block is refused by Terraform itself, and by the HCL check before any terraform runs."""
+    library = writable_copy(tmp_path / "lib")
+    main_tf = library / "k8s-training" / "main.tf"
+    main_tf.write_text(
+        main_tf.read_text().replace(
+            'resource "nebius_mk8s_v1_node_group" "gpu"', 'resource "nebius_mk8s_v1_node_group" "gpus"'
+        )
+    )
+    from npa_pulumi.bridge import overrides
+
+    assert any('"gpu" block' in p for p in overrides.problems(overrides.default_overrides(), library))
+    work = tmp_path / "work"
+    materialize(RecipeSource("dir", str(library)), work, "us-central1", tmp_path / "cache")
+    overrides.write(overrides.default_overrides(), work)  # written past the HCL check, as a stale copy would
+    init = _terraform(["init", "-input=false", "-backend=false"], work / "k8s-training", _env(tmp_path, True))
+    assert init.returncode != 0
+    assert "Missing resource to override" in init.stderr + init.stdout
 
 
 def test_an_override_without_its_base_block_is_refused_by_terraform(tmp_path: Path) -> None:

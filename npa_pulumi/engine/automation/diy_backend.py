@@ -32,12 +32,16 @@ or 404, the engine is asked, as before; tags are always set through the engine t
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import hashlib
 import json
 import os
 import re
 import socket
+import threading
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -47,6 +51,7 @@ from pydantic import SecretStr
 
 from npa_pulumi.cloud.aws_credentials import from_environment
 from npa_pulumi.runtime.files import write_atomically
+from npa_pulumi.runtime.home import npa_home
 from npa_pulumi.runtime.processes import parse_timestamp, process_alive
 
 if TYPE_CHECKING:
@@ -182,9 +187,9 @@ def _s3_read_tags(bucket: S3Bucket, project_name: str, stack: str) -> Any:
     try:
         if not bucket.layout_known():
             return NO_FAST_PATH
-        raw = bucket.get(f"{base}.pulumi-tags")
-        if raw is not None:
-            return _tags_of(raw)
+        tags = bucket.read(f"{base}.pulumi-tags", _tags_of)
+        if tags is not None:
+            return tags
         return {} if bucket.exists(f"{base}.json") or bucket.exists(f"{base}.json.gz") else None
     except S3Unreadable:
         return NO_FAST_PATH
@@ -290,16 +295,45 @@ def _s3_latest_deployment(bucket: S3Bucket, stack: str, project_name: str) -> An
         if not bucket.layout_known():
             return NO_FAST_PATH
         for suffix in (".json", ".json.gz"):
-            raw = bucket.get(f".pulumi/stacks/{project_name}/{stack}{suffix}")
-            if raw is None:
-                continue
-            document = _checkpoint_document(raw, suffix.endswith(".gz"))
-            if not isinstance(document, dict) or document.get("version") != CHECKPOINT_VERSION:
-                return NO_FAST_PATH
-            return (document.get("checkpoint") or {}).get("latest") or {}
+            read = _gzipped_latest_read if suffix.endswith(".gz") else _plain_latest_read
+            latest = bucket.read(f".pulumi/stacks/{project_name}/{stack}{suffix}", read)
+            if latest is not None:
+                return latest
     except S3Unreadable:
         return NO_FAST_PATH
     return None
+
+
+def _latest_read(document: Any) -> Any:
+    """The parts of a checkpoint's `checkpoint.latest` this module reads (the root stack's outputs, secrets
+    masked; the passphrase provider's salt; whether operations are pending), which the s3 read cache
+    keeps; NO_FAST_PATH for a checkpoint of another version."""
+    if not isinstance(document, dict) or document.get("version") != CHECKPOINT_VERSION:
+        return NO_FAST_PATH
+    latest = (document.get("checkpoint") or {}).get("latest") or {}
+    if not isinstance(latest, dict):
+        return NO_FAST_PATH
+    read: dict[str, Any] = {}
+    for resource in latest.get("resources") or []:
+        if resource.get("type") == "pulumi:pulumi:Stack" and not resource.get("parent"):
+            outputs = _mask_secrets(dict(resource.get("outputs") or {}))
+            read["resources"] = [{"type": "pulumi:pulumi:Stack", "outputs": outputs}]
+            break
+    providers = latest.get("secrets_providers")
+    if isinstance(providers, dict) and providers.get("type") == "passphrase":
+        salt = (providers.get("state") or {}).get("salt")
+        read["secrets_providers"] = {"type": "passphrase", "state": {"salt": salt}}
+    if latest.get("pending_operations"):
+        read["pending_operations"] = True
+    return read
+
+
+def _plain_latest_read(raw: bytes) -> Any:
+    return _latest_read(_checkpoint_document(raw, gzipped=False))
+
+
+def _gzipped_latest_read(raw: bytes) -> Any:
+    return _latest_read(_checkpoint_document(raw, gzipped=True))
 
 
 def checkpoint_outputs(backend_url: str, stack: str, project_name: str) -> Any:
@@ -366,10 +400,13 @@ def last_update_result(backend_url: str, stack: str, project_name: str) -> Any:
             if not bucket.layout_known():
                 return NO_FAST_PATH
             key = _newest_history(bucket.keys(relative, every_page=True), stack)
-            raw = bucket.get(key) if key is not None else None
+            if key is None:
+                return None
+            gzipped = key.endswith(".gz")
+            # An entry is written once under a name of its own (the update's time to the nanosecond).
+            return bucket.read(key, lambda raw: _history_result(raw, gzipped), immutable=True)
         except S3Unreadable:
             return NO_FAST_PATH
-        return None if raw is None else _history_result(raw, str(key).endswith(".gz"))
     if stacks_dir(backend_url, project_name) is None:
         return NO_FAST_PATH
     directory = (diy_root(backend_url) or Path()) / relative
@@ -442,6 +479,32 @@ class S3Bucket:
             raise S3Unreadable(f"HTTP {response.status}")
         return response.body
 
+    def read(self, key: str, derive: Callable[[bytes], Any], immutable: bool = False) -> Any:
+        """What `derive` makes of the object's bytes; None when there is no such key; S3Unreadable
+        otherwise. What it made of the same content before comes from this machine's read cache (a
+        conditional GET: the server answers 304, without the body, while the object's ETag is the one
+        cached; an `immutable` object, a history entry, is not asked again at all). A NO_FAST_PATH from
+        `derive` is not kept."""
+        cached = _read_cache(self, key)
+        if cached is not None and immutable:
+            return cached[1]
+        conditions = {"If-None-Match": cached[0]} if cached is not None else None
+        try:
+            response = self.client.request("GET", self.name, key, conditions=conditions)
+        except OSError as err:
+            raise S3Unreadable(str(err)) from None
+        if response.status == 304 and cached is not None:
+            return cached[1]
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise S3Unreadable(f"HTTP {response.status}")
+        value = derive(response.body)
+        etag = next((v for k, v in response.headers.items() if k.lower() == "etag"), "")
+        if etag and value is not NO_FAST_PATH:
+            _keep_read(self, key, etag, value)
+        return value
+
     def exists(self, key: str) -> bool:
         """Whether the object exists (a HEAD); S3Unreadable for any answer but 200 or 404."""
         try:
@@ -489,6 +552,55 @@ class S3Bucket:
             token = _xml_unescape(more.group(1))
 
 
+# ---------------------------------------------------------------------------- the s3 read cache
+# What was made of an s3:// backend's objects (a checkpoint's outputs, a stack's tags, a history entry's
+# result), kept on this machine with the object's ETag: an unchanged fleet's next read asks the server
+# only whether each object changed (304, no body: about a third of a GET's cost to a SeaweedFS server
+# for a cluster stack's ~50 KB checkpoint, and no parse here). One file per object, private (0600):
+# outputs are kept as read (secrets already masked), a checkpoint's other parts not at all.
+
+READ_CACHE_VERSION: Final = 1
+
+
+def _read_cache_path(bucket: S3Bucket, key: str) -> Path:
+    where = hashlib.sha256(f"{bucket.endpoint}\0{bucket.name}".encode()).hexdigest()[:16]
+    name = hashlib.sha256(key.encode()).hexdigest()[:40]
+    return npa_home() / "s3-reads" / f"v{READ_CACHE_VERSION}" / where / f"{name}.json"
+
+
+def _read_cache(bucket: S3Bucket, key: str) -> tuple[str, Any] | None:
+    """(ETag, value) kept for this object; None when none (or an unreadable or foreign entry)."""
+    try:
+        entry = orjson.loads(_read_cache_path(bucket, key).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("etag"), str):
+        return None
+    return entry["etag"], entry.get("value")
+
+
+def _keep_read(bucket: S3Bucket, key: str, etag: str, value: Any) -> None:
+    """Best effort: a cache that cannot be written only costs the next read its body. Written whole under
+    a temp name and renamed (a reader never sees half of it), private from its creation; the folder made
+    once a process (a fleet's first read keeps three objects per stack)."""
+    path = _read_cache_path(bucket, key)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        if path.parent not in _READ_CACHE_DIRS:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _READ_CACHE_DIRS.add(path.parent)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(orjson.dumps({"key": key, "etag": etag, "value": value}))
+        os.replace(tmp, path)
+    except (OSError, TypeError):
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+_READ_CACHE_DIRS: set[Path] = set()
+
+
 def _xml_unescape(text: str) -> str:
     for escaped, plain in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&amp;", "&")):
         text = text.replace(escaped, plain)
@@ -515,6 +627,14 @@ def s3_bucket(backend_url: str, credentials: tuple[str, SecretStr] | None = None
     endpoint = query.get("endpoint") or f"https://s3.{region}.amazonaws.com"
     if "://" not in endpoint:
         endpoint = "https://" + endpoint
+    # One bucket (and its client's open connections) per endpoint, bucket and key for the process: a
+    # fleet-wide read asks for it several times per stack. The key is looked up each time (a run's minted
+    # key replaces the one in the environment: state_key.py).
+    where = (endpoint, region, parsed.netloc, key, secret)
+    with _BUCKETS_LOCK:
+        known = _BUCKETS.get(where)
+    if known is not None:
+        return known
     # Imported here: the S3 client loads ssl and urllib.request, which a file:// backend never needs.
     from npa_pulumi.cloud.nebius.s3 import S3Client
 
@@ -522,7 +642,13 @@ def s3_bucket(backend_url: str, credentials: tuple[str, SecretStr] | None = None
         client = S3Client(endpoint, region, key, secret, timeout_s=15.0)
     except ValueError:
         return None
-    return S3Bucket(client, parsed.netloc, endpoint)
+    with _BUCKETS_LOCK:
+        return _BUCKETS.setdefault(where, S3Bucket(client, parsed.netloc, endpoint))
+
+
+# Keyed by the secret too (SecretStr compares and hashes by its value, and never shows it).
+_BUCKETS: dict[tuple[str, str, str, str, SecretStr], S3Bucket] = {}
+_BUCKETS_LOCK = threading.Lock()
 
 
 # ------------------------------------------------------------------------------------------ locks

@@ -92,11 +92,7 @@ class StackState:
 
     def recorded_lifecycle(self, op: StackOp) -> lifecycle.Recorded | None:
         """The lifecycle state recorded beside the stack, when it still holds."""
-        tags = self.tags.read(op)
-        if tags is None:
-            return None
-        recorded = lifecycle.Recorded.from_tags(tags)
-        return recorded if recorded is not None and recorded.current else None
+        return lifecycle.holding(self.tags.read(op))
 
     def watch_up(self, op: StackOp, stack: auto.Stack, collector: EventCollector) -> None:
         """Before a cluster stack's up: record `provisioning` (its infrastructure applies first; an earlier

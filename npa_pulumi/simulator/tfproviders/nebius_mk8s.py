@@ -95,6 +95,7 @@ class Cluster:
         with cloud_call(f"updating cluster {prior['id']}"):
             if planned.get("labels") != prior.get("labels"):
                 sim.set_labels(prior["id"], labels_of(planned))
+            _upgrade_control_plane(sim, planned, prior)
             record = sim.get_cluster(prior["id"])
         return _cluster_state(sim, {**planned, "created_at": prior.get("created_at")}, record)
 
@@ -123,6 +124,27 @@ class Cluster:
             },
         }
         return _cluster_state(sim, base, record)
+
+
+def _upgrade_control_plane(sim: LocalSimulator, planned: State, prior: State) -> None:
+    """A changed `control_plane.version` upgrades the control plane in place, as the mk8s API does."""
+    want = (planned.get("control_plane") or {}).get("version") or ""
+    had = (prior.get("control_plane") or {}).get("version") or ""
+    if want and want != had:
+        sim.upgrade_cluster(prior["id"], want)
+
+
+def _node_group_version(planned: State) -> dict[str, Any]:
+    """The version a create asks for (none: the service's, its control plane's)."""
+    version = planned.get("version")
+    return {"k8s_version": version} if version else {}
+
+
+def _upgrade_node_group(sim: LocalSimulator, planned: State, prior: State) -> None:
+    """A changed `version` moves the group's nodes in place, as the mk8s API's node-group update does."""
+    want, had = planned.get("version") or "", prior.get("version") or ""
+    if want and want != had:
+        sim.upgrade_node_group(prior["id"], want)
 
 
 def _node_group_request(planned: State) -> dict[str, Any]:
@@ -181,7 +203,9 @@ def _cloud_init_mount(user_data: Any) -> dict[str, str] | None:
 
 
 def _node_group_state(sim: LocalSimulator, base: State, record: dict[str, Any]) -> State:
-    version = base.get("version")
+    # The service's version of the group, as the provider reads its spec back (an upgrade outside
+    # Terraform shows in a refresh).
+    version = record.get("version") or base.get("version")
     if not version:
         cluster = get_or_none(lambda: sim.get_cluster(record["cluster_id"]))
         version = cluster["k8s_version"] if cluster else ""
@@ -216,6 +240,7 @@ class NodeGroup:
             record = sim.provision(
                 "node_group",
                 **_node_group_request(planned),
+                **_node_group_version(planned),
                 idempotency_key=idempotency_key(NODE_GROUP, planned),
             )
         return _node_group_state(sim, planned, record)
@@ -244,6 +269,7 @@ class NodeGroup:
                 sim.edit_node_group_template(group_id, **changes)
             if planned.get("labels") != prior.get("labels"):
                 sim.set_labels(group_id, labels_of(planned))
+            _upgrade_node_group(sim, planned, prior)
             record = sim.wait_until_running("node_group", group_id, sim.wait_timeout())
         return _node_group_state(sim, {**planned, "created_at": prior.get("created_at")}, record)
 

@@ -104,6 +104,66 @@ def test_the_override_files_carry_the_fleet_wiring() -> None:
     assert "set     = merge(local.helm_values, var.npa_fleet_values)" in release
 
 
+def test_each_node_group_takes_its_pool_s_version_else_the_cluster_s() -> None:
+    """Issue 58: a pinned pool holds its version while the control plane moves, so each upstream node group
+    (cpu-only, gpu, gb300) reads its pool's variable, falling back to `k8s_version` when it is null."""
+    files = {(f.module, f.name): f for f in overrides.default_overrides().files}
+    versions = files[("k8s-training", "npa_fleet_versions_override.tf")]
+    for label, variable in (
+        ("cpu-only", "npa_fleet_cpu_nodes_version"),
+        ("gpu", "npa_fleet_gpu_nodes_version"),
+        ("gb300", "npa_fleet_gpu_nodes_version"),
+    ):
+        assert (
+            f'resource "nebius_mk8s_v1_node_group" "{label}" {{\n'
+            f"  version = var.{variable} == null ? var.k8s_version : var.{variable}\n}}"
+        ) in versions.text
+        assert (
+            overrides.Touch(
+                "k8s-training", ("resource", "nebius_mk8s_v1_node_group", label), "version", "expression"
+            )
+            in versions.touches
+        )
+    declarations = files[("k8s-training", "npa_fleet_variables.tf")]
+    for variable in overrides.NODE_GROUP_VERSION_VARIABLES:
+        assert f'variable "{variable}"' in declarations.text and variable in declarations.declares
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (
+            lambda lib: (lib / "k8s-training" / "main.tf").write_text(
+                (lib / "k8s-training" / "main.tf")
+                .read_text()
+                .replace(
+                    'resource "nebius_mk8s_v1_node_group" "gpu"',
+                    'resource "nebius_mk8s_v1_node_group" "gpus"',
+                )
+            ),
+            'resource "nebius_mk8s_v1_node_group" "gpu" block',
+        ),
+        (
+            lambda lib: (lib / "k8s-training" / "main.tf").write_text(
+                re.sub(
+                    r"\n  version  = var\.k8s_version\n",
+                    "\n",
+                    (lib / "k8s-training" / "main.tf").read_text(),
+                    count=1,
+                )
+            ),
+            'resource "nebius_mk8s_v1_node_group" "cpu-only" has no argument version',
+        ),
+    ],
+)
+def test_a_revision_without_the_node_groups_version_is_refused(
+    tmp_path: Path, edit: object, named: str
+) -> None:
+    library = writable_copy(tmp_path / "lib")
+    edit(library)  # type: ignore[operator]
+    assert named in "; ".join(overrides.problems(overrides.default_overrides(), library))
+
+
 @pytest.mark.parametrize(
     ("edit", "named"),
     [

@@ -4,6 +4,7 @@ tests/integration/test_diy_backend_formats.py checks that the pinned engine writ
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -179,3 +180,105 @@ def test_the_last_update_is_the_newest_history_entry(backend: tuple[str, Path]) 
     (history / "f.p-1002.history.json").write_text("not json")
     assert diy.last_update_result(url, "f.p", PROJECT) is diy.NO_FAST_PATH  # unreadable: ask the engine
     assert diy.last_update_result("s3://b/prefix", "f.p", PROJECT) is diy.NO_FAST_PATH
+
+
+class _Objects:
+    """An S3 client's `request` over a dict of objects, answering as an S3 server does to a GET (200 with
+    the object's ETag, 304 to a matching If-None-Match, 404), and recording what it was asked."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.asked: list[tuple[str, str | None, int]] = []  # (key, If-None-Match, status)
+
+    def request(self, method: str, bucket: str, key: str = "", **kwargs: object) -> object:
+        from npa_pulumi.cloud.nebius.s3 import S3Response
+
+        assert method == "GET"
+        conditions = kwargs.get("conditions") or {}
+        assert isinstance(conditions, dict)
+        if key not in self.objects:
+            answer = S3Response(404, b"<Error><Code>NoSuchKey</Code></Error>")
+        else:
+            etag = '"' + hashlib.md5(self.objects[key]).hexdigest() + '"'
+            matched = conditions.get("If-None-Match") == etag
+            answer = S3Response(
+                304 if matched else 200, b"" if matched else self.objects[key], {"ETag": etag}
+            )
+        self.asked.append((key, conditions.get("If-None-Match"), answer.status))
+        return answer
+
+
+@pytest.fixture
+def s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[diy.S3Bucket, _Objects]:
+    monkeypatch.setenv("NPA_PULUMI_HOME", str(tmp_path / "npa-home"))
+    objects = _Objects()
+    objects.objects[".pulumi/meta.yaml"] = b"version: 1\n"
+    return diy.S3Bucket(objects, "state", "http://127.0.0.1:1"), objects  # type: ignore[arg-type]
+
+
+def test_an_s3_read_is_asked_again_only_whether_the_object_changed(
+    s3: tuple[diy.S3Bucket, _Objects], tmp_path: Path
+) -> None:
+    bucket, objects = s3
+    key = f".pulumi/stacks/{PROJECT}/s.json"
+    objects.objects[key] = _checkpoint().encode()
+    assert diy._s3_latest_deployment(bucket, "s", PROJECT)["resources"][0]["outputs"] == {
+        "plain": "v",
+        "key": diy.SECRET_PLACEHOLDER,
+    }
+    assert objects.asked[-1] == (key, None, 200)
+    # The same object again: a conditional GET, answered 304, gives the same reading.
+    assert diy._s3_latest_deployment(bucket, "s", PROJECT)["resources"][0]["outputs"]["plain"] == "v"
+    assert list(objects.asked[-1][1:]) == ['"' + hashlib.md5(objects.objects[key]).hexdigest() + '"', 304]
+    # Changed (an update wrote pending operations): read again, whole.
+    objects.objects[key] = _checkpoint(pending=[{"type": "creating"}]).encode()
+    assert diy._s3_latest_deployment(bucket, "s", PROJECT)["pending_operations"] is True
+    assert objects.asked[-1][2] == 200
+    # What is kept is private and holds no ciphertext.
+    kept = list((tmp_path / "npa-home" / "s3-reads").rglob("*.json"))
+    assert len(kept) == 1 and kept[0].stat().st_mode & 0o777 == 0o600
+    assert b"ciphertext" not in kept[0].read_bytes() and diy.SECRET_SIG not in kept[0].read_text()
+    # Gone: no such stack; a checkpoint of another version: ask the engine, and nothing is kept for it.
+    del objects.objects[key]
+    assert diy._s3_latest_deployment(bucket, "s", PROJECT) is None
+    objects.objects[key] = _checkpoint(version=4).encode()
+    assert diy._s3_latest_deployment(bucket, "s", PROJECT) is diy.NO_FAST_PATH
+    assert diy._s3_latest_deployment(bucket, "s", PROJECT) is diy.NO_FAST_PATH
+    assert objects.asked[-1][1:] != (None, 304)
+
+
+def test_the_cached_reading_of_a_checkpoint_answers_as_the_whole_checkpoint(
+    s3: tuple[diy.S3Bucket, _Objects], backend: tuple[str, Path]
+) -> None:
+    """What the s3 reads keep of a checkpoint gives every reader the same answers as the file itself."""
+    bucket, objects = s3
+    url, stacks = backend
+    document = json.loads(_checkpoint(pending=[{"type": "updating"}]))
+    document["checkpoint"]["latest"]["secrets_providers"] = {
+        "type": "passphrase",
+        "state": {"salt": "v1:abc"},
+    }
+    (stacks / "s.json").write_text(json.dumps(document))
+    objects.objects[f".pulumi/stacks/{PROJECT}/s.json"] = json.dumps(document).encode()
+    whole, kept = diy._latest_deployment(url, "s", PROJECT), diy._s3_latest_deployment(bucket, "s", PROJECT)
+    assert kept == diy._s3_latest_deployment(bucket, "s", PROJECT)  # and again from the cache (304)
+    for read in (whole, kept):
+        assert isinstance(read, dict)
+    assert diy.checkpoint_outputs(url, "s", PROJECT) == {"plain": "v", "key": diy.SECRET_PLACEHOLDER}
+    assert diy._mask_secrets(kept["resources"][0]["outputs"]) == {"plain": "v", "key": diy.SECRET_PLACEHOLDER}
+    assert bool(whole.get("pending_operations")) == bool(kept.get("pending_operations")) is True
+    assert kept["secrets_providers"] == {"type": "passphrase", "state": {"salt": "v1:abc"}}
+    assert diy._latest_read({"version": 3, "checkpoint": {}}) == {}  # before the first update
+
+
+def test_a_history_entry_is_read_once(s3: tuple[diy.S3Bucket, _Objects]) -> None:
+    bucket, objects = s3
+    key = f".pulumi/history/{PROJECT}/s/s-1000.history.json"
+    objects.objects[key] = json.dumps({"kind": "update", "result": "failed"}).encode()
+
+    def result() -> object:
+        return bucket.read(key, lambda raw: diy._history_result(raw, False), immutable=True)
+
+    assert result() == "failed"
+    assert result() == "failed"
+    assert [k for k, _, _ in objects.asked] == [key]  # written once under its own name: never asked again

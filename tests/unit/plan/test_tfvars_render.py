@@ -426,3 +426,52 @@ def test_recipe_without_driverfull_flag_cannot_honour_managed_image() -> None:
 def test_core_variables_are_always_needed() -> None:
     with pytest.raises(RecipeError, match="cpu_nodes_fixed_count"):
         render({"cpu_nodes": CPU}, recipe_variables={"cluster_name"})
+
+
+def test_a_pinned_pool_renders_its_own_version_only_where_it_differs_from_the_cluster_s() -> None:
+    """Issue 58: the default recipe's node groups take their pool's variable, else `k8s_version`; only a
+    pinned pool held behind its control plane renders one."""
+    held = render(
+        {"k8s_version": "1.33", "cpu_nodes": CPU, "gpu_nodes": {**RTX, "pin": True, "version": "1.32"}}
+    ).file_vars
+    assert held["k8s_version"] == "1.33" and held["npa_fleet_gpu_nodes_version"] == "1.32"
+    assert "npa_fleet_cpu_nodes_version" not in held  # unpinned: the cluster's version
+    level = render(
+        {"k8s_version": "1.33", "cpu_nodes": CPU, "gpu_nodes": {**RTX, "pin": True, "version": "1.33"}}
+    ).file_vars
+    assert not {"npa_fleet_cpu_nodes_version", "npa_fleet_gpu_nodes_version"} & set(level)
+    pinned_alone = render({"k8s_version": "1.33", "cpu_nodes": {**CPU, "pin": True}}).file_vars
+    assert "npa_fleet_cpu_nodes_version" not in pinned_alone  # a pin with no version: where it is now
+    cpu_held = render({"k8s_version": "1.33", "cpu_nodes": {**CPU, "pin": True, "version": "1.31"}})
+    assert cpu_held.file_vars["npa_fleet_cpu_nodes_version"] == "1.31"
+
+
+def test_a_recipe_without_the_pool_version_variables_cannot_hold_a_pin() -> None:
+    declared = set(RECIPE_VARIABLES) - {"npa_fleet_gpu_nodes_version"}
+    with pytest.raises(RecipeError, match="npa_fleet_gpu_nodes_version"):
+        render(
+            {"k8s_version": "1.33", "gpu_nodes": {**RTX, "pin": True, "version": "1.32"}},
+            recipe_variables=declared,
+        )
+    # Nothing held: the variable is not needed, and a recipe without it renders as before.
+    assert (
+        "npa_fleet_gpu_nodes_version"
+        not in render({"k8s_version": "1.33", "gpu_nodes": RTX}, recipe_variables=declared).omitted
+    )
+
+
+@pytest.mark.parametrize(
+    ("pool", "message"),
+    [
+        ({**RTX, "version": "1.32"}, "gpu_nodes.version '1.32' needs pin: true"),
+        ({**RTX, "pin": True, "version": "1.32.4"}, "is not a Kubernetes minor in the Nebius format"),
+        ({**RTX, "pin": True, "version": "1.34"}, "gpu_nodes.version 1.34 is newer than the cluster's"),
+    ],
+)
+def test_a_pool_version_is_refused_at_its_path(pool: dict[str, Any], message: str) -> None:
+    from npa_pulumi.spec import SpecError
+
+    with pytest.raises(SpecError) as caught:
+        target_of({"k8s_version": "1.33", "gpu_nodes": pool})
+    (problem,) = caught.value.problems
+    assert message in problem.message and problem.path.endswith("gpu_nodes.version")

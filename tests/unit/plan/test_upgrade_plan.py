@@ -120,6 +120,28 @@ def test_a_pin_beyond_the_skew_is_refused_naming_the_group_and_version() -> None
     assert refusal["version"] == "1.34" and "4 minors behind" in refusal["reason"]
 
 
+def test_a_pinned_pool_s_own_version_is_where_it_is_held_and_judged() -> None:
+    """A pin with a `version` (rendered by the default recipe's version override) starts there, behind its
+    control plane: held at it through every hop, and refused when the target leaves it past the skew."""
+    pinned = {**H200, "pin": True, "version": "1.31"}
+    base = {
+        "name": "train",
+        "k8s_version": "1.32",
+        "cpu_nodes": CPU,
+        "gpu_nodes": pinned,
+        "infiniband_fabric": "f",
+    }
+    cluster = one(spec(base), target="1.34")
+    gpu_phases = [p for hop in cluster["hops"] for p in hop["phases"] if p["name"] == "train-ng-gpu-0"]
+    assert len(gpu_phases) == 2 and all(p["held"] and p["from"] == p["to"] == "1.31" for p in gpu_phases)
+    assert cluster["status"] == "planned" and cluster["skew_violations"] == []
+    refused = one(spec(base), target="1.35")
+    (refusal,) = refused["refusals"]
+    assert (
+        refusal["object"] == "node group train-ng-gpu-0 (pinned at 1.31)" and "4 minors" in refusal["reason"]
+    )
+
+
 def test_mig_pins_refuse_any_target_but_1_34() -> None:
     mig = {"name": "mig", "gpu_nodes": RTX_MIG, "mig": {}}
     cluster = one(spec(mig), target="1.35")

@@ -10,12 +10,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from npa_pulumi.output.results import FleetResult, StackResult
+from npa_pulumi.output.upgrade import render_run_text
 from npa_pulumi.sdk.upgrade import (
     LiveVersions,
     TrainState,
     at_positions,
     live_minor,
     plan_train,
+    pool_of,
     run_train,
     skew_violations,
 )
@@ -39,30 +41,57 @@ def fleet(*clusters: str) -> FleetSpec:
 
 
 class Cloud:
-    """The fake fleet: `up` moves each changed cluster to the version its spec now declares (its node
-    groups with it), unless told to fail, defer or leave a group behind; `read` reports what it holds."""
+    """The fake fleet: `up` moves each changed cluster's control plane to the version its spec now declares
+    and each node group to its pool's pinned version, else the control plane's (as the default recipe's
+    version override renders them), unless told to fail, defer or leave a group behind; `read` reports
+    what it holds. `hops` lists, per `up`, the control planes it moved; `steps` what it moved, control
+    plane and node groups."""
 
     def __init__(self, versions: dict[str, str]) -> None:
         self.versions = dict(versions)
+        self.groups: dict[str, dict[str, str]] = {}  # cluster key -> node group -> version
         self.groups_behind: dict[str, str] = {}  # cluster key -> the version its node group stays at
         self.fail: dict[tuple[str, int], str] = {}  # (cluster key, hop) -> status
         self.pending: set[str] = set()
         self.hops: list[dict[str, str]] = []
+        self.steps: list[dict[str, str]] = []
+
+    def _wanted_groups(self, cluster: Any) -> dict[str, str]:
+        found = {}
+        for pool, name in (
+            ("cpu_nodes", f"{cluster.name}-ng-cpu"),
+            ("gpu_nodes", f"{cluster.name}-ng-gpu-0"),
+        ):
+            spec_pool = getattr(cluster, pool)
+            if spec_pool is not None and spec_pool.count > 0:
+                held = spec_pool.version if spec_pool.pin and spec_pool.version else ""
+                found[name] = held or cluster.k8s_version
+        return found
 
     def apply(self, spec: FleetSpec, index: int) -> FleetResult:
-        stacks, asked = [], {}
+        stacks, asked, moved = [], {}, {}
         for project, cluster in spec.cluster_targets():
             key = f"{project.key()}/{cluster.name}"
             wanted = cluster.k8s_version
+            groups = self._wanted_groups(cluster)
+            had = self.groups.setdefault(key, {name: self.versions[key] for name in groups})
             status = "unchanged"
             pending = None
-            if wanted != self.versions[key]:
-                asked[key] = wanted
+            changed = {name: v for name, v in groups.items() if had.get(name) != v}
+            if wanted != self.versions[key] or changed:
+                if wanted != self.versions[key]:
+                    asked[key] = wanted
                 status = self.fail.get((key, index), "deployed")
                 if key in self.pending:
                     status, pending = "pending", {"reason": "outside its maintenance windows"}
                 if status == "deployed":
+                    if wanted != self.versions[key]:
+                        moved[key] = wanted
                     self.versions[key] = wanted
+                    for name, version in changed.items():
+                        if key not in self.groups_behind:
+                            had[name] = version
+                            moved[name] = version
             stacks.append(
                 StackResult(
                     stack=f"train.{key.replace('/', '.')}",
@@ -74,17 +103,19 @@ class Cloud:
                     pending=pending,
                 )
             )
-        self.hops.append(asked)
+        if asked:
+            self.hops.append(asked)
+        self.steps.append(moved)
         return FleetResult(command="up", fleet="train", cloud="local", backend="file", stacks=stacks)
 
     def read(self, stacks: Mapping[str, StackResult]) -> Mapping[str, LiveVersions]:
-        return {
-            key: LiveVersions(
-                self.versions[key],
-                {f"{key.split('/')[1]}-ng-cpu": self.groups_behind.get(key, self.versions[key])},
-            )
-            for key in stacks
-        }
+        found = {}
+        for key in stacks:
+            groups = dict(self.groups.get(key, {}))
+            if key in self.groups_behind:
+                groups = {name: self.groups_behind[key] for name in groups}
+            found[key] = LiveVersions(self.versions[key], groups)
+        return found
 
 
 def _run(spec: FleetSpec, cloud: Cloud, target: str) -> Any:
@@ -109,8 +140,14 @@ def test_clusters_on_three_minors_reach_the_target_one_minor_a_hop() -> None:
     assert cloud.versions == {"p/a": "1.33", "p/b": "1.33", "p/c": "1.33"}
     document = run.to_dict()
     assert document["summary"]["reached"] == 3 and document["summary"]["skew_violations"] == 0
-    # Each cluster that moved: its control plane and its node group checked, after every hop.
-    assert document["summary"]["invariant_checks"] == 2 * (3 + 2 + 1)
+    # Each cluster that moved: its control plane and its node group checked, after both steps of every hop.
+    assert document["summary"]["invariant_checks"] == 2 * 2 * (3 + 2 + 1)
+    # Each hop in two `up`s: the control planes first (node groups held), then the node groups.
+    assert cloud.steps[:2] == [
+        {"p/a": "1.31", "p/b": "1.32", "p/c": "1.33"},
+        {"a-ng-cpu": "1.31", "b-ng-cpu": "1.32", "c-ng-cpu": "1.33"},
+    ]
+    assert [s["step"] for s in document["hops"][0]["steps"]] == ["control-plane", "node-groups"]
 
 
 def test_a_failed_gate_halts_the_train_and_no_later_hop_starts() -> None:
@@ -155,19 +192,123 @@ def test_a_pending_cluster_gets_off_where_it_stands_and_the_others_go_on() -> No
     assert cloud.versions["p/b"] == "1.31"
 
 
-def test_a_pinned_group_or_an_unknown_version_refuses_the_run_before_anything_is_applied() -> None:
+GPU_PINNED = "{count: 2, platform: gpu-l40s-d, preset: 1gpu-16vcpu-96gb, pin: true}"
+
+
+def test_the_control_plane_moves_first_then_unpinned_groups_and_a_pinned_pool_never_moves() -> None:
+    spec = fleet(f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}, gpu_nodes: {GPU_PINNED}}}")
+    cloud = Cloud({"p/a": "1.31"})
+    run = _run(spec, cloud, "1.33")
+    assert run.ok, run.halted
+    assert cloud.steps == [
+        {"p/a": "1.32"},  # the control plane; both node groups held at 1.31
+        {"a-ng-cpu": "1.32"},  # the unpinned group follows; the pinned GPU pool stays
+        {"p/a": "1.33"},
+        {"a-ng-cpu": "1.33"},
+    ]
+    assert cloud.groups["p/a"] == {"a-ng-cpu": "1.33", "a-ng-gpu-0": "1.31"}
+    document = run.to_dict()
+    assert document["summary"]["skew_violations"] == 0
+    # Per step: the control plane and both groups, each where the step puts it.
+    assert document["summary"]["invariant_checks"] == 2 * 2 * 3
+    text = render_run_text(document).splitlines()
+    assert text[1:4] == [
+        "hop 1: p/a -> 1.32",
+        "  control-plane: p/a deployed; 3 skew checks",
+        "  node-groups: p/a deployed; 3 skew checks",
+    ]
+    assert run.warnings == [
+        'p/a: now at 1.33, but the spec declares 1.31: set k8s_version: "1.33" before the next up, which '
+        "would otherwise move it back",
+        'p/a: gpu_nodes is pinned at 1.31: set gpu_nodes.version: "1.31" before the next up, which would '
+        "otherwise move it to 1.33",
+    ]
+
+
+def test_a_cloud_that_moves_node_groups_with_the_control_plane_halts_after_that_step() -> None:
+    class Eager(Cloud):
+        def _wanted_groups(self, cluster: Any) -> dict[str, str]:  # pins ignored: all follow
+            return {name: cluster.k8s_version for name in super()._wanted_groups(cluster)}
+
+    spec = fleet(f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}, gpu_nodes: {GPU_PINNED}}}")
+    cloud = Eager({"p/a": "1.31"})
+    run = _run(spec, cloud, "1.32")
+    assert not run.ok and len(cloud.steps) == 1
+    assert run.hops[0].skew_violations == [
+        "p/a: node group a-ng-cpu at 1.32, expected 1.31 (held)",
+        "p/a: node group a-ng-gpu-0 at 1.32, expected 1.31 (pinned)",
+    ]
+
+
+def test_a_pinned_pool_holds_the_version_the_cloud_reports_for_it() -> None:
+    spec = fleet(f"{{name: a, k8s_version: '1.32', cpu_nodes: {CPU}, gpu_nodes: {GPU_PINNED}}}")
+    groups = {"p/a": {"a-ng-cpu": "1.32.1-nebius-node.1", "a-ng-gpu-0": "1.31.4-nebius-node.1"}}
+    (train,), refused = plan_train(spec, "1.33", AT, {"p/a": "1.32"}, groups)
+    assert not refused and train.held == {"gpu_nodes": "1.31"} and train.moving_pools() == ("cpu_nodes",)
+    (hop,) = train.plan.hops
+    assert [(p.name, p.from_version, p.to_version, p.held) for p in hop] == [
+        ("control plane", "1.32", "1.33", False),
+        ("a-ng-cpu", "1.32", "1.33", False),
+        ("a-ng-gpu-0", "1.31", "1.31", True),
+    ]
+    # The hop's control-plane step renders both pools held; the spec's own version wins over the cloud's.
+    moved = at_positions(spec, {"p/a": "1.33"}, {"p/a": {"cpu_nodes": "1.32", "gpu_nodes": "1.31"}})
+    ((_, cluster),) = moved.cluster_targets()
+    assert cluster.cpu_nodes is not None and cluster.gpu_nodes is not None
+    assert (cluster.cpu_nodes.pin, cluster.cpu_nodes.version, cluster.gpu_nodes.version) == (
+        True,
+        "1.32",
+        "1.31",
+    )
+    written = fleet(
+        f"{{name: a, k8s_version: '1.32', cpu_nodes: {CPU}, gpu_nodes: {{count: 2, platform: gpu-l40s-d,"
+        " preset: 1gpu-16vcpu-96gb, pin: true, version: '1.30'}}"
+    )
+    (train,), _ = plan_train(written, "1.33", AT, {"p/a": "1.32"}, groups)
+    assert train.held == {"gpu_nodes": "1.30"}
+
+
+def test_a_pin_past_the_skew_or_an_unknown_version_refuses_the_run_before_anything_is_applied() -> None:
     spec = fleet(
         f"{{name: a, k8s_version: '1.31', cpu_nodes: {CPU}}}",
-        "{name: pinned, k8s_version: '1.31', cpu_nodes: {count: 2, platform: cpu-d3, preset: 16vcpu-64gb,"
-        " pin: true}}",
+        "{name: pinned, k8s_version: '1.30', cpu_nodes: {count: 2, platform: cpu-d3, preset: 16vcpu-64gb,"
+        " pin: true, version: '1.29'}}",
         f"{{name: unknown, cpu_nodes: {CPU}}}",
     )
-    cloud = Cloud({"p/a": "1.31", "p/pinned": "1.31", "p/unknown": ""})
-    run = _run(spec, cloud, "1.32")
-    assert not run.ok and cloud.hops == []
-    assert any(r.startswith("p/pinned: pinned node group(s) pinned-ng-cpu") for r in run.refused)
+    cloud = Cloud({"p/a": "1.31", "p/pinned": "1.30", "p/unknown": ""})
+    run = _run(spec, cloud, "1.33")
+    assert not run.ok and cloud.hops == [] and cloud.steps == []
+    assert any(
+        r.startswith(
+            "p/pinned: node group pinned-ng-cpu (pinned at 1.29) at 1.33: it would be 4 minors behind"
+        )
+        for r in run.refused
+    )
     assert any(r.startswith("p/unknown: the current version") for r in run.refused)
     assert {c.state for c in run.clusters} == {TrainState.REFUSED}
+
+
+def test_a_train_halted_between_the_steps_resumes_with_the_node_groups() -> None:
+    spec = fleet(f"{{name: a, k8s_version: '1.33', cpu_nodes: {CPU}, gpu_nodes: {GPU_PINNED}}}")
+    cloud = Cloud({"p/a": "1.33"})  # the control plane moved; the node-group step never ran
+    cloud.groups["p/a"] = {"a-ng-cpu": "1.32", "a-ng-gpu-0": "1.31"}
+    clusters, refused = plan_train(spec, "1.33", AT, {"p/a": "1.33"}, cloud.groups)
+    run = run_train(spec, "1.33", clusters, refused, apply=cloud.apply, read=cloud.read)
+    assert run.ok, run.halted
+    assert cloud.steps == [{}, {"a-ng-cpu": "1.33"}]  # the control plane is already there; the pin stays
+    assert cloud.groups["p/a"] == {"a-ng-cpu": "1.33", "a-ng-gpu-0": "1.31"}
+    assert [(c.state, c.position) for c in run.clusters] == [(TrainState.REACHED, "1.33")]
+    assert run.hops[0].skew_violations == []
+    # Groups two minors behind are not a halted step: the train starts from the control plane.
+    cloud.groups["p/a"] = {"a-ng-cpu": "1.31", "a-ng-gpu-0": "1.31"}
+    (train,), _ = plan_train(spec, "1.33", AT, {"p/a": "1.33"}, cloud.groups)
+    assert train.state is TrainState.UP_TO_DATE
+
+
+def test_node_groups_belong_to_their_pools_by_upstream_s_names() -> None:
+    assert pool_of("a", "a-ng-cpu") == "cpu_nodes"
+    assert pool_of("a", "a-ng-gpu-3") == pool_of("a", "a-ng-gb300-rack1") == "gpu_nodes"
+    assert pool_of("a", "ab-ng-cpu") is None and pool_of("a", "a-system") is None
 
 
 def test_the_live_version_is_where_a_train_starts() -> None:
@@ -193,6 +334,9 @@ def test_skew_rules_on_versions_as_clouds_report_them() -> None:
         "k: control plane at 1.31, expected 1.32"
     ]
     assert skew_violations("k", LiveVersions("1.32", {"g": "", "h": "1.29"}), "1.32") == []
+    assert skew_violations("k", LiveVersions("1.32", {"h": "1.30.2"}), "1.32", {"h": "pinned:1.31"}) == [
+        "k: node group h at 1.30.2, expected 1.31 (pinned)"
+    ]
 
 
 def test_without_a_target_each_cluster_goes_to_its_spec_and_a_run_past_it_warns() -> None:

@@ -308,3 +308,40 @@ def test_the_gpu_operator_release_s_pins_and_rtx_profile_reach_what_the_cluster_
     }
     assert rtx["values"]["toolkit"]["env"] == [{"name": "RUNTIME_CONFIG_SOURCE", "value": "file"}]
     assert rtx["revision"] == "rev-1"  # the chart's daemonsets.annotations, which rolls the driver pods
+
+
+def test_node_group_and_control_plane_versions_are_honoured_on_create_update_and_read(
+    sim: LocalSimulator,
+) -> None:
+    """Issue 58: a pinned pool's node group runs its own version. As the mk8s API does, a group is
+    created at the version asked (else its control plane's), a changed `version` or
+    `control_plane.version` upgrades in place, a group never gets newer than its control plane, and a
+    read reports the service's version (an upgrade outside Terraform shows in a refresh)."""
+    clusters = nebius.RESOURCES["nebius_mk8s_v1_cluster"]
+    groups = nebius.RESOURCES["nebius_mk8s_v1_node_group"]
+    cluster = clusters.create(_ctx(), _cluster_plan(sim))
+    held = groups.create(_ctx(), {**_node_group_plan(cluster["id"]), "version": "1.31"})
+    assert sim.get_node_group(held["id"])["version"] == "1.31" and held["version"] == "1.31"
+    follows = groups.create(_ctx(), {**_node_group_plan(cluster["id"]), "name": "ng-two"})
+    assert sim.get_node_group(follows["id"])["version"] == "1.32" == follows["version"]
+
+    upgraded = {
+        **_cluster_plan(sim),
+        "control_plane": {**_cluster_plan(sim)["control_plane"], "version": "1.33"},
+    }
+    after = clusters.update(_ctx(), upgraded, cluster)
+    assert sim.get_cluster(cluster["id"])["k8s_version"] == "1.33"
+    assert after["status"]["control_plane"]["version"] == "1.33"
+    assert sim.get_node_group(held["id"])["version"] == "1.31"  # the control plane alone moved
+
+    moved = groups.update(_ctx(), {**_node_group_plan(cluster["id"]), "version": "1.33"}, held)
+    assert sim.get_node_group(held["id"])["version"] == "1.33" and moved["version"] == "1.33"
+    with pytest.raises(ProviderError):
+        groups.update(_ctx(), {**_node_group_plan(cluster["id"]), "version": "1.34"}, moved)
+    with pytest.raises(ProviderError):  # the control plane moves one minor at a time
+        clusters.update(
+            _ctx(), {**upgraded, "control_plane": {**upgraded["control_plane"], "version": "1.35"}}, after
+        )
+    sim.upgrade_node_group(follows["id"], "1.33")  # outside Terraform
+    refreshed = groups.read(_ctx(), follows)
+    assert refreshed is not None and refreshed["version"] == "1.33"
