@@ -121,7 +121,11 @@ def test_terraform_s_plan_classes_a_preset_change_and_flags_a_removed_gpu_pool_a
     elsewhere = npa("preview", "--spec", str(spec), "--output", "json")
     assert elsewhere.code == 0, elsewhere.stderr[-3000:]
     remote = {c["stack"]: c for c in elsewhere.json()["clusters"]}[STACK]
-    assert remote["terraform"]["add"] == 0
+    # The same plan as on the machine that ran `up` (upstream's GPU Operator release comes back with the
+    # pool's managed driver image gone, on both), not every resource as new.
+    local = {key: cluster["terraform"][key] for key in ("add", "change", "destroy")}
+    assert {key: remote["terraform"][key] for key in local} == local
+    assert local["add"] <= 1
     assert [r["address"] for r in remote["terraform"]["resources"] if r["kind"] == "node_group"] == [
         GPU_GROUP
     ]
