@@ -17,6 +17,7 @@ command-line renderer (npa_pulumi/cli/retry_commands.py), which a Python caller 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -152,7 +153,7 @@ def deploy(
     """`npa-pulumi up`: every offline check (recipes, tfvars), then the quota preflight (unless
     `request.preflight` is False; a failed report comes back in `result.preflight` and nothing deploys),
     then project stacks and their cluster stacks."""
-    selected = _selected(spec, request.selection)
+    selected, held = _pins_held(_selected(spec, request.selection), request)
     fleet = open_fleet(selected, request, render_retry)
     fleet.plans_checked()  # every offline check (recipe, tfvars) before asking
     if approve is not None:
@@ -160,7 +161,44 @@ def deploy(
     started = datetime.now(UTC)
     with fleet.progress:
         result = fleet.up()
+    result.warnings[:0] = held
     return recorded(selected, request, fleet, started, result)  # the audit trail (sdk/audit.py)
+
+
+def _pins_held(selected: Selected, request: FleetRequest) -> tuple[Selected, list[str]]:
+    """`up` and `preview` hold a pinned pool that names no `version` where its node groups are: at the
+    oldest version the cloud reports for them (docs/upgrades.md, *Pins*), so a `k8s_version` change moves
+    the control plane and leaves the pool. Nothing is read unless a selected cluster has such a pin; one
+    not deployed yet starts at its `k8s_version`. Returns the selection of that spec and one line per
+    pool held."""
+    from npa_pulumi.sdk import pools
+
+    keys = {f"{t.project_key}/{t.cluster_name}" for t in selected.targets}
+    wanted = set(pools.unversioned_pins(selected.spec, keys))
+    if not wanted:
+        return selected, []
+    asked = StatusRequest(where=request.where, selection=request.selection, recipes=request.recipes)
+    found = status(selected, asked)
+    stacks = {
+        key: stack
+        for stack in found.clusters()
+        if (key := f"{stack.project_key}/{stack.cluster_name}") in wanted and stack.cluster_id
+    }
+    if not stacks:
+        return selected, []
+    reader = pools.CloudVersions(open_fleet(selected, request))
+    try:
+        live = reader(stacks)
+    finally:
+        reader.close()
+    spec, held = pools.held_in_place(selected.spec, live)
+    targets = select(spec, selected.selection).targets
+    lines = [
+        f"{where}: pinned with no version: held at {version}, where its node groups run (set its version to "
+        "move it)"
+        for where, version in sorted(held.items())
+    ]
+    return dataclasses.replace(selected, spec=spec, targets=targets), lines
 
 
 def adopt(
@@ -214,9 +252,12 @@ def preview(spec: SpecSource, request: PreviewRequest = PreviewRequest()) -> Fle
     """`npa-pulumi preview`: per-stack changes and policy results, changing nothing; each cluster whose
     Terraform inputs changed (every cluster with `refresh=True`) also carries Terraform's own plan
     (`StackResult.terraform`), and the result its cost delta."""
-    fleet = open_fleet(_selected(spec, request.selection), request)
+    selected, held = _pins_held(_selected(spec, request.selection), request)
+    fleet = open_fleet(selected, request)
     with fleet.progress:
-        return fleet.preview()
+        result = fleet.preview()
+    result.warnings[:0] = held
+    return result
 
 
 def destroy(

@@ -23,7 +23,6 @@ version is unknown.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,24 +30,28 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npa_pulumi.cloud.errors import CloudError
 from npa_pulumi.output.results import FleetResult, StackResult, StackStatus
 from npa_pulumi.plan.upgrade import (
     ClusterUpgrade,
-    Minor,
     Status,
     max_minors_behind,
     plan_cluster,
+)
+from npa_pulumi.sdk.pools import (
+    POOLS,
+    CloudVersions,
+    LiveVersions,
+    held_versions,
+    live_minor,
+    pinned_at,
+    pool_of,
 )
 from npa_pulumi.sdk.requests import StatusRequest, UpRequest
 from npa_pulumi.spec import FleetSpec
 from npa_pulumi.spec.models import ClusterSpec
 
 if TYPE_CHECKING:
-    from npa_pulumi.engine.orchestrator import Fleet
     from npa_pulumi.sdk.operations import Approve
-
-_VERSION_PREFIX = re.compile(r"v?(\d+)\.(\d+)")
 
 
 class Step(StrEnum):
@@ -56,24 +59,6 @@ class Step(StrEnum):
 
     CONTROL_PLANE = "control-plane"  # the control plane moves; every node group held where it was
     NODE_GROUPS = "node-groups"  # the unpinned node groups follow; pinned ones stay
-
-
-# The spec's pools, and how upstream k8s-training names their node groups after the cluster.
-POOLS: tuple[str, ...] = ("cpu_nodes", "gpu_nodes")
-_GROUP_SUFFIXES: Mapping[str, tuple[str, ...]] = {
-    "cpu_nodes": ("-ng-cpu",),
-    "gpu_nodes": ("-ng-gpu-", "-ng-gb300-"),
-}
-
-
-def pool_of(cluster: str, group: str) -> str | None:
-    """The spec pool (`cpu_nodes`, `gpu_nodes`) a node group of `cluster` belongs to; None: not the
-    recipe's."""
-    for pool, suffixes in _GROUP_SUFFIXES.items():
-        for suffix in suffixes:
-            if group == f"{cluster}{suffix}" or (suffix.endswith("-") and group.startswith(cluster + suffix)):
-                return pool
-    return None
 
 
 class TrainState(StrEnum):
@@ -85,14 +70,6 @@ class TrainState(StrEnum):
     HELD = "held"  # a rollout held it (maintenance, a NebiusGPUError node): off the train where it is
     HALTED = "halted"  # the train halted before it reached the target
     REFUSED = "refused"  # never started: the run was refused
-
-
-@dataclass(frozen=True)
-class LiveVersions:
-    """What the cloud says a cluster runs: its control plane's version and each node group's ('' unknown)."""
-
-    control_plane: str
-    node_groups: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -251,12 +228,6 @@ ApplyHop = Callable[[FleetSpec, int], FleetResult]
 ReadVersions = Callable[[Mapping[str, StackResult]], Mapping[str, LiveVersions]]
 
 
-def live_minor(text: str) -> Minor | None:
-    """The minor of a version as a cloud reports it (`1.31`, `1.31.4-nebius-node.1`, `v1.31.2`)."""
-    match = _VERSION_PREFIX.match(text.strip())
-    return Minor(int(match.group(1)), int(match.group(2))) if match else None
-
-
 def skew_violations(
     key: str, live: LiveVersions, expected: str, groups: Mapping[str, str] | None = None
 ) -> list[str]:
@@ -292,23 +263,6 @@ def checks_of(live: LiveVersions) -> int:
     return 1 + sum(1 for version in live.node_groups.values() if live_minor(version) is not None)
 
 
-def held_versions(cluster: ClusterSpec, start: str, groups: Mapping[str, str]) -> dict[str, str]:
-    """Each pinned pool's version: the spec's `version`, else the oldest its node groups report (`groups`:
-    name -> version, read from the cloud), else `start` (its control plane's: the recipe put it there)."""
-    held = {}
-    for pool in POOLS:
-        spec_pool = getattr(cluster, pool)
-        if spec_pool is None or not spec_pool.pin or spec_pool.count <= 0:
-            continue
-        reported = [
-            minor
-            for name, version in groups.items()
-            if pool_of(cluster.name, name) == pool and (minor := live_minor(version)) is not None
-        ]
-        held[pool] = spec_pool.version.strip() or (str(min(reported)) if reported else start)
-    return held
-
-
 def lagging_minor(cluster: ClusterSpec, start: str, groups: Mapping[str, str]) -> str:
     """The minor its unpinned node groups are at when that is one behind the control plane (`start`), as a
     train halted between a hop's two steps leaves them; '' otherwise. The resumed train starts there, so
@@ -328,16 +282,6 @@ def lagging_minor(cluster: ClusterSpec, start: str, groups: Mapping[str, str]) -
         return ""
     behind = min(reported)
     return str(behind) if behind.major == control.major and behind.minor == control.minor - 1 else ""
-
-
-def _with_pools(cluster: ClusterSpec, versions: Mapping[str, str]) -> ClusterSpec:
-    """A copy of `cluster` whose listed pools are pinned at those versions."""
-    copy = cluster.model_copy(deep=True)
-    for pool, version in versions.items():
-        spec_pool = getattr(copy, pool)
-        if spec_pool is not None:
-            spec_pool.pin, spec_pool.version = True, version
-    return copy
 
 
 def plan_train(
@@ -368,7 +312,7 @@ def plan_train(
         # A train halted between a hop's steps resumes with the node groups' step of that hop.
         start = (lagging_minor(cluster, start, live) if cluster.soperator is None else "") or start
         held = held_versions(cluster, start, live) if cluster.soperator is None else {}
-        plan = plan_cluster(project, _with_pools(cluster, held), start, target or declared, at)
+        plan = plan_cluster(project, pinned_at(cluster, held), start, target or declared, at)
         pools = tuple(pool for pool in POOLS if (p := getattr(cluster, pool)) is not None and p.count > 0)
         train = TrainCluster(key, project.key(), cluster.name, plan, start, held=held, pools=pools)
         if plan.status is Status.REFUSED:
@@ -578,7 +522,7 @@ def upgrade(
 
     selected = select(spec_path, request.selection)
     keys = {f"{t.project_key}/{t.cluster_name}" for t in selected.targets}
-    reader = _CloudVersions(open_fleet(selected, request))
+    reader = CloudVersions(open_fleet(selected, request))
     try:
         asked = StatusRequest(where=request.where, selection=request.selection, recipes=request.recipes)
         found = status(selected, asked)
@@ -600,38 +544,12 @@ def upgrade(
         reader.close()
 
 
-class _CloudVersions:
-    """Reads clusters' versions from the cloud: the control plane's, and each node group's."""
-
-    def __init__(self, fleet: Fleet) -> None:
-        self._fleet = fleet
-
-    def __call__(self, stacks: Mapping[str, StackResult]) -> Mapping[str, LiveVersions]:
-        cloud = self._fleet.context.cloud
-        found = {}
-        for key, stack in stacks.items():
-            if not stack.cluster_id:
-                continue
-            try:
-                cluster = cloud.get_cluster(stack.cluster_id)
-                groups = cloud.list_node_groups(stack.cluster_id)
-            except CloudError:
-                continue  # not read: the caller counts it a violation when it moved
-            found[key] = LiveVersions(cluster.k8s_version, {g.name: g.version for g in groups})
-        return found
-
-    def close(self) -> None:
-        self._fleet.close()
-
-
 __all__ = (
-    "LiveVersions",
     "Step",
     "TrainCluster",
     "TrainState",
     "UpgradeRun",
     "at_positions",
-    "live_minor",
     "plan_train",
     "run_train",
     "skew_violations",

@@ -133,6 +133,24 @@ def test_terraform_s_plan_classes_a_preset_change_and_flags_a_removed_gpu_pool_a
         isolated_home / ".npa-pulumi" / "work" / STACK / "k8s-training" / "terraform.tfstate"
     ).exists()
 
+    # Issue 58: a pinned pool with no `version` holds where its node groups run. A plain `up` that moves the
+    # cluster to 1.33 moves its control plane and CPU group; the pinned GPU group stays at the 1.32 the
+    # cloud reports, and the run names the pool it held.
+    pinned = SPEC.replace("PRESET}", "1gpu-24vcpu-218gb, pin: true}\n        k8s_version: '1.33'")
+    write_spec(spec, pinned)
+    held = npa(
+        "up", "--spec", str(spec), "--only-clusters", "gpu", "--yes", "--no-health-gate", "--output", "json"
+    )
+    assert held.code == 0, held.stderr[-3000:]
+    assert held.json()["warnings"][0].startswith(
+        "project-existing1/gpu.gpu_nodes: pinned with no version: held at 1.32"
+    )
+    cluster_id = {s["stack"]: s for s in held.json()["stacks"]}[STACK]["cluster_id"]
+    shown = inventory()
+    (control,) = [c for c in shown["mk8s_clusters"] if c["id"] == cluster_id]
+    groups = {g["platform"]: g["version"] for g in shown["node_groups"] if g["cluster_id"] == cluster_id}
+    assert (control["k8s_version"], groups) == ("1.33", {"cpu-d3": "1.33", "gpu-rtx6000": "1.32"})
+
 
 def test_the_replacement_policy_made_mandatory_stops_up_before_the_gpu_pool_is_removed(
     isolated_home: Path, tmp_path: Path

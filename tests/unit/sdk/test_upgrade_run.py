@@ -11,13 +11,11 @@ from typing import Any
 
 from npa_pulumi.output.results import FleetResult, StackResult
 from npa_pulumi.output.upgrade import render_run_text
+from npa_pulumi.sdk.pools import LiveVersions, live_minor, pool_of
 from npa_pulumi.sdk.upgrade import (
-    LiveVersions,
     TrainState,
     at_positions,
-    live_minor,
     plan_train,
-    pool_of,
     run_train,
     skew_violations,
 )
