@@ -41,6 +41,12 @@ class Maintenance(BaseModel):
     node: str | None = None  # the fleet's node it was matched to, if any
     cluster: str | None = None  # that node's cluster stack
     created_at: str = ""
+    sla_deadline: str = ""  # RFC 3339: when Nebius acts on its own ("" unknown)
+    # The cluster's maintenance windows (spec `maintenance:`): when the next one opens (None: the cluster
+    # declares none, or the event matches no cluster), and whether the deadline comes first: Nebius acts
+    # before the fleet's own window, so plan the drain now.
+    next_window: str | None = None
+    before_window: bool | None = None
 
 
 class NodeCondition(BaseModel):
@@ -181,6 +187,17 @@ def _totals_text(totals: GpuTotals) -> str:
     return ", ".join(parts)
 
 
+def _against_window(event: Maintenance) -> str:
+    """`, deadline D: BEFORE (or after) the cluster's next maintenance window (W)`."""
+    if not event.sla_deadline:
+        return ""
+    text = f", deadline {event.sla_deadline}"
+    if event.next_window is None:
+        return text
+    order = "BEFORE" if event.before_window else "after"
+    return f"{text}: {order} the cluster's next maintenance window ({event.next_window})"
+
+
 def render_text(health: FleetHealth) -> str:
     """The report for a terminal: per project its maintenance, per cluster its totals and each node that
     is not simply usable, then the fleet's totals."""
@@ -193,7 +210,10 @@ def render_text(health: FleetHealth) -> str:
             where = (
                 f"{event.cluster} node {event.node}" if event.node else event.instance_name or "an instance"
             )
-            lines.append(f"  maintenance {event.reason or 'unknown reason'} on {where} ({event.id})")
+            lines.append(
+                f"  maintenance {event.reason or 'unknown reason'} on {where} ({event.id})"
+                + _against_window(event)
+            )
         for cluster in (c for c in health.clusters if c.project_key == project.project_key):
             mark = "ok" if cluster.status == "ok" else cluster.status.upper()
             lines.append(f"  {cluster.cluster_name}: {mark}: {_totals_text(cluster.totals)}")

@@ -244,11 +244,13 @@ class NodeHealth:
             }
 
     def add_maintenance(
-        self, cluster_id: str, node: str, reason: str, planned: bool = False
+        self, cluster_id: str, node: str, reason: str, planned: bool = False, sla_deadline: str = ""
     ) -> dict[str, Any]:
-        """An active maintenance event on the node's instance; the node reports NebiusMaintenanceScheduled."""
+        """An active maintenance event on the node's instance; the node reports NebiusMaintenanceScheduled.
+        `sla_deadline` (RFC 3339) is when the cloud acts on its own, as the MaintenanceService lists it."""
         if not reason.strip():
             raise InvalidArgument("a maintenance event needs a reason code (e.g. HW_GPU_XID_79)")
+        deadline = _deadline(sla_deadline)
 
         def change(data: dict[str, Any], groups: list[dict[str, Any]], now: float) -> dict[str, Any]:
             self._current_node(data, groups, node)
@@ -258,6 +260,7 @@ class NodeHealth:
                 "reason": reason.strip(),
                 "planned": planned,
                 "created_at": _stamp(now),
+                "sla_deadline": deadline,
                 "finished_at": "",
             }
             data.setdefault("maintenance_events", []).append(event)
@@ -308,6 +311,22 @@ class NodeHealth:
                         "reason": event["reason"],
                         "planned": bool(event.get("planned")),
                         "created_at": event.get("created_at", ""),
+                        "sla_deadline": event.get("sla_deadline", ""),
                     }
                 )
         return found
+
+
+def _deadline(text: str) -> str:
+    """An SLA deadline as RFC 3339 in UTC ('' none), or InvalidArgument naming what is valid."""
+    if not text.strip():
+        return ""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(
+            f"sla deadline {text!r} is not an RFC 3339 time (e.g. 2026-12-12T03:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        raise InvalidArgument(f"sla deadline {text!r} names no time zone (e.g. 2026-12-12T03:00:00Z)")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -170,15 +170,21 @@ def maintenance_group() -> None:
 @click.option("--node", required=True, help="The node's name (`kubectl get nodes`).")
 @click.option("--reason", required=True, help="The reason code, e.g. HW_GPU_XID_79 or HW_IB_LINK_DOWN.")
 @click.option("--planned", is_flag=True, help="A planned event (else unplanned, as hardware faults are).")
+@click.option(
+    "--deadline",
+    default="",
+    help="Its SLA deadline (RFC 3339, e.g. 2026-12-12T03:00:00Z): when the cloud acts on its own.",
+)
 @output_option()
 @click.pass_context
 def maintenance_add_cmd(
-    ctx: click.Context, cluster_id: str, node: str, reason: str, planned: bool, output: str
+    ctx: click.Context, cluster_id: str, node: str, reason: str, planned: bool, deadline: str, output: str
 ) -> None:
     """An active maintenance event on the node's instance; the node reports NebiusMaintenanceScheduled."""
 
     def body() -> int:
-        event = simulator_of(ctx).add_maintenance(cluster_id, node, reason, planned=planned)
+        cloud = simulator_of(ctx)
+        event = cloud.add_maintenance(cluster_id, node, reason, planned=planned, sla_deadline=deadline)
         if output == "json":
             emit_json(event)
         else:

@@ -28,6 +28,7 @@ from npa_pulumi.output.health import (
     NodeHealth,
 )
 from npa_pulumi.output.stack_outputs import ClusterOutputs
+from npa_pulumi.plan.windows import MaintenancePolicy
 
 JSON = dict[str, Any]
 GPU_ERROR = "NebiusGPUError"
@@ -260,6 +261,7 @@ def _maintenance(event: MaintenanceEvent, node: str | None, cluster: str | None 
         node=node,
         cluster=cluster,
         created_at=event.created_at,
+        sla_deadline=event.sla_deadline,
     )
 
 
@@ -344,3 +346,33 @@ def soak_problem(cluster: ClusterHealth, ignore_maintenance: bool = False) -> st
     if cluster.totals.missing:
         found.append(f"{cluster.totals.missing} GPU(s) on nodes that are not registered")
     return _bounded(found) if found else None
+
+
+def against_window(event: Maintenance, policy: MaintenancePolicy | None, now: datetime) -> None:
+    """Set where the event's deadline falls against its cluster's maintenance windows: the next opening
+    (now, if a window is open) and whether the deadline comes before it. Nothing without windows, or
+    without a deadline the cloud gave."""
+    if policy is None or not policy.windows:
+        return
+    opening = now if policy.inside(now) else policy.next_start(now)
+    if opening is None:
+        return
+    event.next_window = opening.isoformat()
+    deadline = _instant(event.sla_deadline)
+    event.before_window = deadline < opening if deadline is not None else None
+
+
+def by_deadline(events: Sequence[Maintenance]) -> list[Maintenance]:
+    """Soonest deadline first; events without one after them, in the order listed."""
+    far = datetime.max.replace(tzinfo=UTC)
+    return sorted(events, key=lambda e: _instant(e.sla_deadline) or far)
+
+
+def _instant(text: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -36,6 +36,7 @@ from npa_pulumi.output.health import (
     FleetHealth,
     GpuTotals,
     HealthStatus,
+    Maintenance,
     ProjectHealth,
 )
 from npa_pulumi.output.stack_outputs import ClusterOutputs
@@ -199,11 +200,26 @@ def read(
             project.maintenance.append(
                 by_id.get(event.id) or health_model.maintenance_view(event, None, None)
             )
+        _against_windows(fleet, project.maintenance)
+        project.maintenance = health_model.by_deadline(project.maintenance)
         for cluster in mine:
             project.totals.add(cluster.totals)
         report.totals.add(project.totals)
     report.projects = list(projects.values())
     return report
+
+
+def _against_windows(fleet: FleetContext, events: Sequence[Maintenance]) -> None:
+    """Each event of a fleet node against its cluster's maintenance windows (docs/upgrades.md): the next
+    opening and whether Nebius' deadline comes first. One moment for the whole report."""
+    from npa_pulumi.engine.operations.common import maintenance_blocks
+    from npa_pulumi.plan.windows import policy_from_spec
+
+    now = datetime.now(UTC)
+    policies = {stack: policy_from_spec(block) for stack, block in maintenance_blocks(fleet).items()}
+    for event in events:
+        if event.cluster is not None:
+            health_model.against_window(event, policies.get(event.cluster), now)
 
 
 def _cluster(

@@ -95,3 +95,20 @@ def test_slurm_jobs_on_a_node_are_recorded_and_cleared(seeded: Any) -> None:
     assert simulator.set_slurm_jobs(cluster_id, first, 0) == {}
     with pytest.raises(InvalidArgument):
         simulator.set_slurm_jobs(cluster_id, first, -1)
+
+
+def test_a_maintenance_event_lists_its_sla_deadline_in_utc_and_refuses_one_without_a_zone(
+    seeded: Any,
+) -> None:
+    simulator, cloud, project, cluster_id = seeded
+    first, second = sorted(_nodes(simulator, cluster_id))
+    simulator.add_maintenance(
+        cluster_id, first, "HW_GPU_XID_79", planned=True, sla_deadline="2026-12-12T04:00+01:00"
+    )
+    simulator.add_maintenance(cluster_id, second, "HW_IB_LINK_DOWN")
+    listed = {e.instance_name: e for e in cloud.list_active_maintenance(project)}
+    assert (listed[first].sla_deadline, listed[first].planned) == ("2026-12-12T03:00:00Z", True)
+    assert listed[second].sla_deadline == ""  # none given: none listed
+    for bad in ("2026-12-12T03:00", "next tuesday"):
+        with pytest.raises(InvalidArgument, match=r"RFC 3339|time zone"):
+            simulator.add_maintenance(cluster_id, first, "HW_GPU_XID_79", sla_deadline=bad)
