@@ -8,7 +8,7 @@ the documents `status --output json` (or `preview --output json`) and `plan --ou
 * an SVG bar chart of GPUs (and cost, when known) per project;
 * with a `health --output json` document: the GPU health now — per cluster the GPUs usable, degraded,
   under maintenance, unqualified and missing, when its gate last passed, each node that is not usable with
-  its problems, and each project's active maintenance events with their reason codes.
+  its problems, and each project's active maintenance events with their reason codes and deadlines.
 
 Nothing secret: every text goes through the pull-request comment's scrubbing (`cloud/redaction.scrub`:
 capacity block ids masked, credential-looking values blanked) before it is HTML-escaped, and the fields
@@ -378,6 +378,18 @@ def _node_item(cluster: Mapping[str, Any], node: Mapping[str, Any]) -> str:
     )
 
 
+def _deadline_part(event: Mapping[str, Any]) -> str:
+    """`, deadline D, before the cluster's next maintenance window W` (a saved health document may lack
+    these: nothing then)."""
+    if not event.get("sla_deadline"):
+        return ""
+    part = f", deadline {text(event['sla_deadline'])}"
+    if event.get("next_window"):
+        order = "<b>before</b>" if event.get("before_window") else "after"
+        part += f", {order} the cluster's next maintenance window ({text(event['next_window'])})"
+    return part
+
+
 def _health_section(health: Mapping[str, Any]) -> str:
     """The GPU health now, from a `health --output json` document (npa_pulumi/output/health.py)."""
     clusters = _clusters_of(health)
@@ -393,7 +405,7 @@ def _health_section(health: Mapping[str, Any]) -> str:
         f'<li data-reason="{text(m.get("reason", ""))}"><b>{text(m.get("reason") or "unknown reason")}</b> '
         f"on {text(m.get('node') or m.get('instance_name') or 'an instance')} "
         f"({text(p.get('project_key', '?'))}{', ' + text(m['cluster']) if m.get('cluster') else ''}; "
-        f"{text(m.get('id', ''))})</li>"
+        f"{text(m.get('id', ''))}){_deadline_part(m)}</li>"
         for p in health.get("projects") or []
         if isinstance(p, Mapping)
         for m in p.get("maintenance") or []

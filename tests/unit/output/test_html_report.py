@@ -227,7 +227,15 @@ def _health() -> dict[str, Any]:
         ProjectHealth,
     )
 
-    event = Maintenance(id="ev-1", reason="HW_GPU_XID_79", node="n2", cluster="fleet1-test.a.cluster")
+    event = Maintenance(
+        id="ev-1",
+        reason="HW_GPU_XID_79",
+        node="n2",
+        cluster="fleet1-test.a.cluster",
+        sla_deadline="2026-12-10T00:00:00Z",
+        next_window="2026-12-12T01:00:00+00:00",
+        before_window=True,
+    )
     broken = NodeHealth(
         name="n1",
         gpu=True,
@@ -279,6 +287,10 @@ def test_the_health_section_shows_each_cluster_the_nodes_not_usable_and_maintena
     assert '<li data-node="n1"><code>n1</code> [degraded] a / cluster: NebiusGPUError: Xid 79' in page
     assert 'data-node="n3"' not in page  # a usable node is not listed
     assert '<li data-reason="HW_GPU_XID_79"><b>HW_GPU_XID_79</b> on n2' in page
+    assert (
+        "ev-1), deadline 2026-12-10T00:00:00Z, <b>before</b> the cluster's next maintenance window "
+        "(2026-12-12T01:00:00+00:00)</li>"
+    ) in page
     assert 'GPU health now</dt><dd><a href="#health">below-min-usable</a>: 1/3 GPUs usable' in page
     assert SECRETS[3] not in page  # scrubbed like every other text of the page
     assert "GPU health now" not in render_report(_status(), _plan())  # no document, no section
