@@ -78,6 +78,26 @@ def upgrade_fleet_spec(name: str, clusters: int, projects: int = 1) -> str:
     return "\n".join(lines) + "\n"
 
 
+def train_fleet_spec(name: str, clusters: int, projects: int = 1) -> str:
+    """`clusters` clusters on three Kubernetes minors (1.30, 1.31, 1.32 in turn), each with its CPU pool and a
+    one-GPU RTX pool, every fifth GPU pool pinned (no version: it holds where it runs), no windows: what
+    `upgrade run` moves to 1.33 on the local cloud (issue 58)."""
+    lines = spec_header(name)
+    per_project = [clusters // projects + (1 if i < clusters % projects else 0) for i in range(projects)]
+    number = 0
+    for index, count in enumerate(per_project):
+        lines += [f"  - name: {name}-p{index:03d}", "    clusters:"]
+        for _ in range(count):
+            pin = ", pin: true" if number % 5 == 0 else ""
+            lines += [
+                f"      - name: c{number:04d}",
+                f"        k8s_version: '1.3{number % 3}'",
+                f"        gpu_nodes: {{count: 1, platform: gpu-rtx6000, preset: 1gpu-24vcpu-218gb{pin}}}",
+            ]
+            number += 1
+    return "\n".join(lines) + "\n"
+
+
 def _load(path: Path) -> dict[str, Any]:
     return dict(YAML(typ="safe").load(path.read_text()))
 

@@ -112,6 +112,19 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             "<= 5 s, every cluster planned, 0 violations",
             _status(result["met"]),
         ]
+    if name == "upgrade_train":
+        summary = result.get("summary") or {}
+        moved = len(result["pinned_groups_moved"])
+        return [
+            f"`upgrade run --to 1.33` of {result['clusters']} local clusters on 1.30 to 1.32 (every fifth "
+            f"GPU pool pinned): {summary.get('hops_run', 0)} hops, {result['steps']} steps, "
+            f"{summary.get('invariant_checks', 0)} skew checks",
+            f"{result['run']['wall_s']:.0f} s ({result['run']['cpu_s']:.0f} s CPU); "
+            f"{result['clusters_reached']} reached; {summary.get('skew_violations', '?')} violations; "
+            f"{moved} of {result['pinned_groups']} pinned groups moved (deploy {result['deploy']['wall_s']:.0f} s)",
+            "every cluster at 1.33, 0 violations, no pin moved",
+            _status(result["met"]),
+        ]
     if name == "memory":
         rss = _median(result["orchestrator_rss_mb"])
         tree = _median(result["tree_max_rss_mb"])

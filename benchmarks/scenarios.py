@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import process_costs
-from benchmarks.fixtures import PROJECT, fleet_spec, roomy_tenant, upgrade_fleet_spec
+from benchmarks.fixtures import PROJECT, fleet_spec, roomy_tenant, train_fleet_spec, upgrade_fleet_spec
 from benchmarks.harness import (
     CLI,
     REPO,
@@ -62,6 +63,7 @@ class Budget:
     scale_fleet_projects: int = 400  # issue 51: 10,000 cluster stacks (400 projects of 25)
     fleet_s3_clusters: int = 10_000  # issue 61: fleet reads on SeaweedFS (--fleet-s3-clusters for fewer)
     first_deploy_clusters: int = 100  # issue 31: a first deploy's CPU per cluster stack at fleet scale
+    train_clusters: int = 30  # issue 58: `upgrade run` of a local fleet on three minors
 
     @classmethod
     def quick(cls) -> Budget:
@@ -301,6 +303,75 @@ def upgrade_plan(work: Path, budget: Budget) -> dict[str, Any]:
         # Every cluster planned (none refused or unknown) and no skew violation: the scenario is valid.
         "met": wall <= 5.0 and summary.get("planned") == n and summary.get("skew_violations") == 0,
         "profile": profile,
+    }
+
+
+def upgrade_train(work: Path, budget: Budget) -> dict[str, Any]:
+    """Issue 58: `upgrade run --to 1.33` of `train_clusters` local clusters on three minors (1.30 to 1.32),
+    every fifth GPU pool pinned, as one command on the local cloud (no simulated provisioning wait); then
+    the cloud's versions: every control plane and unpinned group at 1.33, every pinned group where it was."""
+    n = budget.train_clusters
+    fixture = roomy_tenant(work / "roomy-tenant.yaml", scale=max(10, n))
+    home = _home(work, "upgrade-train", 0, fixture)
+    spec = home.root / "fleet.yaml"
+    spec.write_text(train_fleet_spec("train", n, projects=max(1, n // 10)))
+    quiet = ("--yes", "-j", "8", "--no-health-gate", "--output", "json")
+    deploy = home.npa("up", "--spec", str(spec), "--no-preflight", *quiet)
+    before = _versions(home)
+    run, document = home.npa_document("upgrade", "run", "--spec", str(spec), "--to", "1.33", *quiet)
+    after = _versions(home)
+    pinned = {name for name in before["groups"] if _pinned_train_group(name)}
+    moved_pins = sorted(name for name in pinned if after["groups"].get(name) != before["groups"][name])
+    behind = sorted(
+        name
+        for name, version in after["groups"].items()
+        if name not in pinned and not version.startswith("1.33")
+    )
+    planes = sorted(name for name, version in after["planes"].items() if not version.startswith("1.33"))
+    summary = document.get("summary", {})
+    shutil.rmtree(home.root, ignore_errors=True)
+    return {
+        "name": "upgrade run of a fleet on three minors",
+        "target": f"{n} clusters on 1.30-1.32 reach 1.33 in one command; 0 skew violations; "
+        "no pinned group moves",
+        "clusters": n,
+        "deploy": deploy.brief(),
+        "run": run.brief(),
+        "summary": summary,
+        "clusters_reached": sum(1 for c in document.get("clusters", []) if c.get("state") == "reached"),
+        "steps": sum(len(h.get("steps", [])) for h in document.get("hops", [])),
+        "pinned_groups": len(pinned),
+        "pinned_groups_moved": moved_pins,
+        "groups_not_at_target": behind,
+        "control_planes_not_at_target": planes,
+        "met": bool(document.get("ok"))
+        and summary.get("skew_violations") == 0
+        and not moved_pins
+        and not behind
+        and not planes
+        and len(after["planes"]) == n,
+    }
+
+
+def _pinned_train_group(group: str) -> bool:
+    """A GPU group of every fifth cluster of train_fleet_spec (named c0000, c0005, ...; upstream names its
+    groups `<cluster>-ng-gpu-<i>`)."""
+    found = re.search(r"c(\d{4})-ng-gpu-", group)
+    return found is not None and int(found.group(1)) % 5 == 0
+
+
+def _versions(home: Home) -> dict[str, dict[str, str]]:
+    """The local cloud's control-plane versions by cluster name and node-group versions by group name."""
+    shown = home.npa_json("local-cloud", "show", "--output", "json")
+    live = [c for c in shown["mk8s_clusters"] if c["state"] != "DELETING"]
+    names = {c["id"]: c["name"] for c in live}
+    return {
+        "planes": {c["name"]: c["k8s_version"] for c in live},
+        "groups": {
+            g["name"]: g["version"]
+            for g in shown["node_groups"]
+            if g["cluster_id"] in names and g["state"] != "DELETING"
+        },
     }
 
 
@@ -1006,6 +1077,7 @@ def _timed(work: Callable[[], object]) -> float:
 SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "planning": planning,
     "upgrade_plan": upgrade_plan,
+    "upgrade_train": upgrade_train,
     "overhead": upstream_lifecycle,
     "parallel": parallel,
     "noop": noop,
@@ -1025,7 +1097,7 @@ SCENARIOS: dict[str, Callable[[Path, Budget], dict[str, Any]]] = {
     "fleet_s3": fleet_s3,
 }
 FULL_ONLY = frozenset(
-    {"fleet_scale", "fleet_s3"}
+    {"fleet_scale", "fleet_s3", "upgrade_train"}
 )  # `make bench` runs them; `--quick` only when named with --only
 
 
