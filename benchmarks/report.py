@@ -121,7 +121,8 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
             f"{summary.get('invariant_checks', 0)} skew checks",
             f"{result['run']['wall_s']:.0f} s ({result['run']['cpu_s']:.0f} s CPU); "
             f"{result['clusters_reached']} reached; {summary.get('skew_violations', '?')} violations; "
-            f"{moved} of {result['pinned_groups']} pinned groups moved (deploy {result['deploy']['wall_s']:.0f} s)",
+            f"{moved} of {result['pinned_groups']} pinned groups moved "
+            f"(deploy {result['deploy']['wall_s']:.0f} s)",
             "every cluster at 1.33, 0 violations, no pin moved",
             _status(result["met"]),
         ]
