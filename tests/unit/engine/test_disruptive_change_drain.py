@@ -1,5 +1,5 @@
-"""Issue 58, item 5 on soperator: before a disruptive change `up` drains every Slurm worker through soperator's
-`SlurmNodeDrain` condition (engine/health/actions.py `ChangeDrain`) and waits for each to report
+"""Issue 58, item 5 on soperator: before a disruptive change `up` drains every Slurm worker through
+soperator's `SlurmNodeDrain` condition (engine/health/actions.py `ChangeDrain`) and waits for each to report
 `NodeDrained`; at the timeout the cluster is not changed, the workers still running jobs are named and the
 drains the wait asked for are lifted (a worker drained by someone else before stays drained); `--force`
 drains nothing.
@@ -256,7 +256,9 @@ def test_up_applies_once_every_worker_is_drained_then_lifts_its_drains(deployed:
     for worker in ("w0", "w1", "w2"):  # lifted once the change was applied
         assert cluster.drain(worker) == ("False", "NodeUndrained", reason)
     assert "waiting for jobs: Slurm jobs on every worker (drained first) (up to 1s)" in context.said
-    assert any("Slurm drains it asked for are lifted (3 of 3 node(s)) after the change" in s for s in context.said)
+    assert any(
+        "Slurm drains it asked for are lifted (3 of 3 node(s)) after the change" in s for s in context.said
+    )
 
 
 def test_up_at_the_timeout_changes_nothing_names_the_busy_workers_and_lifts_its_drains(deployed: Any) -> None:
