@@ -314,7 +314,7 @@ def _up_cluster(context: FleetContext, op: StackOp, block: MaintenanceSpec | Non
             # Its workers were drained for the change only: once it is applied (or failed) they take jobs
             # again. A worker the change replaced took its drain with it.
             if drain is not None and drain.asked:
-                context.progress.message(f"{op.stack}: {_lift(drain)} after the change")
+                context.progress.message(f"{op.stack}: {_lift_after(context, op, drain)} after the change")
         if terraform is not None and terraform.get("resources"):
             result.terraform = terraform
     if not result.failed:
@@ -446,6 +446,21 @@ def _lift(drain: ChangeDrain) -> str:
             f"by hand (their reason starts {CHANGE_REASON_PREFIX!r})"
         )
     return f"the {name} drains it asked for are lifted ({len(lifted)} of {len(drain.asked)} node(s))"
+
+
+def _lift_after(context: FleetContext, op: StackOp, drain: ChangeDrain) -> str:
+    """`_lift` once the change ran, with credentials the cloud gives now (an update can outlast the
+    ones the wait had)."""
+    from npa_pulumi.cloud.errors import CloudError
+    from npa_pulumi.kube.client import KubeError
+
+    try:
+        drain.client = _cluster_client(
+            context, op, ClusterOutputs.read(context.stack_outputs([op])[op.stack])
+        )
+    except (CloudError, KubeError) as err:
+        context.progress.message(f"{op.stack}: the cluster's API with new credentials: {err}")
+    return _lift(drain)
 
 
 def _some(names: Sequence[str], shown: int = 10) -> str:
