@@ -401,10 +401,12 @@ def _wait_for_jobs(
             drain,
         ), None
     if waited.cleared:
+        if drain is not None:
+            done = f"every job ended, {len(drain.workers)} {drain.manager.name} worker(s) drained"
+        else:
+            done = f"{len(waited.seen)} job pod(s) ended"
         if waited.seen:
-            context.progress.message(
-                f"{op.stack}: {len(waited.seen)} job(s) ended after {describe(waited.waited_s)}; applying"
-            )
+            context.progress.message(f"{op.stack}: {done} after {describe(waited.waited_s)}; applying")
         return None, drain
     named = [_some(last["pods"])] if last["pods"] else []
     if last["workers"] and manager is not None:

@@ -49,6 +49,7 @@ class Cluster:
         self.record: JSON = {"id": "c1", "addons": {"soperator": json.dumps(RECIPE)}, "slurm_jobs": jobs}
         self.operator = slurm.SlurmOperator()
         self.applied: list[tuple[str, str, JSON]] = []  # (field manager, node, condition)
+        self.pods: list[JSON] = []
 
     def drained_by_someone_else(self, name: str, reason: str = slurm.DRAINED) -> None:
         condition = {"type": slurm.DRAIN_CONDITION, "status": "True", "reason": reason, "message": "maint"}
@@ -60,8 +61,9 @@ class Cluster:
 
     # --- the API
     def list(self, path: str, label_selector: str = "") -> list[JSON]:
-        if path == "/api/v1/pods":
-            return []
+        if path == "/api/v1/pods":  # this stand-in matches `key=value` selectors only
+            key, _, value = label_selector.partition("=")
+            return [p for p in self.pods if p["metadata"]["labels"].get(key) == value]
         assert path == "/api/v1/nodes", path
         if label_selector:  # the drain's read: the operator has reconciled since the last one
             self.operator.sync(self, self.record, "soperator")
@@ -241,8 +243,8 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Any:
     return reach
 
 
-def _block(timeout: str = "1s") -> MaintenanceSpec:
-    return MaintenanceSpec(wait_for_jobs=WaitForJobsSpec(timeout=timeout))
+def _block(timeout: str = "1s", selectors: list[str] | None = None) -> MaintenanceSpec:
+    return MaintenanceSpec(wait_for_jobs=WaitForJobsSpec(timeout=timeout, selectors=selectors or []))
 
 
 def test_up_applies_once_every_worker_is_drained_then_lifts_its_drains(deployed: Any) -> None:
@@ -256,6 +258,7 @@ def test_up_applies_once_every_worker_is_drained_then_lifts_its_drains(deployed:
     for worker in ("w0", "w1", "w2"):  # lifted once the change was applied
         assert cluster.drain(worker) == ("False", "NodeUndrained", reason)
     assert "waiting for jobs: Slurm jobs on every worker (drained first) (up to 1s)" in context.said
+    assert f"{STACK}: every job ended, 3 Slurm worker(s) drained after 1s; applying" in context.said
     assert any(
         "Slurm drains it asked for are lifted (3 of 3 node(s)) after the change" in s for s in context.said
     )
@@ -297,3 +300,23 @@ def test_up_without_workers_to_drain_changes_nothing(deployed: Any) -> None:
     result = up._up_cluster(context, _op(), _block())  # type: ignore[arg-type]
     assert result.failed and context.updates == []
     assert result.error is not None and "no Slurm worker was found" in result.error
+
+
+def test_up_on_soperator_waits_for_the_selectors_pods_too(deployed: Any) -> None:
+    cluster = Cluster({})  # no Slurm job: every worker drains at once
+    cluster.pods.append(
+        {
+            "metadata": {"name": "train-0", "namespace": "team", "labels": {"app": "train"}},
+            "status": {"phase": "Running"},
+        }
+    )
+    deployed(cluster)
+    context = Context()
+    result = up._up_cluster(context, _op(), _block(selectors=["app=train"]))  # type: ignore[arg-type]
+    assert result.failed and context.updates == [] and result.error is not None
+    assert "job pod(s) still running after waiting 1s before a disruptive change" in result.error
+    assert ": team/train-0; the cluster is not changed" in result.error and "DRAIN" not in result.error
+    assert "the Slurm drains it asked for are lifted (3 of 3 node(s))" in result.error
+    assert (
+        "waiting for jobs: app=train; Slurm jobs on every worker (drained first) (up to 1s)" in context.said
+    )
