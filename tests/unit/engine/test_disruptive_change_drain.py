@@ -208,7 +208,8 @@ class Context:
 
     def _run(self, op: Any, command: Any) -> StackResult:
         self.updates.append(str(command))
-        return op.result("deployed")
+        result: StackResult = op.result("deployed")
+        return result
 
     def stack_outputs(self, ops: Any) -> dict[str, JSON]:
         return {STACK: {"cluster_id": "mk8scluster-1", "backend": "soperator", "kube_context": STACK}}
