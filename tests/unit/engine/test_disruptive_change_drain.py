@@ -194,7 +194,8 @@ DISRUPTIVE = {
 class Context:
     """The fleet as `_up_cluster` reads it for one deployed soperator cluster; its update recorded."""
 
-    def __init__(self, force: bool = False) -> None:
+    def __init__(self, force: bool = False, backend: str = "soperator") -> None:
+        self.backend = backend
         self.refreshing = False
         self.replacement_policy_enabled = False
         self.request = UpRequest(force=force)
@@ -212,13 +213,13 @@ class Context:
         return result
 
     def stack_outputs(self, ops: Any) -> dict[str, JSON]:
-        return {STACK: {"cluster_id": "mk8scluster-1", "backend": "soperator", "kube_context": STACK}}
+        return {STACK: {"cluster_id": "mk8scluster-1", "backend": self.backend, "kube_context": STACK}}
 
     def cached_outputs(self, stack: str) -> JSON | None:
         return None
 
     def plans(self) -> Any:
-        plan = SimpleNamespace(project_stack="fleet-research", backend=BackendKind.SOPERATOR)
+        plan = SimpleNamespace(project_stack="fleet-research", backend=BackendKind(self.backend))
         return SimpleNamespace(cluster=lambda stack: plan)
 
     def remember_policy(self, plan: Any, result: Any) -> None:
@@ -321,3 +322,23 @@ def test_up_on_soperator_waits_for_the_selectors_pods_too(deployed: Any) -> None
     assert (
         "waiting for jobs: app=train; Slurm jobs on every worker (drained first) (up to 1s)" in context.said
     )
+
+
+def test_up_on_mk8s_waits_for_the_pods_only_and_says_so_as_before(deployed: Any) -> None:
+    cluster = Cluster({"w1": 1})  # Slurm-labelled nodes on an mk8s cluster are nobody's workers here
+    cluster.pods.append(
+        {
+            "metadata": {"name": "train-0", "namespace": "team", "labels": {"app": "train"}},
+            "status": {"phase": "Running"},
+        }
+    )
+    deployed(cluster)
+    context = Context(backend="mk8s")
+    result = up._up_cluster(context, _op(), _block(selectors=["app=train"]))  # type: ignore[arg-type]
+    assert result.failed and context.updates == [] and cluster.applied == []
+    assert result.error == (
+        "job pod(s) still running after waiting 1s before a disruptive change "
+        "(module.k8s.nebius_mk8s_v1_node_group.worker[0]): team/train-0; the cluster is not changed, "
+        "nothing was evicted (`up --force` applies it without waiting)"
+    )
+    assert "waiting for jobs: app=train (up to 1s)" in context.said
