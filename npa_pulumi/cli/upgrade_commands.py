@@ -86,11 +86,12 @@ def plan_command(
 
 
 def force_option(func: Any) -> Any:
-    """`--force`: a disruptive change goes without waiting for `maintenance.wait_for_jobs`' job pods."""
+    """`--force`: a disruptive change goes without waiting for `maintenance.wait_for_jobs`' jobs."""
     option = click.option(
         "--force",
         is_flag=True,
-        help="Apply disruptive changes without waiting for the job pods of maintenance.wait_for_jobs.",
+        help="Apply disruptive changes without waiting for the jobs of maintenance.wait_for_jobs (its job "
+        "pods; a soperator cluster's Slurm jobs: its workers are not drained).",
     )
     return option(func)
 

@@ -182,6 +182,9 @@ def _cluster(row: sqlite3.Row, data: dict[str, Any], now: float) -> dict[str, An
         **({"node_replacements": data["node_replacements"]} if data.get("node_replacements") else {}),
         # soperator clusters: the Slurm role faults (`local-cloud fault slurm`), kube/slurm.py reads them.
         **({"slurm_faults": data["slurm_faults"]} if data.get("slurm_faults") else {}),
+        # ... and the Slurm jobs running on its workers (node -> count, `set_slurm_jobs`): a drain of a
+        # worker stays NodeDraining while it runs one (kube/slurm.py).
+        **({"slurm_jobs": data["slurm_jobs"]} if data.get("slurm_jobs") else {}),
         # RTX clusters: the GPU operator's driver faults (`local-cloud fault driver`), kube/shapes.py.
         **({"driver_faults": data["driver_faults"]} if data.get("driver_faults") else {}),
     }

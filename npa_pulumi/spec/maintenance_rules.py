@@ -91,7 +91,9 @@ def parse_instant(text: str, zone: ZoneInfo, *, end_of_day: bool) -> datetime | 
     return (moment if moment.tzinfo else moment.replace(tzinfo=zone)).astimezone(UTC)
 
 
-def check_maintenance(block: MaintenanceSpec) -> Iterator[RawProblem]:
+def check_maintenance(block: MaintenanceSpec, needs_selectors: bool = True) -> Iterator[RawProblem]:
+    """`needs_selectors`: `wait_for_jobs` must name pods (an mk8s cluster's block); a soperator cluster
+    waits for its Slurm jobs without one, and a project's block is judged in each of its clusters."""
     for index, window in enumerate(block.windows):
         yield from _window(window, ("windows", index))
     for index, exclusion in enumerate(block.exclusions):
@@ -101,18 +103,19 @@ def check_maintenance(block: MaintenanceSpec) -> Iterator[RawProblem]:
             ("drain_time",), f"drain_time {block.drain_time!r} is not a duration", "e.g. 30m or 1h"
         )
     if block.wait_for_jobs is not None:
-        yield from _wait_for_jobs(block.wait_for_jobs, ("wait_for_jobs",))
+        yield from _wait_for_jobs(block.wait_for_jobs, ("wait_for_jobs",), needs_selectors)
 
 
 _SELECTOR = re.compile(r"[A-Za-z0-9./_-]+(\s*(=|==|!=)\s*[A-Za-z0-9._-]*)?")
 
 
-def _wait_for_jobs(wait: WaitForJobsSpec, path: PathTuple) -> Iterator[RawProblem]:
-    if not wait.selectors:
+def _wait_for_jobs(wait: WaitForJobsSpec, path: PathTuple, needs_selectors: bool) -> Iterator[RawProblem]:
+    if not wait.selectors and needs_selectors:
         yield RawProblem(
             (*path, "selectors"),
             "wait_for_jobs needs at least one label selector",
-            "e.g. selectors: [app=train] (the pods of the jobs to wait for)",
+            "e.g. selectors: [app=train] (the pods of the jobs to wait for; only a soperator cluster "
+            "waits without one, for its Slurm jobs)",
         )
     for index, selector in enumerate(wait.selectors):
         terms = [term.strip() for term in selector.split(",")]

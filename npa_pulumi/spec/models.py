@@ -290,12 +290,14 @@ class MaintenanceExclusionSpec(SpecModel):
 
 
 class WaitForJobsSpec(SpecModel):
-    """Before `up` applies a disruptive change to a cluster, wait for its running jobs' pods to end."""
+    """Before `up` applies a disruptive change to a cluster, wait for its running jobs to end: the pods
+    of `selectors` and, on a soperator cluster, the Slurm jobs of its workers (drained first)."""
 
     selectors: list[Text] = Field(
         default_factory=list,
         description="Label selectors of job pods (`app=train`, `batch.kubernetes.io/job-name`), any "
-        "namespace; a pod matching any of them that is Pending or Running is waited for.",
+        "namespace; a pod matching any of them that is Pending or Running is waited for. Needed on an "
+        "mk8s cluster; a soperator cluster waits for its Slurm jobs with or without them.",
     )
     timeout: Text = Field(
         "1h", description="How long to wait (30m, 4h): past it the cluster is not changed and its wave halts."

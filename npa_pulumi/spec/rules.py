@@ -157,7 +157,9 @@ def check_project(project: ProjectSpec) -> list[RawProblem]:
     if project.object_storage is not None:
         problems += [_prefixed(("object_storage",), p) for p in _object_storage(project)]
     if project.maintenance is not None:
-        problems += [_prefixed(("maintenance",), p) for p in check_maintenance(project.maintenance)]
+        # wait_for_jobs' selectors are judged in each cluster: its backend says whether they are needed
+        block = check_maintenance(project.maintenance, needs_selectors=False)
+        problems += [_prefixed(("maintenance",), p) for p in block]
     seen: dict[str, int] = {}
     for position, cluster in enumerate(project.clusters):
         if cluster.name in seen:
@@ -221,7 +223,9 @@ def check_cluster(cluster: ClusterSpec) -> list[RawProblem]:
         for rule in _MK8S_RULES:
             problems += list(rule(cluster))
     if cluster.maintenance is not None:
-        problems += [_prefixed(("maintenance",), p) for p in check_maintenance(cluster.maintenance)]
+        pods_only = cluster.backend is not c.BackendKind.SOPERATOR  # soperator: Slurm jobs without them
+        block = check_maintenance(cluster.maintenance, needs_selectors=pods_only)
+        problems += [_prefixed(("maintenance",), p) for p in block]
     return problems
 
 

@@ -23,6 +23,8 @@
 Where a workload manager owns the nodes (its backend names it), its drain comes first: a decision with `drain`
 sets the manager's drain condition on the node (running jobs finish, nothing new lands) and takes no rung;
 the rung is taken at a later read, once the manager reports the node drained, and re-read right before.
+A disruptive `up` drains a cluster's workers through the same condition (`ChangeDrain`, with its own
+reason and field manager) and lifts only the drains it asked for.
 
 Each action done leaves a private receipt (`<npa home>/health/remediation/receipts/<fleet>/`, 0600: the
 node, its uid, the rung, its prior scheduling state, what happened); the read's actions go into the audit
@@ -34,7 +36,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -179,12 +181,24 @@ def workload_conditions(node: JSON) -> dict[str, str]:
 def _drain(
     client: KubeClient, node: JSON, manager: core.WorkloadManager, reason: str
 ) -> tuple[str, str, str, bool | None]:
-    """Ask the workload manager to drain the node: its drain condition set True with the request as its
-    reason and the ladder's reason as its message (server-side apply of that one condition: the node's
-    other conditions stay as their owners keep them). Running jobs finish; nothing new is scheduled."""
-    name = node["metadata"]["name"]
+    """Ask the workload manager to drain the node with the ladder's reason; nothing when a drain of it is
+    asked for already (by anyone). Running jobs finish; nothing new is scheduled."""
     if manager.condition in workload_conditions(node):
         return "done", f"{manager.name} drain already asked for", "", None
+    ask_drain(client, node["metadata"]["name"], manager, reason)
+    return "done", f"drain asked of {manager.name} (reason: {reason})", "", None
+
+
+def ask_drain(
+    client: KubeClient,
+    name: str,
+    manager: core.WorkloadManager,
+    reason: str,
+    field_manager: str = FIELD_MANAGER,
+) -> None:
+    """The manager's drain condition on the node set True, with the request as its reason and `reason` as
+    its message (the reason its manager gives the drain; server-side apply of that one condition: the
+    node's other conditions stay as their owners keep them)."""
     condition = {
         "type": manager.condition,
         "status": "True",
@@ -192,24 +206,37 @@ def _drain(
         "message": reason,
         "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    _apply_node_condition(client, name, condition)
-    return "done", f"drain asked of {manager.name} (reason: {reason})", "", None
+    _apply_node_condition(client, name, condition, field_manager)
 
 
-def _apply_node_condition(client: KubeClient, name: str, condition: JSON) -> None:
-    """Set one condition of the node's status under the ladder's field manager (server-side apply)."""
+def _apply_node_condition(
+    client: KubeClient, name: str, condition: JSON, field_manager: str = FIELD_MANAGER
+) -> None:
+    """Set one condition of the node's status under `field_manager` (server-side apply)."""
     body = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name},
         "status": {"conditions": [condition]},
     }
-    client.apply(f"/api/v1/nodes/{name}/status", body, FIELD_MANAGER)
+    client.apply(f"/api/v1/nodes/{name}/status", body, field_manager)
 
 
 def _undrain(client: KubeClient, node: JSON, manager: core.WorkloadManager) -> bool:
-    """Release the ladder's own drain of the node (its condition's message is the ladder's reason): the
-    condition set False with the manager's release reason. Whether there was one to release."""
+    """Release the ladder's own drain of the node (its condition's message is the ladder's reason)."""
+    return release_drain(client, node, manager, DRAIN_REASON_PREFIX)
+
+
+def release_drain(
+    client: KubeClient,
+    node: JSON,
+    manager: core.WorkloadManager,
+    prefix: str,
+    field_manager: str = FIELD_MANAGER,
+) -> bool:
+    """Release a drain of the node (as read) whose message starts with `prefix` (its asker's own): the
+    condition set False with the manager's release reason. A drain someone else asked for is left as it
+    is. Whether there was one to release."""
     found = next(
         (
             c
@@ -218,7 +245,7 @@ def _undrain(client: KubeClient, node: JSON, manager: core.WorkloadManager) -> b
         ),
         None,
     )
-    if found is None or not str(found.get("message") or "").startswith(DRAIN_REASON_PREFIX):
+    if found is None or not str(found.get("message") or "").startswith(prefix):
         return False
     name = node["metadata"]["name"]
     condition = found | {
@@ -226,7 +253,7 @@ def _undrain(client: KubeClient, node: JSON, manager: core.WorkloadManager) -> b
         "reason": manager.released,
         "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    _apply_node_condition(client, name, condition)
+    _apply_node_condition(client, name, condition, field_manager)
     return True
 
 
@@ -286,3 +313,74 @@ def restore(
         action["receipt"] = _receipt(fleet, receipt | {"prior_unschedulable": False}, now)
         done.append(action)
     return done
+
+
+# ------------------------------------------------------------------------ a disruptive change's drain
+
+CHANGE_FIELD_MANAGER = "npa-disruptive-change"  # whose conditions a disruptive change's drains are
+CHANGE_REASON_PREFIX = "npa-pulumi: disruptive change"  # the reason its drains give the workload manager
+
+
+@dataclass
+class ChangeDrain:
+    """A workload manager's drain of every worker of a cluster before a disruptive change (a disruptive
+    `up`: engine/operations/up.py). Each worker with no drain is drained through its manager with `reason`
+    (running jobs finish; nothing new lands on it); one drained already by someone else is waited for and
+    left as it is, never lifted. A drain with this prefix that is already there is an earlier change's
+    that was never lifted (its run was killed): it is taken over, and lifted with this one's.
+
+    `busy` reads the workers (and drains any that joined since); `lift` releases the drains this asked
+    for, and only those (a node replaced since has none to release)."""
+
+    client: KubeClient
+    manager: core.WorkloadManager
+    reason: str
+    asked: dict[str, str] = field(default_factory=dict)  # node -> its uid: the drains this owns
+    kept: set[str] = field(default_factory=set)  # workers drained by someone else: left as they are
+    workers: set[str] = field(default_factory=set)  # every worker seen
+
+    def busy(self) -> list[str]:
+        """`node (state)` of each worker not drained yet (a job still runs on it, or its manager has not
+        taken the drain yet), after asking the drain of every worker that has none."""
+        found = []
+        for node in self.client.list("/api/v1/nodes", label_selector=self.manager.workers):
+            meta = node.get("metadata") or {}
+            name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
+            self.workers.add(name)
+            conditions = workload_conditions(node)
+            if self.manager.condition not in conditions:
+                ask_drain(self.client, name, self.manager, self.reason, CHANGE_FIELD_MANAGER)
+                self.asked[name], conditions = uid, {self.manager.condition: self.manager.request}
+                self.kept.discard(name)
+            elif name not in self.asked and name not in self.kept:
+                if _drain_message(node, self.manager).startswith(CHANGE_REASON_PREFIX):
+                    self.asked[name] = uid
+                else:
+                    self.kept.add(name)
+            state = self.manager.state_of(conditions)
+            if not self.manager.drained(state):
+                found.append(f"{name} ({state})")
+        return sorted(found)
+
+    def lift(self) -> list[str]:
+        """Release the drains this owns; the nodes whose drain was released."""
+        lifted = []
+        for name, uid in sorted(self.asked.items()):
+            node = self.client.get_or_none(f"/api/v1/nodes/{name}")
+            if node is None or (uid and (node.get("metadata") or {}).get("uid") != uid):
+                continue  # gone or replaced: its drain went with it
+            if release_drain(self.client, node, self.manager, CHANGE_REASON_PREFIX, CHANGE_FIELD_MANAGER):
+                lifted.append(name)
+        return lifted
+
+
+def _drain_message(node: JSON, manager: core.WorkloadManager) -> str:
+    """The message (the reason it was given) of the node's drain through `manager`, "" with none."""
+    return next(
+        (
+            str(c.get("message") or "")
+            for c in (node.get("status") or {}).get("conditions") or []
+            if c.get("type") == manager.condition and c.get("status") == "True"
+        ),
+        "",
+    )

@@ -85,6 +85,9 @@ class WorkloadManager:
     undrained: str = "UNDRAINED"  # its state of a node it was not asked to drain
     released: str = ""  # the condition's reason once a drain is released (set False)
     drained_states: tuple[frozenset[str], ...] = ()  # flag sets that mean drained, nothing runs
+    # A label selector of the Kubernetes nodes whose jobs it runs: those a disruptive change drains through
+    # it first (engine/operations/up.py); "" when it names none.
+    workers: str = ""
 
     def busy(self, state: str) -> bool:
         return _matches(state, self.busy_states)

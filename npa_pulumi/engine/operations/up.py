@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npa_pulumi.engine import lifecycle, liveness
 from npa_pulumi.engine import rollout as staged
@@ -22,6 +22,8 @@ from npa_pulumi.engine.automation import PROJECT_NAME, StackCommand, StackOp, ch
 from npa_pulumi.engine.context import FleetContext
 from npa_pulumi.engine.costs import over_budget
 from npa_pulumi.engine.graph import Skip, Visit, WalkKind
+from npa_pulumi.engine.health.actions import CHANGE_REASON_PREFIX, ChangeDrain
+from npa_pulumi.engine.health.remediation import WorkloadManager
 from npa_pulumi.engine.operations import health, preflight
 from npa_pulumi.engine.operations.common import (
     apply_lifecycle,
@@ -42,6 +44,9 @@ from npa_pulumi.plan.deferral import Deferral, defer, restricted
 from npa_pulumi.plan.windows import policy_from_spec
 from npa_pulumi.runtime import tracing
 from npa_pulumi.spec.models import MaintenanceSpec, WaitForJobsSpec
+
+if TYPE_CHECKING:
+    from npa_pulumi.kube.client import KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -296,13 +301,20 @@ def _up_cluster(context: FleetContext, op: StackOp, block: MaintenanceSpec | Non
             deferral = defer(maintenance, now, terraform)
             if deferral is not None:
                 return _pending(context, op, deferral, terraform)
+        drain: ChangeDrain | None = None
         if block is not None and block.wait_for_jobs is not None and waits and terraform is not None:
-            stopped = _wait_for_jobs(context, op, block.wait_for_jobs, terraform)
+            stopped, drain = _wait_for_jobs(context, op, block.wait_for_jobs, terraform)
             if stopped is not None:
                 return stopped
         if terraform is not None and context.replacement_policy_enabled:
             op = dataclasses.replace(op, policy_config=replacement_policy_config(terraform))
-        result = context.executor.run(op, StackCommand.UP)
+        try:
+            result = context.executor.run(op, StackCommand.UP)
+        finally:
+            # Its workers were drained for the change only: once it is applied (or failed) they take jobs
+            # again. A worker the change replaced took its drain with it.
+            if drain is not None and drain.asked:
+                context.progress.message(f"{op.stack}: {_lift_after(context, op, drain)} after the change")
         if terraform is not None and terraform.get("resources"):
             result.terraform = terraform
     if not result.failed:
@@ -339,48 +351,149 @@ def _disruptive(terraform: Mapping[str, Any]) -> list[str]:
 
 def _wait_for_jobs(
     context: FleetContext, op: StackOp, wait: WaitForJobsSpec, terraform: Mapping[str, Any]
-) -> StackResult | None:
+) -> tuple[StackResult | None, ChangeDrain | None]:
     """Before a disruptive change: wait (`wait.timeout`) for the cluster's job pods matching `wait.selectors`
-    to end. None when the change may go (nothing disruptive, or every job ended); else the cluster's failed
-    result naming the pods still running, its stack untouched (a failure, so its rollout wave halts)."""
+    to end and, where a workload manager owns its workers (soperator: Slurm), for every worker to report
+    itself drained through it (each drained here first: its running jobs finish, no new one starts).
+
+    (None, the drain to lift once the change is applied) when the change may go (nothing disruptive, or
+    every job ended); else the cluster's failed result naming the pods and workers still running jobs,
+    its stack untouched (a failure, so its rollout wave halts) and the drains this wait asked for lifted
+    again (a worker drained by someone else before stays drained)."""
     from npa_pulumi.cloud.errors import CloudError
     from npa_pulumi.kube import drain as kd
-    from npa_pulumi.kube.client import KubeClient, KubeError
-    from npa_pulumi.kube.kubeconfig import dump
+    from npa_pulumi.kube.client import KubeError
     from npa_pulumi.spec.durations import describe, duration_seconds
 
     changes = _disruptive(terraform)
     if not changes:
-        return None
+        return None, None
     outputs = ClusterOutputs.read(context.stack_outputs([op])[op.stack])
     timeout_s = float(duration_seconds(wait.timeout) or 3600)
-    selectors = ", ".join(wait.selectors)
-    context.progress.phase(op.stack, "waiting for jobs", f"{selectors} (up to {describe(timeout_s)})")
+    manager = _workload_manager(context, op)
+    what = [", ".join(wait.selectors)] if wait.selectors else []
+    what += [f"{manager.name} jobs on every worker (drained first)"] if manager is not None else []
+    context.progress.phase(op.stack, "waiting for jobs", f"{'; '.join(what)} (up to {describe(timeout_s)})")
+    drain: ChangeDrain | None = None
+    last: dict[str, list[str]] = {"pods": [], "workers": []}
     try:
-        access = context.cloud.cluster_access(str(outputs.cluster_id))
-        client = KubeClient.from_kubeconfig(dump(access.kubeconfig(str(outputs.kube_context or op.stack))))
-        waited = kd.wait_for_jobs(lambda: kd.running_jobs(client, wait.selectors), timeout_s)
+        client = _cluster_client(context, op, outputs)
+        if manager is not None:
+            drain = ChangeDrain(client, manager, _drain_reason(changes))
+
+        def running() -> list[str]:
+            last["pods"] = kd.running_jobs(client, wait.selectors)
+            last["workers"] = drain.busy() if drain is not None else []
+            return last["pods"] + last["workers"]
+
+        waited = kd.wait_for_jobs(running, timeout_s)
     except (CloudError, KubeError) as err:
-        return op.result(
-            StackStatus.FAILED,
-            error=f"its job pods ({selectors}) could not be read before a disruptive change ({err}); the "
-            "cluster is not changed (`up --force` applies it without waiting)",
-        )
+        return _not_changed(
+            op,
+            f"its running jobs ({'; '.join(what)}) could not be read before a disruptive change ({err})",
+            drain,
+        ), None
+    if manager is not None and drain is not None and not drain.workers:
+        return _not_changed(
+            op,
+            f"no {manager.name} worker was found (nodes labelled {manager.workers}) to drain before a "
+            "disruptive change",
+            drain,
+        ), None
     if waited.cleared:
+        if drain is not None:
+            done = f"every job ended, {len(drain.workers)} {drain.manager.name} worker(s) drained"
+        else:
+            done = f"{len(waited.seen)} job pod(s) ended"
         if waited.seen:
-            context.progress.message(
-                f"{op.stack}: {len(waited.seen)} job pod(s) ended after {describe(waited.waited_s)}; applying"
-            )
-        return None
-    still = ", ".join(waited.still[:10]) + (
-        f" and {len(waited.still) - 10} more" if len(waited.still) > 10 else ""
+            context.progress.message(f"{op.stack}: {done} after {describe(waited.waited_s)}; applying")
+        return None, drain
+    named = [_some(last["pods"])] if last["pods"] else []
+    if last["workers"] and manager is not None:
+        named.append(f"{manager.name} node(s) still running jobs: {_some(last['workers'])}")
+    kind = "job pod(s)" if not last["workers"] else "job(s)"
+    return _not_changed(
+        op,
+        f"{kind} still running after waiting {describe(timeout_s)} before a disruptive change "
+        f"({', '.join(changes[:5])}): {'; '.join(named)}",
+        drain,
+    ), None
+
+
+def _not_changed(op: StackOp, why: str, drain: ChangeDrain | None) -> StackResult:
+    """The cluster's failed result: not changed, nothing evicted, the drains this wait asked lifted."""
+    lifted = f", {_lift(drain)}" if drain is not None and drain.asked else ""
+    kept = (
+        f", {len(drain.kept)} worker(s) drained before it stay drained ({_some(sorted(drain.kept))})"
+        if drain is not None and drain.kept
+        else ""
     )
     return op.result(
         StackStatus.FAILED,
-        error=f"job pod(s) still running after waiting {describe(timeout_s)} before a disruptive change "
-        f"({', '.join(changes[:5])}): {still}; the cluster is not changed, nothing was evicted (`up --force` "
-        "applies it without waiting)",
+        error=f"{why}; the cluster is not changed, nothing was evicted{lifted}{kept} (`up --force` applies "
+        "it without waiting)",
     )
+
+
+def _lift(drain: ChangeDrain) -> str:
+    """Release the drains `drain` asked for; what became of them, in words."""
+    from npa_pulumi.kube.client import KubeError
+
+    name = drain.manager.name
+    try:
+        lifted = drain.lift()
+    except KubeError as err:
+        return (
+            f"the {name} drains of {_some(sorted(drain.asked))} could not be lifted ({err}): release them "
+            f"by hand (their reason starts {CHANGE_REASON_PREFIX!r})"
+        )
+    return f"the {name} drains it asked for are lifted ({len(lifted)} of {len(drain.asked)} node(s))"
+
+
+def _lift_after(context: FleetContext, op: StackOp, drain: ChangeDrain) -> str:
+    """`_lift` once the change ran, with credentials the cloud gives now (an update can outlast the
+    ones the wait had)."""
+    from npa_pulumi.cloud.errors import CloudError
+    from npa_pulumi.kube.client import KubeError
+
+    try:
+        drain.client = _cluster_client(
+            context, op, ClusterOutputs.read(context.stack_outputs([op])[op.stack])
+        )
+    except (CloudError, KubeError) as err:
+        context.progress.message(f"{op.stack}: the cluster's API with new credentials: {err}")
+    return _lift(drain)
+
+
+def _some(names: Sequence[str], shown: int = 10) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def _drain_reason(changes: Sequence[str]) -> str:
+    """The reason a workload manager gives its drain of the workers: which change, in a line it keeps."""
+    more = f" and {len(changes) - 2} more" if len(changes) > 2 else ""
+    return f"{CHANGE_REASON_PREFIX} {', '.join(changes[:2])}{more}"[:200]
+
+
+def _workload_manager(context: FleetContext, op: StackOp) -> WorkloadManager | None:
+    """The workload manager owning the cluster's workers (its backend's), when it names them."""
+    from npa_pulumi.engine.backends.registry import backend_for, recorded_backend
+
+    backend = recorded_backend(context.stack_outputs([op])[op.stack]) or backend_for(
+        context.plans().cluster(op.stack).backend
+    )
+    manager = None if backend is None else backend.workload_manager
+    return manager if manager is not None and manager.workers else None
+
+
+def _cluster_client(context: FleetContext, op: StackOp, outputs: ClusterOutputs) -> KubeClient:
+    """The cluster's API, with credentials the cloud gives now (as the gate reaches it)."""
+    from npa_pulumi.kube.client import KubeClient
+    from npa_pulumi.kube.kubeconfig import dump
+
+    access = context.cloud.cluster_access(str(outputs.cluster_id))
+    return KubeClient.from_kubeconfig(dump(access.kubeconfig(str(outputs.kube_context or op.stack))))
 
 
 def _deployed(context: FleetContext, op: StackOp) -> bool:

@@ -132,3 +132,38 @@ def test_bad_wait_for_jobs_is_refused_naming_its_line(wait: str, path: str, mess
         parse_spec(SPEC.replace("WAIT", wait))
     (problem,) = raised.value.problems
     assert problem.path.endswith(path) and message in problem.message and problem.line == 7
+
+
+MIXED = """\
+apiVersion: npa.fleet/v0.0.1
+name: jobs
+region: eu-north1
+defaults:
+  cpu_nodes: {count: 1, platform: cpu-d3, preset: 4vcpu-16gb}
+projects:
+  - name: p
+    maintenance:
+      wait_for_jobs: {timeout: 2h}
+    clusters:
+      - name: slurm
+        backend: soperator
+        soperator:
+          slurm_operator_version: "4.1.6"
+          workers:
+            - { name: cpu, platform: cpu-d3, preset: 16vcpu-64gb, size: 2 }
+"""
+
+
+def test_a_soperator_cluster_waits_for_its_slurm_jobs_without_selectors() -> None:
+    spec = parse_spec(MIXED)
+    (_, cluster), *_ = spec.cluster_targets()
+    assert cluster.maintenance is not None and cluster.maintenance.wait_for_jobs is not None
+    assert cluster.maintenance.wait_for_jobs.selectors == []
+
+
+def test_an_mk8s_cluster_of_that_project_needs_selectors_at_the_projects_line() -> None:
+    with pytest.raises(SpecError) as raised:
+        parse_spec(MIXED + "      - name: train\n        backend: mk8s\n")
+    (problem,) = raised.value.problems
+    assert problem.path.endswith("projects[0].maintenance.wait_for_jobs.selectors"), problem.path
+    assert "at least one label selector" in problem.message and problem.line == 9

@@ -92,7 +92,12 @@ def test_slurm_jobs_on_a_node_are_recorded_and_cleared(seeded: Any) -> None:
     simulator, _, _, cluster_id = seeded
     first = sorted(_nodes(simulator, cluster_id))[0]
     assert simulator.set_slurm_jobs(cluster_id, first, 2) == {first: 2}
+    # what the cluster's agent reads (its simulated soperator keeps a drain NodeDraining meanwhile)
+    snapshot = simulator.cluster_snapshot(cluster_id)
+    assert snapshot is not None and snapshot[0]["slurm_jobs"] == {first: 2}
     assert simulator.set_slurm_jobs(cluster_id, first, 0) == {}
+    cleared = simulator.cluster_snapshot(cluster_id)
+    assert cleared is not None and "slurm_jobs" not in cleared[0]
     with pytest.raises(InvalidArgument):
         simulator.set_slurm_jobs(cluster_id, first, -1)
 

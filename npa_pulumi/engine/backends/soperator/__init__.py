@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # node's `SlurmNodeDrain` condition (its consts: set True with reason NodeNeedDrain, its controllers drain
 # the node's Slurm nodes with a reason, the reason becomes NodeDraining while jobs still run on them and
 # NodeDrained once none does). The ladder drains through it, and never touches a node still draining
-# (DRAIN+ALLOC: a job runs).
+# (DRAIN+ALLOC: a job runs); a disruptive `up` drains every worker through it and waits for NodeDrained.
 SLURM = WorkloadManager(
     name="Slurm",
     drain="slurm drain (reason: {reason})",
@@ -42,6 +42,7 @@ SLURM = WorkloadManager(
     states={"NodeNeedDrain": "DRAINING", "NodeDraining": "DRAIN+ALLOC", "NodeDrained": "DRAIN+IDLE"},
     drained_states=(frozenset({"DRAIN", "IDLE"}),),
     released="NodeUndrained",
+    workers="slurm.nebius.ai/node-role=worker",  # the recipe's worker node groups (NodeSets' nodes)
 )
 
 
