@@ -208,8 +208,14 @@ _NODE_GROUP_IN_PLACE = ("labels", "name", "strategy", "autoscaling", "metadata")
 _GPU_OPERATOR_MARKERS = ("gpu-operator", "gpu_operator")
 
 
+# Attributes the service sets (read-only): a real plan marks them "known after apply" on every update, so
+# they say nothing about what the change does.
+_OUTPUT_ONLY = ("id", "status", "created_at", "updated_at", "resource_version")
+
+
 def _changed(resource: Mapping[str, Any]) -> list[str]:
-    return [str(a.get("name")) for a in resource.get("attributes") or []]
+    names = (str(a.get("name")) for a in resource.get("attributes") or [])
+    return [name for name in names if name.split(".", 1)[0] not in _OUTPUT_ONLY]
 
 
 def _node_count_change(resource: Mapping[str, Any]) -> int:
@@ -276,14 +282,20 @@ def _node_group(action: str, resource: Mapping[str, Any]) -> tuple[Disruption, s
     if action == "delete":
         return Disruption.DISRUPTIVE, "node group deleted: its nodes are drained"
     names = _changed(resource)
+    delta = _node_count_change(resource)
+    # A scale-down that comes with a roll still drains the nodes it removes: the reason says both.
+    also = f"; scale down by {-delta}" if delta < 0 else ""
     if "version" in names:
-        return Disruption.DISRUPTIVE, "Kubernetes version change: every node rolled (drained, re-provisioned)"
+        return Disruption.DISRUPTIVE, (
+            f"Kubernetes version change: every node rolled (drained, re-provisioned){also}"
+        )
     if any(name.startswith("template.gpu_settings") for name in names):
-        return Disruption.DISRUPTIVE, "driver preset change (template.gpu_settings): every node rolled"
+        return Disruption.DISRUPTIVE, f"driver preset change (template.gpu_settings): every node rolled{also}"
     template = sorted(name for name in names if name.startswith("template."))
     if template:
-        return Disruption.DISRUPTIVE, f"node template change ({', '.join(template)}): every node re-created"
-    delta = _node_count_change(resource)
+        return Disruption.DISRUPTIVE, (
+            f"node template change ({', '.join(template)}): every node re-created{also}"
+        )
     if delta < 0:
         return Disruption.DISRUPTIVE, f"scale down by {-delta}: those nodes are drained"
     if delta > 0:

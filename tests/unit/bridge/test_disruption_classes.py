@@ -105,6 +105,13 @@ def _sensitive_release(values: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def _with_service_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    """`entry` as a real plan shows an update: the service's fields unknown until applied."""
+    unknown = {"status": True, "updated_at": True, "resource_version": True}
+    entry["change"]["after_unknown"] = {**entry["change"]["after_unknown"], **unknown}
+    return entry
+
+
 CASES: list[tuple[str, list[dict[str, Any]], dict[str, str]]] = [
     ("ng-version", [change(CPU, NG, ["update"], _group("c"), _group("c", "1.32"))], {CPU: DIS}),
     ("gpu-ng-version", [change(GPU0, NG, ["update"], _group("g"), _group("g", "1.32"))], {GPU0: DIS}),
@@ -380,6 +387,38 @@ CASES: list[tuple[str, list[dict[str, Any]], dict[str, str]]] = [
         ],
         {"terraform_data.binpacking_scheduler_version[0]": INP},
     ),
+    (
+        # A real plan (the local cloud's, Nebius's provider) marks what the service sets as known after apply
+        # on every update: that must not make a labels-only change disruptive.
+        "labels-with-service-fields",
+        [
+            _with_service_fields(
+                change(
+                    CPU,
+                    NG,
+                    ["update"],
+                    {**_group("c"), "status": {"state": "RUNNING"}, "resource_version": "3"},
+                    {**_group("c"), "labels": {"library-solution": "k8s-training", "team": "a"}},
+                )
+            )
+        ],
+        {CPU: INP},
+    ),
+    (
+        # A pool scaled to zero whose template falls back to upstream's defaults (the renderer leaves an
+        # empty pool's preset out).
+        "scale-to-zero-with-template",
+        [
+            change(
+                CPU,
+                NG,
+                ["update"],
+                _group("c", count=2, resources={"platform": "cpu-d3", "preset": "4vcpu-16gb"}),
+                _group("c", count=0, resources={"platform": "cpu-d3", "preset": "16vcpu-64gb"}),
+            )
+        ],
+        {CPU: DIS},
+    ),
 ]
 # Changes the summary leaves out (a data source read, a no-op): nothing to class.
 NOT_CHANGES = [
@@ -421,6 +460,17 @@ def test_reasons_name_what_changed() -> None:
     assert "driver preset" in driver["disruption"]["reason"]
     (scale,) = summarize({"resource_changes": CASES[10][1]})["resources"]
     assert scale["disruption"]["reason"] == "scale down by 2: those nodes are drained"
+    (labels,) = summarize({"resource_changes": _case("labels-with-service-fields")})["resources"]
+    assert labels["disruption"]["reason"] == "node group settings only (labels.team)"
+    (zero,) = summarize({"resource_changes": _case("scale-to-zero-with-template")})["resources"]
+    assert zero["disruption"]["reason"] == (
+        "node template change (template.resources.preset): every node re-created; scale down by 2"
+    )
+
+
+def _case(name: str) -> list[dict[str, Any]]:
+    (changes,) = [changes for case, changes, _ in CASES if case == name]
+    return copy.deepcopy(changes)
 
 
 MODULE = (
