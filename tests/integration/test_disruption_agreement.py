@@ -17,7 +17,6 @@ import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -124,7 +123,7 @@ CASES = [
     ),
     Case(
         "gpu-single-gpu-preset",
-        {"gpu_nodes": {"preset": "1gpu-16vcpu-200gb"}, "enable_gpu_cluster": False, "infiniband_fabric": None},
+        {"gpu_nodes": {"preset": "1gpu-16vcpu-200gb"}, "enable_gpu_cluster": False, "infiniband_fabric": ""},
         {
             GPU0: (DIS, "template.resources.preset"),
             FABRIC: (DIS, "InfiniBand GPU cluster is deleted"),
@@ -375,4 +374,5 @@ def test_preview_classes_agree_with_the_table_on_the_local_cloud(applied: Worksp
         f"{len(CASES) - len(disagreeing)}/{len(CASES)} local-cloud change cases agree "
         f"({resources} resource changes classed)"
     )
+    print(agreement)  # shown with -s / -rP: the figure docs/upgrades.md quotes
     assert not disagreeing, agreement + "; disagreeing: " + json.dumps(disagreeing, indent=2)
