@@ -36,6 +36,10 @@ FABRIC = "nebius_compute_v1_gpu_cluster.fabric_2[0]"
 FILESYSTEM = "nebius_compute_v1_filesystem.shared-filesystem[0]"
 RELEASE = "nebius_applications_v1alpha1_k8s_release.this"
 OPERATOR, PLUGIN = f"module.gpu-operator[0].{RELEASE}", f"module.device-plugin[0].{RELEASE}"
+# The filesystem's CSI driver (a chart) and the storage-class annotations that make it the default.
+CSI = "helm_release.filesystem_csi[0]"
+DEMOTE = "kubernetes_annotations.filesystem_csi_demote_previous_default_storage_class[0]"
+PROMOTE = "kubernetes_annotations.filesystem_csi_promote_default_storage_class[0]"
 
 # The cluster every case starts from (applied once).
 BASE: dict[str, Any] = {
@@ -262,14 +266,24 @@ CASES = [
             FILESYSTEM: (DIS, "its data is lost"),
             CPU: (DIS, "template."),
             GPU0: (DIS, "template."),
+            # Uninstalling the CSI driver and its storage-class defaults drains no node; the data goes
+            # with the filesystem itself.
+            CSI: (INP, "no node drained"),
+            DEMOTE: (INP, "no node drained"),
+            PROMOTE: (INP, "no node drained"),
         },
         "the filesystem and its data go; both groups' nodes are re-created without the mount",
     ),
     Case(
         "filestore-mount-path",
         {"filestore_mount_path": "/mnt/shared"},
-        {CPU: (DIS, "template.cloud_init_user_data"), GPU0: (DIS, "template.cloud_init_user_data")},
-        "the mount is made by the nodes' cloud-init: every node re-created",
+        {
+            CPU: (DIS, "template.cloud_init_user_data"),
+            GPU0: (DIS, "template.cloud_init_user_data"),
+            # The CSI driver's data directory follows the mount path: its pods restart, mounts stay.
+            CSI: (INP, "no node drained"),
+        },
+        "the mount is made by the nodes' cloud-init (sensitive in the plan): every node re-created",
     ),
 ]
 
