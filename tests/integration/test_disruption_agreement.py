@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -316,7 +317,9 @@ def spec_of(cluster: dict[str, Any]) -> str:
 @pytest.fixture(scope="module")
 def applied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     workspace = LocalTerraform(tmp_path_factory.mktemp("disruption")).workspace(spec_of(BASE), NAME)
+    started = time.monotonic()
     workspace.apply()
+    print(f"apply: {time.monotonic() - started:.1f} s")
     # Each case plans with its own rendered variables (-var-file), none inherited from the applied ones.
     (workspace.directory / "terraform.tfvars.json").unlink()
     yield workspace
@@ -379,8 +382,10 @@ def test_the_table_covers_at_least_twenty_changes() -> None:
 
 def test_preview_classes_agree_with_the_table_on_the_local_cloud(applied: Workspace) -> None:
     # Plans only read the state (-lock=false): a few at once keep the module's wall time small.
+    started = time.monotonic()
     with ThreadPoolExecutor(max_workers=4) as pool:
         summaries = list(pool.map(lambda case: _plan(applied, case), CASES))
+    print(f"{len(CASES)} plans: {time.monotonic() - started:.1f} s")
     disagreeing = {case.name: _disagreements(case, s) for case, s in zip(CASES, summaries, strict=True)}
     disagreeing = {name: problems for name, problems in disagreeing.items() if problems}
     resources = sum(len(s["resources"]) for s in summaries)
