@@ -21,6 +21,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
@@ -42,16 +44,28 @@ def _action(actions: list[str]) -> str | None:
     return None  # no-op, read
 
 
+# Types of the Kubernetes-side providers: what they manage lives in the cluster (a chart, an annotation),
+# whatever its name says (upstream's `helm_release.filesystem_csi` is the CSI driver, not the filesystem).
+_KUBERNETES_SIDE = ("helm_", "kubernetes_", "kubectl_")
+
+
+def _name_of(address: str, resource_type: str) -> str:
+    """The resource's name where it may tell what the resource is ('' for a Kubernetes-side type)."""
+    if resource_type.startswith(_KUBERNETES_SIDE):
+        return ""
+    return address.rsplit(".", 1)[-1].split("[", 1)[0]
+
+
 def is_destructive(address: str, resource_type: str, action: str) -> bool:
     if action not in ("replace", "delete"):
         return False
-    name = address.rsplit(".", 1)[-1].split("[", 1)[0]
+    name = _name_of(address, resource_type)
     return any(kind in resource_type or kind in name for kind in _DESTRUCTIVE_KINDS)
 
 
 def kind_of(address: str, resource_type: str) -> str:
     """node_group | cluster | filesystem | other: what a resource is, for fleet-wide counts."""
-    name = address.rsplit(".", 1)[-1].split("[", 1)[0]
+    name = _name_of(address, resource_type)
     for kind in _DESTRUCTIVE_KINDS:
         if kind in resource_type or kind in name:
             # "gpu_cluster" is InfiniBand fabric, not a Kubernetes cluster
@@ -65,9 +79,22 @@ def _at(items: list[Any], index: int) -> Any:
     return items[index] if index < len(items) else None
 
 
+class _Masked(str):
+    """SENSITIVE in every output, carrying a digest of the value it hides so that two masked values can
+    still be compared (`terraform show -json` holds sensitive values, marked in *_sensitive)."""
+
+    digest: str
+
+    @classmethod
+    def of(cls, value: Any) -> _Masked:
+        masked = cls(SENSITIVE)
+        masked.digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+        return masked
+
+
 def _shown(value: Any, sensitive: Any, unknown: Any) -> Any:
     if sensitive is True:
-        return SENSITIVE
+        return _Masked.of(value)
     if unknown is True:
         return UNKNOWN
     if isinstance(value, Mapping):
@@ -109,10 +136,18 @@ def changed_attributes(change: Mapping[str, Any]) -> list[dict[str, Any]]:
     found = []
     for name in sorted(set(before_flat) | set(after_flat)):
         old, new = before_flat.get(name), after_flat.get(name)
-        # Two masked values cannot be compared: Terraform reports such a change through the action alone.
-        if (old != new or (new == UNKNOWN and old is not None)) and not old == new == SENSITIVE:
-            found.append({"name": name, "before": old, "after": new})
+        if isinstance(old, _Masked) and isinstance(new, _Masked):
+            # Both hidden: the attribute is named when its values differ (a node group's cloud-init user
+            # data), the values never shown.
+            if old.digest != new.digest:
+                found.append({"name": name, "before": SENSITIVE, "after": SENSITIVE})
+        elif old != new or (new == UNKNOWN and old is not None):
+            found.append({"name": name, "before": _plain(old), "after": _plain(new)})
     return found
+
+
+def _plain(value: Any) -> Any:
+    return SENSITIVE if isinstance(value, _Masked) else value
 
 
 def summarize(plan: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,8 +243,14 @@ _NODE_GROUP_IN_PLACE = ("labels", "name", "strategy", "autoscaling", "metadata")
 _GPU_OPERATOR_MARKERS = ("gpu-operator", "gpu_operator")
 
 
+# Attributes the service sets (read-only): a real plan marks them "known after apply" on every update, so
+# they say nothing about what the change does.
+_OUTPUT_ONLY = ("id", "status", "created_at", "updated_at", "resource_version")
+
+
 def _changed(resource: Mapping[str, Any]) -> list[str]:
-    return [str(a.get("name")) for a in resource.get("attributes") or []]
+    names = (str(a.get("name")) for a in resource.get("attributes") or [])
+    return [name for name in names if name.split(".", 1)[0] not in _OUTPUT_ONLY]
 
 
 def _node_count_change(resource: Mapping[str, Any]) -> int:
@@ -276,20 +317,29 @@ def _node_group(action: str, resource: Mapping[str, Any]) -> tuple[Disruption, s
     if action == "delete":
         return Disruption.DISRUPTIVE, "node group deleted: its nodes are drained"
     names = _changed(resource)
+    delta = _node_count_change(resource)
+    # A scale-down that comes with a roll still drains the nodes it removes: the reason says both.
+    also = f"; scale down by {-delta}" if delta < 0 else ""
     if "version" in names:
-        return Disruption.DISRUPTIVE, "Kubernetes version change: every node rolled (drained, re-provisioned)"
+        return Disruption.DISRUPTIVE, (
+            f"Kubernetes version change: every node rolled (drained, re-provisioned){also}"
+        )
     if any(name.startswith("template.gpu_settings") for name in names):
-        return Disruption.DISRUPTIVE, "driver preset change (template.gpu_settings): every node rolled"
+        return Disruption.DISRUPTIVE, f"driver preset change (template.gpu_settings): every node rolled{also}"
     template = sorted(name for name in names if name.startswith("template."))
     if template:
-        return Disruption.DISRUPTIVE, f"node template change ({', '.join(template)}): every node re-created"
-    delta = _node_count_change(resource)
+        return Disruption.DISRUPTIVE, (
+            f"node template change ({', '.join(template)}): every node re-created{also}"
+        )
     if delta < 0:
         return Disruption.DISRUPTIVE, f"scale down by {-delta}: those nodes are drained"
     if delta > 0:
         return Disruption.IN_PLACE, f"scale up by {delta}: nodes added"
+    if not names:
+        # Terraform updates something the plan does not let us read: what cannot be read may roll.
+        return Disruption.DISRUPTIVE, "node group updated (no readable attribute changed): may roll its nodes"
     if all(name.split(".", 1)[0] in _NODE_GROUP_IN_PLACE for name in names):
-        return Disruption.IN_PLACE, "node group settings only (" + (", ".join(names) or "no attribute") + ")"
+        return Disruption.IN_PLACE, "node group settings only (" + ", ".join(names) + ")"
     return Disruption.DISRUPTIVE, f"node group updated ({', '.join(names)}): may roll its nodes"
 
 

@@ -7,34 +7,20 @@ transient refusal retried inside the apply, a state lost after the creates, and 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from upstream_support import PROJECT, LocalTerraform, Workspace
 
-from npa_pulumi.bridge.local_providers import write_cli_config
-from npa_pulumi.bridge.recipe import default_source, materialize
-from npa_pulumi.plan import render_tfvars, resolve_targets
 from npa_pulumi.runtime.retry import DEFAULT_ATTEMPTS
-from npa_pulumi.runtime.toolchain import find_local_provider_mirror, find_terraform
-from npa_pulumi.simulator import LocalSimulator
-from npa_pulumi.spec.parse import parse_spec
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT_TENANT = REPO / "examples" / "local-tenant-short.yaml"
-TENANT = "tenant-local"
-REGION = "us-central1"
-PROJECT = "project-existing1"
 GIB = 2**30
-SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHhR4pKoiEHzZnGfmfXOwhnxAdO9CJyu5y8cq9mE7yZb test@npa"
 
 SPEC = """
 apiVersion: npa.fleet/v0.0.1
@@ -69,106 +55,14 @@ projects:
 """
 
 
-@dataclass
-class Workspace:
-    """One cluster's terraform work dir, as the bridge materialises it."""
-
-    directory: Path
-    env: dict[str, str]
-    simulator: LocalSimulator
-
-    def terraform(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [str(find_terraform()), *args, "-no-color"],
-            cwd=self.directory,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if check:
-            assert result.returncode == 0, f"terraform {args[0]} failed:\n{result.stdout}\n{result.stderr}"
-        return result
-
-    def apply(self, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return self.terraform("apply", "-auto-approve", "-input=false", check=check)
-
-    def destroy(self) -> None:
-        self.terraform("destroy", "-auto-approve", "-input=false")
-
-    def state(self) -> dict[str, dict[str, Any]]:
-        """Each resource instance of the state by address: its attributes."""
-        shown = json.loads(self.terraform("show", "-json").stdout)
-        found: dict[str, dict[str, Any]] = {}
-        modules = [shown.get("values", {}).get("root_module", {})]
-        while modules:
-            module = modules.pop()
-            found.update({r["address"]: r["values"] for r in module.get("resources", [])})
-            modules.extend(module.get("child_modules", []))
-        return found
-
-    def inventory(self) -> dict[str, list[dict[str, Any]]]:
-        return self.simulator.inventory()
-
-    def usage(self, name: str) -> int:
-        (quota,) = [
-            q
-            for q in self.inventory()["quotas"]
-            if (q["name"], q["region"], q["scope"]) == (name, REGION, "tenant")
-        ]
-        return int(quota["usage"] or 0)
-
-    def block_usage(self, block_id: str) -> int:
-        (block,) = [b for b in self.inventory()["capacity_block_groups"] if b["id"] == block_id]
-        return int(block["usage"] or 0)
-
-
 @pytest.fixture
 def make_workspace(tmp_path: Path) -> Iterator[Any]:
-    mirror = find_local_provider_mirror()
-    assert mirror is not None, "the local cloud's providers are not built: run `make tools`"
-    cloud_dir = tmp_path / "cloud"
-    (tmp_path / "plugins").mkdir()
-    # A clean, offline terraform: no inherited TF_* setting, the local cloud's providers only, one plugin
-    # cache for every work dir of the test (as the bridge shares one).
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "NEBIUS_"))}
-    base.update(
-        {
-            "HOME": str(tmp_path / "home"),
-            "TF_CLI_CONFIG_FILE": str(write_cli_config(tmp_path / "cli", mirror)),
-            "TF_PLUGIN_CACHE_DIR": str(tmp_path / "plugins"),
-            "TF_IN_AUTOMATION": "1",
-            "CHECKPOINT_DISABLE": "1",
-            "NPA_PYTHON": sys.executable,
-            "NPA_LOCAL_CLOUD_DIR": str(cloud_dir),
-            "NPA_LOCAL_CLOUD_KUBERNETES_API": "0",
-            "NPA_LOCAL_CLOUD_WAIT_TIMEOUT_S": "1.5",
-        }
-    )
-    simulator = LocalSimulator(cloud_dir)
+    cloud = LocalTerraform(tmp_path)
 
     def make(cluster: str, fixture: Path | None = None, copy: str = "") -> Workspace:
         if fixture is not None:
-            simulator.initialise(fixture, force=True)
-        subnet = simulator.list_subnets(PROJECT)[0]["id"]
-        work = tmp_path / f"{cluster}{copy}"
-        recipe = materialize(default_source(), work, REGION, tmp_path / "cache")
-        (target,) = [t for t in resolve_targets(parse_spec(SPEC)) if t.cluster_name == cluster]
-        rendered = render_tfvars(target, recipe.variables, SSH_KEY)
-        (recipe.module_dir / "terraform.tfvars.json").write_text(json.dumps(rendered.file_vars, indent=2))
-        env = dict(base)
-        identity = {"tenant_id": TENANT, "parent_id": PROJECT, "region": REGION, "subnet_id": subnet}
-        env.update({f"TF_VAR_{k}": v for k, v in identity.items()})
-        env["TF_VAR_iam_token"] = f"npa-local-iam-token.{TENANT}"
-        env.update(
-            {
-                f"TF_VAR_{k}": v if isinstance(v, str) else json.dumps(v)
-                for k, v in rendered.runtime_vars.items()
-            }
-        )
-        workspace = Workspace(recipe.module_dir, env, simulator)
-        workspace.terraform("init", "-input=false")
-        return workspace
+            cloud.simulator.initialise(fixture, force=True)
+        return cloud.workspace(SPEC, cluster, copy)
 
     yield make
 

@@ -11,11 +11,13 @@ agree with the expected ones for every case (100 %)."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
 from npa_pulumi.bridge.plan_summary import stack_disruption, summarize
+from npa_pulumi.cloud.redaction import SENSITIVE
 
 NEBIUS = "registry.terraform.io/nebius/nebius"
 DIS, INP = "disruptive", "in-place"
@@ -103,6 +105,25 @@ def _cp(version: str, **extra: Any) -> dict[str, Any]:
 def _sensitive_release(values: dict[str, Any]) -> dict[str, Any]:
     body = {"application_name": "gpu-operator", "namespace": "gpu-operator", "sensitive": values}
     return body
+
+
+def _with_service_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    """`entry` as a real plan shows an update: the service's fields unknown until applied."""
+    unknown = {"status": True, "updated_at": True, "resource_version": True}
+    entry["change"]["after_unknown"] = {**entry["change"]["after_unknown"], **unknown}
+    return entry
+
+
+def _cloud_init_change(before_path: str, after_path: str) -> dict[str, Any]:
+    def group(path: str) -> dict[str, Any]:
+        body = _group("c")
+        body["template"]["cloud_init_user_data"] = f"#cloud-config\nmounts: [[data, {path}, virtiofs]]\n"
+        return body
+
+    entry = change(CPU, NG, ["update"], group(before_path), group(after_path))
+    masked = {"template": {"cloud_init_user_data": True}}
+    entry["change"]["before_sensitive"] = entry["change"]["after_sensitive"] = masked
+    return entry
 
 
 CASES: list[tuple[str, list[dict[str, Any]], dict[str, str]]] = [
@@ -380,6 +401,75 @@ CASES: list[tuple[str, list[dict[str, Any]], dict[str, str]]] = [
         ],
         {"terraform_data.binpacking_scheduler_version[0]": INP},
     ),
+    (
+        # A real plan (the local cloud's, Nebius's provider) marks what the service sets as known after apply
+        # on every update: that must not make a labels-only change disruptive.
+        "labels-with-service-fields",
+        [
+            _with_service_fields(
+                change(
+                    CPU,
+                    NG,
+                    ["update"],
+                    {**_group("c"), "status": {"state": "RUNNING"}, "resource_version": "3"},
+                    {**_group("c"), "labels": {"library-solution": "k8s-training", "team": "a"}},
+                )
+            )
+        ],
+        {CPU: INP},
+    ),
+    (
+        # A pool scaled to zero whose template falls back to upstream's defaults (the renderer leaves an
+        # empty pool's preset out).
+        "scale-to-zero-with-template",
+        [
+            change(
+                CPU,
+                NG,
+                ["update"],
+                _group("c", count=2, resources={"platform": "cpu-d3", "preset": "4vcpu-16gb"}),
+                _group("c", count=0, resources={"platform": "cpu-d3", "preset": "16vcpu-64gb"}),
+            )
+        ],
+        {CPU: DIS},
+    ),
+    (
+        # The CSI driver's chart and its storage-class annotations named after the filesystem go with it:
+        # they drain nothing (the filesystem's own deletion is what loses data).
+        "filesystem-csi-delete",
+        [
+            change(
+                "helm_release.filesystem_csi[0]",
+                "helm_release",
+                ["delete"],
+                {"name": "csi-mounted-fs-path", "version": "0.1.4"},
+                None,
+                provider="registry.terraform.io/hashicorp/helm",
+            ),
+            change(
+                "kubernetes_annotations.filesystem_csi_promote_default_storage_class[0]",
+                "kubernetes_annotations",
+                ["delete"],
+                {
+                    "kind": "StorageClass",
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                None,
+                provider="registry.terraform.io/hashicorp/kubernetes",
+            ),
+        ],
+        {
+            "helm_release.filesystem_csi[0]": INP,
+            "kubernetes_annotations.filesystem_csi_promote_default_storage_class[0]": INP,
+        },
+    ),
+    (
+        # The nodes' cloud-init user data is sensitive in the plan (it holds the SSH key): its change is
+        # still a template change, read from the values `terraform show -json` holds.
+        "cloud-init-sensitive",
+        [_cloud_init_change("/mnt/data", "/mnt/shared")],
+        {CPU: DIS},
+    ),
 ]
 # Changes the summary leaves out (a data source read, a no-op): nothing to class.
 NOT_CHANGES = [
@@ -421,6 +511,25 @@ def test_reasons_name_what_changed() -> None:
     assert "driver preset" in driver["disruption"]["reason"]
     (scale,) = summarize({"resource_changes": CASES[10][1]})["resources"]
     assert scale["disruption"]["reason"] == "scale down by 2: those nodes are drained"
+    (labels,) = summarize({"resource_changes": _case("labels-with-service-fields")})["resources"]
+    assert labels["disruption"]["reason"] == "node group settings only (labels.team)"
+    (cloud_init,) = summarize({"resource_changes": _case("cloud-init-sensitive")})["resources"]
+    assert cloud_init["disruption"]["reason"] == (
+        "node template change (template.cloud_init_user_data): every node re-created"
+    )
+    assert {"name": "template.cloud_init_user_data", "before": SENSITIVE, "after": SENSITIVE} in (
+        cloud_init["attributes"]
+    )
+    assert "/mnt/shared" not in json.dumps(cloud_init)
+    (zero,) = summarize({"resource_changes": _case("scale-to-zero-with-template")})["resources"]
+    assert zero["disruption"]["reason"] == (
+        "node template change (template.resources.preset): every node re-created; scale down by 2"
+    )
+
+
+def _case(name: str) -> list[dict[str, Any]]:
+    (changes,) = [changes for case, changes, _ in CASES if case == name]
+    return copy.deepcopy(changes)
 
 
 MODULE = (
