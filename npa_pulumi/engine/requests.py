@@ -170,7 +170,8 @@ class UpRequest(PreviewRequest, Exclusive):
     fail_fast: bool = False
     create_projects: bool = True
     health_gate: bool = True
-    # Apply a disruptive change without waiting for the jobs of `maintenance.wait_for_jobs` (no Slurm drain).
+    # Apply a disruptive change without waiting for the jobs of `maintenance.wait_for_jobs` (and without
+    # draining the workload manager's workers).
     force: bool = False
     # How long a shard waits for another shard to finish a project stack they share.
     shard_wait_s: float = 1800.0

@@ -353,7 +353,7 @@ def _wait_for_jobs(
     context: FleetContext, op: StackOp, wait: WaitForJobsSpec, terraform: Mapping[str, Any]
 ) -> tuple[StackResult | None, ChangeDrain | None]:
     """Before a disruptive change: wait (`wait.timeout`) for the cluster's job pods matching `wait.selectors`
-    to end and, where a workload manager owns its workers (soperator: Slurm), for every worker to report
+    to end and, where the backend's workload manager owns its workers, for every worker to report
     itself drained through it (each drained here first: its running jobs finish, no new one starts).
 
     (None, the drain to lift once the change is applied) when the change may go (nothing disruptive, or
