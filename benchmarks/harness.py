@@ -192,8 +192,10 @@ def load_average() -> list[float]:
 
 
 def _version(argv: list[str]) -> str:
+    # A CLI configuration file named but missing makes OpenTofu print a warning before its version.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CLI_CONFIG_FILE" or Path(v).is_file()}
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return "unavailable"
     return (proc.stdout or proc.stderr).strip().splitlines()[0] if (proc.stdout or proc.stderr) else "?"
