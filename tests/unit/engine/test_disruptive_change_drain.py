@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fake_clock import Clock
 
 from npa_pulumi.engine import liveness
 from npa_pulumi.engine.backends.soperator import SLURM
@@ -88,17 +89,6 @@ class Cluster:
             node["status"]["conditions"] = [*kept, condition]
             self.applied.append((field_manager, node["metadata"]["name"], condition))
         return node
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def _wait(cluster: Cluster, drain: actions.ChangeDrain, timeout_s: float, clock: Clock) -> kd.JobWait:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_clock import Clock
 
 from npa_pulumi.engine.teardown.drain import blocking_pdbs, failure_of
 from npa_pulumi.kube import drain as kd
@@ -283,17 +284,6 @@ class FakeApi:
 
     def get_or_none(self, path: str) -> JSON | None:
         return self.existing.get(path.rsplit("/", 1)[-1])
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def _pods(*names: str) -> list[JSON]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fake_clock import Clock
 
 from npa_pulumi.kube import drain as kd
 from npa_pulumi.spec import SpecError, parse_spec
@@ -34,17 +35,6 @@ class Cluster:
 
     def evict(self, *args: Any, **kwargs: Any) -> bool:
         raise AssertionError("a job wait never evicts")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_running_jobs_are_the_pending_or_running_pods_of_any_selector() -> None:
