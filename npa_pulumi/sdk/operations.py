@@ -178,12 +178,10 @@ def _pins_held(selected: Selected, request: FleetRequest) -> tuple[Selected, lis
     if not wanted:
         return selected, []
     asked = StatusRequest(where=request.where, selection=request.selection, recipes=request.recipes)
-    found = status(selected, asked)
-    stacks = {
-        key: stack
-        for stack in found.clusters()
-        if (key := f"{stack.project_key}/{stack.cluster_name}") in wanted and stack.cluster_id
-    }
+    # Only those clusters' stacks are read (for their cluster ids), not the whole selection's.
+    pinned = [t for t in selected.targets if f"{t.project_key}/{t.cluster_name}" in wanted]
+    found = status(dataclasses.replace(selected, targets=pinned), asked)
+    stacks = {f"{s.project_key}/{s.cluster_name}": s for s in found.clusters() if s.cluster_id}
     if not stacks:
         return selected, []
     reader = pools.CloudVersions(open_fleet(selected, request))
